@@ -1,0 +1,73 @@
+"""Configurations from hypothesis: the required ones first, then derandomized draws, shrunk on failure.
+
+`find_failure(ctx, prop)` returns None when `prop(config)` (None for "fine", an Outcome for "broken") holds on the
+required configurations and on `ctx.examples` drawn ones; otherwise the failing Outcome for the smallest
+configuration hypothesis could shrink to, with that configuration attached.
+"""
+from __future__ import annotations
+
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
+
+from harness.config import Config
+
+
+class _Found(Exception):
+    def __init__(self, outcome):
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+@st.composite
+def configs(draw, separate: bool, qkv_bias: bool, min_heads: int = 1, min_n: int = 1):
+    heads = draw(st.integers(min_heads, 4))
+    head_width = draw(st.integers(1, 4))
+    d_out = heads * head_width
+    d_in = draw(st.integers(2, 9)) if separate else d_out
+    context_length = draw(st.integers(max(2, min_n), 8))
+    n = draw(st.integers(min_n, context_length))
+    batch = draw(st.integers(2, 3))
+    bias = draw(st.booleans()) if qkv_bias else False
+    return Config(d_in=d_in, d_out=d_out, heads=heads, context_length=context_length, batch=batch, n=n,
+                  qkv_bias=bias)
+
+
+def _attach(outcome, cfg: Config):
+    if outcome.config is None:
+        outcome.config = cfg.to_dict()
+    return outcome
+
+
+def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None):
+    first = None
+    for cfg in required if required is not None else ctx.required_configs():
+        outcome = prop(cfg)
+        if outcome is not None:
+            first = _attach(outcome, cfg)
+            break
+    if not generated:
+        return first
+    strategy = configs(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n)
+
+    @settings(derandomize=True, database=None, deadline=None, max_examples=ctx.examples if first is None else 60,
+              phases=(Phase.generate, Phase.shrink), suppress_health_check=list(HealthCheck),
+              report_multiple_bugs=False, print_blob=False)
+    @given(strategy)
+    def search(cfg):
+        assume(cfg.heads >= min_heads and cfg.n >= min_n)
+        outcome = prop(cfg)
+        if outcome is not None:
+            raise _Found(_attach(outcome, cfg))
+
+    try:
+        with with_reporter(lambda *_: None):
+            search()
+    except _Found as found:
+        if first is None or _size(found.outcome.config) <= _size(first.config):
+            return found.outcome
+    return first
+
+
+def _size(cfg: dict) -> tuple:
+    return (cfg["batch"] * cfg["n"] * cfg["d_in"] + cfg["d_out"] * cfg["heads"], cfg["context_length"])

@@ -1,0 +1,139 @@
+"""causal-leakage: through the gradient of every output position with respect to every input position.
+
+For each batch element b and output position t, the child computes d(r·y[b, t]) / d x[b, s] for all s; the
+verdict needs every s > t to be exactly zero (float64: a fill value of -10 or -100 instead of -inf leaves a
+small but non-zero gradient) and every s <= t to be non-zero (so that a detached or constant output cannot pass).
+Where the weights can be transplanted, the output projection is restricted to one head at a time so that every
+head is checked on its own.  A perturbation of the future tokens must leave earlier outputs bit-identical, which
+also catches leaks that bypass autograd.
+"""
+import numpy as np
+
+from checks import check, failed, passed
+from checks._search import find_failure
+from harness.subject import TargetFailure
+
+INFLUENCE = 1e-12  # relative gradient size below which a past position counts as having no influence
+
+
+def influence(jac: np.ndarray) -> np.ndarray:
+    """(B, n, B, n, d_in) Jacobian -> (B, t, s) gradient norms within each sequence."""
+    B, n = jac.shape[:2]
+    return np.stack([np.linalg.norm(jac[b, :, b], axis=-1) for b in range(B)])
+
+
+def describe_leak(G: np.ndarray) -> tuple[str, str]:
+    """Name the pattern: (what is wrong, which mistake it looks like)."""
+    B, n, _ = G.shape
+    future = np.triu(np.ones((n, n), bool), 1)
+    past = ~future
+    scale = np.nanmax(G) if np.isfinite(G).any() else 1.0
+    if not np.all(np.isfinite(G)):
+        b, t, s = np.argwhere(~np.isfinite(G))[0]
+        return (f"the gradient is NaN/inf (batch {b}, output {t}, input {s})",
+                "a row with every score masked gives NaN: the mask also hides the diagonal (use triu(..., 1))")
+    leaks = np.argwhere((G > 0) & future)
+    dead = np.argwhere((G <= INFLUENCE * max(scale, 1e-300)) & past)
+    if len(leaks):
+        b, t, s = leaks[0]
+        what = f"output position {t} depends on future input position {s} (batch {b}, gradient {G[b, t, s]:.3g})"
+        rel = G[:, future].max() / max(G[:, past].max(), 1e-300)
+        offsets = {int(s - t) for _, t, s in leaks}
+        if len(dead) and np.all(G[:, future] > 0) and len(dead) >= B * n * (n - 1) // 2:
+            return what, "the mask is inverted: it hides the past and shows the future (masked_fill(~mask, ...))"
+        if rel < 1e-2:
+            return what, ("a small leak: masking with a finite value such as -10 or -100 instead of "
+                          "float('-inf') lets future tokens through with a tiny weight")
+        if offsets == {1}:
+            return what, "the mask lets exactly one future token through: use torch.triu(..., diagonal=1)"
+        if np.all(G[:, future] > 0):
+            return what, "no causal mask is applied (or it is applied after the softmax)"
+        return what, "the mask does not cover every future position (is it sliced to [:n, :n]?)"
+    b, t, s = dead[0]
+    what = f"output position {t} does not depend on input position {s} <= {t} (batch {b})"
+    if np.all(G == 0):
+        return what, "the output does not depend on the input at all through autograd (detached, or no_grad?)"
+    if all(t2 == s2 for _, t2, s2 in dead):
+        return what, "the mask also hides the diagonal: a token must see itself (use triu(..., diagonal=1))"
+    return what, "some allowed positions have no influence: is the mask or the softmax axis wrong?"
+
+
+@check(
+    id="causal-leakage",
+    claim="each output position depends on every input position up to it and on none after it",
+    explanation="""A causal layer predicts token t+1 from tokens 0..t only. If the output at t depends on a later
+    input, training cheats by looking ahead and generation breaks. Measured by the gradient of each output position
+    with respect to each input position, per sequence and per head.""",
+    fix="""Mask the scores before the softmax with `scores.masked_fill(mask[:n, :n], float("-inf"))`, where
+    `mask = torch.triu(torch.ones(L, L), diagonal=1).bool()`, over the last axis.""",
+)
+def run(ctx):
+    def leak(inst, x, r, cfg, head=None):
+        head_info, arrays = inst.jacobian(x, r)
+        if "jac" not in arrays:
+            if head_info.get("no_graph"):
+                return failed("the output is not connected to the input in the autograd graph (detached, computed "
+                              "under torch.no_grad, or rebuilt from numbers): no position influences any other",
+                              diagnosis="no gradient")
+            return failed(f"output has shape {tuple(head_info.get('shape', ()))}: cannot measure leakage")
+        G = influence(arrays["jac"])
+        future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
+        scale = np.nanmax(G) if np.isfinite(G).any() else 0
+        bad = (~np.isfinite(G)).any() or (G[:, future] > 0).any() or (G[:, ~future] <= INFLUENCE * scale).any()
+        if bad or scale == 0:
+            what, looks_like = describe_leak(G)
+            where = f" in head {head}" if head is not None else ""
+            return failed(f"{what}{where}; {looks_like}", observed=what, expected="zero for s > t, non-zero for s <= t",
+                          leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(),
+                          diagnosis=looks_like)
+        return None
+
+    def prop(cfg):
+        inst = ctx.build(cfg)
+        x = ctx.input(cfg)
+        r = ctx.rng("r", cfg).standard_normal(cfg.d_out)
+        try:
+            outcome = leak(inst, x, r, cfg)
+        except TargetFailure as e:
+            return failed(f"forward or backward raised {e.message}")
+        if outcome:
+            return outcome
+        outcome = _perturbation(inst, x, cfg, ctx)
+        if outcome or cfg not in ctx.required_configs() or inst.layout is None or cfg.heads == 1:
+            return outcome
+        w = ctx.weights_for(inst, "leak")
+        for h in range(cfg.heads):
+            only_h = w.wo.copy()
+            dh = cfg.head_width
+            only_h[:, : h * dh] = 0
+            only_h[:, (h + 1) * dh:] = 0
+            ctx.transplant(inst, _with_wo(w, only_h))
+            outcome = leak(inst, x, r, cfg, head=h)
+            if outcome:
+                return outcome
+        return None
+
+    return find_failure(ctx, prop) or passed(
+        "every output depends on all earlier and no later positions (gradients, every batch element and head)")
+
+
+def _with_wo(w, wo):
+    from dataclasses import replace
+
+    return replace(w, wo=wo)
+
+
+def _perturbation(inst, x, cfg, ctx):
+    """Change tokens after a split point; outputs up to it must not move at all."""
+    y = inst.forward(x)
+    for split in range(cfg.n - 1):
+        x2 = x.copy()
+        x2[:, split + 1:] += ctx.rng("perturb", cfg, split).standard_normal(x2[:, split + 1:].shape)
+        y2 = inst.forward(x2)
+        moved = np.abs(y2[:, : split + 1] - y[:, : split + 1]).max()
+        if not np.isfinite(moved) or moved > 0:
+            return failed(f"changing the tokens after position {split} changed the outputs at positions 0..{split} "
+                          f"(by up to {moved:.3g}): the future leaks into the past",
+                          observed=f"change {moved:.3g}", expected="no change",
+                          diagnosis="future tokens influence past outputs")
+    return None

@@ -1,0 +1,29 @@
+from checks import check, failed, passed
+from harness.subject import TargetFailure
+
+
+@check(
+    id="construct",
+    claim="the target imports and builds a torch.nn.Module for valid configurations",
+    explanation="""Every other check needs a module to test. mha-check imports your file and calls your class (or
+    factory) with the width, number of heads and context length spelt the way your constructor names them.""",
+    fix="""Make the file import without errors and the constructor accept the width, the number of heads and the
+    context length (any usual names work); for anything unusual pass --arg NAME=VALUE.""",
+    needs=(),
+)
+def run(ctx):
+    try:
+        loaded = ctx.subject.load()
+    except TargetFailure as e:
+        return failed(f"could not load the target: {e.message}")
+    built = []
+    for cfg in ctx.required_configs():
+        try:
+            ctx.subject.build(cfg)
+        except TargetFailure as e:
+            return failed(f"{loaded['name']}(...) failed for {cfg.describe()}: {e.message}", config=cfg)
+        built.append(cfg.describe())
+    spelt = ", ".join(f"{p}←{k}" for k, p in loaded["signature"]["accepts"].items())
+    if loaded["signature"]["config_param"]:
+        spelt += (", " if spelt else "") + f"{loaded['signature']['config_param']}←config object"
+    return passed(f"built {loaded['name']} ({spelt or 'no arguments'})", built=built)

@@ -1,0 +1,29 @@
+from checks import check, failed, passed
+from harness.config import Config
+from harness.subject import TargetFailure
+
+
+@check(
+    id="divisibility",
+    claim="a width not divisible by the number of heads is refused at construction with an error",
+    explanation="""Each head gets d_out / H features. When H does not divide d_out, `d_out // H` silently drops
+    features (or the reshape fails later, far from the cause). The lesson: choose d_out divisible by H and check it
+    when building the config.""",
+    fix="""At the top of __init__: `if d_out % num_heads: raise ValueError(f"d_out={d_out} is not divisible by
+    num_heads={num_heads}")` (an assert also works).""",
+)
+def run(ctx):
+    sep = ctx.separate_widths
+    for d_out, heads in ((8, 3), (10, 4)):
+        cfg = Config(d_in=5 if sep else d_out, d_out=d_out, heads=heads, context_length=6, batch=2, n=3)
+        try:
+            inst = ctx.subject.build(cfg)
+        except TargetFailure as e:
+            continue
+        width = (d_out // heads) * heads
+        return failed(
+            f"built a module for d_out={d_out} with {heads} heads instead of refusing it; heads of width "
+            f"{d_out // heads} cover only {width} of the {d_out} features",
+            config=cfg, observed=f"constructed ({inst.info['param_count']} parameters)",
+            expected="an exception from the constructor")
+    return passed("refused d_out=8 with 3 heads and d_out=10 with 4 heads")

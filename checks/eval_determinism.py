@@ -1,0 +1,40 @@
+import numpy as np
+
+from checks import check, failed, passed
+from checks._context import close, worst_difference
+from harness.config import Config
+from reference import numpy_ref
+
+
+@check(
+    id="eval-determinism",
+    claim="in eval() mode, with dropout > 0, the output is deterministic and dropout is off",
+    explanation="""Dropout on the attention weights is for training only: nn.Dropout turns itself off in eval()
+    mode, but F.dropout(w, p) with the default training=True, or training=True hard-coded, keeps dropping at
+    evaluation, and generation becomes random.""",
+    fix="""Use `self.dropout = nn.Dropout(p)` and `w = self.dropout(w)`, or `F.dropout(w, p, training=self.training)`,
+    or `dropout_p=self.p if self.training else 0.0` for scaled_dot_product_attention.""",
+)
+def run(ctx):
+    base = ctx.base
+    cfg = Config(**{**base.to_dict(), "dropout": 0.5})
+    by_arg = ctx.accepts("dropout")
+    inst = ctx.build(cfg if by_arg else base, force_dropout=0.0 if by_arg else 0.5)
+    how = "dropout=0.5" if by_arg else "every nn.Dropout set to p=0.5"
+    if not by_arg and not inst.info["dropout_modules"]:
+        how = "no dropout argument nor nn.Dropout module found; determinism only"
+    x = ctx.input(cfg)
+    first, second = inst.forward(x), inst.forward(x)
+    if not np.array_equal(first, second):
+        return failed(f"with {how}, two forward passes in eval() mode gave different outputs: "
+                      + worst_difference(second, first) + "; dropout is still active in eval mode",
+                      config=cfg, observed="different outputs", expected="identical outputs")
+    if inst.layout is not None:
+        w = ctx.weights_for(inst, "eval")
+        ctx.transplant(inst, w)
+        y = inst.forward(x)
+        want = numpy_ref.forward(x, cfg.heads, w)
+        if not close(y, want):
+            return failed(f"with {how}, the eval() output differs from the reference without dropout: "
+                          + worst_difference(y, want) + ctx.mapping_caveat(), config=cfg)
+    return passed(f"deterministic in eval() mode ({how})")

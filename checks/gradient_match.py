@@ -1,0 +1,50 @@
+import numpy as np
+
+from checks import check, failed, passed
+from checks._context import close, worst_difference
+from checks._search import find_failure
+from reference import numpy_ref
+
+NAMES = {"x": "the input", "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o",
+         "bq": "b_q", "bk": "b_k", "bv": "b_v", "bo": "the output bias"}
+
+
+@check(
+    id="gradient-match",
+    claim="gradients for the input and for every weight equal the reference's",
+    explanation="""A layer can compute the right forward values and still train wrongly: attention weights
+    computed under torch.no_grad, a .detach() or .data in the middle, or an in-place change that autograd cannot
+    see, all cut the gradient. mha-check back-propagates the same upstream gradient through your module and the
+    reference and compares the gradients of the input and of Q, K, V and the output projection.""",
+    fix="""Keep the whole forward differentiable: no torch.no_grad(), .detach(), .data, .numpy() or .item() on the
+    path from x to the output.""",
+    weights=True,
+)
+def run(ctx):
+    def prop(cfg):
+        inst = ctx.build(cfg)
+        w = ctx.weights_for(inst, "grad")
+        ctx.transplant(inst, w)
+        x = ctx.input(cfg)
+        gy = ctx.rng("gy", cfg).standard_normal((cfg.batch, cfg.n, cfg.d_out))
+        head, got = inst.vjp(x, gy)
+        if head.get("no_graph"):
+            return failed("the output does not require grad: it was detached or computed under torch.no_grad",
+                          observed="no gradient", expected="gradients for the input and the weights")
+        cache = {}
+        numpy_ref.forward(x, cfg.heads, w, cache=cache)
+        want = numpy_ref.backward(gy, w, cache)
+        wrong = []
+        for key in ["x"] + list(w.as_dict()):
+            mine = got.get("g_" + key, got.get("gx") if key == "x" else None)
+            if mine is not None and not close(mine, want[key]):
+                wrong.append((key, mine))
+        if not wrong:
+            return None
+        names = ", ".join(NAMES[k] for k, _ in wrong)
+        key, mine = wrong[0]
+        zero = " (all zero)" if not np.any(mine) else ""
+        return failed(f"wrong gradient for {names}: for {NAMES[key]}{zero} " + worst_difference(mine, want[key])
+                      + ctx.mapping_caveat(), observed=f"wrong gradients: {names}", expected="reference gradients")
+
+    return find_failure(ctx, prop) or passed("input and weight gradients equal the reference's")

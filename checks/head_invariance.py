@@ -1,0 +1,32 @@
+from checks import check, failed, passed
+from harness.config import Config
+from harness.subject import TargetFailure
+
+
+@check(
+    id="head-invariance",
+    claim="the parameter count is the same for every number of heads that divides the width",
+    explanation="""Heads split the width instead of multiplying it: H heads of width d_out/H cost exactly what one
+    head of width d_out costs. "More heads means more parameters" is the misconception this catches.""",
+    fix="""Give the heads d_out / H features each (one projection of width d_out, viewed as (B, n, H, d_out/H)),
+    not one full-width projection per head.""",
+)
+def run(ctx):
+    sep = ctx.separate_widths
+    counts = {}
+    for heads in (1, 2, 3, 4, 6):
+        cfg = Config(d_in=7 if sep else 12, d_out=12, heads=heads, context_length=5, batch=2, n=3)
+        try:
+            counts[heads] = ctx.subject.build(cfg).info["param_count"]
+        except TargetFailure as e:
+            counts[heads] = None
+            failed_build = (heads, e.message)
+    built = {h: c for h, c in counts.items() if c is not None}
+    table = ", ".join(f"H={h}: {c if c is not None else 'failed to build'}" for h, c in counts.items())
+    if len(built) < len(counts):
+        h, msg = failed_build
+        return failed(f"could not build with {h} heads for d_out=12: {msg}", observed=table)
+    if len(set(built.values())) > 1:
+        return failed(f"parameter count changes with the number of heads (d_out=12): {table}",
+                      observed=table, expected=f"the same count for all, {built[1]} as with one head")
+    return passed(f"{built[1]} parameters for 1, 2, 3, 4 and 6 heads (d_out=12)")

@@ -1,0 +1,33 @@
+import numpy as np
+
+from checks import check, failed, passed
+from checks._search import find_failure
+from harness.subject import TargetFailure
+
+
+@check(
+    id="output-shape",
+    claim="forward(x) returns a finite tensor of shape (B, n, d_out) for inputs of shape (B, n, d_in)",
+    explanation="""Attention maps each of the n tokens of each of the B sequences to a vector of width d_out. A
+    different shape, NaN or inf values, or an exception mean the layer cannot be used in a model.""",
+    fix="""Return `self.out_proj(context)` where context has shape (B, n, d_out); NaN usually means a row of scores
+    was entirely masked (a mask that also hides the diagonal).""",
+)
+def run(ctx):
+    def prop(cfg):
+        try:
+            y = ctx.build(cfg).forward(ctx.input(cfg))
+        except TargetFailure as e:
+            return failed(f"forward raised {e.message}")
+        want = (cfg.batch, cfg.n, cfg.d_out)
+        if y.shape != want:
+            return failed(f"output has shape {y.shape}, expected {want}", observed=str(y.shape),
+                          expected=str(want))
+        if not np.all(np.isfinite(y)):
+            bad = np.argwhere(~np.isfinite(y))
+            positions = sorted({int(t) for t in bad[:, 1]})
+            return failed(f"output has {len(bad)} NaN/inf values, at token positions {positions}",
+                          observed="non-finite values", expected="finite values")
+        return None
+
+    return find_failure(ctx, prop) or passed("shape (B, n, d_out) and finite values for every configuration tried")

@@ -1,0 +1,30 @@
+from checks import check, failed, passed
+from checks._context import close, worst_difference
+from checks._search import find_failure
+from reference import numpy_ref
+
+
+@check(
+    id="reference-match",
+    claim="with the same weights, the output equals the lesson's CausalMHA (float64, relative 1e-7)",
+    explanation="""mha-check copies the same Q, K, V and output-projection weights into your module and into the
+    reference, feeds both the same input and compares. Any difference beyond rounding is a bug: scaling, masking,
+    softmax axis, reshapes, a missing projection or a wrong role.""",
+    fix="""Follow the lesson: project, view(B, n, H, dh).transpose(1, 2), scores = q @ k.transpose(-2, -1) / dh**0.5,
+    masked_fill with -inf, softmax over the last axis, @ v, transpose back, contiguous().view, output projection.""",
+    weights=True,
+)
+def run(ctx):
+    def prop(cfg):
+        inst = ctx.build(cfg)
+        w = ctx.weights_for(inst)
+        ctx.transplant(inst, w)
+        x = ctx.input(cfg)
+        y = inst.forward(x)
+        want = numpy_ref.forward(x, cfg.heads, w)
+        if close(y, want):
+            return None
+        return failed("output differs from the reference with the same weights: " + worst_difference(y, want)
+                      + ctx.mapping_caveat(), observed=worst_difference(y, want), expected="difference below 1e-7")
+
+    return find_failure(ctx, prop) or passed("equals the reference for every configuration tried")

@@ -1,0 +1,37 @@
+"""The configuration a check asks the target to be built with (plain data, shared by both processes)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Config:
+    d_in: int
+    d_out: int
+    heads: int
+    context_length: int
+    batch: int = 2
+    n: int = 3
+    dropout: float = 0.0
+    qkv_bias: bool = False
+
+    @property
+    def head_width(self) -> int:
+        return self.d_out // self.heads
+
+    def ctor_key(self) -> tuple:
+        """What the constructor sees: configs equal here can share one built module."""
+        return (self.d_in, self.d_out, self.heads, self.context_length, self.dropout, self.qkv_bias)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        width = f"d={self.d_out}" if self.d_in == self.d_out else f"d_in={self.d_in}, d_out={self.d_out}"
+        extra = "".join(
+            [", qkv_bias=True" if self.qkv_bias else "", f", dropout={self.dropout}" if self.dropout else ""]
+        )
+        return (
+            f"{width}, heads={self.heads} (head width {self.head_width if self.heads else '?'}), "
+            f"context_length={self.context_length}, input (B={self.batch}, n={self.n}, {self.d_in}){extra}"
+        )

@@ -1,0 +1,133 @@
+"""Child side: build the student's module for a requested configuration, whatever its constructor looks like.
+
+Parameters are matched by name against a generous alias table; a single `config`/`cfg` parameter gets an object
+that answers every usual attribute (and item) name; `--arg name=value` overrides anything, and `--arg name=@d_out`
+binds a parameter to one of the configuration's values.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from harness.config import Config
+
+ALIASES: dict[str, tuple[str, ...]] = {
+    "d_in": ("d_in", "din", "in_dim", "input_dim", "dim_in", "in_features", "d_input", "input_size", "in_channels"),
+    "d_out": ("d_out", "dout", "out_dim", "output_dim", "dim_out", "out_features", "d_output", "output_size"),
+    "width": ("d", "d_model", "dmodel", "embed_dim", "emb_dim", "embedding_dim", "n_embd", "n_embed", "n_emb",
+              "hidden_size", "hidden_dim", "dim", "width", "model_dim", "d_embed", "embed_size", "emb_size",
+              "embedding_size", "d_hidden", "hidden", "num_hiddens", "n_hidden", "num_hidden", "hidden_units", "n_embedding", "channels", "n_state", "d_k_total"),
+    "heads": ("nheads", "num_heads", "n_heads", "n_head", "heads", "num_attention_heads", "h", "nhead",
+              "head_count", "n_attn_heads", "num_head", "nb_heads", "attention_heads"),
+    "context_length": ("context_length", "block_size", "max_len", "max_seq_len", "max_seq_length", "n_ctx",
+                       "seq_len", "max_length", "context_size", "max_position_embeddings", "n_positions",
+                       "ctx_len", "context_len", "max_tokens", "seq_length", "max_context", "block_len",
+                       "max_sequence_length", "context", "n_ctx_max", "t_max", "maxlen"),
+    "dropout": ("dropout", "dropout_p", "p_drop", "attn_dropout", "attn_pdrop", "dropout_rate", "attention_dropout",
+                "attn_drop", "drop", "drop_rate", "attention_probs_dropout_prob", "p_dropout", "dropout_prob",
+                "attn_dropout_p"),
+    "qkv_bias": ("qkv_bias", "bias", "use_bias", "add_bias", "attn_bias", "qkv_biases", "with_bias", "use_qkv_bias",
+                 "proj_bias_qkv", "in_proj_bias"),
+}
+CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
+_BY_ALIAS = {alias: key for key, names in ALIASES.items() for alias in names}
+
+
+class ConfigBag(dict):
+    """A config object with every usual spelling, readable as attributes or items (`cfg.n_embd`, `cfg["emb_dim"]`)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"config has no attribute {name!r} (mha-check filled the usual names; pass "
+                                 f"--arg {name}=VALUE to add it)") from None
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+def _value(key: str, cfg: Config):
+    if key == "width":
+        return cfg.d_out
+    return getattr(cfg, key)
+
+
+def config_bag(cfg: Config, overrides: dict) -> ConfigBag:
+    bag = ConfigBag({alias: _value(key, cfg) for alias, key in _BY_ALIAS.items() if key != "d_in"})
+    bag.update({a: cfg.d_in for a in ALIASES["d_in"]})
+    bag.update({k: _resolve(v, cfg) for k, v in overrides.items()})
+    return bag
+
+
+def _resolve(value, cfg: Config):
+    if isinstance(value, str) and value.startswith("@"):
+        key = value[1:]
+        return _value("width" if key in ("d", "width") else key, cfg)
+    return value
+
+
+@dataclass
+class Signature:
+    """What the constructor lets us choose: the checks build only configurations it can express."""
+
+    params: list[str]
+    separate_widths: bool  # d_in and d_out can differ
+    accepts: dict[str, str]  # canonical key -> the parameter that carries it
+    config_param: str | None
+    unfillable: list[str]  # required parameters we have no value for
+
+    def to_dict(self) -> dict:
+        return {"params": self.params, "separate_widths": self.separate_widths, "accepts": self.accepts,
+                "config_param": self.config_param, "unfillable": self.unfillable}
+
+
+def _parameters(factory) -> list[inspect.Parameter]:
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    return [p for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def read_signature(factory, overrides: dict) -> Signature:
+    params = _parameters(factory)
+    accepts: dict[str, str] = {}
+    config_param, unfillable = None, []
+    for p in params:
+        key = _BY_ALIAS.get(p.name.lower())
+        if p.name in overrides:
+            value = overrides[p.name]
+            if isinstance(value, str) and value.startswith("@"):
+                accepts.setdefault({"d": "width"}.get(value[1:], value[1:]), p.name)
+            continue
+        if key and key not in accepts:
+            accepts[key] = p.name
+        elif p.name.lower() in CONFIG_PARAMS and config_param is None:
+            config_param = p.name
+        elif p.default is inspect.Parameter.empty:
+            unfillable.append(p.name)
+    if config_param is None and not accepts and len(unfillable) == 1:
+        config_param = unfillable.pop()  # a single unknown required parameter: most likely a config object
+    widths = [k for k in ("d_in", "d_out", "width") if k in accepts]
+    separate = len(widths) >= 2
+    if separate and "width" in accepts:  # (d, d_out): d is the input width; (d, d_in): d is the output width
+        accepts["d_out" if "d_in" in accepts else "d_in"] = accepts.pop("width")
+    elif len(widths) == 1 and widths[0] != "width":  # a single width, whatever its name
+        accepts["width"] = accepts.pop(widths[0])
+    return Signature([p.name for p in params], separate, accepts, config_param, unfillable)
+
+
+def build(factory, cfg: Config, overrides: dict, signature: Signature):
+    """Call the class or factory with the configuration spelt the way it asks."""
+    if signature.unfillable:
+        names = ", ".join(signature.unfillable)
+        raise TypeError(f"mha-check has no value for required parameter(s) {names}: pass them with "
+                        f"--arg NAME=VALUE (or --arg NAME=@d_out to bind one to the width)")
+    kwargs = {}
+    for key, pname in signature.accepts.items():
+        kwargs[pname] = _value(key, cfg)
+    if signature.config_param:
+        kwargs[signature.config_param] = config_bag(cfg, overrides)
+    kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items() if k in signature.params or not signature.params})
+    return factory(**kwargs)

@@ -1,0 +1,295 @@
+"""Child side: find which of the student's parameters play the roles Q, K, V, output projection and biases.
+
+Roles are found by structure and by name, never by searching for a mapping that makes the output right: a module
+that uses its query projection for keys keeps `k` mapped to its key projection and fails, as it should.  The only
+freedom tried by output is the orientation of raw square matrices (`x @ W` or `W @ x` are the same layer written two
+ways); the trusted side chooses among the candidates by proving which one reproduces the module's own output.
+
+Every role is stored in nn.Linear convention: weights (out, in), read and written through views of the parameters.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+WEIGHTS = ("wq", "wk", "wv", "wo")
+BIASES = ("bq", "bk", "bv", "bo")
+_KIND_TOKENS = {"w", "weight", "weights", "b", "bias", "biases", "mat", "matrix", "param", "params", "proj_weight",
+                "linear", "layer", "lin", "fc"}
+_ROLE_NAMES = {
+    "q": {"q", "query", "queries", "wq", "toq", "qproj", "queryproj", "qlinear", "linearq", "qnet", "querynet"},
+    "k": {"k", "key", "keys", "wk", "tok", "kproj", "keyproj", "klinear", "lineark", "knet", "keynet"},
+    "v": {"v", "value", "values", "wv", "tov", "vproj", "valueproj", "vlinear", "linearv", "vnet", "valuenet"},
+    "qkv": {"qkv", "wqkv", "toqkv", "qkvproj", "cattn", "inproj", "kqv", "fusedqkv", "qkvnet", "attn", "inprojection",
+            "qkvlinear"},
+    "o": {"o", "out", "output", "proj", "projection", "cproj", "dense", "wo", "outproj", "oproj", "toout", "fcout",
+          "outlinear", "linearout", "outputproj", "outputlinear", "wout", "projout", "outputprojection", "resid",
+          "concatproj", "combine", "mix", "merge", "unifyheads", "final", "outnet", "o_proj"},
+}
+
+
+def _tokens(name: str) -> list[str]:
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return [t.lower() for t in re.split(r"[^A-Za-z0-9]+", name) if t]
+
+
+def role_of(name: str) -> str | None:
+    """'W_query' -> 'q', 'c_attn' -> 'qkv', 'out_proj' -> 'o', 'bq' -> 'q', 'heads' -> None."""
+    toks = _tokens(name)
+    joined = "".join(t for t in toks if t not in _KIND_TOKENS) or "".join(toks)
+    for candidate in (joined, "".join(toks)):
+        for role, names in _ROLE_NAMES.items():
+            if candidate in names:
+                return role
+    if len(joined) >= 2 and joined[0] in "wb":
+        for role, names in _ROLE_NAMES.items():
+            if joined[1:] in names:
+                return role
+    return None
+
+
+@dataclass
+class Piece:
+    """Rows `rows` of the Linear-convention view of `param` (transposed first when `transpose`)."""
+
+    param: torch.Tensor
+    name: str
+    transpose: bool = False
+    rows: slice | None = None
+
+    def view(self) -> torch.Tensor:
+        v = self.param.t() if self.transpose else self.param
+        return v if self.rows is None else v[self.rows]
+
+    def describe(self) -> str:
+        s = self.name + (".T" if self.transpose else "")
+        if self.rows is not None:
+            s += f"[{self.rows.start}:{self.rows.stop}]"
+        return s
+
+
+@dataclass
+class Layout:
+    roles: dict[str, list[Piece]]
+    how: str  # how the layout was recognised, for the report
+    notes: list[str] = field(default_factory=list)
+
+    def read(self, grad: bool = False) -> dict[str, torch.Tensor]:
+        out = {}
+        for role, pieces in self.roles.items():
+            parts = []
+            for p in pieces:
+                v = p.view()
+                if grad:
+                    g = p.param.grad
+                    if g is None:
+                        v = torch.zeros_like(v)
+                    else:
+                        gv = g.t() if p.transpose else g
+                        v = gv if p.rows is None else gv[p.rows]
+                parts.append(v.detach())
+            out[role] = torch.cat(parts, 0) if len(parts) > 1 else parts[0].clone()
+        return out
+
+    @torch.no_grad()
+    def write(self, values: dict[str, torch.Tensor]) -> None:
+        for role, pieces in self.roles.items():
+            value, start = values[role], 0
+            for p in pieces:
+                v = p.view()
+                v.copy_(value[start:start + v.shape[0]])
+                start += v.shape[0]
+
+    def describe(self) -> dict[str, str]:
+        return {role: " + ".join(p.describe() for p in pieces) for role, pieces in self.roles.items()}
+
+
+def _expected_shapes(d_in: int, d_out: int) -> dict[str, tuple]:
+    return {"wq": (d_out, d_in), "wk": (d_out, d_in), "wv": (d_out, d_in), "wo": (d_out, d_out),
+            "bq": (d_out,), "bk": (d_out,), "bv": (d_out,), "bo": (d_out,)}
+
+
+def _validate(roles: dict[str, list[Piece]], d_in: int, d_out: int) -> str | None:
+    missing = [r for r in WEIGHTS if r not in roles]
+    if missing:
+        return "found no parameter for " + ", ".join(missing)
+    shapes = _expected_shapes(d_in, d_out)
+    for role, pieces in roles.items():
+        views = [p.view() for p in pieces]
+        if any(v.dim() != len(shapes[role]) for v in views):
+            return f"{role}: pieces of unexpected rank"
+        rows = sum(v.shape[0] for v in views)
+        got = (rows,) + tuple(views[0].shape[1:])
+        if got != shapes[role]:
+            return f"{role} assembled from {[p.describe() for p in pieces]} has shape {got}, expected {shapes[role]}"
+    return None
+
+
+def _mha_layout(m: nn.MultiheadAttention, prefix: str) -> dict[str, list[Piece]]:
+    E = m.embed_dim
+    roles: dict[str, list[Piece]] = {}
+    if m.in_proj_weight is not None:
+        for i, r in enumerate("qkv"):
+            roles["w" + r] = [Piece(m.in_proj_weight, prefix + "in_proj_weight", rows=slice(i * E, (i + 1) * E))]
+    else:
+        for r in "qkv":
+            roles["w" + r] = [Piece(getattr(m, f"{r}_proj_weight"), f"{prefix}{r}_proj_weight")]
+    if m.in_proj_bias is not None:
+        for i, r in enumerate("qkv"):
+            roles["b" + r] = [Piece(m.in_proj_bias, prefix + "in_proj_bias", rows=slice(i * E, (i + 1) * E))]
+    roles["wo"] = [Piece(m.out_proj.weight, prefix + "out_proj.weight")]
+    if m.out_proj.bias is not None:
+        roles["bo"] = [Piece(m.out_proj.bias, prefix + "out_proj.bias")]
+    return roles
+
+
+@dataclass
+class _Entry:
+    role: str  # q, k, v, qkv, o
+    kind: str  # w or b
+    param: torch.Tensor
+    name: str
+    linear: bool  # nn.Linear weight (out, in): orientation known
+    head: int | None
+
+
+def _head_index(module: nn.Module, qualname: str, heads: int) -> int | None:
+    """The index in a ModuleList/Sequential of `heads` per-head modules that this parameter sits in, if any."""
+    parts = qualname.split(".")
+    node = module
+    for i, part in enumerate(parts[:-1]):
+        child = getattr(node, part, None) if not part.isdigit() else node[int(part)]
+        if isinstance(node, (nn.ModuleList, nn.Sequential)) and part.isdigit() and len(node) == heads > 1:
+            return int(part)
+        if child is None:
+            return None
+        node = child
+    return None
+
+
+def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
+    entries, unknown = [], []
+    for qual, p in module.named_parameters():
+        owner_name, _, pname = qual.rpartition(".")
+        owner = module.get_submodule(owner_name) if owner_name else module
+        is_linear = isinstance(owner, nn.Linear) and pname in ("weight", "bias")
+        if is_linear or (pname in ("weight", "bias") and owner_name):
+            label = owner_name.rpartition(".")[2]
+            kind = "w" if pname == "weight" else "b"
+        else:
+            label = pname
+            kind = "w" if p.dim() == 2 else "b"
+        role = role_of(label)
+        if role is None:
+            unknown.append(qual)
+            continue
+        entries.append(_Entry(role, kind, p, qual, is_linear, _head_index(module, qual, heads)))
+    return entries, unknown
+
+
+def _by_position(module: nn.Module, d_in: int, d_out: int) -> dict[str, list[Piece]] | None:
+    """No names we know: three Linear(d_in, d_out) then one Linear(d_out, d_out), or one fused Linear(d_in, 3·d_out)."""
+    linears = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
+    fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (3 * d_out, d_in)]
+    square = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_out)]
+    proj = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_in)]
+    roles: dict[str, list[Piece]] = {}
+    if len(fused) == 1 and len(square) == 1 and len(linears) == 2:
+        (fn, f), (on, o) = fused[0], square[0]
+        for i, r in enumerate("qkv"):
+            roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=slice(i * d_out, (i + 1) * d_out))]
+            if f.bias is not None:
+                roles["b" + r] = [Piece(f.bias, fn + ".bias", rows=slice(i * d_out, (i + 1) * d_out))]
+    elif len(linears) == 4 and (d_in != d_out and len(proj) == 3 and len(square) == 1
+                                or d_in == d_out and len(square) == 4):
+        qkv = linears[:3] if d_in == d_out else proj
+        for r, (n, m) in zip("qkv", qkv):
+            roles["w" + r] = [Piece(m.weight, n + ".weight")]
+            if m.bias is not None:
+                roles["b" + r] = [Piece(m.bias, n + ".bias")]
+        on, o = linears[3] if d_in == d_out else square[0]
+    else:
+        return None
+    roles["wo"] = [Piece(o.weight, on + ".weight")]
+    if o.bias is not None:
+        roles["bo"] = [Piece(o.bias, on + ".bias")]
+    return roles
+
+
+def _orientations(entries: list[_Entry], d_in: int, d_out: int) -> list[dict[int, bool]]:
+    """Transpose flags for raw matrices: fixed by shape, or both tried per group (q/k/v together, o alone)."""
+    fixed, groups = {}, {"in": [], "o": []}
+    for i, e in enumerate(entries):
+        if e.kind != "w" or e.linear:
+            fixed[i] = False
+            continue
+        rows = {"qkv": 3 * d_out, "o": d_out}.get(e.role, d_out)
+        if e.head is not None:
+            rows = e.param.shape[0] if e.param.shape[1] == d_in else e.param.shape[1]
+        cols = d_out if e.role == "o" else d_in
+        shape = tuple(e.param.shape)
+        if shape == (rows, cols) and shape != (cols, rows):
+            fixed[i] = False
+        elif shape == (cols, rows) and shape != (rows, cols):
+            fixed[i] = True
+        else:
+            groups["o" if e.role == "o" else "in"].append(i)
+    choices = []
+    for flags in itertools.product(*[(False, True) if g else (False,) for g in groups.values()]):
+        combo = dict(fixed)
+        for g, flag in zip(groups.values(), flags):
+            combo.update({i: flag for i in g})
+        choices.append(combo)
+    return choices
+
+
+def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int) -> dict[str, list[Piece]]:
+    roles: dict[str, list[tuple]] = {}
+    for i, e in enumerate(entries):
+        piece = Piece(e.param, e.name, transpose=flags[i])
+        order = (e.head if e.head is not None else 0,)
+        if e.role == "qkv":
+            for j, r in enumerate("qkv"):
+                roles.setdefault(e.kind + r, []).append(
+                    (order, Piece(e.param, e.name, flags[i], slice(j * d_out, (j + 1) * d_out))))
+        else:
+            roles.setdefault(e.kind + e.role, []).append((order, piece))
+    return {r: [p for _, p in sorted(ps, key=lambda t: t[0])] for r, ps in roles.items()}
+
+
+def discover(module: nn.Module, d_in: int, d_out: int, heads: int) -> tuple[list[Layout], str]:
+    """All candidate layouts (usually one) and, when there is none, what was tried."""
+    mhas = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.MultiheadAttention)]
+    if len(mhas) == 1:
+        name, m = mhas[0]
+        roles = _mha_layout(m, name + "." if name else "")
+        problem = _validate(roles, d_in, d_out)
+        if problem is None:
+            return [Layout(roles, "torch.nn.MultiheadAttention inside the module")], ""
+        return [], f"found an nn.MultiheadAttention but: {problem}"
+    entries, unknown = _collect(module, heads)
+    tried = []
+    if entries:
+        for flags in _orientations(entries, d_in, d_out):
+            roles = _assemble(entries, flags, d_out)
+            problem = _validate(roles, d_in, d_out)
+            if problem is None:
+                notes = [f"parameters with no role: {', '.join(unknown)}"] if unknown else []
+                how = "by parameter names" + (" (per-head modules)" if any(e.head is not None for e in entries) else "")
+                tried.append(Layout(roles, how, notes))
+            elif not tried:
+                problem_by_name = problem
+        if tried:
+            return tried, ""
+        by_name = f"by names: {problem_by_name}"
+    else:
+        by_name = "by names: no parameter name says q, k, v, qkv or out"
+    roles = _by_position(module, d_in, d_out)
+    if roles is not None and _validate(roles, d_in, d_out) is None:
+        return [Layout(roles, "by position of the nn.Linear layers (names not recognised)")], ""
+    return [], (f"{by_name}; by position: not three Linear({d_in}, {d_out}) and one Linear({d_out}, {d_out}), nor one "
+                f"fused Linear({d_in}, {3 * d_out}) and one Linear({d_out}, {d_out})")

@@ -1,0 +1,74 @@
+"""Wire format between the trusted process and the child that runs student code.
+
+A message is a frame: 4-byte big-endian header length, a UTF-8 JSON header, then the raw little-endian bytes of
+each array the header declares (`{"arrays": [{"name", "dtype", "shape"}], ...}`).  No pickle anywhere: the trusted
+side parses the header strictly (size caps, a dtype whitelist, shapes that add up) so a hostile child can send wrong
+numbers but never code.
+"""
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+
+MAX_HEADER = 1 << 20
+MAX_PAYLOAD = 1 << 28
+DTYPES = {"f8": np.dtype("<f8"), "b1": np.dtype("?"), "i8": np.dtype("<i8")}
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a well-formed frame."""
+
+
+def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> bytes:
+    arrays = arrays or {}
+    specs, blobs = [], []
+    for name, a in arrays.items():
+        a = np.asarray(a)
+        code = {"f": "f8", "b": "b1", "i": "i8", "u": "i8"}.get(a.dtype.kind)
+        if code is None:
+            raise TypeError(f"array {name!r} has unsupported dtype {a.dtype}")
+        a = np.ascontiguousarray(a, dtype=DTYPES[code])
+        specs.append({"name": name, "dtype": code, "shape": list(a.shape)})
+        blobs.append(a.tobytes())
+    head = json.dumps({**header, "arrays": specs}, allow_nan=False).encode()
+    return struct.pack(">I", len(head)) + head + b"".join(blobs)
+
+
+def _read_exact(stream, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(n - got)
+        if not chunk:
+            raise EOFError("channel closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def decode(stream) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read one frame; raise ProtocolError for anything malformed and EOFError when the channel is closed."""
+    (size,) = struct.unpack(">I", _read_exact(stream, 4))
+    if size > MAX_HEADER:
+        raise ProtocolError(f"header of {size} bytes exceeds {MAX_HEADER}")
+    try:
+        header = json.loads(_read_exact(stream, size).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ProtocolError(f"header is not JSON: {e}") from None
+    if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
+        raise ProtocolError("header is not an object with an 'arrays' list")
+    arrays, total = {}, 0
+    for spec in header.pop("arrays", []):
+        try:
+            name, dtype, shape = spec["name"], DTYPES[spec["dtype"]], tuple(spec["shape"])
+            if not isinstance(name, str) or not all(isinstance(s, int) and 0 <= s < 1 << 31 for s in shape):
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            raise ProtocolError(f"bad array spec {spec!r}") from None
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        total += nbytes
+        if total > MAX_PAYLOAD:
+            raise ProtocolError("payload too large")
+        arrays[name] = np.frombuffer(_read_exact(stream, nbytes), dtype=dtype).reshape(shape)
+    return header, arrays

@@ -1,0 +1,104 @@
+"""Trusted side: run the selected checks against one target and assemble the Report.
+
+Dependencies are honoured (a check whose prerequisite did not pass is skipped with the reason, never run into a
+cascade of errors); the student's exceptions become `error` results; a child that dies is replaced by a fresh one
+so that the remaining checks still run.
+"""
+from __future__ import annotations
+
+import traceback
+
+from checks import Outcome, all_checks
+from checks._context import Context
+from harness.report import CheckResult, Report
+from harness.subject import Subject, TargetFailure, WorkerDied
+
+
+class UsageError(Exception):
+    """The command line asked for something that does not exist (exit status 2)."""
+
+
+def select(only=None, skip=None):
+    checks = all_checks()
+    known = {c.id for c in checks}
+    for name in list(only or []) + list(skip or []):
+        if name not in known:
+            import difflib
+
+            close = difflib.get_close_matches(name, known, n=1)
+            raise UsageError(f"unknown check id {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                             + " (mha-check --list-checks shows them)")
+    wanted = set(only) if only else known
+    wanted -= set(skip or [])
+    by_id = {c.id: c for c in checks}
+    for c in list(wanted):  # prerequisites run too
+        wanted |= set(by_id[c].needs)
+    return [c for c in checks if c.id in wanted]
+
+
+def _construction(ctx: Context) -> str:
+    try:
+        loaded = ctx.subject.load()
+    except TargetFailure:
+        return ""
+    sig, cfg = loaded["signature"], ctx.base
+    values = {"width": cfg.d_out, "d_in": cfg.d_in, "d_out": cfg.d_out, "heads": cfg.heads,
+              "context_length": cfg.context_length, "dropout": cfg.dropout, "qkv_bias": cfg.qkv_bias}
+    args = [f"{p}={values[k]}" for k, p in sig["accepts"].items()]
+    if sig["config_param"]:
+        args.append(f"{sig['config_param']}=<config object>")
+    return f"{loaded['name']}({', '.join(args)})"
+
+
+def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6, overrides=None,
+               debug: bool = False, subject: Subject | None = None) -> Report:
+    """Run the checks; `subject` may be a child already started (it imports torch while we import the checks)."""
+    checks = select(only, skip)
+    subject = subject or Subject(spec, overrides, seed)
+    ctx = Context(subject, seed, examples)
+    results: dict[str, CheckResult] = {}
+    try:
+        for c in checks:
+            outcome = _blocked(c, results, ctx) or _run_one(c, ctx, debug)
+            if isinstance(outcome, WorkerDied):
+                outcome = Outcome("error", f"your code killed its process: {outcome.message}")
+                ctx.subject.close()
+                ctx.subject = Subject(spec, overrides, seed)
+            results[c.id] = CheckResult(c.id, outcome.status, c.claim, outcome.message, c.fix, c.explanation,
+                                        outcome.config, outcome.observed, outcome.expected, outcome.details)
+        adapter = {"construction": _construction(ctx)}
+        if ctx._mapping is not None:
+            adapter["mapping"] = ctx.mapping.to_dict()
+        student_output = ctx.subject.stderr_tail(8000)
+    finally:
+        ctx.subject.close()
+    return Report(spec, list(results.values()), seed, adapter, student_output)
+
+
+def _blocked(c, results, ctx) -> Outcome | None:
+    for need in c.needs:
+        if results.get(need) is None or results[need].status != "pass":
+            return Outcome("skip", f"skipped: needs {need}, which did not pass")
+    if c.weights:
+        try:
+            mapping = ctx.mapping
+        except TargetFailure as e:
+            return Outcome("error", f"your code raised while mha-check read its weights: {e.message}")
+        if mapping.index is None:
+            return Outcome("skip", "skipped: could not tell which of your parameters are Q, K, V and the output "
+                                   f"projection ({mapping.problem}). Name them q/k/v/out (or query/key/value/"
+                                   "out_proj, W_query..., c_attn/c_proj), or pass a factory function that builds "
+                                   "your module from a standard layout")
+    return None
+
+
+def _run_one(c, ctx, debug: bool):
+    try:
+        return c.run(ctx)
+    except WorkerDied as e:
+        return e
+    except TargetFailure as e:
+        return Outcome("error", f"your code raised {e.message}")
+    except Exception as e:  # noqa: BLE001 - a bug of ours must not hide the other checks
+        tb = traceback.format_exc() if debug else ""
+        return Outcome("error", f"internal error in mha-check ({type(e).__name__}: {e}); please report it. {tb}")

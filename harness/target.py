@@ -1,0 +1,157 @@
+"""Child side: find the student's class or factory from a target string, without letting it shadow the tool.
+
+Target forms: `module:Name`, `pkg.module:Name`, `path/to/file.py:Name`, `path/to/file.py` (the single nn.Module
+subclass defined there).  A file is loaded from its path under its own name (or a prefixed one when that name is
+taken, e.g. a student's `checks.py`), and its folder is put on `sys.path` only after the tool's own packages are
+imported, so a student's `checks.py`, `reference.py`, `harness.py` or `mutants.py` can never replace ours.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+
+
+class TargetError(Exception):
+    """The target cannot be loaded; the message is for the student, `kind` says which stage failed."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class LoadedTarget:
+    obj: object  # a class or a factory function
+    name: str
+    module_file: str | None
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """'a/b.py:Cls' -> ('a/b.py', 'Cls'); 'mod:Cls' -> ('mod', 'Cls'); 'a/b.py' -> ('a/b.py', None)."""
+    if ":" in spec:
+        where, _, name = spec.rpartition(":")
+        if len(where) == 1 and where.isalpha():  # a Windows drive letter, not a separator
+            return spec, None
+        return where, name or None
+    return spec, None
+
+
+def _file_for(where: str) -> str | None:
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        return where
+    rel = where.replace(".", os.sep)
+    for cand in (rel + ".py", os.path.join(rel, "__init__.py")):
+        if os.path.isfile(cand):
+            return cand
+    return None
+
+
+def student_frames(tb, filename: str | None) -> str:
+    """The lines of a traceback that point into the student's own file (ours are noise to them)."""
+    frames = traceback.extract_tb(tb)
+    mine = [f for f in frames if filename and os.path.abspath(f.filename) == os.path.abspath(filename)]
+    chosen = mine or frames[-1:]
+    return "; ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in chosen)
+
+
+def describe_exception(exc: BaseException, filename: str | None = None) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    where = student_frames(exc.__traceback__, filename) if exc.__traceback__ else ""
+    return text + (f" (at {where})" if where else "")
+
+
+def _load_file(path: str):
+    if not os.path.isfile(path):
+        raise TargetError("import", f"no such file: {path}")
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.append(folder)  # after our packages: the student's helpers import, ours stay ours
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if stem == "__init__":
+        stem = os.path.basename(folder)
+    name = stem if stem not in sys.modules and stem.isidentifier() else f"mha_student_{abs(hash(path))}_{stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        raise TargetError("import", f"SyntaxError in {os.path.basename(path)} line {e.lineno}: {e.msg}: "
+                                    f"{(e.text or '').strip()}") from None
+    except BaseException as e:  # noqa: BLE001 - student code may raise anything, even SystemExit
+        raise TargetError("import", "importing the file raised " + describe_exception(e, path)) from None
+    return module, path
+
+
+def _import_module(where: str):
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(where)
+    except ModuleNotFoundError as e:
+        raise TargetError("import", f"cannot import module {where!r}: {e}. Run mha-check from the folder that "
+                                    f"holds it, or give the file path (path/to/file.py:ClassName).") from None
+    except BaseException as e:  # noqa: BLE001
+        raise TargetError("import", f"importing {where!r} raised " + describe_exception(e)) from None
+    return module, getattr(module, "__file__", None)
+
+
+def _candidates(module) -> list[str]:
+    import torch.nn as nn
+
+    return sorted(
+        n for n, obj in vars(module).items()
+        if inspect.isclass(obj) and issubclass(obj, nn.Module) and obj.__module__ == module.__name__
+    )
+
+
+def _mentions(module, container: str, name: str) -> bool:
+    """Does class `container`'s source use class `name` (e.g. MultiHeadAttention builds Head)?"""
+    try:
+        source = inspect.getsource(getattr(module, container))
+    except (OSError, TypeError):
+        return False
+    return re.search(rf"\b{re.escape(name)}\b", source) is not None
+
+
+def _pick_single(module, candidates: list[str]) -> str:
+    """With no class named: the one attention-like class, preferring a class no other candidate contains."""
+    if len(candidates) == 1:
+        return candidates[0]
+    outer = [c for c in candidates if not any(c != o and _mentions(module, o, c) for o in candidates)]
+    if len(outer) == 1:
+        return outer[0]
+    if not candidates:
+        raise TargetError("lookup", "the file defines no torch.nn.Module subclass; name the class or factory "
+                                    "function explicitly, e.g. file.py:make_attention")
+    raise TargetError("lookup", "the file defines several nn.Module classes: " + ", ".join(candidates)
+                      + ". Say which one to check, e.g. " + f"file.py:{candidates[0]}")
+
+
+def load_target(spec: str) -> LoadedTarget:
+    where, name = split_spec(spec)
+    path = _file_for(where)
+    module, filename = _load_file(path) if path else _import_module(where)
+    if name is None:
+        name = _pick_single(module, _candidates(module))
+    obj = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            public = [n for n in dir(module) if not n.startswith("_")]
+            close = difflib.get_close_matches(part, public, n=3, cutoff=0.5)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            found = _candidates(module)
+            listing = f" nn.Module classes there: {', '.join(found)}." if found else ""
+            raise TargetError("lookup", f"{os.path.basename(filename or where)} has no {name!r}.{hint}{listing}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TargetError("lookup", f"{name!r} is a {type(obj).__name__}, not a class or a factory function")
+    return LoadedTarget(obj=obj, name=name, module_file=filename)

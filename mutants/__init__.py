@@ -1,0 +1,61 @@
+"""Mutants of the reference `CausalMHA`: one module per classic mistake, each with exactly one deliberate bug.
+
+Every mutant module `mutants/<id>.py` holds `INFO` (a `MutantInfo`) and `class CausalMHA`, a copy of
+`reference.causal_mha.CausalMHA` whose body differs only on the line(s) marked `# BUG:`, so that
+`diff reference/causal_mha.py mutants/<id>.py` shows the bug.  `INFO.killed_by` names the harness checks that
+must fail on it.  Modules are discovered, not listed: adding a file adds a mutant.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import pathlib
+import pkgutil
+import types
+
+from mutants._info import MutantInfo
+
+__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path"]
+
+_DIR = pathlib.Path(__file__).resolve().parent
+
+
+def _module_names() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def ids() -> list[str]:
+    """Every mutant id, sorted (derived from the module names, without importing them)."""
+    return sorted(name.replace("_", "-") for name in _module_names())
+
+
+def _name_for(mutant_id: str) -> str:
+    """Module name for an id (kebab-case; the module name itself is accepted too); KeyError if unknown."""
+    name = str(mutant_id).replace("-", "_")
+    if name.startswith("_") or name not in _module_names():
+        known = ids()
+        close = difflib.get_close_matches(str(mutant_id).replace("_", "-"), known, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(known)}"
+        raise KeyError(f"unknown mutant {mutant_id!r}{hint}")
+    return name
+
+
+def get(mutant_id: str) -> types.ModuleType:
+    """Import and return one mutant module (it has `INFO` and `CausalMHA`)."""
+    module = importlib.import_module(f"{__name__}.{_name_for(mutant_id)}")
+    info = getattr(module, "INFO", None)
+    if not isinstance(info, MutantInfo) or not hasattr(module, "CausalMHA"):
+        raise TypeError(f"{module.__name__} must define INFO = MutantInfo(...) and class CausalMHA")
+    if info.module_name != module.__name__.rsplit(".", 1)[1]:
+        raise ValueError(f"{module.__name__}: INFO.id {info.id!r} does not match the module name")
+    return module
+
+
+def all_mutants() -> list[types.ModuleType]:
+    """Every mutant module, sorted by id."""
+    return sorted((get(name) for name in _module_names()), key=lambda m: m.INFO.id)
+
+
+def source_path(mutant_id: str) -> pathlib.Path:
+    """The mutant's source file, e.g. to diff it against reference/causal_mha.py."""
+    return _DIR / f"{_name_for(mutant_id)}.py"

@@ -1,0 +1,35 @@
+"""`MutantInfo`: what one mutant's bug is, which checks must catch it, and what to tell a student about it.
+
+Kept apart from `mutants/__init__.py` so that importing one mutant module does not import all the others.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+
+
+@dataclass(frozen=True)
+class MutantInfo:
+    id: str  # stable kebab-case id; the module is mutants/<id with "-" replaced by "_">.py
+    title: str  # one line: the mistake
+    lesson: str  # the lesson passage / misconception it embodies
+    killed_by: tuple[str, ...]  # check ids that MUST fail on this mutant (a lower bound: others may fail too)
+    symptom: str  # student-facing: what goes wrong, in plain words
+    fix: str  # student-facing: the line to change
+
+    def __post_init__(self):
+        if not _KEBAB.fullmatch(self.id):
+            raise ValueError(f"mutant id {self.id!r} is not kebab-case")
+        if not isinstance(self.killed_by, tuple) or not self.killed_by:
+            raise ValueError(f"mutant {self.id}: killed_by must be a non-empty tuple of check ids")
+        for check in self.killed_by:
+            if not _KEBAB.fullmatch(check):
+                raise ValueError(f"mutant {self.id}: check id {check!r} is not kebab-case")
+        if len(set(self.killed_by)) != len(self.killed_by):
+            raise ValueError(f"mutant {self.id}: duplicate check ids in killed_by")
+
+    @property
+    def module_name(self) -> str:
+        return self.id.replace("-", "_")

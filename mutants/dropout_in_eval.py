@@ -1,0 +1,41 @@
+"""Applies dropout to the attention weights with training=True, so it stays on in eval mode."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="dropout-in-eval",
+    title="Attention dropout always on (F.dropout(..., training=True)), also after model.eval()",
+    lesson=('Engineering implications: "Apply dropout to the attention weights during training (and set it to 0 '
+            'for evaluation)"; nn.Dropout follows model.train()/model.eval().'),
+    killed_by=("eval-determinism",),
+    symptom=("After model.eval() the layer is still random: two forwards on the same input give different "
+             "outputs, and evaluation scores are noisy."),
+    fix="w = self.dropout(w)",
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by nheads={nheads}")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.out = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        d = self.h * self.dh
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = nn.functional.dropout(w, self.dropout.p, training=True)  # BUG: ignores eval()
+        ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
+        return self.out(ctx)

@@ -1,0 +1,42 @@
+"""Fills the masked scores with -100 instead of -inf, a leak too small to see in the outputs."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="finite-fill-100",
+    title="Masked scores filled with -100.0 instead of -inf (leak invisible in the forward values)",
+    lesson=("Masked positions must get weight exactly 0 after the softmax (causal mask, LM3-T4); only -inf "
+            "guarantees it."),
+    killed_by=("causal-leakage",),
+    symptom=("Future tokens get a weight of about e^-100 (~1e-44): the outputs agree with the reference to every "
+             "digit, but the gradient shows that the future still reaches the past, and the leak grows wherever "
+             "scores get large."),
+    fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by nheads={nheads}")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.out = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        d = self.h * self.dh
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)
+        scores = scores.masked_fill(self.mask[:n, :n], -100.0)  # BUG: finite fill value
+        w = torch.softmax(scores, dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
+        return self.out(ctx)

@@ -1,0 +1,43 @@
+"""Moves the 1/sqrt(dh) scaling onto the input with an in-place division, which changes the caller's tensor."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="input-modified-in-place",
+    title="Scaling done in place on the input (x /= sqrt(dh)) instead of on the scores",
+    lesson=('Each head runs scaled dot-product attention: the scores are divided by sqrt(dh) ("Scale, mask, '
+            'softmax"); the layer must not write into its input.'),
+    killed_by=("input-untouched", "reference-match", "gradient-match"),
+    symptom=("After a forward the caller's x has been divided by sqrt(dh) (a second call sees different data, and "
+             "autograd refuses an in-place change of a leaf that requires grad); the scaling is also wrong, "
+             "because Q, K and V are all scaled."),
+    fix="delete the `x /= ...` line and divide the scores: scores = q @ k.transpose(2, 3) / self.dh ** 0.5",
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by nheads={nheads}")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.out = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        x /= self.dh ** 0.5  # BUG: in place on the caller's tensor
+        d = self.h * self.dh
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(2, 3)  # BUG: scaling moved onto x above
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
+        return self.out(ctx)

@@ -1,0 +1,41 @@
+"""Merges the heads with `view(B, n, d)` without first transposing (B, H, n, dh) back to (B, n, H, dh)."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="merge-no-transpose",
+    title="Heads merged with .contiguous().view(B, n, d) without transpose(1, 2) back",
+    lesson=('Worked example: "Merge heads: transpose(1, 2) to (2, 3, 2, 4), then contiguous().view(2, 3, 8) '
+            'concatenates the heads."'),
+    killed_by=("view-order", "causal-leakage", "reference-match", "gradient-match"),
+    symptom=("The merge reads the (B, H, n, dh) tensor head by head, so each output row is a jumble of several "
+             "positions of one head: the outputs are wrong and a token's output contains later tokens."),
+    fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads",
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by nheads={nheads}")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.out = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        d = self.h * self.dh
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).contiguous().view(B, n, d)  # BUG: no transpose(1, 2) back to (B, n, H, dh)
+        return self.out(ctx)

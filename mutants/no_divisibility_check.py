@@ -1,0 +1,40 @@
+"""Drops the check that nheads divides d_out, so an indivisible width is silently truncated to nheads * dh."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="no-divisibility-check",
+    title="No check that nheads divides d_out; the layer silently uses only nheads * (d_out // nheads) features",
+    lesson=('Engineering implications: "Choose d_out divisible by H ... If the width is not divisible, the '
+            'reshape fails. Check this when building the config." Lesson: "we require that H divides d_out".'),
+    killed_by=("divisibility",),
+    symptom=("A config such as d_out=12, nheads=5 is accepted without complaint: Q, K and V get only 5 * 2 = 10 "
+             "features, so the layer is narrower than configured and nobody is told."),
+    fix=("restore `if d_out % nheads != 0: raise ValueError(...)` and use d_out (not self.h * self.dh) as the "
+         "width of q, k, v and out"),
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, self.h * self.dh, bias=qkv_bias) for _ in range(3))  # BUG: no check
+        self.out = nn.Linear(self.h * self.dh, d_out)  # BUG: truncated width, see above
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        d = self.h * self.dh
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
+        return self.out(ctx)

@@ -1,0 +1,40 @@
+"""Returns the concatenated heads without the output projection W_O."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="no-output-projection",
+    title="No output projection: the concatenated heads are returned as they are",
+    lesson=('Common misconception: "Concatenation alone combines the heads." It puts them side by side; "the '
+            'output projection W_O is what lets features from different heads interact."'),
+    killed_by=("param-count", "reference-match", "gradient-match"),
+    symptom=("Features found by different heads never mix, the layer has d_out² + d_out parameters too few, and "
+             "its output differs from the reference."),
+    fix="self.out = nn.Linear(d_out, d_out) in __init__, and return self.out(ctx)",
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by nheads={nheads}")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        d = self.h * self.dh
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
+        return ctx  # BUG: no output projection self.out

@@ -1,0 +1,41 @@
+"""Divides the scores by sqrt(d_out), the full width, instead of sqrt(dh), the head width."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="scale-by-sqrt-d",
+    title="Scores scaled by 1/sqrt(d_out) instead of 1/sqrt(d_out / H)",
+    lesson=('Each head runs scaled dot-product attention on vectors of width d_h = d_out / H: "scores = q @ '
+            'k.transpose(2, 3) / self.dh ** 0.5".'),
+    killed_by=("reference-match", "gradient-match"),
+    symptom=("The softmax is too flat (the scores are sqrt(H) times too small), so the attention weights and the "
+             "outputs differ from the reference; nothing crashes."),
+    fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by nheads={nheads}")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.out = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        d = self.h * self.dh
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(2, 3) / d ** 0.5  # BUG: sqrt of the full width d, not dh
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
+        return self.out(ctx)

@@ -1,0 +1,41 @@
+"""Splits the heads with `view(B, H, n, dh)` straight from (B, n, d), which mixes tokens and features."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="split-view-order",
+    title="Heads split with view(B, H, n, dh) straight from (B, n, d) instead of view(B, n, H, dh).transpose(1, 2)",
+    lesson=('Engineering implications: "Splitting with view(B, n, H, d_h) is correct; view(B, H, n, d_h) on the '
+            'same tensor silently mixes tokens and features. The shapes agree, the results are wrong."'),
+    killed_by=("view-order", "causal-leakage", "reference-match", "gradient-match"),
+    symptom=("Nothing crashes and every shape is right, but each head's 'positions' are slices cut across several "
+             "tokens: the outputs are wrong, and early tokens receive features of later ones (a causal leak)."),
+    fix="split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)",
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by nheads={nheads}")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.out = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        d = self.h * self.dh
+        split = lambda t: t.view(B, self.h, n, self.dh)  # BUG: (B, H, n, dh) straight from (B, n, d)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
+        return self.out(ctx)

@@ -1,0 +1,145 @@
+"""The reference computation in numpy (float64), forward and backward, for the trusted side of the harness.
+
+The process that computes verdicts never imports torch nor the student's code: it chooses weights and inputs,
+computes what the lesson's `CausalMHA` gives for them with this module, and compares with the numbers the
+student's process sends back.  `tests/test_reference.py` ties this module to the torch reference and to autograd.
+
+Weights follow the nn.Linear convention: `wq`, `wk`, `wv` have shape (d_out, d_in), `wo` (d_out, d_out), biases
+(d_out,).  `split` and `merge` select the lesson's reshapes or a known view-order mistake, so that a check can say
+which mistake a student's numbers match.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+ROLES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
+SPLITS = ("lesson", "view-bhnd")  # view(B, n, H, dh).transpose(1, 2)  |  view(B, H, n, dh) straight from (B, n, d)
+MERGES = ("lesson", "no-transpose")  # transpose(1, 2).contiguous().view(B, n, d)  |  view(B, n, d) without transpose
+
+
+@dataclass
+class Weights:
+    """One set of attention weights; a missing bias is zero."""
+
+    wq: np.ndarray
+    wk: np.ndarray
+    wv: np.ndarray
+    wo: np.ndarray
+    bq: np.ndarray | None = None
+    bk: np.ndarray | None = None
+    bv: np.ndarray | None = None
+    bo: np.ndarray | None = None
+
+    @property
+    def d_out(self) -> int:
+        return self.wq.shape[0]
+
+    @property
+    def d_in(self) -> int:
+        return self.wq.shape[1]
+
+    def bias(self, name: str) -> np.ndarray:
+        b = getattr(self, name)
+        return np.zeros(self.d_out) if b is None else b
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        return {r: getattr(self, r) for r in ROLES if getattr(self, r) is not None}
+
+
+def random_weights(rng: np.random.Generator, d_in: int, d_out: int, qkv_bias: bool, out_bias: bool = True) -> Weights:
+    """Weights drawn like nn.Linear's default init (uniform, ±1/sqrt(fan_in)), so scores have realistic sizes."""
+
+    def u(shape, fan_in):
+        bound = 1.0 / np.sqrt(fan_in)
+        return rng.uniform(-bound, bound, size=shape)
+
+    w = Weights(u((d_out, d_in), d_in), u((d_out, d_in), d_in), u((d_out, d_in), d_in), u((d_out, d_out), d_out))
+    if qkv_bias:
+        w.bq, w.bk, w.bv = (u((d_out,), d_in) for _ in range(3))
+    if out_bias:
+        w.bo = u((d_out,), d_out)
+    return w
+
+
+def _split(t: np.ndarray, heads: int, how: str) -> np.ndarray:
+    B, n, d = t.shape
+    if how == "lesson":
+        return t.reshape(B, n, heads, d // heads).transpose(0, 2, 1, 3)
+    if how == "view-bhnd":
+        return t.reshape(B, heads, n, d // heads)
+    raise ValueError(how)
+
+
+def _split_back(g: np.ndarray, how: str) -> np.ndarray:
+    """Adjoint of `_split`: (B, H, n, dh) gradient back to (B, n, d)."""
+    B, H, n, dh = g.shape
+    if how == "lesson":
+        return g.transpose(0, 2, 1, 3).reshape(B, n, H * dh)
+    return g.reshape(B, n, H * dh)
+
+
+def _merge(c: np.ndarray, how: str) -> np.ndarray:
+    B, H, n, dh = c.shape
+    if how == "lesson":
+        return c.transpose(0, 2, 1, 3).reshape(B, n, H * dh)
+    if how == "no-transpose":
+        return c.reshape(B, n, H * dh)
+    raise ValueError(how)
+
+
+def _merge_back(g: np.ndarray, heads: int, how: str) -> np.ndarray:
+    B, n, d = g.shape
+    if how == "lesson":
+        return g.reshape(B, n, heads, d // heads).transpose(0, 2, 1, 3)
+    return g.reshape(B, heads, n, d // heads)
+
+
+def causal_mask(n: int) -> np.ndarray:
+    """True above the diagonal: position t may not look at s > t."""
+    return np.triu(np.ones((n, n), dtype=bool), 1)
+
+
+def _softmax_masked(scores: np.ndarray) -> np.ndarray:
+    n = scores.shape[-1]
+    s = np.where(causal_mask(n), -np.inf, scores)
+    s = s - s.max(axis=-1, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge: str = "lesson", cache: dict | None = None):
+    """y = out_proj(merge(softmax(mask(QKᵀ/√dh)) V)); `cache` receives the intermediates for `backward`."""
+    dh = w.d_out // heads
+    q = x @ w.wq.T + w.bias("bq")
+    k = x @ w.wk.T + w.bias("bk")
+    v = x @ w.wv.T + w.bias("bv")
+    Q, K, V = (_split(t, heads, split) for t in (q, k, v))
+    P = _softmax_masked(Q @ K.transpose(0, 1, 3, 2) / np.sqrt(dh))
+    ctx = _merge(P @ V, merge)
+    y = ctx @ w.wo.T + w.bias("bo")
+    if cache is not None:
+        cache.update(x=x, Q=Q, K=K, V=V, P=P, ctx=ctx, heads=heads, split=split, merge=merge)
+    return y
+
+
+def backward(gy: np.ndarray, w: Weights, cache: dict) -> dict[str, np.ndarray]:
+    """Vector-Jacobian product of `forward`: gradients of sum(gy * y) for x and every weight role."""
+    x, Q, K, V, P, ctx = (cache[k] for k in ("x", "Q", "K", "V", "P", "ctx"))
+    heads, split, merge = cache["heads"], cache["split"], cache["merge"]
+    dh = w.d_out // heads
+    g = {"wo": np.einsum("bnj,bni->ji", gy, ctx), "bo": gy.sum(axis=(0, 1))}
+    gC = _merge_back(gy @ w.wo, heads, merge)
+    gP = gC @ V.transpose(0, 1, 3, 2)
+    gV = P.transpose(0, 1, 3, 2) @ gC
+    gS = P * (gP - (gP * P).sum(axis=-1, keepdims=True)) / np.sqrt(dh)
+    gQ, gK = gS @ K, gS.transpose(0, 1, 3, 2) @ Q
+    gx = np.zeros_like(x)
+    for role, gT in (("q", gQ), ("k", gK), ("v", gV)):
+        gt = _split_back(gT, split)
+        g["w" + role] = np.einsum("bnj,bni->ji", gt, x)
+        g["b" + role] = gt.sum(axis=(0, 1))
+        gx += gt @ getattr(w, "w" + role)
+    g["x"] = gx
+    return g
