@@ -25,6 +25,14 @@ def close(observed: np.ndarray, expected: np.ndarray) -> bool:
     return bool(np.allclose(observed, expected, rtol=RTOL, atol=ATOL * scale))
 
 
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    """For comparing the module with itself: equal up to rounding, NaN where the other has NaN."""
+    if a.shape != b.shape:
+        return False
+    scale = max(1.0, float(np.nanmax(np.abs(b), initial=0.0)))
+    return bool(np.allclose(a, b, rtol=RTOL, atol=ATOL * scale, equal_nan=True))
+
+
 def worst_difference(observed: np.ndarray, expected: np.ndarray) -> str:
     if observed.shape != expected.shape:
         return f"shape {observed.shape} instead of {expected.shape}"

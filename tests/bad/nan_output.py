@@ -1,0 +1,12 @@
+"""Bad: forward returns the right shape but all NaN."""
+import torch
+import torch.nn as nn
+
+
+class MyAttn(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        return self.proj(x) * float("nan")

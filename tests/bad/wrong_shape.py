@@ -1,0 +1,11 @@
+"""Bad: forward returns (B, n, d_in) - it forgets to project to d_out - and keeps only the last token."""
+import torch.nn as nn
+
+
+class MyAttn(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        return self.proj(x)[:, -1, :]

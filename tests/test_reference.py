@@ -1,0 +1,95 @@
+"""The reference reproduces the lesson's figures, and the numpy reference (used for every verdict) agrees with it."""
+import numpy as np
+import pytest
+import torch
+
+from reference import CausalMHA, mha_forward, numpy_ref, param_count_formula, score_entries
+
+
+def count(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+@pytest.mark.parametrize("heads", [1, 2, 4])
+def test_lesson_worked_example_has_264_parameters_for_any_head_count(heads):
+    torch.manual_seed(0)
+    m = CausalMHA(8, heads, context_length=16)
+    assert tuple(m(torch.randn(2, 3, 8)).shape) == (2, 3, 8)
+    assert count(m) == 264 == param_count_formula(8, 8)
+
+
+def test_gpt2_small_counts():
+    assert count(CausalMHA(768, 12, 1024)) == 2_360_064 == param_count_formula(768, 768)
+    assert count(CausalMHA(768, 12, 1024, qkv_bias=True)) == 2_362_368 == param_count_formula(768, 768, True)
+
+
+def test_score_tensor_entries_per_sequence():
+    assert score_entries(heads=12, n=1024) == 12_582_912
+    assert score_entries(heads=12, n=1024) * 4 / 1e6 == pytest.approx(50.3, abs=0.1)  # "about 50 MB in float32"
+
+
+def test_width_must_be_divisible_by_heads():
+    with pytest.raises(ValueError, match="not divisible"):
+        CausalMHA(8, 3, 16)
+
+
+def test_mask_is_a_registered_buffer():
+    m = CausalMHA(8, 2, 16)
+    assert "mask" in dict(m.named_buffers()) and "mask" in m.state_dict()
+
+
+def _module_weights(m):
+    get = lambda t: None if t is None else t.detach().double().numpy()
+    return numpy_ref.Weights(get(m.q.weight), get(m.k.weight), get(m.v.weight), get(m.out.weight),
+                             get(m.q.bias), get(m.k.bias), get(m.v.bias), get(m.out.bias))
+
+
+@pytest.mark.parametrize("d_in,d_out,heads,n,ctx,bias", [(8, 8, 2, 3, 16, False), (5, 12, 3, 7, 7, True),
+                                                         (6, 4, 4, 1, 3, False)])
+def test_numpy_reference_equals_torch_module_and_functional(d_in, d_out, heads, n, ctx, bias):
+    torch.manual_seed(1)
+    m = CausalMHA(d_in, heads, ctx, d_out=d_out, qkv_bias=bias).double().eval()
+    x = torch.randn(2, n, d_in, dtype=torch.float64)
+    w = _module_weights(m)
+    y = m(x).detach().numpy()
+    np.testing.assert_allclose(numpy_ref.forward(x.numpy(), heads, w), y, rtol=1e-12, atol=1e-13)
+    t = {k: (None if v is None else torch.from_numpy(v)) for k, v in vars(w).items()}
+    np.testing.assert_allclose(mha_forward(x, heads, **t).detach().numpy(), y, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("split,merge", [("lesson", "lesson"), ("view-bhnd", "lesson"), ("lesson", "no-transpose")])
+def test_numpy_backward_equals_autograd(split, merge):
+    rng = np.random.default_rng(0)
+    w = numpy_ref.random_weights(rng, 5, 6, qkv_bias=True)
+    x = rng.standard_normal((2, 4, 5))
+    gy = rng.standard_normal((2, 4, 6))
+    cache = {}
+    numpy_ref.forward(x, 3, w, split=split, merge=merge, cache=cache)
+    got = numpy_ref.backward(gy, w, cache)
+
+    tw = {k: torch.tensor(v, requires_grad=True) for k, v in w.as_dict().items()}
+    tx = torch.tensor(x, requires_grad=True)
+    B, n, _ = tx.shape
+    lin = torch.nn.functional.linear
+    if split == "lesson":
+        sp = lambda t: t.view(B, n, 3, 2).transpose(1, 2)
+    else:
+        sp = lambda t: t.reshape(B, 3, n, 2)
+    q, k, v = (sp(lin(tx, tw["w" + r], tw["b" + r])) for r in "qkv")
+    s = (q @ k.transpose(2, 3) / 2 ** 0.5).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), -torch.inf)
+    c = torch.softmax(s, -1) @ v
+    c = c.transpose(1, 2).reshape(B, n, 6) if merge == "lesson" else c.reshape(B, n, 6)
+    y = lin(c, tw["wo"], tw["bo"])
+    (y * torch.tensor(gy)).sum().backward()
+    np.testing.assert_allclose(got["x"], tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    for role, t in tw.items():
+        np.testing.assert_allclose(got[role], t.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=role)
+
+
+def test_variants_differ_from_lesson():
+    rng = np.random.default_rng(2)
+    w = numpy_ref.random_weights(rng, 6, 6, qkv_bias=False)
+    x = rng.standard_normal((2, 4, 6))
+    ref = numpy_ref.forward(x, 2, w)
+    assert not np.allclose(numpy_ref.forward(x, 2, w, split="view-bhnd"), ref)
+    assert not np.allclose(numpy_ref.forward(x, 2, w, merge="no-transpose"), ref)
