@@ -33,7 +33,7 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.allclose(a, b, rtol=RTOL, atol=ATOL * scale, equal_nan=True))
 
 
-def worst_difference(observed: np.ndarray, expected: np.ndarray) -> str:
+def worst_difference(observed: np.ndarray, expected: np.ndarray, names=("yours", "reference")) -> str:
     if observed.shape != expected.shape:
         return f"shape {observed.shape} instead of {expected.shape}"
     diff = np.abs(observed - expected)
@@ -41,7 +41,7 @@ def worst_difference(observed: np.ndarray, expected: np.ndarray) -> str:
         return f"{int((~np.isfinite(observed)).sum())} non-finite values (NaN or inf)"
     at = np.unravel_index(int(np.argmax(diff)), diff.shape)
     return (f"largest difference {diff[at]:.3g} at index {tuple(int(i) for i in at)} "
-            f"(yours {observed[at]:.6g}, reference {expected[at]:.6g})")
+            f"({names[0]} {observed[at]:.6g}, {names[1]} {expected[at]:.6g})")
 
 
 @dataclass
@@ -146,5 +146,5 @@ class Context:
         m = self.mapping
         if m.proven:
             return ""
-        return (" (note: the weight mapping could not be proven on your module's own weights; if your module is "
-                "correct, the mapping is wrong: pass --map to fix it)")
+        return (" (note: the weight mapping was not proven on your module's own weights; if you are sure your "
+                "module is correct, the mapping is wrong: pass --map ROLE=PARAMETER to fix it)")

@@ -21,14 +21,14 @@ def run(ctx):
             alone = inst.forward(x[b:b + 1])
             if alone.shape != (1,) + y[b].shape or not same(alone[0], y[b]):
                 return failed(f"sequence {b} gives a different output when run alone than inside the batch: "
-                              + worst_difference(alone, y[b:b + 1]),
+                              + worst_difference(alone, y[b:b + 1], ("alone", "in the batch")),
                               observed="output depends on the other sequences", expected="the same output")
         others = x.copy()
         others[1:] = ctx.rng("others", cfg).standard_normal(others[1:].shape)
         y2 = inst.forward(others)
         if not same(y2[0], y[0]):
             return failed("changing sequences 1.. of the batch changed the output of sequence 0: "
-                          + worst_difference(y2[0], y[0]), observed="output of sequence 0 changed",
+                          + worst_difference(y2[0], y[0], ("after", "before")), observed="output of sequence 0 changed",
                           expected="no change")
         return None
 

@@ -38,17 +38,18 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
         b, t, s = leaks[0]
         what = f"output position {t} depends on future input position {s} (batch {b}, gradient {G[b, t, s]:.3g})"
         rel = G[:, future].max() / max(G[:, past].max(), 1e-300)
-        offsets = {int(s - t) for _, t, s in leaks}
         if len(dead) and np.all(G[:, future] > 0) and len(dead) >= B * n * (n - 1) // 2:
             return what, "the mask is inverted: it hides the past and shows the future (masked_fill(~mask, ...))"
         if rel < 1e-2:
             return what, ("a small leak: masking with a finite value such as -10 or -100 instead of "
                           "float('-inf') lets future tokens through with a tiny weight")
-        if offsets == {1}:
+        next_only = np.triu(np.ones((n, n), bool), 1) & ~np.triu(np.ones((n, n), bool), 2)
+        if n >= 3 and np.all(G[:, next_only] > 0) and not np.any(G[:, future & ~next_only] > 0):
             return what, "the mask lets exactly one future token through: use torch.triu(..., diagonal=1)"
-        if np.all(G[:, future] > 0):
-            return what, "no causal mask is applied (or it is applied after the softmax)"
-        return what, "the mask does not cover every future position (is it sliced to [:n, :n]?)"
+        if n >= 3 and np.all(G[:, future] > 0) and not len(dead):
+            return what, "no causal mask is applied (or it is applied after the softmax, or its result is discarded)"
+        return what, ("the future leaks into the past: check the mask (triu(..., diagonal=1), sliced [:n, :n], "
+                      "applied before a softmax over the last axis) and the reshapes (a wrong view mixes tokens)")
     b, t, s = dead[0]
     what = f"output position {t} does not depend on input position {s} <= {t} (batch {b})"
     if np.all(G == 0):

@@ -42,7 +42,7 @@ def run(ctx):
             raise
         if not same(y2, y):
             return failed("the output changes when the same input is given with non-contiguous strides: "
-                          + worst_difference(y2, y))
+                          + worst_difference(y2, y, ("non-contiguous", "contiguous")))
         return None
 
     outcome = find_failure(ctx, prop, min_heads=2, min_n=2)

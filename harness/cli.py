@@ -33,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="constructor argument to pass as given (Python literal or string); NAME=@d_out binds it "
                         "to the configuration's width (also @d_in, @heads, @context_length, @dropout, @qkv_bias)")
+    p.add_argument("--map", action="append", default=[], metavar="ROLE=NAME",
+                   help="say which parameter plays a role when mha-check cannot tell: ROLE is q, k, v, o, qkv "
+                        "(fused), bq, bk, bv, bo; NAME a parameter or module name, NAME.T for a matrix used as x @ W")
     p.add_argument("--list-checks", action="store_true", help="list the check ids with their claims and exit")
     p.add_argument("--show-output", action="store_true", help="print what your code wrote to stdout/stderr")
     p.add_argument("--verbose", "-v", action="store_true", help="show each passing check's finding")
@@ -57,15 +60,29 @@ def _overrides(items: list[str], parser) -> dict:
     return out
 
 
+ROLES = ("q", "k", "v", "o", "out", "qkv", "wq", "wk", "wv", "wo", "wqkv", "bq", "bk", "bv", "bo", "bqkv")
+
+
+def _weight_map(items: list[str], parser) -> dict:
+    out = {}
+    for item in items:
+        role, eq, name = item.partition("=")
+        if not eq or role not in ROLES or not name:
+            parser.error(f"--map expects ROLE=NAME with ROLE one of {', '.join(ROLES)}; got {item!r}")
+        out[role] = name
+    return out
+
+
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     overrides = _overrides(args.arg, parser)
+    weight_map = _weight_map(args.map, parser)
     subject = None
     if args.target and not args.list_checks:
         from harness.subject import Subject
 
-        subject = Subject(args.target, overrides, args.seed)  # its torch import overlaps with ours below
+        subject = Subject(args.target, overrides, args.seed, weight_map=weight_map)  # its torch import overlaps with ours below
     from harness.runner import UsageError, run_checks, select  # after parsing: --help stays instant
 
     if args.list_checks:
@@ -78,7 +95,7 @@ def main(argv=None) -> int:
         parser.error("--examples must be >= 0")
     try:
         report = run_checks(args.target, _ids(args.only), _ids(args.skip), args.seed, args.examples,
-                            overrides, args.debug, subject)
+                            overrides, args.debug, subject, weight_map)
     except UsageError as e:
         subject.close()
         parser.error(str(e))

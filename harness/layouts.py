@@ -261,8 +261,44 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int) -> dict
     return {r: [p for _, p in sorted(ps, key=lambda t: t[0])] for r, ps in roles.items()}
 
 
-def discover(module: nn.Module, d_in: int, d_out: int, heads: int) -> tuple[list[Layout], str]:
+def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int) -> tuple[list[Layout], str]:
+    """The user's own mapping (`--map q=W_query --map o=proj.weight.T --map qkv=c_attn`): a module name stands for
+    its weight and bias, `.T` marks a matrix used as x @ W, `qkv` is a fused q;k;v projection."""
+    params = dict(module.named_parameters())
+    modules = dict(module.named_modules())
+    roles: dict[str, list[Piece]] = {}
+    for role, target in mapping.items():
+        role = {"q": "wq", "k": "wk", "v": "wv", "o": "wo", "out": "wo", "qkv": "wqkv"}.get(role, role)
+        transpose = target.endswith(".T")
+        name = target[:-2] if transpose else target
+        if name in params:
+            found = {role: params[name]}
+        elif name in modules and isinstance(getattr(modules[name], "weight", None), torch.Tensor):
+            m = modules[name]
+            found = {role: m.weight}
+            if getattr(m, "bias", None) is not None and role.startswith("w"):
+                found["b" + role[1:]] = m.bias
+        else:
+            return [], f"--map {role}={target}: no parameter or module of that name (parameters: {', '.join(params)})"
+        for r, p in found.items():
+            qual = name if r == role else name + ".bias"
+            if r in ("wqkv", "bqkv"):
+                for i, sub in enumerate("qkv"):
+                    roles.setdefault(r[0] + sub, [Piece(p, qual, transpose and p.dim() == 2,
+                                                        slice(i * d_out, (i + 1) * d_out))])
+            elif r not in roles or r == role:
+                roles[r] = [Piece(p, qual, transpose and p.dim() == 2)]
+    problem = _validate(roles, d_in, d_out)
+    if problem:
+        return [], f"--map: {problem}"
+    return [Layout(roles, "as given by --map")], ""
+
+
+def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
+             mapping: dict[str, str] | None = None) -> tuple[list[Layout], str]:
     """All candidate layouts (usually one) and, when there is none, what was tried."""
+    if mapping:
+        return explicit(module, mapping, d_in, d_out)
     mhas = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.MultiheadAttention)]
     if len(mhas) == 1:
         name, m = mhas[0]

@@ -67,7 +67,9 @@ class Report:
         mapping = self.adapter.get("mapping")
         if mapping and mapping.get("layout"):
             roles = "; ".join(f"{r}←{p}" for r, p in mapping["layout"].items())
-            proof = "proven on your module's own output" if mapping["proven"] else "NOT proven: " + mapping["problem"]
+            proof = ("proven: it reproduces your module's own output" if mapping["proven"] else
+                     f"not proven ({mapping['problem']}): either your module has a bug (see below) or the "
+                     "mapping is wrong (then pass --map)")
             lines.append(f"  weights mapped {mapping['how']}: {roles} ({proof})")
         elif mapping:
             lines.append(f"  weights could not be mapped: {mapping.get('problem')}")

@@ -51,10 +51,10 @@ def _construction(ctx: Context) -> str:
 
 
 def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6, overrides=None,
-               debug: bool = False, subject: Subject | None = None) -> Report:
+               debug: bool = False, subject: Subject | None = None, weight_map=None) -> Report:
     """Run the checks; `subject` may be a child already started (it imports torch while we import the checks)."""
     checks = select(only, skip)
-    subject = subject or Subject(spec, overrides, seed)
+    subject = subject or Subject(spec, overrides, seed, weight_map=weight_map)
     ctx = Context(subject, seed, examples)
     results: dict[str, CheckResult] = {}
     try:
@@ -63,7 +63,7 @@ def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6
             if isinstance(outcome, WorkerDied):
                 outcome = Outcome("error", f"your code killed its process: {outcome.message}")
                 ctx.subject.close()
-                ctx.subject = Subject(spec, overrides, seed)
+                ctx.subject = Subject(spec, overrides, seed, weight_map=weight_map)
             results[c.id] = CheckResult(c.id, outcome.status, c.claim, outcome.message, c.fix, c.explanation,
                                         outcome.config, outcome.observed, outcome.expected, outcome.details)
         adapter = {"construction": _construction(ctx)}
@@ -87,8 +87,9 @@ def _blocked(c, results, ctx) -> Outcome | None:
         if mapping.index is None:
             return Outcome("skip", "skipped: could not tell which of your parameters are Q, K, V and the output "
                                    f"projection ({mapping.problem}). Name them q/k/v/out (or query/key/value/"
-                                   "out_proj, W_query..., c_attn/c_proj), or pass a factory function that builds "
-                                   "your module from a standard layout")
+                                   "out_proj, W_query..., c_attn/c_proj), or say it with --map q=NAME --map k=NAME "
+                                   "--map v=NAME --map o=NAME (a module or parameter name; NAME.T for a matrix used "
+                                   "as x @ W; --map qkv=NAME for a fused projection)")
     return None
 
 

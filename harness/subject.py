@@ -75,8 +75,10 @@ class Instance:
 class Subject:
     """One child process running one target."""
 
-    def __init__(self, spec: str, overrides: dict | None = None, seed: int = 0, cwd: str | None = None):
+    def __init__(self, spec: str, overrides: dict | None = None, seed: int = 0, cwd: str | None = None,
+                 weight_map: dict | None = None):
         self.spec, self.overrides, self.seed = spec, overrides or {}, seed
+        self.weight_map = weight_map or {}
         self.log = tempfile.TemporaryFile()
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
         self.proc = subprocess.Popen(
@@ -101,7 +103,8 @@ class Subject:
 
     def load(self) -> dict:
         if self.loaded is None:
-            self.loaded = self.call("load", spec=self.spec, overrides=self.overrides)[0]
+            self.loaded = self.call("load", spec=self.spec, overrides=self.overrides,
+                                    weight_map=self.weight_map)[0]
         return self.loaded
 
     def build(self, cfg: Config, force_dropout: float = 0.0) -> Instance:

@@ -57,7 +57,8 @@ def student_frames(tb, filename: str | None) -> str:
     """The lines of a traceback that point into the student's own file (ours are noise to them)."""
     frames = traceback.extract_tb(tb)
     mine = [f for f in frames if filename and os.path.abspath(f.filename) == os.path.abspath(filename)]
-    chosen = mine or frames[-1:]
+    ours = os.path.dirname(os.path.abspath(__file__))
+    chosen = mine or [f for f in frames if os.path.dirname(os.path.abspath(f.filename)) != ours][-1:]
     return "; ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in chosen)
 
 

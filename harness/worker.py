@@ -50,6 +50,7 @@ class Worker:
         self.target = None
         self.signature = None
         self.overrides: dict = {}
+        self.weight_map: dict = {}
         self.instances: dict[int, dict] = {}
 
     # -- helpers -------------------------------------------------------------------------------------------------
@@ -81,6 +82,7 @@ class Worker:
     # -- operations ----------------------------------------------------------------------------------------------
     def op_load(self, header, arrays):
         self.overrides = header.get("overrides", {})
+        self.weight_map = header.get("weight_map", {})
         try:
             self.target = load_target(header["spec"])
         except TargetError as e:
@@ -101,7 +103,7 @@ class Worker:
             for m in module.modules():
                 if isinstance(m, nn.Dropout):
                     m.p = float(header["force_dropout"])
-        found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads)
+        found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map)
         handle = len(self.instances)
         self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found}
         params = [(n, list(p.shape)) for n, p in module.named_parameters()]
