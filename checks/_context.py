@@ -5,6 +5,7 @@ is for), so the same target and seed always give the same inputs, weights and ve
 """
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -98,8 +99,19 @@ class Context:
     def build(self, cfg: Config, force_dropout: float = 0.0) -> Instance:
         inst = self.subject.build(cfg, force_dropout)
         if self.mapping.index is not None and inst.layouts:
-            inst.layout = min(self.mapping.index, len(inst.layouts) - 1)
+            inst.layout = self._same_layout(inst.layouts)
         return inst
+
+    def _same_layout(self, layouts: list[dict]) -> int:
+        """The candidate that reads the parameters as the proven mapping does (same names, same orientation): the
+        number of candidates depends on the shapes, so an index proven on one configuration means nothing on
+        another (with d_in = d_out every raw matrix is ambiguous, with d_in != d_out only the square ones)."""
+        proven = {r: re.sub(r"\[\d+:\d+\]", "", p) for r, p in self.mapping.description.items()}
+
+        def agreement(layout):
+            return sum(re.sub(r"\[\d+:\d+\]", "", p) == proven.get(r) for r, p in layout["roles"].items())
+
+        return max(range(len(layouts)), key=lambda i: (agreement(layouts[i]), -i))
 
     # -- weights ----------------------------------------------------------------------------------------------------
     @property

@@ -43,8 +43,9 @@ def run(ctx):
             return None
         formula = f"3·{cfg.d_in}·{cfg.d_out} + {cfg.d_out}² + {cfg.d_out}" + (" + 3·%d" % cfg.d_out if options[0] else "")
         diff = want[0] - got
+        looks_like = _explain_difference(diff, cfg)
         return failed(f"{got} parameters, the formula {formula} gives {want[0]} (difference {-diff:+d})"
-                      + _explain_difference(diff, cfg), observed=str(got), expected=str(want[0]),
-                      parameters=inst.info["params"])
+                      + looks_like, observed=str(got), expected=str(want[0]), parameters=inst.info["params"],
+                      diagnosis=looks_like.removeprefix("; looks like ") or "unexplained difference")
 
     return find_failure(ctx, prop) or passed("matches 3·d_in·d_out + d_out² + d_out for every configuration tried")

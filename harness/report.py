@@ -36,6 +36,7 @@ class Report:
     seed: int = 0
     adapter: dict = field(default_factory=dict)
     student_output: str = ""
+    diagnosis: dict | None = None  # the closest known mistake (harness.diagnosis), None when nothing failed
 
     @property
     def passed(self) -> bool:
@@ -54,7 +55,8 @@ class Report:
     def to_dict(self) -> dict:
         return {"tool": "mha-check", "version": VERSION, "target": self.target, "passed": self.passed,
                 "seed": self.seed, "summary": self.summary(), "adapter": self.adapter,
-                "checks": [asdict(c) for c in self.checks], "student_output": self.student_output}
+                "checks": [asdict(c) for c in self.checks], "diagnosis": self.diagnosis,
+                "student_output": self.student_output}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
@@ -87,6 +89,15 @@ class Report:
                 lines.append(f"{'':6}{'':{width}}  fix: {c.fix}")
         s = self.summary()
         lines.append("")
+        if self.diagnosis and self.diagnosis.get("mutant"):
+            d = self.diagnosis
+            lead = {"exact": "Diagnosis", "symptoms": "Diagnosis", "closest": "Closest known mistake"}[d["match"]]
+            lines.append(f"{lead}: {d['title']} [{d['mutant']}]")
+            lines.append(f"  evidence: {d['evidence']}")
+            lines.append(f"  what happens: {d['symptom']}")
+            lines.append(f"  fix: {d['fix']}")
+            lines.append(f"  (mha-check explain {d['mutant']} shows a worked example)")
+            lines.append("")
         tail = ", ".join(f"{s[k]} {name}" for k, name in (("error", "errors"), ("skip", "skipped")) if s[k])
         lines.append(f"{s['pass']} passed, {s['fail']} failed" + (f", {tail}" if tail else "")
                      + (" — all checks pass" if self.passed else ""))

@@ -51,7 +51,8 @@ def _construction(ctx: Context) -> str:
 
 
 def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6, overrides=None,
-               debug: bool = False, subject: Subject | None = None, weight_map=None) -> Report:
+               debug: bool = False, subject: Subject | None = None, weight_map=None,
+               diagnose: bool = True) -> Report:
     """Run the checks; `subject` may be a child already started (it imports torch while we import the checks)."""
     checks = select(only, skip)
     subject = subject or Subject(spec, overrides, seed, weight_map=weight_map)
@@ -69,10 +70,15 @@ def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6
         adapter = {"construction": _construction(ctx)}
         if ctx._mapping is not None:
             adapter["mapping"] = ctx.mapping.to_dict()
-        student_output = ctx.subject.stderr_tail(8000)
+        report = Report(spec, list(results.values()), seed, adapter)
+        if diagnose:
+            from harness.diagnosis import diagnose as find_mistake
+
+            report.diagnosis = find_mistake(report, ctx)
+        report.student_output = ctx.subject.stderr_tail(8000)
     finally:
         ctx.subject.close()
-    return Report(spec, list(results.values()), seed, adapter, student_output)
+    return report
 
 
 def _blocked(c, results, ctx) -> Outcome | None:

@@ -18,6 +18,7 @@ class MutantInfo:
     killed_by: tuple[str, ...]  # check ids that MUST fail on this mutant (a lower bound: others may fail too)
     symptom: str  # student-facing: what goes wrong, in plain words
     fix: str  # student-facing: the line to change
+    variant: dict | None = None  # knobs of reference.variants.forward that compute what this mutant computes
 
     def __post_init__(self):
         if not _KEBAB.fullmatch(self.id):
@@ -27,6 +28,12 @@ class MutantInfo:
         for check in self.killed_by:
             if not _KEBAB.fullmatch(check):
                 raise ValueError(f"mutant {self.id}: check id {check!r} is not kebab-case")
+        if self.variant is not None:
+            from reference.variants import DEFAULTS
+
+            unknown = set(self.variant) - set(DEFAULTS)
+            if unknown:
+                raise ValueError(f"mutant {self.id}: unknown variant knobs {sorted(unknown)}")
         if len(set(self.killed_by)) != len(self.killed_by):
             raise ValueError(f"mutant {self.id}: duplicate check ids in killed_by")
 

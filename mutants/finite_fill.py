@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("Future tokens keep a weight of about e^-10 relative to the others: small, but the outputs differ "
              "from the reference and the future influences the past."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
+    variant={"fill": -10.0},
 )
 
 

@@ -14,6 +14,7 @@ INFO = MutantInfo(
              "digit, but the gradient shows that the future still reaches the past, and the leak grows wherever "
              "scores get large."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
+    variant={"fill": -100.0},
 )
 
 

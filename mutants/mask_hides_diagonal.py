@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("A token cannot attend to itself, and the first token has nothing left to attend to: its softmax row "
              "is all -inf and its output is NaN."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
+    variant={"mask": "hide-diagonal"},
 )
 
 

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("Each token attends only to later tokens, and the last token has nothing left to attend to, so its "
              "output is NaN."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
+    variant={"mask": "inverted"},
 )
 
 

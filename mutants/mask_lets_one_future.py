@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("Each token also attends to the token right after it, so the model can read the answer it is "
              "supposed to predict; outputs differ from the reference."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
+    variant={"mask": "one-future"},
 )
 
 

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("Every token attends to the whole sequence, future included: outputs at a position change when later "
              "tokens change."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
+    variant={"mask": "none"},
 )
 
 

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("Features found by different heads never mix, the layer has d_out² + d_out parameters too few, and "
              "its output differs from the reference."),
     fix="self.out = nn.Linear(d_out, d_out) in __init__, and return self.out(ctx)",
+    variant={"out_proj": False},
 )
 
 

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("The softmax is too peaked (scores are sqrt(dh) times too large, worse for wider heads), so the "
              "attention weights and outputs differ from the reference and saturate in training."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
+    variant={"scale": "none"},
 )
 
 

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("Scores become q·q (symmetric), the key projection is never used (its weights get no gradient), and "
              "the outputs differ from the reference."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))",
+    variant={"keys": "q"},
 )
 
 

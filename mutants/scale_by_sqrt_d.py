@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("The softmax is too flat (the scores are sqrt(H) times too small), so the attention weights and the "
              "outputs differ from the reference; nothing crashes."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
+    variant={"scale": "sqrt-d"},
 )
 
 

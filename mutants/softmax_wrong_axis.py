@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("A token's weights no longer sum to 1, and each weight is normalised with the scores of later "
              "queries, so the future leaks into the past."),
     fix="w = torch.softmax(scores, dim=-1)",
+    variant={"softmax_axis": -2},
 )
 
 

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("Nothing crashes and every shape is right, but each head's 'positions' are slices cut across several "
              "tokens: the outputs are wrong, and early tokens receive features of later ones (a causal leak)."),
     fix="split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)",
+    variant={"split": "view-bhnd"},
 )
 
 

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     symptom=("The weights of allowed positions are divided by a sum that includes future tokens: rows don't sum "
              "to 1 and the future still changes the past through the normaliser."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf")) before w = torch.softmax(scores, dim=-1)',
+    variant={"mask": "zero-after-softmax"},
 )
 
 

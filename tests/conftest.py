@@ -19,7 +19,7 @@ def zoo_constants(path: Path) -> dict:
     """TARGET and EXPECT of a zoo file, read without importing it."""
     out = {}
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in ("TARGET", "EXPECT"):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in ("TARGET", "EXPECT", "DIAGNOSIS"):
             out[node.targets[0].id] = ast.literal_eval(node.value)
     return out
 

@@ -46,3 +46,20 @@ def test_every_check_kills_at_least_one_mutant():
 
 def test_at_least_twenty_mutants():
     assert len(MUTANT_TARGETS) >= 20
+
+
+def test_fingerprints_file_is_current():
+    """mutants/fingerprints.json is what diagnosis reads; regenerate with `python -m harness.diagnosis`."""
+    from harness.diagnosis import load_fingerprints, record
+
+    stored = load_fingerprints()
+    fresh = record({mid: report_for(t) for mid, t in MUTANT_TARGETS.items()})
+    stale = sorted(mid for mid in set(stored) | set(fresh) if stored.get(mid) != fresh.get(mid))
+    assert not stale, f"stale fingerprints for {stale}: run `python -m harness.diagnosis`"
+
+
+@pytest.mark.parametrize("mutant_id", sorted(MUTANT_TARGETS))
+def test_mutant_is_diagnosed_as_itself(mutant_id):
+    diagnosis = report_for(MUTANT_TARGETS[mutant_id]).diagnosis
+    assert diagnosis["mutant"] == mutant_id, diagnosis
+    assert diagnosis["match"] in ("exact", "symptoms")

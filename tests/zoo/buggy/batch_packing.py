@@ -40,3 +40,4 @@ class PackedCausalAttention(nn.Module):
 
 TARGET = "PackedCausalAttention"
 EXPECT = ("batch-independence",)
+DIAGNOSIS = "batch-seq-swap"  # the mutant this mistake should be diagnosed as

@@ -34,3 +34,4 @@ class CausalMHA(nn.Module):
 
 TARGET = "CausalMHA"
 EXPECT = ("eval-determinism",)
+DIAGNOSIS = "dropout-in-eval"  # the mutant this mistake should be diagnosed as

@@ -45,3 +45,4 @@ class Attention(nn.Module):
 
 TARGET = "Attention"
 EXPECT = ("causal-leakage",)
+DIAGNOSIS = "finite-fill"  # the mutant this mistake should be diagnosed as

@@ -49,3 +49,4 @@ class MultiHeadAttentionWrapper(nn.Module):
 
 TARGET = "MultiHeadAttentionWrapper"
 EXPECT = ("param-count", "head-invariance")
+DIAGNOSIS = "full-width-heads"  # the mutant this mistake should be diagnosed as

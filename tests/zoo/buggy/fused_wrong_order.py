@@ -36,3 +36,4 @@ class CausalSelfAttention(nn.Module):
 
 TARGET = "CausalSelfAttention"
 EXPECT = ("reference-match",)
+DIAGNOSIS = "swapped-q-k"  # the mutant this mistake should be diagnosed as

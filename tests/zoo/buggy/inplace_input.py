@@ -24,3 +24,4 @@ class SeqFirstAttention(nn.Module):
 
 TARGET = "SeqFirstAttention"
 EXPECT = ("input-untouched",)
+DIAGNOSIS = "input-modified-in-place"  # the mutant this mistake should be diagnosed as

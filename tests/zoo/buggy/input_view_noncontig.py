@@ -43,3 +43,4 @@ class FlatAttention(nn.Module):
 
 TARGET = "FlatAttention"
 EXPECT = ("contiguity",)
+DIAGNOSIS = "view-without-contiguous"  # the mutant this mistake should be diagnosed as

@@ -38,3 +38,4 @@ class PastOnlyAttention(nn.Module):
 
 TARGET = "PastOnlyAttention"
 EXPECT = ("output-shape", "reference-match")
+DIAGNOSIS = "mask-hides-diagonal"  # the mutant this mistake should be diagnosed as

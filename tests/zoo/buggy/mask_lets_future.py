@@ -40,3 +40,4 @@ class MultiHeadAttention(nn.Module):
 
 TARGET = "MultiHeadAttention"
 EXPECT = ("causal-leakage", "reference-match")
+DIAGNOSIS = "mask-lets-one-future"  # the mutant this mistake should be diagnosed as

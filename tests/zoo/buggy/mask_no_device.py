@@ -37,3 +37,4 @@ class OnTheFlyMaskAttention(nn.Module):
 
 TARGET = "OnTheFlyMaskAttention"
 EXPECT = ("mask-buffer",)
+DIAGNOSIS = "mask-no-device"  # the mutant this mistake should be diagnosed as

@@ -39,3 +39,4 @@ class CausalSelfAttention(nn.Module):
 
 TARGET = "CausalSelfAttention"
 EXPECT = ("causal-leakage", "reference-match")
+DIAGNOSIS = "no-mask"  # the mutant this mistake should be diagnosed as

@@ -38,3 +38,4 @@ class MaskedMultiHead(nn.Module):
 
 TARGET = "MaskedMultiHead"
 EXPECT = ("mask-buffer",)
+DIAGNOSIS = "mask-plain-attribute"  # the mutant this mistake should be diagnosed as

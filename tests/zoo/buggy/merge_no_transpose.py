@@ -39,3 +39,4 @@ class MultiHeadAttention(nn.Module):
 
 TARGET = "MultiHeadAttention"
 EXPECT = ("view-order", "reference-match")
+DIAGNOSIS = "merge-no-transpose"  # the mutant this mistake should be diagnosed as

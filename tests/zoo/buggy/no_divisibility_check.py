@@ -44,3 +44,4 @@ class MultiHeadAttention(nn.Module):
 
 TARGET = "MultiHeadAttention"
 EXPECT = ("divisibility",)
+DIAGNOSIS = "no-divisibility-check"  # the mutant this mistake should be diagnosed as

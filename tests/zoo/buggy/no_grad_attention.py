@@ -41,3 +41,4 @@ class MultiHeadAttention(nn.Module):
 
 TARGET = "MultiHeadAttention"
 EXPECT = ("gradient-match",)
+DIAGNOSIS = "weights-under-no-grad"  # the mutant this mistake should be diagnosed as

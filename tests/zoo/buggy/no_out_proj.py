@@ -31,3 +31,4 @@ class SDPAttention(nn.Module):
 
 TARGET = "SDPAttention"
 EXPECT = ("param-count",)
+DIAGNOSIS = "no-output-projection"  # the mutant this mistake should be diagnosed as

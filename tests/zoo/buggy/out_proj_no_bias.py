@@ -36,3 +36,4 @@ class CausalSelfAttention(nn.Module):
 
 TARGET = "CausalSelfAttention"
 EXPECT = ("param-count",)
+DIAGNOSIS = "out-proj-no-bias"  # the mutant this mistake should be diagnosed as

@@ -44,3 +44,4 @@ class MultiHeadSelfAttention(nn.Module):
 
 TARGET = "MultiHeadSelfAttention"
 EXPECT = ("reference-match",)
+DIAGNOSIS = "query-for-keys"  # the mutant this mistake should be diagnosed as

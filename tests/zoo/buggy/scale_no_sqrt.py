@@ -35,3 +35,4 @@ class ScaledAttention(nn.Module):
 
 TARGET = "ScaledAttention"
 EXPECT = ("reference-match",)
+DIAGNOSIS = "scale-by-dh"  # the mutant this mistake should be diagnosed as

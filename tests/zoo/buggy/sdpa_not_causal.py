@@ -36,3 +36,4 @@ class SelfAttention(nn.Module):
 
 TARGET = "SelfAttention"
 EXPECT = ("causal-leakage", "reference-match")
+DIAGNOSIS = "no-mask"  # the mutant this mistake should be diagnosed as

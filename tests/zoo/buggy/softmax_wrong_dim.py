@@ -41,3 +41,4 @@ class MultiHeadAttention(nn.Module):
 
 TARGET = "MultiHeadAttention"
 EXPECT = ("causal-leakage", "reference-match")
+DIAGNOSIS = "softmax-wrong-axis"  # the mutant this mistake should be diagnosed as

@@ -38,3 +38,4 @@ class CausalSelfAttention(nn.Module):
 
 TARGET = "CausalSelfAttention"
 EXPECT = ("view-order", "reference-match")
+DIAGNOSIS = "split-view-order"  # the mutant this mistake should be diagnosed as

@@ -36,3 +36,4 @@ class MHA(nn.Module):
 
 TARGET = "MHA"
 EXPECT = ("contiguity",)
+DIAGNOSIS = "view-without-contiguous"  # the mutant this mistake should be diagnosed as

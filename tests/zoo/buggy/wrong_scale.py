@@ -44,3 +44,4 @@ class MultiHeadAttention(nn.Module):
 
 TARGET = "MultiHeadAttention"
 EXPECT = ("reference-match",)
+DIAGNOSIS = "scale-by-sqrt-d"  # the mutant this mistake should be diagnosed as

@@ -1,0 +1,65 @@
+"""The lesson's layer with its classic mistakes as switches, in numpy: the fingerprints of the mutants.
+
+`forward(x, heads, w, **knobs)` with every knob at its default is the reference (`numpy_ref.forward`); each mutant
+that changes only what the layer computes declares its knobs (`MutantInfo.variant`), and `tests/test_mutants.py`
+proves that the torch mutant and this function agree.  Diagnosis then compares a student's output, under the same
+weights and input, with every variant, without torch and without running any mutant.
+
+Knobs:
+- split: "lesson" | "view-bhnd"            merge: "lesson" | "no-transpose"
+- scale: "sqrt-dh" | "sqrt-d" | "none" | "dh"
+- mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "zero-after-softmax"
+- fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
+- softmax_axis: -1 | -2
+- keys: "k" | "q" (keys computed with W_q) | "swap" (queries from W_k and keys from W_q)
+- out_proj: True | False
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from reference.numpy_ref import Weights, _merge, _split
+
+DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
+            "softmax_axis": -1, "keys": "k", "out_proj": True}
+
+
+def _future(n: int, mask: str) -> np.ndarray:
+    ones = np.ones((n, n), dtype=bool)
+    return {"causal": np.triu(ones, 1), "hide-diagonal": np.triu(ones, 0), "one-future": np.triu(ones, 2),
+            "none": np.zeros((n, n), bool), "inverted": ~np.triu(ones, 1),
+            "zero-after-softmax": np.triu(ones, 1)}[mask]
+
+
+def _softmax(s: np.ndarray, axis: int) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        s = s - np.max(s, axis=axis, keepdims=True)
+        e = np.exp(s)
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
+    unknown = set(knobs) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown knobs {sorted(unknown)}")
+    k_ = {**DEFAULTS, **knobs}
+    d = w.d_out
+    dh = d // heads
+    q = x @ w.wq.T + w.bias("bq")
+    k = x @ w.wk.T + w.bias("bk")
+    v = x @ w.wv.T + w.bias("bv")
+    if k_["keys"] == "q":
+        k = q
+    elif k_["keys"] == "swap":
+        q, k = k, q
+    Q, K, V = (_split(t, heads, k_["split"]) for t in (q, k, v))
+    scores = Q @ K.transpose(0, 1, 3, 2)
+    scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh)}[k_["scale"]]
+    n = x.shape[1]
+    hidden = _future(n, k_["mask"])
+    if k_["mask"] == "zero-after-softmax":
+        P = np.where(hidden, 0.0, _softmax(scores, k_["softmax_axis"]))
+    else:
+        P = _softmax(np.where(hidden, k_["fill"], scores), k_["softmax_axis"])
+    ctx = _merge(P @ V, k_["merge"])
+    return ctx @ w.wo.T + w.bias("bo") if k_["out_proj"] else ctx
