@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import signal
 import sys
 
 
@@ -73,7 +74,17 @@ def _weight_map(items: list[str], parser) -> dict:
     return out
 
 
+SUBCOMMANDS = {"mutants": "harness.teach", "explain": "harness.teach"}
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if hasattr(signal, "SIGPIPE"):  # `mha-check mutants | head` ends quietly, like any other command
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if argv and argv[0] in SUBCOMMANDS:  # `mha-check mutants ...`, `mha-check explain ID`
+        import importlib
+
+        return importlib.import_module(SUBCOMMANDS[argv[0]]).main(argv)
     parser = _parser()
     args = parser.parse_args(argv)
     overrides = _overrides(args.arg, parser)
