@@ -10,6 +10,7 @@ To add a check: write `checks/my_check.py` with a function decorated by `@check(
 from __future__ import annotations
 
 import importlib
+import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -52,17 +53,26 @@ class Check:
     run: Callable
     needs: tuple[str, ...] = ("construct",)
     weights: bool = False  # needs the Q/K/V/out weights mapped (transplant)
+    example: str = ""  # a tiny worked example with shapes and numbers; line breaks kept
 
 
 _REGISTRY: dict[str, Check] = {}
 
 
-def check(id: str, claim: str, explanation: str, fix: str, needs=("construct",), weights: bool = False):
+def _keep_lines(text: str) -> str:
+    """Strip the common indentation of a triple-quoted block (its first line may follow the quotes), keep breaks."""
+    first, _, rest = text.expandtabs().partition("\n")
+    lines = [first.strip()] + textwrap.dedent(rest).splitlines()
+    return "\n".join(line.rstrip() for line in lines).strip("\n")
+
+
+def check(id: str, claim: str, explanation: str, fix: str, needs=("construct",), weights: bool = False,
+          example: str = ""):
     """Register a check function under a stable id."""
 
     def register(fn):
         _REGISTRY[id] = Check(id, claim, " ".join(explanation.split()), " ".join(fix.split()), fn, tuple(needs),
-                              weights)
+                              weights, _keep_lines(example))
         return fn
 
     return register

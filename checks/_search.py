@@ -50,7 +50,7 @@ def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool 
         return first
     strategy = configs(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n)
 
-    @settings(derandomize=True, database=None, deadline=None, max_examples=ctx.examples if first is None else 60,
+    @settings(derandomize=True, database=None, deadline=None, max_examples=ctx.examples if first is None else 30,
               phases=(Phase.generate, Phase.shrink), suppress_health_check=list(HealthCheck),
               report_multiple_bugs=False, print_blob=False)
     @given(strategy)

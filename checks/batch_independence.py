@@ -11,21 +11,24 @@ from checks._search import find_failure
     agree when B and n happen to be equal, and the output of one sequence changes with its neighbours.""",
     fix="""Keep the batch axis first everywhere: (B, n, d) -> (B, n, H, dh) -> (B, H, n, dh); never view or
     transpose across axis 0.""",
+    example="""x: (2, 3, 8): y = model(x) must give y[0] == model(x[0:1])[0] and y[1] == model(x[1:2])[0]
+      (each sequence alone: input (1, 3, 8))
+    then x[1] is replaced by new random values: y[0] must not change
+    merging with transpose(0, 2) instead of transpose(1, 2): y[0, 0] features 4-7 = head 0 of sequence 1,
+      token 0, so y[0] changes with x[1]; with B = 1 the same code is right, so a batch of one never shows it""",
 )
 def run(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
-        y = inst.forward(x)
-        for b in range(cfg.batch):
-            alone = inst.forward(x[b:b + 1])
-            if alone.shape != (1,) + y[b].shape or not same(alone[0], y[b]):
-                return failed(f"sequence {b} gives a different output when run alone than inside the batch: "
-                              + worst_difference(alone, y[b:b + 1], ("alone", "in the batch")),
-                              observed="output depends on the other sequences", expected="the same output")
         others = x.copy()
         others[1:] = ctx.rng("others", cfg).standard_normal(others[1:].shape)
-        y2 = inst.forward(others)
+        y, y2, *alone = inst.forward_many([x, others] + [x[b:b + 1] for b in range(cfg.batch)])
+        for b, single in enumerate(alone):
+            if single.shape != (1,) + y[b].shape or not same(single[0], y[b]):
+                return failed(f"sequence {b} gives a different output when run alone than inside the batch: "
+                              + worst_difference(single, y[b:b + 1], ("alone", "in the batch")),
+                              observed="output depends on the other sequences", expected="the same output")
         if not same(y2[0], y[0]):
             return failed("changing sequences 1.. of the batch changed the output of sequence 0: "
                           + worst_difference(y2[0], y[0], ("after", "before")), observed="output of sequence 0 changed",

@@ -67,6 +67,13 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
     with respect to each input position, per sequence and per head.""",
     fix="""Mask the scores before the softmax with `scores.masked_fill(mask[:n, :n], float("-inf"))`, where
     `mask = torch.triu(torch.ones(L, L), diagonal=1).bool()`, over the last axis.""",
+    example="""x: (2, 3, 8); Jacobian of r·y[b, t] with respect to x: (B, n, B, n, d_in) = (2, 3, 2, 3, 8)
+    G[b, t, s] = norm over the 8 features of d (r·y[b, t]) / d x[b, s]: one 3 × 3 map per sequence, which
+      must be [[+, 0, 0], [+, +, 0], [+, +, +]] (+ = non-zero): for t = 0, s = 1, 2 exactly 0, s = 0 not
+    fill -10 instead of -inf leaves exp(-10) ≈ 4.5e-5 of weight on each future token: G[b, 0, 2] of order 1e-5
+    fill -100: y equals the reference to every digit, yet G[b, 0, 2] is of order 1e-44, still > 0 in float64
+    repeated per head (W_o keeps only that head's 4 columns); then x[:, 1:] is perturbed and y[:, 0] must stay
+      bit-identical (likewise x[:, 2:] and y[:, :2])""",
 )
 def run(ctx):
     def leak(inst, x, r, cfg, head=None):
@@ -126,11 +133,13 @@ def _with_wo(w, wo):
 
 def _perturbation(inst, x, cfg, ctx):
     """Change tokens after a split point; outputs up to it must not move at all."""
-    y = inst.forward(x)
+    inputs = [x]
     for split in range(cfg.n - 1):
         x2 = x.copy()
         x2[:, split + 1:] += ctx.rng("perturb", cfg, split).standard_normal(x2[:, split + 1:].shape)
-        y2 = inst.forward(x2)
+        inputs.append(x2)
+    y, *perturbed = inst.forward_many(inputs)
+    for split, y2 in enumerate(perturbed):
         moved = np.abs(y2[:, : split + 1] - y[:, : split + 1]).max()
         if not np.isfinite(moved) or moved > 0:
             return failed(f"changing the tokens after position {split} changed the outputs at positions 0..{split} "

@@ -10,6 +10,14 @@ from harness.subject import TargetFailure
     fix="""Make the file import without errors and the constructor accept the width, the number of heads and the
     context length (any usual names work); for anything unusual pass --arg NAME=VALUE.""",
     needs=(),
+    example="""built for the required configs: d = 6, H = 2, context_length = 7 and d = 12, H = 3, context_length = 5
+      (with separate widths d_in = 5 and 7, d_out = 6 and 12)
+    the names are matched to your constructor: d / d_model / embed_dim / n_embd ..., nheads / num_heads /
+      n_head ..., context_length / block_size / max_len ..., or a config object with those fields
+    pass: both calls return an nn.Module
+    fail: the file does not import, or the constructor raises, or it needs an argument with an unknown name:
+      __init__(self, d, heads, ctx, rope_base) -> 'mha-check has no value for required parameter(s)
+      rope_base', fixed with --arg rope_base=10000""",
 )
 def run(ctx):
     try:

@@ -19,6 +19,13 @@ def _is_view_error(message: str) -> bool:
     for a sliced or transposed input.""",
     fix="""Call `.contiguous()` before `.view(...)` after a transpose (`ctx.transpose(1, 2).contiguous().view(B, n,
     d)`), or use `.reshape(...)`, which copies when it must.""",
+    example="""H = 2, n = 3: w @ v (2, 2, 3, 4) -> .transpose(1, 2) -> (2, 3, 2, 4), strides (24, 4, 12, 1):
+      not contiguous
+    view(2, 3, 8) on it raises 'view size is not compatible with input tensor's size and stride': a token's
+      8 features sit at offsets 0-3 and 12-15, not at 8 evenly spaced places
+    with H = 1 or n = 1 the same view works, so the check uses H ≥ 2 and n ≥ 2
+    second run: the same x (2, 3, 8) as x.transpose(0, 1).contiguous().transpose(0, 1), same values with
+      strides (8, 16, 1): forward must not raise and must give the same y""",
 )
 def run(ctx):
     def prop(cfg):

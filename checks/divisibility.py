@@ -11,6 +11,12 @@ from harness.subject import TargetFailure
     when building the config.""",
     fix="""At the top of __init__: `if d_out % num_heads: raise ValueError(f"d_out={d_out} is not divisible by
     num_heads={num_heads}")` (an assert also works).""",
+    example="""d_out = 8, H = 3: 8 % 3 = 2, and 8 // 3 = 2: three heads of width 2 cover only 6 of the 8 features
+    d_out = 10, H = 4: 10 // 4 = 2: four heads of width 2 cover only 8 of the 10 features
+    pass: both constructors raise (ValueError, AssertionError, ...)
+    fail: a module is built, e.g. with q, k, v = Linear(8, 6) and out = Linear(6, 8): 200 parameters,
+      y (2, 3, 8) looks normal and 2 features are silently dropped
+    (construct checks that the valid d = 6, H = 2 and d = 12, H = 3 still build)""",
 )
 def run(ctx):
     sep = ctx.separate_widths

@@ -13,6 +13,11 @@ from harness.config import Config
     evaluation, and generation becomes random.""",
     fix="""Use `self.dropout = nn.Dropout(p)` and `w = self.dropout(w)`, or `F.dropout(w, p, training=self.training)`,
     or `dropout_p=self.p if self.training else 0.0` for scaled_dot_product_attention.""",
+    example="""CausalMHA(6, 2, 7, dropout=0.5).eval() (or every nn.Dropout set to p = 0.5), x: (2, 4, 6)
+    two forward passes must be bit-identical, and equal to the same weights built with dropout = 0
+    F.dropout(w, 0.5, training=True) in eval(): each weight of w (2, 2, 4, 4) is zeroed with probability 0.5
+      and the others doubled: row 0 [1, 0, 0, 0] becomes [2, 0, 0, 0] or [0, 0, 0, 0], so two passes differ
+    right: nn.Dropout(0.5) is the identity after .eval()""",
 )
 def run(ctx):
     base = ctx.base

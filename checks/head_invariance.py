@@ -10,6 +10,10 @@ from harness.subject import TargetFailure
     head of width d_out costs. "More heads means more parameters" is the misconception this catches.""",
     fix="""Give the heads d_out / H features each (one projection of width d_out, viewed as (B, n, H, d_out/H)),
     not one full-width projection per head.""",
+    example="""d_out = 12 (d_in = 12, or 7 with separate widths), built with H = 1, 2, 3, 4, 6 (dh = 12, 6, 4, 3, 2)
+    pass: the same count every time, 3·12·12 + 12² + 12 = 588 (408 with d_in = 7)
+    fail: every head with its own full-width 12 -> 12 Q, K, V and out = Linear(12·H, 12):
+      588, 1164, 1740, 2316, 3468 parameters for H = 1, 2, 3, 4, 6""",
 )
 def run(ctx):
     sep = ctx.separate_widths

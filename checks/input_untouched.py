@@ -10,6 +10,10 @@ from checks._search import find_failure
     explanation="""In-place operations on x (x += ..., x.mul_(...), x[...] = ...) change the caller's tensor: the
     residual connection around the layer then adds the wrong values, and autograd may refuse to run.""",
     fix="""Write `x = x + ...` or `y = f(x)` instead of in-place operations on the input.""",
+    example="""x: (2, 3, 8) is copied before forward; after y = model(x), in eval() and in train() mode, all 48 values
+      of x must be unchanged
+    x /= sqrt(dh) = 2 inside forward changes all 48 (x[0, 0, 0] = 1.0 -> 0.5, and 0.25 after a second call)
+    right: x = x / 2 makes a new tensor and leaves the caller's x alone""",
 )
 def run(ctx):
     def prop(cfg):

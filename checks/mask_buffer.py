@@ -12,6 +12,12 @@ DEVICE_WORDS = ("device", "meta")
     mha-check shows this without a GPU by moving the module to PyTorch's 'meta' device and running it.""",
     fix="""`self.register_buffer("mask", torch.triu(torch.ones(L, L), diagonal=1).bool())`, or build the mask in
     forward with `device=x.device`, or use scaled_dot_product_attention(..., is_causal=True).""",
+    example="""d = 6, H = 2, context_length = 7: the mask is a (7, 7) bool tensor, triu(ones(7, 7), 1)
+    plain attribute self.mask = ...: the state_dict has q.weight, k.weight, v.weight, out.weight, out.bias,
+      no 'mask', and model.to('meta') leaves self.mask on the CPU
+    torch.ones(n, n) made in forward without device=: after model.to('meta'), forward on x (2, 4, 6) raises
+      'Tensor on device meta is not on the expected device cpu!'
+    right: register_buffer('mask', ...): model.to('meta') moves it, and y = model(x) is on 'meta'""",
 )
 def run(ctx):
     inst = ctx.build(ctx.base)

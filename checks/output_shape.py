@@ -12,13 +12,19 @@ from harness.subject import TargetFailure
     different shape, NaN or inf values, or an exception mean the layer cannot be used in a model.""",
     fix="""Return `self.out_proj(context)` where context has shape (B, n, d_out); NaN usually means a row of scores
     was entirely masked (a mask that also hides the diagonal).""",
+    example="""x: (B, n, d_in) = (2, 3, 8), d_out = 8, H = 2 -> y must be (2, 3, 8) with every value finite
+    with d_in = 6, d_out = 8: x (2, 3, 6) -> y (2, 3, 8)
+    fail: y (2, 2, 3, 4) (heads never merged), or an exception, e.g. masked_fill with an unsliced (16, 16) mask
+      on (2, 2, 3, 3) scores: 'The size of tensor a (16) must match the size of tensor b (3) ...'
+    fail: y (2, 3, 8) with 16 NaN values at token 0: a mask that also hides the diagonal makes
+      row 0 = softmax([-inf, -inf, -inf]) = [nan, nan, nan]""",
 )
 def run(ctx):
     def prop(cfg):
         try:
             y = ctx.build(cfg).forward(ctx.input(cfg))
         except TargetFailure as e:
-            return failed(f"forward raised {e.message}")
+            return failed(e.message if e.message.startswith("forward returned") else f"forward raised {e.message}")
         want = (cfg.batch, cfg.n, cfg.d_out)
         if y.shape != want:
             return failed(f"output has shape {y.shape}, expected {want}", observed=str(y.shape),

@@ -13,6 +13,11 @@ from reference import numpy_ref
     fix="""Follow the lesson: project, view(B, n, H, dh).transpose(1, 2), scores = q @ k.transpose(-2, -1) / dh**0.5,
     masked_fill with -inf, softmax over the last axis, @ v, transpose back, contiguous().view, output projection.""",
     weights=True,
+    example="""d = 8, H = 2: the same W_q, W_k, W_v, W_o (8 × 8 each) and b_o (8) go into your module and the reference
+    x: (2, 3, 8) -> y: (2, 3, 8); every value must agree within 1e-7 relative (float64 rounding)
+    largest differences seen with random weights (three draws): scores / sqrt(8) instead of / sqrt(4) 0.02-0.07,
+      no scaling 0.07-0.18, Q and K swapped 0.17-0.46, no mask 0.56-0.91
+    fill -10 instead of -inf: about 1e-4, still caught; fill -100: exactly 0 (only causal-leakage sees it)""",
 )
 def run(ctx):
     def prop(cfg):

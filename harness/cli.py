@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import ast
-import signal
+import os
 import sys
 
 
@@ -23,7 +23,10 @@ def _parser() -> argparse.ArgumentParser:
                 epilog="TARGET forms: module:Class, path/to/file.py:Class, path/to/file.py (its single nn.Module "
                        "class); Class may also be a factory function returning a module.")
     p.add_argument("target", nargs="?", help="what to check, e.g. mymodule:MyAttn or attn.py:MyAttn")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    p.add_argument("--format", choices=("text", "json", "gradescope", "junit"), default="text",
+                   help="report format (default: text); gradescope writes a results.json, junit an XML test report")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--rubric", metavar="FILE.toml", help="points and visibility per check (see README)")
     p.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks (repeatable, "
                                                                              "or comma-separated)")
     p.add_argument("--skip", action="append", default=[], metavar="ID", help="do not run these checks")
@@ -37,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--map", action="append", default=[], metavar="ROLE=NAME",
                    help="say which parameter plays a role when mha-check cannot tell: ROLE is q, k, v, o, qkv "
                         "(fused), bq, bk, bv, bo; NAME a parameter or module name, NAME.T for a matrix used as x @ W")
+    p.add_argument("--time-limit", type=float, default=120.0, metavar="SECONDS",
+                   help="wall-clock budget for the whole check (default 120; one request gets at most 30)")
+    p.add_argument("--memory-mb", type=int, default=3072, help="address-space limit of the checked code (MB)")
     p.add_argument("--list-checks", action="store_true", help="list the check ids with their claims and exit")
     p.add_argument("--show-output", action="store_true", help="print what your code wrote to stdout/stderr")
     p.add_argument("--verbose", "-v", action="store_true", help="show each passing check's finding")
@@ -74,13 +80,19 @@ def _weight_map(items: list[str], parser) -> dict:
     return out
 
 
-SUBCOMMANDS = {"mutants": "harness.teach", "explain": "harness.teach"}
+SUBCOMMANDS = {"mutants": "harness.teach", "explain": "harness.teach", "grade": "harness.grade"}
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `mha-check mutants | head`: the reader left; end quietly like any other command
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if hasattr(signal, "SIGPIPE"):  # `mha-check mutants | head` ends quietly, like any other command
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if argv and argv[0] in SUBCOMMANDS:  # `mha-check mutants ...`, `mha-check explain ID`
         import importlib
 
@@ -89,11 +101,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     overrides = _overrides(args.arg, parser)
     weight_map = _weight_map(args.map, parser)
-    subject = None
+    if not 0 <= args.seed < 2 ** 32:
+        parser.error("--seed must be between 0 and 4294967295")
+    if args.time_limit <= 0 or args.memory_mb < 256:
+        parser.error("--time-limit must be positive and --memory-mb at least 256")
+    subject = limits = None
     if args.target and not args.list_checks:
+        from harness.sandbox import Limits
         from harness.subject import Subject
 
-        subject = Subject(args.target, overrides, args.seed, weight_map=weight_map)  # its torch import overlaps with ours below
+        limits = Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
+                        memory_mb=args.memory_mb)
+        subject = Subject(args.target, overrides, args.seed, weight_map=weight_map, limits=limits)  # its torch import overlaps with ours below
     from harness.runner import UsageError, run_checks, select  # after parsing: --help stays instant
 
     if args.list_checks:
@@ -104,18 +123,27 @@ def main(argv=None) -> int:
         parser.error("give a TARGET to check, e.g. mha-check examples/correct_attention.py:MultiHeadAttention")
     if args.examples < 0:
         parser.error("--examples must be >= 0")
+    from harness import formats
+
+    try:
+        rubric = formats.load_rubric(args.rubric, {c.id for c in select()}) if args.rubric else None
+    except formats.RubricError as e:
+        subject.close()
+        parser.error(str(e))
     try:
         report = run_checks(args.target, _ids(args.only), _ids(args.skip), args.seed, args.examples,
-                            overrides, args.debug, subject, weight_map)
+                            overrides, args.debug, subject, weight_map, limits=limits)
     except UsageError as e:
         subject.close()
         parser.error(str(e))
-    if args.format == "json":
-        sys.stdout.write(report.to_json() + "\n")
+    text = formats.render(report, args.format, rubric, args.verbose)
+    if args.show_output and report.student_output and args.format == "text":
+        text += "\n--- what your code printed ---\n" + report.student_output + "\n"
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
     else:
-        print(report.to_text(args.verbose))
-        if args.show_output and report.student_output:
-            print("\n--- what your code printed ---\n" + report.student_output)
+        sys.stdout.write(text)
     return 0 if report.passed else 1
 
 

@@ -77,22 +77,30 @@ class Signature:
     accepts: dict[str, str]  # canonical key -> the parameter that carries it
     config_param: str | None
     unfillable: list[str]  # required parameters we have no value for
+    unknown_overrides: list[str] = None  # --arg names the constructor does not take
+
+    def __post_init__(self):
+        self.unknown_overrides = self.unknown_overrides or []
 
     def to_dict(self) -> dict:
         return {"params": self.params, "separate_widths": self.separate_widths, "accepts": self.accepts,
-                "config_param": self.config_param, "unfillable": self.unfillable}
+                "config_param": self.config_param, "unfillable": self.unfillable,
+                "unknown_overrides": self.unknown_overrides}
 
 
-def _parameters(factory) -> list[inspect.Parameter]:
+def _parameters(factory) -> tuple[list[inspect.Parameter], bool]:
+    """The named parameters, and whether the constructor also takes **kwargs."""
     try:
         sig = inspect.signature(factory)
     except (TypeError, ValueError):
-        return []
-    return [p for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        return [], True
+    params = list(sig.parameters.values())
+    return ([p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)],
+            any(p.kind == p.VAR_KEYWORD for p in params))
 
 
 def read_signature(factory, overrides: dict) -> Signature:
-    params = _parameters(factory)
+    params, takes_kwargs = _parameters(factory)
     accepts: dict[str, str] = {}
     config_param, unfillable = None, []
     for p in params:
@@ -116,11 +124,16 @@ def read_signature(factory, overrides: dict) -> Signature:
         accepts["d_out" if "d_in" in accepts else "d_in"] = accepts.pop("width")
     elif len(widths) == 1 and widths[0] != "width":  # a single width, whatever its name
         accepts["width"] = accepts.pop(widths[0])
-    return Signature([p.name for p in params], separate, accepts, config_param, unfillable)
+    names = [p.name for p in params]
+    unknown = [] if takes_kwargs or config_param else [k for k in overrides if k not in names]
+    return Signature(names, separate, accepts, config_param, unfillable, unknown)
 
 
 def build(factory, cfg: Config, overrides: dict, signature: Signature):
     """Call the class or factory with the configuration spelt the way it asks."""
+    if signature.unknown_overrides:
+        raise TypeError(f"--arg {', '.join(signature.unknown_overrides)}: the constructor has no such parameter "
+                        f"(it takes {', '.join(signature.params) or 'none'})")
     if signature.unfillable:
         names = ", ".join(signature.unfillable)
         raise TypeError(f"mha-check has no value for required parameter(s) {names}: pass them with "

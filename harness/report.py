@@ -65,7 +65,7 @@ class Report:
         lines = [f"mha-check {self.target}"]
         built = self.adapter.get("construction")
         if built:
-            lines.append(f"  built as {built}")
+            lines.append(f"  called as {built}")
         mapping = self.adapter.get("mapping")
         if mapping and mapping.get("layout"):
             roles = "; ".join(f"{r}←{p}" for r, p in mapping["layout"].items())
@@ -98,7 +98,8 @@ class Report:
             lines.append(f"  fix: {d['fix']}")
             lines.append(f"  (mha-check explain {d['mutant']} shows a worked example)")
             lines.append("")
-        tail = ", ".join(f"{s[k]} {name}" for k, name in (("error", "errors"), ("skip", "skipped")) if s[k])
+        tail = ", ".join(f"{s[k]} {name if s[k] != 1 else name.rstrip('s')}"
+                         for k, name in (("error", "errors"), ("skip", "skipped")) if s[k])
         lines.append(f"{s['pass']} passed, {s['fail']} failed" + (f", {tail}" if tail else "")
                      + (" — all checks pass" if self.passed else ""))
         if self.student_output.strip():

@@ -14,6 +14,10 @@ from harness.report import CheckResult, Report
 from harness.subject import Subject, TargetFailure, WorkerDied
 
 
+FATAL = ("time", "cpu", "memory", "channel")  # no restart after these: the next check would hit the same wall
+MAX_RESTARTS = 3
+
+
 class UsageError(Exception):
     """The command line asked for something that does not exist (exit status 2)."""
 
@@ -39,7 +43,7 @@ def select(only=None, skip=None):
 def _construction(ctx: Context) -> str:
     try:
         loaded = ctx.subject.load()
-    except TargetFailure:
+    except (TargetFailure, WorkerDied):
         return ""
     sig, cfg = loaded["signature"], ctx.base
     values = {"width": cfg.d_out, "d_in": cfg.d_in, "d_out": cfg.d_out, "heads": cfg.heads,
@@ -52,22 +56,35 @@ def _construction(ctx: Context) -> str:
 
 def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6, overrides=None,
                debug: bool = False, subject: Subject | None = None, weight_map=None,
-               diagnose: bool = True) -> Report:
-    """Run the checks; `subject` may be a child already started (it imports torch while we import the checks)."""
+               diagnose: bool = True, limits=None, make_subject=None) -> Report:
+    """Run the checks; `subject` may be a child already started (it imports torch while we import the checks),
+    `make_subject()` starts a replacement after a crash (the batch pool forks one from its zygote)."""
     checks = select(only, skip)
-    subject = subject or Subject(spec, overrides, seed, weight_map=weight_map)
+    make_subject = make_subject or (lambda: Subject(spec, overrides, seed, weight_map=weight_map, limits=limits))
+    subject = subject or make_subject()
     ctx = Context(subject, seed, examples)
     results: dict[str, CheckResult] = {}
+    deaths: list[WorkerDied] = []
     try:
         for c in checks:
-            outcome = _blocked(c, results, ctx) or _run_one(c, ctx, debug)
-            if isinstance(outcome, WorkerDied):
-                outcome = Outcome("error", f"your code killed its process: {outcome.message}")
-                ctx.subject.close()
-                ctx.subject = Subject(spec, overrides, seed, weight_map=weight_map)
+            if deaths and (deaths[-1].kind in FATAL or len(deaths) >= MAX_RESTARTS):
+                outcome = Outcome("error", f"not run: {deaths[-1].message}")
+            else:
+                try:
+                    outcome = _guarded(_blocked, c, results, ctx, debug=debug) or _run_one(c, ctx, debug)
+                except WorkerDied as died:
+                    deaths.append(died)
+                    outcome = Outcome("error", died.message)
+                    if died.kind not in FATAL and len(deaths) < MAX_RESTARTS:
+                        started = ctx.subject.started  # the time budget covers the restarts too
+                        ctx.subject.close()
+                        ctx.subject = make_subject()
+                        ctx.subject.started = started
             results[c.id] = CheckResult(c.id, outcome.status, c.claim, outcome.message, c.fix, c.explanation,
                                         outcome.config, outcome.observed, outcome.expected, outcome.details)
-        adapter = {"construction": _construction(ctx)}
+        adapter = {"construction": _construction(ctx), "protections": ctx.subject.protections()}
+        if deaths:
+            adapter["process"] = [{"kind": d.kind, "message": d.message} for d in deaths]
         if ctx._mapping is not None:
             adapter["mapping"] = ctx.mapping.to_dict()
         report = Report(spec, list(results.values()), seed, adapter)
@@ -100,10 +117,16 @@ def _blocked(c, results, ctx) -> Outcome | None:
 
 
 def _run_one(c, ctx, debug: bool):
+    return _guarded(c.run, ctx, debug=debug)
+
+
+def _guarded(fn, *args, debug: bool = False):
+    """Run a check (or its preconditions): the student's exceptions become `error`, and so does a bug of ours,
+    without hiding the other checks."""
     try:
-        return c.run(ctx)
-    except WorkerDied as e:
-        return e
+        return fn(*args)
+    except WorkerDied:
+        raise
     except TargetFailure as e:
         return Outcome("error", f"your code raised {e.message}")
     except Exception as e:  # noqa: BLE001 - a bug of ours must not hide the other checks

@@ -43,10 +43,10 @@ def split_spec(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
-def _file_for(where: str) -> str | None:
-    if where.endswith(".py") or os.sep in where or "/" in where:
-        return where
-    rel = where.replace(".", os.sep)
+def _file_for(where: str, search_dir: str) -> str | None:
+    if where.endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where:
+        return os.path.join(search_dir, where)
+    rel = os.path.join(search_dir, where.replace(".", os.sep))
     for cand in (rel + ".py", os.path.join(rel, "__init__.py")):
         if os.path.isfile(cand):
             return cand
@@ -62,8 +62,25 @@ def student_frames(tb, filename: str | None) -> str:
     return "; ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in chosen)
 
 
+def safe_type_name(exc: BaseException) -> str:
+    """The exception's class name straight from the type object: no metaclass or property of the student's runs."""
+    cls = type(exc)
+    return type.__dict__["__qualname__"].__get__(cls)
+
+
+def safe_message(exc: BaseException) -> str:
+    """The exception's arguments when they are plain text or numbers; never calls the student's __str__."""
+    args = BaseException.__dict__["args"].__get__(exc)
+    plain = (str, int, float, bool, type(None))
+    if isinstance(exc, SyntaxError):
+        return str(SyntaxError.__dict__["msg"].__get__(exc))
+    if all(type(a) in plain for a in args):
+        return ", ".join(str.__str__(a) if type(a) is str else repr(a) for a in args)
+    return "(exception arguments not shown: they are not plain text)"
+
+
 def describe_exception(exc: BaseException, filename: str | None = None) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    text = f"{safe_type_name(exc)}: {safe_message(exc)}"
     where = student_frames(exc.__traceback__, filename) if exc.__traceback__ else ""
     return text + (f" (at {where})" if where else "")
 
@@ -71,6 +88,11 @@ def describe_exception(exc: BaseException, filename: str | None = None) -> str:
 def _load_file(path: str):
     if not os.path.isfile(path):
         raise TargetError("import", f"no such file: {path}")
+    if not path.endswith(".py"):
+        hint = (" For a notebook, export the cell with your class to a .py file (File > Download as > Python, or "
+                "`jupyter nbconvert --to script`), or use the notebook API: from harness.api import check"
+                if path.endswith(".ipynb") else "")
+        raise TargetError("import", f"{os.path.basename(path)} is not a Python file (.py).{hint}")
     path = os.path.abspath(path)
     folder = os.path.dirname(path)
     if folder not in sys.path:
@@ -85,16 +107,17 @@ def _load_file(path: str):
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
-        raise TargetError("import", f"SyntaxError in {os.path.basename(path)} line {e.lineno}: {e.msg}: "
+        where = f" line {e.lineno}" if e.lineno else ""
+        raise TargetError("import", f"SyntaxError in {os.path.basename(path)}{where}: {e.msg}: "
                                     f"{(e.text or '').strip()}") from None
     except BaseException as e:  # noqa: BLE001 - student code may raise anything, even SystemExit
         raise TargetError("import", "importing the file raised " + describe_exception(e, path)) from None
     return module, path
 
 
-def _import_module(where: str):
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
+def _import_module(where: str, search_dir: str):
+    if search_dir not in sys.path:
+        sys.path.append(search_dir)
     try:
         module = importlib.import_module(where)
     except ModuleNotFoundError as e:
@@ -137,10 +160,12 @@ def _pick_single(module, candidates: list[str]) -> str:
                       + ". Say which one to check, e.g. " + f"file.py:{candidates[0]}")
 
 
-def load_target(spec: str) -> LoadedTarget:
+def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:
+    """`search_dir` is the folder the user ran mha-check from (the child itself runs in a throwaway folder)."""
+    search_dir = search_dir or os.getcwd()
     where, name = split_spec(spec)
-    path = _file_for(where)
-    module, filename = _load_file(path) if path else _import_module(where)
+    path = _file_for(where, search_dir)
+    module, filename = _load_file(path) if path else _import_module(where, search_dir)
     if name is None:
         name = _pick_single(module, _candidates(module))
     obj = module
@@ -153,6 +178,12 @@ def load_target(spec: str) -> LoadedTarget:
             listing = f" nn.Module classes there: {', '.join(found)}." if found else ""
             raise TargetError("lookup", f"{os.path.basename(filename or where)} has no {name!r}.{hint}{listing}")
         obj = getattr(obj, part)
+    import torch.nn as nn
+
+    if isinstance(obj, nn.Module):
+        raise TargetError("lookup", f"{name!r} is an instance of {type(obj).__name__}, not a class: name the class "
+                                    f"(file.py:{type(obj).__name__}) or a function that builds one")
     if not callable(obj):
-        raise TargetError("lookup", f"{name!r} is a {type(obj).__name__}, not a class or a factory function")
+        raise TargetError("lookup", f"{name!r} is a value of type {type(obj).__name__}, not a class or a factory "
+                                    "function")
     return LoadedTarget(obj=obj, name=name, module_file=filename)

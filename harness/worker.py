@@ -1,14 +1,18 @@
 """The child process: the only place where the student's code runs.
 
 It answers requests from the trusted process over a private channel (its original stdin/stdout, duplicated before
-any student code runs; the student's prints go to the captured stderr log).  It sends back plain arrays and short
-texts; it never decides a verdict.  Started as `python -I -m harness.worker`.
+any student code runs, or a socket when forked by the batch zygote; the student's prints go to the captured log).
+It sends back plain arrays and short texts; it never decides a verdict.  torch is imported with one thread, before
+anything is forked from this module (OpenMP thread pools do not survive a fork).
 """
 from __future__ import annotations
 
 import copy
 import os
 import sys
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 
 def _open_channel():
@@ -23,8 +27,6 @@ def _open_channel():
     return chan_in, chan_out
 
 
-CHANNEL = _open_channel()
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -35,6 +37,7 @@ from harness.target import TargetError, describe_exception, load_target  # noqa:
 
 torch.set_num_threads(1)
 torch.set_default_dtype(torch.float64)
+sys.dont_write_bytecode = True  # leave no __pycache__ in the student's folder
 
 
 class StudentError(Exception):
@@ -68,7 +71,7 @@ class Worker:
         if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor):
             result = result[0]
         if not isinstance(result, torch.Tensor):
-            raise StudentError("forward", f"forward returned a {type(result).__name__}, not a tensor "
+            raise StudentError("forward", f"forward returned a value of type {type(result).__name__}, not a tensor "
                                           "(or a tuple whose first element is the output tensor)")
         if not result.is_floating_point():
             raise StudentError("forward", f"forward returned a tensor of dtype {result.dtype}, not floating point")
@@ -84,7 +87,7 @@ class Worker:
         self.overrides = header.get("overrides", {})
         self.weight_map = header.get("weight_map", {})
         try:
-            self.target = load_target(header["spec"])
+            self.target = load_target(header["spec"], header.get("search_dir"))
         except TargetError as e:
             return {"error": {"stage": e.kind, "message": str(e)}}, {}
         self.signature = construct.read_signature(self.target.obj, self.overrides)
@@ -96,7 +99,7 @@ class Worker:
         torch.manual_seed(int(header.get("seed", 0)))
         module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides, self.signature)
         if not isinstance(module, nn.Module):
-            raise StudentError("construct", f"{self.target.name}(...) returned a {type(module).__name__}, "
+            raise StudentError("construct", f"{self.target.name}(...) returned a value of type {type(module).__name__}, "
                                             "not a torch.nn.Module")
         self._student("construct", module.to, torch.float64)
         if header.get("force_dropout"):
@@ -200,6 +203,23 @@ class Worker:
             self._forward(inst, x, "eval")
         return {"created": recorder.created}, {}
 
+    def op_multi(self, header, arrays):
+        """Several requests in one round trip; stops at the first error, which is reported with its index."""
+        replies, out = [], {}
+        for i, call in enumerate(header.get("calls", [])):
+            sub = {name.split(":", 1)[1]: a for name, a in arrays.items() if name.startswith(f"{i}:")}
+            op = call.get("op")
+            if op in ("multi", "load", "bye") or not hasattr(self, f"op_{op}"):
+                raise StudentError("harness", f"op {op!r} cannot be batched")
+            try:
+                reply, got = getattr(self, f"op_{op}")(call, sub)
+            except StudentError as e:
+                replies.append({"error": {"stage": e.stage, "message": e.text}})
+                break
+            replies.append(reply)
+            out.update({f"{i}:{k}": v for k, v in got.items()})
+        return {"replies": replies}, out
+
     def serve(self, chan_in, chan_out):
         while True:
             try:
@@ -211,7 +231,7 @@ class Worker:
                 reply, out = getattr(self, "op_" + op)(header, arrays)
             except StudentError as e:
                 reply, out = {"error": {"stage": e.stage, "message": e.text}}, {}
-            except Exception as e:  # noqa: BLE001 - our own failure on this target: report it, keep serving
+            except BaseException as e:  # noqa: BLE001 - our failure, or student code reached through our code
                 reply, out = {"error": {"stage": "harness", "message": describe_exception(e)[:4000]}}, {}
             chan_out.write(protocol.encode(reply, out))
             if op == "bye":
@@ -219,6 +239,28 @@ class Worker:
 
     def op_bye(self, header, arrays):
         return {}, {}
+
+    def op_trace(self, header, arrays):
+        """Run forward once (eval, no_grad) recording every torch operation: its name, the shapes of its tensor
+        inputs and outputs, its other arguments, which earlier operation produced each input (data flow), and the
+        student's line that called it.  Labelling the steps is the trusted side's job (harness/trace.py)."""
+        inst = self._inst(header)
+        module = inst["module"]
+        x = torch.from_numpy(arrays["x"].copy())
+        names = {id(p): n for n, p in module.named_parameters()}
+        names.update({id(b): n for n, b in module.named_buffers()})
+        names[id(x)] = "x"
+        recorder = _TraceRecorder(self.target.module_file, names, int(header.get("limit", 400)))
+        self._student("forward", module.eval)
+        raised, output = None, None  # not "error": that key means the whole request failed
+        try:
+            with torch.no_grad(), recorder:
+                result = self._student("forward", module, x)
+            y = self._output(result)
+            output = {"shape": list(y.shape), "src": recorder.producer.get(id(y))}
+        except StudentError as e:
+            raised = e.text
+        return {"ops": recorder.ops, "truncated": recorder.truncated, "raised": raised, "output": output}, {}
 
 
 class _FactoryRecorder(torch.overrides.TorchFunctionMode):
@@ -260,11 +302,164 @@ def _plain_tensor_attributes(module: nn.Module) -> list[str]:
     return found
 
 
+def _trace_scalar(value) -> str:
+    """A short, JSON-safe text for a non-tensor argument (floats keep repr: '-inf', '0.5', '-1e+09')."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return repr(value)[:60]
+    if isinstance(value, (torch.dtype, torch.device, slice, type(Ellipsis))):
+        return str(value)[:60]
+    if isinstance(value, torch.Size):
+        return repr(tuple(value))
+    return f"<{type(value).__name__}>"
+
+
+def _trace_exception(exc: BaseException) -> str:
+    """'TypeName: message' without running the student's own __str__ (the safe helpers of harness.target)."""
+    from harness import target as _target
+
+    name = getattr(_target, "safe_type_name", lambda e: type(e).__name__)(exc)
+    message = getattr(_target, "safe_message", lambda e: "")(exc)
+    return f"{name}: {message}"[:400]
+
+
+class _TraceRecorder(torch.overrides.TorchFunctionMode):
+    """Records every torch operation of one forward pass (for `mha-check trace`).
+
+    While this handler runs the mode is popped, so nested calls inside one operation (F.softmax calling
+    Tensor.softmax, nn.Linear's internals) are not recorded twice, and the inspection below is not recorded.
+    Every produced tensor is kept alive so that `id()` identifies it for the data flow (`src`).
+    """
+
+    INPLACE_DUNDER = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__idiv__"}
+
+    def __init__(self, student_file, names: dict, limit: int = 400):
+        super().__init__()
+        self.student_file = os.path.abspath(student_file) if student_file else None
+        self.names = names
+        self.limit = limit
+        self.ops: list[dict] = []
+        self.producer: dict[int, int] = {}
+        self.keep: list = []
+        self.truncated = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - noted (the step that raised), then raised on unchanged
+            try:
+                self._record(func, args, kwargs, None, raised=_trace_exception(e))
+            except Exception:  # noqa: BLE001
+                pass
+            raise
+        try:
+            self._record(func, args, kwargs, result)
+        except Exception:  # noqa: BLE001 - recording must never change what the student's forward does
+            pass
+        return result
+
+    def _record(self, func, args, kwargs, result, raised: str | None = None):
+        name = getattr(func, "__name__", "") or str(func)
+        if name == "__get__":  # a property such as .T / .mT / .data
+            name = getattr(getattr(func, "__self__", None), "__name__", name)
+        tensors_out = [result] if isinstance(result, torch.Tensor) else (
+            [r for r in result if isinstance(r, torch.Tensor)] if isinstance(result, (tuple, list)) else [])
+        inplace = name in self.INPLACE_DUNDER or (name.endswith("_") and not name.startswith("_"))
+        if not tensors_out and name != "__setitem__" and raised is None:
+            return  # x.shape, x.size(), x.dim(), ...: no tensor made
+        if len(self.ops) >= self.limit:
+            self.truncated = True
+            return
+        ins: list[dict] = []
+
+        def show(a):
+            if isinstance(a, torch.Tensor):
+                ins.append(self._info(a))
+                return f"<T{len(ins) - 1}>"
+            if isinstance(a, (list, tuple)) and not isinstance(a, torch.Size) and len(a) <= 64:
+                inner = ", ".join(show(b) for b in a)
+                return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+            return _trace_scalar(a)
+
+        shown_args = [show(a) for a in args]
+        shown_kwargs = {k: show(v) for k, v in kwargs.items()}
+        index = len(self.ops)
+        record = {"i": index, "op": name, "in": ins, "args": shown_args, "kwargs": shown_kwargs,
+                  "inplace": inplace}
+        record.update(self._where())
+        if raised is not None:
+            record["raised"] = raised
+        if isinstance(result, torch.Tensor):
+            record["out"] = self._info(result)
+        elif tensors_out:
+            record["outs"] = [self._info(t) for t in tensors_out]
+        self.ops.append(record)
+        for t in tensors_out:
+            self.producer[id(t)] = index
+            self.keep.append(t)
+        if inplace and args and isinstance(args[0], torch.Tensor):
+            self.producer[id(args[0])] = index
+            self.keep.append(args[0])
+
+    def _info(self, t: torch.Tensor) -> dict:
+        info = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+        if id(t) in self.producer:
+            info["src"] = self.producer[id(t)]
+        elif id(t) in self.names:
+            info["name"] = self.names[id(t)]
+        if t.device.type == "meta":
+            return info
+        if t.numel() == 1:
+            info["value"] = _trace_scalar(t.item())
+        if t.dtype == torch.bool and t.dim() >= 2 and t.numel() <= 1024:
+            info["pattern"] = t.to(torch.int64).tolist()
+        elif t.is_floating_point() and t.numel() <= 1 << 16:
+            neginf = torch.isneginf(t)
+            if bool(neginf.any()):
+                info["neginf"] = True
+                if t.dim() >= 2 and t.numel() <= 1024:
+                    info["pattern"] = neginf.to(torch.int64).tolist()
+        return info
+
+    def _where(self) -> dict:
+        """The student's line that led to this operation (the innermost frame in the student's file)."""
+        import linecache
+
+        frame = sys._getframe(3)
+        fallback = None
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if self.student_file and os.path.abspath(filename) == self.student_file:
+                return {"at": f"{os.path.basename(filename)}:{frame.f_lineno}",
+                        "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
+            if fallback is None and "torch" not in filename.split(os.sep) and "harness" not in filename.split(os.sep):
+                fallback = frame
+            frame = frame.f_back
+        if fallback is not None:
+            filename = fallback.f_code.co_filename
+            return {"at": f"{os.path.basename(filename)}:{fallback.f_lineno}",
+                    "code": linecache.getline(filename, fallback.f_lineno).strip()[:160]}
+        return {"at": "?", "code": ""}
+
+
 def main():
-    chan_in, chan_out = CHANNEL
+    """Single run: the protocol on the original stdin/stdout (kept private before any student code runs)."""
+    chan_in, chan_out = _open_channel()
     Worker().serve(chan_in, chan_out)
     chan_out.flush()
     os._exit(0)
+
+
+def serve_forked(channel_fd: int) -> None:
+    """Batch grading: a child forked from the zygote serves one submission over a socket, then exits."""
+    import socket
+
+    sock = socket.socket(fileno=channel_fd)
+    stream = sock.makefile("rwb", buffering=0)
+    try:
+        Worker().serve(stream, stream)
+    finally:
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ class MutantInfo:
     symptom: str  # student-facing: what goes wrong, in plain words
     fix: str  # student-facing: the line to change
     variant: dict | None = None  # knobs of reference.variants.forward that compute what this mutant computes
+    example: str = ""  # student-facing: a tiny worked example (B=2, n=3, d=8, H=2) with shapes, line by line
 
     def __post_init__(self):
         if not _KEBAB.fullmatch(self.id):

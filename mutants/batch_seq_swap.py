@@ -13,6 +13,14 @@ INFO = MutantInfo(
     symptom=("Shapes are right and a batch of one works, but with several sequences each output row is assembled "
              "from other sequences and other positions: a sequence's result depends on what else is in the batch."),
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads",
+    example=(
+        "x: (2, 3, 8) = 2 sequences of 3 tokens; w @ v: (B, H, n, dh) = (2, 2, 3, 4)\n"
+        "right: .transpose(1, 2) -> (2, 3, 2, 4), .contiguous().view(2, 3, 8): row [b, t] = seq b, token t, 2 heads\n"
+        "wrong: .transpose(0, 2) -> (3, 2, 2, 4) = (n, H, B, dh), then .contiguous().view(2, 3, 8): same shape, but\n"
+        "  row [0, 0] = features 0-3: head 0 of seq 0, token 0 | features 4-7: head 0 of seq 1, token 0\n"
+        "  output seq 0 is built from tokens 0, 1 of both sequences, output seq 1 from tokens 1, 2 of both\n"
+        "with B = 1 the wrong view happens to give the right layout: only a batch of 2 or more shows it"
+    ),
 )
 
 

@@ -12,6 +12,12 @@ INFO = MutantInfo(
     symptom=("Constructing the layer with d_out=6 and 2 heads raises 'not divisible', while an invalid width "
              "would be accepted: the guard rejects exactly the configurations it should allow."),
     fix="raise when the remainder is non-zero: `if d_out % nheads != 0: raise ValueError(...)`",
+    example=(
+        "right: d_out = 8, H = 2: 8 % 2 == 0, so dh = 4 and the layer is built\n"
+        "wrong: `if d_out % nheads == 0: raise`: CausalMHA(8, 2, 16) raises 'd_out=8 is not divisible by nheads=2'\n"
+        "while CausalMHA(8, 3, 16) is accepted: dh = 8 // 3 = 2, and forward on x (2, 3, 8) fails in the split:\n"
+        "  q.view(2, 3, 3, 2) needs 36 values, q has 48: shape '[2, 3, 3, 2]' is invalid for input of size 48"
+    ),
 )
 
 

@@ -13,6 +13,13 @@ INFO = MutantInfo(
     symptom=("After model.eval() the layer is still random: two forwards on the same input give different "
              "outputs, and evaluation scores are noisy."),
     fix="w = self.dropout(w)",
+    example=(
+        "model = CausalMHA(8, 2, 16, dropout=0.5).eval(); x: (2, 3, 8); attention weights w: (2, 2, 3, 3)\n"
+        "right: self.dropout(w) is the identity in eval(): row 0 of each head stays [1, 0, 0], y the same each time\n"
+        "wrong: F.dropout(w, 0.5, training=True) zeroes each weight with probability 0.5 and doubles the others:\n"
+        "  row 0 becomes [2, 0, 0] or [0, 0, 0] at random, so a head's context for token 0 is 2·v[0] or 0\n"
+        "  two calls on the same x give different y (and model.eval() changes nothing)"
+    ),
 )
 
 

@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "from the reference and the future influences the past."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"fill": -10.0},
+    example=(
+        "scores: (2, 2, 3, 3); take a head whose scores are all 0 (uniform attention)\n"
+        "right, fill -inf: row 0 = softmax([0, -inf, -inf]) = [1, 0, 0] exactly\n"
+        "wrong, fill -10: row 0 = softmax([0, -10, -10]) = [0.99991, 4.5e-5, 4.5e-5]: e^-10 ≈ 4.5e-5 per future token\n"
+        "  row 1 = softmax([0, 0, -10]) = [0.49999, 0.49999, 2.3e-5]: token 1 still reads token 2\n"
+        "with random d = 8 weights y is off the reference by ~1e-4, and d y[b, 0] / d x[b, 2] is ~1e-5, not 0"
+    ),
 )
 
 

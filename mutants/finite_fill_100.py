@@ -15,6 +15,13 @@ INFO = MutantInfo(
              "scores get large."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"fill": -100.0},
+    example=(
+        "scores: (2, 2, 3, 3); for a head with all scores 0, row 0 = softmax([0, -100, -100])\n"
+        "  = [1.0, 3.7e-44, 3.7e-44]: e^-100 ≈ 3.7e-44 of weight on each future token\n"
+        "in float64 1 + 3.7e-44 == 1, so y equals the reference's to every digit (difference exactly 0)\n"
+        "but the gradient d y[b, 0] / d x[b, 2] is of order 1e-44, not exactly 0: the future still reaches the past\n"
+        "right: fill -inf gives weight exactly 0 and gradient exactly 0"
+    ),
 )
 
 

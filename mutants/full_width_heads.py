@@ -14,6 +14,12 @@ INFO = MutantInfo(
              "of heads, and the output is a different function."),
     fix=("self.h, self.dh = nheads, d_out // nheads; one nn.Linear(d, d_out) each for q, k, v (split into heads "
          "by view); self.out = nn.Linear(d_out, d_out)"),
+    example=(
+        "d = 8, H = 2; right: one W_q, W_k, W_v (8 -> 8) each, split into 2 heads of dh = 4: 264 parameters\n"
+        "wrong: each head has its own 8 -> 8 W_q, W_k, W_v: q = stack of 2 × (2, 3, 8) -> (2, 2, 3, 8), dh = 8\n"
+        "  merged context (2, 3, 16), out = Linear(16, 8); scores divided by sqrt(8), not sqrt(4)\n"
+        "  parameters: 2·3·64 + 16·8 + 8 = 520 for H = 2, 1032 for H = 4, and 264 only for H = 1"
+    ),
 )
 
 

@@ -13,6 +13,13 @@ INFO = MutantInfo(
     symptom=("Fine as long as d_in == d_out; with a different output width the split view fails (shape invalid "
              "for input of size ...) or the heads get the wrong width."),
     fix="self.h, self.dh = nheads, d_out // nheads",
+    example=(
+        "d_in = 6, d_out = 8, H = 2: x: (2, 3, 6); q = W_q(x): (2, 3, 8)\n"
+        "right: dh = d_out // H = 4: q.view(2, 3, 2, 4).transpose(1, 2) -> (2, 2, 3, 4)\n"
+        "wrong: dh = d_in // H = 3: q.view(2, 3, 2, 3) needs 36 values but q has 48:\n"
+        "  RuntimeError: shape '[2, 3, 2, 3]' is invalid for input of size 48\n"
+        "with d_in = d_out = 8 (the lesson's example) both give dh = 4 and the bug stays hidden"
+    ),
 )
 
 

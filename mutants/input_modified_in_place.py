@@ -14,6 +14,14 @@ INFO = MutantInfo(
              "autograd refuses an in-place change of a leaf that requires grad); the scaling is also wrong, "
              "because Q, K and V are all scaled."),
     fix="delete the `x /= ...` line and divide the scores: scores = q @ k.transpose(2, 3) / self.dh ** 0.5",
+    example=(
+        "x: (2, 3, 8), dh = 4; forward starts with x /= 2 (sqrt(dh)), in place on the caller's tensor\n"
+        "x[0, 0, 0] = 1.0 becomes 0.5 after one call and 0.25 after a second: the caller's data changed\n"
+        "q, k and v all come from x / 2, so (without Q/K biases) scores = q·k / 4: divided by dh, not sqrt(dh) = 2,\n"
+        "  and v, hence the context, is halved as well\n"
+        "with x.requires_grad=True (a leaf) forward raises: 'a leaf Variable that requires grad is being used in an\n"
+        "  in-place operation.'"
+    ),
 )
 
 

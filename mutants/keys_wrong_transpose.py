@@ -13,6 +13,13 @@ INFO = MutantInfo(
     symptom=("forward crashes in the matmul whenever the number of heads, the sequence length and the head width "
              "differ; with lucky equal sizes it runs and computes nonsense."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
+    example=(
+        "q, k: (2, 2, 3, 4) = (B, H, n, dh)\n"
+        "right: k.transpose(2, 3) -> (2, 2, 4, 3); q @ it -> scores (2, 2, 3, 3): one 3 × 3 matrix per head\n"
+        "wrong: k.transpose(1, 2) -> (2, 3, 2, 4); q @ it: batch axes (2, 2) vs (2, 3) do not broadcast:\n"
+        "  RuntimeError: The size of tensor a (2) must match the size of tensor b (3) at non-singleton dimension 1\n"
+        "with H = n = dh (e.g. d = 4, H = 2, n = 2) it runs and mixes heads, positions and features"
+    ),
 )
 
 

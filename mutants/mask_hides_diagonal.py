@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "is all -inf and its output is NaN."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
     variant={"mask": "hide-diagonal"},
+    example=(
+        "wrong: torch.triu(torch.ones(3, 3)) = [[1, 1, 1], [0, 1, 1], [0, 0, 1]]: the diagonal is masked too\n"
+        "right: torch.triu(torch.ones(3, 3), 1) = [[0, 1, 1], [0, 0, 1], [0, 0, 0]]\n"
+        "with all scores 0: row 0 = softmax([-inf, -inf, -inf]) = [nan, nan, nan]\n"
+        "  row 1 = [1, 0, 0] (token 1 sees only token 0), row 2 = [0.5, 0.5, 0] (token 2 not itself)\n"
+        "so y: (2, 3, 8) has 16 NaN values: all 8 features of token 0 in both sequences"
+    ),
 )
 
 

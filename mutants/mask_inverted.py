@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "output is NaN."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"mask": "inverted"},
+    example=(
+        "mask = triu(ones(3, 3), 1) = [[0, 1, 1], [0, 0, 1], [0, 0, 0]] marks the future; ~mask marks past + diagonal\n"
+        "wrong: masked_fill(~mask, -inf), with all scores 0:\n"
+        "  row 0 = [0, 0.5, 0.5] (token 0 reads only tokens 1 and 2), row 1 = [0, 0, 1]\n"
+        "  row 2 = softmax([-inf, -inf, -inf]) = NaN, so y[:, 2] is NaN\n"
+        "right: masked_fill(mask, -inf) gives [1, 0, 0], [0.5, 0.5, 0], [1/3, 1/3, 1/3]"
+    ),
 )
 
 

@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "supposed to predict; outputs differ from the reference."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
     variant={"mask": "one-future"},
+    example=(
+        "wrong: triu(ones(3, 3), 2) = [[0, 0, 1], [0, 0, 0], [0, 0, 0]]: only (t=0, s=2) is masked\n"
+        "right: triu(ones(3, 3), 1) = [[0, 1, 1], [0, 0, 1], [0, 0, 0]]\n"
+        "with all scores 0: row 0 = [0.5, 0.5, 0] instead of [1, 0, 0]\n"
+        "  row 1 = [1/3, 1/3, 1/3] instead of [0.5, 0.5, 0]\n"
+        "so y[:, 0] depends on x[:, 1] and y[:, 1] on x[:, 2]: each token reads the token it should predict"
+    ),
 )
 
 

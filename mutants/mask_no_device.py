@@ -12,6 +12,14 @@ INFO = MutantInfo(
     symptom=("Works on the CPU; on a GPU the forward fails with 'Expected all tensors to be on the same device', "
              "because the mask is made on the CPU every call."),
     fix="mask = torch.triu(torch.ones(n, n, device=x.device), 1).bool()  # or use the registered buffer",
+    example=(
+        "forward makes torch.triu(torch.ones(3, 3), 1).bool() on the CPU at every call\n"
+        "on the CPU: x (2, 3, 8) -> y (2, 3, 8), nothing wrong\n"
+        "after model.to('cuda') the scores (2, 2, 3, 3) are on the GPU and the mask on the CPU: masked_fill fails\n"
+        "  mha-check shows it without a GPU, with model.to('meta') and x on 'meta':\n"
+        "  RuntimeError: Tensor on device meta is not on the expected device cpu!\n"
+        "right: use the registered buffer self.mask[:n, :n], or torch.ones(n, n, device=x.device)"
+    ),
 )
 
 

@@ -13,6 +13,13 @@ INFO = MutantInfo(
     symptom=("Sequences of exactly context_length tokens work; any shorter input crashes in masked_fill with a "
              "shape (broadcast) error."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
+    example=(
+        "context_length = 16: self.mask is (16, 16); x: (2, 3, 8) gives scores (2, 2, 3, 3)\n"
+        "right: self.mask[:n, :n] -> (3, 3), broadcast over (2, 2, 3, 3)\n"
+        "wrong: scores.masked_fill(self.mask, ...) with the (16, 16) mask:\n"
+        "  RuntimeError: The size of tensor a (16) must match the size of tensor b (3) at non-singleton dimension 3\n"
+        "only an input of exactly 16 tokens, x: (2, 16, 8), runs"
+    ),
 )
 
 

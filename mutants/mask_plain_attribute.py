@@ -13,6 +13,13 @@ INFO = MutantInfo(
     symptom=("The mask is not moved by model.to(device) (forward then fails on GPU or meta tensors) and is "
              "missing from state_dict."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
+    example=(
+        "self.mask = torch.triu(torch.ones(16, 16), 1).bool() is a plain attribute, not a buffer\n"
+        "state_dict keys: q.weight, k.weight, v.weight, out.weight, out.bias (with register_buffer: 'mask' too)\n"
+        "model.to('meta') (or .cuda()) moves the weights, but self.mask stays on the CPU:\n"
+        "  forward on x (2, 3, 8): RuntimeError: Tensor on device meta is not on the expected device cpu!\n"
+        "right: self.register_buffer('mask', ...) is moved and saved with the parameters"
+    ),
 )
 
 

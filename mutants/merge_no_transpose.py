@@ -14,6 +14,14 @@ INFO = MutantInfo(
              "positions of one head: the outputs are wrong and a token's output contains later tokens."),
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads",
     variant={"merge": "no-transpose"},
+    example=(
+        "w @ v: (2, 2, 3, 4) = (B, H, n, dh), stored head by head: per sequence h0t0, h0t1, h0t2, h1t0, h1t1, h1t2\n"
+        "  (h = head, t = token, each block 4 features)\n"
+        "right: .transpose(1, 2) -> (2, 3, 2, 4), .contiguous().view(2, 3, 8): row t = [h0 of t | h1 of t]\n"
+        "wrong: .contiguous().view(2, 3, 8) directly: same shape, rows cut in memory order:\n"
+        "  row 0 = [h0t0 | h0t1], row 1 = [h0t2 | h1t0], row 2 = [h1t1 | h1t2]\n"
+        "output token 0 carries head 0's result for token 1, which attended to token 1: a causal leak"
+    ),
 )
 
 

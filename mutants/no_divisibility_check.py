@@ -14,6 +14,12 @@ INFO = MutantInfo(
              "features, so the layer is narrower than configured and nobody is told."),
     fix=("restore `if d_out % nheads != 0: raise ValueError(...)` and use d_out (not self.h * self.dh) as the "
          "width of q, k, v and out"),
+    example=(
+        "d_out = 8, H = 3 is accepted: dh = 8 // 3 = 2, q, k, v = Linear(8, 6), out = Linear(6, 8)\n"
+        "q = W_q(x): (2, 3, 6) -> view(2, 3, 3, 2) -> 3 heads of width 2; y: (2, 3, 8) looks fine\n"
+        "  200 parameters instead of an error: only 6 of the 8 configured features are used, and nobody is told\n"
+        "right: `if d_out % nheads != 0: raise ValueError(...)`: CausalMHA(8, 3, 16) raises, (8, 2, 16) builds"
+    ),
 )
 
 

@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "tokens change."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"mask": "none"},
+    example=(
+        "scores: (2, 2, 3, 3); masked_fill returns a new tensor, and `scores.masked_fill(...)` alone throws it away\n"
+        "with all scores 0: row 0 = [1/3, 1/3, 1/3] instead of [1, 0, 0]\n"
+        "  row 1 = [1/3, 1/3, 1/3] instead of [0.5, 0.5, 0]\n"
+        "so y[:, 0] depends on x[:, 1] and x[:, 2]: changing token 2 moves the outputs of tokens 0 and 1\n"
+        "right: scores = scores.masked_fill(...) (assign the result)"
+    ),
 )
 
 

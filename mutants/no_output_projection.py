@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "its output differs from the reference."),
     fix="self.out = nn.Linear(d_out, d_out) in __init__, and return self.out(ctx)",
     variant={"out_proj": False},
+    example=(
+        "ctx after merging: (2, 3, 8) = [head 0: features 0-3 | head 1: features 4-7]\n"
+        "right: y = out(ctx) with out = Linear(8, 8): every output feature mixes both heads\n"
+        "  parameters 3·8·8 + 8·8 + 8 = 264\n"
+        "wrong: y = ctx: the shape (2, 3, 8) is still right, but y[..., 0:4] comes only from head 0\n"
+        "  and y[..., 4:8] only from head 1; 192 parameters (the 8·8 + 8 = 72 of out are missing)"
+    ),
 )
 
 

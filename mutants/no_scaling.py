@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "attention weights and outputs differ from the reference and saturate in training."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
     variant={"scale": "none"},
+    example=(
+        "d = 8, H = 2, dh = 4: right: scores = q·k / sqrt(4) = q·k / 2\n"
+        "say a query has raw q·k = 4 and 0 with its two allowed keys:\n"
+        "  right: softmax([4/2, 0]) = softmax([2, 0]) = [0.881, 0.119]\n"
+        "  wrong: softmax([4, 0]) = [0.982, 0.018]: scores twice too large, a much peakier softmax\n"
+        "wider heads make it worse: with dh = 64 (GPT-2) the scores are 8 times too large"
+    ),
 )
 
 

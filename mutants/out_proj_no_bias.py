@@ -12,6 +12,12 @@ INFO = MutantInfo(
     killed_by=("param-count",),  # with no bias to transplant, it computes the reference with b_o = 0
     symptom="The layer has d_out parameters fewer than the formula, and its outputs lack the output bias.",
     fix="self.out = nn.Linear(d_out, d_out)",
+    example=(
+        "d = 8: out = Linear(8, 8, bias=False) has 64 parameters instead of 72: 256 in total instead of 264\n"
+        "  (GPT-2 small: 2,362,368 - 768 = 2,361,600)\n"
+        "y = ctx @ W_o^T without + b_o: every output row (2·3 = 6 rows of 8) lacks the same vector b_o\n"
+        "right: self.out = nn.Linear(d_out, d_out) (bias=True is the default)"
+    ),
 )
 
 

@@ -14,6 +14,12 @@ INFO = MutantInfo(
              "the outputs differ from the reference."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))",
     variant={"keys": "q"},
+    example=(
+        "q = split(W_q(x)), k = split(W_q(x)): both (2, 2, 3, 4) and equal\n"
+        "scores[t, s] = q_t·q_s = scores[s, t]: symmetric before the mask (right: q_t·k_s, which is not)\n"
+        "each token's score with itself, q_t·q_t = |q_t|², is never negative\n"
+        "W_k (8 × 8) is never used: it gets no gradient (None, i.e. zero) and never learns"
+    ),
 )
 
 

@@ -13,6 +13,13 @@ INFO = MutantInfo(
              "for wide heads); outputs and gradients differ from the reference."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # the square root of the head width",
     variant={"scale": "dh"},
+    example=(
+        "dh = 4: right: scores / sqrt(4) = scores / 2; wrong: scores / 4, half as large\n"
+        "raw q·k = 4 and 0 with two allowed keys:\n"
+        "  right: softmax([2, 0]) = [0.881, 0.119]; wrong: softmax([1, 0]) = [0.731, 0.269]\n"
+        "the gap grows with the head width: dh = 64 divides by 64 instead of 8, scores 8 times too small\n"
+        "only dh = 1 (sqrt(1) = 1) hides it"
+    ),
 )
 
 

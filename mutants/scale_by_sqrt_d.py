@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "outputs differ from the reference; nothing crashes."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
     variant={"scale": "sqrt-d"},
+    example=(
+        "d = 8, H = 2, dh = 4: right: scores / sqrt(4) = / 2; wrong: scores / sqrt(8) = / 2.83\n"
+        "  the scores are sqrt(H) = 1.41 times too small\n"
+        "raw q·k = 4 and 0 with two allowed keys:\n"
+        "  right: softmax([2, 0]) = [0.881, 0.119]; wrong: softmax([1.41, 0]) = [0.804, 0.196]\n"
+        "with H = 1 (dh = d) both are the same, so a one-head test cannot see it; GPT-2: / 27.7 instead of / 8"
+    ),
 )
 
 

@@ -14,6 +14,14 @@ INFO = MutantInfo(
              "queries, so the future leaks into the past."),
     fix="w = torch.softmax(scores, dim=-1)",
     variant={"softmax_axis": -2},
+    example=(
+        "scores after the mask, all allowed ones 0: [[0, -inf, -inf], [0, 0, -inf], [0, 0, 0]]\n"
+        "right, softmax(dim=-1), each row (query) sums to 1: [[1, 0, 0], [1/2, 1/2, 0], [1/3, 1/3, 1/3]]\n"
+        "wrong, softmax(dim=-2), each column (key) sums to 1: [[1/3, 0, 0], [1/3, 1/2, 0], [1/3, 1/2, 1]]\n"
+        "  row 0 sums to 1/3 and row 2 to 11/6\n"
+        "  w[0, 0] = e^s00 / (e^s00 + e^s10 + e^s20) uses the scores of queries 1 and 2,\n"
+        "  so y[:, 0] depends on x[:, 1] and x[:, 2]"
+    ),
 )
 
 

@@ -14,6 +14,15 @@ INFO = MutantInfo(
              "tokens: the outputs are wrong, and early tokens receive features of later ones (a causal leak)."),
     fix="split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)",
     variant={"split": "view-bhnd"},
+    example=(
+        "q = W_q(x): (2, 3, 8), stored per sequence as token 0 features 0-7, token 1 features 0-7, token 2 ...\n"
+        "right: q.view(2, 3, 2, 4).transpose(1, 2) -> (2, 2, 3, 4): head 0 = features 0-3 of tokens 0, 1, 2,\n"
+        "  head 1 = features 4-7 of tokens 0, 1, 2\n"
+        "wrong: q.view(2, 2, 3, 4) -> (2, 2, 3, 4) too, but head 0 = features 0-7 of token 0 and 0-3 of token 1:\n"
+        "  head 0 'positions' 0, 1, 2 = token 0 f0-3, token 0 f4-7, token 1 f0-3\n"
+        "  head 1 'positions' 0, 1, 2 = token 1 f4-7, token 2 f0-3, token 2 f4-7\n"
+        "output token 0 takes head 1's position 0, which is token 1: the future leaks into the past"
+    ),
 )
 
 

@@ -13,6 +13,13 @@ INFO = MutantInfo(
              "the reference although every shape is right."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # each projection in its own role",
     variant={"keys": "swap"},
+    example=(
+        "q = split(W_k(x)), k = split(W_q(x)): both (2, 2, 3, 4), so every shape is right\n"
+        "raw scores become k_t·q_s: the reference's scores S transposed before the mask, S[t, s] -> S[s, t]\n"
+        "e.g. S = [[1, 2, 3], [4, 5, 6], [7, 8, 9]] becomes [[1, 4, 7], [2, 5, 8], [3, 6, 9]], then masked:\n"
+        "  token 1 weighs tokens 0, 1 with scores [2, 5] instead of [4, 5]\n"
+        "unpacking a fused projection as k, q, v = qkv(x).chunk(3, dim=-1) makes the same swap"
+    ),
 )
 
 

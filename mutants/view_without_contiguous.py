@@ -13,6 +13,14 @@ INFO = MutantInfo(
     symptom=("forward raises \"view size is not compatible with input tensor's size and stride\" as soon as there "
              "is more than one head and more than one token."),
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  (or .reshape(B, n, d))",
+    example=(
+        "w @ v: (2, 2, 3, 4); .transpose(1, 2) -> (2, 3, 2, 4) with strides (24, 4, 12, 1): not contiguous\n"
+        "view(2, 3, 8) must merge the head axis (stride 12) and dh (stride 1) into one axis of stride 1,\n"
+        "  but a token's 8 features sit at offsets 0-3 and 12-15:\n"
+        "  RuntimeError: view size is not compatible with input tensor's size and stride ... Use .reshape(...)\n"
+        "with H = 1 or n = 1 the same view works, so a one-head or one-token test passes\n"
+        "right: .transpose(1, 2).contiguous().view(2, 3, 8) or .reshape(2, 3, 8)"
+    ),
 )
 
 

@@ -12,6 +12,13 @@ INFO = MutantInfo(
     symptom=("The forward output is exactly right, but no gradient flows through the attention weights: W_Q and "
              "W_K get no gradient and never learn, and the input gradient is incomplete."),
     fix="w = torch.softmax(scores, dim=-1)  (outside any torch.no_grad() block)",
+    example=(
+        "forward values are exact: y (2, 3, 8) equals the reference\n"
+        "with torch.no_grad(): w = softmax(scores) gives w (2, 2, 3, 3) with requires_grad=False\n"
+        "backward from y: W_v and W_o (8 × 8) get the right gradients, but W_q.grad and W_k.grad stay None (zero)\n"
+        "  and x.grad (2, 3, 8) lacks the part through the scores, so it differs from the reference's\n"
+        "right: w = torch.softmax(scores, dim=-1) with autograd on"
+    ),
 )
 
 

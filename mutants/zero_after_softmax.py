@@ -14,6 +14,13 @@ INFO = MutantInfo(
              "to 1 and the future still changes the past through the normaliser."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf")) before w = torch.softmax(scores, dim=-1)',
     variant={"mask": "zero-after-softmax"},
+    example=(
+        "with all scores 0, the softmax over all 3 keys gives every row [1/3, 1/3, 1/3]\n"
+        "zeroing the future then gives [[1/3, 0, 0], [1/3, 1/3, 0], [1/3, 1/3, 1/3]]: row 0 sums to 1/3, row 1 to 2/3\n"
+        "right (mask with -inf, then softmax): [[1, 0, 0], [1/2, 1/2, 0], [1/3, 1/3, 1/3]]\n"
+        "w[0, 0] = e^s00 / (e^s00 + e^s01 + e^s02) still contains the future scores s01 and s02,\n"
+        "  so y[:, 0] changes when x[:, 1] or x[:, 2] change"
+    ),
 )
 
 

@@ -1,0 +1,209 @@
+"""`mha-check grade SUBMISSIONS_DIR`: grade a whole course, one folder per student.
+
+Each grader process keeps one warm zygote (torch imported once) and forks a fresh sandboxed child per submission;
+`--jobs` graders run side by side.  One report per submission and a summary table (CSV) are written to `--out`.
+`--shard I/N` grades the submissions whose name hashes to shard I, so that array jobs, CI matrices or a fleet of
+machines can share a course; `mha-check grade --merge A.csv B.csv ...` joins their summaries.  Nothing a submission
+does (hang, crash, exit, print, patch) stops the batch: its row says what happened.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import hashlib
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
+_ZYGOTE = None
+
+
+def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
+    """Stable under additions: a submission's shard depends on its own name only."""
+    if shard is None:
+        return True
+    index, count = shard
+    return int(hashlib.sha256(name.encode()).hexdigest(), 16) % count == index - 1
+
+
+def _defines_module(path: Path) -> bool:
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, ast.ClassDef) and any("Module" in ast.unparse(b) for b in n.bases)
+               for n in ast.walk(tree))
+
+
+def find_target(folder: Path) -> str | None:
+    """With no --target: the one file of the submission that defines an nn.Module class."""
+    files = [p for p in sorted(folder.glob("*.py")) if not p.name.startswith("test")]
+    found = [p for p in files if _defines_module(p)]
+    return found[0].name if len(found) == 1 else None
+
+
+def _init_grader(limits_dict: dict) -> None:
+    global _ZYGOTE
+    from harness import sandbox
+    from harness.pool import Zygote
+
+    _ZYGOTE = Zygote(sandbox.Limits(**limits_dict))
+
+
+def _grade_one(folder: str, spec: str | None, options: dict) -> dict:
+    """Runs in a grader process; returns only plain data."""
+    global _ZYGOTE
+    from harness import formats, sandbox
+    from harness.pool import ForkedSubject, ZygoteError, Zygote
+    from harness.report import CheckResult, Report
+    from harness.runner import run_checks
+
+    name = os.path.basename(folder)
+    limits = sandbox.Limits(**options["limits"])
+    started = time.monotonic()
+    if spec is None:
+        report = Report(f"{name}/?", [CheckResult(
+            "construct", "fail", "the target imports and builds a torch.nn.Module for valid configurations",
+            "could not tell which file holds the attention class: no single .py file defining an nn.Module "
+            "class (pass --target FILE.py:ClassName)")], options["seed"])
+    else:
+        for attempt in (1, 2):
+            try:
+                make = lambda: ForkedSubject(_ZYGOTE, spec, cwd=folder, seed=options["seed"], limits=limits)
+                report = run_checks(spec, seed=options["seed"], subject=make(), make_subject=make, limits=limits)
+                break
+            except ZygoteError:
+                _ZYGOTE.close()
+                _ZYGOTE = Zygote(limits)
+                if attempt == 2:
+                    raise
+    rubric = formats.load_rubric(options.get("rubric"), {c.id for c in report.checks}) \
+        if options.get("rubric") else formats.Rubric()
+    got, total = formats.score(report, rubric)
+    return {"name": name, "text": formats.render(report, options["format"], rubric),
+            "row": {"submission": name, "target": spec or "", "passed": report.passed, "score": got,
+                    "max_score": total, **report.summary(),
+                    "diagnosis": (report.diagnosis or {}).get("mutant") or "",
+                    "process": "; ".join(p["kind"] for p in report.adapter.get("process", [])),
+                    "seconds": round(time.monotonic() - started, 2),
+                    **{c.id: c.status for c in report.checks}}}
+
+
+def _progress(done: int, total: int, name: str) -> None:
+    if sys.stderr.isatty():
+        width = 30
+        filled = width * done // max(1, total)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name[:30]:<30}")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def write_summary(rows: list[dict], path: Path) -> None:
+    fields = []
+    for row in rows:
+        fields += [k for k in row if k not in fields]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(sorted(rows, key=lambda r: r["submission"]))
+
+
+def merge(paths: list[str], out) -> int:
+    rows = []
+    for p in paths:
+        with open(p, newline="") as f:
+            rows += list(csv.DictReader(f))
+    names = [r["submission"] for r in rows]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        print(f"mha-check grade --merge: error: submissions graded twice: {', '.join(duplicates)}", file=sys.stderr)
+        return 2
+    fields = []
+    for row in rows:
+        fields += [k for k in row if k not in fields]
+    writer = csv.DictWriter(out, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(sorted(rows, key=lambda r: r["submission"]))
+    return 0
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected I/N, e.g. 2/8") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError("I must be between 1 and N")
+    return i, n
+
+
+def main(argv: list[str]) -> int:
+    from harness import formats, sandbox
+
+    p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0])
+    p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per submission")
+    p.add_argument("--target", help="FILE.py:ClassName inside each submission (default: the rubric's target, or "
+                                    "the single file that defines an nn.Module class)")
+    p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
+    p.add_argument("--out", default="mha-check-results", help="folder for the reports and summary.csv")
+    p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
+    p.add_argument("--shard", type=_shard, help="grade only shard I of N (by a hash of the folder name)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per submission (default 60)")
+    p.add_argument("--memory-mb", type=int, default=3072, help="address space per submission (default 3072)")
+    p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
+    args = p.parse_args(argv[1:])
+    if args.merge:
+        return merge(args.merge, sys.stdout)
+    if not args.submissions or not os.path.isdir(args.submissions):
+        p.error(f"{args.submissions!r} is not a folder of submissions")
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    try:
+        from checks import all_checks
+
+        rubric = formats.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
+    except formats.RubricError as e:
+        p.error(str(e))
+    target = args.target or (rubric.target if rubric else None)
+    folders = sorted(d for d in Path(args.submissions).iterdir() if d.is_dir() and not d.name.startswith("."))
+    folders = [d for d in folders if in_shard(d.name, args.shard)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    limits = sandbox.Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
+                            memory_mb=args.memory_mb)
+    options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict()}
+    rows, started = [], time.monotonic()
+    jobs = max(1, min(args.jobs, len(folders)))
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_grader,
+                             initargs=(limits.to_dict(),)) as pool:
+        futures = {pool.submit(_grade_one, str(d), target or find_target(d), options): d for d in folders}
+        for done, future in enumerate(_as_completed(futures), 1):
+            folder = futures[future]
+            try:
+                result = future.result()
+            except Exception as e:  # noqa: BLE001 - a grader failure costs one row, never the batch
+                result = {"name": folder.name, "text": f"mha-check could not grade this submission: {e}\n",
+                          "row": {"submission": folder.name, "passed": False, "process": f"grader error: {e}"}}
+            (out / f"{result['name']}.{EXTENSIONS[args.format]}").write_text(result["text"])
+            rows.append(result["row"])
+            _progress(done, len(folders), folder.name)
+    summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
+    write_summary(rows, summary)
+    passed = sum(1 for r in rows if r.get("passed") is True)
+    print(f"graded {len(rows)} submissions in {time.monotonic() - started:.1f} s: {passed} pass every check; "
+          f"reports in {out}/, summary in {summary}")
+    return 0
+
+
+def _as_completed(futures):
+    from concurrent.futures import as_completed
+
+    return as_completed(futures)

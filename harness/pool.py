@@ -1,0 +1,99 @@
+"""Batch grading with one warm torch import: `Zygote` (the template process) and `ForkedSubject` (a Subject whose
+worker is forked from it instead of started from scratch, which saves the ~1 s torch import per submission)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from harness import sandbox
+from harness.subject import Subject, TargetFailure
+
+
+class ZygoteError(RuntimeError):
+    """The template process itself failed (our problem, not a submission's)."""
+
+
+class Zygote:
+    def __init__(self, limits: sandbox.Limits | None = None):
+        self.limits = limits or sandbox.Limits()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        boot = (f"import sys; sys.path.insert(0, {root!r}); import harness.zygote as z; "
+                f"z.main({theirs.fileno()})")
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+        self.proc = subprocess.Popen(sandbox.wrap_network_only([sys.executable, "-I", "-c", boot]),
+                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=env,
+                                     start_new_session=True)
+        theirs.close()
+        self.control = ours
+        self.info = self.request({"op": "hello"})
+
+    def request(self, message: dict, fds=()) -> dict:
+        try:
+            socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
+            data = self.control.recv(1 << 16)
+        except OSError as e:
+            raise ZygoteError(f"the grading template process failed: {e}") from None
+        if not data:
+            raise ZygoteError(f"the grading template process ended (status {self.proc.poll()})")
+        return json.loads(data)
+
+    def spawn(self, channel_fd: int, log_fd: int, cwd: str, limits: sandbox.Limits) -> int:
+        return int(self.request({"op": "spawn", "cwd": cwd, "limits": limits.to_dict()},
+                                (channel_fd, log_fd))["pid"])
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        return self.request({"op": "wait", "pid": pid, "timeout": timeout}).get("status")
+
+    def close(self) -> None:
+        try:
+            self.request({"op": "bye"})
+        except ZygoteError:
+            pass
+        self.control.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class ForkedSubject(Subject):
+    """A Subject whose worker is forked from a warm `Zygote`."""
+
+    def __init__(self, zygote: Zygote, spec: str, **kwargs):
+        self.zygote = zygote
+        self._status: int | None = None
+        super().__init__(spec, **kwargs)
+
+    def _spawn(self) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            self.pid = self.zygote.spawn(theirs.fileno(), self.log.fileno(), self.scratch, self.limits)
+        finally:
+            theirs.close()
+        self.sock = ours
+        self._out_fd = ours.fileno()
+
+    def _send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _wait(self, timeout: float) -> int | None:
+        if self._status is None:
+            self._status = self.zygote.wait(self.pid, timeout)
+        return self._status
+
+    def _alive(self) -> bool:
+        return self._wait(0) is None
+
+    def protections(self) -> list[str]:
+        out = [p for p in super().protections() if not p.startswith("PID namespace")]
+        if self.zygote.info.get("subreaper"):
+            out.append("leftover processes killed after the submission (child subreaper)")
+        return out
+
+    def close(self) -> None:
+        super().close()
+        self.sock.close()
