@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=120.0, metavar="SECONDS",
                    help="wall-clock budget for the whole check (default 120; one request gets at most 30)")
     p.add_argument("--memory-mb", type=int, default=3072, help="address-space limit of the checked code (MB)")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the leakage map (needs mha-check[plot])")
     p.add_argument("--list-checks", action="store_true", help="list the check ids with their claims and exit")
     p.add_argument("--show-output", action="store_true", help="print what your code wrote to stdout/stderr")
     p.add_argument("--verbose", "-v", action="store_true", help="show each passing check's finding")
@@ -80,7 +81,8 @@ def _weight_map(items: list[str], parser) -> dict:
     return out
 
 
-SUBCOMMANDS = {"mutants": "harness.teach", "explain": "harness.teach", "grade": "harness.grade"}
+SUBCOMMANDS = {"mutants": "harness.teach", "explain": "harness.teach", "grade": "harness.grade",
+               "trace": "harness.trace"}
 
 
 def main(argv=None) -> int:
@@ -105,6 +107,13 @@ def _main(argv=None) -> int:
         parser.error("--seed must be between 0 and 4294967295")
     if args.time_limit <= 0 or args.memory_mb < 256:
         parser.error("--time-limit must be positive and --memory-mb at least 256")
+    if args.plot:
+        from harness.plot import require_matplotlib
+
+        try:
+            require_matplotlib()
+        except RuntimeError as e:
+            parser.error(str(e))
     subject = limits = None
     if args.target and not args.list_checks:
         from harness.sandbox import Limits
@@ -132,7 +141,7 @@ def _main(argv=None) -> int:
         parser.error(str(e))
     try:
         report = run_checks(args.target, _ids(args.only), _ids(args.skip), args.seed, args.examples,
-                            overrides, args.debug, subject, weight_map, limits=limits)
+                            overrides, args.debug, subject, weight_map, limits=limits, plot=args.plot)
     except UsageError as e:
         subject.close()
         parser.error(str(e))

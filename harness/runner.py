@@ -56,7 +56,7 @@ def _construction(ctx: Context) -> str:
 
 def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6, overrides=None,
                debug: bool = False, subject: Subject | None = None, weight_map=None,
-               diagnose: bool = True, limits=None, make_subject=None) -> Report:
+               diagnose: bool = True, limits=None, make_subject=None, plot: str | None = None) -> Report:
     """Run the checks; `subject` may be a child already started (it imports torch while we import the checks),
     `make_subject()` starts a replacement after a crash (the batch pool forks one from its zygote)."""
     checks = select(only, skip)
@@ -92,6 +92,13 @@ def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6
             from harness.diagnosis import diagnose as find_mistake
 
             report.diagnosis = find_mistake(report, ctx)
+        if plot:
+            from harness.plot import write_leakage_plot
+
+            try:
+                report.adapter["plot"] = write_leakage_plot(ctx, plot, title=spec)
+            except (RuntimeError, TargetFailure, WorkerDied) as e:
+                report.adapter["plot"] = {"path": None, "error": str(e)}
         report.student_output = ctx.subject.stderr_tail(8000)
     finally:
         ctx.subject.close()

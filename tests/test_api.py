@@ -1,0 +1,171 @@
+"""The Python / notebook API (`harness.api.check`): targets given as strings, classes, instances and notebook cells.
+
+Every `check(...)` starts a child process (about 1.2 s), so there are three of them; the serialisation of notebook
+code is tested on its own, without running anything.
+"""
+from __future__ import annotations
+
+import json
+import linecache
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from harness.api import NotebookReport, TargetSourceError, check, resolved_target, serialise
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAD_SCALE_POWER = 0.5  # a module-level constant the local class below uses: carried into the serialised copy
+
+
+def _scale(dh):
+    """A module-level helper the local class below uses: its source is carried along."""
+    return 1.0 / dh ** HEAD_SCALE_POWER
+
+
+class ApiAttn(nn.Module):
+    """The lesson's layer, defined in this test module: checked from this file (it is importable)."""
+
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError("d_out must be divisible by nheads")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.out = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # noqa: E731
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = (q @ k.transpose(2, 3)) / self.dh ** 0.5
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = self.dropout(torch.softmax(scores, dim=-1))
+        return self.out((w @ v).transpose(1, 2).contiguous().view(B, n, self.h * self.dh))
+
+
+def _leaky_class():
+    """A class defined inside a function (no importable home): it can only be checked from its source."""
+
+    class LocalLeakyAttn(nn.Module):
+        def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+            super().__init__()
+            d_out = d if d_out is None else d_out
+            assert d_out % nheads == 0
+            self.h, self.dh = nheads, d_out // nheads
+            self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+            self.out = nn.Linear(d_out, d_out)
+
+        def forward(self, x):
+            B, n, _ = x.shape
+            split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # noqa: E731
+            q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+            scores = (q @ k.transpose(2, 3)) * _scale(self.dh)  # BUG: no causal mask
+            w = torch.softmax(scores, dim=-1)
+            return self.out((w @ v).transpose(1, 2).reshape(B, n, self.h * self.dh))
+
+    return LocalLeakyAttn
+
+
+@pytest.fixture(scope="module")
+def class_report():
+    return check(ApiAttn)
+
+
+def test_class_from_this_module_passes(class_report):
+    assert isinstance(class_report, NotebookReport)
+    assert class_report.passed, repr(class_report)
+    assert class_report["causal-leakage"].status == "pass"
+    assert class_report.target.endswith("test_api.py:ApiAttn")
+
+
+def test_report_renders_as_text_html_and_json(class_report):
+    text = repr(class_report)
+    assert text.startswith("mha-check ") and "all checks pass" in text
+    page = class_report._repr_html_()
+    for c in class_report.checks:
+        assert f"<code>{c.id}</code>" in page
+    assert page.count(">PASS<") == len(class_report.checks)
+    data = json.loads(class_report.to_json())
+    assert set(data) >= {"tool", "version", "target", "passed", "seed", "summary", "adapter", "checks"}
+    assert data["passed"] is True and data == class_report.to_dict()
+    with pytest.raises(KeyError):
+        class_report["no-such-check"]
+
+
+def test_instance_of_a_local_class_is_checked_from_its_source():
+    cls = _leaky_class()
+    report = check(cls(8, 2, 16), only=["causal-leakage"])
+    assert report["causal-leakage"].status == "fail"
+    assert not report.passed
+    assert any("checked through its class LocalLeakyAttn" in n for n in report.notes)
+    assert report.source and "def _scale(dh):" in report.source and "HEAD_SCALE_POWER = 0.5" in report.source
+    assert "(from its source)" in report.target
+    page = report._repr_html_()
+    assert ">FAIL<" in page and "causal-leakage" in page and "fix:" in page
+
+
+def test_path_string_target():
+    report = check(str(ROOT / "examples" / "buggy_attention.py") + ":MultiHeadAttention", only="view-order")
+    assert [c.id for c in report.checks] == ["construct", "view-order"]  # prerequisites run too
+    assert report["view-order"].status == "fail"
+    assert "view-order" in report._repr_html_()
+
+
+def test_notebook_cell_source_is_found_through_linecache():
+    """What IPython does: the cell's text lives in linecache under a pseudo file name, the class's module is
+    __main__ (no file), and inspect.getsource cannot find the class."""
+    cell = (
+        "import torch\nimport torch.nn as nn\nimport numpy as np\nWIDTH = 8\n\n"
+        "class CellAttn(nn.Module):\n"
+        "    def __init__(self, d, nheads, context_length):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(d, d)\n"
+        "        self.scale = 1 / np.sqrt(d // nheads)\n"
+        "    def forward(self, x):\n"
+        "        return self.lin(x) * self.scale\n"
+    )
+    name = "<ipython-input-3-0123456789ab>"
+    linecache.cache[name] = (len(cell), None, cell.splitlines(True), name)
+    try:
+        namespace = {"__name__": "__main__"}
+        exec(compile(cell, name, "exec"), namespace)  # noqa: S102 - simulating a notebook cell
+        text, notes = serialise(namespace["CellAttn"])
+    finally:
+        del linecache.cache[name]
+    assert "import numpy as np" in text and "class CellAttn(nn.Module):" in text
+    assert "WIDTH" not in text  # not used by the class: not carried
+    assert notes == []
+    compile(text, "serialised", "exec")
+
+
+def test_objects_that_cannot_be_sent():
+    nameless = type("NoSource", (nn.Module,), {"forward": lambda self, x: x})
+    with pytest.raises(TargetSourceError, match="cannot get the source code"):
+        with resolved_target(nameless):
+            pass
+    with pytest.raises(TargetSourceError, match="source=False"):
+        with resolved_target(_leaky_class(), source=False):
+            pass
+    with pytest.raises(TargetSourceError, match="cannot check a int"):
+        with resolved_target(3):
+            pass
+    with pytest.raises(ValueError, match="unknown check id"):
+        check("examples/correct_attention.py", only=["no-such-check"])
+
+
+def test_uncarried_globals_are_reported():
+    blob = torch.zeros(2)
+
+    class UsesTensorGlobal(nn.Module):
+        def forward(self, x):
+            return x + blob + math.pi
+
+    text, notes = serialise(UsesTensorGlobal)
+    assert "import math" in text
+    assert any("'blob' (Tensor)" in n for n in notes)

@@ -1,0 +1,81 @@
+"""Grading formats: Gradescope's results.json against its documented fields, JUnit XML, the rubric, shards."""
+import csv
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import ROOT, report_for
+from harness import formats
+from harness.grade import in_shard, merge
+
+BUGGY = f"{ROOT / 'examples' / 'buggy_attention.py'}"
+CHECK_IDS = {c.id for c in report_for(BUGGY).checks}
+
+# Gradescope's autograder specification: top-level and per-test fields, and the visibility values it accepts
+TOP_LEVEL = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
+             "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+TEST_FIELDS = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format", "tags",
+               "visibility", "extra_data"}
+VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def test_gradescope_results_json_uses_only_documented_fields():
+    data = json.loads(formats.render(report_for(BUGGY), "gradescope"))
+    assert set(data) <= TOP_LEVEL and isinstance(data["score"], float)
+    assert data["visibility"] in VISIBILITY and data["stdout_visibility"] in VISIBILITY
+    assert len(data["tests"]) == len(CHECK_IDS)
+    for test in data["tests"]:
+        assert set(test) <= TEST_FIELDS
+        assert isinstance(test["name"], str) and isinstance(test["output"], str)
+        assert isinstance(test["score"], float) and isinstance(test["max_score"], float)
+        assert test["status"] in ("passed", "failed") and test["visibility"] in VISIBILITY
+        assert test["score"] == (test["max_score"] if test["status"] == "passed" else 0.0)
+    assert data["score"] == sum(t["score"] for t in data["tests"]) == 10.0  # 14 checks, 4 fail
+    assert "view(B, n, H, dh)" in data["output"]  # the diagnosis reaches the student
+
+
+def test_rubric_points_visibility_and_validation(tmp_path):
+    rubric_file = tmp_path / "rubric.toml"
+    rubric_file.write_text('default_points = 0.5\ntarget = "attention.py:MyAttn"\n'
+                           '[checks.view-order]\npoints = 4\nvisibility = "after_due_date"\n'
+                           '[checks.gradient-match]\nhidden = true\n')
+    rubric = formats.load_rubric(str(rubric_file), CHECK_IDS)
+    assert rubric.target == "attention.py:MyAttn"
+    data = formats.gradescope(report_for(BUGGY), rubric)
+    tests = {t["name"]: t for t in data["tests"]}
+    assert tests["view-order"]["max_score"] == 4.0 and tests["view-order"]["visibility"] == "after_due_date"
+    assert tests["gradient-match"]["visibility"] == "hidden" and tests["construct"]["max_score"] == 0.5
+    assert data["score"] == 0.5 * 10
+    for bad, words in [('[checks.view-ordr]\npoints = 1\n', "no check called 'view-ordr'"),
+                       ('default_points = -1\n', "must be a number >= 0"),
+                       ('[checks.view-order]\nvisibility = "secret"\n', "must be one of"),
+                       ('points = 3\n', "unknown keys"), ('= broken', "not valid TOML")]:
+        rubric_file.write_text(bad)
+        with pytest.raises(formats.RubricError, match=words):
+            formats.load_rubric(str(rubric_file), CHECK_IDS)
+
+
+def test_junit_xml_is_well_formed_and_counts_failures():
+    root = ET.fromstring(formats.render(report_for(BUGGY), "junit"))
+    assert root.tag == "testsuite" and root.get("tests") == str(len(CHECK_IDS))
+    failed = [case.get("name") for case in root.iter("testcase") if case.find("failure") is not None]
+    assert root.get("failures") == str(len(failed)) == "4" and "view-order" in failed
+
+
+def test_shards_partition_the_batch_deterministically():
+    names = [f"student{i:03d}" for i in range(200)]
+    shards = [[n for n in names if in_shard(n, (i, 4))] for i in range(1, 5)]
+    assert sorted(sum(shards, [])) == names and all(shards)  # every submission in exactly one shard
+    assert shards == [[n for n in names if in_shard(n, (i, 4))] for i in range(1, 5)]  # same split every time
+
+
+def test_merge_joins_shard_summaries_and_refuses_duplicates(tmp_path):
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("submission,passed\nbob,True\n")
+    b.write_text("submission,passed\nalice,False\n")
+    out = io.StringIO()
+    assert merge([str(a), str(b)], out) == 0
+    assert [r["submission"] for r in csv.DictReader(io.StringIO(out.getvalue()))] == ["alice", "bob"]
+    assert merge([str(a), str(a)], io.StringIO()) == 2

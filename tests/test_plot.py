@@ -1,0 +1,46 @@
+"""The leakage-map picture (`harness.plot`): a real PNG, with the right verdict per panel; matplotlib is optional."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = str(ROOT / "reference" / "causal_mha.py") + ":CausalMHA"
+NO_MASK = str(ROOT / "mutants" / "no_mask.py") + ":CausalMHA"
+
+
+def test_missing_matplotlib_is_a_clear_error(monkeypatch, tmp_path):
+    from harness import plot
+
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # makes `import matplotlib.figure` fail
+    with pytest.raises(RuntimeError, match=r"pip install 'mha-check\[plot\]'"):
+        plot.plot_leakage(REFERENCE, tmp_path / "x.png")  # refused before any child process starts
+    assert not (tmp_path / "x.png").exists()
+
+
+def _distinct_colours(path: Path) -> int:
+    import matplotlib.image
+    import numpy as np
+
+    pixels = matplotlib.image.imread(str(path))[..., :3]
+    return len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0))
+
+
+@pytest.mark.parametrize("target,leaks", [(REFERENCE, False), (NO_MASK, True)], ids=["reference", "no-mask"])
+def test_png_with_a_panel_per_head(tmp_path, target, leaks):
+    pytest.importorskip("matplotlib")
+    from harness.plot import plot_leakage
+
+    out = tmp_path / "leakage.png"
+    info = plot_leakage(target, out)
+    assert info["path"] == str(out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out.stat().st_size > 10_000
+    assert _distinct_colours(out) > 20
+    assert [p["label"] for p in info["panels"]] == ["module", "head 0", "head 1"]
+    for p in info["panels"]:
+        assert (p["leaks"] > 0) is leaks, p
+        assert p["verdict"].startswith("LEAKS" if leaks else "causal")
+    assert info["config"]["n"] == 8

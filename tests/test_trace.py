@@ -1,0 +1,113 @@
+"""`mha-check trace`: the lesson's steps named in order, known mistakes marked where they show, the arithmetic.
+
+Each trace starts a child process (about 1.2 s); the runs are few and the mutant sweep runs two at a time.
+"""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from harness.trace import LESSON_STEPS, arithmetic, main, trace
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = str(ROOT / "reference" / "causal_mha.py") + ":CausalMHA"
+
+
+def mutant(name: str) -> str:
+    return str(ROOT / "mutants" / f"{name}.py") + ":CausalMHA"
+
+
+@pytest.fixture(scope="module")
+def reference_trace():
+    return trace(REFERENCE, d=768, heads=12, qkv_bias=True)  # the arithmetic for GPT-2 small's attention layer
+
+
+def test_reference_takes_the_lessons_steps_in_order(reference_trace):
+    r = reference_trace
+    assert r.error is None and r.ok
+    assert r.lesson_order == list(LESSON_STEPS) and r.missing == []
+    assert r.mistakes == []
+    assert r.output_shape == [2, 3, 8]
+    text = r.to_text()
+    assert "  " + " -> ".join(LESSON_STEPS) in text.splitlines()
+    assert "no known mistake shows" in text
+    labels = [s.label for s in r.steps]
+    assert labels[:3] == ["project", "split", "move heads forward"] and labels[-1] == "output projection"
+    split = next(s for s in r.steps if s.label == "split")
+    assert (split.op, split.shapes, split.symbols) == ("view", "(2, 3, 8) -> (2, 3, 2, 4)",
+                                                       "(B, n, d) -> (B, n, H, dh)")
+    mask = next(s for s in r.steps if s.op == "masked_fill")
+    assert mask.label == "mask" and "-inf" in mask.call and mask.at.startswith("causal_mha.py:")
+
+
+def test_gpt2_arithmetic(reference_trace):
+    a = reference_trace.arithmetic
+    assert (a["head_width"], a["param_formula"], a["param_counted"]) == (64, 2_362_368, 2_362_368)
+    assert (a["score_entries"], a["score_bytes_float32"]) == (12_582_912, 50_331_648)
+    text = reference_trace.to_text()
+    assert "2,362,368" in text and "12,582,912 entries" in text and "50.3 MB" in text
+    assert arithmetic(768, 12, 1024, 1, qkv_bias=False)["param_formula"] == 2_360_064  # the lesson's figure
+    assert arithmetic(8, 2, 3, 2)["param_formula"] == 264
+
+
+def test_split_view_order_is_marked_at_the_split(capsys):
+    code = main(["trace", mutant("split_view_order"), "--format", "json", "--n", "256"])  # as cli dispatches
+    assert code == 1
+    data = json.loads(capsys.readouterr().out)
+    assert not data["ok"] and {m["id"] for m in data["mistakes"]} == {"split-view-order"}
+    marked = [s for s in data["steps"] if s["mistake"]]
+    assert marked and all(s["label"] == "split" and s["op"] == "view" for s in marked)
+    assert marked[0]["symbols"] == "(B, n, d) -> (B, H, n, dh)"
+    assert "move heads forward" in data["missing"]
+    assert data["arithmetic"]["n"] == 256 and data["arithmetic"]["score_entries"] == 2 * 256 * 256
+
+
+# (target, the mistake the trace must mark, the label of the step it is marked at; None: the forward as a whole)
+SWEEP = [
+    (mutant("no_mask"), "no-mask", "mask"),
+    (mutant("finite_fill"), "finite-fill", "mask"),
+    (mutant("softmax_wrong_axis"), "softmax-wrong-axis", "softmax"),
+    (mutant("merge_no_transpose"), "merge-no-transpose", "merge"),
+    (mutant("scale_by_dh"), "scale-by-dh", "scale"),
+    (str(ROOT / "tests" / "zoo" / "correct" / "fused_config_sdpa.py") + ":CausalSelfAttention", None, None),
+    (str(ROOT / "tests" / "zoo" / "correct" / "d2l_bmm.py") + ":MultiHeadAttention", None, None),
+]
+
+
+@pytest.fixture(scope="module")
+def swept():
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip([t for t, _, _ in SWEEP], pool.map(trace, [t for t, _, _ in SWEEP])))
+
+
+@pytest.mark.parametrize("target,mistake,label", SWEEP, ids=[Path(t.split(":")[0]).stem for t, _, _ in SWEEP])
+def test_known_mistakes_are_marked_and_correct_styles_are_not(swept, target, mistake, label):
+    r = swept[target]
+    assert r.error is None, r.to_text()
+    if mistake is None:
+        assert r.mistakes == [], r.to_text()
+        assert r.missing in ([], ["move heads forward"]), r.to_text()
+        return
+    assert [m["id"] for m in r.mistakes] == [mistake], r.to_text()
+    step = r.steps[r.mistakes[0]["step"] - 1]
+    assert step.label == label and step.mistake["id"] == mistake
+    assert f"MISTAKE [{mistake}]" in r.to_text()
+
+
+def test_a_forward_that_raises_is_traced_up_to_the_failing_step():
+    r = trace(mutant("view_without_contiguous"))
+    assert r.error and "view size is not compatible" in r.error
+    assert [m["id"] for m in r.mistakes] == ["view-without-contiguous"]
+    last = r.steps[-1]
+    assert last.op == "view" and last.mistake and last.label == "merge"
+    assert not r.ok
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["x.py", "--n", "0"])
+    assert e.value.code == 2
+    assert "--n must be at least 1" in capsys.readouterr().err
