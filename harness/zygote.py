@@ -119,15 +119,15 @@ def _child(channel: int, log: int, request: dict, control: socket.socket) -> Non
 
 
 def _warm_up() -> None:
-    """Pay torch's lazy first-use costs once, here, instead of in every forked child: autograd, the meta device
-    (about 0.7 s of imports on first use), softmax and masked_fill."""
+    """Pay torch's lazy first-use costs once, here, instead of in every forked child: autograd, softmax and
+    masked_fill.  (Not the meta device: its 0.7 s of imports is needed only by the few submissions that build
+    tensors without device=, and would delay every grader's start.)"""
     import torch
 
     layer = torch.nn.Linear(4, 4)
     x = torch.randn(2, 3, 4, requires_grad=True)
     scores = (layer(x) @ x.transpose(1, 2)).masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), float("-inf"))
     torch.autograd.grad(torch.softmax(scores, -1).sum(), x)
-    layer.to("meta")(torch.empty(2, 3, 4, device="meta"))
 
 
 def main(control_fd: int) -> None:
