@@ -125,7 +125,8 @@ def record(reports: dict) -> dict:
     for mid, report in sorted(reports.items()):
         info = mutants.get(mid).INFO
         out[mid] = {"title": info.title, "lesson": info.lesson, "symptom": info.symptom, "fix": info.fix,
-                    "killed_by": list(info.killed_by), "variant": info.variant, **symptoms(report)}
+                    "example": info.example, "killed_by": list(info.killed_by), "variant": info.variant,
+                    **symptoms(report)}
     return out
 
 

@@ -1,0 +1,50 @@
+"""Teaching commands (kill matrix, mutant story and diff, explain) and the trusted side's torch-free promise."""
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+
+
+def test_matrix_lists_every_mutant_and_check():
+    data = json.loads(cli("mutants", "--format", "json").stdout)
+    assert len(data["checks"]) == 14 and len(data["mutants"]) >= 20
+    for row in data["mutants"]:
+        assert set(row["killed_by"]) <= set(row["failing"]), row  # what it declares is what was measured
+    text = cli("mutants").stdout
+    assert "split-view-order" in text and "1 construct" in text
+
+
+def test_show_prints_the_story_and_only_the_bug_as_diff():
+    run = cli("mutants", "show", "merge-no-transpose")
+    assert run.returncode == 0
+    minus = [l for l in run.stdout.splitlines() if l.startswith("-") and not l.startswith("---")]
+    plus = [l for l in run.stdout.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    assert len(minus) == len(plus) == 1 and "# BUG" in plus[0]
+    assert json.loads(cli("mutants", "show", "merge-no-transpose", "--format", "json").stdout)["diff"]
+
+
+def test_explain_a_check_and_a_mutant_with_a_worked_example():
+    check = cli("explain", "causal-leakage").stdout
+    assert "Worked example:" in check and "Fix:" in check and "finite-fill" in check
+    mutant = json.loads(cli("explain", "split-view-order", "--format", "json").stdout)
+    assert mutant["kind"] == "mutant" and "(2, 3, 8)" in mutant["example"] and "view-order" in mutant["caught_by"]
+
+
+def test_explain_unknown_id_suggests_and_exits_2():
+    run = cli("explain", "view-ordr")
+    assert run.returncode == 2 and "did you mean view-order" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_trusted_side_never_imports_torch():
+    """The process that computes verdicts and renders reports must not import torch (isolation and speed)."""
+    code = ("import sys; import harness.runner, harness.diagnosis, harness.teach, harness.formats, harness.grade, "
+            "checks; checks.all_checks(); harness.teach.matrix(); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert run.returncode == 0, run.stderr
