@@ -66,22 +66,25 @@ def _grade_one(folder: str, spec: str | None, options: dict) -> dict:
     name = os.path.basename(folder)
     limits = sandbox.Limits(**options["limits"])
     started = time.monotonic()
-    if spec is None:
-        report = Report(f"{name}/?", [CheckResult(
+
+    def failing(message: str) -> Report:
+        return Report(f"{name}/{spec or '?'}", [CheckResult(
             "construct", "fail", "the target imports and builds a torch.nn.Module for valid configurations",
-            "could not tell which file holds the attention class: no single .py file defining an nn.Module "
-            "class (pass --target FILE.py:ClassName)")], options["seed"])
+            message)], options["seed"])
+
+    if spec is None:
+        report = failing("could not tell which file holds the attention class: no single .py file defining an "
+                         "nn.Module class (pass --target FILE.py:ClassName)")
     else:
-        for attempt in (1, 2):
+        for attempt in (1, 2):  # a template that died is replaced; dying twice on this submission is its doing
             try:
                 make = lambda: ForkedSubject(_ZYGOTE, spec, cwd=folder, seed=options["seed"], limits=limits)
                 report = run_checks(spec, seed=options["seed"], subject=make(), make_subject=make, limits=limits)
                 break
-            except ZygoteError:
+            except ZygoteError as e:
                 _ZYGOTE.close()
                 _ZYGOTE = Zygote(limits)
-                if attempt == 2:
-                    raise
+                report = failing(f"grading this submission broke mha-check's grading process twice ({e})")
     rubric = formats.load_rubric(options.get("rubric"), {c.id for c in report.checks}) \
         if options.get("rubric") else formats.Rubric()
     got, total = formats.score(report, rubric)

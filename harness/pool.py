@@ -89,7 +89,7 @@ class ForkedSubject(Subject):
         return self._wait(0) is None
 
     def protections(self) -> list[str]:
-        out = [p for p in super().protections() if not p.startswith("PID namespace")]
+        out = list(super().protections())
         if self.zygote.info.get("subreaper"):
             out.append("leftover processes killed after the submission (child subreaper)")
         return out

@@ -3,8 +3,9 @@
 Runs our code only (never a submission's) in its own process; `harness.pool.Zygote` talks to it over a
 SOCK_SEQPACKET control socket.  For each submission it forks a child that drops into its own session and resource
 limits, writes its prints to the submission's log, and serves the protocol on the socket it was handed
-(`harness.worker.serve_forked`).  The zygote is a child subreaper: whatever a submission leaves behind (a daemon that
-escaped its process group) becomes the zygote's child and is killed when the submission is over.  It holds no
+(`harness.worker.serve_forked`), in a PID namespace of its own where the machine allows it (it can then neither see
+nor signal the zygote or the grader, and everything it starts dies with it).  The zygote is also a child
+subreaper: whatever a submission leaves behind becomes the zygote's child and is killed when the submission is over.  It holds no
 expected value and no reference result: there is nothing in its memory for a forked submission to read.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+CLONE_NEWPID = 0x20000000
 
 
 def _become_subreaper() -> bool:
@@ -25,6 +27,27 @@ def _become_subreaper() -> bool:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def _own_pid_namespace() -> bool:
+    """Move our next child into a new PID namespace (root or user namespaces); False where not allowed."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWPID) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _relay(child: int) -> None:
+    """In the intermediate process: wait for the namespace's first process and exit as it did (128 + signal)."""
+    while True:
+        try:
+            _, raw = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(70)
+    os._exit(128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw))
 
 
 def _children() -> list[int]:
@@ -113,6 +136,11 @@ def _child(channel: int, log: int, request: dict, control: socket.socket) -> Non
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         sys.stdin = open(os.devnull)
+        if _own_pid_namespace():  # the submission then sees neither the zygote nor the grader: it cannot signal them
+            pid = os.fork()
+            if pid:
+                os.close(channel)
+                _relay(pid)
     except BaseException:  # noqa: BLE001 - never return into the zygote's loop
         os._exit(70)
     worker.serve_forked(channel)
