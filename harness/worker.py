@@ -293,11 +293,13 @@ class _FactoryRecorder(torch.overrides.TorchFunctionMode):
 
 
 def _plain_tensor_attributes(module: nn.Module) -> list[str]:
-    """Tensors stored as plain attributes (not parameters, not buffers): they do not follow .to() or state_dict."""
+    """Tensors stored as plain attributes (not parameters, not buffers): they do not follow .to() or state_dict.
+    (Buffers and parameters live in _buffers/_parameters, so vars() shows only the plain ones.)"""
     found = []
     for name, m in module.named_modules():
         for attr, value in vars(m).items():
-            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+            # a 0-d tensor (a scale factor) is fine: PyTorch mixes CPU scalars with tensors on any device
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.dim() > 0:
                 found.append(f"{name + '.' if name else ''}{attr}")
     return found
 
