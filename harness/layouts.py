@@ -19,7 +19,7 @@ import torch.nn as nn
 WEIGHTS = ("wq", "wk", "wv", "wo")
 BIASES = ("bq", "bk", "bv", "bo")
 _KIND_TOKENS = {"w", "weight", "weights", "b", "bias", "biases", "mat", "matrix", "param", "params", "proj_weight",
-                "linear", "layer", "lin", "fc"}
+                "linear", "layer", "lin", "fc", "heads", "head", "per", "list", "layers", "s"}
 _ROLE_NAMES = {
     "q": {"q", "query", "queries", "wq", "toq", "qproj", "queryproj", "qlinear", "linearq", "qnet", "querynet"},
     "k": {"k", "key", "keys", "wk", "tok", "kproj", "keyproj", "klinear", "lineark", "knet", "keynet"},
@@ -178,7 +178,9 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
         owner = module.get_submodule(owner_name) if owner_name else module
         is_linear = isinstance(owner, nn.Linear) and pname in ("weight", "bias")
         if is_linear or (pname in ("weight", "bias") and owner_name):
-            label = owner_name.rpartition(".")[2]
+            path = owner_name.split(".")
+            # a ModuleList of per-head layers (q_heads.0.weight): the list's name carries the role
+            label = path[-2] if path[-1].isdigit() and len(path) > 1 else path[-1]
             kind = "w" if pname == "weight" else "b"
         else:
             label = pname
