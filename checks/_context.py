@@ -15,11 +15,12 @@ from harness.config import Config
 from harness.subject import Instance, Subject, TargetFailure
 from reference import numpy_ref
 
-RTOL, ATOL = 1e-7, 1e-10  # float64 end to end: only rounding may differ from the reference
+RTOL, ATOL = 1e-5, 1e-6  # inputs and reference in float64; a layer may round in float32 inside (LLaMA-style
+# softmax in float32), so agreement within float32 rounding counts; every known mistake differs by more than 1e-4
 
 
 def close(observed: np.ndarray, expected: np.ndarray) -> bool:
-    """Equal up to float64 rounding (relative 1e-7, absolute 1e-10 of the expected magnitude)."""
+    """Equal up to float32 rounding (relative 1e-5, absolute 1e-6 of the expected magnitude)."""
     if observed.shape != expected.shape or not np.all(np.isfinite(observed)):
         return False
     scale = max(1.0, float(np.abs(expected).max(initial=0.0)))

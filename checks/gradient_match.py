@@ -21,7 +21,7 @@ NAMES = {"x": "the input", "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o",
     weights=True,
     example="""x: (2, 3, 8) and a random upstream gradient g = dL/dy: (2, 3, 8) (L = sum(g * y)), same weights in your
       module and in the reference
-    compared within 1e-7: dL/dx (2, 3, 8), dL/dW_q, dL/dW_k, dL/dW_v, dL/dW_o (8 × 8 each), dL/db_o (8)
+    compared within 1e-5: dL/dx (2, 3, 8), dL/dW_q, dL/dW_k, dL/dW_v, dL/dW_o (8 × 8 each), dL/db_o (8)
     softmax under torch.no_grad(): y is exact, but dL/dW_q and dL/dW_k are zero and dL/dx is wrong
       (only the paths through V and W_o remain)
     keys computed with W_q: dL/dW_k is zero; x /= 2 in forward: autograd raises on the leaf x""",

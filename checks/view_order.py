@@ -34,7 +34,7 @@ def _zero_qk(w):
     example="""x: (2, 3, 8), H = 2, dh = 4; with the same weights the reference is computed the right way and wrongly:
       split with q.view(2, 2, 3, 4) (no transpose) and/or merge with view(2, 3, 8) without transpose(1, 2)
     the wrong split gives head 0 'positions' = token 0 f0-3, token 0 f4-7, token 1 f0-3
-    fail: your y differs from the reference and equals one of the wrong versions (within 1e-7)
+    fail: your y differs from the reference and equals one of the wrong versions (within 1e-5)
     second weight set W_q = W_k = 0: all scores 0, weights [[1, 0, 0], [1/2, 1/2, 0], [1/3, 1/3, 1/3]] for any
       scale, so a scaling mistake vanishes there while a view-order mistake still moves y (by ~1)""",
 )
