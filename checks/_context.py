@@ -66,6 +66,7 @@ class Context:
         self.seed = seed
         self.examples = examples
         self._mapping: Mapping | None = None
+        self.square_only = False  # set by `construct` when the constructor refuses d_in != d_out
 
     # -- what the constructor allows ------------------------------------------------------------------------------
     @property
@@ -77,6 +78,8 @@ class Context:
 
     @property
     def separate_widths(self) -> bool:
+        if self.square_only:
+            return False
         return bool(self.signature["separate_widths"]) or bool(self.signature["config_param"] and
                                                                "d_in" in self.signature["accepts"])
 

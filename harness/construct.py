@@ -27,8 +27,11 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "dropout": ("dropout", "dropout_p", "p_drop", "attn_dropout", "attn_pdrop", "dropout_rate", "attention_dropout",
                 "attn_drop", "drop", "drop_rate", "attention_probs_dropout_prob", "p_dropout", "dropout_prob",
                 "attn_dropout_p"),
-    "qkv_bias": ("qkv_bias", "bias", "use_bias", "add_bias", "attn_bias", "qkv_biases", "with_bias", "use_qkv_bias",
-                 "proj_bias_qkv", "in_proj_bias"),
+    "qkv_bias": ("qkv_bias", "qkv_biases", "use_qkv_bias", "proj_bias_qkv", "in_proj_bias", "qk_bias",
+                 "bias_qkv"),
+    # a flag for every bias at once (nanoGPT's `bias`): always on, since the lesson's output projection has one;
+    # whether Q/K/V then have biases is read off the module itself
+    "all_bias": ("bias", "use_bias", "add_bias", "attn_bias", "with_bias", "biases"),
 }
 CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
 _BY_ALIAS = {alias: key for key, names in ALIASES.items() for alias in names}
@@ -51,6 +54,8 @@ class ConfigBag(dict):
 def _value(key: str, cfg: Config):
     if key == "width":
         return cfg.d_out
+    if key == "all_bias":
+        return True
     return getattr(cfg, key)
 
 

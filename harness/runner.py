@@ -47,7 +47,8 @@ def _construction(ctx: Context) -> str:
         return ""
     sig, cfg = loaded["signature"], ctx.base
     values = {"width": cfg.d_out, "d_in": cfg.d_in, "d_out": cfg.d_out, "heads": cfg.heads,
-              "context_length": cfg.context_length, "dropout": cfg.dropout, "qkv_bias": cfg.qkv_bias}
+              "context_length": cfg.context_length, "dropout": cfg.dropout, "qkv_bias": cfg.qkv_bias,
+              "all_bias": True}
     args = [f"{p}={values[k]}" for k, p in sig["accepts"].items()]
     if sig["config_param"]:
         args.append(f"{sig['config_param']}=<config object>")
