@@ -1,7 +1,7 @@
 from checks import check, failed, passed
 from harness.subject import TargetFailure
 
-DEVICE_WORDS = ("device", "meta")
+DEVICE_WORDS = ("same device", "expected device", "on device", "device type")  # a device mix, not e.g. .item()
 
 
 @check(
