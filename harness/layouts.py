@@ -54,19 +54,31 @@ def role_of(name: str) -> str | None:
 
 @dataclass
 class Piece:
-    """Rows `rows` of the Linear-convention view of `param` (transposed first when `transpose`)."""
+    """Part of a role in nn.Linear convention: `param` (or its slice `param[index]`, for per-head 3-D parameters),
+    transposed when `transpose`, rows `rows` of it; the pieces of a role are joined along `axis` (0: stacked output
+    rows, as heads of Q/K/V are; 1: side by side input columns, as heads of a per-head output projection are)."""
 
     param: torch.Tensor
     name: str
     transpose: bool = False
     rows: slice | None = None
+    index: int | None = None
+    axis: int = 0
+
+    def _select(self, t: torch.Tensor) -> torch.Tensor:
+        t = t if self.index is None else t[self.index]
+        t = t.t() if self.transpose else t
+        return t if self.rows is None else t[self.rows]
 
     def view(self) -> torch.Tensor:
-        v = self.param.t() if self.transpose else self.param
-        return v if self.rows is None else v[self.rows]
+        return self._select(self.param)
+
+    def grad(self) -> torch.Tensor:
+        g = self.param.grad
+        return torch.zeros_like(self.view()) if g is None else self._select(g)
 
     def describe(self) -> str:
-        s = self.name + (".T" if self.transpose else "")
+        s = self.name + (f"[{self.index}]" if self.index is not None else "") + (".T" if self.transpose else "")
         if self.rows is not None:
             s += f"[{self.rows.start}:{self.rows.stop}]"
         return s
@@ -81,18 +93,8 @@ class Layout:
     def read(self, grad: bool = False) -> dict[str, torch.Tensor]:
         out = {}
         for role, pieces in self.roles.items():
-            parts = []
-            for p in pieces:
-                v = p.view()
-                if grad:
-                    g = p.param.grad
-                    if g is None:
-                        v = torch.zeros_like(v)
-                    else:
-                        gv = g.t() if p.transpose else g
-                        v = gv if p.rows is None else gv[p.rows]
-                parts.append(v.detach())
-            out[role] = torch.cat(parts, 0) if len(parts) > 1 else parts[0].clone()
+            parts = [(p.grad() if grad else p.view()).detach() for p in pieces]
+            out[role] = torch.cat(parts, pieces[0].axis) if len(parts) > 1 else parts[0].clone()
         return out
 
     @torch.no_grad()
@@ -101,8 +103,9 @@ class Layout:
             value, start = values[role], 0
             for p in pieces:
                 v = p.view()
-                v.copy_(value[start:start + v.shape[0]])
-                start += v.shape[0]
+                size = v.shape[p.axis]
+                v.copy_(value[start:start + size] if p.axis == 0 else value[:, start:start + size])
+                start += size
 
     def describe(self) -> dict[str, str]:
         return {role: " + ".join(p.describe() for p in pieces) for role, pieces in self.roles.items()}
@@ -122,10 +125,13 @@ def _validate(roles: dict[str, list[Piece]], d_in: int, d_out: int) -> str | Non
         views = [p.view() for p in pieces]
         if any(v.dim() != len(shapes[role]) for v in views):
             return f"{role}: pieces of unexpected rank"
-        rows = sum(v.shape[0] for v in views)
-        got = (rows,) + tuple(views[0].shape[1:])
-        if got != shapes[role]:
-            return f"{role} assembled from {[p.describe() for p in pieces]} has shape {got}, expected {shapes[role]}"
+        axis = pieces[0].axis
+        got = list(views[0].shape)
+        got[axis] = sum(v.shape[axis] for v in views)
+        if any(v.shape[1 - axis] != views[0].shape[1 - axis] for v in views if v.dim() == 2):
+            return f"{role}: pieces of different shapes"
+        if tuple(got) != shapes[role]:
+            return f"{role} assembled from {[p.describe() for p in pieces]} has shape {tuple(got)}, expected {shapes[role]}"
     return None
 
 
@@ -155,6 +161,7 @@ class _Entry:
     name: str
     linear: bool  # nn.Linear weight (out, in): orientation known
     head: int | None
+    per_head: bool = False  # a 3-D raw parameter (H, ., .): one matrix per head
 
 
 def _head_index(module: nn.Module, qualname: str, heads: int) -> int | None:
@@ -184,12 +191,12 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
             kind = "w" if pname == "weight" else "b"
         else:
             label = pname
-            kind = "w" if p.dim() == 2 else "b"
+            kind = "w" if p.dim() >= 2 else "b"
         role = role_of(label)
-        if role is None:
+        if role is None or p.dim() > 3 or (p.dim() == 3 and (p.shape[0] != heads or role == "qkv")):
             unknown.append(qual)
             continue
-        entries.append(_Entry(role, kind, p, qual, is_linear, _head_index(module, qual, heads)))
+        entries.append(_Entry(role, kind, p, qual, is_linear, _head_index(module, qual, heads), p.dim() == 3))
     return entries, unknown
 
 
@@ -222,7 +229,7 @@ def _by_position(module: nn.Module, d_in: int, d_out: int) -> dict[str, list[Pie
     return roles
 
 
-def _orientations(entries: list[_Entry], d_in: int, d_out: int) -> list[dict[int, bool]]:
+def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int) -> list[dict[int, bool]]:
     """Transpose flags for raw matrices: fixed by shape, or both tried per group (q/k/v together, o alone)."""
     fixed, groups = {}, {"in": [], "o": []}
     for i, e in enumerate(entries):
@@ -230,10 +237,12 @@ def _orientations(entries: list[_Entry], d_in: int, d_out: int) -> list[dict[int
             fixed[i] = False
             continue
         rows = {"qkv": 3 * d_out, "o": d_out}.get(e.role, d_out)
+        cols = d_out if e.role == "o" else d_in
         if e.head is not None:
             rows = e.param.shape[0] if e.param.shape[1] == d_in else e.param.shape[1]
-        cols = d_out if e.role == "o" else d_in
-        shape = tuple(e.param.shape)
+        if e.per_head:  # one (dh, d_in) block per head for Q/K/V, one (d_out, dh) column block for the output
+            rows, cols = (d_out, d_out // heads) if e.role == "o" else (d_out // heads, d_in)
+        shape = tuple(e.param.shape[1:] if e.per_head else e.param.shape)
         if shape == (rows, cols) and shape != (cols, rows):
             fixed[i] = False
         elif shape == (cols, rows) and shape != (rows, cols):
@@ -254,7 +263,11 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int) -> dict
     for i, e in enumerate(entries):
         piece = Piece(e.param, e.name, transpose=flags[i])
         order = (e.head if e.head is not None else 0,)
-        if e.role == "qkv":
+        if e.per_head:
+            for h in range(e.param.shape[0]):
+                roles.setdefault(e.kind + e.role, []).append(
+                    ((h,), Piece(e.param, e.name, flags[i], index=h, axis=1 if e.role == "o" else 0)))
+        elif e.role == "qkv":
             for j, r in enumerate("qkv"):
                 roles.setdefault(e.kind + r, []).append(
                     (order, Piece(e.param, e.name, flags[i], slice(j * d_out, (j + 1) * d_out))))
@@ -312,12 +325,13 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
     entries, unknown = _collect(module, heads)
     tried = []
     if entries:
-        for flags in _orientations(entries, d_in, d_out):
+        for flags in _orientations(entries, d_in, d_out, heads):
             roles = _assemble(entries, flags, d_out)
             problem = _validate(roles, d_in, d_out)
             if problem is None:
                 notes = [f"parameters with no role: {', '.join(unknown)}"] if unknown else []
-                how = "by parameter names" + (" (per-head modules)" if any(e.head is not None for e in entries) else "")
+                how = "by parameter names" + (" (per-head modules)" if any(e.head is not None for e in entries) else
+                                              " (per-head matrices)" if any(e.per_head for e in entries) else "")
                 tried.append(Layout(roles, how, notes))
             elif not tried:
                 problem_by_name = problem
