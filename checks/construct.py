@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from checks import check, failed, passed
 from harness.subject import TargetFailure
 
@@ -30,8 +32,12 @@ def run(ctx):
         try:
             ctx.subject.build(cfg)
         except TargetFailure as e:
-            if not ctx.separate_widths or not _square_works(ctx, i):
-                return failed(f"{loaded['name']}(...) failed for {cfg.describe()}: {e.message}", config=cfg)
+            accepted = _builds_other_widths(ctx, cfg) if ctx.separate_widths else None
+            if not ctx.separate_widths or accepted or not _square_works(ctx, i):
+                hint = (f" (yet it builds d_in={accepted.d_in}, d_out={accepted.d_out}: is d_in used where d_out is "
+                        "meant?)" if accepted else "")
+                return failed(f"{loaded['name']}(...) failed for {cfg.describe()}: {e.message}{hint}", config=cfg,
+                              diagnosis="builds d_in = d_out + heads instead" if accepted else "refuses valid widths")
             note = f"; it refuses d_in != d_out ({e.message[:160]}), so every check uses d_in = d_out"
             cfg = ctx.required_configs()[i]
         built.append(cfg.describe())
@@ -39,6 +45,18 @@ def run(ctx):
     if loaded["signature"]["config_param"]:
         spelt += (", " if spelt else "") + f"{loaded['signature']['config_param']}←config object"
     return passed(f"built {loaded['name']} ({spelt or 'no arguments'}){note}", built=built)
+
+
+def _builds_other_widths(ctx, cfg):
+    """A constructor that refuses d_in != d_out refuses it for every d_in.  One that builds d_in = d_out + heads (a
+    multiple of the head count) but not the required d_in is not square-only: it takes the width from d_in where
+    d_out is meant, and its refusal was a divisibility error on the wrong width.  Returns that configuration."""
+    other = replace(cfg, d_in=cfg.d_out + cfg.heads)
+    try:
+        ctx.subject.build(other)
+    except TargetFailure:
+        return None
+    return other
 
 
 def _square_works(ctx, i: int) -> bool:

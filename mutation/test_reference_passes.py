@@ -1,0 +1,204 @@
+"""What mutmut runs against every mutant (see mutation/run.py); NOT part of the main suite (it lives outside tests/).
+
+In mutmut's staging folder `reference` is mutmut's mutated copy, `harness` and `checks` are links to the real
+packages.  One test, in three parts, always in this order, so that the record says which part noticed a mutant:
+
+1. checks: the lesson's reference passes every check of mha-check.  The checks run it in their sandboxed child, which
+   imports `reference.causal_mha` from the staging folder (the module name mutmut's trampolines answer to) and
+   inherits MUTANT_UNDER_TEST; the verdicts come from `reference.numpy_ref` (mutated too) in this process.  A mutant
+   of the torch reference that passes here is a buggy attention layer that every check accepts: a blind spot.
+2. lesson: what the lesson promises about the reference itself and the checks deliberately never ask of a student:
+   the defaults of CausalMHA(d, heads, context_length) (mha-check always passes d_out, dropout and qkv_bias, and a
+   student's defaults are the student's choice: GPT-2 has dropout 0.1 and Q/K/V biases), the error's wording, the
+   parameter formula's default.
+3. oracle: `reference.numpy_ref` keeps its contract: forward and backward equal torch autograd (an implementation
+   independent of reference/causal_mha.py) for the lesson's reshapes and for the two view-order mistakes the
+   view-order check recognises, even with huge scores; weights are drawn like nn.Linear's init.  A mutant of the
+   oracle that the reference survives can still blind a check to a mistake (the kill matrix): this part catches it
+   in milliseconds instead of re-running the thirty hand-made mutants for every mutant.
+
+With MHA_MUTATION_RECORD set (mutation/run.py sets it) the outcome of each part is written there per mutant.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+torch.set_num_threads(1)  # before any torch work: mutmut forks its mutant processes from this one (OpenMP)
+torch.set_default_dtype(torch.float64)
+
+TARGET = "reference.causal_mha:CausalMHA"
+
+
+@contextlib.contextmanager
+def _child_env(mode: str):
+    """The environment the checks' child is started with.  In mutmut's "stats" mode the trampolines record which
+    functions a test runs, in the process that runs them: the child could not send its records back, and it cannot
+    even make them (mutmut's configuration is not found from the child's throwaway folder, so every check would
+    fail).  So the child starts with the plain code while this process goes on recording what the checks run here
+    (the oracle); the lesson part below runs the class in this process, which shows mutmut what the child runs."""
+    if mode != "stats":
+        yield
+        return
+    os.environ["MUTANT_UNDER_TEST"] = ""
+    try:
+        yield
+    finally:
+        os.environ["MUTANT_UNDER_TEST"] = mode
+
+
+def _checks(tmp_path) -> list[str]:
+    from harness.runner import run_checks
+    from harness.subject import Subject
+
+    mode = os.environ.get("MUTANT_UNDER_TEST", "")
+
+    # An empty search folder: from mutmut's working folder the child would find reference/causal_mha.py as a FILE
+    # and load it as module `causal_mha`, whose trampolines never match a mutant named reference.causal_mha.*;
+    # from here it imports the module `reference.causal_mha`, first on its sys.path: the staging folder.
+    def make_subject():  # the child copies the environment when it starts: only its start needs the mask
+        with _child_env(mode):
+            return Subject(TARGET, cwd=str(tmp_path))
+
+    report = run_checks(TARGET, make_subject=make_subject, diagnose=False)
+    return [f"{c.id} ({c.status}): {c.message[:200]}" for c in report.checks if c.status != "pass"] + (
+        [] if report.passed else ["report.passed is false"])
+
+
+# -- 2. the lesson's promises about the reference ----------------------------------------------------------------
+def _lesson() -> list[str]:
+    from reference import param_count_formula
+    from reference.causal_mha import CausalMHA
+
+    broken = []
+    torch.manual_seed(0)
+    try:
+        m = CausalMHA(8, 2, 16)  # the lesson's call: d_out = d, no dropout, no Q/K/V bias
+    except Exception as e:  # noqa: BLE001
+        return [f"CausalMHA(8, 2, 16) raised {type(e).__name__}: {e}"]
+    count = sum(p.numel() for p in m.parameters())
+    if count != 264:
+        broken.append(f"CausalMHA(8, 2, 16) has {count} parameters, not 264 (d_out = d, no Q/K/V bias)")
+    if param_count_formula(8, 8) != 264:
+        broken.append(f"param_count_formula(8, 8) = {param_count_formula(8, 8)}, not 264 (no Q/K/V bias by default)")
+    x = torch.randn(2, 5, 8)
+    train = m.train()(x)
+    if tuple(train.shape) != (2, 5, 8) or not torch.allclose(train, m.eval()(x), rtol=1e-12, atol=1e-12):
+        broken.append("CausalMHA(8, 2, 16) in train() mode differs from eval(): its default dropout is not 0")
+    try:
+        CausalMHA(8, 3, 16)
+        broken.append("CausalMHA(8, 3, 16) was built: 8 is not divisible by 3 heads")
+    except ValueError as e:
+        if "not divisible" not in str(e):
+            broken.append(f"CausalMHA(8, 3, 16) refused with {str(e)!r}, not 'not divisible'")
+    return broken
+
+
+# -- 3. the oracle's contract ------------------------------------------------------------------------------------
+def _torch_layer(x, heads, w, split, merge):
+    """The layer and the two view-order mistakes written directly in torch, independently of reference/."""
+    B, n, _ = x.shape
+    d = w["wq"].shape[0]
+    q, k, v = (x @ w["w" + r].T + w["b" + r] for r in "qkv")
+    if split == "lesson":
+        q, k, v = (t.view(B, n, heads, d // heads).transpose(1, 2) for t in (q, k, v))
+    else:
+        q, k, v = (t.reshape(B, heads, n, d // heads) for t in (q, k, v))
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    p = torch.softmax((q @ k.transpose(-2, -1) / (d // heads) ** 0.5).masked_fill(future, float("-inf")), dim=-1)
+    c = p @ v
+    c = c.transpose(1, 2).reshape(B, n, d) if merge == "lesson" else c.reshape(B, n, d)
+    return c @ w["wo"].T + w["bo"]
+
+
+def _oracle() -> list[str]:
+    from reference import numpy_ref
+
+    broken = []
+    rng = np.random.default_rng(5)
+    for d_in, d_out, heads, n, qkv_bias, scale in ((5, 6, 2, 4, True, 1.0), (7, 12, 3, 5, False, 1.0),
+                                                   (4, 6, 3, 3, True, 400.0)):
+        w = numpy_ref.random_weights(rng, d_in, d_out, qkv_bias=qkv_bias)
+        w.wq, w.wk = w.wq * scale, w.wk * scale  # 400: scores in the thousands, where a naive softmax overflows
+        x = rng.standard_normal((2, n, d_in))
+        gy = rng.standard_normal((2, n, d_out))
+        for split in ("lesson", "view-bhnd"):
+            for merge in ("lesson", "no-transpose"):
+                where = f"d_in={d_in}, d_out={d_out}, heads={heads}, n={n}, bias={qkv_bias}, scale={scale}, {split}/{merge}"
+                tw = {r: torch.tensor(w.bias(r) if r[0] == "b" else getattr(w, r), requires_grad=True)
+                      for r in numpy_ref.ROLES}
+                tx = torch.tensor(x, requires_grad=True)
+                ty = _torch_layer(tx, heads, tw, split, merge)
+                (ty * torch.tensor(gy)).sum().backward()
+                cache = {}
+                try:
+                    y = numpy_ref.forward(x, heads, w, split=split, merge=merge, cache=cache)
+                    g = numpy_ref.backward(gy, w, cache)
+                except Exception as e:  # noqa: BLE001
+                    broken.append(f"numpy_ref raised {type(e).__name__}: {e} ({where})")
+                    continue
+                if not np.allclose(y, ty.detach().numpy(), rtol=1e-9, atol=1e-9):
+                    broken.append(f"numpy_ref.forward differs from torch ({where})")
+                for role in ("x",) + numpy_ref.ROLES:  # a missing bias is a zero one: its gradient too
+                    want = (tx if role == "x" else tw[role]).grad.numpy()
+                    if not np.allclose(g[role], want, rtol=1e-8, atol=1e-9):
+                        broken.append(f"numpy_ref.backward: wrong gradient for {role} ({where})")
+    broken += _weights_contract(numpy_ref)
+    return broken
+
+
+def _weights_contract(numpy_ref) -> list[str]:
+    """random_weights: nn.Linear's shapes and init (uniform in ±1/sqrt(fan_in), centred, spread); the helpers."""
+    broken = []
+    w = numpy_ref.random_weights(np.random.default_rng(6), 40, 60, qkv_bias=True)
+    shapes = {"wq": (60, 40), "wk": (60, 40), "wv": (60, 40), "wo": (60, 60), "bq": (60,), "bk": (60,),
+              "bv": (60,), "bo": (60,)}
+    for role, shape in shapes.items():
+        a = getattr(w, role)
+        if a is None or a.shape != shape:
+            broken.append(f"random_weights: {role} has shape {None if a is None else a.shape}, not {shape}")
+            continue
+        bound = 1 / np.sqrt(40 if role in ("wq", "wk", "wv", "bq", "bk", "bv") else 60)
+        lo, hi = a.min() / bound, a.max() / bound
+        if not (-1 <= lo < -0.8 and 0.8 < hi <= 1 and abs(a.mean()) < 0.2 * bound and a.std() > 0.45 * bound):
+            broken.append(f"random_weights: {role} is not uniform in ±1/sqrt(fan_in) (min {lo:.2f}, max {hi:.2f} "
+                          f"of the bound, mean {a.mean() / bound:.2f}, std {a.std() / bound:.2f})")
+    plain = numpy_ref.random_weights(np.random.default_rng(7), 3, 4, qkv_bias=False)
+    if (plain.bq, plain.bk, plain.bv) != (None, None, None) or plain.bo is None:
+        broken.append("random_weights(qkv_bias=False): Q/K/V biases must be None and the output bias drawn")
+    if numpy_ref.random_weights(np.random.default_rng(7), 3, 4, qkv_bias=False, out_bias=False).bo is not None:
+        broken.append("random_weights(out_bias=False) still draws an output bias")
+    if sorted(plain.as_dict()) != ["bo", "wk", "wo", "wq", "wv"]:
+        broken.append(f"Weights.as_dict() gives {sorted(plain.as_dict())}, not the roles that are present")
+    if not (np.array_equal(plain.bias("bq"), np.zeros(4)) and plain.bias("bo") is plain.bo):
+        broken.append("Weights.bias: a missing bias must read as zeros, a present one as itself")
+    mask = numpy_ref.causal_mask(3)
+    if mask.dtype != bool or mask.tolist() != [[False, True, True], [False, False, True], [False, False, False]]:
+        broken.append(f"causal_mask(3) is not True exactly above the diagonal: {mask.tolist()} ({mask.dtype})")
+    return broken
+
+
+def _record(part: str, broken: list[str]) -> None:
+    where, mode = os.environ.get("MHA_MUTATION_RECORD"), os.environ.get("MUTANT_UNDER_TEST", "")
+    if not where or not mode or mode in ("stats", "fail"):
+        return
+    path = Path(where) / f"{mode}.json"
+    seen = json.loads(path.read_text()) if path.exists() else {}
+    seen[part] = broken
+    path.write_text(json.dumps(seen, ensure_ascii=False))
+
+
+def test_reference_passes_every_check_and_keeps_its_promises(tmp_path):
+    broken = {}
+    for part, run in (("checks", lambda: _checks(tmp_path)), ("lesson", _lesson), ("oracle", _oracle)):
+        try:
+            broken[part] = run()
+        except Exception as e:  # noqa: BLE001 - a mutant may make anything raise; the record must still say so
+            broken[part] = [f"raised {type(e).__name__}: {str(e)[:200]}"]
+        _record(part, broken[part])
+    assert broken == {"checks": [], "lesson": [], "oracle": []}
