@@ -11,15 +11,9 @@ import numpy as np
 
 from checks import check, failed, passed
 from checks._search import find_failure
-from harness.subject import TargetFailure
+from harness.subject import TargetFailure, influence_from_jacobian
 
 INFLUENCE = 1e-12  # relative gradient size below which a past position counts as having no influence
-
-
-def influence(jac: np.ndarray) -> np.ndarray:
-    """(B, n, B, n, d_in) Jacobian -> (B, t, s) gradient norms within each sequence."""
-    B, n = jac.shape[:2]
-    return np.stack([np.linalg.norm(jac[b, :, b], axis=-1) for b in range(B)])
 
 
 def describe_leak(G: np.ndarray) -> tuple[str, str]:
@@ -84,7 +78,7 @@ def run(ctx):
                               "under torch.no_grad, or rebuilt from numbers): no position influences any other",
                               diagnosis="no gradient")
             return failed(f"output has shape {tuple(head_info.get('shape', ()))}: cannot measure leakage")
-        G = influence(arrays["jac"])
+        G = influence_from_jacobian(arrays["jac"])
         future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
         scale = np.nanmax(G) if np.isfinite(G).any() else 0
         bad = (~np.isfinite(G)).any() or (G[:, future] > 0).any() or (G[:, ~future] <= INFLUENCE * scale).any()

@@ -81,13 +81,13 @@ class Instance:
 
     def forward(self, x: np.ndarray, mode: str = "eval", noncontig: bool = False, want_x_after: bool = False):
         head, arr = self.call("forward", {"x": x}, mode=mode, noncontig=noncontig, want_x_after=want_x_after)
-        y = _array(arr, "y", (x.shape[0], x.shape[1], None))
+        y = _array(arr, "y")
         return (y, arr.get("x_after")) if want_x_after else y
 
     def forward_many(self, xs: list[np.ndarray], mode: str = "eval") -> list[np.ndarray]:
         """Forward passes of several inputs in one round trip."""
         replies = self.calls([("forward", {"x": x}, {"mode": mode}) for x in xs])
-        return [_array(arr, "y", None) for _, arr in replies]
+        return [_array(arr, "y") for _, arr in replies]
 
     def vjp(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval"):
         return self.call("vjp", {"x": x, "gy": gy}, mode=mode, layout=self.layout)
@@ -114,13 +114,15 @@ class Instance:
         """(B, n, n) gradient norms |d (r . y[b, t]) / d x[b, s]| (None when the output has no autograd graph or
         the wrong shape); computed from `jacobian` in this process."""
         head, arrays = self.jacobian(x, r)
-        if "jac" not in arrays:
-            return None
-        jac = arrays["jac"]
-        return np.stack([np.linalg.norm(jac[b, :, b], axis=-1) for b in range(jac.shape[0])])
+        return influence_from_jacobian(arrays["jac"]) if "jac" in arrays else None
 
 
-def _array(arrays: dict, name: str, shape) -> np.ndarray:
+def influence_from_jacobian(jac: np.ndarray) -> np.ndarray:
+    """(B, n, B, n, d_in) Jacobian -> (B, t, s) gradient norms within each sequence."""
+    return np.stack([np.linalg.norm(jac[b, :, b], axis=-1) for b in range(jac.shape[0])])
+
+
+def _array(arrays: dict, name: str) -> np.ndarray:
     """A reply's array, float64, or a clear failure when the child did not send it."""
     if name not in arrays or arrays[name].dtype != np.float64:
         raise TargetFailure("forward", f"no float output came back ({name})")
