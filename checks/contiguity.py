@@ -6,6 +6,14 @@ from harness.subject import TargetFailure
 VIEW_ERROR = ("view size is not compatible with input tensor", "use .reshape(...) instead")
 
 
+CASES = (  # (non-contiguous input?, what it means, observed, diagnosis): the contiguous input first
+    (False, "`view` after `transpose` without `contiguous()`: forward raised ", "RuntimeError from view()",
+     "view after transpose without contiguous()"),
+    (True, "forward calls view() on its (non-contiguous) input: ",
+     "RuntimeError from view() on a non-contiguous input", "view on the input"),
+)
+
+
 def _is_view_error(message: str) -> bool:
     return any(s in message for s in VIEW_ERROR)
 
@@ -31,22 +39,15 @@ def run(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
-        try:
-            y = inst.forward(x)
-        except TargetFailure as e:
-            if _is_view_error(e.message):
-                return failed("`view` after `transpose` without `contiguous()`: forward raised " + e.message,
-                              observed="RuntimeError from view()", expected="a result",
-                              diagnosis="view after transpose without contiguous()")
-            raise
-        try:
-            y2 = inst.forward(x, noncontig=True)
-        except TargetFailure as e:
-            if _is_view_error(e.message):
-                return failed("forward calls view() on its (non-contiguous) input: " + e.message,
-                              observed="RuntimeError from view() on a non-contiguous input", expected="a result",
-                              diagnosis="view on the input")
-            raise
+        outputs = []
+        for noncontig, mistake, observed, diagnosis in CASES:
+            try:
+                outputs.append(inst.forward(x, noncontig=noncontig))
+            except TargetFailure as e:
+                if not _is_view_error(e.message):
+                    raise
+                return failed(mistake + e.message, observed=observed, expected="a result", diagnosis=diagnosis)
+        y, y2 = outputs
         if not same(y2, y):
             return failed("the output changes when the same input is given with non-contiguous strides: "
                           + worst_difference(y2, y, ("non-contiguous", "contiguous")))
