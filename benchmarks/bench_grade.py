@@ -35,7 +35,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--count", type=int, default=50)
     args = p.parse_args()
-    tool = [sys.executable, "-m", "harness.cli"]
+    tool = [sys.executable, "-m", "harness.frontends.cli"]
     with tempfile.TemporaryDirectory() as tmp:
         subs = Path(tmp) / "subs"
         files = make_submissions(subs, args.count)

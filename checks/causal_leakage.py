@@ -10,8 +10,8 @@ also catches leaks that bypass autograd.
 import numpy as np
 
 from checks import check, failed, passed
-from checks._search import find_failure
-from harness.subject import TargetFailure, influence_from_jacobian
+from harness.engine.search import find_failure
+from harness.sandbox.subject import TargetFailure, influence_from_jacobian
 
 INFLUENCE = 1e-12  # relative gradient size below which a past position counts as having no influence
 

@@ -1,7 +1,7 @@
 from dataclasses import replace
 
 from checks import check, failed, passed
-from harness.subject import TargetFailure
+from harness.sandbox.subject import TargetFailure
 
 
 @check(

@@ -1,7 +1,7 @@
 from checks import check, failed, passed
-from checks._context import same, worst_difference
-from checks._search import find_failure
-from harness.subject import TargetFailure
+from harness.engine.context import same, worst_difference
+from harness.engine.search import find_failure
+from harness.sandbox.subject import TargetFailure
 
 VIEW_ERROR = ("view size is not compatible with input tensor", "use .reshape(...) instead")
 

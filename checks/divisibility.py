@@ -1,6 +1,6 @@
 from checks import check, failed, passed
-from harness.config import Config
-from harness.subject import TargetFailure
+from harness.wire.config import Config
+from harness.sandbox.subject import TargetFailure
 
 
 @check(

@@ -1,8 +1,8 @@
 import numpy as np
 
 from checks import check, failed, passed
-from checks._context import same, worst_difference
-from harness.config import Config
+from harness.engine.context import same, worst_difference
+from harness.wire.config import Config
 
 
 @check(

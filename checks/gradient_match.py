@@ -1,8 +1,8 @@
 import numpy as np
 
 from checks import check, failed, passed
-from checks._context import close, worst_difference
-from checks._search import find_failure
+from harness.engine.context import close, worst_difference
+from harness.engine.search import find_failure
 from reference import numpy_ref
 
 NAMES = {"x": "the input", "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o",

@@ -1,7 +1,7 @@
 import numpy as np
 
 from checks import check, failed, passed
-from checks._search import find_failure
+from harness.engine.search import find_failure
 
 
 @check(

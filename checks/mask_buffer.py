@@ -1,5 +1,5 @@
 from checks import check, failed, passed
-from harness.subject import TargetFailure
+from harness.sandbox.subject import TargetFailure
 
 DEVICE_WORDS = ("same device", "expected device", "on device", "device type")  # a device mix, not e.g. .item()
 

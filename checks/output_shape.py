@@ -1,8 +1,8 @@
 import numpy as np
 
 from checks import check, failed, passed
-from checks._search import find_failure
-from harness.subject import TargetFailure
+from harness.engine.search import find_failure
+from harness.sandbox.subject import TargetFailure
 
 
 @check(

@@ -1,5 +1,5 @@
 from checks import check, failed, passed
-from checks._search import find_failure
+from harness.engine.search import find_failure
 from reference import param_count_formula
 
 

@@ -1,6 +1,6 @@
 from checks import check, failed, passed
-from checks._context import close, worst_difference
-from checks._search import find_failure
+from harness.engine.context import close, worst_difference
+from harness.engine.search import find_failure
 from reference import numpy_ref
 
 

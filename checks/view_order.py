@@ -6,8 +6,8 @@ from dataclasses import replace
 import numpy as np
 
 from checks import check, failed, passed
-from checks._context import close
-from checks._search import find_failure
+from harness.engine.context import close
+from harness.engine.search import find_failure
 from reference import numpy_ref
 
 MISTAKES = {

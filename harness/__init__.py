@@ -1,6 +1,40 @@
-"""mha-check's harness: target adapter (child side), isolation and RPC, runner, reports and the command line.
+"""mha-check: check the bugs out of a causal multi-head attention layer.
 
-Split by trust: `worker`, `target`, `construct` and `layouts` run in the child process next to the student's code
-and import torch; `subject`, `runner`, `report` and `cli` run in the trusted process, which never imports the
-student's module nor torch, and computes every verdict from plain arrays the child sends back.
+The one import for notebooks, scripts and tests:
+
+    from harness import check
+    report = check("attn.py:MyAttn")      # or a class, a factory function, an nn.Module instance
+    report.passed, report["causal-leakage"].status
+
+The subpackages, by which side of the trust boundary they run on:
+
+- `harness.child`: runs in the sandboxed child process, beside the student's code (imports torch and the student's
+  module): loading the target, building it, finding its weights, answering requests.
+- `harness.wire`: what crosses the boundary: the frame format and the typed messages (no torch).
+- `harness.sandbox`: process control in the trusted process: starting, confining, limiting and talking to the child.
+- `harness.engine`: the verdict, in the trusted process: runs the checks (`checks/`) against the numpy reference
+  (`reference/`), diagnoses the mistake from the catalogue (`mutants/`) and returns a `Report`, nothing else.
+- `harness.render`: a `Report` as text, JSON, HTML, Gradescope, JUnit or a picture; renderers share one view.
+- `harness.frontends`: the command line, batch grading, the notebook API, the pytest plugin, teaching and trace.
+
+Nothing but `harness.child` (and the zygote it forks from) imports torch or the student's code.
 """
+from __future__ import annotations
+
+import os
+
+PACKAGES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder holding harness/, checks/...
+
+__all__ = ["check", "Report", "CheckResult", "PACKAGES_ROOT"]
+
+
+def __getattr__(name):  # lazy: `import harness` stays free of numpy and hypothesis (the pytest plugin needs that)
+    if name == "check":
+        from harness.frontends.api import check
+
+        return check
+    if name in ("Report", "CheckResult"):
+        from harness.engine import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -53,8 +53,8 @@ def _child_env(mode: str):
 
 
 def _checks(tmp_path) -> list[str]:
-    from harness.runner import run_checks
-    from harness.subject import Subject
+    from harness.engine.runner import run_checks
+    from harness.sandbox.subject import Subject
 
     mode = os.environ.get("MUTANT_UNDER_TEST", "")
 

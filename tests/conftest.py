@@ -26,7 +26,7 @@ def zoo_constants(path: Path) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def report_for(target: str, seed: int = 0):
-    from harness.runner import run_checks
+    from harness.engine.runner import run_checks
 
     return run_checks(target, seed=seed)
 

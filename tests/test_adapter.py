@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, report_for
-from harness import protocol
-from harness.construct import read_signature
-from harness.layouts import role_of
+from harness.wire import protocol
+from harness.child.construct import read_signature
+from harness.child.layouts import role_of
 
 
 @pytest.mark.parametrize("name,role", [
@@ -69,7 +69,7 @@ def test_unmappable_weights_skip_weight_checks_and_say_how_to_help():
 
 
 def test_explicit_map_makes_an_odd_module_checkable():
-    from harness.runner import run_checks
+    from harness.engine.runner import run_checks
 
     good = run_checks(str(ROOT / "tests" / "fixtures" / "odd_names.py"),
                       weight_map={"q": "a.T", "k": "b.T", "v": "c.T", "o": "mix"})

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from harness.api import NotebookReport, TargetSourceError, check, resolved_target, serialise
+from harness.frontends.api import NotebookReport, TargetSourceError, check, resolved_target, serialise
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD_SCALE_POWER = 0.5  # a module-level constant the local class below uses: carried into the serialised copy

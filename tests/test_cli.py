@@ -38,7 +38,7 @@ TIMEOUT = 180
 
 # The same interpreter as the test run.  `python -m` puts the cwd first on sys.path (Python's rule, not the tool's),
 # so the tests that put a student's `harness.py` in the cwd run the installed console script, as a student does.
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "harness.frontends.cli"]
 
 
 def console_script() -> str | None:

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import ROOT, report_for
-from harness import formats
-from harness.grade import in_shard, merge
+from harness.render import formats
+from harness.frontends.grade import in_shard, merge
 
 BUGGY = f"{ROOT / 'examples' / 'buggy_attention.py'}"
 CHECK_IDS = {c.id for c in report_for(BUGGY).checks}

@@ -31,7 +31,7 @@ class Probe(nn.Module):
 
 
 def grade(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "harness.cli", "grade", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "harness.frontends.cli", "grade", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 
 

@@ -30,7 +30,7 @@ def survivors() -> list[str]:
 
 
 def run_cli(*args, timeout=TIME_LIMIT * 4 + SLACK):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "harness.frontends.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 
 

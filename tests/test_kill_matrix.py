@@ -49,13 +49,13 @@ def test_at_least_twenty_mutants():
 
 
 def test_fingerprints_file_is_current():
-    """mutants/fingerprints.json is what diagnosis reads; regenerate with `python -m harness.diagnosis`."""
-    from harness.diagnosis import load_fingerprints, record
+    """mutants/fingerprints.json is what diagnosis reads; regenerate with `python -m harness.engine.diagnosis`."""
+    from harness.engine.diagnosis import load_fingerprints, record
 
     stored = load_fingerprints()
     fresh = record({mid: report_for(t) for mid, t in MUTANT_TARGETS.items()})
     stale = sorted(mid for mid in set(stored) | set(fresh) if stored.get(mid) != fresh.get(mid))
-    assert not stale, f"stale fingerprints for {stale}: run `python -m harness.diagnosis`"
+    assert not stale, f"stale fingerprints for {stale}: run `python -m harness.engine.diagnosis`"
 
 
 @pytest.mark.parametrize("mutant_id", sorted(MUTANT_TARGETS))

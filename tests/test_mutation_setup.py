@@ -56,7 +56,7 @@ def test_staged_tests_and_the_checks_child_import_the_real_packages(staged):
     probe = (
         "import json, os, sys; sys.path.insert(0, os.getcwd())\n"
         "import harness, checks, mutants\n"
-        "from harness.subject import worker_command\n"
+        "from harness.sandbox.subject import worker_command\n"
         "print(json.dumps({m.__name__: os.path.realpath(m.__file__) for m in (harness, checks, mutants)}"
         " | {'child': worker_command()[-1]}))\n"
     )

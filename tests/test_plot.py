@@ -1,4 +1,4 @@
-"""The leakage-map picture (`harness.plot`): a real PNG, with the right verdict per panel; matplotlib is optional."""
+"""The leakage-map picture (`harness.render.plot`): a real PNG, with the right verdict per panel; matplotlib is optional."""
 from __future__ import annotations
 
 import sys
@@ -12,7 +12,7 @@ NO_MASK = str(ROOT / "mutants" / "no_mask.py") + ":CausalMHA"
 
 
 def test_missing_matplotlib_is_a_clear_error(monkeypatch, tmp_path):
-    from harness import plot
+    from harness.render import plot
 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # makes `import matplotlib.figure` fail
     with pytest.raises(RuntimeError, match=r"pip install 'mha-check\[plot\]'"):
@@ -31,7 +31,7 @@ def _distinct_colours(path: Path) -> int:
 @pytest.mark.parametrize("target,leaks", [(REFERENCE, False), (NO_MASK, True)], ids=["reference", "no-mask"])
 def test_png_with_a_panel_per_head(tmp_path, target, leaks):
     pytest.importorskip("matplotlib")
-    from harness.plot import plot_leakage
+    from harness.render.plot import plot_leakage
 
     out = tmp_path / "leakage.png"
     info = plot_leakage(target, out)

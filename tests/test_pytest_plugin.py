@@ -1,4 +1,4 @@
-"""The pytest plugin (`harness.pytest_plugin`): `pytest --mha-target ...` and the `mha_check` fixture.
+"""The pytest plugin (`harness.frontends.pytest_plugin`): `pytest --mha-target ...` and the `mha_check` fixture.
 
 A throwaway project (pytester) holds the two shipped examples and a course test that uses the fixture; one pytest
 subprocess checks both examples (each once) and runs the course test.
@@ -22,10 +22,10 @@ CHECK_IDS = ("construct", "output-shape", "divisibility", "param-count", "head-i
 
 
 def plugin_args() -> list[str]:
-    """Once the `pytest11` entry point is installed the plugin loads by itself (and `-p harness.pytest_plugin`
+    """Once the `pytest11` entry point is installed the plugin loads by itself (and `-p harness.frontends.pytest_plugin`
     would register it twice); before that it is loaded by hand."""
     installed = any(ep.name == "mha_check" for ep in entry_points(group="pytest11"))
-    return [] if installed else ["-p", "harness.pytest_plugin"]
+    return [] if installed else ["-p", "harness.frontends.pytest_plugin"]
 
 
 COURSE_TEST = '''
@@ -89,7 +89,7 @@ def test_without_a_target_nothing_is_added(pytester):
 
 
 def test_the_plugin_imports_neither_torch_nor_numpy():
-    code = ("import sys, harness.pytest_plugin; "
-            "print(sorted(m for m in ('torch', 'numpy', 'checks', 'harness.runner') if m in sys.modules))")
+    code = ("import sys, harness.frontends.pytest_plugin; "
+            "print(sorted(m for m in ('torch', 'numpy', 'checks', 'harness.engine.runner') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -7,7 +7,7 @@ from conftest import ROOT
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "harness.frontends.cli", *args], capture_output=True, text=True, cwd=ROOT,
                           timeout=120)
 
 
@@ -43,8 +43,8 @@ def test_explain_unknown_id_suggests_and_exits_2():
 
 def test_trusted_side_never_imports_torch():
     """The process that computes verdicts and renders reports must not import torch (isolation and speed)."""
-    code = ("import sys; import harness.runner, harness.diagnosis, harness.teach, harness.formats, harness.grade, "
-            "checks; checks.all_checks(); harness.teach.matrix(); "
+    code = ("import sys; import harness.engine.runner, harness.engine.diagnosis, harness.frontends.teach, harness.render.formats, harness.frontends.grade, "
+            "checks; checks.all_checks(); harness.frontends.teach.matrix(); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert run.returncode == 0, run.stderr

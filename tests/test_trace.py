@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.trace import LESSON_STEPS, arithmetic, main, trace
+from harness.frontends.trace import LESSON_STEPS, arithmetic, main, trace
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = str(ROOT / "reference" / "causal_mha.py") + ":CausalMHA"

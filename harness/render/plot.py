@@ -10,7 +10,7 @@ The future (s > t, above the diagonal) is hatched and bounded by a red staircase
 matplotlib is optional (`pip install 'mha-check[plot]'`); it is imported only when a picture is drawn, and only its
 object-oriented Agg API is used (no pyplot, no global backend change: safe inside a notebook).
 
-    from harness.plot import plot_leakage
+    from harness.render.plot import plot_leakage
     plot_leakage("attn.py:MyAttn", "leakage.png")          # any target harness.api.check takes
 
 From the runner, after the checks and before the subject is closed: `write_leakage_plot(ctx, path)`.
@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.config import Config
+from harness.wire.config import Config
 
 PLOT_CONFIG = Config(d_in=8, d_out=8, heads=2, context_length=12, batch=2, n=8)
 INFLUENCE = 1e-12  # as checks/causal_leakage.py: relative size below which an allowed position has "no influence"
@@ -65,7 +65,7 @@ def leakage_maps(ctx, heads: bool = True, cfg: Config | None = None) -> dict:
     """The (n, n) influence maps for the module and, where weights can be transplanted, each head.
 
     `ctx` is the runner's `checks._context.Context`.  Student failures propagate as TargetFailure / WorkerDied."""
-    from harness.subject import TargetFailure
+    from harness.sandbox.subject import TargetFailure
 
     cfg = cfg or PLOT_CONFIG
     ctx.subject.load()
@@ -174,7 +174,7 @@ def write_leakage_plot(ctx, path, heads: bool = True, title: str | None = None, 
     Returns {"path", "config", "panels": [{"label", "leaks", "dead", "verdict"}], "notes"} or, when the student's
     module cannot be built or run, {"path": None, "error": ...} (nothing written).  Raises RuntimeError when
     matplotlib is missing (checked first, before any work)."""
-    from harness.subject import TargetFailure, WorkerDied
+    from harness.sandbox.subject import TargetFailure, WorkerDied
 
     require_matplotlib()
     try:
@@ -190,9 +190,9 @@ def plot_leakage(target, path, heads: bool = True, *, seed: int = 0, args: dict 
                  weight_map: dict | None = None, source: bool | None = None) -> dict:
     """Draw the leakage map of `target` (a target string, class, factory function or nn.Module instance, as for
     `harness.api.check`) to `path`; returns what `write_leakage_plot` returns."""
-    from checks._context import Context
-    from harness.api import resolved_target
-    from harness.subject import Subject
+    from harness.engine.context import Context
+    from harness.frontends.api import resolved_target
+    from harness.sandbox.subject import Subject
 
     require_matplotlib()
     with resolved_target(target, source) as resolved:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
-from harness.config import Config
+from harness.wire.config import Config
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "d_in": ("d_in", "din", "in_dim", "input_dim", "dim_in", "in_features", "d_input", "input_size", "in_channels"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from harness.config import Config
+from harness.wire.config import Config
 
 VERSION = "0.1.0"
 STATUSES = ("pass", "fail", "error", "skip")
@@ -36,7 +36,7 @@ class Report:
     seed: int = 0
     adapter: dict = field(default_factory=dict)
     student_output: str = ""
-    diagnosis: dict | None = None  # the closest known mistake (harness.diagnosis), None when nothing failed
+    diagnosis: dict | None = None  # the closest known mistake (harness.engine.diagnosis), None when nothing failed
 
     @property
     def passed(self) -> bool:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.config import Config
-from harness.subject import Instance, Subject, TargetFailure
+from harness.wire.config import Config
+from harness.sandbox.subject import Instance, Subject, TargetFailure
 from reference import numpy_ref
 
 RTOL, ATOL = 1e-5, 1e-6  # inputs and reference in float64; a layer may round in float32 inside (LLaMA-style

@@ -1,6 +1,6 @@
-"""Python and notebook API: `from harness.api import check`.
+"""Python and notebook API: `from harness.frontends.api import check`.
 
-    from harness.api import check
+    from harness.frontends.api import check
 
     report = check("attn.py:MyAttn")   # the same target strings as the command line
     report = check(MyAttn)             # a class (or a factory function) defined in this notebook or imported
@@ -51,7 +51,7 @@ import textwrap
 import types
 from dataclasses import dataclass, field, fields
 
-from harness.report import CheckResult, Report
+from harness.engine.report import CheckResult, Report
 
 HEADER = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 _HEADER_BINDINGS = {"math": "math", "torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
@@ -132,7 +132,7 @@ class NotebookReport(Report):
 
 def _describe(config: dict) -> str:
     try:
-        from harness.config import Config
+        from harness.wire.config import Config
 
         return Config(**config).describe()
     except TypeError:
@@ -410,7 +410,7 @@ def check(target, *, only=None, skip=None, seed: int = 0, examples: int = 6, arg
           debug: bool = False) -> NotebookReport:
     """Run mha-check on `target` ("file.py:Class", "module:Class", a class, a factory function or an nn.Module
     instance) and return the report.  See the module docstring for how Python objects reach the child process."""
-    from harness.runner import UsageError, run_checks  # the checks import numpy: only when a check is run
+    from harness.engine.runner import UsageError, run_checks  # the checks import numpy: only when a check is run
 
     if examples < 0:
         raise ValueError("examples must be >= 0")

@@ -81,8 +81,8 @@ def _weight_map(items: list[str], parser) -> dict:
     return out
 
 
-SUBCOMMANDS = {"mutants": "harness.teach", "explain": "harness.teach", "grade": "harness.grade",
-               "trace": "harness.trace"}
+SUBCOMMANDS = {"mutants": "harness.frontends.teach", "explain": "harness.frontends.teach", "grade": "harness.frontends.grade",
+               "trace": "harness.frontends.trace"}
 
 
 def main(argv=None) -> int:
@@ -108,7 +108,7 @@ def _main(argv=None) -> int:
     if args.time_limit <= 0 or args.memory_mb < 256:
         parser.error("--time-limit must be positive and --memory-mb at least 256")
     if args.plot:
-        from harness.plot import require_matplotlib
+        from harness.render.plot import require_matplotlib
 
         try:
             require_matplotlib()
@@ -116,13 +116,13 @@ def _main(argv=None) -> int:
             parser.error(str(e))
     subject = limits = None
     if args.target and not args.list_checks:
-        from harness.sandbox import Limits
-        from harness.subject import Subject
+        from harness.sandbox.limits import Limits
+        from harness.sandbox.subject import Subject
 
         limits = Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                         memory_mb=args.memory_mb)
         subject = Subject(args.target, overrides, args.seed, weight_map=weight_map, limits=limits)  # its torch import overlaps with ours below
-    from harness.runner import UsageError, run_checks, select  # after parsing: --help stays instant
+    from harness.engine.runner import UsageError, run_checks, select  # after parsing: --help stays instant
 
     if args.list_checks:
         for c in select():
@@ -132,7 +132,7 @@ def _main(argv=None) -> int:
         parser.error("give a TARGET to check, e.g. mha-check examples/correct_attention.py:MultiHeadAttention")
     if args.examples < 0:
         parser.error("--examples must be >= 0")
-    from harness import formats
+    from harness.render import formats
 
     try:
         rubric = formats.load_rubric(args.rubric, {c.id for c in select()}) if args.rubric else None

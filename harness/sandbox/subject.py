@@ -20,8 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import protocol, sandbox
-from harness.config import Config
+from harness import PACKAGES_ROOT
+
+from harness.wire import protocol
+from harness.sandbox import limits as sandbox
+from harness.wire.config import Config
 
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "not enough memory", "out of memory", "bad_alloc")
 
@@ -309,6 +312,6 @@ class Subject:
 def worker_command() -> list[str]:
     """`python -I` (no cwd, no PYTHONPATH on sys.path: a student's harness.py cannot shadow ours), with the folder our
     own packages came from put first explicitly."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(protocol.__file__)))
-    boot = f"import sys; sys.path.insert(0, {root!r}); import harness.worker as w; w.main()"
+    root = PACKAGES_ROOT
+    boot = f"import sys; sys.path.insert(0, {root!r}); import harness.child.worker as w; w.main()"
     return [sys.executable, "-I", "-c", boot]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import traceback
 
 from checks import Outcome, all_checks
-from checks._context import Context
-from harness.report import CheckResult, Report
-from harness.subject import Subject, TargetFailure, WorkerDied
+from harness.engine.context import Context
+from harness.engine.report import CheckResult, Report
+from harness.sandbox.subject import Subject, TargetFailure, WorkerDied
 
 
 FATAL = ("time", "cpu", "memory", "channel")  # no restart after these: the next check would hit the same wall
@@ -90,11 +90,11 @@ def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6
             adapter["mapping"] = ctx.mapping.to_dict()
         report = Report(spec, list(results.values()), seed, adapter)
         if diagnose:
-            from harness.diagnosis import diagnose as find_mistake
+            from harness.engine.diagnosis import diagnose as find_mistake
 
             report.diagnosis = find_mistake(report, ctx)
         if plot:
-            from harness.plot import write_leakage_plot
+            from harness.render.plot import write_leakage_plot
 
             try:
                 report.adapter["plot"] = write_leakage_plot(ctx, plot, title=spec)

@@ -94,7 +94,7 @@ def _output(c) -> str:
     parts = [c.message if c.status != "pass" else c.claim]
     if c.status in ("fail", "error"):
         if c.config:
-            from harness.config import Config
+            from harness.wire.config import Config
 
             parts.append("Smallest failing configuration: " + Config(**c.config).describe())
         parts.append("Fix: " + c.fix)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import difflib
 import json
+
+from harness import PACKAGES_ROOT
 from pathlib import Path
 
-from harness.diagnosis import load_fingerprints
+from harness.engine.diagnosis import load_fingerprints
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(PACKAGES_ROOT)
 
 
 def _class_source(path: Path) -> list[str]:

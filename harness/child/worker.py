@@ -31,9 +31,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from harness import construct, layouts, protocol  # noqa: E402
-from harness.config import Config  # noqa: E402
-from harness.target import TargetError, describe_exception, load_target  # noqa: E402
+from harness.child import construct, layouts  # noqa: E402
+from harness.wire import protocol  # noqa: E402
+from harness.wire.config import Config  # noqa: E402
+from harness.child.target import TargetError, describe_exception, load_target  # noqa: E402
 
 torch.set_num_threads(1)
 torch.set_default_dtype(torch.float64)
@@ -316,8 +317,8 @@ def _trace_scalar(value) -> str:
 
 
 def _trace_exception(exc: BaseException) -> str:
-    """'TypeName: message' without running the student's own __str__ (the safe helpers of harness.target)."""
-    from harness import target as _target
+    """'TypeName: message' without running the student's own __str__ (the safe helpers of harness.child.target)."""
+    from harness.child import target as _target
 
     name = getattr(_target, "safe_type_name", lambda e: type(e).__name__)(exc)
     message = getattr(_target, "safe_message", lambda e: "")(exc)

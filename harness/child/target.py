@@ -15,6 +15,8 @@ import os
 import re
 import sys
 import traceback
+
+from harness import PACKAGES_ROOT
 from dataclasses import dataclass
 
 
@@ -57,7 +59,7 @@ def student_frames(tb, filename: str | None) -> str:
     """The lines of a traceback that point into the student's own file (ours are noise to them)."""
     frames = traceback.extract_tb(tb)
     mine = [f for f in frames if filename and os.path.abspath(f.filename) == os.path.abspath(filename)]
-    ours = os.path.dirname(os.path.abspath(__file__))
+    ours = os.path.join(PACKAGES_ROOT, "harness")
     chosen = mine or [f for f in frames if os.path.dirname(os.path.abspath(f.filename)) != ours][-1:]
     return "; ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in chosen)
 
@@ -90,7 +92,7 @@ def _load_file(path: str):
         raise TargetError("import", f"no such file: {path}")
     if not path.endswith(".py"):
         hint = (" For a notebook, export the cell with your class to a .py file (File > Download as > Python, or "
-                "`jupyter nbconvert --to script`), or use the notebook API: from harness.api import check"
+                "`jupyter nbconvert --to script`), or use the notebook API: from harness.frontends.api import check"
                 if path.endswith(".ipynb") else "")
         raise TargetError("import", f"{os.path.basename(path)} is not a Python file (.py).{hint}")
     path = os.path.abspath(path)

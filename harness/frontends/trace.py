@@ -684,9 +684,9 @@ def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d:
     score tensor of `batch` sequences of `n` tokens."""
     import numpy as np
 
-    from harness.api import resolved_target
-    from harness.config import Config
-    from harness.subject import Subject, TargetFailure, WorkerDied
+    from harness.frontends.api import resolved_target
+    from harness.wire.config import Config
+    from harness.sandbox.subject import Subject, TargetFailure, WorkerDied
 
     w = WORKED
     cfg = Config(d_in=w["d"], d_out=w["d"], heads=w["heads"], context_length=w["context_length"],
@@ -774,7 +774,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """`mha-check trace TARGET [--format json] [--n N] [--batch B] [--heads H] [--d D] [--qkv-bias]`.
 
-    `argv` may start with the word "trace" (harness.cli's SUBCOMMANDS hands over the whole command line)."""
+    `argv` may start with the word "trace" (harness.frontends.cli's SUBCOMMANDS hands over the whole command line)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["trace"]:
         argv = argv[1:]
@@ -784,7 +784,7 @@ def main(argv=None) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be at least 1")
-    from harness.cli import _overrides
+    from harness.frontends.cli import _overrides
 
     result = trace(args.target, n=args.n, batch=args.batch, heads=args.heads, d=args.d, qkv_bias=args.qkv_bias,
                    seed=args.seed, args=_overrides(args.arg, parser))

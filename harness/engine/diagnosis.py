@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-FINGERPRINTS = Path(__file__).resolve().parent.parent / "mutants" / "fingerprints.json"
+from harness import PACKAGES_ROOT
+
+FINGERPRINTS = Path(PACKAGES_ROOT) / "mutants" / "fingerprints.json"
 NOT_PASSED = ("fail", "error")
 
 
@@ -57,8 +59,8 @@ def _similarity(mine: dict, theirs: dict) -> float:
 def numeric_matches(ctx, prints: dict) -> tuple[list[str], bool] | None:
     """Mutant ids whose variant reproduces the target's outputs on both fixed configurations, and whether the
     target computes the reference function itself.  None when the weights cannot be transplanted."""
-    from checks._context import same
-    from harness.subject import TargetFailure
+    from harness.engine.context import same
+    from harness.sandbox.subject import TargetFailure
     from reference import numpy_ref, variants
 
     if ctx.mapping.index is None:
@@ -131,11 +133,11 @@ def record(reports: dict) -> dict:
 
 
 def main() -> None:
-    """`python -m harness.diagnosis`: run every mutant through mha-check and rewrite mutants/fingerprints.json."""
+    """`python -m harness.engine.diagnosis`: run every mutant through mha-check and rewrite mutants/fingerprints.json."""
     from concurrent.futures import ThreadPoolExecutor
 
     import mutants
-    from harness.runner import run_checks
+    from harness.engine.runner import run_checks
 
     targets = {m.INFO.id: f"{mutants.source_path(m.INFO.id)}:CausalMHA" for m in mutants.all_mutants()}
     with ThreadPoolExecutor(2) as pool:

@@ -8,8 +8,10 @@ import socket
 import subprocess
 import sys
 
-from harness import sandbox
-from harness.subject import Subject, TargetFailure
+from harness import PACKAGES_ROOT
+
+from harness.sandbox import limits as sandbox
+from harness.sandbox.subject import Subject, TargetFailure
 
 
 class ZygoteError(RuntimeError):
@@ -20,8 +22,8 @@ class Zygote:
     def __init__(self, limits: sandbox.Limits | None = None):
         self.limits = limits or sandbox.Limits()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        boot = (f"import sys; sys.path.insert(0, {root!r}); import harness.zygote as z; "
+        root = PACKAGES_ROOT
+        boot = (f"import sys; sys.path.insert(0, {root!r}); import harness.child.zygote as z; "
                 f"z.main({theirs.fileno()})")
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
         self.proc = subprocess.Popen(sandbox.wrap_network_only([sys.executable, "-I", "-c", boot]),

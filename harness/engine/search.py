@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 
-from harness.config import Config
+from harness.wire.config import Config
 
 
 class _Found(Exception):

@@ -112,7 +112,8 @@ def _wait(pid: int, timeout: float):
 
 def _child(channel: int, log: int, request: dict, control: socket.socket) -> None:
     """In the forked child: cut loose from the zygote, then serve one submission."""
-    from harness import sandbox, worker
+    from harness.sandbox import limits as sandbox
+    from harness.child import worker
 
     try:
         os.setsid()
@@ -159,7 +160,7 @@ def _warm_up() -> None:
 
 
 def main(control_fd: int) -> None:
-    from harness import worker  # noqa: F401 - imports torch (one thread) once, for every child to inherit
+    from harness.child import worker  # noqa: F401 - imports torch (one thread) once, for every child to inherit
 
     _warm_up()
     subreaper = _become_subreaper()

@@ -49,8 +49,8 @@ def find_target(folder: Path) -> str | None:
 
 def _init_grader(limits_dict: dict) -> None:
     global _ZYGOTE
-    from harness import sandbox
-    from harness.pool import Zygote
+    from harness.sandbox import limits as sandbox
+    from harness.sandbox.pool import Zygote
 
     _ZYGOTE = Zygote(sandbox.Limits(**limits_dict))
 
@@ -58,10 +58,11 @@ def _init_grader(limits_dict: dict) -> None:
 def _grade_one(folder: str, spec: str | None, options: dict) -> dict:
     """Runs in a grader process; returns only plain data."""
     global _ZYGOTE
-    from harness import formats, sandbox
-    from harness.pool import ForkedSubject, ZygoteError, Zygote
-    from harness.report import CheckResult, Report
-    from harness.runner import run_checks
+    from harness.render import formats
+    from harness.sandbox import limits as sandbox
+    from harness.sandbox.pool import ForkedSubject, ZygoteError, Zygote
+    from harness.engine.report import CheckResult, Report
+    from harness.engine.runner import run_checks
 
     name = os.path.basename(folder)
     limits = sandbox.Limits(**options["limits"])
@@ -147,7 +148,8 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def main(argv: list[str]) -> int:
-    from harness import formats, sandbox
+    from harness.render import formats
+    from harness.sandbox import limits as sandbox
 
     p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0])
     p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per submission")

@@ -1,7 +1,7 @@
 """pytest plugin: mha-check's checks as test items, and a fixture for a course's own tests.
 
-Installed with mha-check through the `pytest11` entry point (`mha_check = "harness.pytest_plugin"`), or loaded by
-hand with `pytest -p harness.pytest_plugin`.
+Installed with mha-check through the `pytest11` entry point (`mha_check = "harness.frontends.pytest_plugin"`), or loaded by
+hand with `pytest -p harness.frontends.pytest_plugin`.
 
     pytest --mha-target student.py:Attn                  # one test item per check, named by its id
     pytest --mha-target a.py:Attn --mha-target b.py:Attn # several targets
@@ -56,14 +56,14 @@ def _run(config, target: str, only=None, skip=None, **options):
            tuple(sorted((k, repr(v)) for k, v in options.items())))
     cache = config.stash[_REPORTS]
     if key not in cache:
-        from harness.api import check
+        from harness.frontends.api import check
 
         cache[key] = (target, check(target, **options))  # the target is kept alive: its id stays unique
     full = cache[key][1]
     if only is None and skip is None:
         return full
-    from harness.api import NotebookReport, _ids
-    from harness.runner import select
+    from harness.frontends.api import NotebookReport, _ids
+    from harness.engine.runner import select
 
     wanted = {c.id for c in select(_ids(only), _ids(skip))}
     sub_key = key + (tuple(sorted(wanted)),)
@@ -82,7 +82,7 @@ class MhaTarget(pytest.Collector):
         self.target = target
 
     def collect(self):
-        from harness.runner import select  # the check list, no child process
+        from harness.engine.runner import select  # the check list, no child process
 
         for c in select():
             yield MhaCheckItem.from_parent(self, name=c.id, check_id=c.id, claim=c.claim)
@@ -120,7 +120,7 @@ class MhaCheckItem(pytest.Item):
 def _failure_text(report, result) -> str:
     lines = [f"{result.status.upper()} {result.id}: {result.message}"]
     if result.config:
-        from harness.config import Config
+        from harness.wire.config import Config
 
         try:
             lines.append(f"  smallest failing configuration: {Config(**result.config).describe()}")

@@ -1,0 +1,1 @@
+"""The ways in: the command line, batch grading, the notebook API, the pytest plugin, teaching and trace."""
