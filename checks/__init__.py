@@ -1,34 +1,45 @@
 """The reusable checks: one module per check, each a short function with a stable id, a claim and a fix.
 
-A check runs in the trusted process.  It drives the student's module through a `Context` (builds, inputs, weight
-transplants, all executed in the child) and compares what comes back with `reference.numpy_ref`.  It returns an
-`Outcome`; raising `TargetFailure` (the student's code raised) makes it an `error`.
+A check runs in the trusted process.  It drives the student's module through the engine's `Context` (builds,
+inputs, weight transplants, all executed in the child) and compares what comes back with `reference.numpy_ref`.
+It returns an `Outcome`:
 
-To add a check: write `checks/my_check.py` with a function decorated by `@check(...)`, add its module name to
-`ORDER` below, and add a mutant in `mutants/` that it kills (the kill-matrix test insists on both).
+- `passed(...)`: the claim holds on every configuration tried;
+- `failed(...)`: evidence of a bug in the student's code (a wrong number, an exception the code raised);
+- `cannot_tell(...)`: mha-check could not drive or map the module, so it says nothing about the code, and says what
+  would help (`--arg`, `--map`, a factory).
+
+The engine adds `skip` for a check whose prerequisite did not pass.  A check is either about the math
+(`kind="correctness"`: the layer computes the wrong function, leaks, breaks on a device...) or one of the lesson's
+rules (`kind="rule"`: refuse a width not divisible by the heads; an output projection with a bias).
+
+To add a check: write `checks/my_check.py` with a function decorated by `@check(...)` (its prerequisites passed as
+the check objects themselves: `needs=(output_shape,)`), and a mutant in `mutants/` that it kills.  Modules are
+discovered, not listed; the order is that of the prerequisites, then correctness before rules, then the id.
 """
 from __future__ import annotations
 
 import importlib
+import pkgutil
+import re
 import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
-ORDER = (
-    "construct", "output_shape", "divisibility", "param_count", "head_invariance", "causal_leakage",
-    "view_order", "contiguity", "reference_match", "gradient_match", "batch_independence",
-    "eval_determinism", "input_untouched", "mask_buffer",
-)
+STATUSES = ("pass", "fail", "cannot_tell", "skip")
+KINDS = ("correctness", "rule")
+_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 
 
 @dataclass
 class Outcome:
-    status: str  # pass, fail, error, skip
+    status: str  # one of STATUSES
     message: str
     config: dict | None = None  # the smallest configuration that shows a failure
     observed: str | None = None
     expected: str | None = None
-    details: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)  # "finding": what the failure looks like (for the diagnosis)
+    help: str = ""  # for cannot_tell: the one option that would let mha-check tell
 
 
 def passed(message: str, **details) -> Outcome:
@@ -40,23 +51,35 @@ def failed(message: str, config=None, observed=None, expected=None, **details) -
     return Outcome("fail", message, cfg, observed, expected, details)
 
 
+def cannot_tell(message: str, help: str = "", **details) -> Outcome:
+    return Outcome("cannot_tell", message, details=details, help=help)
+
+
 def skipped(reason: str) -> Outcome:
     return Outcome("skip", reason)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Check:
     id: str
     claim: str
     explanation: str
     fix: str
     run: Callable
-    needs: tuple[str, ...] = ("construct",)
-    weights: bool = False  # needs the Q/K/V/out weights mapped (transplant)
+    needs: tuple["Check", ...] = ()
+    weights: bool = False  # needs the Q/K/V/out weights mapped with certainty (transplant)
     example: str = ""  # a tiny worked example with shapes and numbers; line breaks kept
+    kind: str = "correctness"
+
+    def __call__(self, ctx) -> Outcome:
+        return self.run(ctx)
 
 
 _REGISTRY: dict[str, Check] = {}
+
+
+class RegistryError(ValueError):
+    """A check declaration that cannot be registered: the message names the bad value."""
 
 
 def _keep_lines(text: str) -> str:
@@ -66,23 +89,46 @@ def _keep_lines(text: str) -> str:
     return "\n".join(line.rstrip() for line in lines).strip("\n")
 
 
-def check(id: str, claim: str, explanation: str, fix: str, needs=("construct",), weights: bool = False,
-          example: str = ""):
-    """Register a check function under a stable id."""
+def check(id: str, claim: str, explanation: str, fix: str, needs=(), weights: bool = False, example: str = "",
+          kind: str = "correctness"):
+    """Register a check function under a stable id; returns the `Check`, so other checks can name it in `needs`."""
+    if not _ID.fullmatch(id):
+        raise RegistryError(f"check id {id!r} is not kebab-case")
+    if kind not in KINDS:
+        raise RegistryError(f"check {id}: kind must be one of {KINDS}, not {kind!r}")
+    for need in needs:
+        if not isinstance(need, Check) or _REGISTRY.get(need.id) is not need:
+            raise RegistryError(f"check {id}: needs {need!r}, which is not a registered check")
+    if not claim.strip() or not fix.strip() or not explanation.strip():
+        raise RegistryError(f"check {id}: claim, explanation and fix must all be given")
 
-    def register(fn):
-        _REGISTRY[id] = Check(id, claim, " ".join(explanation.split()), " ".join(fix.split()), fn, tuple(needs),
-                              weights, _keep_lines(example))
-        return fn
+    def register(fn) -> Check:
+        if id in _REGISTRY and _REGISTRY[id].run.__module__ != fn.__module__:
+            raise RegistryError(f"check id {id!r} is already registered by {_REGISTRY[id].run.__module__}")
+        made = Check(id, claim, " ".join(explanation.split()), " ".join(fix.split()), fn, tuple(needs), weights,
+                     _keep_lines(example), kind)
+        _REGISTRY[id] = made
+        return made
 
     return register
 
 
+def _discover() -> None:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
 def all_checks() -> list[Check]:
-    if not _REGISTRY:
-        for name in ORDER:
-            importlib.import_module(f"checks.{name}")
-    return list(_REGISTRY.values())
+    """Every check, discovered from this package: prerequisites first, correctness before rules, then by id."""
+    _discover()
+    done: list[Check] = []
+    remaining = sorted(_REGISTRY.values(), key=lambda c: (KINDS.index(c.kind), c.id))
+    while remaining:
+        ready = next(c for c in remaining if all(n in done for n in c.needs))
+        done.append(ready)
+        remaining.remove(ready)
+    return done
 
 
 def by_id() -> dict[str, Check]:

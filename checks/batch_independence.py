@@ -1,5 +1,7 @@
+"""batch-independence: each sequence's output depends only on that sequence."""
 from checks import check, failed, passed
-from harness.engine.context import same, worst_difference
+from checks.output_shape import output_shape
+from harness.engine.compare import same, worst_difference
 from harness.engine.search import find_failure
 
 
@@ -16,8 +18,9 @@ from harness.engine.search import find_failure
     then x[1] is replaced by new random values: y[0] must not change
     merging with transpose(0, 2) instead of transpose(1, 2): y[0, 0] features 4-7 = head 0 of sequence 1,
       token 0, so y[0] changes with x[1]; with B = 1 the same code is right, so a batch of one never shows it""",
+    needs=(output_shape,),
 )
-def run(ctx):
+def batch_independence(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
@@ -28,11 +31,12 @@ def run(ctx):
             if single.shape != (1,) + y[b].shape or not same(single[0], y[b]):
                 return failed(f"sequence {b} gives a different output when run alone than inside the batch: "
                               + worst_difference(single, y[b:b + 1], ("alone", "in the batch")),
-                              observed="output depends on the other sequences", expected="the same output")
+                              observed="output depends on the other sequences", expected="the same output",
+                              finding="batch mixed")
         if not same(y2[0], y[0]):
             return failed("changing sequences 1.. of the batch changed the output of sequence 0: "
                           + worst_difference(y2[0], y[0], ("after", "before")), observed="output of sequence 0 changed",
-                          expected="no change")
+                          expected="no change", finding="batch mixed")
         return None
 
     return find_failure(ctx, prop) or passed("every sequence's output is independent of the rest of the batch")

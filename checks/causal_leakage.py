@@ -1,31 +1,55 @@
 """causal-leakage: through the gradient of every output position with respect to every input position.
 
 For each batch element b and output position t, the child computes d(r·y[b, t]) / d x[b, s] for all s; the
-verdict needs every s > t to be exactly zero (float64: a fill value of -10 or -100 instead of -inf leaves a
-small but non-zero gradient) and every s <= t to be non-zero (so that a detached or constant output cannot pass).
-Where the weights can be transplanted, the output projection is restricted to one head at a time so that every
-head is checked on its own.  A perturbation of the future tokens must leave earlier outputs bit-identical, which
-also catches leaks that bypass autograd.
+verdict needs every s > t to be exactly zero (float64: a fill value of -10 or -100 instead of -inf leaves a small
+but non-zero gradient) and every s <= t to be non-zero (so that a detached or constant output cannot pass).  It is
+measured in eval() mode and again in train() mode with dropout 0 (a forgotten is_causal=True in the training
+branch leaks only there).  Where the weights are mapped with certainty, the output projection is restricted to one
+head at a time so that every head is checked on its own.
+
+The gradient is reported by the child; the forward values cross-check it from the parent's side: perturbing the
+tokens after each split point must leave earlier outputs bit-identical, with ordinary perturbations, with enormous
+ones (1e30: a finite fill such as -100 then moves earlier outputs), and, where weights are mapped, with scores
+pushed to about -5e4 (a fill such as -1e4 then wins over the real scores).
 """
 import numpy as np
 
 from checks import check, failed, passed
+from checks.output_shape import output_shape
+from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.search import find_failure
-from harness.sandbox.subject import TargetFailure, influence_from_jacobian
 
-INFLUENCE = 1e-12  # relative gradient size below which a past position counts as having no influence
+HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
+NEGATIVE_SCORES = 300.0  # W_k = -W_q scaled: real scores of about -5e4, the size fp16 activations reach; a fill of
+# -1e4 then outweighs them (a leak), while fills of -1e6 and below (d2l, the annotated transformer) still act as -inf
+
+
+LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
+    "nan": "a row with every score masked gives NaN: the mask also hides the diagonal (use triu(..., 1))",
+    "inverted": "the mask is inverted: it hides the past and shows the future (masked_fill(~mask, ...))",
+    "finite-fill": ("a small leak: masking with a finite value such as -10 or -100 instead of float('-inf') lets "
+                    "future tokens through with a tiny weight"),
+    "one-future": "the mask lets exactly one future token through: use torch.triu(..., diagonal=1)",
+    "no-mask": "no causal mask is applied (or it is applied after the softmax, or its result is discarded)",
+    "future": ("the future leaks into the past: check the mask (triu(..., diagonal=1), sliced [:n, :n], applied "
+               "before a softmax over the last axis) and the reshapes (a wrong view mixes tokens)"),
+    "no-gradient": "the output does not depend on the input at all through autograd (detached, or no_grad?)",
+    "hides-diagonal": "the mask also hides the diagonal: a token must see itself (use triu(..., diagonal=1))",
+    "dead-past": "some allowed positions have no influence: is the mask or the softmax axis wrong?",
+    "train-only": ("the layer leaks only in train() mode: the training branch attends to the future (a forgotten "
+                   "is_causal=True, or a mask applied only in eval)"),
+}
 
 
 def describe_leak(G: np.ndarray) -> tuple[str, str]:
-    """Name the pattern: (what is wrong, which mistake it looks like)."""
+    """Name the pattern: (what is wrong, the finding code of LEAK_PATTERNS)."""
     B, n, _ = G.shape
     future = np.triu(np.ones((n, n), bool), 1)
     past = ~future
     scale = np.nanmax(G) if np.isfinite(G).any() else 1.0
     if not np.all(np.isfinite(G)):
         b, t, s = np.argwhere(~np.isfinite(G))[0]
-        return (f"the gradient is NaN/inf (batch {b}, output {t}, input {s})",
-                "a row with every score masked gives NaN: the mask also hides the diagonal (use triu(..., 1))")
+        return f"the gradient is NaN/inf (batch {b}, output {t}, input {s})", "nan"
     leaks = np.argwhere((G > 0) & future)
     dead = np.argwhere((G <= INFLUENCE * max(scale, 1e-300)) & past)
     if len(leaks):
@@ -33,24 +57,22 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
         what = f"output position {t} depends on future input position {s} (batch {b}, gradient {G[b, t, s]:.3g})"
         rel = G[:, future].max() / max(G[:, past].max(), 1e-300)
         if len(dead) and np.all(G[:, future] > 0) and len(dead) >= B * n * (n - 1) // 2:
-            return what, "the mask is inverted: it hides the past and shows the future (masked_fill(~mask, ...))"
+            return what, "inverted"
         if rel < 1e-2:
-            return what, ("a small leak: masking with a finite value such as -10 or -100 instead of "
-                          "float('-inf') lets future tokens through with a tiny weight")
+            return what, "finite-fill"
         next_only = np.triu(np.ones((n, n), bool), 1) & ~np.triu(np.ones((n, n), bool), 2)
         if n >= 3 and np.all(G[:, next_only] > 0) and not np.any(G[:, future & ~next_only] > 0):
-            return what, "the mask lets exactly one future token through: use torch.triu(..., diagonal=1)"
+            return what, "one-future"
         if n >= 3 and np.all(G[:, future] > 0) and not len(dead):
-            return what, "no causal mask is applied (or it is applied after the softmax, or its result is discarded)"
-        return what, ("the future leaks into the past: check the mask (triu(..., diagonal=1), sliced [:n, :n], "
-                      "applied before a softmax over the last axis) and the reshapes (a wrong view mixes tokens)")
+            return what, "no-mask"
+        return what, "future"
     b, t, s = dead[0]
     what = f"output position {t} does not depend on input position {s} <= {t} (batch {b})"
     if np.all(G == 0):
-        return what, "the output does not depend on the input at all through autograd (detached, or no_grad?)"
+        return what, "no-gradient"
     if all(t2 == s2 for _, t2, s2 in dead):
-        return what, "the mask also hides the diagonal: a token must see itself (use triu(..., diagonal=1))"
-    return what, "some allowed positions have no influence: is the mask or the softmax axis wrong?"
+        return what, "hides-diagonal"
+    return what, "dead-past"
 
 
 @check(
@@ -58,86 +80,89 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
     claim="each output position depends on every input position up to it and on none after it",
     explanation="""A causal layer predicts token t+1 from tokens 0..t only. If the output at t depends on a later
     input, training cheats by looking ahead and generation breaks. Measured by the gradient of each output position
-    with respect to each input position, per sequence and per head.""",
+    with respect to each input position, per sequence and per head, in eval() and in train() mode.""",
     fix="""Mask the scores before the softmax with `scores.masked_fill(mask[:n, :n], float("-inf"))`, where
-    `mask = torch.triu(torch.ones(L, L), diagonal=1).bool()`, over the last axis.""",
+    `mask = torch.triu(torch.ones(L, L), diagonal=1).bool()`, over the last axis (or pass is_causal=True to
+    scaled_dot_product_attention in every branch, training included).""",
+    needs=(output_shape,),
     example="""x: (2, 3, 8); Jacobian of r·y[b, t] with respect to x: (B, n, B, n, d_in) = (2, 3, 2, 3, 8)
     G[b, t, s] = norm over the 8 features of d (r·y[b, t]) / d x[b, s]: one 3 × 3 map per sequence, which
       must be [[+, 0, 0], [+, +, 0], [+, +, +]] (+ = non-zero): for t = 0, s = 1, 2 exactly 0, s = 0 not
     fill -10 instead of -inf leaves exp(-10) ≈ 4.5e-5 of weight on each future token: G[b, 0, 2] of order 1e-5
     fill -100: y equals the reference to every digit, yet G[b, 0, 2] is of order 1e-44, still > 0 in float64
+    measured again in train() mode with dropout 0: `if self.training: sdpa(q, k, v)` without is_causal leaks
     repeated per head (W_o keeps only that head's 4 columns); then x[:, 1:] is perturbed and y[:, 0] must stay
-      bit-identical (likewise x[:, 2:] and y[:, :2])""",
+      bit-identical (likewise x[:, 2:] and y[:, :2]), also with perturbations of size 1e30""",
 )
-def run(ctx):
-    def leak(inst, x, r, cfg, head=None):
-        head_info, arrays = inst.jacobian(x, r)
-        if "jac" not in arrays:
-            if head_info.get("no_graph"):
-                return failed("the output is not connected to the input in the autograd graph (detached, computed "
-                              "under torch.no_grad, or rebuilt from numbers): no position influences any other",
-                              diagnosis="no gradient")
-            return failed(f"output has shape {tuple(head_info.get('shape', ()))}: cannot measure leakage")
-        G = influence_from_jacobian(arrays["jac"])
-        future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
-        scale = np.nanmax(G) if np.isfinite(G).any() else 0
-        bad = (~np.isfinite(G)).any() or (G[:, future] > 0).any() or (G[:, ~future] <= INFLUENCE * scale).any()
-        if bad or scale == 0:
-            what, looks_like = describe_leak(G)
-            where = f" in head {head}" if head is not None else ""
-            return failed(f"{what}{where}; {looks_like}", observed=what, expected="zero for s > t, non-zero for s <= t",
-                          leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(),
-                          diagnosis=looks_like)
-        return None
-
+def causal_leakage(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
         r = ctx.rng("r", cfg).standard_normal(cfg.d_out)
-        try:
-            outcome = leak(inst, x, r, cfg)
-        except TargetFailure as e:
-            return failed(f"forward or backward raised {e.message}")
-        if outcome:
+        outcome = _leak(inst, x, r, cfg) or _perturbation(inst, x, cfg, ctx)
+        if outcome or cfg not in ctx.required_configs():
             return outcome
-        outcome = _perturbation(inst, x, cfg, ctx)
-        if outcome or cfg not in ctx.required_configs() or inst.layout is None or cfg.heads == 1:
+        outcome = _leak(ctx.build(cfg, force_dropout=0.0), x, r, cfg, mode="train")
+        if outcome or inst.layout is None:
             return outcome
         w = ctx.weights_for(inst, "leak")
-        for h in range(cfg.heads):
-            only_h = w.wo.copy()
-            dh = cfg.head_width
-            only_h[:, : h * dh] = 0
-            only_h[:, (h + 1) * dh:] = 0
-            ctx.transplant(inst, _with_wo(w, only_h))
-            outcome = leak(inst, x, r, cfg, head=h)
+        for h in range(cfg.heads if cfg.heads > 1 else 0):
+            ctx.transplant(inst, only_head(w, h, cfg.head_width))
+            outcome = _leak(inst, x, r, cfg, head=h)
             if outcome:
                 return outcome
-        return None
+        negative = w.__class__(**{**w.as_dict(), "wq": w.wq * NEGATIVE_SCORES, "wk": -w.wq * NEGATIVE_SCORES,
+                                  "bq": None, "bk": None})
+        ctx.transplant(inst, negative)
+        return _perturbation(inst, x, cfg, ctx, kinds=("ordinary",), why=" with real scores near -5e4 (a finite "
+                             "fill such as -1e4 then outweighs them)")
 
     return find_failure(ctx, prop) or passed(
-        "every output depends on all earlier and no later positions (gradients, every batch element and head)")
+        "every output depends on all earlier and no later positions (gradients in eval and train mode, every batch "
+        "element and head; forward perturbations)")
 
 
-def _with_wo(w, wo):
-    from dataclasses import replace
+def _leak(inst, x, r, cfg, head=None, mode="eval"):
+    result = inst.jacobian(x, r, mode)
+    where = (f" in head {head}" if head is not None else "") + (" in train() mode (dropout 0)" if mode == "train"
+                                                                else "")
+    if result.jac is None:
+        if result.no_graph:
+            return failed("the output is not connected to the input in the autograd graph (detached, computed "
+                          "under torch.no_grad, or rebuilt from numbers): no position influences any other",
+                          finding="leak:no-gradient")
+        return failed(f"output has shape {tuple(result.shape)}{where}: cannot measure leakage")
+    G = influence_from_jacobian(result.jac)
+    future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
+    scale = np.nanmax(G) if np.isfinite(G).any() else 0
+    leak = (~np.isfinite(G)).any() or (G[:, future] > 0).any()
+    # in train mode a dropout the module hard-codes may silence past positions at random: judge only the future
+    dead = mode == "eval" and ((G[:, ~future] <= INFLUENCE * scale).any() or scale == 0)
+    if not (leak or dead):
+        return None
+    what, code = describe_leak(G)
+    code = code if mode == "eval" else "train-only"
+    return failed(f"{what}{where}; {LEAK_PATTERNS[code]}", observed=what, expected="zero for s > t, non-zero for s <= t",
+                  leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(), finding="leak:" + code)
 
-    return replace(w, wo=wo)
 
-
-def _perturbation(inst, x, cfg, ctx):
+def _perturbation(inst, x, cfg, ctx, kinds=("ordinary", "huge"), why=""):
     """Change tokens after a split point; outputs up to it must not move at all."""
-    inputs = [x]
+    inputs, labels = [x], []
     for split in range(cfg.n - 1):
-        x2 = x.copy()
-        x2[:, split + 1:] += ctx.rng("perturb", cfg, split).standard_normal(x2[:, split + 1:].shape)
-        inputs.append(x2)
+        for kind in kinds:
+            x2 = x.copy()
+            noise = ctx.rng("perturb", cfg, split, kind).standard_normal(x2[:, split + 1:].shape)
+            x2[:, split + 1:] = x2[:, split + 1:] + noise if kind == "ordinary" else noise * HUGE
+            inputs.append(x2)
+            labels.append((split, kind))
     y, *perturbed = inst.forward_many(inputs)
-    for split, y2 in enumerate(perturbed):
+    for (split, kind), y2 in zip(labels, perturbed):
         moved = np.abs(y2[:, : split + 1] - y[:, : split + 1]).max()
         if not np.isfinite(moved) or moved > 0:
-            return failed(f"changing the tokens after position {split} changed the outputs at positions 0..{split} "
-                          f"(by up to {moved:.3g}): the future leaks into the past",
+            size = " to values of size 1e30" if kind == "huge" else ""
+            return failed(f"changing the tokens after position {split}{size} changed the outputs at positions "
+                          f"0..{split} (by up to {moved:.3g}){why}: the future leaks into the past",
                           observed=f"change {moved:.3g}", expected="no change",
-                          diagnosis="future tokens influence past outputs")
+                          finding="leak:finite-fill" if kind == "huge" or why else "leak:future")
     return None

@@ -1,7 +1,14 @@
-from dataclasses import replace
+"""construct: the target imports and builds a module for the configurations mha-check needs.
 
-from checks import check, failed, passed
-from harness.sandbox.subject import TargetFailure
+An import error, or a constructor that raises for valid sizes, is the student's failure.  A constructor argument
+mha-check has no value for, sizes read from module-level globals, or several equally likely classes in the file
+are mha-check's limits: *cannot tell*, with the option that helps.
+"""
+from checks import cannot_tell, check, failed, passed
+from harness.wire.errors import CannotDrive, TargetFailure
+
+FACTORY_HELP = ("write a factory function in your file, e.g. `def make_attention(d, heads, context_length): return "
+                "MyAttn(...)`, and check file.py:make_attention")
 
 
 @check(
@@ -11,52 +18,48 @@ from harness.sandbox.subject import TargetFailure
     factory) with the width, number of heads and context length spelt the way your constructor names them.""",
     fix="""Make the file import without errors and the constructor accept the width, the number of heads and the
     context length (any usual names work); for anything unusual pass --arg NAME=VALUE.""",
-    needs=(),
-    example="""built for the required configs: d = 6, H = 2, context_length = 7 and d = 12, H = 3, context_length = 5
-      (with separate widths d_in = 5 and 7, d_out = 6 and 12)
+    example="""built for the required configs: d = 6, H = 2, context_length = 7; d = 12, H = 3, context_length = 5;
+      d = 8, H = 4, context_length = 64 (with separate widths d_in = 5, 7 and 6)
     the names are matched to your constructor: d / d_model / embed_dim / n_embd ..., nheads / num_heads /
-      n_head ..., context_length / block_size / max_len ..., or a config object with those fields
-    pass: both calls return an nn.Module
-    fail: the file does not import, or the constructor raises, or it needs an argument with an unknown name:
-      __init__(self, d, heads, ctx, rope_base) -> 'mha-check has no value for required parameter(s)
-      rope_base', fixed with --arg rope_base=10000""",
+      n_head ..., context_length / block_size / max_len ..., head_dim / head_size (= d / H), or a config object
+    pass: every call returns an nn.Module
+    fail: the file does not import, or the constructor raises for valid sizes
+    cannot tell: it needs an argument with an unknown name: __init__(self, d, heads, ctx, rope_base) ->
+      'mha-check has no value for required parameter(s) rope_base', fixed with --arg rope_base=10000""",
 )
-def run(ctx):
+def construct(ctx):
     try:
         loaded = ctx.subject.load()
     except TargetFailure as e:
-        return failed(f"could not load the target: {e.message}")
+        return failed(f"could not load the target: {e.message}", finding=f"load:{e.stage}")
+    except CannotDrive as e:
+        return cannot_tell(e.message, help="name the class to check: file.py:ClassName")
+    if loaded.settings:
+        read = ", ".join(f"{k} = {v}" for k, v in loaded.settings.items())
+        return cannot_tell(f"{loaded.name} reads its sizes from module-level settings ({read}), so mha-check cannot "
+                           "build it with its own widths, heads and context lengths", help=FACTORY_HELP)
     built, note = [], ""
     for i in range(len(ctx.required_configs())):
         cfg = ctx.required_configs()[i]
         try:
             ctx.subject.build(cfg)
+        except CannotDrive as e:
+            return cannot_tell(f"mha-check could not call {loaded.name}(...): {e.message}",
+                               help="--arg NAME=VALUE (or NAME=@d_out to bind it to the width), or " + FACTORY_HELP)
         except TargetFailure as e:
-            accepted = _builds_other_widths(ctx, cfg) if ctx.separate_widths else None
-            if not ctx.separate_widths or accepted or not _square_works(ctx, i):
-                hint = (f" (yet it builds d_in={accepted.d_in}, d_out={accepted.d_out}: is d_in used where d_out is "
-                        "meant?)" if accepted else "")
-                return failed(f"{loaded['name']}(...) failed for {cfg.describe()}: {e.message}{hint}", config=cfg,
-                              diagnosis="builds d_in = d_out + heads instead" if accepted else "refuses valid widths")
+            if not ctx.separate_widths or not _square_works(ctx, i):
+                finding = "refuses valid widths as not divisible" if "divisible" in e.message else \
+                    "refuses valid widths"
+                return failed(f"{loaded.name}(...) failed for {cfg.describe()}: {e.message}", config=cfg,
+                              finding=finding)
             note = f"; it refuses d_in != d_out ({e.message[:160]}), so every check uses d_in = d_out"
             cfg = ctx.required_configs()[i]
         built.append(cfg.describe())
-    spelt = ", ".join(f"{p}←{k}" for k, p in loaded["signature"]["accepts"].items())
-    if loaded["signature"]["config_param"]:
-        spelt += (", " if spelt else "") + f"{loaded['signature']['config_param']}←config object"
-    return passed(f"built {loaded['name']} ({spelt or 'no arguments'}){note}", built=built)
-
-
-def _builds_other_widths(ctx, cfg):
-    """A constructor that refuses d_in != d_out refuses it for every d_in.  One that builds d_in = d_out + heads (a
-    multiple of the head count) but not the required d_in is not square-only: it takes the width from d_in where
-    d_out is meant, and its refusal was a divisibility error on the wrong width.  Returns that configuration."""
-    other = replace(cfg, d_in=cfg.d_out + cfg.heads)
-    try:
-        ctx.subject.build(other)
-    except TargetFailure:
-        return None
-    return other
+    sig = loaded.signature
+    spelt = ", ".join([f"{p}←{k}" for k, p in sig.accepts.items()] + [f"{p}←{k}" for p, k in sig.derived.items()])
+    if sig.config_param:
+        spelt += (", " if spelt else "") + f"{sig.config_param}←config object"
+    return passed(f"built {loaded.name} ({spelt or 'no arguments'}){note}", built=built)
 
 
 def _square_works(ctx, i: int) -> bool:

@@ -1,17 +1,15 @@
-from checks import check, failed, passed
-from harness.engine.context import same, worst_difference
+"""contiguity: no view() on a non-contiguous tensor, neither after a transpose nor on a non-contiguous input.
+
+It runs before output-shape: a forward that raises the view error is reported here, once, and the checks that need
+a working forward are skipped.  A forward that raises something else is not judged here (output-shape reports it).
+"""
+from checks import Outcome, check, failed, passed
+from checks.construct import construct
+from harness.engine.compare import same, worst_difference
 from harness.engine.search import find_failure
-from harness.sandbox.subject import TargetFailure
+from harness.wire.errors import TargetFailure
 
 VIEW_ERROR = ("view size is not compatible with input tensor", "use .reshape(...) instead")
-
-
-CASES = (  # (non-contiguous input?, what it means, observed, diagnosis): the contiguous input first
-    (False, "`view` after `transpose` without `contiguous()`: forward raised ", "RuntimeError from view()",
-     "view after transpose without contiguous()"),
-    (True, "forward calls view() on its (non-contiguous) input: ",
-     "RuntimeError from view() on a non-contiguous input", "view on the input"),
-)
 
 
 def _is_view_error(message: str) -> bool:
@@ -27,6 +25,7 @@ def _is_view_error(message: str) -> bool:
     for a sliced or transposed input.""",
     fix="""Call `.contiguous()` before `.view(...)` after a transpose (`ctx.transpose(1, 2).contiguous().view(B, n,
     d)`), or use `.reshape(...)`, which copies when it must.""",
+    needs=(construct,),
     example="""H = 2, n = 3: w @ v (2, 2, 3, 4) -> .transpose(1, 2) -> (2, 3, 2, 4), strides (24, 4, 12, 1):
       not contiguous
     view(2, 3, 8) on it raises 'view size is not compatible with input tensor's size and stride': a token's
@@ -35,23 +34,40 @@ def _is_view_error(message: str) -> bool:
     second run: the same x (2, 3, 8) as x.transpose(0, 1).contiguous().transpose(0, 1), same values with
       strides (8, 16, 1): forward must not raise and must give the same y""",
 )
-def run(ctx):
+def contiguity(ctx):
+    if ctx.mapping.style is None:
+        return Outcome("skip", "not judged: mha-check could not tell how to call your forward (see output-shape)",
+                       details={"usable": True})
+    others: list[str] = []  # errors that are not the view error: output-shape reports them
+
     def prop(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
-        outputs = []
-        for noncontig, mistake, observed, diagnosis in CASES:
-            try:
-                outputs.append(inst.forward(x, noncontig=noncontig))
-            except TargetFailure as e:
-                if not _is_view_error(e.message):
-                    raise
-                return failed(mistake + e.message, observed=observed, expected="a result", diagnosis=diagnosis)
-        y, y2 = outputs
+        try:
+            y = inst.forward(x)
+        except TargetFailure as e:
+            if not _is_view_error(e.message):
+                others.append(e.message)
+                return None
+            return failed("`view` after `transpose` without `contiguous()`: forward raised " + e.message,
+                          observed="RuntimeError from view()", expected="a result",
+                          finding="view after transpose without contiguous()")
+        try:
+            y2 = inst.forward(x, noncontig=True)
+        except TargetFailure as e:
+            if not _is_view_error(e.message):
+                others.append(e.message)
+                return None
+            return failed("forward calls view() on its (non-contiguous) input: " + e.message,
+                          observed="RuntimeError from view() on a non-contiguous input", expected="a result",
+                          finding="view on the input", usable=True)
         if not same(y2, y):
             return failed("the output changes when the same input is given with non-contiguous strides: "
-                          + worst_difference(y2, y, ("non-contiguous", "contiguous")))
+                          + worst_difference(y2, y, ("non-contiguous", "contiguous")), usable=True)
         return None
 
     outcome = find_failure(ctx, prop, min_heads=2, min_n=2)
+    if outcome is None and others:
+        return Outcome("skip", f"not judged where your forward raises {others[0][:200]} (reported by "
+                               "output-shape)", details={"usable": True})
     return outcome or passed("forward works with several heads and tokens, and on non-contiguous inputs")

@@ -1,6 +1,8 @@
+"""divisibility (a lesson rule): a width not divisible by the number of heads is refused at construction."""
 from checks import check, failed, passed
+from checks.construct import construct
 from harness.wire.config import Config
-from harness.sandbox.subject import TargetFailure
+from harness.wire.errors import TargetFailure
 
 
 @check(
@@ -17,19 +19,21 @@ from harness.sandbox.subject import TargetFailure
     fail: a module is built, e.g. with q, k, v = Linear(8, 6) and out = Linear(6, 8): 200 parameters,
       y (2, 3, 8) looks normal and 2 features are silently dropped
     (construct checks that the valid d = 6, H = 2 and d = 12, H = 3 still build)""",
+    needs=(construct,),
+    kind="rule",
 )
-def run(ctx):
+def divisibility(ctx):
     sep = ctx.separate_widths
     for d_out, heads in ((8, 3), (10, 4)):
         cfg = Config(d_in=5 if sep else d_out, d_out=d_out, heads=heads, context_length=6, batch=2, n=3)
         try:
             inst = ctx.subject.build(cfg)
-        except TargetFailure as e:
+        except TargetFailure:
             continue
         width = (d_out // heads) * heads
         return failed(
             f"built a module for d_out={d_out} with {heads} heads instead of refusing it; heads of width "
             f"{d_out // heads} cover only {width} of the {d_out} features",
-            config=cfg, observed=f"constructed ({inst.info['param_count']} parameters)",
-            expected="an exception from the constructor")
+            config=cfg, observed=f"constructed ({inst.info.param_count} parameters)",
+            expected="an exception from the constructor", finding="no divisibility check")
     return passed("refused d_out=8 with 3 heads and d_out=10 with 4 heads")

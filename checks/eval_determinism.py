@@ -1,7 +1,9 @@
+"""eval-determinism: in eval() mode, with dropout > 0, the output is deterministic and dropout is off."""
 import numpy as np
 
 from checks import check, failed, passed
-from harness.engine.context import same, worst_difference
+from checks.output_shape import output_shape
+from harness.engine.compare import same, worst_difference
 from harness.wire.config import Config
 
 
@@ -18,21 +20,23 @@ from harness.wire.config import Config
     F.dropout(w, 0.5, training=True) in eval(): each weight of w (2, 2, 4, 4) is zeroed with probability 0.5
       and the others doubled: row 0 [1, 0, 0, 0] becomes [2, 0, 0, 0] or [0, 0, 0, 0], so two passes differ
     right: nn.Dropout(0.5) is the identity after .eval()""",
+    needs=(output_shape,),
 )
-def run(ctx):
+def eval_determinism(ctx):
     base = ctx.base
     cfg = Config(**{**base.to_dict(), "dropout": 0.5})
     by_arg = ctx.accepts("dropout")
-    inst = ctx.build(cfg if by_arg else base, force_dropout=0.0 if by_arg else 0.5)
+    inst = ctx.build(cfg if by_arg else base, force_dropout=None if by_arg else 0.5)
     how = "dropout=0.5" if by_arg else "every nn.Dropout set to p=0.5"
-    if not by_arg and not inst.info["dropout_modules"]:
+    if not by_arg and not inst.info.dropout_modules:
         how = "no dropout argument nor nn.Dropout module found; determinism only"
     x = ctx.input(cfg)
     first, second = inst.forward(x), inst.forward(x)
     if not np.array_equal(first, second, equal_nan=True):
         return failed(f"with {how}, two forward passes in eval() mode gave different outputs: "
                       + worst_difference(second, first, ("second pass", "first pass")) + "; dropout is still active in eval mode",
-                      config=cfg, observed="different outputs", expected="identical outputs")
+                      config=cfg, observed="different outputs", expected="identical outputs",
+                      finding="dropout in eval")
     if inst.layout is not None:  # same weights with and without dropout: eval() must make them agree
         plain = ctx.build(base)
         w = ctx.weights_for(plain, "eval")
@@ -43,5 +47,5 @@ def run(ctx):
             return failed(f"with {how}, the eval() output differs from the same module built with dropout=0: "
                           + worst_difference(with_dropout, without, ("p=0.5", "p=0")) + "; dropout (or its 1/(1-p) scaling) is applied "
                           "in eval mode", config=cfg, observed="output depends on p in eval()",
-                          expected="the same output as with p=0")
+                          expected="the same output as with p=0", finding="dropout scaling in eval")
     return passed(f"deterministic in eval() mode, and equal to the dropout-free output ({how})")

@@ -1,7 +1,9 @@
+"""gradient-match: gradients for the input and for every weight equal the reference's."""
 import numpy as np
 
 from checks import check, failed, passed
-from harness.engine.context import close, worst_difference
+from checks.output_shape import output_shape
+from harness.engine.compare import close, worst_difference
 from harness.engine.search import find_failure
 from reference import numpy_ref
 
@@ -18,6 +20,7 @@ NAMES = {"x": "the input", "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o",
     reference and compares the gradients of the input and of Q, K, V and the output projection.""",
     fix="""Keep the whole forward differentiable: no torch.no_grad(), .detach(), .data, .numpy() or .item() on the
     path from x to the output.""",
+    needs=(output_shape,),
     weights=True,
     example="""x: (2, 3, 8) and a random upstream gradient g = dL/dy: (2, 3, 8) (L = sum(g * y)), same weights in your
       module and in the reference
@@ -26,31 +29,31 @@ NAMES = {"x": "the input", "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o",
       (only the paths through V and W_o remain)
     keys computed with W_q: dL/dW_k is zero; x /= 2 in forward: autograd raises on the leaf x""",
 )
-def run(ctx):
+def gradient_match(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         w = ctx.weights_for(inst, "grad")
         ctx.transplant(inst, w)
         x = ctx.input(cfg)
         gy = ctx.rng("gy", cfg).standard_normal((cfg.batch, cfg.n, cfg.d_out))
-        head, got = inst.vjp(x, gy)
-        if head.get("no_graph"):
+        got = inst.vjp(x, gy)
+        if got.no_graph:
             return failed("the output does not require grad: it was detached or computed under torch.no_grad",
-                          observed="no gradient", expected="gradients for the input and the weights")
+                          observed="no gradient", expected="gradients for the input and the weights",
+                          finding="no gradient")
         cache = {}
         numpy_ref.forward(x, cfg.heads, w, cache=cache)
         want = numpy_ref.backward(gy, w, cache)
-        wrong = []
-        for key in ["x"] + list(w.as_dict()):
-            mine = got.get("g_" + key, got.get("gx") if key == "x" else None)
-            if mine is not None and not close(mine, want[key]):
-                wrong.append((key, mine))
+        mine = {"x": got.gx, **got.grads}
+        wrong = [(k, mine[k]) for k in ["x"] + list(w.as_dict()) if mine.get(k) is not None
+                 and not close(mine[k], want[k])]
         if not wrong:
             return None
         names = ", ".join(NAMES[k] for k, _ in wrong)
-        key, mine = wrong[0]
-        zero = " (all zero)" if not np.any(mine) else ""
-        return failed(f"wrong gradient for {names}: for {NAMES[key]}{zero} " + worst_difference(mine, want[key])
-                      + ctx.mapping_caveat(), observed=f"wrong gradients: {names}", expected="reference gradients")
+        key, value = wrong[0]
+        zero = " (all zero)" if not np.any(value) else ""
+        return failed(f"wrong gradient for {names}: for {NAMES[key]}{zero} " + worst_difference(value, want[key]),
+                      observed=f"wrong gradients: {names}", expected="reference gradients",
+                      finding="wrong gradients: " + ",".join(k for k, _ in wrong))
 
     return find_failure(ctx, prop) or passed("input and weight gradients equal the reference's")

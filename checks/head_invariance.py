@@ -1,6 +1,8 @@
+"""head-invariance: the parameter count is the same for every number of heads that divides the width."""
 from checks import check, failed, passed
+from checks.construct import construct
 from harness.wire.config import Config
-from harness.sandbox.subject import TargetFailure
+from harness.wire.errors import TargetFailure
 
 
 @check(
@@ -10,18 +12,19 @@ from harness.sandbox.subject import TargetFailure
     head of width d_out costs. "More heads means more parameters" is the misconception this catches.""",
     fix="""Give the heads d_out / H features each (one projection of width d_out, viewed as (B, n, H, d_out/H)),
     not one full-width projection per head.""",
-    example="""d_out = 12 (d_in = 12, or 7 with separate widths), built with H = 1, 2, 3, 4, 6 (dh = 12, 6, 4, 3, 2)
-    pass: the same count every time, 3·12·12 + 12² + 12 = 588 (408 with d_in = 7)
+    example="""d_out = 12 (d_in = 12, or 24 with separate widths), built with H = 1, 2, 3, 4, 6 (dh = 12, 6, 4, 3, 2)
+    pass: the same count every time, 3·12·12 + 12² + 12 = 588 (1,020 with d_in = 24)
     fail: every head with its own full-width 12 -> 12 Q, K, V and out = Linear(12·H, 12):
       588, 1164, 1740, 2316, 3468 parameters for H = 1, 2, 3, 4, 6""",
+    needs=(construct,),
 )
-def run(ctx):
+def head_invariance(ctx):
     sep = ctx.separate_widths
     counts = {}
     for heads in (1, 2, 3, 4, 6):
-        cfg = Config(d_in=7 if sep else 12, d_out=12, heads=heads, context_length=5, batch=2, n=3)
+        cfg = Config(d_in=24 if sep else 12, d_out=12, heads=heads, context_length=5, batch=2, n=3)
         try:
-            counts[heads] = ctx.subject.build(cfg).info["param_count"]
+            counts[heads] = ctx.subject.build(cfg).info.param_count
         except TargetFailure as e:
             counts[heads] = None
             failed_build = (heads, e.message)
@@ -32,5 +35,6 @@ def run(ctx):
         return failed(f"could not build with {h} heads for d_out=12: {msg}", observed=table)
     if len(set(built.values())) > 1:
         return failed(f"parameter count changes with the number of heads (d_out=12): {table}",
-                      observed=table, expected=f"the same count for all, {built[1]} as with one head")
+                      observed=table, expected=f"the same count for all, {built[1]} as with one head",
+                      finding="count grows with heads")
     return passed(f"{built[1]} parameters for 1, 2, 3, 4 and 6 heads (d_out=12)")

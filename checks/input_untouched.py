@@ -1,6 +1,8 @@
+"""input-untouched: forward does not modify its input tensor."""
 import numpy as np
 
 from checks import check, failed, passed
+from checks.output_shape import output_shape
 from harness.engine.search import find_failure
 
 
@@ -14,18 +16,19 @@ from harness.engine.search import find_failure
       of x must be unchanged
     x /= sqrt(dh) = 2 inside forward changes all 48 (x[0, 0, 0] = 1.0 -> 0.5, and 0.25 after a second call)
     right: x = x / 2 makes a new tensor and leaves the caller's x alone""",
+    needs=(output_shape,),
 )
-def run(ctx):
+def input_untouched(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
         for mode in ("eval", "train"):
-            _, after = inst.forward(x, mode=mode, want_x_after=True)
+            after = inst.forward_keep_input(x, mode=mode).x_after
             if after is None or after.shape != x.shape or not np.array_equal(after, x):
                 changed = "its shape" if after is None or after.shape != x.shape else \
                     f"{int((after != x).sum())} of {x.size} values"
                 return failed(f"forward in {mode}() mode modified its input in place ({changed} changed)",
-                              observed="input changed", expected="input unchanged")
+                              observed="input changed", expected="input unchanged", finding="input modified")
         return None
 
     return find_failure(ctx, prop, generated=False) or passed("the input is unchanged after forward")

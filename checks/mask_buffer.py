@@ -1,17 +1,23 @@
-from checks import check, failed, passed
-from harness.sandbox.subject import TargetFailure
+"""mask-buffer: the causal mask travels with the module.  Judged by what happens after `.to("meta")`, PyTorch's
+device without data: a mask kept as a plain attribute, in a dict or a list, or made in forward without `device=`,
+stays on the CPU and the forward fails there exactly as it would on a GPU."""
+from checks import cannot_tell, check, failed, passed
+from checks.output_shape import output_shape
+from harness.wire.errors import TargetFailure
 
-DEVICE_WORDS = ("same device", "expected device", "on device", "device type")  # a device mix, not e.g. .item()
+DEVICE_WORDS = ("same device", "expected device", "on device", "device type", "devices")  # a device mix
 
 
 @check(
     id="mask-buffer",
     claim="the causal mask travels with the module: a registered buffer, or made on x.device in forward",
-    explanation="""A mask stored as a plain tensor attribute (self.mask = torch.triu(...)) is not moved by
-    module.to(device) or .cuda(), and is not in the state_dict: the layer works on the CPU and breaks on a GPU.
-    mha-check shows this without a GPU by moving the module to PyTorch's 'meta' device and running it.""",
+    explanation="""A mask stored as a plain tensor attribute (self.mask = torch.triu(...)), or cached in a dict or
+    a list, is not moved by module.to(device) or .cuda(), and is not in the state_dict: the layer works on the CPU
+    and breaks on a GPU. mha-check shows this without a GPU by moving the module to PyTorch's 'meta' device and
+    running it.""",
     fix="""`self.register_buffer("mask", torch.triu(torch.ones(L, L), diagonal=1).bool())`, or build the mask in
     forward with `device=x.device`, or use scaled_dot_product_attention(..., is_causal=True).""",
+    needs=(output_shape,),
     example="""d = 6, H = 2, context_length = 7: the mask is a (7, 7) bool tensor, triu(ones(7, 7), 1)
     plain attribute self.mask = ...: the state_dict has q.weight, k.weight, v.weight, out.weight, out.bias,
       no 'mask', and model.to('meta') leaves self.mask on the CPU
@@ -19,33 +25,43 @@ DEVICE_WORDS = ("same device", "expected device", "on device", "device type")  #
       'Tensor on device meta is not on the expected device cpu!'
     right: register_buffer('mask', ...): model.to('meta') moves it, and y = model(x) is on 'meta'""",
 )
-def run(ctx):
-    inst = ctx.build(ctx.base)
-    plain = inst.info["plain_tensors"]
-    if plain:
-        return failed(f"tensor attribute(s) {', '.join(plain)} are not registered buffers: they stay behind on "
-                      "module.to(device) and are missing from the state_dict",
-                      observed=f"plain tensor attributes: {', '.join(plain)}", expected="registered buffers",
-                      diagnosis="mask as a plain attribute")
+def mask_buffer(ctx):
     cfg = ctx.base
-    square = [n for n, shape in inst.info["params"] if shape == [cfg.context_length, cfg.context_length]]
+    inst = ctx.build(cfg)
+    square = [p.name for p in inst.info.params if p.shape == [cfg.context_length, cfg.context_length]]
     if square:
         return failed(f"parameter(s) {', '.join(square)} look like a mask stored as a trainable nn.Parameter; "
-                      "register it as a buffer", observed="mask as parameter", expected="buffer")
-    created = inst.call("factories", {"x": ctx.input(cfg)})[0]["created"]
-    if not created:
-        return passed("no plain tensor attributes, and forward creates no tensor without device=")
-    made = "; ".join(f"{c['call']} of shape {tuple(c['shape'])} at {c['at']}" for c in created[:3])
-    try:  # a tensor made without device=: see whether it really stays behind (costs a meta-device import)
+                      "register it as a buffer", observed="mask as parameter", expected="buffer",
+                      finding="mask as parameter")
+    followed = inst.devices(ctx.input(cfg))
+    if not followed.mixes:  # every tensor that meets the input's moves with the module: no device run needed
+        return passed("every tensor your forward combines with the input moves with the module (registered "
+                      "buffers and parameters, or made on the input's device)")
+    where = "; ".join(f"{m.op} at {m.at} uses a {tuple(m.shape)} tensor that stays on the CPU" for m in
+                      followed.mixes[:3])
+    try:  # the exact test: PyTorch's meta device, where a tensor left on the CPU fails as it would on a GPU
         meta = inst.meta_forward((cfg.batch, cfg.n, cfg.d_in))
     except TargetFailure as e:
         if any(w in e.message.lower() for w in DEVICE_WORDS):
-            return failed(f"forward creates tensors without device= ({made}); after module.to(device) they "
-                          "stay on the CPU and the forward fails: " + e.message,
-                          observed="device mismatch", expected="the forward runs on the module's device",
-                          diagnosis="mask created on the wrong device")
-        return passed(f"no plain tensor attributes; the meta-device run was not possible ({e.message[:120]})")
-    if meta.get("device") != "meta":
-        return failed(f"after module.to('meta') the output is on {meta.get('device')}: something in forward "
-                      "creates tensors on a fixed device", observed=str(meta.get("device")), expected="meta")
-    return passed("mask registered (or built on the input's device): the module runs after .to('meta')")
+            return failed(f"after module.to(device) your forward fails: {where} ({_suspects(inst, followed)}): "
+                          + e.message[:300], observed="device mismatch",
+                          expected="the forward runs on the module's device", finding="mask stays on the CPU")
+        return cannot_tell(f"{where}, but mha-check could not confirm it on the meta device ({e.message[:200]})",
+                           help="register such tensors as buffers, or make them with device=x.device")
+    if meta.device != "meta":
+        return failed(f"after module.to('meta') the output is on {meta.device}: {where}", observed=meta.device,
+                      expected="meta", finding="mask stays on the CPU")
+    if any(m.parameter for m in followed.mixes):  # the meta device lets a matmul with CPU weights pass; a GPU not
+        return failed(f"weights the module does not register stay on the CPU when it moves: {where}",
+                      observed="unregistered parameters on the CPU", expected="registered parameters",
+                      finding="weights stay on the CPU")
+    return passed("the module runs after .to('meta'): its mask moves with it (a registered buffer, or made on the "
+                  "input's device)")
+
+
+def _suspects(inst, followed) -> str:
+    """Where the tensor that stays behind comes from: plain attributes, containers, factories without device=."""
+    found = [f"plain attribute {a}" for a in inst.info.plain_tensors]
+    found += [f"{c} is a plain list/dict" for c in inst.info.containers]
+    found += [f"{c.call} of shape {tuple(c.shape)} at {c.at} without device=" for c in followed.created[:3]]
+    return "; ".join(found) or "a tensor kept outside the module's buffers"

@@ -1,8 +1,16 @@
+"""output-shape: forward(x) returns a finite tensor of shape (B, n, d_out).
+
+An exception or a wrong shape means no other forward-based check can measure anything: they are skipped.  NaN or
+inf values are a failure too, but the dependents still run (the leakage map of a NaN row still says something).
+"""
+import re
+
 import numpy as np
 
-from checks import check, failed, passed
+from checks import cannot_tell, check, failed, passed
+from checks.contiguity import contiguity
 from harness.engine.search import find_failure
-from harness.sandbox.subject import TargetFailure
+from harness.wire.errors import TargetFailure
 
 
 @check(
@@ -12,6 +20,7 @@ from harness.sandbox.subject import TargetFailure
     different shape, NaN or inf values, or an exception mean the layer cannot be used in a model.""",
     fix="""Return `self.out_proj(context)` where context has shape (B, n, d_out); NaN usually means a row of scores
     was entirely masked (a mask that also hides the diagonal).""",
+    needs=(contiguity,),
     example="""x: (B, n, d_in) = (2, 3, 8), d_out = 8, H = 2 -> y must be (2, 3, 8) with every value finite
     with d_in = 6, d_out = 8: x (2, 3, 6) -> y (2, 3, 8)
     fail: y (2, 2, 3, 4) (heads never merged), or an exception, e.g. masked_fill with an unsliced (16, 16) mask
@@ -19,21 +28,70 @@ from harness.sandbox.subject import TargetFailure
     fail: y (2, 3, 8) with 16 NaN values at token 0: a mask that also hides the diagonal makes
       row 0 = softmax([-inf, -inf, -inf]) = [nan, nan, nan]""",
 )
-def run(ctx):
+def output_shape(ctx):
+    proof = ctx.mapping
+    if proof.style is None:
+        return cannot_tell(f"mha-check could not tell how to call your forward: {proof.problem}",
+                           help="check a factory that returns a module whose forward(x) applies the causal mask "
+                                "itself")
+
     def prop(cfg):
         try:
             y = ctx.build(cfg).forward(ctx.input(cfg))
         except TargetFailure as e:
-            return failed(e.message if e.message.startswith("forward returned") else f"forward raised {e.message}")
+            return failed(e.message if e.message.startswith("forward returned") else f"forward raised {e.message}",
+                          finding=_raised_finding(e.message, cfg))
         want = (cfg.batch, cfg.n, cfg.d_out)
         if y.shape != want:
             return failed(f"output has shape {y.shape}, expected {want}", observed=str(y.shape),
-                          expected=str(want))
+                          expected=str(want), finding=_shape_finding(y.shape, cfg))
         if not np.all(np.isfinite(y)):
             bad = np.argwhere(~np.isfinite(y))
             positions = sorted({int(t) for t in bad[:, 1]})
             return failed(f"output has {len(bad)} NaN/inf values, at token positions {positions}",
-                          observed="non-finite values", expected="finite values")
+                          observed="non-finite values", expected="finite values", usable=True,
+                          finding="non-finite at the " + ("first token" if positions == [0] else
+                                                          "last token" if positions == [cfg.n - 1] else "tokens"))
         return None
 
     return find_failure(ctx, prop) or passed("shape (B, n, d_out) and finite values for every configuration tried")
+
+
+def _normalised(message: str) -> str:
+    """The error text without numbers and without where it happened: stable across configurations."""
+    return re.sub(r"\d+", "#", re.sub(r"\(at .*", "", message))[:160].strip()
+
+
+SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+VIEW = re.compile(r"shape '\[([\d, -]+)\]' is invalid for input of size (\d+)")
+
+
+def _raised_finding(message: str, cfg) -> str:
+    """What an exception says about the mistake, when its numbers tell: a mask of the wrong size, a merge view to
+    the input width; otherwise the error text without its numbers."""
+    sizes = SIZES.search(message)
+    at_mask = "mask" in message.partition("(at ")[2].lower()  # the student's line that raised works on a mask
+    if sizes and at_mask:
+        a, b = sorted(int(v) for v in sizes.groups())
+        if {a, b} == {cfg.context_length, cfg.n} and cfg.context_length != cfg.n:
+            return "mask not cut to n"
+        if b == cfg.n and a < cfg.n and a != cfg.context_length:
+            return "mask smaller than the context length"
+    view = VIEW.search(message)
+    if view:
+        dims, size = [int(v) for v in view.group(1).split(",")], int(view.group(2))
+        if len(dims) == 3 and dims[2] == cfg.d_in != cfg.d_out and size == dims[0] * dims[1] * cfg.d_out:
+            return "merge view to d_in"
+        if len(dims) == 4 and cfg.heads in dims[1:3] and dims[3] == cfg.d_in // cfg.heads != cfg.head_width:
+            return "head width from d_in"
+    return "raised: " + _normalised(message)
+
+
+def _shape_finding(shape, cfg) -> str:
+    if len(shape) == 3 and shape[:2] == (cfg.batch, cfg.n) and shape[2] == cfg.heads * cfg.d_out:
+        return "output width heads x d_out"
+    if len(shape) == 3 and shape[:2] == (cfg.batch, cfg.n) and shape[2] == cfg.d_in != cfg.d_out:
+        return "output width d_in"
+    if len(shape) == 4:
+        return "heads never merged"
+    return "wrong shape"

@@ -1,56 +1,93 @@
+"""param-count: 3·d_in·d_out + d_out² plus d_out for each bias the module actually has.
+
+The lesson: "count parameters with the setting you actually use".  So the biases are read off the module (which
+of b_q, b_k, b_v, b_o it has); a missing or extra weight matrix, or a bias that contradicts an explicit qkv_bias
+argument, is a failure.  Whether the output projection *should* have a bias is a lesson rule (out-proj-bias).
+"""
+from dataclasses import replace
+
 from checks import check, failed, passed
+from checks.construct import construct
 from harness.engine.search import find_failure
 from reference import param_count_formula
 
+BIASES = ("bq", "bk", "bv", "bo")
 
-def _explain_difference(diff: int, cfg) -> str:
+
+def _explain_difference(extra: int, cfg) -> tuple[str, str]:
+    """(what the difference looks like, its finding code), only when exactly one known pattern fits it: with tiny
+    widths several patterns give the same number, and then none is named."""
     d_in, d = cfg.d_in, cfg.d_out
-    known = {d: "an output projection without bias (nn.Linear(d_out, d_out) has one)",
-             -d: "one extra bias vector of width d_out",
-             -(d * d + d): "no output projection (concatenation alone does not combine the heads)",
-             3 * d: "no Q/K/V biases although qkv_bias=True was asked",
-             -3 * d: "Q/K/V biases although qkv_bias=False was asked",
-             d * d + d: "a missing output projection weight or bias"}
-    if diff in known:
-        return "; looks like " + known[diff]
-    if diff < 0 and (-diff) % (3 * d_in * d) == 0:
-        return f"; that is {(-diff) // (3 * d_in * d)} extra full-width sets of Q/K/V (heads of width d_out?)"
-    return ""
+    patterns = [
+        (extra in (-(d * d), -(d * d + d)), "no output projection (concatenation alone does not combine the heads)",
+         "count: no output projection"),
+        (extra > 0 and extra % (3 * d_in * d) == 0,
+         f"{extra // max(1, 3 * d_in * d)} extra full-width sets of Q/K/V (heads of width d_out?)",
+         "count: full-width heads"),
+        (extra > 0 and extra % (d * d + d) == 0, f"{extra // (d * d + d)} extra Linear({d}, {d}) (created but not "
+                                                 "needed?)", "count: extra projection"),
+        (extra < 0 and -extra % (d_in * d) == 0, f"{-extra // (d_in * d)} of the Q/K/V projections are missing from "
+                                                 "the module's parameters (kept in a plain list?)",
+         "count: missing projections"),
+    ]
+    fitting = [(text, code) for fits, text, code in patterns if fits]
+    return fitting[0] if len(fitting) == 1 else ("", "count: other")
+
+
+def _biases(inst) -> set[str] | None:
+    """The biases the module has, when every candidate reading of its parameters agrees; None when unknown."""
+    found = {frozenset(r for r in layout.roles if r in BIASES) for layout in inst.layouts}
+    return set(next(iter(found))) if len(found) == 1 else None
 
 
 @check(
     id="param-count",
-    claim="the parameter count is 3·d_in·d_out + d_out² + d_out (+ 3·d_out with Q/K/V biases)",
-    explanation="""Q, K and V are three (d_in × d_out) matrices, the output projection is d_out × d_out plus a bias.
-    264 for d = 8; 2,360,064 for GPT-2 small without Q/K/V biases, 2,362,368 with them. Another count means a
-    missing or extra piece.""",
+    claim="the parameter count is 3·d_in·d_out + d_out² + d_out for each bias the layer has (no H in it)",
+    explanation="""Q, K and V are three (d_in × d_out) matrices and the output projection is d_out × d_out, plus
+    d_out for each bias vector: 264 for d = 8 with an output bias; 2,360,064 for GPT-2 small without Q/K/V biases,
+    2,362,368 with them. Another count means a missing or extra piece.""",
     fix="""Use three nn.Linear(d_in, d_out, bias=qkv_bias) (or one fused (d_in, 3·d_out)) and one
     nn.Linear(d_out, d_out); split the width among the heads instead of giving each head its own full-width
     projections.""",
-    example="""formula: 3·d_in·d_out + d_out² + d_out (+ 3·d_out with Q/K/V biases)
+    needs=(construct,),
+    example="""formula: 3·d_in·d_out + d_out² + d_out per bias (b_o in the lesson; b_q, b_k, b_v with qkv_bias=True)
     d = 8: 3·8·8 + 8² + 8 = 192 + 72 = 264, the same for H = 1, 2 and 4
     GPT-2 small (d = 768): 2,360,064 without Q/K/V biases, 2,362,368 with them (+ 3·768)
-    typical wrong counts at d = 8: 256 (output projection without bias, -8), 192 (no output projection, -72),
-      288 (Q/K/V biases not asked for, +24), 520 with H = 2 (every head its own 8 -> 8 Q, K, V)""",
+    typical wrong counts at d = 8: 192 (no output projection, -72), 520 with H = 2 (every head its own 8 -> 8 Q,
+      K, V), 336 (an extra, unused Linear(8, 8))""",
 )
-def run(ctx):
-    def prop(cfg):
-        inst = ctx.subject.build(cfg)  # counting needs no forward pass (nor the weight-mapping proof)
-        got = inst.info["param_count"]
-        if "qkv_bias" in ctx.signature["accepts"]:  # an explicit argument: the module must honour it
-            options = [cfg.qkv_bias]
-        elif inst.layouts:
-            options = [any(r in inst.layouts[0]["roles"] for r in ("bq", "bk", "bv"))]
-        else:
-            options = [False, True]  # cannot tell whether the module meant to have Q/K/V biases
-        want = [param_count_formula(cfg.d_in, cfg.d_out, b) for b in options]
-        if got in want:
-            return None
-        formula = f"3·{cfg.d_in}·{cfg.d_out} + {cfg.d_out}² + {cfg.d_out}" + (" + 3·%d" % cfg.d_out if options[0] else "")
-        diff = want[0] - got
-        looks_like = _explain_difference(diff, cfg)
-        return failed(f"{got} parameters, the formula {formula} gives {want[0]} (difference {-diff:+d})"
-                      + looks_like, observed=str(got), expected=str(want[0]), parameters=inst.info["params"],
-                      diagnosis=looks_like.removeprefix("; looks like ") or "unexplained difference")
+def param_count(ctx):
+    explicit_qkv = "qkv_bias" in ctx.signature.accepts or bool(ctx.signature.config_param)
 
-    return find_failure(ctx, prop) or passed("matches 3·d_in·d_out + d_out² + d_out for every configuration tried")
+    def prop(cfg):
+        inst = ctx.subject.build(cfg)  # counting needs no forward pass
+        got = inst.info.param_count
+        weights = param_count_formula(cfg.d_in, cfg.d_out, False) - cfg.d_out
+        biases = _biases(inst)
+        allowed = [weights + k * cfg.d_out for k in range(5)] if biases is None else [
+            weights + len(biases) * cfg.d_out]
+        if biases is not None and explicit_qkv and "qkv_bias" in ctx.signature.accepts:
+            has = {"bq", "bk", "bv"} & biases
+            if cfg.qkv_bias and len(has) < 3 or not cfg.qkv_bias and has:
+                return failed(f"built with qkv_bias={cfg.qkv_bias}, the Q/K/V projections have biases "
+                              f"{sorted(has) or 'none'}", observed=str(sorted(has)), expected=str(cfg.qkv_bias),
+                              finding="qkv_bias ignored")
+        if got in allowed:
+            return None
+        explained = {_explain_difference(got - a, cfg) for a in allowed} - {("", "count: other")}
+        want = allowed[0] if biases is not None else min(allowed, key=lambda a: abs(a - got))
+        looks_like, code = next(iter(explained)) if len(explained) == 1 else ("", "count: other")
+        which = (f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
+                 " with any set of biases")
+        return failed(f"{got} parameters; 3·{cfg.d_in}·{cfg.d_out} + {cfg.d_out}² + biases gives {want}{which} "
+                      f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else ""),
+                      observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
+                      finding=code)
+
+    # the required configurations only: counting is exact, and widths of 1 or 2 (where hypothesis would shrink to)
+    # make different mistakes give the same difference
+    configs = ctx.required_configs()
+    if ctx.accepts("qkv_bias"):
+        configs += [replace(cfg, qkv_bias=True) for cfg in configs]
+    return find_failure(ctx, prop, generated=False, required=configs) or passed("3·d_in·d_out + d_out² + the biases the layer has, "
+                                                              "for every configuration tried")

@@ -1,5 +1,7 @@
+"""reference-match: with the same weights, the output equals the lesson's CausalMHA (float64 in, relative 1e-5)."""
 from checks import check, failed, passed
-from harness.engine.context import close, worst_difference
+from checks.output_shape import output_shape
+from harness.engine.compare import compare
 from harness.engine.search import find_failure
 from reference import numpy_ref
 
@@ -12,6 +14,7 @@ from reference import numpy_ref
     softmax axis, reshapes, a missing projection or a wrong role.""",
     fix="""Follow the lesson: project, view(B, n, H, dh).transpose(1, 2), scores = q @ k.transpose(-2, -1) / dh**0.5,
     masked_fill with -inf, softmax over the last axis, @ v, transpose back, contiguous().view, output projection.""",
+    needs=(output_shape,),
     weights=True,
     example="""d = 8, H = 2: the same W_q, W_k, W_v, W_o (8 × 8 each) and b_o (8) go into your module and the reference
     x: (2, 3, 8) -> y: (2, 3, 8); every value must agree within 1e-5 relative (float32 rounding)
@@ -19,17 +22,18 @@ from reference import numpy_ref
       no scaling 0.07-0.18, Q and K swapped 0.17-0.46, no mask 0.56-0.91
     fill -10 instead of -inf: about 1e-4, still caught; fill -100: exactly 0 (only causal-leakage sees it)""",
 )
-def run(ctx):
+def reference_match(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         w = ctx.weights_for(inst)
         ctx.transplant(inst, w)
         x = ctx.input(cfg)
         y = inst.forward(x)
-        want = numpy_ref.forward(x, cfg.heads, w)
-        if close(y, want):
+        mismatch = compare(y, numpy_ref.forward(x, cfg.heads, w))
+        if mismatch is None:
             return None
-        return failed("output differs from the reference with the same weights: " + worst_difference(y, want)
-                      + ctx.mapping_caveat(), observed=worst_difference(y, want), expected="difference below 1e-5 relative")
+        return failed("output differs from the reference with the same weights: " + mismatch.describe(),
+                      observed=mismatch.describe(), expected="difference below 1e-5 relative",
+                      mismatch=mismatch.to_dict())
 
     return find_failure(ctx, prop) or passed("equals the reference for every configuration tried")

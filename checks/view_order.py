@@ -6,7 +6,8 @@ from dataclasses import replace
 import numpy as np
 
 from checks import check, failed, passed
-from harness.engine.context import close
+from checks.output_shape import output_shape
+from harness.engine.compare import close
 from harness.engine.search import find_failure
 from reference import numpy_ref
 
@@ -30,6 +31,7 @@ def _zero_qk(w):
     memory in the wrong order: each "head" gets pieces of several tokens. The shapes agree, the results are wrong,
     and only a comparison with a reference catches it. The same holds for merging without the transpose back.""",
     fix="""Split: `t.view(B, n, H, dh).transpose(1, 2)`; merge: `ctx.transpose(1, 2).contiguous().view(B, n, d)`.""",
+    needs=(output_shape,),
     weights=True,
     example="""x: (2, 3, 8), H = 2, dh = 4; with the same weights the reference is computed the right way and wrongly:
       split with q.view(2, 2, 3, 4) (no transpose) and/or merge with view(2, 3, 8) without transpose(1, 2)
@@ -38,7 +40,7 @@ def _zero_qk(w):
     second weight set W_q = W_k = 0: all scores 0, weights [[1, 0, 0], [1/2, 1/2, 0], [1/3, 1/3, 1/3]] for any
       scale, so a scaling mistake vanishes there while a view-order mistake still moves y (by ~1)""",
 )
-def run(ctx):
+def view_order(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
@@ -51,7 +53,7 @@ def run(ctx):
             for (split, merge), mistake in MISTAKES.items():
                 if close(y, numpy_ref.forward(x, cfg.heads, w, split=split, merge=merge)):
                     return failed(mistake, observed=f"output equals the reference with {split}/{merge} reshapes",
-                                  expected="output equals the reference", diagnosis=f"{split}/{merge}")
+                                  expected="output equals the reference", finding=f"view:{split}/{merge}")
         return None
 
     outcome = find_failure(ctx, prop, min_heads=2, min_n=2)

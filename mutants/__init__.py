@@ -4,6 +4,8 @@ Every mutant module `mutants/<id>.py` holds `INFO` (a `MutantInfo`) and `class C
 `reference.causal_mha.CausalMHA` whose body differs only on the line(s) marked `# BUG:`, so that
 `diff reference/causal_mha.py mutants/<id>.py` shows the bug.  `INFO.killed_by` names the harness checks that
 must fail on it.  Modules are discovered, not listed: adding a file adds a mutant.
+
+The trusted side never imports the mutant modules (they import torch): it reads `catalogue()`, derived from them.
 """
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ import pathlib
 import pkgutil
 import types
 
+from mutants._catalogue import CatalogueMissing, variants
+from mutants._catalogue import load as catalogue
 from mutants._info import MutantInfo
 
-__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path"]
+__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "CatalogueMissing"]
 
 _DIR = pathlib.Path(__file__).resolve().parent
 

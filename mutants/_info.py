@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from reference.variants import DEFAULTS
+
 _KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 
 
@@ -20,6 +22,7 @@ class MutantInfo:
     fix: str  # student-facing: the line to change
     variant: dict | None = None  # knobs of reference.variants.forward that compute what this mutant computes
     example: str = ""  # student-facing: a tiny worked example (B=2, n=3, d=8, H=2) with shapes, line by line
+    trace: tuple[str, ...] = ()  # detectors of harness.engine.trace that mark this mistake in a recorded forward
 
     def __post_init__(self):
         if not _KEBAB.fullmatch(self.id):
@@ -30,11 +33,11 @@ class MutantInfo:
             if not _KEBAB.fullmatch(check):
                 raise ValueError(f"mutant {self.id}: check id {check!r} is not kebab-case")
         if self.variant is not None:
-            from reference.variants import DEFAULTS
-
             unknown = set(self.variant) - set(DEFAULTS)
             if unknown:
                 raise ValueError(f"mutant {self.id}: unknown variant knobs {sorted(unknown)}")
+        if not isinstance(self.trace, tuple) or not all(_KEBAB.fullmatch(d) for d in self.trace):
+            raise ValueError(f"mutant {self.id}: trace must be a tuple of detector ids")
         if len(set(self.killed_by)) != len(self.killed_by):
             raise ValueError(f"mutant {self.id}: duplicate check ids in killed_by")
 

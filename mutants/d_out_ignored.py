@@ -8,7 +8,7 @@ INFO = MutantInfo(
     id="d-out-ignored",
     title="The constructor ignores d_out and makes every projection d_in wide (d_out = d)",
     lesson='"Let the input be X of shape (n, din), the output width dout, and H heads with dh = dout / H"',
-    killed_by=("construct",),
+    killed_by=("output-shape",),
     symptom=("With d_in = d_out nobody notices; with d_in != d_out the layer is built with the wrong width: it "
              "refuses valid configurations (the divisibility test runs on d_in) or returns d_in-wide outputs."),
     fix="d_out = d if d_out is None else d_out  # the output width is its own parameter",

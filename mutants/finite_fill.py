@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=("Masked positions must get weight exactly 0 after the softmax (causal mask, LM3-T4); only -inf "
             "guarantees it."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
+    trace=("fill-leaks-visibly",),
     symptom=("Future tokens keep a weight of about e^-10 relative to the others: small, but the outputs differ "
              "from the reference and the future influences the past."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',

@@ -6,13 +6,15 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="finite-fill-100",
-    title="Masked scores filled with -100.0 instead of -inf (leak invisible in the forward values)",
+    title=("Masked scores filled with a large finite value (-100 here; GPT-2's -1e4 alike) instead of -inf: a leak "
+           "invisible in ordinary forward values"),
     lesson=("Masked positions must get weight exactly 0 after the softmax (causal mask, LM3-T4); only -inf "
             "guarantees it."),
     killed_by=("causal-leakage",),
+    trace=("fill-leaks-invisibly",),
     symptom=("Future tokens get a weight of about e^-100 (~1e-44): the outputs agree with the reference to every "
              "digit, but the gradient shows that the future still reaches the past, and the leak grows wherever "
-             "scores get large."),
+             "scores get large (with -1e4, as in early GPT-2 code, once real scores reach -1e4)."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"fill": -100.0},
     example=(

@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=('Each head runs scaled dot-product attention: the scores are divided by sqrt(dh) ("Scale, mask, '
             'softmax"); the layer must not write into its input.'),
     killed_by=("input-untouched", "reference-match", "gradient-match"),
+    trace=("input-changed-in-place",),
     symptom=("After a forward the caller's x has been divided by sqrt(dh) (a second call sees different data, and "
              "autograd refuses an in-place change of a leaf that requires grad); the scaling is also wrong, "
              "because Q, K and V are all scaled."),

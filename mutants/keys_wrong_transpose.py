@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=('Worked example: "Scores: q @ k.transpose(2, 3) has shape (2, 2, 3, 3): one 3 × 3 matrix per head per '
             'sequence."'),
     killed_by=("output-shape",),
+    trace=("keys-transposed-wrong",),
     symptom=("forward crashes in the matmul whenever the number of heads, the sequence length and the head width "
              "differ; with lucky equal sizes it runs and computes nonsense."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",

@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=("The causal mask (LM3-T4) hides only future positions s > t; torch.triu(..., 1) is True strictly "
             "above the diagonal, so a token may attend to itself."),
     killed_by=("output-shape", "causal-leakage", "reference-match", "gradient-match"),
+    trace=("mask-includes-diagonal",),
     symptom=("A token cannot attend to itself, and the first token has nothing left to attend to: its softmax row "
              "is all -inf and its output is NaN."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',

@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=("The mask is True above the diagonal, at the future positions that must be hidden: masked_fill(mask, "
             "-inf), not masked_fill(~mask, -inf)."),
     killed_by=("output-shape", "causal-leakage", "reference-match", "gradient-match"),
+    trace=("mask-keeps-future",),
     symptom=("Each token attends only to later tokens, and the last token has nothing left to attend to, so its "
              "output is NaN."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',

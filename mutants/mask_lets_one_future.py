@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=("The causal mask (LM3-T4) must hide every future position s > t; torch.triu(..., 1) is True strictly "
             "above the diagonal."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
+    trace=("mask-one-token-late",),
     symptom=("Each token also attends to the token right after it, so the model can read the answer it is "
              "supposed to predict; outputs differ from the reference."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',

@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=('Worked code: "scores.masked_fill(self.mask[:n, :n], float("-inf"))": the buffer is built once for '
             "context_length and cut to the current sequence length."),
     killed_by=("output-shape",),
+    trace=("mask-size-not-n",),
     symptom=("Sequences of exactly context_length tokens work; any shorter input crashes in masked_fill with a "
              "shape (broadcast) error."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',

@@ -9,7 +9,7 @@ INFO = MutantInfo(
     title="Causal mask kept as a plain attribute (self.mask = ...) instead of register_buffer",
     lesson=('Worked code: self.register_buffer("mask", ...) makes the mask part of the module, so .to(device), '
             ".double() and state_dict() handle it with the parameters."),
-    killed_by=("mask-buffer",),
+    killed_by=("mask-buffer", "registered"),
     symptom=("The mask is not moved by model.to(device) (forward then fails on GPU or meta tensors) and is "
              "missing from state_dict."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',

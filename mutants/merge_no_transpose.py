@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=('Worked example: "Merge heads: transpose(1, 2) to (2, 3, 2, 4), then contiguous().view(2, 3, 8) '
             'concatenates the heads."'),
     killed_by=("view-order", "causal-leakage", "reference-match", "gradient-match"),
+    trace=("merge-without-transpose",),
     symptom=("The merge reads the (B, H, n, dh) tensor head by head, so each output row is a jumble of several "
              "positions of one head: the outputs are wrong and a token's output contains later tokens."),
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads",

@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=('The causal mask M "the same for all heads" (LM3-T4); worked example: "Scale, mask, softmax over the '
             'last axis."'),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
+    trace=("mask-result-unused", "no-mask-applied", "sdpa-without-causal", "mask-hides-nothing"),
     symptom=("Every token attends to the whole sequence, future included: outputs at a position change when later "
              "tokens change."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',

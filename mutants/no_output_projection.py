@@ -9,7 +9,8 @@ INFO = MutantInfo(
     title="No output projection: the concatenated heads are returned as they are",
     lesson=('Common misconception: "Concatenation alone combines the heads." It puts them side by side; "the '
             'output projection W_O is what lets features from different heads interact."'),
-    killed_by=("param-count",),  # no output projection to transplant into: weight checks are skipped
+    killed_by=("param-count",),
+    trace=("heads-not-projected",),
     symptom=("Features found by different heads never mix, the layer has d_out² + d_out parameters too few, and "
              "its output differs from the reference."),
     fix="self.out = nn.Linear(d_out, d_out) in __init__, and return self.out(ctx)",

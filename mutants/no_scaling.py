@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=('Each head runs "scaled dot-product attention"; worked example: "Scores: q @ k.transpose(2, 3) ... '
             'Scale, mask, softmax over the last axis."'),
     killed_by=("reference-match", "gradient-match"),
+    trace=("scores-not-scaled",),
     symptom=("The softmax is too peaked (scores are sqrt(dh) times too large, worse for wider heads), so the "
              "attention weights and outputs differ from the reference and saturate in training."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",

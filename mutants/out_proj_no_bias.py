@@ -9,7 +9,7 @@ INFO = MutantInfo(
     title="Output projection built with bias=False",
     lesson=('Engineering implications: "Bias terms ... Count parameters with the setting you actually use"; the '
             "count 3·d_in·d_out + d_out² + d_out includes the output projection's bias."),
-    killed_by=("param-count",),  # with no bias to transplant, it computes the reference with b_o = 0
+    killed_by=("out-proj-bias",),
     symptom="The layer has d_out parameters fewer than the formula, and its outputs lack the output bias.",
     fix="self.out = nn.Linear(d_out, d_out)",
     example=(

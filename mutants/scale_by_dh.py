@@ -9,6 +9,7 @@ INFO = MutantInfo(
     title="Scores divided by the head width dh instead of its square root",
     lesson='"each head runs scaled dot-product attention": scores = q @ k.transpose(2, 3) / dh ** 0.5',
     killed_by=("reference-match", "gradient-match"),
+    trace=("scaled-by-dh",),
     symptom=("The scores are sqrt(dh) times too small, so the attention is flatter than it should be (uniform "
              "for wide heads); outputs and gradients differ from the reference."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # the square root of the head width",

@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=('Each head runs scaled dot-product attention on vectors of width d_h = d_out / H: "scores = q @ '
             'k.transpose(2, 3) / self.dh ** 0.5".'),
     killed_by=("reference-match", "gradient-match"),
+    trace=("scaled-by-sqrt-d",),
     symptom=("The softmax is too flat (the scores are sqrt(H) times too small), so the attention weights and the "
              "outputs differ from the reference; nothing crashes."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",

@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=("Worked example: \"Scale, mask, softmax over the last axis\": each query's weights over the keys sum "
             "to 1."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
+    trace=("softmax-not-last-axis",),
     symptom=("A token's weights no longer sum to 1, and each weight is normalised with the scores of later "
              "queries, so the future leaks into the past."),
     fix="w = torch.softmax(scores, dim=-1)",

@@ -10,6 +10,7 @@ INFO = MutantInfo(
     lesson=('Engineering implications: "Splitting with view(B, n, H, d_h) is correct; view(B, H, n, d_h) on the '
             'same tensor silently mixes tokens and features. The shapes agree, the results are wrong."'),
     killed_by=("view-order", "causal-leakage", "reference-match", "gradient-match"),
+    trace=("split-without-transpose",),
     symptom=("Nothing crashes and every shape is right, but each head's 'positions' are slices cut across several "
              "tokens: the outputs are wrong, and early tokens receive features of later ones (a causal leak)."),
     fix="split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)",

@@ -9,7 +9,8 @@ INFO = MutantInfo(
     title="view(B, n, d) directly after transpose(1, 2), without .contiguous()",
     lesson=('Engineering implications: "contiguous() before view. After transpose the tensor is no longer laid '
             'out contiguously, and view then raises an error. Either call .contiguous() first or use reshape."'),
-    killed_by=("contiguity", "output-shape"),
+    killed_by=("contiguity",),
+    trace=("view-on-transposed",),
     symptom=("forward raises \"view size is not compatible with input tensor's size and stride\" as soon as there "
              "is more than one head and more than one token."),
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  (or .reshape(B, n, d))",

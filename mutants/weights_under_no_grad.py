@@ -8,7 +8,7 @@ INFO = MutantInfo(
     id="weights-under-no-grad",
     title="Attention weights computed inside torch.no_grad(): forward right, gradients wrong",
     lesson="The layer is trained end to end: W_Q and W_K learn only through the gradient of the softmax weights.",
-    killed_by=("gradient-match",),
+    killed_by=("gradient-match", "parameters-used"),
     symptom=("The forward output is exactly right, but no gradient flows through the attention weights: W_Q and "
              "W_K get no gradient and never learn, and the input gradient is incomplete."),
     fix="w = torch.softmax(scores, dim=-1)  (outside any torch.no_grad() block)",

@@ -10,10 +10,11 @@ INFO = MutantInfo(
     lesson=("Order of operations: scale, mask with -inf, then softmax, so the masked positions get weight exactly "
             "0 and the allowed ones still sum to 1."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
+    trace=("mask-after-softmax",),
     symptom=("The weights of allowed positions are divided by a sum that includes future tokens: rows don't sum "
              "to 1 and the future still changes the past through the normaliser."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf")) before w = torch.softmax(scores, dim=-1)',
-    variant={"mask": "zero-after-softmax"},
+    variant={"mask": "after-softmax"},
     example=(
         "with all scores 0, the softmax over all 3 keys gives every row [1/3, 1/3, 1/3]\n"
         "zeroing the future then gives [[1/3, 0, 0], [1/3, 1/3, 0], [1/3, 1/3, 1/3]]: row 0 sums to 1/3, row 1 to 2/3\n"

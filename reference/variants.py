@@ -8,11 +8,12 @@ weights and input, with every variant, without torch and without running any mut
 Knobs:
 - split: "lesson" | "view-bhnd"            merge: "lesson" | "no-transpose"
 - scale: "sqrt-dh" | "sqrt-d" | "none" | "dh"
-- mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "zero-after-softmax"
+- mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax"
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
 - softmax_axis: -1 | -2
 - keys: "k" | "q" (keys computed with W_q) | "swap" (queries from W_k and keys from W_q)
 - out_proj: True | False
+- empty_rows: "nan" | "zero" (a row with every score masked: NaN from a plain softmax, 0 from a fused kernel)
 """
 from __future__ import annotations
 
@@ -21,14 +22,14 @@ import numpy as np
 from reference.numpy_ref import Weights, _merge, _split
 
 DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
-            "softmax_axis": -1, "keys": "k", "out_proj": True}
+            "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan"}
 
 
 def _future(n: int, mask: str) -> np.ndarray:
     ones = np.ones((n, n), dtype=bool)
     return {"causal": np.triu(ones, 1), "hide-diagonal": np.triu(ones, 0), "one-future": np.triu(ones, 2),
             "none": np.zeros((n, n), bool), "inverted": ~np.triu(ones, 1),
-            "zero-after-softmax": np.triu(ones, 1)}[mask]
+            "after-softmax": np.triu(ones, 1)}[mask]
 
 
 def _softmax(s: np.ndarray, axis: int) -> np.ndarray:
@@ -57,9 +58,11 @@ def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
     scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh)}[k_["scale"]]
     n = x.shape[1]
     hidden = _future(n, k_["mask"])
-    if k_["mask"] == "zero-after-softmax":
+    if k_["mask"] == "after-softmax":
         P = np.where(hidden, 0.0, _softmax(scores, k_["softmax_axis"]))
     else:
         P = _softmax(np.where(hidden, k_["fill"], scores), k_["softmax_axis"])
+        if k_["empty_rows"] == "zero":
+            P = np.where(np.all(hidden, axis=-1, keepdims=True), 0.0, P)
     ctx = _merge(P @ V, k_["merge"])
     return ctx @ w.wo.T + w.bias("bo") if k_["out_proj"] else ctx

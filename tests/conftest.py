@@ -1,42 +1,108 @@
-"""Shared fixtures: reports of whole mha-check runs, computed two at a time (each run is one child process)."""
+"""Shared fixtures: reports of whole mha-check runs, computed in the background while the tests run.
+
+Every report comes from a child forked from a warm zygote (the batch-grading path: torch imported once per worker,
+isolation as in production), two at a time.  A test module asks for the reports it needs up front
+(`reports.want([...])`) and reads each one when it gets to it, so pytest's progress shows as reports arrive
+instead of minutes of silence.
+"""
 from __future__ import annotations
 
 import ast
-import functools
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = ROOT / "tests" / "zoo"
+REALZOO = ROOT / "tests" / "realzoo"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def zoo_constants(path: Path) -> dict:
-    """TARGET and EXPECT of a zoo file, read without importing it."""
+    """The module-level literal constants of a zoo file (TARGET, EXPECT, OUTCOME, ...), read without importing it."""
     out = {}
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in ("TARGET", "EXPECT", "DIAGNOSIS"):
-            out[node.targets[0].id] = ast.literal_eval(node.value)
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper():
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
     return out
 
 
-@functools.lru_cache(maxsize=None)
-def report_for(target: str, seed: int = 0):
-    from harness.engine.runner import run_checks
+class Reports:
+    """run_checks reports by (target, options), computed by a pool of forked children in the background."""
 
-    return run_checks(target, seed=seed)
+    def __init__(self, workers: int = max(2, os.cpu_count() or 2)):
+        from harness.sandbox.pool import ZygotePool
+
+        self.zygotes = ZygotePool(workers)
+        self.pool = ThreadPoolExecutor(workers)
+        self.futures: dict[tuple, Future] = {}
+        self.lock = threading.Lock()
+
+    def _run(self, target: str, options: tuple):
+        from harness.engine.runner import Options, run_checks
+        from harness.sandbox.pool import ForkedSubject
+
+        opts = dict(options)
+        with self.zygotes.take() as zygote:
+            def make():
+                return ForkedSubject(zygote, target, overrides=opts.get("overrides", {}), seed=opts.get("seed", 0),
+                                     weight_map=opts.get("weight_map", {}))
+
+            return run_checks(target, Options(**opts), subject=make(), make_subject=make)
+
+    def want(self, targets, **options) -> None:
+        key = tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items())))
+                           for k, v in options.items()))
+        with self.lock:
+            for t in targets:
+                if (t, key) not in self.futures:
+                    self.futures[(t, key)] = self.pool.submit(self._run, t, tuple(options.items()))
+
+    def __call__(self, target: str, **options):
+        self.want([target], **options)
+        key = tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items())))
+                           for k, v in options.items()))
+        return self.futures[(target, key)].result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.zygotes.close()
 
 
-def prewarm(targets) -> None:
-    """Run many targets concurrently (two cores: two children at a time) so tests only read cached reports."""
-    with ThreadPoolExecutor(max_workers=max(2, (os.cpu_count() or 2))) as pool:
-        list(pool.map(report_for, targets))
+_REPORTS: Reports | None = None
+
+
+def reports_instance() -> Reports:
+    global _REPORTS
+    if _REPORTS is None:
+        _REPORTS = Reports()
+    return _REPORTS
 
 
 @pytest.fixture(scope="session")
 def reports():
-    return report_for
+    yield reports_instance()
+
+
+def report_for(target: str, **options):
+    return reports_instance()(target, **options)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _REPORTS is not None:
+        _REPORTS.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests under tests/e2e/ are marked e2e; the slow ones say so themselves (pytest -m "not slow" is the quick run)."""
+    for item in items:
+        if "e2e" in Path(str(item.fspath)).parts:
+            item.add_marker(pytest.mark.e2e)

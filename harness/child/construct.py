@@ -2,19 +2,20 @@
 
 Parameters are matched by name against a generous alias table; a single `config`/`cfg` parameter gets an object
 that answers every usual attribute (and item) name; `--arg name=value` overrides anything, and `--arg name=@d_out`
-binds a parameter to one of the configuration's values.
+binds a parameter to one of the configuration's values.  Some parameters are derived from the configuration: a
+head width (`head_dim`, `head_size`: width / heads), a number of key/value heads (`n_kv_heads`: equal to the heads,
+plain multi-head attention), and every dropout a layer takes (attention and residual) gets the same value.
 """
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-
 from harness.wire.config import Config
+from harness.wire.messages import Signature
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "d_in": ("d_in", "din", "in_dim", "input_dim", "dim_in", "in_features", "d_input", "input_size", "in_channels"),
     "d_out": ("d_out", "dout", "out_dim", "output_dim", "dim_out", "out_features", "d_output", "output_size"),
-    "width": ("d", "d_model", "dmodel", "embed_dim", "emb_dim", "embedding_dim", "n_embd", "n_embed", "n_emb",
+    "width": ("d", "d_model", "dmodel", "embed_dim", "emb_dim", "emb", "embed", "embedding", "model_dimension", "embedding_dim", "n_embd", "n_embed", "n_emb",
               "hidden_size", "hidden_dim", "dim", "width", "model_dim", "d_embed", "embed_size", "emb_size",
               "embedding_size", "d_hidden", "hidden", "num_hiddens", "n_hidden", "num_hidden", "hidden_units", "n_embedding", "channels", "n_state", "d_k_total"),
     "heads": ("nheads", "num_heads", "n_heads", "n_head", "heads", "num_attention_heads", "h", "nhead",
@@ -26,15 +27,29 @@ ALIASES: dict[str, tuple[str, ...]] = {
                        "max_positions", "seq_size", "num_tokens", "max_tokens_len", "window", "max_t"),
     "dropout": ("dropout", "dropout_p", "p_drop", "attn_dropout", "attn_pdrop", "dropout_rate", "attention_dropout",
                 "attn_drop", "drop", "drop_rate", "attention_probs_dropout_prob", "p_dropout", "dropout_prob",
-                "attn_dropout_p"),
+                "attn_dropout_p", "resid_pdrop", "embd_pdrop", "resid_dropout", "proj_dropout", "proj_drop",
+                "resid_drop", "hidden_dropout", "hidden_dropout_prob", "out_dropout", "attn_drop_rate",
+                "proj_drop_rate", "dropout_attn", "dropout_rate_attn"),
+    "head_width": ("head_dim", "head_size", "d_head", "dim_head", "head_width", "d_k", "dk", "d_h", "dh",
+                   "attention_head_size", "kv_channels", "headdim", "hs"),
+    "kv_heads": ("n_kv_heads", "num_kv_heads", "num_key_value_heads", "n_kv_head", "kv_heads", "num_kv_head",
+                 "n_kv", "num_kv_groups_heads"),
     "qkv_bias": ("qkv_bias", "qkv_biases", "use_qkv_bias", "proj_bias_qkv", "in_proj_bias", "qk_bias",
                  "bias_qkv"),
+    # a flag that makes the layer causal (a class that can also attend both ways): always on
+    "causal": ("causal", "is_causal", "mask", "masked", "autoregressive", "use_mask", "causal_mask", "use_causal_mask",
+               "decoder"),
     # a flag for every bias at once (nanoGPT's `bias`): always on, since the lesson's output projection has one;
     # whether Q/K/V then have biases is read off the module itself
     "all_bias": ("bias", "use_bias", "add_bias", "attn_bias", "with_bias", "biases"),
 }
 CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
 _BY_ALIAS = {alias: key for key, names in ALIASES.items() for alias in names}
+
+
+class Unbindable(TypeError):
+    """mha-check has no value for a constructor parameter (or was given one the constructor does not take): the
+    module cannot be built by mha-check, which says nothing about the student's code."""
 
 
 class ConfigBag(dict):
@@ -51,46 +66,25 @@ class ConfigBag(dict):
         self[name] = value
 
 
-def _value(key: str, cfg: Config):
-    if key == "width":
-        return cfg.d_out
-    if key == "all_bias":
-        return True
-    return getattr(cfg, key)
+def key_of(name: str) -> str | None:
+    """The configuration key a parameter (or setting) name stands for: 'n_embd' -> 'width', 'block_size' ->
+    'context_length', 'head_size' -> 'head_width'; None for a name mha-check does not know."""
+    return _BY_ALIAS.get(name.lower())
+
+
+MULTIPLE = ("dropout",)  # keys that several parameters may carry at once (attn_pdrop and resid_pdrop)
+DERIVED = ("head_width", "kv_heads")  # keys computed from the configuration, never a free choice
 
 
 def config_bag(cfg: Config, overrides: dict) -> ConfigBag:
-    bag = ConfigBag({alias: _value(key, cfg) for alias, key in _BY_ALIAS.items() if key != "d_in"})
+    bag = ConfigBag({alias: cfg.value(key) for alias, key in _BY_ALIAS.items() if key != "d_in"})
     bag.update({a: cfg.d_in for a in ALIASES["d_in"]})
     bag.update({k: _resolve(v, cfg) for k, v in overrides.items()})
     return bag
 
 
 def _resolve(value, cfg: Config):
-    if isinstance(value, str) and value.startswith("@"):
-        key = value[1:]
-        return _value("width" if key in ("d", "width") else key, cfg)
-    return value
-
-
-@dataclass
-class Signature:
-    """What the constructor lets us choose: the checks build only configurations it can express."""
-
-    params: list[str]
-    separate_widths: bool  # d_in and d_out can differ
-    accepts: dict[str, str]  # canonical key -> the parameter that carries it
-    config_param: str | None
-    unfillable: list[str]  # required parameters we have no value for
-    unknown_overrides: list[str] = None  # --arg names the constructor does not take
-
-    def __post_init__(self):
-        self.unknown_overrides = self.unknown_overrides or []
-
-    def to_dict(self) -> dict:
-        return {"params": self.params, "separate_widths": self.separate_widths, "accepts": self.accepts,
-                "config_param": self.config_param, "unfillable": self.unfillable,
-                "unknown_overrides": self.unknown_overrides}
+    return cfg.value(value[1:]) if isinstance(value, str) and value.startswith("@") else value
 
 
 def _parameters(factory) -> tuple[list[inspect.Parameter], bool]:
@@ -107,15 +101,15 @@ def _parameters(factory) -> tuple[list[inspect.Parameter], bool]:
 def read_signature(factory, overrides: dict) -> Signature:
     params, takes_kwargs = _parameters(factory)
     accepts: dict[str, str] = {}
+    also: dict[str, str] = {}  # further parameters with a value from the configuration: name -> key
     config_param, unfillable = None, []
     for p in params:
         key = _BY_ALIAS.get(p.name.lower())
-        if p.name in overrides:
-            value = overrides[p.name]
-            if isinstance(value, str) and value.startswith("@"):
-                accepts.setdefault({"d": "width"}.get(value[1:], value[1:]), p.name)
+        if p.name in overrides:  # given with --arg: a literal, or @key bound to the configuration, never a slot
             continue
-        if key and key not in accepts:
+        if key in DERIVED or (key in MULTIPLE and key in accepts):
+            also[p.name] = key
+        elif key and key not in accepts:
             accepts[key] = p.name
         elif p.name.lower() in CONFIG_PARAMS and config_param is None:
             config_param = p.name
@@ -131,21 +125,27 @@ def read_signature(factory, overrides: dict) -> Signature:
         accepts["width"] = accepts.pop(widths[0])
     names = [p.name for p in params]
     unknown = [] if takes_kwargs or config_param else [k for k in overrides if k not in names]
-    return Signature(names, separate, accepts, config_param, unfillable, unknown)
+    return Signature(names, separate, accepts, config_param, unfillable, unknown, derived=also)
+
+
+def require_bindable(signature: Signature) -> None:
+    """Raise Unbindable when mha-check cannot call the constructor at all (before any of the student's code runs)."""
+    if signature.unknown_overrides:
+        raise Unbindable(f"--arg {', '.join(signature.unknown_overrides)}: the constructor has no such parameter "
+                        f"(it takes {', '.join(signature.params) or 'none'})")
+    if signature.unfillable:
+        names = ", ".join(signature.unfillable)
+        raise Unbindable(f"mha-check has no value for required parameter(s) {names}: pass them with "
+                        f"--arg NAME=VALUE (or --arg NAME=@d_out to bind one to the width)")
 
 
 def build(factory, cfg: Config, overrides: dict, signature: Signature):
     """Call the class or factory with the configuration spelt the way it asks."""
-    if signature.unknown_overrides:
-        raise TypeError(f"--arg {', '.join(signature.unknown_overrides)}: the constructor has no such parameter "
-                        f"(it takes {', '.join(signature.params) or 'none'})")
-    if signature.unfillable:
-        names = ", ".join(signature.unfillable)
-        raise TypeError(f"mha-check has no value for required parameter(s) {names}: pass them with "
-                        f"--arg NAME=VALUE (or --arg NAME=@d_out to bind one to the width)")
     kwargs = {}
     for key, pname in signature.accepts.items():
-        kwargs[pname] = _value(key, cfg)
+        kwargs[pname] = cfg.value(key)
+    for pname, key in signature.derived.items():
+        kwargs[pname] = cfg.value(key)
     if signature.config_param:
         kwargs[signature.config_param] = config_bag(cfg, overrides)
     kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items() if k in signature.params or not signature.params})

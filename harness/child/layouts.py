@@ -89,6 +89,12 @@ class Layout:
     roles: dict[str, list[Piece]]
     how: str  # how the layout was recognised, for the report
     notes: list[str] = field(default_factory=list)
+    certain: bool = False  # the only reading of the parameters, by structure (the trusted side may rely on it)
+
+    def covers(self, module: nn.Module) -> bool:
+        """Every parameter of the module plays a role: nothing left over that could change the output."""
+        used = {id(p.param) for pieces in self.roles.values() for p in pieces}
+        return all(id(p) in used for p in module.parameters())
 
     def read(self, grad: bool = False) -> dict[str, torch.Tensor]:
         out = {}
@@ -178,17 +184,21 @@ def _head_index(module: nn.Module, qualname: str, heads: int) -> int | None:
     return None
 
 
+LINEAR_LIKE = {"weight": "w", "W": "w", "w": "w", "kernel": "w", "weights": "w", "bias": "b", "b": "b",
+               "biases": "b"}  # parameter names of a Linear-like module (HF's Conv1D, a course's own Linear)
+
+
 def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
     entries, unknown = [], []
     for qual, p in module.named_parameters():
         owner_name, _, pname = qual.rpartition(".")
         owner = module.get_submodule(owner_name) if owner_name else module
         is_linear = isinstance(owner, nn.Linear) and pname in ("weight", "bias")
-        if is_linear or (pname in ("weight", "bias") and owner_name):
+        if is_linear or (pname in LINEAR_LIKE and owner_name):  # nn.Linear, or a Linear-like module of its own
             path = owner_name.split(".")
             # a ModuleList of per-head layers (q_heads.0.weight): the list's name carries the role
             label = path[-2] if path[-1].isdigit() and len(path) > 1 else path[-1]
-            kind = "w" if pname == "weight" else "b"
+            kind = LINEAR_LIKE[pname]
         else:
             label = pname
             kind = "w" if p.dim() >= 2 else "b"
@@ -200,33 +210,46 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
     return entries, unknown
 
 
-def _by_position(module: nn.Module, d_in: int, d_out: int) -> dict[str, list[Piece]] | None:
-    """No names we know: three Linear(d_in, d_out) then one Linear(d_out, d_out), or one fused Linear(d_in, 3·d_out)."""
+def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int) -> list[tuple[dict[str, list[Piece]], str]]:
+    """No names we know: three Linear(d_in, d_out) then one Linear(d_out, d_out), or one fused Linear(d_in, 3·d_out)
+    (read as [Q; K; V] and, with several heads, as [q_h; k_h; v_h] per head)."""
     linears = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
     fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (3 * d_out, d_in)]
     square = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_out)]
     proj = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_in)]
-    roles: dict[str, list[Piece]] = {}
+    readings: list[tuple[dict[str, list[Piece]], str]] = []
+    how = "by position of the nn.Linear layers (names not recognised)"
     if len(fused) == 1 and len(square) == 1 and len(linears) == 2:
         (fn, f), (on, o) = fused[0], square[0]
-        for i, r in enumerate("qkv"):
-            roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=slice(i * d_out, (i + 1) * d_out))]
-            if f.bias is not None:
-                roles["b" + r] = [Piece(f.bias, fn + ".bias", rows=slice(i * d_out, (i + 1) * d_out))]
+        dh = d_out // heads
+        blocks = [(lambda i: [slice(i * d_out, (i + 1) * d_out)], " (fused q/k/v)")]
+        if heads > 1:
+            blocks.append((lambda i: [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)],
+                           " (fused q/k/v, per head)"))
+        for rows_of, order in blocks:
+            roles: dict[str, list[Piece]] = {}
+            for i, r in enumerate("qkv"):
+                roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=s) for s in rows_of(i)]
+                if f.bias is not None:
+                    roles["b" + r] = [Piece(f.bias, fn + ".bias", rows=s) for s in rows_of(i)]
+            readings.append((roles, how + order))
     elif len(linears) == 4 and (d_in != d_out and len(proj) == 3 and len(square) == 1
                                 or d_in == d_out and len(square) == 4):
+        roles = {}
         qkv = linears[:3] if d_in == d_out else proj
         for r, (n, m) in zip("qkv", qkv):
             roles["w" + r] = [Piece(m.weight, n + ".weight")]
             if m.bias is not None:
                 roles["b" + r] = [Piece(m.bias, n + ".bias")]
         on, o = linears[3] if d_in == d_out else square[0]
+        readings.append((roles, how))
     else:
-        return None
-    roles["wo"] = [Piece(o.weight, on + ".weight")]
-    if o.bias is not None:
-        roles["bo"] = [Piece(o.bias, on + ".bias")]
-    return roles
+        return []
+    for roles, _ in readings:
+        roles["wo"] = [Piece(o.weight, on + ".weight")]
+        if o.bias is not None:
+            roles["bo"] = [Piece(o.bias, on + ".bias")]
+    return readings
 
 
 def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int) -> list[dict[int, bool]]:
@@ -258,7 +281,11 @@ def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int) -> l
     return choices
 
 
-def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int) -> dict[str, list[Piece]]:
+def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: int,
+              per_head_qkv: bool = False) -> dict[str, list[Piece]]:
+    """Pieces per role.  A fused q/k/v parameter is read as [Q; K; V] blocks, or with `per_head_qkv` as
+    [q_0; k_0; v_0; q_1; ...] (qkv.view(B, n, H, 3 * dh).chunk(3, -1), common in encoder/decoder code)."""
+    dh = d_out // heads
     roles: dict[str, list[tuple]] = {}
     for i, e in enumerate(entries):
         piece = Piece(e.param, e.name, transpose=flags[i])
@@ -267,6 +294,12 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int) -> dict
             for h in range(e.param.shape[0]):
                 roles.setdefault(e.kind + e.role, []).append(
                     ((h,), Piece(e.param, e.name, flags[i], index=h, axis=1 if e.role == "o" else 0)))
+        elif e.role == "qkv" and per_head_qkv:
+            for h in range(heads):
+                for j, r in enumerate("qkv"):
+                    start = (3 * h + j) * dh
+                    roles.setdefault(e.kind + r, []).append(
+                        (order + (h,), Piece(e.param, e.name, flags[i], slice(start, start + dh))))
         elif e.role == "qkv":
             for j, r in enumerate("qkv"):
                 roles.setdefault(e.kind + r, []).append(
@@ -311,37 +344,53 @@ def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int) 
 
 def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
              mapping: dict[str, str] | None = None) -> tuple[list[Layout], str]:
-    """All candidate layouts (usually one) and, when there is none, what was tried."""
+    """All candidate layouts and, when there is none, what was tried.  A layout is `certain` when it is the only
+    reading and covers every parameter (named nn.Linear layers, nn.MultiheadAttention, --map); otherwise the
+    trusted side must see one reproduce the module's own output before relying on it."""
     if mapping:
-        return explicit(module, mapping, d_in, d_out)
+        found, problem = explicit(module, mapping, d_in, d_out)
+        for layout in found:
+            layout.certain = True  # the user said so
+        return found, problem
     mhas = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.MultiheadAttention)]
     if len(mhas) == 1:
         name, m = mhas[0]
         roles = _mha_layout(m, name + "." if name else "")
         problem = _validate(roles, d_in, d_out)
         if problem is None:
-            return [Layout(roles, "torch.nn.MultiheadAttention inside the module")], ""
+            layout = Layout(roles, "torch.nn.MultiheadAttention inside the module")
+            layout.certain = layout.covers(module)
+            if not layout.certain:
+                layout.notes.append("parameters outside the nn.MultiheadAttention play no role in this mapping")
+            return [layout], ""
         return [], f"found an nn.MultiheadAttention but: {problem}"
     entries, unknown = _collect(module, heads)
     tried = []
     if entries:
-        for flags in _orientations(entries, d_in, d_out, heads):
-            roles = _assemble(entries, flags, d_out)
-            problem = _validate(roles, d_in, d_out)
-            if problem is None:
-                notes = [f"parameters with no role: {', '.join(unknown)}"] if unknown else []
-                how = "by parameter names" + (" (per-head modules)" if any(e.head is not None for e in entries) else
-                                              " (per-head matrices)" if any(e.per_head for e in entries) else "")
-                tried.append(Layout(roles, how, notes))
-            elif not tried:
-                problem_by_name = problem
+        fused = any(e.role == "qkv" for e in entries)
+        for per_head_qkv in ((False, True) if fused and heads > 1 else (False,)):
+            for flags in _orientations(entries, d_in, d_out, heads):
+                roles = _assemble(entries, flags, d_out, heads, per_head_qkv)
+                problem = _validate(roles, d_in, d_out)
+                if problem is None:
+                    notes = [f"parameters with no role: {', '.join(unknown)}"] if unknown else []
+                    how = "by parameter names" + (
+                        " (per-head modules)" if any(e.head is not None for e in entries) else
+                        " (per-head matrices)" if any(e.per_head for e in entries) else
+                        " (fused q/k/v, per head)" if per_head_qkv else " (fused q/k/v)" if fused else "")
+                    tried.append(Layout(roles, how, notes))
+                elif not tried:
+                    problem_by_name = problem
         if tried:
+            if len(tried) == 1 and not fused:
+                tried[0].certain = tried[0].covers(module)
             return tried, ""
         by_name = f"by names: {problem_by_name}"
     else:
         by_name = "by names: no parameter name says q, k, v, qkv or out"
-    roles = _by_position(module, d_in, d_out)
-    if roles is not None and _validate(roles, d_in, d_out) is None:
-        return [Layout(roles, "by position of the nn.Linear layers (names not recognised)")], ""
+    found = [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads)
+             if _validate(roles, d_in, d_out) is None]
+    if found:
+        return found, ""
     return [], (f"{by_name}; by position: not three Linear({d_in}, {d_out}) and one Linear({d_out}, {d_out}), nor one "
                 f"fused Linear({d_in}, {3 * d_out}) and one Linear({d_out}, {d_out})")

@@ -17,6 +17,7 @@ import sys
 import traceback
 
 from harness import PACKAGES_ROOT
+from harness.child.construct import key_of
 from dataclasses import dataclass
 
 
@@ -148,18 +149,63 @@ def _mentions(module, container: str, name: str) -> bool:
     return re.search(rf"\b{re.escape(name)}\b", source) is not None
 
 
+ATTENTION_LIKE = re.compile(r"att|mha|multi_?head|^head|heads$|selfatt", re.IGNORECASE)
+
+
 def _pick_single(module, candidates: list[str]) -> str:
-    """With no class named: the one attention-like class, preferring a class no other candidate contains."""
+    """With no class named: the attention class.  Among the classes whose name says attention (or heads), the one
+    no other of them contains (MultiHeadAttention builds Head); never a Block or a model that merely contains it.
+    Several equally likely classes, or none that says attention among several: the student must say which."""
     if len(candidates) == 1:
         return candidates[0]
-    outer = [c for c in candidates if not any(c != o and _mentions(module, o, c) for o in candidates)]
-    if len(outer) == 1:
-        return outer[0]
     if not candidates:
         raise TargetError("lookup", "the file defines no torch.nn.Module subclass; name the class or factory "
                                     "function explicitly, e.g. file.py:make_attention")
-    raise TargetError("lookup", "the file defines several nn.Module classes: " + ", ".join(candidates)
-                      + ". Say which one to check, e.g. " + f"file.py:{candidates[0]}")
+    attention = [c for c in candidates if ATTENTION_LIKE.search(c)]
+    outer = [c for c in attention if not any(c != o and _mentions(module, o, c) for o in attention)]
+    if len(outer) == 1:
+        return outer[0]
+    named = ", ".join(outer or candidates)
+    which = "attention classes" if outer else "nn.Module classes, none named like attention"
+    raise TargetError("ambiguous", f"the file defines several {which}: {named}. Say which one to check, e.g. "
+                                f"file.py:{(outer or candidates)[0]}")
+
+
+SIZE_KEYS = ("width", "d_in", "d_out", "heads", "context_length", "head_width")
+
+
+def settings_from_globals(obj) -> dict[str, str]:
+    """Module-level numbers named like the configuration (n_embd, block_size, n_head, head_size...) that the target's
+    code reads: mha-check cannot build such a class with its own sizes.  Looks through the target's methods and
+    the classes of the same file it uses (karpathy's lecture: MultiHeadAttention builds Head, both read n_embd)."""
+    module = sys.modules.get(getattr(obj, "__module__", ""), None)
+    if module is None:
+        return {}
+    found, seen, todo = {}, set(), [obj]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        members = vars(cls).values() if inspect.isclass(cls) else [cls]  # a factory: its own code
+        for value in members:
+            code = getattr(getattr(value, "__func__", value), "__code__", None)
+            for name in _names(code) if code else ():
+                g = vars(module).get(name)
+                if inspect.isclass(g) and getattr(g, "__module__", None) == module.__name__:
+                    todo.append(g)
+                elif isinstance(g, (int, float)) and not isinstance(g, bool) and key_of(name) in SIZE_KEYS:
+                    found[name] = repr(g)
+    return found
+
+
+def _names(code) -> set[str]:
+    """Global names a code object (and the code nested in it: lambdas, comprehensions) refers to."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const)
+    return names
 
 
 def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:

@@ -18,6 +18,9 @@ import socket
 import sys
 import time
 
+from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
+from harness.sandbox import limits as sandbox
+
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWPID = 0x20000000
 
@@ -112,9 +115,6 @@ def _wait(pid: int, timeout: float):
 
 def _child(channel: int, log: int, request: dict, control: socket.socket) -> None:
     """In the forked child: cut loose from the zygote, then serve one submission."""
-    from harness.sandbox import limits as sandbox
-    from harness.child import worker
-
     try:
         os.setsid()
         control.close()
@@ -160,8 +160,6 @@ def _warm_up() -> None:
 
 
 def main(control_fd: int) -> None:
-    from harness.child import worker  # noqa: F401 - imports torch (one thread) once, for every child to inherit
-
     _warm_up()
     subreaper = _become_subreaper()
     control = socket.socket(fileno=control_fd)

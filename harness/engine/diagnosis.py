@@ -1,72 +1,152 @@
-"""Diagnosis by fingerprint: which known mistake (mutant) does a failing target look like?
+"""Which known mistake (mutant) a failing target has: named only on evidence.
 
-Two kinds of evidence, both computed in the trusted process:
+Evidence, strongest first, all computed in the trusted process:
 
-- numbers: under the same transplanted weights and input, the target's output is compared with what every mutant
-  that declares a `variant` computes (`reference.variants`, numpy).  Equal outputs on both fixed configurations
-  are as strong as evidence gets.
-- symptoms: which checks failed or errored, and the findings they name (the leakage pattern, the parameter-count
-  difference, the normalised error message).  Each mutant's symptoms were recorded by running it through mha-check,
-  and stored with its explanation and variant in `mutants/fingerprints.json` (kept current by the tests), so
-  diagnosis needs neither torch nor the mutant modules at run time, and also works when the weights could not be
-  transplanted.  A mutant whose own check (the first it names) fails here weighs most.
+1. numbers: under the same transplanted weights and inputs, on every required configuration, the target's output
+   equals what a catalogued mistake's numeric variant computes (`reference.variants`), and differs from the
+   reference.  Where several mistakes compute the same numbers, the recorded forward (trace marks) decides.
+2. a signature: the specific findings of the failing checks (a leak pattern, a parameter-count pattern, an
+   unregistered container...) contain a catalogued mistake's measured signature, and no other mistake's.
+3. a trace mark: the recorded forward shows a pattern that exactly one catalogued mistake declares, and the check
+   made for that mistake failed.
+
+A mistake whose own checks (those it is guaranteed to fail) passed here is never named.  Nothing is named for an
+import or syntax error, a constructor mha-check could not call, a time-out, a memory limit or a crash: the report
+then says what happened, not a mistake it did not see.  Without evidence: "no known mistake matches", with the
+symptoms.
 """
 from __future__ import annotations
 
-import json
-import re
-from pathlib import Path
+import mutants
+from harness.engine.compare import same
+from harness.engine.trace import record
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from reference import numpy_ref, variants
 
-import numpy as np
+NOT_PASSED = ("fail",)
+GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
+           "refuses valid widths"}
 
-from harness import PACKAGES_ROOT
 
-FINGERPRINTS = Path(PACKAGES_ROOT) / "mutants" / "fingerprints.json"
-NOT_PASSED = ("fail", "error")
+def findings(report) -> list[str]:
+    """The specific findings of the failing checks, as 'check-id:finding'."""
+    out = set()
+    for c in report.checks:
+        code = c.details.get("finding")
+        if c.status == "fail" and code and code not in GENERIC and \
+                not code.startswith(("raised", "wrong gradients", "load:")):
+            out.add(f"{c.id}:{code}")
+    return sorted(out)
 
 
 def symptoms(report) -> dict:
-    """The part of a report that characterises a mistake: failing checks and their named findings."""
-    failing = sorted(c.id for c in report.checks if c.status in NOT_PASSED)
-    findings = sorted(f"{c.id}:{_finding(c)}" for c in report.checks if c.status in NOT_PASSED and _finding(c))
-    return {"failing": failing, "findings": findings}
+    """What a report shows: the failing checks and their specific findings (recorded for every mutant)."""
+    return {"failing": sorted(c.id for c in report.checks if c.status == "fail"), "findings": findings(report)}
 
 
-def _finding(c) -> str:
-    if c.details.get("diagnosis"):
-        return str(c.details["diagnosis"])
-    if c.id == "output-shape" and c.message:
-        # the error text without the numbers and without where it happened: stable across configurations
-        text = re.sub(r"\(at .*", "", c.message)
-        return re.sub(r"\d+", "#", text)[:160].strip()
-    return ""
+def _no_evidence(reason: str, report) -> dict:
+    return {"mutant": None, "match": "none", "message": reason, **symptoms(report)}
 
 
-def load_fingerprints() -> dict:
-    with open(FINGERPRINTS) as f:
-        return json.load(f)
-
-
-def _similarity(mine: dict, theirs: dict) -> float:
-    a, b = set(mine["failing"]), set(theirs["failing"])
-    fa, fb = set(mine["findings"]), set(theirs["findings"])
-    own_check = 1.0 if theirs["killed_by"][0] in a else 0.0
-    checks = len(a & b) / max(1, len(a | b))
-    findings = len(fa & fb) / max(1, len(fa | fb)) if (fa or fb) else 1.0
-    return 0.4 * own_check + 0.3 * checks + 0.3 * findings
-
-
-def numeric_matches(ctx, prints: dict) -> tuple[list[str], bool] | None:
-    """Mutant ids whose variant reproduces the target's outputs on both fixed configurations, and whether the
-    target computes the reference function itself.  None when the weights cannot be transplanted."""
-    from harness.engine.context import same
-    from harness.sandbox.subject import TargetFailure
-    from reference import numpy_ref, variants
-
-    if ctx.mapping.index is None:
+def diagnose(report, ctx=None) -> dict | None:
+    """The identified mistake, or "no known mistake matches" with the symptoms; None when nothing failed."""
+    if not any(c.status == "fail" for c in report.checks):
         return None
-    candidates = {mid: fp["variant"] for mid, fp in prints.items() if fp.get("variant")}
-    matching, reference_like, used = set(candidates), True, 0
+    construct = next((c for c in report.checks if c.id == "construct"), None)
+    if construct is not None and construct.status != "pass" and \
+            f"construct:{construct.details.get('finding')}" not in findings(report):
+        return _no_evidence("the module could not be loaded or built, so no mistake of the layer itself is named",
+                            report)
+    if report.adapter.get("process"):
+        return _no_evidence("the process running your code ended abnormally, so no mistake is named", report)
+    catalogue = mutants.catalogue()
+    status = {c.id: c.status for c in report.checks}
+    kinds = {c.id: c.kind for c in report.checks}
+    possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in ("pass", None)
+                and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
+    # cause only of a layer whose math is verified correct
+    strict = [m for m in possible if not any(status.get(k) == "pass" for k in catalogue[m]["killed_by"])]
+    marks = _marks(ctx) if ctx is not None else []
+    numbers = _numeric(ctx, possible) if ctx is not None else []
+    if numbers:
+        best = _by_marks(numbers, marks, catalogue)
+        if best:
+            return _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
+                                           "weights and inputs", catalogue, marks, report)
+    mine = set(findings(report))
+    matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine]
+    maximal = [m for m in matching if not any(set(catalogue[m]["signature"]) < set(catalogue[o]["signature"])
+                                              for o in matching)]
+    for narrower in (lambda ms: [m for m in ms if m in strict],  # all its checks fail here, not only its own
+                     lambda ms: [m for m in ms if set(catalogue[m].get("trace", [])) & {k["id"] for k in marks}]):
+        if len(maximal) > 1 and narrower(maximal):
+            maximal = narrower(maximal)
+    if len(maximal) == 1:
+        shown = sorted({s.split(":", 1)[0] for s in catalogue[maximal[0]]["signature"]})
+        return _named(maximal[0], "signature", f"what {', '.join(shown)} found is this mistake's own pattern, which "
+                                               "no other known mistake shows", catalogue, marks, report)
+    traced = [m for m in possible if any(mark["mutant"] == m for mark in marks)
+              and status.get(catalogue[m]["killed_by"][0]) == "fail"]
+    if len(set(traced)) == 1:
+        return _named(traced[0], "trace", "your forward pass shows this mistake's pattern at the marked line, and "
+                                          "the check made for it fails", catalogue, marks, report)
+    return {**_no_evidence("no known mistake matches: the failing checks below describe what is wrong", report),
+            "marks": marks}
+
+
+def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> dict:
+    entry = catalogue[mid]
+    where = next((m for m in marks if m["mutant"] == mid), None)
+    return {"mutant": mid, "match": how, "title": entry["title"], "symptom": entry["symptom"], "fix": entry["fix"],
+            "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,
+            "code": where["code"] if where else None, "follows": _follows(mid, catalogue, report), **symptoms(report)}
+
+
+def _follows(mid: str, catalogue: dict, report) -> list[str]:
+    """The failing checks this mistake explains (those its mutant fails too)."""
+    expected = set(catalogue[mid]["failing"]) | set(catalogue[mid]["killed_by"])
+    return [c.id for c in report.checks if c.status == "fail" and c.id in expected]
+
+
+def _by_marks(candidates: list[str], marks: list[dict], catalogue: dict, strict: bool = False):
+    """One candidate: the only one, or the only one whose trace pattern shows in the recorded forward."""
+    if len(candidates) == 1:
+        return candidates[0]
+    shown = {m["id"] for m in marks}
+    traced = [c for c in candidates if set(catalogue[c].get("trace", [])) & shown]
+    if len(traced) == 1:
+        return traced[0]
+    untraced = [c for c in candidates if not catalogue[c].get("trace")]
+    if not traced and len(untraced) == 1 and not strict:
+        return untraced[0]
+    return None
+
+
+def _marks(ctx) -> list[dict]:
+    """The known-mistake patterns in one recorded forward pass, with the student's file:line."""
+    try:
+        result = record(ctx)
+    except Exception:  # noqa: BLE001 - a trace is evidence when it works, never a reason to fail
+        return []
+    steps = {s.index: s for s in result.steps}
+    out = []
+    for m in result.mistakes:
+        step = steps.get(m.get("step"))
+        out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
+                    "at": step.at if step else None, "code": step.code if step else None})
+    return out
+
+
+def _numeric(ctx, possible: list[str]) -> list[str]:
+    """Mutants whose variant reproduces the target's outputs on every required configuration, under transplanted
+    weights (and differs from the reference there); [] when the weights are not mapped with certainty."""
+    try:
+        if not ctx.mapping.certain:
+            return []
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return []
+    knobs = {m: k for m, k in mutants.variants().items() if m in possible}
+    matching, used = set(knobs), 0
     for cfg in ctx.required_configs():
         try:
             inst = ctx.build(cfg)
@@ -74,77 +154,12 @@ def numeric_matches(ctx, prints: dict) -> tuple[list[str], bool] | None:
             ctx.transplant(inst, w)
             x = ctx.input(cfg, "diagnosis")
             y = inst.forward(x)
-        except TargetFailure:
+        except (TargetFailure, CannotDrive, HarnessFailure):
             continue
+        except WorkerDied:
+            return []
         used += 1
         expected = numpy_ref.forward(x, cfg.heads, w)
-        reference_like &= same(y, expected)
-        outputs = {m: variants.forward(x, cfg.heads, w, **candidates[m]) for m in matching}
-        # a variant that computes the reference's numbers here (finite-fill-100) is no numeric evidence
-        matching = {m for m, v in outputs.items() if same(y, v) and not same(v, expected)}
-    if not used:
-        return None
-    return sorted(matching), reference_like
-
-
-def diagnose(report, ctx=None, fingerprints: dict | None = None) -> dict | None:
-    """The closest known mistake, with how sure we are; None for a target that passes."""
-    if report.passed or not any(c.status in NOT_PASSED for c in report.checks):
-        return None
-    prints = fingerprints if fingerprints is not None else load_fingerprints()
-    mine = symptoms(report)
-    scores = {mid: _similarity(mine, fp) for mid, fp in prints.items()}
-    numbers = None
-    if ctx is not None:
-        try:
-            numbers = numeric_matches(ctx, prints)
-        except Exception:  # noqa: BLE001 - the child died or raised: fall back to symptoms
-            numbers = None
-    if numbers and numbers[0]:
-        best = max(numbers[0], key=lambda m: scores.get(m, 0.0))
-        how, evidence = "exact", ("your outputs equal this mistake's, number for number, under the same weights "
-                                  "and inputs")
-    else:
-        best = max(sorted(scores), key=scores.get) if scores else None
-        if best is None:
-            return {"mutant": None, "match": "none", "message": "no known mistake to compare with"}
-        how = "symptoms" if scores[best] >= 0.999 else "closest"
-        evidence = ("the same checks fail with the same findings" if how == "symptoms" else
-                    f"the nearest known mistake by symptoms (similarity {scores[best]:.2f}); none matches exactly")
-        if numbers and numbers[1] and how == "closest":
-            evidence += "; your forward values equal the reference's, so look at what the failing checks name"
-    info = prints[best]
-    ranked = sorted(sorted(scores), key=lambda m: -scores[m])[:3]
-    return {"mutant": best, "match": how, "title": info["title"], "symptom": info["symptom"], "fix": info["fix"],
-            "lesson": info["lesson"], "evidence": evidence, "candidates": ranked}
-
-
-def record(reports: dict) -> dict:
-    """The torch-free catalogue of the mutants: explanation, variant and the symptoms seen in their reports."""
-    import mutants
-
-    out = {}
-    for mid, report in sorted(reports.items()):
-        info = mutants.get(mid).INFO
-        out[mid] = {"title": info.title, "lesson": info.lesson, "symptom": info.symptom, "fix": info.fix,
-                    "example": info.example, "killed_by": list(info.killed_by), "variant": info.variant,
-                    **symptoms(report)}
-    return out
-
-
-def main() -> None:
-    """`python -m harness.engine.diagnosis`: run every mutant through mha-check and rewrite mutants/fingerprints.json."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import mutants
-    from harness.engine.runner import run_checks
-
-    targets = {m.INFO.id: f"{mutants.source_path(m.INFO.id)}:CausalMHA" for m in mutants.all_mutants()}
-    with ThreadPoolExecutor(2) as pool:
-        reports = dict(zip(targets, pool.map(lambda t: run_checks(t, diagnose=False), targets.values())))
-    FINGERPRINTS.write_text(json.dumps(record(reports), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {len(reports)} fingerprints to {FINGERPRINTS}")
-
-
-if __name__ == "__main__":
-    main()
+        matching = {m for m in matching
+                    if same(y, theirs := variants.forward(x, cfg.heads, w, **knobs[m])) and not same(theirs, expected)}
+    return sorted(matching) if used else []

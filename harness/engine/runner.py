@@ -1,142 +1,163 @@
-"""Trusted side: run the selected checks against one target and assemble the Report.
+"""The engine: run the selected checks against one target and return the `Report`, nothing else.
 
-Dependencies are honoured (a check whose prerequisite did not pass is skipped with the reason, never run into a
-cascade of errors); the student's exceptions become `error` results; a child that dies is replaced by a fresh one
-so that the remaining checks still run.
+Three outcomes, never confused: a check passes, fails on evidence of a bug in the student's code, or cannot tell
+(mha-check could not drive or map the module, its own code failed, or one of its limits was reached).  A check
+whose prerequisite did not pass is skipped with the reason, never run into a cascade: one exception in the
+student's forward is reported once.  A child that dies is replaced by a fresh one so that the remaining checks run.
 """
 from __future__ import annotations
 
+import difflib
 import traceback
+from dataclasses import dataclass, field
 
-from checks import Outcome, all_checks
+import checks
+from checks import Check, Outcome, cannot_tell, failed, skipped
+from harness.engine import diagnosis, leakage
 from harness.engine.context import Context
+from harness.engine.mapping import MAP_HELP
 from harness.engine.report import CheckResult, Report
-from harness.sandbox.subject import Subject, TargetFailure, WorkerDied
+from harness.sandbox.limits import Limits
+from harness.sandbox.subject import Subject
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
-
-FATAL = ("time", "cpu", "memory", "channel")  # no restart after these: the next check would hit the same wall
 MAX_RESTARTS = 3
+LIMIT_HELP = "if your code is correct but slow or large, raise --time-limit or --memory-mb"
 
 
 class UsageError(Exception):
     """The command line asked for something that does not exist (exit status 2)."""
 
 
-def select(only=None, skip=None):
-    checks = all_checks()
-    known = {c.id for c in checks}
+@dataclass
+class Options:
+    only: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)
+    seed: int = 0
+    examples: int = 6
+    overrides: dict = field(default_factory=dict)  # --arg
+    weight_map: dict = field(default_factory=dict)  # --map
+    limits: Limits = field(default_factory=Limits)
+    rules: bool = True  # the lesson's rules count toward `passed`
+    diagnose: bool = True
+    leakage_map: bool = False  # also measure the influence maps for a picture
+    debug: bool = False
+
+
+def select(only=None, skip=None) -> list[Check]:
+    found = checks.all_checks()
+    known = {c.id for c in found}
     for name in list(only or []) + list(skip or []):
         if name not in known:
-            import difflib
-
             close = difflib.get_close_matches(name, known, n=1)
             raise UsageError(f"unknown check id {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
                              + " (mha-check --list-checks shows them)")
-    wanted = set(only) if only else known
+    wanted = set(only) if only else set(known)
     wanted -= set(skip or [])
-    by_id = {c.id: c for c in checks}
-    for c in list(wanted):  # prerequisites run too
-        wanted |= set(by_id[c].needs)
-    return [c for c in checks if c.id in wanted]
+    for c in found:  # prerequisites run too
+        if c.id in wanted:
+            wanted |= {n.id for n in _closure(c)}
+    return [c for c in found if c.id in wanted]
 
 
-def _construction(ctx: Context) -> str:
-    try:
-        loaded = ctx.subject.load()
-    except (TargetFailure, WorkerDied):
-        return ""
-    sig, cfg = loaded["signature"], ctx.base
-    values = {"width": cfg.d_out, "d_in": cfg.d_in, "d_out": cfg.d_out, "heads": cfg.heads,
-              "context_length": cfg.context_length, "dropout": cfg.dropout, "qkv_bias": cfg.qkv_bias,
-              "all_bias": True}
-    args = [f"{p}={values[k]}" for k, p in sig["accepts"].items()]
-    if sig["config_param"]:
-        args.append(f"{sig['config_param']}=<config object>")
-    return f"{loaded['name']}({', '.join(args)})"
+def _closure(c: Check) -> list[Check]:
+    return [n for need in c.needs for n in [need, *_closure(need)]]
 
 
-def run_checks(spec: str, only=None, skip=None, seed: int = 0, examples: int = 6, overrides=None,
-               debug: bool = False, subject: Subject | None = None, weight_map=None,
-               diagnose: bool = True, limits=None, make_subject=None, plot: str | None = None) -> Report:
-    """Run the checks; `subject` may be a child already started (it imports torch while we import the checks),
-    `make_subject()` starts a replacement after a crash (the batch pool forks one from its zygote)."""
-    checks = select(only, skip)
-    make_subject = make_subject or (lambda: Subject(spec, overrides, seed, weight_map=weight_map, limits=limits))
+def run_checks(spec: str, options: Options | None = None, *, subject: Subject | None = None,
+               make_subject=None, **legacy) -> Report:
+    """Run the checks on `spec`; `subject` may be a child already started (it imports torch while we import the
+    checks), `make_subject()` starts a replacement after a crash (the batch pool forks one from its zygote).
+    Keyword arguments of Options may be given directly (run_checks(spec, seed=1, only=[...]))."""
+    options = options or Options(**{k: v for k, v in legacy.items() if v is not None})
+    selected = select(options.only, options.skip)
+    make_subject = make_subject or (lambda: Subject(spec, options.overrides, options.seed,
+                                                    weight_map=options.weight_map, limits=options.limits))
     subject = subject or make_subject()
-    ctx = Context(subject, seed, examples)
+    ctx = Context(subject, options.seed, options.examples)
     results: dict[str, CheckResult] = {}
     deaths: list[WorkerDied] = []
     try:
-        for c in checks:
-            if deaths and (deaths[-1].kind in FATAL or len(deaths) >= MAX_RESTARTS):
-                outcome = Outcome("error", f"not run: {deaths[-1].message}")
+        for c in selected:
+            if deaths and (deaths[-1].kind in ("time", "cpu", "memory", "channel") or len(deaths) >= MAX_RESTARTS):
+                outcome = skipped(f"not run: the process running your code ended ({deaths[-1].kind}) earlier")
             else:
                 try:
-                    outcome = _guarded(_blocked, c, results, ctx, debug=debug) or _run_one(c, ctx, debug)
+                    outcome = _blocked(c, results, ctx) or _guarded(c, ctx, options.debug)
                 except WorkerDied as died:
                     deaths.append(died)
-                    outcome = Outcome("error", died.message)
-                    if died.kind not in FATAL and len(deaths) < MAX_RESTARTS:
+                    outcome = _death(died)
+                    if died.kind not in ("time", "cpu", "memory", "channel") and len(deaths) < MAX_RESTARTS:
                         started = ctx.subject.started  # the time budget covers the restarts too
                         ctx.subject.close()
                         ctx.subject = make_subject()
                         ctx.subject.started = started
-            results[c.id] = CheckResult(c.id, outcome.status, c.claim, outcome.message, c.fix, c.explanation,
-                                        outcome.config, outcome.observed, outcome.expected, outcome.details)
-        adapter = {"construction": _construction(ctx), "protections": ctx.subject.protections()}
-        if deaths:
-            adapter["process"] = [{"kind": d.kind, "message": d.message} for d in deaths]
-        if ctx._mapping is not None:
-            adapter["mapping"] = ctx.mapping.to_dict()
-        report = Report(spec, list(results.values()), seed, adapter)
-        if diagnose:
-            from harness.engine.diagnosis import diagnose as find_mistake
-
-            report.diagnosis = find_mistake(report, ctx)
-        if plot:
-            from harness.render.plot import write_leakage_plot
-
-            try:
-                report.adapter["plot"] = write_leakage_plot(ctx, plot, title=spec)
-            except (RuntimeError, TargetFailure, WorkerDied) as e:
-                report.adapter["plot"] = {"path": None, "error": str(e)}
+            results[c.id] = CheckResult.of(c, outcome)
+        built = results.get("construct") is not None and results["construct"].status == "pass"
+        report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
+                        rules_counted=options.rules)
+        if not deaths or deaths[-1].kind not in ("time", "cpu", "memory", "channel"):
+            if options.diagnose:
+                report.diagnosis = diagnosis.diagnose(report, ctx)
+            if options.leakage_map:
+                report.leakage = leakage.maps_or_error(ctx)
         report.student_output = ctx.subject.stderr_tail(8000)
     finally:
         ctx.subject.close()
     return report
 
 
-def _blocked(c, results, ctx) -> Outcome | None:
-    for need in c.needs:
-        if results.get(need) is None or results[need].status != "pass":
-            return Outcome("skip", f"skipped: needs {need}, which did not pass")
-    if c.weights:
+def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
+    """How mha-check drove the module: construction, weight mapping, call, protections, process events."""
+    out = {"protections": ctx.subject.protections()}
+    if built:  # a constructor that raised was called, but nothing was built: say nothing of "built as"
         try:
-            mapping = ctx.mapping
-        except TargetFailure as e:
-            return Outcome("error", f"your code raised while mha-check read its weights: {e.message}")
-        if mapping.index is None:
-            return Outcome("skip", "skipped: could not tell which of your parameters are Q, K, V and the output "
-                                   f"projection ({mapping.problem}). Name them q/k/v/out (or query/key/value/"
-                                   "out_proj, W_query..., c_attn/c_proj), or say it with --map q=NAME --map k=NAME "
-                                   "--map v=NAME --map o=NAME (a module or parameter name; NAME.T for a matrix used "
-                                   "as x @ W; --map qkv=NAME for a fused projection)")
+            out["construction"] = ctx.construction(ctx.base)
+        except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+            pass
+    if ctx._mapping is not None:
+        out["mapping"] = ctx._mapping.to_dict()
+    if deaths:
+        out["process"] = [{"kind": d.kind, "message": d.message, "ours": d.ours} for d in deaths]
+    return out
+
+
+def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
+    for need in c.needs:
+        got = results.get(need.id)
+        if got is None or (got.status != "pass" and not got.details.get("usable")):  # usable: failed, measurable
+            why = "could not be decided" if got is not None and got.status == "cannot_tell" else "did not pass"
+            return skipped(f"skipped: needs {need.id}, which {why}")
+    if c.weights:
+        proof = ctx.mapping
+        if not proof.certain:
+            return cannot_tell("mha-check could not tell with certainty which of your parameters are W_q, W_k, "
+                               f"W_v and W_o ({proof.problem}), so it does not judge this on a guess",
+                               help=MAP_HELP, tried=proof.tried)
     return None
 
 
-def _run_one(c, ctx, debug: bool):
-    return _guarded(c.run, ctx, debug=debug)
-
-
-def _guarded(fn, *args, debug: bool = False):
-    """Run a check (or its preconditions): the student's exceptions become `error`, and so does a bug of ours,
-    without hiding the other checks."""
+def _guarded(c: Check, ctx: Context, debug: bool) -> Outcome:
+    """Run a check: the student's exceptions are failures, our own problems are cannot-tell."""
     try:
-        return fn(*args)
+        return c.run(ctx)
     except WorkerDied:
         raise
     except TargetFailure as e:
-        return Outcome("error", f"your code raised {e.message}")
-    except Exception as e:  # noqa: BLE001 - a bug of ours must not hide the other checks
+        return failed(f"your code raised {e.message}", finding=f"raised at {e.stage}")
+    except CannotDrive as e:
+        return cannot_tell(f"mha-check could not drive your module: {e.message}",
+                           help="--arg NAME=VALUE for a constructor argument, or a factory function as the target")
+    except HarnessFailure as e:
+        return cannot_tell(f"mha-check's own code failed in the process running yours ({e.message}); this is not "
+                           "your fault, please report it", help="run with --debug and report the output")
+    except Exception as e:  # noqa: BLE001 - a bug of ours must not hide the other checks, nor blame the student
         tb = traceback.format_exc() if debug else ""
-        return Outcome("error", f"internal error in mha-check ({type(e).__name__}: {e}); please report it. {tb}")
+        return cannot_tell(f"internal error in mha-check ({type(e).__name__}: {e}); this is not your fault, please "
+                           f"report it. {tb}".strip(), help="run with --debug and report the output")
+
+
+def _death(died: WorkerDied) -> Outcome:
+    if died.ours:  # one of our limits: the code may be right, only slow or large
+        return cannot_tell(died.message, help=LIMIT_HELP, process=died.kind)
+    return failed(died.message, process=died.kind)

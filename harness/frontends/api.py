@@ -39,7 +39,6 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-import html
 import inspect
 import linecache
 import os
@@ -51,13 +50,19 @@ import textwrap
 import types
 from dataclasses import dataclass, field, fields
 
+from harness.engine import leakage
+from harness.engine.context import Context
 from harness.engine.report import CheckResult, Report
+from harness.engine.runner import Options, UsageError, run_checks
+from harness.frontends.options import ids
+from harness.render import html as html_report
+from harness.render import plot, text, view
+from harness.sandbox.subject import Subject
 
 HEADER = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 _HEADER_BINDINGS = {"math": "math", "torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
-STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "error": "#bc4c00", "skip": "#6e7781"}
 
-__all__ = ["check", "CheckResult", "NotebookReport", "Resolved", "resolved_target", "serialise",
+__all__ = ["check", "plot_leakage", "CheckResult", "NotebookReport", "Resolved", "resolved_target", "serialise",
            "TargetSourceError"]
 
 
@@ -84,59 +89,12 @@ class NotebookReport(Report):
         return new
 
     def __repr__(self) -> str:
-        text = self.to_text()
+        text_report = text.render(view.build(self))
         notes = getattr(self, "notes", [])
-        return text + ("\n" + "\n".join(f"note: {n}" for n in notes) if notes else "")
+        return text_report + ("\n" + "\n".join(f"note: {n}" for n in notes) if notes else "")
 
     def _repr_html_(self) -> str:
-        e = html.escape
-        s = self.summary()
-        verdict = ("all checks pass" if self.passed else
-                   ", ".join(f"{s[k]} {k}" for k in ("pass", "fail", "error", "skip") if s[k]))
-        colour = STATUS_COLOURS["pass" if self.passed else "fail"]
-        out = [f'<div class="mha-check-report"><p><b>mha-check</b> <code>{e(self.target)}</code>: '
-               f'<b style="color:{colour}">{e(verdict)}</b></p>']
-        built = self.adapter.get("construction") if isinstance(self.adapter, dict) else None
-        if built:
-            out.append(f"<p>built as <code>{e(str(built))}</code></p>")
-        out.append('<table><thead><tr><th style="text-align:left">check</th><th style="text-align:left">status'
-                   '</th><th style="text-align:left">finding</th></tr></thead><tbody>')
-        for c in self.checks:
-            col = STATUS_COLOURS.get(c.status, "#000")
-            text = c.message if c.status != "pass" else (c.message or c.claim)
-            cell = [e(text or "")]
-            if c.status in ("fail", "error"):
-                if c.config:
-                    cell.append(f"<br><small>smallest failing configuration: <code>{e(_describe(c.config))}"
-                                "</code></small>")
-                if c.observed or c.expected:
-                    cell.append(f"<br><small>observed: {e(str(c.observed))}; expected: {e(str(c.expected))}"
-                                "</small>")
-                if c.fix:
-                    cell.append(f"<br><small>fix: {e(c.fix)}</small>")
-            out.append(f'<tr><td style="text-align:left"><code>{e(c.id)}</code></td>'
-                       f'<td style="text-align:left"><b style="color:{col}">{e(c.status.upper())}</b></td>'
-                       f'<td style="text-align:left">{"".join(cell)}</td></tr>')
-        out.append("</tbody></table>")
-        d = self.diagnosis
-        if d and d.get("mutant"):
-            out.append(f'<p><b>{e("Diagnosis" if d.get("match") != "closest" else "Closest known mistake")}:'
-                       f'</b> {e(str(d.get("title", "")))} [<code>{e(str(d["mutant"]))}</code>]<br>'
-                       f'<small>evidence: {e(str(d.get("evidence", "")))}<br>what happens: '
-                       f'{e(str(d.get("symptom", "")))}<br>fix: <code>{e(str(d.get("fix", "")))}</code></small></p>')
-        for note in getattr(self, "notes", []):
-            out.append(f"<p><small>note: {e(note)}</small></p>")
-        out.append("</div>")
-        return "\n".join(out)
-
-
-def _describe(config: dict) -> str:
-    try:
-        from harness.wire.config import Config
-
-        return Config(**config).describe()
-    except TypeError:
-        return str(config)
+        return html_report.render(view.build(self), getattr(self, "notes", []))
 
 
 # -- from a Python object to a target string the child can load -------------------------------------------------------
@@ -397,30 +355,39 @@ def resolved_target(target, source: bool | None = None):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _ids(value) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = [value]
-    return [v.strip() for chunk in value for v in str(chunk).split(",") if v.strip()]
-
-
 def check(target, *, only=None, skip=None, seed: int = 0, examples: int = 6, args: dict | None = None,
-          weight_map: dict | None = None, source: bool | None = None, diagnose: bool = True,
+          weight_map: dict | None = None, source: bool | None = None, diagnose: bool = True, rules: bool = True,
           debug: bool = False) -> NotebookReport:
     """Run mha-check on `target` ("file.py:Class", "module:Class", a class, a factory function or an nn.Module
     instance) and return the report.  See the module docstring for how Python objects reach the child process."""
-    from harness.engine.runner import UsageError, run_checks  # the checks import numpy: only when a check is run
-
-    if examples < 0:
-        raise ValueError("examples must be >= 0")
+    if examples < 1:
+        raise ValueError("examples must be at least 1")
     with resolved_target(target, source) as resolved:
         try:
-            report = run_checks(resolved.spec, only=_ids(only), skip=_ids(skip), seed=seed, examples=examples,
-                                overrides=dict(args or {}), debug=debug, weight_map=dict(weight_map or {}),
-                                diagnose=diagnose)
+            report = run_checks(resolved.spec, Options(ids(only), ids(skip), seed, examples, dict(args or {}),
+                                                       dict(weight_map or {}), rules=rules, diagnose=diagnose,
+                                                       debug=debug))
         except UsageError as e:
             raise ValueError(str(e)) from None
     report.target = resolved.display
     return NotebookReport.from_report(report, resolved.notes, resolved.source)
+
+
+def plot_leakage(target, path, heads: bool = True, *, seed: int = 0, args: dict | None = None,
+                 weight_map: dict | None = None, source: bool | None = None) -> dict:
+    """Draw the leakage map of `target` (any form `check` takes) to `path`; returns {"path", "headline", "config",
+    "panels": [{"label", "leaks", "dead", "verdict"}], "notes"}, or {"path": None, "error"} when the module cannot be
+    built or run.  RuntimeError, before any work, when matplotlib is missing."""
+    plot.require_matplotlib()
+    with resolved_target(target, source) as resolved:
+        subject = Subject(resolved.spec, dict(args or {}), seed, weight_map=dict(weight_map or {}))
+        try:
+            maps = leakage.maps_or_error(Context(subject, seed), heads)
+        finally:
+            subject.close()
+    if "error" in maps:
+        return {"path": None, "error": maps["error"]}
+    headline = plot.draw(maps, path, title=resolved.display)
+    return {"path": str(path), "headline": headline, "config": maps["config"], "notes": maps["notes"],
+            "panels": [{k: v for k, v in p.items() if k != "G"} for p in maps["panels"]]}
 

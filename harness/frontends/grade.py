@@ -15,9 +15,17 @@ import hashlib
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
+
+from checks import all_checks
+from harness.engine.report import CheckResult, Report
+from harness.engine.runner import Options, run_checks
+from harness.render import formats
+from harness.render import rubric as rubrics
+from harness.sandbox import limits as sandbox
+from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
 
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
 _ZYGOTE = None
@@ -49,8 +57,6 @@ def find_target(folder: Path) -> str | None:
 
 def _init_grader(limits_dict: dict) -> None:
     global _ZYGOTE
-    from harness.sandbox import limits as sandbox
-    from harness.sandbox.pool import Zygote
 
     _ZYGOTE = Zygote(sandbox.Limits(**limits_dict))
 
@@ -58,11 +64,6 @@ def _init_grader(limits_dict: dict) -> None:
 def _grade_one(folder: str, spec: str | None, options: dict) -> dict:
     """Runs in a grader process; returns only plain data."""
     global _ZYGOTE
-    from harness.render import formats
-    from harness.sandbox import limits as sandbox
-    from harness.sandbox.pool import ForkedSubject, ZygoteError, Zygote
-    from harness.engine.report import CheckResult, Report
-    from harness.engine.runner import run_checks
 
     name = os.path.basename(folder)
     limits = sandbox.Limits(**options["limits"])
@@ -80,15 +81,16 @@ def _grade_one(folder: str, spec: str | None, options: dict) -> dict:
         for attempt in (1, 2):  # a template that died is replaced; dying twice on this submission is its doing
             try:
                 make = lambda: ForkedSubject(_ZYGOTE, spec, cwd=folder, seed=options["seed"], limits=limits)
-                report = run_checks(spec, seed=options["seed"], subject=make(), make_subject=make, limits=limits)
+                report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
+                                    make_subject=make)
                 break
             except ZygoteError as e:
                 _ZYGOTE.close()
                 _ZYGOTE = Zygote(limits)
                 report = failing(f"grading this submission broke mha-check's grading process twice ({e})")
-    rubric = formats.load_rubric(options.get("rubric"), {c.id for c in report.checks}) \
-        if options.get("rubric") else formats.Rubric()
-    got, total = formats.score(report, rubric)
+    rubric = rubrics.load_rubric(options.get("rubric"), {c.id for c in report.checks}) \
+        if options.get("rubric") else rubrics.Rubric()
+    got, total = rubrics.score(report, rubric)
     return {"name": name, "text": formats.render(report, options["format"], rubric),
             "row": {"submission": name, "target": spec or "", "passed": report.passed, "score": got,
                     "max_score": total, **report.summary(),
@@ -148,8 +150,6 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def main(argv: list[str]) -> int:
-    from harness.render import formats
-    from harness.sandbox import limits as sandbox
 
     p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0])
     p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per submission")
@@ -172,10 +172,8 @@ def main(argv: list[str]) -> int:
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
     try:
-        from checks import all_checks
-
-        rubric = formats.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
-    except formats.RubricError as e:
+        rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
+    except rubrics.RubricError as e:
         p.error(str(e))
     target = args.target or (rubric.target if rubric else None)
     folders = sorted(d for d in Path(args.submissions).iterdir() if d.is_dir() and not d.name.startswith("."))
@@ -209,6 +207,4 @@ def main(argv: list[str]) -> int:
 
 
 def _as_completed(futures):
-    from concurrent.futures import as_completed
-
     return as_completed(futures)

@@ -56,16 +56,17 @@ def _run(config, target: str, only=None, skip=None, **options):
            tuple(sorted((k, repr(v)) for k, v in options.items())))
     cache = config.stash[_REPORTS]
     if key not in cache:
-        from harness.frontends.api import check
+        from harness.frontends.api import check  # noqa: PLC0415 - start-up: this plugin loads in every pytest session
 
         cache[key] = (target, check(target, **options))  # the target is kept alive: its id stays unique
     full = cache[key][1]
     if only is None and skip is None:
         return full
-    from harness.frontends.api import NotebookReport, _ids
-    from harness.engine.runner import select
+    from harness.engine.runner import select  # noqa: PLC0415 - start-up: this plugin loads in every pytest session
+    from harness.frontends.api import NotebookReport  # noqa: PLC0415 - start-up: this plugin loads in every pytest session
+    from harness.frontends.options import ids  # noqa: PLC0415 - start-up: this plugin loads in every pytest session
 
-    wanted = {c.id for c in select(_ids(only), _ids(skip))}
+    wanted = {c.id for c in select(ids(only), ids(skip))}
     sub_key = key + (tuple(sorted(wanted)),)
     if sub_key not in cache:
         part = NotebookReport.from_report(full, full.notes, full.source)
@@ -82,7 +83,7 @@ class MhaTarget(pytest.Collector):
         self.target = target
 
     def collect(self):
-        from harness.engine.runner import select  # the check list, no child process
+        from harness.engine.runner import select  # noqa: PLC0415 - start-up: loaded in every pytest session
 
         for c in select():
             yield MhaCheckItem.from_parent(self, name=c.id, check_id=c.id, claim=c.claim)
@@ -104,9 +105,7 @@ class MhaCheckItem(pytest.Item):
         result = report[self.check_id]
         if result.status == "pass":
             return
-        if result.status == "skip":
-            pytest.skip(result.message)
-        raise MhaCheckFailure(_failure_text(report, result))
+        raise MhaCheckFailure(_failure_text(report, result))  # skipped or undecided is not verified: not a pass
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, MhaCheckFailure):
@@ -118,25 +117,23 @@ class MhaCheckItem(pytest.Item):
 
 
 def _failure_text(report, result) -> str:
-    lines = [f"{result.status.upper()} {result.id}: {result.message}"]
-    if result.config:
-        from harness.wire.config import Config
+    """The same words as the text report: the root cause first (when identified), then this check."""
+    from harness.render import text, view  # noqa: PLC0415 - start-up: this plugin loads in every pytest session
 
-        try:
-            lines.append(f"  smallest failing configuration: {Config(**result.config).describe()}")
-        except TypeError:
-            lines.append(f"  smallest failing configuration: {result.config}")
-    if result.observed or result.expected:
-        lines.append(f"  observed: {result.observed}; expected: {result.expected}")
-    lines.append(f"  claim: {result.claim}")
-    if result.explanation:
-        lines.append(f"  why it matters: {result.explanation}")
-    if result.fix:
-        lines.append(f"  fix: {result.fix}")
-    d = report.diagnosis
-    if d and d.get("mutant"):
-        lines.append(f"  diagnosis of the whole module: {d.get('title')} [{d['mutant']}]; fix: {d.get('fix')}")
-    return "\n".join(lines)
+    shown = view.build(report)
+    line = next(ln for ln in shown.lines if ln.id == result.id)
+    out = []
+    if shown.root:
+        out += text.wrap(shown.root.title, "  ", "root cause: ")
+        if shown.root.at:
+            out += text.wrap(f"{shown.root.at}: {shown.root.code or ''}", "  ", "  at ")
+        out += text.wrap(shown.root.fix, "  ", "  fix: ")
+    line.follows_root = False  # here the check's own detail is wanted
+    out += text.check_lines(line, len(line.id), verbose=True, colour=False)
+    if line.status != "fail":
+        out.append("  (not verified, so not a pass: " + ("mha-check could not decide it" if
+                                                         line.status == "cannot_tell" else "it was skipped") + ")")
+    return "\n".join(out)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k / -m deselection, which also runs in this hook

@@ -1,19 +1,23 @@
 """For teachers and curious students: the kill matrix, one mutant's story and diff, and `explain ID`.
 
-Everything here reads `mutants/fingerprints.json` (the measured symptoms and explanations of every mutant) and the
-source files, so it answers instantly, without torch.
+Everything here reads the catalogue of mistakes (`mutants.catalogue()`: the measured symptoms and explanations of
+every mutant) and the mutants' source files as text, so it answers instantly, without torch.
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
-
-from harness import PACKAGES_ROOT
+import sys
 from pathlib import Path
 
-from harness.engine.diagnosis import load_fingerprints
+import mutants
+import reference
+from checks import all_checks
 
-ROOT = Path(PACKAGES_ROOT)
+
+def load_fingerprints() -> dict:
+    return mutants.catalogue()
 
 
 def _class_source(path: Path) -> list[str]:
@@ -27,15 +31,13 @@ def _class_source(path: Path) -> list[str]:
 
 def mutant_diff(mutant_id: str) -> str:
     """The mutant's class against the reference's: the bug, and nothing else."""
-    mine = ROOT / "mutants" / (mutant_id.replace("-", "_") + ".py")
-    diff = difflib.unified_diff(_class_source(ROOT / "reference" / "causal_mha.py"), _class_source(mine),
+    mine = mutants.source_path(mutant_id)
+    diff = difflib.unified_diff(_class_source(Path(reference.__file__).parent / "causal_mha.py"), _class_source(mine),
                                 "reference/causal_mha.py", f"mutants/{mine.name}", n=1)
     return "".join(diff)
 
 
 def _checks():
-    from checks import all_checks
-
     return all_checks()
 
 
@@ -116,8 +118,6 @@ def _mutant_example(mid: str) -> str:
 
 def main(argv: list[str]) -> int:
     """`mha-check mutants [show ID] [--format json]` and `mha-check explain ID [--format json]`."""
-    import argparse
-
     command = argv[0]
     p = argparse.ArgumentParser(prog=f"mha-check {command}")
     if command == "mutants":
@@ -137,6 +137,6 @@ def main(argv: list[str]) -> int:
         else:
             print(matrix(args.format))
     except LookupError as e:
-        print(f"mha-check {command}: error: {e}", file=__import__("sys").stderr)
+        print(f"mha-check {command}: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -1,31 +1,24 @@
 """The leakage map as a picture: does output position t depend on input position s?
 
-For one configuration (width 8, 2 heads, n = 8 tokens, batch 2), the child computes the gradient of every output
-position with respect to every input position (`Instance.influence`, from the same Jacobian the causal-leakage check
-uses); the picture shows its size, relative to the largest, on a log scale: one panel for the module as a whole and,
-when mha-check can transplant weights into it, one per head (the output projection restricted to that head).
-The future (s > t, above the diagonal) is hatched and bounded by a red staircase: a causal layer leaves it white
-(exactly zero).  Cells that leak are boxed in red; allowed cells with no influence are boxed in orange.
+For one configuration (width 8, 2 heads, n = 8 tokens, batch 2), the engine measures the gradient of every output
+position with respect to every input position (harness.engine.leakage, from the same Jacobian the causal-leakage
+check uses) and stores it in the report; this module draws it: its size, relative to the largest, on a log scale,
+one panel for the module and, where the weights are mapped with certainty, one per head.  The future (s > t) is
+hatched behind a blue staircase, the causal boundary; a causal layer leaves it white (exactly zero).  Cells that
+leak are boxed in red; allowed cells with no influence are boxed in dashed orange; a legend says so, and the title
+names the finding.
 
 matplotlib is optional (`pip install 'mha-check[plot]'`); it is imported only when a picture is drawn, and only its
 object-oriented Agg API is used (no pyplot, no global backend change: safe inside a notebook).
-
-    from harness.render.plot import plot_leakage
-    plot_leakage("attn.py:MyAttn", "leakage.png")          # any target harness.api.check takes
-
-From the runner, after the checks and before the subject is closed: `write_leakage_plot(ctx, path)`.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from harness.wire.config import Config
+from harness.engine.leakage import INFLUENCE
 
-PLOT_CONFIG = Config(d_in=8, d_out=8, heads=2, context_length=12, batch=2, n=8)
-INFLUENCE = 1e-12  # as checks/causal_leakage.py: relative size below which an allowed position has "no influence"
 MISSING = "the leakage plot needs matplotlib: pip install 'mha-check[plot]'"
+LEAK, DEAD, BOUNDARY = "#cf222e", "#fb8f44", "#0969da"
 
 
 def require_matplotlib():
@@ -38,73 +31,32 @@ def require_matplotlib():
     return Figure, FigureCanvasAgg
 
 
-def _panel(label: str, G: np.ndarray | None, note: str = "") -> dict:
-    if G is None:
-        return {"label": label, "G": None, "leaks": None, "dead": None,
-                "verdict": note or "no gradient: the output is not connected to the input"}
-    G = np.asarray(G, dtype=float)
-    if G.ndim == 3:
-        G = G.max(axis=0)  # the worst sequence of the batch
-    n = G.shape[0]
-    future = np.triu(np.ones((n, n), bool), 1)
-    finite = np.isfinite(G)
-    scale = float(G[finite].max()) if finite.any() else 0.0
-    leaks = int(((G > 0) | ~finite)[future].sum())
-    dead = int(((G <= INFLUENCE * scale) & finite)[~future].sum()) if scale > 0 else int((~future).sum())
-    if leaks:
-        verdict = f"LEAKS: {leaks} future cell{'s' if leaks != 1 else ''}"
-    elif dead:
-        verdict = f"{dead} allowed cell{'s' if dead != 1 else ''} without influence"
-        verdict = verdict if len(verdict) < 36 else f"{dead} allowed cells dead"
-    else:
-        verdict = "causal: no leak"
-    return {"label": label, "G": G, "leaks": leaks, "dead": dead, "verdict": verdict + (f" ({note})" if note else "")}
+def finding(maps: dict) -> str:
+    """The picture's headline: what its pattern means."""
+    module = maps["panels"][0]
+    if module["G"] is None:
+        return "no gradient: the output is not connected to the input"
+    leaky = [p["label"] for p in maps["panels"] if p["leaks"]]
+    if leaky:
+        return "LEAK: " + ", ".join(leaky) + " depend" + ("s" if len(leaky) == 1 else "") + \
+               " on future tokens (red boxes above the blue boundary)"
+    dead = [p["label"] for p in maps["panels"] if p["dead"]]
+    if dead:
+        return "no leak, but some allowed tokens have no influence in " + ", ".join(dead) + " (orange boxes)"
+    return "causal: every output depends on all earlier tokens and on no later one"
 
 
-def leakage_maps(ctx, heads: bool = True, cfg: Config | None = None) -> dict:
-    """The (n, n) influence maps for the module and, where weights can be transplanted, each head.
-
-    `ctx` is the runner's `checks._context.Context`.  Student failures propagate as TargetFailure / WorkerDied."""
-    from harness.sandbox.subject import TargetFailure
-
-    cfg = cfg or PLOT_CONFIG
-    ctx.subject.load()
-    inst = ctx.build(cfg)
-    x = ctx.input(cfg, "plot")
-    r = ctx.rng("plot-r", cfg).standard_normal(cfg.d_out)
-    panels = [_panel("module", inst.influence(x, r))]
-    notes = []
-    if heads and cfg.heads > 1:
-        if inst.layout is None:
-            notes.append("per-head maps need the weights mapped (Q, K, V, output projection); they were not")
-        else:
-            if not ctx.mapping.proven:
-                notes.append("heads isolated through a weight mapping that was not proven on the module's own "
-                             "output (expected when the module has a bug)")
-            w = ctx.weights_for(inst, "plot")
-            dh = cfg.head_width
-            try:
-                for h in range(cfg.heads):
-                    only_h = w.wo.copy()
-                    only_h[:, : h * dh] = 0
-                    only_h[:, (h + 1) * dh:] = 0
-                    ctx.transplant(inst, replace(w, wo=only_h))
-                    panels.append(_panel(f"head {h}", inst.influence(x, r)))
-            except TargetFailure as e:
-                notes.append(f"per-head maps: your code raised {e.message}")
-    return {"config": cfg.to_dict(), "panels": panels, "notes": notes}
-
-
-def render(maps: dict, path, title: str = "") -> None:
+def draw(maps: dict, path, title: str = "") -> str:
     """Draw the maps to `path` (PNG, or any format matplotlib infers from the suffix)."""
     Figure, FigureCanvasAgg = require_matplotlib()
     from matplotlib import colormaps
-    from matplotlib.patches import Polygon, Rectangle
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Polygon, Rectangle
 
     panels = maps["panels"]
     cfg = maps["config"]
     n = cfg["n"]
-    values = [p["G"] for p in panels if p["G"] is not None]
+    values = [np.asarray(p["G"], dtype=float) for p in panels if p["G"] is not None]
     positive = np.concatenate([v[np.isfinite(v) & (v > 0)].ravel() / max(float(np.nanmax(v[np.isfinite(v)])), 1e-300)
                                for v in values]) if values else np.array([])
     vmin = max(-17.0, float(np.floor(np.log10(positive.min()))) - 0.5) if positive.size else -16.0
@@ -120,7 +72,7 @@ def render(maps: dict, path, title: str = "") -> None:
     image = None
     for ax, p in zip(axes, panels):
         ax.set_title(f"{p['label']}\n{p['verdict']}", fontsize=9,
-                     color="#cf222e" if p["leaks"] else ("#bc4c00" if p["dead"] else "#1a7f37"))
+                     color=LEAK if p["leaks"] else ("#bc4c00" if p["dead"] else "#1a7f37"))
         ax.set_xlabel("input position s")
         ax.set_ylabel("output position t")
         ax.set_xticks(range(n))
@@ -130,7 +82,7 @@ def render(maps: dict, path, title: str = "") -> None:
         if p["G"] is None:
             ax.text((n - 1) / 2, (n - 1) / 2, "no gradient", ha="center", va="center", color="#cf222e")
             continue
-        G = p["G"]
+        G = np.asarray(p["G"], dtype=float)
         finite = np.isfinite(G)
         scale = float(G[finite].max()) if finite.any() else 1.0
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -144,13 +96,13 @@ def render(maps: dict, path, title: str = "") -> None:
                              linewidth=0, alpha=0.6))
         line = [(n - 0.5, n - 1.5)] + [pt for t in range(n - 2, -1, -1) for pt in ((t + 0.5, t + 0.5),
                                                                                    (t + 0.5, t - 0.5))]
-        ax.plot([a for a, _ in line], [b for _, b in line], color="#cf222e", linewidth=1.6)
+        ax.plot([a for a, _ in line], [b for _, b in line], color=BOUNDARY, linewidth=1.6)
         future = np.triu(np.ones((n, n), bool), 1)
         for t, s in np.argwhere(((G > 0) | ~finite) & future):
-            ax.add_patch(Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, edgecolor="#cf222e", linewidth=2.2))
+            ax.add_patch(Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, edgecolor=LEAK, linewidth=2.2))
         if scale > 0:
             for t, s in np.argwhere((G <= INFLUENCE * scale) & finite & ~future):
-                ax.add_patch(Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, edgecolor="#fb8f44", linewidth=2.0,
+                ax.add_patch(Rectangle((s - 0.5, t - 0.5), 1, 1, fill=False, edgecolor=DEAD, linewidth=2.0,
                                        linestyle="--"))
     if image is None:
         cax.set_visible(False)
@@ -158,46 +110,16 @@ def render(maps: dict, path, title: str = "") -> None:
         bar = fig.colorbar(image, cax=cax)
         bar.set_label("log10 |d y_t / d x_s| relative to the largest\n(white: exactly 0)", fontsize=8)
     shape = f"d={cfg['d_out']}, {cfg['heads']} heads, n={n} tokens, batch {cfg['batch']}"
-    fig.suptitle(f"{title + ': ' if title else ''}does output t depend on input s?  ({shape}; hatched: the future, "
-                 "must stay white)", fontsize=9)
-    footer = "red boxes: the output depends on a future input (a leak); orange dashed: an allowed input has no " \
-             "influence"
+    headline = finding(maps)
+    fig.suptitle(f"{title + ': ' if title else ''}{headline}\ndoes output t depend on input s?  ({shape})",
+                 fontsize=9, color=LEAK if headline.startswith("LEAK") else "#24292f")
+    legend = [Patch(facecolor="none", edgecolor="#8c959f", hatch="///", label="the future (s > t): must stay white"),
+              Line2D([0], [0], color=BOUNDARY, linewidth=1.6, label="causal boundary"),
+              Patch(facecolor="none", edgecolor=LEAK, linewidth=2.2, label="future, leaks (a bug)"),
+              Patch(facecolor="none", edgecolor=DEAD, linewidth=2.0, linestyle="--",
+                    label="allowed, no influence")]
+    fig.legend(handles=legend, loc="lower center", ncol=4, fontsize=7, frameon=False)
     if maps.get("notes"):
-        footer += "\n" + "; ".join(maps["notes"])
-    fig.text(0.01, 0.01, footer, fontsize=7, color="#57606a", va="bottom")
+        fig.text(0.01, 0.01, "; ".join(maps["notes"]), fontsize=7, color="#57606a", va="bottom")
     fig.savefig(path)
-
-
-def write_leakage_plot(ctx, path, heads: bool = True, title: str | None = None, cfg: Config | None = None) -> dict:
-    """Compute and draw the leakage maps with the runner's Context (call it before the subject is closed).
-
-    Returns {"path", "config", "panels": [{"label", "leaks", "dead", "verdict"}], "notes"} or, when the student's
-    module cannot be built or run, {"path": None, "error": ...} (nothing written).  Raises RuntimeError when
-    matplotlib is missing (checked first, before any work)."""
-    from harness.sandbox.subject import TargetFailure, WorkerDied
-
-    require_matplotlib()
-    try:
-        maps = leakage_maps(ctx, heads, cfg)
-    except (TargetFailure, WorkerDied) as e:
-        return {"path": None, "error": f"no leakage plot: your code raised {e.message}"}
-    render(maps, path, title if title is not None else str(getattr(ctx.subject, "spec", "")))
-    return {"path": str(path), "config": maps["config"], "notes": maps["notes"],
-            "panels": [{k: v for k, v in p.items() if k != "G"} for p in maps["panels"]]}
-
-
-def plot_leakage(target, path, heads: bool = True, *, seed: int = 0, args: dict | None = None,
-                 weight_map: dict | None = None, source: bool | None = None) -> dict:
-    """Draw the leakage map of `target` (a target string, class, factory function or nn.Module instance, as for
-    `harness.api.check`) to `path`; returns what `write_leakage_plot` returns."""
-    from harness.engine.context import Context
-    from harness.frontends.api import resolved_target
-    from harness.sandbox.subject import Subject
-
-    require_matplotlib()
-    with resolved_target(target, source) as resolved:
-        subject = Subject(resolved.spec, dict(args or {}), seed, weight_map=dict(weight_map or {}))
-        try:
-            return write_leakage_plot(Context(subject, seed), path, heads, title=resolved.display)
-        finally:
-            subject.close()
+    return headline

@@ -16,6 +16,9 @@ import subprocess
 from dataclasses import dataclass
 
 
+MEMORY_FLOOR_MB = 1024  # below this the child cannot even import torch: refused as a usage error, never blamed
+
+
 @dataclass(frozen=True)
 class Limits:
     call_seconds: float = 30.0  # one request (build, forward, ...) may take this long on the wall clock

@@ -2,16 +2,19 @@
 worker is forked from it instead of started from scratch, which saves the ~1 s torch import per submission)."""
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import os
 import socket
 import subprocess
 import sys
+import threading
 
 from harness import PACKAGES_ROOT
 
 from harness.sandbox import limits as sandbox
-from harness.sandbox.subject import Subject, TargetFailure
+from harness.sandbox.subject import Subject
 
 
 class ZygoteError(RuntimeError):
@@ -31,12 +34,14 @@ class Zygote:
                                      start_new_session=True)
         theirs.close()
         self.control = ours
+        self._lock = threading.Lock()  # one request at a time on the control socket, whatever thread asks
         self.info = self.request({"op": "hello"})
 
     def request(self, message: dict, fds=()) -> dict:
         try:
-            socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
-            data = self.control.recv(1 << 16)
+            with self._lock:
+                socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
+                data = self.control.recv(1 << 16)
         except OSError as e:
             raise ZygoteError(f"the grading template process failed: {e}") from None
         if not data:
@@ -60,6 +65,29 @@ class Zygote:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+class ZygotePool:
+    """Several zygotes for several threads.  A zygote serves one submission at a time: when a submission's child
+    ends it kills every other child it has (the submission's leftovers), so two threads must never share one."""
+
+    def __init__(self, count: int, limits: sandbox.Limits | None = None):
+        self.free: queue.Queue = queue.Queue()
+        self.all = [Zygote(limits) for _ in range(count)]
+        for z in self.all:
+            self.free.put(z)
+
+    @contextlib.contextmanager
+    def take(self):
+        zygote = self.free.get()
+        try:
+            yield zygote
+        finally:
+            self.free.put(zygote)
+
+    def close(self) -> None:
+        for z in self.all:
+            z.close()
 
 
 class ForkedSubject(Subject):

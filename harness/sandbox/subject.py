@@ -22,114 +22,79 @@ import numpy as np
 
 from harness import PACKAGES_ROOT
 
+from harness.wire import messages as m
 from harness.wire import protocol
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.sandbox import limits as sandbox
 from harness.wire.config import Config
 
-MEMORY_WORDS = ("MemoryError", "can't allocate memory", "not enough memory", "out of memory", "bad_alloc")
-
-
-class TargetFailure(Exception):
-    """The student's code raised (or the child died) while doing what was asked."""
-
-    def __init__(self, stage: str, message: str):
-        super().__init__(message)
-        self.stage, self.message = stage, message
-
-    @property
-    def kind(self) -> str:
-        return "memory" if any(w in self.message for w in MEMORY_WORDS) else "raised"
-
-
-class WorkerDied(Exception):
-    """The child is gone: `kind` is time, cpu, memory, output, channel, crash or exit.  Deliberately not a TargetFailure: a check
-    that expects the student's code to raise must never mistake a dead process for an answer."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind, self.message, self.stage = kind, message, "process"
-
-
 @dataclass
 class Instance:
+    """One built module in the child; `layout` and `style` say how weights and extra forward arguments are given
+    (chosen by the engine's proof of the mapping)."""
+
     subject: "Subject"
     cfg: Config
-    info: dict
+    info: m.Built
     layout: int | None = None  # the layout index chosen by the proof
+    style: int = 0  # how forward is called (index in info.call_styles), chosen by the proof
 
     @property
     def handle(self) -> int:
-        return self.info["handle"]
+        return self.info.handle
 
     @property
-    def layouts(self) -> list[dict]:
-        return self.info["layouts"]
+    def layouts(self) -> list[m.LayoutInfo]:
+        return self.info.layouts
 
     def __post_init__(self):
         self._pending: dict | None = None  # weights to write with the next request (saves a round trip)
 
-    def call(self, op: str, arrays=None, **header) -> tuple[dict, dict]:
-        return self.calls([(op, arrays, header)])[0]
-
-    def calls(self, requests) -> list[tuple[dict, dict]]:
+    def calls(self, requests: list[m.Request]) -> list[m.Reply]:
         """Several requests on this instance in one round trip (with any pending weight transplant first)."""
-        requests = [(op, arrays, {**header, "handle": self.handle}) for op, arrays, header in requests]
         if self._pending is not None:
-            requests.insert(0, ("write", self._pending, {"handle": self.handle, "layout": self.layout}))
+            write = m.WriteWeights(self.handle, self.layout, self._pending)
             self._pending = None
-            return self.subject.multi(requests)[1:]
-        return self.subject.multi(requests) if len(requests) > 1 else [self.subject.call(requests[0][0],
-                                                                                         requests[0][1],
-                                                                                         **requests[0][2])]
+            return self.subject.calls([write] + list(requests))[1:]
+        return self.subject.calls(list(requests))
 
-    def forward(self, x: np.ndarray, mode: str = "eval", noncontig: bool = False, want_x_after: bool = False):
-        head, arr = self.call("forward", {"x": x}, mode=mode, noncontig=noncontig, want_x_after=want_x_after)
-        y = _array(arr, "y")
-        return (y, arr.get("x_after")) if want_x_after else y
+    def call(self, request: m.Request) -> m.Reply:
+        return self.calls([request])[0]
+
+    def forward(self, x: np.ndarray, mode: str = "eval", noncontig: bool = False) -> np.ndarray:
+        return self.call(m.Forward(self.handle, x, mode, noncontig, style=self.style)).y
+
+    def forward_keep_input(self, x: np.ndarray, mode: str = "eval") -> m.Output:
+        """The output and the input tensor as it was after forward (to see in-place changes)."""
+        return self.call(m.Forward(self.handle, x, mode, want_x_after=True, style=self.style))
 
     def forward_many(self, xs: list[np.ndarray], mode: str = "eval") -> list[np.ndarray]:
         """Forward passes of several inputs in one round trip."""
-        replies = self.calls([("forward", {"x": x}, {"mode": mode}) for x in xs])
-        return [_array(arr, "y") for _, arr in replies]
+        return [r.y for r in self.calls([m.Forward(self.handle, x, mode, style=self.style) for x in xs])]
 
-    def vjp(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval"):
-        return self.call("vjp", {"x": x, "gy": gy}, mode=mode, layout=self.layout)
+    def vjp(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval") -> m.Gradients:
+        return self.call(m.Vjp(self.handle, x, gy, mode, self.layout, self.style))
 
-    def jacobian(self, x: np.ndarray, r: np.ndarray):
-        return self.call("jacobian", {"x": x, "r": r})
+    def jacobian(self, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> m.JacobianResult:
+        return self.call(m.Jacobian(self.handle, x, r, mode, self.style))
 
     def read_weights(self, layout: int) -> dict[str, np.ndarray]:
-        return self.call("read", layout=layout)[1]
+        return self.call(m.ReadWeights(self.handle, layout)).weights
 
     def write_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Transplant before the next request, every time: the student's forward may have changed its own
         parameters since the last one."""
         self._pending = dict(weights)
 
-    def meta_forward(self, shape) -> dict:
-        return self.call("meta", shape=list(shape))[0]
+    def meta_forward(self, shape) -> m.MetaResult:
+        return self.call(m.MetaForward(self.handle, list(shape), self.style))
 
-    def trace(self, x: np.ndarray, limit: int = 400) -> dict:
-        """Every torch operation of one forward pass, recorded in the child (see Worker.op_trace)."""
-        return self.call("trace", {"x": x}, limit=limit)[0]
+    def devices(self, x: np.ndarray) -> m.DevicesResult:
+        return self.call(m.Devices(self.handle, x, self.style))
 
-    def influence(self, x: np.ndarray, r: np.ndarray) -> np.ndarray | None:
-        """(B, n, n) gradient norms |d (r . y[b, t]) / d x[b, s]| (None when the output has no autograd graph or
-        the wrong shape); computed from `jacobian` in this process."""
-        head, arrays = self.jacobian(x, r)
-        return influence_from_jacobian(arrays["jac"]) if "jac" in arrays else None
-
-
-def influence_from_jacobian(jac: np.ndarray) -> np.ndarray:
-    """(B, n, B, n, d_in) Jacobian -> (B, t, s) gradient norms within each sequence."""
-    return np.stack([np.linalg.norm(jac[b, :, b], axis=-1) for b in range(jac.shape[0])])
-
-
-def _array(arrays: dict, name: str) -> np.ndarray:
-    """A reply's array, float64, or a clear failure when the child did not send it."""
-    if name not in arrays or arrays[name].dtype != np.float64:
-        raise TargetFailure("forward", f"no float output came back ({name})")
-    return arrays[name]
+    def trace(self, x: np.ndarray, limit: int = 400) -> m.TraceResult:
+        """Every torch operation of one forward pass, recorded in the child (see harness.child.recorders)."""
+        return self.call(m.Trace(self.handle, x, limit, self.style))
 
 
 class _DeadlineReader:
@@ -159,7 +124,7 @@ class Subject:
         self.started = time.monotonic()
         self._spawn()
         self._builds: dict[tuple, Instance] = {}
-        self.loaded: dict | None = None
+        self.loaded: m.Loaded | None = None
         self.dead: WorkerDied | None = None
 
     def _spawn(self) -> None:
@@ -188,14 +153,21 @@ class Subject:
     def _alive(self) -> bool:
         return self.proc.poll() is None
 
-    def call(self, op: str, arrays=None, **header) -> tuple[dict, dict]:
+    def calls(self, requests: list[m.Request]) -> list[m.Reply]:
+        """Send requests in one frame and return their replies; the first failure raises (TargetFailure for the
+        student's code, HarnessFailure for ours), a dead or silent child raises WorkerDied."""
         if self.dead:
             raise self.dead
+        op = "+".join(r.op for r in requests)
         now = time.monotonic()
         deadline = min(now + self.limits.call_seconds, self.started + self.limits.total_seconds)
         try:
-            self._send(protocol.encode({"op": op, **header}, arrays))
-            reply, out = protocol.decode(_DeadlineReader(self._out_fd, deadline))
+            self._send(m.encode_batch(requests))
+            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline)))
+            if len(replies) > len(requests) or (len(replies) < len(requests) and not isinstance(replies[-1], m.Failed)):
+                raise protocol.ProtocolError(f"{len(replies)} replies to {len(requests)} requests")
+            for request, reply in zip(requests, replies):
+                m.check_answer(request, reply)
         except TimeoutError:
             self._kill()
             total = deadline >= self.started + self.limits.total_seconds
@@ -206,39 +178,27 @@ class Subject:
         except (EOFError, BrokenPipeError, OSError, protocol.ProtocolError) as e:
             self.dead = self._classify_death(op, e)
             raise self.dead from None
-        if not isinstance(reply, dict):
-            raise TargetFailure("protocol", "malformed reply")
-        if "error" in reply:
-            err = reply["error"] if isinstance(reply["error"], dict) else {}
-            self._raise(err)
-        return reply, out
+        if isinstance(replies[-1], m.Failed):
+            self._raise(replies[-1])
+        return replies
 
-    def _raise(self, err: dict):
-        """The student's code raised: a TargetFailure, or a memory-limit death when it ran out of memory."""
-        failure = TargetFailure(str(err.get("stage", "?"))[:40], str(err.get("message", ""))[:4000])
-        if failure.kind == "memory":
+    def call(self, request: m.Request) -> m.Reply:
+        return self.calls([request])[0]
+
+    def _raise(self, failed: m.Failed):
+        """The student's code raised (TargetFailure, or a memory-limit death when it ran out of memory), or our
+        own code in the child did (HarnessFailure: never the student's fault)."""
+        if failed.stage == "harness":
+            raise HarnessFailure(failed.message[:4000])
+        if failed.stage == "adapter":
+            raise CannotDrive(failed.message[:4000])
+        failure = TargetFailure(failed.stage[:40], failed.message[:4000])
+        if failure.out_of_memory:
             self._kill()
             self.dead = WorkerDied("memory", f"memory limit: your code tried to use more than "
                                              f"{self.limits.memory_mb} MB ({failure.message[:300]})")
             raise self.dead
         raise failure
-
-    def multi(self, requests) -> list[tuple[dict, dict]]:
-        """[(op, arrays, header), ...] in one round trip; raises TargetFailure for the first request that failed."""
-        arrays = {f"{i}:{k}": v for i, (_, arr, _) in enumerate(requests) for k, v in (arr or {}).items()}
-        calls = [{"op": op, **header} for op, _, header in requests]
-        reply, out = self.call("multi", arrays, calls=calls)
-        replies = reply.get("replies", [])
-        results = []
-        for i, r in enumerate(replies if isinstance(replies, list) else []):
-            if not isinstance(r, dict):
-                raise TargetFailure("protocol", "malformed reply")
-            if "error" in r:
-                self._raise(r["error"] if isinstance(r["error"], dict) else {})
-            results.append((r, {k.split(":", 1)[1]: v for k, v in out.items() if k.startswith(f"{i}:")}))
-        if len(results) != len(requests):
-            raise TargetFailure("protocol", "the child answered fewer requests than were sent")
-        return results
 
     def _classify_death(self, op: str, error: Exception) -> WorkerDied:
         if isinstance(error, protocol.ProtocolError):  # garbage on the channel: no answer can be trusted now
@@ -272,17 +232,17 @@ class Subject:
             pass
         self._wait(5)
 
-    def load(self) -> dict:
+    def load(self) -> m.Loaded:
         if self.loaded is None:
-            self.loaded = self.call("load", spec=self.spec, overrides=self.overrides, weight_map=self.weight_map,
-                                    search_dir=self.search_dir)[0]
+            self.loaded = self.call(m.Load(self.spec, self.search_dir, self.overrides, self.weight_map))
         return self.loaded
 
-    def build(self, cfg: Config, force_dropout: float = 0.0) -> Instance:
+    def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:
         """Build (once per constructor configuration) the student's module in the child."""
         key = cfg.ctor_key() + (force_dropout,)
+        self.load()  # the child builds only a target it has loaded
         if key not in self._builds:
-            info, _ = self.call("build", cfg=cfg.to_dict(), seed=self.seed, force_dropout=force_dropout)
+            info = self.call(m.Build(cfg.to_dict(), self.seed, force_dropout))
             self._builds[key] = Instance(self, cfg, info)
         return self._builds[key]
 
@@ -301,8 +261,8 @@ class Subject:
     def close(self) -> None:
         if self._alive() and not self.dead:
             try:
-                self.call("bye")
-            except (TargetFailure, WorkerDied):
+                self.call(m.Bye())
+            except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
                 pass
         self._kill()
         self.log.close()

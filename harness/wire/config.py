@@ -19,6 +19,19 @@ class Config:
     def head_width(self) -> int:
         return self.d_out // self.heads
 
+    def value(self, key: str):
+        """The value a constructor parameter gets for a configuration key: width, d_in, d_out, heads,
+        context_length, dropout, qkv_bias, head_width (d_out / heads), kv_heads (= heads), all_bias and causal (on)."""
+        if key in ("width", "d"):
+            return self.d_out
+        if key in ("all_bias", "causal"):
+            return True
+        if key == "head_width":
+            return self.d_out // self.heads
+        if key == "kv_heads":
+            return self.heads
+        return getattr(self, key)
+
     def ctor_key(self) -> tuple:
         """What the constructor sees: configs equal here can share one built module."""
         return (self.d_in, self.d_out, self.heads, self.context_length, self.dropout, self.qkv_bias)

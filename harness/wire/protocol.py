@@ -56,6 +56,8 @@ def decode(stream) -> tuple[dict, dict[str, np.ndarray]]:
         header = json.loads(_read_exact(stream, size).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ProtocolError(f"header is not JSON: {e}") from None
+    except RecursionError:  # a header nested thousands deep: refused, never a crash of the reader
+        raise ProtocolError("header nested too deeply") from None
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
         raise ProtocolError("header is not an object with an 'arrays' list")
     arrays, total = {}, 0

@@ -43,4 +43,5 @@ class FlatAttention(nn.Module):
 
 TARGET = "FlatAttention"
 EXPECT = ("contiguity",)
-DIAGNOSIS = "view-without-contiguous"  # the mutant this mistake should be diagnosed as
+DIAGNOSIS = "view-without-contiguous"  # the closest mutant
+UNNAMED_OK = True  # view() on the input itself: no mutant has exactly this mistake, so naming none is right too

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = str(ROOT / "reference" / "causal_mha.py") + ":CausalMHA"
 NO_MASK = str(ROOT / "mutants" / "no_mask.py") + ":CausalMHA"
 
 
 def test_missing_matplotlib_is_a_clear_error(monkeypatch, tmp_path):
-    from harness.render import plot
+    from harness.frontends.api import plot_leakage
 
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # makes `import matplotlib.figure` fail
     with pytest.raises(RuntimeError, match=r"pip install 'mha-check\[plot\]'"):
-        plot.plot_leakage(REFERENCE, tmp_path / "x.png")  # refused before any child process starts
+        plot_leakage(REFERENCE, tmp_path / "x.png")  # refused before any child process starts
     assert not (tmp_path / "x.png").exists()
 
 
@@ -31,7 +31,7 @@ def _distinct_colours(path: Path) -> int:
 @pytest.mark.parametrize("target,leaks", [(REFERENCE, False), (NO_MASK, True)], ids=["reference", "no-mask"])
 def test_png_with_a_panel_per_head(tmp_path, target, leaks):
     pytest.importorskip("matplotlib")
-    from harness.render.plot import plot_leakage
+    from harness.frontends.api import plot_leakage
 
     out = tmp_path / "leakage.png"
     info = plot_leakage(target, out)
@@ -44,3 +44,4 @@ def test_png_with_a_panel_per_head(tmp_path, target, leaks):
         assert (p["leaks"] > 0) is leaks, p
         assert p["verdict"].startswith("LEAKS" if leaks else "causal")
     assert info["config"]["n"] == 8
+    assert info["headline"].startswith("LEAK" if leaks else "causal")  # the title names the finding

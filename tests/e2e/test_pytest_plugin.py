@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from checks import all_checks
+
 pytest_plugins = ["pytester"]
 
-ROOT = Path(__file__).resolve().parent.parent
-CHECK_IDS = ("construct", "output-shape", "divisibility", "param-count", "head-invariance", "causal-leakage",
-             "view-order", "contiguity", "reference-match", "gradient-match", "batch-independence",
-             "eval-determinism", "input-untouched", "mask-buffer")
+ROOT = Path(__file__).resolve().parents[2]
+CHECK_IDS = [c.id for c in all_checks()]
 
 
 def plugin_args() -> list[str]:
@@ -33,7 +33,7 @@ def test_fixture_runs_single_checks(mha_check):
     report = mha_check("correct_attention.py:MultiHeadAttention", only=["causal-leakage"])
     assert report.passed
     assert report["causal-leakage"].status == "pass"
-    assert [c.id for c in report.checks] == ["construct", "causal-leakage"]
+    assert [c.id for c in report.checks] == ["construct", "contiguity", "output-shape", "causal-leakage"]
     assert mha_check("correct_attention.py:MultiHeadAttention", only=["causal-leakage"]) is report  # cached
 
 
@@ -69,9 +69,11 @@ def test_buggy_example_fails_with_message_and_fix(project_run):
     assert project_run.returncode == 1, out[-3000:]
     assert "FAILED mha-check:buggy_attention.py::view-order" in out
     assert "PASSED mha-check:buggy_attention.py::construct" in out
-    assert "FAIL view-order: heads are split with view(B, H, n, dh)" in out
-    assert "fix: Split: `t.view(B, n, H, dh).transpose(1, 2)`" in out
-    assert "smallest failing configuration: d=2, heads=2" in out
+    assert "root cause: Heads split with view(B, H, n, dh)" in out  # the same order as the text report
+    assert "buggy_attention.py:30" in out  # the line to change
+    assert "heads are split with view(B, H, n, dh) straight from (B, n, d)" in out
+    assert "fix: split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)" in out
+    assert "smallest failing configuration:" in out
 
 
 def test_fixture_in_a_course_test(project_run):

@@ -1,4 +1,4 @@
-"""Hostile submissions: whatever the code does (hang, crash, exit, print, patch, escape), the verdict is failing,
+"""Hostile submissions: whatever the code does (hang, crash, exit, print, patch, escape), the verdict is not passing,
 arrives within the time limit, the JSON stays valid, nothing it started survives, and the grader carries on."""
 import json
 import shutil
@@ -42,7 +42,10 @@ def test_hostile_submission_fails_in_time_with_valid_json(path):
     assert run.returncode == 1, run.stderr[-2000:]
     report = json.loads(run.stdout)  # exactly one JSON object on stdout, whatever the code printed
     assert report["passed"] is False
-    assert any(c["status"] in ("fail", "error") for c in report["checks"])
+    assert any(c["status"] in ("fail", "cannot_tell") for c in report["checks"])
+    # a limit of mha-check's (time, memory) is not evidence of a bug: it is undecided and marked for a person
+    if any(p.get("ours") for p in report["adapter"].get("process", [])):
+        assert report["needs_review"] is True
     assert "Traceback" not in run.stderr
     assert elapsed < TIME_LIMIT + SLACK, f"took {elapsed:.1f} s"
     assert survivors() == []

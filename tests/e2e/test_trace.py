@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.frontends.trace import LESSON_STEPS, arithmetic, main, trace
+from harness.engine.trace import LESSON_STEPS, arithmetic
+from harness.frontends.trace import main, trace
+from harness.render.trace_text import render
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = str(ROOT / "reference" / "causal_mha.py") + ":CausalMHA"
 
 
@@ -31,7 +33,7 @@ def test_reference_takes_the_lessons_steps_in_order(reference_trace):
     assert r.lesson_order == list(LESSON_STEPS) and r.missing == []
     assert r.mistakes == []
     assert r.output_shape == [2, 3, 8]
-    text = r.to_text()
+    text = render(r)
     assert "  " + " -> ".join(LESSON_STEPS) in text.splitlines()
     assert "no known mistake shows" in text
     labels = [s.label for s in r.steps]
@@ -47,7 +49,7 @@ def test_gpt2_arithmetic(reference_trace):
     a = reference_trace.arithmetic
     assert (a["head_width"], a["param_formula"], a["param_counted"]) == (64, 2_362_368, 2_362_368)
     assert (a["score_entries"], a["score_bytes_float32"]) == (12_582_912, 50_331_648)
-    text = reference_trace.to_text()
+    text = render(reference_trace)
     assert "2,362,368" in text and "12,582,912 entries" in text and "50.3 MB" in text
     assert arithmetic(768, 12, 1024, 1, qkv_bias=False)["param_formula"] == 2_360_064  # the lesson's figure
     assert arithmetic(8, 2, 3, 2)["param_formula"] == 264
@@ -57,7 +59,7 @@ def test_split_view_order_is_marked_at_the_split(capsys):
     code = main(["trace", mutant("split_view_order"), "--format", "json", "--n", "256"])  # as cli dispatches
     assert code == 1
     data = json.loads(capsys.readouterr().out)
-    assert not data["ok"] and {m["id"] for m in data["mistakes"]} == {"split-view-order"}
+    assert not data["ok"] and {m["mutant"] for m in data["mistakes"]} == {"split-view-order"}
     marked = [s for s in data["steps"] if s["mistake"]]
     assert marked and all(s["label"] == "split" and s["op"] == "view" for s in marked)
     assert marked[0]["symbols"] == "(B, n, d) -> (B, H, n, dh)"
@@ -86,21 +88,21 @@ def swept():
 @pytest.mark.parametrize("target,mistake,label", SWEEP, ids=[Path(t.split(":")[0]).stem for t, _, _ in SWEEP])
 def test_known_mistakes_are_marked_and_correct_styles_are_not(swept, target, mistake, label):
     r = swept[target]
-    assert r.error is None, r.to_text()
+    assert r.error is None, render(r)
     if mistake is None:
-        assert r.mistakes == [], r.to_text()
-        assert r.missing in ([], ["move heads forward"]), r.to_text()
+        assert r.mistakes == [], render(r)
+        assert r.missing in ([], ["move heads forward"]), render(r)
         return
-    assert [m["id"] for m in r.mistakes] == [mistake], r.to_text()
+    assert [m["mutant"] for m in r.mistakes] == [mistake], render(r)
     step = r.steps[r.mistakes[0]["step"] - 1]
-    assert step.label == label and step.mistake["id"] == mistake
-    assert f"MISTAKE [{mistake}]" in r.to_text()
+    assert step.label == label and step.mistake["mutant"] == mistake
+    assert mistake in render(r)
 
 
 def test_a_forward_that_raises_is_traced_up_to_the_failing_step():
     r = trace(mutant("view_without_contiguous"))
     assert r.error and "view size is not compatible" in r.error
-    assert [m["id"] for m in r.mistakes] == ["view-without-contiguous"]
+    assert [m["mutant"] for m in r.mistakes] == ["view-without-contiguous"]
     last = r.steps[-1]
     assert last.op == "view" and last.mistake and last.label == "merge"
     assert not r.ok

@@ -1,0 +1,32 @@
+"""out-proj-bias (a lesson rule): the output projection has a bias, as the lesson's nn.Linear(d_out, d_out)."""
+from checks import cannot_tell, check, failed, passed
+from checks.construct import construct
+from harness.engine.mapping import MAP_HELP
+
+
+@check(
+    id="out-proj-bias",
+    claim="the output projection has a bias, as the lesson's out_proj = nn.Linear(d_out, d_out)",
+    explanation="""The lesson's layer ends with nn.Linear(d_out, d_out), which has a bias of width d_out: its
+    parameter count 3·d_in·d_out + d_out² + d_out has that d_out in it. A projection built with bias=False is not
+    wrong mathematics (many modern models drop it), but it is not the lesson's layer.""",
+    fix="""`self.out_proj = nn.Linear(d_out, d_out)` (bias=True is the default).""",
+    needs=(construct,),
+    kind="rule",
+    example="""d = 8: out_proj = nn.Linear(8, 8) has a weight (8 × 8) and a bias (8): 72 parameters
+    nn.Linear(8, 8, bias=False): 64, and the whole layer 256 instead of 264""",
+)
+def out_proj_bias(ctx):
+    inst = ctx.subject.build(ctx.base)
+    if not inst.layouts:
+        return cannot_tell("mha-check could not find your output projection among your parameters "
+                           f"({inst.info.layout_problem})", help=MAP_HELP)
+    has = {"bo" in layout.roles for layout in inst.layouts}
+    if has == {True}:
+        return passed("the output projection has a bias")
+    if has == {False}:
+        name = inst.layouts[0].roles.get("wo", "the output projection")
+        return failed(f"{name} has no bias: the lesson's output projection nn.Linear(d_out, d_out) has one",
+                      observed="no output bias", expected="a bias of width d_out", finding="no output bias")
+    return cannot_tell("the readings of your parameters disagree on whether the output projection has a bias",
+                       help=MAP_HELP)

@@ -1,0 +1,91 @@
+"""Child side: how to call the student's forward, which may want more than `x`.
+
+The lesson's layer is `forward(x)`.  Real code also writes `forward(x, mask)` and `forward(query, key, value,
+attn_mask)`, leaving the causal mask to the caller.  For those, mha-check offers a list of *styles*: ways to call
+forward with a causal mask in one of the usual conventions (boolean True = masked or True = keep, additive -inf,
+1/0 keep) and shapes ((n, n), (1, n, n), (1, 1, n, n)).  Which style is right is never guessed here: the trusted
+side uses a style only once the reference (or a known mistake) reproduces the module's output with it.
+
+A forward that needs anything else (rotary tables, a cache object) cannot be driven: `describe()` says so.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+MASK_NAMES = {"mask", "attn_mask", "attention_mask", "causal_mask", "mask_", "src_mask", "tgt_mask", "self_attn_mask",
+              "attn_bias", "bias_mask", "masks"}
+KEY_NAMES = {"k", "key", "keys", "key_input", "memory", "context", "xa", "kv", "k_input"}
+VALUE_NAMES = {"v", "value", "values", "value_input", "v_input", "memory_values"}
+CONVENTIONS = ("bool, True = masked", "bool, True = keep", "additive, -inf = masked", "float, 1 = keep, 0 = masked")
+SHAPES = ("(n, n)", "(1, n, n)", "(1, 1, n, n)")
+
+
+@dataclass(frozen=True)
+class Style:
+    """One way to call forward: the input given once or as (query, key, value), positionally or by keyword, and a
+    causal mask in one convention, or none."""
+
+    data: tuple[tuple[str, bool], ...]  # (parameter name, keyword-only?) that receive x
+    convention: int | None  # index in CONVENTIONS, None: no mask argument given
+    shape: int = 0  # index in SHAPES
+    mask: tuple[str, bool] | None = None  # (parameter name, keyword-only?)
+
+    def describe(self) -> str:
+        inputs = ", ".join(f"{name}=x" if kw else "x" for name, kw in self.data)
+        if self.convention is None:
+            return f"forward({inputs})"
+        return f"forward({inputs}, {self.mask[0]}=causal mask {SHAPES[self.shape]}, {CONVENTIONS[self.convention]})"
+
+    def arguments(self, x: torch.Tensor) -> tuple[tuple, dict]:
+        args = tuple(x for _, kw in self.data if not kw)
+        kwargs = {name: x for name, kw in self.data if kw}
+        if self.convention is not None:
+            kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype)
+        return args, kwargs
+
+
+def causal_mask(n: int, convention: int, shape: int, device, dtype) -> torch.Tensor:
+    future = torch.triu(torch.ones(n, n, dtype=torch.bool, device=device), 1)
+    mask = [future, ~future, torch.zeros(n, n, dtype=dtype, device=device).masked_fill(future, float("-inf")),
+            (~future).to(dtype)][convention]
+    return mask.reshape((1,) * shape + (n, n))
+
+
+@dataclass
+class Calling:
+    styles: list[Style]
+    problem: str = ""  # why forward cannot be driven (then `styles` is empty)
+
+
+def styles_for(module: torch.nn.Module) -> Calling:
+    """The ways mha-check can call `module`'s forward, the plain ones first."""
+    call = module.__call__ if type(module).__call__ is not torch.nn.Module.__call__ else module.forward
+    try:
+        params = list(inspect.signature(call).parameters.values())
+    except (TypeError, ValueError):
+        return Calling([Style((("x", False),), None)])
+    named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    mask = next((p for p in named if p.name.lower() in MASK_NAMES), None)
+    required = [p for p in named if p.default is p.empty and p is not mask]
+    if not required:
+        first = next((p for p in named if p is not mask and p.kind != p.KEYWORD_ONLY), None)
+        if first is None and not any(p.kind == p.VAR_POSITIONAL for p in params):
+            return Calling([], "forward takes no input argument")
+        required = [first] if first is not None else []
+    qkv = len(required) >= 3 and required[1].name.lower() in KEY_NAMES and required[2].name.lower() in VALUE_NAMES
+    inputs = required[:3] if qkv else required[:1]
+    needed = [p.name for p in required if p not in inputs]
+    if needed:
+        return Calling([], f"forward needs {', '.join(needed)} besides the input"
+                           + (" and a mask" if mask is not None else "")
+                           + ": mha-check cannot supply them; check a factory that wraps your class, e.g. "
+                             "`def make(d, heads, context_length): ...` returning a module whose forward takes x")
+    data = tuple((p.name, p.kind == p.KEYWORD_ONLY) for p in inputs) or (("x", False),)
+    if mask is None:
+        return Calling([Style(data, None)])
+    where = (mask.name, mask.kind == mask.KEYWORD_ONLY)
+    with_mask = [Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES))]
+    return Calling(([] if mask.default is mask.empty else [Style(data, None)]) + with_mask)

@@ -1,0 +1,234 @@
+"""Child side: recorders of one forward pass, as torch function modes.
+
+`DeviceRecorder` follows which tensors would move with the module and which would stay on the CPU (made without
+`device=`, kept outside the module's buffers), and notes where the two meet.  `TraceRecorder` records every torch operation with its shapes, arguments, data flow and the
+student's line that called it, for `mha-check trace` and for the line pointer of the report.  Both only observe:
+recording never changes what the student's forward computes.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+
+import torch
+
+from harness.child.target import safe_message, safe_type_name
+
+
+class DeviceRecorder(torch.overrides.TorchFunctionMode):
+    """Follows, through one forward pass, which tensors would move with the module and which would stay on the CPU.
+
+    Moving: the input, the module's registered parameters and buffers, and everything computed from any of them (or
+    made with an explicit device=, or moved with .to(device) / .cuda() / .type_as(moving)).  Staying: tensors made by a
+    factory (torch.ones, arange, tensor, ...) without device=, tensors from outside (a plain attribute, a dict or
+    list cache, a module-level global), and what is computed from those alone.  A non-scalar staying tensor that
+    meets a moving one in an operation is exactly what raises "not on the expected device" on a GPU; 0-d tensors mix
+    with any device.  This costs one ordinary forward; the meta-device run that confirms it costs seconds of imports.
+    """
+
+    FACTORIES = {"ones", "zeros", "empty", "full", "arange", "eye", "rand", "randn", "randint", "tensor",
+                 "as_tensor", "from_numpy", "linspace", "logspace", "tril_indices", "triu_indices", "ones_like",
+                 "zeros_like", "full_like", "empty_like", "rand_like", "randn_like"}
+    MOVERS = {"to", "cuda", "type_as", "cpu"}
+
+    def __init__(self, student_file, moving_tensors):
+        super().__init__()
+        self.student_file = os.path.abspath(student_file) if student_file else None
+        self.moving = {id(t) for t in moving_tensors}
+        self.staying: set[int] = set()
+        self.seen: set[int] = set(self.moving)
+        self.keep = list(moving_tensors)  # alive, so that ids stay unique
+        self.created: list[dict] = []
+        self.mixes: list[dict] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        try:
+            self._follow(getattr(func, "__name__", "") or str(func), args, kwargs, result)
+        except Exception:  # noqa: BLE001 - observing must never change what the student's forward does
+            pass
+        return result
+
+    def _tensors(self, values):
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                yield v
+            elif isinstance(v, (list, tuple)):
+                yield from self._tensors(v)
+
+    def _follow(self, name, args, kwargs, result) -> None:
+        inputs = list(self._tensors(list(args) + list(kwargs.values())))
+        for t in inputs:
+            if id(t) not in self.seen:  # from outside the forward: a plain attribute, a cache, a global
+                self.seen.add(id(t))
+                self.keep.append(t)
+                if t.dim() > 0:
+                    self.staying.add(id(t))
+        moving_in = any(id(t) in self.moving for t in inputs)
+        staying_in = [t for t in inputs if id(t) in self.staying and t.dim() > 0]
+        if name in self.MOVERS:
+            device_given = name == "cuda" or any(isinstance(a, (torch.device, str)) for a in args[1:]) or \
+                "device" in kwargs or (name == "type_as" and moving_in)
+            source_moves = bool(args) and isinstance(args[0], torch.Tensor) and id(args[0]) in self.moving
+            moves = name != "cpu" and (device_given or source_moves)  # .to(dtype) keeps where the tensor is
+            staying_in = []  # moving a tensor is the cure, not a mix
+        else:
+            moves = moving_in or "device" in kwargs
+        if moving_in and staying_in and len(self.mixes) < 10:
+            self.mixes.append({"op": name, "shape": list(staying_in[0].shape), "at": self._where(),
+                               "parameter": isinstance(staying_in[0], torch.nn.Parameter)})
+        outputs = list(self._tensors([result]))
+        for out in outputs:
+            self.seen.add(id(out))
+            self.keep.append(out)
+            if moves:
+                self.moving.add(id(out))
+            else:
+                self.staying.add(id(out))
+        if name in self.FACTORIES and "device" not in kwargs and not moving_in and outputs and \
+                outputs[0].dim() > 0 and len(self.created) < 20:
+            self.created.append({"call": f"torch.{name}", "shape": list(outputs[0].shape), "at": self._where()})
+
+    def _where(self) -> str:
+        frame = sys._getframe(3)
+        while frame is not None:
+            if self.student_file and os.path.abspath(frame.f_code.co_filename) == self.student_file:
+                return f"{os.path.basename(self.student_file)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return "?"
+
+
+def _trace_scalar(value) -> str:
+    """A short, JSON-safe text for a non-tensor argument (floats keep repr: '-inf', '0.5', '-1e+09')."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return repr(value)[:60]
+    if isinstance(value, (torch.dtype, torch.device, slice, type(Ellipsis))):
+        return str(value)[:60]
+    if isinstance(value, torch.Size):
+        return repr(tuple(value))
+    return f"<{type(value).__name__}>"
+
+
+def _trace_exception(exc: BaseException) -> str:
+    """'TypeName: message' without running the student's own __str__ (the safe helpers of harness.child.target)."""
+    return f"{safe_type_name(exc)}: {safe_message(exc)}"[:400]
+
+
+class TraceRecorder(torch.overrides.TorchFunctionMode):
+    """Records every torch operation of one forward pass (for `mha-check trace`).
+
+    While this handler runs the mode is popped, so nested calls inside one operation (F.softmax calling
+    Tensor.softmax, nn.Linear's internals) are not recorded twice, and the inspection below is not recorded.
+    Every produced tensor is kept alive so that `id()` identifies it for the data flow (`src`).
+    """
+
+    INPLACE_DUNDER = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__idiv__"}
+
+    def __init__(self, student_file, names: dict, limit: int = 400):
+        super().__init__()
+        self.student_file = os.path.abspath(student_file) if student_file else None
+        self.names = names
+        self.limit = limit
+        self.ops: list[dict] = []
+        self.producer: dict[int, int] = {}
+        self.keep: list = []
+        self.truncated = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - noted (the step that raised), then raised on unchanged
+            try:
+                self._record(func, args, kwargs, None, raised=_trace_exception(e))
+            except Exception:  # noqa: BLE001
+                pass
+            raise
+        try:
+            self._record(func, args, kwargs, result)
+        except Exception:  # noqa: BLE001 - recording must never change what the student's forward does
+            pass
+        return result
+
+    def _record(self, func, args, kwargs, result, raised: str | None = None):
+        name = getattr(func, "__name__", "") or str(func)
+        if name == "__get__":  # a property such as .T / .mT / .data
+            name = getattr(getattr(func, "__self__", None), "__name__", name)
+        tensors_out = [result] if isinstance(result, torch.Tensor) else (
+            [r for r in result if isinstance(r, torch.Tensor)] if isinstance(result, (tuple, list)) else [])
+        inplace = name in self.INPLACE_DUNDER or (name.endswith("_") and not name.startswith("_"))
+        if not tensors_out and name != "__setitem__" and raised is None:
+            return  # x.shape, x.size(), x.dim(), ...: no tensor made
+        if len(self.ops) >= self.limit:
+            self.truncated = True
+            return
+        ins: list[dict] = []
+
+        def show(a):
+            if isinstance(a, torch.Tensor):
+                ins.append(self._info(a))
+                return f"<T{len(ins) - 1}>"
+            if isinstance(a, (list, tuple)) and not isinstance(a, torch.Size) and len(a) <= 64:
+                inner = ", ".join(show(b) for b in a)
+                return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+            return _trace_scalar(a)
+
+        shown_args = [show(a) for a in args]
+        shown_kwargs = {k: show(v) for k, v in kwargs.items()}
+        index = len(self.ops)
+        record = {"i": index, "op": name, "in": ins, "args": shown_args, "kwargs": shown_kwargs,
+                  "inplace": inplace}
+        record.update(self._where())
+        if raised is not None:
+            record["raised"] = raised
+        if isinstance(result, torch.Tensor):
+            record["out"] = self._info(result)
+        elif tensors_out:
+            record["outs"] = [self._info(t) for t in tensors_out]
+        self.ops.append(record)
+        for t in tensors_out:
+            self.producer[id(t)] = index
+            self.keep.append(t)
+        if inplace and args and isinstance(args[0], torch.Tensor):
+            self.producer[id(args[0])] = index
+            self.keep.append(args[0])
+
+    def _info(self, t: torch.Tensor) -> dict:
+        info = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
+        if id(t) in self.producer:
+            info["src"] = self.producer[id(t)]
+        elif id(t) in self.names:
+            info["name"] = self.names[id(t)]
+        if t.device.type == "meta":
+            return info
+        if t.numel() == 1:
+            info["value"] = _trace_scalar(t.item())
+        if t.dtype == torch.bool and t.dim() >= 2 and t.numel() <= 1024:
+            info["pattern"] = t.to(torch.int64).tolist()
+        elif t.is_floating_point() and t.numel() <= 1 << 16:
+            neginf = torch.isneginf(t)
+            if bool(neginf.any()):
+                info["neginf"] = True
+                if t.dim() >= 2 and t.numel() <= 1024:
+                    info["pattern"] = neginf.to(torch.int64).tolist()
+        return info
+
+    def _where(self) -> dict:
+        """The student's line that led to this operation (the innermost frame in the student's file)."""
+        frame = sys._getframe(3)
+        fallback = None
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if self.student_file and os.path.abspath(filename) == self.student_file:
+                return {"at": f"{os.path.basename(filename)}:{frame.f_lineno}",
+                        "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
+            if fallback is None and "torch" not in filename.split(os.sep) and "harness" not in filename.split(os.sep):
+                fallback = frame
+            frame = frame.f_back
+        if fallback is not None:
+            filename = fallback.f_code.co_filename
+            return {"at": f"{os.path.basename(filename)}:{fallback.f_lineno}",
+                    "code": linecache.getline(filename, fallback.f_lineno).strip()[:160]}
+        return {"at": "?", "code": ""}

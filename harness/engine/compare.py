@@ -1,0 +1,81 @@
+"""Comparing numbers from the student's module with the reference's: the mismatch as data, formatted once.
+
+Everything is float64 (inputs, weights, reference).  The tolerance is float32 rounding, relative 1e-5 and absolute
+1e-6 of the largest expected magnitude, so that a layer computing its softmax in float32 (LLaMA style) is no false
+alarm; every catalogued mistake differs by more than 1e-4.  A comparison returns `None` (equal within tolerance)
+or a `Mismatch`: how many values differ out of how many, the greatest absolute and relative difference and where,
+the values there, and the tolerance that was allowed, so that every renderer shows the same facts.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    shape_observed: tuple
+    shape_expected: tuple
+    differing: int = 0  # values outside the tolerance
+    total: int = 0
+    nonfinite: int = 0  # NaN or inf values where the expected value is finite
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    index: tuple = ()
+    observed_at: float = 0.0
+    expected_at: float = 0.0
+    rtol: float = RTOL
+    atol: float = ATOL
+
+    def describe(self, names=("yours", "reference")) -> str:
+        if self.shape_observed != self.shape_expected:
+            return f"shape {self.shape_observed} instead of {self.shape_expected}"
+        if self.nonfinite:
+            return f"{self.nonfinite} non-finite values (NaN or inf)"
+        return (f"largest difference {self.max_abs:.3g} at index {self.index} ({names[0]} {self.observed_at:.6g}, "
+                f"{names[1]} {self.expected_at:.6g}); {self.differing} of {self.total} values differ beyond "
+                f"relative {self.rtol:g} + absolute {self.atol:g}·scale")
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+def compare(observed: np.ndarray, expected: np.ndarray, rtol: float = RTOL, atol: float = ATOL,
+            nan_equal: bool = False) -> Mismatch | None:
+    """None when `observed` equals `expected` up to float32 rounding; otherwise the Mismatch.  `nan_equal`: for
+    comparing the module with itself, where NaN in the same places is the same."""
+    if observed.shape != expected.shape:
+        return Mismatch(tuple(observed.shape), tuple(expected.shape))
+    scale = max(1.0, float(np.nanmax(np.abs(expected), initial=0.0)) if expected.size else 1.0)
+    bound = atol * scale + rtol * np.abs(expected)
+    both_nan = np.isnan(observed) & np.isnan(expected) if nan_equal else np.zeros(observed.shape, bool)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(observed - expected)
+        bad = ~both_nan & ~(diff <= bound)  # NaN differences count as differing
+    if not bad.any():
+        return None
+    nonfinite = int((~np.isfinite(observed) & np.isfinite(expected)).sum())
+    finite_diff = np.where(np.isfinite(diff), diff, -1.0)
+    at = np.unravel_index(int(np.argmax(np.where(bad, finite_diff, -2.0))), diff.shape)
+    rel = finite_diff / np.maximum(np.abs(expected), 1e-300)
+    return Mismatch(tuple(observed.shape), tuple(expected.shape), int(bad.sum()), int(bad.size), nonfinite,
+                    float(finite_diff.max(initial=0.0)), float(np.where(bad, rel, 0.0).max(initial=0.0)),
+                    tuple(int(i) for i in at), float(observed[at]), float(expected[at]), rtol, atol)
+
+
+def close(observed: np.ndarray, expected: np.ndarray) -> bool:
+    """Equal up to float32 rounding, and finite."""
+    return np.all(np.isfinite(observed)) and compare(observed, expected) is None
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    """For comparing the module with itself: equal up to rounding, NaN where the other has NaN."""
+    return compare(a, b, nan_equal=True) is None
+
+
+def worst_difference(observed: np.ndarray, expected: np.ndarray, names=("yours", "reference")) -> str:
+    mismatch = compare(observed, expected, nan_equal=True)
+    return mismatch.describe(names) if mismatch else "no difference beyond rounding"

@@ -1,0 +1,88 @@
+"""Influence of input positions on output positions, measured through the child's Jacobian.
+
+`influence(inst, x, r)` gives G[b, t, s] = |d (r · y[b, t]) / d x[b, s]|: a causal layer has G = 0 exactly for
+s > t and G > 0 for s <= t.  The causal-leakage check judges these maps; `maps(ctx)` measures them for the picture
+(harness.render.plot draws them): one for the module and, where the weights are mapped with certainty, one per head
+(the output projection restricted to that head).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from harness.wire.config import Config
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+
+PLOT_CONFIG = Config(d_in=8, d_out=8, heads=2, context_length=12, batch=2, n=8)
+INFLUENCE = 1e-12  # relative gradient size below which an allowed position counts as having no influence
+
+
+def influence_from_jacobian(jac: np.ndarray) -> np.ndarray:
+    """(B, n, B, n, d_in) Jacobian -> (B, t, s) gradient norms within each sequence."""
+    return np.stack([np.linalg.norm(jac[b, :, b], axis=-1) for b in range(jac.shape[0])])
+
+
+def influence(inst, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> np.ndarray | None:
+    """(B, n, n) influence map, or None when the output has no autograd graph or not the expected shape."""
+    result = inst.jacobian(x, r, mode)
+    return influence_from_jacobian(result.jac) if result.jac is not None else None
+
+
+def only_head(w, h: int, dh: int):
+    """The weights with the output projection restricted to head h's columns: the output then shows that head."""
+    wo = w.wo.copy()
+    wo[:, : h * dh] = 0
+    wo[:, (h + 1) * dh:] = 0
+    return replace(w, wo=wo)
+
+
+def panel(label: str, G: np.ndarray | None, note: str = "") -> dict:
+    """One map with its counts: cells of the future that leak, allowed cells with no influence."""
+    if G is None:
+        return {"label": label, "G": None, "leaks": None, "dead": None,
+                "verdict": note or "no gradient: the output is not connected to the input"}
+    G = np.asarray(G, dtype=float)
+    if G.ndim == 3:
+        G = G.max(axis=0)  # the worst sequence of the batch
+    n = G.shape[0]
+    future = np.triu(np.ones((n, n), bool), 1)
+    finite = np.isfinite(G)
+    scale = float(G[finite].max()) if finite.any() else 0.0
+    leaks = int(((G > 0) | ~finite)[future].sum())
+    dead = int(((G <= INFLUENCE * scale) & finite)[~future].sum()) if scale > 0 else int((~future).sum())
+    if leaks:
+        verdict = f"LEAKS: {leaks} future cell{'s' if leaks != 1 else ''}"
+    elif dead:
+        verdict = f"{dead} allowed cell{'s' if dead != 1 else ''} without influence"
+    else:
+        verdict = "causal: no leak"
+    return {"label": label, "G": G.tolist(), "leaks": leaks, "dead": dead,
+            "verdict": verdict + (f" ({note})" if note else "")}
+
+
+def maps(ctx, heads: bool = True, cfg: Config | None = None) -> dict:
+    """The influence maps for the module and, where weights are mapped with certainty, each head."""
+    cfg = cfg or PLOT_CONFIG
+    inst = ctx.build(cfg)
+    x = ctx.input(cfg, "plot")
+    r = ctx.rng("plot-r", cfg).standard_normal(cfg.d_out)
+    panels = [panel("module", influence(inst, x, r))]
+    notes = []
+    if heads and cfg.heads > 1:
+        if inst.layout is None:
+            notes.append("per-head maps need the weights mapped with certainty (Q, K, V, output projection)")
+        else:
+            w = ctx.weights_for(inst, "plot")
+            for h in range(cfg.heads):
+                ctx.transplant(inst, only_head(w, h, cfg.head_width))
+                panels.append(panel(f"head {h}", influence(inst, x, r)))
+    return {"config": cfg.to_dict(), "panels": panels, "notes": notes}
+
+
+def maps_or_error(ctx, heads: bool = True) -> dict:
+    """`maps`, or {"error": ...} when the student's module cannot be built or run for them."""
+    try:
+        return maps(ctx, heads)
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied) as e:
+        return {"error": f"no leakage map: {e.message}"}

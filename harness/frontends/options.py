@@ -1,0 +1,71 @@
+"""Options every front end shares, parsed and validated in one place: a bad value is a usage error that names the
+option and the limit (exit status 2), never a traceback and never the student's failure."""
+from __future__ import annotations
+
+import ast
+import math
+
+from harness.sandbox.limits import MEMORY_FLOOR_MB
+
+ROLES = ("q", "k", "v", "o", "out", "qkv", "wq", "wk", "wv", "wo", "wqkv", "bq", "bk", "bv", "bo", "bqkv")
+BINDABLE = ("d", "width", "d_in", "d_out", "heads", "context_length", "dropout", "qkv_bias", "head_width")
+
+
+class OptionError(ValueError):
+    """A command-line value that cannot be used; the message names it."""
+
+
+def ids(values) -> list[str]:
+    """Check ids from repeated and comma-separated options: ["a,b", "c"] -> ["a", "b", "c"]."""
+    if values is None:
+        return []
+    if isinstance(values, str):
+        values = [values]
+    return [v.strip() for chunk in values for v in str(chunk).split(",") if v.strip()]
+
+
+def constructor_args(items, parser=None) -> dict:
+    """--arg NAME=VALUE (a Python literal, else a string); NAME=@key binds to the configuration's value."""
+    out = {}
+    for item in items:
+        name, eq, raw = item.partition("=")
+        if not eq or not name.isidentifier():
+            _error(parser, f"--arg expects NAME=VALUE, got {item!r}")
+        if raw.startswith("@") and raw[1:] not in BINDABLE:
+            _error(parser, f"--arg {name}={raw}: @ binds to one of {', '.join('@' + b for b in BINDABLE)}")
+        try:
+            out[name] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            out[name] = raw
+    return out
+
+
+def weight_map(items, parser=None) -> dict:
+    """--map ROLE=NAME: which of the student's parameters plays a role."""
+    out = {}
+    for item in items:
+        role, eq, name = item.partition("=")
+        if not eq or role not in ROLES or not name:
+            _error(parser, f"--map expects ROLE=NAME with ROLE one of {', '.join(ROLES)}; got {item!r}")
+        out[role] = name
+    return out
+
+
+def limits(time_limit: float, memory_mb: int, examples: int | None = None, seed: int | None = None,
+           parser=None) -> None:
+    """The limits a run may be given: positive, finite, and enough memory for torch to import."""
+    if not (math.isfinite(time_limit) and time_limit > 0):
+        _error(parser, f"--time-limit must be a positive number of seconds, not {time_limit}")
+    if memory_mb < MEMORY_FLOOR_MB:
+        _error(parser, f"--memory-mb must be at least {MEMORY_FLOOR_MB} (importing torch alone needs about 650 MB "
+                       f"of address space), not {memory_mb}")
+    if examples is not None and examples < 1:
+        _error(parser, f"--examples must be at least 1, not {examples}")
+    if seed is not None and not 0 <= seed < 2 ** 32:
+        _error(parser, f"--seed must be between 0 and {2 ** 32 - 1}, not {seed}")
+
+
+def _error(parser, message: str):
+    if parser is not None:
+        parser.error(message)
+    raise OptionError(message)

@@ -1,0 +1,107 @@
+"""The rubric (TOML): points and visibility per check, which checks count, and the scoring rule.
+
+Rubric file (every key optional; without a rubric every check is worth one point and visible):
+
+    target = "attention.py:MultiHeadAttention"   # for `mha-check grade`
+    default_points = 1
+    default_visibility = "visible"               # Gradescope: hidden, after_due_date, after_published, visible
+    rules = true                                 # the lesson's rules (divisibility, out-proj-bias) count
+    [checks.causal-leakage]
+    points = 3
+    [checks.gradient-match]
+    points = 2
+    visibility = "after_due_date"
+    [checks.eval-determinism]
+    hidden = true                                # the same as visibility = "hidden"
+
+Scoring rule, the same in every format: a check earns its points only when it passed; failed, skipped and
+cannot-tell checks earn nothing.  With `rules = false` the rule checks are left out of the score and the total.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+
+
+class RubricError(ValueError):
+    """The rubric file is not usable: the message says where and why."""
+
+
+@dataclass
+class Rubric:
+    points: dict[str, float] = field(default_factory=dict)
+    visibility: dict[str, str] = field(default_factory=dict)
+    default_points: float = 1.0
+    default_visibility: str = "visible"
+    target: str | None = None
+    rules: bool = True  # the lesson's rules count toward the score
+
+    def hidden(self, check_ids) -> frozenset:
+        """Checks a student must not see yet: anything not plainly visible."""
+        return frozenset(c for c in check_ids if self.visibility_for(c) != "visible")
+
+    def points_for(self, check_id: str) -> float:
+        return self.points.get(check_id, self.default_points)
+
+    def visibility_for(self, check_id: str) -> str:
+        return self.visibility.get(check_id, self.default_visibility)
+
+
+def load_rubric(path: str | None, known_checks) -> Rubric:
+    """Read and validate a rubric; unknown keys and check ids are errors, not silently ignored."""
+    if path is None:
+        return Rubric()
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise RubricError(f"cannot read rubric {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise RubricError(f"rubric {path} is not valid TOML: {e}") from None
+    unknown = set(data) - {"target", "default_points", "default_visibility", "checks", "rules"}
+    if unknown:
+        raise RubricError(f"rubric {path}: unknown keys {sorted(unknown)}")
+    rubric = Rubric(target=data.get("target"))
+    if not isinstance(data.get("rules", True), bool):
+        raise RubricError(f"rubric {path}: rules must be true or false, not {data['rules']!r}")
+    rubric.rules = data.get("rules", True)
+    rubric.default_points = _points(data.get("default_points", 1), path, "default_points")
+    rubric.default_visibility = _visibility(data.get("default_visibility", "visible"), path, "default_visibility")
+    for check_id, entry in data.get("checks", {}).items():
+        if check_id not in known_checks:
+            raise RubricError(f"rubric {path}: no check called {check_id!r} (mha-check --list-checks)")
+        if not isinstance(entry, dict) or set(entry) - {"points", "visibility", "hidden"}:
+            raise RubricError(f"rubric {path}: [checks.{check_id}] takes points, visibility and hidden")
+        if "points" in entry:
+            rubric.points[check_id] = _points(entry["points"], path, f"checks.{check_id}.points")
+        if entry.get("hidden"):
+            rubric.visibility[check_id] = "hidden"
+        elif "visibility" in entry:
+            rubric.visibility[check_id] = _visibility(entry["visibility"], path, f"checks.{check_id}.visibility")
+    return rubric
+
+
+def _points(value, path, where) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise RubricError(f"rubric {path}: {where} must be a number >= 0, not {value!r}")
+    return float(value)
+
+
+def _visibility(value, path, where) -> str:
+    if value not in VISIBILITIES:
+        raise RubricError(f"rubric {path}: {where} must be one of {', '.join(VISIBILITIES)}, not {value!r}")
+    return value
+
+
+def score(report, rubric: Rubric) -> tuple[float, float]:
+    """(points earned, points possible): points only for passed checks, every counted check in the total."""
+    counted = [c for c in report.checks if c.kind == "correctness" or rubric.rules]
+    return (sum(rubric.points_for(c.id) for c in counted if c.status == "pass"),
+            sum(rubric.points_for(c.id) for c in counted))

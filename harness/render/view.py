@@ -1,0 +1,172 @@
+"""One view of a report, shared by every renderer (text, HTML, Gradescope, JUnit, pytest): the order, the words and
+the scoring rule are decided here once.
+
+Order: the verdict; the root cause when a mistake is identified (the mistake, the file and line where it happens,
+the line as written and as it should be, the fix); then the checks, correctness first and the lesson's rules in a
+section of their own; failing checks that follow from the root cause are listed under it in one line each.
+
+Scoring rule (every format): a check earns its points only when it passed.  A failed, skipped or cannot-tell check
+earns nothing and is shown as not passed; cannot-tell and process failures mark the report for a person to look.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.wire.config import Config
+
+LABELS = {"pass": "PASS", "fail": "FAIL", "cannot_tell": "CAN'T TELL", "skip": "SKIP"}
+ROLE_WORDS = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k", "bv": "b_v",
+              "bo": "b_o"}
+
+
+@dataclass
+class CheckLine:
+    id: str
+    kind: str
+    status: str
+    label: str
+    text: str  # the finding (or the claim, for a pass)
+    claim: str
+    config: str = ""  # the smallest failing configuration, in words
+    observed: str = ""
+    why: str = ""
+    fix: str = ""
+    help: str = ""  # cannot tell: what would help
+    follows_root: bool = False  # explained by the identified mistake: listed under it in one line
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+@dataclass
+class RootCause:
+    mutant: str
+    title: str
+    evidence: str
+    fix: str
+    symptom: str
+    lesson: str
+    at: str | None = None  # "attention.py:30"
+    code: str | None = None  # that line as written
+    follows: list[str] = field(default_factory=list)  # ids of the failing checks it explains
+
+
+@dataclass
+class ReportView:
+    target: str
+    verdict: str  # one line, e.g. "FAIL: 4 checks find a bug"
+    passed: bool
+    construction: str
+    mapping: str  # how mha-check read the parameters, in plain words ("" when there was nothing to say)
+    root: RootCause | None
+    unmatched: str  # "no known mistake matches" (when checks fail and nothing is named)
+    correctness: list[CheckLine]
+    rules: list[CheckLine]
+    summary: str
+    notes: list[str]
+    needs_review: bool
+
+    @property
+    def lines(self) -> list[CheckLine]:
+        return self.correctness + self.rules
+
+
+def mapping_words(adapter: dict) -> str:
+    """mha-check's reading of the student's parameters, for a student: no arrows, no internal ids."""
+    mapping = adapter.get("mapping") or {}
+    layout = mapping.get("layout") or {}
+    if not layout:
+        problem = mapping.get("problem")
+        return f"mha-check could not tell which of your parameters are W_q, W_k, W_v, W_o: {problem}" if problem \
+            else ""
+    weights = [r for r in ("wq", "wk", "wv", "wo") if r in layout]
+    yours = ", ".join(layout[r] for r in weights)
+    lesson = ", ".join(ROLE_WORDS[r] for r in weights)
+    proof = {"reference": "checked: with them the lesson's layer reproduces your output",
+             "mistake": "checked: with them a known mistake reproduces your output",
+             "structure": "the only way to read them"}.get(mapping.get("proof"), "")
+    call = mapping.get("call", "")
+    text = f"mha-check matched your parameters {yours} to the lesson's {lesson}" + (f" ({proof})" if proof else "")
+    if call and call not in ("forward(x)",):
+        text += f"; it calls your layer as {call}"
+    if mapping.get("note"):
+        text += f"; {mapping['note']}"
+    return text
+
+
+def clean(text) -> str:
+    """Text from the student's side (messages, exception texts, names) with terminal control characters shown
+    instead of obeyed: an escape sequence in an exception message must not repaint a grader's terminal."""
+    return "".join(ch if ch in "\n\t" or (ord(ch) >= 32 and ord(ch) != 127 and not 0x80 <= ord(ch) < 0xA0)
+                   else f"\\x{ord(ch):02x}" for ch in str(text))
+
+
+def _config_text(config: dict | None) -> str:
+    if not config:
+        return ""
+    try:
+        return Config(**config).describe()
+    except TypeError:
+        return str(config)
+
+
+def _line(c, root: RootCause | None, hidden: bool = False) -> CheckLine:
+    follows = root is not None and c.status == "fail" and c.id in root.follows
+    text = c.message or c.claim
+    return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), c.claim, _config_text(c.config),
+                     clean(f"{c.observed}; expected: {c.expected}") if (c.observed or c.expected) else "",
+                     c.explanation, root.fix if follows else c.fix, clean(c.help), follows)
+
+
+def verdict(report) -> str:
+    s = report.summary()
+    construct = next((c for c in report.checks if c.id == "construct"), None)
+    if construct is not None and construct.status == "fail":
+        return "FAIL: your file could not be loaded, or your class could not be built (see construct)"
+    if construct is not None and construct.status == "cannot_tell":
+        return "CANNOT TELL: mha-check could not build your class (see construct for what would help)"
+    math = [c for c in report.checks if c.kind == "correctness"]
+    rules = [c for c in report.checks if c.kind == "rule"]
+    broken_rules = sum(c.status == "fail" for c in rules)
+    if report.passed:
+        return "PASS: the math is correct" + (" and every lesson rule is followed" if rules and
+                                              report.rules_counted else "")
+    failing_math = sum(c.status == "fail" for c in math)
+    if failing_math:
+        return f"FAIL: {failing_math} check{'s find' if failing_math != 1 else ' finds'} a bug in the math" + (
+            f"; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed" if broken_rules else "")
+    if report.math_correct and broken_rules:
+        return f"math correct; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed"
+    undecided = s["cannot_tell"] + s["skip"]
+    return (f"CANNOT TELL: mha-check could not check {undecided} claim{'s' if undecided != 1 else ''}; nothing "
+            "it could check is wrong" + (f"; {broken_rules} lesson rule(s) not followed" if broken_rules else ""))
+
+
+def build(report, hidden: frozenset = frozenset()) -> ReportView:
+    """The view of `report`; checks in `hidden` (a rubric's hidden checks) are left out entirely, and so is a
+    diagnosis that only they would reveal."""
+    d = report.diagnosis or {}
+    shown = [c for c in report.checks if c.id not in hidden]
+    root = None
+    if d.get("mutant") and not (set(d.get("follows", [])) & set(hidden) and not
+                                set(d.get("follows", [])) - set(hidden)):
+        root = RootCause(d["mutant"], d["title"], d["evidence"], d["fix"], d["symptom"], d["lesson"], d.get("at"),
+                         clean(d["code"]) if d.get("code") else None,
+                         [f for f in d.get("follows", []) if f not in hidden])
+    unmatched = d.get("message", "") if d and not d.get("mutant") else ""
+    lines = [_line(c, root) for c in shown]
+    s = {k: sum(c.status == k for c in shown) for k in LABELS}
+    summary = ", ".join(f"{n} {w}" for n, w in ((s["pass"], "passed"), (s["fail"], "failed"),
+                                                 (s["cannot_tell"], "could not be decided"), (s["skip"], "skipped"))
+                        if n or w in ("passed", "failed"))
+    notes = []
+    if report.student_output.strip():
+        notes.append(f"your code printed {len(report.student_output)} characters (see --show-output)")
+    if report.isolation.get("summary"):
+        notes.append("isolation: " + report.isolation["summary"])
+    return ReportView(clean(report.target), verdict(report), report.passed,
+                      clean(report.adapter.get("construction", "")), clean(mapping_words(report.adapter)), root,
+                      unmatched,
+                      [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
+                      summary, notes, report.needs_review)

@@ -1,0 +1,58 @@
+"""What can go wrong on the other side of the boundary, as the trusted side sees it.
+
+Different things, never confused, because they lead to different outcomes:
+
+- `TargetFailure`: the student's code raised (at import, construction, forward, backward...): evidence of a bug.
+- `CannotDrive`: mha-check could not call the student's code the way it needs (cannot tell, with what would help).
+- `HarnessFailure`: mha-check's own code in the child failed: our problem, never the student's (cannot tell).
+- `WorkerDied`: the child is gone (time or memory limit, crash, exit, corrupted channel); `kind` says which, and
+  `ours` whether it was one of mha-check's limits (cannot tell) or something the code did (a failure).
+"""
+from __future__ import annotations
+
+MEMORY_WORDS = ("MemoryError", "can't allocate memory", "not enough memory", "out of memory", "bad_alloc")
+LIMIT_KINDS = ("time", "cpu", "memory")  # mha-check's limits: the code may be right and only slow or large
+
+
+class TargetFailure(Exception):
+    """The student's code raised while doing what was asked."""
+
+    def __init__(self, stage: str, message: str):
+        super().__init__(message)
+        self.stage, self.message = stage, message
+
+    @property
+    def out_of_memory(self) -> bool:
+        return any(w in self.message for w in MEMORY_WORDS)
+
+
+class HarnessFailure(Exception):
+    """mha-check's own code failed in the child (a bug of ours, or our worker damaged by the code it runs)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class CannotDrive(Exception):
+    """mha-check could not drive the module: a constructor argument it cannot bind, a forward that needs more than
+    `x` and a mask, settings read from module-level globals.  Never the student's failure: `help` says the one option
+    that would let mha-check tell (--arg, --map, a factory)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class WorkerDied(Exception):
+    """The child is gone: `kind` is time, cpu, memory, output, channel, crash or exit.  Deliberately not a
+    TargetFailure: a check that expects the student's code to raise must never mistake a dead process for one."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind, self.message, self.stage = kind, message, "process"
+
+    @property
+    def ours(self) -> bool:
+        """One of mha-check's limits was reached: the code may be correct, only slow or large."""
+        return self.kind in LIMIT_KINDS

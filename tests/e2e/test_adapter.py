@@ -1,0 +1,36 @@
+"""The adapter end to end: no bug absorbed by the weight mapping, what mha-check cannot map is cannot tell (with
+the option that helps), --map, and the smallest failing configuration."""
+from conftest import ROOT, report_for
+
+
+def test_mapping_never_absorbs_a_bug():
+    """query-for-keys computes k with W_q: the mapping stays by name, so the module fails instead of passing."""
+    report = report_for(f"{ROOT / 'mutants' / 'query_for_keys.py'}:CausalMHA")
+    mapping = report.adapter["mapping"]
+    assert mapping["layout"]["wq"] == "q.weight" and mapping["layout"]["wk"] == "k.weight"
+    assert mapping["proof"] == "mistake" and mapping["mistakes"] == ["query-for-keys"]
+    assert report["reference-match"].status == "fail"
+
+
+def test_unmappable_weights_are_cannot_tell_and_say_how_to_help():
+    report = report_for(str(ROOT / "tests" / "fixtures" / "odd_names.py"))
+    assert report["reference-match"].status == "cannot_tell"
+    assert "--map" in report["reference-match"].help and "tried" in report["reference-match"].details
+    assert report["causal-leakage"].status == "pass"  # weight-free checks still run
+    assert not report.passed
+
+
+def test_explicit_map_makes_an_odd_module_checkable():
+    from harness.engine.runner import run_checks
+
+    good = run_checks(str(ROOT / "tests" / "fixtures" / "odd_names.py"),
+                      weight_map={"q": "a.T", "k": "b.T", "v": "c.T", "o": "mix"})
+    assert [(c.id, c.message) for c in good.checks if c.kind == "correctness" and c.status != "pass"] == []
+    assert good.adapter["mapping"]["proof"] == "reference"
+
+
+def test_smallest_failing_configuration_is_reported():
+    report = report_for(f"{ROOT / 'mutants' / 'split_view_order.py'}:CausalMHA")
+    cfg = report["view-order"].config
+    assert report["view-order"].status == "fail" and "view(B, H, n, dh)" in report["view-order"].message
+    assert cfg["heads"] == 2 and cfg["n"] == 2 and cfg["batch"] == 2  # the smallest shape that can show it

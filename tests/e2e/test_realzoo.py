@@ -1,0 +1,73 @@
+"""The real-code zoo (tests/realzoo/): attention layers copied from public repositories, each with its ground truth
+(checked independently of mha-check by tests/realzoo/_truth.py) and what mha-check must report: pass, fail,
+cannot_tell, or rules (the math is correct and only lesson rules are not followed), and the known mistake it must
+name (or none).  No false alarm, no wrong diagnosis, no blame for mha-check's own limits."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REALZOO, ROOT, zoo_constants
+
+pytestmark = pytest.mark.slow
+ENTRIES = sorted(REALZOO.glob("[a-z]*.py"))
+
+
+def target(path):
+    return f"{path}:{zoo_constants(path)['TARGET']}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _want(reports):
+    reports.want([target(p) for p in ENTRIES])
+
+
+def outcome(report) -> str:
+    math = [c for c in report.checks if c.kind == "correctness"]
+    if report.passed:
+        return "pass"
+    if any(c.status == "fail" for c in math):
+        return "fail"
+    if report.math_correct:
+        return "rules"
+    return "cannot_tell"
+
+
+def test_the_zoo_is_big_and_varied():
+    truths = [zoo_constants(p)["TRUTH"] for p in ENTRIES]
+    assert len(ENTRIES) >= 25 and truths.count("correct") >= 10 and truths.count("bug") >= 10
+
+
+def test_every_entry_names_its_source_and_licence():
+    for p in ENTRIES:
+        doc = p.read_text()
+        assert "Source: https://github.com/" in doc and "Licence:" in doc, p.name
+    assert all(p.name in (REALZOO / "LICENSES.md").read_text() for p in ENTRIES)
+
+
+def test_ground_truth_holds_independently_of_mha_check():
+    run = subprocess.run([sys.executable, str(REALZOO / "_truth.py")], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    last = run.stdout.strip().splitlines()[-1]
+    assert run.returncode == 0 and last.startswith(f"SUMMARY: {len(ENTRIES)}/{len(ENTRIES)} entries verified"), \
+        run.stdout[-3000:] + run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("path", ENTRIES, ids=[p.stem for p in ENTRIES])
+def test_outcome_and_diagnosis(path, reports):
+    want = zoo_constants(path)
+    report = reports(target(path))
+    got = (outcome(report), (report.diagnosis or {}).get("mutant"))
+    detail = [(c.id, c.status, c.message[:200]) for c in report.checks if c.status != "pass"]
+    assert got == (want["OUTCOME"], want["DIAGNOSIS"]), (want.get("EXPECTED_BECAUSE", ""), detail)
+
+
+def test_no_false_alarm_and_no_wrong_diagnosis_on_correct_code(reports):
+    """A correct entry (by its independent ground truth) that follows the lesson's contract never fails a check of
+    the math, and no mistake of the math is ever named for it."""
+    for path in ENTRIES:
+        want = zoo_constants(path)
+        if want["TRUTH"] != "correct" or want["OUTCOME"] == "fail":
+            continue
+        report = reports(target(path))
+        assert not [c.id for c in report.checks if c.kind == "correctness" and c.status == "fail"], path.name

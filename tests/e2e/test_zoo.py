@@ -1,0 +1,54 @@
+"""Independently written implementations (tests/zoo/): correct ones in many layouts pass every check with a
+reproduced weight mapping and no mistake named; buggy ones fail the checks made for their mistake and are
+diagnosed as it."""
+import pytest
+
+from conftest import ZOO, zoo_constants
+
+pytestmark = pytest.mark.slow
+CORRECT = sorted((ZOO / "correct").glob("*.py"))
+BUGGY = sorted((ZOO / "buggy").glob("*.py"))
+
+
+def target(path):
+    return f"{path}:{zoo_constants(path)['TARGET']}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _want(reports):
+    reports.want([target(p) for p in CORRECT + BUGGY])
+
+
+def test_zoo_is_big_enough():
+    assert len(CORRECT) >= 6 and len(BUGGY) >= 14
+
+
+@pytest.mark.parametrize("path", CORRECT, ids=[p.stem for p in CORRECT])
+def test_correct_implementation_passes_every_check(path, reports):
+    report = reports(target(path))
+    assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
+    assert report.adapter["mapping"]["proof"] == "reference", report.adapter
+    assert report.diagnosis is None
+
+
+@pytest.mark.parametrize("path", BUGGY, ids=[p.stem for p in BUGGY])
+def test_buggy_implementation_fails_the_check_made_for_its_mistake(path, reports):
+    expect = zoo_constants(path)["EXPECT"]
+    assert expect, "a buggy zoo file must name the checks that catch it"
+    statuses = {c.id: c.status for c in reports(target(path)).checks}
+    assert {cid: statuses[cid] for cid in expect if statuses[cid] != "fail"} == {}
+
+
+@pytest.mark.parametrize("path", BUGGY, ids=[p.stem for p in BUGGY])
+def test_buggy_implementation_is_diagnosed_as_its_mistake_or_not_at_all(path, reports):
+    """Never a wrong name: the diagnosis is the mistake the file was written with, or "no known mistake matches"
+    where the file's mistake is not exactly a catalogued one (UNNAMED_OK)."""
+    want = zoo_constants(path)
+    got = (reports(target(path)).diagnosis or {}).get("mutant")
+    assert got == want["DIAGNOSIS"] or (got is None and want.get("UNNAMED_OK")), (want["DIAGNOSIS"], got)
+
+
+def test_nearly_every_unseen_buggy_implementation_is_named(reports):
+    named = [p.stem for p in BUGGY if (reports(target(p)).diagnosis or {}).get("mutant") ==
+             zoo_constants(p)["DIAGNOSIS"]]
+    assert len(named) >= 0.9 * len(BUGGY), sorted(set(p.stem for p in BUGGY) - set(named))

@@ -1,0 +1,182 @@
+"""The child side's adapter pieces, in this process (no child): parameter roles by name, constructor signatures,
+calling conventions of forward, weight layouts and which class a file means."""
+import pytest
+import torch
+import torch.nn as nn
+
+from harness.child.calling import styles_for
+from harness.child.construct import read_signature, require_bindable, Unbindable
+from harness.child.layouts import discover, role_of
+from harness.child.target import TargetError, load_target, settings_from_globals
+
+
+@pytest.mark.parametrize("name,role", [
+    ("q", "q"), ("W_query", "q"), ("query", "q"), ("q_proj", "q"), ("to_q", "q"), ("Wq", "q"), ("b_q", "q"),
+    ("key", "k"), ("W_key", "k"), ("k_proj", "k"), ("value", "v"), ("W_value", "v"), ("v_proj", "v"),
+    ("c_attn", "qkv"), ("qkv", "qkv"), ("in_proj", "qkv"), ("W_qkv", "qkv"),
+    ("out_proj", "o"), ("c_proj", "o"), ("proj", "o"), ("W_o", "o"), ("out", "o"), ("to_out", "o"), ("dense", "o"),
+    ("heads", None), ("dropout", None), ("ln", None),
+])
+def test_role_of_parameter_names(name, role):
+    assert role_of(name) == role
+
+
+def _sig(fn, **overrides):
+    return read_signature(fn, overrides)
+
+
+def test_signature_lesson_style():
+    s = _sig(lambda d, nheads, context_length: None)
+    assert s.accepts == {"width": "d", "heads": "nheads", "context_length": "context_length"}
+    assert not s.separate_widths and not s.unfillable
+
+
+def test_signature_book_style_has_separate_widths():
+    s = _sig(lambda d_in, d_out, context_length, dropout, num_heads, qkv_bias=False: None)
+    assert s.separate_widths and s.accepts["d_in"] == "d_in" and s.accepts["d_out"] == "d_out"
+    assert s.accepts["dropout"] == "dropout" and s.accepts["qkv_bias"] == "qkv_bias"
+
+
+def test_signature_reference_style_d_and_d_out():
+    s = _sig(lambda d, nheads, context_length, d_out=None: None)
+    assert s.separate_widths and s.accepts["d_in"] == "d" and s.accepts["d_out"] == "d_out"
+
+
+def test_signature_config_object_and_unknown_required():
+    assert _sig(lambda config: None).config_param == "config"
+    assert _sig(lambda cfg, extra=1: None).config_param == "cfg"
+    s = _sig(lambda embed_dim, num_heads, widget: None)
+    assert s.unfillable == ["widget"]
+    assert _sig(lambda embed_dim, num_heads, widget: None, widget=3).unfillable == []
+    bound = _sig(lambda size, num_heads: None, size="@d_out")  # bound by --arg: no slot taken, nothing unfillable
+    assert bound.accepts == {"heads": "num_heads"} and bound.unfillable == []
+    book = _sig(lambda d_in, d_out, num_heads, context_length: None, d_in="@d_out")  # d_out keeps its own slot
+    assert book.accepts["width"] == "d_out" and not book.separate_widths and book.unfillable == []
+
+
+
+def test_derived_constructor_fields_and_several_dropouts():
+    s = _sig(lambda n_embd, n_head, head_size, block_size, attn_pdrop, resid_pdrop, n_kv_heads: None)
+    assert s.accepts == {"width": "n_embd", "heads": "n_head", "context_length": "block_size", "dropout": "attn_pdrop"}
+    assert s.derived == {"head_size": "head_width", "resid_pdrop": "dropout", "n_kv_heads": "kv_heads"}
+    assert not s.unfillable
+
+
+def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
+    s = _sig(lambda d_model, n_heads, rope_theta: None)
+    with pytest.raises(Unbindable, match="rope_theta"):
+        require_bindable(s)
+
+
+class _Fwd(nn.Module):
+    pass
+
+
+def _calls(forward):
+    cls = type("M", (nn.Module,), {"forward": forward})
+    found = styles_for(cls())
+    return [s.describe() for s in found.styles], found.problem
+
+
+def test_forward_with_only_x_is_called_plainly():
+    assert _calls(lambda self, x: x) == (["forward(x)"], "")
+
+
+def test_forward_with_a_required_mask_gets_every_convention_and_no_plain_call():
+    styles, _ = _calls(lambda self, x, mask: x)
+    assert len(styles) == 12 and all("mask=causal mask" in s for s in styles)
+
+
+def test_forward_query_key_value_with_an_optional_mask():
+    styles, _ = _calls(lambda self, query, key, value, attn_mask=None: query)
+    assert styles[0] == "forward(x, x, x)" and len(styles) == 13
+
+
+def test_keyword_only_inputs_are_passed_by_keyword():
+    def forward(self, *, query, key, value, mask=None):
+        return query
+    styles, _ = _calls(forward)
+    assert styles[0] == "forward(query=x, key=x, value=x)"
+
+
+def test_forward_needing_rotary_tables_cannot_be_driven():
+    styles, problem = _calls(lambda self, x, cos, sin, mask=None: x)
+    assert styles == [] and "cos, sin" in problem and "factory" in problem
+
+
+def _fused(per_head: bool, d=8, heads=2):
+    class Fused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * d)
+            self.out = nn.Linear(d, d)
+    return Fused()
+
+
+def test_fused_qkv_is_read_both_ways_and_is_never_certain_by_structure():
+    found, problem = discover(_fused(True), 8, 8, 2)
+    assert problem == "" and len(found) == 2 and not any(lay.certain for lay in found)
+    assert {lay.how for lay in found} == {"by parameter names (fused q/k/v)", "by parameter names (fused q/k/v, per head)"}
+    per_head = next(lay for lay in found if "per head" in lay.how)
+    assert per_head.describe()["wk"] == "qkv.weight[4:8] + qkv.weight[16:20]"  # [q_0; k_0; v_0; q_1; k_1; v_1]
+
+
+def test_named_linear_layers_covering_every_parameter_are_certain_by_structure():
+    class Named(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.out = (nn.Linear(6, 8) for _ in range(3)), None, None, None
+    class Lesson(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (nn.Linear(6, 8) for _ in range(3))
+            self.out = nn.Linear(8, 8)
+    found, _ = discover(Lesson(), 6, 8, 2)
+    assert len(found) == 1 and found[0].certain
+    extra = Lesson()
+    extra.gate = nn.Parameter(torch.zeros(8))
+    found, _ = discover(extra, 6, 8, 2)
+    assert len(found) == 1 and not found[0].certain  # a parameter with no role could change the output
+
+
+def test_linear_like_module_with_a_matrix_named_w():
+    class MyLinear(nn.Module):
+        def __init__(self, i, o):
+            super().__init__()
+            self.W = nn.Parameter(torch.randn(i, o))
+            self.b = nn.Parameter(torch.zeros(o))
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query, self.key, self.value, self.proj = MyLinear(6, 8), MyLinear(6, 8), MyLinear(6, 8), MyLinear(8, 8)
+    found, problem = discover(Layer(), 6, 8, 2)
+    assert problem == "" and found and found[0].describe()["wq"] == "query.W.T"
+
+
+def _load(tmp_path, source: str, name: str | None = None):
+    path = tmp_path / "student_file.py"
+    path.write_text("import torch.nn as nn\n" + source)
+    return load_target(f"{path}" + (f":{name}" if name else ""), str(tmp_path))
+
+
+def test_a_file_with_a_block_and_a_feed_forward_picks_the_attention_class(tmp_path):
+    loaded = _load(tmp_path, "class FeedForward(nn.Module): pass\nclass LayerNorm(nn.Module): pass\n"
+                             "class Head(nn.Module): pass\nclass MultiHeadAttention(nn.Module):\n"
+                             "    def f(self): return Head\n"
+                             "class Block(nn.Module):\n    def f(self): return MultiHeadAttention, FeedForward\n")
+    assert loaded.name == "MultiHeadAttention"
+
+
+def test_two_unrelated_attention_classes_are_listed_not_guessed(tmp_path):
+    with pytest.raises(TargetError, match="AttentionA, AttentionB") as e:
+        _load(tmp_path, "class AttentionA(nn.Module): pass\nclass AttentionB(nn.Module): pass\n")
+    assert e.value.kind == "ambiguous"
+
+
+def test_sizes_read_from_module_globals_are_found_in_the_class_and_the_classes_it_builds(tmp_path):
+    loaded = _load(tmp_path, "n_embd = 384\nblock_size = 256\nEPS = 1e-5\n"
+                             "class Head(nn.Module):\n    def __init__(self, head_size):\n        self.t = block_size\n"
+                             "class MultiHeadAttention(nn.Module):\n    def __init__(self, num_heads, head_size):\n"
+                             "        self.heads = [Head(head_size) for _ in range(num_heads)]\n"
+                             "        self.p = n_embd * EPS\n", "MultiHeadAttention")
+    assert settings_from_globals(loaded.obj) == {"n_embd": "384", "block_size": "256"}

@@ -1,0 +1,151 @@
+"""The floor plan, enforced: the trust boundary, the layer order, no import circles, and function-local imports only
+where a comment says why (an optional dependency, or start-up time)."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("harness", "checks", "reference", "mutants")
+
+# what each part may import from the project (a prefix matches the module and its submodules)
+ALLOWED = {
+    "harness.wire": ("harness.wire", "harness"),
+    "harness.child": ("harness.child", "harness.wire", "harness", "harness.sandbox"),  # confinement runs in the
+    # child (the forked worker applies its own limits), so the child may use the sandbox's stdlib-only code
+    "harness.sandbox": ("harness.sandbox", "harness.wire", "harness"),  # never the child side
+    "reference": ("reference",),
+    "mutants": ("mutants", "reference"),
+    "checks": ("checks", "harness.engine.context", "harness.engine.compare", "harness.engine.search",
+               "harness.engine.leakage", "harness.engine.mapping", "harness.wire", "harness", "reference"),
+    "harness.engine": ("harness.engine", "harness.sandbox", "harness.wire", "harness", "checks", "reference",
+                       "mutants"),
+    "harness.render": ("harness.render", "harness.engine.report", "harness.engine.leakage", "harness.engine.trace",
+                       "harness.wire", "harness"),
+    "harness.frontends": ("harness.frontends", "harness.render", "harness.engine", "harness.sandbox", "harness.wire",
+                          "harness", "checks", "reference", "mutants"),
+}
+LOCAL_IMPORT_REASONS = ("optional dependency", "start-up", "PLC0415")  # what the comment on the line must say
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for p in (ROOT / pkg).rglob("*.py"):
+            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = p
+    return out
+
+
+MODULES = modules()
+
+
+def _project(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(path: Path, module: str) -> list[tuple[str, int, bool]]:
+    """(imported project module, line, inside a function) for every import statement."""
+    tree = ast.parse(path.read_text())
+    found = []
+
+    def visit(node, local):
+        for child in ast.iter_child_nodes(node):
+            inner = local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            names = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                names = [f"{child.module}.{a.name}" for a in child.names] or [child.module]
+            for n in names:
+                target = _project(n)
+                if target and target != module:
+                    found.append((target, child.lineno, local))
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+def _part(module: str) -> str:
+    return max((p for p in ALLOWED if module == p or module.startswith(p + ".")), key=len)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m != "harness"))
+def test_layer_order(module):
+    allowed = ALLOWED[_part(module)]
+    bad = [t for t, _, _ in imports(MODULES[module], module)
+           if not any(t == a or t.startswith(a + ".") for a in allowed) and t != "harness"]
+    assert bad == [], f"{module} may import only {allowed}"
+
+
+def test_no_import_circles():
+    graph = {m: {t for t, _, _ in imports(p, m) if not t.startswith(m + ".") and not m.startswith(t + ".")}
+             for m, p in MODULES.items()}
+    index, low, stack, on, circles = {}, {}, [], set(), []
+
+    def strong(v, counter=[0]):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            strong(v)
+    assert circles == []
+
+
+def test_function_local_imports_say_why():
+    """Only an optional dependency (matplotlib) or start-up time justifies importing a project module inside a
+    function; the line says so."""
+    unexplained = []
+    for module, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        for target, lineno, local in imports(path, module):
+            if local and not any(r in lines[lineno - 1] for r in LOCAL_IMPORT_REASONS) and module != "harness":
+                unexplained.append(f"{module}:{lineno} imports {target}")
+    assert unexplained == []
+
+
+def test_the_trusted_side_never_imports_torch():
+    """Everything but the child side (and the zygote the children fork from) imports without torch."""
+    trusted = [m for m in MODULES if not m.startswith("harness.child") and m not in ("reference.causal_mha",)
+               and not (m.startswith("mutants.") and not m.startswith("mutants._")) and m != "harness.frontends.catalogue"]
+    code = ("import importlib, sys\n"
+            f"for name in {trusted!r}:\n    importlib.import_module(name)\n"
+            "import checks; checks.all_checks()\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_the_child_side_never_imports_the_trusted_side():
+    """The child holds no verdict: nothing of the engine, the checks, the reference values or the catalogue."""
+    for module, path in MODULES.items():
+        if module.startswith("harness.child"):
+            assert not [t for t, _, _ in imports(path, module) if t.startswith(("harness.engine", "checks",
+                                                                               "reference", "mutants",
+                                                                               "harness.render"))], module
