@@ -27,10 +27,10 @@ NEGATIVE_SCORES = 300.0  # W_k = -W_q scaled: real scores of about -5e4, the siz
 LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
     "nan": "a row with every score masked gives NaN: the mask also hides the diagonal (use triu(..., 1))",
     "inverted": "the mask is inverted: it hides the past and shows the future (masked_fill(~mask, ...))",
-    "finite-fill": ("a small leak: masking with a finite value such as -10 or -100 instead of float('-inf') lets "
+    "small-leak": ("a small leak: masking with a finite value such as -10 or -100 instead of float('-inf') lets "
                     "future tokens through with a tiny weight"),
     "one-future": "the mask lets exactly one future token through: use torch.triu(..., diagonal=1)",
-    "no-mask": "no causal mask is applied (or it is applied after the softmax, or its result is discarded)",
+    "all-future": "no causal mask is applied (or it is applied after the softmax, or its result is discarded)",
     "future": ("the future leaks into the past: check the mask (triu(..., diagonal=1), sliced [:n, :n], applied "
                "before a softmax over the last axis) and the reshapes (a wrong view mixes tokens)"),
     "no-gradient": "the output does not depend on the input at all through autograd (detached, or no_grad?)",
@@ -59,12 +59,12 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
         if len(dead) and np.all(G[:, future] > 0) and len(dead) >= B * n * (n - 1) // 2:
             return what, "inverted"
         if rel < 1e-2:
-            return what, "finite-fill"
+            return what, "small-leak"
         next_only = np.triu(np.ones((n, n), bool), 1) & ~np.triu(np.ones((n, n), bool), 2)
         if n >= 3 and np.all(G[:, next_only] > 0) and not np.any(G[:, future & ~next_only] > 0):
             return what, "one-future"
         if n >= 3 and np.all(G[:, future] > 0) and not len(dead):
-            return what, "no-mask"
+            return what, "all-future"
         return what, "future"
     b, t, s = dead[0]
     what = f"output position {t} does not depend on input position {s} <= {t} (batch {b})"
@@ -164,5 +164,5 @@ def _perturbation(inst, x, cfg, ctx, kinds=("ordinary", "huge"), why=""):
             return failed(f"changing the tokens after position {split}{size} changed the outputs at positions "
                           f"0..{split} (by up to {moved:.3g}){why}: the future leaks into the past",
                           observed=f"change {moved:.3g}", expected="no change",
-                          finding="leak:finite-fill" if kind == "huge" or why else "leak:future")
+                          finding="leak:small-leak" if kind == "huge" or why else "leak:future")
     return None

@@ -9,7 +9,7 @@ INFO = MutantInfo(
     title="H full-width heads (each d_out wide) concatenated and projected from H * d_out back to d_out",
     lesson=('Common misconception: "More heads means more parameters." "Splitting rather than multiplying": with '
             "d_h = d_out / H the count is the same for any number of heads."),
-    killed_by=("param-count", "head-invariance"),
+    killed_by=("head-invariance", "param-count"),
     symptom=("The layer has roughly H times the parameters of the lesson's layer, the count grows with the number "
              "of heads, and the output is a different function."),
     fix=("self.h, self.dh = nheads, d_out // nheads; one nn.Linear(d, d_out) each for q, k, v (split into heads "

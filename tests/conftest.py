@@ -101,8 +101,15 @@ def pytest_sessionfinish(session, exitstatus):
         _REPORTS.close()
 
 
+QUICK_E2E = {"test_adapter.py", "test_api.py", "test_formats.py"}  # a few child processes each: in the quick run
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests under tests/e2e/ are marked e2e; the slow ones say so themselves (pytest -m "not slow" is the quick run)."""
+    """Tests under tests/e2e/ are marked e2e, and slow unless they are in QUICK_E2E: `pytest -m "not slow"` is the
+    quick run (the unit tests and a short end-to-end smoke), the default run is everything."""
     for item in items:
-        if "e2e" in Path(str(item.fspath)).parts:
+        path = Path(str(item.fspath))
+        if "e2e" in path.parts:
             item.add_marker(pytest.mark.e2e)
+            if path.name not in QUICK_E2E:
+                item.add_marker(pytest.mark.slow)

@@ -10,11 +10,21 @@ hypothesis only runs again, to search and shrink, when one of them fails.
 """
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
+
 from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 
 from harness.wire.config import Config
+
+# hypothesis keeps caches in ./.hypothesis of the current folder, which is the student's: give it a private one
+_HOME = tempfile.mkdtemp(prefix="mha-check-hypothesis-")
+set_hypothesis_home_dir(_HOME)
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 
 
 class _Found(Exception):

@@ -493,3 +493,13 @@ def test_unknown_constructor_parameter_asks_for_arg(extras_dir):
 def test_arg_binds_a_parameter_to_the_width(extras_dir):
     data = report(mha("unusual.py:MultiHeadAttention", "--format", "json", "--arg", "size=@d_out", cwd=extras_dir), 0)
     assert "size=8" in data["adapter"]["construction"], data["adapter"]
+
+
+def test_nothing_is_left_in_the_students_folder(tmp_path):
+    """No .hypothesis, no __pycache__, no scratch: the student's folder holds what it held."""
+    (tmp_path / "attn.py").write_text(student_module("MyAttn"))
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    run = mha("attn.py:MyAttn", "--only", "view-order", cwd=tmp_path, fresh=True)
+    assert run.rc == 0, run.log
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+

@@ -1,0 +1,93 @@
+"""The engine's pieces without a child: comparisons as data, the diagnosis's rules of evidence on reports built by
+hand, the report model, and the shared view and text renderer (order, width, plain words)."""
+import numpy as np
+import pytest
+
+from checks import Outcome, all_checks
+from harness.engine import diagnosis
+from harness.engine.compare import close, compare, same
+from harness.engine.report import CheckResult, Report
+from harness.render import text, view
+
+CHECKS = {c.id: c for c in all_checks()}
+
+
+def result(check_id, status="pass", message="ok", **details):
+    return CheckResult.of(CHECKS[check_id], Outcome(status, message, details=details))
+
+
+def report(*failing, construct="pass", **kw):
+    """A report where every check passes except `failing` = (id, finding) pairs."""
+    bad = dict(failing)
+    checks = [result(c, "fail" if c in bad else ("pass" if c != "construct" else construct),
+                     f"{c} failed because of something specific" if c in bad else "fine", **(
+                         {"finding": bad[c]} if bad.get(c) else {})) for c in CHECKS]
+    return Report("student.py:Attn", checks, **kw)
+
+
+def test_a_mismatch_is_data_with_the_tolerance():
+    a = np.zeros((2, 3))
+    b = a.copy()
+    b[1, 2] = 0.5
+    mm = compare(a, b)
+    assert (mm.differing, mm.total, mm.index, mm.max_abs) == (1, 6, (1, 2), 0.5)
+    assert "1 of 6 values differ beyond relative 1e-05" in mm.describe()
+    assert compare(a, a + 1e-9) is None and close(a, a) and not close(a * np.nan, a)
+    assert same(a * np.nan, a * np.nan) and compare(a, np.zeros(3)).describe().startswith("shape")
+
+
+def test_a_mistake_is_named_on_its_signature_and_only_then():
+    named = diagnosis.diagnose(report(("eval-determinism", "dropout in eval")))
+    assert named["mutant"] == "dropout-in-eval" and named["match"] == "signature"
+    assert named["follows"] == ["eval-determinism"]
+    generic = diagnosis.diagnose(report(("reference-match", None)))
+    assert generic["mutant"] is None and "no known mistake matches" in generic["message"]
+
+
+def test_no_mistake_is_named_for_a_module_that_could_not_be_built_or_a_dead_process():
+    broken = report(("construct", "load:import"), construct="fail")
+    assert diagnosis.diagnose(broken)["mutant"] is None
+    dead = report(("causal-leakage", "leak:no-mask"))
+    dead.adapter["process"] = [{"kind": "time", "message": "time limit", "ours": True}]
+    assert diagnosis.diagnose(dead)["mutant"] is None
+
+
+def test_a_lesson_rule_is_never_the_root_cause_of_wrong_math():
+    both = report(("divisibility", "no divisibility check"), ("causal-leakage", "leak:future"))
+    assert diagnosis.diagnose(both)["mutant"] is None  # the leak is unexplained: the rule does not explain it
+    rule_only = report(("divisibility", "no divisibility check"))
+    assert rule_only.math_correct and diagnosis.diagnose(rule_only)["mutant"] == "no-divisibility-check"
+
+
+def test_passed_counts_rules_unless_told_not_to():
+    r = report(("out-proj-bias", "no output bias"))
+    assert not r.passed and r.math_correct
+    r.rules_counted = False
+    assert r.passed
+
+
+def test_the_view_puts_the_root_cause_first_and_fits_100_columns():
+    r = report(("eval-determinism", "dropout in eval"))
+    r.diagnosis = diagnosis.diagnose(r)
+    shown = text.render(view.build(r))
+    lines = shown.splitlines()
+    assert lines[1].startswith("FAIL") and lines[3].startswith("Root cause:")
+    assert lines.index("The math") > 3 and max(map(len, lines)) <= text.WIDTH
+    assert "fails because of the root cause above" in shown
+    quiet = text.render(view.build(r), quiet=True).splitlines()
+    assert len(quiet) == 1 + len(r.checks) and max(map(len, quiet)) <= text.WIDTH
+
+
+def test_hidden_checks_never_reach_the_shared_view():
+    r = report(("eval-determinism", "dropout in eval"))
+    r.diagnosis = diagnosis.diagnose(r)
+    hidden = view.build(r, hidden=frozenset({"eval-determinism"}))
+    assert hidden.root is None and "eval-determinism" not in [ln.id for ln in hidden.lines]
+
+
+@pytest.mark.parametrize("evil", ["\x1b[2J\x1b[31mowned", "bell\x07", "\x9b31m"])
+def test_terminal_control_characters_are_shown_not_obeyed(evil):
+    r = report(("output-shape", None))
+    r.checks[[c.id for c in r.checks].index("output-shape")].message = f"forward raised ValueError: {evil}"
+    shown = text.render(view.build(r), verbose=True)
+    assert not any(ch in shown for ch in "\x1b\x07\x9b")

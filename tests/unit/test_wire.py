@@ -1,0 +1,75 @@
+"""What crosses the process boundary: frames (protocol) and typed messages, strict on decode."""
+import io
+
+import numpy as np
+import pytest
+
+from harness.wire import messages as m
+from harness.wire import protocol
+from harness.wire.config import Config
+
+
+def _round_trip(messages):
+    header, arrays = protocol.decode(io.BytesIO(m.encode_batch(messages)))
+    decode = m.decode_requests if isinstance(messages[0], m.Request) else m.decode_replies
+    return decode(header, arrays)
+
+
+def test_protocol_round_trip_and_strictness():
+    arrays = {"x": np.arange(6, dtype=np.float64).reshape(2, 3), "m": np.array([True, False])}
+    header, back = protocol.decode(io.BytesIO(protocol.encode({"op": "t"}, arrays)))
+    assert header == {"op": "t"} and np.array_equal(back["x"], arrays["x"]) and back["m"].dtype == bool
+    frame = protocol.encode({"op": "t"}, {"x": np.ones(4)})
+    with pytest.raises(EOFError):
+        protocol.decode(io.BytesIO(frame[:-3]))  # truncated payload
+    bad = b'{"arrays": [{"name": "x", "dtype": "O", "shape": [1]}]}'
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(io.BytesIO(len(bad).to_bytes(4, "big") + bad))  # no object arrays, ever
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(io.BytesIO((protocol.MAX_HEADER + 1).to_bytes(4, "big")))
+
+
+def test_a_header_nested_thousands_deep_is_refused_not_a_crash():
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(protocol.ProtocolError, match="nested"):
+        protocol.decode(io.BytesIO(len(deep).to_bytes(4, "big") + deep))
+
+
+def test_requests_and_replies_round_trip_typed():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4))
+    requests = [m.Load("a.py:A", "/tmp", {"rope": 3}, {"q": "W"}), m.Build(Config(4, 4, 2, 5).to_dict(), 1, None),
+                m.Forward(0, x, "train", True, style=2), m.WriteWeights(0, 1, {"wq": np.eye(4)})]
+    back = _round_trip(requests)
+    assert [type(r) for r in back] == [type(r) for r in requests]
+    assert back[0].overrides == {"rope": 3} and back[2].mode == "train" and back[2].style == 2
+    assert np.array_equal(back[2].x, x) and np.array_equal(back[3].weights["wq"], np.eye(4))
+    replies = [m.Built(0, 10, [m.Param("q.weight", [4, 4])], [m.Param("mask", [5, 5])], ["q.weight"], [], [], 0,
+                       [m.LayoutInfo({"wq": "q.weight"}, "by names", [], True)], "", ["forward(x)"]),
+               m.Gradients(y=x, gx=x, grads={"wq": np.eye(4)}, unused=["p"]), m.Failed("forward", "boom")]
+    got = _round_trip(replies)
+    assert got[0].layouts[0].certain and got[0].params[0].shape == [4, 4] and got[1].unused == ["p"]
+    assert got[2] == m.Failed("forward", "boom")
+
+
+@pytest.mark.parametrize("header, words", [
+    ({"batch": [{"type": "Output"}]}, "y"),  # a required array missing
+    ({"batch": [{"type": "Built", "handle": "0"}]}, "handle"),  # a string where an int belongs
+    ({"batch": [{"type": "Nope"}]}, "unknown type"),
+    ({"batch": []}, "non-empty"),
+    ({"batch": [{"type": "MetaResult", "device": "meta", "shape": [1, "2"]}]}, "shape"),
+])
+def test_a_reply_that_does_not_fit_its_type_is_refused(header, words):
+    with pytest.raises(protocol.ProtocolError, match=words):
+        m.decode_replies(header, {})
+
+
+def test_an_array_must_be_float64():
+    frame = protocol.encode({"batch": [{"type": "Output", "contiguous_input": True}]}, {"0:y": np.ones(3, dtype=bool)})
+    with pytest.raises(protocol.ProtocolError, match="float64"):
+        m.decode_replies(*protocol.decode(io.BytesIO(frame)))
+
+
+def test_a_reply_of_the_wrong_kind_for_its_request_is_refused():
+    with pytest.raises(protocol.ProtocolError):
+        m.check_answer(m.Forward(0, np.zeros((1, 1, 1))), m.Done())
+    assert m.check_answer(m.Forward(0, np.zeros((1, 1, 1))), m.Failed("forward", "x"))
