@@ -34,6 +34,18 @@ def _explain_difference(extra: int, cfg) -> tuple[str, str]:
     return fitting[0] if len(fitting) == 1 else ("", "count: other")
 
 
+BIAS_SETS = [set(), {"bo"}, {"bq", "bk", "bv"}, {"bq", "bk", "bv", "bo"}, {"bq", "bv", "bo"}]  # whisper: no b_k
+
+
+def _expected(cfg, biases: set[str]) -> int:
+    """The lesson's formula, 3·d_in·d_out + d_out² + d_out (+ 3·d_out with Q/K/V biases), for the biases a layer
+    has: without an output bias d_out less, with only some Q/K/V biases d_out for each."""
+    qkv = {"bq", "bk", "bv"} & biases
+    count = param_count_formula(cfg.d_in, cfg.d_out, qkv_bias=len(qkv) == 3)
+    count -= 0 if "bo" in biases else cfg.d_out
+    return count + (len(qkv) * cfg.d_out if len(qkv) != 3 else 0)
+
+
 def _biases(inst) -> set[str] | None:
     """The biases the module has, when every candidate reading of its parameters agrees; None when unknown."""
     found = {frozenset(r for r in layout.roles if r in BIASES) for layout in inst.layouts}
@@ -62,10 +74,8 @@ def param_count(ctx):
     def prop(cfg):
         inst = ctx.subject.build(cfg)  # counting needs no forward pass
         got = inst.info.param_count
-        weights = param_count_formula(cfg.d_in, cfg.d_out, False) - cfg.d_out
         biases = _biases(inst)
-        allowed = [weights + k * cfg.d_out for k in range(5)] if biases is None else [
-            weights + len(biases) * cfg.d_out]
+        allowed = sorted({_expected(cfg, b) for b in BIAS_SETS}) if biases is None else [_expected(cfg, biases)]
         if biases is not None and explicit_qkv and "qkv_bias" in ctx.signature.accepts:
             has = {"bq", "bk", "bv"} & biases
             if cfg.qkv_bias and len(has) < 3 or not cfg.qkv_bias and has:

@@ -1,12 +1,13 @@
 """What mutmut runs against every mutant (see mutation/run.py); NOT part of the main suite (it lives outside tests/).
 
 In mutmut's staging folder `reference` is mutmut's mutated copy, `harness` and `checks` are links to the real
-packages.  One test, in three parts, always in this order, so that the record says which part noticed a mutant:
+packages.  One test, in three parts, run cheapest first (oracle, lesson, checks) and stopped by the first that notices a
+mutant; the record says which one did:
 
-1. checks: the lesson's reference passes every check of mha-check.  The checks run it in their sandboxed child, which
-   imports `reference.causal_mha` from the staging folder (the module name mutmut's trampolines answer to) and
-   inherits MUTANT_UNDER_TEST; the verdicts come from `reference.numpy_ref` (mutated too) in this process.  A mutant
-   of the torch reference that passes here is a buggy attention layer that every check accepts: a blind spot.
+1. checks: the lesson's reference passes every check of mha-check, its worker in this process
+   (harness.child.inprocess: the reference is our own code), importing `reference.causal_mha` from the staging
+   folder (the module name mutmut's trampolines answer to); the verdicts come from `reference.numpy_ref` (mutated
+   too).  A mutant of the torch reference that passes here is a buggy attention layer that every check accepts.
 2. lesson: what the lesson promises about the reference itself and the checks deliberately never ask of a student:
    the defaults of CausalMHA(d, heads, context_length) (mha-check always passes d_out, dropout and qkv_bias, and a
    student's defaults are the student's choice: GPT-2 has dropout 0.1 and Q/K/V biases), the error's wording, the
@@ -21,7 +22,6 @@ With MHA_MUTATION_RECORD set (mutation/run.py sets it) the outcome of each part 
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -35,37 +35,17 @@ torch.set_default_dtype(torch.float64)
 TARGET = "reference.causal_mha:CausalMHA"
 
 
-@contextlib.contextmanager
-def _child_env(mode: str):
-    """The environment the checks' child is started with.  In mutmut's "stats" mode the trampolines record which
-    functions a test runs, in the process that runs them: the child could not send its records back, and it cannot
-    even make them (mutmut's configuration is not found from the child's throwaway folder, so every check would
-    fail).  So the child starts with the plain code while this process goes on recording what the checks run here
-    (the oracle); the lesson part below runs the class in this process, which shows mutmut what the child runs."""
-    if mode != "stats":
-        yield
-        return
-    os.environ["MUTANT_UNDER_TEST"] = ""
-    try:
-        yield
-    finally:
-        os.environ["MUTANT_UNDER_TEST"] = mode
-
-
 def _checks(tmp_path) -> list[str]:
-    from harness.engine.runner import run_checks
-    from harness.sandbox.subject import Subject
+    """Every check, with the worker in this process (harness.child.inprocess): the mutated reference is our own
+    code, and mutmut's trampolines answer in the process that set MUTANT_UNDER_TEST, so no child is needed; and
+    none is started, which keeps a mutant to a second or two."""
+    from harness.child.inprocess import InProcessSubject
+    from harness.engine.runner import Options, run_checks
 
-    mode = os.environ.get("MUTANT_UNDER_TEST", "")
-
-    # An empty search folder: from mutmut's working folder the child would find reference/causal_mha.py as a FILE
+    # An empty search folder: from mutmut's working folder the worker would find reference/causal_mha.py as a FILE
     # and load it as module `causal_mha`, whose trampolines never match a mutant named reference.causal_mha.*;
-    # from here it imports the module `reference.causal_mha`, first on its sys.path: the staging folder.
-    def make_subject():  # the child copies the environment when it starts: only its start needs the mask
-        with _child_env(mode):
-            return Subject(TARGET, cwd=str(tmp_path))
-
-    report = run_checks(TARGET, make_subject=make_subject, diagnose=False)
+    # from here it imports the module `reference.causal_mha`: the staging folder's, already imported.
+    report = run_checks(TARGET, Options(diagnose=False), subject=InProcessSubject(TARGET, cwd=str(tmp_path)))
     return [f"{c.id} ({c.status}): {c.message[:200]}" for c in report.checks if c.status != "pass"] + (
         [] if report.passed else ["report.passed is false"])
 
@@ -194,11 +174,15 @@ def _record(part: str, broken: list[str]) -> None:
 
 
 def test_reference_passes_every_check_and_keeps_its_promises(tmp_path):
+    """The cheap parts first; the first part that notices a mutant ends the test (the later ones would only add
+    time, not a kill).  Unmutated (and in mutmut's stats mode), every part runs."""
     broken = {}
-    for part, run in (("checks", lambda: _checks(tmp_path)), ("lesson", _lesson), ("oracle", _oracle)):
+    for part, run in (("oracle", _oracle), ("lesson", _lesson), ("checks", lambda: _checks(tmp_path))):
         try:
             broken[part] = run()
         except Exception as e:  # noqa: BLE001 - a mutant may make anything raise; the record must still say so
             broken[part] = [f"raised {type(e).__name__}: {str(e)[:200]}"]
         _record(part, broken[part])
-    assert broken == {"checks": [], "lesson": [], "oracle": []}
+        if broken[part]:
+            break
+    assert {part: found for part, found in broken.items() if found} == {}

@@ -9,7 +9,7 @@ import checks
 import mutants
 from conftest import ROOT
 from harness.engine.runner import Options, run_checks
-from unit.inprocess import InProcessSubject
+from harness.child.inprocess import InProcessSubject
 
 REFERENCE = f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA"
 CHECKS = checks.all_checks()

@@ -142,6 +142,11 @@ def test_the_trusted_side_never_imports_torch():
     assert run.returncode == 0, run.stderr[-3000:]
 
 
+def test_nothing_in_the_product_runs_code_in_process_but_tests_and_mutation_testing():
+    users = [m for m, p in MODULES.items() if any(t == "harness.child.inprocess" for t, _, _ in imports(p, m))]
+    assert users == []
+
+
 def test_the_child_side_never_imports_the_trusted_side():
     """The child holds no verdict: nothing of the engine, the checks, the reference values or the catalogue."""
     for module, path in MODULES.items():

@@ -1,6 +1,10 @@
-"""A Subject whose worker runs in a thread of the test process: the real child-side code and the real protocol (a
-socket, typed messages, strict decoding), without a process to start.  Only for our own code (the reference and
-the mutants), never for anything hostile: unit tests of the checks and the engine use it to run in milliseconds.
+"""A Subject whose worker runs in a thread of this process: the real child-side code and the real protocol (a socket,
+typed messages, strict decoding), without a process to start or a torch import to wait for.
+
+ONLY for our own code (the reference and the mutants): the unit tests of the checks and mutation testing (where
+mutmut's trampolines must run in the process that set MUTANT_UNDER_TEST) use it.  A student's code never runs here:
+it would run beside the verdict, which is exactly what the child process exists to prevent.  Nothing in the trusted
+side imports this module (tests/unit/test_layers.py).
 """
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ import threading
 
 import torch
 
-from harness.child.worker import Worker
-from harness.sandbox.subject import Subject
+_CALLERS_DTYPE = torch.get_default_dtype()
 
-torch.set_default_dtype(torch.float32)  # importing the worker set float64 for the whole process: undo it here
+from harness.child.worker import Worker  # noqa: E402 - sets float64 as the process's default dtype...
+from harness.sandbox.subject import Subject  # noqa: E402
+
+torch.set_default_dtype(_CALLERS_DTYPE)  # ...which is the caller's to choose: the worker thread sets its own
 
 
 class InProcessSubject(Subject):
