@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from harness.child.notebook import location
 from harness.child.target import safe_message, safe_type_name
 
 
@@ -95,7 +96,7 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
         frame = sys._getframe(3)
         while frame is not None:
             if self.student_file and os.path.abspath(frame.f_code.co_filename) == self.student_file:
-                return f"{os.path.basename(self.student_file)}:{frame.f_lineno}"
+                return location(self.student_file, frame.f_lineno)
             frame = frame.f_back
         return "?"
 
@@ -222,7 +223,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         while frame is not None:
             filename = frame.f_code.co_filename
             if self.student_file and os.path.abspath(filename) == self.student_file:
-                return {"at": f"{os.path.basename(filename)}:{frame.f_lineno}",
+                return {"at": location(filename, frame.f_lineno),
                         "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
             if fallback is None and "torch" not in filename.split(os.sep) and "harness" not in filename.split(os.sep):
                 fallback = frame

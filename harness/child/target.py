@@ -17,8 +17,9 @@ import sys
 import traceback
 
 from harness import PACKAGES_ROOT
+from harness.child import notebook
 from harness.child.construct import key_of
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class TargetError(Exception):
@@ -34,6 +35,7 @@ class LoadedTarget:
     obj: object  # a class or a factory function
     name: str
     module_file: str | None
+    notes: list[str] = field(default_factory=list)  # what loading left out (a notebook's non-defining cells)
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:
@@ -62,7 +64,7 @@ def student_frames(tb, filename: str | None) -> str:
     mine = [f for f in frames if filename and os.path.abspath(f.filename) == os.path.abspath(filename)]
     ours = os.path.join(PACKAGES_ROOT, "harness")
     chosen = mine or [f for f in frames if os.path.dirname(os.path.abspath(f.filename)) != ours][-1:]
-    return "; ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in chosen)
+    return "; ".join(f"{notebook.location(f.filename, f.lineno)} in {f.name}: {(f.line or '').strip()}" for f in chosen)
 
 
 def safe_type_name(exc: BaseException) -> str:
@@ -88,14 +90,34 @@ def describe_exception(exc: BaseException, filename: str | None = None) -> str:
     return text + (f" (at {where})" if where else "")
 
 
+_NOTEBOOK_NAME_HINT = (" (from a notebook only the definitions are run: imports, functions, classes and constants; a "
+                       "value made by a call in a cell, such as cfg = load_config(), is not there: write the value "
+                       "itself or compute it inside your class)")
+
+
+def _load_notebook(path: str):
+    """The defining cells, written as a .py file in our throwaway working folder and imported from there."""
+    try:
+        generated, notes = notebook.write(path, os.getcwd())
+    except notebook.NotebookError as e:
+        raise TargetError("import", str(e)) from None
+    sys.path.append(os.path.dirname(os.path.abspath(path)))  # the notebook's own helper modules import
+    try:
+        module, loaded, _ = _load_file(generated)
+    except TargetError as e:
+        if "NameError" not in str(e):
+            raise
+        raise TargetError(e.kind, str(e) + _NOTEBOOK_NAME_HINT) from None
+    return module, loaded, notes
+
+
 def _load_file(path: str):
     if not os.path.isfile(path):
         raise TargetError("import", f"no such file: {path}")
+    if path.endswith(".ipynb"):
+        return _load_notebook(path)
     if not path.endswith(".py"):
-        hint = (" For a notebook, export the cell with your class to a .py file (File > Download as > Python, or "
-                "`jupyter nbconvert --to script`), or use the notebook API: from harness.frontends.api import check"
-                if path.endswith(".ipynb") else "")
-        raise TargetError("import", f"{os.path.basename(path)} is not a Python file (.py).{hint}")
+        raise TargetError("import", f"{os.path.basename(path)} is neither a Python file (.py) nor a notebook (.ipynb)")
     path = os.path.abspath(path)
     folder = os.path.dirname(path)
     if folder not in sys.path:
@@ -110,12 +132,11 @@ def _load_file(path: str):
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
-        where = f" line {e.lineno}" if e.lineno else ""
-        raise TargetError("import", f"SyntaxError in {os.path.basename(path)}{where}: {e.msg}: "
-                                    f"{(e.text or '').strip()}") from None
+        where = notebook.location(path, e.lineno) if e.lineno else os.path.basename(path)
+        raise TargetError("import", f"SyntaxError in {where}: {e.msg}: {(e.text or '').strip()}") from None
     except BaseException as e:  # noqa: BLE001 - student code may raise anything, even SystemExit
         raise TargetError("import", "importing the file raised " + describe_exception(e, path)) from None
-    return module, path
+    return module, path, []
 
 
 def _import_module(where: str, search_dir: str):
@@ -128,7 +149,7 @@ def _import_module(where: str, search_dir: str):
                                     f"holds it, or give the file path (path/to/file.py:ClassName).") from None
     except BaseException as e:  # noqa: BLE001
         raise TargetError("import", f"importing {where!r} raised " + describe_exception(e)) from None
-    return module, getattr(module, "__file__", None)
+    return module, getattr(module, "__file__", None), []
 
 
 def _candidates(module) -> list[str]:
@@ -213,7 +234,7 @@ def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:
     search_dir = search_dir or os.getcwd()
     where, name = split_spec(spec)
     path = _file_for(where, search_dir)
-    module, filename = _load_file(path) if path else _import_module(where, search_dir)
+    module, filename, notes = _load_file(path) if path else _import_module(where, search_dir)
     if name is None:
         name = _pick_single(module, _candidates(module))
     obj = module
@@ -234,4 +255,4 @@ def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:
     if not callable(obj):
         raise TargetError("lookup", f"{name!r} is a value of type {type(obj).__name__}, not a class or a factory "
                                     "function")
-    return LoadedTarget(obj=obj, name=name, module_file=filename)
+    return LoadedTarget(obj=obj, name=name, module_file=filename, notes=notes)

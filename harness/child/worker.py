@@ -114,7 +114,7 @@ class Worker:
         self.signature = construct.read_signature(self.target.obj, self.overrides)
         kind = "class" if isinstance(self.target.obj, type) else "factory"
         return m.Loaded(self.target.name, kind, self.signature, self.target.module_file,
-                        settings_from_globals(self.target.obj))
+                        settings_from_globals(self.target.obj), self.target.notes)
 
     def build(self, request: m.Build) -> m.Reply:
         cfg = Config(**request.cfg)

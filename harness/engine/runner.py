@@ -113,6 +113,7 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
     if built:  # a constructor that raised was called, but nothing was built: say nothing of "built as"
         try:
             out["construction"] = ctx.construction(ctx.base)
+            out["notes"] = list(ctx.loaded.notes)
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
             pass
     if ctx._mapping is not None:

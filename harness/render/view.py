@@ -160,7 +160,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     summary = ", ".join(f"{n} {w}" for n, w in ((s["pass"], "passed"), (s["fail"], "failed"),
                                                  (s["cannot_tell"], "could not be decided"), (s["skip"], "skipped"))
                         if n or w in ("passed", "failed"))
-    notes = []
+    notes = [clean(n) for n in report.adapter.get("notes", [])]
     if report.student_output.strip():
         notes.append(f"your code printed {len(report.student_output)} characters (see --show-output)")
     if report.isolation.get("summary"):

@@ -287,6 +287,7 @@ class Loaded(Reply):
     signature: Signature
     module_file: str | None = None
     settings: dict[str, str] = field(default_factory=dict)  # module-level sizes the class reads: n_embd -> "384"
+    notes: list[str] = field(default_factory=list)  # what loading left out (a notebook's magics, its training loop)
 
 
 @dataclass

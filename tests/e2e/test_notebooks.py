@@ -1,0 +1,97 @@
+"""A notebook as the target (`mha-check lab.ipynb`), as a student in Jupyter, Colab or a classroom hands it in.
+
+The notebooks in tests/notebooks/ are what students write: a setup cell with `%matplotlib inline` and `!pip install`,
+the class, then a cell that trains forever and a `%%time` cell that never ends.  Only the definitions run, so every
+run here finishes; every message points into the notebook ("lab.ipynb, code cell 2, line 16"), never at the file we
+write from it; nothing is written next to the notebook.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from .test_cli import checks_of, mha, no_traceback, report
+
+pytestmark = pytest.mark.e2e
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A student's folder holding copies of the test notebooks."""
+    for nb in NOTEBOOKS.glob("*.ipynb"):
+        shutil.copy(nb, tmp_path / nb.name)
+    return tmp_path
+
+
+def write_notebook(path: Path, *cells: str) -> Path:
+    nbformat.write(new_notebook(cells=[new_code_cell(c) for c in cells]), str(path))
+    return path
+
+
+@pytest.mark.slow
+def test_a_correct_notebook_passes_without_running_its_training_or_shell_cells(folder: Path):
+    before = sorted(p.name for p in folder.iterdir())
+    data = report(mha("lab.ipynb", "--format", "json", cwd=folder), 0)  # the class is found without `:CausalMHA`
+    assert data["adapter"]["construction"].startswith("CausalMHA(")
+    notes = "\n".join(data["adapter"]["notes"])
+    assert "'!pip install torch' (a magic or shell command) was left out" in notes
+    assert "code cell 4: a cell magic (%%time): the cell was left out" in notes  # `while True: pass`
+    assert "code cell 3: 2 statement(s) that do not define anything" in notes  # the endless training loop
+    assert "code cell 5: 1 statement(s)" in notes  # os.system(...)
+    assert sorted(p.name for p in folder.iterdir()) == before  # no lab_cells.py, no cache, nothing
+
+
+@pytest.mark.slow
+def test_a_method_written_in_a_later_cell_is_part_of_the_class(folder: Path):
+    data = report(mha("split_lab.ipynb:CausalMHA", "--format", "json", cwd=folder), 0)
+    assert checks_of(data)["reference-match"]["status"] == "pass"
+
+
+@pytest.mark.slow
+def test_the_root_cause_points_to_the_cell_and_line_in_the_notebook(folder: Path):
+    data = report(mha("buggy_lab.ipynb", "--format", "json", cwd=folder), 1)
+    cause = data["diagnosis"]
+    assert cause["mutant"] == "split-view-order"
+    assert cause["at"] == "buggy_lab.ipynb, code cell 2, line 16"
+    assert cause["code"].startswith("split = lambda t: t.view(B, self.h, n, self.dh)")
+    text = mha("buggy_lab.ipynb", cwd=folder)
+    assert "where:        buggy_lab.ipynb, code cell 2, line 16" in text.stdout, text.log
+    assert "_cells.py" not in text.stdout + text.stderr, text.log  # the file we wrote is never named
+
+
+def test_a_file_that_is_not_a_notebook_is_a_clear_failure(folder: Path):
+    data = report(mha("broken.ipynb:CausalMHA", "--only", "construct", "--format", "json", cwd=folder), 1)
+    construct = checks_of(data)["construct"]
+    assert construct["status"] == "fail"
+    assert "broken.ipynb is not a readable notebook (NotJSONError" in construct["message"]
+
+
+def test_a_syntax_error_names_the_cell_and_line(tmp_path: Path):
+    write_notebook(tmp_path / "typo.ipynb", "import torch", "class A(torch.nn.Module):\n    def forward(self x):\n"
+                                                            "        return x")
+    run = mha("typo.ipynb:A", "--only", "construct", "--format", "json", cwd=tmp_path)
+    message = checks_of(report(run, 1))["construct"]["message"]
+    assert "SyntaxError in typo.ipynb, code cell 2, line 2" in message
+
+
+def test_a_value_made_by_a_call_in_a_cell_is_explained(tmp_path: Path):
+    write_notebook(tmp_path / "cfg.ipynb",
+                   "import torch\ncfg = dict(d=8)",
+                   "class A(torch.nn.Module):\n    WIDTH = cfg['d']\n    def forward(self, x):\n        return x")
+    run = mha("cfg.ipynb:A", "--only", "construct", "--format", "json", cwd=tmp_path)
+    message = checks_of(report(run, 1))["construct"]["message"]
+    assert "NameError" in message and "cfg.ipynb, code cell 2, line 2" in message
+    assert "from a notebook only the definitions are run" in message
+
+
+def test_a_notebook_with_no_class_says_so(tmp_path: Path):
+    write_notebook(tmp_path / "empty.ipynb", "print('hello')")
+    run = mha("empty.ipynb", "--only", "construct", cwd=tmp_path)
+    assert run.rc == 1, run.log
+    no_traceback(run)
+    assert "empty.ipynb" in run.stdout + run.stderr, run.log
