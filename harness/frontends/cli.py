@@ -33,13 +33,15 @@ def _parser() -> argparse.ArgumentParser:
     commands = "\n".join(f"  mha-check {name:<11} {line}" for name, (_, line) in SUBCOMMANDS.items())
     p = _Parser(prog="mha-check", formatter_class=argparse.RawDescriptionHelpFormatter,
                 description="Find the bugs in a causal multi-head attention module.",
-                epilog="TARGET forms: module:Class, path/to/file.py:Class, path/to/file.py (its attention class); "
+                epilog="TARGET forms: module:Class, path/to/file.py:Class, path/to/file.py (its attention class), "
+                       "lab.ipynb[:Class] (the notebook's definitions only); "
                        "Class may also be a factory function returning a module.\n\nsubcommands "
                        f"(mha-check SUBCOMMAND --help):\n{commands}")
     p.add_argument("target", nargs="?", help="what to check, e.g. mymodule:MyAttn or attn.py:MyAttn")
     p.add_argument("--version", action="version", version=f"mha-check {VERSION}")
-    p.add_argument("--format", choices=("text", "json", "gradescope", "junit"), default="text",
-                   help="report format (default: text); gradescope writes a results.json, junit an XML test report")
+    p.add_argument("--format", choices=("text", "json", "gradescope", "prairielearn", "junit"), default="text",
+                   help="report format (default: text); gradescope and prairielearn write the platform's results.json, "
+                        "junit an XML test report")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--rubric", metavar="FILE.toml", help="points and visibility per check (see README)")
     p.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks (repeatable, "

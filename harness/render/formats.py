@@ -1,4 +1,5 @@
-"""The report in machine formats: JSON (the stable schema), Gradescope's results.json and JUnit XML; and `render`,
+"""The report in machine formats: JSON (the stable schema), Gradescope's and PrairieLearn's results.json and JUnit XML;
+and `render`,
 the one entry point every front end uses for any format.  All of them read the shared view (harness.render.view),
 so the order, the words and the scoring rule are the same everywhere."""
 from __future__ import annotations
@@ -9,7 +10,8 @@ from xml.sax.saxutils import escape, quoteattr
 from harness.render import text, view
 from harness.render.rubric import Rubric, score
 
-FORMATS = ("text", "json", "gradescope", "junit")
+FORMATS = ("text", "json", "gradescope", "prairielearn", "junit")
+PL_OUTPUT_LIMIT = 64_000  # characters of the student's printed output kept (PrairieLearn takes results up to 1 MB)
 
 
 def _detail(line: view.CheckLine, root: view.RootCause | None) -> str:
@@ -37,19 +39,58 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
     full = view.build(report)
     got, _ = score(report, rubric)
     counted = {c.id for c in report.checks if c.kind == "correctness" or rubric.rules}
-    tests = [{"name": f"{line.id} ({'lesson rule' if line.kind == 'rule' else 'math'})", "number": str(i),
+    tests = [{"name": _test_name(line), "number": str(i),
               "score": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_score": rubric.points_for(line.id) if line.id in counted else 0.0,
               "status": "passed" if line.passed else "failed", "output": _detail(line, full.root),
               "output_format": "md", "visibility": rubric.visibility_for(line.id)}
              for i, line in enumerate(full.lines, 1)]
+    summary = _public_summary(public)
+    return {"score": got, "output": "\n\n".join(summary), "output_format": "md", "visibility": "visible",
+            "stdout_visibility": "hidden", "tests": tests}
+
+
+def _test_name(line: view.CheckLine) -> str:
+    return f"{line.id} ({'lesson rule' if line.kind == 'rule' else 'math'})"
+
+
+def _public_summary(public: view.ReportView) -> list[str]:
     summary = [f"**{public.verdict}**"]
     if public.root:
         summary.append(f"Root cause: **{public.root.title}**" + (f" (at `{public.root.at}`)" if public.root.at else
                                                                  ""))
         summary.append(f"Fix: `{public.root.fix}`")
-    return {"score": got, "output": "\n\n".join(summary), "output_format": "md", "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": tests}
+    return summary
+
+
+def prairielearn(report, rubric: Rubric | None = None) -> dict:
+    """PrairieLearn's external-grader results (docs/externalGrading.md): score in [0, 1], one test per check.
+
+    A target that cannot even be imported (a SyntaxError, not a notebook, no such file) is `gradable: false` with the
+    message in `format_errors`: PrairieLearn's rule for input that is not valid, so the attempt is not used up.  Every
+    other submission is scored by the one rule (harness.render.rubric.score).  A hidden check is left out of `tests`
+    and of the message (PrairieLearn has no per-test visibility); its points count in the score, as on Gradescope.
+    """
+    rubric = rubric or Rubric()
+    construct = next((c for c in report.checks if c.id == "construct"), None)
+    if construct is not None and construct.status == "fail" and (construct.details or {}).get("finding") == \
+            "load:import":
+        return {"gradable": False, "format_errors": [construct.message], "message": construct.message,
+                "output": (report.student_output or "")[-PL_OUTPUT_LIMIT:]}
+    hidden = rubric.hidden([c.id for c in report.checks])
+    public = view.build(report, hidden=hidden)
+    got, total = score(report, rubric)
+    counted = {c.id for c in report.checks if c.kind == "correctness" or rubric.rules}
+    tests = [{"name": _test_name(line), "description": line.claim,
+              "points": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
+              "max_points": rubric.points_for(line.id) if line.id in counted else 0.0,
+              "message": _detail(line, public.root), "output": ""}
+             for line in public.lines]
+    summary = _public_summary(public)
+    if hidden:
+        summary.append(f"{len(hidden)} more check(s) count toward the score and are shown later.")
+    return {"gradable": True, "score": round(got / total, 6) if total else 0.0, "message": "\n\n".join(summary),
+            "output": (report.student_output or "")[-PL_OUTPUT_LIMIT:], "tests": tests}
 
 
 def junit(report, rubric: Rubric | None = None) -> str:
@@ -89,6 +130,8 @@ def render(report, fmt: str, rubric: Rubric | None = None, verbose: bool = False
         return to_json(report, rubric)
     if fmt == "gradescope":
         return json.dumps(gradescope(report, rubric), indent=2) + "\n"
+    if fmt == "prairielearn":
+        return json.dumps(prairielearn(report, rubric), indent=2) + "\n"
     if fmt == "junit":
         return junit(report, rubric)
     return text.render(view.build(report), verbose, quiet, colour) + "\n"

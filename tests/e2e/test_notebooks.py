@@ -33,7 +33,6 @@ def write_notebook(path: Path, *cells: str) -> Path:
     return path
 
 
-@pytest.mark.slow
 def test_a_correct_notebook_passes_without_running_its_training_or_shell_cells(folder: Path):
     before = sorted(p.name for p in folder.iterdir())
     data = report(mha("lab.ipynb", "--format", "json", cwd=folder), 0)  # the class is found without `:CausalMHA`
@@ -46,13 +45,11 @@ def test_a_correct_notebook_passes_without_running_its_training_or_shell_cells(f
     assert sorted(p.name for p in folder.iterdir()) == before  # no lab_cells.py, no cache, nothing
 
 
-@pytest.mark.slow
 def test_a_method_written_in_a_later_cell_is_part_of_the_class(folder: Path):
     data = report(mha("split_lab.ipynb:CausalMHA", "--format", "json", cwd=folder), 0)
     assert checks_of(data)["reference-match"]["status"] == "pass"
 
 
-@pytest.mark.slow
 def test_the_root_cause_points_to_the_cell_and_line_in_the_notebook(folder: Path):
     data = report(mha("buggy_lab.ipynb", "--format", "json", cwd=folder), 1)
     cause = data["diagnosis"]

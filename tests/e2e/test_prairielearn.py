@@ -1,0 +1,54 @@
+"""PrairieLearn's external-grader results (`--format prairielearn`), against the fields its documentation lists
+(docs/externalGrading.md in PrairieLearn/PrairieLearn): `gradable`, `score` in [0, 1], `message`, `output`,
+`format_errors`, and per test `name`, `description`, `points`, `max_points`, `message`, `output`."""
+import json
+
+from conftest import ROOT, report_for
+from harness.render import formats
+from harness.render.rubric import Rubric, load_rubric, score
+
+BUGGY = f"{ROOT / 'examples' / 'buggy_attention.py'}"
+CORRECT = f"{ROOT / 'examples' / 'correct_attention.py'}"
+BROKEN = f"{ROOT / 'tests' / 'notebooks' / 'broken.ipynb'}"
+TOP_LEVEL = {"gradable", "score", "message", "output", "format_errors", "images", "tests"}
+TEST_FIELDS = {"name", "description", "points", "max_points", "message", "output", "images"}
+
+
+def results(target: str, rubric=None) -> dict:
+    return json.loads(formats.render(report_for(target), "prairielearn", rubric))
+
+
+def test_results_use_only_documented_fields_and_score_by_the_one_rule():
+    for target in (BUGGY, CORRECT):
+        data = results(target)
+        assert set(data) <= TOP_LEVEL and data["gradable"] is True
+        assert 0.0 <= data["score"] <= 1.0
+        for test in data["tests"]:
+            assert set(test) <= TEST_FIELDS
+            assert all(isinstance(test[k], str) for k in ("name", "description", "message", "output"))
+            assert test["points"] in (0.0, test["max_points"])
+        got, total = score(report_for(target), Rubric())
+        assert data["score"] == round(got / total, 6)
+        assert sum(t["points"] for t in data["tests"]) == got
+    assert results(CORRECT)["score"] == 1.0
+    buggy = results(BUGGY)
+    assert buggy["score"] < 1.0 and "view(B, n, H, dh)" in buggy["message"]  # the root cause reaches the student
+
+
+def test_a_hidden_check_leaks_nowhere_but_counts(tmp_path):
+    rubric_file = tmp_path / "rubric.toml"
+    rubric_file.write_text("[checks.view-order]\nhidden = true\npoints = 4\n[checks.gradient-match]\n"
+                           'visibility = "after_due_date"\n')
+    rubric = load_rubric(str(rubric_file), {c.id for c in report_for(BUGGY).checks})
+    data = results(BUGGY, rubric)
+    text = json.dumps(data)
+    assert "view-order" not in text and "gradient-match" not in text
+    assert "2 more check(s) count toward the score" in data["message"]
+    got, total = score(report_for(BUGGY), rubric)
+    assert data["score"] == round(got / total, 6) and total == sum(t["max_points"] for t in data["tests"]) + 5
+
+
+def test_a_file_that_cannot_be_imported_is_not_gradable():
+    data = results(BROKEN)
+    assert set(data) <= TOP_LEVEL and data["gradable"] is False and "score" not in data
+    assert "broken.ipynb is not a readable notebook" in data["format_errors"][0]
