@@ -32,8 +32,8 @@ _REPORTS = pytest.StashKey[dict]()
 def pytest_addoption(parser):
     group = parser.getgroup("mha-check", "mha-check: check a causal multi-head attention module")
     group.addoption("--mha-target", action="append", default=[], metavar="TARGET",
-                    help="check this target (file.py:Class, module:Class, file.py, lab.ipynb[:Class]); one test item per check; "
-                         "repeatable")
+                    help="check this target (file.py:Class, module:Class, file.py, lab.ipynb[:Class]); one test item "
+                         "per check; repeatable")
     group.addoption("--mha-seed", type=int, default=0, metavar="N",
                     help="seed for mha-check's weights and inputs (default 0)")
     group.addoption("--mha-examples", type=int, default=None, metavar="N",
