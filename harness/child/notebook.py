@@ -1,12 +1,12 @@
 """Child side: a notebook target (`lab.ipynb:CausalMHA`): the class built from the cells that define things.
 
-The notebook is read with nbformat (the Jupyter project's own reader).  From every code cell only the top-level
-statements that define something are kept: imports, functions, classes, assignments of constants (no call in
-the value) and `MyAttn.forward = forward` (a method written in a later cell).  A training loop, a download, a plot,
-`model = MyAttn(...)` in a later cell never run.  IPython magics and shell escapes (`%matplotlib inline`, `!pip install ...`) are left out with a note, as is a cell that starts with a
-cell magic (`%%time`).  What is kept is written to one Python file in the child's throwaway folder and imported from
-there; `location()` turns a line of that file back into "lab.ipynb, code cell 7, line 12" for every message and
-line pointer.
+The notebook is read with nbformat (the Jupyter project's own reader). From every code cell only the top-level
+statements that define something are kept: imports, functions, classes, assignments of constants (no call in the
+value) and `MyAttn.forward = forward` (a method written in a later cell). A training loop, a download, a plot,
+`model = MyAttn(...)` in a later cell never run. IPython magics and shell escapes (`%matplotlib inline`, `!pip
+install ...`) are left out with a note, as is a cell that starts with a cell magic (`%%time`). What is kept is
+written to one Python file in the child's throwaway folder and imported from there; `location()` turns a line of
+that file back into "lab.ipynb, code cell 7, line 12" for every message and line pointer.
 """
 from __future__ import annotations
 
