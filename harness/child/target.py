@@ -90,7 +90,11 @@ def describe_exception(exc: BaseException, filename: str | None = None) -> str:
 
 def _load_file(path: str):
     if not os.path.isfile(path):
-        raise TargetError("import", f"no such file: {path}")
+        folder = os.path.dirname(os.path.abspath(path))
+        there = sorted(f for f in os.listdir(folder) if f.endswith(".py")) if os.path.isdir(folder) else None
+        seen = "" if there is None else f" (that folder has {', '.join(there[:8])})" if there else \
+            " (that folder has no .py file)"
+        raise TargetError("import", f"no such file: {path}{seen}")
     if not path.endswith(".py"):
         hint = (" For a notebook, export the cell with your class to a .py file (File > Download as > Python, or "
                 "`jupyter nbconvert --to script`), or use the notebook API: from harness.frontends.api import check"
