@@ -108,6 +108,11 @@ def write(path: str, folder: str) -> tuple[str, list[str]]:
     return target, found.notes
 
 
+def is_generated(filename: str) -> bool:
+    """Whether `filename` is a file this module wrote from a notebook."""
+    return os.path.abspath(filename) in _PLACES
+
+
 def location(filename: str, lineno: int) -> str:
     """"attn.py:30", or for the file built from a notebook "lab.ipynb, code cell 7, line 12"."""
     place = _PLACES.get(os.path.abspath(filename))

@@ -113,7 +113,12 @@ def _load_notebook(path: str):
 
 def _load_file(path: str):
     if not os.path.isfile(path):
-        raise TargetError("import", f"no such file: {path}")
+        folder = os.path.dirname(os.path.abspath(path))
+        there = sorted(f for f in os.listdir(folder) if f.endswith((".py", ".ipynb"))) if os.path.isdir(folder) \
+            else None
+        seen = "" if there is None else f" (that folder has {', '.join(there[:8])})" if there else \
+            " (that folder has no .py or .ipynb file)"
+        raise TargetError("import", f"no such file: {path}{seen}")
     if path.endswith(".ipynb"):
         return _load_notebook(path)
     if not path.endswith(".py"):
@@ -132,7 +137,8 @@ def _load_file(path: str):
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
-        where = notebook.location(path, e.lineno) if e.lineno else os.path.basename(path)
+        where = os.path.basename(path) if not e.lineno else notebook.location(path, e.lineno) if \
+            notebook.is_generated(path) else f"{os.path.basename(path)}, line {e.lineno}"
         raise TargetError("import", f"SyntaxError in {where}: {e.msg}: {(e.text or '').strip()}") from None
     except BaseException as e:  # noqa: BLE001 - student code may raise anything, even SystemExit
         raise TargetError("import", "importing the file raised " + describe_exception(e, path)) from None
@@ -173,23 +179,23 @@ def _mentions(module, container: str, name: str) -> bool:
 ATTENTION_LIKE = re.compile(r"att|mha|multi_?head|^head|heads$|selfatt", re.IGNORECASE)
 
 
-def _pick_single(module, candidates: list[str]) -> str:
+def _pick_single(module, candidates: list[str], shown: str) -> str:
     """With no class named: the attention class.  Among the classes whose name says attention (or heads), the one
     no other of them contains (MultiHeadAttention builds Head); never a Block or a model that merely contains it.
     Several equally likely classes, or none that says attention among several: the student must say which."""
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
-        raise TargetError("lookup", "the file defines no torch.nn.Module subclass; name the class or factory "
-                                    "function explicitly, e.g. file.py:make_attention")
+        raise TargetError("lookup", f"{shown} defines no torch.nn.Module subclass; name the class or factory "
+                                    f"function explicitly, e.g. {shown}:make_attention")
     attention = [c for c in candidates if ATTENTION_LIKE.search(c)]
     outer = [c for c in attention if not any(c != o and _mentions(module, o, c) for o in attention)]
     if len(outer) == 1:
         return outer[0]
     named = ", ".join(outer or candidates)
     which = "attention classes" if outer else "nn.Module classes, none named like attention"
-    raise TargetError("ambiguous", f"the file defines several {which}: {named}. Say which one to check, e.g. "
-                                f"file.py:{(outer or candidates)[0]}")
+    raise TargetError("ambiguous", f"{shown} defines several {which}: {named}. Say which one to check, e.g. "
+                                f"{shown}:{(outer or candidates)[0]}")
 
 
 SIZE_KEYS = ("width", "d_in", "d_out", "heads", "context_length", "head_width")
@@ -236,7 +242,7 @@ def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:
     path = _file_for(where, search_dir)
     module, filename, notes = _load_file(path) if path else _import_module(where, search_dir)
     if name is None:
-        name = _pick_single(module, _candidates(module))
+        name = _pick_single(module, _candidates(module), os.path.basename(path or filename or where))
     obj = module
     for part in name.split("."):
         if not hasattr(obj, part):
@@ -245,7 +251,8 @@ def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             found = _candidates(module)
             listing = f" nn.Module classes there: {', '.join(found)}." if found else ""
-            raise TargetError("lookup", f"{os.path.basename(filename or where)} has no {name!r}.{hint}{listing}")
+            raise TargetError("lookup", f"{os.path.basename(path or filename or where)} has no {name!r}.{hint}"
+                                        f"{listing}")
         obj = getattr(obj, part)
     import torch.nn as nn
 

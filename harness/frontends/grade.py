@@ -1,4 +1,5 @@
-"""`mha-check grade SUBMISSIONS_DIR`: grade a whole course, one folder per student.
+"""`mha-check grade SUBMISSIONS_DIR`: grade a whole course, one folder per student or flat files named by student
+(it says which layout it found, and how many submissions; harness.frontends.submissions reads the layouts).
 
 Each grader process keeps one warm zygote (torch imported once) and forks a fresh sandboxed child per submission;
 `--jobs` graders run side by side.  One report per submission and a summary table (CSV) are written to `--out`.
@@ -14,14 +15,16 @@ import csv
 import hashlib
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
 from checks import all_checks
-from harness.engine.report import CheckResult, Report
-from harness.engine.runner import Options, run_checks
+from harness.engine.report import Report
+from harness.engine.runner import Options, not_run, run_checks
+from harness.frontends import submissions
 from harness.render import formats
 from harness.render import rubric as rubrics
 from harness.sandbox import limits as sandbox
@@ -61,22 +64,41 @@ def _init_grader(limits_dict: dict) -> None:
     _ZYGOTE = Zygote(sandbox.Limits(**limits_dict))
 
 
-def _grade_one(folder: str, spec: str | None, options: dict) -> dict:
-    """Runs in a grader process; returns only plain data."""
+def spec_for(folder: Path, target: str | None, flat: bool) -> tuple[str | None, str]:
+    """What to check in one submission's folder: (spec, "") or (None, why there is nothing to check).
+
+    One folder per student: --target as given, else the single file that defines an nn.Module class, else the
+    folder's only .py file (so that its syntax error, say, is what the report shows).  Flat files: the platform
+    named the file, so --target's class is applied to the student's file (the one ending with --target's file
+    name, else found as above)."""
+    if target and not flat:
+        return target, ""
+    file_part, _, cls = (target or "").partition(":")
+    suffix = f":{cls}" if cls else ""
+    python = sorted(folder.glob("*.py"))
+    named = [p for p in python if file_part and p.name.endswith(file_part)]
+    found = named[0].name if len(named) == 1 else find_target(folder) or (python[0].name if len(python) == 1
+                                                                          else None)
+    if found:
+        return found + suffix, ""
+    if python:
+        return None, (f"could not tell which file holds the attention class: {len(python)} .py files "
+                      f"({', '.join(p.name for p in python)}) and not exactly one defines an nn.Module class")
+    others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    return None, ("could not tell which file holds the attention class: this submission has no .py file" +
+                  (f" (it has {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others else
+                   " (it is empty)"))
+
+
+def _grade_one(folder: str, spec: str | None, options: dict, problem: str = "") -> dict:
+    """Runs in a grader process; returns only plain data.  `problem`: why `spec` is None."""
     global _ZYGOTE
 
     name = os.path.basename(folder)
     limits = sandbox.Limits(**options["limits"])
     started = time.monotonic()
-
-    def failing(message: str) -> Report:
-        return Report(f"{name}/{spec or '?'}", [CheckResult(
-            "construct", "fail", "the target imports and builds a torch.nn.Module for valid configurations",
-            message)], options["seed"])
-
     if spec is None:
-        report = failing("could not tell which file holds the attention class: no single .py file defining an "
-                         "nn.Module class (pass --target FILE.py:ClassName)")
+        report = not_run(f"{name}/?", problem, Options(seed=options["seed"]), fix=options.get("missing_fix", ""))
     else:
         for attempt in (1, 2):  # a template that died is replaced; dying twice on this submission is its doing
             try:
@@ -87,16 +109,24 @@ def _grade_one(folder: str, spec: str | None, options: dict) -> dict:
             except ZygoteError as e:
                 _ZYGOTE.close()
                 _ZYGOTE = Zygote(limits)
-                report = failing(f"grading this submission broke mha-check's grading process twice ({e})")
+                report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
+                                 Options(seed=options["seed"]))
+                report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+    return graded(name, spec, report, options, time.monotonic() - started)
+
+
+def graded(name: str, spec: str | None, report: Report, options: dict, seconds: float) -> dict:
+    """A graded submission as plain data: its report in the batch's format and its summary row.  score and
+    max_score follow the one scoring rule (harness.render.rubric.score); needs_review is Report.needs_review."""
     rubric = rubrics.load_rubric(options.get("rubric"), {c.id for c in report.checks}) \
         if options.get("rubric") else rubrics.Rubric()
     got, total = rubrics.score(report, rubric)
     return {"name": name, "text": formats.render(report, options["format"], rubric),
-            "row": {"submission": name, "target": spec or "", "passed": report.passed, "score": got,
-                    "max_score": total, **report.summary(),
+            "row": {"submission": name, "target": spec or "", "passed": report.passed,
+                    "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
                     "diagnosis": (report.diagnosis or {}).get("mutant") or "",
                     "process": "; ".join(p["kind"] for p in report.adapter.get("process", [])),
-                    "seconds": round(time.monotonic() - started, 2),
+                    "seconds": round(seconds, 2),
                     **{c.id: c.status for c in report.checks}}}
 
 
@@ -110,8 +140,11 @@ def _progress(done: int, total: int, name: str) -> None:
         sys.stderr.flush()
 
 
+SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_score")
+
+
 def write_summary(rows: list[dict], path: Path) -> None:
-    fields = []
+    fields = list(SUMMARY_LEAD)
     for row in rows:
         fields += [k for k in row if k not in fields]
     with open(path, "w", newline="") as f:
@@ -149,61 +182,106 @@ def _shard(text: str) -> tuple[int, int]:
     return i, n
 
 
+def _missing_fix(target: str | None) -> str:
+    """The fix for a submission with nothing to check: what to hand in (the construct check's own fix is about a
+    file that does not load)."""
+    cls = (target or "").partition(":")[2]
+    return (f"Hand in one .py file that defines {cls or 'your attention class (a torch.nn.Module)'}. If a "
+            "submission has several candidate files, the instructor names the one to check with --target "
+            "FILE.py:ClassName.")
+
+
 def main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0])
-    p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per submission")
+    p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per student, or with the students' "
+                                                  ".py files named by student (alice_attention.py)")
     p.add_argument("--target", help="FILE.py:ClassName inside each submission (default: the rubric's target, or "
-                                    "the single file that defines an nn.Module class)")
+                                    "the single file that defines an nn.Module class); with files named by "
+                                    "student, the class in each student's file")
+    p.add_argument("--pattern", default=submissions.DEFAULT_PATTERN,
+                   help="files named by student: a regular expression, matched at the start of each .py file's "
+                        "name, whose group (?P<student>...) is the student's id (default: "
+                        f"{submissions.DEFAULT_PATTERN}, the name up to its first '_', or without .py: "
+                        "alice_attention.py and alice.py are alice)")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
-    p.add_argument("--out", default="mha-check-results", help="folder for the reports and summary.csv")
+    p.add_argument("--out", default="mha-check-results",
+                   help="folder for the reports and summary.csv (default mha-check-results)")
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
-    p.add_argument("--shard", type=_shard, help="grade only shard I of N (by a hash of the folder name)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per submission (default 60)")
-    p.add_argument("--memory-mb", type=int, default=3072, help="address space per submission (default 3072)")
+    p.add_argument("--shard", type=_shard, help="grade only shard I of N (by a hash of the submission's name)")
+    p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
+    p.add_argument("--time-limit", type=float, default=sandbox.Limits.total_seconds,
+                   help=f"seconds per submission (default {sandbox.Limits.total_seconds:g}, as for one check)")
+    p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_mb,
+                   help=f"address space per submission (default {sandbox.Limits.memory_mb})")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
     args = p.parse_args(argv[1:])
     if args.merge:
         return merge(args.merge, sys.stdout)
     if not args.submissions or not os.path.isdir(args.submissions):
-        p.error(f"{args.submissions!r} is not a folder of submissions")
+        zipped = bool(args.submissions) and args.submissions.endswith(".zip") and os.path.isfile(args.submissions)
+        p.error(f"{args.submissions!r} is not a folder of submissions" + ("; unzip it first" if zipped else ""))
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
     try:
+        pattern = submissions.compile_pattern(args.pattern)
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
-    except rubrics.RubricError as e:
+    except (submissions.PatternError, rubrics.RubricError) as e:
         p.error(str(e))
     target = args.target or (rubric.target if rubric else None)
-    folders = sorted(d for d in Path(args.submissions).iterdir() if d.is_dir() and not d.name.startswith("."))
-    folders = [d for d in folders if in_shard(d.name, args.shard)]
+    found = submissions.find(Path(args.submissions), pattern)
+    print(found.describe())
+    if not found.submissions:
+        print("mha-check grade: error: nothing to grade (one folder per student, or .py files named by student "
+              "as --pattern reads them)", file=sys.stderr)
+        return 2
+    todo = [s for s in found.submissions if in_shard(s.name, args.shard)]
+    if args.shard:
+        print(f"shard {args.shard[0]}/{args.shard[1]}: {len(todo)} of them")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     limits = sandbox.Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                             memory_mb=args.memory_mb)
-    options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict()}
+    flat = found.layout == "files"
+    options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
+               "missing_fix": _missing_fix(target)}
     rows, started = [], time.monotonic()
-    jobs = max(1, min(args.jobs, len(folders)))
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_grader,
-                             initargs=(limits.to_dict(),)) as pool:
-        futures = {pool.submit(_grade_one, str(d), target or find_target(d), options): d for d in folders}
-        for done, future in enumerate(_as_completed(futures), 1):
-            folder = futures[future]
-            try:
-                result = future.result()
-            except Exception as e:  # noqa: BLE001 - a grader failure costs one row, never the batch
-                result = {"name": folder.name, "text": f"mha-check could not grade this submission: {e}\n",
-                          "row": {"submission": folder.name, "passed": False, "process": f"grader error: {e}"}}
-            (out / f"{result['name']}.{EXTENSIONS[args.format]}").write_text(result["text"])
-            rows.append(result["row"])
-            _progress(done, len(folders), folder.name)
+    with tempfile.TemporaryDirectory(prefix="mha-check-grade-") as scratch:
+        folders = {s.name: s.stage(Path(scratch)) for s in todo}
+        rows = _grade_all(folders, target, flat, options, out, args) if todo else []
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
     write_summary(rows, summary)
     passed = sum(1 for r in rows if r.get("passed") is True)
-    print(f"graded {len(rows)} submissions in {time.monotonic() - started:.1f} s: {passed} pass every check; "
-          f"reports in {out}/, summary in {summary}")
+    review = sum(1 for r in rows if r.get("needs_review") is True)
+    print(f"graded {len(rows)} submissions in {time.monotonic() - started:.1f} s: {passed} pass every check, "
+          f"{review} need a person to look (needs_review); reports in {out}/, summary in {summary}")
     return 0
+
+
+def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, out: Path, args) -> list:
+    """Every submission through the pool of graders; a grader's failure costs one row, never the batch."""
+    rows = []
+    jobs = max(1, min(args.jobs, len(folders)))
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_grader,
+                             initargs=(options["limits"],)) as pool:
+        futures = {}
+        for name, folder in folders.items():
+            spec, problem = spec_for(folder, target, flat)
+            futures[pool.submit(_grade_one, str(folder), spec, options, problem)] = name
+        for done, future in enumerate(_as_completed(futures), 1):
+            name = futures[future]
+            try:
+                result = future.result()
+            except Exception as e:  # noqa: BLE001 - a grader failure costs one row, never the batch
+                report = not_run(f"{name}/?", f"mha-check could not grade this submission: {e}",
+                                 Options(seed=options["seed"]))
+                report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+                result = graded(name, None, report, options, 0.0)
+            (out / f"{result['name']}.{EXTENSIONS[args.format]}").write_text(result["text"])
+            rows.append(result["row"])
+            _progress(done, len(folders), name)
+    return rows
 
 
 def _as_completed(futures):

@@ -103,5 +103,5 @@ def _visibility(value, path, where) -> str:
 def score(report, rubric: Rubric) -> tuple[float, float]:
     """(points earned, points possible): points only for passed checks, every counted check in the total."""
     counted = [c for c in report.checks if c.kind == "correctness" or rubric.rules]
-    return (sum(rubric.points_for(c.id) for c in counted if c.status == "pass"),
-            sum(rubric.points_for(c.id) for c in counted))
+    return (float(sum(rubric.points_for(c.id) for c in counted if c.status == "pass")),
+            float(sum(rubric.points_for(c.id) for c in counted)))

@@ -331,13 +331,20 @@ def test_module_level_instance_is_not_a_factory(extras_dir):
 
 
 @pytest.mark.parametrize("as_path", [True, False], ids=["path", "bare-name"])
-def test_file_that_is_not_python_source(tmp_path, as_path):
+def test_a_notebook_without_the_class_says_so(tmp_path, as_path):
     nb = tmp_path / "attention.ipynb"
-    nb.write_text('{"cells": [], "nbformat": 4, "nbformat_minor": 5}\n')
+    nb.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n')
     spec = f"{nb if as_path else nb.name}:MyAttn"
     msg = load_failure(mha(spec, "--format", "json", "--only", "construct", cwd=tmp_path))
     assert "NoneType" not in msg and "importlib" not in msg and "No module named" not in msg, msg
-    assert "attention.ipynb" in msg and ".py" in msg, msg
+    assert "_cells" not in msg, msg  # the file written from the notebook is ours: never named
+    assert "attention.ipynb" in msg and "MyAttn" in msg, msg
+
+
+def test_a_file_that_is_neither_python_nor_a_notebook(tmp_path):
+    (tmp_path / "attention.txt").write_text("class MyAttn: pass\n")
+    msg = load_failure(mha("attention.txt:MyAttn", "--format", "json", "--only", "construct", cwd=tmp_path))
+    assert "attention.txt is neither a Python file (.py) nor a notebook (.ipynb)" in msg, msg
 
 
 def test_misspelt_class_name_suggests_the_right_one():

@@ -2,6 +2,8 @@
 import csv
 import io
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -89,3 +91,40 @@ def test_merge_joins_shard_summaries_and_refuses_duplicates(tmp_path):
     assert merge([str(a), str(b)], out) == 0
     assert [r["submission"] for r in csv.DictReader(io.StringIO(out.getvalue()))] == ["alice", "bob"]
     assert merge([str(a), str(a)], io.StringIO()) == 2
+
+
+MIXED = {"view-order": "fail", "gradient-match": "skip", "causal-leakage": "cannot_tell"}  # the rest pass
+MAKE_MIXED = f"""
+from checks import all_checks
+from harness.engine.report import CheckResult, Report
+
+
+def mixed_report(*args, **options):
+    return Report("attention.py:MyAttn", [CheckResult(c.id, {MIXED!r}.get(c.id, "pass"), c.claim, "message", c.kind,
+                                                      fix="fix", help="help") for c in all_checks()])
+"""
+
+
+def test_one_scoring_rule_in_every_format(tmp_path):
+    """Points only for passed checks: skipped and cannot-tell checks count as not passed in Gradescope, JUnit, the
+    pytest plugin, the CSV row and the JSON report alike, and cannot-tell marks the submission for review."""
+    from harness.frontends.grade import graded
+
+    made = {}
+    exec(MAKE_MIXED, made)
+    report = made["mixed_report"]()
+    passed, total = len(report.checks) - len(MIXED), float(len(report.checks))
+    data = formats.gradescope(report)
+    assert data["score"] == passed and sum(t["max_score"] for t in data["tests"]) == total
+    assert sum(t["status"] == "failed" for t in data["tests"]) == len(MIXED)
+    root = ET.fromstring(formats.junit(report))
+    assert (root.get("failures"), root.get("errors")) == ("2", "1")  # fail and skip; cannot tell
+    assert json.loads(formats.to_json(report, load_rubric(None, CHECK_IDS)))["score"] == passed
+    row = graded("alice", "attention.py:MyAttn", report, {"format": "json"}, 0.0)["row"]
+    assert (row["score"], row["max_score"], row["needs_review"], row["passed"]) == (passed, total, True, False)
+    # the pytest plugin, on the same report (its run replaced by this one): the three not passed fail their items
+    (tmp_path / "conftest.py").write_text(MAKE_MIXED + "\nimport harness.frontends.pytest_plugin as plugin\n"
+                                          "plugin._run = mixed_report\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--mha-target", "x.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert f"{len(MIXED)} failed, {passed} passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]

@@ -5,6 +5,9 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
+from checks import all_checks
 from conftest import ROOT, ZOO
 
 THREADS_PROBE = '''
@@ -48,6 +51,7 @@ def test_grade_finds_the_single_class_file_and_writes_reports(tmp_path):
     out = tmp_path / "out"
     run = grade(str(subs), "--out", str(out), "--jobs", "2")
     assert run.returncode == 0, run.stderr[-2000:]
+    assert "found 5 submissions" in run.stdout and "(one folder per student)" in run.stdout
     rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
     assert set(rows) == {"ada", "bob", "cyd", "dee", "eve"}
     assert rows["ada"]["passed"] == rows["cyd"]["passed"] == "True"
@@ -56,7 +60,10 @@ def test_grade_finds_the_single_class_file_and_writes_reports(tmp_path):
     assert rows["eve"]["construct"] == "pass", rows["eve"]  # one thread, no deadlock in a forked child
     report = json.loads((out / "bob.json").read_text())
     assert report["target"] == "my_attention.py" and report["passed"] is False
-    assert "could not tell which file" in json.loads((out / "dee.json").read_text())["checks"][0]["message"]
+    dee = json.loads((out / "dee.json").read_text())
+    assert "has no .py file (it has notes.txt)" in dee["checks"][0]["message"]
+    assert rows["dee"]["max_score"] == rows["ada"]["max_score"] == str(float(len(all_checks())))  # also with nothing
+    assert rows["dee"]["needs_review"] == rows["bob"]["needs_review"] == "False"  # a verdict, nothing to look at
 
 
 def test_shards_cover_the_batch_once(tmp_path):
@@ -74,3 +81,96 @@ def test_shards_cover_the_batch_once(tmp_path):
     assert sorted(seen) == [f"s{i}" for i in range(6)]
     merged = grade("--merge", str(out / "summary-1-of-2.csv"), str(out / "summary-2-of-2.csv"))
     assert merged.returncode == 0 and len(merged.stdout.strip().splitlines()) == 7
+
+
+CORRECT, BUGGY = ROOT / "examples" / "correct_attention.py", ROOT / "examples" / "buggy_attention.py"
+RUBRIC = '[checks.causal-leakage]\npoints = 3\n'
+TOTAL = len(all_checks()) + 2  # one point a check, causal-leakage three
+
+
+def _broken_report_says_what_and_how(report: dict, words: str) -> None:
+    """A submission that cannot be checked: every check is in its report (so the total is the rubric's), the
+    construct check says what is broken, why it matters and what to do, and the rest are skipped, not failed."""
+    construct, *others = report["checks"]
+    assert construct["id"] == "construct" and construct["status"] == "fail" and words in construct["message"]
+    assert construct["fix"].strip() and construct["explanation"].strip()
+    assert len(report["checks"]) == len(all_checks()) and {c["status"] for c in others} == {"skip"}
+
+
+@pytest.mark.slow
+def test_flat_files_named_by_student(tmp_path):
+    subs = tmp_path / "export"
+    subs.mkdir()
+    shutil.copy(CORRECT, subs / "alice_attention.py")
+    shutil.copy(BUGGY, subs / "bob_12345_attempt_2024-05-01-10-00-00_attention.py")
+    (subs / "carol_attention.py").write_text("import torch\nclass MultiHeadAttention(torch.nn.Module:\n")
+    (subs / "dan_attention.py").write_text("import torch.nn as nn\nclass Attention(nn.Module):\n    pass\n")
+    (subs / "grades.csv").write_text("student,grade\n")
+    (tmp_path / "rubric.toml").write_text(RUBRIC)
+    out = tmp_path / "out"
+    run = grade(str(subs), "--target", "attention.py:MultiHeadAttention", "--rubric", str(tmp_path / "rubric.toml"),
+                "--out", str(out), "--jobs", "2")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "found 4 submissions" in run.stdout and "files named by student" in run.stdout
+    assert "left out: files that are not .py (1 .csv)" in run.stdout
+    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    assert set(rows) == {"alice", "bob", "carol", "dan"}
+    assert {r["max_score"] for r in rows.values()} == {str(float(TOTAL))}
+    assert rows["alice"]["passed"] == "True" and rows["alice"]["score"] == str(float(TOTAL))
+    assert rows["alice"]["target"] == "alice_attention.py:MultiHeadAttention"
+    assert rows["bob"]["diagnosis"] == "split-view-order" and 0 < float(rows["bob"]["score"]) < TOTAL
+    assert rows["carol"]["score"] == rows["dan"]["score"] == "0.0"
+    _broken_report_says_what_and_how(json.loads((out / "carol.json").read_text()), "SyntaxError")
+    _broken_report_says_what_and_how(json.loads((out / "dan.json").read_text()), "has no 'MultiHeadAttention'")
+
+
+@pytest.mark.slow
+def test_broken_and_undecided_submissions_in_folders(tmp_path):
+    subs = tmp_path / "subs"
+    for name, files in {"syntax": {"attention.py": "def broken(:\n"},
+                        "empty": {},
+                        "two": {"a.py": CORRECT.read_text(), "b.py": CORRECT.read_text()},
+                        "sleeper": {"attention.py": (ROOT / "tests" / "hostile" / "sleep_forever.py").read_text()},
+                        }.items():
+        (subs / name).mkdir(parents=True)
+        for file, text in files.items():
+            (subs / name / file).write_text(text)
+    (tmp_path / "rubric.toml").write_text(RUBRIC)
+    out = tmp_path / "out"
+    run = grade(str(subs), "--rubric", str(tmp_path / "rubric.toml"), "--out", str(out), "--time-limit", "8",
+                "--jobs", "2")
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    assert {r["max_score"] for r in rows.values()} == {str(float(TOTAL))}
+    assert {rows[n]["score"] for n in ("syntax", "empty", "two")} == {"0.0"}
+    assert float(rows["sleeper"]["score"]) < TOTAL  # built (construct passes), then ran out of time
+    report = {name: json.loads((out / f"{name}.json").read_text()) for name in rows}
+    _broken_report_says_what_and_how(report["syntax"], "SyntaxError")
+    _broken_report_says_what_and_how(report["empty"], "has no .py file (it is empty)")
+    _broken_report_says_what_and_how(report["two"], "2 .py files (a.py, b.py)")
+    assert "Hand in one .py file" in report["empty"]["checks"][0]["fix"]
+    # a time-out is not a verdict on the code: the row says a person should look; broken files are verdicts
+    assert rows["sleeper"]["needs_review"] == "True" and "time" in rows["sleeper"]["process"]
+    assert {rows[n]["needs_review"] for n in ("syntax", "empty", "two")} == {"False"}
+    assert "1 need a person to look" in run.stdout
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: None, "the folder is empty"),
+    (lambda d: (d / "export.zip").write_bytes(b"PK"), "unzip an export first"),
+    (lambda d: (d / "_x.py").write_text(""), "whose name --pattern does not match (_x.py)"),
+])
+def test_no_submissions_found_is_an_error_that_says_what_is_there(tmp_path, make, words):
+    (tmp_path / "subs").mkdir()
+    make(tmp_path / "subs")
+    run = grade(str(tmp_path / "subs"), "--out", str(tmp_path / "out"))
+    assert run.returncode == 2 and "nothing to grade" in run.stderr, run.stderr
+    assert "found no submissions" in run.stdout and words in run.stdout
+
+
+def test_zip_or_bad_pattern_is_a_usage_error(tmp_path):
+    (tmp_path / "export.zip").write_bytes(b"PK")
+    run = grade(str(tmp_path / "export.zip"))
+    assert run.returncode == 2 and "unzip it first" in run.stderr
+    run = grade(str(tmp_path), "--pattern", "(?P<name>\\w+)_")
+    assert run.returncode == 2 and "named group (?P<student>...)" in run.stderr

@@ -1,0 +1,55 @@
+"""Finding a course's submissions: the two layouts, the student id taken from platform file names, what is left out."""
+import re
+
+import pytest
+
+from harness.frontends.submissions import DEFAULT_PATTERN, PatternError, compile_pattern, find
+
+DEFAULT = compile_pattern(DEFAULT_PATTERN)
+
+
+@pytest.mark.parametrize("name, student", [
+    ("alice_attention.py", "alice"),
+    ("bob_12345_attempt_2024-05-01-10-00-00_attention.py", "bob"),  # Blackboard-like
+    ("doejane_LATE_123456_7890123_attention-1.py", "doejane"),  # Canvas
+    ("Jane Doe_4242_assignsubmission_file_attention.py", "Jane Doe"),  # Moodle, flat
+    ("carol.py", "carol"),
+])
+def test_default_pattern_takes_the_name_up_to_the_first_underscore(name, student):
+    assert DEFAULT.match(name).group("student") == student
+
+
+def test_flat_files_are_grouped_by_student_and_staged_apart(tmp_path):
+    for name in ("alice_attention.py", "alice_helpers.py", "bob_attention.py", "_stray.py", "notes.txt"):
+        (tmp_path / name).write_text(f"# {name}\n")
+    found = find(tmp_path, DEFAULT)
+    assert found.layout == "files"
+    assert [(s.name, [f.name for f in s.files]) for s in found.submissions] == [
+        ("alice", ["alice_attention.py", "alice_helpers.py"]), ("bob", ["bob_attention.py"])]
+    assert "found 2 submissions" in found.describe() and "_stray.py" in found.describe()
+    assert "files that are not .py (1 .txt)" in found.describe()
+    staged = found.submissions[1].stage(tmp_path / "scratch")
+    assert sorted(p.name for p in staged.iterdir()) == ["bob_attention.py"]  # no classmate's file beside it
+
+
+def test_folders_win_over_loose_files_and_hidden_ones_are_ignored(tmp_path):
+    for name in ("ana", "ben", ".git", "__MACOSX"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "solution.py").write_text("")
+    found = find(tmp_path, DEFAULT)
+    assert found.layout == "folders" and [s.name for s in found.submissions] == ["ana", "ben"]
+    assert found.submissions[0].stage(tmp_path / "scratch") == tmp_path / "ana"  # graded where it is
+    assert "one folder per student" in found.describe() and "solution.py" in found.describe()
+
+
+def test_custom_pattern(tmp_path):
+    for name in ("hw3-ana.py", "hw3-ben.py", "hw2-ana.py"):
+        (tmp_path / name).write_text("")
+    found = find(tmp_path, compile_pattern(r"hw3-(?P<student>\w+)\.py"))
+    assert [s.name for s in found.submissions] == ["ana", "ben"] and "hw2-ana.py" in found.describe()
+
+
+@pytest.mark.parametrize("text, words", [("(?P<name>.+)_", "named group"), ("(unclosed", "not a regular expression")])
+def test_bad_patterns_are_refused(text, words):
+    with pytest.raises(PatternError, match=re.escape(words)):
+        compile_pattern(text)
