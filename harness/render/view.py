@@ -63,7 +63,7 @@ class ReportView:
     construction: str
     mapping: str  # how mha-check read the parameters, in plain words ("" when there was nothing to say)
     root: RootCause | None
-    follows: list[CheckLine]  # the failing checks the root cause explains, in report order
+    follows: list[CheckLine]  # the failing checks the root cause explains, the most specific first
     unmatched: str  # "no known mistake matches" (when checks fail and nothing is named)
     correctness: list[CheckLine]
     rules: list[CheckLine]
@@ -214,6 +214,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
         notes.append("isolation: " + report.isolation["summary"])
     return ReportView(target, verdict(report), report.passed,
                       clean(report.adapter.get("construction", "")), mapping, root,
-                      [ln for ln in lines if ln.follows_root], unmatched,
+                      sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.follows.index(ln.id)),
+                      unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
                       summary, notes, report.needs_review)
