@@ -11,6 +11,7 @@ Colour only when asked for (the CLI asks when stdout is a terminal and NO_COLOR 
 """
 from __future__ import annotations
 
+import re
 import textwrap
 
 from harness.render.view import CheckLine, ReportView
@@ -38,7 +39,9 @@ def _depths(text: str) -> list[int]:
 
 
 def _glued(text: str) -> str:
-    """`text` with the spaces inside short bracketed groups glued, so that `view(B, n, H, dh)` is never split."""
+    """`text` with the spaces inside short bracketed groups and short `quoted commands` glued, so that
+    `view(B, n, H, dh)` or `mha-check explain no-mask` is never split."""
+    text = re.sub(r"`[^`]*`", lambda m: m.group().replace(" ", GLUE) if len(m.group()) <= 42 else m.group(), text)
     chars, opened = list(text), []
     for i, ch in enumerate(text):
         if ch in "([":
