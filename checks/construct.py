@@ -56,10 +56,16 @@ def construct(ctx):
             cfg = ctx.required_configs()[i]
         built.append(cfg.describe())
     sig = loaded.signature
-    spelt = ", ".join([f"{p}←{k}" for k, p in sig.accepts.items()] + [f"{p}←{k}" for p, k in sig.derived.items()])
+    spelt = ", ".join([f"{p}=the {KEY_WORDS.get(k, k)}" for k, p in sig.accepts.items()] +
+                      [f"{p}=the {KEY_WORDS.get(k, k)}" for p, k in sig.derived.items()])
     if sig.config_param:
-        spelt += (", " if spelt else "") + f"{sig.config_param}←config object"
+        spelt += (", " if spelt else "") + f"{sig.config_param}=an object holding every setting"
     return passed(f"built {loaded.name} ({spelt or 'no arguments'}){note}", built=built)
+
+
+KEY_WORDS = {"d_in": "input width", "d_out": "output width", "width": "width", "heads": "number of heads",
+             "context_length": "context length", "dropout": "dropout rate", "qkv_bias": "Q/K/V bias flag",
+             "head_width": "head width", "kv_heads": "number of key/value heads"}  # how a student would say them
 
 
 def _square_works(ctx, i: int) -> bool:

@@ -18,6 +18,9 @@ MISTAKES = {
                                 "(B, n, d) mixes tokens; merge with transpose(1, 2).contiguous().view(B, n, d)",
     ("view-bhnd", "no-transpose"): "heads are split with view(B, H, n, dh) and merged without the transpose back",
 }
+DONE_WITH = {("view-bhnd", "lesson"): "split with view(B, H, n, dh)",
+             ("lesson", "no-transpose"): "merged without transpose(1, 2)",
+             ("view-bhnd", "no-transpose"): "split with view(B, H, n, dh) and merged without transpose(1, 2)"}
 
 
 def _zero_qk(w):
@@ -52,7 +55,8 @@ def view_order(ctx):
                 continue
             for (split, merge), mistake in MISTAKES.items():
                 if close(y, numpy_ref.forward(x, cfg.heads, w, split=split, merge=merge)):
-                    return failed(mistake, observed=f"output equals the reference with {split}/{merge} reshapes",
+                    return failed(mistake, observed=("your output equals the lesson's layer with its heads "
+                                            f"{DONE_WITH[split, merge]}"),
                                   expected="output equals the reference", finding=f"view:{split}/{merge}")
         return None
 

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from reference.variants import DEFAULTS
 
 _KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+TOPICS = ("the constructor and its widths", "the projections", "splitting into heads", "the scores",
+          "scaling the scores", "the causal mask", "the softmax", "dropout", "merging the heads",
+          "the output projection", "registering parameters and buffers", "gradients")  # the lesson's order
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,8 @@ class MutantInfo:
     variant: dict | None = None  # knobs of reference.variants.forward that compute what this mutant computes
     example: str = ""  # student-facing: a tiny worked example (B=2, n=3, d=8, H=2) with shapes, line by line
     trace: tuple[str, ...] = ()  # detectors of harness.engine.trace that mark this mistake in a recorded forward
+    task: str = ""  # the exercise made from this mutant: what a student can observe, never what the mistake is
+    topic: str = ""  # what the exercise trains: one of TOPICS (exercise sets are ordered by it)
 
     def __post_init__(self):
         if not _KEBAB.fullmatch(self.id):
@@ -38,6 +43,10 @@ class MutantInfo:
                 raise ValueError(f"mutant {self.id}: unknown variant knobs {sorted(unknown)}")
         if not isinstance(self.trace, tuple) or not all(_KEBAB.fullmatch(d) for d in self.trace):
             raise ValueError(f"mutant {self.id}: trace must be a tuple of detector ids")
+        if not self.task or not self.topic:
+            raise ValueError(f"mutant {self.id}: an exercise needs a task and a topic")
+        if self.topic not in TOPICS:
+            raise ValueError(f"mutant {self.id}: topic {self.topic!r} is not one of {TOPICS}")
         if len(set(self.killed_by)) != len(self.killed_by):
             raise ValueError(f"mutant {self.id}: duplicate check ids in killed_by")
 

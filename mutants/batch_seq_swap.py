@@ -6,6 +6,9 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="batch-seq-swap",
+    task=("With one sequence the outputs look fine; with several, a sequence's output changes when the other "
+          "sequences in the batch change."),
+    topic="merging the heads",
     title="Merge with transpose(0, 2) instead of transpose(1, 2): batch and sequence axes swapped",
     lesson=('Engineering takeaways: "view as (B, n, H, dh), transpose to (B, H, n, dh), attend, transpose back, '
             'contiguous().view, project": the batch axis must stay first throughout.'),

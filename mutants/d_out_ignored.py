@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="d-out-ignored",
+    task="The layer works when d_in == d_out, but CausalMHA(8, 2, 16, d_out=6) does not return outputs of width 6.",
+    topic="the constructor and its widths",
     title="The constructor ignores d_out and makes every projection d_in wide (d_out = d)",
     lesson='"Let the input be X of shape (n, din), the output width dout, and H heads with dh = dout / H"',
     killed_by=("output-shape",),

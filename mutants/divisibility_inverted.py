@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="divisibility-inverted",
+    task="CausalMHA(8, 2, 16) refuses to build, although 8 features split evenly into 2 heads.",
+    topic="the constructor and its widths",
     title="The check that nheads divides d_out is written the wrong way round and refuses every valid width",
     lesson='Engineering implications: "Choose d_out divisible by H ... Check this when building the config."',
     killed_by=("construct",),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="dropout-in-eval",
+    task="After model.eval(), two forward passes on the same input give different outputs.",
+    topic="dropout",
     title="Attention dropout always on (F.dropout(..., training=True)), also after model.eval()",
     lesson=('Engineering implications: "Apply dropout to the attention weights during training (and set it to 0 '
             'for evaluation)"; nn.Dropout follows model.train()/model.eval().'),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="finite-fill",
+    task="The outputs are slightly off the lesson's layer, and changing a later token moves earlier outputs a little.",
+    topic="the causal mask",
     title="Masked scores filled with -10.0 instead of -inf",
     lesson=("Masked positions must get weight exactly 0 after the softmax (causal mask, LM3-T4); only -inf "
             "guarantees it."),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="full-width-heads",
+    task="The parameter count grows with the number of heads; in the lesson it does not depend on H at all.",
+    topic="splitting into heads",
     title="H full-width heads (each d_out wide) concatenated and projected from H * d_out back to d_out",
     lesson=('Common misconception: "More heads means more parameters." "Splitting rather than multiplying": with '
             "d_h = d_out / H the count is the same for any number of heads."),

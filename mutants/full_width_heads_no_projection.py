@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="full-width-heads-no-projection",
+    task="The output is wider than d_out, and the parameter count grows with the number of heads.",
+    topic="splitting into heads",
     title="H full-width heads (each d_out wide) concatenated with no output projection: the output is H·d_out wide",
     lesson=('Misconceptions: "More heads means more parameters" and "Concatenation alone combines the heads": the '
             "width is divided among the heads, and W_O mixes them back to d_out."),

@@ -6,6 +6,9 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="head-width-from-d-in",
+    task=("The layer works when d_in == d_out; CausalMHA(6, 2, 16, d_out=8) fails in forward or returns the "
+          "wrong shape."),
+    topic="the constructor and its widths",
     title="Head width computed as d_in // nheads instead of d_out // nheads",
     lesson=('Lesson: "H heads with d_h = d_out / H (we require that H divides d_out)"; the input width d_in only '
             "sizes the Q, K and V projections' inputs."),

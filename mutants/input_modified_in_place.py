@@ -6,6 +6,9 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="input-modified-in-place",
+    task=("After a forward pass the tensor x you passed in has changed, and the outputs differ from the "
+          "lesson's layer."),
+    topic="scaling the scores",
     title="Scaling done in place on the input (x /= sqrt(dh)) instead of on the scores",
     lesson=('Each head runs scaled dot-product attention: the scores are divided by sqrt(dh) ("Scale, mask, '
             'softmax"); the layer must not write into its input.'),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="keys-wrong-transpose",
+    task="forward crashes in the score computation for most sizes (try B=2, n=3, d=8, H=2).",
+    topic="the scores",
     title="Scores q @ k.transpose(1, 2) (head and position axes) instead of k.transpose(2, 3)",
     lesson=('Worked example: "Scores: q @ k.transpose(2, 3) has shape (2, 2, 3, 3): one 3 × 3 matrix per head per '
             'sequence."'),

@@ -6,6 +6,9 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="mask-dict-cache",
+    task=("Works on the CPU, but after model.to('cuda') forward fails with a device mismatch, and "
+          "state_dict() misses part of the layer."),
+    topic="registering parameters and buffers",
     title="Masks cached in a plain dict of CPU tensors (one per length) instead of one registered buffer",
     lesson=("The causal mask M (LM3-T4) is part of the module: register it as a buffer so that .to(device) moves "
             "it and the state_dict keeps it."),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="mask-hides-diagonal",
+    task="The output of the first token is NaN.",
+    topic="the causal mask",
     title="Causal mask built with triu(ones) (offset 0): the diagonal is masked too",
     lesson=("The causal mask (LM3-T4) hides only future positions s > t; torch.triu(..., 1) is True strictly "
             "above the diagonal, so a token may attend to itself."),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="mask-inverted",
+    task="The output of the last token is NaN, and each output depends on later tokens.",
+    topic="the causal mask",
     title="Inverted causal mask: ~mask hides the allowed positions and keeps the future",
     lesson=("The mask is True above the diagonal, at the future positions that must be hidden: masked_fill(mask, "
             "-inf), not masked_fill(~mask, -inf)."),

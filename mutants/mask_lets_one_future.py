@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="mask-lets-one-future",
+    task="Each token's output changes when the next token changes: the layer sees one step into the future.",
+    topic="the causal mask",
     title="Causal mask built with triu(ones, 2): each token can see one future token",
     lesson=("The causal mask (LM3-T4) must hide every future position s > t; torch.triu(..., 1) is True strictly "
             "above the diagonal."),

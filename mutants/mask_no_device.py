@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="mask-no-device",
+    task="Works on the CPU, but on a GPU forward fails with 'Expected all tensors to be on the same device'.",
+    topic="the causal mask",
     title="Mask created in forward with torch.ones(n, n) and no device=: it stays on the CPU when the model moves",
     lesson='Lesson LM3-T4: the causal mask M, "the same for all heads", kept with the module (a registered buffer)',
     killed_by=("mask-buffer",),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="mask-not-sliced",
+    task="Inputs of exactly context_length tokens work; any shorter input crashes.",
+    topic="the causal mask",
     title="Full context_length mask used unsliced: works only when n == context_length",
     lesson=('Worked code: "scores.masked_fill(self.mask[:n, :n], float("-inf"))": the buffer is built once for '
             "context_length and cut to the current sequence length."),

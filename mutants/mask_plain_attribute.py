@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="mask-plain-attribute",
+    task="model.to(device) leaves part of the layer behind (forward then fails on a GPU), and state_dict() misses it.",
+    topic="registering parameters and buffers",
     title="Causal mask kept as a plain attribute (self.mask = ...) instead of register_buffer",
     lesson=('Worked code: self.register_buffer("mask", ...) makes the mask part of the module, so .to(device), '
             ".double() and state_dict() handle it with the parameters."),

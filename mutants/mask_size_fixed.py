@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="mask-size-fixed",
+    task="Short sequences work, but CausalMHA(8, 2, 16) crashes on a sequence of 10 tokens.",
+    topic="the causal mask",
     title="Mask built for a fixed 8 positions instead of context_length: longer sequences fail",
     lesson=("The mask is (context_length, context_length), sliced to (n, n) for a sequence of n tokens: every length "
             "up to the context length must work."),

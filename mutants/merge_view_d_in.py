@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="merge-view-d-in",
+    task="The layer works when d_in == d_out; with CausalMHA(6, 2, 16, d_out=8) forward raises a shape error.",
+    topic="merging the heads",
     title="Heads merged with view(B, n, d_in): the input width where the output width d_out is meant",
     lesson=('The lesson writes `B, n, d = x.shape` and merges with `.view(B, n, d)`: right only while d_in = d_out. '
             '"Let the input be X of shape (n, d_in), the output width d_out."'),

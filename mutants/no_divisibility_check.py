@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="no-divisibility-check",
+    task="CausalMHA(12, 5, 16) builds without complaint, although 12 features cannot be split into 5 equal heads.",
+    topic="the constructor and its widths",
     title="No check that nheads divides d_out; the layer silently uses only nheads * (d_out // nheads) features",
     lesson=('Engineering implications: "Choose d_out divisible by H ... If the width is not divisible, the '
             'reshape fails. Check this when building the config." Lesson: "we require that H divides d_out".'),

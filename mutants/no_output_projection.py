@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="no-output-projection",
+    task="The parameter count is d_out² + d_out below the lesson's formula, and the heads' results never mix.",
+    topic="the output projection",
     title="No output projection: the concatenated heads are returned as they are",
     lesson=('Common misconception: "Concatenation alone combines the heads." It puts them side by side; "the '
             'output projection W_O is what lets features from different heads interact."'),

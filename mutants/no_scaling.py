@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="no-scaling",
+    task="The attention weights are too peaked and the outputs differ from the lesson's layer; nothing crashes.",
+    topic="scaling the scores",
     title="Attention scores not divided by sqrt(dh)",
     lesson=('Each head runs "scaled dot-product attention"; worked example: "Scores: q @ k.transpose(2, 3) ... '
             'Scale, mask, softmax over the last axis."'),

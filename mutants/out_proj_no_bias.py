@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="out-proj-no-bias",
+    task="The parameter count is d_out below the lesson's formula 3·d_in·d_out + d_out² + d_out.",
+    topic="the output projection",
     title="Output projection built with bias=False",
     lesson=('Engineering implications: "Bias terms ... Count parameters with the setting you actually use"; the '
             "count 3·d_in·d_out + d_out² + d_out includes the output projection's bias."),

@@ -6,6 +6,9 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="plain-list-projections",
+    task=("The outputs are right, but model.parameters() misses some of the layer's weights, so an optimiser "
+          "would never train them."),
+    topic="registering parameters and buffers",
     title="Q, K, V projections (or heads) kept in a plain Python list instead of nn.ModuleList",
     lesson=('"Each head has its own projections and its own weights": weights the model does not register are '
             "never trained, moved or saved."),

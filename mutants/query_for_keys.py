@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="query-for-keys",
+    task="The outputs differ from the lesson's layer, and one of the four projections never receives a gradient.",
+    topic="the projections",
     title="Keys computed with the query projection (self.q instead of self.k)",
     lesson=("Each head has its own projections W_Q, W_K and W_V: queries, keys and values are three different "
             "linear maps of the same input."),

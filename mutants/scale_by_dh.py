@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="scale-by-dh",
+    task="The attention weights are too flat and the outputs differ from the lesson's layer; nothing crashes.",
+    topic="scaling the scores",
     title="Scores divided by the head width dh instead of its square root",
     lesson='"each head runs scaled dot-product attention": scores = q @ k.transpose(2, 3) / dh ** 0.5',
     killed_by=("reference-match", "gradient-match"),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="scale-by-sqrt-d",
+    task="The attention is flatter than the lesson's, the more so the more heads there are; nothing crashes.",
+    topic="scaling the scores",
     title="Scores scaled by 1/sqrt(d_out) instead of 1/sqrt(d_out / H)",
     lesson=('Each head runs scaled dot-product attention on vectors of width d_h = d_out / H: "scores = q @ '
             'k.transpose(2, 3) / self.dh ** 0.5".'),

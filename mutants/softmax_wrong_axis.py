@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="softmax-wrong-axis",
+    task="A token's attention weights do not sum to 1, and early outputs depend on later tokens.",
+    topic="the softmax",
     title="softmax over dim=-2 (queries) instead of dim=-1 (keys)",
     lesson=("Worked example: \"Scale, mask, softmax over the last axis\": each query's weights over the keys sum "
             "to 1."),

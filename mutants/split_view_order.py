@@ -6,6 +6,9 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="split-view-order",
+    task=("Every shape is right, but the outputs differ from the lesson's layer and early outputs depend on "
+          "later tokens."),
+    topic="splitting into heads",
     title="Heads split with view(B, H, n, dh) straight from (B, n, d) instead of view(B, n, H, dh).transpose(1, 2)",
     lesson=('Engineering implications: "Splitting with view(B, n, H, d_h) is correct; view(B, H, n, d_h) on the '
             'same tensor silently mixes tokens and features. The shapes agree, the results are wrong."'),

@@ -6,6 +6,9 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="swapped-q-k",
+    task=("Every shape is right and nothing leaks, but the outputs differ from the lesson's layer with the "
+          "same weights."),
+    topic="the projections",
     title="Queries and keys swapped: q from W_k and k from W_q (e.g. unpacking a fused projection as k, q, v)",
     lesson='"Head h has its own projection matrices W_Q, W_K, W_V": each must play its own role',
     killed_by=("reference-match", "gradient-match"),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="train-only-leak",
+    task="In eval() mode everything is right; in train() mode early outputs depend on later tokens.",
+    topic="the causal mask",
     title="Causal mask applied only in eval() mode: in training every token sees the future",
     lesson=('"Apply dropout to the attention weights during training (and set it to 0 for evaluation)": the mask, '
             "unlike dropout, belongs in both modes."),

@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="unused-projection",
+    task="The outputs are right, but the parameter count is too high and some parameters never receive a gradient.",
+    topic="the projections",
     title="A projection created in __init__ and never used in forward",
     lesson=('"Count parameters with the setting you actually use": a parameter forward never touches is counted, '
             "saved and moved, but never trained."),

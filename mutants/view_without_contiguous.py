@@ -6,6 +6,9 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="view-without-contiguous",
+    task=("forward raises 'view size is not compatible with input tensor's size and stride' as soon as there "
+          "are several heads and tokens."),
+    topic="merging the heads",
     title="view(B, n, d) directly after transpose(1, 2), without .contiguous()",
     lesson=('Engineering implications: "contiguous() before view. After transpose the tensor is no longer laid '
             'out contiguously, and view then raises an error. Either call .contiguous() first or use reshape."'),

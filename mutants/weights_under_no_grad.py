@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="weights-under-no-grad",
+    task="The outputs are exactly right, but W_q and W_k never receive a gradient, so they would never learn.",
+    topic="gradients",
     title="Attention weights computed inside torch.no_grad(): forward right, gradients wrong",
     lesson="The layer is trained end to end: W_Q and W_K learn only through the gradient of the softmax weights.",
     killed_by=("gradient-match", "parameters-used"),

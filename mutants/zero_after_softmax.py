@@ -6,6 +6,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="zero-after-softmax",
+    task="A token's attention weights do not sum to 1, and early outputs still depend on later tokens.",
+    topic="the causal mask",
     title="Mask applied after the softmax (future weights set to 0): rows no longer sum to 1",
     lesson=("Order of operations: scale, mask with -inf, then softmax, so the masked positions get weight exactly "
             "0 and the allowed ones still sum to 1."),

@@ -117,6 +117,10 @@ class Layout:
         return {role: " + ".join(p.describe() for p in pieces) for role, pieces in self.roles.items()}
 
 
+ROLE_NAMES = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k", "bv": "b_v",
+              "bo": "b_o"}  # the lesson's names, for messages a student reads
+
+
 def _expected_shapes(d_in: int, d_out: int) -> dict[str, tuple]:
     return {"wq": (d_out, d_in), "wk": (d_out, d_in), "wv": (d_out, d_in), "wo": (d_out, d_out),
             "bq": (d_out,), "bk": (d_out,), "bv": (d_out,), "bo": (d_out,)}
@@ -125,19 +129,20 @@ def _expected_shapes(d_in: int, d_out: int) -> dict[str, tuple]:
 def _validate(roles: dict[str, list[Piece]], d_in: int, d_out: int) -> str | None:
     missing = [r for r in WEIGHTS if r not in roles]
     if missing:
-        return "found no parameter for " + ", ".join(missing)
+        return "found no parameter for " + ", ".join(ROLE_NAMES[r] for r in missing)
     shapes = _expected_shapes(d_in, d_out)
     for role, pieces in roles.items():
         views = [p.view() for p in pieces]
         if any(v.dim() != len(shapes[role]) for v in views):
-            return f"{role}: pieces of unexpected rank"
+            return f"{ROLE_NAMES[role]}: pieces of unexpected rank"
         axis = pieces[0].axis
         got = list(views[0].shape)
         got[axis] = sum(v.shape[axis] for v in views)
         if any(v.shape[1 - axis] != views[0].shape[1 - axis] for v in views if v.dim() == 2):
-            return f"{role}: pieces of different shapes"
+            return f"{ROLE_NAMES[role]}: pieces of different shapes"
         if tuple(got) != shapes[role]:
-            return f"{role} assembled from {[p.describe() for p in pieces]} has shape {tuple(got)}, expected {shapes[role]}"
+            return (f"{ROLE_NAMES[role]} made of {' + '.join(p.describe() for p in pieces)} would have shape "
+                    f"{tuple(got)}, not {shapes[role]}")
     return None
 
 

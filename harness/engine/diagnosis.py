@@ -103,9 +103,12 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
 
 
 def _follows(mid: str, catalogue: dict, report) -> list[str]:
-    """The failing checks this mistake explains (those its mutant fails too)."""
-    expected = set(catalogue[mid]["failing"]) | set(catalogue[mid]["killed_by"])
-    return [c.id for c in report.checks if c.status == "fail" and c.id in expected]
+    """The failing checks this mistake explains (those its mutant fails too): first those made to catch it, in the
+    order its mutant names them (the most specific first), then the others in report order."""
+    declared = catalogue[mid]["killed_by"]
+    expected = set(catalogue[mid]["failing"]) | set(declared)
+    failing = [c.id for c in report.checks if c.status == "fail" and c.id in expected]
+    return sorted(failing, key=lambda c: declared.index(c) if c in declared else len(declared))
 
 
 def _by_marks(candidates: list[str], marks: list[dict], catalogue: dict, strict: bool = False):

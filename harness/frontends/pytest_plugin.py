@@ -126,8 +126,12 @@ def _failure_text(report, result) -> str:
     if shown.root:
         out += text.wrap(shown.root.title, "  ", "root cause: ")
         if shown.root.at:
-            out += text.wrap(f"{shown.root.at}: {shown.root.code or ''}", "  ", "  at ")
-        out += text.wrap(shown.root.fix, "  ", "  fix: ")
+            out += text.wrap(shown.root.at, "    ", "  where: ")
+        if shown.root.code:
+            out += text.wrap(shown.root.code, "    ", "  you wrote: ")
+        out += text.wrap(shown.root.fix, "    ", "  fix: ")
+        if line.follows_root:
+            out.append("this check fails because of it:")
     line.follows_root = False  # here the check's own detail is wanted
     out += text.check_lines(line, len(line.id), verbose=True, colour=False)
     if line.status != "fail":

@@ -14,6 +14,7 @@ from pathlib import Path
 import mutants
 import reference
 from checks import all_checks
+from harness.render.text import GLUE, WIDTH, wrap, wrap_preformatted
 
 
 def load_fingerprints() -> dict:
@@ -51,7 +52,7 @@ def _resolve_mutant(mutant_id: str, prints: dict, also=()) -> str:
     return key
 
 
-def matrix(fmt: str = "text") -> str:
+def matrix(fmt: str = "text", wide: bool = False) -> str:
     prints, checks = load_fingerprints(), [c.id for c in _checks()]
     if fmt == "json":
         rows = [{"id": m, "title": p["title"], "killed_by": p["killed_by"], "failing": p["failing"]}
@@ -64,13 +65,12 @@ def matrix(fmt: str = "text") -> str:
         cells = ["X" if c in p["failing"] and c in p["killed_by"] else "!" if c in p["killed_by"] else
                  "x" if c in p["failing"] else "." for c in checks]
         lines.append(f"{mid:<{width}} " + "".join(f"{cell:>3}" for cell in cells))
-    lines += ["", "checks: " + ", ".join(f"{i} {c}" for i, c in enumerate(checks, 1)), "",
-              f"{len(prints)} mutants x {len(checks)} checks; `mha-check mutants show ID` for one mistake, "
-              "`mha-check explain ID` for the lesson behind it"]
-    return "\n".join(lines)
+    return _layout(["\n".join(lines), "", ("checks: " + ", ".join(f"{i}{GLUE}{c}" for i, c in enumerate(checks, 1)), 8),
+                    "", (f"{len(prints)} mutants x {len(checks)} checks; `mha-check mutants show ID` for one "
+                         "mistake, `mha-check explain ID` for the lesson behind it", "")], wide)
 
 
-def show(mutant_id: str, fmt: str = "text") -> str:
+def show(mutant_id: str, fmt: str = "text", wide: bool = False) -> str:
     prints = load_fingerprints()
     mid = _resolve_mutant(mutant_id, prints)
     p = prints[mid]
@@ -78,14 +78,16 @@ def show(mutant_id: str, fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps({"id": mid, **{k: p[k] for k in ("title", "lesson", "symptom", "fix", "killed_by",
                                                            "failing", "variant")}, "diff": diff}, indent=2)
-    return "\n".join([f"{mid}: {p['title']}", "", f"lesson:  {p['lesson']}", f"symptom: {p['symptom']}",
-                      f"fix:     {p['fix']}", f"caught by: {', '.join(p['killed_by'])}"
-                      + (f" (also fails: {', '.join(c for c in p['failing'] if c not in p['killed_by'])})"
-                         if set(p["failing"]) - set(p["killed_by"]) else ""), "", diff.rstrip()])
+    also = [c for c in p["failing"] if c not in p["killed_by"]]
+    return _layout([(f"{mid}: {p['title']}", ""), "", (f"lesson:  {p['lesson']}", 9),
+                    (f"symptom: {p['symptom']}", 9), (f"fix:     {p['fix']}", 9),
+                    (f"caught by: {', '.join(p['killed_by'])}" + (f" (also fails: {', '.join(also)})" if also
+                                                                  else ""), 11), "", diff.rstrip()], wide)
 
 
-def explain(item_id: str, fmt: str = "text") -> str:
-    """A check id or a mutant id: what goes wrong, a tiny worked example with shapes, the fix."""
+def explain(item_id: str, fmt: str = "text", wide: bool = False) -> str:
+    """A check id or a mutant id: what goes wrong, a tiny worked example with shapes, the fix; within 100 columns
+    unless `wide`."""
     checks = {c.id: c for c in _checks()}
     prints = load_fingerprints()
     if item_id in checks:
@@ -95,9 +97,9 @@ def explain(item_id: str, fmt: str = "text") -> str:
                 "example": getattr(c, "example", ""), "fix": c.fix, "catches": kills}
         if fmt == "json":
             return json.dumps(data, indent=2)
-        return "\n".join([f"{c.id} (check): {c.claim}", "", c.explanation, "",
-                          *(["Worked example:", data["example"].rstrip(), ""] if data["example"] else []),
-                          f"Fix: {c.fix}", "", f"Mistakes it catches: {', '.join(kills) or '-'}"])
+        return _layout([(f"{c.id} (check): {c.claim}", ""), "", (c.explanation, ""), "",
+                        *(["Worked example:", data["example"].rstrip(), ""] if data["example"] else []),
+                        (f"Fix: {c.fix}", ""), "", (f"Mistakes it catches: {', '.join(kills) or '-'}", "")], wide)
     mid = _resolve_mutant(item_id, prints, also=checks)
     p = prints[mid]
     example = _mutant_example(mid)
@@ -105,11 +107,28 @@ def explain(item_id: str, fmt: str = "text") -> str:
         return json.dumps({"id": mid, "kind": "mutant", "title": p["title"], "lesson": p["lesson"],
                            "symptom": p["symptom"], "example": example, "fix": p["fix"],
                            "caught_by": p["killed_by"], "diff": mutant_diff(mid)}, indent=2)
-    return "\n".join([f"{mid} (mistake): {p['title']}", "", f"The lesson: {p['lesson']}", "",
-                      f"What goes wrong: {p['symptom']}", "",
-                      *(["Worked example:", example.rstrip(), ""] if example else []),
-                      f"Fix: {p['fix']}", "", f"Caught by: {', '.join(p['killed_by'])}", "",
-                      mutant_diff(mid).rstrip()])
+    return _layout([(f"{mid} (mistake): {p['title']}", ""), "", (f"The lesson: {p['lesson']}", ""), "",
+                    (f"What goes wrong: {p['symptom']}", ""), "",
+                    *(["Worked example:", example.rstrip(), ""] if example else []),
+                    (f"Fix: {p['fix']}", ""), "", (f"Caught by: {', '.join(p['killed_by'])}", ""), "",
+                    mutant_diff(mid).rstrip()], wide)
+
+
+def _layout(blocks: list, wide: bool, width: int = WIDTH) -> str:
+    """Blocks as text: a (prose, hanging indent) pair is a paragraph, wrapped to `width` with that indent (an int:
+    that many spaces; "": two); a plain string is preformatted (a worked example, a diff), its long lines broken
+    by `wrap_preformatted`.  `wide`: every block as it is, on as few lines as it has (the layout before 100
+    columns)."""
+    out: list[str] = []
+    for block in blocks:
+        if isinstance(block, tuple):
+            text, hang = block
+            out += [text.replace(GLUE, " ")] if wide or len(text) <= width else \
+                wrap(text, " " * (hang if isinstance(hang, int) else 2), "", width)
+        else:
+            for line in block.split("\n"):
+                out += [line] if wide or len(line) <= width else wrap_preformatted(line, width)
+    return "\n".join(out)
 
 
 def _mutant_example(mid: str) -> str:
@@ -117,26 +136,65 @@ def _mutant_example(mid: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """`mha-check mutants [show ID] [--format json]` and `mha-check explain ID [--format json]`."""
+    """`mha-check mutants [show ID] [--format json]`, `mha-check mutants export (ID [--as-exercise] | --all) -o PATH`
+    and `mha-check explain ID [--format json] [--wide]`."""
     command = argv[0]
     p = argparse.ArgumentParser(prog=f"mha-check {command}")
     if command == "mutants":
-        p.add_argument("action", nargs="?", choices=("show",), help="show one mutant: its story and its diff")
+        p.add_argument("action", nargs="?", choices=("show", "export"),
+                       help="show: one mutant's story and diff; export: a mutant as a file, or as an exercise")
         p.add_argument("id", nargs="?", help="mutant id (see `mha-check mutants`)")
+        p.add_argument("--as-exercise", action="store_true",
+                       help="export: a clean exercise file (no answer, no bug marker) and FILE_solution.py")
+        p.add_argument("--all", action="store_true", help="export: every mutant as an exercise, into the folder -o "
+                                                          "DIR (exercises/ with an index, solutions/)")
+        p.add_argument("-o", "--output", metavar="PATH", help="export: the file (or with --all, the folder) to write")
     else:
         p.add_argument("id", help="a check id (mha-check --list-checks) or a mutant id (mha-check mutants)")
+    p.add_argument("--wide", action="store_true", help="no wrapping at 100 columns (long lines stay long)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     args = p.parse_args(argv[1:])
     try:
         if command == "explain":
-            print(explain(args.id, args.format))
+            print(explain(args.id, args.format, args.wide))
+        elif args.action == "export":
+            for path in _export(p, args):
+                print(f"wrote {path}")
         elif args.action == "show":
             if not args.id:
                 p.error("mutants show needs an ID")
-            print(show(args.id, args.format))
+            print(show(args.id, args.format, args.wide))
         else:
-            print(matrix(args.format))
-    except LookupError as e:
-        print(f"mha-check {command}: error: {e}", file=sys.stderr)
+            print(matrix(args.format, args.wide))
+    except (LookupError, OSError) as e:
+        print(f"mha-check {command}: error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _export(p: argparse.ArgumentParser, args) -> list[Path]:
+    from harness.frontends import exercises  # noqa: PLC0415 - only this action needs it
+
+    if not args.output:
+        p.error("mutants export needs -o FILE (or -o DIR with --all)")
+    out = Path(args.output)
+    if args.all:
+        if args.id:
+            p.error("mutants export: give an ID or --all, not both")
+        if out.exists() and not out.is_dir():
+            p.error(f"-o {out}: with --all, give a folder")
+        return exercises.export_all(out)
+    if not args.id:
+        p.error("mutants export needs an ID (see `mha-check mutants`) or --all")
+    if out.is_dir():
+        p.error(f"-o {out}: that is a folder; give a file name")
+    if not out.parent.is_dir():
+        p.error(f"-o {out}: the folder {out.parent} does not exist")
+    if not args.as_exercise:
+        out.write_text(exercises.annotated(args.id))
+        return [out]
+    files = exercises.export(args.id, out.name)
+    solution = exercises.solution_path(out)
+    out.write_text(files.exercise)
+    solution.write_text(files.solution)
+    return [out, solution]

@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--heads", type=int, default=None, help="heads for the arithmetic (default 2, as traced)")
     p.add_argument("--d", type=int, default=None, help="width for the arithmetic (default 8, as traced)")
     p.add_argument("--qkv-bias", action="store_true", help="count Q/K/V biases in the arithmetic (GPT-2 has them)")
+    p.add_argument("--wide", action="store_true", help="one row per operation with the shapes in numbers and in "
+                                                       "letters and your line side by side (about 260 columns)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="constructor argument, as for mha-check TARGET")
@@ -68,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """`mha-check trace TARGET [--format json] [--n N] [--batch B] [--heads H] [--d D] [--qkv-bias]`.
+    """`mha-check trace TARGET [--format json] [--wide] [--n N] [--batch B] [--heads H] [--d D] [--qkv-bias]`.
 
     `argv` may start with the word "trace" (the CLI hands over the whole command line)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -82,7 +84,7 @@ def main(argv=None) -> int:
             parser.error(f"--{name} must be at least 1")
     result = trace(args.target, n=args.n, batch=args.batch, heads=args.heads, d=args.d, qkv_bias=args.qkv_bias,
                    seed=args.seed, args=constructor_args(args.arg, parser))
-    sys.stdout.write(result.to_json() + "\n" if args.format == "json" else render(result) + "\n")
+    sys.stdout.write(result.to_json() + "\n" if args.format == "json" else render(result, args.wide) + "\n")
     return 0 if result.ok else 1
 
 

@@ -1,4 +1,5 @@
-"""The report as HTML for a notebook: the same order as the text report (verdict, root cause, checks by section)."""
+"""The report as HTML for a notebook: the same order as the text report (the verdict; the root cause with the
+failing checks it explains, one line each; then the other checks by section, in tables)."""
 from __future__ import annotations
 
 import html
@@ -11,13 +12,11 @@ STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "cannot_tell": "#bc4c00"
 def _row(line: CheckLine) -> str:
     e = html.escape
     cell = [e(line.text)]
-    if line.status == "fail" and not line.follows_root:
+    if line.status == "fail":
         for name, value in (("smallest failing configuration", line.config), ("observed", line.observed),
                             ("fix", line.fix)):
             if value:
                 cell.append(f"<br><small>{name}: <code>{e(value)}</code></small>")
-    elif line.follows_root:
-        cell.append("<br><small>fails because of the root cause above</small>")
     elif line.status == "cannot_tell" and line.help:
         cell.append(f"<br><small>what would help: {e(line.help)}</small>")
     colour = STATUS_COLOURS.get(line.status, "#000")
@@ -33,18 +32,23 @@ def render(view: ReportView, notes: list[str] = ()) -> str:
            f'<b style="color:{colour}">{e(view.verdict)}</b></p>']
     r = view.root
     if r:
-        where = f" at <code>{e(r.at)}</code>" if r.at else ""
-        wrote = f"<br>you wrote: <code>{e(r.code)}</code>" if r.code else ""
-        out.append(f"<p><b>Root cause:</b> {e(r.title)}{where}{wrote}<br>write: <code>{e(r.fix)}</code><br>"
-                   f"<small>{e(r.symptom)}<br>evidence: {e(r.evidence)}<br><code>mha-check explain {e(r.mutant)}"
-                   "</code> shows a worked example</small></p>")
+        rows = [("where", f"<code>{e(r.at)}</code>" if r.at else ""),
+                ("you wrote", f"<code>{e(r.code)}</code>" if r.code else ""), ("fix", f"<code>{e(r.fix)}</code>"),
+                ("what happens", e(r.symptom)), ("how we know", e(r.evidence))]
+        follows = "".join(f'<li><b style="color:{STATUS_COLOURS["fail"]}">{e(ln.label)}</b> <code>{e(ln.id)}</code>: '
+                          f"{e(ln.text)}</li>" for ln in view.follows)
+        out.append(f"<p><b>Root cause:</b> {e(r.title)}<br>"
+                   + "<br>".join(f"{name}: {value}" for name, value in rows if value)
+                   + (f"</p><p>It makes {len(view.follows)} check{'s' if len(view.follows) != 1 else ''} fail:</p>"
+                      f"<ul>{follows}</ul><p>" if view.follows else "<br>")
+                   + "<small>" + "; ".join(f"<code>{e(c)}</code>: {e(what)}" for c, what in r.commands)
+                   + "</small></p>")
     elif view.unmatched:
         out.append(f"<p>{e(view.unmatched)}</p>")
-    for title, lines in (("The math", view.correctness), ("The lesson's rules", view.rules)):
-        if lines:
-            out.append(f"<p><b>{e(title)}</b></p><table><thead><tr><th style=\"text-align:left\">check</th>"
-                       "<th style=\"text-align:left\">status</th><th style=\"text-align:left\">finding</th></tr>"
-                       "</thead><tbody>" + "".join(_row(ln) for ln in lines) + "</tbody></table>")
+    for title, lines in view.sections:
+        out.append(f"<p><b>{e(title)}</b></p><table><thead><tr><th style=\"text-align:left\">check</th>"
+                   "<th style=\"text-align:left\">status</th><th style=\"text-align:left\">finding</th></tr>"
+                   "</thead><tbody>" + "".join(_row(ln) for ln in lines) + "</tbody></table>")
     for note in [view.summary, view.mapping, *view.notes, *notes]:
         if note:
             out.append(f"<p><small>{e(note)}</small></p>")

@@ -1,8 +1,17 @@
-"""The report as text for a person at a terminal: the verdict and the root cause first, everything within 100
-columns (wrapped, never cut), colour only when asked for.  `verbose` keeps every detail; `quiet` is one line a
-check."""
+"""The report as text for a person at a terminal, within 100 columns (wrapped, never cut off at the edge).
+
+Order: the verdict; the root cause when a mistake is identified (the mistake, the file and line, the line as written,
+the fix, what happens, how mha-check knows, the failing checks it explains in one line each, where to look next);
+then the other checks by section.  A student reads the one thing to change first, in one screen.
+
+Three densities: the default (failing checks in full, the undecided ones grouped by reason, the passing ones in one
+list when something failed, each with its claim when all passed); `verbose` (every check with every detail, as
+before the root cause was listed first); `quiet` (the verdict, the root cause in one line, one line per check).
+Colour only when asked for (the CLI asks when stdout is a terminal and NO_COLOR is not set).
+"""
 from __future__ import annotations
 
+import re
 import textwrap
 
 from harness.render.view import CheckLine, ReportView
@@ -15,31 +24,108 @@ def _paint(text: str, status: str, colour: bool) -> str:
     return f"\033[{COLOURS[status]}m{text}\033[0m" if colour and status in COLOURS else text
 
 
+GLUE = "\ue000"  # stands for a space that must not become a line break while wrapping (not whitespace)
+SHORT_GROUP = 30  # a bracketed group up to this long, like "(B, n, H, dh)", stays on one line
+
+
+def _depths(text: str) -> list[int]:
+    """The bracket depth at each character (never below 0)."""
+    depth, out = 0, []
+    for ch in text:
+        depth = max(0, depth - (ch in ")]"))
+        out.append(depth)
+        depth += ch in "(["
+    return out
+
+
+def _glued(text: str) -> str:
+    """`text` with the spaces inside short bracketed groups and short `quoted commands` glued, so that
+    `view(B, n, H, dh)` or `mha-check explain no-mask` is never split."""
+    text = re.sub(r"`[^`]*`", lambda m: m.group().replace(" ", GLUE) if len(m.group()) <= 42 else m.group(), text)
+    chars, opened = list(text), []
+    for i, ch in enumerate(text):
+        if ch in "([":
+            opened.append(i)
+        elif ch in ")]" and opened:
+            start = opened.pop()
+            if i - start <= SHORT_GROUP:
+                for k in range(start, i):
+                    if chars[k] == " ":
+                        chars[k] = GLUE
+    return "".join(chars)
+
+
 def wrap(text: str, indent: str = "", first: str | None = None, width: int = WIDTH) -> list[str]:
-    """`text` in lines of at most `width` columns: `first` starts the first line, `indent` the others."""
+    """`text` in lines of at most `width` columns: `first` starts the first line, `indent` the others; short
+    bracketed groups are not split."""
     first = indent if first is None else first
-    return textwrap.wrap(" ".join(str(text).split()), width, initial_indent=first, subsequent_indent=indent,
-                         break_long_words=True, break_on_hyphens=False) or [first.rstrip()]
+    lines = textwrap.wrap(_glued(" ".join(str(text).split())), width, initial_indent=first,
+                          subsequent_indent=indent, break_long_words=True, break_on_hyphens=False)
+    return [ln.replace(GLUE, " ") for ln in lines] or [first.rstrip()]
+
+
+def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]:
+    """A line whose spacing means something (code, a worked example, a diff line) in lines of at most `width`:
+    broken at the last clause (": ", "; ") or else the last ", " outside brackets that keeps at least 40% of the
+    line, or else at the last space; each continuation is indented `more` columns past the line's own indent (and
+    keeps a diff marker), so it never reads as a line of its own."""
+    out = []
+    marker = line[:1] if line[:1] in "+-" else ""
+    lead = marker + " " * (len(line[len(marker):]) - len(line[len(marker):].lstrip(" ")))
+    while len(line) > width:
+        depth = _depths(line)
+        cut = None
+        for seps in ((": ", "; "), (", ",), (" ",)):
+            found = [i for i in range(len(lead) + 1, width) if depth[i] == 0 and
+                     any(line.startswith(sep, i) for sep in seps) and (i >= width * 2 // 5 or seps == (" ",))]
+            if found:
+                cut = max(found)
+                break
+        if cut is None:  # no space at all: cut inside the word
+            cut = width - 1
+        head, tail = line[:cut + 1].rstrip(), line[cut + 1:].lstrip(" ")
+        out.append(head)
+        line = lead + " " * more + tail
+    return out + [line]
+
+
+def one_line(text: str, room: int) -> str:
+    """`text` in at most `room` columns: whole when it fits, else up to the last clause that fits (at ": ", "; ",
+    " (" or ", " outside brackets), else cut at a word with "…".  The full text is in --verbose."""
+    text = " ".join(str(text).split())
+    if len(text) <= room:
+        return text
+    depth = _depths(text)
+    for seps, shortest in (((": ", "; "), room * 3 // 5), ((": ", "; ", " (", ", "), min(12, room // 3))):
+        cuts = [i for i in range(shortest, min(room, len(text)) + 1)
+                if depth[i] == 0 and any(text.startswith(sep, i) for sep in seps)]
+        if cuts:
+            return text[:max(cuts)].rstrip(" ,;:")
+    return text[:room - 1].rsplit(" ", 1)[0] + "…"
 
 
 def _field(name: str, value: str, pad: int = 14) -> list[str]:
     return wrap(value, " " * (2 + pad), f"  {name + ':':<{pad}}")
 
 
-def _root(view: ReportView) -> list[str]:
+def _root(view: ReportView, colour: bool) -> list[str]:
     r = view.root
     out = wrap(r.title, "  ", "Root cause: ")
     if r.at:
         out += _field("where", r.at)
     if r.code:
         out += _field("you wrote", r.code)
-    out += _field("write" if r.code else "fix", r.fix)
+    out += _field("fix", r.fix)
     out += _field("what happens", r.symptom)
-    out += _field("evidence", r.evidence)
-    if r.follows:
-        out += _field("explains", "the failing checks " + ", ".join(r.follows))
-    out += wrap(f"(mha-check explain {r.mutant} shows a worked example; mha-check trace shows every step of your "
-                "forward)", "  ", "  ")
+    out += _field("how we know", r.evidence)
+    if view.follows:
+        out.append(f"  it makes {len(view.follows)} check{'s' if len(view.follows) != 1 else ''} fail:")
+        width = max(len(ln.id) for ln in view.follows)
+        for ln in view.follows:
+            lead = f"    FAIL {ln.id:<{width}}  "
+            out.append(lead.replace("FAIL", _paint("FAIL", "fail", colour), 1) + one_line(ln.text, WIDTH - len(lead)))
+    for i, (command, what) in enumerate(r.commands):
+        out += wrap(f"{command}: {what}", " " * 16, f"  {'see also:' if i == 0 else '':<14}")
     return out
 
 
@@ -49,8 +135,6 @@ def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool) -> lis
     indent = " " * len(lead)
     if line.passed and not verbose:
         out = wrap(line.claim, indent, lead)
-    elif line.follows_root and not verbose:
-        out = wrap("fails because of the root cause above: " + line.text, indent, lead)[:2]
     else:
         out = wrap(line.text, indent, lead)
         if line.status == "fail":
@@ -64,26 +148,68 @@ def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool) -> lis
     return out
 
 
+def _grouped(lines: list[CheckLine], colour: bool) -> list[str]:
+    """Checks with the same status and the same words, said once: "CAN'T TELL a, b, c" and the reason."""
+    groups: dict[tuple, list[CheckLine]] = {}
+    for ln in lines:
+        groups.setdefault((ln.status, ln.text, ln.help), []).append(ln)
+    out = []
+    for (status, text, help_), members in groups.items():
+        label = members[0].label
+        lead = f"  {label:<10} "
+        indent = " " * len(lead)
+        head = wrap(", ".join(m.id for m in members), indent, lead)
+        head[0] = head[0].replace(label, _paint(label, status, colour), 1)
+        out += head + wrap(text, indent)
+        if help_:
+            out += wrap(f"what would help: {help_}", indent + "  ", indent)
+    return out
+
+
+def _section(lines: list[CheckLine], width: int, all_passed: bool, colour: bool) -> list[str]:
+    out = []
+    for ln in lines:
+        if ln.status == "fail" or (ln.passed and all_passed):
+            out += check_lines(ln, width, False, colour)
+    out += _grouped([ln for ln in lines if ln.status in ("cannot_tell", "skip")], colour)
+    passed = [ln.id for ln in lines if ln.passed]
+    if passed and not all_passed:
+        lead = f"  {'PASS':<10} "
+        out += [ln.replace("PASS", _paint("PASS", "pass", colour), 1) if i == 0 else ln
+                for i, ln in enumerate(wrap(", ".join(passed), " " * len(lead), lead))]
+    return out
+
+
+def _quiet(view: ReportView, width: int, colour: bool) -> str:
+    out = wrap(view.verdict)
+    if view.root:
+        out += wrap(f"root cause: {view.root.title}" + (f" (at {view.root.at})" if view.root.at else ""), "  ")
+    for c in view.lines:
+        row = f"{c.label:<10} {c.id:<{width}}  "
+        row += one_line(c.text, WIDTH - len(row))
+        out.append(row.replace(c.label, _paint(c.label, c.status, colour), 1))
+    return "\n".join(out)
+
+
 def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour: bool = False) -> str:
     width = max((len(c.id) for c in view.lines), default=10)
     if quiet:
-        rows = []
-        for c in view.lines:
-            row = f"{c.label:<10} {c.id:<{width}}  {' '.join((c.claim if c.passed else c.text).split())}"
-            row = row if len(row) <= WIDTH else row[: WIDTH - 1] + "…"
-            rows.append(row.replace(c.label, _paint(c.label, c.status, colour), 1))
-        return "\n".join(wrap(view.verdict) + rows)
+        return _quiet(view, width, colour)
     out = wrap(view.target, "  ", "mha-check ")
     out += wrap(view.verdict, "  ", "")
     if view.root:
-        out += [""] + _root(view)
+        out += [""] + _root(view, colour)
     elif view.unmatched:
         out += [""] + wrap(view.unmatched, "  ", "")
-    for title, lines in (("The math", view.correctness), ("The lesson's rules", view.rules)):
-        if lines:
-            out += ["", title]
+    sections = ([(t, ls) for t, ls in (("The math", view.correctness), ("The lesson's rules", view.rules)) if ls]
+                if verbose else view.sections)
+    for title, lines in sections:
+        out += ["", title]
+        if verbose:
             for line in lines:
-                out += check_lines(line, width, verbose, colour)
+                out += check_lines(line, width, True, colour)
+        else:
+            out += _section(lines, width, view.passed, colour)
     out += [""] + wrap(view.summary, "  ", "")
     if view.construction:
         out += wrap(f"built as {view.construction}", "  ", "")

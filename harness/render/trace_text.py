@@ -1,96 +1,156 @@
-"""`mha-check trace` as text: the steps table, the mistakes marked, the lesson's arithmetic."""
+"""`mha-check trace` as text: the steps table, the mistakes marked, the lesson's arithmetic.
+
+Two layouts.  The default fits 100 columns, to be read on a projector: the student's line is a row of its own
+above the operations it runs, and the shapes are written in the lesson's letters (B, n, H, dh, d; the header
+says what they are in this run), in numbers only where a shape is not one of the lesson's.  `wide` is the table
+of one row per operation with the numbers, the letters and the student's line side by side (about 260 columns).
+"""
 from __future__ import annotations
 
+import re
+
 from harness.engine.trace import LESSON_STEPS, TraceResult
+from harness.render.text import WIDTH, wrap, wrap_preformatted
 
 
-def render(result: TraceResult) -> str:
+def render(result: TraceResult, wide: bool = False) -> str:
     c = result.config
     lines = [f"mha-check trace {result.target}"]
     if result.construction:
-        lines.append(f"  built as {result.construction}")
-    lines.append(f"  one forward pass of the lesson's worked example: d={c['d']}, H={c['heads']} heads of width "
-                 f"dh={c['d'] // c['heads']}, n={c['n']} tokens, batch B={c['batch']}: x has shape "
-                 f"({c['batch']}, {c['n']}, {c['d']})")
+        lines += _wrap(f"built as {result.construction}", "    ", "  ", wide)
+    lines += _wrap(f"one forward pass of the lesson's worked example: d={c['d']}, H={c['heads']} heads of width "
+                   f"dh={c['d'] // c['heads']}, n={c['n']} tokens, batch B={c['batch']}: x has shape "
+                   f"({c['batch']}, {c['n']}, {c['d']})", "    ", "  ", wide)
     lines.append("")
     if result.steps:
-        w_label = max(len(s.label or "·") for s in result.steps)
-        w_call = min(32, max(len(s.call) for s in result.steps))
-        w_shape = min(44, max(len(s.shapes) for s in result.steps))
-        w_sym = min(46, max(len(s.symbols) for s in result.steps))
-        lines.append(f"  {'#':>3}  {'step':<{w_label}}  {'operation':<{w_call}}  {'shapes':<{w_shape}}  "
-                     f"{'in the lesson':<{w_sym}}  your code")
-        for s in result.steps:
-            flag = "!!" if s.mistake else "  "
-            lines.append(f"{flag}{s.index:>3}  {s.label or '·':<{w_label}}  {_cut(s.call, w_call):<{w_call}}  "
-                         f"{_cut(s.shapes, w_shape):<{w_shape}}  {_cut(s.symbols, w_sym):<{w_sym}}  "
-                         f"{s.at}  {s.code}".rstrip())
-            if s.mistake:
-                lines.append(f"       ^ MISTAKE [{s.mistake.get('mutant') or s.mistake['id']}]: {s.mistake['text']}")
+        lines += _wide_table(result) if wide else _narrow_table(result)
         if result.truncated:
             lines.append("  ... (more operations not recorded)")
         lines.append("")
     if result.error:
-        lines.append(f"ERROR: {result.error}")
+        lines += _wrap(f"ERROR: {result.error}", "  ", "", wide)
         lines.append("")
     if result.steps:
         lines.append("lesson steps, in the order your forward takes them:")
-        lines.append("  " + " -> ".join(result.lesson_order) if result.lesson_order else "  (none recognised)")
+        lines += _wrap(" -> ".join(result.lesson_order) if result.lesson_order else "(none recognised)", "    ",
+                       "  ", wide)
         if result.missing:
-            lines.append(f"  not seen: {', '.join(result.missing)}")
-        lines.append("  the lesson: " + " -> ".join(LESSON_STEPS))
+            lines += _wrap(f"not seen: {', '.join(result.missing)}", "    ", "  ", wide)
+        lines += _wrap("the lesson: " + " -> ".join(LESSON_STEPS), "    ", "  ", wide)
         lines.append("")
-    whole = [m for m in result.mistakes if m.get("step") is None]
-    for m in whole:
-        lines.append(f"MISTAKE [{m.get('mutant') or m['id']}]: {m['text']}")
+    for m in (m for m in result.mistakes if m.get("step") is None):
+        lines += _wrap(f"MISTAKE [{m.get('mutant') or m['id']}]: {m['text']}", "  ", "", wide)
     if result.mistakes:
         where: dict[str, list] = {}
         for m in result.mistakes:
             where.setdefault(m.get("mutant") or m["id"], []).append(m["step"])
         found = "; ".join(mid + (" (step " + ", ".join(str(s) for s in at if s is not None) + ")"
                                  if any(s is not None for s in at) else "") for mid, at in where.items())
-        lines.append(f"known mistakes marked: {found}")
-        lines.append("(run `mha-check TARGET` for the full checks)")
+        lines += _wrap(f"known mistakes marked: {found}", "  ", "", wide)
+        explain = [mid for mid in where if "-" in mid]
+        lines += _wrap(f"(run `mha-check {result.target}` for the full checks" + (
+            f"; `mha-check explain {explain[0]}` for the story of the mistake)" if explain else ")"), "  ", "", wide)
     elif not result.error:
-        lines.append("no known mistake shows in this trace (run `mha-check TARGET` for the full checks)")
+        lines += _wrap(f"no known mistake shows in this trace (run `mha-check {result.target}` for the full "
+                       "checks)", "  ", "", wide)
     for note in result.notes:
-        lines.append(f"note: {note}")
+        lines += _wrap(f"note: {note}", "  ", "", wide)
     lines.append("")
-    lines += _arithmetic_text(result.arithmetic)
+    lines += _arithmetic_text(result.arithmetic, wide)
     return "\n".join(lines)
 
 
+def _wrap(text: str, indent: str, first: str, wide: bool) -> list[str]:
+    return [first + text] if wide else wrap(text, indent, first)
+
+
+def _narrow_table(result: TraceResult) -> list[str]:
+    """One row per operation: #, step, operation, shapes (in the lesson's letters where they are the lesson's);
+    above each run of operations, the student's line they come from; under a marked step, the mistake."""
+    steps = result.steps
+    w_label = max(len(s.label or "·") for s in steps)
+    calls = [_short_call(s.call) for s in steps]
+    w_call = min(26, max(map(len, calls)))
+    lead = 2 + 3 + 2 + w_label + 2
+    out = [f"  {'#':>3}  {'step':<{w_label}}  {'operation':<{w_call}}  shapes, in the lesson's letters"]
+    said: dict[str, int] = {}  # mistake text -> the step that said it first
+    last_at = None
+    for s, call in zip(steps, calls):
+        if s.at != last_at:
+            out += wrap_preformatted(f"  {s.at}  {s.code}".rstrip(), WIDTH, more=len(s.at) + 2)
+            last_at = s.at
+        flag = "!!" if s.mistake else "  "
+        call = _cut(call, w_call)
+        shapes = s.symbols or s.shapes
+        row = wrap(shapes, " " * (lead + w_call + 2 + 4), f"{flag}{s.index:>3}  {s.label or '·':<{w_label}}  "
+                                                          f"{call:<{w_call}}  ")
+        out += row
+        if s.mistake:
+            name = s.mistake.get("mutant") or s.mistake["id"]
+            text = s.mistake["text"]
+            if text in said:
+                out.append(f"       ^ the same mistake as step {said[text]}")
+            else:
+                said[text] = s.index
+                out += wrap(f"^ MISTAKE [{name}]: {text}", " " * 9, " " * 7)
+    return out
+
+
+def _wide_table(result: TraceResult) -> list[str]:
+    steps = result.steps
+    w_label = max(len(s.label or "·") for s in steps)
+    w_call = min(32, max(len(s.call) for s in steps))
+    w_shape = min(44, max(len(s.shapes) for s in steps))
+    w_sym = min(46, max(len(s.symbols) for s in steps))
+    out = [f"  {'#':>3}  {'step':<{w_label}}  {'operation':<{w_call}}  {'shapes':<{w_shape}}  "
+           f"{'in the lesson':<{w_sym}}  your code"]
+    for s in steps:
+        flag = "!!" if s.mistake else "  "
+        out.append(f"{flag}{s.index:>3}  {s.label or '·':<{w_label}}  {_cut(s.call, w_call):<{w_call}}  "
+                   f"{_cut(s.shapes, w_shape):<{w_shape}}  {_cut(s.symbols, w_sym):<{w_sym}}  "
+                   f"{s.at}  {s.code}".rstrip())
+        if s.mistake:
+            out.append(f"       ^ MISTAKE [{s.mistake.get('mutant') or s.mistake['id']}]: {s.mistake['text']}")
+    return out
+
+
+def _short_call(call: str) -> str:
+    """An operation with the student's weights by their module's name: `linear(out_proj.weight, out_proj.bias)`
+    is `linear(out_proj + bias)`."""
+    call = re.sub(r"([\w.\[\]]+)\.weight, \1\.bias", r"\1 + bias", call)
+    return re.sub(r"\.weight\b", "", call)
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-
-def _arithmetic_text(a: dict) -> list[str]:
+def _arithmetic_text(a: dict, wide: bool = False) -> list[str]:
     if not a:
         return []
     d, H = a["d"], a["heads"]
     bias = " with Q/K/V biases" if a["qkv_bias"] else ", no Q/K/V biases"
     out = [f"arithmetic for d={d}, H={H}{bias}:"]
+
+    def row(name: str, text: str) -> None:
+        out.extend(_wrap(text, " " * 22, f"  {name:<20}", wide))
+
     if a["divisible"]:
-        out.append(f"  head width          dh = d / H = {d} / {H} = {a['head_width']}")
+        row("head width", f"dh = d / H = {d} / {H} = {a['head_width']}")
     else:
-        out.append(f"  head width          d / H = {d} / {H} is not a whole number: choose H dividing d")
+        row("head width", f"d / H = {d} / {H} is not a whole number: choose H dividing d")
     extra = f" + 3·{d}" if a["qkv_bias"] else ""
-    out.append(f"  parameters          3·d_in·d_out + d_out² + d_out{' + 3·d_out' if a['qkv_bias'] else ''} = "
-               f"3·{d}·{d} + {d}² + {d}{extra} = {a['param_formula']:,} (no H in it)")
+    row("parameters", f"3·d_in·d_out + d_out² + d_out{' + 3·d_out' if a['qkv_bias'] else ''} = "
+                      f"3·{d}·{d} + {d}² + {d}{extra} = {a['param_formula']:,} (no H in it)")
     counted = a.get("param_counted")
     if counted is not None:
         verdict = "matches the formula" if counted == a["param_formula"] else (
             f"differs from the formula by {counted - a['param_formula']:+,}")
-        out.append(f"  in your module      {counted:,} parameters when built with d={d}, H={H}: {verdict}")
+        row("in your module", f"{counted:,} parameters when built with d={d}, H={H}: {verdict}")
     if a.get("counted_note"):
-        out.append(f"                      ({a['counted_note']})")
+        row("", f"({a['counted_note']})")
     B, n, e = a["batch"], a["n"], a["score_entries"]
     mb = a["score_bytes_float32"] / 1e6
-    out.append(f"  score tensor        (B, H, n, n) = ({B}, {H}, {n:,}, {n:,}): {B}·{H}·{n:,}² = {e:,} entries, "
-               f"{a['score_bytes_float32']:,} bytes in float32 ({mb:,.1f} MB) per layer")
+    row("score tensor", f"(B, H, n, n) = ({B}, {H}, {n:,}, {n:,}): {B}·{H}·{n:,}² = {e:,} entries, "
+                        f"{a['score_bytes_float32']:,} bytes in float32 ({mb:,.1f} MB) per layer")
     return out
-
-

@@ -10,6 +10,8 @@ earns nothing and is shown as not passed; cannot-tell and process failures mark 
 """
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 
 from harness.wire.config import Config
@@ -47,9 +49,10 @@ class RootCause:
     fix: str
     symptom: str
     lesson: str
-    at: str | None = None  # "attention.py:30"
+    at: str | None = None  # "examples/attention.py:30": the file as the student named it, and the line
     code: str | None = None  # that line as written
     follows: list[str] = field(default_factory=list)  # ids of the failing checks it explains
+    commands: list[tuple[str, str]] = field(default_factory=list)  # (command, what it shows): where to look next
 
 
 @dataclass
@@ -60,6 +63,7 @@ class ReportView:
     construction: str
     mapping: str  # how mha-check read the parameters, in plain words ("" when there was nothing to say)
     root: RootCause | None
+    follows: list[CheckLine]  # the failing checks the root cause explains, the most specific first
     unmatched: str  # "no known mistake matches" (when checks fail and nothing is named)
     correctness: list[CheckLine]
     rules: list[CheckLine]
@@ -71,6 +75,13 @@ class ReportView:
     def lines(self) -> list[CheckLine]:
         return self.correctness + self.rules
 
+    @property
+    def sections(self) -> list[tuple[str, list[CheckLine]]]:
+        """The checks by section, without those listed under the root cause."""
+        return [(title, [ln for ln in lines if not ln.follows_root])
+                for title, lines in (("The math", self.correctness), ("The lesson's rules", self.rules))
+                if any(not ln.follows_root for ln in lines)]
+
 
 def mapping_words(adapter: dict) -> str:
     """mha-check's reading of the student's parameters, for a student: no arrows, no internal ids."""
@@ -81,8 +92,10 @@ def mapping_words(adapter: dict) -> str:
         return f"mha-check could not tell which of your parameters are W_q, W_k, W_v, W_o: {problem}" if problem \
             else ""
     weights = [r for r in ("wq", "wk", "wv", "wo") if r in layout]
-    yours = ", ".join(layout[r] for r in weights)
+    yours = ", ".join(parameter_words(layout[r]) for r in weights)
     lesson = ", ".join(ROLE_WORDS[r] for r in weights)
+    if any(".T" in layout[r] for r in weights):
+        yours += " (matrices used as x @ W)"
     proof = {"reference": "checked: with them the lesson's layer reproduces your output",
              "mistake": "checked: with them a known mistake reproduces your output",
              "structure": "the only way to read them"}.get(mapping.get("proof"), "")
@@ -93,6 +106,33 @@ def mapping_words(adapter: dict) -> str:
     if mapping.get("note"):
         text += f"; {mapping['note']}"
     return text
+
+
+def parameter_words(reading: str) -> str:
+    """One role's reading of the student's parameters in their own names: `W_query.weight` is W_query,
+    `qkv.weight[0:8]` is rows 0-7 of qkv, `W_q.T` is W_q (the orientation is said once for all)."""
+    words = []
+    for piece in reading.split(" + "):
+        rows = re.search(r"\[(\d+):(\d+)\]$", piece)
+        piece = piece[:rows.start()] if rows else piece
+        piece = re.sub(r"\.T$", "", piece)
+        piece = re.sub(r"\.weight(?=$|\[)", "", piece)
+        words.append(f"{piece} (rows {rows[1]}-{int(rows[2]) - 1})" if rows else piece)
+    return " + ".join(words)
+
+
+def where(at: str | None, target: str) -> str | None:
+    """The student's file:line as the student named the file: the trace records only the file's name, and the
+    target says which folder it is in (`examples/attention.py:30` for `attention.py:30`; for a notebook
+    `labs/lab.ipynb, code cell 2, line 16` for `lab.ipynb, code cell 2, line 16`)."""
+    path = target.split(":", 1)[0]
+    if not at or not path.endswith((".py", ".ipynb")):
+        return at
+    if ", code cell " in at:
+        name, sep, rest = at.partition(", code cell ")
+    else:
+        name, sep, rest = at.rpartition(":")
+    return f"{path}{sep}{rest}" if sep and os.path.basename(path) == name else at
 
 
 def clean(text) -> str:
@@ -114,9 +154,12 @@ def _config_text(config: dict | None) -> str:
 def _line(c, root: RootCause | None, hidden: bool = False) -> CheckLine:
     follows = root is not None and c.status == "fail" and c.id in root.follows
     text = c.message or c.claim
+    help_ = clean(c.help)
+    if root is not None and help_:  # one thing to do first, not a second, contradicting fix
+        help_ = f"fix the root cause above first; if this is still undecided then: {help_}"
     return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), c.claim, _config_text(c.config),
                      clean(f"{c.observed}; expected: {c.expected}") if (c.observed or c.expected) else "",
-                     c.explanation, root.fix if follows else c.fix, clean(c.help), follows)
+                     c.explanation, root.fix if follows else c.fix, help_, follows)
 
 
 def verdict(report) -> str:
@@ -149,24 +192,33 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     d = report.diagnosis or {}
     shown = [c for c in report.checks if c.id not in hidden]
     root = None
+    target = clean(report.target)
     if d.get("mutant") and not (set(d.get("follows", [])) & set(hidden) and not
                                 set(d.get("follows", [])) - set(hidden)):
-        root = RootCause(d["mutant"], d["title"], d["evidence"], d["fix"], d["symptom"], d["lesson"], d.get("at"),
-                         clean(d["code"]) if d.get("code") else None,
-                         [f for f in d.get("follows", []) if f not in hidden])
+        root = RootCause(d["mutant"], d["title"], d["evidence"], d["fix"], d["symptom"], d["lesson"],
+                         where(d.get("at"), target), clean(d["code"]).strip() if d.get("code") else None,
+                         [f for f in d.get("follows", []) if f not in hidden],
+                         [(f"mha-check explain {d['mutant']}", "a worked example of the mistake")]
+                         + ([(f"mha-check trace {target}", "every step of your forward")]
+                            if "(" not in target else []))  # "(from its source)": no command line reaches it
     unmatched = d.get("message", "") if d and not d.get("mutant") else ""
     lines = [_line(c, root) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}
     summary = ", ".join(f"{n} {w}" for n, w in ((s["pass"], "passed"), (s["fail"], "failed"),
                                                  (s["cannot_tell"], "could not be decided"), (s["skip"], "skipped"))
                         if n or w in ("passed", "failed"))
+    mapping = clean(mapping_words(report.adapter))
+    problem = clean((report.adapter.get("mapping") or {}).get("problem") or "")
+    if problem and any(problem in ln.text for ln in lines):
+        mapping = ""  # the checks that could not be decided already say it
     notes = [clean(n) for n in report.adapter.get("notes", [])]
     if report.student_output.strip():
         notes.append(f"your code printed {len(report.student_output)} characters (see --show-output)")
     if report.isolation.get("summary"):
         notes.append("isolation: " + report.isolation["summary"])
-    return ReportView(clean(report.target), verdict(report), report.passed,
-                      clean(report.adapter.get("construction", "")), clean(mapping_words(report.adapter)), root,
+    return ReportView(target, verdict(report), report.passed,
+                      clean(report.adapter.get("construction", "")), mapping, root,
+                      sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.follows.index(ln.id)),
                       unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
                       summary, notes, report.needs_review)

@@ -45,3 +45,14 @@ def test_png_with_a_panel_per_head(tmp_path, target, leaks):
         assert p["verdict"].startswith("LEAKS" if leaks else "causal")
     assert info["config"]["n"] == 8
     assert info["headline"].startswith("LEAK" if leaks else "causal")  # the title names the finding
+
+
+def test_the_command_says_where_the_picture_went(tmp_path):
+    pytest.importorskip("matplotlib")
+    import subprocess
+
+    out = tmp_path / "leak.png"
+    run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", NO_MASK, "--plot", str(out), "-q"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=180)
+    assert run.returncode == 1 and out.read_bytes()[:4] == b"\x89PNG"
+    assert f"leakage plot written to {out}" in run.stderr and "LEAK" in run.stderr

@@ -49,3 +49,20 @@ def test_trusted_side_never_imports_torch():
             "assert 'torch' not in sys.modules, 'torch imported'")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert run.returncode == 0, run.stderr
+
+
+def test_teaching_text_fits_100_columns_unless_wide():
+    """explain (checks and mistakes), show and the kill matrix, as projected in a class: wrapped at 100 columns;
+    --wide prints the long lines as they are."""
+    import mutants
+    from harness.frontends import teach
+
+    ids = mutants.ids() + [c.id for c in all_checks()]
+    pages = [teach.explain(i) for i in ids] + [teach.show(m) for m in mutants.ids()] + [teach.matrix()]
+    too_wide = [(page.splitlines()[0], ln) for page in pages for ln in page.splitlines() if len(ln) > 100]
+    assert too_wide == []
+    wide = teach.explain("causal-leakage", wide=True)
+    assert max(map(len, wide.splitlines())) > 100
+    assert " ".join(wide.split()) == " ".join(teach.explain("causal-leakage").split())  # same words, rewrapped
+    run = cli("explain", "split-view-order", "--wide")
+    assert run.returncode == 0 and run.stdout.rstrip("\n") == teach.explain("split-view-order", wide=True)

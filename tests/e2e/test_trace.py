@@ -33,9 +33,9 @@ def test_reference_takes_the_lessons_steps_in_order(reference_trace):
     assert r.lesson_order == list(LESSON_STEPS) and r.missing == []
     assert r.mistakes == []
     assert r.output_shape == [2, 3, 8]
-    text = render(r)
+    text = render(r, wide=True)
     assert "  " + " -> ".join(LESSON_STEPS) in text.splitlines()
-    assert "no known mistake shows" in text
+    assert "no known mistake shows" in render(r)
     labels = [s.label for s in r.steps]
     assert labels[:3] == ["project", "split", "move heads forward"] and labels[-1] == "output projection"
     split = next(s for s in r.steps if s.label == "split")
@@ -113,3 +113,14 @@ def test_usage_errors_exit_2(capsys):
         main(["x.py", "--n", "0"])
     assert e.value.code == 2
     assert "--n must be at least 1" in capsys.readouterr().err
+
+
+def test_the_table_fits_100_columns_with_the_students_line_on_its_own_row(swept, reference_trace):
+    for r in [reference_trace, *swept.values()]:
+        narrow, wide = render(r).splitlines(), render(r, wide=True).splitlines()
+        assert max(map(len, narrow)) <= 100, [ln for ln in narrow if len(ln) > 100]
+        for s in r.steps:  # the line a step comes from heads its run of operations; --wide keeps it on the row
+            assert any(ln.startswith(f"  {s.at}  ") for ln in narrow), s
+            assert any(ln.rstrip().endswith(f"{s.at}  {s.code}".rstrip()) and f"{s.index:>3}  " in ln for ln in wide)
+    marked = render(swept[mutant("no_mask")])
+    assert "^ MISTAKE [no-mask]:" in marked and "mha-check explain no-mask" in marked

@@ -73,9 +73,10 @@ def test_the_view_puts_the_root_cause_first_and_fits_100_columns():
     lines = shown.splitlines()
     assert lines[1].startswith("FAIL") and lines[3].startswith("Root cause:")
     assert lines.index("The math") > 3 and max(map(len, lines)) <= text.WIDTH
-    assert "fails because of the root cause above" in shown
+    assert "  it makes 1 check fail:\n    FAIL eval-determinism" in shown  # listed under the root cause it follows
+    assert "PASS       construct, contiguity" in shown  # the passes in one list when something failed
     quiet = text.render(view.build(r), quiet=True).splitlines()
-    assert len(quiet) == 1 + len(r.checks) and max(map(len, quiet)) <= text.WIDTH
+    assert len(quiet) == 2 + len(r.checks) and max(map(len, quiet)) <= text.WIDTH  # verdict, root cause, checks
 
 
 def test_hidden_checks_never_reach_the_shared_view():

@@ -1,0 +1,168 @@
+"""Golden tests of the text report a student reads: the order (verdict, root cause, the checks it explains, the
+other checks), 100 columns in every mode, and a line pointer that names the right file and line.
+
+The goldens (tests/e2e/golden/*.txt) hold the report's skeleton, not the whole page: every line that carries the
+structure, with the figures a check measured left out, so that a change of the shrunk configuration or of a
+largest difference does not break them, while a change of order, of a heading or of the pointer does.  After a
+deliberate change of the report: MHA_UPDATE_GOLDEN=1 pytest tests/e2e/test_report_text.py, and read the diff.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import mutants
+from checks import all_checks
+from conftest import ROOT
+from harness.render import text, view
+
+GOLDEN = ROOT / "tests" / "e2e" / "golden"
+CHECK_IDS = {c.id for c in all_checks()}
+LABEL = re.compile(r"^(\s+)(PASS|FAIL|CAN'T TELL|SKIP)\s+(\S.*?)\s*$")
+FIELD = re.compile(r"^  ([a-z][a-z ]*):\s+(.*)$")
+KEPT_FIELDS = ("where", "you wrote", "fix", "see also")  # the pointer and the fix: compared word for word
+
+
+def mutant(name: str) -> str:
+    return f"{ROOT / 'mutants' / name}.py:CausalMHA"
+
+
+# three mutants (identified by numbers with a pointer; by numbers with a pointer elsewhere; by their symptoms,
+# with checks that cannot be decided) and one correct class
+CASES = {"split-view-order": mutant("split_view_order"), "no-mask": mutant("no_mask"),
+         "unused-projection": mutant("unused_projection"),
+         "correct": f"{ROOT / 'examples' / 'correct_attention.py'}:MultiHeadAttention"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _want(reports):
+    reports.want(list(CASES.values()))
+
+
+def page(reports, case: str, **options) -> str:
+    return text.render(view.build(reports(CASES[case])), **options).replace(f"{ROOT}/", "")
+
+
+def skeleton(report_text: str) -> str:
+    """The lines that carry the structure: headings, verdict, root cause, the pointer and the fix, each check's
+    status and id (a grouped line with all its ids); a check's own words and figures, and wrapped continuations,
+    are left out."""
+    out, group = [], None
+    for line in report_text.splitlines():
+        status, field = LABEL.match(line), FIELD.match(line)
+        if group is not None and line.startswith(" " * 13) and all(
+                tok in CHECK_IDS for tok in line.strip().rstrip(",").split(", ")):
+            group.append(line.strip())  # the ids of a grouped line, wrapped
+            continue
+        if group:
+            out[-1] += " " + " ".join(group)
+        group = None
+        if status:
+            indent, label, rest = status.groups()
+            ids = rest.split("  ")[0] if len(indent) == 4 else rest
+            if all(tok in CHECK_IDS for tok in ids.rstrip(",").split(", ")):
+                out.append(f"{indent}{label} {ids}".rstrip())
+                group = []
+            else:
+                out.append(f"{indent}{label} {rest.split()[0]}")
+        elif field:
+            name, value = field.groups()
+            out.append(f"  {name}: {value}" if name in KEPT_FIELDS else f"  {name}:")
+        elif not line.startswith(" "):
+            out.append(line)  # headings, verdict, root cause, summary, "built as", the mapping sentence
+        elif line.startswith("  it makes ") or line.startswith("  mha-check "):
+            out.append(line)
+    if group:
+        out[-1] += " " + " ".join(group)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_skeleton_matches_the_golden(reports, case):
+    got = skeleton(page(reports, case))
+    golden = GOLDEN / f"report-{case}.txt"
+    if os.environ.get("MHA_UPDATE_GOLDEN"):
+        golden.write_text(got)
+    assert got == golden.read_text(), f"{case}: the report's structure changed (see the module docstring)"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("mode", [{}, {"verbose": True}, {"quiet": True}, {"colour": True}],
+                         ids=["default", "verbose", "quiet", "colour"])
+def test_every_line_fits_100_columns(reports, case, mode):
+    lines = re.sub(r"\033\[[0-9;]*m", "", page(reports, case, **mode)).splitlines()
+    assert max(map(len, lines)) <= 100, [ln for ln in lines if len(ln) > 100]
+
+
+@pytest.mark.parametrize("case", ["split-view-order", "no-mask", "unused-projection"])
+def test_order_verdict_root_cause_then_checks(reports, case):
+    lines = page(reports, case).splitlines()
+    report = reports(CASES[case])
+    root = lines.index(next(ln for ln in lines if ln.startswith("Root cause: ")))
+    explains = lines.index(next(ln for ln in lines if ln.startswith("  it makes ")))
+    math = lines.index("The math")
+    assert lines[1].startswith("FAIL: ") and 1 < root < explains < math
+    failing = [c.id for c in report.checks if c.status == "fail"]
+    listed = [ln.split()[1] for ln in lines[explains + 1:math] if ln.startswith("    FAIL ")]
+    assert sorted(listed) == sorted(failing) and listed[0] == mutants.catalogue()[case]["killed_by"][0]
+    assert all(f"FAIL       {cid}" not in "\n".join(lines[math:]) for cid in listed)  # said once, under the cause
+    assert not any(w in "\n".join(lines) for w in ("←", "<-", "proven", "view-bhnd", "wq "))
+
+
+@pytest.mark.parametrize("case, bug_file", [("split-view-order", "split_view_order"), ("no-mask", "no_mask")])
+def test_pointer_names_the_buggy_line(reports, case, bug_file):
+    source = (ROOT / "mutants" / f"{bug_file}.py").read_text().splitlines()
+    number = next(i for i, line in enumerate(source, 1) if "# BUG" in line)
+    lines = page(reports, case).splitlines()
+    assert f"  where:        mutants/{bug_file}.py:{number}" in lines
+    wrote = next(i for i, ln in enumerate(lines) if ln.startswith("  you wrote:"))
+    shown = " ".join([lines[wrote][len("  you wrote:"):]] + [ln for ln in lines[wrote + 1:] if ln.startswith(" " * 16)
+                                                              and not FIELD.match(ln)][:2])
+    assert " ".join(source[number - 1].split()) in " ".join(shown.split())
+
+
+def test_shipped_buggy_example_points_at_the_students_path():
+    """As a student runs it: the file as typed, its line 30, the line as written, and both next commands."""
+    run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "examples/buggy_attention.py"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=180,
+                         env={k: v for k, v in os.environ.items() if k != "NO_COLOR"})
+    assert run.returncode == 1, run.stderr
+    lines = run.stdout.splitlines()
+    assert "\033[" not in run.stdout  # not a terminal: no colour
+    assert "  where:        examples/buggy_attention.py:30" in lines
+    assert "  you wrote:    queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)" in lines
+    assert "                mha-check trace examples/buggy_attention.py: every step of your forward" in lines
+    assert max(map(len, lines)) <= 100 and len(lines) <= 40
+
+
+def test_correct_class_lists_what_was_verified(reports):
+    lines = page(reports, "correct").splitlines()
+    assert lines[1] == "PASS: the math is correct and every lesson rule is followed"
+    assert not any(ln.startswith("Root cause") for ln in lines)
+    for c in all_checks():  # each check on its own line, with its claim
+        row = next(ln for ln in lines if LABEL.match(ln) and LABEL.match(ln).group(3).split()[0] == c.id)
+        assert " ".join(c.claim.split())[:30] in " ".join(lines[lines.index(row):][:4])
+
+
+def test_colour_only_paints_the_labels(reports):
+    plain, painted = page(reports, "no-mask"), page(reports, "no-mask", colour=True)
+    assert "\033[31mFAIL\033[0m" in painted and "\033[32mPASS\033[0m" in painted
+    assert re.sub(r"\033\[[0-9;]*m", "", painted) == plain
+
+
+def test_no_color_and_dumb_terminals_get_no_colour(monkeypatch):
+    from harness.frontends import cli
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert cli._colour("text", None)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not cli._colour("text", None)
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setenv("TERM", "dumb")
+    assert not cli._colour("text", None) and not cli._colour("json", None)
