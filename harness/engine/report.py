@@ -91,5 +91,16 @@ class Report:
                 "adapter": self.adapter, "isolation": self.isolation, "checks": [asdict(c) for c in self.checks],
                 "diagnosis": self.diagnosis, "leakage": self.leakage, "student_output": self.student_output}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Report":
+        """The report `to_dict` wrote (a saved --format json report), for renderers that run later."""
+        fields = set(CheckResult.__dataclass_fields__)
+        return cls(target=data["target"], checks=[CheckResult(**{k: v for k, v in c.items() if k in fields})
+                                                  for c in data["checks"]],
+                   seed=data.get("seed", 0), adapter=data.get("adapter") or {},
+                   student_output=data.get("student_output") or "", diagnosis=data.get("diagnosis"),
+                   rules_counted=data.get("rules_counted", True), isolation=data.get("isolation") or {},
+                   leakage=data.get("leakage"))
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)

@@ -1,7 +1,9 @@
-"""`mha-check autograder`: a Gradescope autograder zip in one command, and a dry run of it here.
+"""`mha-check autograder`: a Gradescope autograder zip in one command, and a dry run of it here (and, with
+--github-classroom, GitHub Classroom's workflow: harness.frontends.classroom).
 
     mha-check autograder --target attention.py:MyAttn [--rubric rubric.toml] -o autograder.zip
     mha-check autograder --dry-run path/to/a/submission/ [--zip autograder.zip]
+    mha-check autograder --github-classroom --target attention.py:MyAttn [--rubric rubric.toml] [-o TEMPLATE_REPO]
 
 The zip holds what Gradescope asks for and nothing it would have to fetch from this repository: `setup.sh` (a
 virtual environment with a CPU-only torch from PyTorch's CPU index, then mha-check from the wheel of the installed
@@ -32,12 +34,12 @@ from importlib import metadata
 from pathlib import Path
 
 from harness.engine.report import VERSION
-from harness.frontends import options, wheel
+from harness.frontends import classroom, options, wheel
 from harness.render import rubric as rubrics
 from harness.sandbox.limits import Limits
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-TARGET = re.compile(r"(?!/)(?!.*\.\.)[\w./-]+\.py(:[A-Za-z_]\w*)?")  # a file the student hands in, and its class
+TARGET = re.compile(r"(?!/)(?!.*\.\.)[\w./-]+\.(py|ipynb)(:[A-Za-z_]\w*)?")  # a file the student hands in, its class
 DEFAULT_RUBRIC = "# every check one point, visible (mha-check's defaults); see mha-check's README for the keys\n" \
                  "default_points = 1\ndefault_visibility = \"visible\"\n"
 
@@ -122,7 +124,8 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None
     zf.writestr(entry, data, zipfile.ZIP_DEFLATED)
 
 
-def build(args, parser) -> int:
+def _settings(args, parser) -> tuple[rubrics.Rubric, list[str], str, str]:
+    """The rubric, the options passed on to every check, the target and the torch version, all validated here."""
     try:
         rubric = rubrics.load_rubric(args.rubric, _check_ids()) if args.rubric else rubrics.Rubric()
         extra = _check_options(args, parser)
@@ -131,10 +134,16 @@ def build(args, parser) -> int:
     target = args.target or rubric.target
     if not target or not TARGET.fullmatch(target):
         parser.error(f"--target {target or ''!r}: give the file students hand in and its class, e.g. "
-                     "--target attention.py:MyAttn (a relative path; or the rubric's target key)")
+                     "--target attention.py:MyAttn or lab.ipynb:CausalMHA (a relative path; or the rubric's target "
+                     "key)")
     torch = args.torch or _torch_version()
     if not re.fullmatch(r"\d+(\.\d+)*", torch or ""):
         parser.error(f"--torch {torch!r}: give a torch version such as 2.13.0")
+    return rubric, extra, target, torch
+
+
+def build(args, parser) -> int:
+    rubric, extra, target, torch = _settings(args, parser)
     total = rubric_total(rubric)
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -154,6 +163,28 @@ def build(args, parser) -> int:
     print(f"the tests' points add up to {total:g}: set the assignment's autograder points to {total:g} on "
           "Gradescope")
     print(f"try it on a solution first: mha-check autograder --dry-run path/to/solution/ --zip {args.output}")
+    return 0
+
+
+def build_classroom(args, parser) -> int:
+    """The GitHub Classroom workflow, its rubric and the wheel, written into a template repository."""
+    from checks import all_checks  # noqa: PLC0415 - the checks' modules are needed only here
+
+    rubric, extra, target, torch = _settings(args, parser)
+    folder = Path(args.output or ".")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            whl = wheel.build(Path(tmp))
+            text = classroom.workflow(target, rubric, all_checks(), torch, CPU_INDEX, whl.name, extra)
+            written = classroom.write(folder, text, Path(args.rubric).read_bytes() if args.rubric else
+                                      DEFAULT_RUBRIC.encode(), whl, args.force)
+        except (wheel.WheelError, classroom.ClassroomError) as e:
+            print(f"mha-check autograder: error: {e}", file=sys.stderr)
+            return 1
+    steps = len(classroom.counted_checks(rubric, all_checks()))
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    print(f"{steps} graded steps (one per check, {target} checked once) worth {rubric_total(rubric):g} points in all; "
+          "commit these files to the assignment's template repository, and add no tests in Classroom's web form")
     return 0
 
 
@@ -230,7 +261,12 @@ def main(argv: list[str]) -> int:
                                     "rubric's target)")
     p.add_argument("--rubric", metavar="FILE.toml", help="points and visibility per check (default: one point "
                                                          "each, visible)")
-    p.add_argument("-o", "--output", default="autograder.zip", help="the zip to write (default autograder.zip)")
+    p.add_argument("-o", "--output", help="the zip to write (default autograder.zip); with --github-classroom the "
+                                          "template repository to write into (default: this folder)")
+    p.add_argument("--github-classroom", action="store_true",
+                   help="write .github/workflows/classroom.yml (one command-grader step per check, points from the "
+                        "rubric) and .github/mha-check/ (the rubric, mha-check's wheel) instead of a Gradescope zip")
+    p.add_argument("--force", action="store_true", help="with --github-classroom: replace existing files")
     p.add_argument("--torch", help="the torch version setup.sh installs (default: this machine's torch)")
     p.add_argument("--dry-run", metavar="SUBMISSION", help="run the zip's run_autograder on this submission (a "
                                                            "folder, or one file) and print its results.json")
@@ -244,4 +280,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
     p.add_argument("--examples", type=int, default=6, help="generated configurations per check (default 6)")
     args = p.parse_args(argv[1:])
-    return dry_run(args, p) if args.dry_run else build(args, p)
+    if args.dry_run:
+        return dry_run(args, p)
+    if args.github_classroom:
+        return build_classroom(args, p)
+    args.output = args.output or "autograder.zip"
+    return build(args, p)

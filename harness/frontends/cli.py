@@ -18,7 +18,9 @@ SUBCOMMANDS = {  # name -> (module, one line for --help)
     "trace": ("harness.frontends.trace", "one forward pass step by step, in the lesson's words"),
     "mutants": ("harness.frontends.teach", "the catalogue of known mistakes: the kill matrix, show, export"),
     "explain": ("harness.frontends.teach", "a check or a mistake explained, with a worked example"),
-    "autograder": ("harness.frontends.autograder", "build a Gradescope autograder zip, or dry-run one"),
+    "autograder": ("harness.frontends.autograder", "build a Gradescope autograder zip (or dry-run one), or GitHub "
+                                                   "Classroom's workflow"),
+    "result": ("harness.frontends.result", "read a saved JSON report again: the text report, or one check's result"),
 }
 
 

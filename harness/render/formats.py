@@ -14,8 +14,8 @@ FORMATS = ("text", "json", "gradescope", "prairielearn", "junit")
 PL_OUTPUT_LIMIT = 64_000  # characters of the student's printed output kept (PrairieLearn takes results up to 1 MB)
 
 
-def _detail(line: view.CheckLine, root: view.RootCause | None) -> str:
-    """One check's text for a grader's page (Markdown)."""
+def detail(line: view.CheckLine, root: view.RootCause | None) -> str:
+    """One check's text for a grader's page (Markdown): what it found, and for a failure the fix."""
     parts = [line.text]
     if line.status == "fail":
         if line.follows_root and root:
@@ -42,7 +42,7 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
     tests = [{"name": _test_name(line), "number": str(i),
               "score": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_score": rubric.points_for(line.id) if line.id in counted else 0.0,
-              "status": "passed" if line.passed else "failed", "output": _detail(line, full.root),
+              "status": "passed" if line.passed else "failed", "output": detail(line, full.root),
               "output_format": "md", "visibility": rubric.visibility_for(line.id)}
              for i, line in enumerate(full.lines, 1)]
     summary = _public_summary(public)
@@ -84,7 +84,7 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
     tests = [{"name": _test_name(line), "description": line.claim,
               "points": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_points": rubric.points_for(line.id) if line.id in counted else 0.0,
-              "message": _detail(line, public.root), "output": ""}
+              "message": detail(line, public.root), "output": ""}
              for line in public.lines]
     summary = _public_summary(public)
     if hidden:
@@ -106,10 +106,10 @@ def junit(report, rubric: Rubric | None = None) -> str:
         if line.status in ("fail", "skip"):
             kind = "failure" if line.status == "fail" else "not-verified"
             out.append(f"    <failure type={quoteattr(kind)} message={quoteattr(line.text[:500])}>"
-                       f"{escape(_detail(line, None))}</failure>")
+                       f"{escape(detail(line, None))}</failure>")
         elif line.status == "cannot_tell":
             out.append(f'    <error type="cannot-tell" message={quoteattr(line.text[:500])}>'
-                       f"{escape(_detail(line, None))}</error>")
+                       f"{escape(detail(line, None))}</error>")
         out.append("  </testcase>")
     if report.student_output:
         out.append(f"  <system-out>{escape(report.student_output)}</system-out>")
