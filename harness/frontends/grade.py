@@ -13,6 +13,7 @@ import argparse
 import ast
 import csv
 import hashlib
+import json
 import os
 import sys
 import tempfile
@@ -42,18 +43,43 @@ def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
     return int(hashlib.sha256(name.encode()).hexdigest(), 16) % count == index - 1
 
 
-def _defines_module(path: Path) -> bool:
+MAX_NOTEBOOK = 32 << 20  # a notebook carries its outputs (pictures): larger ones are not read to look for a class
+
+
+def notebook_code(path: Path) -> str:
+    """The code cells of a notebook, joined, for finding its class without running it (the child reads the
+    notebook properly).  A file that is not a notebook, or too large, has no code: "" ."""
     try:
-        tree = ast.parse(path.read_text(errors="replace"))
-    except (SyntaxError, ValueError):
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_NOTEBOOK:
+            return ""
+        cells = json.loads(path.read_bytes()).get("cells", [])
+        sources = [c.get("source", "") for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"]
+        return "\n".join("".join(src) if isinstance(src, list) else str(src) for src in sources)
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+        return ""
+
+
+def _code_of(path: Path) -> str:
+    return notebook_code(path) if path.suffix == ".ipynb" else path.read_text(errors="replace")
+
+
+def _defines_module(path: Path) -> bool:
+    lines = [ln for ln in _code_of(path).splitlines() if not ln.lstrip().startswith(("%", "!"))]  # magics
+    try:
+        tree = ast.parse("\n".join(lines))
+    except (SyntaxError, ValueError, RecursionError):
         return False
     return any(isinstance(n, ast.ClassDef) and any("Module" in ast.unparse(b) for b in n.bases)
                for n in ast.walk(tree))
 
 
+def _code_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in submissions.CODE and p.is_file())
+
+
 def find_target(folder: Path) -> str | None:
     """With no --target: the one file of the submission that defines an nn.Module class."""
-    files = [p for p in sorted(folder.glob("*.py")) if not p.name.startswith("test")]
+    files = [p for p in _code_files(folder) if not p.name.startswith("test")]
     found = [p for p in files if _defines_module(p)]
     return found[0].name if len(found) == 1 else None
 
@@ -68,24 +94,25 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> tuple[str | None, 
     """What to check in one submission's folder: (spec, "") or (None, why there is nothing to check).
 
     One folder per student: --target as given, else the single file that defines an nn.Module class, else the
-    folder's only .py file (so that its syntax error, say, is what the report shows).  Flat files: the platform
+    folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files: the platform
     named the file, so --target's class is applied to the student's file (the one ending with --target's file
     name, else found as above)."""
     if target and not flat:
         return target, ""
     file_part, _, cls = (target or "").partition(":")
     suffix = f":{cls}" if cls else ""
-    python = sorted(folder.glob("*.py"))
+    python = _code_files(folder)
     named = [p for p in python if file_part and p.name.endswith(file_part)]
     found = named[0].name if len(named) == 1 else find_target(folder) or (python[0].name if len(python) == 1
                                                                           else None)
     if found:
         return found + suffix, ""
     if python:
-        return None, (f"could not tell which file holds the attention class: {len(python)} .py files "
+        return None, (f"could not tell which file holds the attention class: {len(python)} code files "
                       f"({', '.join(p.name for p in python)}) and not exactly one defines an nn.Module class")
     others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
-    return None, ("could not tell which file holds the attention class: this submission has no .py file" +
+    return None, ("could not tell which file holds the attention class: this submission has no .py or .ipynb "
+                  "file" +
                   (f" (it has {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others else
                    " (it is empty)"))
 
@@ -186,8 +213,8 @@ def _missing_fix(target: str | None) -> str:
     """The fix for a submission with nothing to check: what to hand in (the construct check's own fix is about a
     file that does not load)."""
     cls = (target or "").partition(":")[2]
-    return (f"Hand in one .py file that defines {cls or 'your attention class (a torch.nn.Module)'}. If a "
-            "submission has several candidate files, the instructor names the one to check with --target "
+    return (f"Hand in one .py file or notebook that defines {cls or 'your attention class (a torch.nn.Module)'}. "
+            "If a submission has several candidate files, the instructor names the one to check with --target "
             "FILE.py:ClassName.")
 
 
@@ -195,15 +222,15 @@ def main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0])
     p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per student, or with the students' "
-                                                  ".py files named by student (alice_attention.py)")
-    p.add_argument("--target", help="FILE.py:ClassName inside each submission (default: the rubric's target, or "
+                                                  ".py or .ipynb files named by student (alice_attention.py)")
+    p.add_argument("--target", help="FILE.py:ClassName or LAB.ipynb:ClassName inside each submission (default: the rubric's target, or "
                                     "the single file that defines an nn.Module class); with files named by "
                                     "student, the class in each student's file")
     p.add_argument("--pattern", default=submissions.DEFAULT_PATTERN,
-                   help="files named by student: a regular expression, matched at the start of each .py file's "
+                   help="files named by student: a regular expression, matched at the start of each code file's "
                         "name, whose group (?P<student>...) is the student's id (default: "
-                        f"{submissions.DEFAULT_PATTERN}, the name up to its first '_', or without .py: "
-                        "alice_attention.py and alice.py are alice)")
+                        f"{submissions.DEFAULT_PATTERN}, the name up to its first '_', or without .py or .ipynb: "
+                        "alice_attention.py, alice_lab.ipynb and alice.py are alice)")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
     p.add_argument("--out", default="mha-check-results",
                    help="folder for the reports and summary.csv (default mha-check-results)")
@@ -233,8 +260,8 @@ def main(argv: list[str]) -> int:
     found = submissions.find(Path(args.submissions), pattern)
     print(found.describe())
     if not found.submissions:
-        print("mha-check grade: error: nothing to grade (one folder per student, or .py files named by student "
-              "as --pattern reads them)", file=sys.stderr)
+        print("mha-check grade: error: nothing to grade (one folder per student, or .py or .ipynb files named by "
+              "student as --pattern reads them)", file=sys.stderr)
         return 2
     todo = [s for s in found.submissions if in_shard(s.name, args.shard)]
     if args.shard:

@@ -3,15 +3,15 @@
 Submissions arrive in one of two shapes, and grading must not need a script to reshape them first:
 
 - one folder per student (Gradescope's export, Moodle's "download in folders", GitHub Classroom clones): every
-  visible sub-folder is one submission named by the folder, even one without a .py file (it gets a failing row,
+  visible sub-folder is one submission named by the folder, even one without a code file (it gets a failing row,
   never silence);
 - flat files named by student (what Canvas, Blackboard and Moodle export by default: `alice_attention.py`,
   `bob_12345_attempt_2024-05-01-10-00-00_attention.py`): `--pattern`, a regular expression with a named group
-  `student` matched at the start of each .py file's name, gives the student; a student's files are graded
-  together, copied into a folder of their own (so that no submission imports a classmate's file).
+  `student` matched at the start of each code file's name (.py or .ipynb), gives the student; a student's files are
+  graded together, copied into a folder of their own (so that no submission imports a classmate's file).
 
-A folder that has sub-folders is read as one folder per student (loose .py files beside them are usually the
-instructor's: they are named as left out); otherwise its .py files are the flat layout.  Finding nothing is an
+A folder that has sub-folders is read as one folder per student (loose code files beside them are usually the
+instructor's: they are named as left out); otherwise its code files are the flat layout.  Finding nothing is an
 error that says what the folder holds instead, because "graded 0 submissions" with exit status 0 hides a wrong path.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_PATTERN = r"(?P<student>[^_]+?)(?:_|\.py$)"  # the name up to its first "_" (alice_attention.py: alice)
+DEFAULT_PATTERN = r"(?P<student>[^_]+?)(?:_|\.py$|\.ipynb$)"  # the name up to its first "_" (alice_lab.ipynb: alice)
+CODE = (".py", ".ipynb")  # what a student hands in: a Python file or a notebook
 LAYOUT_WORDS = {"folders": "one folder per student", "files": "files named by student"}
 
 
@@ -89,10 +90,10 @@ def find(root: Path, pattern: re.Pattern) -> Found:
     """The submissions under `root`, in the layout its contents show."""
     entries = sorted(p for p in root.iterdir() if _visible(p))
     folders = [p for p in entries if p.is_dir()]
-    python = [p for p in entries if p.is_file() and p.suffix == ".py"]
-    others = [p for p in entries if p.is_file() and p.suffix != ".py"]
+    python = [p for p in entries if p.is_file() and p.suffix in CODE]
+    others = [p for p in entries if p.is_file() and p.suffix not in CODE]
     if folders:
-        left = [f"{len(python)} .py file(s) beside the student folders ({', '.join(p.name for p in python[:3])}"
+        left = [f"{len(python)} code file(s) beside the student folders ({', '.join(p.name for p in python[:3])}"
                 f"{', ...' if len(python) > 3 else ''})"] if python else []
         return Found(root, "folders", [Submission(d.name, folder=d) for d in folders], left, pattern.pattern)
     students: dict[str, list[Path]] = {}
@@ -104,10 +105,10 @@ def find(root: Path, pattern: re.Pattern) -> Found:
             students.setdefault(student, []).append(p)
         else:
             unmatched.append(p.name)
-    left = [f"{len(unmatched)} .py file(s) whose name --pattern does not match ({', '.join(unmatched[:3])}"
+    left = [f"{len(unmatched)} code file(s) whose name --pattern does not match ({', '.join(unmatched[:3])}"
             f"{', ...' if len(unmatched) > 3 else ''})"] if unmatched else []
     if others:
-        left.append(f"files that are not .py ({_kinds(others)})" + ("; unzip an export first" if any(
+        left.append(f"files that are not .py or .ipynb ({_kinds(others)})" + ("; unzip an export first" if any(
             p.suffix.lower() == ".zip" for p in others) else ""))
     if not students:
         return Found(root, "none", [], left or ["the folder is empty"], pattern.pattern)

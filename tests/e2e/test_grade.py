@@ -61,7 +61,7 @@ def test_grade_finds_the_single_class_file_and_writes_reports(tmp_path):
     report = json.loads((out / "bob.json").read_text())
     assert report["target"] == "my_attention.py" and report["passed"] is False
     dee = json.loads((out / "dee.json").read_text())
-    assert "has no .py file (it has notes.txt)" in dee["checks"][0]["message"]
+    assert "has no .py or .ipynb file (it has notes.txt)" in dee["checks"][0]["message"]
     assert rows["dee"]["max_score"] == rows["ada"]["max_score"] == str(float(len(all_checks())))  # also with nothing
     assert rows["dee"]["needs_review"] == rows["bob"]["needs_review"] == "False"  # a verdict, nothing to look at
 
@@ -112,7 +112,7 @@ def test_flat_files_named_by_student(tmp_path):
                 "--out", str(out), "--jobs", "2")
     assert run.returncode == 0, run.stderr[-2000:]
     assert "found 4 submissions" in run.stdout and "files named by student" in run.stdout
-    assert "left out: files that are not .py (1 .csv)" in run.stdout
+    assert "left out: files that are not .py or .ipynb (1 .csv)" in run.stdout
     rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
     assert set(rows) == {"alice", "bob", "carol", "dan"}
     assert {r["max_score"] for r in rows.values()} == {str(float(TOTAL))}
@@ -146,8 +146,8 @@ def test_broken_and_undecided_submissions_in_folders(tmp_path):
     assert float(rows["sleeper"]["score"]) < TOTAL  # built (construct passes), then ran out of time
     report = {name: json.loads((out / f"{name}.json").read_text()) for name in rows}
     _broken_report_says_what_and_how(report["syntax"], "SyntaxError")
-    _broken_report_says_what_and_how(report["empty"], "has no .py file (it is empty)")
-    _broken_report_says_what_and_how(report["two"], "2 .py files (a.py, b.py)")
+    _broken_report_says_what_and_how(report["empty"], "has no .py or .ipynb file (it is empty)")
+    _broken_report_says_what_and_how(report["two"], "2 code files (a.py, b.py)")
     assert "Hand in one .py file" in report["empty"]["checks"][0]["fix"]
     # a time-out is not a verdict on the code: the row says a person should look; broken files are verdicts
     assert rows["sleeper"]["needs_review"] == "True" and "time" in rows["sleeper"]["process"]

@@ -7,6 +7,7 @@ write from it; nothing is written next to the notebook.
 """
 from __future__ import annotations
 
+import csv
 import shutil
 from pathlib import Path
 
@@ -92,3 +93,19 @@ def test_a_notebook_with_no_class_says_so(tmp_path: Path):
     assert run.rc == 1, run.log
     no_traceback(run)
     assert "empty.ipynb" in run.stdout + run.stderr, run.log
+
+
+def test_grade_takes_folders_and_flat_files_of_notebooks(tmp_path: Path):
+    folders, flat = tmp_path / "folders", tmp_path / "flat"
+    for student, nb in (("ana", "lab.ipynb"), ("ben", "buggy_lab.ipynb")):
+        (folders / student).mkdir(parents=True)
+        shutil.copy(NOTEBOOKS / nb, folders / student / nb)
+        flat.mkdir(exist_ok=True)
+        shutil.copy(NOTEBOOKS / nb, flat / f"{student}_{nb}")
+    for where in (folders, flat):
+        run = mha("grade", where, "--out", tmp_path / f"out-{where.name}", cwd=tmp_path)
+        assert run.rc == 0, run.log
+        assert "found 2 submissions" in run.stdout, run.log
+        rows = {r["submission"]: r for r in csv.DictReader(open(tmp_path / f"out-{where.name}" / "summary.csv"))}
+        assert rows["ana"]["passed"] == "True" and rows["ben"]["passed"] == "False", rows
+        assert rows["ben"]["diagnosis"] == "split-view-order", rows["ben"]

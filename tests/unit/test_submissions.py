@@ -14,22 +14,24 @@ DEFAULT = compile_pattern(DEFAULT_PATTERN)
     ("doejane_LATE_123456_7890123_attention-1.py", "doejane"),  # Canvas
     ("Jane Doe_4242_assignsubmission_file_attention.py", "Jane Doe"),  # Moodle, flat
     ("carol.py", "carol"),
+    ("dave_lab.ipynb", "dave"),  # notebooks too
+    ("erin.ipynb", "erin"),
 ])
 def test_default_pattern_takes_the_name_up_to_the_first_underscore(name, student):
     assert DEFAULT.match(name).group("student") == student
 
 
 def test_flat_files_are_grouped_by_student_and_staged_apart(tmp_path):
-    for name in ("alice_attention.py", "alice_helpers.py", "bob_attention.py", "_stray.py", "notes.txt"):
+    for name in ("alice_attention.py", "alice_helpers.py", "bob_lab.ipynb", "_stray.py", "notes.txt"):
         (tmp_path / name).write_text(f"# {name}\n")
     found = find(tmp_path, DEFAULT)
     assert found.layout == "files"
     assert [(s.name, [f.name for f in s.files]) for s in found.submissions] == [
-        ("alice", ["alice_attention.py", "alice_helpers.py"]), ("bob", ["bob_attention.py"])]
+        ("alice", ["alice_attention.py", "alice_helpers.py"]), ("bob", ["bob_lab.ipynb"])]
     assert "found 2 submissions" in found.describe() and "_stray.py" in found.describe()
-    assert "files that are not .py (1 .txt)" in found.describe()
+    assert "files that are not .py or .ipynb (1 .txt)" in found.describe()
     staged = found.submissions[1].stage(tmp_path / "scratch")
-    assert sorted(p.name for p in staged.iterdir()) == ["bob_attention.py"]  # no classmate's file beside it
+    assert sorted(p.name for p in staged.iterdir()) == ["bob_lab.ipynb"]  # no classmate's file beside it
 
 
 def test_folders_win_over_loose_files_and_hidden_ones_are_ignored(tmp_path):
