@@ -72,11 +72,12 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
     out = []
     marker = line[:1] if line[:1] in "+-" else ""
     lead = marker + " " * (len(line[len(marker):]) - len(line[len(marker):].lstrip(" ")))
+    indent = len(lead)  # where this line's text starts: a break inside the indent would never shorten it
     while len(line) > width:
         depth = _depths(line)
         cut = None
         for seps in ((": ", "; "), (", ",), (" ",)):
-            found = [i for i in range(len(lead) + 1, width) if depth[i] == 0 and
+            found = [i for i in range(indent + 1, width) if depth[i] == 0 and
                      any(line.startswith(sep, i) for sep in seps) and (i >= width * 2 // 5 or seps == (" ",))]
             if found:
                 cut = max(found)
@@ -85,7 +86,7 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
             cut = width - 1
         head, tail = line[:cut + 1].rstrip(), line[cut + 1:].lstrip(" ")
         out.append(head)
-        line = lead + " " * more + tail
+        line, indent = lead + " " * more + tail, len(lead) + more
     return out + [line]
 
 

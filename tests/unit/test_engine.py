@@ -92,3 +92,11 @@ def test_terminal_control_characters_are_shown_not_obeyed(evil):
     r.checks[[c.id for c in r.checks].index("output-shape")].message = f"forward raised ValueError: {evil}"
     shown = text.render(view.build(r), verbose=True)
     assert not any(ch in shown for ch in "\x1b\x07\x9b")
+
+
+@pytest.mark.parametrize("line", ["    " + "a" * 230, "+   " + "b" * 150 + " c", "x" * 300])
+def test_preformatted_wrapping_ends_and_keeps_every_character(line):
+    """A long unbreakable line once looped forever: the search for a break found the continuation's own indent."""
+    lines = text.wrap_preformatted(line, width=100)
+    assert all(len(part) <= 100 for part in lines)
+    assert "".join(lines).replace(" ", "").replace("+", "") == line.replace(" ", "").replace("+", "")
