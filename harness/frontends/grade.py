@@ -9,12 +9,14 @@ does (hang, crash, exit, print, patch) stops the batch: its row says what happen
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import hashlib
+import io
 import os
+import re
 import sys
 import time
+import tokenize
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -23,11 +25,14 @@ from checks import all_checks
 from harness.engine.report import CheckResult, Report
 from harness.engine.runner import Options, run_checks
 from harness.render import formats
+from harness.frontends import options as option_rules
 from harness.render import rubric as rubrics
+from harness.sandbox import isolation, scratch
 from harness.sandbox import limits as sandbox
 from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
 
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
+MAX_JOBS = 256
 _ZYGOTE = None
 
 
@@ -39,13 +44,37 @@ def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
     return int(hashlib.sha256(name.encode()).hexdigest(), 16) % count == index - 1
 
 
+MAX_SOURCE = 256 << 10  # a larger .py file is not an attention layer: never read
+_STATEMENT_START = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+
+
 def _defines_module(path: Path) -> bool:
-    try:
-        tree = ast.parse(path.read_text(errors="replace"))
-    except (SyntaxError, ValueError):
+    """Does the file define a class with "Module" in its bases?  Runs in the trusted process on files a student
+    wrote, so: a regular file only (not a FIFO, a symlink or a device), at most MAX_SOURCE bytes, tokenized as a
+    stream, never parsed (a deeply nested expression cannot exhaust the parser's recursion)."""
+    data = scratch.read_regular(str(path), MAX_SOURCE)
+    if data is None:
         return False
-    return any(isinstance(n, ast.ClassDef) and any("Module" in ast.unparse(b) for b in n.bases)
-               for n in ast.walk(tree))
+    expect, depth, previous = "class", 0, tokenize.ENCODING  # then: name, "(", bases
+    try:
+        for tok in tokenize.tokenize(io.BytesIO(data).readline):
+            if tok.type in (tokenize.COMMENT, tokenize.NL):
+                continue
+            if expect == "class":
+                expect = "name" if tok.string == "class" and previous in _STATEMENT_START else "class"
+            elif expect == "name":
+                expect = "(" if tok.type == tokenize.NAME else "class"
+            elif expect == "(":
+                expect, depth = ("bases", 1) if tok.string == "(" else ("class", 0)
+            elif tok.type == tokenize.NAME and "Module" in tok.string:
+                return True
+            elif tok.type == tokenize.OP and tok.string in "()":
+                depth += 1 if tok.string == "(" else -1
+                expect = "bases" if depth else "class"
+            previous = tok.type
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
+        pass
+    return False
 
 
 def find_target(folder: Path) -> str | None:
@@ -80,7 +109,8 @@ def _grade_one(folder: str, spec: str | None, options: dict) -> dict:
     else:
         for attempt in (1, 2):  # a template that died is replaced; dying twice on this submission is its doing
             try:
-                make = lambda: ForkedSubject(_ZYGOTE, spec, cwd=folder, seed=options["seed"], limits=limits)
+                make = lambda: ForkedSubject(_ZYGOTE, spec, submission=folder, seed=options["seed"], limits=limits,
+                                             allow_unconfined=options["allow_unconfined"])  # a copy, in its slot
                 report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
                                     make_subject=make)
                 break
@@ -123,13 +153,25 @@ def write_summary(rows: list[dict], path: Path) -> None:
 def merge(paths: list[str], out) -> int:
     rows = []
     for p in paths:
-        with open(p, newline="") as f:
-            rows += list(csv.DictReader(f))
+        try:
+            with open(p, newline="", encoding="utf-8") as f:
+                reader = csv.DictReader(f)
+                found = list(reader)
+        except OSError as e:
+            return _merge_error(f"cannot read {p}: {e.strerror or e}")
+        except (csv.Error, UnicodeDecodeError) as e:
+            return _merge_error(f"{p} is not a CSV file ({e})")
+        if "submission" not in (reader.fieldnames or []) or any(None in r or not r["submission"] for r in found):
+            return _merge_error(f"{p} is not a summary written by mha-check grade (a 'submission' column, one "
+                                "value per column in every row)")
+        rows += found
+    missing = missing_shards(paths)
+    if missing:
+        return _merge_error(missing)
     names = [r["submission"] for r in rows]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        print(f"mha-check grade --merge: error: submissions graded twice: {', '.join(duplicates)}", file=sys.stderr)
-        return 2
+        return _merge_error(f"submissions graded twice: {', '.join(duplicates)}")
     fields = []
     for row in rows:
         fields += [k for k in row if k not in fields]
@@ -137,6 +179,25 @@ def merge(paths: list[str], out) -> int:
     writer.writeheader()
     writer.writerows(sorted(rows, key=lambda r: r["submission"]))
     return 0
+
+
+def missing_shards(paths: list[str]) -> str:
+    """What is wrong with the set of shard summaries (summary-I-of-N.csv) given, or "" when it is complete."""
+    shards = [re.fullmatch(r"summary-(\d+)-of-(\d+)\.csv", os.path.basename(p)) for p in paths]
+    found = {(int(m[1]), int(m[2])) for m in shards if m}
+    if not found:
+        return ""
+    counts = {n for _, n in found}
+    if len(counts) > 1:
+        return f"shards of different splits: {', '.join(f'of {n}' for n in sorted(counts))}"
+    (count,) = counts
+    absent = sorted(set(range(1, count + 1)) - {i for i, _ in found})
+    return f"missing shards: {', '.join(f'{i}/{count}' for i in absent)}" if absent else ""
+
+
+def _merge_error(message: str) -> int:
+    print(f"mha-check grade --merge: error: {message}", file=sys.stderr)
+    return 2
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -164,13 +225,27 @@ def main(argv: list[str]) -> int:
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds per submission (default 60)")
     p.add_argument("--memory-mb", type=int, default=3072, help="address space per submission (default 3072)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
+    p.add_argument("--allow-unconfined", action="store_true",
+                   help="as root, grade even where submissions cannot be dropped to an unprivileged uid")
     args = p.parse_args(argv[1:])
     if args.merge:
         return merge(args.merge, sys.stdout)
     if not args.submissions or not os.path.isdir(args.submissions):
         p.error(f"{args.submissions!r} is not a folder of submissions")
-    if args.jobs < 1:
-        p.error("--jobs must be at least 1")
+    option_rules.limits(args.time_limit, args.memory_mb, None, args.seed, p)
+    if not 1 <= args.jobs <= MAX_JOBS:
+        p.error(f"--jobs must be between 1 and {MAX_JOBS}, not {args.jobs}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        p.error(f"--out {args.out}: that is a file; give a folder for the reports")
+    if out.resolve() == Path(args.submissions).resolve() or Path(args.submissions).resolve() in out.resolve().parents:
+        p.error(f"--out {args.out}: inside the submissions folder, it would be graded as a submission")
+    if os.geteuid() == 0 and not args.allow_unconfined:
+        reasons = isolation.refusal()
+        if reasons:
+            p.error("running as root, but the submissions could not be confined: " + "; ".join(reasons) +
+                    ". Grade in a container that allows it (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN for namespaces),"
+                    " as an ordinary user, or pass --allow-unconfined (every report then says how it ran)")
     try:
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
     except rubrics.RubricError as e:
@@ -178,11 +253,14 @@ def main(argv: list[str]) -> int:
     target = args.target or (rubric.target if rubric else None)
     folders = sorted(d for d in Path(args.submissions).iterdir() if d.is_dir() and not d.name.startswith("."))
     folders = [d for d in folders if in_shard(d.name, args.shard)]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        p.error(f"--out {args.out}: {e.strerror or e}")
     limits = sandbox.Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                             memory_mb=args.memory_mb)
-    options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict()}
+    options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
+               "allow_unconfined": args.allow_unconfined}
     rows, started = [], time.monotonic()
     jobs = max(1, min(args.jobs, len(folders)))
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_grader,

@@ -152,7 +152,11 @@ def describe(record: dict) -> dict:
 
 def summary(record: dict) -> str:
     uid = record["uid"]
-    who = f"uid {uid}" + (" (the grader's own: no other uid available)" if uid == os.geteuid() and uid else "")
+    who = f"uid {uid}"
+    if uid == 0:
+        who += " = ROOT (no unprivileged uid could be used)"
+    elif uid == os.geteuid():
+        who += " (the grader's own: only root can use another)"
     parts = [f"{LABELS.get(record['mechanism'], record['mechanism'])}: {who}",
              "no capabilities" if record["capabilities_dropped"] else "KEEPS CAPABILITIES"]
     parts += [word for word, on in (("no_new_privs", record["no_new_privs"]), ("seccomp", record["seccomp"])) if on]
@@ -162,8 +166,7 @@ def summary(record: dict) -> str:
                  "writable only its scratch copy and a private /tmp")
     else:
         line += "; NO namespaces: it sees the host's processes, network and world-readable files"
-    line += "; hard limits" if record["limits_hard_equals_soft"] else "; RAISABLE limits"
-    return ("UNCONFINED, runs as root: " if uid == 0 else "") + line
+    return line + ("; hard limits" if record["limits_hard_equals_soft"] else "; RAISABLE limits")
 
 
 def protections(limits: Limits, record: dict) -> list[str]:
@@ -177,6 +180,7 @@ def protections(limits: Limits, record: dict) -> list[str]:
 
 
 # -- may a batch start at all? -------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
 def can_drop_privileges(uid: int | None = None) -> tuple[bool, str]:
     """Can this process make a child that is `uid`, with no groups and no capabilities?  Tried for real in a
     throwaway forked child."""
