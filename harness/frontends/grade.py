@@ -156,12 +156,12 @@ def merge(paths: list[str], out) -> int:
         try:
             with open(p, newline="", encoding="utf-8") as f:
                 reader = csv.DictReader(f)
-                found = list(reader)
+                found, columns = list(reader), reader.fieldnames or []
         except OSError as e:
             return _merge_error(f"cannot read {p}: {e.strerror or e}")
         except (csv.Error, UnicodeDecodeError) as e:
             return _merge_error(f"{p} is not a CSV file ({e})")
-        if "submission" not in (reader.fieldnames or []) or any(None in r or not r["submission"] for r in found):
+        if "submission" not in columns or any(None in r or not r["submission"] for r in found):
             return _merge_error(f"{p} is not a summary written by mha-check grade (a 'submission' column, one "
                                 "value per column in every row)")
         rows += found
