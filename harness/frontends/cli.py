@@ -112,7 +112,7 @@ def _main(argv=None) -> int:
         subject = Subject(args.target, overrides, args.seed, weight_map=weight_map, limits=limits)  # its torch
         # import overlaps with ours below
     from harness.engine.runner import Options, UsageError, run_checks, select  # noqa: PLC0415
-    from harness.render import formats, rubric  # noqa: PLC0415
+    from harness.render import formats, rubric, view  # noqa: PLC0415
 
     try:
         if args.list_checks:
@@ -132,7 +132,7 @@ def _main(argv=None) -> int:
         parser.error(str(e))
     text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output))
     if args.show_output and report.student_output and args.format == "text":
-        text += "\n--- what your code printed ---\n" + _printable(report.student_output) + "\n"
+        text += "\n--- what your code printed ---\n" + view.clean(report.student_output) + "\n"
     if args.plot:
         text += _plot(report, args.plot)
     if args.output:
@@ -165,11 +165,6 @@ def _check_output(path: str | None, parser) -> None:
         parser.error(f"-o {path}: that is a folder; give a file name")
     if not os.path.isdir(folder):
         parser.error(f"-o {path}: the folder {folder} does not exist")
-
-
-def _printable(text: str) -> str:
-    """What the student's code printed, with terminal control characters made visible instead of obeyed."""
-    return "".join(ch if ch in "\n\t" or (ord(ch) >= 32 and ord(ch) != 127) else f"\\x{ord(ch):02x}" for ch in text)
 
 
 if __name__ == "__main__":

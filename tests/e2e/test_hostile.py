@@ -364,3 +364,49 @@ def test_grade_as_root_without_a_privilege_drop_refuses_to_start(tmp_path):
     report = json.loads((tmp_path / "out" / "student.json").read_text())
     assert report["passed"] is True and report["isolation"]["uid"] == 0
     assert "ROOT" in report["isolation"]["summary"] and report["isolation"]["capabilities_dropped"]
+
+
+def _raw_controls(text: str) -> list[str]:
+    """Characters a terminal would obey: C0 but newline and tab, DEL, C1."""
+    return sorted({repr(ch) for ch in text if (ord(ch) < 32 and ch not in "\n\t") or 0x7F <= ord(ch) < 0xA0})
+
+
+def test_control_sequences_are_shown_never_obeyed(tmp_path):
+    """Escape sequences in what the code prints, in its exception message and in a parameter name reach a text
+    report as visible escapes: a single run (verbose, with the code's output) and the batch's text reports."""
+    path = ROOT / "tests" / "hostile" / "escape_sequences.py"
+    run = run_cli(f"{path}:MyAttn", "--show-output", "--verbose")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert _raw_controls(run.stdout) == [] and "\\x1b[2J" in run.stdout and "\\x9b31m" in run.stdout
+    assert "--- what your code printed ---" in run.stdout
+    subs = tmp_path / "subs" / "student"
+    subs.mkdir(parents=True)
+    (subs / "attention.py").write_text(path.read_text())
+    batch = run_cli("grade", str(subs.parent), "--out", str(tmp_path / "out"), "--format", "text", "--jobs", "1")
+    text = (tmp_path / "out" / "student.txt").read_text()
+    assert batch.returncode == 0 and _raw_controls(text) == [] and "\\x1b[2J" in text
+
+
+def test_a_hidden_check_never_shows_in_what_students_see(tmp_path):
+    """The rubric hides causal-leakage; the submission's only mistake (a fill of -100: outputs right to every
+    digit) is one that check alone reveals.  Nothing a student sees on Gradescope (the summary, the tests that are
+    not hidden) names the check, what it found or the mistake; the hidden test itself is there, marked hidden."""
+    subs = tmp_path / "subs" / "student"
+    subs.mkdir(parents=True)
+    leaky = correct_text().replace("masked_fill_(mask_bool, -torch.inf)", "masked_fill_(mask_bool, -100.0)")
+    assert "-100.0" in leaky
+    (subs / "attention.py").write_text(leaky)
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text('target = "attention.py:MyAttn"\n[checks.causal-leakage]\nhidden = true\n')
+    out = tmp_path / "out"
+    run = run_cli("grade", str(subs.parent), "--out", str(out), "--format", "gradescope", "--rubric", str(rubric),
+                  "--jobs", "1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads((out / "student.results.json").read_text())
+    hidden = [t for t in results["tests"] if t["visibility"] == "hidden"]
+    assert [t["name"].split()[0] for t in hidden] == ["causal-leakage"] and hidden[0]["status"] == "failed"
+    visible = results["output"] + " ".join(t["name"] + t["output"] for t in results["tests"] if t not in hidden)
+    for word in ("causal-leakage", "leak", "future", "-100", "-inf", "such as -10", "masked scores", "gpt-2"):
+        assert word not in visible.lower(), word
+    single = run_cli(f"{subs}/attention.py:MyAttn", "--format", "gradescope", "--rubric", str(rubric))
+    assert json.loads(single.stdout)["output"] == results["output"]
