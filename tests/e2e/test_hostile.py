@@ -364,6 +364,11 @@ def test_grade_as_root_without_a_privilege_drop_refuses_to_start(tmp_path):
     report = json.loads((tmp_path / "out" / "student.json").read_text())
     assert report["passed"] is True and report["isolation"]["uid"] == 0
     assert "ROOT" in report["isolation"]["summary"] and report["isolation"]["capabilities_dropped"]
+    single = subprocess.run(no_setuid[:7] + [f"{subs}/attention.py:MyAttn", "--format", "json"], capture_output=True,
+                            text=True, timeout=300, cwd=ROOT, env=env)  # a single run: as root, and says so
+    report = json.loads(single.stdout)
+    assert report["passed"] is True and report["isolation"]["uid"] == 0 and "ROOT" in report["isolation"]["summary"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "subs"]  # no scratch left behind
 
 
 def _raw_controls(text: str) -> list[str]:

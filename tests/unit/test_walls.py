@@ -22,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -385,3 +386,65 @@ def test_cpu_limit_kills_and_is_recognisable(name, tmp_path):
     finally:
         room.remove()
         slot.release()
+
+
+ORDINARY_USER = 61950  # a uid outside the slots' range that this test plays as an ordinary user
+_AS_USER = """
+import json, os, socket, subprocess, sys
+sys.path.insert(0, {root!r})
+from harness.sandbox import isolation, scratch
+from harness.sandbox.policy import make_policy
+listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(1)
+mine = {mine!r}
+inside = ("import json, os, socket\\n"
+          "def can(f):\\n    try:\\n        f(); return True\\n    except OSError:\\n        return False\\n"
+          "print(json.dumps({{'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit()),"
+          " 'home': can(lambda: os.listdir('/home')),"
+          " 'write_mine': can(lambda: open(%r, 'a').close()),"
+          " 'connect': can(lambda: socket.create_connection(('127.0.0.1', %d), timeout=1).close())}}))"
+          % (mine, listener.getsockname()[1]))
+slot = scratch.claim_slot()
+room = scratch.Scratch.empty(slot.number)
+try:
+    policy = make_policy(room.path, slot.number)
+    proc, record = isolation.start(policy, inside, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=60)
+    print(json.dumps({{"record": record, "inside": json.loads(out or b"null"), "err": err.decode()[-500:]}}))
+finally:
+    room.remove()
+    slot.release()
+"""
+
+
+@pytest.mark.parametrize("name", ["bwrap", "builtin", "none"])
+def test_an_ordinary_user_keeps_what_the_kernel_allows(name):
+    """Played as uid 61950 with the system Python: with user namespaces (allowed on this kernel) the same
+    namespaces and view as root's, but the child keeps the user's uid; forced to `none` (no user namespaces), it
+    can write what the user can (a file of the user's outside its scratch): the documented gap."""
+    if name == "bwrap" and not bubblewrap.executable():
+        pytest.skip("bubblewrap is not installed")
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"{SYSTEM_PYTHON} missing")
+    tmp_path = Path(tempfile.mkdtemp(prefix="mha-check-user-test-"))  # below /tmp: the user can reach it
+    tmp_path.chmod(0o755)
+    mine = tmp_path / "users-own-file.txt"
+    mine.write_text("")
+    os.chown(mine, ORDINARY_USER, ORDINARY_USER)
+    code = _AS_USER.format(root=str(ROOT), mine=str(mine))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TMPDIR": str(tmp_path), "MHA_CHECK_ISOLATION": name}
+    try:
+        done = subprocess.run(["setpriv", f"--reuid={ORDINARY_USER}", f"--regid={ORDINARY_USER}", "--clear-groups",
+                               "--", SYSTEM_PYTHON, "-I", "-c", code], capture_output=True, text=True, timeout=120,
+                              env=env, cwd=tmp_path)
+    finally:
+        scratch.remove_tree(str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    record, inside = result["record"], result["inside"]
+    assert inside, result["err"]
+    assert record["uid"] == ORDINARY_USER and record["no_new_privs"] and record["limits_hard_equals_soft"]
+    if name == "none":
+        assert record["namespaces"] == [] and inside["write_mine"] and inside["connect"] and len(inside["pids"]) > 3
+    else:
+        assert {"user", "mount", "pid", "net"} <= set(record["namespaces"])
+        assert not inside["write_mine"] and not inside["connect"] and not inside["home"] and max(inside["pids"]) <= 3
