@@ -86,6 +86,8 @@ def _attesting(code: str, policy: Policy, fd: int, variant: str) -> str:
 
 def _start(mechanism: str, policy: Policy, code: str, python: str | None, timeout: float, popen: dict):
     """One attempt: (Popen, record), or IsolationFailed with nothing of `code` run."""
+    if mechanism == "bwrap" and not bubblewrap.executable():
+        raise IsolationFailed("bwrap: bubblewrap is not installed")
     ours, theirs = os.pipe()
     variant = bubblewrap.default_variant()
     try:
