@@ -12,6 +12,7 @@ import sys
 
 from harness.engine.report import VERSION
 from harness.frontends import options
+from harness.render.view import clean  # the renderers' rule for text from the student's side (no numpy: cheap)
 
 SUBCOMMANDS = {  # name -> (module, one line for --help)
     "grade": ("harness.frontends.grade", "grade a folder of submissions (one report each, summary.csv)"),
@@ -112,7 +113,7 @@ def _main(argv=None) -> int:
         subject = Subject(args.target, overrides, args.seed, weight_map=weight_map, limits=limits)  # its torch
         # import overlaps with ours below
     from harness.engine.runner import Options, UsageError, run_checks, select  # noqa: PLC0415
-    from harness.render import formats, rubric, view  # noqa: PLC0415
+    from harness.render import formats, rubric  # noqa: PLC0415
 
     try:
         if args.list_checks:
@@ -132,7 +133,7 @@ def _main(argv=None) -> int:
         parser.error(str(e))
     text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output))
     if args.show_output and report.student_output and args.format == "text":
-        text += "\n--- what your code printed ---\n" + view.clean(report.student_output) + "\n"
+        text += "\n--- what your code printed ---\n" + clean(report.student_output) + "\n"
     if args.plot:
         text += _plot(report, args.plot)
     if args.output:
