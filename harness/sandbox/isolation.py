@@ -171,14 +171,15 @@ def summary(record: dict) -> str:
     return line + ("; hard limits" if record["limits_hard_equals_soft"] else "; RAISABLE limits")
 
 
-def protections(limits: Limits, record: dict) -> list[str]:
-    """The report's list of what was in force (adapter.protections)."""
+def protections(limits: Limits) -> list[str]:
+    """The report's list of the limits and habits every child has (adapter.protections); what confined it, which
+    varies with the machine and the slot, is the report's isolation block."""
     return ["separate process (verdict computed outside it)", "process group killed on exit",
             f"CPU {limits.cpu_seconds} s", f"wall clock {limits.call_seconds:g} s per request, "
             f"{limits.total_seconds:g} s in all", f"address space {limits.memory_mb} MB",
             f"files up to {limits.file_mb} MB", f"{limits.open_files} open files", f"{limits.processes} processes",
             "no core dumps", "only the private channel inherited", "throwaway working directory with a copy of "
-            "the submission", f"isolation: {summary(record)}"]
+            "the submission", "the isolation block says what confined it"]
 
 
 # -- may a batch start at all? -------------------------------------------------------------------------------------

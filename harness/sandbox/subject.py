@@ -298,7 +298,7 @@ class Subject:
             return ""
 
     def protections(self) -> list[str]:
-        return isolation.protections(self.limits, self.record)
+        return isolation.protections(self.limits)
 
     @property
     def isolation(self) -> dict:
