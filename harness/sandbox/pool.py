@@ -44,6 +44,7 @@ class Zygote:
         finally:
             theirs.close()
         self.control = ours
+        self.root_only = False  # its children can run only as root (see ForkedSubject._spawn)
         self._lock = threading.Lock()  # one request at a time on the control socket, whatever thread asks
         self.info = self.request({"op": "hello"})
 
@@ -119,10 +120,25 @@ class ForkedSubject(Subject):
         pass  # the zygote's, for its next submission
 
     def _spawn(self) -> None:
-        policy = dataclasses.replace(isolation.self_applied(self.policy), require_drop=not self.allow_unconfined)
-        if self.allow_unconfined and os.geteuid() == 0 and not isolation.can_drop_privileges()[0]:
-            scratch.give(self.room.path, 0, 0)  # it will run as root (without capabilities): its scratch too
-            policy = dataclasses.replace(policy, uid=0, gid=0)
+        """Fork and confine the child.  With `allow_unconfined`, as root, where the slot's uid cannot be used (no
+        CAP_SETUID, or a Python it cannot read without a mount namespace), the child runs as root without
+        capabilities instead, as a single run would; the zygote remembers it, and the report says ROOT."""
+        policy = isolation.self_applied(self.policy)
+        if not (self.allow_unconfined and os.geteuid() == 0):
+            return self._fork(policy)
+        if not self.zygote.root_only:
+            mark = self.log.tell()
+            try:
+                return self._fork(policy)
+            except isolation.IsolationFailed:
+                self.zygote.root_only = True
+                self.log.seek(mark)
+                self.log.truncate()
+        scratch.give(self.room.path, 0, 0)  # it runs as root: its scratch is root's
+        return self._fork(dataclasses.replace(policy, uid=0, gid=0, require_drop=False))
+
+    def _fork(self, policy) -> None:
+        self._status = None
         ours, theirs = socket.socketpair()
         status_r, status_w = os.pipe()
         try:
