@@ -6,6 +6,7 @@ and their ratio.  The target: ratio <= 1.5.  A benchmark, not a test: timings on
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -39,6 +40,8 @@ def main() -> None:
     for name, s in samples.items():
         print(f"{name:14s} median {med[name]:.3f} s  (min {min(s):.3f}, max {max(s):.3f}, {len(s)} runs)")
     print(f"ratio mha-check / import torch: {med['mha-check'] / med['import torch']:.2f} (target <= 1.5)")
+    report = subprocess.run([tool, args.target, "--format", "json"], cwd=ROOT, capture_output=True, text=True)
+    print("isolation:", json.loads(report.stdout).get("isolation", {}).get("summary", "(none reported)"))
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ def _load_file(path: str):
             else None
         seen = "" if there is None else f" (that folder has {', '.join(there[:8])})" if there else \
             " (that folder has no .py or .ipynb file)"
-        raise TargetError("import", f"no such file: {path}{seen}")
+        raise TargetError("import", f"no such file: {os.path.basename(path)}{seen}")  # its folder may be a copy
     if path.endswith(".ipynb"):
         return _load_notebook(path)
     if not path.endswith(".py"):

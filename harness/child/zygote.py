@@ -1,12 +1,14 @@
 """The warm template for batch grading: torch imported once, a fresh child forked for every submission.
 
-Runs our code only (never a submission's) in its own process; `harness.pool.Zygote` talks to it over a
-SOCK_SEQPACKET control socket.  For each submission it forks a child that drops into its own session and resource
-limits, writes its prints to the submission's log, and serves the protocol on the socket it was handed
-(`harness.worker.serve_forked`), in a PID namespace of its own where the machine allows it (it can then neither see
-nor signal the zygote or the grader, and everything it starts dies with it).  The zygote is also a child
-subreaper: whatever a submission leaves behind becomes the zygote's child and is killed when the submission is over.  It holds no
-expected value and no reference result: there is nothing in its memory for a forked submission to read.
+Runs our code only (never a submission's) in its own process; `harness.sandbox.pool.Zygote` talks to it over a
+SOCK_SEQPACKET control socket.  For each submission it forks a child that drops into its own session, writes its
+prints to the submission's log, confines itself with the policy it was sent (`harness.sandbox.confine`: the slot's
+uid, no capabilities, hard limits, its own PID, network and mount namespaces with a read-only view of nothing but
+the interpreter, mha-check and its scratch copy of the submission), reports what is in force on the status pipe
+it was handed, and only then serves the protocol on its socket (`harness.child.worker.serve_forked`).  The
+zygote is also a child subreaper: whatever a submission leaves behind (possible only without a PID namespace)
+becomes the zygote's child and is killed when the submission is over.  It holds no expected value and no reference
+result: there is nothing in its memory for a forked submission to read, and the child cannot see it anyway.
 """
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ import sys
 import time
 
 from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
-from harness.sandbox import limits as sandbox
+from harness.sandbox.confine import confine
+from harness.sandbox.policy import Policy
 
 PR_SET_CHILD_SUBREAPER = 36
-CLONE_NEWPID = 0x20000000
 
 
 def _become_subreaper() -> bool:
@@ -30,27 +32,6 @@ def _become_subreaper() -> bool:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
-
-
-def _own_pid_namespace() -> bool:
-    """Move our next child into a new PID namespace (root or user namespaces); False where not allowed."""
-    try:
-        return ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWPID) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _relay(child: int) -> None:
-    """In the intermediate process: wait for the namespace's first process and exit as it did (128 + signal)."""
-    while True:
-        try:
-            _, raw = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            os._exit(70)
-    os._exit(128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw))
 
 
 def _children() -> list[int]:
@@ -100,21 +81,24 @@ def _status(raw: int) -> int:
 
 
 def _wait(pid: int, timeout: float):
+    """Its status and CPU seconds (the relay waits for the namespace's pid 1, which waits for the worker: the
+    worker's CPU time adds up to here), then every leftover of the submission killed."""
     end = time.monotonic() + timeout
     while True:
         try:
-            done, raw = os.waitpid(pid, os.WNOHANG)
+            done, raw, usage = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
             return {"status": None, "gone": True}
         if done:
-            return {"status": _status(raw), "leftovers_killed": _reap_leftovers()}
+            return {"status": _status(raw), "cpu": usage.ru_utime + usage.ru_stime,
+                    "leftovers_killed": _reap_leftovers()}
         if time.monotonic() >= end:
             return {"status": None}
         time.sleep(0.005)
 
 
-def _child(channel: int, log: int, request: dict, control: socket.socket) -> None:
-    """In the forked child: cut loose from the zygote, then serve one submission."""
+def _child(channel: int, log: int, status: int, request: dict, control: socket.socket) -> None:
+    """In the forked child: cut loose from the zygote, confine itself, then serve one submission."""
     try:
         os.setsid()
         control.close()
@@ -122,7 +106,7 @@ def _child(channel: int, log: int, request: dict, control: socket.socket) -> Non
         os.dup2(devnull, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)
-        keep = {0, 1, 2, channel}
+        keep = {0, 1, 2, channel, status}
         for fd in map(int, os.listdir("/proc/self/fd")):
             if fd not in keep:
                 try:
@@ -131,19 +115,13 @@ def _child(channel: int, log: int, request: dict, control: socket.socket) -> Non
                     pass
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
-        os.chdir(request["cwd"])
-        os.environ.update(HOME=request["cwd"], TMPDIR=request["cwd"])
-        sandbox.apply_limits(sandbox.Limits(**request["limits"]))
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
         sys.stdin = open(os.devnull)
-        if _own_pid_namespace():  # the submission then sees neither the zygote nor the grader: it cannot signal them
-            pid = os.fork()
-            if pid:
-                os.close(channel)
-                _relay(pid)
-    except BaseException:  # noqa: BLE001 - never return into the zygote's loop
-        os._exit(70)
+        confine(Policy.from_json(request["policy"]), status)  # returns in the confined process (pid 2 inside)
+    except BaseException as e:  # noqa: BLE001 - never return into the zygote's loop, never run the submission
+        os.write(2, f"mha-check: confinement failed: {type(e).__name__}: {e}\n".encode(errors="replace"))
+        os._exit(126)
     worker.serve_forked(channel)
 
 
@@ -165,7 +143,7 @@ def main(control_fd: int) -> None:
     control = socket.socket(fileno=control_fd)
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
+            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 3)
         except OSError:
             return
         if not data:
@@ -177,7 +155,7 @@ def main(control_fd: int) -> None:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _child(fds[0], fds[1], request, control)
+                _child(fds[0], fds[1], fds[2], request, control)
             for fd in fds:
                 os.close(fd)
             reply = {"pid": pid}

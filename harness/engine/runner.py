@@ -96,6 +96,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
         built = results.get("construct") is not None and results["construct"].status == "pass"
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
                         rules_counted=options.rules)
+        report.isolation = ctx.subject.isolation
         if not deaths or deaths[-1].kind not in ("time", "cpu", "memory", "channel"):
             if options.diagnose:
                 report.diagnosis = diagnosis.diagnose(report, ctx)

@@ -12,6 +12,7 @@ import sys
 
 from harness.engine.report import VERSION
 from harness.frontends import options
+from harness.render.view import clean  # the renderers' rule for text from the student's side (no numpy: cheap)
 
 SUBCOMMANDS = {  # name -> (module, one line for --help)
     "grade": ("harness.frontends.grade", "grade a folder of submissions (one report each, summary.csv)"),
@@ -136,7 +137,7 @@ def _main(argv=None) -> int:
         parser.error(str(e))
     text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output))
     if args.show_output and report.student_output and args.format == "text":
-        text += "\n--- what your code printed ---\n" + _printable(report.student_output) + "\n"
+        text += "\n--- what your code printed ---\n" + clean(report.student_output) + "\n"
     if args.plot:
         text += _plot(report, args.plot)
     if args.output:
@@ -169,11 +170,6 @@ def _check_output(path: str | None, parser) -> None:
         parser.error(f"-o {path}: that is a folder; give a file name")
     if not os.path.isdir(folder):
         parser.error(f"-o {path}: the folder {folder} does not exist")
-
-
-def _printable(text: str) -> str:
-    """What the student's code printed, with terminal control characters made visible instead of obeyed."""
-    return "".join(ch if ch in "\n\t" or (ord(ch) >= 32 and ord(ch) != 127) else f"\\x{ord(ch):02x}" for ch in text)
 
 
 if __name__ == "__main__":

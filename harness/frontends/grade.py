@@ -10,14 +10,17 @@ does (hang, crash, exit, print, patch) stops the batch: its row says what happen
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import hashlib
+import io
 import json
 import os
+import re
+import stat
 import sys
 import tempfile
 import time
+import tokenize
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -27,11 +30,14 @@ from harness.engine.report import Report
 from harness.engine.runner import Options, not_run, run_checks
 from harness.frontends import submissions
 from harness.render import formats
+from harness.frontends import options as option_rules
 from harness.render import rubric as rubrics
+from harness.sandbox import isolation, scratch
 from harness.sandbox import limits as sandbox
 from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
 
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
+MAX_JOBS = 256
 _ZYGOTE = None
 
 
@@ -43,38 +49,76 @@ def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
     return int(hashlib.sha256(name.encode()).hexdigest(), 16) % count == index - 1
 
 
+MAX_SOURCE = 256 << 10  # a larger .py file is not an attention layer: never read
 MAX_NOTEBOOK = 32 << 20  # a notebook carries its outputs (pictures): larger ones are not read to look for a class
+_STATEMENT_START = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
 
 
-def notebook_code(path: Path) -> str:
-    """The code cells of a notebook, joined, for finding its class without running it (the child reads the
-    notebook properly).  A file that is not a notebook, or too large, has no code: "" ."""
+def notebook_code(data: bytes) -> bytes:
+    """The code cells of a notebook, joined, magics and shell escapes left out, for finding its class without
+    running it (the child reads the notebook properly).  Bytes that are not a notebook have no code: b"" ."""
     try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_NOTEBOOK:
-            return ""
-        cells = json.loads(path.read_bytes()).get("cells", [])
+        cells = json.loads(data).get("cells", [])
         sources = [c.get("source", "") for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"]
-        return "\n".join("".join(src) if isinstance(src, list) else str(src) for src in sources)
-    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
-        return ""
+        code = "\n".join("".join(src) if isinstance(src, list) else str(src) for src in sources)
+    except (ValueError, AttributeError, TypeError, RecursionError):
+        return b""
+    return "\n".join(ln for ln in code.splitlines() if not ln.lstrip().startswith(("%", "!"))).encode()
 
 
-def _code_of(path: Path) -> str:
-    return notebook_code(path) if path.suffix == ".ipynb" else path.read_text(errors="replace")
+def _source_of(path: Path) -> bytes | None:
+    """A regular file only (not a FIFO, a symlink or a device), bounded: read in the trusted process."""
+    if path.suffix.lower() == ".ipynb":
+        data = scratch.read_regular(str(path), MAX_NOTEBOOK)
+        return None if data is None else notebook_code(data)
+    return scratch.read_regular(str(path), _bound(path))
 
 
 def _defines_module(path: Path) -> bool:
-    lines = [ln for ln in _code_of(path).splitlines() if not ln.lstrip().startswith(("%", "!"))]  # magics
-    try:
-        tree = ast.parse("\n".join(lines))
-    except (SyntaxError, ValueError, RecursionError):
+    """Does the file (or the notebook's code) define a class with "Module" in its bases?  Runs in the trusted
+    process on files a student wrote, so: read by _source_of, tokenized as a stream, never parsed (a deeply nested
+    expression cannot exhaust the parser's recursion)."""
+    data = _source_of(path)
+    if not data:
         return False
-    return any(isinstance(n, ast.ClassDef) and any("Module" in ast.unparse(b) for b in n.bases)
-               for n in ast.walk(tree))
+    expect, depth, previous = "class", 0, tokenize.ENCODING  # then: name, "(", bases
+    try:
+        for tok in tokenize.tokenize(io.BytesIO(data).readline):
+            if tok.type in (tokenize.COMMENT, tokenize.NL):
+                continue
+            if expect == "class":
+                expect = "name" if tok.string == "class" and previous in _STATEMENT_START else "class"
+            elif expect == "name":
+                expect = "(" if tok.type == tokenize.NAME else "class"
+            elif expect == "(":
+                expect, depth = ("bases", 1) if tok.string == "(" else ("class", 0)
+            elif tok.type == tokenize.NAME and "Module" in tok.string:
+                return True
+            elif tok.type == tokenize.OP and tok.string in "()":
+                depth += 1 if tok.string == "(" else -1
+                expect = "bases" if depth else "class"
+            previous = tok.type
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError):
+        pass
+    return False
+
+
+def _bound(path: Path) -> int:
+    return MAX_NOTEBOOK if path.suffix.lower() == ".ipynb" else MAX_SOURCE
+
+
+def _readable(path: Path) -> bool:
+    """A regular file (not a symlink, FIFO or device) small enough to be an attention layer: the only kind the
+    grader names as a submission's target (its child reads it, confined)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size <= _bound(path)
 
 
 def _code_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix in submissions.CODE and p.is_file())
+    return sorted(p for p in folder.iterdir() if submissions.is_code(p) and _readable(p))
 
 
 def find_target(folder: Path) -> str | None:
@@ -111,6 +155,11 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> tuple[str | None, 
         return None, (f"could not tell which file holds the attention class: {len(python)} code files "
                       f"({', '.join(p.name for p in python)}) and not exactly one defines an nn.Module class")
     others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    unread = [name for name in others if submissions.is_code(Path(name))]
+    if unread:
+        return None, (f"could not tell which file holds the attention class: {', '.join(unread[:5])} not read (a "
+                      f"code file must be a regular file, not a link or a device, of at most {MAX_SOURCE >> 10} "
+                      f"KiB for .py and {MAX_NOTEBOOK >> 20} MiB for .ipynb)")
     return None, ("could not tell which file holds the attention class: this submission has no .py or .ipynb "
                   "file" +
                   (f" (it has {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others else
@@ -129,7 +178,8 @@ def _grade_one(folder: str, spec: str | None, options: dict, problem: str = "") 
     else:
         for attempt in (1, 2):  # a template that died is replaced; dying twice on this submission is its doing
             try:
-                make = lambda: ForkedSubject(_ZYGOTE, spec, cwd=folder, seed=options["seed"], limits=limits)
+                make = lambda: ForkedSubject(_ZYGOTE, spec, submission=folder, seed=options["seed"], limits=limits,
+                                             allow_unconfined=options["allow_unconfined"])  # a copy, in its slot
                 report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
                                     make_subject=make)
                 break
@@ -183,13 +233,25 @@ def write_summary(rows: list[dict], path: Path) -> None:
 def merge(paths: list[str], out) -> int:
     rows = []
     for p in paths:
-        with open(p, newline="") as f:
-            rows += list(csv.DictReader(f))
+        try:
+            with open(p, newline="", encoding="utf-8") as f:
+                reader = csv.DictReader(f)
+                found, columns = list(reader), reader.fieldnames or []
+        except OSError as e:
+            return _merge_error(f"cannot read {p}: {e.strerror or e}")
+        except (csv.Error, UnicodeDecodeError) as e:
+            return _merge_error(f"{p} is not a CSV file ({e})")
+        if "submission" not in columns or any(None in r or not r["submission"] for r in found):
+            return _merge_error(f"{p} is not a summary written by mha-check grade (a 'submission' column, one "
+                                "value per column in every row)")
+        rows += found
+    missing = missing_shards(paths)
+    if missing:
+        return _merge_error(missing)
     names = [r["submission"] for r in rows]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        print(f"mha-check grade --merge: error: submissions graded twice: {', '.join(duplicates)}", file=sys.stderr)
-        return 2
+        return _merge_error(f"submissions graded twice: {', '.join(duplicates)}")
     fields = []
     for row in rows:
         fields += [k for k in row if k not in fields]
@@ -197,6 +259,25 @@ def merge(paths: list[str], out) -> int:
     writer.writeheader()
     writer.writerows(sorted(rows, key=lambda r: r["submission"]))
     return 0
+
+
+def missing_shards(paths: list[str]) -> str:
+    """What is wrong with the set of shard summaries (summary-I-of-N.csv) given, or "" when it is complete."""
+    shards = [re.fullmatch(r"summary-(\d+)-of-(\d+)\.csv", os.path.basename(p)) for p in paths]
+    found = {(int(m[1]), int(m[2])) for m in shards if m}
+    if not found:
+        return ""
+    counts = {n for _, n in found}
+    if len(counts) > 1:
+        return f"shards of different splits: {', '.join(f'of {n}' for n in sorted(counts))}"
+    (count,) = counts
+    absent = sorted(set(range(1, count + 1)) - {i for i, _ in found})
+    return f"missing shards: {', '.join(f'{i}/{count}' for i in absent)}" if absent else ""
+
+
+def _merge_error(message: str) -> int:
+    print(f"mha-check grade --merge: error: {message}", file=sys.stderr)
+    return 2
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -243,14 +324,28 @@ def main(argv: list[str]) -> int:
     p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_mb,
                    help=f"address space per submission (default {sandbox.Limits.memory_mb})")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
+    p.add_argument("--allow-unconfined", action="store_true",
+                   help="as root, grade even where submissions cannot be dropped to an unprivileged uid")
     args = p.parse_args(argv[1:])
     if args.merge:
         return merge(args.merge, sys.stdout)
     if not args.submissions or not os.path.isdir(args.submissions):
         zipped = bool(args.submissions) and args.submissions.endswith(".zip") and os.path.isfile(args.submissions)
         p.error(f"{args.submissions!r} is not a folder of submissions" + ("; unzip it first" if zipped else ""))
-    if args.jobs < 1:
-        p.error("--jobs must be at least 1")
+    option_rules.limits(args.time_limit, args.memory_mb, None, args.seed, p)
+    if not 1 <= args.jobs <= MAX_JOBS:
+        p.error(f"--jobs must be between 1 and {MAX_JOBS}, not {args.jobs}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        p.error(f"--out {args.out}: that is a file; give a folder for the reports")
+    if out.resolve() == Path(args.submissions).resolve() or Path(args.submissions).resolve() in out.resolve().parents:
+        p.error(f"--out {args.out}: inside the submissions folder, it would be graded as a submission")
+    if os.geteuid() == 0 and not args.allow_unconfined:
+        reasons = isolation.refusal()
+        if reasons:
+            p.error("running as root, but the submissions could not be confined: " + "; ".join(reasons) +
+                    ". Grade in a container that allows it (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN for namespaces),"
+                    " as an ordinary user, or pass --allow-unconfined (every report then says how it ran)")
     try:
         pattern = submissions.compile_pattern(args.pattern)
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
@@ -266,16 +361,18 @@ def main(argv: list[str]) -> int:
     todo = [s for s in found.submissions if in_shard(s.name, args.shard)]
     if args.shard:
         print(f"shard {args.shard[0]}/{args.shard[1]}: {len(todo)} of them")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        p.error(f"--out {args.out}: {e.strerror or e}")
     limits = sandbox.Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                             memory_mb=args.memory_mb)
     flat = found.layout == "files"
     options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
-               "missing_fix": _missing_fix(target)}
+               "missing_fix": _missing_fix(target), "allow_unconfined": args.allow_unconfined}
     rows, started = [], time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="mha-check-grade-") as scratch:
-        folders = {s.name: s.stage(Path(scratch)) for s in todo}
+    with tempfile.TemporaryDirectory(prefix="mha-check-grade-") as staging:
+        folders = {s.name: s.stage(Path(staging)) for s in todo}
         rows = _grade_all(folders, target, flat, options, out, args) if todo else []
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
     write_summary(rows, summary)

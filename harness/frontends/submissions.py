@@ -17,13 +17,19 @@ error that says what the folder holds instead, because "graded 0 submissions" wi
 from __future__ import annotations
 
 import re
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_PATTERN = r"(?P<student>[^_]+?)(?:_|\.py$|\.ipynb$)"  # the name up to its first "_" (alice_lab.ipynb: alice)
-CODE = (".py", ".ipynb")  # what a student hands in: a Python file or a notebook
+from harness.sandbox import scratch as files
+
+DEFAULT_PATTERN = r"(?P<student>[^_]+?)(?:_|\.(?i:py|ipynb)$)"  # the name up to its first "_" (alice_lab.ipynb: alice)
+CODE = (".py", ".ipynb")  # what a student hands in: a Python file or a notebook (any case: Lab.IPYNB too)
+MAX_STAGED = 32 << 20  # a flat file larger than this is no attention layer (a notebook with pictures fits)
+
+
+def is_code(path: Path) -> bool:
+    return path.suffix.lower() in CODE
 LAYOUT_WORDS = {"folders": "one folder per student", "files": "files named by student"}
 
 
@@ -47,14 +53,18 @@ class Submission:
     folder: Path | None = None  # one folder per student
     files: list[Path] = field(default_factory=list)  # flat layout: this student's files
 
-    def stage(self, scratch: Path) -> Path:
-        """The folder to grade in: the student's own, or (flat files) a fresh one holding only their files."""
+    def stage(self, staging: Path) -> Path:
+        """The folder to grade in: the student's own, or (flat files) a fresh one holding only their files.  Copied
+        by the trusted process, so only regular files of bounded size (never a FIFO, a device or a symlink, which
+        could hang the batch or hand a host file to the submission); anything else is left out."""
         if self.folder is not None:
             return self.folder
-        folder = scratch / self.name
+        folder = staging / self.name
         folder.mkdir(parents=True)
         for f in self.files:
-            shutil.copy2(f, folder / f.name)
+            data = files.read_regular(str(f), MAX_STAGED)
+            if data is not None:
+                (folder / f.name).write_bytes(data)
         return folder
 
 
@@ -90,8 +100,8 @@ def find(root: Path, pattern: re.Pattern) -> Found:
     """The submissions under `root`, in the layout its contents show."""
     entries = sorted(p for p in root.iterdir() if _visible(p))
     folders = [p for p in entries if p.is_dir()]
-    python = [p for p in entries if p.is_file() and p.suffix in CODE]
-    others = [p for p in entries if p.is_file() and p.suffix not in CODE]
+    python = [p for p in entries if p.is_file() and is_code(p)]
+    others = [p for p in entries if p.is_file() and not is_code(p)]
     if folders:
         left = [f"{len(python)} code file(s) beside the student folders ({', '.join(p.name for p in python[:3])}"
                 f"{', ...' if len(python) > 3 else ''})"] if python else []

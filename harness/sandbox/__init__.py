@@ -1,2 +1,13 @@
 """Process control in the trusted process: start the child, confine it, limit it, talk to it, and classify how it
-ended.  Never imports torch or the student's code."""
+ended.  Never imports torch or the student's code.
+
+- `policy`: what a child may see, write, spend and be (the one place to read it); `limits`: its budgets.
+- `bubblewrap` and `confine`: the two ways the policy is applied (bubblewrap's command line; our own namespaces,
+  view and drop, applied by the process to itself), with `seccomp` and `syscalls` underneath; `launch`: the
+  launcher script for `confine` on a single run.
+- `isolation`: which mechanism works here, starting a single run's child, the report's isolation block, and
+  whether a root grader may start a batch at all.
+- `scratch`: worker slots (one uid each), the private scratch folder with the copy of a submission, cleanup.
+- `subject` and `pool`: the child as the engine sees it (a single run's, or one forked from the batch zygote).
+- `trusted`: every trusted module loaded before a child is given a submission.
+"""

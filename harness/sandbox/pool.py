@@ -1,19 +1,25 @@
 """Batch grading with one warm torch import: `Zygote` (the template process) and `ForkedSubject` (a Subject whose
-worker is forked from it instead of started from scratch, which saves the ~1 s torch import per submission)."""
+worker is forked from it instead of started from scratch, which saves the ~1 s torch import per submission).
+
+A zygote holds one worker slot for its life (one uid, one submission at a time): each child it forks confines
+itself (`harness.sandbox.confine`, the builtin mechanism: bubblewrap cannot confine a process that already runs)
+before anything of the submission runs, and reports what is in force on a pipe of its own.
+"""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
-import queue
 import os
+import queue
 import socket
 import subprocess
-import sys
 import threading
 
 from harness import PACKAGES_ROOT
 
-from harness.sandbox import limits as sandbox
+from harness.sandbox import isolation, scratch
+from harness.sandbox.limits import Limits
 from harness.sandbox.subject import Subject
 
 
@@ -22,18 +28,23 @@ class ZygoteError(RuntimeError):
 
 
 class Zygote:
-    def __init__(self, limits: sandbox.Limits | None = None):
-        self.limits = limits or sandbox.Limits()
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits or Limits()
+        self.slot = scratch.claim_slot()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        root = PACKAGES_ROOT
-        boot = (f"import sys; sys.path.insert(0, {root!r}); import harness.child.zygote as z; "
+        boot = (f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); import harness.child.zygote as z; "
                 f"z.main({theirs.fileno()})")
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-        self.proc = subprocess.Popen(sandbox.wrap_network_only([sys.executable, "-I", "-c", boot]),
-                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=env,
-                                     start_new_session=True)
-        theirs.close()
+        try:
+            self.proc = subprocess.Popen(isolation.python_command(boot), pass_fds=[theirs.fileno()],
+                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        except BaseException:
+            self.slot.release()
+            raise
+        finally:
+            theirs.close()
         self.control = ours
+        self.root_only = False  # its children can run only as root (see ForkedSubject._spawn)
         self._lock = threading.Lock()  # one request at a time on the control socket, whatever thread asks
         self.info = self.request({"op": "hello"})
 
@@ -48,12 +59,12 @@ class Zygote:
             raise ZygoteError(f"the grading template process ended (status {self.proc.poll()})")
         return json.loads(data)
 
-    def spawn(self, channel_fd: int, log_fd: int, cwd: str, limits: sandbox.Limits) -> int:
-        return int(self.request({"op": "spawn", "cwd": cwd, "limits": limits.to_dict()},
-                                (channel_fd, log_fd))["pid"])
+    def spawn(self, channel_fd: int, log_fd: int, status_fd: int, policy) -> int:
+        return int(self.request({"op": "spawn", "policy": policy.to_json()}, (channel_fd, log_fd, status_fd))["pid"])
 
-    def wait(self, pid: int, timeout: float) -> int | None:
-        return self.request({"op": "wait", "pid": pid, "timeout": timeout}).get("status")
+    def wait(self, pid: int, timeout: float) -> dict:
+        """{"status": exit status (None: still running), "cpu": its CPU seconds}."""
+        return self.request({"op": "wait", "pid": pid, "timeout": timeout})
 
     def close(self) -> None:
         try:
@@ -65,13 +76,16 @@ class Zygote:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+        self.slot.release()
 
 
 class ZygotePool:
     """Several zygotes for several threads.  A zygote serves one submission at a time: when a submission's child
-    ends it kills every other child it has (the submission's leftovers), so two threads must never share one."""
+    ends it kills every other child it has (the submission's leftovers), and its slot's uid is that child's, so
+    two threads must never share one."""
 
-    def __init__(self, count: int, limits: sandbox.Limits | None = None):
+    def __init__(self, count: int, limits: Limits | None = None):
         self.free: queue.Queue = queue.Queue()
         self.all = [Zygote(limits) for _ in range(count)]
         for z in self.all:
@@ -91,28 +105,66 @@ class ZygotePool:
 
 
 class ForkedSubject(Subject):
-    """A Subject whose worker is forked from a warm `Zygote`."""
+    """A Subject whose worker is forked from a warm `Zygote`, in the zygote's slot.  With `allow_unconfined`
+    False (batch grading as root) a child that cannot be dropped to the slot's uid does not run: IsolationFailed."""
 
     def __init__(self, zygote: Zygote, spec: str, **kwargs):
         self.zygote = zygote
         self._status: int | None = None
         super().__init__(spec, **kwargs)
 
+    def _claim_slot(self) -> scratch.Slot:
+        return self.zygote.slot
+
+    def _release_slot(self) -> None:
+        pass  # the zygote's, for its next submission
+
     def _spawn(self) -> None:
+        """Fork and confine the child.  With `allow_unconfined`, as root, where the slot's uid cannot be used (no
+        CAP_SETUID, or a Python it cannot read without a mount namespace), the child runs as root without
+        capabilities instead, as a single run would; the zygote remembers it, and the report says ROOT."""
+        policy = isolation.self_applied(self.policy)
+        if not (self.allow_unconfined and os.geteuid() == 0):
+            return self._fork(policy)
+        if not self.zygote.root_only:
+            mark = self.log.tell()
+            try:
+                return self._fork(policy)
+            except isolation.IsolationFailed:
+                self.zygote.root_only = True
+                self.log.seek(mark)
+                self.log.truncate()
+        scratch.give(self.room.path, 0, 0)  # it runs as root: its scratch is root's
+        return self._fork(dataclasses.replace(policy, uid=0, gid=0, require_drop=False))
+
+    def _fork(self, policy) -> None:
+        self._status = None
         ours, theirs = socket.socketpair()
+        status_r, status_w = os.pipe()
         try:
-            self.pid = self.zygote.spawn(theirs.fileno(), self.log.fileno(), self.scratch, self.limits)
+            self.pid = self.zygote.spawn(theirs.fileno(), self.log.fileno(), status_w, policy)
+        except BaseException:
+            os.close(status_r)
+            ours.close()
+            raise
         finally:
             theirs.close()
+            os.close(status_w)
         self.sock = ours
         self._out_fd = ours.fileno()
+        self.record = isolation.read_record(status_r, self.limits.call_seconds + 30) or {}
+        if not self.record:
+            self._kill()
+            self.sock.close()
+            raise isolation.IsolationFailed(f"the child could not be confined: {self.stderr_tail(300).strip()}")
 
     def _send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
     def _wait(self, timeout: float) -> int | None:
         if self._status is None:
-            self._status = self.zygote.wait(self.pid, timeout)
+            reply = self.zygote.wait(self.pid, timeout)
+            self._status, self.cpu = reply.get("status"), reply.get("cpu")
         return self._status
 
     def _alive(self) -> bool:

@@ -1,19 +1,19 @@
-"""Trusted side: the student's module as seen from outside, through a sandboxed child process.
+"""Trusted side: the student's module as seen from outside, through a confined child process.
 
-`Subject` starts the worker (`python -I`, in a new session, under resource limits, in a throwaway folder, and in
-private PID and network namespaces where the machine allows), sends requests and parses the replies strictly,
-each under a wall-clock deadline.  `Instance` is one built module in the child.  Nothing here imports torch or the
-student's code; errors raised by student code come back as `TargetFailure`; a child that hangs, dies or exceeds
-a limit becomes a `WorkerDied` whose `kind` says which.
+`Subject` claims a worker slot (and with it the child's uid), copies the submission into the slot's private
+scratch folder, starts the worker confined by `harness.sandbox.policy` (bubblewrap where it works, else our own
+namespaces; see `harness.sandbox.isolation`), sends requests and parses the replies strictly, each under a
+wall-clock deadline.  `Instance` is one built module in the child.  Nothing here imports torch or the student's
+code; errors raised by student code come back as `TargetFailure`; a child that hangs, dies or exceeds a limit
+becomes a `WorkerDied` whose `kind` says which.  Every trusted module is imported before the child is given the
+submission (`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder behind.
 """
 from __future__ import annotations
 
 import os
 import select
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,7 +25,9 @@ from harness import PACKAGES_ROOT
 from harness.wire import messages as m
 from harness.wire import protocol
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
-from harness.sandbox import limits as sandbox
+from harness.sandbox import isolation, scratch, trusted
+from harness.sandbox.limits import MB, Limits
+from harness.sandbox.policy import UID_BASE, make_policy
 from harness.wire.config import Config
 
 @dataclass
@@ -111,31 +113,51 @@ class _DeadlineReader:
 
 
 class Subject:
-    """One sandboxed child process running one target."""
+    """One confined child process running one target.  `submission`: the folder to copy into the child's scratch
+    (batch grading: the student's folder); by default the folder holding the target file (or, for a module
+    target, `cwd`).  `allow_unconfined`: as root, run the child as root when no mechanism can drop it to the slot's
+    uid (the report says so) instead of failing."""
 
     def __init__(self, spec: str, overrides: dict | None = None, seed: int = 0, cwd: str | None = None,
-                 weight_map: dict | None = None, limits: sandbox.Limits | None = None):
+                 weight_map: dict | None = None, limits: Limits | None = None, submission: str | None = None,
+                 allow_unconfined: bool = True):
         self.spec, self.overrides, self.seed = spec, overrides or {}, seed
         self.weight_map = weight_map or {}
-        self.limits = limits or sandbox.Limits()
-        self.search_dir = os.path.abspath(cwd or os.getcwd())
-        self.scratch = tempfile.mkdtemp(prefix="mha-check-")
-        self.log = tempfile.TemporaryFile()
-        self.started = time.monotonic()
-        self._spawn()
+        self.limits = limits or Limits()
+        self.search_dir = os.path.abspath(cwd or submission or os.getcwd())
+        self.allow_unconfined = allow_unconfined
         self._builds: dict[tuple, Instance] = {}
         self.loaded: m.Loaded | None = None
         self.dead: WorkerDied | None = None
+        self.record: dict = {}
+        self.cpu: float | None = None  # the worker's CPU seconds, when its exit reached us with them
+        self.log = tempfile.TemporaryFile()
+        self.slot = self._claim_slot()
+        self.room = None
+        try:
+            copy_root, rel, path = _placement(spec, self.search_dir, submission)
+            self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB)
+            name = spec[len(_where(spec)):]  # ":Class", or nothing
+            copied = os.path.join(self.room.path, rel) if rel and not os.path.isabs(rel) else None
+            # a missing file whose folder was copied is named in the copy, so that the child lists what is there
+            seen = copied is not None and (os.path.lexists(copied) or os.path.isdir(os.path.dirname(copied))
+                                           and os.path.isdir(copy_root))
+            self.child_spec = spec if path is None else (rel if seen else path) + name  # not copied: as given
+            self.policy = make_policy(self.room.path, self.slot.number, self.limits)
+            self.started = time.monotonic()
+            self._spawn()
+        except BaseException:
+            self._release()
+            raise
+
+    def _claim_slot(self) -> scratch.Slot:
+        return scratch.claim_slot()
 
     def _spawn(self) -> None:
-        """Start the worker: a fresh interpreter in the sandbox (the batch pool forks it from a warm zygote)."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0", HOME=self.scratch,
-                   TMPDIR=self.scratch)
-        self.proc = subprocess.Popen(
-            sandbox.wrap(worker_command()), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            cwd=self.scratch, env=env, start_new_session=True, preexec_fn=sandbox.preexec(self.limits),
-        )
+        """Start the worker in its walls (the batch pool forks it from a warm zygote instead)."""
+        self.proc, self.record = isolation.start(
+            self.policy, worker_code(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            unconfined_fallback=self.allow_unconfined)
         self.pid = self.proc.pid
         self._out_fd = self.proc.stdout.fileno()
 
@@ -144,14 +166,27 @@ class Subject:
         self.proc.stdin.flush()
 
     def _wait(self, timeout: float) -> int | None:
-        """The worker's exit status (negative: killed by that signal), or None if it is still running."""
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        """The worker's exit status (negative: killed by that signal), or None if it is still running; wait4 also
+        gives its CPU time (through the launcher's relay; bubblewrap does not pass it on)."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                pid, raw, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                return self.proc.poll()
+            if pid:
+                self.proc.returncode = -os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
+                if self.record.get("mechanism") != "bwrap":
+                    self.cpu = usage.ru_utime + usage.ru_stime
+                return self.proc.returncode
+            if time.monotonic() >= end:
+                return None
+            time.sleep(0.005)
 
     def _alive(self) -> bool:
-        return self.proc.poll() is None
+        return self._wait(0) is None
 
     def calls(self, requests: list[m.Request]) -> list[m.Reply]:
         """Send requests in one frame and return their replies; the first failure raises (TargetFailure for the
@@ -212,7 +247,7 @@ class Subject:
         self._kill()
         sig = -code if code < 0 else code - 128 if code > 128 else 0
         tail = self.stderr_tail(300).strip().splitlines()[-1:] or [""]
-        if sig == signal.SIGXCPU:
+        if sig == signal.SIGXCPU or sig == signal.SIGKILL and self._cpu_limit_reached():
             return WorkerDied("cpu", f"CPU time limit ({self.limits.cpu_seconds} s) exceeded during {op}")
         if sig == signal.SIGXFSZ:
             return WorkerDied("output", f"your code wrote more than {self.limits.file_mb} MB (to a file or to "
@@ -224,6 +259,13 @@ class Subject:
         return WorkerDied("exit", f"the process running your code exited (status {code}) during {op} without "
                                   f"answering: sys.exit / os._exit in your code? (last output: {tail[0][:200]!r})")
 
+    def _cpu_limit_reached(self) -> bool:
+        """A SIGKILL we did not send: the CPU limit (hard == soft kills outright), if the worker's CPU time says so
+        or, where it is unknown (bubblewrap), if enough time has passed for the limit to be reached at all."""
+        if self.cpu is not None:
+            return self.cpu >= self.limits.cpu_seconds - 1
+        return (time.monotonic() - self.started) * (os.cpu_count() or 1) >= self.limits.cpu_seconds - 1
+
     def _kill(self) -> None:
         """The whole process group, and with it (PID namespace) everything the child started."""
         try:
@@ -233,8 +275,11 @@ class Subject:
         self._wait(5)
 
     def load(self) -> m.Loaded:
+        """Give the child the submission (its copy in the scratch folder): from here on, code of the student's runs
+        there, so every module the trusted side will ever run is imported first."""
         if self.loaded is None:
-            self.loaded = self.call(m.Load(self.spec, self.search_dir, self.overrides, self.weight_map))
+            trusted.preload()
+            self.loaded = self.call(m.Load(self.child_spec, self.room.path, self.overrides, self.weight_map))
         return self.loaded
 
     def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:
@@ -256,7 +301,12 @@ class Subject:
             return ""
 
     def protections(self) -> list[str]:
-        return sandbox.protections(self.limits, throwaway_cwd=True)
+        return isolation.protections(self.limits)
+
+    @property
+    def isolation(self) -> dict:
+        """The report's isolation block: what confined the child, measured inside it, and its scratch copy."""
+        return {**isolation.describe(self.record), "submission_copy": self.room.describe()} if self.record else {}
 
     def close(self) -> None:
         if self._alive() and not self.dead:
@@ -265,13 +315,49 @@ class Subject:
             except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
                 pass
         self._kill()
+        self._release()
+
+    def _release(self) -> None:
+        """Nothing of the child survives: leftover processes of its uid (only possible without a PID namespace),
+        its scratch folder, its slot, its log."""
+        if self.record and not self.record.get("namespaces") and self.record.get("uid", 0) >= UID_BASE:
+            scratch.kill_leftovers(self.record["uid"])
+        if self.room is not None:
+            self.room.remove()
+            self.room = None
+        self._release_slot()
         self.log.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _release_slot(self) -> None:
+        self.slot.release()
+
+
+def _where(spec: str) -> str:
+    """The file or module part of a target (the rule of harness.child.target.split_spec)."""
+    if ":" in spec:
+        where = spec.rpartition(":")[0]
+        return spec if len(where) == 1 and where.isalpha() else where
+    return spec
+
+
+def _placement(spec: str, search_dir: str, submission: str | None) -> tuple[str, str | None, str | None]:
+    """(the folder to copy into the scratch, the target file relative to it, the target file's own path); the
+    last two are None for a module target.  A file outside the folder copied is not copied: the child cannot see
+    it, and says so by the file's own name."""
+    where = _where(spec)
+    if not (where.endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where):
+        return submission or search_dir, None, None
+    path = os.path.normpath(os.path.join(search_dir, where))
+    root = os.path.abspath(submission) if submission else os.path.dirname(path)
+    rel = os.path.relpath(path, root)
+    return root, (rel if not rel.startswith("..") else path), path
+
+
+def worker_code() -> str:
+    """The worker's bootstrap: the folder our own packages came from first on sys.path (run with `python -I`: no
+    cwd, no PYTHONPATH on it, so a student's harness.py cannot shadow ours)."""
+    return f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); import harness.child.worker as w; w.main()"
 
 
 def worker_command() -> list[str]:
-    """`python -I` (no cwd, no PYTHONPATH on sys.path: a student's harness.py cannot shadow ours), with the folder our
-    own packages came from put first explicitly."""
-    root = PACKAGES_ROOT
-    boot = f"import sys; sys.path.insert(0, {root!r}); import harness.child.worker as w; w.main()"
-    return [sys.executable, "-I", "-c", boot]
+    return isolation.python_command(worker_code())

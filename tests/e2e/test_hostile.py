@@ -1,9 +1,25 @@
 """Hostile submissions: whatever the code does (hang, crash, exit, print, patch, escape), the verdict is not passing,
-arrives within the time limit, the JSON stays valid, nothing it started survives, and the grader carries on."""
+arrives within the time limit, the JSON stays valid, nothing it started survives, the grader carries on, and
+nothing outside the child's scratch folder changed.
+
+The attack submissions (`tests/hostile/*.py` that keep an ESCAPED list) compute the lesson's layer correctly only
+when one of their attacks worked: a passing reference-match would mean that a wall gave way.  They are told where
+the world is (`context.json` beside them: a classmate's folder, the output folder, a world-readable host file, a
+service on localhost), as a student who knows the layout would be.  `World` checks from outside that mha-check's
+own files, the installation's site-packages, the classmates' files, the host file and the output folder are as
+they were, and that nobody connected to the service.  CI runs this suite as root: the privilege drop is exercised.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -12,9 +28,16 @@ import pytest
 from conftest import ROOT
 
 HOSTILE = sorted((ROOT / "tests" / "hostile").glob("*.py"))
+FORGEABLE = sorted((ROOT / "tests" / "hostile" / "forgeable").glob("*.py"))
+ATTACKS = [p for p in HOSTILE if "ESCAPED = []" in p.read_text()]
+QUICK = ("tool_files", "pth_planting", "proc_parent", "network", "raised_limits", "forged_jacobian", "kill_parent",
+         "sleep_forever")  # the single runs of the quick suite (pytest -m "not slow"); every one runs in the full suite
 TIME_LIMIT = 8
 SLACK = 20  # interpreter start-up, restarts after a crash, and a loaded machine
-MARKERS = ("7777.125", "8888.125")  # the sleeps that fork_bomb and grandchild_escape leave behind
+MARKERS = {"7777.125": f"7777.{os.getpid()}", "8888.125": f"8888.{os.getpid()}"}  # the sleeps that fork_bomb and
+# grandchild_escape leave behind, made unique to this run (other checkouts may run the same suite at the same time)
+CORRECT = ROOT / "tests" / "zoo" / "correct" / "book_style.py"
+WATCHED_PACKAGES = ("harness", "checks", "reference", "mutants")
 
 
 def survivors() -> list[str]:
@@ -24,20 +47,140 @@ def survivors() -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if any(m in cmdline for m in MARKERS) and "pytest" not in cmdline:
+        if any(m in cmdline for m in MARKERS.values()) and "pytest" not in cmdline:
             found.append(cmdline)
     return found
 
 
-def run_cli(*args, timeout=TIME_LIMIT * 4 + SLACK):
+def run_cli(*args, timeout=TIME_LIMIT * 4 + SLACK, env=None):
     return subprocess.run([sys.executable, "-m", "harness.frontends.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+                          timeout=timeout, cwd=ROOT, env=env)
 
 
-@pytest.mark.parametrize("path", HOSTILE, ids=[p.stem for p in HOSTILE])
-def test_hostile_submission_fails_in_time_with_valid_json(path):
+def submission_text(path: Path) -> str:
+    text = path.read_text()
+    for old, new in MARKERS.items():
+        text = text.replace(old, new)
+    return text
+
+
+def correct_text() -> str:
+    return CORRECT.read_text().replace("class MultiHeadAttention", "class MyAttn")
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        if "__pycache__" in path.parts or path.is_dir():
+            continue
+        out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else os.readlink(path)
+    return out
+
+
+def _site_folders() -> list[Path]:
+    paths = sysconfig.get_paths()
+    return sorted({Path(paths["purelib"]), Path(paths["platlib"]), Path(paths["stdlib"])})
+
+
+class World:
+    """What a submission must not touch, and the evidence that it did not: mha-check's own packages, the
+    installation's site-packages and standard library folders, the classmates' files, a world-readable host file,
+    the output folder, a service on localhost, the grader's temporary folder."""
+
+    def __init__(self, tmp: Path, classmates: list[Path], out: Path):
+        self.tmp, self.classmates, self.out = tmp, classmates, out
+        self.tmpdir = tmp / "grader-tmp"  # TMPDIR of mha-check: where its scratch folders live
+        self.tmpdir.mkdir()
+        self.secret = tmp / "host-secret.txt"
+        self.secret.write_text("a file of the grading machine\n")
+        self.secret.chmod(0o644)
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.listener.setblocking(False)
+        self._saved = {p: p.read_bytes() for pkg in WATCHED_PACKAGES for p in (ROOT / pkg).rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts}
+        self.before = self.snapshot()
+
+    def context(self, **more) -> dict:
+        return {"classmates": [str(c) for c in self.classmates], "secret": str(self.secret), "out": str(self.out),
+                "port": self.listener.getsockname()[1], "seconds": 3, **more}
+
+    def snapshot(self) -> dict:
+        state = {pkg: _digests(ROOT / pkg) for pkg in WATCHED_PACKAGES}
+        for folder in _site_folders():
+            state[str(folder)] = sorted(p.name for p in folder.iterdir())
+            state[f"{folder} .pth"] = {p.name: p.read_bytes() for p in folder.glob("*.pth")}
+        for folder in self.classmates:
+            state[str(folder)] = _digests(folder)
+        state["secret"] = (self.secret.read_bytes(), self.secret.stat().st_mode)
+        return state
+
+    def connections(self) -> int:
+        count = 0
+        while True:
+            try:
+                self.listener.accept()[0].close()
+                count += 1
+            except BlockingIOError:
+                return count
+
+    def env(self) -> dict:
+        return dict(os.environ, TMPDIR=str(self.tmpdir))
+
+    def assert_untouched(self) -> None:
+        after = self.snapshot()
+        changed = sorted(k for k in after if after[k] != self.before[k])
+        assert not changed, f"changed outside the scratch: {changed}"
+        assert self.connections() == 0, "a submission reached the service on localhost"
+        left = [str(p) for p in self.tmpdir.iterdir()]
+        assert not left, f"left in mha-check's temporary folder: {left}"
+
+    def close(self) -> None:
+        """Undo what a submission managed to change (only if a wall gave way: the assertion has failed then)."""
+        self.listener.close()
+        for path, data in self._saved.items():
+            if not path.exists() or path.read_bytes() != data:
+                path.write_bytes(data)
+        for pkg in WATCHED_PACKAGES:
+            for path in (ROOT / pkg).rglob("zz_planted*"):
+                path.unlink()
+        for folder in _site_folders():
+            for name in ("zz_planted_by_student.pth", "sitecustomize.py"):
+                if (folder / name).exists() and b"hostile" in (folder / name).read_bytes():
+                    (folder / name).unlink()
+
+
+@pytest.fixture
+def world(tmp_path):
+    classmate = tmp_path / "classmate"
+    classmate.mkdir()
+    (classmate / "attention.py").write_text(correct_text())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "classmate.json").write_text('{"score": 17}\n')
+    w = World(tmp_path, [classmate], out)
+    yield w
+    w.close()
+
+
+def single_run(world: World, path: Path, *extra):
+    sub = world.tmp / "submission"
+    sub.mkdir()
+    (sub / "attention.py").write_text(submission_text(path))
+    (sub / "context.json").write_text(json.dumps(world.context(reports=["classmate.json"])))
+    return run_cli(f"{sub}/attention.py:MyAttn", "--format", "json", "--time-limit", str(TIME_LIMIT),
+                   "--memory-mb", "1500", *extra, env=world.env())
+
+
+def _params(paths):
+    return [pytest.param(p, id=p.stem, marks=() if p.stem in QUICK else pytest.mark.slow) for p in paths]
+
+
+@pytest.mark.parametrize("path", _params(HOSTILE))
+def test_hostile_submission_fails_in_time_and_touches_nothing(path, world):
     start = time.monotonic()
-    run = run_cli(f"{path}:MyAttn", "--format", "json", "--time-limit", str(TIME_LIMIT), "--memory-mb", "1500")
+    run = single_run(world, path)
     elapsed = time.monotonic() - start
     assert run.returncode == 1, run.stderr[-2000:]
     report = json.loads(run.stdout)  # exactly one JSON object on stdout, whatever the code printed
@@ -46,9 +189,40 @@ def test_hostile_submission_fails_in_time_with_valid_json(path):
     # a limit of mha-check's (time, memory) is not evidence of a bug: it is undecided and marked for a person
     if any(p.get("ours") for p in report["adapter"].get("process", [])):
         assert report["needs_review"] is True
+    if path in ATTACKS:  # its output is right only if a wall gave way
+        statuses = {c["id"]: c["status"] for c in report["checks"]}
+        assert statuses["reference-match"] == "fail", report["student_output"][-2000:]
+        assert "walls that gave way: []" in report["student_output"]
     assert "Traceback" not in run.stderr
     assert elapsed < TIME_LIMIT + SLACK, f"took {elapsed:.1f} s"
+    assert report["isolation"]["summary"]
     assert survivors() == []
+    world.assert_untouched()
+    assert sorted(p.name for p in world.out.iterdir()) == ["classmate.json"]
+
+
+def test_forged_jacobian_is_caught_by_the_parents_own_perturbations(world):
+    """-100 instead of -inf, and the worker patched to report a zero future Jacobian: the forward perturbations of
+    size 1e30 that the parent computes still show the leak."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "forged_jacobian.py").stdout)
+    leak = next(c for c in report["checks"] if c["id"] == "causal-leakage")
+    assert leak["status"] == "fail" and "1e30" in leak["message"], leak["message"]
+    assert report["diagnosis"]["mutant"] == "finite-fill-100"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", FORGEABLE, ids=[p.stem for p in FORGEABLE])
+def test_forgeable_evidence(path, world):
+    """The documented gap (README, threat model): checks that judge what the child reports about itself can be
+    fooled by a submission that patches mha-check's worker in its own process.  The same code without the forgery
+    fails; with it, it passes."""
+    honest = world.tmp / "honest.py"
+    honest.write_text(path.read_text().replace('_worker = sys.modules.get("harness.child.worker")', "_worker = None"))
+    caught = json.loads(run_cli(f"{honest}:MyAttn", "--format", "json", env=world.env()).stdout)
+    assert caught["passed"] is False
+    forged = json.loads(run_cli(f"{path}:MyAttn", "--format", "json", env=world.env()).stdout)
+    assert forged["passed"] is True, [(c["id"], c["status"]) for c in forged["checks"] if c["status"] != "pass"]
+    world.assert_untouched()
 
 
 def test_what_happened_is_classified():
@@ -63,39 +237,181 @@ def test_what_happened_is_classified():
     assert "signal SIGSEGV" in messages("segfault")
     assert "exited (status 0)" in messages("os_exit_forward")
     assert "corrupted the channel" in messages("garbage_fds")
+    assert "header nested too deeply" in messages("nested_header")  # refused by the parser, never a crash
     evil = messages("custom_base_exception")
     assert "Evil: boom" in evil  # the type and the arguments, without ever calling its endless __str__
 
 
-def test_protections_are_reported():
+def test_isolation_is_reported(tmp_path):
+    """Every report says what confined the child: in JSON (measured inside it), in text one line."""
     run = run_cli(f"{ROOT}/examples/correct_attention.py", "--format", "json", "--only", "construct")
-    protections = " ".join(json.loads(run.stdout)["adapter"]["protections"])
+    report = json.loads(run.stdout)
+    isolation = report["isolation"]
+    protections = " ".join(report["adapter"]["protections"])
     for word in ("separate process", "CPU", "address space", "no core dumps", "throwaway working directory"):
         assert word in protections
+    assert isolation["summary"] and isolation["limits_hard_equals_soft"] and isolation["no_new_privs"]
+    assert isolation["capabilities_dropped"] and isolation["submission_copy"]["copied_files"] >= 1
+    if os.geteuid() == 0:  # CI: the slot's own uid, and (with namespaces) nothing but the view
+        assert isolation["uid"] >= 61000 and not isolation["groups"]
+        if isolation["namespaces"]:
+            assert {"pid", "net", "mount"} <= set(isolation["namespaces"]) and isolation["read_only_root"]
+            assert isolation["network_interfaces"] == ["lo"] and isolation["pid_in_namespace"] == 2
+    text = run_cli(f"{ROOT}/examples/correct_attention.py", "--only", "construct").stdout
+    assert "isolation: " + isolation["summary"].split(":")[0] in text
 
 
-def test_grade_batch_survives_every_hostile_submission(tmp_path):
+def _grade(world: World, subs: Path, *extra, timeout):
+    return run_cli("grade", str(subs), "--out", str(world.out), "--format", "gradescope", "--time-limit",
+                   str(TIME_LIMIT), "--memory-mb", "1500", "--jobs", "2", *extra, timeout=timeout, env=world.env())
+
+
+def _batch(tmp_path: Path, hostile: list[Path], strange_files: bool):
+    """Submissions: the hostile ones (each told where the world is), two correct classmates, and, with
+    `strange_files`, folders whose attention.py is a FIFO, a symlink to /dev/zero, 3 MB, or deeply nested."""
     subs = tmp_path / "subs"
-    for path in HOSTILE + [ROOT / "tests" / "zoo" / "correct" / "book_style.py"]:
-        folder = subs / path.stem
-        folder.mkdir(parents=True)
-        shutil.copy(path, folder / "attention.py")
-    (subs / "book_style" / "attention.py").write_text(
-        (subs / "book_style" / "attention.py").read_text().replace("class MultiHeadAttention", "class MyAttn"))
+    classmates = [subs / "classmate_a", subs / "classmate_b"]
     out = tmp_path / "out"
-    start = time.monotonic()
-    run = run_cli("grade", str(subs), "--target", "attention.py:MyAttn", "--out", str(out), "--format",
-                  "gradescope", "--time-limit", str(TIME_LIMIT), "--memory-mb", "1500", "--jobs", "2",
-                  timeout=len(HOSTILE) * (TIME_LIMIT + 10) + 60)
+    for folder in classmates:
+        folder.mkdir(parents=True)
+        (folder / "attention.py").write_text(correct_text())
+    world = World(tmp_path, classmates, out)
+    for path in hostile:
+        folder = subs / path.stem
+        folder.mkdir()
+        (folder / "attention.py").write_text(submission_text(path))
+        (folder / "context.json").write_text(json.dumps(world.context(reports=["classmate_a.results.json",
+                                                                                "summary.csv"])))
+    if strange_files:
+        for name in ("fifo", "dev_zero", "huge", "nested"):
+            (subs / name).mkdir()
+        os.mkfifo(subs / "fifo" / "attention.py")
+        os.symlink("/dev/zero", subs / "dev_zero" / "attention.py")
+        (subs / "huge" / "attention.py").write_text("import torch.nn as nn\nclass A(nn.Module):\n    pass\n"
+                                                    + "#" * (3 << 20) + "\n")
+        (subs / "nested" / "attention.py").write_text("import torch.nn as nn\nx = " + "(" * 100000 + "1" +
+                                                      ")" * 100000 + "\nclass A(nn.Module):\n    pass\n")
+    return subs, world
+
+
+def _check_batch(run, world: World, hostile: list[Path], strange_files: bool, started: float):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Traceback" not in run.stderr
-    import csv
-
-    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
-    assert set(rows) == {p.stem for p in HOSTILE} | {"book_style"}
-    assert rows["book_style"]["passed"] == "True", rows["book_style"]
-    assert [name for name, r in rows.items() if name != "book_style" and r["passed"] != "False"] == []
+    rows = {r["submission"]: r for r in csv.DictReader(open(world.out / "summary.csv"))}
+    assert {"classmate_a", "classmate_b"} | {p.stem for p in hostile} <= set(rows)
+    for name in ("classmate_a", "classmate_b"):  # nothing a classmate did reached them
+        assert rows[name]["passed"] == "True", rows[name]
+    assert [p.stem for p in hostile if rows[p.stem]["passed"] != "False"] == []
+    for path in hostile:
+        if path in ATTACKS:
+            assert rows[path.stem]["reference-match"] == "fail", rows[path.stem]
+    if strange_files:  # never read by the grader: no single file defines an nn.Module class
+        for name in ("fifo", "dev_zero", "huge"):
+            assert rows[name]["target"] == "" and rows[name]["passed"] == "False", rows[name]
+        assert rows["nested"]["passed"] == "False"
+    expected = {f"{name}.results.json" for name in rows} | {"summary.csv"}
+    assert {p.name for p in world.out.iterdir()} == expected  # no forged report
     for name in rows:
-        json.loads((out / f"{name}.results.json").read_text())  # valid Gradescope JSON for every submission
+        json.loads((world.out / f"{name}.results.json").read_text())  # valid Gradescope JSON for every one
     assert survivors() == []
-    print(f"graded {len(rows)} hostile submissions in {time.monotonic() - start:.1f} s")
+    world.assert_untouched()
+    print(f"graded {len(rows)} submissions in {time.monotonic() - started:.1f} s")
+
+
+def test_grade_batch_walls_hold(tmp_path):
+    """The attacks on what surrounds a submission in `grade`: classmates' files, the output folder, siblings running
+    at the same time (--jobs 2), mha-check's files, the installation, /proc, the network, and files the grader
+    itself would have to read to find the target (no --target)."""
+    hostile = [p for p in ATTACKS if p.stem in ("classmates", "output_folder", "siblings", "tool_files",
+                                                "pth_planting", "proc_parent", "network")]
+    subs, world = _batch(tmp_path, hostile, strange_files=True)
+    try:
+        started = time.monotonic()
+        run = _grade(world, subs, timeout=len(hostile) * (TIME_LIMIT + 10) + 120)
+        _check_batch(run, world, hostile, True, started)
+    finally:
+        world.close()
+
+
+@pytest.mark.slow
+def test_grade_batch_survives_every_hostile_submission(tmp_path):
+    subs, world = _batch(tmp_path, HOSTILE, strange_files=False)
+    try:
+        started = time.monotonic()
+        run = _grade(world, subs, "--target", "attention.py:MyAttn", timeout=len(HOSTILE) * (TIME_LIMIT + 10) + 60)
+        _check_batch(run, world, HOSTILE, False, started)
+    finally:
+        world.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="plays a root grader")
+def test_grade_as_root_without_a_privilege_drop_refuses_to_start(tmp_path):
+    """A root that cannot change uid (its bounding set lacks CAP_SETUID/CAP_SETGID, as in a locked-down
+    container) must not grade submissions as root, unless told so; then every report says how it ran."""
+    subs = tmp_path / "subs" / "student"
+    subs.mkdir(parents=True)
+    (subs / "attention.py").write_text(correct_text())
+    no_setuid = ["setpriv", "--inh-caps=-all", "--bounding-set=-setuid,-setgid", "--", sys.executable, "-m",
+                 "harness.frontends.cli", "grade", str(subs.parent), "--out", str(tmp_path / "out"), "--jobs", "1"]
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    refused = subprocess.run(no_setuid, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "--allow-unconfined" in refused.stderr and "unprivileged uid" in refused.stderr
+    assert not (tmp_path / "out").exists()
+    allowed = subprocess.run(no_setuid + ["--allow-unconfined"], capture_output=True, text=True, timeout=300,
+                             cwd=ROOT, env=env)
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    report = json.loads((tmp_path / "out" / "student.json").read_text())
+    assert report["passed"] is True and report["isolation"]["uid"] == 0
+    assert "ROOT" in report["isolation"]["summary"] and report["isolation"]["capabilities_dropped"]
+    single = subprocess.run(no_setuid[:7] + [f"{subs}/attention.py:MyAttn", "--format", "json"], capture_output=True,
+                            text=True, timeout=300, cwd=ROOT, env=env)  # a single run: as root, and says so
+    report = json.loads(single.stdout)
+    assert report["passed"] is True and report["isolation"]["uid"] == 0 and "ROOT" in report["isolation"]["summary"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "subs"]  # no scratch left behind
+
+
+def _raw_controls(text: str) -> list[str]:
+    """Characters a terminal would obey: C0 but newline and tab, DEL, C1."""
+    return sorted({repr(ch) for ch in text if (ord(ch) < 32 and ch not in "\n\t") or 0x7F <= ord(ch) < 0xA0})
+
+
+def test_control_sequences_are_shown_never_obeyed(tmp_path):
+    """Escape sequences in what the code prints, in its exception message and in a parameter name reach a text
+    report as visible escapes: a single run (verbose, with the code's output) and the batch's text reports."""
+    path = ROOT / "tests" / "hostile" / "escape_sequences.py"
+    run = run_cli(f"{path}:MyAttn", "--show-output", "--verbose")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert _raw_controls(run.stdout) == [] and "\\x1b[2J" in run.stdout and "\\x9b31m" in run.stdout
+    assert "--- what your code printed ---" in run.stdout
+    subs = tmp_path / "subs" / "student"
+    subs.mkdir(parents=True)
+    (subs / "attention.py").write_text(path.read_text())
+    batch = run_cli("grade", str(subs.parent), "--out", str(tmp_path / "out"), "--format", "text", "--jobs", "1")
+    text = (tmp_path / "out" / "student.txt").read_text()
+    assert batch.returncode == 0 and _raw_controls(text) == [] and "\\x1b[2J" in text
+
+
+def test_a_hidden_check_never_shows_in_what_students_see(tmp_path):
+    """The rubric hides causal-leakage; the submission's only mistake (a fill of -100: outputs right to every
+    digit) is one that check alone reveals.  Nothing a student sees on Gradescope (the summary, the tests that are
+    not hidden) names the check, what it found or the mistake; the hidden test itself is there, marked hidden."""
+    subs = tmp_path / "subs" / "student"
+    subs.mkdir(parents=True)
+    leaky = correct_text().replace("masked_fill_(mask_bool, -torch.inf)", "masked_fill_(mask_bool, -100.0)")
+    assert "-100.0" in leaky
+    (subs / "attention.py").write_text(leaky)
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text('target = "attention.py:MyAttn"\n[checks.causal-leakage]\nhidden = true\n')
+    out = tmp_path / "out"
+    run = run_cli("grade", str(subs.parent), "--out", str(out), "--format", "gradescope", "--rubric", str(rubric),
+                  "--jobs", "1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads((out / "student.results.json").read_text())
+    hidden = [t for t in results["tests"] if t["visibility"] == "hidden"]
+    assert [t["name"].split()[0] for t in hidden] == ["causal-leakage"] and hidden[0]["status"] == "failed"
+    visible = results["output"] + " ".join(t["name"] + t["output"] for t in results["tests"] if t not in hidden)
+    for word in ("causal-leakage", "leak", "future", "-100", "-inf", "such as -10", "masked scores", "gpt-2"):
+        assert word not in visible.lower(), word
+    single = run_cli(f"{subs}/attention.py:MyAttn", "--format", "gradescope", "--rubric", str(rubric))
+    assert json.loads(single.stdout)["output"] == results["output"]

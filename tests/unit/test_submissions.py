@@ -1,4 +1,5 @@
 """Finding a course's submissions: the two layouts, the student id taken from platform file names, what is left out."""
+import os
 import re
 
 import pytest
@@ -16,6 +17,8 @@ DEFAULT = compile_pattern(DEFAULT_PATTERN)
     ("carol.py", "carol"),
     ("dave_lab.ipynb", "dave"),  # notebooks too
     ("erin.ipynb", "erin"),
+    ("Gina.IPYNB", "Gina"),  # extensions in any case
+    ("hal.Py", "hal"),
 ])
 def test_default_pattern_takes_the_name_up_to_the_first_underscore(name, student):
     assert DEFAULT.match(name).group("student") == student
@@ -55,3 +58,15 @@ def test_custom_pattern(tmp_path):
 def test_bad_patterns_are_refused(text, words):
     with pytest.raises(PatternError, match=re.escape(words)):
         compile_pattern(text)
+
+
+def test_staging_copies_regular_files_only_and_any_case_of_extension_counts(tmp_path):
+    """The trusted process copies flat files: a symlink to a host file or a FIFO is never read (no leak, no hang)."""
+    (tmp_path / "gina_Lab.IPYNB").write_text("{}")
+    (tmp_path / "secret.txt").write_text("the host's secret")
+    os.symlink(tmp_path / "secret.txt", tmp_path / "gina_attention.py")
+    os.mkfifo(tmp_path / "gina_fifo.py")
+    found = find(tmp_path, DEFAULT)
+    assert [s.name for s in found.submissions] == ["gina"]
+    staged = found.submissions[0].stage(tmp_path / "scratch")
+    assert sorted(p.name for p in staged.iterdir()) == ["gina_Lab.IPYNB"]

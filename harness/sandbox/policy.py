@@ -1,0 +1,187 @@
+"""The confinement policy of one child, as plain data: the one place to read what a submission may see, write,
+spend and be.  The mechanisms (`harness.sandbox.bubblewrap`, `harness.sandbox.confine`) only apply a `Policy`;
+neither decides anything.  Modelled on IOI isolate (a uid per box, hard limits) and bubblewrap (a view built from
+explicit binds).
+
+What the child may see (paths keep their host names inside, so nothing else has to translate them)
+  read-only : /usr and the /bin, /sbin, /lib* links or folders; the Python installation (venv and base prefix);
+              mha-check's own packages (harness, checks, reference, mutants); the few /etc files the dynamic
+              loader needs; a generated /etc/passwd, /etc/group, /etc/hosts naming only root, nobody and the slot
+  read-write: its scratch folder, holding a COPY of its submission (never the original, never a classmate's);
+              a small private /tmp and /dev/shm
+  fresh     : /proc of its own PID namespace; a minimal /dev (null, zero, full, random, urandom)
+  nothing else exists for it: no /root, /home, output folder, other submissions, host /proc, /sys but the CPU
+  topology torch reads
+What it may spend: `Limits` as hard == soft resource limits (address space, CPU seconds, file size, open files,
+  processes), no core dumps
+What it is: uid = gid = 61000 + slot when the grader is root (never 0; one per concurrently running child, because
+  RLIMIT_NPROC, signals and file ownership are per uid), no supplementary groups, no capabilities (bounding set
+  emptied too), no_new_privs, a seccomp filter (`harness.sandbox.seccomp`), its own PID, network (only `lo`),
+  mount, IPC and UTS namespaces.  An ordinary user cannot change uid: the child keeps the user's own.
+Its environment: only `base_env` below plus INHERITED_ENV; nothing else of the grader's (tokens, paths) reaches it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+
+from harness import PACKAGES_ROOT
+from harness.sandbox.limits import Limits
+
+UID_BASE = 61000  # slot uids 61000..61998; a range no real user or service owns (isolate uses 60000+)
+SLOTS = 999  # slots 0..998 for children; 999 is the probes'
+PROBE_SLOT = 999
+
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # links on merged-/usr systems
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf")
+SYS_PATHS = ("/sys/devices/system/cpu",)  # CPU topology for torch's cpuinfo; read-only, harmless
+DEVICES = ("null", "zero", "full", "random", "urandom")
+TOOL_PACKAGES = ("harness", "checks", "reference", "mutants")  # the worker imports harness; the mutation tests
+# and the catalogue check targets in reference/ and mutants/
+INHERITED_ENV = ("MUTANT_UNDER_TEST",)  # mutmut's switch, for the mutation tests of mha-check itself
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One entry of the child's filesystem view, applied in order.
+
+    kind: ro | rw (bind of host `source` on `dest`), symlink (`source` is the link text), tmpfs, proc, dev,
+    file (`source` is the text to write)."""
+    kind: str
+    dest: str
+    source: str = ""
+    mode: int = 0o755
+    size_mb: int = 0
+
+
+@dataclass(frozen=True)
+class Policy:
+    view: tuple[Mount, ...]
+    cwd: str
+    uid: int
+    gid: int
+    rlimits: dict  # resource-module name -> value, hard == soft
+    env: dict = field(default_factory=dict)
+    namespaces: tuple[str, ...] = ("mount", "pid", "net", "ipc", "uts")
+    no_new_privs: bool = True
+    drop_capabilities: bool = True
+    seccomp: bool = True
+    require_drop: bool = True  # a root grader must become the slot uid, or nothing runs (--allow-unconfined: no)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @staticmethod
+    def from_json(text: str) -> "Policy":
+        raw = json.loads(text)
+        raw["view"] = tuple(Mount(**m) for m in raw["view"])
+        raw["namespaces"] = tuple(raw["namespaces"])
+        return Policy(**raw)
+
+    def binds(self, kind: str) -> list[str]:
+        return [m.dest for m in self.view if m.kind == kind]
+
+
+def slot_ids(slot: int) -> tuple[int, int]:
+    """(uid, gid) of a worker slot."""
+    if not 0 <= slot <= PROBE_SLOT:
+        raise ValueError(f"slot {slot} out of range")
+    return UID_BASE + slot, UID_BASE + slot
+
+
+def identity(slot: int) -> tuple[int, int]:
+    """Who the child of `slot` will be: the slot's ids when we are root (only root may choose), else our own."""
+    return slot_ids(slot) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+
+
+def interpreter_prefixes() -> list[str]:
+    """Folders of the running interpreter (venv and base installation): the child runs the same Python."""
+    found = []
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+              os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))):
+        p = os.path.abspath(p)
+        if p not in found:
+            found.append(p)
+    return found
+
+
+def tool_paths(root: str = PACKAGES_ROOT) -> list[str]:
+    return [os.path.join(root, name) for name in TOOL_PACKAGES if os.path.exists(os.path.join(root, name))]
+
+
+def _covered(path: str, by: list[str]) -> bool:
+    return any(path == b or path.startswith(b.rstrip("/") + "/") for b in by)
+
+
+def _system_view() -> list[Mount]:
+    out = []
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            out.append(Mount("symlink", path, os.readlink(path)))
+        elif os.path.isdir(path):
+            out.append(Mount("ro", path, path))
+    return out
+
+
+def _identity_files(uid: int, gid: int, home: str) -> list[Mount]:
+    passwd = (f"root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+              f"student:x:{uid}:{gid}:sandboxed submission:{home}:/usr/sbin/nologin\n"
+              f"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    group = f"root:x:0:\nstudent:x:{gid}:\nnogroup:x:65534:\n"
+    return [Mount("file", "/etc/passwd", passwd, 0o644), Mount("file", "/etc/group", group, 0o644),
+            Mount("file", "/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n", 0o644)]
+
+
+def _processes_of(uid: int) -> int:
+    """Tasks (threads included: RLIMIT_NPROC counts them) of `uid` now."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                st = os.stat(f"/proc/{entry}")
+                if st.st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:
+                continue
+    return count
+
+
+def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readable: list[str] | None = None,
+                python_prefixes: list[str] | None = None, env: dict | None = None,
+                require_drop: bool = True) -> Policy:
+    """The policy for one child: `scratch` (already holding the copy of its submission) read-write and its working
+    directory; the interpreter (`python_prefixes`, default: this one's), mha-check's packages and `readable`
+    read-only; everything else of the host invisible."""
+    limits = limits or Limits()
+    uid, gid = identity(slot)
+    scratch = os.path.realpath(scratch)
+    # fresh filesystems first: a bind below /tmp (the scratch, a tool in a temporary clone) must land on top of them
+    view = [Mount("proc", "/proc"), Mount("dev", "/dev", size_mb=limits.tmpfs_mb),
+            Mount("tmpfs", "/tmp", mode=0o1777, size_mb=limits.tmpfs_mb), *_system_view()]
+    done = [m.dest for m in view if m.kind in ("ro", "symlink")]
+    wanted = [*(python_prefixes or interpreter_prefixes()), *tool_paths(), *(readable or [])]
+    for path in wanted:
+        real = os.path.realpath(path)
+        if os.path.exists(real) and not _covered(real, done):
+            view.append(Mount("ro", real, real))
+            done.append(real)
+        alias = os.path.abspath(path)
+        if alias != real and os.path.exists(real) and not _covered(alias, done):
+            view.append(Mount("symlink", alias, real))  # a linked package (mutmut's staging folder) keeps its name
+            done.append(alias)
+    for path in (*ETC_FILES, *SYS_PATHS):
+        if os.path.lexists(path) and not _covered(path, done):
+            view.append(Mount("ro", path, os.path.realpath(path)))  # /etc/localtime: bind what it points to
+    view += _identity_files(uid, gid, scratch)
+    view.append(Mount("rw", scratch, scratch))
+    rlimits = limits.rlimits()
+    if os.geteuid() != 0:  # the user's own uid: its other processes count too (best effort, see the README)
+        rlimits["RLIMIT_NPROC"] += _processes_of(uid)
+    base_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8",
+                "USER": "student", "LOGNAME": "student", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                "PYTHONHASHSEED": "0"}
+    inherited = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
+    return Policy(view=tuple(view), cwd=scratch, uid=uid, gid=gid, rlimits=rlimits,
+                  env={**base_env, **inherited, **(env or {})}, require_drop=require_drop)

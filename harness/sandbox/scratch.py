@@ -1,0 +1,319 @@
+"""Per-slot housekeeping around a confined child, as isolate's --init and --cleanup do it.
+
+- `Slot`: a slot number no other running child on this machine holds (an flock on /run/mha-check/slot-N.lock, so
+  concurrent graders, even of different checkouts, never share one), and with it the child's uid (61000 + N).
+- `Scratch`: a fresh folder owned by the slot's uid and closed to everyone else (0700 inside a 0711 folder),
+  holding a COPY of the submission: the child may write there, never in the original, and no other child can
+  see it.  Its removal copes with whatever the child left: closed folders, any depth, symlinks (never followed).
+- The copy and `read_regular` read untrusted folders from the trusted process: regular files only (a FIFO would
+  block, a symlink could point at /dev/zero or a classmate's file), within size and count budgets, without
+  recursion.
+- `kill_leftovers`: without a PID namespace a child may leave processes behind; they are killed by uid before the
+  slot is used again.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import signal
+import stat
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from harness.sandbox.policy import SLOTS, identity
+
+MAX_FILES = 2000  # entries of one submission copied into its scratch
+MAX_BYTES = 64 << 20
+MAX_DEPTH = 16
+SKIPPED_DIRS = ("__pycache__", "node_modules")  # and hidden folders and virtual environments (pyvenv.cfg)
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _lock_dir() -> str:
+    """Root: /run/mha-check (only root can create it there).  Others: a folder of their own in the temp dir."""
+    uid = os.geteuid()
+    path = "/run/mha-check" if uid == 0 and os.path.isdir("/run") else \
+        os.path.join(tempfile.gettempdir(), f"mha-check-slots-{uid}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022:
+        raise RuntimeError(f"{path} is not a private folder of uid {uid}: refusing to keep slot locks there")
+    return path
+
+
+@dataclass
+class Slot:
+    """A worker slot held by this process until `release()` (or its exit)."""
+    number: int
+    fd: int = -1
+
+    @property
+    def uid(self) -> int:
+        return identity(self.number)[0]
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def claim_slot() -> Slot:
+    """The first free slot from a random start (a slot just released may still be tearing its child down)."""
+    folder = _lock_dir()
+    start = random.randrange(SLOTS)
+    for i in range(SLOTS):
+        number = (start + i) % SLOTS
+        fd = os.open(os.path.join(folder, f"slot-{number}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW |
+                     os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return Slot(number, fd)
+        except BlockingIOError:
+            os.close(fd)
+    raise RuntimeError(f"all {SLOTS} worker slots are taken")
+
+
+@dataclass
+class Scratch:
+    """A child's private folder: `path` (its working directory and home), inside `root` (removed with it)."""
+    root: str
+    path: str
+    copied: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, slot: int) -> "Scratch":
+        root = tempfile.mkdtemp(prefix="mha-check-")
+        try:
+            os.chmod(root, 0o711)  # the slot's uid may pass through, not list
+            path = os.path.join(root, "scratch")
+            os.mkdir(path, 0o700)
+            if os.geteuid() == 0:
+                os.chown(path, *identity(slot))
+        except BaseException:
+            remove_tree(root)
+            raise
+        return cls(root, path)
+
+    @classmethod
+    def with_copy(cls, slot: int, submission: str | None, file_limit: int) -> "Scratch":
+        """A scratch holding a copy of the folder `submission` (nothing when None)."""
+        room = cls.empty(slot)
+        try:
+            if submission is not None:
+                room.copied, room.skipped = copy_submission(submission, room.path, identity(slot), file_limit)
+        except BaseException:
+            room.remove()
+            raise
+        return room
+
+    def describe(self) -> dict:
+        return {"scratch": self.path, "copied_files": self.copied, "not_copied": self.skipped[:20]}
+
+    def remove(self) -> None:
+        remove_tree(self.root)
+
+
+def give(path: str, uid: int, gid: int) -> None:
+    """Hand the folder `path` and everything in it (our own fresh copy) to uid:gid."""
+    for folder, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(folder, name), uid, gid)
+    os.chown(path, uid, gid)
+
+
+def read_regular(path: str, limit: int) -> bytes | None:
+    """The bytes of `path` if it is a regular file (not a symlink, FIFO or device) of at most `limit` bytes."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        fd = os.open(path, _READ)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return _read_at_most(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes | None:
+    chunks, size = [], 0
+    while True:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return None
+
+
+def _is_venv(path: str) -> bool:
+    return os.path.lexists(os.path.join(path, "pyvenv.cfg"))
+
+
+def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: int) -> tuple[int, list[str]]:
+    """Copy the folder `source` into `dest` (owned by `owner` when we are root): regular files and folders,
+    symlinks as links (never followed: the child resolves them in its own view); no hidden entries, caches or
+    virtual environments; at most MAX_FILES entries, MAX_BYTES in all, MAX_DEPTH deep, `file_limit` per file.
+    Returns (files copied, what was left out and why)."""
+    chown = os.geteuid() == 0
+    copied, skipped, total = 0, [], 0
+    todo = [("", 0)]
+    while todo:
+        rel, depth = todo.pop()
+        try:
+            entries = sorted(os.scandir(os.path.join(source, rel)), key=lambda e: e.name)
+        except OSError as e:
+            skipped.append(f"{rel or '.'}/ ({e.strerror})")
+            continue
+        for entry in entries:
+            name = os.path.join(rel, entry.name)
+            target = os.path.join(dest, name)
+            if entry.name.startswith("."):
+                continue
+            if copied + len(skipped) >= MAX_FILES:
+                skipped.append(f"{name} (more than {MAX_FILES} entries)")
+                return copied, skipped
+            try:
+                if entry.is_symlink():
+                    os.symlink(os.readlink(entry.path), target)
+                    if chown:
+                        os.lchown(target, *owner)
+                elif entry.is_dir(follow_symlinks=False):
+                    if entry.name in SKIPPED_DIRS or _is_venv(entry.path) or depth + 1 > MAX_DEPTH:
+                        continue
+                    os.mkdir(target, 0o755)
+                    if chown:
+                        os.chown(target, *owner)
+                    todo.append((name, depth + 1))
+                elif entry.is_file(follow_symlinks=False):
+                    size = _copy_file(entry.path, target, owner if chown else None, min(file_limit, MAX_BYTES - total))
+                    if size is None:
+                        skipped.append(f"{name} (larger than {min(file_limit, MAX_BYTES - total)} bytes)")
+                    else:
+                        copied, total = copied + 1, total + size
+                else:
+                    skipped.append(f"{name} (not a regular file)")
+            except OSError as e:
+                skipped.append(f"{name} ({e.strerror})")
+    return copied, skipped
+
+
+def _copy_file(source: str, target: str, owner: tuple[int, int] | None, limit: int) -> int | None:
+    fd = os.open(source, _READ)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        data = _read_at_most(fd, limit)
+    finally:
+        os.close(fd)
+    if data is None:
+        return None
+    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view):]
+        if owner is not None:
+            os.fchown(out, *owner)
+    finally:
+        os.close(out)
+    return len(data)
+
+
+def remove_tree(path: str) -> None:
+    """Remove `path` and everything below it, whatever a child made of it: iterative (any depth, no recursion),
+    relative to open folders (no path-length limit), never following a symlink, opening closed folders (0000)
+    first.  Never raises for what it cannot remove."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+            return
+        os.chmod(path, 0o700)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    names: list[str] = []  # the path from `path` down to the folder `fd` is open on
+    try:
+        while True:
+            sub = _empty_folder(fd)
+            if sub is not None:  # descend into the first sub-folder
+                try:
+                    os.chmod(sub, 0o700, dir_fd=fd)
+                    child = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError:
+                    return
+                os.close(fd)
+                fd, names = child, names + [sub]
+                continue
+            if not names:
+                break
+            parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            try:
+                os.rmdir(names.pop(), dir_fd=fd)
+            except OSError:
+                return
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _empty_folder(fd: int) -> str | None:
+    """Unlink every non-folder entry of the folder `fd`; return the name of a sub-folder if one is left."""
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                return entry.name
+            try:
+                os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass
+    return None
+
+
+def processes_of(uid: int, zombies: bool = False) -> list[int]:
+    """Pids whose real uid is `uid` (read from status: /proc/PID of a non-dumpable process belongs to root);
+    zombies (dead, waiting to be reaped) only when asked."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if line.startswith(("State:", "Uid:")))
+            except (OSError, ValueError):
+                continue
+            if int(fields["Uid"].split()[0]) == uid and (zombies or not fields["State"].strip().startswith("Z")):
+                found.append(int(entry))
+    return found
+
+
+def kill_leftovers(uid: int, seconds: float = 2.0, keep: tuple[int, ...] = ()) -> list[int]:
+    """SIGKILL every process of `uid` but `keep` until none is left or `seconds` pass; returns the pids seen.
+    Only for a slot's own uid: never the grader's (an ordinary user's children share it)."""
+    seen: list[int] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pids = [p for p in processes_of(uid) if p not in keep]
+        if not pids:
+            break
+        for pid in pids:
+            seen.append(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+    return sorted(set(seen))

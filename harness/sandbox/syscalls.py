@@ -1,0 +1,111 @@
+"""The Linux system calls that confinement needs and Python 3.11's os module lacks (unshare, mount, pivot_root,
+prctl, capset, seccomp), through ctypes.  Every wrapper raises OSError on failure: confinement code must
+never continue silently after a failed step."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
+NAMESPACE_FLAGS = {"mount": CLONE_NEWNS, "uts": CLONE_NEWUTS, "ipc": CLONE_NEWIPC, "pid": CLONE_NEWPID,
+                   "net": CLONE_NEWNET, "user": CLONE_NEWUSER, "cgroup": CLONE_NEWCGROUP}
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 0x20, 0x400, 0x800, 0x1000, 0x4000
+MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
+MNT_DETACH = 2
+
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_CAPBSET_DROP = 1, 4, 22, 24
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+SECCOMP_MODE_FILTER = 2
+
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {source} on {target}")
+
+
+def umount2(target: str, flags: int) -> None:
+    _check(_libc.umount2(target.encode(), ctypes.c_int(flags)), f"umount {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    number = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise OSError(0, f"pivot_root: unknown system call number on {os.uname().machine}")
+    _check(_libc.syscall(ctypes.c_long(number), new_root.encode(), put_old.encode()), "pivot_root")
+
+
+def prctl(option: int, arg2: int = 0, arg3: int = 0) -> int:
+    result = _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(0),
+                         ctypes.c_ulong(0))
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}): {os.strerror(err)}")
+    return result
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def clear_capabilities() -> None:
+    """Empty the effective, permitted and inheritable sets (version 3 header: 64 capability bits)."""
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+def drop_bounding_set() -> None:
+    """Remove every capability from the bounding set (needs CAP_SETPCAP): nothing can ever be regained."""
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        prctl(PR_CAPBSET_DROP, cap)
+
+
+def clear_ambient() -> None:
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_seccomp(program: bytes) -> None:
+    """Load a classic-BPF seccomp filter (8 bytes per instruction); requires no_new_privs or CAP_SYS_ADMIN."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
+
+
+def network_interfaces() -> list[str]:
+    """Interfaces of our network namespace (from /proc/net/dev: cheaper to import than socket)."""
+    with open("/proc/net/dev") as f:
+        return sorted(line.split(":", 1)[0].strip() for line in f.readlines()[2:])
+
+
+def status_fields() -> dict[str, str]:
+    """This process's /proc/self/status (Uid, CapEff, NoNewPrivs, Seccomp, ...)."""
+    with open("/proc/self/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)

@@ -1,0 +1,231 @@
+"""The confinement's pieces on their own: the policy says what it should, the trusted side reads untrusted folders
+safely (regular files only, within budgets, no recursion), cleans up whatever a child left, refuses a deeply
+nested header, and the reports and refusals say what was in force.  (The walls themselves: test_walls.py.)"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from harness.frontends import grade
+from harness.sandbox import isolation, scratch
+from harness.sandbox.limits import Limits
+from harness.sandbox.policy import Policy, interpreter_prefixes, make_policy, slot_ids, tool_paths
+from harness.wire import protocol
+
+
+def test_policy_view_is_explicit(tmp_path):
+    policy = make_policy(str(tmp_path), 3)
+    if os.geteuid() == 0:
+        assert (policy.uid, policy.gid) == (61003, 61003)
+    assert policy.binds("rw") == [str(tmp_path)] and policy.cwd == str(tmp_path)
+    ro = policy.binds("ro")
+    assert "/usr" in ro and all(p in ro for p in map(os.path.realpath, tool_paths()))
+    assert all(p in ro or any(p.startswith(r + "/") for r in ro) for p in interpreter_prefixes())
+    forbidden = ("/root", "/home", "/etc", "/work", str(ROOT), "/proc", "/sys", "/var", "/tmp", "/run")
+    assert not any(m.dest in forbidden for m in policy.view if m.kind in ("ro", "rw"))
+    assert not any(m.dest.startswith(("/etc/shadow", "/etc/ssl", "/etc/resolv")) for m in policy.view)
+    assert {m.kind for m in policy.view if m.dest in ("/proc", "/dev", "/tmp")} == {"proc", "dev", "tmpfs"}
+    assert Policy.from_json(policy.to_json()) == policy
+
+
+def test_only_the_stated_environment_reaches_the_child(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADER_TOKEN", "secret")
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "x.y__mutmut_1")
+    env = make_policy(str(tmp_path), 0).env
+    assert "GRADER_TOKEN" not in env and env["MUTANT_UNDER_TEST"] == "x.y__mutmut_1"
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path) and env["OMP_NUM_THREADS"] == "1"
+
+
+def test_limits_are_hard_and_complete():
+    limits = Limits(memory_mb=100, cpu_seconds=3, file_mb=1, open_files=10, processes=5)
+    assert limits.rlimits() == {"RLIMIT_AS": 100 << 20, "RLIMIT_CPU": 3, "RLIMIT_FSIZE": 1 << 20,
+                                "RLIMIT_NOFILE": 10, "RLIMIT_NPROC": 5, "RLIMIT_CORE": 0}
+    assert Limits(**limits.to_dict()) == limits
+
+
+def test_slots_are_exclusive_and_never_root():
+    assert slot_ids(0) == (61000, 61000)
+    with pytest.raises(ValueError):
+        slot_ids(-1)
+    a, b = scratch.claim_slot(), scratch.claim_slot()
+    try:
+        assert a.number != b.number
+        taken = subprocess.run([sys.executable, "-c", "import fcntl, sys; fd = open(sys.argv[1], 'a'); "
+                                "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+                                os.path.join(scratch._lock_dir(), f"slot-{a.number}.lock")], capture_output=True)
+        assert taken.returncode != 0 and b"BlockingIOError" in taken.stderr  # another process cannot take it
+    finally:
+        a.release()
+        b.release()
+
+
+def test_the_copy_reads_only_regular_files_within_budgets(tmp_path):
+    sub = tmp_path / "sub"
+    (sub / "pkg").mkdir(parents=True)
+    (sub / "attention.py").write_text("x = 1\n")
+    (sub / "pkg" / "helper.py").write_text("y = 2\n")
+    (sub / "big.bin").write_bytes(b"0" * 5000)
+    os.mkfifo(sub / "pipe.py")
+    os.symlink("/dev/zero", sub / "zero.py")
+    os.symlink("../../classmate/attention.py", sub / "theirs.py")
+    for skipped in (".git", "__pycache__", "venv"):
+        (sub / skipped).mkdir()
+        (sub / skipped / "x.py").write_text("")
+    (sub / "venv" / "pyvenv.cfg").write_text("")
+    deep = sub
+    for _ in range(scratch.MAX_DEPTH + 3):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "deepest.py").write_text("")
+    room = scratch.Scratch.with_copy(0, str(sub), file_limit=1000)
+    try:
+        copy = Path(room.path)
+        assert (copy / "attention.py").read_text() == "x = 1\n" and (copy / "pkg" / "helper.py").exists()
+        assert os.readlink(copy / "zero.py") == "/dev/zero"  # links stay links: resolved in the child's own view
+        assert os.readlink(copy / "theirs.py") == "../../classmate/attention.py"
+        assert not any((copy / name).exists() for name in ("big.bin", "pipe.py", ".git", "__pycache__", "venv"))
+        assert not list(copy.rglob("deepest.py"))
+        assert any("big.bin" in s for s in room.skipped) and any("pipe.py" in s for s in room.skipped)
+        assert oct(copy.stat().st_mode & 0o777) == "0o700" and oct(Path(room.root).stat().st_mode & 0o777) == "0o711"
+        if os.geteuid() == 0:
+            assert {p.lstat().st_uid for p in [copy, *copy.rglob("*")]} == {slot_ids(0)[0]}
+    finally:
+        room.remove()
+    assert not Path(room.root).exists()
+
+
+def test_removal_copes_with_whatever_a_child_left(tmp_path):
+    """Deeper than any path may be long, closed folders, symlinks out (never followed), files the slot owns."""
+    root = tmp_path / "room"
+    root.mkdir()
+    outside = tmp_path / "keep.txt"
+    outside.write_text("keep")
+    fd = os.open(root, os.O_RDONLY)
+    for i in range(2500):  # 2500 * 2 characters: beyond PATH_MAX
+        os.mkdir("d", dir_fd=fd)
+        if i % 500 == 0:
+            os.symlink(str(outside), "link", dir_fd=fd)
+            os.symlink(str(tmp_path), "dirlink", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY, dir_fd=fd)
+        if i % 700 == 699:
+            os.chmod("d", 0, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+    scratch.remove_tree(str(root))
+    assert not root.exists() and outside.read_text() == "keep"
+
+
+def test_read_regular_refuses_what_could_hang_or_flood(tmp_path):
+    (tmp_path / "ok.py").write_text("class A: pass\n")
+    os.mkfifo(tmp_path / "fifo.py")
+    os.symlink("/dev/zero", tmp_path / "zero.py")
+    (tmp_path / "big.py").write_text("#" * 2000)
+    assert scratch.read_regular(str(tmp_path / "ok.py"), 1000) == b"class A: pass\n"
+    for name in ("fifo.py", "zero.py", "big.py", "missing.py"):
+        assert scratch.read_regular(str(tmp_path / name), 1000) is None
+
+
+def test_auto_detection_tokenizes_regular_files_only(tmp_path):
+    cases = {"plain": "import torch.nn as nn\nclass A(nn.Module):\n    pass\n",
+             "multiline": "@decorate\nclass A(\n    torch.nn.Module,  # a comment\n):\n    pass\n",
+             "in_text": 'x = "class A(nn.Module):"\n# class B(nn.Module):\n',
+             "other_base": "class A(Base, metaclass=Meta):\n    pass\n",
+             "nested": "x = " + "(" * 100000 + "1" + ")" * 100000 + "\nclass A(nn.Module):\n    pass\n",
+             "broken": "class A(\n"}
+    for name, text in cases.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    (tmp_path / "huge.py").write_text(cases["plain"] + "#" * grade.MAX_SOURCE)
+    os.mkfifo(tmp_path / "fifo.py")
+    os.symlink(str(tmp_path / "plain.py"), tmp_path / "link.py")
+    found = {p.stem for p in tmp_path.glob("*.py") if grade._defines_module(p)}
+    assert found == {"plain", "multiline", "nested"}
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "attention.py").write_text(cases["plain"])
+    (one / "test_attention.py").write_text(cases["plain"])
+    os.mkfifo(one / "notes.py")
+    assert grade.find_target(one) == "attention.py"
+
+
+def test_merge_reports_what_is_missing_or_malformed(tmp_path, capsys):
+    def csv(name, text):
+        (tmp_path / name).write_text(text)
+        return str(tmp_path / name)
+
+    good = [csv("summary-1-of-3.csv", "submission,passed\na,True\n"), csv("summary-3-of-3.csv", "submission,passed\n"
+                                                                                                 "b,False\n")]
+    out = io.StringIO()
+    assert grade.merge(good, out) == 2 and "missing shards: 2/3" in capsys.readouterr().err
+    good.append(csv("summary-2-of-3.csv", "submission,passed\nc,True\n"))
+    assert grade.merge(good, out) == 0 and out.getvalue().splitlines()[1:] == ["a,True", "b,False", "c,True"]
+    for bad, why in ((str(tmp_path / "nope.csv"), "cannot read"), (csv("x.csv", "a,b\n1,2\n"), "not a summary"),
+                     (csv("y.csv", "submission,passed\na,True,extra\n"), "not a summary"),
+                     (csv("z.csv", "\xff\xfe"), "not a summary"), (csv("w-of.csv", ""), "not a summary")):
+        assert grade.merge([bad], io.StringIO()) == 2
+        assert why in capsys.readouterr().err
+    assert grade.merge([csv("summary-1-of-2.csv", "submission\na\n"), csv("summary-1-of-3.csv", "submission\nb\n")],
+                       io.StringIO()) == 2
+    assert "different splits" in capsys.readouterr().err
+
+
+def test_a_deeply_nested_header_is_refused_not_a_crash():
+    nested = b"[" * 100000 + b"]" * 100000
+    with pytest.raises(protocol.ProtocolError, match="nested too deeply"):
+        protocol.decode(io.BytesIO(len(nested).to_bytes(4, "big") + nested))
+
+
+def test_the_summary_says_what_was_missing():
+    record = {"mechanism": "none", "uid": 0, "capabilities_dropped": True, "no_new_privs": True, "seccomp": True,
+              "namespaces": [], "limits_hard_equals_soft": False}
+    line = isolation.summary(record)
+    assert "ROOT" in line and "NO namespaces" in line and "RAISABLE" in line
+    confined = dict(record, mechanism="bwrap", uid=61001, namespaces=["mount", "net", "pid"],
+                    limits_hard_equals_soft=True)
+    line = isolation.summary(confined)
+    assert line.startswith("bubblewrap: uid 61001, no capabilities") and "no network" in line
+
+
+def test_confinement_imports_without_torch_or_numpy():
+    probe = ("import sys; import harness.sandbox.isolation, harness.sandbox.confine, harness.sandbox.scratch, "
+             "harness.sandbox.bubblewrap, harness.sandbox.seccomp; "
+             "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); {probe}"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_every_trusted_module_is_loaded_before_a_submission_runs():
+    code = ("import sys, pkgutil, importlib; from harness.sandbox import trusted; trusted.preload(); "
+            "missing = [m.name for p in trusted.TRUSTED_PACKAGES for m in pkgutil.iter_modules("
+            "importlib.import_module(p).__path__, p + '.') if m.name not in sys.modules and m.name not in "
+            "trusted.NOT_HERE]; print(missing, 'torch' in sys.modules, 'numpy.random' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.stdout.split() == ["[]", "False", "True"], done.stderr[-2000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root grader")
+def test_a_root_grader_knows_whether_it_can_drop_privileges():
+    assert isolation.can_drop_privileges() == (True, "ok")
+    assert isolation.refusal() == []
+    code = "from harness.sandbox import isolation; print(isolation.can_drop_privileges(), isolation.refusal())"
+    done = subprocess.run(["setpriv", "--inh-caps=-all", "--bounding-set=-setuid,-setgid", "--", sys.executable,
+                           "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "(False, 'setresuid/setgroups refused')" in done.stdout, done.stderr
+
+
+def test_forced_mechanism_is_validated(monkeypatch):
+    monkeypatch.setenv(isolation.FORCE, "chroot")
+    with pytest.raises(isolation.IsolationFailed, match="expected one of"):
+        isolation.forced()
+    monkeypatch.setenv(isolation.FORCE, "none")
+    policy = make_policy("/tmp", 0)
+    assert isolation.self_applied(policy).namespaces == ()
+    json.dumps(policy.to_json())

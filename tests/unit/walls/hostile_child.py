@@ -1,0 +1,278 @@
+"""A hostile child: `hostile_child.py WALL` reads a JSON context line on stdin (paths and pids of the outside world),
+attacks one wall, and prints one JSON line: {"wall", "held", "evidence"}.  "held" is judged from INSIDE; the tests
+also check from outside that nothing changed.  Standard library only (it also runs under /usr/bin/python3, which
+the slot's uid can read when there is no mount namespace)."""
+import ctypes
+import errno
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+
+def _try(action) -> str | None:
+    """None if `action` succeeded (the wall failed), else the error."""
+    try:
+        action()
+        return None
+    except (OSError, ValueError, MemoryError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def _append(path, text="\n# planted\n"):
+    with open(path, "a") as f:
+        f.write(text)
+
+
+def _create(path, text="import os\n"):
+    with open(path, "x") as f:
+        f.write(text)
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def _pids():
+    return sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+
+
+def wall_tool_package(ctx):
+    """mha-check's own package: read-only, not absent (the child imports its worker from it)."""
+    visible = _try(lambda: _read(ctx["tool_module"])) is None
+    errors = [_try(lambda: _append(ctx["tool_module"])), _try(lambda: _create(ctx["tool_dir"] + "/evil.py"))]
+    return visible and all(errors), {"visible": visible, "errors": errors}
+
+
+def wall_site_packages(ctx):
+    visible = _try(lambda: os.listdir(ctx["site_packages"])) is None
+    errors = [_try(lambda: _create(os.path.join(ctx["site_packages"], "zz_iso_planted.pth"), "import os\n")),
+              _try(lambda: _append(os.path.join(ctx["site_packages"], ctx["site_module"])))]
+    return visible and all(errors), {"visible": visible, "errors": errors}
+
+
+def wall_classmate(ctx):
+    errors = [_try(lambda: os.listdir(ctx["classmate_dir"])),
+              _try(lambda: _read(ctx["classmate_dir"] + "/submission.py")),
+              _try(lambda: _append(ctx["classmate_dir"] + "/submission.py", "\nraise SystemExit\n")),
+              _try(lambda: _create(ctx["classmate_dir"] + "/planted.py"))]
+    return all(errors), errors
+
+
+def wall_output_folder(ctx):
+    errors = [_try(lambda: _create(ctx["output_dir"] + "/report-forged.json", '{"score": 100}')),
+              _try(lambda: _append(ctx["output_dir"] + "/report.json", '{"score": 100}')),
+              _try(lambda: os.rename(ctx["output_dir"] + "/report.json", ctx["output_dir"] + "/gone.json"))]
+    return all(errors), errors
+
+
+def wall_host_files(ctx):
+    """/root may only show the folders leading to a read-only bind (this machine's Python lives in /root/.pyenv)."""
+    try:
+        leaked = sorted(set(os.listdir("/root")) - set(ctx["root_allowed"]))
+    except OSError:
+        leaked = []
+    errors = [_try(lambda: _read("/etc/shadow")), _try(lambda: _read(ctx["host_secret"])),
+              _try(lambda: os.listdir("/home"))]
+    return all(errors) and not leaked, {"errors": errors, "leaked_from_root": leaked}
+
+
+def wall_proc_parent(ctx):
+    pids = _pids()
+    cmdlines = []
+    for pid in pids:
+        try:
+            cmdlines.append(_read(f"/proc/{pid}/cmdline").replace("\0", " "))
+        except OSError:
+            pass
+    seen = [c for c in cmdlines if ctx["parent_marker"] in c]
+    held = ctx["parent_pid"] not in pids and ctx["spawner_pid"] not in pids and not seen and len(pids) <= 6
+    return held, {"pids": pids[:20], "parent_cmdline_seen": bool(seen)}
+
+
+def wall_proc_mem(ctx):
+    me = os.getpid()
+    targets = ({ctx["parent_pid"], ctx["spawner_pid"], ctx["sentinel_pid"]} | set(_pids())) - {me}
+    opened = []
+    for pid in sorted(targets):
+        if os.path.exists(f"/proc/{pid}") and _try(lambda: open(f"/proc/{pid}/mem", "r+b").close()) is None:
+            opened.append(pid)
+    return not opened, {"opened_mem_of": opened, **({"me": me, "sentinel": ctx["sentinel_pid"]} if opened else {})}
+
+
+def wall_rlimits(ctx):
+    problems = []
+    for name, value in ctx["limits"].items():
+        which = getattr(resource, name)
+        soft, hard = resource.getrlimit(which)
+        if soft != value or hard != value:
+            problems.append(f"{name} is {soft}/{hard}, expected {value}")
+        higher = resource.RLIM_INFINITY if value == 0 else value * 2
+        if _try(lambda: resource.setrlimit(which, (higher, higher))) is None:
+            problems.append(f"raised {name}")
+        elif _try(lambda: resource.setrlimit(which, (hard, resource.RLIM_INFINITY))) is None:
+            problems.append(f"raised hard {name}")
+    return not problems, problems
+
+
+def _status():
+    with open("/proc/self/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def wall_capabilities(ctx):
+    status = _status()
+    caps = {k: status[k] for k in ("CapInh", "CapPrm", "CapEff", "CapAmb", "CapBnd")}
+    errors = [_try(lambda: os.chown(".", 0, 0)),
+              _try(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close())]
+    held = all(int(caps[k], 16) == 0 for k in ("CapInh", "CapPrm", "CapEff", "CapAmb")) and all(errors)
+    return held, {"caps": caps, "errors": errors}
+
+
+def wall_no_new_privs(ctx):
+    status = _status()
+    return status["NoNewPrivs"].strip() == "1", {"NoNewPrivs": status["NoNewPrivs"], "Seccomp": status["Seccomp"]}
+
+
+def wall_identity(ctx):
+    ids = {"uid": os.getresuid(), "gid": os.getresgid(), "groups": os.getgroups()}
+    held = (set(ids["uid"]) == {ctx["expected_uid"]} and set(ids["gid"]) == {ctx["expected_gid"]}
+            and 0 not in ids["uid"] and 0 not in ids["gid"] and 0 not in ids["groups"])
+    return held, ids
+
+
+def wall_network(ctx):
+    names = sorted(name for _, name in socket.if_nameindex())
+
+    def connect():
+        with socket.create_connection(("127.0.0.1", ctx["host_port"]), timeout=2):
+            pass
+    error = _try(connect)
+    return names == ["lo"] and error is not None, {"interfaces": names, "connect": error}
+
+
+def wall_signals(ctx):
+    others = [p for p in (ctx["parent_pid"], ctx["spawner_pid"]) if p != os.getpid()]  # without namespaces the
+    errors = [_try(lambda: os.kill(p, 0)) for p in others]  # spawner may be this very process (exec)
+    errors.append(_try(lambda: os.kill(ctx["sentinel_pid"], signal.SIGKILL)))
+    _try(lambda: os.kill(-1, signal.SIGKILL))  # everything we may signal, except ourselves; checked from outside
+    return all(errors), errors
+
+
+def wall_fork_bomb(ctx):
+    limit = ctx["limits"]["RLIMIT_NPROC"]
+    read, write = os.pipe()
+    children, stopped = [], None
+    for _ in range(limit * 3):
+        try:
+            pid = os.fork()
+        except OSError as e:
+            stopped = e.errno
+            break
+        if pid == 0:
+            os.close(write)
+            os.read(read, 1)  # wait until the parent is done counting
+            os._exit(0)
+        children.append(pid)
+    os.close(write)
+    for pid in children:
+        os.waitpid(pid, 0)
+    return stopped == errno.EAGAIN and len(children) < limit, {"forked": len(children), "stopped": stopped}
+
+
+def wall_user_namespace(ctx):
+    libc = ctypes.CDLL(None, use_errno=True)
+    results = {}
+    for name, flag in (("user", 0x10000000), ("mount", 0x00020000), ("net", 0x40000000)):
+        results[name] = libc.unshare(flag) == 0 or ctypes.get_errno()
+    return not any(v is True for v in results.values()), results
+
+
+def wall_join_namespace(ctx):
+    """setns() into the namespaces of any process whose /proc/PID/ns entry we can open (the grader's network
+    namespace was once joinable)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    me, joined, opened = os.getpid(), [], 0
+    for pid in sorted(({ctx["parent_pid"], ctx["spawner_pid"]} | set(_pids())) - {me}):
+        for ns in ("net", "mnt", "pid", "user"):
+            try:
+                fd = os.open(f"/proc/{pid}/ns/{ns}", os.O_RDONLY)
+            except OSError:
+                continue
+            opened += 1
+            if libc.setns(fd, 0) == 0:
+                joined.append((pid, ns))
+            os.close(fd)
+    return not joined, {"opened": opened, "joined": joined}
+
+
+def wall_memory(ctx):
+    size = ctx["limits"]["RLIMIT_AS"] + (256 << 20)
+    error = _try(lambda: bytearray(size))
+    return error is not None, error
+
+
+def wall_file_size(ctx):
+    size = ctx["limits"]["RLIMIT_FSIZE"] + 1
+    error = _try(lambda: _create("big.bin", "x" * size))
+    return error is not None and os.path.getsize("big.bin") <= size - 1, error
+
+
+def wall_devices(ctx):
+    errors = [_try(lambda: open(path, "rb").close()) for path in ("/dev/mem", "/dev/kmsg", ctx["host_disk"])]
+    return all(errors), errors
+
+
+def wall_inherited_fds(ctx):
+    """Only stdin/stdout/stderr (the channel and the log): no status pipe, memfd or grader socket leaked in."""
+    fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+    extra = []
+    for fd in fds:
+        if fd > 2:
+            try:
+                extra.append((fd, os.readlink(f"/proc/self/fd/{fd}")))
+            except OSError:
+                pass  # the descriptor listdir itself used, closed by now
+    return not extra, {"fds": fds, "extra": extra}
+
+
+def wall_still_usable(ctx):
+    """The positive control: what a submission legitimately needs still works."""
+    problems = []
+    if "SUBMISSION" not in _read("submission.py"):
+        problems.append("cannot read own submission copy")
+    private = ["/tmp/t.txt", "/dev/shm/t"] if ctx["private_tmp"] else []  # else they are the host's
+    for path in ("scratch-file.txt", os.path.join(os.environ.get("TMPDIR", "/tmp"), "t.txt"), *private):
+        if _try(lambda: _create(path, "ok")) is not None:
+            problems.append(f"cannot write {path}")
+    box = []
+    thread = threading.Thread(target=lambda: box.append(sum(range(1000))))
+    thread.start()
+    thread.join()
+    if box != [499500]:
+        problems.append("threads")
+    try:
+        out = subprocess.run([sys.executable, "-c", "print(6*7)"], capture_output=True, text=True, timeout=30)
+        if out.stdout.strip() != "42":
+            problems.append(f"subprocess: {out.stderr[-200:]}")
+    except OSError as e:
+        problems.append(f"subprocess: {e}")
+    if _read("/dev/null") != "" or len(open("/dev/urandom", "rb").read(8)) != 8:
+        problems.append("devices")
+    return not problems, problems
+
+
+def main():
+    wall = sys.argv[1]
+    ctx = json.loads(sys.stdin.readline())
+    held, evidence = globals()["wall_" + wall](ctx)
+    print(json.dumps({"wall": wall, "held": bool(held), "evidence": evidence}, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    main()
