@@ -72,8 +72,10 @@ class Report:
 
     @property
     def needs_review(self) -> bool:
-        """Something mha-check could not decide (cannot tell, a limit, a crash): a person should look."""
-        return any(c.status == "cannot_tell" for c in self.checks) or bool(self.adapter.get("process"))
+        """Something mha-check could not decide (cannot tell, a limit, a crash, which file to check): a person
+        should look."""
+        return any(c.status == "cannot_tell" for c in self.checks) or bool(self.adapter.get("process")) or \
+            bool(self.adapter.get("review"))
 
     def __getitem__(self, check_id: str) -> CheckResult:
         for c in self.checks:

@@ -22,6 +22,7 @@ import tempfile
 import time
 import tokenize
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -134,47 +135,66 @@ def _init_grader(limits_dict: dict) -> None:
     _ZYGOTE = Zygote(sandbox.Limits(**limits_dict))
 
 
-def spec_for(folder: Path, target: str | None, flat: bool) -> tuple[str | None, str]:
-    """What to check in one submission's folder: (spec, "") or (None, why there is nothing to check).
+@dataclass(frozen=True)
+class Pick:
+    """What to check in one submission's folder.  `spec` None: `problem` says why there is nothing to check, and
+    `review` whether a person should look (mha-check could not choose between files: our limit, not a zero to
+    trust).  `note`: how a file was chosen among several, so that a wrong choice is visible in the report."""
+    spec: str | None
+    problem: str = ""
+    note: str = ""
+    review: bool = False
 
-    One folder per student: --target as given, else the single file that defines an nn.Module class, else the
-    folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files: the platform
-    named the file, so --target's class is applied to the student's file (the one ending with --target's file
-    name, else found as above)."""
+
+def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
+    """One folder per student: --target as given, else the single file that defines an nn.Module class, else the
+    folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files:
+    the platform named the file, so --target's class is applied to the student's file (the one ending with
+    --target's file name, else found as above)."""
     if target and not flat:
-        return target, ""
+        return Pick(target)
     file_part, _, cls = (target or "").partition(":")
     suffix = f":{cls}" if cls else ""
-    python = _code_files(folder)
-    named = [p for p in python if file_part and p.name.endswith(file_part)]
-    found = named[0].name if len(named) == 1 else find_target(folder) or (python[0].name if len(python) == 1
-                                                                          else None)
+    code = _code_files(folder)
+    named = [p for p in code if file_part and p.name.endswith(file_part)]
+    if len(named) == 1:
+        return Pick(named[0].name + suffix)
+    found = find_target(folder) or (code[0].name if len(code) == 1 else None)
     if found:
-        return found + suffix, ""
-    if python:
-        return None, (f"could not tell which file holds the attention class: {len(python)} code files "
-                      f"({', '.join(p.name for p in python)}) and not exactly one defines an nn.Module class")
+        others = [p.name for p in code if p.name != found]
+        note = (f"{found} was checked: of the {len(code)} code files ({', '.join(p.name for p in code)}) it is the "
+                f"only one that defines an nn.Module class" +
+                (f" ({len(named)} end with --target's {file_part})" if file_part else "")
+                ) if others else ""
+        return Pick(found + suffix, note=note)
+    if code:
+        return Pick(None, f"could not tell which file holds the attention class: {len(code)} code files "
+                          f"({', '.join(p.name for p in code)}) and not exactly one defines an nn.Module class; "
+                          f"grade with --target FILE:Class to choose", review=True)
     others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     unread = [name for name in others if submissions.is_code(Path(name))]
     if unread:
-        return None, (f"could not tell which file holds the attention class: {', '.join(unread[:5])} not read (a "
-                      f"code file must be a regular file, not a link or a device, of at most {MAX_SOURCE >> 10} "
-                      f"KiB for .py and {MAX_NOTEBOOK >> 20} MiB for .ipynb)")
-    return None, ("could not tell which file holds the attention class: this submission has no .py or .ipynb "
-                  "file" +
-                  (f" (it has {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others else
-                   " (it is empty)"))
+        return Pick(None, f"could not tell which file holds the attention class: {', '.join(unread[:5])} not read "
+                          f"(a code file must be a regular file, not a link or a device, of at most "
+                          f"{MAX_SOURCE >> 10} KiB for .py and {MAX_NOTEBOOK >> 20} MiB for .ipynb)")
+    return Pick(None, "could not tell which file holds the attention class: this submission has no .py or .ipynb "
+                      "file" + (f" (it has {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others
+                                else " (it is empty)"))
 
 
-def _grade_one(folder: str, spec: str | None, options: dict, problem: str = "") -> dict:
-    """Runs in a grader process; returns only plain data.  `problem`: why `spec` is None."""
+def _grade_one(folder: str, pick: Pick, options: dict) -> dict:
+    """Runs in a grader process; returns only plain data."""
     global _ZYGOTE
 
     name = os.path.basename(folder)
     limits = sandbox.Limits(**options["limits"])
     started = time.monotonic()
+    spec = pick.spec
     if spec is None:
-        report = not_run(f"{name}/?", problem, Options(seed=options["seed"]), fix=options.get("missing_fix", ""))
+        report = not_run(f"{name}/?", pick.problem, Options(seed=options["seed"]),
+                         fix=options.get("missing_fix", ""))
+        if pick.review:
+            report.adapter["review"] = [pick.problem]
     else:
         for attempt in (1, 2):  # a template that died is replaced; dying twice on this submission is its doing
             try:
@@ -189,6 +209,8 @@ def _grade_one(folder: str, spec: str | None, options: dict, problem: str = "") 
                 report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
                                  Options(seed=options["seed"]))
                 report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+    if pick.note:
+        report.adapter["notes"] = [pick.note, *report.adapter.get("notes", [])]
     return graded(name, spec, report, options, time.monotonic() - started)
 
 
@@ -391,8 +413,7 @@ def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options
                              initargs=(options["limits"],)) as pool:
         futures = {}
         for name, folder in folders.items():
-            spec, problem = spec_for(folder, target, flat)
-            futures[pool.submit(_grade_one, str(folder), spec, options, problem)] = name
+            futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, flat), options)] = name
         for done, future in enumerate(_as_completed(futures), 1):
             name = futures[future]
             try:

@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from harness.engine.runner import not_run
+from harness.frontends.grade import spec_for
 from harness.frontends.submissions import DEFAULT_PATTERN, PatternError, compile_pattern, find
 
 DEFAULT = compile_pattern(DEFAULT_PATTERN)
@@ -70,3 +72,24 @@ def test_staging_copies_regular_files_only_and_any_case_of_extension_counts(tmp_
     assert [s.name for s in found.submissions] == ["gina"]
     staged = found.submissions[0].stage(tmp_path / "scratch")
     assert sorted(p.name for p in staged.iterdir()) == ["gina_Lab.IPYNB"]
+
+
+def test_a_file_chosen_among_several_is_said_and_no_choice_asks_for_a_person(tmp_path):
+    module = "import torch.nn as nn\nclass Attn(nn.Module):\n    pass\n"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "attention.py").write_text(module)
+    (tmp_path / "one" / "helpers.py").write_text("SCALE = 2\n")
+    pick = spec_for(tmp_path / "one", None, flat=False)
+    assert pick.spec == "attention.py" and "helpers.py" in pick.note and not pick.review
+    (tmp_path / "two").mkdir()
+    for name in ("a.py", "b.py"):
+        (tmp_path / "two" / name).write_text(module)
+    pick = spec_for(tmp_path / "two", None, flat=False)
+    assert pick.spec is None and pick.review and "--target" in pick.problem
+    report = not_run("two/?", pick.problem)
+    assert not report.needs_review
+    report.adapter["review"] = [pick.problem]
+    assert report.needs_review
+    (tmp_path / "none").mkdir()
+    pick = spec_for(tmp_path / "none", None, flat=False)
+    assert pick.spec is None and not pick.review and "empty" in pick.problem  # the student's to fix, not ours
