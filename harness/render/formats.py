@@ -68,8 +68,9 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
 
     A target that cannot even be imported (a SyntaxError, not a notebook, no such file) is `gradable: false` with the
     message in `format_errors`: PrairieLearn's rule for input that is not valid, so the attempt is not used up.  Every
-    other submission is scored by the one rule (harness.render.rubric.score).  A hidden check is left out of `tests`
-    and of the message (PrairieLearn has no per-test visibility); its points count in the score, as on Gradescope.
+    other submission is scored by the one rule (harness.render.rubric.score).  PrairieLearn has no per-test
+    visibility, so the checks a rubric hides (hidden, or visible only later) are named nowhere: they are one test,
+    "hidden checks", with their points earned and possible, so that the tests' points add up to score x total.
     """
     rubric = rubric or Rubric()
     construct = next((c for c in report.checks if c.id == "construct"), None)
@@ -88,7 +89,14 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
              for line in public.lines]
     summary = _public_summary(public)
     if hidden:
-        summary.append(f"{len(hidden)} more check(s) count toward the score and are shown later.")
+        words = "1 check that counts toward the score and is not shown" if len(hidden) == 1 else \
+            f"{len(hidden)} checks that count toward the score and are not shown"
+        tests.append({"name": "hidden checks", "description": words,
+                      "points": float(sum(rubric.points_for(c.id) for c in report.checks
+                                          if c.id in hidden and c.id in counted and c.status == "pass")),
+                      "max_points": float(sum(rubric.points_for(c) for c in hidden if c in counted)),
+                      "message": f"The points of {words}.", "output": ""})
+        summary.append(f"{words} (the test \"hidden checks\").")
     return {"gradable": True, "score": round(got / total, 6) if total else 0.0, "message": "\n\n".join(summary),
             "output": (report.student_output or "")[-PL_OUTPUT_LIMIT:], "tests": tests}
 

@@ -35,17 +35,29 @@ def test_results_use_only_documented_fields_and_score_by_the_one_rule():
     assert buggy["score"] < 1.0 and "view(B, n, H, dh)" in buggy["message"]  # the root cause reaches the student
 
 
-def test_a_hidden_check_leaks_nowhere_but_counts(tmp_path):
+def test_hidden_checks_are_one_aggregate_test_and_the_points_add_up_to_the_score(tmp_path):
     rubric_file = tmp_path / "rubric.toml"
-    rubric_file.write_text("[checks.view-order]\nhidden = true\npoints = 4\n[checks.gradient-match]\n"
-                           'visibility = "after_due_date"\n')
-    rubric = load_rubric(str(rubric_file), {c.id for c in report_for(BUGGY).checks})
+    rubric_file.write_text("[checks.view-order]\nhidden = true\npoints = 4\n[checks.output-shape]\n"
+                           'visibility = "after_due_date"\npoints = 3\n')
+    report = report_for(BUGGY)
+    assert (report["view-order"].status, report["output-shape"].status) == ("fail", "pass")
+    rubric = load_rubric(str(rubric_file), {c.id for c in report.checks})
     data = results(BUGGY, rubric)
     text = json.dumps(data)
-    assert "view-order" not in text and "gradient-match" not in text
-    assert "2 more check(s) count toward the score" in data["message"]
-    got, total = score(report_for(BUGGY), rubric)
-    assert data["score"] == round(got / total, 6) and total == sum(t["max_points"] for t in data["tests"]) + 5
+    assert "view-order" not in text and "output-shape" not in text  # neither the check nor what it found
+    aggregate = [t for t in data["tests"] if t["name"] == "hidden checks"]
+    assert len(aggregate) == 1 and (aggregate[0]["points"], aggregate[0]["max_points"]) == (3.0, 7.0)
+    assert set(aggregate[0]) <= TEST_FIELDS and "2 checks" in aggregate[0]["message"]
+    for words in (data["message"], aggregate[0]["message"]):
+        assert "count toward the score and are not shown" in words and "later" not in words
+    got, total = score(report, rubric)
+    points, max_points = (sum(t[k] for t in data["tests"]) for k in ("points", "max_points"))
+    assert (points, max_points) == (got, total)  # what the student sees adds up to the score
+    assert round(points / max_points, 6) == data["score"]
+
+
+def test_without_hidden_checks_there_is_no_aggregate():
+    assert all(t["name"] != "hidden checks" for t in results(BUGGY)["tests"])
 
 
 def test_a_file_that_cannot_be_imported_is_not_gradable():
