@@ -1,7 +1,9 @@
 """PrairieLearn's external-grader results (`--format prairielearn`), against the fields its documentation lists
 (docs/externalGrading.md in PrairieLearn/PrairieLearn): `gradable`, `score` in [0, 1], `message`, `output`,
 `format_errors`, and per test `name`, `description`, `points`, `max_points`, `message`, `output`."""
+import copy
 import json
+import re
 
 from conftest import ROOT, report_for
 from harness.render import formats
@@ -12,6 +14,7 @@ CORRECT = f"{ROOT / 'examples' / 'correct_attention.py'}"
 BROKEN = f"{ROOT / 'tests' / 'notebooks' / 'broken.ipynb'}"
 TOP_LEVEL = {"gradable", "score", "message", "output", "format_errors", "images", "tests"}
 TEST_FIELDS = {"name", "description", "points", "max_points", "message", "output", "images"}
+MARKDOWN = re.compile(r"`|\*\*[^*\s][^*]*\*\*|\]\(")  # code, bold, a link: PrairieLearn shows messages in a <pre>
 
 
 def results(target: str, rubric=None) -> dict:
@@ -64,3 +67,31 @@ def test_a_file_that_cannot_be_imported_is_not_gradable():
     data = results(BROKEN)
     assert set(data) <= TOP_LEVEL and data["gradable"] is False and "score" not in data
     assert "broken.ipynb is not a readable notebook" in data["format_errors"][0]
+
+
+def test_messages_are_plain_text():
+    data = results(BUGGY)
+    words = [data["message"]] + [t[k] for t in data["tests"] for k in ("message", "description")]
+    assert "view(B, n, H, dh)" in data["message"]
+    assert not [w for w in words if MARKDOWN.search(w)], [w for w in words if MARKDOWN.search(w)]
+
+
+def test_plain_keeps_code_and_drops_markup():
+    assert formats.plain("Fix: `x.view(B, n, H, dh)` (**view-order**), see [the lesson](https://example.org)") == \
+        "Fix: x.view(B, n, H, dh) (view-order), see the lesson (https://example.org)"
+    assert formats.plain("scores = q @ k.T / dh**0.5") == "scores = q @ k.T / dh**0.5"  # a power is not bold
+
+
+def test_long_output_and_messages_are_cut_with_a_marker_that_says_how_much():
+    report = copy.deepcopy(report_for(BUGGY))
+    report.student_output = "A" * 5000 + "B" * formats.PL_OUTPUT_LIMIT
+    report["view-order"].message = "long " * 5000
+    data = json.loads(formats.render(report, "prairielearn"))
+    assert data["output"].endswith("B" * 1000) and "A" not in data["output"]
+    assert "5000 characters" in data["output"] and "cut" in data["output"]
+    assert len(data["output"]) < formats.PL_OUTPUT_LIMIT + 200
+    message = next(t["message"] for t in data["tests"] if t["name"].startswith("view-order"))
+    assert message.startswith("long long") and "cut" in message and "characters were left off" in message
+    assert len(message) < formats.PL_MESSAGE_LIMIT + 200
+    left_off = int(re.search(r"(\d+) characters were left off", message)[1])
+    assert left_off > 25000 - formats.PL_MESSAGE_LIMIT - 200
