@@ -83,6 +83,17 @@ def cut(text: str, limit: int, keep: str = "head") -> str:
     return text[:limit] + f"\n[cut by mha-check: the last {len(text) - limit} characters were left off]"
 
 
+NOT_GRADABLE = {  # construct's finding -> what a PrairieLearn student reads (the target itself is the assignment's)
+    "load:import": ("mha-check could not load your file",
+                    "Fix what is said above so that the file loads, and submit again."),
+    "load:lookup": ("mha-check could not find the class it checks in your file",
+                    "Give your class the name the assignment asks for, and submit again."),
+    "load:ambiguous": ("mha-check could not tell which class in your file to check",
+                       "Give your attention class the name the assignment asks for (or keep only one attention "
+                       "class in the file), and submit again."),
+}
+
+
 def _pl_text(text: str) -> str:
     return cut(plain(text), PL_MESSAGE_LIMIT)
 
@@ -90,8 +101,9 @@ def _pl_text(text: str) -> str:
 def prairielearn(report, rubric: Rubric | None = None) -> dict:
     """PrairieLearn's external-grader results (docs/externalGrading.md): score in [0, 1], one test per check.
 
-    A target that cannot even be imported (a SyntaxError, not a notebook, no such file) is `gradable: false` with the
-    message in `format_errors`: PrairieLearn's rule for input that is not valid, so the attempt is not used up.  Every
+    A target that cannot even be loaded (a SyntaxError, not a notebook, no such file) or found in it (no class of
+    that name, no nn.Module at all, several candidate classes) is `gradable: false` with the message in
+    `format_errors`: PrairieLearn's rule for input that is not valid, so the attempt is not used up.  Every
     other submission is scored by the one rule (harness.render.rubric.score).  PrairieLearn has no per-test
     visibility, so the checks a rubric hides (hidden, or visible only later) are named nowhere: they are one test,
     "hidden checks", with their points earned and possible, so that the tests' points add up to score x total.
@@ -100,10 +112,12 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
     """
     rubric = rubric or Rubric()
     construct = next((c for c in report.checks if c.id == "construct"), None)
-    if construct is not None and construct.status == "fail" and (construct.details or {}).get("finding") == \
-            "load:import":
+    finding = (construct.details or {}).get("finding") if construct is not None else None
+    if finding in NOT_GRADABLE and construct.status in ("fail", "cannot_tell"):
+        what, todo = NOT_GRADABLE[finding]
         return {"gradable": False, "format_errors": [_pl_text(construct.message)],
-                "message": _pl_text(construct.message), "output": _pl_output(report)}
+                "message": _pl_text(f"Not graded: {what}.\n\n{construct.message}\n\n{todo}"),
+                "output": _pl_output(report)}
     hidden = rubric.hidden([c.id for c in report.checks])
     public = view.build(report, hidden=hidden)
     got, total = score(report, rubric)

@@ -67,6 +67,7 @@ def test_a_file_that_cannot_be_imported_is_not_gradable():
     data = results(BROKEN)
     assert set(data) <= TOP_LEVEL and data["gradable"] is False and "score" not in data
     assert "broken.ipynb is not a readable notebook" in data["format_errors"][0]
+    assert data["message"].startswith("Not graded: mha-check could not load your file"), data["message"]
 
 
 def test_messages_are_plain_text():
@@ -95,3 +96,17 @@ def test_long_output_and_messages_are_cut_with_a_marker_that_says_how_much():
     assert len(message) < formats.PL_MESSAGE_LIMIT + 200
     left_off = int(re.search(r"(\d+) characters were left off", message)[1])
     assert left_off > 25000 - formats.PL_MESSAGE_LIMIT - 200
+
+
+def test_a_target_that_cannot_be_found_is_not_gradable():
+    """A wrong class name, a file with no nn.Module, or several candidate classes: as with an import failure there
+    is nothing to grade, and the student is told what to change."""
+    bad = ROOT / "tests" / "bad"
+    for target, words in [(f"{CORRECT}:MultiHeadAtention", "has no 'MultiHeadAtention'. Did you mean "
+                                                           "MultiHeadAttention?"),
+                          (f"{bad / 'not_a_module.py'}", "defines no torch.nn.Module subclass"),
+                          (f"{bad / 'two_unrelated.py'}", "AttentionA, AttentionB")]:
+        data = results(target)
+        assert set(data) <= TOP_LEVEL and data["gradable"] is False and "score" not in data, data
+        assert words in data["format_errors"][0] and words in data["message"], data
+        assert data["message"].startswith("Not graded: ") and not MARKDOWN.search(data["message"]), data["message"]
