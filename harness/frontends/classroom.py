@@ -20,6 +20,7 @@ student's zero.
 What Classroom cannot do, said rather than papered over: the workflow, its log and the report live in the student's
 own repository, so nothing can be hidden there (a rubric with hidden or later-visibility checks is refused) and a
 student can edit the workflow (for grades that count, grade the collected repositories with `mha-check grade`).
+GitHub Classroom's autograding actions are marked deprecated by GitHub; the workflow uses them as they are today.
 A refusal (ClassroomError) is a usage error: `mha-check autograder` exits with status 2 and the reason on one line.
 """
 from __future__ import annotations
