@@ -33,7 +33,7 @@ def construct(ctx):
     except TargetFailure as e:
         return failed(f"could not load the target: {e.message}", finding=f"load:{e.stage}")
     except CannotDrive as e:
-        return cannot_tell(e.message, help="name the class to check: file.py:ClassName")
+        return cannot_tell(e.message, help="name the class to check: file.py:ClassName", finding="load:ambiguous")
     if loaded.settings:
         read = ", ".join(f"{k} = {v}" for k, v in loaded.settings.items())
         return cannot_tell(f"{loaded.name} reads its sizes from module-level settings ({read}), so mha-check cannot "

@@ -2,8 +2,9 @@
 
 The notebook is read with nbformat (the Jupyter project's own reader). From every code cell only the top-level
 statements that define something are kept: imports, functions, classes, assignments of constants (no call in the
-value) and `MyAttn.forward = forward` (a method written in a later cell). A training loop, a download, a plot,
-`model = MyAttn(...)` in a later cell never run. IPython magics and shell escapes (`%matplotlib inline`, `!pip
+value) and `MyAttn.forward = forward` (a method written in a later cell). A top-level training loop, download, plot
+or `model = MyAttn(...)` in a later cell is left out; what Python runs while it defines what is kept (class bodies,
+default arguments, decorators) runs, here in the confined child, as in any import. IPython magics and shell escapes (`%matplotlib inline`, `!pip
 install ...`) are left out with a note, as is a cell that starts with a cell magic (`%%time`). What is kept is
 written to one Python file in the child's throwaway folder and imported from there; `location()` turns a line of
 that file back into "lab.ipynb, code cell 7, line 12" for every message and line pointer.

@@ -172,16 +172,22 @@ def build_classroom(args, parser) -> int:
 
     rubric, extra, target, torch = _settings(args, parser)
     folder = Path(args.output or ".")
+    try:
+        steps = len(classroom.steps_for(rubric, all_checks()))  # before the wheel is built: a refusal is quick
+    except classroom.ClassroomError as e:
+        parser.error(str(e))  # a usage error, as for any other rubric mistake
     with tempfile.TemporaryDirectory() as tmp:
         try:
             whl = wheel.build(Path(tmp))
-            text = classroom.workflow(target, rubric, all_checks(), torch, CPU_INDEX, whl.name, extra)
-            written = classroom.write(folder, text, Path(args.rubric).read_bytes() if args.rubric else
-                                      DEFAULT_RUBRIC.encode(), whl, args.force)
-        except (wheel.WheelError, classroom.ClassroomError) as e:
+        except wheel.WheelError as e:
             print(f"mha-check autograder: error: {e}", file=sys.stderr)
             return 1
-    steps = len(classroom.counted_checks(rubric, all_checks()))
+        text = classroom.workflow(target, rubric, all_checks(), torch, CPU_INDEX, whl.name, extra)
+        try:
+            written = classroom.write(folder, text, Path(args.rubric).read_bytes() if args.rubric else
+                                      DEFAULT_RUBRIC.encode(), whl, args.force)
+        except classroom.ClassroomError as e:
+            parser.error(str(e))
     print(f"wrote {', '.join(str(p) for p in written)}")
     print(f"{steps} graded steps (one per check, {target} checked once) worth {rubric_total(rubric):g} points in all; "
           "commit these files to the assignment's template repository, and add no tests in Classroom's web form")

@@ -11,7 +11,7 @@ writes into the assignment's template repository (default: the current folder):
 
 The workflow installs a CPU-only torch and that wheel, runs mha-check ONCE into a JSON report (and prints the text
 report in the log), then gives every counted check a step of the standard command grader
-(classroom-resources/autograding-command-grader) worth the rubric's points: `mha-check result REPORT CHECK` exits 0
+(classroom-resources/autograding-command-grader) worth the rubric's points (a check worth 0 gets no step): `mha-check result REPORT CHECK` exits 0
 only when the check passed, so a failed, skipped or undecided check earns nothing, as everywhere else.  The steps'
 points add up to the rubric's total (whole points: the command grader reads them as integers).  If mha-check
 itself cannot run (exit status 2 or more) the job fails before any step is scored: our failure never becomes the
@@ -20,6 +20,8 @@ student's zero.
 What Classroom cannot do, said rather than papered over: the workflow, its log and the report live in the student's
 own repository, so nothing can be hidden there (a rubric with hidden or later-visibility checks is refused) and a
 student can edit the workflow (for grades that count, grade the collected repositories with `mha-check grade`).
+GitHub Classroom's autograding actions are marked deprecated by GitHub; the workflow uses them as they are today.
+A refusal (ClassroomError) is a usage error: `mha-check autograder` exits with status 2 and the reason on one line.
 """
 from __future__ import annotations
 
@@ -57,19 +59,34 @@ def counted_checks(rubric: rubrics.Rubric, checks) -> list:
     return [c for c in checks if c.kind == "correctness" or rubric.rules]
 
 
-def workflow(target: str, rubric: rubrics.Rubric, checks, torch: str, index: str, wheel_name: str,
-             extra: list[str]) -> str:
+def graded_checks(rubric: rubrics.Rubric, checks) -> list:
+    """The checks that get a step: those counted and worth something (a max-score 0 step would only add noise)."""
+    return [c for c in counted_checks(rubric, checks) if rubric.points_for(c.id) > 0]
+
+
+def steps_for(rubric: rubrics.Rubric, checks) -> list:
+    """The graded checks, or ClassroomError when the workflow cannot be written for this rubric (checked before
+    anything is built or written)."""
     hidden = sorted(rubric.hidden([c.id for c in checks]))
     if hidden:
         raise ClassroomError(f"the rubric hides {', '.join(hidden)} (hidden or a later visibility), but GitHub "
                              "Classroom runs in the student's own repository, where the workflow and its log are "
                              "visible: make those checks visible in the rubric, or grade on Gradescope")
-    graded = counted_checks(rubric, checks)
+    graded = graded_checks(rubric, checks)
+    if not graded:
+        raise ClassroomError("no check is worth any points under this rubric, so the workflow would have no graded "
+                             "step: give some checks points (or a default_points above 0)")
     fractional = [c.id for c in graded if float(rubric.points_for(c.id)) != int(rubric.points_for(c.id))]
     if fractional:
         raise ClassroomError(f"{', '.join(f'{c} ({rubric.points_for(c):g})' for c in fractional)}: GitHub "
                              "Classroom's command grader takes whole points (it reads max-score as an integer): "
                              "give whole points in the rubric")
+    return graded
+
+
+def workflow(target: str, rubric: rubrics.Rubric, checks, torch: str, index: str, wheel_name: str,
+             extra: list[str]) -> str:
+    graded = steps_for(rubric, checks)
     run = " ".join([_sh(MHA), _sh(target), "--rubric", _sh(str(FILES / "rubric.toml")), *map(_sh, extra)])
     lines = [
         f"# Made by mha-check {VERSION}: mha-check autograder --github-classroom.  One mha-check run, then one",

@@ -5,6 +5,7 @@ so the order, the words and the scoring rule are the same everywhere."""
 from __future__ import annotations
 
 import json
+import re
 from xml.sax.saxutils import escape, quoteattr
 
 from harness.render import text, view
@@ -12,6 +13,7 @@ from harness.render.rubric import Rubric, score
 
 FORMATS = ("text", "json", "gradescope", "prairielearn", "junit")
 PL_OUTPUT_LIMIT = 64_000  # characters of the student's printed output kept (PrairieLearn takes results up to 1 MB)
+PL_MESSAGE_LIMIT = 8_000  # characters of one message kept (a student's exception can be long; the page is not)
 
 
 def detail(line: view.CheckLine, root: view.RootCause | None) -> str:
@@ -63,34 +65,85 @@ def _public_summary(public: view.ReportView) -> list[str]:
     return summary
 
 
+def plain(text: str) -> str:
+    """Markdown's marks taken out, for a page that shows text as it is (PrairieLearn's <pre>): `code` is code,
+    **bold** is bold, [words](url) is "words (url)".  A power (dh**0.5) is not bold and stays."""
+    text = re.sub(r"\[([^\]\n]+)\]\((\S+?)\)", r"\1 (\2)", text)
+    text = re.sub(r"\*\*([^*\s](?:[^*\n]*[^*\s])?)\*\*", r"\1", text)
+    return text.replace("`", "")
+
+
+def cut(text: str, limit: int, keep: str = "head") -> str:
+    """`text` at most `limit` characters, the start (keep="head") or the end ("tail") kept, and a line that says it
+    was cut and how much was left off: nobody should take a shortened text for the whole of it."""
+    if len(text) <= limit:
+        return text
+    if keep == "tail":
+        return f"[cut by mha-check: the first {len(text) - limit} characters were left off]\n" + text[-limit:]
+    return text[:limit] + f"\n[cut by mha-check: the last {len(text) - limit} characters were left off]"
+
+
+NOT_GRADABLE = {  # construct's finding -> what a PrairieLearn student reads (the target itself is the assignment's)
+    "load:import": ("mha-check could not load your file",
+                    "Fix what is said above so that the file loads, and submit again."),
+    "load:lookup": ("mha-check could not find the class it checks in your file",
+                    "Give your class the name the assignment asks for, and submit again."),
+    "load:ambiguous": ("mha-check could not tell which class in your file to check",
+                       "Give your attention class the name the assignment asks for (or keep only one attention "
+                       "class in the file), and submit again."),
+}
+
+
+def _pl_text(text: str) -> str:
+    return cut(plain(text), PL_MESSAGE_LIMIT)
+
+
 def prairielearn(report, rubric: Rubric | None = None) -> dict:
     """PrairieLearn's external-grader results (docs/externalGrading.md): score in [0, 1], one test per check.
 
-    A target that cannot even be imported (a SyntaxError, not a notebook, no such file) is `gradable: false` with the
-    message in `format_errors`: PrairieLearn's rule for input that is not valid, so the attempt is not used up.  Every
-    other submission is scored by the one rule (harness.render.rubric.score).  A hidden check is left out of `tests`
-    and of the message (PrairieLearn has no per-test visibility); its points count in the score, as on Gradescope.
+    A target that cannot even be loaded (a SyntaxError, not a notebook, no such file) or found in it (no class of
+    that name, no nn.Module at all, several candidate classes) is `gradable: false` with the message in
+    `format_errors`: PrairieLearn's rule for input that is not valid, so the attempt is not used up.  Every
+    other submission is scored by the one rule (harness.render.rubric.score).  PrairieLearn has no per-test
+    visibility, so the checks a rubric hides (hidden, or visible only later) are named nowhere: they are one test,
+    "hidden checks", with their points earned and possible, so that the tests' points add up to score x total.
+    PrairieLearn shows messages in a <pre>: they are plain text (`plain`), and a long one is cut with a line that
+    says how much was left off (`cut`), as is the student's printed output (its end is kept).
     """
     rubric = rubric or Rubric()
     construct = next((c for c in report.checks if c.id == "construct"), None)
-    if construct is not None and construct.status == "fail" and (construct.details or {}).get("finding") == \
-            "load:import":
-        return {"gradable": False, "format_errors": [construct.message], "message": construct.message,
-                "output": (report.student_output or "")[-PL_OUTPUT_LIMIT:]}
+    finding = (construct.details or {}).get("finding") if construct is not None else None
+    if finding in NOT_GRADABLE and construct.status in ("fail", "cannot_tell"):
+        what, todo = NOT_GRADABLE[finding]
+        return {"gradable": False, "format_errors": [_pl_text(construct.message)],
+                "message": _pl_text(f"Not graded: {what}.\n\n{construct.message}\n\n{todo}"),
+                "output": _pl_output(report)}
     hidden = rubric.hidden([c.id for c in report.checks])
     public = view.build(report, hidden=hidden)
     got, total = score(report, rubric)
     counted = {c.id for c in report.checks if c.kind == "correctness" or rubric.rules}
-    tests = [{"name": _test_name(line), "description": line.claim,
+    tests = [{"name": _test_name(line), "description": plain(line.claim),
               "points": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_points": rubric.points_for(line.id) if line.id in counted else 0.0,
-              "message": detail(line, public.root), "output": ""}
+              "message": _pl_text(detail(line, public.root)), "output": ""}
              for line in public.lines]
     summary = _public_summary(public)
     if hidden:
-        summary.append(f"{len(hidden)} more check(s) count toward the score and are shown later.")
-    return {"gradable": True, "score": round(got / total, 6) if total else 0.0, "message": "\n\n".join(summary),
-            "output": (report.student_output or "")[-PL_OUTPUT_LIMIT:], "tests": tests}
+        words = "1 check that counts toward the score and is not shown" if len(hidden) == 1 else \
+            f"{len(hidden)} checks that count toward the score and are not shown"
+        tests.append({"name": "hidden checks", "description": words,
+                      "points": float(sum(rubric.points_for(c.id) for c in report.checks
+                                          if c.id in hidden and c.id in counted and c.status == "pass")),
+                      "max_points": float(sum(rubric.points_for(c) for c in hidden if c in counted)),
+                      "message": f"The points of {words}.", "output": ""})
+        summary.append(f"{words} (the test \"hidden checks\").")
+    return {"gradable": True, "score": round(got / total, 6) if total else 0.0,
+            "message": _pl_text("\n\n".join(summary)), "output": _pl_output(report), "tests": tests}
+
+
+def _pl_output(report) -> str:
+    """What the student's code printed: the end of it, which is where an error is."""
+    return cut(report.student_output or "", PL_OUTPUT_LIMIT, keep="tail")
 
 
 def junit(report, rubric: Rubric | None = None) -> str:

@@ -19,7 +19,8 @@ import yaml
 from checks import all_checks
 from conftest import ROOT
 from harness.engine.report import Report
-from harness.render.rubric import load_rubric, score
+from harness.frontends import classroom
+from harness.render.rubric import Rubric, load_rubric, score
 
 CORRECT = ROOT / "examples" / "correct_attention.py"
 BUGGY = ROOT / "examples" / "buggy_attention.py"
@@ -107,17 +108,35 @@ def test_the_steps_score_as_the_report_does(template, tmp_path, student):
     assert (earned == TOTAL) == (student == CORRECT)
 
 
+def refused(run, words: str) -> None:
+    """A usage error, as for any other rubric mistake: exit status 2, the reason on one line, no traceback."""
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("mha-check autograder: error: ") and words in last, run.stderr
+
+
+def test_checks_worth_nothing_get_no_step():
+    rubric = Rubric(points={"causal-leakage": 3.0, "view-order": 2.0}, default_points=0.0)
+    text = classroom.workflow(TARGET, rubric, all_checks(), "2.13.0", "https://example.org/cpu", "w.whl", [])
+    steps = yaml.safe_load(text)["jobs"]["run-autograding-tests"]["steps"]
+    order = [c.id for c in all_checks() if c.id in ("causal-leakage", "view-order")]
+    assert [(s["id"], s["with"]["max-score"]) for s in graders(steps)] == [(i, rubric.points_for(i)) for i in order]
+    assert steps[-1]["with"]["runners"].split(",") == order
+
+
 def test_refusals_say_why(tmp_path):
     (tmp_path / "hidden.toml").write_text('[checks.gradient-match]\nhidden = true\n')
     (tmp_path / "half.toml").write_text('[checks.view-order]\npoints = 2.5\n')
-    for rubric, words in [("hidden.toml", "the rubric hides gradient-match"), ("half.toml", "view-order (2.5)")]:
+    (tmp_path / "nothing.toml").write_text('default_points = 0\n')
+    for rubric, words in [("hidden.toml", "the rubric hides gradient-match"), ("half.toml", "view-order (2.5)"),
+                          ("nothing.toml", "no check is worth any points")]:
         run = mha("autograder", "--github-classroom", "--target", TARGET, "--rubric", rubric, cwd=tmp_path)
-        assert run.returncode == 1 and words in run.stderr and "Traceback" not in run.stderr, run.stderr
+        refused(run, words)
     assert not (tmp_path / ".github").exists()  # nothing half-written
     first = mha("autograder", "--github-classroom", "--target", TARGET, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     again = mha("autograder", "--github-classroom", "--target", "lab.ipynb:CausalMHA", cwd=tmp_path)
-    assert again.returncode == 1 and "exists already: pass --force" in again.stderr, again.stderr
+    refused(again, "exists already: pass --force")
     forced = mha("autograder", "--github-classroom", "--target", "lab.ipynb:CausalMHA", "--force", cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
     assert '"lab.ipynb:CausalMHA"' in (tmp_path / ".github" / "workflows" / "classroom.yml").read_text()
@@ -140,3 +159,16 @@ def test_result_reads_a_saved_report(tmp_path):
                         (("junk.json",), "junk.json is not an mha-check JSON report")]:
         bad = mha("result", *args, cwd=tmp_path)
         assert bad.returncode == 2 and words in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_the_docs_say_what_runs_and_that_classroom_autograding_is_deprecated():
+    """Where the docs describe the notebook target they do not say definitions' code never runs (a class body and a
+    default argument do, in the child); where the Classroom workflow is described, GitHub's deprecation is said."""
+    readme, notebook_doc, module_doc = (" ".join(text.split()) for text in (
+        (ROOT / "README.md").read_text(), (ROOT / "docs" / "where-users-are.md").read_text(), classroom.__doc__))
+    deprecated = ("GitHub Classroom's autograding actions are marked deprecated by GitHub; the workflow uses them as "
+                  "they are today")
+    assert deprecated in readme and deprecated in module_doc
+    for flat in (readme, notebook_doc):
+        assert "never runs" not in flat and "class bodies and default arguments" in flat
+        assert "only inside the confined child, never in the trusted parent" in flat

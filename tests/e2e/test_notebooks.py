@@ -87,6 +87,21 @@ def test_a_value_made_by_a_call_in_a_cell_is_explained(tmp_path: Path):
     assert "from a notebook only the definitions are run" in message
 
 
+def test_code_inside_definitions_runs_in_the_child_only(tmp_path: Path):
+    """What the README says: a class body, a default argument and a decorator run when the definition runs, in the
+    confined child (where they print into the report's student output), never in the trusted parent (whose stdout is
+    the JSON report alone); a top-level statement that defines nothing does not run at all."""
+    write_notebook(tmp_path / "runs.ipynb",
+                   "import torch\ndef helper(x=print('default argument ran')):\n    return x",
+                   "print('top level ran')",
+                   "class A(torch.nn.Module):\n    print('class body ran')\n    def forward(self, x):\n"
+                   "        return x")
+    data = report(mha("runs.ipynb:A", "--only", "construct", "--format", "json", cwd=tmp_path), 0)
+    printed = data["student_output"]
+    assert "class body ran" in printed and "default argument ran" in printed, printed
+    assert "top level ran" not in printed, printed
+
+
 def test_a_notebook_with_no_class_says_so(tmp_path: Path):
     write_notebook(tmp_path / "empty.ipynb", "print('hello')")
     run = mha("empty.ipynb", "--only", "construct", cwd=tmp_path)
