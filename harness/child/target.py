@@ -97,11 +97,12 @@ _NOTEBOOK_NAME_HINT = (" (from a notebook only the definitions are run: imports,
 
 def _load_notebook(path: str):
     """The defining cells, written as a .py file in our throwaway working folder and imported from there."""
+    sys.path.append(os.path.dirname(os.path.abspath(path)))  # the notebook's own helper modules import (and are
+    # found installed when its imports are looked at)
     try:
         generated, notes = notebook.write(path, os.getcwd())
     except notebook.NotebookError as e:
         raise TargetError("import", str(e)) from None
-    sys.path.append(os.path.dirname(os.path.abspath(path)))  # the notebook's own helper modules import
     try:
         module, loaded, _ = _load_file(generated)
     except TargetError as e:
