@@ -132,9 +132,10 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
     if built:  # a constructor that raised was called, but nothing was built: say nothing of "built as"
         try:
             out["construction"] = ctx.construction(ctx.base)
-            out["notes"] = list(ctx.loaded.notes)
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
             pass
+    if ctx.subject.notes:  # what loading left out, also when loading or building then failed
+        out["notes"] = list(ctx.subject.notes)
     if ctx._mapping is not None:
         out["mapping"] = ctx._mapping.to_dict()
     if deaths:

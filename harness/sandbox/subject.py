@@ -125,6 +125,7 @@ class Subject:
         self._spawn()
         self._builds: dict[tuple, Instance] = {}
         self.loaded: m.Loaded | None = None
+        self.notes: list[str] = []  # what loading left out (a notebook's cells), known even when loading failed
         self.dead: WorkerDied | None = None
 
     def _spawn(self) -> None:
@@ -188,6 +189,7 @@ class Subject:
     def _raise(self, failed: m.Failed):
         """The student's code raised (TargetFailure, or a memory-limit death when it ran out of memory), or our
         own code in the child did (HarnessFailure: never the student's fault)."""
+        self.notes = self.notes or list(failed.notes)
         if failed.stage == "harness":
             raise HarnessFailure(failed.message[:4000])
         if failed.stage == "adapter":
@@ -235,6 +237,7 @@ class Subject:
     def load(self) -> m.Loaded:
         if self.loaded is None:
             self.loaded = self.call(m.Load(self.spec, self.search_dir, self.overrides, self.weight_map))
+            self.notes = list(self.loaded.notes)
         return self.loaded
 
     def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:

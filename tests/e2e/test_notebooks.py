@@ -132,3 +132,16 @@ def test_a_notebook_as_students_write_it_is_checked(tmp_path: Path):
     notes = "\n".join(data["adapter"]["notes"])
     assert "'no_such_tqdm_mha' is not installed here" in notes
     assert "code cell 4 does not parse" in notes and "__main__" in notes
+
+
+@pytest.mark.parametrize("broken", ["    WIDTH = cfg['d']\n", "    def __init__(self, d, heads, context_length):\n"
+                                                            "        raise RuntimeError('not written yet')\n"])
+def test_the_notes_are_in_the_report_when_the_class_cannot_be_loaded_or_built(tmp_path: Path, broken: str):
+    write_notebook(tmp_path / "half.ipynb", "!pip install einops\nimport torch\nprint('setup')",
+                   "class A(torch.nn.Module):\n" + broken + "    def forward(self, x):\n        return x")
+    data = report(mha("half.ipynb:A", "--only", "construct", "--format", "json", cwd=tmp_path), 1)
+    notes = "\n".join(data["adapter"].get("notes", []))
+    assert "'!pip install einops' (a magic or shell command) was left out" in notes, data["adapter"]
+    assert "code cell 1: 1 statement(s) that do not define anything" in notes
+    text = mha("half.ipynb:A", "--only", "construct", cwd=tmp_path).stdout
+    assert "!pip install einops" in text
