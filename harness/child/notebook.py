@@ -17,9 +17,11 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from harness import SOURCE_COPY_PREFIX
 from harness.child import defining, ipython
 
 _PLACES: dict[str, tuple[str, dict[int, tuple[int, int]]]] = {}  # generated file -> (notebook name, line map)
+_COPIES: dict[str, list[ast.stmt]] = {}  # the notebook API's copy of a kernel's code -> its top-level statements
 
 
 class NotebookError(Exception):
@@ -141,14 +143,44 @@ def write(path: str, folder: str) -> tuple[str, list[str]]:
 
 
 def is_generated(filename: str) -> bool:
-    """Whether `filename` is a file this module wrote from a notebook."""
-    return os.path.abspath(filename) in _PLACES
+    """Whether `filename` is a file written from a notebook: by this module, or by the notebook API (a class from a
+    live kernel); its own name means nothing to the student."""
+    return os.path.abspath(filename) in _PLACES or _is_copy(filename)
+
+
+def _is_copy(filename: str) -> bool:
+    return os.path.basename(filename).startswith(SOURCE_COPY_PREFIX) and filename.endswith(".py")
 
 
 def location(filename: str, lineno: int) -> str:
-    """"attn.py:30", or for the file built from a notebook "lab.ipynb, code cell 7, line 12"."""
+    """"attn.py:30"; for the file built from a notebook "lab.ipynb, code cell 7, line 12"; for the API's copy of a
+    kernel's code "your notebook, class MyAttn, line 12" (counted from the class's first line)."""
     place = _PLACES.get(os.path.abspath(filename))
     if place and lineno in place[1]:
         cell, line = place[1][lineno]
         return f"{place[0]}, code cell {cell}, line {line}"
+    if _is_copy(filename):
+        return _in_copy(filename, lineno)
     return f"{os.path.basename(filename)}:{lineno}"
+
+
+def _in_copy(filename: str, lineno: int) -> str:
+    """A line of the API's copy named by the definition holding it (the copy is ours: read, never run, here)."""
+    path = os.path.abspath(filename)
+    if path not in _COPIES:
+        try:
+            with open(path, encoding="utf-8") as f:
+                _COPIES[path] = ast.parse(f.read()).body
+        except (OSError, SyntaxError, ValueError):
+            _COPIES[path] = []
+    for node in _COPIES[path]:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        if start <= lineno <= (node.end_lineno or node.lineno):
+            if isinstance(node, ast.ClassDef):
+                label = f"class {node.name}"
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                label = f"function {node.name}"
+            else:
+                return f"your notebook, where {ast.unparse(node)[:60]}"
+            return f"your notebook, {label}, line {lineno - start + 1}"
+    return "your notebook (the imports mha-check wrote before your code)"
