@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 
 PACKAGES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder holding harness/, checks/...
+SOURCE_COPY_PREFIX = "mha_notebook_"  # the notebook API writes a kernel's class to mha_notebook_<Name>.py; the
+# child names places in it "your notebook, class Name, line 4", never that file (the student never saw it)
 
 __all__ = ["check", "Report", "CheckResult", "PACKAGES_ROOT"]
 

@@ -1,21 +1,29 @@
 """Child side: a notebook target (`lab.ipynb:CausalMHA`): the class built from the cells that define things.
 
-The notebook is read with nbformat (the Jupyter project's own reader). From every code cell only the top-level
-statements that define something are kept: imports, functions, classes, assignments of constants (no call in the
-value) and `MyAttn.forward = forward` (a method written in a later cell). A top-level training loop, download, plot
-or `model = MyAttn(...)` in a later cell is left out; what Python runs while it defines what is kept (class bodies,
-default arguments, decorators) runs, here in the confined child, as in any import. IPython magics and shell escapes (`%matplotlib inline`, `!pip
-install ...`) are left out with a note, as is a cell that starts with a cell magic (`%%time`). What is kept is
-written to one Python file in the child's throwaway folder and imported from there; `location()` turns a line of
-that file back into "lab.ipynb, code cell 7, line 12" for every message and line pointer.
+The notebook is read with nbformat (the Jupyter project's own reader).  Each code cell is first made plain Python
+(ipython.py: `%time x = 1` is `x = 1`, `!pip install ...` and `x?` are left out with a note, a `%%bash` cell is left
+out), then only its top-level statements that define something are kept (defining.py: imports, functions, classes,
+constants; a training loop, a download, a plot, `model = MyAttn(...)` never run; what Python runs while it
+defines what is kept, class bodies, default arguments and decorators, runs here in the confined child, as in any
+import).  A cell that does not parse is
+the student's SyntaxError only if it defines a class or function; otherwise it is skipped with a note.  An import of
+a module that is not installed here is left out with a note (the training loop's `tqdm`).  What is kept is written
+to one Python file in the child's throwaway folder (`from __future__` lines first) and imported from there;
+`location()` turns a line of that file back into "lab.ipynb, code cell 7, line 12" for every message and pointer.
 """
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
+import re
 from dataclasses import dataclass, field
 
+from harness import SOURCE_COPY_PREFIX
+from harness.child import defining, ipython
+
 _PLACES: dict[str, tuple[str, dict[int, tuple[int, int]]]] = {}  # generated file -> (notebook name, line map)
+_COPIES: dict[str, list[ast.stmt]] = {}  # the notebook API's copy of a kernel's code -> its top-level statements
 
 
 class NotebookError(Exception):
@@ -29,36 +37,49 @@ class Extracted:
     notes: list[str] = field(default_factory=list)
 
 
-def _defines(stmt: ast.stmt) -> bool:
-    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return True
-    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name):  # MyAttn.forward = forward (a later cell)
-        return all(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) for t in stmt.targets)
-    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        plain = all(isinstance(t, (ast.Name, ast.Tuple)) for t in targets)
-        return plain and not any(isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr))
-                                 for n in ast.walk(stmt.value))
-    if isinstance(stmt, ast.Try):  # try: import fast_thing / except ImportError: import slow_thing
-        return all(isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass)) for s in stmt.body + [
-            s for h in stmt.handlers for s in h.body])
-    return False
+def _installed(stmt: ast.stmt, number: int, notes: list[str]) -> str | None:
+    """An import statement without the modules that are not installed (None: nothing left to import).  A notebook
+    often imports what only its other cells use (`from tqdm import tqdm` for the training loop); if the class needs
+    it, the NameError hint says so later."""
+    if isinstance(stmt, ast.ImportFrom):
+        if stmt.level or not stmt.module or stmt.module == "__future__" or _available(stmt.module):
+            return ast.unparse(stmt)
+        missing = [stmt.module]
+        kept = None
+    else:
+        missing = [a.name for a in stmt.names if not _available(a.name)]
+        names = [a for a in stmt.names if a.name not in missing]
+        kept = ast.unparse(ast.Import(names=names)) if names else None
+    if missing:
+        notes.append(f"code cell {number}: {', '.join(repr(m) for m in missing)} is not installed here: the import "
+                     "was left out")
+    return kept
 
 
-def _without_magics(text: str, number: int, notes: list[str]) -> str | None:
-    """The cell's code with magic and shell lines blanked (line numbers kept); None for a cell magic cell."""
-    lines = text.splitlines()
-    if lines and lines[0].lstrip().startswith("%%"):
-        notes.append(f"code cell {number}: a cell magic ({lines[0].strip().split()[0]}): the cell was left out")
+def _available(module: str) -> bool:
+    """Whether the top-level package can be found; `find_spec` of a top-level name looks, it imports nothing."""
+    try:
+        return importlib.util.find_spec(module.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _parse(code: str, name: str, number: int, notes: list[str]) -> ast.Module | None:
+    """The cell's tree; a cell that still does not parse is the student's SyntaxError only if it defines a class or
+    function (a half-written scratch cell is not what is checked: it is skipped with a note)."""
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError) as e:
+        line, msg = getattr(e, "lineno", None), getattr(e, "msg", str(e))
+        if _DEFINITION.search(code):
+            raise NotebookError(f"SyntaxError in {name}, code cell {number}, line {line}: {msg}: "
+                                f"{(getattr(e, 'text', '') or '').strip()}") from None
+        notes.append(f"code cell {number} does not parse (line {line}: {msg}) and defines no class or function: it "
+                     "was skipped")
         return None
-    kept = []
-    for line in lines:
-        if line.lstrip().startswith(("%", "!")):
-            notes.append(f"code cell {number}: {line.strip()[:60]!r} (a magic or shell command) was left out")
-            kept.append("")
-        else:
-            kept.append(line)
-    return "\n".join(kept)
+
+
+_DEFINITION = re.compile(r"^\s*(async\s+def|def|class)\s+\w", re.MULTILINE)
 
 
 def extract(path: str) -> Extracted:
@@ -69,32 +90,46 @@ def extract(path: str) -> Extracted:
     except Exception as e:  # noqa: BLE001 - any reader failure: the file is not a notebook we can read
         raise NotebookError(f"{os.path.basename(path)} is not a readable notebook ({type(e).__name__}: "
                             f"{str(e)[:200]})") from None
-    out, lines, notes, number = [], {}, [], 0
+    futures, kept, notes, number = [], [], [], 0  # (text lines, code cell, first line) per kept statement
+    keep = defining.Filter()
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         number += 1
-        code = _without_magics(cell.source, number, notes)
-        if code is None or not code.strip():
+        code = ipython.plain(cell.source, number, notes)
+        tree = _parse(code, os.path.basename(path), number, notes) if code and code.strip() else None
+        if tree is None:
             continue
-        try:
-            tree = ast.parse(code)
-        except SyntaxError as e:
-            raise NotebookError(f"SyntaxError in {os.path.basename(path)}, code cell {number}, line {e.lineno}: "
-                                f"{e.msg}: {(e.text or '').strip()}") from None
-        cell_lines = code.splitlines()
+        cell_lines = code.split("\n")
         skipped = 0
         for stmt in tree.body:
-            if not _defines(stmt):
+            if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+                continue  # a magic made `pass`, a docstring, a bare string
+            if defining.is_main_guard(stmt):
+                notes.append(f"code cell {number}: the `if __name__ == \"__main__\":` block was not run")
+                continue
+            if not keep.defines(stmt):
                 skipped += 1
                 continue
             first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
-            for k in range(first, stmt.end_lineno + 1):
-                out.append(cell_lines[k - 1])
-                lines[len(out)] = (number, k)
+            text = cell_lines[first - 1: stmt.end_lineno]
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                single = _installed(stmt, number, notes)
+                if single is None:
+                    continue
+                if single != ast.unparse(stmt):  # some of its modules left out: one line instead
+                    text = [single]
+                keep.learn(ast.parse(single).body[0])
+            is_future = isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
+            (futures if is_future else kept).append((text, number, first))
         if skipped:
             notes.append(f"code cell {number}: {skipped} statement(s) that do not define anything (a call, a loop, "
                          "a plot...) were not run")
+    out, lines = [], {}
+    for text, cell, first in futures + kept:  # `from __future__` must come first in a module, from any cell
+        for k, line in enumerate(text):
+            out.append(line)
+            lines[len(out)] = (cell, first + k)
     return Extracted("\n".join(out) + "\n", lines, notes)
 
 
@@ -110,14 +145,44 @@ def write(path: str, folder: str) -> tuple[str, list[str]]:
 
 
 def is_generated(filename: str) -> bool:
-    """Whether `filename` is a file this module wrote from a notebook."""
-    return os.path.abspath(filename) in _PLACES
+    """Whether `filename` is a file written from a notebook: by this module, or by the notebook API (a class from a
+    live kernel); its own name means nothing to the student."""
+    return os.path.abspath(filename) in _PLACES or _is_copy(filename)
+
+
+def _is_copy(filename: str) -> bool:
+    return os.path.basename(filename).startswith(SOURCE_COPY_PREFIX) and filename.endswith(".py")
 
 
 def location(filename: str, lineno: int) -> str:
-    """"attn.py:30", or for the file built from a notebook "lab.ipynb, code cell 7, line 12"."""
+    """"attn.py:30"; for the file built from a notebook "lab.ipynb, code cell 7, line 12"; for the API's copy of a
+    kernel's code "your notebook, class MyAttn, line 12" (counted from the class's first line)."""
     place = _PLACES.get(os.path.abspath(filename))
     if place and lineno in place[1]:
         cell, line = place[1][lineno]
         return f"{place[0]}, code cell {cell}, line {line}"
+    if _is_copy(filename):
+        return _in_copy(filename, lineno)
     return f"{os.path.basename(filename)}:{lineno}"
+
+
+def _in_copy(filename: str, lineno: int) -> str:
+    """A line of the API's copy named by the definition holding it (the copy is ours: read, never run, here)."""
+    path = os.path.abspath(filename)
+    if path not in _COPIES:
+        try:
+            with open(path, encoding="utf-8") as f:
+                _COPIES[path] = ast.parse(f.read()).body
+        except (OSError, SyntaxError, ValueError):
+            _COPIES[path] = []
+    for node in _COPIES[path]:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        if start <= lineno <= (node.end_lineno or node.lineno):
+            if isinstance(node, ast.ClassDef):
+                label = f"class {node.name}"
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                label = f"function {node.name}"
+            else:
+                return f"your notebook, where {ast.unparse(node)[:60]}"
+            return f"your notebook, {label}, line {lineno - start + 1}"
+    return "your notebook (the imports mha-check wrote before your code)"

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 class TargetError(Exception):
     """The target cannot be loaded; the message is for the student, `kind` says which stage failed."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, notes: list[str] | None = None):
         super().__init__(message)
         self.kind = kind
+        self.notes = list(notes or [])  # what loading had left out before it failed: the report still says it
 
 
 @dataclass
@@ -97,17 +98,17 @@ _NOTEBOOK_NAME_HINT = (" (from a notebook only the definitions are run: imports,
 
 def _load_notebook(path: str):
     """The defining cells, written as a .py file in our throwaway working folder and imported from there."""
+    sys.path.append(os.path.dirname(os.path.abspath(path)))  # the notebook's own helper modules import (and are
+    # found installed when its imports are looked at)
     try:
         generated, notes = notebook.write(path, os.getcwd())
     except notebook.NotebookError as e:
         raise TargetError("import", str(e)) from None
-    sys.path.append(os.path.dirname(os.path.abspath(path)))  # the notebook's own helper modules import
     try:
         module, loaded, _ = _load_file(generated)
     except TargetError as e:
-        if "NameError" not in str(e):
-            raise
-        raise TargetError(e.kind, str(e) + _NOTEBOOK_NAME_HINT) from None
+        hint = _NOTEBOOK_NAME_HINT if "NameError" in str(e) else ""
+        raise TargetError(e.kind, str(e) + hint, notes) from None
     return module, loaded, notes
 
 
@@ -241,8 +242,15 @@ def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:
     where, name = split_spec(spec)
     path = _file_for(where, search_dir)
     module, filename, notes = _load_file(path) if path else _import_module(where, search_dir)
+    try:
+        return _lookup(module, name, path or filename or where, filename, notes)
+    except TargetError as e:
+        raise TargetError(e.kind, str(e), notes) from None
+
+
+def _lookup(module, name: str | None, where: str, filename: str | None, notes: list[str]) -> LoadedTarget:
     if name is None:
-        name = _pick_single(module, _candidates(module), os.path.basename(path or filename or where))
+        name = _pick_single(module, _candidates(module), os.path.basename(where))
     obj = module
     for part in name.split("."):
         if not hasattr(obj, part):
@@ -251,7 +259,7 @@ def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             found = _candidates(module)
             listing = f" nn.Module classes there: {', '.join(found)}." if found else ""
-            raise TargetError("lookup", f"{os.path.basename(path or filename or where)} has no {name!r}.{hint}"
+            raise TargetError("lookup", f"{os.path.basename(where)} has no {name!r}.{hint}"
                                         f"{listing}")
         obj = getattr(obj, part)
     import torch.nn as nn

@@ -110,7 +110,7 @@ class Worker:
         try:
             self.target = load_target(request.spec, request.search_dir)
         except TargetError as e:  # which class to check is unclear: mha-check cannot tell, the code is not wrong
-            return m.Failed("adapter" if e.kind == "ambiguous" else e.kind, str(e))
+            return m.Failed("adapter" if e.kind == "ambiguous" else e.kind, str(e), e.notes)
         self.signature = construct.read_signature(self.target.obj, self.overrides)
         kind = "class" if isinstance(self.target.obj, type) else "factory"
         return m.Loaded(self.target.name, kind, self.signature, self.target.module_file,

@@ -108,20 +108,24 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
     return report
 
 
-def not_run(spec: str, message: str, options: Options | None = None, fix: str = "") -> Report:
+def not_run(spec: str, message: str, options: Options | None = None, fix: str = "", ours: bool = False) -> Report:
     """The report of a submission mha-check could not even start on (no file to check, a grading process that broke
     on it): every selected check is in it, `construct` failing with `message` (and `fix` when the generic one would
     mislead) and the others skipped as in any run, so that its total is the rubric's like every other report's and
-    the student reads what is broken and what to do."""
+    the student reads what is broken and what to do.  `ours`: the limit is mha-check's (it could not even hand the
+    code to its child), so `construct` cannot tell instead of failing, and `fix` is what would help."""
     options = options or Options()
     results: dict[str, CheckResult] = {}
     for c in select(options.only, options.skip):
-        if c.id == "construct":
+        if c.id == "construct" and ours:
+            result = CheckResult.of(c, cannot_tell(message, help=fix))
+        elif c.id == "construct":
             result = CheckResult.of(c, failed(message, finding="load:not-run"))
             result.fix = fix or result.fix
         else:
             need = next((n for n in c.needs if results[n.id].status != "pass"), None)
-            result = CheckResult.of(c, skipped(f"skipped: needs {need.id}, which did not pass" if need else
+            why = need and ("could not be decided" if results[need.id].status == "cannot_tell" else "did not pass")
+            result = CheckResult.of(c, skipped(f"skipped: needs {need.id}, which {why}" if need else
                                                "skipped: there is no module to check"))
         results[c.id] = result
     return Report(spec, list(results.values()), options.seed, rules_counted=options.rules)
@@ -133,9 +137,10 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
     if built:  # a constructor that raised was called, but nothing was built: say nothing of "built as"
         try:
             out["construction"] = ctx.construction(ctx.base)
-            out["notes"] = list(ctx.loaded.notes)
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
             pass
+    if ctx.subject.notes:  # what loading left out, also when loading or building then failed
+        out["notes"] = list(ctx.subject.notes)
     if ctx._mapping is not None:
         out["mapping"] = ctx._mapping.to_dict()
     if deaths:

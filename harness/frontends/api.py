@@ -24,8 +24,10 @@ there:
   class's methods), written to a temporary file that starts with ``import math, torch, torch.nn as nn,
   torch.nn.functional as F`` followed by what the code refers to from its globals: modules (``import numpy as
   np``), functions and classes imported from installed modules (``from einops import rearrange``), simple constants
-  (``D_MODEL = 64``), and the source of helper functions and classes defined next to it (in the same notebook),
-  recursively.  Other globals (a tensor built in another cell, ...) cannot be carried over: they are listed in
+  (``D_MODEL = 64``), a lambda by the line that assigned it (``act = lambda x: ...``), and the source of helper
+  functions and base classes defined next to it (in the same notebook), recursively.  Places in that copy are
+  named "your notebook, class MyAttn, line 4", never by the temporary file.  A class whose source cannot be found
+  gives a report that cannot tell (mha-check's limit), not an exception.  Other globals (a tensor built in another cell, ...) cannot be carried over: they are listed in
   ``report.notes``; make them constructor arguments or define them inside the class.  ``source=True`` forces this
   path for file-based objects too, ``source=False`` refuses it.
 - An ``nn.Module`` instance is checked through its class: mha-check builds its own instances with its own
@@ -50,10 +52,11 @@ import textwrap
 import types
 from dataclasses import dataclass, field, fields
 
+from harness import SOURCE_COPY_PREFIX
 from harness.engine import leakage
 from harness.engine.context import Context
 from harness.engine.report import CheckResult, Report
-from harness.engine.runner import Options, UsageError, run_checks
+from harness.engine.runner import Options, UsageError, not_run, run_checks
 from harness.frontends.options import ids
 from harness.render import html as html_report
 from harness.render import plot, text, view
@@ -88,13 +91,18 @@ class NotebookReport(Report):
         new.notes, new.source = list(notes), source
         return new
 
+    def _own_notes(self) -> list[str]:
+        """The notes the report itself does not already show (a notebook's loading notes are in both)."""
+        shown = (self.adapter or {}).get("notes", [])
+        return [n for n in getattr(self, "notes", []) if n not in shown]
+
     def __repr__(self) -> str:
         text_report = text.render(view.build(self))
-        notes = getattr(self, "notes", [])
+        notes = self._own_notes()
         return text_report + ("\n" + "\n".join(f"note: {n}" for n in notes) if notes else "")
 
     def _repr_html_(self) -> str:
-        return html_report.render(view.build(self), getattr(self, "notes", []))
+        return html_report.render(view.build(self), self._own_notes())
 
 
 # -- from a Python object to a target string the child can load -------------------------------------------------------
@@ -151,23 +159,54 @@ def _source_of(obj) -> str:
     kinds = (ast.ClassDef,) if inspect.isclass(obj) else (ast.FunctionDef, ast.AsyncFunctionDef)
     for fn in _functions_of(obj):
         code = fn.__code__
-        lines = linecache.getlines(code.co_filename)
-        if not lines:
-            continue
-        text = "".join(lines)
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if (isinstance(node, kinds) and node.name == name
-                    and node.lineno <= code.co_firstlineno <= (node.end_lineno or node.lineno)):
-                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                return textwrap.dedent("".join(lines[start - 1: node.end_lineno]))
+        found = _defined_in(code.co_filename, kinds, name, code.co_firstlineno)
+        if found:
+            return found
+    if inspect.isclass(obj) and getattr(obj, "__module__", None) == "__main__":  # no method of its own (`class
+        # Mine(Base): pass`): the newest kernel cell that defines a class of that name
+        for filename in reversed([f for f in list(linecache.cache) if _is_cell(f)]):
+            found = _defined_in(filename, kinds, name)
+            if found:
+                return found
     raise TargetSourceError(
         f"cannot get the source code of {name!r} (inspect.getsource failed and no notebook cell defines it), so "
         f"it cannot be checked in mha-check's separate process. Put the class in a .py file and check "
         f"'file.py:{name}', or define it in a notebook cell (not with exec or type())")
+
+
+def _is_cell(filename: str) -> bool:
+    """A file name IPython gives a cell's code: <ipython-input-3-...> (classic), /tmp/ipykernel_123/456.py."""
+    return filename.startswith("<ipython-input-") or "ipykernel_" in filename
+
+
+def _defined_in(filename: str, kinds: tuple, name: str, line: int | None = None) -> str | None:
+    """The source of the top-level or nested definition `name` in a file kept by linecache (holding `line`)."""
+    lines = linecache.getlines(filename)
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, kinds) and node.name == name and (
+                line is None or node.lineno <= line <= (node.end_lineno or node.lineno)):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return textwrap.dedent("".join(lines[start - 1: node.end_lineno]))
+    return None
+
+
+def _lambda_assignment(name: str, value) -> str | None:
+    """`act = lambda x: torch.relu(x)` for a module-level lambda bound to `name`, from the line that made it
+    (a lambda has no name of its own to write it back under); None when it was not made by such an assignment."""
+    try:
+        source = textwrap.dedent("".join(inspect.getsourcelines(value)[0]))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda)
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)):
+            return f"{name} = {ast.get_source_segment(source, node.value)}"
+    return None
 
 
 def _global_names(source: str) -> list[str]:
@@ -207,6 +246,8 @@ def _namespace(obj) -> dict:
                 ns[name] = cell.cell_contents
             except ValueError:  # empty cell
                 pass
+    for base in getattr(obj, "__bases__", ()):  # `class Mine(Base): pass` has no code of its own to find Base by
+        ns.setdefault(base.__name__, base)
     return ns
 
 
@@ -252,19 +293,32 @@ class _Serialiser:
             return
         self.done.add(id(obj))
         source = _source_of(obj)
-        ns = _namespace(obj)
+        self._bind_globals(source, _namespace(obj), obj.__name__)
+        self.blocks.append(source)
+
+    def _bind_globals(self, source: str, ns: dict, own: str) -> None:
         try:
             names = _global_names(source)
         except SyntaxError as e:
-            raise TargetSourceError(f"the source of {obj.__name__!r} does not parse on its own: {e}") from None
+            raise TargetSourceError(f"the source of {own!r} does not parse on its own: {e}") from None
         for name in names:
-            if name == obj.__name__ or name not in ns:
+            if name == own or name not in ns:
                 continue  # itself, a builtin, or (an error in the student's code) undefined
             value = ns[name]
             if getattr(builtins, name, object()) is value:
                 continue
             self._bind(name, value)
-        self.blocks.append(source)
+
+    def _add_lambda(self, name: str, value) -> bool:
+        """A lambda global: its assignment line, after what it refers to; False when it cannot be recovered."""
+        text = _lambda_assignment(name, value)
+        if text is None:
+            return False
+        if id(value) not in self.done:
+            self.done.add(id(value))
+            self._bind_globals(text, dict(value.__globals__), name)
+            self.blocks.append(text + "\n")
+        return True
 
     def _bind(self, name: str, value) -> None:
         if isinstance(value, types.ModuleType):
@@ -280,7 +334,10 @@ class _Serialiser:
                 qualname = getattr(value, "__qualname__", None) or value.__name__
                 self._once(self.imports, text + ("" if qualname == name else f" as {name}"))
                 return
-            if inspect.isclass(value) or inspect.isfunction(value):
+            if inspect.isfunction(value) and value.__name__ == "<lambda>":
+                if self._add_lambda(name, value):
+                    return
+            elif inspect.isclass(value) or inspect.isfunction(value):
                 try:
                     self.add(value)
                     if value.__name__ != name:
@@ -347,12 +404,16 @@ def resolved_target(target, source: bool | None = None):
     text, more = serialise(obj)
     folder = tempfile.mkdtemp(prefix="mha-check-src-")
     try:
-        path = os.path.join(folder, f"mha_notebook_{obj.__name__}.py")
+        path = os.path.join(folder, f"{SOURCE_COPY_PREFIX}{obj.__name__}.py")
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
         yield Resolved(f"{path}:{obj.__name__}", f"{obj.__name__} (from its source)", notes + more, text)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+SOURCE_HELP = ("mha-check runs your code in a separate process, so it needs the code's source: define the class in "
+               "a notebook cell or a .py file (not with exec or type()), or check 'file.py:ClassName'")
 
 
 def check(target, *, only=None, skip=None, seed: int = 0, examples: int = 6, args: dict | None = None,
@@ -362,15 +423,23 @@ def check(target, *, only=None, skip=None, seed: int = 0, examples: int = 6, arg
     instance) and return the report.  See the module docstring for how Python objects reach the child process."""
     if examples < 1:
         raise ValueError("examples must be at least 1")
-    with resolved_target(target, source) as resolved:
-        try:
-            report = run_checks(resolved.spec, Options(ids(only), ids(skip), seed, examples, dict(args or {}),
-                                                       dict(weight_map or {}), rules=rules, diagnose=diagnose,
-                                                       debug=debug))
-        except UsageError as e:
-            raise ValueError(str(e)) from None
+    options = Options(ids(only), ids(skip), seed, examples, dict(args or {}), dict(weight_map or {}), rules=rules,
+                      diagnose=diagnose, debug=debug)
+    try:
+        with resolved_target(target, source) as resolved:
+            try:
+                report = run_checks(resolved.spec, options)
+            except UsageError as e:
+                raise ValueError(str(e)) from None
+    except TargetSourceError as e:
+        if source is False or not (inspect.isclass(target) or inspect.isfunction(target)
+                                   or _is_module_instance(target)):
+            raise  # the caller's own request (source=False, a value that is not code): theirs to fix
+        name = getattr(target, "__qualname__", None) or type(target).__name__  # our limit: the code is not wrong
+        return NotebookReport.from_report(not_run(name, str(e), options, fix=SOURCE_HELP, ours=True))
     report.target = resolved.display
-    return NotebookReport.from_report(report, resolved.notes, resolved.source)
+    loading = [n for n in report.adapter.get("notes", []) if n not in resolved.notes]  # a notebook's cells
+    return NotebookReport.from_report(report, resolved.notes + loading, resolved.source)
 
 
 def plot_leakage(target, path, heads: bool = True, *, seed: int = 0, args: dict | None = None,

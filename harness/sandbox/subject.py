@@ -128,6 +128,7 @@ class Subject:
         self.allow_unconfined = allow_unconfined
         self._builds: dict[tuple, Instance] = {}
         self.loaded: m.Loaded | None = None
+        self.notes: list[str] = []  # what loading left out (a notebook's cells), known even when loading failed
         self.dead: WorkerDied | None = None
         self.record: dict = {}
         self.cpu: float | None = None  # the worker's CPU seconds, when its exit reached us with them
@@ -223,6 +224,7 @@ class Subject:
     def _raise(self, failed: m.Failed):
         """The student's code raised (TargetFailure, or a memory-limit death when it ran out of memory), or our
         own code in the child did (HarnessFailure: never the student's fault)."""
+        self.notes = self.notes or list(failed.notes)
         if failed.stage == "harness":
             raise HarnessFailure(failed.message[:4000])
         if failed.stage == "adapter":
@@ -280,6 +282,7 @@ class Subject:
         if self.loaded is None:
             trusted.preload()
             self.loaded = self.call(m.Load(self.child_spec, self.room.path, self.overrides, self.weight_map))
+            self.notes = list(self.loaded.notes)
         return self.loaded
 
     def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:

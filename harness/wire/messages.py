@@ -278,6 +278,7 @@ class Failed(Reply):
 
     stage: str
     message: str
+    notes: list[str] = field(default_factory=list)  # a failed load: what loading had left out (a notebook's cells)
 
 
 @dataclass

@@ -171,3 +171,82 @@ def test_uncarried_globals_are_reported():
     text, notes = serialise(UsesTensorGlobal)
     assert "import math" in text
     assert any("'blob' (Tensor)" in n for n in notes)
+
+
+def _kernel(*cells: str) -> dict:
+    """Run cells as a Jupyter kernel does: one __main__ namespace, each cell's text in linecache under its own name
+    (removed again by the caller through `_forget`)."""
+    namespace = {"__name__": "__main__"}
+    for k, cell in enumerate(cells):
+        name = f"<ipython-input-{k + 90}-mha{k}>"
+        linecache.cache[name] = (len(cell), None, cell.splitlines(True), name)
+        exec(compile(cell, name, "exec"), namespace)  # noqa: S102 - simulating a notebook cell
+    return namespace
+
+
+def _forget() -> None:
+    for name in [n for n in linecache.cache if n.startswith("<ipython-input-") and "-mha" in n]:
+        del linecache.cache[name]
+
+
+KERNEL_ATTN = (
+    "class KernelAttn(nn.Module):\n"
+    "    def __init__(self, d, nheads, context_length):\n"
+    "        super().__init__()\n"
+    "        self.h, self.dh = nheads, d // nheads\n"
+    "        self.q, self.k, self.v, self.out = (nn.Linear(d, d) for _ in range(4))\n"
+    "        self.register_buffer('mask', torch.triu(torch.ones(context_length, context_length), 1).bool())\n"
+    "    def forward(self, x):\n"
+    "        B, n, d = x.shape\n"
+    "        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)\n"
+    "        s = split(self.q(x)) @ split(self.k(x)).transpose(2, 3) / self.dh ** 0.5\n"
+    "        w = softmax_last(s.masked_fill(self.mask[:n, :n], float('-inf')))\n"
+    "        return self.out((w @ split(self.v(x))).transpose(1, 2).reshape(B, n, d))\n")
+
+
+def test_a_lambda_global_of_the_kernel_is_carried_as_its_assignment():
+    try:
+        ns = _kernel("import torch\nimport torch.nn as nn\nsoftmax_last = lambda s: torch.softmax(s, dim=-1)\n",
+                     KERNEL_ATTN)
+        text, notes = serialise(ns["KernelAttn"])
+    finally:
+        _forget()
+    assert "softmax_last = lambda s: torch.softmax(s, dim=-1)" in text and "<lambda>" not in text, text
+    compile(text, "serialised", "exec")
+    assert notes == []
+
+
+def test_an_empty_subclass_of_a_kernel_class_is_checked_with_its_base():
+    try:
+        ns = _kernel("import torch\nimport torch.nn as nn\ndef softmax_last(s):\n    return torch.softmax(s, -1)\n",
+                     KERNEL_ATTN, "class Mine(KernelAttn):\n    pass\n")
+        report = check(ns["Mine"], only="construct")
+    finally:
+        _forget()
+    assert report["construct"].status == "pass", repr(report)
+    assert "class KernelAttn(nn.Module):" in report.source and "class Mine(KernelAttn):" in report.source
+
+
+def test_a_pointer_into_kernel_code_names_the_notebook_not_our_copy():
+    try:
+        ns = _kernel("import torch\nimport torch.nn as nn\n",
+                     "class Broken(nn.Module):\n    def __init__(self, d, nheads, context_length):\n"
+                     "        super().__init__()\n        raise RuntimeError('not yet')\n")
+        report = check(ns["Broken"], only="construct")
+    finally:
+        _forget()
+    message = report["construct"].message
+    assert report["construct"].status == "fail" and "not yet" in message
+    assert "mha_notebook_" not in message and "your notebook, class Broken, line 4" in message, message
+
+
+def test_a_class_without_source_is_a_report_that_cannot_tell():
+    report = check(type("NoSource", (nn.Module,), {"forward": lambda self, x: x}))
+    assert report["construct"].status == "cannot_tell" and not report.passed
+    assert "cannot get the source code of 'NoSource'" in report["construct"].message
+
+
+def test_a_notebook_target_string_has_the_notes_of_its_loading():
+    report = check(str(ROOT / "tests" / "notebooks" / "lab.ipynb") + ":CausalMHA", only="construct")
+    assert any("'!pip install torch' (a magic or shell command) was left out" in n for n in report.notes)
+    assert repr(report).count("!pip install torch") == 1  # said once, not once per list

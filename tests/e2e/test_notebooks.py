@@ -40,7 +40,8 @@ def test_a_correct_notebook_passes_without_running_its_training_or_shell_cells(f
     assert data["adapter"]["construction"].startswith("CausalMHA(")
     notes = "\n".join(data["adapter"]["notes"])
     assert "'!pip install torch' (a magic or shell command) was left out" in notes
-    assert "code cell 4: a cell magic (%%time): the cell was left out" in notes  # `while True: pass`
+    assert "code cell 4: the cell magic %%time was left out" in notes
+    assert "code cell 4: 1 statement(s) that do not define anything" in notes  # `while True: pass`
     assert "code cell 3: 2 statement(s) that do not define anything" in notes  # the endless training loop
     assert "code cell 5: 1 statement(s)" in notes  # os.system(...)
     assert sorted(p.name for p in folder.iterdir()) == before  # no lab_cells.py, no cache, nothing
@@ -79,7 +80,7 @@ def test_a_syntax_error_names_the_cell_and_line(tmp_path: Path):
 
 def test_a_value_made_by_a_call_in_a_cell_is_explained(tmp_path: Path):
     write_notebook(tmp_path / "cfg.ipynb",
-                   "import torch\ncfg = dict(d=8)",
+                   "import json\nimport torch\ncfg = json.loads('{\"d\": 8}')",
                    "class A(torch.nn.Module):\n    WIDTH = cfg['d']\n    def forward(self, x):\n        return x")
     run = mha("cfg.ipynb:A", "--only", "construct", "--format", "json", cwd=tmp_path)
     message = checks_of(report(run, 1))["construct"]["message"]
@@ -124,3 +125,38 @@ def test_grade_takes_folders_and_flat_files_of_notebooks(tmp_path: Path):
         rows = {r["submission"]: r for r in csv.DictReader(open(tmp_path / f"out-{where.name}" / "summary.csv"))}
         assert rows["ana"]["passed"] == "True" and rows["ben"]["passed"] == "False", rows
         assert rows["ben"]["diagnosis"] == "split-view-order", rows["ben"]
+
+
+def test_a_notebook_as_students_write_it_is_checked(tmp_path: Path):
+    """What a user trial found dropped or refused: a constant named after another, a lambda calling torch, a device
+    chosen with a call, an if/else choosing a constant, a later `from __future__`, IPython timing, help and shell
+    syntax, a scratch cell that does not parse, an import of a module not installed here."""
+    lab = (NOTEBOOKS / "lab.ipynb").read_text()
+    attn = next(c for c in nbformat.reads(lab, as_version=4).cells if "class CausalMHA" in c.source).source
+    write_notebook(tmp_path / "trial.ipynb",
+                   "import torch\nimport torch.nn as nn\nfrom no_such_tqdm_mha import tqdm\nD_MODEL = 8\n"
+                   "D_OUT = D_MODEL\nact = lambda x: torch.relu(x)\n"
+                   "device = 'cuda' if torch.cuda.is_available() else 'cpu'\nnn?\nfiles = !ls",
+                   "if D_OUT > 4:\n    WIDE = True\nelse:\n    WIDE = False",
+                   "%%time\nfrom __future__ import annotations\n" + attn.replace(
+                       "        self.h, self.dh", "        assert WIDE and act is not None and device\n"
+                                                 "        self.h, self.dh"),
+                   "%timeit -n 1 model = CausalMHA(8, 2, 4)\nfor batch in tqdm(range(3)):\n    %time model(batch",
+                   'if __name__ == "__main__":\n    train()')
+    data = report(mha("trial.ipynb", "--format", "json", cwd=tmp_path), 0)
+    notes = "\n".join(data["adapter"]["notes"])
+    assert "'no_such_tqdm_mha' is not installed here" in notes
+    assert "code cell 4 does not parse" in notes and "__main__" in notes
+
+
+@pytest.mark.parametrize("broken", ["    WIDTH = cfg['d']\n", "    def __init__(self, d, heads, context_length):\n"
+                                                            "        raise RuntimeError('not written yet')\n"])
+def test_the_notes_are_in_the_report_when_the_class_cannot_be_loaded_or_built(tmp_path: Path, broken: str):
+    write_notebook(tmp_path / "half.ipynb", "!pip install einops\nimport torch\nprint('setup')",
+                   "class A(torch.nn.Module):\n" + broken + "    def forward(self, x):\n        return x")
+    data = report(mha("half.ipynb:A", "--only", "construct", "--format", "json", cwd=tmp_path), 1)
+    notes = "\n".join(data["adapter"].get("notes", []))
+    assert "'!pip install einops' (a magic or shell command) was left out" in notes, data["adapter"]
+    assert "code cell 1: 1 statement(s) that do not define anything" in notes
+    text = mha("half.ipynb:A", "--only", "construct", cwd=tmp_path).stdout
+    assert "!pip install einops" in text
