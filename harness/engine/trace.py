@@ -8,8 +8,9 @@ softmax, mix values, merge, output projection) from its name and shapes, and mar
 mistake shows, by *detector*:
 
 - split-without-transpose: a view/reshape to (B, H, n, dh) straight from (B, n, d), on every projection
-- queries-split-without-transpose, keys-split-without-transpose, values-split-without-transpose: the same on the
-  projection that the data flow into the scores (q @ kᵀ) and the mixing (weights @ v) shows, the others split right
+- queries-split-without-transpose, keys-split-without-transpose, values-split-without-transpose: the same on that
+  projection alone (read from the data flow into the scores q @ kᵀ and the mixing weights @ v), the others split
+  right; keys-and-values-split-without-transpose (and the other pairs): on two projections, the third split right
 - merge-without-transpose: a merge view/reshape (B, H, n, dh) -> (B, n, d) without the transpose first
 - softmax-not-last-axis: a softmax over an axis other than the last
 - scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, wrong-scale: the scores' total scale is not 1/sqrt(dh)
@@ -597,23 +598,28 @@ def _operands(namer: _Namer, ops: list[dict]) -> dict[str, dict] | None:
 
 
 def _split_roles(namer: _Namer, ops: list[dict], mistakes: dict[int, dict]) -> None:
-    """A split without transpose on some projections only is named by the projections it feeds: the mistake differs
-    from splitting all three wrongly (other numbers, another fix).  Left as it is when the roles cannot be told."""
+    """A split without transpose on some projections only is named by the projections split so (every such step
+    gets the same detector): the mistake differs from splitting all three wrongly (other numbers, another fix).
+    Left as it is when the roles cannot be told."""
     wrong = [i for i, m in mistakes.items() if m["id"] == "split-without-transpose"]
     operands = _operands(namer, ops) if wrong else None
     if not operands:
         return
     feeds = {i: "".join(r for r, t in operands.items() if t.get("src") is not None and
                         i in namer.ancestors(t["src"]) | {t["src"]}) for i in wrong}
-    if not all(feeds.values()) or set("".join(feeds.values())) == set("qkv"):
+    split_wrong = "".join(r for r in "qkv" if any(r in roles for roles in feeds.values()))
+    if not all(feeds.values()) or split_wrong == "qkv":
         return
+    names = lambda roles: " and ".join(ROLE_NAMES[r] for r in roles)  # noqa: E731
+    detector = "-and-".join(ROLE_NAMES[r] for r in split_wrong) + "-split-without-transpose"
+    right = "".join(r for r in "qkv" if r not in split_wrong)
     for i, roles in feeds.items():
-        names = " and ".join(ROLE_NAMES[r] for r in roles)
-        rest = " and ".join(ROLE_NAMES[r] for r in "qkv" if r not in roles)
-        mistakes[i] = {"id": "-and-".join(ROLE_NAMES[r] for r in roles) + "-split-without-transpose", "text": (
-            f"the {names} are split with view/reshape to (B, H, n, dh) straight from (B, n, d), while the {rest} "
-            f"are split the lesson's way: the {names}' 'positions' are cut across several tokens, mixing tokens and "
-            f"features; split the {names} too with view(B, n, H, dh) and then transpose(1, 2)")}
+        also = "".join(r for r in split_wrong if r not in roles)
+        mistakes[i] = {"id": detector, "text": (
+            f"the {names(roles)} are split with view/reshape to (B, H, n, dh) straight from (B, n, d)"
+            + (f" (and so are the {names(also)})" if also else "") + f", while the {names(right)} are split the "
+            f"lesson's way: the {names(split_wrong)}' 'positions' are cut across several tokens, mixing tokens and "
+            f"features; split them too with view(B, n, H, dh) and then transpose(1, 2)")}
 
 
 def analyse(ops: list[dict], cfg: dict, complete: bool = True) -> tuple[list[Step], list[dict], list[str]]:
