@@ -1,6 +1,8 @@
-"""view-order: compare the module, under transplanted weights, with the reference and with the two view-order
-mistakes of the lesson computed by the reference itself.  Two weight sets are tried: random ones, and ones with
-W_q = W_k = 0 (uniform causal attention), where scaling and softmax mistakes vanish but view-order ones do not."""
+"""view-order: compare the module, under transplanted weights, with the reference and with the view-order mistakes
+of the lesson computed by the reference itself: the split with view(B, H, n, dh) on every projection or on some of
+them only (the queries, the keys, the values, or two of them), the merge without the transpose back, and both.
+Two weight sets are tried: random ones, and ones with W_q = W_k = 0 (uniform causal attention), where scaling and
+softmax mistakes vanish but view-order ones do not (there only the values' split and the merge show)."""
 from dataclasses import replace
 
 import numpy as np
@@ -11,16 +13,50 @@ from harness.engine.compare import close
 from harness.engine.search import find_failure
 from reference import numpy_ref
 
-MISTAKES = {
-    ("view-bhnd", "lesson"): "heads are split with view(B, H, n, dh) straight from (B, n, d): that mixes tokens "
-                             "and features; split with view(B, n, H, dh) and then transpose(1, 2)",
-    ("lesson", "no-transpose"): "heads are merged without moving the head axis back: (B, H, n, dh) viewed as "
-                                "(B, n, d) mixes tokens; merge with transpose(1, 2).contiguous().view(B, n, d)",
-    ("view-bhnd", "no-transpose"): "heads are split with view(B, H, n, dh) and merged without the transpose back",
+ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
+SPLIT_ALL = "heads are split with view(B, H, n, dh) straight from (B, n, d)"
+MERGE = "merged without transpose(1, 2)"
+WHOLE = {  # the mistake on every projection: the lesson's own wording
+    ("view-bhnd", "lesson"): (SPLIT_ALL + ": that mixes tokens and features; split with view(B, n, H, dh) and then "
+                              "transpose(1, 2)", "its heads split with view(B, H, n, dh)"),
+    ("lesson", "no-transpose"): ("heads are merged without moving the head axis back: (B, H, n, dh) viewed as "
+                                 "(B, n, d) mixes tokens; merge with transpose(1, 2).contiguous().view(B, n, d)",
+                                 "its heads " + MERGE),
+    ("view-bhnd", "no-transpose"): ("heads are split with view(B, H, n, dh) and merged without the transpose back",
+                                    "its heads split with view(B, H, n, dh) and " + MERGE),
 }
-DONE_WITH = {("view-bhnd", "lesson"): "split with view(B, H, n, dh)",
-             ("lesson", "no-transpose"): "merged without transpose(1, 2)",
-             ("view-bhnd", "no-transpose"): "split with view(B, H, n, dh) and merged without transpose(1, 2)"}
+
+
+def _names(roles: str) -> str:
+    words = [ROLE_NAMES[r] for r in roles]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _partial(split: str, merge: str, others_seen: bool) -> tuple[str, str]:
+    """(the mistake, what the wrong layer does) for a split mistake on some projections only; `others_seen`: the
+    weights showed that the other projections are split right (not so with W_q = W_k = 0)."""
+    roles = split.partition(":")[2]
+    rest = "".join(r for r in "qkv" if r not in roles)
+    mistake = f"the {_names(roles)} are split into heads with view(B, H, n, dh) straight from (B, n, d)"
+    mistake += f" (the {_names(rest)} the lesson's way)" if others_seen else ""
+    mistake += f" and the heads are {MERGE}" if merge == "no-transpose" else ""
+    mistake += (f": that mixes tokens and features in the {_names(roles)}; split every projection with "
+                "view(B, n, H, dh) and then transpose(1, 2)")
+    done = f"its {_names(roles)} split with view(B, H, n, dh)"
+    done += f" and its heads {MERGE}" if merge == "no-transpose" else ""
+    return mistake, done
+
+
+def mistakes(qk_seen: bool = True) -> dict[tuple[str, str], tuple[str, str]]:
+    """(split, merge) -> (the mistake, what the wrong layer does), for every known view-order mistake that the
+    weights can show: with W_q = W_k = 0 (`qk_seen` False) the split of the queries and keys leaves no trace, so
+    only the values' split and the merge are told apart."""
+    out = dict(WHOLE) if qk_seen else {("lesson", "no-transpose"): WHOLE["lesson", "no-transpose"]}
+    partial = numpy_ref.PARTIAL_SPLITS if qk_seen else ("view-bhnd:v",)
+    for split in partial:
+        for merge in numpy_ref.MERGES:
+            out[split, merge] = _partial(split, merge, qk_seen)
+    return out
 
 
 def _zero_qk(w):
@@ -32,31 +68,33 @@ def _zero_qk(w):
     claim="heads are split with view(B, n, H, dh).transpose(1, 2) and merged back with the transpose first",
     explanation="""Splitting (B, n, d) with view(B, H, n, dh) gives the same shape as the right way but cuts the
     memory in the wrong order: each "head" gets pieces of several tokens. The shapes agree, the results are wrong,
-    and only a comparison with a reference catches it. The same holds for merging without the transpose back.""",
+    and only a comparison with a reference catches it. The same holds for merging without the transpose back, and
+    for a split that is wrong on one projection only (the queries, say, while the keys and values are right).""",
     fix="""Split: `t.view(B, n, H, dh).transpose(1, 2)`; merge: `ctx.transpose(1, 2).contiguous().view(B, n, d)`.""",
     needs=(output_shape,),
     weights=True,
     example="""x: (2, 3, 8), H = 2, dh = 4; with the same weights the reference is computed the right way and wrongly:
-      split with q.view(2, 2, 3, 4) (no transpose) and/or merge with view(2, 3, 8) without transpose(1, 2)
+      split with view(2, 2, 3, 4) (no transpose) and/or merge with view(2, 3, 8) without transpose(1, 2)
+      the wrong split on all of q, k, v or on some only: q.view(2, 2, 3, 4) with k and v split right is caught too
     the wrong split gives head 0 'positions' = token 0 f0-3, token 0 f4-7, token 1 f0-3
     fail: your y differs from the reference and equals one of the wrong versions (within 1e-5)
     second weight set W_q = W_k = 0: all scores 0, weights [[1, 0, 0], [1/2, 1/2, 0], [1/3, 1/3, 1/3]] for any
-      scale, so a scaling mistake vanishes there while a view-order mistake still moves y (by ~1)""",
+      scale, so a scaling mistake vanishes there while a view-order mistake still moves y (by ~1); so does the
+      split of q and k, so there only the split of v and the merge are named""",
 )
 def view_order(ctx):
     def prop(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
         base = ctx.weights_for(inst, "view")
-        for w in (base, _zero_qk(base)):
+        for w, known in ((base, mistakes()), (_zero_qk(base), mistakes(qk_seen=False))):
             ctx.transplant(inst, w)
             y = inst.forward(x)
             if close(y, numpy_ref.forward(x, cfg.heads, w)):
                 continue
-            for (split, merge), mistake in MISTAKES.items():
+            for (split, merge), (mistake, done) in known.items():
                 if close(y, numpy_ref.forward(x, cfg.heads, w, split=split, merge=merge)):
-                    return failed(mistake, observed=("your output equals the lesson's layer with its heads "
-                                            f"{DONE_WITH[split, merge]}"),
+                    return failed(mistake, observed=f"your output equals the lesson's layer with {done}",
                                   expected="output equals the reference", finding=f"view:{split}/{merge}")
         return None
 

@@ -6,7 +6,8 @@ student's process sends back.  `tests/test_reference.py` ties this module to the
 
 Weights follow the nn.Linear convention: `wq`, `wk`, `wv` have shape (d_out, d_in), `wo` (d_out, d_out), biases
 (d_out,).  `split` and `merge` select the lesson's reshapes or a known view-order mistake, so that a check can say
-which mistake a student's numbers match.
+which mistake a student's numbers match; a split mistake may hit only some of the projections ("view-bhnd:q": the
+queries split with view(B, H, n, dh), the keys and values the lesson's way).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 
 ROLES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
 SPLITS = ("lesson", "view-bhnd")  # view(B, n, H, dh).transpose(1, 2)  |  view(B, H, n, dh) straight from (B, n, d)
+PARTIAL_SPLITS = tuple(f"view-bhnd:{roles}" for roles in ("q", "k", "v", "qk", "qv", "kv"))  # only these projections
 MERGES = ("lesson", "no-transpose")  # transpose(1, 2).contiguous().view(B, n, d)  |  view(B, n, d) without transpose
 
 
@@ -61,6 +63,14 @@ def random_weights(rng: np.random.Generator, d_in: int, d_out: int, qkv_bias: bo
     if out_bias:
         w.bo = u((d_out,), d_out)
     return w
+
+
+def split_for(split: str, role: str) -> str:
+    """How the projection `role` ("q", "k" or "v") is split under `split`: "lesson" or "view-bhnd"."""
+    how, _, roles = split.partition(":")
+    if roles and (how not in SPLITS or not set(roles) <= set("qkv")):
+        raise ValueError(split)
+    return how if not roles or role in roles else "lesson"
 
 
 def _split(t: np.ndarray, heads: int, how: str) -> np.ndarray:
@@ -115,7 +125,7 @@ def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge:
     q = x @ w.wq.T + w.bias("bq")
     k = x @ w.wk.T + w.bias("bk")
     v = x @ w.wv.T + w.bias("bv")
-    Q, K, V = (_split(t, heads, split) for t in (q, k, v))
+    Q, K, V = (_split(t, heads, split_for(split, role)) for role, t in zip("qkv", (q, k, v)))
     P = _softmax_masked(Q @ K.transpose(0, 1, 3, 2) / np.sqrt(dh))
     ctx = _merge(P @ V, merge)
     y = ctx @ w.wo.T + w.bias("bo")
@@ -137,7 +147,7 @@ def backward(gy: np.ndarray, w: Weights, cache: dict) -> dict[str, np.ndarray]:
     gQ, gK = gS @ K, gS.transpose(0, 1, 3, 2) @ Q
     gx = np.zeros_like(x)
     for role, gT in (("q", gQ), ("k", gK), ("v", gV)):
-        gt = _split_back(gT, split)
+        gt = _split_back(gT, split_for(split, role))
         g["w" + role] = np.einsum("bnj,bni->ji", gt, x)
         g["b" + role] = gt.sum(axis=(0, 1))
         gx += gt @ getattr(w, "w" + role)

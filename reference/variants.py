@@ -6,7 +6,8 @@ proves that the torch mutant and this function agree.  Diagnosis then compares a
 weights and input, with every variant, without torch and without running any mutant.
 
 Knobs:
-- split: "lesson" | "view-bhnd"            merge: "lesson" | "no-transpose"
+- split: "lesson" | "view-bhnd" | "view-bhnd:q" (only the queries; also :k, :v, :qk, :qv, :kv)
+- merge: "lesson" | "no-transpose"
 - scale: "sqrt-dh" | "sqrt-d" | "none" | "dh"
 - mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax"
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.numpy_ref import Weights, _merge, _split
+from reference.numpy_ref import Weights, _merge, _split, split_for
 
 DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
             "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan"}
@@ -53,7 +54,7 @@ def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
         k = q
     elif k_["keys"] == "swap":
         q, k = k, q
-    Q, K, V = (_split(t, heads, k_["split"]) for t in (q, k, v))
+    Q, K, V = (_split(t, heads, split_for(k_["split"], role)) for role, t in zip("qkv", (q, k, v)))
     scores = Q @ K.transpose(0, 1, 3, 2)
     scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh)}[k_["scale"]]
     n = x.shape[1]

@@ -7,7 +7,10 @@ This module names each operation by the lesson's steps (project, split, move hea
 softmax, mix values, merge, output projection) from its name and shapes, and marks the steps where a known
 mistake shows, by *detector*:
 
-- split-without-transpose: a view/reshape to (B, H, n, dh) straight from (B, n, d)
+- split-without-transpose: a view/reshape to (B, H, n, dh) straight from (B, n, d), on every projection
+- queries-split-without-transpose, keys-split-without-transpose, values-split-without-transpose: the same on that
+  projection alone (read from the data flow into the scores q @ kᵀ and the mixing weights @ v), the others split
+  right; keys-and-values-split-without-transpose (and the other pairs): on two projections, the third split right
 - merge-without-transpose: a merge view/reshape (B, H, n, dh) -> (B, n, d) without the transpose first
 - softmax-not-last-axis: a softmax over an axis other than the last
 - scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, wrong-scale: the scores' total scale is not 1/sqrt(dh)
@@ -575,12 +578,57 @@ def _raised(namer: _Namer, op: dict) -> dict:
     return {"id": "raised", "text": f"this operation raised {message}"}
 
 
+ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
+
+
+def _operands(namer: _Namer, ops: list[dict]) -> dict[str, dict] | None:
+    """The tensors that enter the attention as queries, keys and values (the first scores product q @ kᵀ and the
+    mixing weights @ v, or a fused attention's q, k, v); None when the forward does not show all three."""
+    for op in ops:
+        if op["op"] == "scaled_dot_product_attention" and len(op["in"]) >= 3:
+            return dict(zip("qkv", op["in"][:3]))
+    scores = next((op for op in ops if namer.labels[op["i"]] == "scores" and op["op"] in MATMULS
+                   and len(op["in"]) >= 2), None)
+    mix = next((op for op in ops if namer.labels[op["i"]] == "mix values" and op["op"] in MATMULS), None)
+    values = [t for t in (mix or {"in": []})["in"][:2] if not namer.derives_from(t, ("softmax",))
+              and namer.sym(t) not in SCORES_LIKE]
+    if scores is None or len(values) != 1:
+        return None
+    return {"q": scores["in"][0], "k": scores["in"][1], "v": values[0]}
+
+
+def _split_roles(namer: _Namer, ops: list[dict], mistakes: dict[int, dict]) -> None:
+    """A split without transpose on some projections only is named by the projections split so (every such step
+    gets the same detector): the mistake differs from splitting all three wrongly (other numbers, another fix).
+    Left as it is when the roles cannot be told."""
+    wrong = [i for i, m in mistakes.items() if m["id"] == "split-without-transpose"]
+    operands = _operands(namer, ops) if wrong else None
+    if not operands:
+        return
+    feeds = {i: "".join(r for r, t in operands.items() if t.get("src") is not None and
+                        i in namer.ancestors(t["src"]) | {t["src"]}) for i in wrong}
+    split_wrong = "".join(r for r in "qkv" if any(r in roles for roles in feeds.values()))
+    if not all(feeds.values()) or split_wrong == "qkv":
+        return
+    names = lambda roles: " and ".join(ROLE_NAMES[r] for r in roles)  # noqa: E731
+    detector = "-and-".join(ROLE_NAMES[r] for r in split_wrong) + "-split-without-transpose"
+    right = "".join(r for r in "qkv" if r not in split_wrong)
+    for i, roles in feeds.items():
+        also = "".join(r for r in split_wrong if r not in roles)
+        mistakes[i] = {"id": detector, "text": (
+            f"the {names(roles)} are split with view/reshape to (B, H, n, dh) straight from (B, n, d)"
+            + (f" (and so are the {names(also)})" if also else "") + f", while the {names(right)} are split the "
+            f"lesson's way: the {names(split_wrong)}' 'positions' are cut across several tokens, mixing tokens and "
+            f"features; split them too with view(B, n, H, dh) and then transpose(1, 2)")}
+
+
 def analyse(ops: list[dict], cfg: dict, complete: bool = True) -> tuple[list[Step], list[dict], list[str]]:
     """Name the recorded operations and find the known mistakes: (steps, mistakes, notes).  `complete`: the
     forward ran to the end (otherwise what is missing after the failing step is not a finding)."""
     namer = _Namer(ops, cfg)
     labels = namer.run()
     mistakes = dict(namer.mistakes)
+    _split_roles(namer, ops, mistakes)
     notes: list[str] = []
     whole = _check_whole(namer, ops, cfg, mistakes, notes, complete)
     steps = []

@@ -74,6 +74,11 @@ SWEEP = [
     (mutant("softmax_wrong_axis"), "softmax-wrong-axis", "softmax"),
     (mutant("merge_no_transpose"), "merge-no-transpose", "merge"),
     (mutant("scale_by_dh"), "scale-by-dh", "scale"),
+    (mutant("split_view_order_queries"), "split-view-order-queries", "split"),  # one projection alone: its role
+    (mutant("split_view_order_keys"), "split-view-order-keys", "split"),  # is read from q @ kᵀ and weights @ v
+    (mutant("split_view_order_values"), "split-view-order-values", "split"),
+    (str(ROOT / "tests" / "zoo" / "buggy" / "values_split_view_order.py") + ":CausalSelfAttention",
+     "split-view-order-values", "split"),  # ... or from a fused attention's q, k, v
     (str(ROOT / "tests" / "zoo" / "correct" / "fused_config_sdpa.py") + ":CausalSelfAttention", None, None),
     (str(ROOT / "tests" / "zoo" / "correct" / "d2l_bmm.py") + ":MultiHeadAttention", None, None),
 ]
@@ -97,6 +102,14 @@ def test_known_mistakes_are_marked_and_correct_styles_are_not(swept, target, mis
     step = r.steps[r.mistakes[0]["step"] - 1]
     assert step.label == label and step.mistake["mutant"] == mistake
     assert mistake in render(r)
+
+
+def test_a_split_mistake_on_two_projections_is_marked_as_that_pair_and_no_single_mistake():
+    r = trace(str(ROOT / "tests" / "zoo" / "buggy" / "keys_values_split_view_order.py") + ":KVAttention")
+    assert [(m["id"], m["mutant"]) for m in r.mistakes] == [("keys-and-values-split-without-transpose", None)] * 2
+    texts = [m["text"] for m in r.mistakes]
+    assert texts[0].startswith("the keys are split") and texts[1].startswith("the values are split"), render(r)
+    assert all("while the queries are split the lesson's way" in t for t in texts)
 
 
 def test_a_forward_that_raises_is_traced_up_to_the_failing_step():

@@ -8,6 +8,7 @@ import pytest
 import checks
 import mutants
 from conftest import ROOT
+from checks.view_order import mistakes as view_order_mistakes
 from harness.engine.runner import Options, run_checks
 from harness.child.inprocess import InProcessSubject
 
@@ -84,3 +85,25 @@ def test_checks_are_discovered_whatever_was_imported_first():
     order = [c.id for c in checks.all_checks()]
     for c in checks.all_checks():  # prerequisites come first
         assert all(order.index(n.id) < order.index(c.id) for n in c.needs)
+
+
+@pytest.mark.parametrize("mutant_id", ["split-view-order-queries", "split-view-order-keys", "split-view-order-values"])
+def test_view_order_names_the_one_projection_split_wrongly(mutant_id):
+    """A split mistake on one projection alone used to pass view-order: it fails now, naming that projection and
+    (from the random weights) that the other two are split the lesson's way."""
+    role = mutant_id.rsplit("-", 1)[1]
+    result = run(f"{mutants.source_path(mutant_id)}:CausalMHA", ["view-order"])["view-order"]
+    assert result.status == "fail", result.message
+    assert result.message.startswith(f"the {role} are split into heads with view(B, H, n, dh)")
+    assert result.details["finding"] == f"view:view-bhnd:{role[0]}/lesson"
+
+
+def test_view_order_with_zero_queries_and_keys_claims_no_more_than_it_sees():
+    """With W_q = W_k = 0 the split of the queries and keys leaves no trace: only the values' split and the merge are
+    compared there, and a mistake found there says nothing about the queries and keys."""
+    seen = view_order_mistakes()
+    assert len(seen) == 15  # (all, q, k, v, qk, qv, kv, none) x (merge right, merge wrong), less the reference
+    blind = view_order_mistakes(qk_seen=False)
+    assert set(blind) == {("lesson", "no-transpose"), ("view-bhnd:v", "lesson"), ("view-bhnd:v", "no-transpose")}
+    assert all("queries" not in text and "keys" not in text for text, _ in blind.values())
+    assert "(the keys and values the lesson's way)" in seen["view-bhnd:q", "lesson"][0]

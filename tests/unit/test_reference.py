@@ -57,7 +57,8 @@ def test_numpy_reference_equals_torch_module_and_functional(d_in, d_out, heads, 
     np.testing.assert_allclose(mha_forward(x, heads, **t).detach().numpy(), y, rtol=1e-12, atol=1e-13)
 
 
-@pytest.mark.parametrize("split,merge", [("lesson", "lesson"), ("view-bhnd", "lesson"), ("lesson", "no-transpose")])
+@pytest.mark.parametrize("split,merge", [("lesson", "lesson"), ("view-bhnd", "lesson"), ("lesson", "no-transpose"),
+                                         ("view-bhnd:q", "lesson"), ("view-bhnd:kv", "no-transpose")])
 def test_numpy_backward_equals_autograd(split, merge):
     rng = np.random.default_rng(0)
     w = numpy_ref.random_weights(rng, 5, 6, qkv_bias=True)
@@ -71,11 +72,9 @@ def test_numpy_backward_equals_autograd(split, merge):
     tx = torch.tensor(x, requires_grad=True)
     B, n, _ = tx.shape
     lin = torch.nn.functional.linear
-    if split == "lesson":
-        sp = lambda t: t.view(B, n, 3, 2).transpose(1, 2)
-    else:
-        sp = lambda t: t.reshape(B, 3, n, 2)
-    q, k, v = (sp(lin(tx, tw["w" + r], tw["b" + r])) for r in "qkv")
+    wrong = "" if split == "lesson" else (split.partition(":")[2] or "qkv")  # the roles split view(B, H, n, dh)
+    sp = lambda t, r: t.reshape(B, 3, n, 2) if r in wrong else t.view(B, n, 3, 2).transpose(1, 2)
+    q, k, v = (sp(lin(tx, tw["w" + r], tw["b" + r]), r) for r in "qkv")
     s = (q @ k.transpose(2, 3) / 2 ** 0.5).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), -torch.inf)
     c = torch.softmax(s, -1) @ v
     c = c.transpose(1, 2).reshape(B, n, 6) if merge == "lesson" else c.reshape(B, n, 6)
@@ -93,3 +92,19 @@ def test_variants_differ_from_lesson():
     ref = numpy_ref.forward(x, 2, w)
     assert not np.allclose(numpy_ref.forward(x, 2, w, split="view-bhnd"), ref)
     assert not np.allclose(numpy_ref.forward(x, 2, w, merge="no-transpose"), ref)
+
+
+def test_partial_splits_hit_only_their_projections():
+    """Each of the seven ways to split some projections wrongly computes its own numbers: none equals the reference,
+    the whole mistake or another partial one (random weights, float64, relative 1e-5)."""
+    rng = np.random.default_rng(3)
+    w = numpy_ref.random_weights(rng, 6, 6, qkv_bias=True)
+    x = rng.standard_normal((2, 4, 6))
+    ys = {s: numpy_ref.forward(x, 2, w, split=s) for s in numpy_ref.SPLITS + numpy_ref.PARTIAL_SPLITS}
+    for a, ya in ys.items():
+        for b, yb in ys.items():
+            assert a == b or not np.allclose(ya, yb, rtol=1e-5, atol=0), (a, b)
+    assert numpy_ref.split_for("view-bhnd:kv", "q") == "lesson"
+    assert numpy_ref.split_for("view-bhnd:kv", "v") == "view-bhnd" == numpy_ref.split_for("view-bhnd", "q")
+    with pytest.raises(ValueError):
+        numpy_ref.forward(x, 2, w, split="view-bhnd:z")

@@ -1,0 +1,56 @@
+"""Splits the keys alone with `view(B, H, n, dh)` straight from (B, n, d); the queries and values the lesson's way."""
+import torch
+import torch.nn as nn
+
+from mutants._info import MutantInfo
+
+INFO = MutantInfo(
+    id="split-view-order-keys",
+    task=("Every shape is right, but the outputs differ from the lesson's layer and early outputs depend on "
+          "later tokens."),
+    topic="splitting into heads",
+    title="The keys alone split with view(B, H, n, dh) straight from (B, n, d); the queries and values split right",
+    lesson=('Engineering implications: "Splitting with view(B, n, H, d_h) is correct; view(B, H, n, d_h) on the '
+            'same tensor silently mixes tokens and features." Worked example: W_q(x), W_k(x), W_v(x) are each '
+            'split with view(2, 3, 2, 4) and then transpose(1, 2): all three, the keys too.'),
+    killed_by=("view-order", "causal-leakage", "reference-match", "gradient-match"),
+    trace=("keys-split-without-transpose",),
+    symptom=("Nothing crashes and every shape is right, and the queries and values are split as in the lesson, but "
+             "each head's key 'positions' are slices cut across several tokens: the attention weights are wrong, and "
+             "early tokens weigh by features of later ones (a causal leak)."),
+    fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # split the keys like the queries and values",
+    variant={"split": "view-bhnd:k"},
+    example=(
+        "k = W_k(x): (2, 3, 8); q and v are split right: (2, 2, 3, 4), head h = features 4h to 4h+3 of tokens 0, 1, 2\n"
+        "wrong: k.view(2, 2, 3, 4): head 0 key 'positions' 0, 1, 2 = token 0 f0-3, token 0 f4-7, token 1 f0-3\n"
+        "  head 1 key 'positions' 0, 1, 2 = token 1 f4-7, token 2 f0-3, token 2 f4-7\n"
+        "the mask lets output token 1 weigh key positions 0 and 1 only, but in head 1 those are token 1 f4-7 and\n"
+        "  token 2 f0-3: token 1's weights depend on a later token (a causal leak)"
+    ),
+)
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        d_out = d if d_out is None else d_out
+        if d_out % nheads != 0:
+            raise ValueError(f"d_out={d_out} is not divisible by nheads={nheads}")
+        self.h, self.dh = nheads, d_out // nheads
+        self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))
+        self.out = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        d = self.h * self.dh
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
+        q, v = split(self.q(x)), split(self.v(x))
+        k = self.k(x).view(B, self.h, n, self.dh)  # BUG: the keys alone (B, H, n, dh) straight from (B, n, d)
+        scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        w = torch.softmax(scores, dim=-1)
+        w = self.dropout(w)
+        ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
+        return self.out(ctx)
