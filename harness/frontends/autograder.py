@@ -282,7 +282,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--time-limit", type=float, default=Limits.total_seconds,
                    help=f"seconds for the whole check (default {Limits.total_seconds:g})")
     p.add_argument("--memory-mb", type=int, default=Limits.memory_mb,
-                   help=f"address space of the checked code (default {Limits.memory_mb})")
+                   help=f"memory of the checked code in MB (default {Limits.memory_mb}; torch's libraries come on top)")
     p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
     p.add_argument("--examples", type=int, default=6, help="generated configurations per check (default 6)")
     args = p.parse_args(argv[1:])

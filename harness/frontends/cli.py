@@ -64,8 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(fused), bq, bk, bv, bo; NAME a parameter or module name, NAME.T for a matrix used as x @ W")
     p.add_argument("--time-limit", type=float, default=120.0, metavar="SECONDS",
                    help="wall-clock budget for the whole check (default 120; one request gets at most 30)")
-    p.add_argument("--memory-mb", type=int, default=3072, help="address-space limit of the checked code (MB, "
-                                                               "default 3072)")
+    p.add_argument("--memory-mb", type=int, default=3072, help="memory of the checked code (MB, default "
+                                                               "3072; torch's libraries come on top)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the leakage map (needs mha-check[plot])")
     p.add_argument("--list-checks", action="store_true", help="list the check ids with their claims and exit")
     p.add_argument("--show-output", action="store_true", help="print what your code wrote to stdout/stderr")

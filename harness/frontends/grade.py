@@ -344,7 +344,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--time-limit", type=float, default=sandbox.Limits.total_seconds,
                    help=f"seconds per submission (default {sandbox.Limits.total_seconds:g}, as for one check)")
     p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_mb,
-                   help=f"address space per submission (default {sandbox.Limits.memory_mb})")
+                   help=f"memory per submission in MB (default {sandbox.Limits.memory_mb}; torch's libraries come on top)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
     p.add_argument("--allow-unconfined", action="store_true",
                    help="as root, grade even where submissions cannot be dropped to an unprivileged uid")

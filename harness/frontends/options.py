@@ -57,8 +57,8 @@ def limits(time_limit: float, memory_mb: int, examples: int | None = None, seed:
     if not (math.isfinite(time_limit) and time_limit > 0):
         _error(parser, f"--time-limit must be a positive number of seconds, not {time_limit}")
     if memory_mb < MEMORY_FLOOR_MB:
-        _error(parser, f"--memory-mb must be at least {MEMORY_FLOOR_MB} (importing torch alone needs about 650 MB "
-                       f"of address space), not {memory_mb}")
+        _error(parser, f"--memory-mb must be at least {MEMORY_FLOOR_MB} (importing torch alone needs about 220 MB, "
+                       f"and the checks' tensors more), not {memory_mb}")
     if examples is not None and examples < 1:
         _error(parser, f"--examples must be at least 1, not {examples}")
     if seed is not None and not 0 <= seed < 2 ** 32:

@@ -176,7 +176,8 @@ def protections(limits: Limits) -> list[str]:
     varies with the machine and the slot, is the report's isolation block."""
     return ["separate process (verdict computed outside it)", "process group killed on exit",
             f"CPU {limits.cpu_seconds} s", f"wall clock {limits.call_seconds:g} s per request, "
-            f"{limits.total_seconds:g} s in all", f"address space {limits.memory_mb} MB",
+            f"{limits.total_seconds:g} s in all", f"memory {limits.memory_mb} MB (address space "
+            f"{limits.memory_mb + limits.library_mb} MB with torch's libraries)",
             f"files up to {limits.file_mb} MB", f"{limits.open_files} open files", f"{limits.processes} processes",
             "no core dumps", "only the private channel inherited", "throwaway working directory with a copy of "
             "the submission", "the isolation block says what confined it"]

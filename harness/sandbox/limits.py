@@ -6,10 +6,29 @@ cannot raise them again.  `harness.sandbox.policy` puts them into the confinemen
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import glob
+import importlib.util
+import os
+from dataclasses import asdict, dataclass, field
 
 MEMORY_FLOOR_MB = 1024  # below this the child cannot even import torch: refused as a usage error, never blamed
 MB = 1 << 20
+
+
+def library_mb() -> int:
+    """The size of the shared libraries torch may map: its own and, for a CUDA build, NVIDIA's.  Found on disk
+    without importing torch.  They take address space but are not memory the code uses: PyPI's default (CUDA)
+    build maps about 3.2 GB on `import torch` alone, so an address-space limit of the memory budget turned every
+    target into a MemoryError at construct on an ordinary install.  The memory budget is therefore RLIMIT_DATA
+    (what tensors and Python objects take), and the address space is that budget plus these libraries."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return 0
+    root = os.path.dirname(spec.origin)
+    site = os.path.dirname(root)
+    files = (glob.glob(os.path.join(root, "lib", "*.so*")) + glob.glob(os.path.join(site, "torch.libs", "*.so*")) +
+             glob.glob(os.path.join(site, "nvidia", "**", "*.so*"), recursive=True))
+    return sum(os.path.getsize(f) for f in files if os.path.isfile(f)) // MB
 
 
 @dataclass(frozen=True)
@@ -17,17 +36,19 @@ class Limits:
     call_seconds: float = 30.0  # one request (build, forward, ...) may take this long on the wall clock
     total_seconds: float = 120.0  # the whole check of one target
     cpu_seconds: int = 120  # reaching it kills the child (hard == soft: SIGKILL, no SIGXCPU warning first)
-    memory_mb: int = 3072  # address space; importing torch alone needs about 650 MB
+    memory_mb: int = 3072  # memory the code may take (RLIMIT_DATA); importing torch alone takes about 220 MB
     file_mb: int = 16  # the largest file the code may write (its captured output included)
     open_files: int = 256
     processes: int = 64  # processes and threads of the slot's uid (RLIMIT_NPROC counts threads, per uid)
     tmpfs_mb: int = 64  # each of the child's private /tmp and /dev/shm (not counted in its address space)
+    library_mb: int = field(default_factory=library_mb)  # address space for torch's libraries, on top of memory_mb
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def rlimits(self) -> dict[str, int]:
         """resource-module name -> value, applied as both the soft and the hard limit."""
-        return {"RLIMIT_AS": self.memory_mb * MB, "RLIMIT_CPU": int(self.cpu_seconds),
+        return {"RLIMIT_DATA": self.memory_mb * MB, "RLIMIT_AS": (self.memory_mb + self.library_mb) * MB,
+                "RLIMIT_CPU": int(self.cpu_seconds),
                 "RLIMIT_FSIZE": self.file_mb * MB, "RLIMIT_NOFILE": self.open_files,
                 "RLIMIT_NPROC": self.processes, "RLIMIT_CORE": 0}

@@ -36,7 +36,7 @@ def read(path):
 
 import resource
 
-for name in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CPU", "RLIMIT_CORE"):
+for name in ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC", "RLIMIT_CPU", "RLIMIT_CORE"):
     which = getattr(resource, name)
     soft, hard = resource.getrlimit(which)
     if soft == resource.RLIM_INFINITY or hard == resource.RLIM_INFINITY or soft != hard:

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 from harness.frontends import grade
 from harness.sandbox import isolation, scratch
-from harness.sandbox.limits import Limits
+from harness.sandbox.limits import Limits, library_mb
 from harness.sandbox.policy import Policy, interpreter_prefixes, make_policy, slot_ids, tool_paths
 from harness.wire import protocol
 
@@ -44,8 +44,8 @@ def test_only_the_stated_environment_reaches_the_child(tmp_path, monkeypatch):
 
 
 def test_limits_are_hard_and_complete():
-    limits = Limits(memory_mb=100, cpu_seconds=3, file_mb=1, open_files=10, processes=5)
-    assert limits.rlimits() == {"RLIMIT_AS": 100 << 20, "RLIMIT_CPU": 3, "RLIMIT_FSIZE": 1 << 20,
+    limits = Limits(memory_mb=100, cpu_seconds=3, file_mb=1, open_files=10, processes=5, library_mb=40)
+    assert limits.rlimits() == {"RLIMIT_DATA": 100 << 20, "RLIMIT_AS": 140 << 20, "RLIMIT_CPU": 3, "RLIMIT_FSIZE": 1 << 20,
                                 "RLIMIT_NOFILE": 10, "RLIMIT_NPROC": 5, "RLIMIT_CORE": 0}
     assert Limits(**limits.to_dict()) == limits
 
@@ -229,3 +229,15 @@ def test_forced_mechanism_is_validated(monkeypatch):
     policy = make_policy("/tmp", 0)
     assert isolation.self_applied(policy).namespaces == ()
     json.dumps(policy.to_json())
+
+
+def test_torch_libraries_get_address_space_on_top_of_the_memory_budget():
+    """PyPI's CUDA build maps about 3.2 GB on `import torch`: with the address space equal to the memory budget
+    every target died at construct (MemoryError, bad_alloc).  The budget is the data segment; the address space adds
+    the libraries found on disk (446 MB for this CPU build)."""
+    found = library_mb()
+    assert found > 100  # torch's own libtorch_cpu alone is larger
+    limits = Limits(memory_mb=3072)
+    assert limits.library_mb == found
+    assert limits.rlimits()["RLIMIT_DATA"] == 3072 << 20
+    assert limits.rlimits()["RLIMIT_AS"] == (3072 + found) << 20

@@ -212,7 +212,7 @@ def wall_join_namespace(ctx):
 
 
 def wall_memory(ctx):
-    size = ctx["limits"]["RLIMIT_AS"] + (256 << 20)
+    size = ctx["limits"]["RLIMIT_DATA"] + (256 << 20)  # the memory budget, not the address space with libraries
     error = _try(lambda: bytearray(size))
     return error is not None, error
 
