@@ -100,3 +100,11 @@ def test_preformatted_wrapping_ends_and_keeps_every_character(line):
     lines = text.wrap_preformatted(line, width=100)
     assert all(len(part) <= 100 for part in lines)
     assert "".join(lines).replace(" ", "").replace("+", "") == line.replace(" ", "").replace("+", "")
+
+
+def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
+    finding = ("masked_fill at decor.ipynb, code cell 3, line 12 uses a (8, 8) tensor that stays on the CPU, "
+               "and so does the other one")
+    for room in (60, 70, 90):
+        short = text.one_line(finding, room)
+        assert len(short) <= room and "decor.ipynb, code cell 3, line 12" in short, short
