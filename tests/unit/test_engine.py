@@ -105,6 +105,6 @@ def test_preformatted_wrapping_ends_and_keeps_every_character(line):
 def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
     finding = ("masked_fill at decor.ipynb, code cell 3, line 12 uses a (8, 8) tensor that stays on the CPU, "
                "and so does the other one")
-    for room in (60, 70, 90):
+    for room in (52, 60, 70):
         short = text.one_line(finding, room)
         assert len(short) <= room and "decor.ipynb, code cell 3, line 12" in short, short
