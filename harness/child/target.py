@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -50,7 +51,7 @@ def split_spec(spec: str) -> tuple[str, str | None]:
 
 
 def _file_for(where: str, search_dir: str) -> str | None:
-    if where.endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where:
+    if where.lower().endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where:
         return os.path.join(search_dir, where)
     rel = os.path.join(search_dir, where.replace(".", os.sep))
     for cand in (rel + ".py", os.path.join(rel, "__init__.py")):
@@ -115,14 +116,14 @@ def _load_notebook(path: str):
 def _load_file(path: str):
     if not os.path.isfile(path):
         folder = os.path.dirname(os.path.abspath(path))
-        there = sorted(f for f in os.listdir(folder) if f.endswith((".py", ".ipynb"))) if os.path.isdir(folder) \
-            else None
+        there = sorted(f for f in os.listdir(folder) if f.lower().endswith((".py", ".ipynb"))) \
+            if os.path.isdir(folder) else None
         seen = "" if there is None else f" (that folder has {', '.join(there[:8])})" if there else \
             " (that folder has no .py or .ipynb file)"
         raise TargetError("import", f"no such file: {os.path.basename(path)}{seen}")  # its folder may be a copy
-    if path.endswith(".ipynb"):
+    if path.lower().endswith(".ipynb"):  # what platforms export: Lab.IPYNB, ATTENTION.PY
         return _load_notebook(path)
-    if not path.endswith(".py"):
+    if not path.lower().endswith(".py"):
         raise TargetError("import", f"{os.path.basename(path)} is neither a Python file (.py) nor a notebook (.ipynb)")
     path = os.path.abspath(path)
     folder = os.path.dirname(path)
@@ -132,7 +133,7 @@ def _load_file(path: str):
     if stem == "__init__":
         stem = os.path.basename(folder)
     name = stem if stem not in sys.modules and stem.isidentifier() else f"mha_student_{abs(hash(path))}_{stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=importlib.machinery.SourceFileLoader(name, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

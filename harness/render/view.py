@@ -126,7 +126,7 @@ def where(at: str | None, target: str) -> str | None:
     target says which folder it is in (`examples/attention.py:30` for `attention.py:30`; for a notebook
     `labs/lab.ipynb, code cell 2, line 16` for `lab.ipynb, code cell 2, line 16`)."""
     path = target.split(":", 1)[0]
-    if not at or not path.endswith((".py", ".ipynb")):
+    if not at or not path.lower().endswith((".py", ".ipynb")):
         return at
     if ", code cell " in at:
         name, sep, rest = at.partition(", code cell ")

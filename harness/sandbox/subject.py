@@ -348,7 +348,7 @@ def _placement(spec: str, search_dir: str, submission: str | None) -> tuple[str,
     last two are None for a module target.  A file outside the folder copied is not copied: the child cannot see
     it, and says so by the file's own name."""
     where = _where(spec)
-    if not (where.endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where):
+    if not (where.lower().endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where):
         return submission or search_dir, None, None
     path = os.path.normpath(os.path.join(search_dir, where))
     root = os.path.abspath(submission) if submission else os.path.dirname(path)

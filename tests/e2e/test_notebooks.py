@@ -63,6 +63,14 @@ def test_the_root_cause_points_to_the_cell_and_line_in_the_notebook(folder: Path
     assert "_cells.py" not in text.stdout + text.stderr, text.log  # the file we wrote is never named
 
 
+def test_extensions_in_capitals_are_read_as_platforms_export_them(folder: Path):
+    (folder / "buggy_lab.ipynb").rename(folder / "Buggy_Lab.IPYNB")
+    data = report(mha("Buggy_Lab.IPYNB", "--format", "json", cwd=folder), 1)
+    assert data["diagnosis"]["at"] == "Buggy_Lab.IPYNB, code cell 2, line 16"
+    shutil.copy(Path(__file__).resolve().parents[2] / "examples" / "correct_attention.py", folder / "ATTENTION.PY")
+    assert report(mha("ATTENTION.PY", "--format", "json", cwd=folder), 0)["passed"] is True
+
+
 def test_a_file_that_is_not_a_notebook_is_a_clear_failure(folder: Path):
     data = report(mha("broken.ipynb:CausalMHA", "--only", "construct", "--format", "json", cwd=folder), 1)
     construct = checks_of(data)["construct"]
