@@ -213,7 +213,10 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
         mapping = ""  # the checks that could not be decided already say it
     notes = [clean(n) for n in report.adapter.get("notes", [])]
     if report.student_output.strip():
-        notes.append(f"your code printed {len(report.student_output)} characters (see --show-output)")
+        head = report.student_output.split("\n", 1)[0]
+        amount = head[len("[mha-check kept the last "):].split(" of ")[-1].rstrip("]") \
+            if head.startswith("[mha-check kept the last ") else f"{len(report.student_output)} characters"
+        notes.append(f"your code printed {amount} (see --show-output)")
     if report.isolation.get("summary"):
         notes.append("isolation: " + report.isolation["summary"])
     return ReportView(target, verdict(report), report.passed,

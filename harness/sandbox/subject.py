@@ -299,7 +299,8 @@ class Subject:
             self.log.seek(0, os.SEEK_END)
             size = self.log.tell()
             self.log.seek(max(0, size - n))
-            return self.log.read().decode("utf-8", "replace")
+            kept = self.log.read().decode("utf-8", "replace")
+            return kept if size <= n else f"{OUTPUT_CUT_MARK}{n} of {size} bytes]\n{kept}"
         except (ValueError, OSError):
             return ""
 
@@ -333,6 +334,9 @@ class Subject:
 
     def _release_slot(self) -> None:
         self.slot.release()
+
+
+OUTPUT_CUT_MARK = "[mha-check kept the last "  # the line that opens a cut output: "... 8000 of 91234 bytes]"
 
 
 def _where(spec: str) -> str:

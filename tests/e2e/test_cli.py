@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -510,3 +511,16 @@ def test_nothing_is_left_in_the_students_folder(tmp_path):
     assert run.rc == 0, run.log
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
+
+
+def test_a_long_printed_output_is_cut_with_a_line_that_says_how_much(tmp_path):
+    """Only the end of what the code printed is kept (8000 bytes); the report says how much there was in all."""
+    shutil.copy(ROOT / "examples" / "correct_attention.py", tmp_path / "correct_attention.py")
+    (tmp_path / "loud.py").write_text("from correct_attention import MultiHeadAttention as Base\n\n\n"
+                                      "class Loud(Base):\n    def forward(self, x):\n        print('x' * 5000)\n"
+                                      "        return super().forward(x)\n")
+    data = report(mha("loud.py:Loud", "--only", "output-shape", "--format", "json", cwd=tmp_path), 0)
+    first, rest = data["student_output"].split("\n", 1)
+    assert first.startswith("[mha-check kept the last 8000 of ") and len(rest) <= 8000
+    text = mha("loud.py:Loud", "--only", "output-shape", cwd=tmp_path).stdout
+    assert re.search(r"your code printed \d{5,} bytes", text), text
