@@ -72,6 +72,8 @@ def skeleton(report_text: str) -> str:
         elif field:
             name, value = field.groups()
             out.append(f"  {name}: {value}" if name in KEPT_FIELDS else f"  {name}:")
+        elif line.startswith("isolation: "):
+            out.append("isolation:")  # what confined the child depends on the machine (bwrap or built-in, its uid)
         elif not line.startswith(" "):
             out.append(line)  # headings, verdict, root cause, summary, "built as", the mapping sentence
         elif line.startswith("  it makes ") or line.startswith("  mha-check "):
