@@ -81,14 +81,17 @@ def _lesson() -> list[str]:
 
 # -- 3. the oracle's contract ------------------------------------------------------------------------------------
 def _torch_layer(x, heads, w, split, merge):
-    """The layer and the two view-order mistakes written directly in torch, independently of reference/."""
+    """The layer and the view-order mistakes written directly in torch, independently of reference/: `split` is
+    "lesson", "view-bhnd" (every projection split with view(B, H, n, dh)) or "view-bhnd:ROLES" (only those)."""
     B, n, _ = x.shape
     d = w["wq"].shape[0]
-    q, k, v = (x @ w["w" + r].T + w["b" + r] for r in "qkv")
-    if split == "lesson":
-        q, k, v = (t.view(B, n, heads, d // heads).transpose(1, 2) for t in (q, k, v))
-    else:
-        q, k, v = (t.reshape(B, heads, n, d // heads) for t in (q, k, v))
+    wrong = "qkv" if split == "view-bhnd" else split.partition(":")[2]
+
+    def heads_of(r):
+        t = x @ w["w" + r].T + w["b" + r]
+        return t.reshape(B, heads, n, d // heads) if r in wrong else t.view(B, n, heads, d // heads).transpose(1, 2)
+
+    q, k, v = (heads_of(r) for r in "qkv")
     future = torch.ones(n, n, dtype=torch.bool).triu(1)
     p = torch.softmax((q @ k.transpose(-2, -1) / (d // heads) ** 0.5).masked_fill(future, float("-inf")), dim=-1)
     c = p @ v
@@ -107,7 +110,7 @@ def _oracle() -> list[str]:
         w.wq, w.wk = w.wq * scale, w.wk * scale  # 400: scores in the thousands, where a naive softmax overflows
         x = rng.standard_normal((2, n, d_in))
         gy = rng.standard_normal((2, n, d_out))
-        for split in ("lesson", "view-bhnd"):
+        for split in ("lesson", "view-bhnd", "view-bhnd:q", "view-bhnd:kv"):
             for merge in ("lesson", "no-transpose"):
                 where = f"d_in={d_in}, d_out={d_out}, heads={heads}, n={n}, bias={qkv_bias}, scale={scale}, {split}/{merge}"
                 tw = {r: torch.tensor(w.bias(r) if r[0] == "b" else getattr(w, r), requires_grad=True)
@@ -157,6 +160,17 @@ def _weights_contract(numpy_ref) -> list[str]:
         broken.append(f"Weights.as_dict() gives {sorted(plain.as_dict())}, not the roles that are present")
     if not (np.array_equal(plain.bias("bq"), np.zeros(4)) and plain.bias("bo") is plain.bo):
         broken.append("Weights.bias: a missing bias must read as zeros, a present one as itself")
+    if [numpy_ref.split_for("view-bhnd:qkv", r) for r in "qkv"] != ["view-bhnd"] * 3:
+        broken.append("split_for: view-bhnd:qkv must split every projection with view(B, H, n, dh)")
+    for bad in ("view-bhnd:x", "view-bhnd:X", "bogus:q"):
+        try:
+            numpy_ref.split_for(bad, "q")
+            broken.append(f"split_for({bad!r}) is accepted: an unknown split or role must be refused")
+        except ValueError as e:
+            if str(e) != bad:
+                broken.append(f"split_for({bad!r}) is refused without naming it: {e}")
+        except Exception as e:  # noqa: BLE001 - any other error is a broken contract too
+            broken.append(f"split_for({bad!r}) raised {type(e).__name__}, not ValueError")
     mask = numpy_ref.causal_mask(3)
     if mask.dtype != bool or mask.tolist() != [[False, True, True], [False, False, True], [False, False, False]]:
         broken.append(f"causal_mask(3) is not True exactly above the diagonal: {mask.tolist()} ({mask.dtype})")
