@@ -179,9 +179,15 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
     rlimits = limits.rlimits()
     if os.geteuid() != 0:  # the user's own uid: its other processes count too (best effort, see the README)
         rlimits["RLIMIT_NPROC"] += _processes_of(uid)
-    base_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8",
-                "USER": "student", "LOGNAME": "student", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                "PYTHONHASHSEED": "0"}
-    inherited = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
     return Policy(view=tuple(view), cwd=scratch, uid=uid, gid=gid, rlimits=rlimits,
-                  env={**base_env, **inherited, **(env or {})}, require_drop=require_drop)
+                  env={**clean_env(scratch), **(env or {})}, require_drop=require_drop)
+
+
+def clean_env(home: str) -> dict:
+    """The whole environment of a process that will hold a submission: none of the grader's variables (tokens,
+    paths), because a child can read the environment block it was started with (/proc/self/environ) even after
+    os.environ is cleared.  The batch zygote is started with it too: its forks inherit that block."""
+    base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+            "USER": "student", "LOGNAME": "student", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "PYTHONHASHSEED": "0"}
+    return {**base, **{k: os.environ[k] for k in INHERITED_ENV if k in os.environ}}

@@ -126,7 +126,7 @@ class World:
                 return count
 
     def env(self) -> dict:
-        return dict(os.environ, TMPDIR=str(self.tmpdir))
+        return dict(os.environ, TMPDIR=str(self.tmpdir), MHA_TEST_GRADER_SECRET="hunter2")  # grader_environment.py
 
     def assert_untouched(self) -> None:
         after = self.snapshot()
@@ -283,8 +283,10 @@ def _batch(tmp_path: Path, hostile: list[Path], strange_files: bool):
         (folder / "context.json").write_text(json.dumps(world.context(reports=["classmate_a.results.json",
                                                                                 "summary.csv"])))
     if strange_files:
-        for name in ("fifo", "dev_zero", "huge", "nested"):
+        for name in ("fifo", "dev_zero", "huge", "nested", "rot13", "big_notebook"):
             (subs / name).mkdir()
+        (subs / "rot13" / "attention.py").write_text("# coding: rot13\n")  # tokenize raises LookupError
+        (subs / "big_notebook" / "lab.ipynb").write_bytes(b"[" + b"{}," * (10 << 20) + b"{}]")  # parsed: 900 MB
         os.mkfifo(subs / "fifo" / "attention.py")
         os.symlink("/dev/zero", subs / "dev_zero" / "attention.py")
         (subs / "huge" / "attention.py").write_text("import torch.nn as nn\nclass A(nn.Module):\n    pass\n"
@@ -308,7 +310,7 @@ def _check_batch(run, world: World, hostile: list[Path], strange_files: bool, st
     if strange_files:  # never read by the grader: no single file defines an nn.Module class
         for name in ("fifo", "dev_zero", "huge"):
             assert rows[name]["target"] == "" and rows[name]["passed"] == "False", rows[name]
-        assert rows["nested"]["passed"] == "False"
+        assert rows["nested"]["passed"] == rows["rot13"]["passed"] == rows["big_notebook"]["passed"] == "False"
     expected = {f"{name}.results.json" for name in rows} | {"summary.csv"}
     assert {p.name for p in world.out.iterdir()} == expected  # no forged report
     for name in rows:
@@ -323,7 +325,7 @@ def test_grade_batch_walls_hold(tmp_path):
     at the same time (--jobs 2), mha-check's files, the installation, /proc, the network, and files the grader
     itself would have to read to find the target (no --target)."""
     hostile = [p for p in ATTACKS if p.stem in ("classmates", "output_folder", "siblings", "tool_files",
-                                                "pth_planting", "proc_parent", "network")]
+                                                "pth_planting", "proc_parent", "network", "grader_environment")]
     subs, world = _batch(tmp_path, hostile, strange_files=True)
     try:
         started = time.monotonic()

@@ -1,6 +1,9 @@
 """Finding a course's submissions: the two layouts, the student id taken from platform file names, what is left out."""
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +96,16 @@ def test_a_file_chosen_among_several_is_said_and_no_choice_asks_for_a_person(tmp
     (tmp_path / "none").mkdir()
     pick = spec_for(tmp_path / "none", None, flat=False)
     assert pick.spec is None and not pick.review and "empty" in pick.problem  # the student's to fix, not ours
+
+
+def test_finding_the_class_reads_hostile_files_without_stopping_or_swelling(tmp_path):
+    """Runs in the trusted grader: an encoding tokenize cannot decode, and a 30 MB notebook of JSON, are searched in
+    a process whose data segment is capped at 400 MB (json.loads took 900 MB on it)."""
+    (tmp_path / "rot13.py").write_text("# coding: rot13\nclass A(nn.Module): pass\n")
+    (tmp_path / "big.ipynb").write_bytes(b"[" + b"{}," * (10 << 20) + b"{}]")
+    (tmp_path / "lab.ipynb").write_text((Path(__file__).parents[1] / "notebooks" / "lab.ipynb").read_text())
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_DATA, (400 << 20, 400 << 20)); "
+            "from pathlib import Path; from harness.frontends.grade import _defines_module as d; "
+            "print([d(Path(sys.argv[1]) / n) for n in ('rot13.py', 'big.ipynb', 'lab.ipynb')])")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "[False, False, True]", run.stderr[-2000:]

@@ -193,6 +193,15 @@ def wall_user_namespace(ctx):
     return not any(v is True for v in results.values()), results
 
 
+def wall_new_session(ctx):
+    """A new session is a new scheduler autogroup: spinners each in their own would outweigh a classmate's check."""
+    try:
+        os.setsid()
+    except OSError as e:
+        return True, f"setsid refused: {e}"
+    return False, "setsid worked: a session of its own, an autogroup of its own"
+
+
 def wall_join_namespace(ctx):
     """setns() into the namespaces of any process whose /proc/PID/ns entry we can open (the grader's network
     namespace was once joinable)."""
