@@ -30,6 +30,7 @@ from harness.engine.report import Report
 from harness.engine.runner import Options, not_run, run_checks
 from harness.frontends import submissions
 from harness.render import formats
+from harness.render.view import clean
 from harness.frontends import options as option_rules
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
@@ -232,6 +233,15 @@ def _progress(done: int, total: int, name: str) -> None:
 SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_score")
 
 
+def csv_cell(value):
+    """A text cell as read by people (`cat`) and spreadsheets: terminal control characters shown, not obeyed, and a
+    leading = + - @ quoted so that a file name is never run as a formula.  Names come from students' files."""
+    if not isinstance(value, str):
+        return value
+    text = clean(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
 def write_summary(rows: list[dict], path: Path) -> None:
     fields = list(SUMMARY_LEAD)
     for row in rows:
@@ -239,7 +249,8 @@ def write_summary(rows: list[dict], path: Path) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
-        writer.writerows(sorted(rows, key=lambda r: r["submission"]))
+        writer.writerows({k: csv_cell(v) for k, v in row.items()}
+                         for row in sorted(rows, key=lambda r: r["submission"]))
 
 
 def merge(paths: list[str], out) -> int:

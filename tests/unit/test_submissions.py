@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.engine.runner import not_run
-from harness.frontends.grade import spec_for
+from harness.frontends.grade import spec_for, write_summary
 from harness.frontends.submissions import DEFAULT_PATTERN, PatternError, compile_pattern, find
 
 DEFAULT = compile_pattern(DEFAULT_PATTERN)
@@ -109,3 +109,12 @@ def test_finding_the_class_reads_hostile_files_without_stopping_or_swelling(tmp_
             "print([d(Path(sys.argv[1]) / n) for n in ('rot13.py', 'big.ipynb', 'lab.ipynb')])")
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert run.stdout.strip() == "[False, False, True]", run.stderr[-2000:]
+
+
+def test_summary_cells_never_obey_escapes_or_run_as_formulas(tmp_path):
+    rows = [{"submission": "=HYPERLINK(\"http://x\")", "target": "a\x1b]0;owned\x07.py", "passed": False,
+             "score": -1.0}]
+    write_summary(rows, tmp_path / "summary.csv")
+    text = (tmp_path / "summary.csv").read_text()
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b]0;owned\\x07.py" in text
+    assert "'=HYPERLINK" in text and ",-1.0" in text  # numbers stay numbers
