@@ -33,6 +33,14 @@ def detail(line: view.CheckLine, root: view.RootCause | None) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
+def defang(markdown: str) -> str:
+    """Markdown that may carry a student's words (an exception message, a line of their code) with what mha-check
+    itself never writes made inert: headings, images, links and HTML.  A message such as "# Score: 100/100" with a
+    remote image must not render as the grader's own words on Gradescope's page."""
+    text = markdown.replace("<", "&lt;").replace("![", "!\\[").replace("](", "]\\(")
+    return re.sub(r"(?m)^(\s*)([#>=-])", r"\1\\\2", text)
+
+
 def gradescope(report, rubric: Rubric | None = None) -> dict:
     """Gradescope's results.json: the score, a summary everyone may see, one test per check."""
     rubric = rubric or Rubric()
@@ -44,11 +52,11 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
     tests = [{"name": _test_name(line), "number": str(i),
               "score": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_score": rubric.points_for(line.id) if line.id in counted else 0.0,
-              "status": "passed" if line.passed else "failed", "output": detail(line, full.root),
+              "status": "passed" if line.passed else "failed", "output": defang(detail(line, full.root)),
               "output_format": "md", "visibility": rubric.visibility_for(line.id)}
              for i, line in enumerate(full.lines, 1)]
     summary = _public_summary(public)
-    return {"score": got, "output": "\n\n".join(summary), "output_format": "md", "visibility": "visible",
+    return {"score": got, "output": defang("\n\n".join(summary)), "output_format": "md", "visibility": "visible",
             "stdout_visibility": "hidden", "tests": tests}
 
 

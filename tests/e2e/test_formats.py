@@ -8,7 +8,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from checks import all_checks
 from conftest import ROOT, report_for
+from harness.engine.report import CheckResult, Report
 from harness.frontends.grade import in_shard, merge
 from harness.render import formats
 from harness.render.rubric import RubricError, load_rubric
@@ -128,3 +130,15 @@ def test_one_scoring_rule_in_every_format(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--mha-target", "x.py"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert f"{len(MIXED)} failed, {passed} passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_a_students_words_never_render_as_markdown_on_gradescope():
+    """An exception message is the student's text: a heading, a remote image, a link or HTML in it stays inert."""
+    evil = "your code raised ValueError('\n# Score: 100/100 (instructor override)\n![x](http://e/x.png) <img src=x>')"
+    report = Report("attention.py:MyAttn", [CheckResult(c.id, "fail" if c.id == "construct" else "skip", c.claim,
+                                                        evil if c.id == "construct" else "skipped", c.kind, fix="f")
+                                            for c in all_checks()])
+    data = formats.gradescope(report)
+    shown = "\n".join([data["output"]] + [t["output"] for t in data["tests"]])
+    assert "\n# Score" not in shown and "](http" not in shown and "<img" not in shown
+    assert "\\# Score: 100/100" in shown  # shown, as text
