@@ -18,6 +18,7 @@ symptoms.
 from __future__ import annotations
 
 import mutants
+from harness.engine import rewrite
 from harness.engine.compare import same
 from harness.engine.trace import record
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
@@ -97,7 +98,9 @@ def diagnose(report, ctx=None) -> dict | None:
 def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> dict:
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
-    return {"mutant": mid, "match": how, "title": entry["title"], "symptom": entry["symptom"], "fix": entry["fix"],
+    own = rewrite.own_line_fix(mid, where["code"]) if where else None  # their line, corrected, when it is local
+    return {"mutant": mid, "match": how, "title": entry["title"], "symptom": entry["symptom"],
+            "fix": own or entry["fix"],
             "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,
             "code": where["code"] if where else None, "follows": _follows(mid, catalogue, report), **symptoms(report)}
 

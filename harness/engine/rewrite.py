@@ -1,0 +1,71 @@
+"""The student's own line, corrected, for the mistakes whose fix is local to one call.
+
+The catalogue's fix is the mutant's line (`split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)`); a
+student who wrote `queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)` should read their own line
+with the change made.  Only the line the trace pointed to is rewritten, from its syntax tree, and only when the
+rewrite is unambiguous (exactly one call of the right shape on the line); otherwise None, and the report keeps the
+catalogue's fix.  Nothing here runs the student's code: the line is parsed, never executed.
+"""
+from __future__ import annotations
+
+import ast
+
+SPLITS = {"split-view-order": " # and the keys and values alike", "split-view-order-queries": "",
+          "split-view-order-keys": "", "split-view-order-values": ""}
+MERGES = {"merge-no-transpose": ""}
+
+
+def own_line_fix(mutant: str, code: str | None) -> str | None:
+    """`code` (one line, as written) with `mutant`'s mistake undone, or None when that is not a one-call change."""
+    line = (code or "").strip()
+    if not line or not line.isascii() or (mutant not in SPLITS and mutant not in MERGES):
+        return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
+    try:
+        tree = ast.parse(line)
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1 or tree.body[0].end_lineno != 1:
+        return None
+    line = line[:tree.body[0].end_col_offset]  # the student's comment would describe the line as it was
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+             n.func.attr in ("view", "reshape") and not n.keywords and n.end_lineno == 1]
+    if mutant in SPLITS:
+        shared = any(isinstance(n, (ast.Lambda, ast.GeneratorExp, ast.ListComp)) for n in ast.walk(tree))
+        return _split(line, [c for c in calls if len(c.args) == 4], "" if shared else SPLITS[mutant])
+    return _merge(line, [c for c in calls if len(c.args) == 3])
+
+
+def _text(line: str, node: ast.AST) -> str:
+    return line[node.col_offset:node.end_col_offset]
+
+
+def _split(line: str, views: list[ast.Call], note: str) -> str | None:
+    """x.view(B, H, n, dh)  ->  x.view(B, n, H, dh).transpose(1, 2)"""
+    if len(views) != 1:
+        return None
+    call = views[0]
+    heads, tokens = call.args[1], call.args[2]
+    return (line[:heads.col_offset] + _text(line, tokens) + line[heads.end_col_offset:tokens.col_offset] +
+            _text(line, heads) + line[tokens.end_col_offset:call.end_col_offset] + ".transpose(1, 2)" +
+            line[call.end_col_offset:] + note)
+
+
+def _merge(line: str, views: list[ast.Call]) -> str | None:
+    """c.contiguous().view(B, n, d)  ->  c.transpose(1, 2).contiguous().view(B, n, d)"""
+    if len(views) != 1:
+        return None
+    call = views[0]
+    receiver, contiguous = call.func.value, False
+    while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and \
+            receiver.func.attr == "contiguous":
+        receiver, contiguous = receiver.func.value, True
+    if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and \
+            receiver.func.attr in ("transpose", "permute"):
+        return None  # a transpose is there already: the mistake is elsewhere
+    added = ".transpose(1, 2)" + ("" if contiguous or call.func.attr == "reshape" else ".contiguous()")
+    at = receiver.end_col_offset
+    while at < len(line) and line[at] in ") \t":  # past the brackets around `(w @ v)`, to the method's dot
+        at += 1
+    if at >= len(line) or line[at] != ".":
+        return None
+    return line[:at] + added + line[at:]
