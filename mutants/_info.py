@@ -13,6 +13,7 @@ _KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 TOPICS = ("the constructor and its widths", "the projections", "splitting into heads", "the scores",
           "scaling the scores", "the causal mask", "the softmax", "dropout", "merging the heads",
           "the output projection", "registering parameters and buffers", "gradients")  # the lesson's order
+REWRITES = ("", "split", "split-all", "merge")  # the one-call corrections of harness.engine.rewrite
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class MutantInfo:
     trace: tuple[str, ...] = ()  # detectors of harness.engine.trace that mark this mistake in a recorded forward
     task: str = ""  # the exercise made from this mutant: what a student can observe, never what the mistake is
     topic: str = ""  # what the exercise trains: one of TOPICS (exercise sets are ordered by it)
+    rewrite: str = ""  # how the student's own traced line is corrected (harness.engine.rewrite.KINDS), if it can be
 
     def __post_init__(self):
         if not _KEBAB.fullmatch(self.id):
@@ -47,6 +49,8 @@ class MutantInfo:
             raise ValueError(f"mutant {self.id}: an exercise needs a task and a topic")
         if self.topic not in TOPICS:
             raise ValueError(f"mutant {self.id}: topic {self.topic!r} is not one of {TOPICS}")
+        if self.rewrite not in REWRITES:
+            raise ValueError(f"mutant {self.id}: rewrite {self.rewrite!r} is not one of {REWRITES}")
         if len(set(self.killed_by)) != len(self.killed_by):
             raise ValueError(f"mutant {self.id}: duplicate check ids in killed_by")
 

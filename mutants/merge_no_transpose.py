@@ -9,6 +9,7 @@ INFO = MutantInfo(
     task=("Every shape is right, but the outputs differ from the lesson's layer and early outputs depend on "
           "later tokens."),
     topic="merging the heads",
+    rewrite="merge",
     title="Heads merged with .contiguous().view(B, n, d) without transpose(1, 2) back",
     lesson=('Worked example: "Merge heads: transpose(1, 2) to (2, 3, 2, 4), then contiguous().view(2, 3, 8) '
             'concatenates the heads."'),

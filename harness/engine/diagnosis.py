@@ -98,7 +98,7 @@ def diagnose(report, ctx=None) -> dict | None:
 def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> dict:
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
-    own = rewrite.own_line_fix(mid, where["code"]) if where else None  # their line, corrected, when it is local
+    own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"]) if where else None  # their own line
     return {"mutant": mid, "match": how, "title": entry["title"], "symptom": entry["symptom"],
             "fix": own or entry["fix"],
             "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import ast
 
-SPLITS = {"split-view-order": " # and the keys and values alike", "split-view-order-queries": "",
-          "split-view-order-keys": "", "split-view-order-values": ""}
-MERGES = {"merge-no-transpose": ""}
+KINDS = {"split": "", "split-all": " # and the keys and values alike", "merge": ""}  # a mutant's INFO.rewrite
 
 
-def own_line_fix(mutant: str, code: str | None) -> str | None:
-    """`code` (one line, as written) with `mutant`'s mistake undone, or None when that is not a one-call change."""
+def own_line_fix(kind: str, code: str | None) -> str | None:
+    """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
+    "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "merge" (no transpose)."""
     line = (code or "").strip()
-    if not line or not line.isascii() or (mutant not in SPLITS and mutant not in MERGES):
+    if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
     try:
         tree = ast.parse(line)
@@ -29,9 +28,9 @@ def own_line_fix(mutant: str, code: str | None) -> str | None:
     line = line[:tree.body[0].end_col_offset]  # the student's comment would describe the line as it was
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
              n.func.attr in ("view", "reshape") and not n.keywords and n.end_lineno == 1]
-    if mutant in SPLITS:
+    if kind.startswith("split"):
         shared = any(isinstance(n, (ast.Lambda, ast.GeneratorExp, ast.ListComp)) for n in ast.walk(tree))
-        return _split(line, [c for c in calls if len(c.args) == 4], "" if shared else SPLITS[mutant])
+        return _split(line, [c for c in calls if len(c.args) == 4], "" if shared else KINDS[kind])
     return _merge(line, [c for c in calls if len(c.args) == 3])
 
 

@@ -32,7 +32,8 @@ def entry(info, report) -> dict:
     measured = symptoms(report)
     return {"title": info.title, "lesson": info.lesson, "symptom": info.symptom, "fix": info.fix,
             "example": info.example, "killed_by": list(info.killed_by), "variant": info.variant,
-            "trace": list(info.trace), "task": info.task, "topic": info.topic, "failing": measured["failing"],
+            "trace": list(info.trace), "task": info.task, "topic": info.topic, "rewrite": info.rewrite,
+            "failing": measured["failing"],
             "signature": measured["findings"]}
 
 

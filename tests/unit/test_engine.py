@@ -110,21 +110,21 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
         assert len(short) <= room and "decor.ipynb, code cell 3, line 12" in short, short
 
 
-@pytest.mark.parametrize("mutant, line, fixed", [
-    ("split-view-order", "queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)  # (b, h, n, hd)",
+@pytest.mark.parametrize("kind, line, fixed", [
+    ("split-all", "queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)  # (b, h, n, hd)",
      "queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)"
      " # and the keys and values alike"),
-    ("split-view-order-values", "v = v.reshape(B, self.n_head, T, hs)",
+    ("split", "v = v.reshape(B, self.n_head, T, hs)",
      "v = v.reshape(B, T, self.n_head, hs).transpose(1, 2)"),
-    ("merge-no-transpose", "ctx = (w @ v).contiguous().view(B, n, d)  # BUG",
+    ("merge", "ctx = (w @ v).contiguous().view(B, n, d)  # BUG",
      "ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)"),
-    ("merge-no-transpose", "c = c.view(B, n, d)", "c = c.transpose(1, 2).contiguous().view(B, n, d)"),
-    ("merge-no-transpose", "c = c.transpose(1, 2).contiguous().view(B, n, d)", None),  # the mistake is elsewhere
-    ("split-view-order", "a = x.view(1, 2, 3, 4) + y.view(1, 2, 3, 4)", None),  # which one? say nothing
-    ("split-view-order", "split = lambda t: t.view(B, self.h, n, self.dh)",  # one line for all three: no note
+    ("merge", "c = c.view(B, n, d)", "c = c.transpose(1, 2).contiguous().view(B, n, d)"),
+    ("merge", "c = c.transpose(1, 2).contiguous().view(B, n, d)", None),  # the mistake is elsewhere
+    ("split-all", "a = x.view(1, 2, 3, 4) + y.view(1, 2, 3, 4)", None),  # which one? say nothing
+    ("split-all", "split = lambda t: t.view(B, self.h, n, self.dh)",  # one line for all three: no note
      "split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)"),
-    ("split-view-order", "if x:", None),
-    ("no-mask", "s = q @ k.transpose(2, 3)", None),  # not a one-call change: the catalogue's fix stays
+    ("split-all", "if x:", None),
+    ("", "s = q @ k.transpose(2, 3)", None),  # not a one-call change: the catalogue's fix stays
 ])
-def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(mutant, line, fixed):
-    assert rewrite.own_line_fix(mutant, line) == fixed
+def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(kind, line, fixed):
+    assert rewrite.own_line_fix(kind, line) == fixed
