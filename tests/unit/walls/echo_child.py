@@ -1,5 +1,6 @@
 """The protocol channel and process-tree test child: answers "ping N" with "pong N" on stdout (the grader's
-channel), "spawn" by starting a grandchild that leaves the process group and session (double fork + setsid) and
+channel), "spawn" by starting a grandchild that leaves the process group (double fork + setsid, or setpgid where
+the filter refuses a new session) and
 sleeps, replying with its pid as seen inside; "quit" exits.  Standard library only."""
 import os
 import sys
@@ -9,7 +10,10 @@ import time
 def spawn_detached() -> int:
     read, write = os.pipe()
     if os.fork() == 0:
-        os.setsid()
+        try:
+            os.setsid()
+        except OSError:  # the seccomp filter refuses a new session: leave the process group instead
+            os.setpgid(0, 0)
         if os.fork() == 0:
             os.write(write, str(os.getpid()).encode())
             os.close(write)
