@@ -72,7 +72,7 @@ def test_buggy_example_fails_with_message_and_fix(project_run):
     assert "root cause: Heads split with view(B, H, n, dh)" in out  # the same order as the text report
     assert "buggy_attention.py:30" in out  # the line to change
     assert "heads are split with view(B, H, n, dh) straight from (B, n, d)" in out
-    assert "fix: split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)" in out
+    assert "fix: queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)" in out
     assert "smallest failing configuration:" in out
 
 
