@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import inspect
@@ -97,9 +98,45 @@ _NOTEBOOK_NAME_HINT = (" (from a notebook only the definitions are run: imports,
                        "itself or compute it inside your class)")
 
 
+NOT_FOR_SUBMISSIONS = ("reference", "mutants", "checks")  # mha-check's packages that the child never imports
+
+
+class _SubmissionsOwn(importlib.abc.MetaPathFinder):
+    """`import reference` (or mutants, checks) in a submission finds the student's own module of that name in
+    their folder, or nothing: never mha-check's package, which holds the answer key (a class that subclassed it
+    scored full marks) and whose name once shadowed a student's helper `reference.py` (the student scored 0)."""
+
+    def __init__(self):
+        self.folders: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or name not in NOT_FOR_SUBMISSIONS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, self.folders)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {name!r} in your submission (mha-check's own {name!r} is "
+                                      f"not for submissions)", name=name)
+        return spec
+
+
+_OWN = _SubmissionsOwn()
+
+
+def _their_folder(folder: str) -> None:
+    """`folder` holds the student's modules: on sys.path after ours, and first for the names only they may have."""
+    if folder not in sys.path:
+        sys.path.append(folder)  # after our packages: the student's helpers import, ours stay ours
+    if folder not in _OWN.folders:
+        _OWN.folders.append(folder)
+    if _OWN not in sys.meta_path:
+        sys.meta_path.insert(0, _OWN)
+    for name in NOT_FOR_SUBMISSIONS:
+        sys.modules.pop(name, None)
+
+
 def _load_notebook(path: str):
     """The defining cells, written as a .py file in our throwaway working folder and imported from there."""
-    sys.path.append(os.path.dirname(os.path.abspath(path)))  # the notebook's own helper modules import (and are
+    _their_folder(os.path.dirname(os.path.abspath(path)))  # the notebook's own helper modules import (and are
     # found installed when its imports are looked at)
     try:
         generated, notes = notebook.write(path, os.getcwd())
@@ -127,8 +164,7 @@ def _load_file(path: str):
         raise TargetError("import", f"{os.path.basename(path)} is neither a Python file (.py) nor a notebook (.ipynb)")
     path = os.path.abspath(path)
     folder = os.path.dirname(path)
-    if folder not in sys.path:
-        sys.path.append(folder)  # after our packages: the student's helpers import, ours stay ours
+    _their_folder(folder)
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == "__init__":
         stem = os.path.basename(folder)
@@ -148,8 +184,7 @@ def _load_file(path: str):
 
 
 def _import_module(where: str, search_dir: str):
-    if search_dir not in sys.path:
-        sys.path.append(search_dir)
+    _their_folder(search_dir)
     try:
         module = importlib.import_module(where)
     except ModuleNotFoundError as e:

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from harness import PACKAGES_ROOT
 from harness.engine.report import VERSION
 from harness.frontends import options
 from harness.render.view import clean  # the renderers' rule for text from the student's side (no numpy: cheap)
@@ -75,7 +76,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def trusted_path() -> None:
+    """`python -m harness.frontends.cli` puts the working folder first on sys.path, so that a student's
+    `reference.py` or `checks.py` there would be imported by the trusted side in place of ours (the checks and the
+    reference are imported after start-up).  Only our own root may stay; the console script never adds it."""
+    here = os.path.abspath(os.getcwd())
+    if here != os.path.abspath(PACKAGES_ROOT):
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+
+
 def main(argv=None) -> int:
+    trusted_path()
     try:
         return _main(argv)
     except BrokenPipeError:  # `mha-check mutants | head`: the reader left; end quietly like any other command

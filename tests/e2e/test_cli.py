@@ -524,3 +524,21 @@ def test_a_long_printed_output_is_cut_with_a_line_that_says_how_much(tmp_path):
     assert first.startswith("[mha-check kept the last 8000 of ") and len(rest) <= 8000
     text = mha("loud.py:Loud", "--only", "output-shape", cwd=tmp_path).stdout
     assert re.search(r"your code printed \d{5,} bytes", text), text
+
+
+def test_mha_checks_own_packages_are_not_for_submissions(tmp_path):
+    """A class that subclasses mha-check's reference does not load (its answer key is not importable from a
+    submission), while a student's own helper named like one of our packages is theirs (it once scored 0)."""
+    cheat = tmp_path / "cheat"
+    cheat.mkdir()
+    (cheat / "attention.py").write_text("from reference.causal_mha import CausalMHA\n\n\n"
+                                        "class MyAttn(CausalMHA):\n    pass\n")
+    data = report(mha("attention.py:MyAttn", "--format", "json", cwd=cheat), 1)
+    assert "No module named 'reference' in your submission" in checks_of(data)["construct"]["message"]
+    honest = tmp_path / "honest"
+    honest.mkdir()
+    (honest / "reference.py").write_text("import torch\n\n\ndef causal_mask(n):\n"
+                                         "    return torch.triu(torch.ones(n, n, dtype=torch.bool), 1)\n")
+    (honest / "attention.py").write_text((ROOT / "examples" / "correct_attention.py").read_text().replace(
+        "import torch\n", "import torch\nfrom reference import causal_mask\n", 1))
+    assert report(mha("attention.py", "--format", "json", cwd=honest), 0)["passed"] is True
