@@ -162,15 +162,16 @@ def _line(c, root: RootCause | None, hidden: bool = False) -> CheckLine:
                      c.explanation, root.fix if follows else c.fix, help_, follows)
 
 
-def verdict(report) -> str:
-    s = report.summary()
+def verdict(report, hidden: frozenset = frozenset()) -> str:
+    """One line.  With `hidden` checks (a rubric's, for what students see) only the shown ones are counted."""
+    s = {k: sum(c.status == k for c in report.checks if c.id not in hidden) for k in LABELS}
     construct = next((c for c in report.checks if c.id == "construct"), None)
     if construct is not None and construct.status == "fail":
         return "FAIL: your file could not be loaded, or your class could not be built (see construct)"
     if construct is not None and construct.status == "cannot_tell":
         return "CANNOT TELL: mha-check could not build your class (see construct for what would help)"
-    math = [c for c in report.checks if c.kind == "correctness"]
-    rules = [c for c in report.checks if c.kind == "rule"]
+    math = [c for c in report.checks if c.kind == "correctness" and c.id not in hidden]
+    rules = [c for c in report.checks if c.kind == "rule" and c.id not in hidden]
     broken_rules = sum(c.status == "fail" for c in rules)
     if report.passed:
         return "PASS: the math is correct" + (" and every lesson rule is followed" if rules and
@@ -179,6 +180,8 @@ def verdict(report) -> str:
     if failing_math:
         return f"FAIL: {failing_math} check{'s find' if failing_math != 1 else ' finds'} a bug in the math" + (
             f"; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed" if broken_rules else "")
+    if hidden and not any(c.status in ("fail", "cannot_tell", "skip") for c in math + rules):
+        return "FAIL: every check shown here passes; checks not shown yet count toward the score"
     if report.math_correct and broken_rules:
         return f"math correct; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed"
     undecided = s["cannot_tell"] + s["skip"]
@@ -193,8 +196,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     shown = [c for c in report.checks if c.id not in hidden]
     root = None
     target = clean(report.target)
-    if d.get("mutant") and not (set(d.get("follows", [])) & set(hidden) and not
-                                set(d.get("follows", [])) - set(hidden)):
+    if d.get("mutant") and not set(d.get("follows", [])) & set(hidden):  # a hidden check would be told by it
         root = RootCause(d["mutant"], d["title"], d["evidence"], d["fix"], d["symptom"], d["lesson"],
                          where(d.get("at"), target), clean(d["code"]).strip() if d.get("code") else None,
                          [f for f in d.get("follows", []) if f not in hidden],
@@ -219,7 +221,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
         notes.append(f"your code printed {amount} (see --show-output)")
     if report.isolation.get("summary"):
         notes.append("isolation: " + report.isolation["summary"])
-    return ReportView(target, verdict(report), report.passed,
+    return ReportView(target, verdict(report, frozenset(hidden)), report.passed,
                       clean(report.adapter.get("construction", "")), mapping, root,
                       sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.follows.index(ln.id)),
                       unmatched,

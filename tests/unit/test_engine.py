@@ -84,6 +84,18 @@ def test_hidden_checks_never_reach_the_shared_view():
     r.diagnosis = diagnosis.diagnose(r)
     hidden = view.build(r, hidden=frozenset({"eval-determinism"}))
     assert hidden.root is None and "eval-determinism" not in [ln.id for ln in hidden.lines]
+    assert "eval-determinism" not in hidden.verdict and "FAIL: every check shown here passes" in hidden.verdict
+
+
+def test_a_root_cause_that_a_hidden_check_would_tell_is_not_shown_and_hidden_failures_are_not_counted():
+    """A rubric hides view-order (or shows it after the due date): the split mistake it proves, though the visible
+    reference-match fails with it, is not named, and the verdict counts only the failures shown."""
+    r = report(("view-order", "split view-bhnd"), ("reference-match", "differs"), ("causal-leakage", "leaks"))
+    r.diagnosis = {"mutant": "split-view-order", "title": "t", "evidence": "e", "fix": "f", "symptom": "s",
+                   "lesson": "l", "follows": ["view-order", "reference-match", "causal-leakage"]}
+    shown = view.build(r, hidden=frozenset({"view-order"}))
+    assert shown.root is None and shown.verdict.startswith("FAIL: 2 checks find a bug")
+    assert view.build(r).root is not None and view.build(r).verdict.startswith("FAIL: 3 checks")
 
 
 @pytest.mark.parametrize("evil", ["\x1b[2J\x1b[31mowned", "bell\x07", "\x9b31m"])
