@@ -215,6 +215,12 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
     return entries, unknown
 
 
+def _reading(roles: dict[str, list[Piece]]) -> tuple:
+    """What a layout reads, for telling two candidates apart: each role's pieces (parameter, rows, orientation)."""
+    return tuple(sorted((r, tuple((p.name, (p.rows.start, p.rows.stop) if p.rows else None, p.transpose, p.index,
+                                   p.axis) for p in pieces)) for r, pieces in roles.items()))
+
+
 def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int) -> list[tuple[dict[str, list[Piece]], str]]:
     """No names we know: three Linear(d_in, d_out) then one Linear(d_out, d_out), or one fused Linear(d_in, 3·d_out)
     (read as [Q; K; V] and, with several heads, as [q_h; k_h; v_h] per head)."""
@@ -389,6 +395,10 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
         if tried:
             if len(tried) == 1 and not fused:
                 tried[0].certain = tried[0].covers(module)
+            if fused:  # `qkv = ModuleList([Linear, Linear, Linear])` is q, k, v, not three heads of a fused q/k/v
+                seen = {_reading(lay.roles) for lay in tried}  # (with 3 heads both read; the proof decides)
+                tried += [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads)
+                          if _validate(roles, d_in, d_out) is None and _reading(roles) not in seen]
             return tried, ""
         by_name = f"by names: {problem_by_name}"
     else:

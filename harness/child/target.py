@@ -108,9 +108,10 @@ class _SubmissionsOwn(importlib.abc.MetaPathFinder):
 
     def __init__(self):
         self.folders: list[str] = []
+        self.active = False  # off for mha-check's own code (a mutant imports mutants._info) and in-process runs
 
     def find_spec(self, name, path=None, target=None):
-        if path is not None or name not in NOT_FOR_SUBMISSIONS:
+        if not self.active or path is not None or name not in NOT_FOR_SUBMISSIONS:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, self.folders)
         if spec is None:
@@ -128,10 +129,10 @@ def _their_folder(folder: str) -> None:
         sys.path.append(folder)  # after our packages: the student's helpers import, ours stay ours
     if folder not in _OWN.folders:
         _OWN.folders.append(folder)
-    if _OWN not in sys.meta_path:
+    if _OWN.active and _OWN not in sys.meta_path:
         sys.meta_path.insert(0, _OWN)
-    for name in NOT_FOR_SUBMISSIONS:
-        sys.modules.pop(name, None)
+        for name in NOT_FOR_SUBMISSIONS:
+            sys.modules.pop(name, None)
 
 
 def _load_notebook(path: str):
@@ -272,9 +273,11 @@ def _names(code) -> set[str]:
     return names
 
 
-def load_target(spec: str, search_dir: str | None = None) -> LoadedTarget:
-    """`search_dir` is the folder the user ran mha-check from (the child itself runs in a throwaway folder)."""
+def load_target(spec: str, search_dir: str | None = None, submission: bool = False) -> LoadedTarget:
+    """`search_dir` is the folder the user ran mha-check from (the child itself runs in a throwaway folder);
+    `submission`: the code is not mha-check's own, so our packages are not importable from it (_SubmissionsOwn)."""
     search_dir = search_dir or os.getcwd()
+    _OWN.active = submission
     where, name = split_spec(spec)
     path = _file_for(where, search_dir)
     module, filename, notes = _load_file(path) if path else _import_module(where, search_dir)

@@ -108,7 +108,7 @@ class Worker:
         self.overrides = dict(request.overrides)
         self.weight_map = dict(request.weight_map)
         try:
-            self.target = load_target(request.spec, request.search_dir)
+            self.target = load_target(request.spec, request.search_dir, request.submission)
         except TargetError as e:  # which class to check is unclear: mha-check cannot tell, the code is not wrong
             return m.Failed("adapter" if e.kind == "ambiguous" else e.kind, str(e), e.notes)
         self.signature = construct.read_signature(self.target.obj, self.overrides)

@@ -281,7 +281,8 @@ class Subject:
         there, so every module the trusted side will ever run is imported first."""
         if self.loaded is None:
             trusted.preload()
-            self.loaded = self.call(m.Load(self.child_spec, self.room.path, self.overrides, self.weight_map))
+            self.loaded = self.call(m.Load(self.child_spec, self.room.path, self.overrides, self.weight_map,
+                                           submission=not _own_code(self.spec, self.search_dir)))
             self.notes = list(self.loaded.notes)
         return self.loaded
 
@@ -337,6 +338,19 @@ class Subject:
 
 
 OUTPUT_CUT_MARK = "[mha-check kept the last "  # the line that opens a cut output: "... 8000 of 91234 bytes]"
+
+
+OWN_PACKAGES = ("mutants", "reference", "checks")  # what a submission may not import (harness.child.target)
+
+
+def _own_code(spec: str, search_dir: str) -> bool:
+    """Is the target mha-check's own code (a mutant, the reference), which may import our packages?  Decided here,
+    from where the file really is: inside our installation, which no submission can write to."""
+    where = _where(spec)
+    if not (where.lower().endswith((".py", ".ipynb")) or os.sep in where or "/" in where):
+        return where.partition(".")[0] in OWN_PACKAGES
+    real = os.path.realpath(os.path.join(search_dir, where))
+    return any(real.startswith(os.path.join(os.path.realpath(PACKAGES_ROOT), d) + os.sep) for d in OWN_PACKAGES)
 
 
 def _where(spec: str) -> str:

@@ -178,6 +178,7 @@ class Load(Request):
     search_dir: str
     overrides: dict[str, JSON] = field(default_factory=dict)
     weight_map: dict[str, str] = field(default_factory=dict)
+    submission: bool = True  # False only for mha-check's own code (its mutants, its reference): see child.target
 
 
 @dataclass
