@@ -74,3 +74,11 @@ def test_help_lists_every_subcommand_with_one_line():
     for name, (_, line) in SUBCOMMANDS.items():
         assert re.search(rf"^\s+mha-check {name}\s+{re.escape(line)}$", text, re.M), name
         assert cli(name, "--help").returncode == 0, name
+
+
+def test_the_readmes_sample_report_is_what_mha_check_prints():
+    """The sample at the top of the README is the real report's opening (it once showed a fix line of the past)."""
+    text = (ROOT / "README.md").read_text()
+    sample = text.split("```\nmha-check examples/buggy_attention.py\n", 1)[1].split("  ...\n```", 1)[0]
+    run = cli("examples/buggy_attention.py")
+    assert run.stdout.startswith("mha-check examples/buggy_attention.py\n" + sample), run.stdout[:len(sample) + 200]
