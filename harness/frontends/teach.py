@@ -166,6 +166,8 @@ def main(argv: list[str]) -> int:
             print(show(args.id, args.format, args.wide))
         else:
             print(matrix(args.format, args.wide))
+    except BrokenPipeError:
+        raise  # `mha-check explain ID | head`: the reader left; the CLI ends quietly (cli.main)
     except (LookupError, OSError) as e:
         print(f"mha-check {command}: error: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return 2

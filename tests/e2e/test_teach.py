@@ -5,6 +5,7 @@ import sys
 
 from checks import all_checks
 from conftest import ROOT
+from harness.frontends import cli
 
 
 def cli(*args):
@@ -66,3 +67,21 @@ def test_teaching_text_fits_100_columns_unless_wide():
     assert " ".join(wide.split()) == " ".join(teach.explain("causal-leakage").split())  # same words, rewrapped
     run = cli("explain", "split-view-order", "--wide")
     assert run.returncode == 0 and run.stdout.rstrip("\n") == teach.explain("split-view-order", wide=True)
+
+
+def test_a_reader_that_leaves_ends_explain_quietly(monkeypatch, capsys):
+    """`mha-check explain ID | head -1`: a broken pipe is not an error of the command (it printed one)."""
+    class Gone:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            return sys.__stdout__.fileno()
+
+    monkeypatch.setattr(sys, "stdout", Gone())
+    monkeypatch.setattr(cli.os, "dup2", lambda *a: None)  # the real one would point the test's stdout at devnull
+    assert cli.main(["explain", "causal-leakage"]) == 0
+    assert "Broken pipe" not in capsys.readouterr().err
