@@ -5,7 +5,7 @@ import sys
 
 from checks import all_checks
 from conftest import ROOT
-from harness.frontends import cli
+from harness.frontends import cli as cli_module
 
 
 def cli(*args):
@@ -82,6 +82,6 @@ def test_a_reader_that_leaves_ends_explain_quietly(monkeypatch, capsys):
             return sys.__stdout__.fileno()
 
     monkeypatch.setattr(sys, "stdout", Gone())
-    monkeypatch.setattr(cli.os, "dup2", lambda *a: None)  # the real one would point the test's stdout at devnull
-    assert cli.main(["explain", "causal-leakage"]) == 0
+    monkeypatch.setattr(cli_module.os, "dup2", lambda *a: None)  # the real one would point the test's stdout at devnull
+    assert cli_module.main(["explain", "causal-leakage"]) == 0
     assert "Broken pipe" not in capsys.readouterr().err
