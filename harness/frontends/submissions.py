@@ -117,6 +117,15 @@ def find(root: Path, pattern: re.Pattern) -> Found:
             unmatched.append(p.name)
     left = [f"{len(unmatched)} code file(s) whose name --pattern does not match ({', '.join(unmatched[:3])}"
             f"{', ...' if len(unmatched) > 3 else ''})"] if unmatched else []
+    if students:  # a student who handed in only victor_attention.txt gets a row saying so, never silence
+        without_code: dict[str, list[Path]] = {}
+        for p in others:
+            m = pattern.match(p.name)
+            student = m.group("student").strip() if m and m.group("student") else ""
+            if student and student not in students:
+                without_code.setdefault(student, []).append(p)
+        others = [p for p in others if p not in {f for fs in without_code.values() for f in fs}]
+        students.update(without_code)
     if others:
         left.append(f"files that are not .py or .ipynb ({_kinds(others)})" + ("; unzip an export first" if any(
             p.suffix.lower() == ".zip" for p in others) else ""))

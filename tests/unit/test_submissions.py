@@ -118,3 +118,13 @@ def test_summary_cells_never_obey_escapes_or_run_as_formulas(tmp_path):
     text = (tmp_path / "summary.csv").read_text()
     assert "\x1b" not in text and "\x07" not in text and "\\x1b]0;owned\\x07.py" in text
     assert "'=HYPERLINK" in text and ",-1.0" in text  # numbers stay numbers
+
+
+def test_a_student_who_handed_in_no_code_file_still_gets_a_row(tmp_path):
+    for name in ("alice_attention.py", "victor_16_attention.txt", "wendy_17_attention.zip", "README.txt"):
+        (tmp_path / name).write_text("x")
+    found = find(tmp_path, DEFAULT)
+    assert [s.name for s in found.submissions] == ["alice", "victor", "wendy"]
+    assert "README.txt" not in found.describe() or "1 .txt" in found.describe()  # the instructor's file: left out
+    pick = spec_for(found.submissions[1].stage(tmp_path / "staged"), "attention.py:MyAttn", flat=True)
+    assert pick.spec is None and "no .py or .ipynb file (it has victor_16_attention.txt)" in pick.problem
