@@ -19,10 +19,16 @@ from harness.engine.mapping import MAP_HELP
 from harness.engine.report import CheckResult, Report
 from harness.sandbox.limits import Limits
 from harness.sandbox.subject import Subject
-from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.errors import ENDING_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
 MAX_RESTARTS = 3
-LIMIT_HELP = "if your code is correct but slow or large, raise --time-limit or --memory-mb"
+LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, only slow, large or loud
+    "time": "make forward faster (no endless loop, no sleep, no work beyond the lesson's layer); where you run "
+            "mha-check yourself, --time-limit gives it longer",
+    "memory": "keep memory to what the lesson's layer needs; where you run mha-check yourself, --memory-mb gives "
+              "it more",
+    "output": "print less, and nothing in forward: what your code writes is kept up to a limit (16 MB)",
+}
 
 
 class UsageError(Exception):
@@ -79,7 +85,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
     deaths: list[WorkerDied] = []
     try:
         for c in selected:
-            if deaths and (deaths[-1].kind in ("time", "cpu", "memory", "channel") or len(deaths) >= MAX_RESTARTS):
+            if deaths and (deaths[-1].kind in ENDING_KINDS or len(deaths) >= MAX_RESTARTS):
                 outcome = skipped(f"not run: the process running your code ended ({deaths[-1].kind}) earlier")
             else:
                 try:
@@ -87,7 +93,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
                 except WorkerDied as died:
                     deaths.append(died)
                     outcome = _death(died)
-                    if died.kind not in ("time", "cpu", "memory", "channel") and len(deaths) < MAX_RESTARTS:
+                    if died.kind not in ENDING_KINDS and len(deaths) < MAX_RESTARTS:
                         started = ctx.subject.started  # the time budget covers the restarts too
                         ctx.subject.close()
                         ctx.subject = make_subject()
@@ -97,7 +103,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
                         rules_counted=options.rules)
         report.isolation = ctx.subject.isolation
-        if not deaths or deaths[-1].kind not in ("time", "cpu", "memory", "channel"):
+        if not deaths or deaths[-1].kind not in ENDING_KINDS:
             if options.diagnose:
                 report.diagnosis = diagnosis.diagnose(report, ctx)
             if options.leakage_map:
@@ -185,5 +191,5 @@ def _guarded(c: Check, ctx: Context, debug: bool) -> Outcome:
 
 def _death(died: WorkerDied) -> Outcome:
     if died.ours:  # one of our limits: the code may be right, only slow or large
-        return cannot_tell(died.message, help=LIMIT_HELP, process=died.kind)
+        return cannot_tell(died.message, help=LIMIT_HELP.get(died.kind, LIMIT_HELP["time"]), process=died.kind)
     return failed(died.message, process=died.kind)

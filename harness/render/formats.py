@@ -26,7 +26,7 @@ def detail(line: view.CheckLine, root: view.RootCause | None) -> str:
             parts.append("Smallest failing configuration: " + line.config)
         parts.append("Fix: " + line.fix)
     elif line.status == "cannot_tell":
-        parts.append("mha-check could not decide this (not your fault). " + (f"What would help: {line.help}"
+        parts.append("mha-check could not decide this. " + (f"What would help: {line.help}"
                                                                             if line.help else ""))
     elif line.status == "skip":
         parts.append("Not verified, so no points for it.")

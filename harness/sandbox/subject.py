@@ -235,6 +235,12 @@ class Subject:
             self.dead = WorkerDied("memory", f"memory limit: your code tried to use more than "
                                              f"{self.limits.memory_mb} MB ({failure.message[:300]})")
             raise self.dead
+        if failure.over_output_limit:
+            self._kill()
+            self.dead = WorkerDied("output", f"output limit: your code wrote more than {self.limits.file_mb} MB "
+                                             f"(printing, most likely; mha-check keeps what it writes up to that "
+                                             f"size): {failure.message[:200]}")
+            raise self.dead
         raise failure
 
     def _classify_death(self, op: str, error: Exception) -> WorkerDied:

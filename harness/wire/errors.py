@@ -11,7 +11,9 @@ Different things, never confused, because they lead to different outcomes:
 from __future__ import annotations
 
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "not enough memory", "out of memory", "bad_alloc")
-LIMIT_KINDS = ("time", "cpu", "memory")  # mha-check's limits: the code may be right and only slow or large
+OUTPUT_WORDS = ("File too large", "[Errno 27]")  # a write past the file-size limit (the captured output counts)
+LIMIT_KINDS = ("time", "cpu", "memory", "output")  # mha-check's limits: the code may be right, only slow or large
+ENDING_KINDS = LIMIT_KINDS + ("channel",)  # a death after which nothing more is asked of the code
 
 
 class TargetFailure(Exception):
@@ -24,6 +26,10 @@ class TargetFailure(Exception):
     @property
     def out_of_memory(self) -> bool:
         return any(w in self.message for w in MEMORY_WORDS)
+
+    @property
+    def over_output_limit(self) -> bool:
+        return any(w in self.message for w in OUTPUT_WORDS)
 
 
 class HarnessFailure(Exception):

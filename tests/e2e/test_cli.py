@@ -542,3 +542,17 @@ def test_mha_checks_own_packages_are_not_for_submissions(tmp_path):
     (honest / "attention.py").write_text((ROOT / "examples" / "correct_attention.py").read_text().replace(
         "import torch\n", "import torch\nfrom reference import causal_mask\n", 1))
     assert report(mha("attention.py", "--format", "json", cwd=honest), 0)["passed"] is True
+
+
+def test_printing_past_the_output_limit_is_our_limit_not_a_bug(tmp_path):
+    """20 MB printed in forward hits the 16 MB file-size limit: cannot tell, needs review, and the help says to
+    print less (it was once a failing check with an OSError and a fix about NaN)."""
+    shutil.copy(ROOT / "examples" / "correct_attention.py", tmp_path / "correct_attention.py")
+    (tmp_path / "loud.py").write_text("from correct_attention import MultiHeadAttention as Base\n\n\n"
+                                      "class Loud(Base):\n    def forward(self, x):\n"
+                                      "        for _ in range(20000):\n            print('x' * 1000)\n"
+                                      "        return super().forward(x)\n")
+    data = report(mha("loud.py:Loud", "--format", "json", cwd=tmp_path), 1)
+    undecided = [c for c in data["checks"] if c["status"] == "cannot_tell"]
+    assert undecided and "output limit" in undecided[0]["message"] and "print less" in undecided[0]["help"]
+    assert data["needs_review"] is True and not [c for c in data["checks"] if c["status"] == "fail"]
