@@ -356,7 +356,8 @@ def _own_code(spec: str, search_dir: str) -> bool:
     if not (where.lower().endswith((".py", ".ipynb")) or os.sep in where or "/" in where):
         return where.partition(".")[0] in OWN_PACKAGES
     real = os.path.realpath(os.path.join(search_dir, where))
-    return any(real.startswith(os.path.join(os.path.realpath(PACKAGES_ROOT), d) + os.sep) for d in OWN_PACKAGES)
+    return any(real.startswith(os.path.join(os.path.realpath(PACKAGES_ROOT), d) + os.sep)
+               for d in OWN_PACKAGES + ("tests",))  # our own test modules check classes they define
 
 
 def _where(spec: str) -> str:
