@@ -17,6 +17,7 @@ import ast
 import importlib.util
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from harness import SOURCE_COPY_PREFIX
@@ -86,7 +87,9 @@ def extract(path: str) -> Extracted:
     import nbformat  # noqa: PLC0415 - only a notebook target needs it
 
     try:
-        nb = nbformat.read(path, as_version=4)
+        with warnings.catch_warnings():  # nbformat's own warnings (a cell without an id) are not the student's
+            warnings.simplefilter("ignore")  # output: they landed in what "your code printed"
+            nb = nbformat.read(path, as_version=4)
     except Exception as e:  # noqa: BLE001 - any reader failure: the file is not a notebook we can read
         raise NotebookError(f"{os.path.basename(path)} is not a readable notebook ({type(e).__name__}: "
                             f"{str(e)[:200]})") from None

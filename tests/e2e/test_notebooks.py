@@ -8,6 +8,7 @@ write from it; nothing is written next to the notebook.
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
@@ -168,3 +169,15 @@ def test_the_notes_are_in_the_report_when_the_class_cannot_be_loaded_or_built(tm
     assert "code cell 1: 1 statement(s) that do not define anything" in notes
     text = mha("half.ipynb:A", "--only", "construct", cwd=tmp_path).stdout
     assert "!pip install einops" in text
+
+
+def test_the_readers_own_warnings_are_not_what_the_student_printed(tmp_path: Path):
+    """A notebook whose cells have no ids (nbformat 4.5 wants them): nbformat warns; that is not the student's."""
+    source = (NOTEBOOKS / "lab.ipynb").read_text()
+    data = json.loads(source)
+    data["nbformat_minor"] = 5
+    for cell in data["cells"]:
+        cell.pop("id", None)
+    (tmp_path / "noid.ipynb").write_text(json.dumps(data))
+    out = report(mha("noid.ipynb", "--format", "json", cwd=tmp_path), 0)
+    assert "MissingIDFieldWarning" not in out["student_output"]
