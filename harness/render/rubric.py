@@ -81,6 +81,11 @@ def load_rubric(path: str | None, known_checks) -> Rubric:
             raise RubricError(f"rubric {path}: [checks.{check_id}] takes points, visibility and hidden")
         if "points" in entry:
             rubric.points[check_id] = _points(entry["points"], path, f"checks.{check_id}.points")
+        if "hidden" in entry and not isinstance(entry["hidden"], bool):
+            raise RubricError(f"rubric {path}: checks.{check_id}.hidden must be true or false, not {entry['hidden']!r}")
+        if entry.get("hidden") and entry.get("visibility", "hidden") != "hidden":
+            raise RubricError(f"rubric {path}: [checks.{check_id}] says hidden = true and visibility = "
+                              f"{entry['visibility']!r}: keep one of them")
         if entry.get("hidden"):
             rubric.visibility[check_id] = "hidden"
         elif "visibility" in entry:

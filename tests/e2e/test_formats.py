@@ -63,6 +63,8 @@ def test_rubric_points_visibility_and_validation(tmp_path):
     for bad, words in [('[checks.view-ordr]\npoints = 1\n', "no check called 'view-ordr'"),
                        ('default_points = -1\n', "must be a number >= 0"),
                        ('[checks.view-order]\nvisibility = "secret"\n', "must be one of"),
+                       ('[checks.view-order]\nhidden = true\nvisibility = "visible"\n', "keep one of them"),
+                       ('[checks.view-order]\nhidden = "yes"\n', "must be true or false"),
                        ('points = 3\n', "unknown keys"), ('= broken', "not valid TOML")]:
         rubric_file.write_text(bad)
         with pytest.raises(RubricError, match=words):
