@@ -232,6 +232,11 @@ def dry_run(args, parser) -> int:
         else:
             (root / "submission").mkdir()
             shutil.copy(submission, root / "submission" / submission.name)
+            wanted = re.search(r'"\$SUBMISSION/([^":]+)', (root / "run_autograder").read_text())
+            if wanted and wanted.group(1) != submission.name:
+                print(f"note: Gradescope keeps a file's name, and this autograder checks {wanted.group(1)}: "
+                      f"{submission.name} is graded as a student who handed in that name would be (rename a copy "
+                      f"to {wanted.group(1)} to see its checks)", file=sys.stderr)
         env = {**os.environ, "AUTOGRADER_DIR": str(root), "MHA_CHECK": str(_mha_check_command(root))}
         started = time.monotonic()
         run = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True)

@@ -150,6 +150,12 @@ def test_dry_run_prints_the_results_json_the_student_gets(built, tmp_path):
     assert "gradient-match" in run.stderr  # named as not shown to the student now
 
 
+def test_dry_run_on_one_file_named_otherwise_says_what_gradescope_will_check(built, tmp_path):
+    shutil.copy(CORRECT, tmp_path / "alice_123_attention.py")  # a file from a flat export
+    run = mha("autograder", "--dry-run", "alice_123_attention.py", "--zip", str(built[0]), cwd=tmp_path)
+    assert run.returncode == 0 and "this autograder checks attention.py" in run.stderr, run.stderr
+
+
 @pytest.mark.parametrize("args, words", [
     (["-o", "a.zip"], "--target"),
     (["--target", "/etc/attention.py:A"], "relative path"),
