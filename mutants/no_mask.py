@@ -8,7 +8,8 @@ INFO = MutantInfo(
     id="no-mask",
     task="An early token's output changes when a later token changes.",
     topic="the causal mask",
-    title="Causal mask never applied (the result of the out-of-place masked_fill is thrown away)",
+    rewrite="mask",
+    title="Causal mask never applied: every position also sees the future",
     lesson=('The causal mask M "the same for all heads" (LM3-T4); worked example: "Scale, mask, softmax over the '
             'last axis."'),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),

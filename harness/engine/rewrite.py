@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-KINDS = {"split": "", "split-all": " # and the keys and values alike", "merge": ""}  # a mutant's INFO.rewrite
+KINDS = {"split": "", "split-all": " # and the keys and values alike", "merge": "", "mask": ""}  # INFO.rewrite
 
 
 def own_line_fix(kind: str, code: str | None) -> str | None:
@@ -26,6 +26,8 @@ def own_line_fix(kind: str, code: str | None) -> str | None:
     if len(tree.body) != 1 or tree.body[0].end_lineno != 1:
         return None
     line = line[:tree.body[0].end_col_offset]  # the student's comment would describe the line as it was
+    if kind == "mask":
+        return _mask(line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
              n.func.attr in ("view", "reshape") and not n.keywords and n.end_lineno == 1]
     if kind.startswith("split"):
@@ -68,3 +70,23 @@ def _merge(line: str, views: list[ast.Call]) -> str | None:
     if at >= len(line) or line[at] != ".":
         return None
     return line[:at] + added + line[at:]
+
+
+def _mask(line: str, tree: ast.Module) -> str | None:
+    """scores.masked_fill(m, -inf) (result thrown away)  ->  scores = scores.masked_fill(m, -inf);
+    F.scaled_dot_product_attention(q, k, v[, is_causal=False])  ->  ...(q, k, v, is_causal=True)"""
+    stmt = tree.body[0]
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+            isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "masked_fill" and \
+            isinstance(stmt.value.func.value, ast.Name):
+        return f"{stmt.value.func.value.id} = {line}"
+    sdpa = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+            getattr(n.func, "attr", getattr(n.func, "id", "")) == "scaled_dot_product_attention"]
+    if len(sdpa) != 1 or any(k.arg == "attn_mask" for k in sdpa[0].keywords) or len(sdpa[0].args) > 3:
+        return None  # a mask passed in: the mistake is in that mask, not in this call
+    call = sdpa[0]
+    causal = next((k for k in call.keywords if k.arg == "is_causal"), None)
+    if causal is not None:
+        return line[:causal.value.col_offset] + "True" + line[causal.value.end_col_offset:]
+    end = call.end_col_offset - 1  # the closing parenthesis
+    return line[:end].rstrip() + ", is_causal=True" + line[end:]

@@ -137,6 +137,13 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
      "split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)"),
     ("split-all", "if x:", None),
     ("", "s = q @ k.transpose(2, 3)", None),  # not a one-call change: the catalogue's fix stays
+    ("mask", "scores.masked_fill(self.mask[:n, :n], float('-inf'))",
+     "scores = scores.masked_fill(self.mask[:n, :n], float('-inf'))"),
+    ("mask", "y = F.scaled_dot_product_attention(q, k, v, is_causal=False)",
+     "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
+    ("mask", "y = F.scaled_dot_product_attention(q, k, v)",
+     "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
+    ("mask", "y = F.scaled_dot_product_attention(q, k, v, attn_mask=m)", None),  # the mistake is in m
 ])
 def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(kind, line, fixed):
     assert rewrite.own_line_fix(kind, line) == fixed
