@@ -36,7 +36,7 @@ class InProcessSubject(Subject):
         previous = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)  # as in the child (the caller waits while the worker runs)
         try:
-            Worker().serve(stream, stream)
+            Worker(own_process=False).serve(stream, stream)  # never hide the caller's packages from its imports
         finally:
             torch.set_default_dtype(previous)
             stream.close()

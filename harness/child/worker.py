@@ -58,7 +58,8 @@ class AdapterError(Exception):
 
 
 class Worker:
-    def __init__(self):
+    def __init__(self, own_process: bool = True):
+        self.own_process = own_process  # False: a thread of the caller's process (inprocess), which keeps its imports
         self.target = None
         self.signature: m.Signature | None = None
         self.overrides: dict = {}
@@ -108,7 +109,7 @@ class Worker:
         self.overrides = dict(request.overrides)
         self.weight_map = dict(request.weight_map)
         try:
-            self.target = load_target(request.spec, request.search_dir, request.submission)
+            self.target = load_target(request.spec, request.search_dir, request.submission and self.own_process)
         except TargetError as e:  # which class to check is unclear: mha-check cannot tell, the code is not wrong
             return m.Failed("adapter" if e.kind == "ambiguous" else e.kind, str(e), e.notes)
         self.signature = construct.read_signature(self.target.obj, self.overrides)
