@@ -24,6 +24,9 @@ from __future__ import annotations
 import os
 
 PACKAGES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder holding harness/, checks/...
+OWN_PACKAGES = ("reference", "mutants", "checks")  # ours, never a submission's: the child hides them from its imports
+# (harness.child.target), except for our own code, which the parent recognises by where it lies (sandbox.subject)
+OUTPUT_CUT_MARK = "[mha-check kept the last "  # opens a student's output cut to its end: "... 8000 of 91234 bytes]"
 SOURCE_COPY_PREFIX = "mha_notebook_"  # the notebook API writes a kernel's class to mha_notebook_<Name>.py; the
 # child names places in it "your notebook, class Name, line 4", never that file (the student never saw it)
 

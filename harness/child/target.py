@@ -18,7 +18,7 @@ import re
 import sys
 import traceback
 
-from harness import PACKAGES_ROOT
+from harness import OWN_PACKAGES, PACKAGES_ROOT
 from harness.child import notebook
 from harness.child.construct import key_of
 from dataclasses import dataclass, field
@@ -98,7 +98,6 @@ _NOTEBOOK_NAME_HINT = (" (from a notebook only the definitions are run: imports,
                        "itself or compute it inside your class)")
 
 
-NOT_FOR_SUBMISSIONS = ("reference", "mutants", "checks")  # mha-check's packages that the child never imports
 
 
 class _SubmissionsOwn(importlib.abc.MetaPathFinder):
@@ -111,7 +110,7 @@ class _SubmissionsOwn(importlib.abc.MetaPathFinder):
         self.active = False  # off for mha-check's own code (a mutant imports mutants._info) and in-process runs
 
     def find_spec(self, name, path=None, target=None):
-        if not self.active or path is not None or name not in NOT_FOR_SUBMISSIONS:
+        if not self.active or path is not None or name not in OWN_PACKAGES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, self.folders)
         if spec is None:
@@ -131,7 +130,7 @@ def _their_folder(folder: str) -> None:
         _OWN.folders.append(folder)
     if _OWN.active and _OWN not in sys.meta_path:
         sys.meta_path.insert(0, _OWN)
-        for name in NOT_FOR_SUBMISSIONS:
+        for name in OWN_PACKAGES:
             sys.modules.pop(name, None)
 
 

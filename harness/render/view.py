@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from harness import OUTPUT_CUT_MARK
 from harness.wire.config import Config
 
 LABELS = {"pass": "PASS", "fail": "FAIL", "cannot_tell": "CAN'T TELL", "skip": "SKIP"}
@@ -216,8 +217,8 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     notes = [clean(n) for n in report.adapter.get("notes", [])]
     if report.student_output.strip():
         head = report.student_output.split("\n", 1)[0]
-        amount = head[len("[mha-check kept the last "):].split(" of ")[-1].rstrip("]") \
-            if head.startswith("[mha-check kept the last ") else f"{len(report.student_output)} characters"
+        amount = head[len(OUTPUT_CUT_MARK):].split(" of ")[-1].rstrip("]") \
+            if head.startswith(OUTPUT_CUT_MARK) else f"{len(report.student_output)} characters"
         notes.append(f"your code printed {amount} (see --show-output)")
     if report.isolation.get("summary"):
         notes.append("isolation: " + report.isolation["summary"])

@@ -6,6 +6,7 @@ cannot raise them again.  `harness.sandbox.policy` puts them into the confinemen
 """
 from __future__ import annotations
 
+import functools
 import glob
 import importlib.util
 import os
@@ -15,6 +16,7 @@ MEMORY_FLOOR_MB = 1024  # below this the child cannot even import torch: refused
 MB = 1 << 20
 
 
+@functools.lru_cache(maxsize=1)  # an installation's libraries do not change while it runs: every Limits() asks
 def library_mb() -> int:
     """The size of the shared libraries torch may map: its own and, for a CUDA build, NVIDIA's.  Found on disk
     without importing torch.  They take address space but are not memory the code uses: PyPI's default (CUDA)

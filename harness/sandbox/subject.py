@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import PACKAGES_ROOT
+from harness import OUTPUT_CUT_MARK, OWN_PACKAGES, PACKAGES_ROOT
 
 from harness.wire import messages as m
 from harness.wire import protocol
@@ -144,6 +144,7 @@ class Subject:
             seen = copied is not None and (os.path.lexists(copied) or os.path.isdir(os.path.dirname(copied))
                                            and os.path.isdir(copy_root))
             self.child_spec = spec if path is None else (rel if seen else path) + name  # not copied: as given
+            self.submission_code = not _own_code(_where(spec), path)  # a submission's: our packages hidden from it
             self.policy = make_policy(self.room.path, self.slot.number, self.limits)
             self.started = time.monotonic()
             self._spawn()
@@ -288,7 +289,7 @@ class Subject:
         if self.loaded is None:
             trusted.preload()
             self.loaded = self.call(m.Load(self.child_spec, self.room.path, self.overrides, self.weight_map,
-                                           submission=not _own_code(self.spec, self.search_dir)))
+                                           submission=self.submission_code))
             self.notes = list(self.loaded.notes)
         return self.loaded
 
@@ -343,19 +344,13 @@ class Subject:
         self.slot.release()
 
 
-OUTPUT_CUT_MARK = "[mha-check kept the last "  # the line that opens a cut output: "... 8000 of 91234 bytes]"
-
-
-OWN_PACKAGES = ("mutants", "reference", "checks")  # what a submission may not import (harness.child.target)
-
-
-def _own_code(spec: str, search_dir: str) -> bool:
-    """Is the target mha-check's own code (a mutant, the reference), which may import our packages?  Decided here,
-    from where the file really is: inside our installation, which no submission can write to."""
-    where = _where(spec)
-    if not (where.lower().endswith((".py", ".ipynb")) or os.sep in where or "/" in where):
+def _own_code(where: str, path: str | None) -> bool:
+    """Is the target mha-check's own code (a mutant, the reference), which may import our packages?  `path`: the
+    target's file (None for a module target).  Decided here, from where the file really is: inside our
+    installation, which no submission can write to."""
+    if path is None:
         return where.partition(".")[0] in OWN_PACKAGES
-    real = os.path.realpath(os.path.join(search_dir, where))
+    real = os.path.realpath(path)
     return any(real.startswith(os.path.join(os.path.realpath(PACKAGES_ROOT), d) + os.sep)
                for d in OWN_PACKAGES + ("tests",))  # our own test modules check classes they define
 
