@@ -40,15 +40,16 @@ class Outcome:
     expected: str | None = None
     details: dict = field(default_factory=dict)  # "finding": what the failure looks like (for the diagnosis)
     help: str = ""  # for cannot_tell: the one option that would let mha-check tell
+    fix: str = ""  # for a finding the check's general fix would mislead on: what to do instead
 
 
 def passed(message: str, **details) -> Outcome:
     return Outcome("pass", message, details=details)
 
 
-def failed(message: str, config=None, observed=None, expected=None, **details) -> Outcome:
+def failed(message: str, config=None, observed=None, expected=None, fix: str = "", **details) -> Outcome:
     cfg = config.to_dict() if hasattr(config, "to_dict") else config
-    return Outcome("fail", message, cfg, observed, expected, details)
+    return Outcome("fail", message, cfg, observed, expected, details, fix=fix)
 
 
 def cannot_tell(message: str, help: str = "", **details) -> Outcome:

@@ -7,13 +7,34 @@ from checks import Outcome, check, failed, passed
 from checks.construct import construct
 from harness.engine.compare import same, worst_difference
 from harness.engine.search import find_failure
+from harness.engine.trace import record
 from harness.wire.errors import TargetFailure
 
 VIEW_ERROR = ("view size is not compatible with input tensor", "use .reshape(...) instead")
 
 
+SLICE_FIX = """Split a (B, n, d) projection (or a slice of a fused one) into heads with `.view(B, n, H, dh)` and
+    then `.transpose(1, 2)`. Adding `.contiguous()` would only hide the error: the view would still put the tokens
+    where the heads belong."""
+
+
 def _is_view_error(message: str) -> bool:
     return any(s in message for s in VIEW_ERROR)
+
+
+def _raised_on_slice(ctx) -> str:
+    """When the view that raised worked on a slice that no transpose made (a fused projection's part), what that
+    means, else "".  Such an error is not a missing `.contiguous()`: a view of a slice raises when its sizes do not
+    keep the axes in order, and on a contiguous tensor the same view would have run and given wrong numbers.  Read
+    from one recorded forward; when it cannot be read, the common case (a view after a transpose) stands."""
+    found = {m["id"] for m in record(ctx).mistakes}
+    if "split-order-on-slice" in found:
+        return ("view(B, H, n, dh) of a (B, n, d) tensor puts the tokens where the heads belong; it raises only "
+                "because the tensor is a slice of a larger one, and .contiguous() would hide the error, not fix it")
+    if "view-on-slice" in found:
+        return ("a view of a slice raises when its sizes do not keep the axes in their order; check the order "
+                "before reaching for .contiguous() or .reshape()")
+    return ""
 
 
 @check(
@@ -49,6 +70,11 @@ def contiguity(ctx):
             if not _is_view_error(e.message):
                 others.append(e.message)
                 return None
+            on_slice = _raised_on_slice(ctx)
+            if on_slice:
+                return failed(f"`view` on a slice (no transpose before it) raised {e.message}: {on_slice}",
+                              observed="RuntimeError from view() on a slice", expected="a result",
+                              finding="view of a slice", fix=SLICE_FIX)
             return failed("`view` after `transpose` without `contiguous()`: forward raised " + e.message,
                           observed="RuntimeError from view()", expected="a result",
                           finding="view after transpose without contiguous()")

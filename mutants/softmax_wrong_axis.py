@@ -16,6 +16,7 @@ INFO = MutantInfo(
     symptom=("A token's weights no longer sum to 1, and each weight is normalised with the scores of later "
              "queries, so the future leaks into the past."),
     fix="w = torch.softmax(scores, dim=-1)",
+    rewrite="softmax",
     variant={"softmax_axis": -2},
     example=(
         "scores after the mask, all allowed ones 0: [[0, -inf, -inf], [0, 0, -inf], [0, 0, 0]]\n"

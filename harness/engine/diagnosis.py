@@ -99,7 +99,9 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
     own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"]) if where else None  # their own line
-    return {"mutant": mid, "match": how, "title": entry["title"], "symptom": entry["symptom"],
+    told = where if where and how != "numbers" else {}  # a variant of the mistake the recorded forward tells itself
+    return {"mutant": mid, "match": how, "title": told.get("title", entry["title"]),
+            "symptom": told.get("symptom", entry["symptom"]),
             "fix": own or entry["fix"],
             "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,
             "code": where["code"] if where else None, "follows": _follows(mid, catalogue, report), **symptoms(report)}
@@ -139,7 +141,8 @@ def _marks(ctx) -> list[dict]:
     for m in result.mistakes:
         step = steps.get(m.get("step"))
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
-                    "at": step.at if step else None, "code": step.code if step else None})
+                    "at": step.at if step else None, "code": step.code if step else None,
+                    **{k: m[k] for k in ("title", "symptom") if k in m}})
     return out
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ast
 
-KINDS = {"split": "", "split-all": " # and the keys and values alike", "merge": "", "mask": ""}  # INFO.rewrite
+KINDS = {"split": "", "split-all": " # and the keys and values alike", "merge": "", "mask": "",
+         "softmax": ""}  # INFO.rewrite
 
 
 def own_line_fix(kind: str, code: str | None) -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
-    "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "merge" (no transpose)."""
+    "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "merge" (no transpose), "mask"
+    (a masked_fill thrown away, SDPA not causal), "softmax" (over another axis than the keys')."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -28,6 +30,8 @@ def own_line_fix(kind: str, code: str | None) -> str | None:
     line = line[:tree.body[0].end_col_offset]  # the student's comment would describe the line as it was
     if kind == "mask":
         return _mask(line, tree)
+    if kind == "softmax":
+        return _softmax(line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
              n.func.attr in ("view", "reshape") and not n.keywords and n.end_lineno == 1]
     if kind.startswith("split"):
@@ -90,3 +94,24 @@ def _mask(line: str, tree: ast.Module) -> str | None:
         return line[:causal.value.col_offset] + "True" + line[causal.value.end_col_offset:]
     end = call.end_col_offset - 1  # the closing parenthesis
     return line[:end].rstrip() + ", is_causal=True" + line[end:]
+
+
+def _softmax(line: str, tree: ast.Module) -> str | None:
+    """torch.softmax(s, dim=1) / F.softmax(s, 1) / s.softmax(dim=-2)  ->  the same call with dim=-1"""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+             getattr(n.func, "attr", getattr(n.func, "id", "")) == "softmax"]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    method = isinstance(call.func, ast.Attribute) and not (isinstance(call.func.value, (ast.Name, ast.Attribute))
+                                                          and _text(line, call.func.value) in FUNCTION_HOMES)
+    dim = next((k.value for k in call.keywords if k.arg == "dim"), None)
+    if dim is None:
+        position = 0 if method else 1
+        dim = call.args[position] if len(call.args) > position else None
+    if dim is None:
+        return None
+    return line[:dim.col_offset] + "-1" + line[dim.end_col_offset:]
+
+
+FUNCTION_HOMES = {"torch", "F", "nn.functional", "torch.nn.functional", "functional", "torch.special"}

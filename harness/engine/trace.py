@@ -18,6 +18,8 @@ mistake shows, by *detector*:
 - no-mask-applied, mask-result-unused, mask-after-softmax, sdpa-without-causal: the mask is missing or misplaced
 - mask-hides-diagonal, mask-inverted, mask-lets-one-future, mask-wrong: the mask is not the strict upper triangle
 - no-output-projection, input-modified-in-place, view-without-contiguous, mask-not-sliced, raised
+- split-order-on-slice, view-on-slice: a view of a slice (a fused projection's part) raised: its sizes are in the
+  wrong order, and .contiguous() would hide that, not fix it
 
 Which known mistake (mutant) a detector stands for is declared by the mutants themselves (`MutantInfo.trace`) and
 read from the catalogue: nothing here names a mutant.
@@ -49,6 +51,8 @@ MATMULS = {"matmul", "__matmul__", "__rmatmul__", "bmm", "mm", "einsum", "baddbm
 SCALARS = {"div", "mul", "__truediv__", "__mul__", "__rmul__", "true_divide", "div_", "mul_", "__itruediv__",
            "__imul__", "multiply", "divide", "__div__"}
 DIVIDES = {"div", "__truediv__", "true_divide", "div_", "__itruediv__", "divide", "__div__"}
+REINDEX = {"__getitem__", "split", "chunk", "narrow", "unbind", "tensor_split", "split_with_sizes", "select",
+           "squeeze", "unsqueeze", "expand", "contiguous"} | VIEWS  # re-index memory, compute nothing
 SOFTMAXES = {"softmax", "log_softmax", "_softmax", "special_softmax"}
 DROPOUTS = {"dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout", "native_dropout"}
 ADDS = {"add", "__add__", "__radd__", "add_", "__iadd__"}
@@ -449,9 +453,7 @@ def _check_whole(namer: _Namer, ops: list[dict], cfg: dict, mistakes: dict[int, 
         raw = op["kwargs"].get("dim", op["args"][1] if len(op["args"]) >= 2 else None)
         dim, ndim = _number(raw), len(op["in"][0]["shape"]) if op["in"] else 0
         if dim is not None and ndim and int(dim) % ndim != ndim - 1:
-            mistakes[s] = {"id": "softmax-not-last-axis", "text": (
-                f"softmax over dim={int(dim)} of a {ndim}-d score tensor: it normalises over the queries, not over "
-                f"the keys; use dim=-1 (the last axis)")}
+            mistakes[s] = _softmax_axis(int(dim), ndim)
 
     # fused attention: its own scaling and masking
     fused_scale = 1.0
@@ -559,12 +561,59 @@ def _check_whole(namer: _Namer, ops: list[dict], cfg: dict, mistakes: dict[int, 
     return whole
 
 
+def _made_by_transpose(namer: _Namer, info: dict) -> bool:
+    """Whether a tensor's memory order was changed by a transpose: walking back through the operations that only
+    re-index memory (slices, splits, views), a transpose or permute is met before any operation that computes."""
+    src = info.get("src")
+    while src is not None and src < len(namer.ops):
+        op = namer.ops[src]
+        if op["op"] in TRANSPOSES:
+            return True
+        if op["op"] not in REINDEX or not op["in"]:
+            return False
+        src = op["in"][0].get("src")
+    return False
+
+
+def _softmax_axis(dim: int, ndim: int) -> dict:
+    """A softmax over another axis than the keys'.  Over the queries' axis it is the catalogued mistake as told; over
+    another axis (the heads, the batch) the same mistake has other effects, so the mark says them itself (`title`,
+    `symptom`), and the diagnosis shows those instead of the catalogue's queries-axis story."""
+    axis = dim % ndim
+    names = {ndim - 2: "the queries", **({0: "the batch", 1: "the heads"} if ndim == 4 else {0: "the batch and "
+                                                                                               "the heads"})}
+    over = names.get(axis, f"axis {axis}")
+    mark = {"id": "softmax-not-last-axis", "text": (
+        f"softmax over dim={dim} of a {ndim}-d score tensor: it normalises over {over}, not over the keys; use "
+        "dim=-1 (the last axis)")}
+    if axis != ndim - 2:
+        mark["title"] = f"softmax over dim={dim} ({over.removeprefix('the ')}) instead of dim=-1 (keys)"
+        mark["symptom"] = (f"Each weight is normalised across {over}, not across the keys, so a token's weights no "
+                           "longer sum to 1; a future score is -inf there too, so its softmax is 0/0 = NaN, which "
+                           "spreads to the outputs.")
+    return mark
+
+
 def _raised(namer: _Namer, op: dict) -> dict:
     message = op["raised"]
     if op["op"] in VIEWS and "view size is not compatible" in message:
-        return {"id": "view-on-transposed", "text": (
-            f"view() on a tensor that is not contiguous (after a transpose) raised {message.split(':')[0]}: call "
-            ".contiguous() before .view(), or use .reshape()")}
+        data = op["in"][0] if op["in"] else {}
+        if not data or _made_by_transpose(namer, data):
+            return {"id": "view-on-transposed", "text": (
+                f"view() on a tensor that is not contiguous (after a transpose) raised {message.split(':')[0]}: "
+                "call .contiguous() before .view(), or use .reshape()")}
+        sizes = op["args"][1:]
+        if len(sizes) == 1 and sizes[0].startswith(("(", "[")):  # view((B, H, n, dh))
+            sizes = sizes[0].strip("()[]").split(",")
+        target = tuple(_number(a) for a in sizes if _number(a) is not None)
+        if namer.sym(data) == "B, n, d" and namer.pats.get(target) == "B, H, n, dh":
+            return {"id": "split-order-on-slice", "text": (
+                "view(B, H, n, dh) straight from (B, n, d) puts the tokens where the heads belong; it raised only "
+                "because this tensor is a slice of a larger one (a fused projection), and .contiguous() would hide "
+                "the error, not fix it: split with .view(B, n, H, dh).transpose(1, 2)")}
+        return {"id": "view-on-slice", "text": (
+            f"view() on a slice (not a transpose) raised {message.split(':')[0]}: a view of a slice works only when "
+            "it keeps the axes in their order; check the order of the view's sizes")}
     if any(namer.sym(t) in ("L, L", "1, 1, L, L") for t in op["in"]) and any(
             namer.sym(t) in SCORES_LIKE for t in op["in"]):
         return {"id": "mask-size-not-n", "text": (
@@ -645,7 +694,7 @@ def analyse(ops: list[dict], cfg: dict, complete: bool = True) -> tuple[list[Ste
             symbols = ", ".join(f"({k})" for k in known[:-1]) + f" -> ({known[-1]})" if outs else ""
         steps.append(Step(op["i"] + 1, op["op"], _call_text(op), labels[op["i"]], ins, out, shapes.strip(),
                           symbols.strip(), op.get("at", "?"), op.get("code", ""), mistakes.get(op["i"])))
-    listed = [{"id": m["id"], "text": m["text"], "step": i + 1} for i, m in sorted(mistakes.items())]
+    listed = [{**m, "step": i + 1} for i, m in sorted(mistakes.items())]
     return steps, listed + whole, notes
 
 

@@ -121,6 +121,15 @@ def test_a_forward_that_raises_is_traced_up_to_the_failing_step():
     assert not r.ok
 
 
+def test_a_view_that_raises_on_a_fused_projections_slice_is_a_wrong_order_not_a_missing_contiguous():
+    """The same view error has two causes: after a transpose, .contiguous() is the fix; on a slice of a fused
+    projection the view's sizes are out of order, and .contiguous() would turn the error into wrong numbers."""
+    r = trace(str(ROOT / "tests" / "zoo" / "buggy" / "fused_slice_wrong_view.py") + ":ChunkedHeads")
+    assert [(m["id"], m["mutant"]) for m in r.mistakes] == [("split-order-on-slice", None)], render(r)
+    assert "would hide the error, not fix it" in r.mistakes[0]["text"]
+    assert r.steps[-1].op == "view"
+
+
 def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["x.py", "--n", "0"])

@@ -8,6 +8,7 @@ from harness.engine import diagnosis, rewrite
 from harness.engine.compare import close, compare, same
 from harness.engine.report import CheckResult, Report
 from harness.render import text, view
+from mutants._info import REWRITES
 
 CHECKS = {c.id: c for c in all_checks()}
 
@@ -144,6 +145,17 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
     ("mask", "y = F.scaled_dot_product_attention(q, k, v)",
      "y = F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
     ("mask", "y = F.scaled_dot_product_attention(q, k, v, attn_mask=m)", None),  # the mistake is in m
+    ("softmax", "attn_weights = torch.softmax(attn_scores, dim=1)", "attn_weights = torch.softmax(attn_scores, "
+                                                                    "dim=-1)"),
+    ("softmax", "w = F.softmax(s, -2)", "w = F.softmax(s, -1)"),
+    ("softmax", "w = s.softmax(dim=2)", "w = s.softmax(dim=-1)"),
+    ("softmax", "w = self.drop(att.softmax(1))", "w = self.drop(att.softmax(-1))"),
+    ("softmax", "w = torch.softmax(s)", None),  # no axis written: nothing to change on this line
+    ("softmax", "w = F.softmax(a, 1) + F.softmax(b, 1)", None),  # which one? say nothing
 ])
 def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(kind, line, fixed):
     assert rewrite.own_line_fix(kind, line) == fixed
+
+
+def test_every_rewrite_a_mutant_may_declare_is_one_the_engine_makes():
+    assert set(REWRITES) == set(rewrite.KINDS) | {""}
