@@ -39,12 +39,15 @@ def output_shape(ctx):
         try:
             y = ctx.build(cfg).forward(ctx.input(cfg))
         except TargetFailure as e:
-            return failed(e.message if e.message.startswith("forward returned") else f"forward raised {e.message}",
-                          finding=_raised_finding(e.message, cfg))
+            returned = e.message.startswith("forward returned")
+            return failed(e.message if returned else f"forward raised {e.message}",
+                          finding=_raised_finding(e.message, cfg), fix="" if returned else RAISED_FIX)
         want = (cfg.batch, cfg.n, cfg.d_out)
         if y.shape != want:
+            finding = _shape_finding(y.shape, cfg)
             return failed(f"output has shape {y.shape}, expected {want}", observed=str(y.shape),
-                          expected=str(want), finding=_shape_finding(y.shape, cfg))
+                          expected=str(want), finding=finding, fix=MERGE_FIX if finding == "heads never merged" else
+                          SHAPE_FIX)
         if not np.all(np.isfinite(y)):
             bad = np.argwhere(~np.isfinite(y))
             positions = sorted({int(t) for t in bad[:, 1]})
@@ -55,6 +58,14 @@ def output_shape(ctx):
         return None
 
     return find_failure(ctx, prop) or passed("shape (B, n, d_out) and finite values for every configuration tried")
+
+
+RAISED_FIX = """Start at the line the error names and follow the shapes back from it: `mha-check trace FILE:Class`
+    shows every tensor's shape in the lesson's letters (B, n, H, dh) and marks the step that raised."""
+SHAPE_FIX = """Return `self.out_proj(context)` where context has shape (B, n, d_out): d_out wide, whatever d_in is,
+    and the heads merged back into it."""
+MERGE_FIX = """Merge the heads back before the output projection: `(w @ v).transpose(1, 2).contiguous().view(B, n,
+    d_out)`, then return `self.out_proj(...)` of it."""
 
 
 def _normalised(message: str) -> str:

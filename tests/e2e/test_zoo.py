@@ -71,3 +71,12 @@ def test_a_softmax_over_the_heads_is_told_as_such_not_as_the_queries_axis(report
     assert root["mutant"] == "softmax-wrong-axis" and "heads" in root["title"] and "queries" not in root["title"]
     assert "NaN" in root["symptom"] and "later queries" not in root["symptom"]
     assert root["fix"] == "weights = self.dropout(F.softmax(scores, -1))"
+
+
+def test_a_forward_that_raises_gets_a_fix_about_shapes_not_about_masks(reports):
+    """output-shape's general fix (return out_proj(context); NaN means a fully masked row) is wrong advice for an
+    exception: the fix then points to the line that raised and to the shape trace."""
+    report = reports(target(ZOO / "buggy" / "heads_never_transposed.py"))
+    shape = next(c for c in report.checks if c.id == "output-shape")
+    assert shape.status == "fail" and shape.message.startswith("forward raised")
+    assert "mha-check trace" in shape.fix and "NaN" not in shape.fix
