@@ -2,8 +2,9 @@
 
 Style: a compact layer with separate q/k/v Linear layers and a helper for the "memory" side. The author split the
 queries the lesson's way but wrote a second helper for keys and values that views (B, n, d) straight as
-(B, H, n, dh). No mutant is exactly this mistake (the catalogue has all three projections, or one alone), so the
-right diagnosis is none; view-order must still fail and say that the keys and values are split wrongly.
+(B, H, n, dh). view-order must fail and say that the keys and values are split wrongly; the catalogue once had
+all three projections or one alone, and this file went unnamed; it is now named split-view-order-keys-values,
+a mutant added after this file was written (so this case no longer counts as unseen evidence for it).
 """
 import torch
 import torch.nn as nn
@@ -33,5 +34,4 @@ class KVAttention(nn.Module):
 
 TARGET = "KVAttention"
 EXPECT = ("view-order", "reference-match", "causal-leakage")
-DIAGNOSIS = None
-UNNAMED_OK = True  # keys and values both split wrongly: no mutant has exactly this mistake, so naming none is right
+DIAGNOSIS = "split-view-order-keys-values"  # the mutant this mistake should be diagnosed as
