@@ -9,6 +9,7 @@ INFO = MutantInfo(
     task=("Every shape is right, but the outputs differ from the lesson's layer and early outputs depend on "
           "later tokens."),
     topic="splitting into heads",
+    rewrite="split-pair",
     title=("The keys and values split with view(B, H, n, dh) straight from (B, n, d); the queries split right"),
     lesson=('Engineering implications: "Splitting with view(B, n, H, d_h) is correct; view(B, H, n, d_h) on the '
             'same tensor silently mixes tokens and features." Worked example: W_q(x), W_k(x), W_v(x) are each '

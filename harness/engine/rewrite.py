@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import ast
 
-KINDS = {"split": "", "split-all": " # and the keys and values alike", "merge": "", "mask": "",
-         "softmax": ""}  # INFO.rewrite
+KINDS = {"split": "", "split-all": " # and the keys and values alike", "split-pair": " # likewise the other projection split this way",
+         "merge": "", "mask": "", "softmax": ""}  # INFO.rewrite: the note a line for several projections needs
 
 
 def own_line_fix(kind: str, code: str | None) -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
-    "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "merge" (no transpose), "mask"
+    "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "split-pair" (two of them),
+    "merge" (no transpose), "mask"
     (a masked_fill thrown away, SDPA not causal), "softmax" (over another axis than the keys')."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:

@@ -137,6 +137,10 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
     ("split-all", "split = lambda t: t.view(B, self.h, n, self.dh)",  # one line for all three: no note
      "split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)"),
     ("split-all", "if x:", None),
+    ("split-pair", "k = self.k(x).view(B, self.h, n, self.dh)",
+     "k = self.k(x).view(B, n, self.h, self.dh).transpose(1, 2) # likewise the other projection split this way"),
+    ("split-pair", "memory = lambda t: t.view(B, self.h, n, self.dh)",  # one helper for both: no note
+     "memory = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)"),
     ("", "s = q @ k.transpose(2, 3)", None),  # not a one-call change: the catalogue's fix stays
     ("mask", "scores.masked_fill(self.mask[:n, :n], float('-inf'))",
      "scores = scores.masked_fill(self.mask[:n, :n], float('-inf'))"),
