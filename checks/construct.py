@@ -31,7 +31,7 @@ def construct(ctx):
     try:
         loaded = ctx.subject.load()
     except TargetFailure as e:
-        return failed(f"could not load the target: {e.message}", finding=f"load:{e.stage}")
+        return failed(f"could not load the target: {e.message}", finding=f"load:{e.stage}", fix=_load_fix(e))
     except CannotDrive as e:
         return cannot_tell(e.message, help="name the class to check: file.py:ClassName", finding="load:ambiguous")
     if loaded.settings:
@@ -66,6 +66,20 @@ def construct(ctx):
 KEY_WORDS = {"d_in": "input width", "d_out": "output width", "width": "width", "heads": "number of heads",
              "context_length": "context length", "dropout": "dropout rate", "qkv_bias": "Q/K/V bias flag",
              "head_width": "head width", "kv_heads": "number of key/value heads"}  # how a student would say them
+
+
+def _load_fix(e: TargetFailure) -> str:
+    """What to do when the file cannot even be loaded: the constructor advice (and --arg, which a student graded on
+    a course platform cannot pass) would mislead.  Read from the stage and the start of the message."""
+    if e.stage == "lookup":
+        return ("Define the class the assignment names at the top level of your file (not inside a function or an "
+                "`if`), spelt exactly as asked; the message says what your file defines.")
+    if e.message.startswith("no such file"):
+        return ("Hand in your code under the file name the assignment asks for; the message says what your "
+                "submission holds.")
+    return ("Make the file import without errors: run `python your_file.py` and fix the first error it shows. "
+            "Code outside functions and classes runs on import: keep training, downloads and prints under "
+            "`if __name__ == \"__main__\":`.")
 
 
 def _square_works(ctx, i: int) -> bool:

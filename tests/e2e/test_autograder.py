@@ -133,10 +133,17 @@ def test_run_autograder_grades_a_correct_and_a_buggy_submission(built, tmp_path)
 def test_run_autograder_on_broken_submissions_keeps_the_total_and_says_what_is_broken(built, tmp_path):
     broken = _gradescope(built, tmp_path / "syntax", {"attention.py": "import torch\nclass MultiHeadAttention(\n"})
     construct = _tests(broken)["construct"]
-    assert broken["score"] == 0.0 and "SyntaxError" in construct["output"] and "Fix:" in construct["output"]
+    assert broken["score"] == 0.0 and "SyntaxError" in construct["output"] and "run `python" in construct["output"]
     renamed = _gradescope(built, tmp_path / "renamed", {"Attention.py": CORRECT.read_text()})
     construct = _tests(renamed)["construct"]
     assert "no such file" in construct["output"] and "Attention.py" in construct["output"]
+    assert "file name the assignment asks for" in construct["output"]
+    wrong_class = _gradescope(built, tmp_path / "class", {"attention.py": CORRECT.read_text().replace(
+        "class MultiHeadAttention(", "class MHA(")})
+    construct = _tests(wrong_class)["construct"]
+    assert "MHA" in construct["output"] and "spelt exactly as asked" in construct["output"]
+    for data in (broken, renamed, wrong_class):  # a student on Gradescope cannot pass command-line options
+        assert "--arg" not in _tests(data)["construct"]["output"]
 
 
 @pytest.mark.slow
