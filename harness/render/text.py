@@ -93,6 +93,10 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
 _POINTER_PARTS = (", code cell ", ", line ")  # "lab.ipynb, code cell 2, line 16" is one pointer, never cut
 
 
+_NEEDS_OBJECT = {"from", "to", "with", "of", "as", "by", "into", "than", "at", "in", "on", "for", "is", "are",
+                 "has", "have", "expected", "got"}  # a clause that ends in one of these is cut mid-sentence
+
+
 def one_line(text: str, room: int) -> str:
     """`text` in at most `room` columns: whole when it fits, else up to the last clause that fits (at ": ", "; ",
     " (" or ", " outside brackets), else cut at a word with "…".  The full text is in --verbose."""
@@ -103,7 +107,7 @@ def one_line(text: str, room: int) -> str:
     for seps, shortest in (((": ", "; "), room * 3 // 5), ((": ", "; ", " (", ", "), min(12, room // 3))):
         cuts = [i for i in range(shortest, min(room, len(text)) + 1)
                 if depth[i] == 0 and any(text.startswith(sep, i) for sep in seps) and not
-                text.startswith(_POINTER_PARTS, i)]
+                text.startswith(_POINTER_PARTS, i) and text[:i].rsplit(" ", 1)[-1] not in _NEEDS_OBJECT]
         if cuts:
             return text[:max(cuts)].rstrip(" ,;:")
     return text[:room - 1].rsplit(" ", 1)[0] + "…"

@@ -163,3 +163,12 @@ def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(kind, 
 
 def test_every_rewrite_a_mutant_may_declare_is_one_the_engine_makes():
     assert set(REWRITES) == set(rewrite.KINDS) | {""}
+
+
+def test_a_one_line_summary_never_ends_on_a_word_that_needs_its_object():
+    """`-q` once printed "... straight from" and stopped: a cut before "(B, n, d)" left the sentence hanging."""
+    finding = ("the queries are split into heads with view(B, H, n, dh) straight from (B, n, d) (the keys and values "
+               "the lesson's way): a head's positions are slices cut across tokens")
+    short = text.one_line(finding, 66)
+    assert len(short) <= 66 and not short.endswith((" from", " with")), short
+    assert text.one_line("output has shape (2, 3, 4), expected (2, 3, 8)", 30) == "output has shape (2, 3, 4)"
