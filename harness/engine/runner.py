@@ -158,8 +158,7 @@ def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
     for need in c.needs:
         got = results.get(need.id)
         if got is None or (got.status != "pass" and not got.details.get("usable")):  # usable: failed, measurable
-            why = "could not be decided" if got is not None and got.status == "cannot_tell" else "did not pass"
-            return skipped(f"skipped: needs {need.id}, which {why}")
+            return skipped("skipped: needs " + _chain(need, results))
     if c.weights:
         proof = ctx.mapping
         if not proof.certain:
@@ -167,6 +166,19 @@ def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
                                f"W_v and W_o ({proof.problem}), so it does not judge this on a guess",
                                help=MAP_HELP, tried=proof.tried)
     return None
+
+
+def _chain(need: Check, results: dict) -> str:
+    """"output-shape, which needs contiguity, which did not pass": down to the check that really stopped it, so that a
+    skip never points only at another skip."""
+    got = results.get(need.id)
+    if got is not None and got.status == "skip":
+        below = next((n for n in need.needs if results.get(n.id) is not None and results[n.id].status != "pass"),
+                     None)
+        if below is not None:
+            return f"{need.id}, which needs {_chain(below, results)}"
+    why = "could not be decided" if got is not None and got.status == "cannot_tell" else "did not pass"
+    return f"{need.id}, which {why}"
 
 
 def _guarded(c: Check, ctx: Context, debug: bool) -> Outcome:

@@ -45,6 +45,14 @@ def test_a_check_whose_prerequisite_fails_is_skipped_with_the_reason():
     assert report["reference-match"].status == "skip" and "needs output-shape" in report["reference-match"].message
 
 
+def test_a_skip_behind_a_skip_names_the_check_that_stopped_both():
+    """A skip that only said "needs output-shape, which did not pass" sent the student to a check that had not run."""
+    report = run(f"{mutants.source_path('view-without-contiguous')}:CausalMHA", ["reference-match"])
+    assert report["contiguity"].status == "fail" and report["output-shape"].status == "skip"
+    assert report["reference-match"].message == ("skipped: needs output-shape, which needs contiguity, which did not "
+                                                 "pass")
+
+
 def test_a_constructor_argument_mha_check_cannot_bind_is_cannot_tell_not_fail(tmp_path):
     src = (ROOT / "reference" / "causal_mha.py").read_text().replace(
         "def __init__(self, d, nheads, context_length,", "def __init__(self, d, nheads, context_length, rope_base,")
