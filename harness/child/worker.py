@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
@@ -55,6 +56,26 @@ class StudentError(Exception):
 class AdapterError(Exception):
     """mha-check cannot drive the module (a constructor parameter it cannot bind, a forward it cannot call):
     reported as stage "adapter", which the trusted side turns into *cannot tell*, never into a failure."""
+
+
+BATCHED_JACOBIAN = False  # set by warm_batched_jacobian(), where its one-time cost is paid before any submission
+
+
+def warm_batched_jacobian() -> None:
+    """Turn on vectorised Jacobians.  The first vectorised backward call imports and sets up about 0.3 s of
+    machinery; every later one takes about a millisecond where the loop over output positions takes tens.  Worth it
+    where one process serves many targets (the batch zygote before it forks, the in-process worker of the test
+    suite), not in a single run's child, which would pay more than it saves."""
+    global BATCHED_JACOBIAN
+    x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.softmax(x @ x.transpose(1, 2), -1).sum(-1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.autograd.grad(y, x, torch.eye(6, dtype=torch.float64).reshape(6, 2, 3), is_grads_batched=True)
+    except Exception:  # noqa: BLE001 - this torch cannot: the loop stays
+        return
+    BATCHED_JACOBIAN = True
 
 
 class Worker:
@@ -194,14 +215,35 @@ class Worker:
         if not y.requires_grad or y.shape[:2] != (B, n) or y.shape[-1] != r.shape[0]:
             return m.JacobianResult(no_graph=not y.requires_grad, shape=list(y.shape))
         proj = (y * r).sum(-1)
-        jac = torch.zeros((B, n) + tuple(x.shape), dtype=torch.float64)
-        for b in range(B):
-            for t in range(n):
-                (g,) = self._student("backward", torch.autograd.grad, proj[b, t], x, retain_graph=True,
-                                     allow_unused=True)
-                if g is not None:
-                    jac[b, t] = g
+        jac = self._batched_jacobian(proj, x) if BATCHED_JACOBIAN else None
+        if jac is None:
+            jac = torch.zeros((B, n) + tuple(x.shape), dtype=torch.float64)
+            for b in range(B):
+                for t in range(n):
+                    (g,) = self._student("backward", torch.autograd.grad, proj[b, t], x, retain_graph=True,
+                                         allow_unused=True)
+                    if g is not None:
+                        jac[b, t] = g
         return m.JacobianResult(shape=list(y.shape), jac=jac.numpy())
+
+    @staticmethod
+    def _batched_jacobian(proj: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
+        """All B·n backward passes in one vectorised call (is_grads_batched): about 10x faster than one call per
+        output position, and the same numbers, exact zeros included.  Anything it cannot do (an operation without
+        a batching rule, a hook of the student's that does not vectorise) returns None and the position-by-position
+        loop runs, whose errors are the student's as usual; its warnings are ours, never the student's output."""
+        B, n = proj.shape
+        seeds = torch.eye(B * n, dtype=proj.dtype).reshape(B * n, B, n)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                (g,) = torch.autograd.grad(proj, x, seeds, retain_graph=True, allow_unused=True,
+                                           is_grads_batched=True)
+        except BaseException:  # noqa: BLE001 - the loop runs the same code again and reports what it raises
+            return None
+        if g is None:
+            return torch.zeros((B, n) + tuple(x.shape), dtype=torch.float64)
+        return g.detach().reshape((B, n) + tuple(x.shape)).to(torch.float64)
 
     def read(self, request: m.ReadWeights) -> m.Reply:
         layout = self._inst(request)["layouts"][request.layout]

@@ -126,8 +126,8 @@ def _child(channel: int, log: int, status: int, request: dict, control: socket.s
 
 
 def _warm_up() -> None:
-    """Pay torch's lazy first-use costs once, here, instead of in every forked child: autograd, softmax and
-    masked_fill.  (Not the meta device: its 0.7 s of imports is needed only by the few submissions that build
+    """Pay torch's lazy first-use costs once, here, instead of in every forked child: autograd, softmax,
+    masked_fill and vectorised backward passes (for Jacobians).  (Not the meta device: its 0.7 s of imports is needed only by the few submissions that build
     tensors without device=, and would delay every grader's start.)"""
     import torch
 
@@ -135,6 +135,7 @@ def _warm_up() -> None:
     x = torch.randn(2, 3, 4, requires_grad=True)
     scores = (layer(x) @ x.transpose(1, 2)).masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), float("-inf"))
     torch.autograd.grad(torch.softmax(scores, -1).sum(), x)
+    worker.warm_batched_jacobian()
 
 
 def main(control_fd: int) -> None:

@@ -1,0 +1,65 @@
+"""The child side's Jacobian (harness.child.worker): the vectorised path gives exactly the numbers of the loop over
+output positions, exact zeros included (causal-leakage judges "zero for s > t" on them), and falls back to the loop
+for whatever it cannot vectorise."""
+import pytest
+import torch
+
+_DTYPE = torch.get_default_dtype()
+from harness.child import worker  # noqa: E402 - sets float64 as the process's default dtype...
+
+torch.set_default_dtype(_DTYPE)  # ...which the rest of the suite does not expect
+
+import mutants  # noqa: E402
+from reference.causal_mha import CausalMHA  # noqa: E402
+
+
+def _loop(proj, x):
+    B, n = proj.shape
+    jac = torch.zeros((B, n) + tuple(x.shape), dtype=torch.float64)
+    for b in range(B):
+        for t in range(n):
+            (g,) = torch.autograd.grad(proj[b, t], x, retain_graph=True, allow_unused=True)
+            jac[b, t] = 0 if g is None else g
+    return jac
+
+
+def _proj(module, B=3, n=6, d=8, seed=0):
+    torch.manual_seed(seed)
+    x = torch.randn(B, n, d, dtype=torch.float64, requires_grad=True)
+    y = module.double().eval()(x)
+    return (y * torch.randn(d, dtype=torch.float64)).sum(-1), x
+
+
+@pytest.mark.parametrize("mutant_id", ["no-mask", "softmax-wrong-axis", "split-view-order", "finite-fill",
+                                       "batch-seq-swap", "mask-hides-diagonal"])
+def test_vectorised_jacobian_equals_the_loop_exactly(mutant_id):
+    for module in (CausalMHA(8, 2, 16), mutants.get(mutant_id).CausalMHA(8, 2, 16)):
+        proj, x = _proj(module)
+        fast = worker.Worker._batched_jacobian(proj, x)
+        slow = _loop(proj, x)
+        assert fast is not None and torch.equal(torch.nan_to_num(fast, nan=7.0), torch.nan_to_num(slow, nan=7.0))
+        assert torch.equal(fast == 0, slow == 0) and torch.equal(fast.isnan(), slow.isnan())
+
+
+class _NoVmap(torch.autograd.Function):
+    """A custom backward that vmap cannot batch: the vectorised call raises, the loop works."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2 + float(g.sum()) * 0  # .item()-like: data-dependent Python number, not batchable
+
+
+def test_what_cannot_be_vectorised_falls_back_to_the_loop():
+    x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    proj = _NoVmap.apply(x).sum(-1)
+    assert worker.Worker._batched_jacobian(proj, x) is None
+    assert _loop(proj, x).abs().sum() > 0
+
+
+def test_the_warm_up_turns_vectorised_jacobians_on():
+    worker.warm_batched_jacobian()
+    assert worker.BATCHED_JACOBIAN
