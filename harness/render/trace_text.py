@@ -129,8 +129,10 @@ def _arithmetic_text(a: dict, wide: bool = False) -> list[str]:
     if not a:
         return []
     d, H = a["d"], a["heads"]
-    bias = " with Q/K/V biases" if a["qkv_bias"] else ", no Q/K/V biases"
-    out = [f"arithmetic for d={d}, H={H}{bias}:"]
+    bias = " with Q/K/V biases" if a["qkv_bias"] else ", no Q/K/V biases (--qkv-bias counts them)"
+    out = _wrap(f"the lesson's arithmetic for d={d}, H={H}{bias}, and for the memory B={a['batch']} sequence"
+                f"{'s' if a['batch'] != 1 else ''} of n={a['n']:,} tokens (--d, --heads, --batch, --n change them):",
+                "  ", "", wide)
 
     def row(name: str, text: str) -> None:
         out.extend(_wrap(text, " " * 22, f"  {name:<20}", wide))
