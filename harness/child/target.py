@@ -225,6 +225,11 @@ def _pick_single(module, candidates: list[str], shown: str) -> str:
     if not candidates:
         raise TargetError("lookup", f"{shown} defines no torch.nn.Module subclass; name the class or factory "
                                     f"function explicitly, e.g. {shown}:make_attention")
+    working = [c for c in candidates if any("forward" in vars(k) for k in getattr(module, c).__mro__
+                                            if k.__module__ != "torch.nn.modules.module")]
+    candidates = working or candidates  # a stub without a forward of its own is never the attention, nor an example
+    if len(candidates) == 1:
+        return candidates[0]
     attention = [c for c in candidates if ATTENTION_LIKE.search(c)]
     outer = [c for c in attention if not any(c != o and _mentions(module, o, c) for o in attention)]
     if len(outer) == 1:

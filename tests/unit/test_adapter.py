@@ -173,6 +173,17 @@ def test_two_unrelated_attention_classes_are_listed_not_guessed(tmp_path):
     assert e.value.kind == "ambiguous"
 
 
+def test_a_stub_without_a_forward_is_neither_picked_nor_offered_as_the_example(tmp_path):
+    loaded = _load(tmp_path, "class AAttentionStub(nn.Module): pass\n"
+                             "class CausalAttention(nn.Module):\n    def forward(self, x): return x\n")
+    assert loaded.name == "CausalAttention"
+    with pytest.raises(TargetError, match=r"e\.g\. .*:BAttention$") as e:
+        _load(tmp_path, "class AAttentionStub(nn.Module): pass\n"
+                        "class BAttention(nn.Module):\n    def forward(self, x): return x\n"
+                        "class CAttention(nn.Module):\n    def forward(self, x): return -x\n")
+    assert "AAttentionStub" not in str(e.value)
+
+
 def test_sizes_read_from_module_globals_are_found_in_the_class_and_the_classes_it_builds(tmp_path):
     loaded = _load(tmp_path, "n_embd = 384\nblock_size = 256\nEPS = 1e-5\n"
                              "class Head(nn.Module):\n    def __init__(self, head_size):\n        self.t = block_size\n"
