@@ -13,7 +13,7 @@ _KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 TOPICS = ("the constructor and its widths", "the projections", "splitting into heads", "the scores",
           "scaling the scores", "the causal mask", "the softmax", "dropout", "merging the heads",
           "the output projection", "registering parameters and buffers", "gradients")  # the lesson's order
-REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax")  # the one-call corrections of harness.engine.rewrite
+REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill")  # harness.engine.rewrite
 
 
 @dataclass(frozen=True)

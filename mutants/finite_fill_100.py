@@ -9,9 +9,10 @@ INFO = MutantInfo(
     task=("The outputs match the lesson's layer to many digits, yet the gradient of an early output with "
           "respect to a later token is not exactly zero."),
     topic="the causal mask",
-    title=("Masked scores filled with a large finite value (-100 here; GPT-2's -1e4 alike) instead of -inf: a leak "
-           "invisible in ordinary forward values"),
-    lesson=("Masked positions must get weight exactly 0 after the softmax (causal mask, LM3-T4); only -inf "
+    rewrite="fill",
+    title=("Masked scores filled with a large finite value (such as -100, or early GPT-2's -1e4) instead of -inf: "
+           "a leak invisible in ordinary forward values"),
+    lesson=("Masked positions must get weight exactly 0 after the softmax (lesson LM3-T4, causal masking); only -inf "
             "guarantees it."),
     killed_by=("causal-leakage",),
     trace=("fill-leaks-invisibly",),

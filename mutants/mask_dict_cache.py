@@ -10,7 +10,8 @@ INFO = MutantInfo(
           "state_dict() misses part of the layer."),
     topic="registering parameters and buffers",
     title="Masks cached in a plain dict of CPU tensors (one per length) instead of one registered buffer",
-    lesson=("The causal mask M (LM3-T4) is part of the module: register it as a buffer so that .to(device) moves "
+    lesson=("The causal mask M (lesson LM3-T4, causal masking) is part of the module: register it as a buffer so "
+            "that .to(device) moves "
             "it and the state_dict keeps it."),
     killed_by=("mask-buffer", "registered"),
     symptom=("Works on the CPU; after model.to('cuda') (or any device) the cached masks stay on the CPU and "

@@ -9,7 +9,8 @@ INFO = MutantInfo(
     task="The output of the first token is NaN.",
     topic="the causal mask",
     title="Causal mask built with triu(ones) (offset 0): the diagonal is masked too",
-    lesson=("The causal mask (LM3-T4) hides only future positions s > t; torch.triu(..., 1) is True strictly "
+    lesson=("The causal mask (lesson LM3-T4, causal masking) hides only future positions s > t; torch.triu(..., "
+            "1) is True strictly "
             "above the diagonal, so a token may attend to itself."),
     killed_by=("output-shape", "causal-leakage", "reference-match", "gradient-match"),
     trace=("mask-includes-diagonal",),

@@ -9,7 +9,8 @@ INFO = MutantInfo(
     task="Each token's output changes when the next token changes: the layer sees one step into the future.",
     topic="the causal mask",
     title="Causal mask built with triu(ones, 2): each token can see one future token",
-    lesson=("The causal mask (LM3-T4) must hide every future position s > t; torch.triu(..., 1) is True strictly "
+    lesson=("The causal mask (lesson LM3-T4, causal masking) must hide every future position s > t; "
+            "torch.triu(..., 1) is True strictly "
             "above the diagonal."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
     trace=("mask-one-token-late",),

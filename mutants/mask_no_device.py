@@ -9,7 +9,8 @@ INFO = MutantInfo(
     task="Works on the CPU, but on a GPU forward fails with 'Expected all tensors to be on the same device'.",
     topic="the causal mask",
     title="Mask created in forward with torch.ones(n, n) and no device=: it stays on the CPU when the model moves",
-    lesson='Lesson LM3-T4: the causal mask M, "the same for all heads", kept with the module (a registered buffer)',
+    lesson=('Lesson LM3-T4 (causal masking): the causal mask M, "the same for all heads", kept with the module (a '
+            'registered buffer)'),
     killed_by=("mask-buffer",),
     symptom=("Works on the CPU; on a GPU the forward fails with 'Expected all tensors to be on the same device', "
              "because the mask is made on the CPU every call."),

@@ -8,14 +8,14 @@ INFO = MutantInfo(
     id="no-divisibility-check",
     task="CausalMHA(12, 5, 16) builds without complaint, although 12 features cannot be split into 5 equal heads.",
     topic="the constructor and its widths",
-    title="No check that nheads divides d_out; the layer silently uses only nheads * (d_out // nheads) features",
+    title="No check at construction that nheads divides d_out",
     lesson=('Engineering implications: "Choose d_out divisible by H ... If the width is not divisible, the '
             'reshape fails. Check this when building the config." Lesson: "we require that H divides d_out".'),
     killed_by=("divisibility",),
-    symptom=("A config such as d_out=12, nheads=5 is accepted without complaint: Q, K and V get only 5 * 2 = 10 "
-             "features, so the layer is narrower than configured and nobody is told."),
-    fix=("restore `if d_out % nheads != 0: raise ValueError(...)` and use d_out (not self.h * self.dh) as the "
-         "width of q, k, v and out"),
+    symptom=("A config such as d_out=12, nheads=5 is accepted without complaint; then, depending on the code, the "
+             "layer silently uses only 5 * 2 = 10 features or fails later in forward, far from the cause."),
+    fix=("at the top of __init__: `if d_out % nheads != 0: raise ValueError(...)` (an assert also works), before "
+         "the head width d_out // nheads is used"),
     example=(
         "d_out = 8, H = 3 is accepted: dh = 8 // 3 = 2, q, k, v = Linear(8, 6), out = Linear(6, 8)\n"
         "q = W_q(x): (2, 3, 6) -> view(2, 3, 3, 2) -> 3 heads of width 2; y: (2, 3, 8) looks fine\n"

@@ -10,7 +10,8 @@ INFO = MutantInfo(
     topic="the causal mask",
     rewrite="mask",
     title="Causal mask never applied: every position also sees the future",
-    lesson=('The causal mask M "the same for all heads" (LM3-T4); worked example: "Scale, mask, softmax over the '
+    lesson=('The causal mask M "the same for all heads" (lesson LM3-T4, causal masking); worked example: "Scale, '
+            'mask, softmax over the '
             'last axis."'),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
     trace=("mask-result-unused", "no-mask-applied", "sdpa-without-causal", "mask-hides-nothing"),

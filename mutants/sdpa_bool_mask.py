@@ -10,7 +10,8 @@ INFO = MutantInfo(
     task="The last token's output is all zeros, and each token's output depends on later tokens.",
     topic="the causal mask",
     title="The triu mask (True = masked) passed to scaled_dot_product_attention as attn_mask, where True means attend",
-    lesson=('Engineering implications: fused kernels "that never store" the scores; the causal mask M (LM3-T4) hides '
+    lesson=('Engineering implications: fused kernels "that never store" the scores; the causal mask M (lesson '
+            'LM3-T4, causal masking) hides '
             "the future: a boolean attn_mask of scaled_dot_product_attention says which positions to KEEP."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
     trace=("sdpa-mask-keeps-future",),

@@ -6,6 +6,9 @@ forward with a causal mask in one of the usual conventions (boolean True = maske
 1/0 keep) and shapes ((n, n), (1, n, n), (1, 1, n, n)).  Which style is right is never guessed here: the trusted
 side uses a style only once the reference (or a known mistake) reproduces the module's output with it.
 
+A forward that turns masking on with a flag (`forward(x, causal_mask=False)`, `is_causal=False`) is also offered with
+the flag set: the layer's contract is the caller's to choose, and the proof decides as for a mask.
+
 A forward that needs anything else (rotary tables, a cache object) cannot be driven: `describe()` says so.
 """
 from __future__ import annotations
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 import torch
 
 MASK_NAMES = {"mask", "attn_mask", "attention_mask", "causal_mask", "mask_", "src_mask", "tgt_mask", "self_attn_mask",
-              "attn_bias", "bias_mask", "masks"}
+              "attn_bias", "bias_mask", "masks"}  # and any other name with "mask" in it but not padding
+FLAG_WORDS = ("causal", "mask", "decoder", "future", "autoregressive")  # a bool forward flag that turns masking on
 KEY_NAMES = {"k", "key", "keys", "key_input", "memory", "context", "xa", "kv", "k_input"}
 VALUE_NAMES = {"v", "value", "values", "value_input", "v_input", "memory_values"}
 CONVENTIONS = ("bool, True = masked", "bool, True = keep", "additive, -inf = masked", "float, 1 = keep, 0 = masked")
@@ -32,9 +36,17 @@ class Style:
     convention: int | None  # index in CONVENTIONS, None: no mask argument given
     shape: int = 0  # index in SHAPES
     mask: tuple[str, bool] | None = None  # (parameter name, keyword-only?)
+    flag: str | None = None  # a boolean forward parameter given as True (forward(x, causal_mask=True))
+
+    @property
+    def bare(self) -> bool:
+        """Gives forward nothing but its input: no mask, no flag."""
+        return self.convention is None and self.flag is None
 
     def describe(self) -> str:
         inputs = ", ".join(f"{name}=x" if kw else "x" for name, kw in self.data)
+        if self.flag is not None:
+            return f"forward({inputs}, {self.flag}=True)"
         if self.convention is None:
             return f"forward({inputs})"
         return f"forward({inputs}, {self.mask[0]}=causal mask {SHAPES[self.shape]}, {CONVENTIONS[self.convention]})"
@@ -44,6 +56,8 @@ class Style:
         kwargs = {name: x for name, kw in self.data if kw}
         if self.convention is not None:
             kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype)
+        if self.flag is not None:
+            kwargs[self.flag] = True
         return args, kwargs
 
 
@@ -68,7 +82,9 @@ def styles_for(module: torch.nn.Module) -> Calling:
     except (TypeError, ValueError):
         return Calling([Style((("x", False),), None)])
     named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    mask = next((p for p in named if p.name.lower() in MASK_NAMES), None)
+    flags = [p for p in named if isinstance(p.default, bool) and p.default is False and p.kind != p.VAR_POSITIONAL
+             and any(w in p.name.lower() for w in FLAG_WORDS)]
+    mask = next((p for p in named if _is_mask_name(p.name) and p not in flags), None)
     required = [p for p in named if p.default is p.empty and p is not mask]
     if not required:
         first = next((p for p in named if p is not mask and p.kind != p.KEYWORD_ONLY), None)
@@ -84,8 +100,16 @@ def styles_for(module: torch.nn.Module) -> Calling:
                            + ": mha-check cannot supply them; check a factory that wraps your class, e.g. "
                              "`def make(d, heads, context_length): ...` returning a module whose forward takes x")
     data = tuple((p.name, p.kind == p.KEYWORD_ONLY) for p in inputs) or (("x", False),)
+    flagged = [Style(data, None, flag=p.name) for p in flags]
     if mask is None:
-        return Calling([Style(data, None)])
+        return Calling([Style(data, None)] + flagged)
     where = (mask.name, mask.kind == mask.KEYWORD_ONLY)
     with_mask = [Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES))]
-    return Calling(([] if mask.default is mask.empty else [Style(data, None)]) + with_mask)
+    return Calling(([] if mask.default is mask.empty else [Style(data, None)]) + flagged + with_mask)
+
+
+def _is_mask_name(name: str) -> bool:
+    """A causal mask's parameter: the usual names, or any with "mask" in it (future_mask, look_ahead_mask) except a
+    padding mask, which says which keys are padding, not which are in the future."""
+    lower = name.lower()
+    return lower in MASK_NAMES or ("mask" in lower and "pad" not in lower)

@@ -107,6 +107,8 @@ def read_signature(factory, overrides: dict) -> Signature:
         key = _BY_ALIAS.get(p.name.lower())
         if p.name in overrides:  # given with --arg: a literal, or @key bound to the configuration, never a slot
             continue
+        if key in DERIVED and p.default is None:
+            continue  # head_dim=None: the class derives it itself (and may check that the heads divide the width)
         if key in DERIVED or (key in MULTIPLE and key in accepts):
             also[p.name] = key
         elif key and key not in accepts:
@@ -144,8 +146,11 @@ def build(factory, cfg: Config, overrides: dict, signature: Signature):
     kwargs = {}
     for key, pname in signature.accepts.items():
         kwargs[pname] = cfg.value(key)
+    nullable = {p.name for p in _parameters(factory)[0] if "None" in str(p.annotation)}
     for pname, key in signature.derived.items():
-        kwargs[pname] = cfg.value(key)
+        indivisible = key == "head_width" and cfg.d_out % cfg.heads != 0
+        kwargs[pname] = None if indivisible and pname in nullable else cfg.value(key)  # no head width exists then:
+        # `head_size: int | None` lets the class derive it (and refuse the width), as it would for its own caller
     if signature.config_param:
         kwargs[signature.config_param] = config_bag(cfg, overrides)
     kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items() if k in signature.params or not signature.params})

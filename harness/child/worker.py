@@ -171,6 +171,7 @@ class Worker:
             layout_problem=problem,
             call_styles=[s.describe() for s in ways.styles],
             call_problem=ways.problem,
+            call_bare=[s.bare for s in ways.styles],
         )
 
     def forward(self, request: m.Forward) -> m.Reply:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 KINDS = {"split": "", "split-all": " # and the keys and values alike", "split-pair": " # likewise the other projection split this way",
-         "merge": "", "mask": "", "softmax": ""}  # INFO.rewrite: the note a line for several projections needs
+         "merge": "", "mask": "", "softmax": "", "fill": ""}  # INFO.rewrite: the note a line for several projections needs
 
 
 def own_line_fix(kind: str, code: str | None) -> str | None:
@@ -33,6 +33,8 @@ def own_line_fix(kind: str, code: str | None) -> str | None:
         return _mask(line, tree)
     if kind == "softmax":
         return _softmax(line, tree)
+    if kind == "fill":
+        return _fill(line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
              n.func.attr in ("view", "reshape") and not n.keywords and n.end_lineno == 1]
     if kind.startswith("split"):
@@ -116,3 +118,16 @@ def _softmax(line: str, tree: ast.Module) -> str | None:
 
 
 FUNCTION_HOMES = {"torch", "F", "nn.functional", "torch.nn.functional", "functional", "torch.special"}
+
+
+def _fill(line: str, tree: ast.Module) -> str | None:
+    """s.masked_fill(m, -10.0) / s.masked_fill_(m, value=0.)  ->  the same call with float("-inf")"""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+             n.func.attr in ("masked_fill", "masked_fill_")]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    value = next((k.value for k in call.keywords if k.arg == "value"), call.args[1] if len(call.args) > 1 else None)
+    if value is None:
+        return None
+    return line[:value.col_offset] + 'float("-inf")' + line[value.end_col_offset:]

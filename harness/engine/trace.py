@@ -525,10 +525,7 @@ def _check_whole(namer: _Namer, ops: list[dict], cfg: dict, mistakes: dict[int, 
             fill = _fill_value(ops[m])
             if fill is not None and math.isfinite(fill) and ops[m]["op"] != "__add__":
                 if fill > SAFE_FILL:
-                    detector = "fill-leaks-visibly" if fill > VISIBLE_FILL else "fill-leaks-invisibly"
-                    mistakes.setdefault(m, {"id": detector, "text": (
-                        f"the masked scores are filled with {fill:g}, a finite value: after the softmax the future "
-                        "keeps a small weight (exp of it is not 0); fill with float('-inf')")})
+                    mistakes.setdefault(m, _finite_fill(fill))
                 else:
                     notes.append(f"step {m + 1}: the mask fills with {fill:g}; that underflows to an exact 0 after the "
                                  "softmax, but float('-inf') says what is meant")
@@ -573,6 +570,27 @@ def _made_by_transpose(namer: _Namer, info: dict) -> bool:
             return False
         src = op["in"][0].get("src")
     return False
+
+
+CATALOGUED_FILLS = (-10.0, -100.0)  # the fills the finite-fill mutants are told with
+
+
+def _finite_fill(fill: float) -> dict:
+    """A finite fill value.  The catalogued mistakes are told with -10 and -100; another value says itself how
+    large its leak is (`title`, `symptom`), so that a fill of 0 is never called "-10.0" or "small"."""
+    detector = "fill-leaks-visibly" if fill > VISIBLE_FILL else "fill-leaks-invisibly"
+    weight = math.exp(fill)
+    size = ("about as much as a past token's: the future is barely hidden" if fill >= -1 else
+            "a clearly visible leak" if fill >= -7 else "small, but the outputs differ from the reference"
+            if fill > VISIBLE_FILL else "invisible in ordinary outputs, but the gradient shows it")
+    mark = {"id": detector, "text": (
+        f"the masked scores are filled with {fill:g}, a finite value: after the softmax the future keeps a weight "
+        f"of about e^{fill:g} = {weight:.2g} against a score of 0 ({size}); fill with float('-inf')")}
+    if fill not in CATALOGUED_FILLS:
+        mark["title"] = f"Masked scores filled with {fill:g} instead of -inf"
+        mark["symptom"] = (f"Future tokens keep a weight of about e^{fill:g} = {weight:.2g} relative to a score of 0: "
+                           f"{size}; the future influences the past.")
+    return mark
 
 
 def _softmax_axis(dim: int, ndim: int) -> dict:

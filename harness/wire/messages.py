@@ -306,6 +306,7 @@ class Built(Reply):
     layout_problem: str = ""
     call_styles: list[str] = field(default_factory=list)  # ways to call forward (x alone, or with a causal mask)
     call_problem: str = ""  # why forward cannot be called by mha-check (then call_styles is empty)
+    call_bare: list[bool] = field(default_factory=list)  # per style: gives forward its input only (no mask, no flag)
 
 
 @dataclass

@@ -80,3 +80,10 @@ def test_a_forward_that_raises_gets_a_fix_about_shapes_not_about_masks(reports):
     shape = next(c for c in report.checks if c.id == "output-shape")
     assert shape.status == "fail" and shape.message.startswith("forward raised")
     assert "mha-check trace" in shape.fix and "NaN" not in shape.fix
+
+
+def test_a_fill_value_other_than_the_catalogues_is_told_with_its_own_value_and_size(reports):
+    root = reports(target(ZOO / "buggy" / "fill_zero.py")).diagnosis
+    assert root["mutant"] == "finite-fill" and root["title"] == "Masked scores filled with 0 instead of -inf"
+    assert "-10" not in root["symptom"] and "small" not in root["symptom"]
+    assert root["fix"] == 'wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))'
