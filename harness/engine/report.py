@@ -55,6 +55,7 @@ class Report:
     rules_counted: bool = True  # do the lesson's rules count toward `passed`?
     isolation: dict = field(default_factory=dict)  # what confined the child while it ran
     leakage: dict | None = None  # influence maps for the picture, when asked for
+    not_selected: list[str] = field(default_factory=list)  # checks left out by --only/--skip: not a whole verdict
 
     def counted(self) -> list[CheckResult]:
         return [c for c in self.checks if c.kind == "correctness" or self.rules_counted]
@@ -91,7 +92,8 @@ class Report:
                 "math_correct": self.math_correct, "rules_counted": self.rules_counted,
                 "needs_review": self.needs_review, "seed": self.seed, "summary": self.summary(),
                 "adapter": self.adapter, "isolation": self.isolation, "checks": [asdict(c) for c in self.checks],
-                "diagnosis": self.diagnosis, "leakage": self.leakage, "student_output": self.student_output}
+                "diagnosis": self.diagnosis, "leakage": self.leakage, "student_output": self.student_output,
+                "not_selected": self.not_selected}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
@@ -102,7 +104,7 @@ class Report:
                    seed=data.get("seed", 0), adapter=data.get("adapter") or {},
                    student_output=data.get("student_output") or "", diagnosis=data.get("diagnosis"),
                    rules_counted=data.get("rules_counted", True), isolation=data.get("isolation") or {},
-                   leakage=data.get("leakage"))
+                   leakage=data.get("leakage"), not_selected=list(data.get("not_selected") or []))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)

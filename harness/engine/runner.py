@@ -66,6 +66,11 @@ def select(only=None, skip=None) -> list[Check]:
     return [c for c in found if c.id in wanted]
 
 
+def _not_selected(selected) -> list[str]:
+    ids = {c if isinstance(c, str) else c.id for c in selected}
+    return [c.id for c in checks.all_checks() if c.id not in ids]
+
+
 def _closure(c: Check) -> list[Check]:
     return [n for need in c.needs for n in [need, *_closure(need)]]
 
@@ -101,7 +106,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
             results[c.id] = CheckResult.of(c, outcome)
         built = results.get("construct") is not None and results["construct"].status == "pass"
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
-                        rules_counted=options.rules)
+                        rules_counted=options.rules, not_selected=_not_selected(selected))
         report.isolation = ctx.subject.isolation
         if not deaths or deaths[-1].kind not in ENDING_KINDS:
             if options.diagnose:
@@ -134,7 +139,8 @@ def not_run(spec: str, message: str, options: Options | None = None, fix: str = 
             result = CheckResult.of(c, skipped(f"skipped: needs {need.id}, which {why}" if need else
                                                "skipped: there is no module to check"))
         results[c.id] = result
-    return Report(spec, list(results.values()), options.seed, rules_counted=options.rules)
+    return Report(spec, list(results.values()), options.seed, rules_counted=options.rules,
+                  not_selected=_not_selected(list(results)))
 
 
 def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:

@@ -71,6 +71,7 @@ def _run(config, target: str, only=None, skip=None, **options):
     if sub_key not in cache:
         part = NotebookReport.from_report(full, full.notes, full.source)
         part.checks = [c for c in full.checks if c.id in wanted]
+        part.not_selected = [c.id for c in full.checks if c.id not in wanted]
         cache[sub_key] = (target, part)
     return cache[sub_key][1]
 

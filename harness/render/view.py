@@ -174,6 +174,10 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
     math = [c for c in report.checks if c.kind == "correctness" and c.id not in hidden]
     rules = [c for c in report.checks if c.kind == "rule" and c.id not in hidden]
     broken_rules = sum(c.status == "fail" for c in rules)
+    partial = len(report.not_selected)
+    if report.passed and partial:
+        return (f"PASS: the {len(report.checks)} checks run pass; {partial} others were not run (--only/--skip), so "
+                "this is not the whole verdict")
     if report.passed:
         return "PASS: the math is correct" + (" and every lesson rule is followed" if rules and
                                               report.rules_counted else "")
@@ -184,7 +188,8 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
     if hidden and not any(c.status in ("fail", "cannot_tell", "skip") for c in math + rules):
         return "FAIL: every check shown here passes; checks not shown yet count toward the score"
     if report.math_correct and broken_rules:
-        return f"math correct; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed"
+        return (f"{'the math checks run pass' if partial else 'math correct'}; {broken_rules} lesson "
+                f"rule{'s' if broken_rules != 1 else ''} not followed")
     undecided = s["cannot_tell"] + s["skip"]
     return (f"CANNOT TELL: mha-check could not check {undecided} claim{'s' if undecided != 1 else ''}; nothing "
             "it could check is wrong" + (f"; {broken_rules} lesson rule(s) not followed" if broken_rules else ""))

@@ -232,6 +232,16 @@ def test_only_repeatable_and_comma_separated_with_skip():
     assert ids_of(data) == ["construct", "divisibility"]
 
 
+def test_a_partial_run_never_claims_the_whole_verdict(all_ids):
+    """--only on buggy code once printed "PASS: the math is correct" after three checks."""
+    run = mha(BUGGY_EXAMPLE, "--only", "construct,output-shape")
+    assert run.rc == 0 and run.stdout.splitlines()[1].startswith("PASS: the 3 checks run pass;"), run.log
+    flat = " ".join(run.stdout.split())
+    assert "not the whole verdict" in flat and "the math is correct" not in flat
+    data = report(mha(BUGGY_EXAMPLE, "--format", "json", "--only", "construct,output-shape"), 0)
+    assert sorted(data["not_selected"]) == sorted(set(all_ids) - {"construct", "contiguity", "output-shape"})
+
+
 def test_skip_comma_separated(all_ids):
     rest = [i for i in all_ids if i not in ("construct", "output-shape")]
     data = report(mha(BOOK_SPEC, "--format", "json", "--skip", ",".join(rest + ["contiguity"])), 0)
