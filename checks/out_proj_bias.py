@@ -1,7 +1,7 @@
 """out-proj-bias (a lesson rule): the output projection has a bias, as the lesson's nn.Linear(d_out, d_out)."""
 from checks import cannot_tell, check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import MAP_HELP
+from harness.engine.mapping import map_help
 
 
 @check(
@@ -20,7 +20,7 @@ def out_proj_bias(ctx):
     inst = ctx.subject.build(ctx.base)
     if not inst.layouts:
         return cannot_tell("mha-check could not find your output projection among your parameters "
-                           f"({inst.info.layout_problem})", help=MAP_HELP)
+                           f"({inst.info.layout_problem})", help=map_help(ctx))
     has = {"bo" in layout.roles for layout in inst.layouts}
     if has == {True}:
         return passed("the output projection has a bias")
@@ -29,4 +29,4 @@ def out_proj_bias(ctx):
         return failed(f"{name} has no bias: the lesson's output projection nn.Linear(d_out, d_out) has one",
                       observed="no output bias", expected="a bias of width d_out", finding="no output bias")
     return cannot_tell("the readings of your parameters disagree on whether the output projection has a bias",
-                       help=MAP_HELP)
+                       help=map_help(ctx))

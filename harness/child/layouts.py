@@ -320,12 +320,28 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
     return {r: [p for _, p in sorted(ps, key=lambda t: t[0])] for r, ps in roles.items()}
 
 
-def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int) -> tuple[list[Layout], str]:
+def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
+             heads: int = 1) -> tuple[list[Layout], str]:
     """The user's own mapping (`--map q=W_query --map o=proj.weight.T --map qkv=c_attn`): a module name stands for
-    its weight and bias, `.T` marks a matrix used as x @ W, `qkv` is a fused q;k;v projection."""
+    its weight and bias, `.T` marks a matrix used as x @ W, `qkv` is a fused q/k/v projection.  The user names the
+    fused parameter, not the order of its rows: with several heads it is read as [Q; K; V] blocks and as
+    [q_0; k_0; v_0; q_1; ...] per head, and the proof decides (several readings are never "certain")."""
+    readings = [False, True] if heads > 1 and any(r in ("qkv", "wqkv") for r in mapping) else [False]
+    layouts = []
+    for per_head in readings:
+        roles, problem = _explicit_roles(module, mapping, d_in, d_out, heads, per_head)
+        if problem:
+            return [], problem
+        layouts.append(Layout(roles, "as given by --map" + (" (fused q/k/v, per head)" if per_head else "")))
+    return layouts, ""
+
+
+def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int, heads: int,
+                    per_head: bool) -> tuple[dict, str]:
     params = dict(module.named_parameters())
     modules = dict(module.named_modules())
     roles: dict[str, list[Piece]] = {}
+    dh = d_out // heads
     for role, target in mapping.items():
         role = {"q": "wq", "k": "wk", "v": "wv", "o": "wo", "out": "wo", "qkv": "wqkv"}.get(role, role)
         transpose = target.endswith(".T")
@@ -338,19 +354,18 @@ def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int) 
             if getattr(m, "bias", None) is not None and role.startswith("w"):
                 found["b" + role[1:]] = m.bias
         else:
-            return [], f"--map {role}={target}: no parameter or module of that name (parameters: {', '.join(params)})"
+            return {}, f"--map {role}={target}: no parameter or module of that name (parameters: {', '.join(params)})"
         for r, p in found.items():
             qual = name if r == role else name + ".bias"
             if r in ("wqkv", "bqkv"):
                 for i, sub in enumerate("qkv"):
-                    roles.setdefault(r[0] + sub, [Piece(p, qual, transpose and p.dim() == 2,
-                                                        slice(i * d_out, (i + 1) * d_out))])
+                    rows = [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)] if per_head else \
+                        [slice(i * d_out, (i + 1) * d_out)]
+                    roles.setdefault(r[0] + sub, [Piece(p, qual, transpose and p.dim() == 2, cut) for cut in rows])
             elif r not in roles or r == role:
                 roles[r] = [Piece(p, qual, transpose and p.dim() == 2)]
     problem = _validate(roles, d_in, d_out)
-    if problem:
-        return [], f"--map: {problem}"
-    return [Layout(roles, "as given by --map")], ""
+    return roles, (f"--map: {problem}" if problem else "")
 
 
 def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
@@ -359,9 +374,9 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
     reading and covers every parameter (named nn.Linear layers, nn.MultiheadAttention, --map); otherwise the
     trusted side must see one reproduce the module's own output before relying on it."""
     if mapping:
-        found, problem = explicit(module, mapping, d_in, d_out)
+        found, problem = explicit(module, mapping, d_in, d_out, heads)
         for layout in found:
-            layout.certain = True  # the user said so
+            layout.certain = len(found) == 1  # the user said so, and there is only one way to read it
         return found, problem
     mhas = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.MultiheadAttention)]
     if len(mhas) == 1:

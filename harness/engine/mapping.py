@@ -27,6 +27,14 @@ from reference import numpy_ref, variants
 
 MAP_HELP = ("say which parameters play the roles: --map q=NAME --map k=NAME --map v=NAME --map o=NAME (a module or "
             "parameter name; NAME.T for a matrix used as x @ W; --map qkv=NAME for a fused projection)")
+MAPPED_HELP = ("the parameters named with --map were tried (a fused one both as [Q; K; V] blocks and per head) and "
+               "no reading reproduces your output: check the names and .T, or your forward differs from the "
+               "lesson's in a way no known mistake explains (the failing checks say where)")
+
+
+def map_help(ctx) -> str:
+    """What would help when no mapping is certain: --map, or, when --map was given, what that did not settle."""
+    return MAPPED_HELP if getattr(ctx.subject, "weight_map", None) else MAP_HELP
 
 
 @dataclass

@@ -15,7 +15,7 @@ import checks
 from checks import Check, Outcome, cannot_tell, failed, skipped
 from harness.engine import diagnosis, leakage
 from harness.engine.context import Context
-from harness.engine.mapping import MAP_HELP
+from harness.engine.mapping import map_help
 from harness.engine.report import CheckResult, Report
 from harness.sandbox.limits import Limits
 from harness.sandbox.subject import Subject
@@ -170,7 +170,7 @@ def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
         if not proof.certain:
             return cannot_tell("mha-check could not tell with certainty which of your parameters are W_q, W_k, "
                                f"W_v and W_o ({proof.problem}), so it does not judge this on a guess",
-                               help=MAP_HELP, tried=proof.tried)
+                               help=map_help(ctx), tried=proof.tried)
     return None
 
 

@@ -191,3 +191,19 @@ def test_sizes_read_from_module_globals_are_found_in_the_class_and_the_classes_i
                              "        self.heads = [Head(head_size) for _ in range(num_heads)]\n"
                              "        self.p = n_embd * EPS\n", "MultiHeadAttention")
     assert settings_from_globals(loaded.obj) == {"n_embd": "384", "block_size": "256"}
+
+
+def test_a_fused_projection_named_with_map_is_read_both_ways_and_never_certain():
+    """--map qkv=NAME says which parameter is fused, not how its rows are ordered: taking [Q; K; V] blocks as
+    "certain" once let a per-head layout pass view-order under a wrong reading."""
+    class Fused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mix, self.out = nn.Linear(8, 24), nn.Linear(8, 8)
+
+    found, problem = discover(Fused(), 8, 8, 2, mapping={"qkv": "mix", "o": "out"})
+    assert problem == "" and len(found) == 2 and not any(lay.certain for lay in found)
+    blocks, per_head = (lay.describe() for lay in found)
+    assert blocks != per_head
+    single, _ = discover(Fused(), 8, 8, 1, mapping={"qkv": "mix", "o": "out"})
+    assert len(single) == 1 and single[0].certain  # one head: one reading
