@@ -11,6 +11,11 @@ NAMES = {"x": "the input", "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o",
          "bq": "b_q", "bk": "b_k", "bv": "b_v", "bo": "the output bias"}
 
 
+FORWARD_DIFFERS_FIX = """Make the outputs right first (reference-match says where they differ): gradients of a
+    different function differ too, and nothing need be detached.  If the outputs match and the gradients still do
+    not, keep the forward differentiable: no torch.no_grad(), .detach(), .data, .numpy() or .item()."""
+
+
 @check(
     id="gradient-match",
     claim="gradients for the input and for every weight equal the reference's",
@@ -42,7 +47,7 @@ def gradient_match(ctx):
                           observed="no gradient", expected="gradients for the input and the weights",
                           finding="no gradient")
         cache = {}
-        numpy_ref.forward(x, cfg.heads, w, cache=cache)
+        expected_y = numpy_ref.forward(x, cfg.heads, w, cache=cache)
         want = numpy_ref.backward(gy, w, cache)
         mine = {"x": got.gx, **got.grads}
         wrong = [(k, mine[k]) for k in ["x"] + list(w.as_dict()) if mine.get(k) is not None
@@ -52,8 +57,11 @@ def gradient_match(ctx):
         names = ", ".join(NAMES[k] for k, _ in wrong)
         key, value = wrong[0]
         zero = " (all zero)" if not np.any(value) else ""
-        return failed(f"wrong gradient for {names}: for {NAMES[key]}{zero} " + worst_difference(value, want[key]),
+        forward_differs = got.y is not None and not close(got.y, expected_y)
+        return failed(f"wrong gradient for {names}: for {NAMES[key]}{zero} " + worst_difference(value, want[key])
+                      + ("; the outputs differ too, so the gradients follow from that" if forward_differs else ""),
                       observed=f"wrong gradients: {names}", expected="reference gradients",
-                      finding="wrong gradients: " + ",".join(k for k, _ in wrong))
+                      finding="wrong gradients: " + ",".join(k for k, _ in wrong),
+                      fix=FORWARD_DIFFERS_FIX if forward_differs else "")
 
     return find_failure(ctx, prop) or passed("input and weight gradients equal the reference's")

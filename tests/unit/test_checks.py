@@ -115,3 +115,13 @@ def test_view_order_with_zero_queries_and_keys_claims_no_more_than_it_sees():
     assert set(blind) == {("lesson", "no-transpose"), ("view-bhnd:v", "lesson"), ("view-bhnd:v", "no-transpose")}
     assert all("queries" not in text and "keys" not in text for text, _ in blind.values())
     assert "(the keys and values the lesson's way)" in seen["view-bhnd:q", "lesson"][0]
+
+
+def test_gradient_match_blames_detaching_only_when_the_outputs_are_right():
+    """Wrong gradients of a wrong forward once got "keep the forward differentiable: no torch.no_grad() ..."."""
+    different = run(f"{mutants.source_path('no-scaling')}:CausalMHA", ["gradient-match"])["gradient-match"]
+    assert different.status == "fail" and "the outputs differ too" in different.message
+    assert different.fix.startswith("Make the outputs right first")
+    detached = run(f"{mutants.source_path('weights-under-no-grad')}:CausalMHA", ["gradient-match"])["gradient-match"]
+    assert detached.status == "fail" and "the outputs differ too" not in detached.message
+    assert detached.fix.startswith("Keep the whole forward differentiable")
