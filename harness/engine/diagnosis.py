@@ -91,7 +91,9 @@ def diagnose(report, ctx=None) -> dict | None:
     if len(set(traced)) == 1:
         return _named(traced[0], "trace", "your forward pass shows this mistake's pattern at the marked line, and "
                                           "the check made for it fails", catalogue, marks, report)
-    return {**_no_evidence("no known mistake matches: the failing checks below describe what is wrong", report),
+    only_rules = all(c.kind == "rule" for c in report.checks if c.status == "fail")  # the verdict line says so
+    return {**_no_evidence("" if only_rules else
+                           "no known mistake matches: the failing checks below describe what is wrong", report),
             "marks": marks}
 
 

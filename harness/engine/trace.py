@@ -367,7 +367,8 @@ def _call_text(op: dict) -> str:
         return not _is_weight(t) and bool(t["shape"])
 
     shown = [show(_slices(a)) for a in args if not data_tensor(a)]
-    shown += [f"{k}={show(v)}" for k, v in op["kwargs"].items() if v not in ("False", "None")]
+    shown += [f"{k}={show(v)}" for k, v in op["kwargs"].items() if v not in ("False", "None")
+              and not k.startswith("_")]  # torch's own plumbing (F.softmax's _stacklevel), not the student's
     return f"{name}({', '.join(s for s in shown if s != 'None')})"
 
 

@@ -60,6 +60,14 @@ def test_a_lesson_rule_is_never_the_root_cause_of_wrong_math():
     assert rule_only.math_correct and diagnosis.diagnose(rule_only)["mutant"] == "no-divisibility-check"
 
 
+def test_two_broken_rules_on_correct_math_are_not_called_an_unknown_mistake():
+    rules = report(("divisibility", "no divisibility check"), ("out-proj-bias", "no output bias"))
+    found = diagnosis.diagnose(rules)
+    assert found["mutant"] is None and found["message"] == ""  # the verdict line says it: math correct, 2 rules
+    assert view.verdict(rules) == "math correct; 2 lesson rules not followed"
+    assert "no known mistake" not in text.render(view.build(rules))
+
+
 def test_passed_counts_rules_unless_told_not_to():
     r = report(("out-proj-bias", "no output bias"))
     assert not r.passed and r.math_correct
