@@ -7,7 +7,7 @@ into reference.causal_mha.mha_forward (nn.Linear convention, weight (out, in)). 
 for several (B, n) with n < context length, and position t must not change when tokens after t change.  "bug" entries
 must show the bug concretely.  One line per entry; a final summary line.
 Entries that compute part of the layer in float32 whatever the input dtype (whisper's softmax, lit-llama's RoPE, Kronos's RoPE
-cos/sin) are compared at relative 1e-5 (FLOAT32_TOL) and say so in their line; their causality checks stay exact.
+cos/sin, llama2.c's RoPE) are compared at relative 1e-5 (FLOAT32_TOL) and say so in their line; their causality checks stay exact.
 Some bug demonstrations draw from the global RNG, so their printed magnitudes depend on the set of files (not on pass/fail).
 """
 import ast
@@ -309,7 +309,7 @@ def _(mod):
 
 
 # ----------------------------------------------------------------------------------------------- second batch (added later)
-FLOAT32_TOL = 1e-5  # entries that compute part of the layer in float32 (whisper's softmax, lit-llama's RoPE) - stated per entry
+FLOAT32_TOL = 1e-5  # entries that compute part of the layer in float32 (whisper's softmax, lit-llama's and llama2.c's RoPE) - stated per entry
 
 
 def _lesson_split_attention(x, nheads, wq, wk, wv, bq=None, bk=None, bv=None, scale=True, softmax_dim=-1, causal=True):
@@ -594,6 +594,76 @@ def _(mod):
     good = err / scale < FLOAT32_TOL and leak < TOL and leak_rope < TOL and kv_err < 1e-5
     return good, (f"identity RoPE (cos=1, sin=0) + tril mask: max|out-ref|={err:.1e} (float32 RoPE; relative {err / scale:.1e}) leak={leak:.1e}; "
                   f"real RoPE: leak={leak_rope:.1e}, KV-cache token-by-token vs full forward {kv_err:.1e}"), "NOT drivable as m(x): needs rope, mask, max_seq_length"
+
+# ----------------------------------------------------------------------------------------------- third batch
+@check("priyangkarghosh_tllm_casual_self_attention.py")
+def _(mod):
+    m = randomize(mod.CasualSelfAttention(mod.GPTConfig(n_embd=12, n_head=3, block_size=CTX))).eval()
+    W, b = m.c_attn.weight, m.c_attn.bias
+    ref = lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.c_proj.weight, b[:12], b[12:24], b[24:], m.c_proj.bias)
+    try:
+        mod.CasualSelfAttention(mod.GPTConfig(n_embd=10, n_head=3, block_size=CTX))
+        refused = False
+    except AssertionError:
+        refused = True
+    good, msg = ok_line(*cmp(m, ref, 12))
+    return good and refused, msg + f"; n_embd=10, n_head=3 refused: {refused}", "config shim GPTConfig(n_embd=12, n_head=3), fused [q;k;v]"
+
+
+@check("aksionov_nanogptplus_mha_is_decoder.py")
+def _(mod):
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    cat = lambda a: torch.cat([getattr(h, a).weight for h in m.heads], 0)
+    ref = lambda x: mha_forward(x, 3, cat("query_weights"), cat("key_weights"), cat("value_weights"), m.projection.weight,
+                                None, None, None, m.projection.bias)
+    err, leak = cmp(m, ref, 12)
+    enc = mod.MultiHeadAttention(12, CTX, None, 3, 0.0, is_decoder=False)
+    enc.load_state_dict(m.state_dict())
+    _, leak_enc = cmp(enc.eval(), ref, 12, shapes=[(2, 7)])
+    try:
+        mod.build(10, 3, CTX)
+        refused = False
+    except ValueError:
+        refused = True
+    good, msg = ok_line(err, leak)
+    return (good and refused and leak_enc > 1e-3,
+            msg + f"; d=10, 3 heads (head_size=None) refused: {refused}; is_decoder=False: leak={leak_enc:.1e} (encoder, by design)",
+            "build(12, 3, 10): head_size=None, is_decoder=True; per-head ModuleList")
+
+
+@check("karpathy_llama2c_attention_identity_rope.py")
+def _(mod):
+    m = randomize(mod.make_identity_rope(12, 3, CTX)).eval()
+    a = m.attn
+    ref = lambda x: mha_forward(x, 3, a.wq.weight, a.wk.weight, a.wv.weight, a.wo.weight)
+    err, leak = cmp(m, ref, 12)
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    # real RoPE: an independent reference (adjacent pairs (2i, 2i+1) as complex numbers, rotated by t * 10000**(-2i/dh))
+    r = randomize(mod.make_real_rope(12, 3, CTX)).eval()
+    ra = r.attn
+    lin = torch.nn.functional.linear
+
+    def rope_ref(x):
+        B, n, _ = x.shape
+        split = lambda t: t.view(B, n, 3, 4)
+        q, k, v = split(lin(x, ra.wq.weight)), split(lin(x, ra.wk.weight)), split(lin(x, ra.wv.weight))
+        theta = 10000.0 ** (-torch.arange(0, 4, 2, dtype=torch.float64) / 4)
+        rot = torch.polar(torch.ones(n, 2, dtype=torch.float64), torch.arange(n, dtype=torch.float64)[:, None] * theta[None, :])
+        c = lambda t: torch.view_as_real(torch.view_as_complex(t.reshape(B, n, 3, 2, 2).contiguous()) * rot[None, :, None, :]).reshape(B, n, 3, 4)
+        q, k, v = c(q).transpose(1, 2), c(k).transpose(1, 2), v.transpose(1, 2)
+        s = (q @ k.transpose(2, 3) / 2.0).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+        return lin((torch.softmax(s, -1) @ v).transpose(1, 2).contiguous().view(B, n, 12), ra.wo.weight)
+    err_rope, leak_rope = cmp(r, rope_ref, 12)
+    scale_rope = max(rope_ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err_wrong, _ = cmp(r, lambda x: mha_forward(x, 3, ra.wq.weight, ra.wk.weight, ra.wv.weight, ra.wo.weight), 12, shapes=[(2, 7)])
+    built = mod.make_identity_rope(8, 3, CTX)  # no divisibility check: heads of width 2 cover 6 of 8 features
+    params = {n: tuple(p.shape) for n, p in built.named_parameters()}
+    good = (err / scale < FLOAT32_TOL and leak < TOL and err_rope / scale_rope < FLOAT32_TOL and leak_rope < TOL
+            and err_wrong > 1e-3 and params["attn.wq.weight"] == (6, 8) and all(not n.endswith("bias") for n in params))
+    return good, (f"identity RoPE: max|out-ref|={err:.1e} (float32 RoPE; relative {err / scale:.1e}) leak={leak:.1e}; "
+                  f"real RoPE vs independent complex-pair RoPE reference: {err_rope:.1e} (relative {err_rope / scale_rope:.1e}) leak={leak_rope:.1e}, "
+                  f"vs no-RoPE reference {err_wrong:.2e}; dim=8, 3 heads built with wq {params['attn.wq.weight']}, no biases"), \
+        "make_identity_rope(12, 3, 10): n_kv_heads = n_heads, SDPA path"
 
 
 def main():
