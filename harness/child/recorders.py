@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from harness import OWN_PACKAGES, PACKAGES_ROOT
 from harness.child.notebook import location
 from harness.child.target import safe_message, safe_type_name
 
@@ -216,13 +217,23 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
                     info["pattern"] = neginf.to(torch.int64).tolist()
         return info
 
+    def _students(self, path: str) -> bool:
+        """The target's file, or another file of the student's beside it (a factory in one file that wraps a class
+        from another: the line that matters is in the class's file, the innermost of the student's frames).  Never
+        mha-check's own packages, should the student's folder be the one that holds them."""
+        if path == self.student_file:
+            return True
+        folder = os.path.dirname(self.student_file) + os.sep
+        return path.startswith(folder) and path.endswith(".py") and \
+            not any(path.startswith(os.path.join(PACKAGES_ROOT, p) + os.sep) for p in (*OWN_PACKAGES, "harness"))
+
     def _where(self) -> dict:
-        """The student's line that led to this operation (the innermost frame in the student's file)."""
+        """The student's line that led to this operation (the innermost frame in the student's files)."""
         frame = sys._getframe(3)
         fallback = None
         while frame is not None:
             filename = frame.f_code.co_filename
-            if self.student_file and os.path.abspath(filename) == self.student_file:
+            if self.student_file and self._students(os.path.abspath(filename)):
                 return {"at": location(filename, frame.f_lineno),
                         "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
             if fallback is None and "torch" not in filename.split(os.sep) and "harness" not in filename.split(os.sep):

@@ -566,3 +566,22 @@ def test_printing_past_the_output_limit_is_our_limit_not_a_bug(tmp_path):
     undecided = [c for c in data["checks"] if c["status"] == "cannot_tell"]
     assert undecided and "output limit" in undecided[0]["message"] and "print less" in undecided[0]["help"]
     assert data["needs_review"] is True and not [c for c in data["checks"] if c["status"] == "fail"]
+
+
+def test_the_root_cause_points_into_the_class_a_factory_wraps(tmp_path):
+    """A factory in one file wrapping a class from its neighbour: the line that matters is in the class's file (it
+    once pointed at the wrapper's call)."""
+    shutil.copy(ROOT / "examples" / "buggy_attention.py", tmp_path / "impl.py")
+    (tmp_path / "factory.py").write_text(
+        "import torch.nn as nn\nfrom impl import MultiHeadAttention\n\n\n"
+        "class Wrapped(nn.Module):\n"
+        "    def __init__(self, d, heads, context_length):\n"
+        "        super().__init__()\n"
+        "        self.inner = MultiHeadAttention(d, d, context_length, 0.0, heads)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.inner(x)\n\n\n"
+        "def make(d, heads, context_length):\n"
+        "    return Wrapped(d, heads, context_length)\n")
+    data = report(mha("factory.py:make", "--format", "json", cwd=tmp_path), 1)
+    assert data["diagnosis"]["mutant"] == "split-view-order"
+    assert data["diagnosis"]["at"].startswith("impl.py:"), data["diagnosis"]
