@@ -27,8 +27,9 @@ NEGATIVE_SCORES = 300.0  # W_k = -W_q scaled: real scores of about -5e4, the siz
 LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
     "nan": "a row with every score masked gives NaN: the mask also hides the diagonal (use triu(..., 1))",
     "inverted": "the mask is inverted: it hides the past and shows the future (masked_fill(~mask, ...))",
-    "small-leak": ("a small leak: masking with a finite value such as -10 or -100 instead of float('-inf') lets "
-                    "future tokens through with a tiny weight"),
+    "small-leak": ("a small leak: the future's influence is tiny but not exactly zero, as it is behind a "
+                    "float('-inf') mask; the usual cause is a finite fill such as -10 or -100 (or no mask at all, "
+                    "where the weights' effect almost cancels)"),
     "one-future": "the mask lets exactly one future token through: use torch.triu(..., diagonal=1)",
     "all-future": "no causal mask is applied (or it is applied after the softmax, or its result is discarded)",
     "future": ("the future leaks into the past: check the mask (triu(..., diagonal=1), sliced [:n, :n], applied "

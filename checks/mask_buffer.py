@@ -39,24 +39,40 @@ def mask_buffer(ctx):
                       "buffers and parameters, or made on the input's device)")
     where = "; ".join(f"{m.op} at {m.at} uses a {tuple(m.shape)} tensor that stays on the CPU" for m in
                       followed.mixes[:3])
+    finding, fix = ("mask stays on the CPU", "") if _mask_like(followed.mixes, cfg) else \
+        ("a tensor stays on the CPU", TENSOR_FIX)  # positions, rotary tables: not the mask mistake
     try:  # the exact test: PyTorch's meta device, where a tensor left on the CPU fails as it would on a GPU
         meta = inst.meta_forward((cfg.batch, cfg.n, cfg.d_in))
     except TargetFailure as e:
         if any(w in e.message.lower() for w in DEVICE_WORDS):
             return failed(f"after module.to(device) your forward fails: {where} ({_suspects(inst, followed)}): "
                           + e.message[:300], observed="device mismatch",
-                          expected="the forward runs on the module's device", finding="mask stays on the CPU")
+                          expected="the forward runs on the module's device", finding=finding, fix=fix)
         return cannot_tell(f"{where}, but mha-check could not confirm it on the meta device ({e.message[:200]})",
                            help="register such tensors as buffers, or make them with device=x.device")
     if meta.device != "meta":
         return failed(f"after module.to('meta') the output is on {meta.device}: {where}", observed=meta.device,
-                      expected="meta", finding="mask stays on the CPU")
+                      expected="meta", finding=finding, fix=fix)
     if any(m.parameter for m in followed.mixes):  # the meta device lets a matmul with CPU weights pass; a GPU not
         return failed(f"weights the module does not register stay on the CPU when it moves: {where}",
                       observed="unregistered parameters on the CPU", expected="registered parameters",
                       finding="weights stay on the CPU")
     return passed("the module runs after .to('meta'): its mask moves with it (a registered buffer, or made on the "
                   "input's device)")
+
+
+TENSOR_FIX = """Make every tensor your forward creates on the input's device (`torch.arange(n, device=x.device)`),
+    or register a cached one as a buffer (`self.register_buffer("cos", cos, persistent=False)`), so that
+    `.to(device)` moves it with the module."""
+MASK_OPS = ("masked_fill", "masked_fill_", "where", "scaled_dot_product_attention", "add", "__add__", "__radd__",
+            "add_", "__iadd__", "__and__", "logical_and", "__invert__", "logical_not", "__getitem__", "__setitem__")
+
+
+def _mask_like(mixes, cfg) -> bool:
+    """Whether a tensor left on the CPU is used as the causal mask (masked_fill, where, an additive -inf matrix,
+    SDPA's attn_mask, indexing).  A position index or a rotary table left behind (multiplied in) is a device bug
+    too, but not the mask mistake, whose story and fix would send the student to a mask they do not have."""
+    return any(m.op in MASK_OPS and len(m.shape) >= 2 and m.shape[-1] == m.shape[-2] for m in mixes)
 
 
 def _suspects(inst, followed) -> str:

@@ -24,14 +24,19 @@ def _explain_difference(extra: int, cfg) -> tuple[str, str]:
         (extra > 0 and extra % (3 * d_in * d) == 0,
          f"{extra // max(1, 3 * d_in * d)} extra full-width sets of Q/K/V (heads of width d_out?)",
          "count: full-width heads"),
-        (extra > 0 and extra % (d * d + d) == 0, f"{extra // (d * d + d)} extra Linear({d}, {d}) (created but not "
-                                                 "needed?)", "count: extra projection"),
+        (extra > 0 and extra % (d * d + d) == 0, f"{extra // (d * d + d)} extra Linear({d}, {d}) (a second output "
+                                                 "projection?)", "count: extra projection"),
         (extra < 0 and -extra % (d_in * d) == 0, f"{-extra // (d_in * d)} of the Q/K/V projections are missing from "
                                                  "the module's parameters (kept in a plain list?)",
          "count: missing projections"),
     ]
     fitting = [(text, code) for fits, text, code in patterns if fits]
     return fitting[0] if len(fitting) == 1 else ("", "count: other")
+
+
+EXTRA_FIX = """The lesson's layer has W_q, W_k, W_v and one output projection. A further Linear(d_out, d_out) after
+    it (say, after nn.MultiheadAttention, which has its own out_proj) adds d_out² + d_out parameters and computes
+    nothing two linear maps in a row cannot: keep one output projection."""
 
 
 BIAS_SETS = [set(), {"bo"}, {"bq", "bk", "bv"}, {"bq", "bk", "bv", "bo"}, {"bq", "bv", "bo"}]  # whisper: no b_k
@@ -92,7 +97,7 @@ def param_count(ctx):
         return failed(f"{got} parameters; 3·{cfg.d_in}·{cfg.d_out} + {cfg.d_out}² + biases gives {want}{which} "
                       f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else ""),
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
-                      finding=code)
+                      finding=code, fix=EXTRA_FIX if code == "count: extra projection" else "")
 
     # the required configurations only: counting is exact, and widths of 1 or 2 (where hypothesis would shrink to)
     # make different mistakes give the same difference

@@ -87,7 +87,9 @@ def diagnose(report, ctx=None) -> dict | None:
         return _named(maximal[0], "signature", f"what {', '.join(shown)} found is this mistake's own pattern, which "
                                                "no other known mistake shows", catalogue, marks, report)
     traced = [m for m in possible if any(mark["mutant"] == m for mark in marks)
-              and status.get(catalogue[m]["killed_by"][0]) == "fail"]
+              and status.get(catalogue[m]["killed_by"][0]) == "fail"
+              and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k for k in marks))]
+    # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected)
     if len(set(traced)) == 1:
         return _named(traced[0], "trace", "your forward pass shows this mistake's pattern at the marked line, and "
                                           "the check made for it fails", catalogue, marks, report)
@@ -95,6 +97,18 @@ def diagnose(report, ctx=None) -> dict | None:
     return {**_no_evidence("" if only_rules else
                            "no known mistake matches: the failing checks below describe what is wrong", report),
             "marks": marks}
+
+
+def _contradicted(entry: dict, mine: set) -> bool:
+    """A check made for this mistake found another mistake's specific pattern (a rounding-level "small leak" where
+    a missing mask leaks everything): the code may well show the mistake's trace pattern (no mask op), but the
+    numbers say it is not what makes the checks fail, so the trace alone does not name it."""
+    for expected in entry["signature"]:
+        check_id = expected.split(":", 1)[0]
+        found = {f for f in mine if f.split(":", 1)[0] == check_id}
+        if found and expected not in found:
+            return True
+    return False
 
 
 def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> dict:

@@ -8,9 +8,12 @@ import pytest
 import checks
 import mutants
 from conftest import ROOT
+from checks.mask_buffer import _mask_like
 from checks.view_order import mistakes as view_order_mistakes
 from harness.engine.runner import Options, run_checks
 from harness.child.inprocess import InProcessSubject
+from harness.wire.config import Config
+from harness.wire.messages import Mix
 
 REFERENCE = f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA"
 CHECKS = checks.all_checks()
@@ -125,3 +128,13 @@ def test_gradient_match_blames_detaching_only_when_the_outputs_are_right():
     detached = run(f"{mutants.source_path('weights-under-no-grad')}:CausalMHA", ["gradient-match"])["gradient-match"]
     assert detached.status == "fail" and "the outputs differ too" not in detached.message
     assert detached.fix.startswith("Keep the whole forward differentiable")
+
+
+def test_a_tensor_left_on_the_cpu_is_the_mask_mistake_only_when_it_masks():
+    """Positions or rotary tables made without device= once got "Mask created in forward ... no device=" and a fix
+    adding a mask the layer does not have."""
+    cfg = Config(d_in=8, d_out=8, heads=2, context_length=7, batch=2, n=5)
+    assert _mask_like([Mix("masked_fill", [5, 5], "a.py:3")], cfg)
+    assert _mask_like([Mix("__add__", [1, 1, 5, 5], "a.py:3")], cfg)  # an additive -inf matrix
+    assert not _mask_like([Mix("mul", [5, 5], "a.py:3")], cfg)  # ALiBi's relative positions times the slopes
+    assert not _mask_like([Mix("__mul__", [5, 4], "a.py:3")], cfg)  # a rotary table

@@ -183,3 +183,11 @@ def test_a_one_line_summary_never_ends_on_a_word_that_needs_its_object():
     short = text.one_line(finding, 66)
     assert len(short) <= 66 and not short.endswith((" from", " with")), short
     assert text.one_line("output has shape (2, 3, 4), expected (2, 3, 8)", 30) == "output has shape (2, 3, 4)"
+
+
+def test_a_trace_pattern_is_not_named_when_its_check_found_another_mistakes_pattern():
+    """No mask op in the code, but a rounding-level leak (1e-19): the missing mask is not what fails the checks."""
+    no_mask = {"signature": ["causal-leakage:leak:all-future"]}
+    assert diagnosis._contradicted(no_mask, {"causal-leakage:leak:small-leak"})
+    assert not diagnosis._contradicted(no_mask, {"causal-leakage:leak:all-future", "param-count:count: other"})
+    assert not diagnosis._contradicted(no_mask, set())  # nothing specific found: the trace may speak
