@@ -8,6 +8,7 @@ instead of minutes of silence.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import sys
 import threading
@@ -22,11 +23,15 @@ REALZOO = ROOT / "tests" / "realzoo"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from harness.engine import rewrite  # noqa: E402 - after the path is set
 
+
+@functools.lru_cache(maxsize=None)
 def zoo_constants(path: Path) -> dict:
-    """The module-level literal constants of a zoo file (TARGET, EXPECT, OUTCOME, ...), read without importing it."""
+    """The module-level literal constants of a zoo file (TARGET, EXPECT, OUTCOME, ...), read without importing it
+    (parsed through the engine's lock: diagnoses parse in threads beside the tests, see harness.engine.rewrite)."""
     out = {}
-    for node in ast.parse(path.read_text()).body:
+    for node in rewrite.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper():
             try:
                 out[node.targets[0].id] = ast.literal_eval(node.value)

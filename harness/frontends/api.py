@@ -53,7 +53,7 @@ import types
 from dataclasses import dataclass, field, fields
 
 from harness import SOURCE_COPY_PREFIX
-from harness.engine import leakage
+from harness.engine import leakage, rewrite
 from harness.engine.context import Context
 from harness.engine.report import CheckResult, Report
 from harness.engine.runner import Options, UsageError, not_run, run_checks
@@ -183,7 +183,7 @@ def _defined_in(filename: str, kinds: tuple, name: str, line: int | None = None)
     """The source of the top-level or nested definition `name` in a file kept by linecache (holding `line`)."""
     lines = linecache.getlines(filename)
     try:
-        tree = ast.parse("".join(lines))
+        tree = rewrite.parse("".join(lines))
     except (SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):
@@ -199,7 +199,7 @@ def _lambda_assignment(name: str, value) -> str | None:
     (a lambda has no name of its own to write it back under); None when it was not made by such an assignment."""
     try:
         source = textwrap.dedent("".join(inspect.getsourcelines(value)[0]))
-        tree = ast.parse(source)
+        tree = rewrite.parse(source)
     except (OSError, TypeError, SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import mutants
 import reference
+from harness.engine import rewrite
 from harness.render.text import wrap
 from mutants._info import TOPICS
 
@@ -38,7 +39,7 @@ def _parts(path: Path) -> tuple[list[str], list[str]]:
     source = path.read_text()
     lines = source.splitlines()
     imports, cls = [], []
-    for node in ast.parse(source).body:
+    for node in rewrite.parse(source).body:
         segment = lines[node.lineno - 1:node.end_lineno]
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not (
                 isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mutants")):

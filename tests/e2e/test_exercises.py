@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.engine import rewrite
+
 import mutants
 from conftest import ROOT
 
@@ -28,7 +30,7 @@ def cli(*args, cwd=ROOT):
 
 def _code(path: Path) -> str:
     """The file without its module docstring: what runs."""
-    tree = ast.parse(path.read_text())
+    tree = rewrite.parse(path.read_text())
     return "\n".join(ast.unparse(node) for node in tree.body[1:])
 
 
@@ -66,7 +68,7 @@ def test_the_set_has_every_mutant_an_index_and_the_answers_apart(exported):
 def test_exercise_gives_nothing_away(exported, mutant_id):
     path = exported["by_id"][mutant_id]
     text = path.read_text()
-    tree = ast.parse(text)  # a valid module
+    tree = rewrite.parse(text)  # a valid module
     entry = CATALOGUE[mutant_id]
     assert "BUG" not in text and "MutantInfo" not in text and "INFO" not in text and "mutants" not in text
     docstring = ast.get_docstring(tree)
@@ -95,7 +97,7 @@ def test_solution_class_is_the_reference_class(exported):
     reference = (ROOT / "reference" / "causal_mha.py").read_text()
     for mid, path in exported["by_id"].items():
         solution = exported["folder"] / "solutions" / path.name
-        cls = next(n for n in ast.parse(solution.read_text()).body if isinstance(n, ast.ClassDef))
+        cls = next(n for n in rewrite.parse(solution.read_text()).body if isinstance(n, ast.ClassDef))
         assert ast.get_source_segment(solution.read_text(), cls) in reference, mid
 
 

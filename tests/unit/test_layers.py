@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.engine import rewrite
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("harness", "checks", "reference", "mutants")
 
@@ -53,7 +55,7 @@ def _project(name: str) -> str | None:
 
 def imports(path: Path, module: str) -> list[tuple[str, int, bool]]:
     """(imported project module, line, inside a function) for every import statement."""
-    tree = ast.parse(path.read_text())
+    tree = rewrite.parse(path.read_text())
     found = []
 
     def visit(node, local):
