@@ -7,7 +7,7 @@ from checks import Outcome, check, failed, passed
 from checks.construct import construct
 from harness.engine.compare import same, worst_difference
 from harness.engine.search import find_failure
-from harness.engine.trace import record
+from harness.engine.trace import SLICE_DETECTORS
 from harness.wire.errors import TargetFailure
 
 VIEW_ERROR = ("view size is not compatible with input tensor", "use .reshape(...) instead")
@@ -23,18 +23,11 @@ def _is_view_error(message: str) -> bool:
 
 
 def _raised_on_slice(ctx) -> str:
-    """When the view that raised worked on a slice that no transpose made (a fused projection's part), what that
-    means, else "".  Such an error is not a missing `.contiguous()`: a view of a slice raises when its sizes do not
-    keep the axes in order, and on a contiguous tensor the same view would have run and given wrong numbers.  Read
-    from one recorded forward; when it cannot be read, the common case (a view after a transpose) stands."""
-    found = {m["id"] for m in record(ctx).mistakes}
-    if "split-order-on-slice" in found:
-        return ("view(B, H, n, dh) of a (B, n, d) tensor puts the tokens where the heads belong; it raises only "
-                "because the tensor is a slice of a larger one, and .contiguous() would hide the error, not fix it")
-    if "view-on-slice" in found:
-        return ("a view of a slice raises when its sizes do not keep the axes in their order; check the order "
-                "before reaching for .contiguous() or .reshape()")
-    return ""
+    """When the view that raised worked on a slice that no transpose made (a fused projection's part), what the
+    recorded forward says of it, else "".  Such an error is not a missing `.contiguous()`: a view of a slice raises
+    when its sizes do not keep the axes in order, and on a contiguous tensor the same view would have run and given
+    wrong numbers.  When the forward cannot be read, the common case (a view after a transpose) stands."""
+    return next((m["text"] for m in ctx.recorded().mistakes if m["id"] in SLICE_DETECTORS), "")
 
 
 @check(

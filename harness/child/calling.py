@@ -82,8 +82,7 @@ def styles_for(module: torch.nn.Module) -> Calling:
     except (TypeError, ValueError):
         return Calling([Style((("x", False),), None)])
     named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    flags = [p for p in named if isinstance(p.default, bool) and p.default is False and p.kind != p.VAR_POSITIONAL
-             and any(w in p.name.lower() for w in FLAG_WORDS)]
+    flags = [p for p in named if p.default is False and any(w in p.name.lower() for w in FLAG_WORDS)]
     mask = next((p for p in named if _is_mask_name(p.name) and p not in flags), None)
     required = [p for p in named if p.default is p.empty and p is not mask]
     if not required:

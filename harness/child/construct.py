@@ -141,16 +141,19 @@ def require_bindable(signature: Signature) -> None:
                         f"--arg NAME=VALUE (or --arg NAME=@d_out to bind one to the width)")
 
 
+def _nullable(factory, name: str) -> bool:
+    return any(p.name == name and "None" in str(p.annotation) for p in _parameters(factory)[0])
+
+
 def build(factory, cfg: Config, overrides: dict, signature: Signature):
     """Call the class or factory with the configuration spelt the way it asks."""
     kwargs = {}
     for key, pname in signature.accepts.items():
         kwargs[pname] = cfg.value(key)
-    nullable = {p.name for p in _parameters(factory)[0] if "None" in str(p.annotation)}
     for pname, key in signature.derived.items():
-        indivisible = key == "head_width" and cfg.d_out % cfg.heads != 0
-        kwargs[pname] = None if indivisible and pname in nullable else cfg.value(key)  # no head width exists then:
-        # `head_size: int | None` lets the class derive it (and refuse the width), as it would for its own caller
+        indivisible = key == "head_width" and cfg.d_out % cfg.heads != 0  # no head width exists: `head_size: int |
+        # None` lets the class derive it (and refuse the width), as it would for its own caller
+        kwargs[pname] = None if indivisible and _nullable(factory, pname) else cfg.value(key)
     if signature.config_param:
         kwargs[signature.config_param] = config_bag(cfg, overrides)
     kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items() if k in signature.params or not signature.params})

@@ -13,6 +13,7 @@ import numpy as np
 
 from harness.engine import mapping as mapping_proof
 from harness.engine.mapping import Mapping
+from harness.engine.trace import TraceResult, record
 from harness.sandbox.subject import Instance, Subject
 from harness.wire import messages as m
 from harness.wire.config import Config
@@ -25,6 +26,7 @@ class Context:
         self.seed = seed
         self.examples = examples
         self._mapping: Mapping | None = None
+        self._recorded: TraceResult | None = None
         self.square_only = False  # set by `construct` when the constructor refuses d_in != d_out
 
     # -- what the constructor allows ------------------------------------------------------------------------------
@@ -72,6 +74,13 @@ class Context:
         return f"{loaded.name}({', '.join(args)})"
 
     # -- random but reproducible ------------------------------------------------------------------------------------
+    def recorded(self) -> TraceResult:
+        """One recorded forward of the lesson's worked example (`harness.engine.trace.record`), made once per target:
+        contiguity (to tell a transpose from a slice) and the diagnosis (the marks) both read it."""
+        if self._recorded is None:
+            self._recorded = record(self)
+        return self._recorded
+
     def rng(self, *key) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(repr(key).encode())])
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import mutants
 from harness.engine import rewrite
 from harness.engine.compare import same
-from harness.engine.trace import record
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from reference import numpy_ref, variants
 
@@ -149,7 +148,7 @@ def _by_marks(candidates: list[str], marks: list[dict], catalogue: dict, strict:
 def _marks(ctx) -> list[dict]:
     """The known-mistake patterns in one recorded forward pass, with the student's file:line."""
     try:
-        result = record(ctx)
+        result = ctx.recorded()
     except Exception:  # noqa: BLE001 - a trace is evidence when it works, never a reason to fail
         return []
     steps = {s.index: s for s in result.steps}

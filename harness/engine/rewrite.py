@@ -21,15 +21,19 @@ def parse(source: str) -> ast.Module:
     side goes through here."""
     with _AST_LOCK:
         return ast.parse(source)
-KINDS = {"split": "", "split-all": " # and the keys and values alike", "split-pair": " # likewise the other projection split this way",
-         "merge": "", "mask": "", "softmax": "", "fill": ""}  # INFO.rewrite: the note a line for several projections needs
+
+
+# INFO.rewrite kinds, with the note a line needs when the same mistake is also on other lines
+KINDS = {"split": "", "split-all": " # and the keys and values alike",
+         "split-pair": " # likewise the other projection split this way",
+         "merge": "", "mask": "", "softmax": "", "fill": ""}
 
 
 def own_line_fix(kind: str, code: str | None) -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
     "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "split-pair" (two of them),
-    "merge" (no transpose), "mask"
-    (a masked_fill thrown away, SDPA not causal), "softmax" (over another axis than the keys')."""
+    "merge" (no transpose), "mask" (a masked_fill thrown away, SDPA not causal), "softmax" (over another axis than
+    the keys'), "fill" (a finite fill value)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets

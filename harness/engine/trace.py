@@ -53,6 +53,7 @@ SCALARS = {"div", "mul", "__truediv__", "__mul__", "__rmul__", "true_divide", "d
 DIVIDES = {"div", "__truediv__", "true_divide", "div_", "__itruediv__", "divide", "__div__"}
 REINDEX = {"__getitem__", "split", "chunk", "narrow", "unbind", "tensor_split", "split_with_sizes", "select",
            "squeeze", "unsqueeze", "expand", "contiguous"} | VIEWS  # re-index memory, compute nothing
+SLICE_DETECTORS = ("split-order-on-slice", "view-on-slice")  # a view of a slice raised: not a missing contiguous()
 SOFTMAXES = {"softmax", "log_softmax", "_softmax", "special_softmax"}
 DROPOUTS = {"dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout", "native_dropout"}
 ADDS = {"add", "__add__", "__radd__", "add_", "__iadd__"}
