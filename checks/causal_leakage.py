@@ -5,7 +5,10 @@ verdict needs every s > t to be exactly zero (float64: a fill value of -10 or -1
 but non-zero gradient) and every s <= t to be non-zero (so that a detached or constant output cannot pass).  It is
 measured in eval() mode and again in train() mode with dropout 0 (a forgotten is_causal=True in the training
 branch leaks only there).  Where the weights are mapped with certainty, the output projection is restricted to one
-head at a time so that every head is checked on its own.
+head at a time so that every head is checked on its own.  Train mode, single heads, and the enormous and negative
+perturbations below run on the short sequences (n <= 10): the 64-token one is there for a mask of hard-coded size,
+which the eval gradient over every pair of positions and the ordinary perturbations already see, and it would cost
+as much as all the others together.
 
 The gradient is reported by the child; the forward values cross-check it from the parent's side: perturbing the
 tokens after each split point must leave earlier outputs bit-identical, with ordinary perturbations, with enormous
@@ -20,6 +23,7 @@ from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.search import find_failure
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
+DEEP_MAX_N = 10  # train mode, each head alone and negative scores: only on the short required sequences (see prop)
 NEGATIVE_SCORES = 300.0  # W_k = -W_q scaled: real scores of about -5e4, the size fp16 activations reach; a fill of
 # -1e4 then outweighs them (a leak), while fills of -1e6 and below (d2l, the annotated transformer) still act as -inf
 
@@ -100,8 +104,13 @@ def causal_leakage(ctx):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
         r = ctx.rng("r", cfg).standard_normal(cfg.d_out)
-        outcome = _leak(inst, x, r, cfg) or _perturbation(inst, x, cfg, ctx)
-        if outcome or cfg not in ctx.required_configs():
+        deep = cfg.n <= DEEP_MAX_N
+        outcome = _leak(inst, x, r, cfg) or _perturbation(inst, x, cfg, ctx, ("ordinary", "huge") if deep else
+                                                          ("ordinary",))
+        if outcome or cfg not in ctx.required_configs() or not deep:
+            # the deeper probes look for mistakes that do not depend on the sequence's length (a training branch,
+            # one head's mask, a fill value) and the short required sequences show them; the long one exists for a
+            # mask of hard-coded size, which the gradient (every pair of positions) and the perturbations see
             return outcome
         outcome = _leak(ctx.build(cfg, force_dropout=0.0), x, r, cfg, mode="train")
         if outcome or inst.layout is None:
