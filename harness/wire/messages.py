@@ -26,6 +26,9 @@ JSON = Any  # a plain JSON value: constructor overrides given with --arg, a conf
 
 
 # -- validation --------------------------------------------------------------------------------------------------------
+# Each annotation is turned once into a checking function, and each message class into a plan of its fields: a frame
+# crosses the boundary about 140 times per submission, and reading the annotations afresh each time cost the grader
+# more than the frames themselves.
 @functools.lru_cache(maxsize=None)
 def _hints(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
@@ -45,37 +48,65 @@ def _optional(tp):
     return None
 
 
-def _check(value, tp, where: str):
-    """`value` decoded from JSON, checked against `tp`; nested message dataclasses are rebuilt."""
+@functools.lru_cache(maxsize=None)
+def _checker(tp):
+    """The function (value, where) -> value that checks a JSON value against `tp`, made once per annotation.
+    Items of a list or an object are checked without their own path; only when one fails is the check run again
+    item by item, so that the message names the exact place."""
     if tp is Any:
-        return value
+        return lambda value, where: value
     inner = _optional(tp)
     if inner is not None:
-        return None if value is None else _check(value, inner, where)
+        check_inner = _checker(inner)
+        return lambda value, where: None if value is None else check_inner(value, where)
     origin = typing.get_origin(tp)
     if origin is list:
         (item,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
-        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+        check_item = _checker(item)
+
+        def check_list(value, where):
+            if not isinstance(value, list):
+                raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
+            try:
+                return [check_item(v, where) for v in value]
+            except ProtocolError:
+                for i, v in enumerate(value):
+                    check_item(v, f"{where}[{i}]")
+                raise
+        return check_list
     if origin is dict:
         key, item = typing.get_args(tp)
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise ProtocolError(f"{where}: expected an object with string keys")
-        return {k: _check(v, item, f"{where}.{k}") for k, v in value.items()}
+        check_item = _checker(item)
+
+        def check_dict(value, where):
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise ProtocolError(f"{where}: expected an object with string keys")
+            try:
+                return {k: check_item(v, where) for k, v in value.items()}
+            except ProtocolError:
+                for k, v in value.items():
+                    check_item(v, f"{where}.{k}")
+                raise
+        return check_dict
     if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ProtocolError(f"{where}: expected an object")
-        return _from_fields(tp, value, {}, where)
+        def check_record(value, where):
+            if not isinstance(value, dict):
+                raise ProtocolError(f"{where}: expected an object")
+            return _from_fields(tp, value, {}, where)
+        return check_record
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ProtocolError(f"{where}: expected a number, got {type(value).__name__}")
-        return float(value)
+        def check_number(value, where):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ProtocolError(f"{where}: expected a number, got {type(value).__name__}")
+            return float(value)
+        return check_number
     if tp in (str, int, bool):
-        if type(value) is not tp:
-            raise ProtocolError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
-        return value
-    raise TypeError(f"unsupported annotation {tp!r} at {where}")  # our bug, not the child's
+        def check_plain(value, where):
+            if type(value) is not tp:
+                raise ProtocolError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
+            return value
+        return check_plain
+    raise TypeError(f"unsupported annotation {tp!r}")  # our bug, not the child's
 
 
 def _array(value, where: str) -> np.ndarray:
@@ -84,48 +115,75 @@ def _array(value, where: str) -> np.ndarray:
     return value
 
 
-def _from_fields(cls, header: dict, arrays: dict, where: str):
+@dataclass(frozen=True)
+class _Field:
+    """How one field of a message travels and is checked: `kind` is "array", "arrays" (a dict of arrays whose
+    names are prefixed with the field's), or "json" (checked by `check`)."""
+    name: str
+    kind: str
+    check: Any
+    required: bool  # no default: a frame without it is refused
+    optional_array: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(cls) -> tuple[_Field, ...]:
     hints = _hints(cls)
-    values = {}
+    plan = []
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
         tp = hints[f.name]
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if _is_array_type(tp):
             inner = _optional(tp) or tp
-            if inner is np.ndarray:
-                if f.name in arrays:
-                    values[f.name] = _array(arrays[f.name], f"{where}.{f.name}")
-                elif _optional(tp) is None and f.default is dataclasses.MISSING:
-                    raise ProtocolError(f"{where}: array {f.name!r} missing")
-            else:
-                prefix = f.name + "."
-                values[f.name] = {k[len(prefix):]: _array(v, f"{where}.{k}") for k, v in arrays.items()
-                                  if k.startswith(prefix)}
-            continue
-        if f.name in header:
-            values[f.name] = _check(header[f.name], tp, f"{where}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kind = "array" if inner is np.ndarray else "arrays"
+            plan.append(_Field(f.name, kind, None, f.default is dataclasses.MISSING, _optional(tp) is not None))
+        else:
+            plan.append(_Field(f.name, "json", _checker(tp), required))
+    return tuple(plan)
+
+
+def _from_fields(cls, header: dict, arrays: dict, where: str):
+    values = {}
+    for f in _plan(cls):
+        if f.kind == "array":
+            if f.name in arrays:
+                values[f.name] = _array(arrays[f.name], f"{where}.{f.name}")
+            elif not f.optional_array and f.required:
+                raise ProtocolError(f"{where}: array {f.name!r} missing")
+        elif f.kind == "arrays":
+            prefix = f.name + "."
+            values[f.name] = {k[len(prefix):]: _array(v, f"{where}.{k}") for k, v in arrays.items()
+                              if k.startswith(prefix)}
+        elif f.name in header:
+            values[f.name] = f.check(header[f.name], f"{where}.{f.name}")
+        elif f.required:
             raise ProtocolError(f"{where}: field {f.name!r} missing")
     return cls(**values)
 
 
 def _to_fields(msg) -> tuple[dict, dict[str, np.ndarray]]:
     header, arrays = {}, {}
-    hints = _hints(type(msg))
-    for f in dataclasses.fields(msg):
+    for f in _plan(type(msg)):
         value = getattr(msg, f.name)
-        if _is_array_type(hints[f.name]):
+        if f.kind == "arrays":
             if isinstance(value, dict):
                 arrays.update({f"{f.name}.{k}": v for k, v in value.items()})
-            elif value is not None:
+        elif f.kind == "array":
+            if value is not None:
                 arrays[f.name] = value
         else:
             header[f.name] = _plain(value)
     return header, arrays
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _plain(value):
+    if type(value) in _SCALARS:
+        return value
     if dataclasses.is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
@@ -409,10 +467,11 @@ def _split(header: dict, arrays: dict) -> list[tuple[dict, dict]]:
     items = header.get("batch")
     if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
         raise ProtocolError("a frame must hold a non-empty 'batch' list of objects")
-    out = []
-    for i, item in enumerate(items):
-        prefix = f"{i}:"
-        out.append((item, {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}))
+    out = [(item, {}) for item in items]
+    for key, value in arrays.items():  # "3:wq" belongs to item 3; a name that fits no item is ignored
+        index, colon, name = key.partition(":")
+        if colon and index.isascii() and index.isdigit() and index == str(int(index)) and int(index) < len(out):
+            out[int(index)][1][name] = value
     return out
 
 

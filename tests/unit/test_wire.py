@@ -73,3 +73,18 @@ def test_a_reply_of_the_wrong_kind_for_its_request_is_refused():
     with pytest.raises(protocol.ProtocolError):
         m.check_answer(m.Forward(0, np.zeros((1, 1, 1))), m.Done())
     assert m.check_answer(m.Forward(0, np.zeros((1, 1, 1))), m.Failed("forward", "x"))
+
+
+def test_a_bad_item_is_named_by_its_exact_place():
+    header = {"batch": [{"type": "MetaResult", "device": "meta", "shape": [1, "2"]}]}
+    with pytest.raises(protocol.ProtocolError, match=r"reply 0 \(MetaResult\)\.shape\[1\]: expected int, got str"):
+        m.decode_replies(header, {})
+
+
+@pytest.mark.parametrize("key", ["01:y", "\u0661:y", "1:y", "y", "-0:y"])
+def test_arrays_named_for_no_item_are_ignored_not_a_crash(key):
+    """Arrays travel as "<item>:<field>"; a name that fits no item of the frame belongs to nothing."""
+    header = {"batch": [{"type": "Output", "contiguous_input": True}]}
+    with pytest.raises(protocol.ProtocolError, match="array 'y' missing"):
+        m.decode_replies(header, {key: np.ones(3)})
+    assert m.decode_replies(header, {"0:y": np.ones(3), key: np.zeros(3)})[0].y.tolist() == [1, 1, 1]
