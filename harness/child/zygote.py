@@ -23,6 +23,7 @@ import time
 from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
+from harness.sandbox.syscalls import until_exited
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -61,8 +62,9 @@ def _reap_leftovers(seconds: float = 2.0) -> int:
                 killed += 1
             except ProcessLookupError:
                 pass
+        for pid in kids:
+            until_exited(pid, end, fallback=0.01)
         _reap_all()
-        time.sleep(0.01)
     return killed
 
 
@@ -94,7 +96,7 @@ def _wait(pid: int, timeout: float):
                     "leftovers_killed": _reap_leftovers()}
         if time.monotonic() >= end:
             return {"status": None}
-        time.sleep(0.005)
+        until_exited(pid, end)
 
 
 def _child(channel: int, log: int, status: int, request: dict, control: socket.socket) -> None:

@@ -28,6 +28,7 @@ from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, Work
 from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox.limits import MB, Limits
 from harness.sandbox.policy import UID_BASE, make_policy
+from harness.sandbox.syscalls import until_exited
 from harness.wire.config import Config
 
 @dataclass
@@ -185,7 +186,7 @@ class Subject:
                 return self.proc.returncode
             if time.monotonic() >= end:
                 return None
-            time.sleep(0.005)
+            until_exited(self.proc.pid, end)
 
     def _alive(self) -> bool:
         return self._wait(0) is None

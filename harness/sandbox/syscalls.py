@@ -1,10 +1,12 @@
 """The Linux system calls that confinement needs and Python 3.11's os module lacks (unshare, mount, pivot_root,
 prctl, capset, seccomp), through ctypes.  Every wrapper raises OSError on failure: confinement code must
-never continue silently after a failed step."""
+never continue silently after a failed step.  Plus `until_exited`, waiting for a child's exit without polling."""
 from __future__ import annotations
 
 import ctypes
 import os
+import select
+import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -109,3 +111,19 @@ def status_fields() -> dict[str, str]:
     """This process's /proc/self/status (Uid, CapEff, NoNewPrivs, Seccomp, ...)."""
     with open("/proc/self/status") as f:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def until_exited(pid: int, end: float, fallback: float = 0.005) -> None:
+    """Sleep until our child `pid` has exited (it can then be reaped) or time.monotonic() reaches `end`, woken by a
+    pidfd the moment it exits: a killed submission takes milliseconds to tear down, and a grader that polled every
+    few milliseconds spent a fifth of each submission waiting.  Where the kernel has no pidfds (before Linux 5.3), or
+    the process is already gone, sleeps `fallback` seconds instead; callers re-check with waitpid either way."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        time.sleep(max(0.0, min(fallback, end - time.monotonic())))
+        return
+    try:
+        select.select([fd], [], [], max(0.0, end - time.monotonic()))
+    finally:
+        os.close(fd)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from harness.frontends import grade
 from harness.sandbox import isolation, scratch
 from harness.sandbox.limits import Limits, library_mb
 from harness.sandbox.policy import Policy, interpreter_prefixes, make_policy, slot_ids, tool_paths
+from harness.sandbox.syscalls import until_exited
 from harness.wire import protocol
 
 
@@ -241,3 +244,14 @@ def test_torch_libraries_get_address_space_on_top_of_the_memory_budget():
     assert limits.library_mb == found
     assert limits.rlimits()["RLIMIT_DATA"] == 3072 << 20
     assert limits.rlimits()["RLIMIT_AS"] == (3072 + found) << 20
+
+
+def test_waiting_for_a_child_wakes_when_it_exits_not_at_the_deadline():
+    """The grader and the zygote wait for a killed child before the slot's next submission: woken by its exit."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    started = time.monotonic()
+    os.kill(child.pid, signal.SIGKILL)
+    until_exited(child.pid, started + 30)
+    assert child.poll() == -signal.SIGKILL and time.monotonic() - started < 15
+    until_exited(child.pid, time.monotonic() + 30)  # reaped already: returns (after a short sleep), never raises
+    assert time.monotonic() - started < 15
