@@ -122,8 +122,7 @@ class _Field:
     name: str
     kind: str
     check: Any
-    required: bool  # no default: a frame without it is refused
-    optional_array: bool = False
+    required: bool  # a frame without it is refused (no default; for an array, also not annotated `| None`)
 
 
 @functools.lru_cache(maxsize=None)
@@ -134,12 +133,11 @@ def _plan(cls) -> tuple[_Field, ...]:
         if not f.init:
             continue
         tp = hints[f.name]
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if _is_array_type(tp):
-            inner = _optional(tp) or tp
-            kind = "array" if inner is np.ndarray else "arrays"
-            plan.append(_Field(f.name, kind, None, f.default is dataclasses.MISSING, _optional(tp) is not None))
+            kind = "array" if (_optional(tp) or tp) is np.ndarray else "arrays"
+            plan.append(_Field(f.name, kind, None, _optional(tp) is None and f.default is dataclasses.MISSING))
         else:
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
             plan.append(_Field(f.name, "json", _checker(tp), required))
     return tuple(plan)
 
@@ -150,7 +148,7 @@ def _from_fields(cls, header: dict, arrays: dict, where: str):
         if f.kind == "array":
             if f.name in arrays:
                 values[f.name] = _array(arrays[f.name], f"{where}.{f.name}")
-            elif not f.optional_array and f.required:
+            elif f.required:
                 raise ProtocolError(f"{where}: array {f.name!r} missing")
         elif f.kind == "arrays":
             prefix = f.name + "."
