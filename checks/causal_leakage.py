@@ -23,7 +23,7 @@ from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.search import find_failure
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
-DEEP_MAX_N = 10  # train mode, each head alone and negative scores: only on the short required sequences (see prop)
+DEEP_MAX_N = 10  # train mode, each head alone, 1e30 and -5e4 probes: only up to this length (see the docstring)
 NEGATIVE_SCORES = 300.0  # W_k = -W_q scaled: real scores of about -5e4, the size fp16 activations reach; a fill of
 # -1e4 then outweighs them (a leak), while fills of -1e6 and below (d2l, the annotated transformer) still act as -inf
 
@@ -107,10 +107,7 @@ def causal_leakage(ctx):
         deep = cfg.n <= DEEP_MAX_N
         outcome = _leak(inst, x, r, cfg) or _perturbation(inst, x, cfg, ctx, ("ordinary", "huge") if deep else
                                                           ("ordinary",))
-        if outcome or cfg not in ctx.required_configs() or not deep:
-            # the deeper probes look for mistakes that do not depend on the sequence's length (a training branch,
-            # one head's mask, a fill value) and the short required sequences show them; the long one exists for a
-            # mask of hard-coded size, which the gradient (every pair of positions) and the perturbations see
+        if outcome or cfg not in ctx.required_configs() or not deep:  # why not deep: the module's docstring
             return outcome
         outcome = _leak(ctx.build(cfg, force_dropout=0.0), x, r, cfg, mode="train")
         if outcome or inst.layout is None:
