@@ -1,0 +1,122 @@
+"""harness.engine.search without a child: which configurations a property is asked about, and the smallest failing
+one it reports (a greedy descent from a failing required configuration, hypothesis for the rest)."""
+from checks import Outcome, failed
+from harness.engine.search import _FIELDS, _get, _Lows, _with, find_failure
+from harness.wire.config import Config
+
+REQUIRED = [Config(d_in=8, d_out=8, heads=2, context_length=7, batch=2, n=5),
+            Config(d_in=6, d_out=6, heads=3, context_length=4, batch=2, n=4),
+            Config(d_in=8, d_out=8, heads=4, context_length=64, batch=1, n=64)]
+
+
+class Ctx:
+    """What find_failure reads of a CheckContext."""
+    separate_widths = False
+    examples = 6
+
+    def __init__(self, required=REQUIRED):
+        self.required = required
+
+    def required_configs(self):
+        return list(self.required)
+
+    def accepts(self, key):
+        return False
+
+
+def recording(broken):
+    """A property that fails where `broken(cfg)` holds, and the configurations it was asked about."""
+    asked = []
+
+    def prop(cfg):
+        asked.append(cfg)
+        return failed("broken", finding=f"seen at n={cfg.n}") if broken(cfg) else None
+    return prop, asked
+
+
+def one_step_down(cfg: Config, min_heads=1, min_n=1, separate=False):
+    """Every configuration one field one step below `cfg`, where configurations are drawn."""
+    low = _Lows(min_heads, min_n, separate)
+    for field in _FIELDS:
+        value = _get(cfg, field, separate)
+        if value is not None and value > low.of(field, cfg):
+            smaller = _with(cfg, separate, **{field: value - (2 if field == "width" else 1)})
+            if smaller is not None and low.allows(smaller):
+                yield smaller
+
+
+def test_a_mistake_two_tokens_show_is_reported_on_the_smallest_configuration_in_a_few_calls():
+    prop, asked = recording(lambda cfg: cfg.n >= 2)
+    out = find_failure(Ctx(), prop)
+    assert out.status == "fail"
+    assert out.config == Config(d_in=2, d_out=2, heads=1, context_length=2, batch=2, n=2).to_dict()
+    assert len(asked) == 3  # the required configuration, the smallest with two tokens, and one token (fine)
+
+
+def test_the_descent_stops_where_the_mistake_stops_showing():
+    prop, asked = recording(lambda cfg: cfg.heads >= 2 and cfg.n >= 3)
+    out = find_failure(Ctx(), prop, min_heads=2, min_n=2)
+    assert (out.config["heads"], out.config["n"], out.config["batch"]) == (2, 3, 2)
+    assert out.config["d_out"] == 4 and out.config["context_length"] == 3
+    for smaller in one_step_down(Config(**out.config), 2, 2):  # a local minimum: every step down passes
+        assert not (smaller.heads >= 2 and smaller.n >= 3)
+    assert len(asked) == len(set(asked)) <= 10  # never the same configuration twice
+
+
+def test_the_finding_is_named_as_the_larger_configuration_showed_it():
+    prop, _ = recording(lambda cfg: cfg.n >= 2)
+    out = find_failure(Ctx(), prop)
+    assert out.config["n"] == 2 and out.details["finding"] == "seen at n=5"
+
+
+def test_a_mistake_only_a_long_sequence_shows_keeps_the_long_sequence():
+    prop, asked = recording(lambda cfg: cfg.n > 10)
+    out = find_failure(Ctx(), prop)
+    assert out.config["n"] == out.config["context_length"] == 11 and out.config["batch"] == 1  # bisected
+    assert len(asked) <= 20  # 3 required, then bisections: token by token would take over 50
+
+
+def test_a_mistake_that_needs_fewer_tokens_than_the_context_keeps_them_apart():
+    prop, _ = recording(lambda cfg: cfg.n < cfg.context_length)
+    out = find_failure(Ctx(), prop)
+    assert (out.config["n"], out.config["context_length"]) == (1, 2)
+
+
+def test_separate_widths_shrink_to_the_smallest_that_still_differ():
+    ctx = Ctx([Config(d_in=6, d_out=8, heads=2, context_length=7, batch=2, n=5, qkv_bias=True)])
+    ctx.separate_widths = True
+    prop, asked = recording(lambda cfg: cfg.d_in != cfg.d_out and cfg.qkv_bias)
+    out = find_failure(ctx, prop)
+    assert out.config == Config(d_in=1, d_out=2, heads=1, context_length=2, batch=2, n=1, qkv_bias=True).to_dict()
+    for cfg in asked:  # everything asked about is a configuration the layer could have been drawn with
+        assert cfg.d_in % cfg.heads == 0 and cfg.head_width % 2 == 0 and 1 <= cfg.n <= cfg.context_length
+
+
+def test_a_failure_only_a_draw_finds_is_found_and_shrunk_by_hypothesis():
+    prop, _ = recording(lambda cfg: cfg.batch == 3)  # no required configuration has a batch of three
+    out = find_failure(Ctx(), prop)
+    assert out is not None and out.config["batch"] == 3
+    assert out.config["heads"] == 1 and out.config["n"] == 1  # shrunk
+
+
+def test_same_calls_same_answer():
+    answers = []
+    for _ in range(2):
+        prop, asked = recording(lambda cfg: cfg.heads * cfg.n >= 6)
+        answers.append((find_failure(Ctx(), prop).config, asked))
+    assert answers[0] == answers[1]
+
+
+def test_all_fine_is_none_and_required_only_never_draws():
+    prop, asked = recording(lambda cfg: False)
+    assert find_failure(Ctx(), prop) is None and len(asked) == len(REQUIRED) + Ctx.examples
+    prop, asked = recording(lambda cfg: cfg.n >= 5)
+    out = find_failure(Ctx(), prop, generated=False)
+    assert out.config == REQUIRED[0].to_dict() and asked == REQUIRED[:1]
+
+
+def test_an_outcome_that_names_its_own_configuration_keeps_it():
+    def prop(cfg):
+        return Outcome("fail", "broken", config={"shown": cfg.n})
+    out = find_failure(Ctx(), prop, generated=False)
+    assert out.config == {"shown": 5}
