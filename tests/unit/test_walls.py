@@ -381,8 +381,8 @@ def test_cpu_limit_kills_and_is_recognisable(name, tmp_path):
         assert status == 128 + 9
         if name == "bwrap":
             assert cpu < 0.5, cpu
-        else:
-            assert 0.9 <= cpu <= 3.0, cpu
+        else:  # rusage splits the scheduler's exact runtime by tick samples: a 1 s kill once read 0.896 s under load
+            assert 0.8 <= cpu <= 3.0, cpu
     finally:
         room.remove()
         slot.release()
