@@ -21,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -226,20 +227,24 @@ def test_forgeable_evidence(path, world):
 
 
 def test_what_happened_is_classified():
-    """Time, memory, crash, exit and channel corruption are named as such, not as a generic error."""
+    """Time, memory, crash, exit and channel corruption are named as such, not as a generic error.  The runs are
+    independent, so they run side by side: the time limit and the memory bomb are mostly waiting."""
     def messages(name, *extra):
         run = run_cli(f"{ROOT}/tests/hostile/{name}.py:MyAttn", "--format", "json", "--time-limit",
                       str(TIME_LIMIT), *extra)
         return " ".join(c["message"] for c in json.loads(run.stdout)["checks"])
 
-    assert "time limit" in messages("sleep_forever")
-    assert "memory limit" in messages("memory_bomb", "--memory-mb", "1200", "--time-limit", "30")
-    assert "signal SIGSEGV" in messages("segfault")
-    assert "exited (status 0)" in messages("os_exit_forward")
-    assert "corrupted the channel" in messages("garbage_fds")
-    assert "header nested too deeply" in messages("nested_header")  # refused by the parser, never a crash
-    evil = messages("custom_base_exception")
-    assert "Evil: boom" in evil  # the type and the arguments, without ever calling its endless __str__
+    runs = {"sleep_forever": (), "memory_bomb": ("--memory-mb", "1200", "--time-limit", "30"), "segfault": (),
+            "os_exit_forward": (), "garbage_fds": (), "nested_header": (), "custom_base_exception": ()}
+    with ThreadPoolExecutor(3) as pool:
+        said = dict(zip(runs, pool.map(lambda item: messages(item[0], *item[1]), runs.items())))
+    assert "time limit" in said["sleep_forever"]
+    assert "memory limit" in said["memory_bomb"]
+    assert "signal SIGSEGV" in said["segfault"]
+    assert "exited (status 0)" in said["os_exit_forward"]
+    assert "corrupted the channel" in said["garbage_fds"]
+    assert "header nested too deeply" in said["nested_header"]  # refused by the parser, never a crash
+    assert "Evil: boom" in said["custom_base_exception"]  # the type and the arguments, never its endless __str__
 
 
 def test_isolation_is_reported(tmp_path):
