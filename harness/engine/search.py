@@ -6,9 +6,9 @@ configuration found, with that configuration attached.
 
 A required configuration that fails is shrunk here (`shrink`), greedily and without hypothesis: most mistakes
 show with two tokens and every width at its minimum, so this costs 3 to 5 calls where hypothesis's search and
-shrink cost about 14 and its engine's overhead (measured on the test zoo's layers in one grader: a failing
-check's search and shrink 64-111 ms -> 11-28 ms; failing checks, averaged over 50 submissions, 90 -> 21 ms each).  Only a failure that the required
-configurations miss and a draw finds is shrunk by hypothesis.
+shrink cost about 14 plus its engine's overhead (measured on the test zoo's layers in one grader: a failing
+check's search and shrink 64-111 ms -> 11-28 ms; per graded submission, 90 -> 21 ms).  Only a failure that the
+required configurations miss and a draw finds is shrunk by hypothesis.
 
 Derandomized, hypothesis draws the same configurations every time as long as they all pass; they are remembered
 per strategy, so that later targets in the same process (a batch) replay them without hypothesis's overhead, and
