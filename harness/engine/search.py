@@ -111,17 +111,18 @@ def shrink(outcome, cfg: Config, prop, min_heads: int, min_n: int, separate: boo
     finding = outcome.details.get("finding")
     low = _Lows(min_heads, min_n, separate)
     answers: dict[Config, object] = {cfg: outcome}
-    best = [cfg]
+    best = cfg
 
     def fails(candidate: Config | None) -> bool:
-        if candidate is None or not low.allows(candidate) or _size(candidate.to_dict()) >= _size(best[0].to_dict()):
+        nonlocal best
+        if candidate is None or not low.allows(candidate) or _size(candidate.to_dict()) >= _size(best.to_dict()):
             return False
         if candidate not in answers:
             found = prop(candidate)
             answers[candidate] = None if found is None else _attach(found, candidate)
         if answers[candidate] is None:
             return False
-        best[0] = candidate
+        best = candidate
         return True
 
     two = max(low.n, min(2, cfg.n))
@@ -131,21 +132,21 @@ def shrink(outcome, cfg: Config, prop, min_heads: int, min_n: int, separate: boo
     while changed:
         changed = False
         for field in _FIELDS:
-            current = _get(best[0], field, separate)
-            bottom = low.of(field, best[0])
+            current = _get(best, field, separate)
+            bottom = low.of(field, best)
             if current is None or current <= bottom:
                 continue
-            if fails(_with(best[0], separate, **{field: bottom})):
+            if fails(_with(best, separate, **{field: bottom})):
                 changed = True
                 continue
             lo, hi = bottom + 1, current  # the smallest failing value is in (bottom, current]
             while lo < hi:
                 mid = (lo + hi) // 2
-                if fails(_with(best[0], separate, **{field: mid})):
+                if fails(_with(best, separate, **{field: mid})):
                     hi, changed = mid, True
                 else:
                     lo = mid + 1
-    outcome = answers[best[0]]
+    outcome = answers[best]
     if finding:
         outcome.details["finding"] = finding
     return outcome
