@@ -116,8 +116,9 @@ def status_fields() -> dict[str, str]:
 def until_exited(pid: int, end: float, fallback: float = 0.005) -> None:
     """Sleep until our child `pid` has exited (it can then be reaped) or time.monotonic() reaches `end`, woken by a
     pidfd the moment it exits: a killed submission takes milliseconds to tear down, and polling in 5 and 10 ms steps
-    kept each submission's slot waiting about 20 ms longer than that.  Where the kernel has no pidfds (before Linux 5.3), or
-    the process is already gone, sleeps `fallback` seconds instead; callers re-check with waitpid either way."""
+    kept each submission's slot waiting about 20 ms longer than that.  Where the kernel has no pidfds (before Linux
+    5.3), or the process is already gone, sleeps `fallback` seconds instead; callers re-check with waitpid either
+    way."""
     try:
         fd = os.pidfd_open(pid)
     except (OSError, AttributeError):
