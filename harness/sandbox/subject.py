@@ -31,6 +31,9 @@ from harness.sandbox.policy import UID_BASE, make_policy
 from harness.sandbox.syscalls import until_exited
 from harness.wire.config import Config
 
+STARTUP_SECONDS = 120  # the worker's own start (importing torch), which the student's time limit does not include
+
+
 @dataclass
 class Instance:
     """One built module in the child; `layout` and `style` say how weights and extra forward arguments are given
@@ -147,7 +150,8 @@ class Subject:
             self.child_spec = spec if path is None else (rel if seen else path) + name  # not copied: as given
             self.submission_code = not _own_code(_where(spec), path)  # a submission's: our packages hidden from it
             self.policy = make_policy(self.room.path, self.slot.number, self.limits)
-            self.started = time.monotonic()
+            self.started = self.spawned = time.monotonic()
+            self._awaiting_ready = False  # set by a spawn whose worker announces the end of its own start-up
             self._spawn()
         except BaseException:
             self._release()
@@ -163,6 +167,7 @@ class Subject:
             unconfined_fallback=self.allow_unconfined)
         self.pid = self.proc.pid
         self._out_fd = self.proc.stdout.fileno()
+        self._awaiting_ready = True
 
     def _send(self, data: bytes) -> None:
         self.proc.stdin.write(data)
@@ -196,6 +201,8 @@ class Subject:
         student's code, HarnessFailure for ours), a dead or silent child raises WorkerDied."""
         if self.dead:
             raise self.dead
+        if self._awaiting_ready:
+            self._until_ready()
         op = "+".join(r.op for r in requests)
         now = time.monotonic()
         deadline = min(now + self.limits.call_seconds, self.started + self.limits.total_seconds)
@@ -222,6 +229,32 @@ class Subject:
 
     def call(self, request: m.Request) -> m.Reply:
         return self.calls([request])[0]
+
+    def _until_ready(self) -> None:
+        """Wait for the worker's `Ready` (its imports done, no code of the student's run yet) and move the start of
+        the time limit to it: importing torch takes 1.5 s on a quiet machine and many times that on a loaded grader,
+        and none of it is the student's.  Waited for at the first request, so that the trusted side's own imports
+        overlap the child's.  A worker that never gets ready is ours to answer for (kind "startup": cannot tell)."""
+        self._awaiting_ready = False
+        deadline = self.spawned + STARTUP_SECONDS
+        try:
+            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline)))
+            if [type(r) for r in replies] != [m.Ready]:
+                raise protocol.ProtocolError(f"{type(replies[0]).__name__} instead of Ready")
+        except TimeoutError:
+            self._kill()
+            self.dead = WorkerDied("startup", f"mha-check's worker did not finish its own start (importing torch) "
+                                              f"within {STARTUP_SECONDS} s: the machine is overloaded")
+            raise self.dead from None
+        except (EOFError, OSError, protocol.ProtocolError) as e:
+            code = self._wait(5)
+            self._kill()
+            tail = self.stderr_tail(300).strip().splitlines()[-1:] or [""]
+            self.dead = WorkerDied("startup", f"mha-check's worker ended before any of your code ran ({e}; status "
+                                              f"{code}; last output: {tail[0][:200]!r}): its Python cannot import "
+                                              f"torch under these limits?")
+            raise self.dead from None
+        self.started += time.monotonic() - self.spawned  # a restart keeps the budget it inherited, less our start
 
     def _raise(self, failed: m.Failed):
         """The student's code raised (TargetFailure, or a memory-limit death when it ran out of memory), or our
@@ -274,7 +307,7 @@ class Subject:
         or, where it is unknown (bubblewrap), if enough time has passed for the limit to be reached at all."""
         if self.cpu is not None:
             return self.cpu >= self.limits.cpu_seconds - 1
-        return (time.monotonic() - self.started) * (os.cpu_count() or 1) >= self.limits.cpu_seconds - 1
+        return (time.monotonic() - self.spawned) * (os.cpu_count() or 1) >= self.limits.cpu_seconds - 1
 
     def _kill(self) -> None:
         """The whole process group, and with it (PID namespace) everything the child started."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "not enough memory", "out of memory", "bad_alloc")
 OUTPUT_WORDS = ("File too large", "[Errno 27]")  # a write past the file-size limit (the captured output counts)
 LIMIT_KINDS = ("time", "cpu", "memory", "output")  # mha-check's limits: the code may be right, only slow or large
-ENDING_KINDS = LIMIT_KINDS + ("channel",)  # a death after which nothing more is asked of the code
+OURS_KINDS = LIMIT_KINDS + ("startup",)  # "startup": our worker died or stalled before any code of the student's ran
+ENDING_KINDS = OURS_KINDS + ("channel",)  # a death after which nothing more is asked of the code
 
 
 class TargetFailure(Exception):
@@ -51,7 +52,7 @@ class CannotDrive(Exception):
 
 
 class WorkerDied(Exception):
-    """The child is gone: `kind` is time, cpu, memory, output, channel, crash or exit.  Deliberately not a
+    """The child is gone: `kind` is time, cpu, memory, output, startup, channel, crash or exit.  Deliberately not a
     TargetFailure: a check that expects the student's code to raise must never mistake a dead process for one."""
 
     def __init__(self, kind: str, message: str):
@@ -60,5 +61,6 @@ class WorkerDied(Exception):
 
     @property
     def ours(self) -> bool:
-        """One of mha-check's limits was reached: the code may be correct, only slow or large."""
-        return self.kind in LIMIT_KINDS
+        """One of mha-check's limits was reached (the code may be correct, only slow or large), or our own worker
+        never got as far as the student's code."""
+        return self.kind in OURS_KINDS

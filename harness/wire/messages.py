@@ -401,6 +401,12 @@ class Done(Reply):
 
 
 @dataclass
+class Ready(Reply):
+    """Sent once, unasked, by a single run's worker when its own imports (torch) are done and before any code of the
+    student's runs: the time limit counts from here, so a slow start of ours is never charged to the student."""
+
+
+@dataclass
 class MetaResult(Reply):
     device: str
     shape: list[int]
@@ -441,7 +447,8 @@ class TraceResult(Reply):
 REQUESTS: dict[str, type[Request]] = {c.op: c for c in (Load, Build, Forward, Vjp, Jacobian, ReadWeights,
                                                          WriteWeights, MetaForward, Devices, Trace, Bye)}
 REPLIES: dict[str, type[Reply]] = {c.__name__: c for c in (Failed, Loaded, Built, Output, Gradients, JacobianResult,
-                                                            Weights, Done, MetaResult, DevicesResult, TraceResult)}
+                                                            Weights, Done, Ready, MetaResult, DevicesResult,
+                                                            TraceResult)}
 ANSWERS: dict[type[Request], tuple[type[Reply], ...]] = {  # what each request may be answered with
     Load: (Loaded,), Build: (Built,), Forward: (Output,), Vjp: (Gradients,), Jacobian: (JacobianResult,),
     ReadWeights: (Weights,), WriteWeights: (Done,), MetaForward: (MetaResult,), Devices: (DevicesResult,),
