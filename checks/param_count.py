@@ -99,7 +99,7 @@ def param_count(ctx):
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
                       finding=code, fix=EXTRA_FIX if code == "count: extra projection" else "")
 
-    # the required configurations only: counting is exact, and widths of 1 or 2 (where hypothesis would shrink to)
+    # the required configurations only: counting is exact, and widths of 1 or 2 (where a shrink would go)
     # make different mistakes give the same difference
     configs = ctx.required_configs()
     if ctx.accepts("qkv_bias"):

@@ -33,7 +33,7 @@ SOURCE_COPY_PREFIX = "mha_notebook_"  # the notebook API writes a kernel's class
 __all__ = ["check", "Report", "CheckResult", "PACKAGES_ROOT"]
 
 
-def __getattr__(name):  # lazy: `import harness` stays free of numpy and hypothesis (the pytest plugin needs that)
+def __getattr__(name):  # lazy: `import harness` stays free of numpy (the pytest plugin needs that)
     if name == "check":
         from harness.frontends.api import check
 

@@ -1,6 +1,6 @@
 """Child side: IPython's own syntax in a notebook cell turned into plain Python, without IPython.
 
-IPython is not one of our dependencies (torch, numpy, hypothesis, nbformat), so this is a small rewrite of just what
+IPython is not one of our dependencies (torch, numpy, nbformat), so this is a small rewrite of just what
 students' notebooks hold, line by line, keeping every line number (messages name the cell's own lines):
 
 - a first line `%%time`, `%%timeit` or `%%capture`: blanked, and the rest is an ordinary cell; any other cell magic

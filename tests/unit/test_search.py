@@ -1,7 +1,9 @@
 """harness.engine.search without a child: which configurations a property is asked about, and the smallest failing
-one it reports (a greedy descent from a failing required configuration, hypothesis for the rest)."""
+one it reports (a greedy descent from a failing configuration, required or drawn), and the draws themselves."""
+import pytest
+
 from checks import Outcome, failed
-from harness.engine.search import _FIELDS, _get, _Lows, _with, find_failure
+from harness.engine.search import _FIELDS, _get, _Lows, _with, draws, find_failure
 from harness.wire.config import Config
 
 REQUIRED = [Config(d_in=8, d_out=8, heads=2, context_length=7, batch=2, n=5),
@@ -92,11 +94,30 @@ def test_separate_widths_shrink_to_the_smallest_that_still_differ():
         assert cfg.d_in % cfg.heads == 0 and cfg.head_width % 2 == 0 and 1 <= cfg.n <= cfg.context_length
 
 
-def test_a_failure_only_a_draw_finds_is_found_and_shrunk_by_hypothesis():
-    prop, _ = recording(lambda cfg: cfg.batch == 3)  # no required configuration has a batch of three
+def test_a_failure_only_a_draw_finds_is_found_and_shrunk():
+    prop, asked = recording(lambda cfg: cfg.batch == 3)  # no required configuration has a batch of three
     out = find_failure(Ctx(), prop)
     assert out is not None and out.config["batch"] == 3
     assert out.config["heads"] == 1 and out.config["n"] == 1  # shrunk
+    for smaller in one_step_down(Config(**out.config)):
+        assert smaller.batch != 3  # a local minimum
+    assert len(asked) == len(set(asked))
+
+
+@pytest.mark.parametrize("separate", [False, True])
+@pytest.mark.parametrize("qkv_bias", [False, True])
+@pytest.mark.parametrize("min_heads,min_n", [(1, 1), (2, 2), (1, 3)])
+def test_draws_are_distinct_drawable_the_smallest_first_and_the_same_every_time(separate, qkv_bias, min_heads,
+                                                                                   min_n):
+    drawn = draws(separate, qkv_bias, min_heads, min_n, examples=12)
+    assert drawn == draws(separate, qkv_bias, min_heads, min_n, examples=12)
+    assert len(drawn) == len(set(drawn)) == 12
+    low = _Lows(min_heads, min_n, separate)
+    assert all(low.allows(cfg) and cfg.heads <= max(4, min_heads) and cfg.context_length <= 10 for cfg in drawn)
+    assert all(cfg.batch in (2, 3) and (qkv_bias or not cfg.qkv_bias) for cfg in drawn)
+    smallest = drawn[0]
+    assert (smallest.heads, smallest.head_width, smallest.n, smallest.batch) == (min_heads, 2, min_n, 2)
+    assert {cfg.heads for cfg in drawn[1:]} != {min_heads} and {cfg.n for cfg in drawn[1:]} != {min_n}  # they vary
 
 
 def test_same_calls_same_answer():
