@@ -137,7 +137,7 @@ def test_broken_and_undecided_submissions_in_folders(tmp_path):
             (subs / name / file).write_text(text)
     (tmp_path / "rubric.toml").write_text(RUBRIC)
     out = tmp_path / "out"
-    run = grade(str(subs), "--rubric", str(tmp_path / "rubric.toml"), "--out", str(out), "--time-limit", "8",
+    run = grade(str(subs), "--rubric", str(tmp_path / "rubric.toml"), "--out", str(out), "--time-limit", "3",
                 "--jobs", "2")
     assert run.returncode == 0, run.stderr[-2000:]
     rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
