@@ -40,9 +40,8 @@ def draws(separate: bool, qkv_bias: bool, min_heads: int = 1, min_n: int = 1, ex
                       batch=int(rng.integers(2, 4)), n=int(rng.integers(min_n, context_length + 1)),
                       qkv_bias=bool(rng.integers(0, 2)) if qkv_bias else False)
 
-    smallest = Config(d_in=min_heads, d_out=2 * min_heads, heads=min_heads, context_length=low_ctx, batch=2,
-                      n=min_n) if separate else Config(d_in=2 * min_heads, d_out=2 * min_heads, heads=min_heads,
-                                                        context_length=low_ctx, batch=2, n=min_n)
+    smallest = Config(d_in=min_heads * (1 if separate else 2), d_out=2 * min_heads, heads=min_heads,
+                      context_length=low_ctx, batch=2, n=min_n)
     out = [smallest][:examples]
     for _ in range(50 * examples):
         if len(out) >= examples:

@@ -249,10 +249,9 @@ class Subject:
         except (EOFError, OSError, protocol.ProtocolError) as e:
             code = self._wait(5)
             self._kill()
-            tail = self.stderr_tail(300).strip().splitlines()[-1:] or [""]
             self.dead = WorkerDied("startup", f"mha-check's worker ended before any of your code ran ({e}; status "
-                                              f"{code}; last output: {tail[0][:200]!r}): its Python cannot import "
-                                              f"torch under these limits?")
+                                              f"{code}; last output: {self._last_line()!r}): its Python cannot "
+                                              f"import torch under these limits?")
             raise self.dead from None
         self.started += time.monotonic() - self.spawned  # a restart keeps the budget it inherited, less our start
 
@@ -289,7 +288,6 @@ class Subject:
             return WorkerDied("crash", f"your code closed its channel to mha-check during {op} ({error})")
         self._kill()
         sig = -code if code < 0 else code - 128 if code > 128 else 0
-        tail = self.stderr_tail(300).strip().splitlines()[-1:] or [""]
         if sig == signal.SIGXCPU or sig == signal.SIGKILL and self._cpu_limit_reached():
             return WorkerDied("cpu", f"CPU time limit ({self.limits.cpu_seconds} s) exceeded during {op}")
         if sig == signal.SIGXFSZ:
@@ -298,9 +296,13 @@ class Subject:
         if sig:
             name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
             return WorkerDied("crash", f"the process running your code crashed with signal {name} during {op}"
-                                       f" (last output: {tail[0][:200]!r})")
+                                       f" (last output: {self._last_line()!r})")
         return WorkerDied("exit", f"the process running your code exited (status {code}) during {op} without "
-                                  f"answering: sys.exit / os._exit in your code? (last output: {tail[0][:200]!r})")
+                                  f"answering: sys.exit / os._exit in your code? (last output: {self._last_line()!r})")
+
+    def _last_line(self) -> str:
+        """The last line the child wrote to its log (for a message about how it ended)."""
+        return (self.stderr_tail(300).strip().splitlines()[-1:] or [""])[0][:200]
 
     def _cpu_limit_reached(self) -> bool:
         """A SIGKILL we did not send: the CPU limit (hard == soft kills outright), if the worker's CPU time says so
