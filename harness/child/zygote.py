@@ -9,6 +9,9 @@ it was handed, and only then serves the protocol on its socket (`harness.child.w
 zygote is also a child subreaper: whatever a submission leaves behind (possible only without a PID namespace)
 becomes the zygote's child and is killed when the submission is over.  It holds no expected value and no reference
 result: there is nothing in its memory for a forked submission to read, and the child cannot see it anyway.
+
+A zygote is started on its own (`main`: one torch import each), or forked from the batch's template (`template`:
+one torch import for every zygote of a `grade` run or a `ZygotePool`), which is the same code, warmed the same way.
 """
 from __future__ import annotations
 
@@ -141,7 +144,44 @@ def _warm_up() -> None:
 
 
 def main(control_fd: int) -> None:
+    """A zygote started on its own: torch imported and warmed here, then the zygote's loop."""
     _warm_up()
+    _serve(control_fd)
+
+
+def template(control_fd: int) -> None:
+    """One warm torch import for several zygotes (`harness.sandbox.pool.Template`): every message on the control
+    socket carries one end of a fresh socket pair, and a zygote forked from this process serves it.  It reads
+    requests, never replies (several graders share the socket; SOCK_SEQPACKET keeps their messages whole), and it
+    ends when every holder of the other end has closed it.  It runs only our code; its zygotes are reaped by the
+    kernel (SIGCHLD ignored here, the default again in each zygote)."""
+    _warm_up()
+    control = socket.socket(fileno=control_fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 1024, 1)
+        except OSError:
+            return
+        if not data:
+            return
+        if len(fds) == 1 and data == b"zygote":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if os.fork() == 0:
+                try:
+                    control.close()
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    os.setsid()
+                    _serve(fds[0])
+                finally:
+                    os._exit(0)
+        for fd in fds:
+            os.close(fd)
+
+
+def _serve(control_fd: int) -> None:
+    """The zygote's loop: fork a confined child per "spawn", wait for it, say hello, end at "bye" or EOF."""
     subreaper = _become_subreaper()
     control = socket.socket(fileno=control_fd)
     while True:

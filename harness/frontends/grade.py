@@ -35,11 +35,12 @@ from harness.frontends import options as option_rules
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
 from harness.sandbox import limits as sandbox
-from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
+from harness.sandbox.pool import ForkedSubject, Template, Zygote, ZygoteError
 
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
 MAX_JOBS = 256
-_ZYGOTE = None
+_ZYGOTE = None  # in a grader process: its zygote
+_TEMPLATE = None  # in a grader process: the batch's template socket (None: none could be started)
 
 
 def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
@@ -120,10 +121,12 @@ def find_target(folder: Path) -> str | None:
     return found[0].name if len(found) == 1 else None
 
 
-def _init_grader(limits_dict: dict) -> None:
-    global _ZYGOTE
+def _init_grader(limits_dict: dict, template) -> None:
+    """In each grader process: its zygote, forked from the batch's template (or started on its own without one)."""
+    global _ZYGOTE, _TEMPLATE
 
-    _ZYGOTE = Zygote(sandbox.Limits(**limits_dict))
+    _TEMPLATE = template
+    _ZYGOTE = Zygote(sandbox.Limits(**limits_dict), _TEMPLATE)
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,7 @@ def _grade_one(folder: str, pick: Pick, options: dict) -> dict:
                 break
             except ZygoteError as e:
                 _ZYGOTE.close()
-                _ZYGOTE = Zygote(limits)
+                _ZYGOTE = Zygote(limits, _TEMPLATE)
                 report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
                                  Options(seed=options["seed"]))
                 report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
@@ -369,6 +372,23 @@ def main(argv: list[str]) -> int:
             p.error("running as root, but the submissions could not be confined: " + "; ".join(reasons) +
                     ". Grade in a container that allows it (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN for namespaces),"
                     " as an ordinary user, or pass --allow-unconfined (every report then says how it ran)")
+    template = _start_template()  # torch imports while the submissions are found, staged and the graders start
+    try:
+        return _grade_batch(args, p, out, template)
+    finally:
+        if template is not None:
+            template.close()
+
+
+def _start_template() -> Template | None:
+    try:
+        return Template()
+    except OSError:
+        return None  # each grader then starts its own zygote
+
+
+def _grade_batch(args, p: argparse.ArgumentParser, out: Path, template: Template | None) -> int:
+    """Find, stage and grade the submissions; write the reports and the summary (the options are valid)."""
     try:
         pattern = submissions.compile_pattern(args.pattern)
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
@@ -396,7 +416,7 @@ def main(argv: list[str]) -> int:
     rows, started = [], time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mha-check-grade-") as staging:
         folders = {s.name: s.stage(Path(staging)) for s in todo}
-        rows = _grade_all(folders, target, flat, options, out, args) if todo else []
+        rows = _grade_all(folders, target, flat, options, out, args, template) if todo else []
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
     write_summary(rows, summary)
     passed = sum(1 for r in rows if r.get("passed") is True)
@@ -406,12 +426,13 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, out: Path, args) -> list:
+def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, out: Path, args,
+               template: Template | None) -> list:
     """Every submission through the pool of graders; a grader's failure costs one row, never the batch."""
     rows = []
     jobs = max(1, min(args.jobs, len(folders)))
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_grader,
-                             initargs=(options["limits"],)) as pool:
+                             initargs=(options["limits"], template.socket if template else None)) as pool:
         futures = {}
         for name, folder in folders.items():
             futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, flat), options)] = name
