@@ -257,9 +257,9 @@ def test_isolation_is_reported(tmp_path):
     assert "isolation: " + isolation["summary"].split(":")[0] in text
 
 
-def _grade(world: World, subs: Path, *extra, timeout):
+def _grade(world: World, subs: Path, *extra, timeout, limit=TIME_LIMIT):
     return run_cli("grade", str(subs), "--out", str(world.out), "--format", "gradescope", "--time-limit",
-                   str(TIME_LIMIT), "--memory-mb", "1500", "--jobs", "2", *extra, timeout=timeout, env=world.env())
+                   str(limit), "--memory-mb", "1500", "--jobs", "2", *extra, timeout=timeout, env=world.env())
 
 
 def _batch(tmp_path: Path, hostile: list[Path], strange_files: bool):
@@ -332,12 +332,22 @@ def test_grade_batch_walls_hold(tmp_path):
 
 
 @pytest.mark.slow
-def test_grade_batch_survives_every_hostile_submission(tmp_path):
-    subs, world = _batch(tmp_path, HOSTILE, strange_files=False)
+@pytest.mark.parametrize("hangs", [False, True], ids=["attacks", "hangs"])
+def test_grade_batch_survives_every_hostile_submission(tmp_path, hangs):
+    """Every hostile submission in a batch with two correct classmates.  The three that hang end only at the time
+    limit, so they make a batch of their own under a short one (our start-up does not count toward it), beside the
+    rest under the limit the attacks need."""
+    hostile = [p for p in HOSTILE if (p.stem in HANGS) == hangs]
+    limit = HANG_LIMIT if hangs else TIME_LIMIT
+    subs, world = _batch(tmp_path, hostile, strange_files=False)
     try:
         started = time.monotonic()
-        run = _grade(world, subs, "--target", "attention.py:MyAttn", timeout=len(HOSTILE) * (TIME_LIMIT + 10) + 60)
-        _check_batch(run, world, HOSTILE, False, started)
+        run = _grade(world, subs, "--target", "attention.py:MyAttn", timeout=len(hostile) * (limit + 10) + 60,
+                     limit=limit)
+        _check_batch(run, world, hostile, False, started)
+        if hangs:
+            rows = {r["submission"]: r for r in csv.DictReader(open(world.out / "summary.csv"))}
+            assert all("time" in rows[p.stem]["process"] for p in hostile), rows
     finally:
         world.close()
 
