@@ -19,13 +19,16 @@ from harness.wire.errors import CannotDrive, TargetFailure, WorkerDied
 
 def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d: int | None = None,
           qkv_bias: bool = False, seed: int = 0, args: dict | None = None, weight_map: dict | None = None,
-          source: bool | None = None) -> TraceResult:
+          source: bool | None = None, make_subject=Subject) -> TraceResult:
     """Trace one forward pass of the lesson's worked example through `target` (any form `harness.check`
     takes); the arithmetic is for width `d` (default 8), `heads` heads (default 2), Q/K/V biases or not, and a
-    score tensor of `batch` sequences of `n` tokens."""
+    score tensor of `batch` sequences of `n` tokens.  `make_subject(spec, overrides=, seed=, weight_map=)` starts
+    the child: a fresh one by default; tracing many targets can fork each from a warm zygote instead
+    (`harness.sandbox.pool.ForkedSubject`)."""
     a_d, a_heads = d or WORKED["d"], heads or WORKED["heads"]
     with resolved_target(target, source) as resolved:
-        subject = Subject(resolved.spec, dict(args or {}), seed, weight_map=dict(weight_map or {}))
+        subject = make_subject(resolved.spec, overrides=dict(args or {}), seed=seed,
+                               weight_map=dict(weight_map or {}))
         try:
             ctx = Context(subject, seed)
             result = record(ctx, resolved.display)

@@ -13,6 +13,7 @@ import pytest
 from harness.engine.trace import LESSON_STEPS, arithmetic
 from harness.frontends.trace import main, trace
 from harness.render.trace_text import render
+from harness.sandbox.pool import ForkedSubject
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = str(ROOT / "reference" / "causal_mha.py") + ":CausalMHA"
@@ -85,9 +86,15 @@ SWEEP = [
 
 
 @pytest.fixture(scope="module")
-def swept():
+def swept(reports):
+    """Every target traced in a child forked from the suite's warm zygotes (the command line's own path, a fresh
+    child, is traced by the tests above)."""
+    def one(target):
+        with reports.zygotes.take() as zygote:
+            return trace(target, make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip([t for t, _, _ in SWEEP], pool.map(trace, [t for t, _, _ in SWEEP])))
+        return dict(zip([t for t, _, _ in SWEEP], pool.map(one, [t for t, _, _ in SWEEP])))
 
 
 @pytest.mark.parametrize("target,mistake,label", SWEEP, ids=[Path(t.split(":")[0]).stem for t, _, _ in SWEEP])
