@@ -1,9 +1,10 @@
 """Shared fixtures: reports of whole mha-check runs, computed in the background while the tests run.
 
 Every report comes from a child forked from a warm zygote (the batch-grading path: torch imported once per worker,
-isolation as in production), two at a time.  A test module asks for the reports it needs up front
-(`reports.want([...])`) and reads each one when it gets to it, so pytest's progress shows as reports arrive
-instead of minutes of silence.
+isolation as in production), two at a time.  A test module declares the reports it needs, in its tests' order
+(`reports.want([...])`), and reads each one when it gets to it: the first is computed at once, and each read
+starts the next few (LOOKAHEAD), so pytest's progress shows as reports arrive instead of minutes of silence, and a
+module whose tests xdist shares between two workers (--dist worksteal) costs each worker only its own share.
 """
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ def zoo_constants(path: Path) -> dict:
     return out
 
 
+LOOKAHEAD = 3  # reports computed ahead of the test that reads one: enough to keep the pool's two threads busy
+
+
 class Reports:
     """run_checks reports by (target, options), computed by a pool of forked children in the background."""
 
@@ -49,6 +53,7 @@ class Reports:
         self.zygotes = ZygotePool(workers)
         self.pool = ThreadPoolExecutor(workers)
         self.futures: dict[tuple, Future] = {}
+        self.orders: list[list[tuple]] = []  # each want(): its (target, options) in the tests' order
         self.lock = threading.Lock()
 
     def _run(self, target: str, options: tuple):
@@ -63,19 +68,34 @@ class Reports:
 
             return run_checks(target, Options(**opts), subject=make(), make_subject=make)
 
+    @staticmethod
+    def _key(target: str, options: dict) -> tuple:
+        return target, tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items())))
+                                    for k, v in options.items()))
+
+    def _start(self, target: str, options: dict) -> Future:
+        key = self._key(target, options)
+        if key not in self.futures:
+            self.futures[key] = self.pool.submit(self._run, target, tuple(options.items()))
+        return self.futures[key]
+
     def want(self, targets, **options) -> None:
-        key = tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items())))
-                           for k, v in options.items()))
+        """The reports a module will read, in its tests' order; the first is started now."""
+        order = [(t, options) for t in targets]
         with self.lock:
-            for t in targets:
-                if (t, key) not in self.futures:
-                    self.futures[(t, key)] = self.pool.submit(self._run, t, tuple(options.items()))
+            self.orders.append(order)
+            if order:
+                self._start(*order[0])
 
     def __call__(self, target: str, **options):
-        self.want([target], **options)
-        key = tuple(sorted((k, v if not isinstance(v, dict) else tuple(sorted(v.items())))
-                           for k, v in options.items()))
-        return self.futures[(target, key)].result()
+        with self.lock:
+            found = self._start(target, options)
+            key = self._key(target, options)
+            for order in self.orders:
+                at = next((i for i, (t, o) in enumerate(order) if self._key(t, o) == key), None)
+                for t, o in order[at + 1: at + 1 + LOOKAHEAD] if at is not None else ():
+                    self._start(t, o)
+        return found.result()
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

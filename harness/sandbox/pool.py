@@ -30,13 +30,25 @@ from harness.sandbox.subject import Subject
 
 
 class ZygoteError(RuntimeError):
-    """The template process itself failed (our problem, not a submission's)."""
+    """A zygote (the warm process a submission is forked from) failed: our problem, not a submission's."""
 
 
-def _boot(entry: str, fd: int) -> list[str]:
-    """The command that starts `harness.child.zygote.<entry>(fd)` in a fresh interpreter."""
-    return isolation.python_command(f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); "
-                                    f"import harness.child.zygote as z; z.{entry}({fd})")
+def _launch(entry: str) -> tuple[socket.socket, subprocess.Popen]:
+    """`harness.child.zygote.<entry>(fd)` in a fresh interpreter, in a session of its own and with a clean
+    environment (never the grader's: each fork can read that block in /proc); returns our end of its control socket
+    and the process."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    boot = (f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); import harness.child.zygote as z; "
+            f"z.{entry}({theirs.fileno()})")
+    try:
+        proc = subprocess.Popen(isolation.python_command(boot), pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                env=clean_env(tempfile.gettempdir()), start_new_session=True)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return ours, proc
 
 
 class Template:
@@ -46,16 +58,7 @@ class Template:
     graders started by multiprocessing.  The template ends when every copy of `socket` is closed."""
 
     def __init__(self):
-        self.socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self.proc = subprocess.Popen(_boot("template", theirs.fileno()), pass_fds=[theirs.fileno()],
-                                         stdin=subprocess.DEVNULL, env=clean_env(tempfile.gettempdir()),
-                                         start_new_session=True)
-        except BaseException:
-            self.socket.close()
-            raise
-        finally:
-            theirs.close()
+        self.socket, self.proc = _launch("template")
 
     def close(self) -> None:
         """Once no more zygotes are wanted: its zygotes, in sessions of their own, keep serving until their
@@ -79,7 +82,7 @@ class Zygote:
         try:
             self.info = self._forked(template) if template is not None else None
             if self.info is None:
-                self.control = self._started()
+                self.control, self.proc = _launch("main")
                 self.info = self.request({"op": "hello"})
         except BaseException:
             self.slot.release()
@@ -99,29 +102,16 @@ class Zygote:
         self._pidfd = _pidfd(int(info["pid"]))
         return info
 
-    def _started(self) -> socket.socket:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = clean_env(tempfile.gettempdir())  # never the grader's: each fork can read this block in /proc
-        try:
-            self.proc = subprocess.Popen(_boot("main", theirs.fileno()), pass_fds=[theirs.fileno()],
-                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        return ours
-
     def request(self, message: dict, fds=()) -> dict:
         try:
             with self._lock:
                 socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
                 data = self.control.recv(1 << 16)
         except OSError as e:
-            raise ZygoteError(f"the grading template process failed: {e}") from None
+            raise ZygoteError(f"mha-check's grading process (zygote) failed: {e}") from None
         if not data:
             status = self.proc.poll() if self.proc is not None else "unknown: forked from the batch's template"
-            raise ZygoteError(f"the grading template process ended (status {status})")
+            raise ZygoteError(f"mha-check's grading process (zygote) ended (status {status})")
         return json.loads(data)
 
     def spawn(self, channel_fd: int, log_fd: int, status_fd: int, policy) -> int:

@@ -40,7 +40,7 @@ CASES = {"split-view-order": mutant("split_view_order"), "no-mask": mutant("no_m
 
 @pytest.fixture(scope="module", autouse=True)
 def _want(reports):
-    reports.want(list(CASES.values()))
+    reports.want([CASES[case] for case in sorted(CASES)])
 
 
 def page(reports, case: str, **options) -> str:

@@ -1,4 +1,4 @@
-"""Hostile: tries to kill its parent process (the grading template, when forked from one) from forward; and is wrong."""
+"""Hostile: tries to kill its parent process (the grading zygote, when forked from one) from forward; and is wrong."""
 import os
 import sys
 import time
