@@ -80,12 +80,12 @@ class Reports:
         return self.futures[key]
 
     def want(self, targets, **options) -> None:
-        """The reports a module will read, in its tests' order; the first is started now."""
+        """The reports a module will read, in its tests' order; the first few are started now."""
         order = [(t, options) for t in targets]
         with self.lock:
             self.orders.append(order)
-            if order:
-                self._start(*order[0])
+            for t, o in order[:1 + LOOKAHEAD]:
+                self._start(t, o)
 
     def __call__(self, target: str, **options):
         with self.lock:
