@@ -372,9 +372,14 @@ def main(argv: list[str]) -> int:
             p.error("running as root, but the submissions could not be confined: " + "; ".join(reasons) +
                     ". Grade in a container that allows it (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN for namespaces),"
                     " as an ordinary user, or pass --allow-unconfined (every report then says how it ran)")
+    try:
+        pattern = submissions.compile_pattern(args.pattern)
+        rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
+    except (submissions.PatternError, rubrics.RubricError) as e:
+        p.error(str(e))
     template = _start_template()  # torch imports while the submissions are found, staged and the graders start
     try:
-        return _grade_batch(args, p, out, template)
+        return _grade_batch(args, p, out, pattern, rubric, template)
     finally:
         if template is not None:
             template.close()
@@ -387,13 +392,8 @@ def _start_template() -> Template | None:
         return None  # each grader then starts its own zygote
 
 
-def _grade_batch(args, p: argparse.ArgumentParser, out: Path, template: Template | None) -> int:
+def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, template: Template | None) -> int:
     """Find, stage and grade the submissions; write the reports and the summary (the options are valid)."""
-    try:
-        pattern = submissions.compile_pattern(args.pattern)
-        rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
-    except (submissions.PatternError, rubrics.RubricError) as e:
-        p.error(str(e))
     target = args.target or (rubric.target if rubric else None)
     found = submissions.find(Path(args.submissions), pattern)
     print(found.describe())
