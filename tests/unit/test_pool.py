@@ -26,6 +26,18 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _sockets(pid: int) -> set[str]:
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
 def test_zygotes_share_one_template_serve_and_leave_nothing_behind():
     pool = ZygotePool(2)
     template = pool.template.proc.pid
@@ -33,6 +45,9 @@ def test_zygotes_share_one_template_serve_and_leave_nothing_behind():
     try:
         assert len(set(zygotes)) == 2 and all(_parent(pid) == template for pid in zygotes)
         assert all(z.proc is None for z in pool.all)  # no torch import of their own
+        for pid in zygotes:  # a zygote keeps only its own control socket: not the template's, not a sibling's
+            assert len(_sockets(pid)) == 1 and not _sockets(pid) & _sockets(template)
+        assert not _sockets(zygotes[0]) & _sockets(zygotes[1])
         for zygote in pool.all:
             subject = ForkedSubject(zygote, CORRECT)
             try:
