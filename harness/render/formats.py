@@ -4,9 +4,9 @@ the one entry point every front end uses for any format.  All of them read the s
 so the order, the words and the scoring rule are the same everywhere."""
 from __future__ import annotations
 
+import html
 import json
 import re
-from xml.sax.saxutils import escape, quoteattr
 
 from harness.render import text, view
 from harness.render.rubric import Rubric, score
@@ -152,6 +152,20 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
 def _pl_output(report) -> str:
     """What the student's code printed: the end of it, which is where an error is."""
     return cut(report.student_output or "", PL_OUTPUT_LIMIT, keep="tail")
+
+
+_ATTRIBUTE_WHITESPACE = str.maketrans({"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"})  # kept, not normalised away
+
+
+def escape(text: str) -> str:
+    """XML character data: &, < and > escaped.  (Not xml.sax.saxutils: importing it pulls in urllib, http and email,
+    about 0.1 s of every run's start, for three replacements.)"""
+    return html.escape(text, quote=False)
+
+
+def quoteattr(text: str) -> str:
+    """An XML attribute value with its double quotes; line breaks and tabs survive as character references."""
+    return '"' + html.escape(text, quote=True).translate(_ATTRIBUTE_WHITESPACE) + '"'
 
 
 def junit(report, rubric: Rubric | None = None) -> str:

@@ -12,7 +12,7 @@ from checks import all_checks
 from conftest import ROOT, report_for
 from harness.engine.report import CheckResult, Report
 from harness.frontends.grade import in_shard, merge
-from harness.render import formats
+from harness.render import formats, view
 from harness.render.rubric import RubricError, load_rubric
 
 BUGGY = f"{ROOT / 'examples' / 'buggy_attention.py'}"
@@ -144,3 +144,21 @@ def test_a_students_words_never_render_as_markdown_on_gradescope():
     shown = "\n".join([data["output"]] + [t["output"] for t in data["tests"]])
     assert "\n# Score" not in shown and "](http" not in shown and "<img" not in shown
     assert "\\# Score: 100/100" in shown  # shown, as text
+
+
+def test_junit_keeps_every_character_of_a_message():
+    """Quotes, apostrophes, markup, ampersands, line breaks and tabs in a check's message and in the student's output
+    come back from an XML parser exactly as the shared view shows them (a carriage return in character data is a
+    line break to any XML parser)."""
+    made = {}
+    exec(MAKE_MIXED, made)
+    report = made["mixed_report"]()
+    tricky = 'a "quoted" it\'s <b>&amp;</b> & <\nsecond line\tand a tab\r'
+    failing = next(c for c in report.checks if c.status == "fail")
+    failing.message = report.student_output = tricky
+    shown = next(line.text for line in view.build(report).lines if line.id == failing.id)
+    assert "<b>&amp;</b>" in shown and "\n" in shown and "\t" in shown
+    root = ET.fromstring(formats.junit(report))
+    case = next(c for c in root.iter("testcase") if c.get("name") == failing.id)
+    assert case.find("failure").get("message") == shown[:500]
+    assert root.find("system-out").text == tricky.replace("\r", "\n")
