@@ -13,6 +13,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -124,6 +125,28 @@ def report_for(target: str, **options):
 def pytest_sessionfinish(session, exitstatus):
     if _REPORTS is not None:
         _REPORTS.close()
+
+
+def processes_left(folder: Path, seconds: float = 15) -> list[str]:
+    """Pids of processes still running, after up to `seconds`, that carry `folder` in their environment: a run
+    started with TMPDIR inside `folder` passes it to everything it starts (the graders, the template, the zygotes
+    as TMPDIR, the children as their scratch HOME), so this finds what that run left, and nothing of other tests."""
+    def mentioning() -> list[str]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != os.getpid():
+                try:
+                    with open(f"/proc/{entry}/environ", "rb") as f:
+                        if str(folder).encode() in f.read():
+                            found.append(entry)
+                except OSError:
+                    continue
+        return found
+
+    deadline = time.monotonic() + seconds
+    while mentioning() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return mentioning()
 
 
 QUICK_E2E = {"test_adapter.py", "test_api.py", "test_formats.py"}  # a few child processes each: in the quick run

@@ -28,7 +28,15 @@ from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
 from harness.sandbox.syscalls import until_exited
 
-PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def _die_with_parent() -> None:
+    """The template ends with the process that started it, even one killed outright (SIGKILL)."""
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it was already gone
+        os._exit(0)
 
 
 def _become_subreaper() -> bool:
@@ -155,6 +163,7 @@ def template(control_fd: int) -> None:
     requests, never replies (several graders share the socket; SOCK_SEQPACKET keeps their messages whole), and it
     ends when every holder of the other end has closed it.  It runs only our code; its zygotes are reaped by the
     kernel (SIGCHLD ignored here, the default again in each zygote)."""
+    _die_with_parent()
     _warm_up()
     control = socket.socket(fileno=control_fd)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -188,8 +197,9 @@ def _serve(control_fd: int) -> None:
         try:
             data, fds, _, _ = socket.recv_fds(control, 1 << 20, 3)
         except OSError:
-            return
-        if not data:
+            data = b""
+        if not data:  # its grader is gone (stopped, killed): so is the submission it was grading
+            _reap_leftovers()
             return
         request = json.loads(data)
         op = request.get("op")

@@ -87,10 +87,11 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
     make_subject = make_subject or (lambda: Subject(spec, options.overrides, options.seed,
                                                     weight_map=options.weight_map, limits=options.limits))
     subject = subject or make_subject()
-    ctx = Context(subject, options.seed, options.examples)
-    results: dict[str, CheckResult] = {}
-    deaths: list[WorkerDied] = []
-    try:
+    ctx = None
+    try:  # from the moment the child exists: whatever happens (Ctrl-C included), it is closed
+        ctx = Context(subject, options.seed, options.examples)
+        results: dict[str, CheckResult] = {}
+        deaths: list[WorkerDied] = []
         for c in selected:
             if deaths and (deaths[-1].kind in ENDING_KINDS or len(deaths) >= MAX_RESTARTS):
                 outcome = skipped(f"not run: the process running your code ended ({deaths[-1].kind}) earlier")
@@ -117,7 +118,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
                 report.leakage = leakage.maps_or_error(ctx)
         report.student_output = ctx.subject.stderr_tail(8000)
     finally:
-        ctx.subject.close()
+        (ctx.subject if ctx is not None else subject).close()
     return report
 
 

@@ -92,6 +92,9 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # `mha-check mutants | head`: the reader left; end quietly like any other command
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: the child was stopped and its scratch removed on the way out
+        print("\nmha-check: interrupted", file=sys.stderr)
+        return 130
 
 
 def _colour(fmt: str, output: str | None) -> bool:

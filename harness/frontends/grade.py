@@ -10,11 +10,14 @@ does (hang, crash, exit, print, patch) stops the batch: its row says what happen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import io
+import multiprocessing
 import os
 import re
+import signal
 import stat
 import sys
 import tempfile
@@ -34,6 +37,7 @@ from harness.render.view import clean
 from harness.frontends import options as option_rules
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
+from harness.sandbox import syscalls as linux
 from harness.sandbox import limits as sandbox
 from harness.sandbox.pool import ForkedSubject, Template, Zygote, ZygoteError
 
@@ -41,6 +45,8 @@ EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "tex
 MAX_JOBS = 256
 _ZYGOTE = None  # in a grader process: its zygote
 _TEMPLATE = None  # in a grader process: the batch's template socket (None: none could be started)
+_BUSY = False  # in a grader process: a submission is being graded (SIGTERM must unwind it, not just exit)
+_STOPPING = False  # in a grader process: SIGTERM came, the submission is being unwound
 
 
 def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
@@ -121,12 +127,35 @@ def find_target(folder: Path) -> str | None:
     return found[0].name if len(found) == 1 else None
 
 
+class _Stopped(BaseException):
+    """SIGTERM in a grader: the main process was interrupted (Ctrl-C) or has died."""
+
+
 def _init_grader(limits_dict: dict, template) -> None:
-    """In each grader process: its zygote, forked from the batch's template (or started on its own without one)."""
+    """In each grader process: its zygote, forked from the batch's template (or started on its own without one).
+    Ctrl-C is the main process's to handle: it stops the graders with SIGTERM, as the kernel does when the main
+    process dies, and a grader then unwinds the submission in progress (its child killed, its scratch removed)."""
     global _ZYGOTE, _TEMPLATE
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    parent = os.getppid()
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(0)
     _TEMPLATE = template
     _ZYGOTE = Zygote(sandbox.Limits(**limits_dict), _TEMPLATE)
+
+
+def _on_sigterm(signum, frame) -> None:
+    global _STOPPING
+
+    if _STOPPING:
+        return  # the clean-up the first SIGTERM started must not be interrupted
+    if not _BUSY:
+        os._exit(0)  # between submissions: nothing to clean up
+    _STOPPING = True
+    raise _Stopped()
 
 
 @dataclass(frozen=True)
@@ -177,7 +206,20 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
 
 
 def _grade_one(folder: str, pick: Pick, options: dict) -> dict:
-    """Runs in a grader process; returns only plain data."""
+    """Runs in a grader process; returns only plain data.  Stopped (SIGTERM), it ends once run_checks has closed
+    the submission's child and scratch: the batch is over."""
+    global _BUSY
+
+    try:
+        _BUSY = True
+        return _grade_submission(folder, pick, options)
+    except _Stopped:
+        os._exit(0)
+    finally:
+        _BUSY = False
+
+
+def _grade_submission(folder: str, pick: Pick, options: dict) -> dict:
     global _ZYGOTE
 
     name = os.path.basename(folder)
@@ -377,12 +419,20 @@ def main(argv: list[str]) -> int:
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
     except (submissions.PatternError, rubrics.RubricError) as e:
         p.error(str(e))
+    signal.signal(signal.SIGTERM, _as_interrupt)  # a scheduler's stop (Slurm's time limit): as Ctrl-C
     template = _start_template()  # torch imports while the submissions are found, staged and the graders start
     try:
         return _grade_batch(args, p, out, pattern, rubric, template)
+    except KeyboardInterrupt:
+        print("\nmha-check grade: interrupted before grading began; nothing was written", file=sys.stderr)
+        return 130
     finally:
         if template is not None:
             template.close()
+
+
+def _as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _start_template() -> Template | None:
@@ -413,12 +463,17 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     flat = found.layout == "files"
     options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
                "missing_fix": _missing_fix(target), "allow_unconfined": args.allow_unconfined}
-    rows, started = [], time.monotonic()
+    rows, started, interrupted = [], time.monotonic(), False
     with tempfile.TemporaryDirectory(prefix="mha-check-grade-") as staging:
         folders = {s.name: s.stage(Path(staging)) for s in todo}
-        rows = _grade_all(folders, target, flat, options, out, args, template) if todo else []
+        if todo:
+            rows, interrupted = _grade_all(folders, target, flat, options, out, args, template)
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
     write_summary(rows, summary)
+    if interrupted:
+        print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
+              f"{out}/ and {summary} lists only them", file=sys.stderr)
+        return 130
     passed = sum(1 for r in rows if r.get("passed") is True)
     review = sum(1 for r in rows if r.get("needs_review") is True)
     print(f"graded {len(rows)} submissions in {time.monotonic() - started:.1f} s: {passed} pass every check, "
@@ -427,28 +482,55 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
 
 
 def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, out: Path, args,
-               template: Template | None) -> list:
-    """Every submission through the pool of graders; a grader's failure costs one row, never the batch."""
-    rows = []
+               template: Template | None) -> tuple[list, bool]:
+    """Every submission through the pool of graders; a grader's failure costs one row, never the batch.  Returns the
+    rows and whether Ctrl-C stopped it (the graders are then stopped, each submission in progress with its child and
+    scratch, and the rows are those graded)."""
+    rows: list = []
     jobs = max(1, min(args.jobs, len(folders)))
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_grader,
-                             initargs=(options["limits"], template.socket if template else None)) as pool:
-        futures = {}
-        for name, folder in folders.items():
-            futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, flat), options)] = name
-        for done, future in enumerate(_as_completed(futures), 1):
-            name = futures[future]
-            try:
-                result = future.result()
-            except Exception as e:  # noqa: BLE001 - a grader failure costs one row, never the batch
-                report = not_run(f"{name}/?", f"mha-check could not grade this submission: {e}",
-                                 Options(seed=options["seed"]))
-                report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
-                result = graded(name, None, report, options, 0.0)
-            (out / f"{result['name']}.{EXTENSIONS[args.format]}").write_text(result["text"])
-            rows.append(result["row"])
-            _progress(done, len(folders), name)
-    return rows
+    pool = ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_grader,
+                               initargs=(options["limits"], template.socket if template else None))
+    try:
+        _collect(pool, folders, target, flat, options, out, args, rows)
+    except KeyboardInterrupt:
+        _stop_graders(pool)
+        return rows, True
+    pool.shutdown()
+    return rows, False
+
+
+def _stop_graders(pool: ProcessPoolExecutor) -> None:
+    """Ctrl-C: nothing more is started, and each grader unwinds its submission (SIGTERM) and ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave the graders behind
+    graders = multiprocessing.active_children()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for grader in graders:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(grader.pid, signal.SIGTERM)
+    for grader in graders:
+        grader.join(10)
+        if grader.is_alive():
+            grader.kill()
+            grader.join()
+
+
+def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, out: Path, args, rows: list) -> None:
+    """Submit every submission and write each report as it comes back (rows gets each summary row)."""
+    futures = {}
+    for name, folder in folders.items():
+        futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, flat), options)] = name
+    for done, future in enumerate(_as_completed(futures), 1):
+        name = futures[future]
+        try:
+            result = future.result()
+        except Exception as e:  # noqa: BLE001 - a grader failure costs one row, never the batch
+            report = not_run(f"{name}/?", f"mha-check could not grade this submission: {e}",
+                             Options(seed=options["seed"]))
+            report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+            result = graded(name, None, report, options, 0.0)
+        (out / f"{result['name']}.{EXTENSIONS[args.format]}").write_text(result["text"])
+        rows.append(result["row"])
+        _progress(done, len(folders), name)
 
 
 def _as_completed(futures):

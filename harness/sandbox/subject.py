@@ -223,6 +223,10 @@ class Subject:
         except (EOFError, BrokenPipeError, OSError, protocol.ProtocolError) as e:
             self.dead = self._classify_death(op, e)
             raise self.dead from None
+        except BaseException:  # interrupted (Ctrl-C, a grader stopped): the child is stopped where it is, so that
+            self._kill()       # closing needs no answer from it (it may be deep in the student's loop)
+            self.dead = WorkerDied("interrupted", f"mha-check was stopped during {op}")
+            raise
         if isinstance(replies[-1], m.Failed):
             self._raise(replies[-1])
         return replies
@@ -357,13 +361,18 @@ class Subject:
         return {**isolation.describe(self.record), "submission_copy": self.room.describe()} if self.record else {}
 
     def close(self) -> None:
-        if self._alive() and not self.dead:
+        """The child ended and everything of it released, even when an interruption arrives while closing."""
+        try:
+            if self._alive() and not self.dead:
+                try:
+                    self.call(m.Bye())
+                except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+                    pass
+        finally:
             try:
-                self.call(m.Bye())
-            except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
-                pass
-        self._kill()
-        self._release()
+                self._kill()
+            finally:
+                self._release()
 
     def _release(self) -> None:
         """Nothing of the child survives: leftover processes of its uid (only possible without a PID namespace),

@@ -20,12 +20,16 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from conftest import processes_left
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = "tests/bad"
@@ -585,3 +589,26 @@ def test_the_root_cause_points_into_the_class_a_factory_wraps(tmp_path):
     data = report(mha("factory.py:make", "--format", "json", cwd=tmp_path), 1)
     assert data["diagnosis"]["mutant"] == "split-view-order"
     assert data["diagnosis"]["at"].startswith("impl.py:"), data["diagnosis"]
+
+
+def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path):
+    """Ctrl-C while the student's forward runs: "interrupted", exit status 130, no traceback, and nothing of the
+    run left: its child is killed and its scratch folder removed."""
+    code = BOOK.read_text().replace(
+        "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(3600)\n", 1)
+    (tmp_path / "attention.py").write_text(code)
+    (tmp_path / "tmp").mkdir()
+    run = subprocess.Popen([*CLI, f"{tmp_path}/attention.py", "--time-limit", "600"], cwd=ROOT,
+                           env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith("mha-check-") for p in (tmp_path / "tmp").iterdir()) and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(3)  # into forward
+    os.killpg(run.pid, signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and "interrupted" in err and "Traceback" not in err, err[-2000:]
+    assert processes_left(tmp_path) == []
+    assert list((tmp_path / "tmp").iterdir()) == []

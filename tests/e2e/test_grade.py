@@ -1,14 +1,17 @@
 """Batch grading: target discovery, per-submission reports, the summary, and forked children that stay sound."""
 import csv
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from checks import all_checks
-from conftest import ROOT, ZOO
+from conftest import ROOT, ZOO, processes_left
 
 THREADS_PROBE = '''
 import torch
@@ -175,3 +178,53 @@ def test_zip_or_bad_pattern_is_a_usage_error(tmp_path):
     assert run.returncode == 2 and "unzip it first" in run.stderr
     run = grade(str(tmp_path), "--pattern", "(?P<name>\\w+)_")
     assert run.returncode == 2 and "named group (?P<student>...)" in run.stderr
+
+
+HANGS_IN_FORWARD = (ZOO / "correct" / "book_style.py").read_text().replace(
+    "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(3600)\n", 1)
+
+
+def _interruptible_batch(tmp_path):
+    """Three correct submissions and one whose forward hangs; the batch is started in a session of its own, with
+    Ctrl-C's default meaning, and returned once a first report is written."""
+    subs = tmp_path / "subs"
+    for name, text in [("a", None), ("b", None), ("c", None), ("hangs", HANGS_IN_FORWARD)]:
+        (subs / name).mkdir(parents=True)
+        target = subs / name / "attention.py"
+        target.write_text(text) if text else shutil.copy(ZOO / "correct" / "book_style.py", target)
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    run = subprocess.Popen([sys.executable, "-m", "harness.frontends.cli", "grade", str(subs), "--out",
+                            str(tmp_path / "out"), "--jobs", "2", "--time-limit", "600"], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "out").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return run
+
+
+def test_ctrl_c_stops_the_batch_and_keeps_what_was_graded(tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) mid-batch: no traceback, exit status 130, the reports and a
+    summary of the submissions graded so far, and nothing left: no process, no scratch or staging folder."""
+    run = _interruptible_batch(tmp_path)
+    os.killpg(run.pid, signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "interrupted:" in err, err[-2000:]
+    rows = list(csv.DictReader(open(tmp_path / "out" / "summary.csv")))
+    assert 1 <= len(rows) < 4 and "hangs" not in {r["submission"] for r in rows}
+    assert all(r["passed"] == "True" for r in rows)
+    assert processes_left(tmp_path) == []
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_killed_grader_leaves_no_process_behind(tmp_path):
+    """SIGKILL to the grading command itself: its graders are stopped by the kernel (they clean up their
+    submission's child and scratch), the template dies with it, and the zygotes end with their graders.  Only the
+    staging copy of the submissions, which the killed process itself made, can remain."""
+    run = _interruptible_batch(tmp_path)
+    run.kill()
+    run.communicate(timeout=60)
+    assert processes_left(tmp_path) == []
+    assert all(p.name.startswith("mha-check-grade-") for p in (tmp_path / "tmp").iterdir())
