@@ -476,8 +476,9 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         return 130
     passed = sum(1 for r in rows if r.get("passed") is True)
     review = sum(1 for r in rows if r.get("needs_review") is True)
-    print(f"graded {len(rows)} submissions in {time.monotonic() - started:.1f} s: {passed} pass every check, "
-          f"{review} need a person to look (needs_review); reports in {out}/, summary in {summary}")
+    print(f"graded {len(rows)} submission{'s' * (len(rows) != 1)} in {time.monotonic() - started:.1f} s: {passed} "
+          f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look (needs_review); "
+          f"reports in {out}/, summary in {summary}")
     return 0
 
 
