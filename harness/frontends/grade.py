@@ -496,6 +496,9 @@ def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options
     except KeyboardInterrupt:
         _stop_graders(pool)
         return rows, True
+    except BaseException:  # our own failure (an unwritable report): no grader outlives it either
+        _stop_graders(pool)
+        raise
     pool.shutdown()
     return rows, False
 
