@@ -26,17 +26,9 @@ import time
 from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
-from harness.sandbox.syscalls import until_exited
+from harness.sandbox.syscalls import die_with_parent, until_exited
 
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
-
-
-def _die_with_parent() -> None:
-    """The template ends with the process that started it, even one killed outright (SIGKILL)."""
-    parent = os.getppid()
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # it was already gone
-        os._exit(0)
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _become_subreaper() -> bool:
@@ -163,7 +155,7 @@ def template(control_fd: int) -> None:
     requests, never replies (several graders share the socket; SOCK_SEQPACKET keeps their messages whole), and it
     ends when every holder of the other end has closed it.  It runs only our code; its zygotes are reaped by the
     kernel (SIGCHLD ignored here, the default again in each zygote)."""
-    _die_with_parent()
+    die_with_parent(signal.SIGKILL)  # it ends with the process that started it
     _warm_up()
     control = socket.socket(fileno=control_fd)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)

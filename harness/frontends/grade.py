@@ -139,10 +139,7 @@ def _init_grader(limits_dict: dict, template) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    parent = os.getppid()
-    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:
-        os._exit(0)
+    linux.die_with_parent(signal.SIGTERM)
     _TEMPLATE = template
     _ZYGOTE = Zygote(sandbox.Limits(**limits_dict), _TEMPLATE)
 

@@ -63,6 +63,15 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0) -> int:
     return result
 
 
+def die_with_parent(sig: int) -> None:
+    """Have the kernel send `sig` when the process that started this one ends, even killed outright (SIGKILL); end
+    now if it has already gone."""
+    parent = os.getppid()
+    prctl(PR_SET_PDEATHSIG, sig)
+    if os.getppid() != parent:
+        os._exit(0)
+
+
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
