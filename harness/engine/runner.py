@@ -18,6 +18,7 @@ from harness.engine.context import Context
 from harness.engine.mapping import map_help
 from harness.engine.report import CheckResult, Report
 from harness.sandbox.limits import Limits
+from harness.sandbox.pool import single_run
 from harness.sandbox.subject import Subject
 from harness.wire.errors import ENDING_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
@@ -84,8 +85,8 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
     Keyword arguments of Options may be given directly (run_checks(spec, seed=1, only=[...]))."""
     options = options or Options(**{k: v for k, v in legacy.items() if v is not None})
     selected = select(options.only, options.skip)
-    make_subject = make_subject or (lambda: Subject(spec, options.overrides, options.seed,
-                                                    weight_map=options.weight_map, limits=options.limits))
+    make_subject = make_subject or (lambda: single_run(spec, overrides=options.overrides, seed=options.seed,
+                                                       weight_map=options.weight_map, limits=options.limits))
     subject = subject or make_subject()
     ctx = None
     try:  # from the moment the child exists: whatever happens (Ctrl-C included), it is closed

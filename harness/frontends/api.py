@@ -60,7 +60,7 @@ from harness.engine.runner import Options, UsageError, not_run, run_checks
 from harness.frontends.options import ids
 from harness.render import html as html_report
 from harness.render import plot, text, view
-from harness.sandbox.subject import Subject
+from harness.sandbox.pool import single_run
 
 HEADER = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 _HEADER_BINDINGS = {"math": "math", "torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
@@ -449,7 +449,7 @@ def plot_leakage(target, path, heads: bool = True, *, seed: int = 0, args: dict 
     built or run.  RuntimeError, before any work, when matplotlib is missing."""
     plot.require_matplotlib()
     with resolved_target(target, source) as resolved:
-        subject = Subject(resolved.spec, dict(args or {}), seed, weight_map=dict(weight_map or {}))
+        subject = single_run(resolved.spec, overrides=dict(args or {}), seed=seed, weight_map=dict(weight_map or {}))
         try:
             maps = leakage.maps_or_error(Context(subject, seed), heads)
         finally:

@@ -123,13 +123,13 @@ def _main(argv=None) -> int:
             parser.error(str(e))
     subject = limits = None
     from harness.sandbox.limits import Limits  # noqa: PLC0415 - after parsing: --help stays instant
-    from harness.sandbox.subject import Subject  # noqa: PLC0415
+    from harness.sandbox.pool import single_run  # noqa: PLC0415
 
     if args.target and not args.list_checks:
         limits = Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                         memory_mb=args.memory_mb)
-        subject = Subject(args.target, overrides, args.seed, weight_map=weight_map, limits=limits)  # its torch
-        # import overlaps with ours below
+        subject = single_run(args.target, overrides=overrides, seed=args.seed, weight_map=weight_map,
+                             limits=limits)  # its torch import (if any: see single_run) overlaps with ours below
     from harness.engine.runner import Options, UsageError, run_checks, select  # noqa: PLC0415
     from harness.render import formats, rubric  # noqa: PLC0415
 

@@ -13,17 +13,17 @@ from harness.engine.trace import WORKED, TraceResult, arithmetic, count_paramete
 from harness.frontends.api import resolved_target
 from harness.frontends.options import constructor_args
 from harness.render.trace_text import render
-from harness.sandbox.subject import Subject
+from harness.sandbox.pool import single_run
 from harness.wire.errors import CannotDrive, TargetFailure, WorkerDied
 
 
 def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d: int | None = None,
           qkv_bias: bool = False, seed: int = 0, args: dict | None = None, weight_map: dict | None = None,
-          source: bool | None = None, make_subject=Subject) -> TraceResult:
+          source: bool | None = None, make_subject=single_run) -> TraceResult:
     """Trace one forward pass of the lesson's worked example through `target` (any form `harness.check`
     takes); the arithmetic is for width `d` (default 8), `heads` heads (default 2), Q/K/V biases or not, and a
     score tensor of `batch` sequences of `n` tokens.  `make_subject(spec, overrides=, seed=, weight_map=)` starts
-    the child: a fresh one by default; tracing many targets can fork each from a warm zygote instead
+    the child: a single run's by default (`harness.sandbox.pool.single_run`); tracing many targets can fork each from a warm zygote instead
     (`harness.sandbox.pool.ForkedSubject`)."""
     a_d, a_heads = d or WORKED["d"], heads or WORKED["heads"]
     with resolved_target(target, source) as resolved:

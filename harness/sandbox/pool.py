@@ -1,7 +1,8 @@
 """Batch grading with one warm torch import: `Zygote` (a warm process per worker slot), `Template` (the process
 the zygotes of a batch are forked from, so that torch is imported once, not once per slot) and `ForkedSubject` (a
 Subject whose worker is forked from a zygote instead of started from scratch, which saves the ~1.5 s torch import
-per submission).
+per submission).  `single_run` gives a single run the same saving when a warm template is listening at the path
+in $MHA_CHECK_TEMPLATE (how the test suite's hundreds of `mha-check` runs share one torch import).
 
 A zygote holds one worker slot for its life (one uid, one submission at a time): each child it forks confines
 itself (`harness.sandbox.confine`, the builtin mechanism: bubblewrap cannot confine a process that already runs)
@@ -33,18 +34,24 @@ class ZygoteError(RuntimeError):
     """A zygote (the warm process a submission is forked from) failed: our problem, not a submission's."""
 
 
-def _launch(entry: str) -> tuple[socket.socket, subprocess.Popen]:
+TEMPLATE_VARIABLE = "MHA_CHECK_TEMPLATE"  # the path of a listening `Template(address=...)` for single runs
+
+
+def _launch(entry: str, theirs: socket.socket | None = None) -> tuple[socket.socket | None, subprocess.Popen]:
     """`harness.child.zygote.<entry>(fd)` in a fresh interpreter, in a session of its own and with a clean
     environment (never the grader's: each fork can read that block in /proc); returns our end of its control socket
-    and the process."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    (None when its socket, `theirs`, was given) and the process."""
+    ours = None
+    if theirs is None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     boot = (f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); import harness.child.zygote as z; "
             f"z.{entry}({theirs.fileno()})")
     try:
         proc = subprocess.Popen(isolation.python_command(boot), pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                 env=clean_env(tempfile.gettempdir()), start_new_session=True)
     except BaseException:
-        ours.close()
+        if ours is not None:
+            ours.close()
         raise
     finally:
         theirs.close()
@@ -55,24 +62,51 @@ class Template:
     """The process that imports torch once for every zygote of a batch (`harness.child.zygote.template`): one
     torch import instead of one per grader (1.5 to 2 s of CPU each), started before the graders import the engine.
     `socket` is what a grader needs to ask it for a zygote (`Zygote(limits, template=...)`); it pickles into
-    graders started by multiprocessing.  The template ends when every copy of `socket` is closed."""
+    graders started by multiprocessing.  The template ends when every copy of `socket` is closed.
 
-    def __init__(self):
-        self.socket, self.proc = _launch("template")
+    With `address`, it listens instead on a datagram socket at that path, for processes that did not inherit a
+    socket from us (`template_at`): the path's folder must let only our own user in, since whoever can write to the
+    socket can ask for a zygote."""
+
+    def __init__(self, address: str | None = None):
+        listening, self.address = None, address
+        if address is not None:
+            folder = os.stat(os.path.dirname(os.path.abspath(address)))
+            if folder.st_uid != os.geteuid() or folder.st_mode & 0o077:
+                raise ValueError(f"a template's socket needs a folder that only its own user may enter: {address}")
+            listening = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            listening.bind(address)
+        self.socket, self.proc = _launch("template", listening)
 
     def close(self) -> None:
         """Once no more zygotes are wanted: its zygotes, in sessions of their own, keep serving until their
         graders close them."""
-        self.socket.close()
+        if self.socket is not None:
+            self.socket.close()
         self.proc.kill()
         self.proc.wait()
 
 
+def template_at(address: str) -> socket.socket | None:
+    """A socket on which to ask the template listening at `address` for a zygote; None if none listens there, or
+    if the socket is not our own user's (whoever serves it would fork our children and report their walls)."""
+    asking = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        if os.stat(address).st_uid != os.geteuid():
+            raise PermissionError(address)
+        asking.connect(address)
+    except OSError:
+        asking.close()
+        return None
+    return asking
+
+
 class Zygote:
     """A warm process that forks one confined child per submission, in its own slot.  Forked from `template` (a
-    socket of a `Template`) when one is given and answers, else started on its own (one torch import)."""
+    socket of a `Template`) when one is given and answers, else started on its own (one torch import), or, without
+    `fallback`, not at all (ZygoteError)."""
 
-    def __init__(self, limits: Limits | None = None, template: socket.socket | None = None):
+    def __init__(self, limits: Limits | None = None, template: socket.socket | None = None, fallback: bool = True):
         self.limits = limits or Limits()
         self.slot = scratch.claim_slot()
         self.proc: subprocess.Popen | None = None
@@ -81,6 +115,8 @@ class Zygote:
         self._lock = threading.Lock()  # one request at a time on the control socket, whatever thread asks
         try:
             self.info = self._forked(template) if template is not None else None
+            if self.info is None and not fallback:
+                raise ZygoteError("mha-check's warm template did not answer")
             if self.info is None:
                 self.control, self.proc = _launch("main")
                 self.info = self.request({"op": "hello"})
@@ -257,3 +293,34 @@ class ForkedSubject(Subject):
     def close(self) -> None:
         super().close()
         self.sock.close()
+
+
+class _OwnZygoteSubject(ForkedSubject):
+    """A single run's ForkedSubject: its zygote serves it alone and is closed with it."""
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.zygote.close()
+
+
+def single_run(spec: str, **kwargs) -> Subject:
+    """The child of a single run (keyword arguments: Subject's).  Started afresh (a new interpreter, bubblewrap
+    where installed), unless a warm template listens at $MHA_CHECK_TEMPLATE: then it is forked from a zygote of its
+    own, as in batch grading (the built-in confinement, the same walls), which saves the child's torch import.
+    A template that is gone or does not answer is passed over, never waited for."""
+    address = os.environ.get(TEMPLATE_VARIABLE)
+    template = template_at(address) if address else None
+    if template is None:
+        return Subject(spec, **kwargs)
+    with template:
+        try:
+            zygote = Zygote(kwargs.get("limits"), template, fallback=False)
+        except ZygoteError:
+            return Subject(spec, **kwargs)
+    try:
+        return _OwnZygoteSubject(zygote, spec, **kwargs)
+    except BaseException:
+        zygote.close()
+        raise

@@ -1,6 +1,10 @@
 """The adapter end to end: no bug absorbed by the weight mapping, what mha-check cannot map is cannot tell (with
 the option that helps), --map, and the smallest failing configuration."""
+import pytest
+
 from conftest import ROOT, report_for
+
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
 
 
 def test_mapping_never_absorbs_a_bug():

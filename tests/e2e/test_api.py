@@ -16,6 +16,8 @@ import torch.nn as nn
 
 from harness.frontends.api import NotebookReport, TargetSourceError, check, resolved_target, serialise
 
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAD_SCALE_POWER = 0.5  # a module-level constant the local class below uses: carried into the serialised copy
 

@@ -18,6 +18,8 @@ import pytest
 from checks import all_checks
 from conftest import ROOT
 
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
+
 CORRECT = ROOT / "examples" / "correct_attention.py"
 BUGGY = ROOT / "examples" / "buggy_attention.py"
 TARGET = "attention.py:MultiHeadAttention"

@@ -8,8 +8,9 @@ What is pinned down here is the contract with the person at the keyboard, not th
 * a mistake in the student's code, or on the command line, is a clear message, never a traceback of ours;
 * a student's `checks.py`, `reference.py`, `harness.py` or `mutants.py` never shadows the tool's own packages.
 
-Each run starts a child that imports torch (about 1.2 s), so runs are memoised (`mha(...)`) and shared between the
-tests that only read them; `--only construct` / `--only output-shape` are used wherever a full run is not needed.
+Each run's child is forked from the test process's warm template (`warm_single_runs` in conftest: the same checks
+and walls, without a torch import of its own; the Ctrl-C test starts afresh, as a student's run does), and runs are
+memoised (`mha(...)`) and shared between the tests that only read them; `--only construct` / `--only output-shape` are used wherever a full run is not needed.
 The bad student modules live in `tests/bad/` (one small standalone module each).
 
 Tests marked `xfail(strict=True)` assert the correct behaviour for a bug that is known and not fixed yet.
@@ -29,7 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import processes_left
+from conftest import TEMPLATE_VARIABLE, processes_left
+
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = "tests/bad"
@@ -593,13 +596,15 @@ def test_the_root_cause_points_into_the_class_a_factory_wraps(tmp_path):
 
 def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path):
     """Ctrl-C while the student's forward runs: "interrupted", exit status 130, no traceback, and nothing of the
-    run left: its child is killed and its scratch folder removed."""
+    run left: its child is killed and its scratch folder removed.  A fresh start, as a student's (no warm template:
+    the run's processes are found by this test's folder in their environment)."""
     code = BOOK.read_text().replace(
         "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(3600)\n", 1)
     (tmp_path / "attention.py").write_text(code)
     (tmp_path / "tmp").mkdir()
     run = subprocess.Popen([*CLI, f"{tmp_path}/attention.py", "--time-limit", "600"], cwd=ROOT,
-                           env=dict(os.environ, TMPDIR=str(tmp_path / "tmp")), stdout=subprocess.PIPE,
+                           env={**{k: v for k, v in os.environ.items() if k != TEMPLATE_VARIABLE},
+                                "TMPDIR": str(tmp_path / "tmp")}, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, start_new_session=True,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120

@@ -19,7 +19,7 @@ from harness.engine import rewrite
 import mutants
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_single_runs")]  # see conftest
 CATALOGUE = mutants.catalogue()
 
 

@@ -12,6 +12,8 @@ from conftest import ROOT
 from harness.frontends.cli import SUBCOMMANDS
 from harness.frontends.submissions import DEFAULT_PATTERN
 
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
+
 README = " ".join((ROOT / "README.md").read_text().split())
 DOCUMENTED = [((), "--time-limit"), ((), "--memory-mb"), ((), "--examples"),
               (("grade",), "--time-limit"), (("grade",), "--memory-mb"), (("grade",), "--jobs"),

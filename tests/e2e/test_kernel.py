@@ -12,7 +12,7 @@ pytest.importorskip("ipykernel")
 import nbformat  # noqa: E402
 from nbformat.v4 import new_code_cell, new_notebook  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_single_runs")]  # see conftest
 ROOT = Path(__file__).resolve().parents[2]
 CORRECT = (ROOT / "examples" / "correct_attention.py").read_text()
 BUGGY = (ROOT / "examples" / "buggy_attention.py").read_text()

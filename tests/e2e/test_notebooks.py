@@ -18,7 +18,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from .test_cli import checks_of, mha, no_traceback, report
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("warm_single_runs")]  # see conftest
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 

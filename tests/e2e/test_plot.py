@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
+
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = str(ROOT / "reference" / "causal_mha.py") + ":CausalMHA"
 NO_MASK = str(ROOT / "mutants" / "no_mask.py") + ":CausalMHA"

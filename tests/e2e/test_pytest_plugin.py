@@ -15,6 +15,8 @@ import pytest
 
 from checks import all_checks
 
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
+
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REALZOO, ROOT, zoo_constants
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_single_runs")]  # see conftest
 ENTRIES = sorted(REALZOO.glob("[a-z]*.py"))
 
 

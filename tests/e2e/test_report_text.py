@@ -20,6 +20,8 @@ from checks import all_checks
 from conftest import ROOT
 from harness.render import text, view
 
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
+
 GOLDEN = ROOT / "tests" / "e2e" / "golden"
 CHECK_IDS = {c.id for c in all_checks()}
 LABEL = re.compile(r"^(\s+)(PASS|FAIL|CAN'T TELL|SKIP)\s+(\S.*?)\s*$")

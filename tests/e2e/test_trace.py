@@ -15,6 +15,8 @@ from harness.frontends.trace import main, trace
 from harness.render.trace_text import render
 from harness.sandbox.pool import ForkedSubject
 
+pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
+
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = str(ROOT / "reference" / "causal_mha.py") + ":CausalMHA"
 

@@ -1,16 +1,22 @@
 """The batch's processes: one template imports torch for every zygote, a zygote forked from it serves a
 submission as one started on its own does, a zygote still starts when the template cannot give one, and nothing of
-either outlives the batch."""
+either outlives the batch.  A single run forks from a template listening at $MHA_CHECK_TEMPLATE, reports what a
+fresh run reports, and starts afresh when no template answers there."""
 from __future__ import annotations
 
 import os
 import socket
 import threading
 
+import pytest
+
 from conftest import ROOT
-from harness.sandbox.pool import ForkedSubject, Template, Zygote, ZygotePool
+from harness.engine.runner import Options, run_checks
+from harness.sandbox.pool import TEMPLATE_VARIABLE, ForkedSubject, Template, Zygote, ZygotePool, single_run
+from harness.sandbox.subject import Subject
 
 CORRECT = str(ROOT / "tests" / "zoo" / "correct" / "lesson.py")
+BUGGY = str(ROOT / "examples" / "buggy_attention.py")
 
 
 def _parent(pid: int) -> int:
@@ -91,3 +97,82 @@ def test_a_zygote_starts_on_its_own_when_the_template_drops_the_request():
         zygote.close()
         ours.close()
         theirs.close()
+
+
+def _verdicts(report) -> list[tuple[str, str, str]]:
+    return [(c.id, c.status, c.message) for c in report.checks]
+
+
+def test_a_single_run_forks_from_a_listening_template_and_reports_what_a_fresh_run_does(tmp_path, monkeypatch):
+    template = Template(address=str(tmp_path / "template"))
+    try:
+        monkeypatch.setenv(TEMPLATE_VARIABLE, template.address)
+        subject = single_run(CORRECT)
+        zygote = subject.zygote.info["pid"]
+        try:
+            assert isinstance(subject, ForkedSubject) and _parent(zygote) == template.proc.pid
+            assert subject.load().name == "CausalMHA"
+            if os.geteuid() == 0:
+                assert subject.isolation["uid"] != 0 and subject.isolation["capabilities_dropped"]
+        finally:
+            subject.close()
+        assert _gone(zygote)  # its zygote was its own, closed with it
+        options = Options(only=["construct", "output-shape", "causal-leakage", "view-order"])
+        warm = run_checks(BUGGY, options)
+        monkeypatch.delenv(TEMPLATE_VARIABLE)
+        fresh = run_checks(BUGGY, options)
+    finally:
+        template.close()
+    assert _verdicts(warm) == _verdicts(fresh) and not warm.passed
+    assert "fail" in {c.status for c in warm.checks}
+
+
+def test_a_single_run_starts_afresh_when_no_template_answers(tmp_path, monkeypatch):
+    monkeypatch.setenv(TEMPLATE_VARIABLE, str(tmp_path / "nobody-listens-here"))
+    subject = single_run(CORRECT)
+    try:
+        assert type(subject) is Subject
+    finally:
+        subject.close()
+    if os.geteuid() == 0:  # a socket of another user's is never asked (whoever serves it would fork our children)
+        foreign = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        foreign.bind(str(tmp_path / "foreign"))
+        os.chown(tmp_path / "foreign", 12345, 12345)
+        monkeypatch.setenv(TEMPLATE_VARIABLE, str(tmp_path / "foreign"))
+        try:
+            subject = single_run(CORRECT)
+            try:
+                assert type(subject) is Subject
+            finally:
+                subject.close()
+            foreign.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                foreign.recv(1024)  # it was not even asked
+        finally:
+            foreign.close()
+    dropping = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # a "template" that drops every request
+    dropping.bind(str(tmp_path / "dropping"))
+
+    def drop():
+        _, fds, _, _ = socket.recv_fds(dropping, 1024, 1)
+        for fd in fds:
+            os.close(fd)
+
+    dropper = threading.Thread(target=drop)
+    dropper.start()
+    monkeypatch.setenv(TEMPLATE_VARIABLE, str(tmp_path / "dropping"))
+    try:
+        subject = single_run(CORRECT)
+        try:
+            assert type(subject) is Subject and subject.load().name == "CausalMHA"
+        finally:
+            subject.close()
+    finally:
+        dropper.join(5)
+        dropping.close()
+
+
+def test_a_template_listens_only_in_a_folder_of_its_own_users(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    with pytest.raises(ValueError, match="only its own user"):
+        Template(address=str(tmp_path / "template"))
