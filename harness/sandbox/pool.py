@@ -35,6 +35,9 @@ class ZygoteError(RuntimeError):
 
 
 TEMPLATE_VARIABLE = "MHA_CHECK_TEMPLATE"  # the path of a listening `Template(address=...)` for single runs
+# glibc's malloc asks for transparent huge pages (glibc 2.35 and later; ignored before): most of torch's 180 MB of
+# heap then sits in 2 MB pages, whose page-table entries a fork copies 512 at a time (see zygote._huge_pages)
+HUGE_PAGE_MALLOC = "glibc.malloc.hugetlb=1"
 
 
 def _launch(entry: str, theirs: socket.socket | None = None) -> tuple[socket.socket | None, subprocess.Popen]:
@@ -47,8 +50,9 @@ def _launch(entry: str, theirs: socket.socket | None = None) -> tuple[socket.soc
     boot = (f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); import harness.child.zygote as z; "
             f"z.{entry}({theirs.fileno()})")
     try:
+        env = {**clean_env(tempfile.gettempdir()), "GLIBC_TUNABLES": HUGE_PAGE_MALLOC}
         proc = subprocess.Popen(isolation.python_command(boot), pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                env=clean_env(tempfile.gettempdir()), start_new_session=True)
+                                env=env, start_new_session=True)
     except BaseException:
         if ours is not None:
             ours.close()

@@ -44,12 +44,27 @@ def _sockets(pid: int) -> set[str]:
     return found
 
 
+def _huge_pages_allowed() -> bool:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+def _anon_huge_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("AnonHugePages:"))
+
+
 def test_zygotes_share_one_template_serve_and_leave_nothing_behind():
     pool = ZygotePool(2)
     template = pool.template.proc.pid
     zygotes = [z.info["pid"] for z in pool.all]
     try:
         assert len(set(zygotes)) == 2 and all(_parent(pid) == template for pid in zygotes)
+        if _huge_pages_allowed():  # the warm heap in 2 MB pages: a fork copies one entry per 2 MB, not per 4 kB
+            assert _anon_huge_kb(template) >= 32 << 10 and _anon_huge_kb(zygotes[0]) >= 32 << 10
         assert all(z.proc is None for z in pool.all)  # no torch import of their own
         for pid in zygotes:  # a zygote keeps only its own control socket: not the template's, not a sibling's
             assert len(_sockets(pid)) == 1 and not _sockets(pid) & _sockets(template)
