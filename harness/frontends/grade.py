@@ -486,7 +486,11 @@ def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options
     scratch, and the rows are those graded)."""
     rows: list = []
     jobs = max(1, min(args.jobs, len(folders)))
-    pool = ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_grader,
+    # Graders are forked from this process: it has imported the engine and runs no thread (with "fork" the pool
+    # starts every grader before its own manager thread), and no submission has run anywhere yet.  Spawned, each
+    # grader imported the engine again, 0.4 s of CPU each while the template imports torch on the same cores:
+    # grade of 50 submissions took 10.5 s against 9.2 s forked (6 alternating rounds).
+    pool = ProcessPoolExecutor(jobs, mp_context=get_context("fork"), initializer=_init_grader,
                                initargs=(options["limits"], template.socket if template else None))
     try:
         _collect(pool, folders, target, flat, options, out, args, rows)
