@@ -36,7 +36,7 @@ from harness.render import formats
 from harness.render.view import clean
 from harness.frontends import options as option_rules
 from harness.render import rubric as rubrics
-from harness.sandbox import isolation, scratch
+from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox import syscalls as linux
 from harness.sandbox import limits as sandbox
 from harness.sandbox.pool import ForkedSubject, Template, Zygote, ZygoteError
@@ -493,6 +493,7 @@ def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options
     scratch, and the rows are those graded)."""
     rows: list = []
     jobs = max(1, min(args.jobs, len(folders)))
+    trusted.preload()  # every trusted module, once here while the template imports torch, not in each grader
     # Graders are forked from this process: it has imported the engine and runs no thread (with "fork" the pool
     # starts every grader before its own manager thread), and no submission has run anywhere yet.  Spawned, each
     # grader imported the engine again, 0.4 s of CPU each while the template imports torch on the same cores
