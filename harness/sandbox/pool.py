@@ -313,7 +313,9 @@ def single_run(spec: str, **kwargs) -> Subject:
     """The child of a single run (keyword arguments: Subject's).  Started afresh (a new interpreter, bubblewrap
     where installed), unless a warm template listens at $MHA_CHECK_TEMPLATE: then it is forked from a zygote of its
     own, as in batch grading (the built-in confinement, the same walls), which saves the child's torch import.
-    A template that is gone or does not answer is passed over, never waited for."""
+    A template that is gone or does not answer is passed over, never waited for; so is one whose child could reach
+    its socket (our own uid and no mount namespace: an ordinary user where the kernel allows no user namespace), since
+    a submission there could ask it for a process outside its limits."""
     address = os.environ.get(TEMPLATE_VARIABLE)
     template = template_at(address) if address else None
     if template is None:
@@ -324,7 +326,11 @@ def single_run(spec: str, **kwargs) -> Subject:
         except ZygoteError:
             return Subject(spec, **kwargs)
     try:
-        return _OwnZygoteSubject(zygote, spec, **kwargs)
+        subject = _OwnZygoteSubject(zygote, spec, **kwargs)
     except BaseException:
         zygote.close()
         raise
+    if "mount" not in subject.record.get("namespaces", ()) and subject.record.get("uid") == os.geteuid():
+        subject.close()  # nothing of the submission has run yet: it is read only after this
+        return Subject(spec, **kwargs)
+    return subject

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import ROOT
 from harness.engine.runner import Options, run_checks
+from harness.sandbox import pool as pool_module
 from harness.sandbox.pool import TEMPLATE_VARIABLE, ForkedSubject, Template, Zygote, ZygotePool, single_run
 from harness.sandbox.subject import Subject
 
@@ -191,3 +192,31 @@ def test_a_template_listens_only_in_a_folder_of_its_own_users(tmp_path):
     os.chmod(tmp_path, 0o755)
     with pytest.raises(ValueError, match="only its own user"):
         Template(address=str(tmp_path / "template"))
+
+
+def test_a_single_run_does_not_use_a_template_its_child_could_reach(tmp_path, monkeypatch):
+    """A child with our own uid and no mount namespace (an ordinary user without user namespaces) could send the
+    template a request of its own: such a run starts afresh instead, before anything of the submission runs."""
+    template = Template(address=str(tmp_path / "template"))
+    reachable = {"mechanism": "none", "uid": os.geteuid(), "namespaces": []}
+    forked = []
+    real = pool_module.isolation.read_record
+
+    def read_record(fd, timeout):  # the forked child's record, as if it were confined no further
+        record = real(fd, timeout)
+        if forked:
+            return record  # the fresh start's own
+        forked.append(record)
+        return reachable
+
+    monkeypatch.setattr(pool_module.isolation, "read_record", read_record)
+    monkeypatch.setenv(TEMPLATE_VARIABLE, template.address)
+    try:
+        subject = single_run(CORRECT)
+        try:
+            assert forked and type(subject) is Subject  # asked the template, then started afresh
+            assert subject.load().name == "CausalMHA"
+        finally:
+            subject.close()
+    finally:
+        template.close()
