@@ -70,7 +70,7 @@ class Template:
 
     With `address`, it listens instead on a datagram socket at that path, for processes that did not inherit a
     socket from us (`template_at`): the path's folder must let only our own user in, since whoever can write to the
-    socket can ask for a zygote."""
+    socket can ask for a zygote.  It then ends at `close()` or with the process that started it."""
 
     def __init__(self, address: str | None = None):
         listening, self.address = None, address
@@ -313,9 +313,9 @@ def single_run(spec: str, **kwargs) -> Subject:
     """The child of a single run (keyword arguments: Subject's).  Started afresh (a new interpreter, bubblewrap
     where installed), unless a warm template listens at $MHA_CHECK_TEMPLATE: then it is forked from a zygote of its
     own, as in batch grading (the built-in confinement, the same walls), which saves the child's torch import.
-    A template that is gone or does not answer is passed over, never waited for; so is one whose child could reach
-    its socket (our own uid and no mount namespace: an ordinary user where the kernel allows no user namespace), since
-    a submission there could ask it for a process outside its limits."""
+    A template that is gone or drops the request is passed over (one that is still importing torch is waited for);
+    so is one whose child could reach its socket (our own uid and no mount namespace: an ordinary user where the
+    kernel allows no user namespace), since a submission there could ask it for a process outside its limits."""
     address = os.environ.get(TEMPLATE_VARIABLE)
     template = template_at(address) if address else None
     if template is None:
