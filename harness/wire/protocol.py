@@ -8,6 +8,7 @@ numbers but never code.
 from __future__ import annotations
 
 import json
+import math
 import struct
 
 import numpy as np
@@ -54,8 +55,8 @@ def decode(stream) -> tuple[dict, dict[str, np.ndarray]]:
         raise ProtocolError(f"header of {size} bytes exceeds {MAX_HEADER}")
     try:
         header = json.loads(_read_exact(stream, size).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ProtocolError(f"header is not JSON: {e}") from None
+    except ValueError as e:  # not UTF-8, not JSON, or an integer longer than Python's 4300-digit limit
+        raise ProtocolError(f"header is not JSON: {str(e)[:200]}") from None
     except RecursionError:  # a header nested thousands deep: refused, never a crash of the reader
         raise ProtocolError("header nested too deeply") from None
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
@@ -68,7 +69,7 @@ def decode(stream) -> tuple[dict, dict[str, np.ndarray]]:
                 raise ValueError
         except (KeyError, TypeError, ValueError):
             raise ProtocolError(f"bad array spec {spec!r}") from None
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize  # exact: an int64 product of large sizes would wrap around
         total += nbytes
         if total > MAX_PAYLOAD:
             raise ProtocolError("payload too large")

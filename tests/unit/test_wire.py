@@ -35,6 +35,17 @@ def test_a_header_nested_thousands_deep_is_refused_not_a_crash():
         protocol.decode(io.BytesIO(len(deep).to_bytes(4, "big") + deep))
 
 
+def test_a_huge_integer_or_an_overflowing_shape_is_refused_not_a_crash():
+    """Found by an attacker: a reply whose header holds an integer of 5000 digits (past Python's limit for
+    int()) or whose array sizes multiply past 2**63 crashed the trusted side with ValueError."""
+    huge = b'{"op": "t", "zz": ' + b"1" * 5000 + b"}"
+    with pytest.raises(protocol.ProtocolError, match="not JSON"):
+        protocol.decode(io.BytesIO(len(huge).to_bytes(4, "big") + huge))
+    wrap = b'{"arrays": [{"name": "x", "dtype": "f8", "shape": [2147483647, 2147483647, 2147483647, 4]}]}'
+    with pytest.raises(protocol.ProtocolError, match="too large"):
+        protocol.decode(io.BytesIO(len(wrap).to_bytes(4, "big") + wrap))
+
+
 def test_requests_and_replies_round_trip_typed():
     x = np.random.default_rng(0).standard_normal((2, 3, 4))
     requests = [m.Load("a.py:A", "/tmp", {"rope": 3}, {"q": "W"}), m.Build(Config(4, 4, 2, 5).to_dict(), 1, None),
