@@ -27,7 +27,7 @@ from harness import PACKAGES_ROOT
 from harness.sandbox import isolation, scratch
 from harness.sandbox.limits import Limits
 from harness.sandbox.policy import clean_env
-from harness.sandbox.subject import Subject
+from harness.sandbox.subject import Subject, write_until
 
 
 class ZygoteError(RuntimeError):
@@ -276,8 +276,8 @@ class ForkedSubject(Subject):
             self.sock.close()
             raise isolation.IsolationFailed(f"the child could not be confined: {self.stderr_tail(300).strip()}")
 
-    def _send(self, data: bytes) -> None:
-        self.sock.sendall(data)
+    def _send(self, data: bytes, deadline: float) -> None:
+        write_until(self.sock.fileno(), data, deadline)
 
     def _wait(self, timeout: float) -> int | None:
         if self._status is None:

@@ -103,6 +103,21 @@ class Instance:
         return self.call(m.Trace(self.handle, x, limit, self.style))
 
 
+def write_until(fd: int, data: bytes, deadline: float) -> None:
+    """Write all of `data` by `deadline` (TimeoutError otherwise): a child that stops reading its channel (a full
+    pipe, a socket it only peeks at) is a time-out, not a grader blocked forever in write()."""
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    while view:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
+            raise TimeoutError
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            continue
+
+
 class _DeadlineReader:
     """A pipe read with a deadline: a child that stops answering is a time-out, not a hung grader."""
 
@@ -169,9 +184,8 @@ class Subject:
         self._out_fd = self.proc.stdout.fileno()
         self._awaiting_ready = True
 
-    def _send(self, data: bytes) -> None:
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
+    def _send(self, data: bytes, deadline: float) -> None:
+        write_until(self.proc.stdin.fileno(), data, deadline)
 
     def _wait(self, timeout: float) -> int | None:
         """The worker's exit status (negative: killed by that signal), or None if it is still running; wait4 also
@@ -207,7 +221,7 @@ class Subject:
         now = time.monotonic()
         deadline = min(now + self.limits.call_seconds, self.started + self.limits.total_seconds)
         try:
-            self._send(m.encode_batch(requests))
+            self._send(m.encode_batch(requests), deadline)
             replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline)))
             if len(replies) > len(requests) or (len(replies) < len(requests) and not isinstance(replies[-1], m.Failed)):
                 raise protocol.ProtocolError(f"{len(replies)} replies to {len(requests)} requests")

@@ -34,11 +34,12 @@ QUICK = ("tool_files", "pth_planting", "proc_parent", "network", "raised_limits"
          "sleep_forever")  # the single runs of the quick suite (pytest -m "not slow"); every one runs in the full suite
 TIME_LIMIT = 8  # the attacks' own seconds (context.json) and the checks, on a loaded machine (our start-up is not
 # counted: the limit starts when the worker is ready)
-HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import")  # they end only at the limit: a short one will do
+HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading")  # they end only at the limit: a short one will do
 HANG_LIMIT = 2
 SLACK = 20  # interpreter start-up, restarts after a crash, and a loaded machine
 CLASSIFIED = {  # what happened is named as such, not as a generic error
     "sleep_forever": "time limit", "loop_in_forward": "time limit", "loop_at_import": "time limit",
+    "stops_reading": "time limit",
     "memory_bomb": "memory limit", "segfault": "signal SIGSEGV", "os_exit_forward": "exited (status 0)",
     "garbage_fds": "corrupted the channel", "nested_header": "header nested too deeply",  # refused, never a crash
     "custom_base_exception": "Evil: boom",  # the type and the arguments, never its endless __str__
