@@ -42,8 +42,8 @@ class InProcessSubject(Subject):
             stream.close()
             self._theirs.close()
 
-    def _send(self, data: bytes) -> None:
-        self.sock.sendall(data)
+    def _send(self, data: bytes, deadline: float) -> None:
+        self.sock.sendall(data)  # our own worker thread, which always reads
 
     def _wait(self, timeout: float) -> int | None:
         self._thread.join(timeout)
