@@ -15,18 +15,20 @@ one torch import for every zygote of a `grade` run or a `ZygotePool`), which is 
 """
 from __future__ import annotations
 
+import array
 import ctypes
 import json
 import os
 import signal
 import socket
+import struct
 import sys
 import time
 
 from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
-from harness.sandbox.syscalls import die_with_parent, until_exited
+from harness.sandbox.syscalls import die_with_parent, status_fields, until_exited
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -185,17 +187,19 @@ def template(control_fd: int) -> None:
     ends when every holder of the other end has closed it.  It runs only our code; its zygotes are reaped by the
     kernel (SIGCHLD ignored here, the default again in each zygote)."""
     die_with_parent(signal.SIGKILL)  # it ends with the process that started it
-    _warm_up()
     control = socket.socket(fileno=control_fd)
+    control.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # each request carries who sent it (set by the
+    # launcher too, for requests sent before this line runs)
+    _warm_up()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(control, 1024, 1)
+            data, fds, sender = _request(control)
         except OSError:
             return
         if not data:
             return
-        if len(fds) == 1 and data == b"zygote":
+        if len(fds) == 1 and data == b"zygote" and _may_ask(sender):
             sys.stdout.flush()
             sys.stderr.flush()
             if os.fork() == 0:
@@ -208,6 +212,36 @@ def template(control_fd: int) -> None:
                     os._exit(0)
         for fd in fds:
             os.close(fd)
+
+
+_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def _request(control: socket.socket) -> tuple[bytes, list[int], tuple[int, int, int] | None]:
+    """One request: its bytes, the descriptors it carries and the sender's (pid, uid, gid) as the kernel saw them."""
+    data, ancillary, _, _ = control.recvmsg(1024, socket.CMSG_SPACE(4 * 4) + socket.CMSG_SPACE(_CREDENTIALS.size))
+    fds, sender = [], None
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += array.array("i", payload[:len(payload) - len(payload) % 4])
+        elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+            sender = _CREDENTIALS.unpack(payload[:_CREDENTIALS.size])
+    return data, fds, sender
+
+
+def _may_ask(sender: tuple[int, int, int] | None) -> bool:
+    """Only an unconfined process of our own user may have a zygote: never a submission's child, which always runs
+    under seccomp and no_new_privs.  Where the kernel lets a child reach a listening template's socket (our uid and
+    no mount namespace, or a root child that may enter any root-owned folder), the template itself refuses it, or it
+    would get a process outside its walls.  (The kernel vouches for the sender's pid and uid; its status is read at
+    once, while the sender waits for the answer.)"""
+    if sender is None or sender[1] != os.geteuid():
+        return False
+    try:
+        status = status_fields(sender[0])
+    except OSError:
+        return False
+    return status.get("Seccomp", "0").strip() == "0" and status.get("NoNewPrivs", "0").strip() == "0"
 
 
 def _serve(control_fd: int) -> None:

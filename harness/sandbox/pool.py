@@ -47,6 +47,9 @@ def _launch(entry: str, theirs: socket.socket | None = None) -> tuple[socket.soc
     ours = None
     if theirs is None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    # every request is stamped with its sender's pid and uid from the start, even one sent while the template still
+    # imports torch (the kernel adds them only when the receiving socket asks for them at the time of sending)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     boot = (f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); import harness.child.zygote as z; "
             f"z.{entry}({theirs.fileno()})")
     try:

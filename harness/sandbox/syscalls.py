@@ -116,9 +116,9 @@ def network_interfaces() -> list[str]:
         return sorted(line.split(":", 1)[0].strip() for line in f.readlines()[2:])
 
 
-def status_fields() -> dict[str, str]:
-    """This process's /proc/self/status (Uid, CapEff, NoNewPrivs, Seccomp, ...)."""
-    with open("/proc/self/status") as f:
+def status_fields(pid: int | str = "self") -> dict[str, str]:
+    """A process's /proc/PID/status (Uid, CapEff, NoNewPrivs, Seccomp, ...); this process's by default."""
+    with open(f"/proc/{pid}/status") as f:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -220,3 +222,34 @@ def test_a_single_run_does_not_use_a_template_its_child_could_reach(tmp_path, mo
             subject.close()
     finally:
         template.close()
+
+
+ASK = """
+import ctypes, sys
+sys.path.insert(0, {root!r})
+if {confined}:
+    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as every submission's child has it
+from harness.sandbox.pool import Zygote, ZygoteError, template_at
+try:
+    Zygote(template=template_at({address!r}), fallback=False).close()
+except ZygoteError:
+    print("refused")
+else:
+    print("served")
+"""
+
+
+def test_a_template_serves_no_confined_process(tmp_path):
+    """Found by an attacker: where a child could reach a listening template's socket (an ordinary user without user
+    namespaces, or a root child without a mount namespace, which may enter any root-owned folder), it asked for a
+    zygote and got a process with no limits and no seccomp.  The template now refuses any sender under no_new_privs
+    or seccomp, which every child of ours has, whatever else the kernel allowed."""
+    template = Template(address=str(tmp_path / "template"))
+    try:
+        answers = [subprocess.run([sys.executable, "-c", ASK.format(root=str(ROOT), confined=confined,
+                                                                    address=template.address)],
+                                  capture_output=True, text=True, timeout=60).stdout.strip()
+                   for confined in (False, True)]
+    finally:
+        template.close()
+    assert answers == ["served", "refused"]
