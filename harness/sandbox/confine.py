@@ -155,6 +155,19 @@ def _make_dev(target: str, shm_mb: int, device_fds: dict[str, int]) -> None:
     linux.mount(None, target, None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY | linux.MS_NOSUID)
 
 
+# The kernel's settings under the new /proc, read-only as bubblewrap makes them: a child kept as root (no
+# capabilities, where the slot's uid cannot be used) could otherwise write /proc/sys/kernel/core_pattern, a program
+# the kernel runs as root at the next crash (found by an attacker's trial).
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+
+
+def _read_only_in_place(path: str) -> None:
+    if os.path.lexists(path):
+        linux.mount(path, path, None, linux.MS_BIND | linux.MS_REC)
+        linux.mount(None, path, None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY | linux.MS_NOSUID |
+                    linux.MS_NODEV | linux.MS_NOEXEC)
+
+
 def _build_view(policy: Policy) -> None:
     """Assemble the view on a fresh tmpfs and pivot_root into it; the host root is detached afterwards."""
     linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)  # nothing we do propagates to the host
@@ -180,6 +193,8 @@ def _build_view(policy: Policy) -> None:
         elif m.kind == "proc":  # only pid 1 of the new namespace may mount the proc that shows that namespace
             os.makedirs(target, mode=0o755, exist_ok=True)
             linux.mount("proc", target, "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
+            for name in PROC_READ_ONLY:
+                _read_only_in_place(f"{target}/{name}")
         elif m.kind == "dev":
             _make_dev(target, m.size_mb, devices)
         else:

@@ -255,3 +255,51 @@ def test_waiting_for_a_child_wakes_when_it_exits_not_at_the_deadline():
     assert child.poll() == -signal.SIGKILL and time.monotonic() - started < 15
     until_exited(child.pid, time.monotonic() + 30)  # reaped already: returns (after a short sleep), never raises
     assert time.monotonic() - started < 15
+
+
+KEPT_AS_ROOT = """
+import dataclasses, json, os, sys
+sys.path.insert(0, {root!r})
+from harness.sandbox import isolation, scratch
+from harness.sandbox.confine import confine
+from harness.sandbox.limits import Limits
+from harness.sandbox.policy import make_policy
+slot = scratch.claim_slot()
+room = scratch.Scratch.empty(slot.number)
+scratch.give(room.path, 0, 0)
+policy = dataclasses.replace(isolation.self_applied(make_policy(room.path, slot.number, Limits())), uid=0, gid=0,
+                             require_drop=False)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    record = confine(policy)
+    found = {{"uid": os.getuid(), "namespaces": record["namespaces"]}}
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger"):
+        try:
+            with open(path, "w"):
+                pass  # opened only: nothing is written
+            found[path] = "writable"
+        except OSError as e:
+            found[path] = e.strerror
+    os.write(w, json.dumps(found).encode())
+    os._exit(0)
+os.close(w)
+os.waitpid(pid, 0)
+print(os.read(r, 65536).decode())
+scratch.remove_tree(room.root)
+slot.release()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a child kept as root exists only when the grader is root")
+def test_a_child_kept_as_root_cannot_write_the_kernels_settings():
+    """Found by an attacker: where the slot's uid cannot be used, the child runs as root without capabilities, and
+    the built-in view's /proc let it open /proc/sys/kernel/core_pattern for writing (a program the kernel would run
+    as root at the next crash).  /proc/sys and its kin are read-only in the view, as bubblewrap makes them."""
+    run = subprocess.run([sys.executable, "-c", KEPT_AS_ROOT.format(root=str(ROOT))], capture_output=True, text=True,
+                         timeout=60)
+    found = json.loads(run.stdout or "{}") if run.returncode == 0 else {}
+    assert found.get("uid") == 0 and "mount" in found["namespaces"], run.stderr[-2000:]
+    assert found["/proc/sys/kernel/core_pattern"] == "Read-only file system", found
+    assert found["/proc/sysrq-trigger"] != "writable", found  # absent where the kernel has no magic SysRq key
