@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 
 from harness import PACKAGES_ROOT
 from harness.engine.report import VERSION
@@ -85,8 +87,16 @@ def trusted_path() -> None:
         sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
 
 
+def _as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     trusted_path()
+    # SIGTERM (`timeout`, a scheduler's stop) as Ctrl-C: the child and its scratch, a copy of the submission, are
+    # removed on the way out (the caller's handler is back afterwards, for a call from another program)
+    previous = signal.signal(signal.SIGTERM, _as_interrupt) if threading.current_thread() is \
+        threading.main_thread() else None
     try:
         return _main(argv)
     except BrokenPipeError:  # `mha-check mutants | head`: the reader left; end quietly like any other command
@@ -95,6 +105,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: the child was stopped and its scratch removed on the way out
         print("\nmha-check: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _colour(fmt: str, output: str | None) -> bool:

@@ -594,9 +594,11 @@ def test_the_root_cause_points_into_the_class_a_factory_wraps(tmp_path):
     assert data["diagnosis"]["at"].startswith("impl.py:"), data["diagnosis"]
 
 
-def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path, stop):
     """Ctrl-C while the student's forward runs: "interrupted", exit status 130, no traceback, and nothing of the
-    run left: its child is killed and its scratch folder removed.  A fresh start, as a student's (no warm template:
+    run left: its child is killed and its scratch folder removed.  SIGTERM (`timeout`, a scheduler) alike: it left the
+    scratch folder, a copy of the submission, behind (found by an attacker's trial).  A fresh start, as a student's (no warm template:
     the run's processes are found by this test's folder in their environment)."""
     code = BOOK.read_text().replace(
         "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(3600)\n", 1)
@@ -612,7 +614,7 @@ def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path):
             time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(3)  # into forward
-    os.killpg(run.pid, signal.SIGINT)
+    os.killpg(run.pid, stop)
     out, err = run.communicate(timeout=60)
     assert run.returncode == 130 and "interrupted" in err and "Traceback" not in err, err[-2000:]
     assert processes_left(tmp_path) == []
