@@ -211,6 +211,7 @@ def _grade_one(folder: str, pick: Pick, options: dict) -> dict:
         _BUSY = True
         return _grade_submission(folder, pick, options)
     except _Stopped:
+        scratch.remove_live()  # the stop may have come before the submission's child was in run_checks' hands
         os._exit(0)
     finally:
         _BUSY = False

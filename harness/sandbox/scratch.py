@@ -78,6 +78,18 @@ def claim_slot() -> Slot:
     raise RuntimeError(f"all {SLOTS} worker slots are taken")
 
 
+_LIVE: set[str] = set()  # scratch roots this process made and has not removed yet (see remove_live)
+
+
+def remove_live() -> None:
+    """Remove every scratch folder this process still holds.  For a grader stopped (SIGTERM) wherever it was: the
+    interruption can land between a child's scratch being made and the code that would close it, and each folder
+    holds a copy of a student's submission."""
+    for root in list(_LIVE):
+        remove_tree(root)
+        _LIVE.discard(root)
+
+
 @dataclass
 class Scratch:
     """A child's private folder: `path` (its working directory and home), inside `root` (removed with it)."""
@@ -89,6 +101,7 @@ class Scratch:
     @classmethod
     def empty(cls, slot: int) -> "Scratch":
         root = tempfile.mkdtemp(prefix="mha-check-")
+        _LIVE.add(root)
         try:
             os.chmod(root, 0o711)  # the slot's uid may pass through, not list
             path = os.path.join(root, "scratch")
@@ -117,6 +130,7 @@ class Scratch:
 
     def remove(self) -> None:
         remove_tree(self.root)
+        _LIVE.discard(self.root)
 
 
 def give(path: str, uid: int, gid: int) -> None:

@@ -303,3 +303,13 @@ def test_a_child_kept_as_root_cannot_write_the_kernels_settings():
     assert found.get("uid") == 0 and "mount" in found["namespaces"], run.stderr[-2000:]
     assert found["/proc/sys/kernel/core_pattern"] == "Read-only file system", found
     assert found["/proc/sysrq-trigger"] != "writable", found  # absent where the kernel has no magic SysRq key
+
+
+def test_a_stopped_grader_removes_every_scratch_folder_it_still_holds():
+    """Found by the Ctrl-C test of grade, once in six runs: the stop landed between a child's scratch being made and
+    run_checks taking the child, and that copy of a submission stayed behind."""
+    held, closed = scratch.Scratch.empty(0), scratch.Scratch.empty(1)
+    closed.remove()
+    assert os.path.isdir(held.root) and not os.path.exists(closed.root)
+    scratch.remove_live()
+    assert not os.path.exists(held.root)
