@@ -411,7 +411,7 @@ def main(argv: list[str]) -> int:
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
     except (submissions.PatternError, rubrics.RubricError) as e:
         p.error(str(e))
-    signal.signal(signal.SIGTERM, _as_interrupt)  # a scheduler's stop (Slurm's time limit): as Ctrl-C
+    # SIGTERM (a scheduler's stop, Slurm's time limit) is already Ctrl-C here: harness.frontends.cli.main says so
     # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
     template = _start_template()
     try:
@@ -434,10 +434,6 @@ def _refuse_without_walls(args, p: argparse.ArgumentParser) -> None:
             p.error("running as root, but the submissions could not be confined: " + "; ".join(reasons) +
                     ". Grade in a container that allows it (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN for namespaces),"
                     " as an ordinary user, or pass --allow-unconfined (every report then says how it ran)")
-
-
-def _as_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def _start_template() -> Template | None:
