@@ -25,7 +25,7 @@ import struct
 import sys
 import time
 
-from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
+from harness.child import rehearsal, worker  # imports torch (one thread) once, for every forked child to inherit
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
 from harness.sandbox.syscalls import die_with_parent, status_fields, until_exited
@@ -133,16 +133,12 @@ def _child(channel: int, log: int, status: int, request: dict, control: socket.s
 
 
 def _warm_up() -> None:
-    """Pay torch's lazy first-use costs once, here, instead of in every forked child: autograd, softmax,
-    masked_fill and vectorised backward passes (for Jacobians).  (Not the meta device: its 0.7 s of imports is needed only by the few submissions that build
-    tensors without device=, and would delay every grader's start.)"""
-    import torch
-
-    layer = torch.nn.Linear(4, 4)
-    x = torch.randn(2, 3, 4, requires_grad=True)
-    scores = (layer(x) @ x.transpose(1, 2)).masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), float("-inf"))
-    torch.autograd.grad(torch.softmax(scores, -1).sum(), x)
+    """Pay the lazy first-use costs once, here, instead of in every forked child: vectorised backward passes (for
+    Jacobians), then a rehearsal of every request on the lesson's layer (`harness.child.rehearsal`).  (Not the
+    meta device: its 0.7 s of imports is needed only by the few submissions that build tensors without device=,
+    and would delay every grader's start.)"""
     worker.warm_batched_jacobian()
+    rehearsal.rehearse()
     _huge_pages()
 
 
