@@ -1,4 +1,4 @@
-"""A rehearsal in the warm template: the lesson's own layer served once through every request a submission gets.
+"""A rehearsal in the warm template: a causal layer served once through every request a submission gets.
 
 Why: every submission's child is a fresh fork of the template, and whatever torch, numpy and our own code set up
 lazily on first use (operator dispatch, autograd's engine paths, the tracing and device recorders, the wire's
@@ -7,10 +7,10 @@ cost a copy-on-write fault.  Done once here, before any zygote is forked, each c
 the test zoo (children forked from a warm process, 50 submissions): about 13,100 -> 11,000 page faults per child,
 for about 60 ms once.
 
-It runs mha-check's own reference (`reference.causal_mha`), never a submission, on inputs from a generator seeded
-for the rehearsal alone: nothing it computes is an expected value of any check, and all of it is dropped before
-the first fork.  It does not load a file (that would put a module in sys.modules and a folder on sys.path that a
-submission would then find).
+It runs a small causal layer of its own (`_RehearsalLayer`, not the lesson's reference, which the child side never
+imports), never a submission, on inputs from a generator seeded for the rehearsal alone: nothing it computes is an
+expected value of any check, and all of it is dropped before the first fork.  It does not load a file (that would
+put a module in sys.modules and a folder on sys.path that a submission would then find).
 """
 from __future__ import annotations
 
@@ -18,13 +18,36 @@ import inspect
 import io
 
 import numpy as np
+import torch
+from torch import nn
 
 from harness.child import construct
 from harness.child.target import LoadedTarget
 from harness.child.worker import Worker
 from harness.wire import messages as m
 from harness.wire import protocol
-from reference.causal_mha import CausalMHA
+
+
+class _RehearsalLayer(nn.Module):
+    """Causal attention written the way most students write it: a fused q/k/v projection split by chunk, heads by
+    view and transpose, a registered triangular mask, softmax, dropout, heads merged by transpose, contiguous and
+    view, an output projection."""
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, num_heads: int, dropout: float = 0.0):
+        super().__init__()
+        self.heads, self.head_dim = num_heads, d_out // num_heads
+        self.qkv = nn.Linear(d_in, 3 * d_out)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1).bool())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = (t.view(b, n, self.heads, self.head_dim).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        scores = (q @ k.transpose(2, 3)).masked_fill(self.mask[:n, :n], float("-inf")) / self.head_dim ** 0.5
+        context = self.dropout(torch.softmax(scores, dim=-1)) @ v
+        return self.out_proj(context.transpose(1, 2).contiguous().view(b, n, self.heads * self.head_dim))
+
 
 # the shapes of the checks' required configurations: a short sequence with two heads, a 64-token one with four
 CONFIGS = ({"d_in": 8, "d_out": 8, "heads": 2, "context_length": 7, "batch": 2, "n": 5},
@@ -43,11 +66,11 @@ def _requests(worker: Worker, cfg: dict, rng: np.random.Generator) -> list[m.Req
 
 
 def rehearse() -> list[m.Reply]:
-    """Serve the reference every kind of request once, through the wire's encoding both ways; returns the replies
+    """Serve the rehearsal layer every kind of request once, through the wire's encoding both ways; returns the replies
     (a test checks that none failed: a rehearsal that fails silently would warm nothing)."""
     worker = Worker()
-    worker.target = LoadedTarget(CausalMHA, CausalMHA.__name__, inspect.getsourcefile(CausalMHA))
-    worker.signature = construct.read_signature(CausalMHA, {})
+    worker.target = LoadedTarget(_RehearsalLayer, _RehearsalLayer.__name__, inspect.getsourcefile(_RehearsalLayer))
+    worker.signature = construct.read_signature(_RehearsalLayer, {})
     rng = np.random.default_rng([0x5EED, 0xC0FFEE])  # the rehearsal's own stream, used by nothing else
     replies = []
     for cfg in CONFIGS:

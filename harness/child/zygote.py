@@ -134,7 +134,7 @@ def _child(channel: int, log: int, status: int, request: dict, control: socket.s
 
 def _warm_up() -> None:
     """Pay the lazy first-use costs once, here, instead of in every forked child: vectorised backward passes (for
-    Jacobians), then a rehearsal of every request on the lesson's layer (`harness.child.rehearsal`).  (Not the
+    Jacobians), then a rehearsal of every kind of request on a causal layer (`harness.child.rehearsal`).  (Not the
     meta device: its 0.7 s of imports is needed only by the few submissions that build tensors without device=,
     and would delay every grader's start.)"""
     worker.warm_batched_jacobian()

@@ -1,6 +1,9 @@
 """The child side's Jacobian (harness.child.worker): the vectorised path gives exactly the numbers of the loop over
 output positions, exact zeros included (causal-leakage judges "zero for s > t" on them), and falls back to the loop
 for whatever it cannot vectorise."""
+import os
+import sys
+
 import pytest
 import torch
 
@@ -10,6 +13,9 @@ from harness.child import worker  # noqa: E402 - sets float64 as the process's d
 torch.set_default_dtype(_DTYPE)  # ...which the rest of the suite does not expect
 
 import mutants  # noqa: E402
+from harness import PACKAGES_ROOT  # noqa: E402
+from harness.child import rehearsal  # noqa: E402
+from harness.wire import messages as m  # noqa: E402
 from reference.causal_mha import CausalMHA  # noqa: E402
 
 
@@ -63,3 +69,19 @@ def test_what_cannot_be_vectorised_falls_back_to_the_loop():
 def test_the_warm_up_turns_vectorised_jacobians_on():
     worker.warm_batched_jacobian()
     assert worker.BATCHED_JACOBIAN
+
+
+def test_the_templates_rehearsal_answers_every_kind_of_request_and_leaves_nothing_a_submission_would_find():
+    """A rehearsal that failed would warm nothing, silently; one that loaded a file would leave a module name taken
+    and a folder on sys.path for the first submission to meet."""
+    before, path = set(sys.modules), list(sys.path)
+    replies = rehearsal.rehearse()
+    assert [r for r in replies if isinstance(r, m.Failed)] == []
+    assert {"Done", "Output", "JacobianResult", "Gradients", "DevicesResult", "TraceResult"} <= \
+        {type(r).__name__ for r in replies}
+    assert sys.path == path
+    roots = (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__), PACKAGES_ROOT)
+    strays = [name for name in set(sys.modules) - before
+              if getattr(sys.modules[name], "__file__", None) and
+              not os.path.abspath(sys.modules[name].__file__).startswith(roots)]
+    assert strays == []
