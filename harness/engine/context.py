@@ -20,6 +20,14 @@ from harness.wire.config import Config
 from reference import numpy_ref
 
 
+_SIZES = re.compile(r"\[\d+(:\d+)?\]")
+
+
+def _reading(text: str) -> frozenset:
+    """A role's reading without sizes: which parameters, and which of them transposed."""
+    return frozenset(_SIZES.sub("", piece.strip()) for piece in text.split("+"))
+
+
 class Context:
     def __init__(self, subject: Subject, seed: int = 0, examples: int = 6):
         self.subject = subject
@@ -28,6 +36,8 @@ class Context:
         self._mapping: Mapping | None = None
         self._recorded: TraceResult | None = None
         self.square_only = False  # set by `construct` when the constructor refuses d_in != d_out
+        self._inputs: dict[tuple, np.ndarray] = {}  # drawn once per (tag, configuration): most checks ask again
+        self._readings: dict[str, frozenset] = {}  # _same_layout: a few dozen texts, asked about a thousand times
 
     # -- what the constructor allows ------------------------------------------------------------------------------
     @property
@@ -85,7 +95,10 @@ class Context:
         return np.random.default_rng([self.seed, zlib.crc32(repr(key).encode())])
 
     def input(self, cfg: Config, tag: str = "x") -> np.ndarray:
-        return self.rng(tag, cfg).standard_normal((cfg.batch, cfg.n, cfg.d_in))
+        """The same array for the same (tag, configuration), as a copy of its own: a check may change it."""
+        if (tag, cfg) not in self._inputs:
+            self._inputs[tag, cfg] = self.rng(tag, cfg).standard_normal((cfg.batch, cfg.n, cfg.d_in))
+        return self._inputs[tag, cfg].copy()
 
     def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:
         """The module built for `cfg`, called the proven way (style) and, when the mapping is certain, with the
@@ -105,8 +118,9 @@ class Context:
         proven = self.mapping
 
         def reading(text: str) -> frozenset:
-            """A role's reading without sizes: which parameters, and which of them transposed."""
-            return frozenset(re.sub(r"\[\d+(:\d+)?\]", "", piece.strip()) for piece in text.split("+"))
+            if text not in self._readings:
+                self._readings[text] = _reading(text)
+            return self._readings[text]
 
         def agreement(i: int) -> tuple:
             layout = layouts[i]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from harness import PACKAGES_ROOT
 from harness.sandbox.limits import Limits
@@ -71,7 +71,8 @@ class Policy:
     require_drop: bool = True  # a root grader must become the slot uid, or nothing runs (--allow-unconfined: no)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        plain = {f.name: getattr(self, f.name) for f in fields(self)}  # json copies; asdict would copy twice
+        return json.dumps({**plain, "view": [asdict(m) for m in self.view]})
 
     @staticmethod
     def from_json(text: str) -> "Policy":
