@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.engine import rewrite  # noqa: E402 - after the path is set
-from harness.sandbox.pool import TEMPLATE_VARIABLE, Template  # noqa: E402
+from harness.sandbox.template import TEMPLATE_VARIABLE, Template  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)
@@ -130,7 +130,7 @@ _TEMPLATE_LOCK = threading.Lock()
 
 
 def warm_template_address() -> str:
-    """Where this test process's warm template listens (`harness.sandbox.pool.Template(address=...)`), in a folder
+    """Where this test process's warm template listens (`harness.sandbox.template.Template(address=...)`), in a folder
     that only our user may enter."""
     global _TEMPLATE
     with _TEMPLATE_LOCK:

@@ -153,7 +153,7 @@ def _huge_pages() -> None:
     512; a child that writes to one splits only that huge page.  Measured on this machine: a fork and exit of the
     warm process 17.6 -> 4.2 ms, with a small forward and backward in the child 27.9 -> 11.1 ms; a batch of 50
     submissions 11.4 -> 10.5 s (8 alternating rounds), for about 0.17 s here, once.  glibc's malloc already asked
-    for huge pages (HUGE_PAGE_MALLOC in harness.sandbox.pool); MADV_COLLAPSE (Linux 6.1) converts the rest, Python's
+    for huge pages (HUGE_PAGE_MALLOC in harness.sandbox.template); MADV_COLLAPSE (Linux 6.1) converts the rest, Python's
     own arenas included.  Best effort: an older kernel, or THP switched off, refuses and nothing changes."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -177,7 +177,7 @@ def main(control_fd: int) -> None:
 
 
 def template(control_fd: int) -> None:
-    """One warm torch import for several zygotes (`harness.sandbox.pool.Template`): every message on the control
+    """One warm torch import for several zygotes (`harness.sandbox.template.Template`): every message on the control
     socket carries one end of a fresh socket pair, and a zygote forked from this process serves it.  It reads
     requests, never replies (several graders share the socket; SOCK_SEQPACKET keeps their messages whole), and it
     ends when every holder of the other end has closed it.  It runs only our code; its zygotes are reaped by the

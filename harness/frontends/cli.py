@@ -110,6 +110,21 @@ def main(argv=None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+def _early_template(argv: list[str]):
+    """`mha-check grade`'s warm template (harness.sandbox.template), started before the grade module and what it
+    imports (the engine, the checks, numpy: about 0.3 s), which are then imported while the template imports torch,
+    the batch's longest wait.  None for --help and --merge, which need none, or where it cannot start (grade then
+    tries again, and falls back to a zygote per grader).  grade closes it, on every path."""
+    if {"-h", "--help", "--merge"} & set(argv[1:]):
+        return None
+    from harness.sandbox.template import Template  # noqa: PLC0415 - start-up: only grade starts one
+
+    try:
+        return Template()
+    except OSError:
+        return None
+
+
 def _colour(fmt: str, output: str | None) -> bool:
     return fmt == "text" and output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR") and \
         os.environ.get("TERM") != "dumb"
@@ -120,6 +135,9 @@ def _main(argv=None) -> int:
     if argv and argv[0] in SUBCOMMANDS:  # `mha-check mutants ...`, `mha-check explain ID`
         import importlib  # noqa: PLC0415 - a subcommand's module is loaded only when it is asked for
 
+        if argv[0] == "grade":
+            template = _early_template(argv)  # before grade's imports: torch imports meanwhile
+            return importlib.import_module(SUBCOMMANDS["grade"][0]).main(argv, template)
         return importlib.import_module(SUBCOMMANDS[argv[0]][0]).main(argv)
     parser = _parser()
     args = parser.parse_args(argv)

@@ -39,7 +39,8 @@ from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox import syscalls as linux
 from harness.sandbox import limits as sandbox
-from harness.sandbox.pool import ForkedSubject, Template, Zygote, ZygoteError
+from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
+from harness.sandbox.template import Template
 
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
 MAX_JOBS = 256
@@ -365,8 +366,17 @@ def _missing_fix(target: str | None) -> str:
             "FILE.py:ClassName.")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], template: Template | None = None) -> int:
+    """`template`: the batch's warm template when the caller started it already (harness.frontends.cli starts it
+    before importing this module, so that torch imports while the engine does); closed here in every case."""
+    try:
+        return _main(argv, template)
+    finally:
+        if template is not None:
+            template.close()
 
+
+def _main(argv: list[str], early: Template | None) -> int:
     p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0])
     p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per student, or with the students' "
                                                   ".py or .ipynb files named by student (alice_attention.py)")
@@ -413,7 +423,7 @@ def main(argv: list[str]) -> int:
         p.error(str(e))
     # SIGTERM (a scheduler's stop, Slurm's time limit) is already Ctrl-C here: harness.frontends.cli.main says so
     # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
-    template = _start_template()
+    template = early or _start_template()
     try:
         _refuse_without_walls(args, p)
         return _grade_batch(args, p, out, pattern, rubric, template)
@@ -421,7 +431,7 @@ def main(argv: list[str]) -> int:
         print("\nmha-check grade: interrupted before grading began; nothing was written", file=sys.stderr)
         return 130
     finally:
-        if template is not None:
+        if template is not None and template is not early:  # the early one is main's to close
             template.close()
 
 

@@ -15,7 +15,8 @@ import pytest
 from conftest import ROOT
 from harness.engine.runner import Options, run_checks
 from harness.sandbox import pool as pool_module
-from harness.sandbox.pool import TEMPLATE_VARIABLE, ForkedSubject, Template, Zygote, ZygotePool, single_run
+from harness.sandbox.pool import ForkedSubject, Zygote, ZygotePool, single_run
+from harness.sandbox.template import TEMPLATE_VARIABLE, Template
 from harness.sandbox.subject import Subject
 
 CORRECT = str(ROOT / "tests" / "zoo" / "correct" / "lesson.py")
@@ -229,7 +230,8 @@ import ctypes, sys
 sys.path.insert(0, {root!r})
 if {confined}:
     ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as every submission's child has it
-from harness.sandbox.pool import Zygote, ZygoteError, template_at
+from harness.sandbox.pool import Zygote, ZygoteError
+from harness.sandbox.template import template_at
 try:
     Zygote(template=template_at({address!r}), fallback=False).close()
 except ZygoteError:
