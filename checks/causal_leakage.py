@@ -8,7 +8,8 @@ branch leaks only there).  Where the weights are mapped with certainty, the outp
 head at a time so that every head is checked on its own.  Train mode, single heads, and the enormous and negative
 perturbations below run on the short sequences (n <= 10): the 64-token one is there for a mask of hard-coded size,
 which the eval gradient over every pair of positions and the ordinary perturbations already see, and it would cost
-as much as all the others together.
+as much as all the others together.  For the same reason its ordinary perturbations split it after every fourth
+position and the last (`_splits`), not after each of its 63.
 
 The gradient is reported by the child; the forward values cross-check it from the parent's side: perturbing the
 tokens after each split point must leave earlier outputs bit-identical, with ordinary perturbations, with enormous
@@ -24,6 +25,7 @@ from harness.engine.search import find_failure
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
 DEEP_MAX_N = 10  # train mode, each head alone, 1e30 and -5e4 probes: only up to this length (see the docstring)
+LONG_SPLIT_STRIDE = 4  # beyond DEEP_MAX_N, tokens are perturbed after every 4th position (and the last): _splits
 NEGATIVE_SCORES = 300.0  # W_k = -W_q scaled: real scores of about -5e4, the size fp16 activations reach; a fill of
 # -1e4 then outweighs them (a leak), while fills of -1e6 and below (d2l, the annotated transformer) still act as -inf
 
@@ -153,10 +155,20 @@ def _leak(inst, x, r, cfg, head=None, mode="eval"):
                   leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(), finding="leak:" + code)
 
 
+def _splits(n: int) -> list[int]:
+    """Every split point of a short sequence; on the long one, every LONG_SPLIT_STRIDE-th and the last.  There the
+    eval gradient already covers every pair of positions, and a leak that moves outputs (the only kind an ordinary
+    perturbation sees) also fails reference-match; a mask of hard-coded size leaks from its size on, past several
+    of these points.  All 63 cost as much as the rest of the check's perturbations together."""
+    if n <= DEEP_MAX_N:
+        return list(range(n - 1))
+    return sorted(set(range(0, n - 1, LONG_SPLIT_STRIDE)) | {n - 2})
+
+
 def _perturbation(inst, x, cfg, ctx, kinds=("ordinary", "huge"), why=""):
     """Change tokens after a split point; outputs up to it must not move at all."""
     inputs, labels = [x], []
-    for split in range(cfg.n - 1):
+    for split in _splits(cfg.n):
         for kind in kinds:
             x2 = x.copy()
             noise = ctx.rng("perturb", cfg, split, kind).standard_normal(x2[:, split + 1:].shape)

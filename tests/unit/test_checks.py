@@ -138,3 +138,27 @@ def test_a_tensor_left_on_the_cpu_is_the_mask_mistake_only_when_it_masks():
     assert _mask_like([Mix("__add__", [1, 1, 5, 5], "a.py:3")], cfg)  # an additive -inf matrix
     assert not _mask_like([Mix("mul", [5, 5], "a.py:3")], cfg)  # ALiBi's relative positions times the slopes
     assert not _mask_like([Mix("__mul__", [5, 4], "a.py:3")], cfg)  # a rotary table
+
+
+def _masks_only_the_first(tmp_path, positions: int) -> str:
+    """The lesson's layer whose mask stops at row `positions`: from there on, every token sees the whole future."""
+    src = (ROOT / "reference" / "causal_mha.py").read_text().replace(
+        "scores = scores.masked_fill(self.mask[:n, :n], float(\"-inf\"))",
+        f"mask = self.mask[:n, :n].clone(); mask[{positions}:] = False; "
+        "scores = scores.masked_fill(mask, float(\"-inf\"))")
+    assert "clone()" in src
+    path = tmp_path / "partial_mask.py"
+    path.write_text(src)
+    return f"{path}:CausalMHA"
+
+
+def test_a_mask_that_stops_short_of_the_long_sequence_leaks_there_and_is_caught(tmp_path, monkeypatch):
+    """Only the 64-token configuration is longer than 20 positions: the gradient sees the leak, and so do the
+    parent's perturbations after every fourth position of it, even with the child's gradient forged to no leak."""
+    target = _masks_only_the_first(tmp_path, 21)
+    result = run(target, ["causal-leakage"])["causal-leakage"]
+    assert result.status == "fail" and "future" in result.message, result.message
+    monkeypatch.setattr("checks.causal_leakage._leak", lambda *args, **kwargs: None)  # a forged Jacobian
+    result = run(target, ["causal-leakage"])["causal-leakage"]
+    assert result.status == "fail" and "changing the tokens after position" in result.message, result.message
+    assert int(result.message.split("after position ")[1].split()[0]) >= 21  # (shrunk: n down to 23)
