@@ -1,6 +1,6 @@
-"""The child side's Jacobian (harness.child.worker): the vectorised path gives exactly the numbers of the loop over
-output positions, exact zeros included (causal-leakage judges "zero for s > t" on them), and falls back to the loop
-for whatever it cannot vectorise."""
+"""The child side's Jacobian (harness.child.worker): the vectorised path gives the loop over output positions' exact
+zeros and NaNs (causal-leakage judges "zero for s > t" on them) and its other numbers to rounding, and falls back to
+the loop for whatever it cannot vectorise; and the template's rehearsal."""
 import os
 import sys
 
@@ -38,13 +38,17 @@ def _proj(module, B=3, n=6, d=8, seed=0):
 
 @pytest.mark.parametrize("mutant_id", ["no-mask", "softmax-wrong-axis", "split-view-order", "finite-fill",
                                        "batch-seq-swap", "mask-hides-diagonal"])
-def test_vectorised_jacobian_equals_the_loop_exactly(mutant_id):
+@pytest.mark.parametrize("n", [6, 13])  # 3 x 13 = 39 output positions: two full calls of JACOBIAN_ROWS and a rest
+def test_vectorised_jacobian_equals_the_loop(mutant_id, n):
+    """What the verdict reads, exact zeros and NaNs, is the loop's exactly; the other values to rounding (on longer
+    sequences the batched kernels add in another order: a relative 1e-13 at most, measured)."""
+    assert 3 * n > worker.JACOBIAN_ROWS or n == 6
     for module in (CausalMHA(8, 2, 16), mutants.get(mutant_id).CausalMHA(8, 2, 16)):
-        proj, x = _proj(module)
+        proj, x = _proj(module, n=n)
         fast = worker.Worker._batched_jacobian(proj, x)
         slow = _loop(proj, x)
-        assert fast is not None and torch.equal(torch.nan_to_num(fast, nan=7.0), torch.nan_to_num(slow, nan=7.0))
-        assert torch.equal(fast == 0, slow == 0) and torch.equal(fast.isnan(), slow.isnan())
+        assert fast is not None and torch.equal(fast == 0, slow == 0) and torch.equal(fast.isnan(), slow.isnan())
+        torch.testing.assert_close(fast, slow, rtol=1e-12, atol=0, equal_nan=True)
 
 
 class _NoVmap(torch.autograd.Function):
