@@ -137,7 +137,13 @@ def _main(argv=None) -> int:
 
         if argv[0] == "grade":
             template = _early_template(argv)  # before grade's imports: torch imports meanwhile
-            return importlib.import_module(SUBCOMMANDS["grade"][0]).main(argv, template)
+            try:
+                grade = importlib.import_module(SUBCOMMANDS["grade"][0])
+            except BaseException:  # Ctrl-C during the import: grade never took the template, so close it here
+                if template is not None:
+                    template.close()
+                raise
+            return grade.main(argv, template)
         return importlib.import_module(SUBCOMMANDS[argv[0]][0]).main(argv)
     parser = _parser()
     args = parser.parse_args(argv)
