@@ -2,6 +2,7 @@
 zeros and NaNs (causal-leakage judges "zero for s > t" on them) and its other numbers to rounding, and falls back to
 the loop for whatever it cannot vectorise; and the template's rehearsal."""
 import os
+import subprocess
 import sys
 
 import pytest
@@ -89,3 +90,14 @@ def test_the_templates_rehearsal_answers_every_kind_of_request_and_leaves_nothin
               if getattr(sys.modules[name], "__file__", None) and
               not os.path.abspath(sys.modules[name].__file__).startswith(roots)]
     assert strays == []
+
+
+@pytest.mark.slow
+def test_the_warm_template_freezes_its_heap_before_it_forks():
+    """A child's full collection would otherwise walk (and, forked, copy page by page) the template's whole heap:
+    a submission that needs the meta device imports enough of torch to trigger several."""
+    code = ("import gc; from harness.child import zygote; zygote._warm_up(); "
+            "print(gc.get_freeze_count(), len(gc.get_objects()))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=PACKAGES_ROOT, capture_output=True, text=True, timeout=120)
+    frozen, still_tracked = map(int, out.stdout.split())
+    assert frozen > 100_000 and still_tracked < 1_000, out.stderr[-2000:]
