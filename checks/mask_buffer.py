@@ -42,7 +42,7 @@ def mask_buffer(ctx):
     finding, fix = ("mask stays on the CPU", "") if _mask_like(followed.mixes, cfg) else \
         ("a tensor stays on the CPU", TENSOR_FIX)  # positions, rotary tables: not the mask mistake
     try:  # the exact test: PyTorch's meta device, where a tensor left on the CPU fails as it would on a GPU
-        meta = inst.meta_forward((cfg.batch, cfg.n, cfg.d_in))
+        meta = ctx.meta_forward(inst, ctx.input(cfg))
     except TargetFailure as e:
         if any(w in e.message.lower() for w in DEVICE_WORDS):
             return failed(f"after module.to(device) your forward fails: {where} ({_suspects(inst, followed)}): "

@@ -65,12 +65,18 @@ def _requests(worker: Worker, cfg: dict, rng: np.random.Generator) -> list[m.Req
             m.Devices(handle, x), m.Trace(handle, x)]
 
 
-def rehearse() -> list[m.Reply]:
-    """Serve the rehearsal layer every kind of request once, through the wire's encoding both ways; returns the replies
-    (a test checks that none failed: a rehearsal that fails silently would warm nothing)."""
+def _worker() -> Worker:
+    """A worker whose loaded target is the rehearsal layer, as if a Load had named it (no file is loaded)."""
     worker = Worker()
     worker.target = LoadedTarget(_RehearsalLayer, _RehearsalLayer.__name__, inspect.getsourcefile(_RehearsalLayer))
     worker.signature = construct.read_signature(_RehearsalLayer, {})
+    return worker
+
+
+def rehearse() -> list[m.Reply]:
+    """Serve the rehearsal layer every kind of request once, through the wire's encoding both ways; returns the replies
+    (a test checks that none failed: a rehearsal that fails silently would warm nothing)."""
+    worker = _worker()
     rng = np.random.default_rng([0x5EED, 0xC0FFEE])  # the rehearsal's own stream, used by nothing else
     replies = []
     for cfg in CONFIGS:
@@ -78,3 +84,15 @@ def rehearse() -> list[m.Reply]:
         answered = [worker.answer(request) for request in m.decode_requests(header, arrays)]
         replies += m.decode_replies(*protocol.decode(io.BytesIO(m.encode_batch(answered))))
     return replies
+
+
+def rehearse_meta() -> m.Reply:
+    """Serve the rehearsal layer one MetaForward: what the meta device needs on first use (torch._dynamo, imported
+    by the first meta kernel that runs, about 0.7 s) is then in the process.  Only the meta template does this
+    (`harness.child.zygote`): in the template every later fork would cost more (a larger heap to copy page tables
+    for), for the few submissions that need it."""
+    worker = _worker()
+    cfg = CONFIGS[0]
+    handle = worker.answer(m.Build(cfg)).handle
+    return worker.answer(m.MetaForward(handle, [cfg["batch"], cfg["n"], cfg["d_in"]]))
+

@@ -16,6 +16,7 @@ one torch import for every zygote of a `grade` run or a `ZygotePool`), which is 
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import gc
 import json
@@ -30,6 +31,7 @@ from harness.child import rehearsal, worker  # imports torch (one thread) once, 
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
 from harness.sandbox.syscalls import die_with_parent, status_fields, until_exited
+from harness.sandbox.template import META_ZYGOTE, ZYGOTE
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -194,13 +196,22 @@ def template(control_fd: int) -> None:
     socket carries one end of a fresh socket pair, and a zygote forked from this process serves it.  It reads
     requests, never replies (several graders share the socket; SOCK_SEQPACKET keeps their messages whole), and it
     ends when every holder of the other end has closed it.  It runs only our code; its zygotes are reaped by the
-    kernel (SIGCHLD ignored here, the default again in each zygote)."""
+    kernel (SIGCHLD ignored here, the default again in each zygote).
+
+    A request for a META_ZYGOTE is passed on to the meta template, a fork of this process made at the first such
+    request (`_meta_template`): its zygotes' children have the meta device warm."""
     die_with_parent(signal.SIGKILL)  # it ends with the process that started it
     control = socket.socket(fileno=control_fd)
     control.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # each request carries who sent it (set by the
     # launcher too, for requests sent before this line runs)
     _warm_up()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    _serve_templates(control, meta_allowed=True)
+
+
+def _serve_templates(control: socket.socket, meta_allowed: bool) -> None:
+    """The template's loop: a zygote forked for each request (or the request passed on to the meta template)."""
+    meta: socket.socket | None = None
     while True:
         try:
             data, fds, sender = _request(control)
@@ -208,19 +219,56 @@ def template(control_fd: int) -> None:
             return
         if not data:
             return
-        if len(fds) == 1 and data == b"zygote" and _may_ask(sender):
-            sys.stdout.flush()
-            sys.stderr.flush()
-            if os.fork() == 0:
-                try:
-                    control.close()
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    os.setsid()
-                    _serve(fds[0])
-                finally:
-                    os._exit(0)
+        if len(fds) == 1 and data in (ZYGOTE, META_ZYGOTE) and _may_ask(sender):
+            if data == ZYGOTE:
+                _fork_zygote(control, meta, fds[0])
+            elif meta_allowed:
+                meta = meta or _meta_template(control)
+                with contextlib.suppress(OSError):  # the meta template is gone: the asker's hello gets EOF
+                    socket.send_fds(meta, [ZYGOTE], fds)
         for fd in fds:
             os.close(fd)
+
+
+def _fork_zygote(control: socket.socket, meta: socket.socket | None, fd: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork() == 0:
+        try:
+            control.close()
+            if meta is not None:
+                meta.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.setsid()
+            _serve(fd)
+        finally:
+            os._exit(0)
+
+
+def _meta_template(control: socket.socket) -> socket.socket:
+    """A fork of the template that has run a module on the meta device once (`rehearsal.rehearse_meta`: 0.7 s of
+    torch._dynamo imports), then forks zygotes as the template does.  Made at the first request for one, so that a
+    batch in which no submission needs the meta device never pays for it, and one in which many do pays once
+    instead of once per submission (each such child imported it for itself: 0.55 s of CPU).  The template itself
+    stays lean: every fork of a larger process costs more.  Its requests come from the template, which has already
+    checked who asked; it checks its sender as the template does."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before the fork: the first request may come
+    # before the meta template has finished warming up
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork() == 0:
+        try:
+            control.close()
+            ours.close()
+            die_with_parent(signal.SIGKILL)
+            rehearsal.rehearse_meta()
+            _freeze_heap()
+            _serve_templates(theirs, meta_allowed=False)
+        finally:
+            os._exit(0)
+    theirs.close()
+    return ours
 
 
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid

@@ -29,8 +29,9 @@ def _reading(text: str) -> frozenset:
 
 
 class Context:
-    def __init__(self, subject: Subject, seed: int = 0, examples: int = 6):
+    def __init__(self, subject: Subject, seed: int = 0, examples: int = 6, meta_subject=None):
         self.subject = subject
+        self.meta_subject = meta_subject  # () -> Subject or None: a child whose meta device is warm (meta_forward)
         self.seed = seed
         self.examples = examples
         self._mapping: Mapping | None = None
@@ -128,6 +129,27 @@ class Context:
             return same, layout.how == proven.layout_how, -i
 
         return max(range(len(layouts)), key=agreement)
+
+    # -- the meta device --------------------------------------------------------------------------------------------
+    def meta_forward(self, inst: Instance, x: np.ndarray) -> m.MetaResult:
+        """`inst` moved to PyTorch's meta device and run on an input of x's shape.  The first run on the meta device
+        imports 0.7 s of torch (torch._dynamo) in the child that does it.  In batch grading `meta_subject` gives a
+        fresh child of the meta template, which has done that once for the whole batch
+        (`harness.child.zygote._meta_template`): there the module is built again as `inst` was (same configuration,
+        same seed, called the same way) and run once on x on the CPU first, as `inst` has been in its own child (a
+        tensor a first forward caches on the CPU then stays behind in both).  Without one (a single run, or no such
+        child to be had) `inst`'s own child does it."""
+        subject = self.meta_subject() if self.meta_subject is not None else None
+        if subject is None:
+            return inst.meta_forward(x.shape)
+        try:
+            subject.started = self.subject.started  # one time budget for the whole submission
+            twin = subject.build(inst.cfg)
+            twin.style = inst.style
+            return twin.calls([m.Forward(twin.handle, x, style=twin.style),
+                               m.MetaForward(twin.handle, list(x.shape), twin.style)])[1]
+        finally:
+            subject.close()
 
     # -- weights ----------------------------------------------------------------------------------------------------
     @property

@@ -79,9 +79,10 @@ def _closure(c: Check) -> list[Check]:
 
 
 def run_checks(spec: str, options: Options | None = None, *, subject: Subject | None = None,
-               make_subject=None, **legacy) -> Report:
+               make_subject=None, make_meta_subject=None, **legacy) -> Report:
     """Run the checks on `spec`; `subject` may be a child already started (it imports torch while we import the
-    checks), `make_subject()` starts a replacement after a crash (the batch pool forks one from its zygote).
+    checks), `make_subject()` starts a replacement after a crash (the batch pool forks one from its zygote), and
+    `make_meta_subject()` a child whose meta device is warm, or None (see Context.meta_forward).
     Keyword arguments of Options may be given directly (run_checks(spec, seed=1, only=[...]))."""
     options = options or Options(**{k: v for k, v in legacy.items() if v is not None})
     selected = select(options.only, options.skip)
@@ -90,7 +91,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
     subject = subject or make_subject()
     ctx = None
     try:  # from the moment the child exists: whatever happens (Ctrl-C included), it is closed
-        ctx = Context(subject, options.seed, options.examples)
+        ctx = Context(subject, options.seed, options.examples, meta_subject=make_meta_subject)
         results: dict[str, CheckResult] = {}
         deaths: list[WorkerDied] = []
         for c in selected:

@@ -40,11 +40,13 @@ from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox import syscalls as linux
 from harness.sandbox import limits as sandbox
 from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
-from harness.sandbox.template import Template
+from harness.sandbox.template import META_ZYGOTE, Template
 
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
 MAX_JOBS = 256
 _ZYGOTE = None  # in a grader process: its zygote
+_META_ZYGOTE = None  # in a grader process: its zygote of the meta template, made when a submission first needs one
+_NO_META = False  # in a grader process: the meta template could not give one (the meta runs stay in each child)
 _TEMPLATE = None  # in a grader process: the batch's template socket (None: none could be started)
 _BUSY = False  # in a grader process: a submission is being graded (SIGTERM must unwind it, not just exit)
 _STOPPING = False  # in a grader process: SIGTERM came, the submission is being unwound
@@ -236,17 +238,46 @@ def _grade_submission(folder: str, pick: Pick, options: dict) -> dict:
                 make = lambda: ForkedSubject(_ZYGOTE, spec, submission=folder, seed=options["seed"], limits=limits,
                                              allow_unconfined=options["allow_unconfined"])  # a copy, in its slot
                 report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
-                                    make_subject=make)
+                                    make_subject=make, make_meta_subject=lambda: _meta_subject(spec, folder, options,
+                                                                                                limits))
                 break
             except ZygoteError as e:
                 _ZYGOTE.close()
                 _ZYGOTE = Zygote(limits, _TEMPLATE)
+                _drop_meta_zygote()
                 report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
                                  Options(seed=options["seed"]))
                 report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
     if pick.note:
         report.adapter["notes"] = [pick.note, *report.adapter.get("notes", [])]
     return graded(name, spec, report, options, time.monotonic() - started)
+
+
+def _meta_subject(spec: str, folder: str, options: dict, limits: sandbox.Limits) -> ForkedSubject | None:
+    """A second child for this submission, forked from the meta template, for the one run on the meta device
+    (harness.engine.context.Context.meta_forward); None where there is none to be had (no template, or it could
+    not give one): the run then stays in the submission's own child, as in a single run."""
+    global _META_ZYGOTE, _NO_META
+
+    if _NO_META or _TEMPLATE is None:
+        return None
+    try:
+        if _META_ZYGOTE is None:
+            _META_ZYGOTE = Zygote(limits, _TEMPLATE, fallback=False, kind=META_ZYGOTE)
+        return ForkedSubject(_META_ZYGOTE, spec, submission=folder, seed=options["seed"], limits=limits,
+                             allow_unconfined=options["allow_unconfined"])
+    except (ZygoteError, isolation.IsolationFailed):
+        _drop_meta_zygote()
+        _NO_META = True
+        return None
+
+
+def _drop_meta_zygote() -> None:
+    global _META_ZYGOTE
+
+    if _META_ZYGOTE is not None:
+        _META_ZYGOTE.close()
+        _META_ZYGOTE = None
 
 
 def graded(name: str, spec: str | None, report: Report, options: dict, seconds: float) -> dict:

@@ -24,7 +24,7 @@ import threading
 from harness.sandbox import isolation, scratch
 from harness.sandbox.limits import Limits
 from harness.sandbox.subject import Subject, write_until
-from harness.sandbox.template import TEMPLATE_VARIABLE, Template, launch, template_at
+from harness.sandbox.template import TEMPLATE_VARIABLE, ZYGOTE, Template, launch, template_at
 
 
 class ZygoteError(RuntimeError):
@@ -36,8 +36,10 @@ class Zygote:
     socket of a `Template`) when one is given and answers, else started on its own (one torch import), or, without
     `fallback`, not at all (ZygoteError)."""
 
-    def __init__(self, limits: Limits | None = None, template: socket.socket | None = None, fallback: bool = True):
+    def __init__(self, limits: Limits | None = None, template: socket.socket | None = None, fallback: bool = True,
+                 kind: bytes = ZYGOTE):
         self.limits = limits or Limits()
+        self.kind = kind  # ZYGOTE, or META_ZYGOTE: one of the meta template's (see harness.child.zygote)
         self.slot = scratch.claim_slot()
         self.proc: subprocess.Popen | None = None
         self._pidfd: int | None = None
@@ -60,7 +62,7 @@ class Zygote:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with theirs:  # closed before the hello: a template that drops it must end our wait
-                socket.send_fds(template, [b"zygote"], [theirs.fileno()])
+                socket.send_fds(template, [self.kind], [theirs.fileno()])
             info = self.request({"op": "hello"})
         except (OSError, ZygoteError):
             self.control.close()

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from checks import all_checks
+from harness.engine.runner import run_checks
 from conftest import ROOT, ZOO, processes_left
 
 THREADS_PROBE = '''
@@ -67,6 +68,43 @@ def test_grade_finds_the_single_class_file_and_writes_reports(tmp_path):
     assert "has no .py or .ipynb file (it has notes.txt)" in dee["checks"][0]["message"]
     assert rows["dee"]["max_score"] == rows["ada"]["max_score"] == str(float(len(all_checks())))  # also with nothing
     assert rows["dee"]["needs_review"] == rows["bob"]["needs_review"] == "False"  # a verdict, nothing to look at
+
+
+def test_the_meta_device_runs_in_a_child_of_the_meta_template_with_the_verdict_of_a_single_run(tmp_path):
+    """In a batch the run on the meta device (mask-buffer) is made in a second child of the submission, forked from
+    the meta template, where torch's imports for it are done once for the batch: every verdict must be the one a
+    single run gives, where that run happens in the submission's own child.  A mask cached on the CPU by the first
+    forward (a plain attribute set in forward) must stay behind in both."""
+    lazy = (ZOO / "correct" / "lesson.py").read_text().replace(
+        'self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
+        "self.context_length = context_length").replace(
+        "self.mask[:n, :n]", "self._mask(x)[:n, :n]").replace(
+        "    def forward(self, x):",
+        "    def _mask(self, x):  # made on the input's device, but only once: left behind by .to()\n"
+        "        if not hasattr(self, 'cached'):\n"
+        "            self.cached = torch.triu(torch.ones(self.context_length, self.context_length, device=x.device), "
+        "1).bool()\n"
+        "        return self.cached\n\n"
+        "    def forward(self, x):")
+    assert "self.cached" in lazy
+    subs = tmp_path / "subs"
+    sources = {"attr": (ZOO / "buggy" / "mask_plain_attr.py").read_text(),
+               "nodevice": (ZOO / "buggy" / "mask_no_device.py").read_text(), "lazy": lazy,
+               "right": (ZOO / "correct" / "lesson.py").read_text()}
+    for name, text in sources.items():
+        (subs / name).mkdir(parents=True)
+        (subs / name / "attention.py").write_text(text)
+    out = tmp_path / "out"
+    run = grade(str(subs), "--out", str(out), "--jobs", "2")
+    assert run.returncode == 0, run.stderr[-2000:]
+    statuses = {}
+    for name in sources:
+        batch = json.loads((out / f"{name}.json").read_text())["checks"]
+        single = run_checks(str(subs / name / "attention.py"), only=["mask-buffer"]).checks
+        graded = [c for c in batch if c["id"] == "mask-buffer"][0]
+        assert (graded["status"], graded["message"]) == (single[-1].status, single[-1].message), name
+        statuses[name] = graded["status"]
+    assert statuses == {"attr": "fail", "nodevice": "fail", "lazy": "fail", "right": "pass"}
 
 
 def test_shards_cover_the_batch_once(tmp_path):

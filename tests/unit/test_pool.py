@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -16,7 +17,11 @@ from conftest import ROOT
 from harness.engine.runner import Options, run_checks
 from harness.sandbox import pool as pool_module
 from harness.sandbox.pool import ForkedSubject, Zygote, ZygotePool, single_run
-from harness.sandbox.template import TEMPLATE_VARIABLE, Template
+from harness.frontends import grade as grade_module
+from harness.sandbox.limits import Limits
+from harness.sandbox.template import META_ZYGOTE, TEMPLATE_VARIABLE, Template
+from harness.wire.config import Config
+from harness.wire.errors import TargetFailure
 from harness.sandbox.subject import Subject
 
 CORRECT = str(ROOT / "tests" / "zoo" / "correct" / "lesson.py")
@@ -116,6 +121,77 @@ def test_a_zygote_starts_on_its_own_when_the_template_drops_the_request():
         zygote.close()
         ours.close()
         theirs.close()
+
+
+MASK_ON_CPU = str(ROOT / "tests" / "zoo" / "buggy" / "mask_plain_attr.py")
+
+
+def test_meta_zygotes_come_from_one_meta_template_made_at_the_first_request_for_one():
+    """The meta template (the meta device warm) is a child of the template, made once, only when asked for; the
+    template's own zygotes are not its; its zygotes' children are confined like the others and run the meta device;
+    nothing of it outlives the batch."""
+    template = Template()
+    zygotes = []
+    try:
+        zygotes.append(Zygote(template=template.socket))
+        assert len(_children(template.proc.pid)) == 1  # no meta template until one is asked for
+        zygotes += [Zygote(template=template.socket, fallback=False, kind=META_ZYGOTE) for _ in range(2)]
+        meta = _parent(zygotes[1].info["pid"])
+        assert _parent(zygotes[0].info["pid"]) == template.proc.pid == _parent(meta)
+        assert _parent(zygotes[2].info["pid"]) == meta and len(_children(template.proc.pid)) == 2
+        for pid in (meta, zygotes[1].info["pid"]):  # nothing of the template's socket or a sibling's
+            assert not _sockets(pid) & _sockets(template.proc.pid) and not _sockets(pid) & _sockets(zygotes[0].info["pid"])
+        subject = ForkedSubject(zygotes[1], MASK_ON_CPU)
+        try:
+            with pytest.raises(TargetFailure, match="expected device"):
+                subject.build(Config(d_in=6, d_out=6, heads=2, context_length=7, batch=2, n=4)).meta_forward((2, 4, 6))
+            if os.geteuid() == 0:
+                assert subject.isolation["uid"] != 0 and subject.isolation["capabilities_dropped"]
+        finally:
+            subject.close()
+    finally:
+        for zygote in zygotes:
+            zygote.close()
+        template.close()
+    deadline = time.monotonic() + 10  # the meta template is killed by the kernel as the template ends: soon after
+    while not _gone(meta) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(pid) for pid in [template.proc.pid, meta] + [z.info["pid"] for z in zygotes])
+
+
+def test_a_grader_without_a_meta_template_runs_the_meta_device_in_the_submissions_own_child(monkeypatch):
+    """A template that cannot give a meta zygote (gone, or dropping the request) costs the batch its saving, never a
+    verdict: the grader asks no more, and Context.meta_forward runs in the submission's own child."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    dropper = threading.Thread(target=lambda: [os.close(fd) for fd in socket.recv_fds(theirs, 1024, 1)[1]])
+    dropper.start()
+    monkeypatch.setattr(grade_module, "_TEMPLATE", ours)
+    monkeypatch.setattr(grade_module, "_META_ZYGOTE", None)
+    monkeypatch.setattr(grade_module, "_NO_META", False)
+    options = {"seed": 0, "allow_unconfined": True}
+    try:
+        assert grade_module._meta_subject(MASK_ON_CPU, os.path.dirname(MASK_ON_CPU), options, Limits()) is None
+        dropper.join(5)
+        assert grade_module._NO_META and grade_module._META_ZYGOTE is None
+        asked = []
+        report = run_checks(MASK_ON_CPU, Options(only=["mask-buffer"]),
+                            make_meta_subject=lambda: asked.append(1) or grade_module._meta_subject(
+                                MASK_ON_CPU, os.path.dirname(MASK_ON_CPU), options, Limits()))
+    finally:
+        ours.close()
+        theirs.close()
+    assert asked == [1] and report.checks[-1].status == "fail" and "expected device" in report.checks[-1].message
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and not _gone(int(p)) and _parent_or_none(int(p)) == pid]
+
+
+def _parent_or_none(pid: int) -> int | None:
+    try:
+        return _parent(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 def _verdicts(report) -> list[tuple[str, str, str]]:

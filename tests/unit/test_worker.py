@@ -93,11 +93,15 @@ def test_the_templates_rehearsal_answers_every_kind_of_request_and_leaves_nothin
 
 
 @pytest.mark.slow
-def test_the_warm_template_freezes_its_heap_before_it_forks():
+def test_the_warm_template_freezes_its_heap_and_only_the_meta_template_warms_the_meta_device():
     """A child's full collection would otherwise walk (and, forked, copy page by page) the template's whole heap:
-    a submission that needs the meta device imports enough of torch to trigger several."""
-    code = ("import gc; from harness.child import zygote; zygote._warm_up(); "
-            "print(gc.get_freeze_count(), len(gc.get_objects()))")
+    a submission that needs the meta device imports enough of torch to trigger several.  That import is the meta
+    template's (harness.child.zygote._meta_template), never the template's: every fork of a larger process costs
+    more."""
+    code = ("import gc, sys; from harness.child import rehearsal, zygote; zygote._warm_up(); "
+            "print(gc.get_freeze_count(), len(gc.get_objects()), 'torch._dynamo' in sys.modules); "
+            "r = rehearsal.rehearse_meta(); print(type(r).__name__, r.device, 'torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=PACKAGES_ROOT, capture_output=True, text=True, timeout=120)
-    frozen, still_tracked = map(int, out.stdout.split())
-    assert frozen > 100_000 and still_tracked < 1_000, out.stderr[-2000:]
+    (frozen, still_tracked, dynamo), meta = (line.split() for line in out.stdout.splitlines())
+    assert int(frozen) > 100_000 and int(still_tracked) < 1_000, out.stderr[-2000:]
+    assert dynamo == "False" and meta == ["MetaResult", "meta", "True"]
