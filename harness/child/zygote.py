@@ -223,7 +223,7 @@ def _serve_templates(control: socket.socket, meta_allowed: bool) -> None:
             if data == ZYGOTE:
                 _fork_zygote(control, meta, fds[0])
             elif meta_allowed:
-                meta = meta or _meta_template(control)
+                meta = meta or _meta_template(control, fds)
                 with contextlib.suppress(OSError):  # the meta template is gone: the asker's hello gets EOF
                     socket.send_fds(meta, [ZYGOTE], fds)
         for fd in fds:
@@ -245,13 +245,15 @@ def _fork_zygote(control: socket.socket, meta: socket.socket | None, fd: int) ->
             os._exit(0)
 
 
-def _meta_template(control: socket.socket) -> socket.socket:
+def _meta_template(control: socket.socket, pending: list[int]) -> socket.socket:
     """A fork of the template that has run a module on the meta device once (`rehearsal.rehearse_meta`: 0.7 s of
     torch._dynamo imports), then forks zygotes as the template does.  Made at the first request for one, so that a
     batch in which no submission needs the meta device never pays for it, and one in which many do pays once
     instead of once per submission (each such child imported it for itself: 0.55 s of CPU).  The template itself
     stays lean: every fork of a larger process costs more.  Its requests come from the template, which has already
-    checked who asked; it checks its sender as the template does."""
+    checked who asked; it checks its sender as the template does.  `pending`: the descriptors of the request being
+    served, which it must not keep (a zygote's control socket held open here would hide that zygote's death from
+    its grader)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     theirs.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before the fork: the first request may come
     # before the meta template has finished warming up
@@ -261,6 +263,8 @@ def _meta_template(control: socket.socket) -> socket.socket:
         try:
             control.close()
             ours.close()
+            for fd in pending:
+                os.close(fd)
             die_with_parent(signal.SIGKILL)
             rehearsal.rehearse_meta()
             _freeze_heap()

@@ -7,6 +7,7 @@ only through this object (and the `Instance`s it builds), never through process 
 from __future__ import annotations
 
 import re
+import time
 import zlib
 
 import numpy as np
@@ -16,6 +17,7 @@ from harness.engine.mapping import Mapping
 from harness.engine.trace import TraceResult, record
 from harness.sandbox.subject import Instance, Subject
 from harness.wire import messages as m
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.config import Config
 from reference import numpy_ref
 
@@ -132,26 +134,49 @@ class Context:
 
     # -- the meta device --------------------------------------------------------------------------------------------
     def meta_forward(self, inst: Instance, x: np.ndarray) -> m.MetaResult:
-        """`inst` moved to PyTorch's meta device and run on an input of x's shape.  The first run on the meta device
-        imports 0.7 s of torch (torch._dynamo) in the child that does it.  In batch grading `meta_subject` gives a
-        fresh child of the meta template, which has done that once for the whole batch
-        (`harness.child.zygote._meta_template`): there the module is built again as `inst` was (same configuration,
-        same seed, called the same way) and run once on x on the CPU first, as `inst` has been in its own child (a
-        tensor a first forward caches on the CPU then stays behind in both).  Without one (a single run, or no such
-        child to be had) `inst`'s own child does it."""
-        subject = self.meta_subject() if self.meta_subject is not None else None
-        if subject is None:
+        """`inst` moved to PyTorch's meta device and run on an input of x's shape, with the verdict a single run
+        gives, where `inst`'s own child does it.
+
+        The first run on the meta device imports 0.7 s of torch (torch._dynamo) in the child that does it.  In batch
+        grading `meta_subject` gives a fresh child of the meta template, which has done that once for the batch
+        (`harness.child.zygote._meta_template`): a twin of `inst` is built there (same configuration, same seed,
+        called the same way) and run once on x on the CPU first, as `inst` has been in its own child (a tensor a
+        first forward caches on the CPU then stays behind in both).  The twin only saves time, never changes a
+        verdict we can see differ: if it cannot be made, built or run on the CPU, or its process dies, the run is
+        made in `inst`'s own child after all, as in a single run.  Making and building the twin is ours to pay
+        for, not the student's: that time does not count against the submission's time limit (a first twin waits
+        for the meta template to warm up)."""
+        twin = self._twin(inst, x)
+        if twin is None:
             return inst.meta_forward(x.shape)
         try:
-            subject.started = self.subject.started  # one time budget for the whole submission
+            return twin.meta_forward(x.shape)
+        except WorkerDied:
+            pass  # made again in inst's own child: a single run's outcome, the death of its process included
+        finally:
+            twin.subject.close()
+        return inst.meta_forward(x.shape)
+
+    def _twin(self, inst: Instance, x: np.ndarray) -> Instance | None:
+        """`inst` built again in a child of the meta template and run once on x, or None; its time budget is what
+        was left of the submission's when it was asked for (see meta_forward)."""
+        asked = time.monotonic()
+        subject = self.meta_subject() if self.meta_subject is not None else None
+        if subject is None:
+            return None
+        try:
             twin = subject.build(inst.cfg)
             twin.style = inst.style
-            return twin.calls([m.Forward(twin.handle, x, style=twin.style),
-                               m.MetaForward(twin.handle, list(x.shape), twin.style)])[1]
-        finally:
+            twin.forward(x)
+        except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
             subject.close()
+            return None
+        ready = time.monotonic()
+        self.subject.started += ready - asked  # the twin's making is not the student's time
+        subject.started = self.subject.started
+        return twin
 
-    # -- weights ----------------------------------------------------------------------------------------------------
+    # -- weights ----------------------------------------------------------------------------------------------------    # -- weights ----------------------------------------------------------------------------------------------------
     @property
     def mapping(self) -> Mapping:
         """Proved once, on the base configuration: how forward is called and which layout reproduces the module's

@@ -87,24 +87,30 @@ def test_the_meta_device_runs_in_a_child_of_the_meta_template_with_the_verdict_o
         "        return self.cached\n\n"
         "    def forward(self, x):")
     assert "self.cached" in lazy
+    attr = (ZOO / "buggy" / "mask_plain_attr.py").read_text()
     subs = tmp_path / "subs"
-    sources = {"attr": (ZOO / "buggy" / "mask_plain_attr.py").read_text(),
-               "nodevice": (ZOO / "buggy" / "mask_no_device.py").read_text(), "lazy": lazy,
-               "right": (ZOO / "correct" / "lesson.py").read_text()}
+    sources = {"attr": attr, "nodevice": (ZOO / "buggy" / "mask_no_device.py").read_text(), "lazy": lazy,
+               "right": (ZOO / "correct" / "lesson.py").read_text(),
+               # its import takes 3 s: the twin's second import must not count against its time limit
+               "slow": "import time\ntime.sleep(3)\n" + attr,
+               # its twin dies at import (the meta template has torch._dynamo): the run is made in its own child
+               "twin_dies": "import os, sys\nif 'torch._dynamo' in sys.modules:\n    os._exit(3)\n" + attr}
     for name, text in sources.items():
         (subs / name).mkdir(parents=True)
         (subs / name / "attention.py").write_text(text)
     out = tmp_path / "out"
-    run = grade(str(subs), "--out", str(out), "--jobs", "2")
+    run = grade(str(subs), "--out", str(out), "--jobs", "2", "--time-limit", "8")
     assert run.returncode == 0, run.stderr[-2000:]
     statuses = {}
     for name in sources:
-        batch = json.loads((out / f"{name}.json").read_text())["checks"]
+        batch = json.loads((out / f"{name}.json").read_text())
         single = run_checks(str(subs / name / "attention.py"), only=["mask-buffer"]).checks
-        graded = [c for c in batch if c["id"] == "mask-buffer"][0]
+        graded = [c for c in batch["checks"] if c["id"] == "mask-buffer"][0]
         assert (graded["status"], graded["message"]) == (single[-1].status, single[-1].message), name
+        assert "skip" not in {c["status"] for c in batch["checks"]} and not batch["adapter"].get("process"), name
         statuses[name] = graded["status"]
-    assert statuses == {"attr": "fail", "nodevice": "fail", "lazy": "fail", "right": "pass"}
+    assert statuses == {"attr": "fail", "nodevice": "fail", "lazy": "fail", "right": "pass", "slow": "fail",
+                        "twin_dies": "fail"}
 
 
 def test_shards_cover_the_batch_once(tmp_path):

@@ -139,8 +139,10 @@ def test_meta_zygotes_come_from_one_meta_template_made_at_the_first_request_for_
         meta = _parent(zygotes[1].info["pid"])
         assert _parent(zygotes[0].info["pid"]) == template.proc.pid == _parent(meta)
         assert _parent(zygotes[2].info["pid"]) == meta and len(_children(template.proc.pid)) == 2
-        for pid in (meta, zygotes[1].info["pid"]):  # nothing of the template's socket or a sibling's
-            assert not _sockets(pid) & _sockets(template.proc.pid) and not _sockets(pid) & _sockets(zygotes[0].info["pid"])
+        pids = [template.proc.pid, meta] + [z.info["pid"] for z in zygotes]
+        for i, a in enumerate(pids):  # no socket held by two of them: each zygote's death reaches its grader
+            for b in pids[i + 1:]:
+                assert not _sockets(a) & _sockets(b), (a, b)
         subject = ForkedSubject(zygotes[1], MASK_ON_CPU)
         try:
             with pytest.raises(TargetFailure, match="expected device"):
