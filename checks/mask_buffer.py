@@ -79,5 +79,7 @@ def _suspects(inst, followed) -> str:
     """Where the tensor that stays behind comes from: plain attributes, containers, factories without device=."""
     found = [f"plain attribute {a}" for a in inst.info.plain_tensors]
     found += [f"{c} is a plain list/dict" for c in inst.info.containers]
-    found += [f"{c.call} of shape {tuple(c.shape)} at {c.at} without device=" for c in followed.created[:3]]
+    found += [f"{c.call} of shape {tuple(c.shape)} at {c.at} " + (f"with device={c.device}, not the input's device"
+                                                                   if c.device else "without device=")
+              for c in followed.created[:3]]
     return "; ".join(found) or "a tensor kept outside the module's buffers"

@@ -27,6 +27,10 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
     list cache, a module-level global), and what is computed from those alone.  A non-scalar staying tensor that
     meets a moving one in an operation is exactly what raises "not on the expected device" on a GPU; 0-d tensors mix
     with any device.  This costs one ordinary forward; the meta-device run that confirms it costs seconds of imports.
+
+    A `device=` argument moves a tensor only when it is the device of a moving tensor (`x.device`,
+    `self.weight.device`, followed through `Tensor.device`) or names another device than the CPU: `device="cpu"`,
+    `device=None`, or a `self.device` stored once in __init__ make a tensor that stays behind when the module moves.
     """
 
     FACTORIES = {"ones", "zeros", "empty", "full", "arange", "eye", "rand", "randn", "randint", "tensor",
@@ -41,6 +45,7 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
         self.staying: set[int] = set()
         self.seen: set[int] = set(self.moving)
         self.keep = list(moving_tensors)  # alive, so that ids stay unique
+        self.moving_devices: set[int] = set()  # torch.device objects read from moving tensors (x.device)
         self.created: list[dict] = []
         self.mixes: list[dict] = []
 
@@ -60,7 +65,24 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
             elif isinstance(v, (list, tuple)):
                 yield from self._tensors(v)
 
+    def _moves_to(self, value) -> bool:
+        """Whether a device argument goes where the module goes: a moving tensor's device (or tensor), or a device
+        other than the CPU.  "cpu", None, or a device object from outside the forward stay."""
+        if isinstance(value, torch.Tensor):
+            return id(value) in self.moving
+        if isinstance(value, torch.device) and id(value) in self.moving_devices:
+            return True
+        try:
+            return isinstance(value, (torch.device, str)) and torch.device(value).type != "cpu"
+        except (RuntimeError, TypeError):  # not a device name: .to("float64")-like strings do not exist, but be safe
+            return False
+
     def _follow(self, name, args, kwargs, result) -> None:
+        if isinstance(result, torch.device):  # Tensor.device: the device of a moving tensor moves with it
+            if args and isinstance(args[0], torch.Tensor) and id(args[0]) in self.moving:
+                self.moving_devices.add(id(result))
+                self.keep.append(result)
+            return
         inputs = list(self._tensors(list(args) + list(kwargs.values())))
         for t in inputs:
             if id(t) not in self.seen:  # from outside the forward: a plain attribute, a cache, a global
@@ -70,14 +92,16 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
                     self.staying.add(id(t))
         moving_in = any(id(t) in self.moving for t in inputs)
         staying_in = [t for t in inputs if id(t) in self.staying and t.dim() > 0]
+        device_given = "device" in kwargs
         if name in self.MOVERS:
-            device_given = name == "cuda" or any(isinstance(a, (torch.device, str)) for a in args[1:]) or \
-                "device" in kwargs or (name == "type_as" and moving_in)
+            device_given = device_given or any(isinstance(a, (torch.device, str, torch.Tensor)) for a in args[1:])
+            to_moving = name == "cuda" or any(self._moves_to(a) for a in [*args[1:], kwargs.get("device")])
             source_moves = bool(args) and isinstance(args[0], torch.Tensor) and id(args[0]) in self.moving
-            moves = name != "cpu" and (device_given or source_moves)  # .to(dtype) keeps where the tensor is
+            # .to(dtype) keeps where the tensor is; .to("cpu") on a moving tensor pins it there
+            moves = name != "cpu" and (to_moving or (source_moves and not device_given))
             staying_in = []  # moving a tensor is the cure, not a mix
         else:
-            moves = moving_in or "device" in kwargs
+            moves = moving_in or self._moves_to(kwargs.get("device"))
         if moving_in and staying_in and len(self.mixes) < 10:
             self.mixes.append({"op": name, "shape": list(staying_in[0].shape), "at": self._where(),
                                "parameter": isinstance(staying_in[0], torch.nn.Parameter)})
@@ -89,9 +113,9 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
                 self.moving.add(id(out))
             else:
                 self.staying.add(id(out))
-        if name in self.FACTORIES and "device" not in kwargs and not moving_in and outputs and \
-                outputs[0].dim() > 0 and len(self.created) < 20:
-            self.created.append({"call": f"torch.{name}", "shape": list(outputs[0].shape), "at": self._where()})
+        if name in self.FACTORIES and not moves and outputs and outputs[0].dim() > 0 and len(self.created) < 20:
+            self.created.append({"call": f"torch.{name}", "shape": list(outputs[0].shape), "at": self._where(),
+                                 "device": _trace_scalar(kwargs["device"]) if device_given else None})
 
     def _where(self) -> str:
         frame = sys._getframe(3)

@@ -417,6 +417,7 @@ class Created(Reply):
     call: str
     shape: list[int]
     at: str
+    device: str | None = None  # the device= it was given ("'cpu'", "None", "cpu"), None when it had none
 
 
 @dataclass

@@ -140,6 +140,27 @@ def test_a_tensor_left_on_the_cpu_is_the_mask_mistake_only_when_it_masks():
     assert not _mask_like([Mix("__mul__", [5, 4], "a.py:3")], cfg)  # a rotary table
 
 
+@pytest.mark.parametrize("device, verdict", [
+    ("x.device", "pass"), ("self.out.weight.device", "pass"), ("q.device", "pass"),
+    ('"cpu"', "fail"), ("None", "fail"), ("self.where", "fail")])  # self.where: "cpu", stored in __init__
+def test_a_mask_made_in_forward_moves_only_with_a_device_that_moves(tmp_path, device, verdict):
+    """Found by an attacker helper: any device= argument once counted as moving with the module, so a mask made
+    with device="cpu", device=None or a device stored in __init__ passed without a run on the meta device, where it
+    stays behind and fails as it would on a GPU."""
+    src = (ROOT / "reference" / "causal_mha.py").read_text().replace(
+        "scores = scores.masked_fill(self.mask[:n, :n], float(\"-inf\"))",
+        f"mask = torch.triu(torch.ones(n, n, device={device}), 1).bool(); "
+        "scores = scores.masked_fill(mask, float(\"-inf\"))").replace(
+        "        super().__init__()\n", "        super().__init__()\n        self.where = \"cpu\"\n", 1)
+    assert "self.where" in src and "device=" in src
+    path = tmp_path / "made_in_forward.py"
+    path.write_text(src)
+    result = run(f"{path}:CausalMHA", ["mask-buffer"])["mask-buffer"]
+    assert result.status == verdict, result.message
+    if verdict == "fail":
+        assert f"with device={'None' if device == 'None' else repr('cpu')}, not the input's device" in result.message
+
+
 def _masks_only_the_first(tmp_path, positions: int) -> str:
     """The lesson's layer whose mask stops at row `positions`: from there on, every token sees the whole future."""
     src = (ROOT / "reference" / "causal_mha.py").read_text().replace(
