@@ -143,17 +143,21 @@ class Context:
         called the same way) and run once on x on the CPU first, as `inst` has been in its own child (a tensor a
         first forward caches on the CPU then stays behind in both).  The twin only saves time, never changes a
         verdict we can see differ: if it cannot be made, built or run on the CPU, or its process dies, the run is
-        made in `inst`'s own child after all, as in a single run.  Making and building the twin is ours to pay
-        for, not the student's: that time does not count against the submission's time limit (a first twin waits
-        for the meta template to warm up)."""
+        made in `inst`'s own child after all, as in a single run.  What the run prints joins the submission's
+        output, as a single run's would.  Making and building the twin is ours to pay for, not the student's: that
+        time does not count against the submission's time limit (a first twin waits for the meta template to warm
+        up)."""
         twin = self._twin(inst, x)
         if twin is None:
             return inst.meta_forward(x.shape)
+        mark, died = twin.subject.output_mark(), False
         try:
             return twin.meta_forward(x.shape)
         except WorkerDied:
-            pass  # made again in inst's own child: a single run's outcome, the death of its process included
+            died = True  # made again in inst's own child: a single run's outcome, the death of its process included
         finally:
+            if not died:  # what the run printed, where a single run's report shows it
+                self.subject.add_output(twin.subject.output_after(mark))
             twin.subject.close()
         return inst.meta_forward(x.shape)
 

@@ -366,6 +366,32 @@ class Subject:
         except (ValueError, OSError):
             return ""
 
+    def output_mark(self) -> int:
+        """Where the child's output ends now (see output_after)."""
+        try:
+            return self.log.seek(0, os.SEEK_END)
+        except (ValueError, OSError):
+            return 0
+
+    def output_after(self, mark: int, n: int = 8000) -> bytes:
+        """The last `n` bytes the child printed after `mark`."""
+        try:
+            end = self.log.seek(0, os.SEEK_END)
+            self.log.seek(max(mark, end - n))
+            return self.log.read(n)
+        except (ValueError, OSError):
+            return b""
+
+    def add_output(self, data: bytes) -> None:
+        """Output printed for this submission by another of its children (Context.meta_forward's twin), appended
+        to this child's while it waits for a request."""
+        try:
+            self.log.seek(0, os.SEEK_END)
+            self.log.write(data)
+            self.log.flush()
+        except (ValueError, OSError):
+            pass
+
     def protections(self) -> list[str]:
         return isolation.protections(self.limits)
 

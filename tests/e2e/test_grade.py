@@ -94,7 +94,11 @@ def test_the_meta_device_runs_in_a_child_of_the_meta_template_with_the_verdict_o
                # its import takes 3 s: the twin's second import must not count against its time limit
                "slow": "import time\ntime.sleep(3)\n" + attr,
                # its twin dies at import (the meta template has torch._dynamo): the run is made in its own child
-               "twin_dies": "import os, sys\nif 'torch._dynamo' in sys.modules:\n    os._exit(3)\n" + attr}
+               "twin_dies": "import os, sys\nif 'torch._dynamo' in sys.modules:\n    os._exit(3)\n" + attr,
+               # what the run on the meta device prints is in the report, as in a single run's
+               "prints": attr.replace("        b, t, _ = x.shape\n", "        b, t, _ = x.shape\n        if "
+                                      "x.device.type == 'meta':\n            print('ON THE META DEVICE')\n")}
+    assert "ON THE META DEVICE" in sources["prints"]
     for name, text in sources.items():
         (subs / name).mkdir(parents=True)
         (subs / name / "attention.py").write_text(text)
@@ -104,13 +108,16 @@ def test_the_meta_device_runs_in_a_child_of_the_meta_template_with_the_verdict_o
     statuses = {}
     for name in sources:
         batch = json.loads((out / f"{name}.json").read_text())
-        single = run_checks(str(subs / name / "attention.py"), only=["mask-buffer"]).checks
+        single_report = run_checks(str(subs / name / "attention.py"), only=["mask-buffer"])
+        single = single_report.checks
         graded = [c for c in batch["checks"] if c["id"] == "mask-buffer"][0]
+        assert ("ON THE META DEVICE" in batch["student_output"]) == ("ON THE META DEVICE" in
+                                                                     single_report.student_output) == (name == "prints")
         assert (graded["status"], graded["message"]) == (single[-1].status, single[-1].message), name
         assert "skip" not in {c["status"] for c in batch["checks"]} and not batch["adapter"].get("process"), name
         statuses[name] = graded["status"]
     assert statuses == {"attr": "fail", "nodevice": "fail", "lazy": "fail", "right": "pass", "slow": "fail",
-                        "twin_dies": "fail"}
+                        "twin_dies": "fail", "prints": "fail"}
 
 
 def test_shards_cover_the_batch_once(tmp_path):
