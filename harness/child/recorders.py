@@ -74,7 +74,7 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
             return True
         try:
             return isinstance(value, (torch.device, str)) and torch.device(value).type != "cpu"
-        except (RuntimeError, TypeError):  # not a device name: .to("float64")-like strings do not exist, but be safe
+        except (RuntimeError, TypeError):  # a string that names no device
             return False
 
     def _follow(self, name, args, kwargs, result) -> None:

@@ -95,4 +95,3 @@ def rehearse_meta() -> m.Reply:
     cfg = CONFIGS[0]
     handle = worker.answer(m.Build(cfg)).handle
     return worker.answer(m.MetaForward(handle, [cfg["batch"], cfg["n"], cfg["d_in"]]))
-

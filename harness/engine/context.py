@@ -180,7 +180,7 @@ class Context:
         subject.started = self.subject.started
         return twin
 
-    # -- weights ----------------------------------------------------------------------------------------------------    # -- weights ----------------------------------------------------------------------------------------------------
+    # -- weights ----------------------------------------------------------------------------------------------------
     @property
     def mapping(self) -> Mapping:
         """Proved once, on the base configuration: how forward is called and which layout reproduces the module's
