@@ -276,11 +276,16 @@ def _meta_template(control: socket.socket, pending: list[int]) -> socket.socket:
 
 
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+SPAWN_FDS = 3  # a spawn request carries the child's channel, its log and its status pipe
 
 
-def _request(control: socket.socket) -> tuple[bytes, list[int], tuple[int, int, int] | None]:
-    """One request: its bytes, the descriptors it carries and the sender's (pid, uid, gid) as the kernel saw them."""
-    data, ancillary, _, _ = control.recvmsg(1024, socket.CMSG_SPACE(4 * 4) + socket.CMSG_SPACE(_CREDENTIALS.size))
+def _request(control: socket.socket, size: int = 1024,
+             max_fds: int = 4) -> tuple[bytes, list[int], tuple[int, int, int] | None]:
+    """One request: its bytes, the descriptors it carries and the sender's (pid, uid, gid) as the kernel saw them.
+    Room is made for both: on a socket that asks for credentials (SO_PASSCRED, which `launch` sets for every process
+    it starts) they come first, and a buffer sized for the descriptors alone loses the descriptors."""
+    data, ancillary, _, _ = control.recvmsg(size, socket.CMSG_SPACE(max_fds * 4) +
+                                            socket.CMSG_SPACE(_CREDENTIALS.size))
     fds, sender = [], None
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -311,7 +316,7 @@ def _serve(control_fd: int) -> None:
     control = socket.socket(fileno=control_fd)
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 3)
+            data, fds, _ = _request(control, 1 << 20, SPAWN_FDS)
         except OSError:
             data = b""
         if not data:  # its grader is gone (stopped, killed): so is the submission it was grading
@@ -319,7 +324,11 @@ def _serve(control_fd: int) -> None:
             return
         request = json.loads(data)
         op = request.get("op")
-        if op == "spawn":
+        if op == "spawn" and len(fds) != SPAWN_FDS:  # never a child without its channel, log and status
+            for fd in fds:
+                os.close(fd)
+            reply = {"error": f"a spawn request needs {SPAWN_FDS} descriptors, it brought {len(fds)}"}
+        elif op == "spawn":
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()

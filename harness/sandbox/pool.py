@@ -83,7 +83,10 @@ class Zygote:
         return json.loads(data)
 
     def spawn(self, channel_fd: int, log_fd: int, status_fd: int, policy) -> int:
-        return int(self.request({"op": "spawn", "policy": policy.to_json()}, (channel_fd, log_fd, status_fd))["pid"])
+        reply = self.request({"op": "spawn", "policy": policy.to_json()}, (channel_fd, log_fd, status_fd))
+        if "pid" not in reply:
+            raise ZygoteError(f"mha-check's grading process (zygote) could not start a child: {reply.get('error')}")
+        return int(reply["pid"])
 
     def wait(self, pid: int, timeout: float) -> dict:
         """{"status": exit status (None: still running), "cpu": its CPU seconds}."""

@@ -279,3 +279,54 @@ def test_a_killed_grader_leaves_no_process_behind(tmp_path):
     run.communicate(timeout=60)
     assert processes_left(tmp_path) == []
     assert all(p.name.startswith("mha-check-grade-") for p in (tmp_path / "tmp").iterdir())
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_batch_whose_template_and_zygotes_are_killed_grades_every_submission(tmp_path):
+    """The template and every zygote killed (SIGKILL: the OOM killer, an operator) once a first report is written:
+    each grader starts a zygote of its own and the batch goes on, with every verdict it would have had, no
+    traceback and no process left.  (Such a zygote could once fork no child: the rest of the batch was "grader
+    error" rows.)"""
+    subs = tmp_path / "subs"
+    names = [f"s{i}" for i in range(6)]
+    for name in names:
+        (subs / name).mkdir(parents=True)
+        shutil.copy(ZOO / "correct" / "book_style.py", subs / name / "attention.py")
+    (subs / "zbug").mkdir()
+    shutil.copy(ROOT / "examples" / "buggy_attention.py", subs / "zbug" / "attention.py")
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    run = subprocess.Popen([sys.executable, "-m", "harness.frontends.cli", "grade", str(subs), "--out",
+                            str(tmp_path / "out"), "--jobs", "2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "out").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    templates = []
+    for pid in _children(run.pid):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"z.template(" in f.read():
+                templates.append(pid)
+    assert len(templates) == 1
+    victims = [templates[0], *_children(templates[0])]
+    assert len(victims) >= 3  # the template and a zygote per grader
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    out, err = run.communicate(timeout=240)
+    assert run.returncode == 0 and "Traceback" not in err, err[-3000:]
+    rows = {r["submission"]: r for r in csv.DictReader(open(tmp_path / "out" / "summary.csv"))}
+    assert set(rows) == {*names, "zbug"}
+    assert all(rows[n]["passed"] == "True" for n in names), [rows[n] for n in names if rows[n]["passed"] != "True"]
+    assert rows["zbug"]["diagnosis"] == "split-view-order" and not any(r["process"] for r in rows.values())
+    assert processes_left(tmp_path) == []

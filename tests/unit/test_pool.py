@@ -91,13 +91,26 @@ def test_zygotes_share_one_template_serve_and_leave_nothing_behind():
     assert all(_gone(pid) for pid in [template, *zygotes])
 
 
+def _serves(zygote: Zygote) -> None:
+    """The zygote forks a confined child that loads the target."""
+    subject = ForkedSubject(zygote, CORRECT)
+    try:
+        assert subject.load().name == "CausalMHA"
+    finally:
+        subject.close()
+
+
 def test_a_zygote_starts_on_its_own_when_the_template_is_gone():
+    """And serves: a zygote started on its own once received its spawn requests without their descriptors (the
+    kernel's credentials filled the room made for them) and could fork no child, so that a batch whose template had
+    died graded nothing more."""
     template = Template()
     template.proc.kill()
     template.proc.wait()
     zygote = Zygote(template=template.socket)
     try:
         assert zygote.proc is not None and zygote.info["pid"] == zygote.proc.pid
+        _serves(zygote)
     finally:
         zygote.close()
         template.socket.close()
@@ -117,6 +130,7 @@ def test_a_zygote_starts_on_its_own_when_the_template_drops_the_request():
     try:
         dropper.join(5)
         assert zygote.proc is not None and zygote.info["pid"] == zygote.proc.pid
+        _serves(zygote)
     finally:
         zygote.close()
         ours.close()
