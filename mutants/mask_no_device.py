@@ -8,7 +8,8 @@ INFO = MutantInfo(
     id="mask-no-device",
     task="Works on the CPU, but on a GPU forward fails with 'Expected all tensors to be on the same device'.",
     topic="the causal mask",
-    title="Mask created in forward with torch.ones(n, n) and no device=: it stays on the CPU when the model moves",
+    title=("Mask created in forward with torch.ones(n, n) without device=x.device: it stays on the CPU when the model "
+           "moves"),
     lesson=('Lesson LM3-T4 (causal masking): the causal mask M, "the same for all heads", kept with the module (a '
             'registered buffer)'),
     killed_by=("mask-buffer",),
