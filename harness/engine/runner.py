@@ -151,6 +151,8 @@ def not_run(spec: str, message: str, options: Options | None = None, fix: str = 
 def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
     """How mha-check drove the module: construction, weight mapping, call, protections, process events."""
     out = {"protections": ctx.subject.protections()}
+    if ctx.subject.loaded is not None:  # which class (or factory) was checked: the target may name only a file
+        out["class"] = ctx.subject.loaded.name
     if built:  # a constructor that raised was called, but nothing was built: say nothing of "built as"
         try:
             out["construction"] = ctx.construction(ctx.base)

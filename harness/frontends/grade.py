@@ -287,12 +287,21 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
         if options.get("rubric") else rubrics.Rubric()
     got, total = rubrics.score(report, rubric)
     return {"name": name, "text": formats.render(report, options["format"], rubric),
-            "row": {"submission": name, "target": spec or "", "passed": report.passed,
+            "row": {"submission": name, "target": _checked(spec, report), "passed": report.passed,
                     "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
                     "diagnosis": (report.diagnosis or {}).get("mutant") or "",
                     "process": "; ".join(p["kind"] for p in report.adapter.get("process", [])),
                     "seconds": round(seconds, 2),
                     **{c.id: c.status for c in report.checks}}}
+
+
+def _checked(spec: str | None, report: Report) -> str:
+    """The summary's target: the file, and the class that was checked in it (a spec without a class is completed
+    with the class mha-check found there, so that a wrong pick shows in the summary)."""
+    found = report.adapter.get("class")
+    if not spec or not found or ":" in spec:
+        return spec or ""
+    return f"{spec}:{found}"
 
 
 def _progress(done: int, total: int, name: str) -> None:

@@ -64,6 +64,8 @@ def test_grade_finds_the_single_class_file_and_writes_reports(tmp_path):
     assert rows["eve"]["construct"] == "pass", rows["eve"]  # one thread, no deadlock in a forked child
     report = json.loads((out / "bob.json").read_text())
     assert report["target"] == "my_attention.py" and report["passed"] is False
+    assert report["adapter"]["class"] == "MultiHeadAttention"  # the class found in the file, named in the summary
+    assert rows["bob"]["target"] == "my_attention.py:MultiHeadAttention" and rows["dee"]["target"] == ""
     dee = json.loads((out / "dee.json").read_text())
     assert "has no .py or .ipynb file (it has notes.txt)" in dee["checks"][0]["message"]
     assert rows["dee"]["max_score"] == rows["ada"]["max_score"] == str(float(len(all_checks())))  # also with nothing
