@@ -1,10 +1,13 @@
 """Batch grading against one `mha-check` run per submission, side by side on the same 50 submissions.
 
 The submissions are the test zoo's correct and buggy implementations (different authors' styles), cycled to 50,
-one folder each.  Each round times `mha-check grade` (warm zygote, --jobs = cores), 50 sequential `mha-check`
-runs, and 50 runs `cores` at a time, one after the other (so machine noise hits all three alike); prints every
-round, the medians and their ratios, and the isolation every child had (full isolation is the default: the
-slot uid, namespaces and the read-only view when the machine allows them).
+one folder each.  Each round times `mha-check grade` (warm zygote, --jobs = cores) and 50 sequential `mha-check`
+runs, interleaved: the single runs in BLOCKS blocks, each right after a grade of the whole batch, so that every
+grade is paired with single runs made in the same minute (this machine's speed drifts by a fifth within the hour,
+and a grade timed minutes away from its single runs moved the ratio by as much); then 50 runs `cores` at a time.
+Prints every round, the medians and their ratios, the paired ratios (each grade against the block of single runs
+after it, scaled to the whole batch) with their range, and the isolation every child had (full isolation is the
+default: the slot uid, namespaces and the read-only view when the machine allows them).
 A benchmark, not a test: timings on shared machines are noisy.
 """
 from __future__ import annotations
@@ -22,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+BLOCKS = 5  # grades per round, each followed by count / BLOCKS single runs
 
 
 def make_submissions(folder: Path, count: int) -> list[Path]:
@@ -47,37 +51,49 @@ def main() -> None:
     tool = [sys.executable, "-m", "harness.frontends.cli"]
     cores = os.cpu_count() or 2
     times: dict[str, list[float]] = {"grade": [], "sequential": [], "parallel": []}
+    paired: list[float] = []  # each grade against the single runs right after it, scaled to the whole batch
     with tempfile.TemporaryDirectory() as tmp:
         subs = Path(tmp) / "subs"
         files = make_submissions(subs, args.count)
         quiet = dict(cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         single = lambda f: subprocess.run(tool + [str(f), "--format", "json"], **quiet)  # noqa: E731
+        blocks = [files[i::BLOCKS] for i in range(BLOCKS)]
         for r in range(args.rounds):
-            out = Path(tmp) / f"out{r}"
-            start = time.perf_counter()
-            subprocess.run(tool + ["grade", str(subs), "--out", str(out), "--jobs", str(cores)], **quiet)
-            times["grade"].append(time.perf_counter() - start)
-
-            start = time.perf_counter()
-            for f in files:
-                single(f)
-            times["sequential"].append(time.perf_counter() - start)
+            sequential = 0.0
+            for b, block in enumerate(blocks):
+                out = Path(tmp) / f"out{r}-{b}"
+                start = time.perf_counter()
+                subprocess.run(tool + ["grade", str(subs), "--out", str(out), "--jobs", str(cores)], **quiet)
+                times["grade"].append(time.perf_counter() - start)
+                start = time.perf_counter()
+                for f in block:
+                    single(f)
+                spent = time.perf_counter() - start
+                sequential += spent
+                paired.append(spent * len(files) / len(block) / times["grade"][-1])
+            times["sequential"].append(sequential)
 
             start = time.perf_counter()
             with ThreadPoolExecutor(cores) as pool:
                 list(pool.map(single, files))
             times["parallel"].append(time.perf_counter() - start)
-            print(f"round {r + 1}: grade {times['grade'][-1]:.1f} s, sequential {times['sequential'][-1]:.1f} s, "
-                  f"{cores} at a time {times['parallel'][-1]:.1f} s", flush=True)
+            grades = times["grade"][-BLOCKS:]
+            print(f"round {r + 1}: grade {statistics.median(grades):.1f} s (median of {BLOCKS}: "
+                  f"{', '.join(f'{g:.1f}' for g in grades)}), sequential {sequential:.1f} s, "
+                  f"{cores} at a time {times['parallel'][-1]:.1f} s; paired ratios "
+                  f"{', '.join(f'{x:.1f}' for x in paired[-BLOCKS:])}", flush=True)
         batch_isolation = isolation_of(out / "student00.json")
         single_run = subprocess.run(tool + [str(files[0]), "--format", "json"], cwd=ROOT, capture_output=True,
                                     text=True)
         single_isolation = json.loads(single_run.stdout).get("isolation", {}).get("summary", "(none reported)")
     med = {name: statistics.median(t) for name, t in times.items()}
-    print(f"{args.count} submissions, medians of {args.rounds} alternating rounds")
+    print(f"{args.count} submissions, medians of {args.rounds} rounds ({len(times['grade'])} grades)")
     print(f"mha-check grade (--jobs {cores}):  {med['grade']:6.1f} s")
     print(f"{args.count} x mha-check, one after another: {med['sequential']:6.1f} s  -> grade is "
           f"{med['sequential'] / med['grade']:.1f}x faster (target >= 10)")
+    print(f"paired (each grade against the single runs made right after it): median "
+          f"{statistics.median(paired):.1f}x, range {min(paired):.1f}x to {max(paired):.1f}x, "
+          f"{sum(x >= 10 for x in paired)} of {len(paired)} at or above 10x")
     print(f"{args.count} x mha-check, {cores} at a time:     {med['parallel']:6.1f} s  -> grade is "
           f"{med['parallel'] / med['grade']:.1f}x faster")
     print(f"isolation in grade:      {batch_isolation}")
