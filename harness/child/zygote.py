@@ -25,6 +25,7 @@ import signal
 import socket
 import struct
 import sys
+import tempfile
 import time
 
 from harness.child import rehearsal, worker  # imports torch (one thread) once, for every forked child to inherit
@@ -266,13 +267,25 @@ def _meta_template(control: socket.socket, pending: list[int]) -> socket.socket:
             for fd in pending:
                 os.close(fd)
             die_with_parent(signal.SIGKILL)
-            rehearsal.rehearse_meta()
+            _rehearse_meta()
             _freeze_heap()
             _serve_templates(theirs, meta_allowed=False)
         finally:
             os._exit(0)
     theirs.close()
     return ours
+
+
+def _rehearse_meta() -> None:
+    """`rehearsal.rehearse_meta`, without the empty cache folder that torch's imports for the meta device make in the
+    temp dir (torchinductor_<user>), which would outlive every batch; one that was there before is left alone."""
+    temp = tempfile.gettempdir()
+    before = set(os.listdir(temp))
+    rehearsal.rehearse_meta()
+    for name in set(os.listdir(temp)) - before:
+        if name.startswith("torchinductor_"):
+            with contextlib.suppress(OSError):  # not empty: something uses it, leave it
+                os.rmdir(os.path.join(temp, name))
 
 
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid

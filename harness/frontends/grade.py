@@ -24,6 +24,7 @@ import tempfile
 import time
 import tokenize
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -44,6 +45,7 @@ from harness.sandbox.template import META_ZYGOTE, Template
 
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
 MAX_JOBS = 256
+MAX_POOL_BREAKS = 3  # pools broken by a grader's death (killed from outside) before the batch gives up on the rest
 _ZYGOTE = None  # in a grader process: its zygote
 _META_ZYGOTE = None  # in a grader process: its zygote of the meta template, made when a submission first needs one
 _NO_META = False  # in a grader process: the meta template could not give one (the meta runs stay in each child)
@@ -134,15 +136,17 @@ class _Stopped(BaseException):
     """SIGTERM in a grader: the main process was interrupted (Ctrl-C) or has died."""
 
 
-def _init_grader(limits_dict: dict, template) -> None:
+def _init_grader(limits_dict: dict, template, scratch_parent: str) -> None:
     """In each grader process: its zygote, forked from the batch's template (or started on its own without one).
     Ctrl-C is the main process's to handle: it stops the graders with SIGTERM, as the kernel does when the main
-    process dies, and a grader then unwinds the submission in progress (its child killed, its scratch removed)."""
+    process dies, and a grader then unwinds the submission in progress (its child killed, its scratch removed).
+    Its scratch folders are made in the batch's `scratch_parent`, which the main process removes at the end."""
     global _ZYGOTE, _TEMPLATE
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
     linux.die_with_parent(signal.SIGTERM)
+    scratch.place_in(scratch_parent)
     _TEMPLATE = template
     _ZYGOTE = Zygote(sandbox.Limits(**limits_dict), _TEMPLATE)
 
@@ -246,7 +250,7 @@ def _grade_submission(folder: str, pick: Pick, options: dict) -> dict:
                 _ZYGOTE = Zygote(limits, _TEMPLATE)
                 _drop_meta_zygote()
                 report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
-                                 Options(seed=options["seed"]))
+                                 Options(seed=options["seed"]), fix="grade this submission again", ours=True)
                 report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
     if pick.note:
         report.adapter["notes"] = [pick.note, *report.adapter.get("notes", [])]
@@ -327,14 +331,17 @@ def csv_cell(value):
 
 
 def write_summary(rows: list[dict], path: Path) -> None:
+    """The summary, replaced whole (a reader, or a batch killed while writing it, never sees half a file)."""
     fields = list(SUMMARY_LEAD)
     for row in rows:
         fields += [k for k in row if k not in fields]
-    with open(path, "w", newline="") as f:
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows({k: csv_cell(v) for k, v in row.items()}
                          for row in sorted(rows, key=lambda r: r["submission"]))
+    os.replace(partial, path)
 
 
 def merge(paths: list[str], out) -> int:
@@ -515,11 +522,21 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
                "missing_fix": _missing_fix(target), "allow_unconfined": args.allow_unconfined}
     rows, started, interrupted = [], time.monotonic(), False
-    with tempfile.TemporaryDirectory(prefix="mha-check-grade-") as staging:
+    summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
+    # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
+    # every child, and the graders' scratch folders, which the slots' uids may pass through, never list
+    batch = tempfile.mkdtemp(prefix="mha-check-grade-")
+    try:
+        os.chmod(batch, 0o711)
+        staging, scratch_parent = os.path.join(batch, "staging"), os.path.join(batch, "scratch")
+        os.mkdir(staging, 0o700)
+        os.mkdir(scratch_parent, 0o711)
         folders = {s.name: s.stage(Path(staging)) for s in todo}
         if todo:
-            rows, interrupted = _grade_all(folders, target, flat, options, out, args, template)
-    summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
+            rows, interrupted = _grade_all(folders, target, flat, options, out, args, template, scratch_parent,
+                                           summary)
+    finally:
+        scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
     write_summary(rows, summary)
     if interrupted:
         print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
@@ -527,6 +544,11 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         return 130
     passed = sum(1 for r in rows if r.get("passed") is True)
     review = sum(1 for r in rows if r.get("needs_review") is True)
+    lost = sum(1 for r in rows if "grader error" in r.get("process", ""))
+    if lost:
+        print(f"mha-check grade: warning: {lost} submission{'s' * (lost != 1)} could not be graded because "
+              f"mha-check's own grading processes kept failing (see the process column of {summary}); grade "
+              f"{'them' if lost != 1 else 'it'} again", file=sys.stderr)
     print(f"graded {len(rows)} submission{'s' * (len(rows) != 1)} in {time.monotonic() - started:.1f} s: {passed} "
           f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look (needs_review); "
           f"reports in {out}/, summary in {summary}")
@@ -534,28 +556,41 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
 
 
 def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, out: Path, args,
-               template: Template | None) -> tuple[list, bool]:
-    """Every submission through the pool of graders; a grader's failure costs one row, never the batch.  Returns the
-    rows and whether Ctrl-C stopped it (the graders are then stopped, each submission in progress with its child and
-    scratch, and the rows are those graded)."""
+               template: Template | None, scratch_parent: str, summary: Path) -> tuple[list, bool]:
+    """Every submission through the pool of graders; a grader's failure costs one row, never the batch.  A grader
+    that ends without finishing (killed from outside, or by the OOM killer) breaks the whole pool: every submission
+    not graded yet is then graded again by a fresh pool, up to MAX_POOL_BREAKS times.  Returns the rows and whether
+    Ctrl-C stopped it (the graders are then stopped, each submission in progress with its child and scratch, and
+    the rows are those graded).  `summary` is rewritten after every report, so that a batch killed outright keeps
+    the summary of what it had graded."""
     rows: list = []
-    jobs = max(1, min(args.jobs, len(folders)))
     trusted.preload()  # every trusted module, once here while the template imports torch, not in each grader
-    # Graders are forked from this process: it has imported the engine and runs no thread (with "fork" the pool
-    # starts every grader before its own manager thread), and no submission has run anywhere yet.  Spawned, each
-    # grader imported the engine again, 0.4 s of CPU each while the template imports torch on the same cores
-    # (grade of 50 submissions, medians of alternating rounds: 8.95 -> 8.52 s, and 10.5 -> 9.2 s in a slower hour).
-    pool = ProcessPoolExecutor(jobs, mp_context=get_context("fork"), initializer=_init_grader,
-                               initargs=(options["limits"], template.socket if template else None))
-    try:
-        _collect(pool, folders, target, flat, options, out, args, rows)
-    except KeyboardInterrupt:
-        _stop_graders(pool)
-        return rows, True
-    except BaseException:  # our own failure (an unwritable report): no grader outlives it either
-        _stop_graders(pool)
-        raise
-    pool.shutdown()
+    left, breaks = dict(folders), 0
+    while left:
+        # Graders are forked from this process: it has imported the engine, and runs no thread of its own (with
+        # "fork" the pool starts every grader before its own manager thread; a broken pool's threads have ended),
+        # and no submission has run here.  Spawned, each grader imported the engine again, 0.4 s of CPU each while
+        # the template imports torch on the same cores (grade of 50 submissions, medians of alternating rounds:
+        # 8.95 -> 8.52 s, and 10.5 -> 9.2 s in a slower hour).
+        pool = ProcessPoolExecutor(max(1, min(args.jobs, len(left))), mp_context=get_context("fork"),
+                                   initializer=_init_grader,
+                                   initargs=(options["limits"], template.socket if template else None, scratch_parent))
+        try:
+            lost = _collect(pool, left, target, flat, options, out, args, rows, len(folders), summary,
+                            last_try=breaks >= MAX_POOL_BREAKS)
+        except KeyboardInterrupt:
+            _stop_graders(pool)
+            return rows, True
+        except BaseException:  # our own failure (an unwritable report): no grader outlives it either
+            _stop_graders(pool)
+            raise
+        pool.shutdown()
+        if lost:
+            breaks += 1
+            print(f"mha-check grade: a grading process ended before its submission was graded (killed from "
+                  f"outside?); the {len(lost)} submission{'s' * (len(lost) != 1)} not graded yet "
+                  f"{'are' if len(lost) != 1 else 'is'} graded again from the start", file=sys.stderr)
+        left = {name: folders[name] for name in lost}
     return rows, False
 
 
@@ -574,23 +609,34 @@ def _stop_graders(pool: ProcessPoolExecutor) -> None:
             grader.join()
 
 
-def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, out: Path, args, rows: list) -> None:
-    """Submit every submission and write each report as it comes back (rows gets each summary row)."""
-    futures = {}
+def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, out: Path, args, rows: list,
+             total: int, summary: Path, last_try: bool) -> list[str]:
+    """Submit every submission and write each report as it comes back (rows gets each summary row, and the
+    summary is rewritten).  Returns the submissions a broken pool left ungraded, to be graded again; on the last
+    try, or for any other failure of ours, each gets a row that says mha-check could not grade it (construct
+    cannot tell: never the student's failure)."""
+    futures, lost = {}, []
     for name, folder in folders.items():
         futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, flat), options)] = name
-    for done, future in enumerate(_as_completed(futures), 1):
+    for future in _as_completed(futures):
         name = futures[future]
         try:
             result = future.result()
         except Exception as e:  # noqa: BLE001 - a grader failure costs one row, never the batch
-            report = not_run(f"{name}/?", f"mha-check could not grade this submission: {e}",
-                             Options(seed=options["seed"]))
-            report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+            if isinstance(e, BrokenProcessPool) and not last_try:
+                lost.append(name)
+                continue
+            why = f"its grading process ended {MAX_POOL_BREAKS + 1} times (killed from outside?)" if isinstance(
+                e, BrokenProcessPool) else str(e)
+            report = not_run(f"{name}/?", f"mha-check could not grade this submission: {why}",
+                             Options(seed=options["seed"]), fix="grade this submission again", ours=True)
+            report.adapter["process"] = [{"kind": "grader error", "message": why, "ours": True}]
             result = graded(name, None, report, options, 0.0)
         (out / f"{result['name']}.{EXTENSIONS[args.format]}").write_text(result["text"])
         rows.append(result["row"])
-        _progress(done, len(folders), name)
+        write_summary(rows, summary)
+        _progress(len(rows), total, name)
+    return lost
 
 
 def _as_completed(futures):

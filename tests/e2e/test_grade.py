@@ -37,9 +37,10 @@ class Probe(nn.Module):
 '''
 
 
-def grade(*args, timeout=300):
+def grade(*args, timeout=300, tmpdir=None):
+    env = dict(os.environ, TMPDIR=str(tmpdir)) if tmpdir else None
     return subprocess.run([sys.executable, "-m", "harness.frontends.cli", "grade", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+                          timeout=timeout, cwd=ROOT, env=env)
 
 
 def test_grade_finds_the_single_class_file_and_writes_reports(tmp_path):
@@ -105,8 +106,10 @@ def test_the_meta_device_runs_in_a_child_of_the_meta_template_with_the_verdict_o
         (subs / name).mkdir(parents=True)
         (subs / name / "attention.py").write_text(text)
     out = tmp_path / "out"
-    run = grade(str(subs), "--out", str(out), "--jobs", "2", "--time-limit", "8")
+    (tmp_path / "tmp").mkdir()
+    run = grade(str(subs), "--out", str(out), "--jobs", "2", "--time-limit", "8", tmpdir=tmp_path / "tmp")
     assert run.returncode == 0, run.stderr[-2000:]
+    assert list((tmp_path / "tmp").iterdir()) == []  # torch's imports for the meta device left torchinductor_<user>
     statuses = {}
     for name in sources:
         batch = json.loads((out / f"{name}.json").read_text())
@@ -295,11 +298,9 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_a_batch_whose_template_and_zygotes_are_killed_grades_every_submission(tmp_path):
-    """The template and every zygote killed (SIGKILL: the OOM killer, an operator) once a first report is written:
-    each grader starts a zygote of its own and the batch goes on, with every verdict it would have had, no
-    traceback and no process left.  (Such a zygote could once fork no child: the rest of the batch was "grader
-    error" rows.)"""
+def _batch_with_a_report(tmp_path):
+    """Six correct submissions and a buggy one, graded with TMPDIR inside tmp_path; returned once a first report is
+    written, with the submissions' names."""
     subs = tmp_path / "subs"
     names = [f"s{i}" for i in range(6)]
     for name in names:
@@ -315,11 +316,41 @@ def test_a_batch_whose_template_and_zygotes_are_killed_grades_every_submission(t
     deadline = time.monotonic() + 120
     while not list((tmp_path / "out").glob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    templates = []
-    for pid in _children(run.pid):
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            if b"z.template(" in f.read():
-                templates.append(pid)
+    return run, names
+
+
+def _every_verdict(tmp_path, names) -> None:
+    rows = {r["submission"]: r for r in csv.DictReader(open(tmp_path / "out" / "summary.csv"))}
+    assert set(rows) == {*names, "zbug"}
+    assert all(rows[n]["passed"] == "True" for n in names), [rows[n] for n in names if rows[n]["passed"] != "True"]
+    assert rows["zbug"]["diagnosis"] == "split-view-order" and not any(r["process"] for r in rows.values())
+    assert processes_left(tmp_path) == []
+    assert list((tmp_path / "tmp").iterdir()) == []  # no scratch (a copy of a student's code), no cache folder
+
+
+@pytest.mark.parametrize("signal_", [signal.SIGKILL, signal.SIGTERM])
+def test_a_grader_killed_from_outside_costs_no_verdict(tmp_path, signal_):
+    """A grader process killed mid-batch (the OOM killer, an operator) broke the whole pool: every submission not
+    yet graded became a row that failed construct ("a process in the process pool was terminated abruptly"), the
+    batch exited 0 without a word, and the killed grader's scratch, with a student's code in it, stayed behind.
+    Now a fresh pool grades what was left, stderr says so, and nothing remains."""
+    run, names = _batch_with_a_report(tmp_path)
+    graders = [pid for pid in _children(run.pid) if b"cli" in open(f"/proc/{pid}/cmdline", "rb").read()]
+    assert len(graders) == 2
+    os.kill(graders[0], signal_)
+    out, err = run.communicate(timeout=240)
+    assert run.returncode == 0 and "Traceback" not in err, err[-3000:]
+    assert "graded again from the start" in err
+    _every_verdict(tmp_path, names)
+
+
+def test_a_batch_whose_template_and_zygotes_are_killed_grades_every_submission(tmp_path):
+    """The template and every zygote killed (SIGKILL: the OOM killer, an operator) once a first report is written:
+    each grader starts a zygote of its own and the batch goes on, with every verdict it would have had, no
+    traceback and no process left.  (Such a zygote could once fork no child: the rest of the batch was "grader
+    error" rows.)"""
+    run, names = _batch_with_a_report(tmp_path)
+    templates = [pid for pid in _children(run.pid) if b"z.template(" in open(f"/proc/{pid}/cmdline", "rb").read()]
     assert len(templates) == 1
     victims = [templates[0], *_children(templates[0])]
     assert len(victims) >= 3  # the template and a zygote per grader
@@ -327,8 +358,4 @@ def test_a_batch_whose_template_and_zygotes_are_killed_grades_every_submission(t
         os.kill(pid, signal.SIGKILL)
     out, err = run.communicate(timeout=240)
     assert run.returncode == 0 and "Traceback" not in err, err[-3000:]
-    rows = {r["submission"]: r for r in csv.DictReader(open(tmp_path / "out" / "summary.csv"))}
-    assert set(rows) == {*names, "zbug"}
-    assert all(rows[n]["passed"] == "True" for n in names), [rows[n] for n in names if rows[n]["passed"] != "True"]
-    assert rows["zbug"]["diagnosis"] == "split-view-order" and not any(r["process"] for r in rows.values())
-    assert processes_left(tmp_path) == []
+    _every_verdict(tmp_path, names)

@@ -128,3 +128,37 @@ def test_a_student_who_handed_in_no_code_file_still_gets_a_row(tmp_path):
     assert "README.txt" not in found.describe() or "1 .txt" in found.describe()  # the instructor's file: left out
     pick = spec_for(found.submissions[1].stage(tmp_path / "staged"), "attention.py:MyAttn", flat=True)
     assert pick.spec is None and "no .py or .ipynb file (it has victor_16_attention.txt)" in pick.problem
+
+
+def test_submissions_a_broken_pool_leaves_are_graded_again_and_at_last_cannot_be_told(tmp_path):
+    """A grader killed from outside breaks the pool: the submissions it leaves are returned to be graded again, and
+    on the last try each gets a row saying mha-check could not grade it: construct *cannot tell* (never a failure
+    the student would read as theirs), needs_review, the process column "grader error".  The summary is rewritten
+    after every report."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+    from types import SimpleNamespace
+
+    from harness.frontends import grade
+
+    class BrokenPool:
+        def submit(self, *args):
+            future = Future()
+            future.set_exception(BrokenProcessPool("a process in the process pool was terminated abruptly"))
+            return future
+
+    options = {"seed": 0, "format": "json", "rubric": None}
+    folders = {"ann": tmp_path / "ann", "bo": tmp_path / "bo"}
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "attention.py").write_text("x = 1\n")
+    out, summary, rows = tmp_path / "out", tmp_path / "out" / "summary.csv", []
+    out.mkdir()
+    args = SimpleNamespace(format="json")
+    lost = grade._collect(BrokenPool(), folders, None, False, options, out, args, rows, 2, summary, last_try=False)
+    assert sorted(lost) == ["ann", "bo"] and rows == [] and not summary.exists()
+    lost = grade._collect(BrokenPool(), folders, None, False, options, out, args, rows, 2, summary, last_try=True)
+    assert lost == [] and sorted(r["submission"] for r in rows) == ["ann", "bo"]
+    assert all(r["construct"] == "cannot_tell" and r["needs_review"] and r["process"] == "grader error"
+               and r["fail"] == 0 for r in rows)
+    assert summary.read_text().count("grader error") == 2 and not list(out.glob(".*partial"))
