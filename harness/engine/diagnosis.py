@@ -20,7 +20,7 @@ from __future__ import annotations
 import mutants
 from harness.engine import rewrite
 from harness.engine.compare import same
-from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.errors import OUTSIDE_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from reference import numpy_ref, variants
 
 NOT_PASSED = ("fail",)
@@ -57,7 +57,8 @@ def diagnose(report, ctx=None) -> dict | None:
             f"construct:{construct.details.get('finding')}" not in findings(report):
         return _no_evidence("the module could not be loaded or built, so no mistake of the layer itself is named",
                             report)
-    if report.adapter.get("process"):
+    if any(p["kind"] not in OUTSIDE_KINDS for p in report.adapter.get("process", [])):  # a kill from outside,
+        # after which the check was run again, leaves every verdict whole
         return _no_evidence("the process running your code ended abnormally, so no mistake is named", report)
     catalogue = mutants.catalogue()
     status = {c.id: c.status for c in report.checks}

@@ -101,13 +101,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
                 try:
                     outcome = _blocked(c, results, ctx) or _guarded(c, ctx, options.debug)
                 except WorkerDied as died:
-                    deaths.append(died)
-                    outcome = _death(died)
-                    if died.kind not in ENDING_KINDS and len(deaths) < MAX_RESTARTS:
-                        started = ctx.subject.started  # the time budget covers the restarts too
-                        ctx.subject.close()
-                        ctx.subject = make_subject()
-                        ctx.subject.started = started
+                    outcome = _after_death(died, c, results, ctx, deaths, make_subject, options.debug)
             results[c.id] = CheckResult.of(c, outcome)
         built = results.get("construct") is not None and results["construct"].status == "pass"
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
@@ -212,6 +206,39 @@ def _guarded(c: Check, ctx: Context, debug: bool) -> Outcome:
         tb = traceback.format_exc() if debug else ""
         return cannot_tell(f"internal error in mha-check ({type(e).__name__}: {e}); this is not your fault, please "
                            f"report it. {tb}".strip(), help="run with --debug and report the output")
+
+
+def _after_death(died: WorkerDied, c: Check, results: dict, ctx: Context, deaths: list[WorkerDied], make_subject,
+                 debug: bool) -> Outcome:
+    """The outcome of check `c`, whose child died (`died`), and a fresh child for the checks after it.  A child
+    killed by a sent signal (see harness.wire.errors) runs the check once more in the fresh child: a kill from outside
+    is not the code's doing, and one the code sends itself happens again."""
+    deaths.append(died)
+    if died.kind in ENDING_KINDS or len(deaths) >= MAX_RESTARTS:
+        return _death(died)
+    _restart(ctx, make_subject)
+    if died.kind != "killed":
+        return _death(died)
+    try:
+        outcome = _blocked(c, results, ctx) or _guarded(c, ctx, debug)
+    except WorkerDied as again:
+        if again.kind == "killed":
+            again = WorkerDied("killed", f"{again.message}, and again when the check was run once more in a fresh "
+                                         "process: your code ends its own process")
+        deaths.append(again)
+        if again.kind not in ENDING_KINDS and len(deaths) < MAX_RESTARTS:
+            _restart(ctx, make_subject)
+        return _death(again)
+    deaths[-1] = WorkerDied("killed-outside", f"{died.message}; not held against your code: run once more in a fresh "
+                                              f"process, the check gave the result shown")
+    return outcome
+
+
+def _restart(ctx: Context, make_subject) -> None:
+    started = ctx.subject.started  # the time budget covers the restarts too
+    ctx.subject.close()
+    ctx.subject = make_subject()
+    ctx.subject.started = started
 
 
 def _death(died: WorkerDied) -> Outcome:

@@ -118,6 +118,13 @@ def write_until(fd: int, data: bytes, deadline: float) -> None:
             continue
 
 
+# signals a process does not raise by running code (unlike SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT): they are sent,
+# by the code to itself, or from outside (an operator, the OOM killer, a container runtime); SIGKILL once the CPU
+# limit is ruled out
+SENT_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
+                          signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM})
+
+
 class _DeadlineReader:
     """A pipe read with a deadline: a child that stops answering is a time-out, not a hung grader."""
 
@@ -311,8 +318,11 @@ class Subject:
         if sig == signal.SIGXFSZ:
             return WorkerDied("output", f"your code wrote more than {self.limits.file_mb} MB (to a file or to "
                                         f"stdout/stderr) during {op}")
+        name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
+        if sig in SENT_SIGNALS:
+            return WorkerDied("killed", f"the process running your code was killed by signal {name} during {op}"
+                                        f" (last output: {self._last_line()!r})")
         if sig:
-            name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
             return WorkerDied("crash", f"the process running your code crashed with signal {name} during {op}"
                                        f" (last output: {self._last_line()!r})")
         return WorkerDied("exit", f"the process running your code exited (status {code}) during {op} without "

@@ -15,6 +15,11 @@ OUTPUT_WORDS = ("File too large", "[Errno 27]")  # a write past the file-size li
 LIMIT_KINDS = ("time", "cpu", "memory", "output")  # mha-check's limits: the code may be right, only slow or large
 OURS_KINDS = LIMIT_KINDS + ("startup",)  # "startup": our worker died or stalled before any code of the student's ran
 ENDING_KINDS = OURS_KINDS + ("channel",)  # a death after which nothing more is asked of the code
+# "killed": a signal that comes from outside the process (SIGKILL beyond the CPU limit, SIGTERM, SIGINT, ...): sent by
+# the code to itself, or by an operator, the OOM killer or a container runtime.  The check is run once more in a fresh
+# process: "killed-outside" when that run gives its result (not the code's doing), "killed" again when it is killed
+# again (the code's: it happens every time)
+OUTSIDE_KINDS = ("killed-outside",)
 
 
 class TargetFailure(Exception):
@@ -52,8 +57,9 @@ class CannotDrive(Exception):
 
 
 class WorkerDied(Exception):
-    """The child is gone: `kind` is time, cpu, memory, output, startup, channel, crash or exit.  Deliberately not a
-    TargetFailure: a check that expects the student's code to raise must never mistake a dead process for one."""
+    """The child is gone: `kind` is time, cpu, memory, output, startup, channel, crash, killed, killed-outside or
+    exit.  Deliberately not a TargetFailure: a check that expects the student's code to raise must never mistake a
+    dead process for one."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -63,4 +69,4 @@ class WorkerDied(Exception):
     def ours(self) -> bool:
         """One of mha-check's limits was reached (the code may be correct, only slow or large), or our own worker
         never got as far as the student's code."""
-        return self.kind in OURS_KINDS
+        return self.kind in OURS_KINDS or self.kind in OUTSIDE_KINDS

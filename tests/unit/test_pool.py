@@ -5,6 +5,7 @@ fresh run reports, and starts afresh when no template answers there."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -347,3 +348,60 @@ def test_a_template_serves_no_confined_process(tmp_path):
     finally:
         template.close()
     assert answers == ["served", "refused"]
+
+
+KILLS_ITSELF = """
+import os, signal
+from lesson import CausalMHA as _Right
+
+
+class CausalMHA(_Right):
+    def forward(self, x):
+        os.kill(os.getpid(), signal.SIGTERM)  # every time: its own doing
+        return super().forward(x)
+"""
+
+
+def test_a_child_killed_from_outside_costs_no_verdict_but_one_that_kills_itself_fails(tmp_path):
+    """A child killed by a signal that is sent, not raised by running code (SIGTERM, SIGKILL beyond the CPU limit):
+    the check once failed with "crashed with signal SIGTERM" and that check's fix, also when an operator or the OOM
+    killer had sent it.  Now the check runs once more in a fresh child: a kill from outside leaves the verdict of a
+    run without it (the event is kept, "killed-outside", not held against the code); a kill the code sends itself
+    happens again and fails the check."""
+    options = Options(only=["construct", "output-shape", "batch-independence"])
+    killed = []
+
+    def make():
+        subject = ForkedSubject(zygote, CORRECT)
+        calls = subject.calls
+
+        def killing(requests):
+            if not killed and any(r.op == "forward" for r in requests):  # an outside kill, at the first forward
+                killed.append(subject.pid)
+                os.kill(subject.pid, signal.SIGTERM)
+                while not _gone(subject.pid):
+                    time.sleep(0.01)
+            return calls(requests)
+        subject.calls = killing
+        return subject
+
+    zygote = Zygote()
+    try:
+        report = run_checks(CORRECT, options, subject=make(), make_subject=make)
+        clean = run_checks(CORRECT, options, subject=ForkedSubject(zygote, CORRECT),
+                           make_subject=lambda: ForkedSubject(zygote, CORRECT))
+    finally:
+        zygote.close()
+    assert killed and [(c.id, c.status, c.message) for c in report.checks] == \
+        [(c.id, c.status, c.message) for c in clean.checks]
+    assert report.passed and report.diagnosis is None
+    (event,) = report.adapter["process"]
+    assert event["kind"] == "killed-outside" and event["ours"] and "SIGTERM" in event["message"]
+
+    (tmp_path / "lesson.py").write_text((ROOT / "tests" / "zoo" / "correct" / "lesson.py").read_text())
+    (tmp_path / "suicide.py").write_text(KILLS_ITSELF)
+    report = run_checks(str(tmp_path / "suicide.py"), options)
+    failing = [c for c in report.checks if c.status == "fail"]
+    assert failing and "killed by signal SIGTERM" in failing[0].message and "again" in failing[0].message
+    assert [p["kind"] for p in report.adapter["process"]][:2] == ["killed", "killed"]
+    assert not any(p["ours"] for p in report.adapter["process"]) and not report.passed
