@@ -62,8 +62,7 @@ def read_record(fd: int, timeout: float) -> dict | None:
     data, end = b"", time.monotonic() + timeout
     try:
         while len(data) <= MAX_RECORD:
-            left = end - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if not select.select([fd], [], [], max(0.0, end - time.monotonic()))[0]:  # past the end: one last look
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:

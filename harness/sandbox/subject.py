@@ -109,8 +109,7 @@ def write_until(fd: int, data: bytes, deadline: float) -> None:
     os.set_blocking(fd, False)
     view = memoryview(data)
     while view:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
+        if not select.select([], [fd], [], max(0.0, deadline - time.monotonic()))[1]:  # past it, one last look
             raise TimeoutError
         try:
             view = view[os.write(fd, view):]
@@ -132,8 +131,9 @@ class _DeadlineReader:
         self.fd, self.deadline = fd, deadline
 
     def read(self, n: int) -> bytes:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
+        # past the deadline, one last look: a grader that was itself stopped (SIGSTOP, a paused container) finds
+        # the answer its child sent meanwhile, instead of blaming the child for the time it was not running
+        if not select.select([self.fd], [], [], max(0.0, self.deadline - time.monotonic()))[0]:
             raise TimeoutError
         return os.read(self.fd, min(n, 1 << 20))
 

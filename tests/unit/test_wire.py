@@ -99,3 +99,24 @@ def test_arrays_named_for_no_item_are_ignored_not_a_crash(key):
     with pytest.raises(protocol.ProtocolError, match="array 'y' missing"):
         m.decode_replies(header, {key: np.ones(3)})
     assert m.decode_replies(header, {"0:y": np.ones(3), key: np.zeros(3)})[0].y.tolist() == [1, 1, 1]
+
+
+def test_an_answer_that_came_while_the_grader_was_stopped_is_read_not_timed_out():
+    """A grader stopped past its deadline (SIGSTOP, a paused container) once raised TimeoutError at once, without
+    looking: a correct submission whose child had answered long before got "your code did not finish within 30 s".
+    Past the deadline it now looks once more; only a channel with nothing to read times out."""
+    import socket
+    import time
+
+    from harness.sandbox import subject
+
+    ours, theirs = socket.socketpair()
+    theirs.sendall(protocol.encode({"n": 1}, {"a": np.eye(2)}))
+    late = time.monotonic() - 5  # the deadline passed while the grader was not running
+    assert protocol.decode(subject._DeadlineReader(ours.fileno(), late))[0] == {"n": 1}
+    with pytest.raises(TimeoutError):
+        protocol.decode(subject._DeadlineReader(ours.fileno(), late))
+    subject.write_until(ours.fileno(), b"x", late)  # room to write: written, not a time-out
+    assert theirs.recv(1) == b"x"
+    ours.close()
+    theirs.close()
