@@ -15,6 +15,7 @@ import numpy as np
 from harness.engine import mapping as mapping_proof
 from harness.engine.mapping import Mapping
 from harness.engine.trace import TraceResult, record
+from harness.sandbox.pool import ZygoteError
 from harness.sandbox.subject import Instance, Subject
 from harness.wire import messages as m
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
@@ -153,12 +154,12 @@ class Context:
         mark, died = twin.subject.output_mark(), False
         try:
             return twin.meta_forward(x.shape)
-        except WorkerDied:
+        except (WorkerDied, ZygoteError):  # its process, or the meta zygote it came from (killed from outside)
             died = True  # made again in inst's own child: a single run's outcome, the death of its process included
         finally:
             if not died:  # what the run printed, where a single run's report shows it
                 self.subject.add_output(twin.subject.output_after(mark))
-            twin.subject.close()
+            _close_twin(twin.subject)
         return inst.meta_forward(x.shape)
 
     def _twin(self, inst: Instance, x: np.ndarray) -> Instance | None:
@@ -172,8 +173,8 @@ class Context:
             twin = subject.build(inst.cfg)
             twin.style = inst.style
             twin.forward(x)
-        except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
-            subject.close()
+        except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied, ZygoteError):
+            _close_twin(subject)
             return None
         ready = time.monotonic()
         self.subject.started += ready - asked  # the twin's making is not the student's time
@@ -203,3 +204,12 @@ class Context:
         """Write `w` into the module; a role the module has but `w` lacks (a bias) is written as zeros."""
         roles = inst.layouts[inst.layout].roles
         inst.write_weights({r: getattr(w, r) if getattr(w, r) is not None else np.zeros(w.d_out) for r in roles})
+
+
+def _close_twin(subject: Subject) -> None:
+    """Close a twin's child; a meta zygote killed meanwhile (ZygoteError) only means there is nothing left to wait
+    for (the child is killed and its scratch removed all the same)."""
+    try:
+        subject.close()
+    except ZygoteError:
+        pass

@@ -237,7 +237,8 @@ def _grade_submission(folder: str, pick: Pick, options: dict) -> dict:
         if pick.review:
             report.adapter["review"] = [pick.problem]
     else:
-        for attempt in (1, 2):  # a template that died is replaced; dying twice on this submission is its doing
+        for attempt in (1, 2):  # a dead zygote is replaced, a child killed before its confinement started again:
+            # graded once more; twice, the row says mha-check could not grade it (never the student's failure)
             try:
                 make = lambda: ForkedSubject(_ZYGOTE, spec, submission=folder, seed=options["seed"], limits=limits,
                                              allow_unconfined=options["allow_unconfined"])  # a copy, in its slot
@@ -251,6 +252,11 @@ def _grade_submission(folder: str, pick: Pick, options: dict) -> dict:
                 _drop_meta_zygote()
                 report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
                                  Options(seed=options["seed"]), fix="grade this submission again", ours=True)
+                report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+            except isolation.IsolationFailed as e:  # a child killed from outside before it was confined: once more
+                report = not_run(spec, f"mha-check could not start a confined process for this submission twice "
+                                       f"({e})", Options(seed=options["seed"]), fix="grade this submission again",
+                                 ours=True)
                 report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
     if pick.note:
         report.adapter["notes"] = [pick.note, *report.adapter.get("notes", [])]

@@ -4,6 +4,7 @@ either outlives the batch.  A single run forks from a template listening at $MHA
 fresh run reports, and starts afresh when no template answers there."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -23,7 +24,7 @@ from harness.sandbox.limits import Limits
 from harness.sandbox.template import META_ZYGOTE, TEMPLATE_VARIABLE, Template
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
-from harness.sandbox.subject import Subject
+from harness.sandbox.subject import Instance, Subject
 
 CORRECT = str(ROOT / "tests" / "zoo" / "correct" / "lesson.py")
 BUGGY = str(ROOT / "examples" / "buggy_attention.py")
@@ -405,3 +406,63 @@ def test_a_child_killed_from_outside_costs_no_verdict_but_one_that_kills_itself_
     assert failing and "killed by signal SIGTERM" in failing[0].message and "again" in failing[0].message
     assert [p["kind"] for p in report.adapter["process"]][:2] == ["killed", "killed"]
     assert not any(p["ours"] for p in report.adapter["process"]) and not report.passed
+
+
+def test_a_meta_zygote_killed_during_the_twins_run_costs_no_verdict(monkeypatch):
+    """The meta zygote killed from outside while its child (the twin) runs the module on the meta device: the twin's
+    close then raised ZygoteError, which reached the check as an internal error (mask-buffer cannot tell, "please
+    report it") and cost the student the failure and its fix.  Now the run is made in the submission's own child,
+    as when the twin dies."""
+    template = Template()
+    killed = []
+    zygote = Zygote(template=template.socket, fallback=False, kind=META_ZYGOTE)
+    meta_forward = Instance.meta_forward
+
+    def killing(self, shape):  # the twin's run, with its zygote killed from outside first
+        if self.subject.zygote is zygote and not killed:
+            killed.append(zygote.info["pid"])
+            os.kill(zygote.info["pid"], signal.SIGKILL)
+            while not _gone(zygote.info["pid"]):
+                time.sleep(0.01)
+        return meta_forward(self, shape)
+
+    monkeypatch.setattr(Instance, "meta_forward", killing)
+    try:
+        report = run_checks(MASK_ON_CPU, Options(only=["mask-buffer"]),
+                            make_meta_subject=lambda: ForkedSubject(zygote, MASK_ON_CPU))
+    finally:
+        with contextlib.suppress(Exception):
+            zygote.close()
+        template.close()
+    assert killed and report.checks[-1].status == "fail" and "expected device" in report.checks[-1].message
+
+
+def test_a_child_killed_before_it_is_confined_is_started_again(tmp_path, monkeypatch):
+    """A child killed from outside before it sent its isolation record (IsolationFailed, with no reason) once cost
+    its submission every check ("grader error", "grade it again"); the submission is now graded once more."""
+    from pathlib import Path
+
+    from harness.sandbox import isolation
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "attention.py").write_text(Path(CORRECT).read_text())
+    zygote = Zygote()
+    real, made = grade_module.ForkedSubject, []
+
+    def flaky(*args, **kwargs):  # the first child dies before its confinement is done
+        made.append(1)
+        if len(made) == 1:
+            raise isolation.IsolationFailed("the child could not be confined: ")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(grade_module, "ForkedSubject", flaky)
+    monkeypatch.setattr(grade_module, "_ZYGOTE", zygote)
+    monkeypatch.setattr(grade_module, "_TEMPLATE", None)
+    options = {"seed": 0, "format": "json", "rubric": None, "limits": Limits().to_dict(), "missing_fix": "",
+               "allow_unconfined": True}
+    try:
+        folder = str(tmp_path / "sub")
+        result = grade_module._grade_submission(folder, grade_module.spec_for(Path(folder), None, False), options)
+    finally:
+        zygote.close()
+    assert len(made) >= 2 and result["row"]["passed"] is True and result["row"]["process"] == ""
