@@ -28,6 +28,7 @@ from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, Work
 from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox.limits import MB, Limits
 from harness.sandbox.policy import UID_BASE, make_policy
+from harness.sandbox import syscalls as linux
 from harness.sandbox.syscalls import until_exited
 from harness.wire.config import Config
 
@@ -235,11 +236,14 @@ class Subject:
             for request, reply in zip(requests, replies):
                 m.check_answer(request, reply)
         except TimeoutError:
+            stopped = linux.stopped_in_tree(self.pid)
             self._kill()
             total = deadline >= self.started + self.limits.total_seconds
             limit = f"{self.limits.total_seconds:g} s in all" if total else f"{self.limits.call_seconds:g} s"
-            self.dead = WorkerDied("time", f"time limit: your code did not finish {op} within {limit} "
-                                           "(an endless loop, a sleep, or far too much work)")
+            self.dead = WorkerDied("killed", f"the process running your code was stopped (SIGSTOP) during {op} and "
+                                             f"did not answer within {limit}") if stopped else \
+                WorkerDied("time", f"time limit: your code did not finish {op} within {limit} (an endless loop, a "
+                                   "sleep, or far too much work)")
             raise self.dead from None
         except (EOFError, BrokenPipeError, OSError, protocol.ProtocolError) as e:
             self.dead = self._classify_death(op, e)

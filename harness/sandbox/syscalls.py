@@ -137,3 +137,23 @@ def until_exited(pid: int, end: float, fallback: float = 0.005) -> None:
         select.select([fd], [], [], max(0.0, end - time.monotonic()))
     finally:
         os.close(fd)
+
+
+def stopped_in_tree(root: int) -> bool:
+    """Whether `root` or a process below it is stopped (SIGSTOP, SIGTSTP; state T or t in /proc/PID/stat): such a
+    process answers nothing, whatever its code does."""
+    parent, state = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                state[int(entry)], parent[int(entry)] = fields[0], int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, frontier = {root}, [root]
+    while frontier:
+        below = [pid for pid, ppid in parent.items() if ppid in frontier and pid not in tree]
+        tree.update(below)
+        frontier = below
+    return any(state.get(pid) in ("T", "t") for pid in tree)

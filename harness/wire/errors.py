@@ -15,10 +15,10 @@ OUTPUT_WORDS = ("File too large", "[Errno 27]")  # a write past the file-size li
 LIMIT_KINDS = ("time", "cpu", "memory", "output")  # mha-check's limits: the code may be right, only slow or large
 OURS_KINDS = LIMIT_KINDS + ("startup",)  # "startup": our worker died or stalled before any code of the student's ran
 ENDING_KINDS = OURS_KINDS + ("channel",)  # a death after which nothing more is asked of the code
-# "killed": a signal that comes from outside the process (SIGKILL beyond the CPU limit, SIGTERM, SIGINT, ...): sent by
-# the code to itself, or by an operator, the OOM killer or a container runtime.  The check is run once more in a fresh
-# process: "killed-outside" when that run gives its result (not the code's doing), "killed" again when it is killed
-# again (the code's: it happens every time)
+# "killed": a signal that comes from outside the process (SIGKILL beyond the CPU limit, SIGTERM, SIGINT, ...), or a
+# process found stopped (SIGSTOP) at the time limit: sent by the code to itself, or by an operator, the OOM killer or a
+# container runtime.  The check is run once more in a fresh process: "killed-outside" when that run gives its result
+# (not the code's doing), "killed" again when it is killed again (the code's: it happens every time)
 OUTSIDE_KINDS = ("killed-outside",)
 
 

@@ -466,3 +466,39 @@ def test_a_child_killed_before_it_is_confined_is_started_again(tmp_path, monkeyp
     finally:
         zygote.close()
     assert len(made) >= 2 and result["row"]["passed"] is True and result["row"]["process"] == ""
+
+
+def test_a_child_stopped_from_outside_is_not_a_time_out_of_the_code():
+    """SIGSTOP sent to the process running the student's code (an operator, a paused container) made the check a
+    time-out of the code ("an endless loop, a sleep...") and skipped every later check.  A child found stopped at
+    the time limit is treated as killed: the check runs once more in a fresh child and its result stands."""
+    from harness.sandbox.limits import Limits as Walls
+
+    options = Options(only=["construct", "output-shape"], limits=Walls(call_seconds=3, total_seconds=120))
+    stopped = []
+
+    def make():
+        subject = ForkedSubject(zygote, CORRECT, limits=options.limits)
+        calls = subject.calls
+
+        def stopping(requests):
+            if not stopped and any(r.op == "forward" for r in requests):
+                tree, frontier = [], [subject.pid]
+                while frontier:
+                    frontier = [c for pid in frontier for c in _children(pid)]
+                    tree += frontier
+                stopped.extend(tree)
+                for pid in tree:
+                    os.kill(pid, signal.SIGSTOP)
+            return calls(requests)
+        subject.calls = stopping
+        return subject
+
+    zygote = Zygote()
+    try:
+        report = run_checks(CORRECT, options, subject=make(), make_subject=make)
+    finally:
+        zygote.close()
+    assert stopped and report.passed, _verdicts(report)
+    (event,) = report.adapter["process"]
+    assert event["kind"] == "killed-outside" and "stopped (SIGSTOP)" in event["message"]
