@@ -351,6 +351,25 @@ def test_a_template_serves_no_confined_process(tmp_path):
     assert answers == ["served", "refused"]
 
 
+def _disturbed_at_first_forward(zygote: Zygote, options: Options, disturb):
+    """make_subject for run_checks: children of `zygote`, the first of which gets `disturb(subject)` (a signal from
+    outside) just before its first forward is asked for."""
+    done = []
+
+    def make():
+        subject = ForkedSubject(zygote, CORRECT, limits=options.limits)
+        calls = subject.calls
+
+        def disturbed(requests):
+            if not done and any(r.op == "forward" for r in requests):
+                done.append(subject.pid)
+                disturb(subject)
+            return calls(requests)
+        subject.calls = disturbed
+        return subject
+    return make
+
+
 KILLS_ITSELF = """
 import os, signal
 from lesson import CausalMHA as _Right
@@ -372,22 +391,15 @@ def test_a_child_killed_from_outside_costs_no_verdict_but_one_that_kills_itself_
     options = Options(only=["construct", "output-shape", "batch-independence"])
     killed = []
 
-    def make():
-        subject = ForkedSubject(zygote, CORRECT)
-        calls = subject.calls
-
-        def killing(requests):
-            if not killed and any(r.op == "forward" for r in requests):  # an outside kill, at the first forward
-                killed.append(subject.pid)
-                os.kill(subject.pid, signal.SIGTERM)
-                while not _gone(subject.pid):
-                    time.sleep(0.01)
-            return calls(requests)
-        subject.calls = killing
-        return subject
+    def kill(subject):  # an outside kill
+        killed.append(subject.pid)
+        os.kill(subject.pid, signal.SIGTERM)
+        while not _gone(subject.pid):
+            time.sleep(0.01)
 
     zygote = Zygote()
     try:
+        make = _disturbed_at_first_forward(zygote, options, kill)
         report = run_checks(CORRECT, options, subject=make(), make_subject=make)
         clean = run_checks(CORRECT, options, subject=ForkedSubject(zygote, CORRECT),
                            make_subject=lambda: ForkedSubject(zygote, CORRECT))
@@ -477,25 +489,17 @@ def test_a_child_stopped_from_outside_is_not_a_time_out_of_the_code():
     options = Options(only=["construct", "output-shape"], limits=Walls(call_seconds=3, total_seconds=120))
     stopped = []
 
-    def make():
-        subject = ForkedSubject(zygote, CORRECT, limits=options.limits)
-        calls = subject.calls
-
-        def stopping(requests):
-            if not stopped and any(r.op == "forward" for r in requests):
-                tree, frontier = [], [subject.pid]
-                while frontier:
-                    frontier = [c for pid in frontier for c in _children(pid)]
-                    tree += frontier
-                stopped.extend(tree)
-                for pid in tree:
-                    os.kill(pid, signal.SIGSTOP)
-            return calls(requests)
-        subject.calls = stopping
-        return subject
+    def stop(subject):  # every process below the one the zygote forked, the worker included
+        frontier = [subject.pid]
+        while frontier:
+            frontier = [c for pid in frontier for c in _children(pid)]
+            stopped.extend(frontier)
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
 
     zygote = Zygote()
     try:
+        make = _disturbed_at_first_forward(zygote, options, stop)
         report = run_checks(CORRECT, options, subject=make(), make_subject=make)
     finally:
         zygote.close()
