@@ -224,7 +224,9 @@ def _after_death(died: WorkerDied, c: Check, results: dict, ctx: Context, deaths
     except WorkerDied as again:
         if again.kind == "killed":
             again = WorkerDied("killed", f"{again.message}, and again when the check was run once more in a fresh "
-                                         "process: your code ends its own process")
+                                         "process: it happens every time, so your code causes it (it signals its own "
+                                         "process, or uses more memory than the machine allows and the kernel's "
+                                         "out-of-memory killer stops it)")
         deaths.append(again)
         if again.kind not in ENDING_KINDS and len(deaths) < MAX_RESTARTS:
             _restart(ctx, make_subject)
