@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import json
 import os
-import select
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ import time
 
 from harness import PACKAGES_ROOT
 from harness.sandbox import bubblewrap, confine, scratch
+from harness.sandbox import syscalls as linux
 from harness.sandbox.confine import MAX_RECORD
 from harness.sandbox.limits import Limits
 from harness.sandbox.policy import PROBE_SLOT, Policy, make_policy, slot_ids
@@ -62,7 +62,7 @@ def read_record(fd: int, timeout: float) -> dict | None:
     data, end = b"", time.monotonic() + timeout
     try:
         while len(data) <= MAX_RECORD:
-            if not select.select([fd], [], [], max(0.0, end - time.monotonic()))[0]:  # past the end: one last look
+            if not linux.ready_by(fd, end):
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:

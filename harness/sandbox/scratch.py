@@ -79,14 +79,16 @@ def claim_slot() -> Slot:
 
 
 _LIVE: set[str] = set()  # scratch roots this process made and has not removed yet (see remove_live)
-_PARENT: list[str] = []  # where this process makes scratch roots: the temp dir, or a batch's folder (place_in)
+_PARENT: str | None = None  # where this process makes scratch roots: the temp dir (None), or a batch's (place_in)
 
 
 def place_in(folder: str) -> None:
     """Make this process's scratch roots inside `folder` (a batch's, removed by `grade` at its end): a grader killed
     from outside (SIGKILL) cannot remove the scratch of the submission it was grading, which holds a copy of that
     student's code.  `folder` must let the slots' uids pass (0711)."""
-    _PARENT[:] = [folder]
+    global _PARENT
+
+    _PARENT = folder
 
 
 def remove_live() -> None:
@@ -108,7 +110,7 @@ class Scratch:
 
     @classmethod
     def empty(cls, slot: int) -> "Scratch":
-        root = tempfile.mkdtemp(prefix="mha-check-", dir=_PARENT[0] if _PARENT else None)
+        root = tempfile.mkdtemp(prefix="mha-check-", dir=_PARENT)
         _LIVE.add(root)
         try:
             os.chmod(root, 0o711)  # the slot's uid may pass through, not list

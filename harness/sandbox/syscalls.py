@@ -122,6 +122,14 @@ def status_fields(pid: int | str = "self") -> dict[str, str]:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
 
 
+def ready_by(fd: int, deadline: float, write: bool = False) -> bool:
+    """Whether `fd` can be read (or written) before time.monotonic() reaches `deadline`.  Past the deadline it still
+    looks once: a grader that was itself stopped (SIGSTOP, a paused container) then finds what its child sent
+    meanwhile, instead of blaming the child for the time the grader was not running."""
+    wait = max(0.0, deadline - time.monotonic())
+    return bool(select.select([], [fd], [], wait)[1] if write else select.select([fd], [], [], wait)[0])
+
+
 def until_exited(pid: int, end: float, fallback: float = 0.005) -> None:
     """Sleep until our child `pid` has exited (it can then be reaped) or time.monotonic() reaches `end`, woken by a
     pidfd the moment it exits: a killed submission takes milliseconds to tear down, and polling in 5 and 10 ms steps
