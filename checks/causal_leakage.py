@@ -21,7 +21,7 @@ import numpy as np
 from checks import check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
-from harness.engine.search import find_failure
+from harness.engine.search import find_failure_at_once
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
 DEEP_MAX_N = 10  # train mode, each head alone, 1e30 and -5e4 probes: only up to this length (see the docstring)
@@ -102,37 +102,62 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
       bit-identical (likewise x[:, 2:] and y[:, :2]), also with perturbations of size 1e30""",
 )
 def causal_leakage(ctx):
-    def prop(cfg):
+    def ask(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
         r = ctx.rng("r", cfg).standard_normal(cfg.d_out)
-        deep = cfg.n <= DEEP_MAX_N
-        outcome = _leak(inst, x, r, cfg) or _perturbation(inst, x, cfg, ctx, ("ordinary", "huge") if deep else
-                                                          ("ordinary",))
-        if outcome or cfg not in ctx.required_configs() or not deep:  # why not deep: the module's docstring
-            return outcome
-        outcome = _leak(ctx.build(cfg, force_dropout=0.0), x, r, cfg, mode="train")
-        if outcome or inst.layout is None:
-            return outcome
-        w = ctx.weights_for(inst, "leak")
-        for h in range(cfg.heads if cfg.heads > 1 else 0):
-            ctx.transplant(inst, only_head(w, h, cfg.head_width))
-            outcome = _leak(inst, x, r, cfg, head=h)
-            if outcome:
-                return outcome
-        negative = w.__class__(**{**w.as_dict(), "wq": w.wq * NEGATIVE_SCORES, "wk": -w.wq * NEGATIVE_SCORES,
-                                  "bq": None, "bk": None})
-        ctx.transplant(inst, negative)
-        return _perturbation(inst, x, cfg, ctx, kinds=("ordinary",), why=" with real scores near -5e4 (a finite "
-                             "fill such as -1e4 then outweighs them)")
+        inputs, labels = _perturbed(x, cfg, ctx, ("ordinary", "huge") if cfg.n <= DEEP_MAX_N else ("ordinary",))
+        return inst, [inst.jacobian_request(x, r)] + [inst.forward_request(v) for v in inputs], (inst, x, r, labels)
 
-    return find_failure(ctx, prop) or passed(
+    def judge(cfg, answer, kept):
+        inst, x, r, labels = kept
+        jacobian, *outputs = answer()
+        outcome = _leak_verdict(jacobian, cfg) or _moved([o.y for o in outputs], labels)
+        if outcome or cfg not in ctx.required_configs() or cfg.n > DEEP_MAX_N:  # why not deep: the docstring
+            return outcome
+        return _deep(ctx, inst, x, r, cfg)
+
+    return find_failure_at_once(ctx, ask, judge) or passed(
         "every output depends on all earlier and no later positions (gradients in eval and train mode, every batch "
         "element and head; forward perturbations)")
 
 
-def _leak(inst, x, r, cfg, head=None, mode="eval"):
-    result = inst.jacobian(x, r, mode)
+def _deep(ctx, inst, x, r, cfg):
+    """Train mode (dropout 0), then each head alone, then real scores near -5e4: one round trip, judged in that
+    order."""
+    train = ctx.build(cfg, force_dropout=0.0)
+    groups = [(train, [train.jacobian_request(x, r, "train")])]
+    heads, labels = range(cfg.heads if cfg.heads > 1 else 0), []
+    if inst.layout is not None:
+        w = ctx.weights_for(inst, "leak")
+        negative = w.__class__(**{**w.as_dict(), "wq": w.wq * NEGATIVE_SCORES, "wk": -w.wq * NEGATIVE_SCORES,
+                                  "bq": None, "bk": None})
+        inputs, labels = _perturbed(x, cfg, ctx, ("ordinary",))
+        requests = []
+        for h in heads:
+            requests += [inst.write_request(ctx.transplanted(inst, only_head(w, h, cfg.head_width))),
+                         inst.jacobian_request(x, r)]
+        requests.append(inst.write_request(ctx.transplanted(inst, negative)))
+        groups.append((inst, requests + [inst.forward_request(v) for v in inputs]))
+    entries = ctx.subject.frame(groups)
+    if isinstance(entries[0], BaseException):
+        raise entries[0]
+    outcome = _leak_verdict(entries[0][0], cfg, mode="train")
+    if outcome or inst.layout is None:
+        return outcome
+    if isinstance(entries[1], BaseException):
+        raise entries[1]
+    replies = entries[1]
+    for h in heads:
+        outcome = _leak_verdict(replies[2 * h + 1], cfg, head=h)  # each head's Jacobian follows its transplant
+        if outcome:
+            return outcome
+    return _moved([o.y for o in replies[2 * len(heads) + 1:]], labels, why=" with real scores near -5e4 (a finite "
+                  "fill such as -1e4 then outweighs them)")
+
+
+def _leak_verdict(result, cfg, head=None, mode="eval"):
+    """The child's Jacobian judged: exactly zero for every future position, non-zero for every allowed one."""
     where = (f" in head {head}" if head is not None else "") + (" in train() mode (dropout 0)" if mode == "train"
                                                                 else "")
     if result.jac is None:
@@ -165,8 +190,9 @@ def _splits(n: int) -> list[int]:
     return sorted(set(range(0, n - 1, LONG_SPLIT_STRIDE)) | {n - 2})
 
 
-def _perturbation(inst, x, cfg, ctx, kinds=("ordinary", "huge"), why=""):
-    """Change tokens after a split point; outputs up to it must not move at all."""
+def _perturbed(x, cfg, ctx, kinds):
+    """x and its perturbations: the tokens after each split point changed (ordinary noise, or noise of size 1e30),
+    with what each one is."""
     inputs, labels = [x], []
     for split in _splits(cfg.n):
         for kind in kinds:
@@ -175,7 +201,12 @@ def _perturbation(inst, x, cfg, ctx, kinds=("ordinary", "huge"), why=""):
             x2[:, split + 1:] = x2[:, split + 1:] + noise if kind == "ordinary" else noise * HUGE
             inputs.append(x2)
             labels.append((split, kind))
-    y, *perturbed = inst.forward_many(inputs)
+    return inputs, labels
+
+
+def _moved(outputs, labels, why=""):
+    """Outputs of `_perturbed`'s inputs: those up to each split point must not have moved at all."""
+    y, *perturbed = outputs
     for (split, kind), y2 in zip(labels, perturbed):
         moved = np.abs(y2[:, : split + 1] - y[:, : split + 1]).max()
         if not np.isfinite(moved) or moved > 0:

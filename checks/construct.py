@@ -42,7 +42,7 @@ def construct(ctx):
     for i in range(len(ctx.required_configs())):
         cfg = ctx.required_configs()[i]
         try:
-            ctx.subject.build(cfg)
+            ctx.subject.build(cfg).info  # noqa: B018 - built now: a constructor that raises is judged here
         except CannotDrive as e:
             return cannot_tell(f"mha-check could not call {loaded.name}(...): {e.message}",
                                help="--arg NAME=VALUE (or NAME=@d_out to bind it to the width), or " + FACTORY_HELP)
@@ -86,7 +86,7 @@ def _square_works(ctx, i: int) -> bool:
     """Does the constructor accept the same configuration with d_in = d_out?  Then check with square widths."""
     ctx.square_only = True
     try:
-        ctx.subject.build(ctx.required_configs()[i])
+        ctx.subject.build(ctx.required_configs()[i]).info  # noqa: B018 - built now, to see whether it raises
         return True
     except TargetFailure:
         ctx.square_only = False

@@ -3,7 +3,9 @@ import numpy as np
 
 from checks import check, failed, passed
 from checks.output_shape import output_shape
-from harness.engine.search import find_failure
+from harness.engine.search import find_failure_at_once
+
+MODES = ("eval", "train")  # the input must survive both: a training branch may have its own in-place step
 
 
 @check(
@@ -19,11 +21,14 @@ from harness.engine.search import find_failure
     needs=(output_shape,),
 )
 def input_untouched(ctx):
-    def prop(cfg):
+    def ask(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
-        for mode in ("eval", "train"):
-            after = inst.forward_keep_input(x, mode=mode).x_after
+        return inst, [inst.forward_request(x, mode, want_x_after=True) for mode in MODES], x
+
+    def judge(cfg, answer, x):
+        for mode, reply in zip(MODES, answer()):
+            after = reply.x_after
             if after is None or after.shape != x.shape or not np.array_equal(after, x):
                 changed = "its shape" if after is None or after.shape != x.shape else \
                     f"{int((after != x).sum())} of {x.size} values"
@@ -31,4 +36,4 @@ def input_untouched(ctx):
                               observed="input changed", expected="input unchanged", finding="input modified")
         return None
 
-    return find_failure(ctx, prop, generated=False) or passed("the input is unchanged after forward")
+    return find_failure_at_once(ctx, ask, judge, generated=False) or passed("the input is unchanged after forward")

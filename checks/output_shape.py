@@ -9,7 +9,7 @@ import numpy as np
 
 from checks import cannot_tell, check, failed, passed
 from checks.contiguity import contiguity
-from harness.engine.search import find_failure
+from harness.engine.search import find_failure_at_once
 from harness.wire.errors import TargetFailure
 
 
@@ -35,9 +35,13 @@ def output_shape(ctx):
                            help="check a factory that returns a module whose forward(x) applies the causal mask "
                                 "itself")
 
-    def prop(cfg):
+    def ask(cfg):
+        inst = ctx.build(cfg)
+        return inst, [inst.forward_request(ctx.input(cfg))], None
+
+    def judge(cfg, answer, _):
         try:
-            y = ctx.build(cfg).forward(ctx.input(cfg))
+            y = answer()[0].y
         except TargetFailure as e:
             returned = e.message.startswith("forward returned")
             return failed(e.message if returned else f"forward raised {e.message}",
@@ -57,7 +61,8 @@ def output_shape(ctx):
                                                           "last token" if positions == [cfg.n - 1] else "tokens"))
         return None
 
-    return find_failure(ctx, prop) or passed("shape (B, n, d_out) and finite values for every configuration tried")
+    return find_failure_at_once(ctx, ask, judge) or passed("shape (B, n, d_out) and finite values for every "
+                                                           "configuration tried")
 
 
 RAISED_FIX = """Start at the line the error names and follow the shapes back from it: `mha-check trace FILE:Class`

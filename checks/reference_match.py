@@ -2,7 +2,7 @@
 from checks import check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.compare import compare
-from harness.engine.search import find_failure
+from harness.engine.search import find_failure_at_once
 from reference import numpy_ref
 
 
@@ -23,12 +23,16 @@ from reference import numpy_ref
     fill -10 instead of -inf: about 1e-4, still caught; fill -100: exactly 0 (only causal-leakage sees it)""",
 )
 def reference_match(ctx):
-    def prop(cfg):
+    def ask(cfg):
         inst = ctx.build(cfg)
         w = ctx.weights_for(inst)
         ctx.transplant(inst, w)
         x = ctx.input(cfg)
-        y = inst.forward(x)
+        return inst, [inst.forward_request(x)], (x, w)
+
+    def judge(cfg, answer, kept):
+        x, w = kept
+        y = answer()[0].y
         mismatch = compare(y, numpy_ref.forward(x, cfg.heads, w))
         if mismatch is None:
             return None
@@ -36,4 +40,5 @@ def reference_match(ctx):
                       observed=mismatch.describe(), expected="difference below 1e-5 relative",
                       mismatch=mismatch.to_dict())
 
-    return find_failure(ctx, prop) or passed("equals the reference for every configuration tried")
+    return find_failure_at_once(ctx, ask, judge, build_first=True) or passed("equals the reference for every "
+                                                                             "configuration tried")

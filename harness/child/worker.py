@@ -164,7 +164,7 @@ class Worker:
                     mod.p = float(request.force_dropout)
         found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map)
         ways = calling.styles_for(module)
-        handle = len(self.instances)
+        handle = request.handle if request.handle is not None else len(self.instances)
         self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways}
         return m.Built(
             handle=handle,

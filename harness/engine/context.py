@@ -110,8 +110,8 @@ class Context:
         inst = self.subject.build(cfg, force_dropout)
         proof = self.mapping
         inst.style = proof.style if proof.style is not None else 0
-        if proof.index is not None and inst.layouts:
-            inst.layout = self._same_layout(inst.layouts)
+        if proof.index is not None:  # picked when wanted: picking reads the Build's answer (see Instance)
+            inst.choose_layout_later(lambda built: self._same_layout(built.layouts) if built.layouts else None)
         return inst
 
     def _same_layout(self, layouts: list[m.LayoutInfo]) -> int:
@@ -201,9 +201,14 @@ class Context:
         return w
 
     def transplant(self, inst: Instance, w: numpy_ref.Weights) -> None:
-        """Write `w` into the module; a role the module has but `w` lacks (a bias) is written as zeros."""
+        """Write `w` into the module before its next request."""
+        inst.write_weights(self.transplanted(inst, w))
+
+    @staticmethod
+    def transplanted(inst: Instance, w: numpy_ref.Weights) -> dict[str, np.ndarray]:
+        """`w` as the module's roles: a role the module has but `w` lacks (a bias) is written as zeros."""
         roles = inst.layouts[inst.layout].roles
-        inst.write_weights({r: getattr(w, r) if getattr(w, r) is not None else np.zeros(w.d_out) for r in roles})
+        return {r: getattr(w, r) if getattr(w, r) is not None else np.zeros(w.d_out) for r in roles}
 
 
 def _close_twin(subject: Subject) -> None:

@@ -80,6 +80,52 @@ def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool 
     return None
 
 
+def find_failure_at_once(ctx, ask, judge, min_heads: int = 1, min_n: int = 1, build_first: bool = False,
+                         generated: bool = True):
+    """`find_failure` for a property made of one round trip per configuration, with every configuration's round
+    trip in a single frame: a round trip to the child costs about a forward pass of these small layers, and these
+    checks ask for nine configurations each.
+
+    `ask(cfg)` -> (instance, requests, kept) names the round trip; `judge(cfg, answer, kept)` reads it, where
+    `answer()` gives the replies or raises what the round trip raised.  The verdict is find_failure's with
+    prop(cfg) = judge(cfg, lambda: instance.calls(requests), kept): the configurations are judged in the same order,
+    their requests run in the same order, and a request that fails ends the frame where it would have ended the
+    calls (the configurations after it are then asked one by one, if the search gets to them).  The one
+    difference: configurations after one whose values fail have run as well, unread; should one of them kill the
+    child, the check reports that crash instead.  `build_first`: `ask` reads what the child says about the
+    instance (its layouts, to transplant weights), so the configurations not built yet are built first, all in
+    one round trip.  The frame shares one request's time limit, as forward_many does: at these sizes it takes
+    milliseconds."""
+    drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples) if generated else []
+    configs = list(dict.fromkeys(list(ctx.required_configs()) + drawn))
+    if build_first:
+        ctx.subject.frame([(ctx.build(cfg), []) for cfg in configs])  # a refusal is raised again when asked
+    questions, early = [], {}
+    for cfg in configs:
+        try:
+            questions.append((cfg, *ask(cfg)))
+        except Exception as e:  # noqa: BLE001 - this configuration's answer, judged in its turn
+            early[cfg] = (e, None)
+            break
+    entries = ctx.subject.frame([(inst, requests) for _, inst, requests, _ in questions])
+    early.update({cfg: (entry, kept) for (cfg, _, _, kept), entry in zip(questions, entries)})
+
+    def prop(cfg: Config):
+        if cfg in early:
+            entry, kept = early.pop(cfg)
+            return judge(cfg, lambda: _given(entry), kept)
+        inst, requests, kept = ask(cfg)
+        return judge(cfg, lambda: inst.calls(requests), kept)
+
+    return find_failure(ctx, prop, min_heads, min_n, generated)
+
+
+def _given(entry):
+    if isinstance(entry, BaseException):
+        raise entry
+    return entry
+
+
 def shrink(outcome, cfg: Config, prop, min_heads: int, min_n: int, separate: bool, asked: dict | None = None):
     """The failing `outcome` of `cfg`, moved to the smallest failing configuration a greedy descent reaches.
 

@@ -798,6 +798,6 @@ def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[i
     try:
         built = ctx.subject.build(Config(d_in=d, d_out=d, heads=heads, qkv_bias=qkv_bias,
                                          context_length=max(1, min(n, 2048)), batch=1, n=1))
+        return built.info.param_count, note
     except (TargetFailure, CannotDrive) as e:
         return None, f"building it with d={d}, H={heads} raised {e.message}"
-    return built.info.param_count, note

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,55 +32,109 @@ from harness.wire.config import Config
 STARTUP_SECONDS = 120  # the worker's own start (importing torch), which the student's time limit does not include
 
 
-@dataclass
 class Instance:
-    """One built module in the child; `layout` and `style` say how weights and extra forward arguments are given
-    (chosen by the engine's proof of the mapping)."""
+    """One module built in the child; `layout` and `style` say how weights and extra forward arguments are given
+    (chosen by the engine's proof of the mapping).
 
-    subject: "Subject"
-    cfg: Config
-    info: m.Built
-    layout: int | None = None  # the layout index chosen by the proof
-    style: int = 0  # how forward is called (index in info.call_styles), chosen by the proof
+    The trusted side numbers its instances itself, so the Build need not travel alone: it waits for the first
+    request on the instance and goes in front of it, in the same round trip (a round trip is worth about a
+    forward pass of these small layers).  What the child answers (`info`: parameters, layouts, call styles) is
+    asked for on first use, in a round trip of its own where nothing else is waiting.  A constructor that raises
+    therefore raises at that first use, which a caller that must know at once (construct, divisibility) forces by
+    reading `info`."""
+
+    def __init__(self, subject: "Subject", cfg: Config, handle: int, build: m.Build):
+        self.subject, self.cfg, self.handle = subject, cfg, handle
+        self.style = 0  # how forward is called (index in info.call_styles), chosen by the proof
+        self._build: m.Build | None = build  # not yet sent (or sent and refused: sent again at the next use)
+        self._info: m.Built | None = None
+        self._pending: dict | None = None  # weights to write with the next request (saves a round trip)
+        self._layout: int | None = None
+        self._choose_layout = None  # (Instance) -> layout index, asked once the layout is wanted (it reads `info`)
 
     @property
-    def handle(self) -> int:
-        return self.info.handle
+    def info(self) -> m.Built:
+        if self._info is None:
+            self.calls([])
+        return self._info
 
     @property
     def layouts(self) -> list[m.LayoutInfo]:
         return self.info.layouts
 
-    def __post_init__(self):
-        self._pending: dict | None = None  # weights to write with the next request (saves a round trip)
+    @property
+    def layout(self) -> int | None:
+        """The layout index chosen by the proof."""
+        if self._choose_layout is not None:
+            choose, self._choose_layout = self._choose_layout, None
+            self._layout = choose(self)
+        return self._layout
+
+    @layout.setter
+    def layout(self, value: int | None) -> None:
+        self._layout, self._choose_layout = value, None
+
+    def choose_layout_later(self, choose) -> None:
+        """`choose(instance)` picks the layout when it is first wanted: picking reads the Build's answer."""
+        self._choose_layout = choose
+
+    def before_next(self) -> list[m.Request]:
+        """What must run before this instance's next requests: its Build, if not sent, and weights to transplant."""
+        prefix = [self._build] if self._build is not None else []
+        if self._pending is not None:
+            prefix.append(m.WriteWeights(self.handle, self.layout, self._pending))
+            self._pending = None
+        return prefix
+
+    def answered(self, prefix: list[m.Request], replies: list[m.Reply]) -> None:
+        """The child's replies to `before_next()`'s requests (all, up to a failure, or none): a Build answered is
+        done; a Build refused or not reached is sent again next time, and so are weights not written."""
+        for i, request in enumerate(prefix):
+            reply = replies[i] if i < len(replies) else None
+            if isinstance(request, m.Build) and isinstance(reply, m.Built):
+                self._info, self._build = reply, None
+            elif isinstance(request, m.WriteWeights) and not isinstance(reply, m.Done) and self._pending is None:
+                self._pending = request.weights
 
     def calls(self, requests: list[m.Request]) -> list[m.Reply]:
-        """Several requests on this instance in one round trip (with any pending weight transplant first)."""
-        if self._pending is not None:
-            write = m.WriteWeights(self.handle, self.layout, self._pending)
-            self._pending = None
-            return self.subject.calls([write] + list(requests))[1:]
-        return self.subject.calls(list(requests))
+        """Several requests on this instance in one round trip (with its Build and pending weights first)."""
+        (replies,) = self.subject.frame([(self, list(requests))])
+        if isinstance(replies, BaseException):
+            raise replies
+        return replies
 
     def call(self, request: m.Request) -> m.Reply:
         return self.calls([request])[0]
 
+    def write_request(self, weights: dict[str, np.ndarray]) -> m.WriteWeights:
+        """A transplant to place between requests of one round trip (`write_weights` puts one before the next)."""
+        return m.WriteWeights(self.handle, self.layout, dict(weights))
+
+    def forward_request(self, x: np.ndarray, mode: str = "eval", **how) -> m.Forward:
+        return m.Forward(self.handle, x, mode, style=self.style, **how)
+
+    def vjp_request(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval") -> m.Vjp:
+        return m.Vjp(self.handle, x, gy, mode, self.layout, self.style)
+
+    def jacobian_request(self, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> m.Jacobian:
+        return m.Jacobian(self.handle, x, r, mode, self.style)
+
     def forward(self, x: np.ndarray, mode: str = "eval", noncontig: bool = False) -> np.ndarray:
-        return self.call(m.Forward(self.handle, x, mode, noncontig, style=self.style)).y
+        return self.call(self.forward_request(x, mode, noncontig=noncontig)).y
 
     def forward_keep_input(self, x: np.ndarray, mode: str = "eval") -> m.Output:
         """The output and the input tensor as it was after forward (to see in-place changes)."""
-        return self.call(m.Forward(self.handle, x, mode, want_x_after=True, style=self.style))
+        return self.call(self.forward_request(x, mode, want_x_after=True))
 
     def forward_many(self, xs: list[np.ndarray], mode: str = "eval") -> list[np.ndarray]:
         """Forward passes of several inputs in one round trip."""
-        return [r.y for r in self.calls([m.Forward(self.handle, x, mode, style=self.style) for x in xs])]
+        return [r.y for r in self.calls([self.forward_request(x, mode) for x in xs])]
 
     def vjp(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval") -> m.Gradients:
-        return self.call(m.Vjp(self.handle, x, gy, mode, self.layout, self.style))
+        return self.call(self.vjp_request(x, gy, mode))
 
     def jacobian(self, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> m.JacobianResult:
-        return self.call(m.Jacobian(self.handle, x, r, mode, self.style))
+        return self.call(self.jacobian_request(x, r, mode))
 
     def read_weights(self, layout: int) -> dict[str, np.ndarray]:
         return self.call(m.ReadWeights(self.handle, layout)).weights
@@ -217,11 +270,47 @@ class Subject:
     def calls(self, requests: list[m.Request]) -> list[m.Reply]:
         """Send requests in one frame and return their replies; the first failure raises (TargetFailure for the
         student's code, HarnessFailure for ours), a dead or silent child raises WorkerDied."""
+        replies = self._exchange(list(requests))
+        if replies and isinstance(replies[-1], m.Failed):
+            raise self._failure(replies[-1])
+        return replies
+
+    def frame(self, groups: list[tuple[Instance, list[m.Request]]]) -> list[list[m.Reply] | BaseException]:
+        """Requests on several instances in one round trip, each group behind its instance's Build and weights
+        (`Instance.before_next`), in the order given, as if each group were sent on its own one after another.
+        One entry per group that ran: its replies, or what sending it alone would have raised (the first failure
+        ends the frame there, as it would have ended the calls).  Groups after a failure are not run and get no
+        entry; a dead or silent child raises WorkerDied, as `calls` does."""
+        flat, spans = [], []
+        for inst, requests in groups:
+            prefix = inst.before_next()
+            spans.append((inst, prefix, len(flat), len(prefix) + len(requests)))
+            flat += prefix + list(requests)
+        if not flat:
+            return [[] for _ in groups]
+        try:
+            replies = self._exchange(flat)
+        except BaseException:
+            for inst, prefix, _, _ in spans:
+                inst.answered(prefix, [])
+            raise
+        entries = []
+        for inst, prefix, start, size in spans:
+            got = replies[start:start + size]
+            inst.answered(prefix, got)
+            if not got:
+                continue
+            entries.append(self._failure(got[-1]) if isinstance(got[-1], m.Failed) else got[len(prefix):])
+        return entries
+
+    def _exchange(self, requests: list[m.Request]) -> list[m.Reply]:
+        """One frame out, its replies back: all of them, or up to and including the first `Failed`.  A dead or
+        silent child raises WorkerDied."""
         if self.dead:
             raise self.dead
         if self._awaiting_ready:
             self._until_ready()
-        op = "+".join(r.op for r in requests)
+        op = "+".join(dict.fromkeys(r.op for r in requests))  # what it was doing, each kind once
         now = time.monotonic()
         deadline = min(now + self.limits.call_seconds, self.started + self.limits.total_seconds)
         try:
@@ -248,8 +337,6 @@ class Subject:
             self._kill()       # closing needs no answer from it (it may be deep in the student's loop)
             self.dead = WorkerDied("interrupted", f"mha-check was stopped during {op}")
             raise
-        if isinstance(replies[-1], m.Failed):
-            self._raise(replies[-1])
         return replies
 
     def call(self, request: m.Request) -> m.Reply:
@@ -280,27 +367,27 @@ class Subject:
             raise self.dead from None
         self.started += time.monotonic() - self.spawned  # a restart keeps the budget it inherited, less our start
 
-    def _raise(self, failed: m.Failed):
-        """The student's code raised (TargetFailure, or a memory-limit death when it ran out of memory), or our
-        own code in the child did (HarnessFailure: never the student's fault)."""
+    def _failure(self, failed: m.Failed) -> Exception:
+        """What a failed request raises: the student's code raised (TargetFailure, or a memory-limit death when it
+        ran out of memory), or our own code in the child did (HarnessFailure: never the student's fault)."""
         self.notes = self.notes or list(failed.notes)
         if failed.stage == "harness":
-            raise HarnessFailure(failed.message[:4000])
+            return HarnessFailure(failed.message[:4000])
         if failed.stage == "adapter":
-            raise CannotDrive(failed.message[:4000])
+            return CannotDrive(failed.message[:4000])
         failure = TargetFailure(failed.stage[:40], failed.message[:4000])
         if failure.out_of_memory:
             self._kill()
             self.dead = WorkerDied("memory", f"memory limit: your code tried to use more than "
                                              f"{self.limits.memory_mb} MB ({failure.message[:300]})")
-            raise self.dead
+            return self.dead
         if failure.over_output_limit:
             self._kill()
             self.dead = WorkerDied("output", f"output limit: your code wrote more than {self.limits.file_mb} MB "
                                              f"(printing, most likely; mha-check keeps what it writes up to that "
                                              f"size): {failure.message[:200]}")
-            raise self.dead
-        raise failure
+            return self.dead
+        return failure
 
     def _classify_death(self, op: str, error: Exception) -> WorkerDied:
         if isinstance(error, protocol.ProtocolError):  # garbage on the channel: no answer can be trusted now
@@ -358,12 +445,13 @@ class Subject:
         return self.loaded
 
     def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:
-        """Build (once per constructor configuration) the student's module in the child."""
+        """The student's module for this constructor configuration, built once in the child: its Build goes with
+        the first request on it (see `Instance`)."""
         key = cfg.ctor_key() + (force_dropout,)
         self.load()  # the child builds only a target it has loaded
         if key not in self._builds:
-            info = self.call(m.Build(cfg.to_dict(), self.seed, force_dropout))
-            self._builds[key] = Instance(self, cfg, info)
+            handle = len(self._builds)
+            self._builds[key] = Instance(self, cfg, handle, m.Build(cfg.to_dict(), self.seed, force_dropout, handle))
         return self._builds[key]
 
     def stderr_tail(self, n: int = 2000) -> str:

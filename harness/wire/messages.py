@@ -243,6 +243,7 @@ class Build(Request):
     cfg: dict[str, JSON]
     seed: int = 0
     force_dropout: float | None = None  # set every nn.Dropout's p to this after construction (None: leave them)
+    handle: int | None = None  # the number later requests call it by, chosen by the trusted side (None: the next)
 
 
 @dataclass
@@ -505,4 +506,6 @@ def check_answer(request: Request, reply: Reply) -> Reply:
     """A reply of the kind the request asks for (or Failed); anything else is a protocol error."""
     if not isinstance(reply, (Failed,) + ANSWERS[type(request)]):
         raise ProtocolError(f"{request.op} answered with {type(reply).__name__}")
+    if isinstance(request, Build) and isinstance(reply, Built) and request.handle not in (None, reply.handle):
+        raise ProtocolError(f"build {request.handle} answered as {reply.handle}")
     return reply

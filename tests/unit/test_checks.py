@@ -179,7 +179,7 @@ def test_a_mask_that_stops_short_of_the_long_sequence_leaks_there_and_is_caught(
     target = _masks_only_the_first(tmp_path, 21)
     result = run(target, ["causal-leakage"])["causal-leakage"]
     assert result.status == "fail" and "future" in result.message, result.message
-    monkeypatch.setattr("checks.causal_leakage._leak", lambda *args, **kwargs: None)  # a forged Jacobian
+    monkeypatch.setattr("checks.causal_leakage._leak_verdict", lambda *args, **kwargs: None)  # a forged Jacobian
     result = run(target, ["causal-leakage"])["causal-leakage"]
     assert result.status == "fail" and "changing the tokens after position" in result.message, result.message
     assert int(result.message.split("after position ")[1].split()[0]) >= 21  # (shrunk: n down to 23)

@@ -358,14 +358,14 @@ def _disturbed_at_first_forward(zygote: Zygote, options: Options, disturb):
 
     def make():
         subject = ForkedSubject(zygote, CORRECT, limits=options.limits)
-        calls = subject.calls
+        calls = subject._exchange
 
         def disturbed(requests):
             if not done and any(r.op == "forward" for r in requests):
                 done.append(subject.pid)
                 disturb(subject)
             return calls(requests)
-        subject.calls = disturbed
+        subject._exchange = disturbed  # every round trip passes here
         return subject
     return make
 
