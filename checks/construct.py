@@ -39,6 +39,7 @@ def construct(ctx):
         return cannot_tell(f"{loaded.name} reads its sizes from module-level settings ({read}), so mha-check cannot "
                            "build it with its own widths, heads and context lengths", help=FACTORY_HELP)
     built, note = [], ""
+    ctx.subject.build_ahead([ctx.subject.build(cfg) for cfg in ctx.required_configs()])  # one round trip
     for i in range(len(ctx.required_configs())):
         cfg = ctx.required_configs()[i]
         try:

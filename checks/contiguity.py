@@ -6,7 +6,7 @@ a working forward are skipped.  A forward that raises something else is not judg
 from checks import Outcome, check, failed, passed
 from checks.construct import construct
 from harness.engine.compare import same, worst_difference
-from harness.engine.search import find_failure
+from harness.engine.search import find_failure_at_once
 from harness.engine.trace import SLICE_DETECTORS
 from harness.wire.errors import TargetFailure
 
@@ -54,15 +54,22 @@ def contiguity(ctx):
                        details={"usable": True})
     others: list[str] = []  # errors that are not the view error: output-shape reports them
 
-    def prop(cfg):
+    def ask(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
+        return inst, [inst.forward_request(x), inst.forward_request(x, noncontig=True)], None
+
+    def judge(cfg, answer, _):
         try:
-            y = inst.forward(x)
+            y, y2 = (reply.y for reply in answer())
         except TargetFailure as e:
             if not _is_view_error(e.message):
                 others.append(e.message)
                 return None
+            if e.answered:  # the plain forward ran: the one on a non-contiguous input raised
+                return failed("forward calls view() on its (non-contiguous) input: " + e.message,
+                              observed="RuntimeError from view() on a non-contiguous input", expected="a result",
+                              finding="view on the input", usable=True)
             on_slice = _raised_on_slice(ctx)
             if on_slice:
                 return failed(f"`view` on a slice (no transpose before it) raised {e.message}: {on_slice}",
@@ -71,21 +78,12 @@ def contiguity(ctx):
             return failed("`view` after `transpose` without `contiguous()`: forward raised " + e.message,
                           observed="RuntimeError from view()", expected="a result",
                           finding="view after transpose without contiguous()")
-        try:
-            y2 = inst.forward(x, noncontig=True)
-        except TargetFailure as e:
-            if not _is_view_error(e.message):
-                others.append(e.message)
-                return None
-            return failed("forward calls view() on its (non-contiguous) input: " + e.message,
-                          observed="RuntimeError from view() on a non-contiguous input", expected="a result",
-                          finding="view on the input", usable=True)
         if not same(y2, y):
             return failed("the output changes when the same input is given with non-contiguous strides: "
                           + worst_difference(y2, y, ("non-contiguous", "contiguous")), usable=True)
         return None
 
-    outcome = find_failure(ctx, prop, min_heads=2, min_n=2)
+    outcome = find_failure_at_once(ctx, ask, judge, min_heads=2, min_n=2)
     if outcome is None and others:
         return Outcome("skip", f"not judged where your forward raises {others[0][:200]} (reported by "
                                "output-shape)", details={"usable": True})

@@ -21,10 +21,12 @@ from harness.wire.errors import TargetFailure
 def head_invariance(ctx):
     sep = ctx.separate_widths
     counts = {}
-    for heads in (1, 2, 3, 4, 6):
-        cfg = Config(d_in=24 if sep else 12, d_out=12, heads=heads, context_length=5, batch=2, n=3)
+    modules = {heads: ctx.subject.build(Config(d_in=24 if sep else 12, d_out=12, heads=heads, context_length=5,
+                                               batch=2, n=3)) for heads in (1, 2, 3, 4, 6)}
+    ctx.subject.build_ahead(list(modules.values()))  # one round trip
+    for heads, inst in modules.items():
         try:
-            counts[heads] = ctx.subject.build(cfg).info.param_count
+            counts[heads] = inst.info.param_count
         except TargetFailure as e:
             counts[heads] = None
             failed_build = (heads, e.message)

@@ -99,7 +99,7 @@ def find_failure_at_once(ctx, ask, judge, min_heads: int = 1, min_n: int = 1, bu
     drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples) if generated else []
     configs = list(dict.fromkeys(list(ctx.required_configs()) + drawn))
     if build_first:
-        ctx.subject.frame([(ctx.build(cfg), []) for cfg in configs])  # a refusal is raised again when asked
+        ctx.subject.build_ahead([ctx.build(cfg) for cfg in configs])  # a refusal is raised when asked
     questions, early = [], {}
     for cfg in configs:
         try:

@@ -48,6 +48,7 @@ class Instance:
         self.style = 0  # how forward is called (index in info.call_styles), chosen by the proof
         self._build: m.Build | None = build  # not yet sent (or sent and refused: sent again at the next use)
         self._info: m.Built | None = None
+        self._refusal: Exception | None = None  # what the constructor raised when its Build went ahead
         self._pending: dict | None = None  # weights to write with the next request (saves a round trip)
         self._layout: int | None = None
         self._choose_layout = None  # (Instance) -> layout index, asked once the layout is wanted (it reads `info`)
@@ -57,6 +58,20 @@ class Instance:
         if self._info is None:
             self.calls([])
         return self._info
+
+    @property
+    def unbuilt(self) -> bool:
+        return self._build is not None and self._refusal is None
+
+    def refused(self, failure: Exception) -> None:
+        self._refusal = failure
+
+    def _raise_refusal(self) -> None:
+        """A Build sent ahead (in a frame of several) that the constructor refused raises at the instance's next
+        use, once, as it would have raised there had it been sent then: the constructor does not run twice."""
+        refusal, self._refusal = self._refusal, None
+        if refusal is not None:
+            raise refusal
 
     @property
     def layouts(self) -> list[m.LayoutInfo]:
@@ -98,6 +113,7 @@ class Instance:
 
     def calls(self, requests: list[m.Request]) -> list[m.Reply]:
         """Several requests on this instance in one round trip (with its Build and pending weights first)."""
+        self._raise_refusal()
         (replies,) = self.subject.frame([(self, list(requests))])
         if isinstance(replies, BaseException):
             raise replies
@@ -279,7 +295,8 @@ class Subject:
         """Requests on several instances in one round trip, each group behind its instance's Build and weights
         (`Instance.before_next`), in the order given, as if each group were sent on its own one after another.
         One entry per group that ran: its replies, or what sending it alone would have raised (the first failure
-        ends the frame there, as it would have ended the calls).  Groups after a failure are not run and get no
+        ends the frame there, as it would have ended the calls; the exception's `answered` holds the group's replies
+        before it).  Groups after a failure are not run and get no
         entry; a dead or silent child raises WorkerDied, as `calls` does."""
         flat, spans = [], []
         for inst, requests in groups:
@@ -297,11 +314,23 @@ class Subject:
         entries = []
         for inst, prefix, start, size in spans:
             got = replies[start:start + size]
+            failure = self._failure(got[-1]) if got and isinstance(got[-1], m.Failed) else None
             inst.answered(prefix, got)
-            if not got:
-                continue
-            entries.append(self._failure(got[-1]) if isinstance(got[-1], m.Failed) else got[len(prefix):])
+            if failure is not None:
+                failure.answered = got[len(prefix):-1]  # the group's replies before the request that failed
+                entries.append(failure)
+            elif got:
+                entries.append(got[len(prefix):])
         return entries
+
+    def build_ahead(self, instances: list[Instance]) -> None:
+        """Send the Builds of these instances (those not built yet) in one round trip, up to the first that the
+        constructor refuses; that refusal is raised at its instance's next use (`Instance.info` or a request), so
+        that the constructor runs once, as if it had been sent then."""
+        waiting = [inst for inst in instances if inst.unbuilt]
+        for inst, entry in zip(waiting, self.frame([(inst, []) for inst in waiting])):
+            if isinstance(entry, Exception) and inst.unbuilt:
+                inst.refused(entry)
 
     def _exchange(self, requests: list[m.Request]) -> list[m.Reply]:
         """One frame out, its replies back: all of them, or up to and including the first `Failed`.  A dead or
