@@ -31,7 +31,7 @@ def eval_determinism(ctx):
     if not by_arg and not inst.info.dropout_modules:
         how = "no dropout argument nor nn.Dropout module found; determinism only"
     x = ctx.input(cfg)
-    first, second = inst.forward(x), inst.forward(x)
+    first, second = inst.forward_many([x, x])
     if not np.array_equal(first, second, equal_nan=True):
         return failed(f"with {how}, two forward passes in eval() mode gave different outputs: "
                       + worst_difference(second, first, ("second pass", "first pass")) + "; dropout is still active in eval mode",
@@ -42,7 +42,8 @@ def eval_determinism(ctx):
         w = ctx.weights_for(plain, "eval")
         ctx.transplant(inst, w)
         ctx.transplant(plain, w)
-        with_dropout, without = inst.forward(x), plain.forward(x)
+        with_dropout, without = (replies[0].y for replies in ctx.subject.frame_or_raise(
+            [(inst, [inst.forward_request(x)]), (plain, [plain.forward_request(x)])]))
         if not same(with_dropout, without):
             return failed(f"with {how}, the eval() output differs from the same module built with dropout=0: "
                           + worst_difference(with_dropout, without, ("p=0.5", "p=0")) + "; dropout (or its 1/(1-p) scaling) is applied "

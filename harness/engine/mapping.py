@@ -113,7 +113,8 @@ def _prove(ctx) -> Mapping:
         return Mapping(None, 0, problem=f"your forward raised: {raised}", raised=raised,
                        style_text=info.call_styles[0])
     runs = any(y.shape == (cfg.batch, cfg.n, cfg.d_out) for y in outputs.values())
-    weights = {i: numpy_ref.Weights(**inst.read_weights(i)) for i in range(len(info.layouts))}
+    indices = list(range(len(info.layouts)))
+    weights = {i: numpy_ref.Weights(**read) for i, read in zip(indices, inst.read_weights_many(indices))}
     tried = [f"{lay.how}: " + ", ".join(f"{r}={p}" for r, p in lay.roles.items()) for lay in info.layouts]
 
     def found(style: int, index: int | None, how: str, mistakes=(), problem="") -> Mapping:

@@ -114,9 +114,7 @@ class Instance:
     def calls(self, requests: list[m.Request]) -> list[m.Reply]:
         """Several requests on this instance in one round trip (with its Build and pending weights first)."""
         self._raise_refusal()
-        (replies,) = self.subject.frame([(self, list(requests))])
-        if isinstance(replies, BaseException):
-            raise replies
+        (replies,) = self.subject.frame_or_raise([(self, list(requests))])
         return replies
 
     def call(self, request: m.Request) -> m.Reply:
@@ -152,8 +150,9 @@ class Instance:
     def jacobian(self, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> m.JacobianResult:
         return self.call(self.jacobian_request(x, r, mode))
 
-    def read_weights(self, layout: int) -> dict[str, np.ndarray]:
-        return self.call(m.ReadWeights(self.handle, layout)).weights
+    def read_weights_many(self, layouts: list[int]) -> list[dict[str, np.ndarray]]:
+        """The weights as each of these layouts reads them, in one round trip."""
+        return [r.weights for r in self.calls([m.ReadWeights(self.handle, i) for i in layouts])] if layouts else []
 
     def write_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Transplant before the next request, every time: the student's forward may have changed its own
@@ -321,6 +320,14 @@ class Subject:
                 entries.append(failure)
             elif got:
                 entries.append(got[len(prefix):])
+        return entries
+
+    def frame_or_raise(self, groups: list[tuple[Instance, list[m.Request]]]) -> list[list[m.Reply]]:
+        """`frame`, raising what the first failing group raised: for groups that are judged only all together."""
+        entries = self.frame(groups)
+        for entry in entries:
+            if isinstance(entry, BaseException):
+                raise entry
         return entries
 
     def build_ahead(self, instances: list[Instance]) -> None:

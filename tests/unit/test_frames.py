@@ -1,0 +1,125 @@
+"""Several requests, configurations and instances in one round trip to the child (Subject.frame, build_ahead,
+search.find_failure_at_once): the verdicts are those of one round trip at a time, the child's code runs in the
+same order and no more often, and a failure ends the frame where it would have ended the calls."""
+import sys
+
+import numpy as np
+import pytest
+
+import checks
+import mutants
+from harness.child.inprocess import InProcessSubject
+from harness.engine import search
+from harness.engine.runner import Options, run_checks
+from harness.wire import messages as m
+from harness.wire import protocol
+from harness.wire.config import Config
+from harness.wire.errors import TargetFailure
+from conftest import ROOT
+
+REFERENCE = f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA"
+FAILS_FROM_THREE = """
+import torch
+from torch import nn
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        with open({log!r}, "a") as log:
+            log.write(f"{{num_heads}}\\n")
+        if num_heads == 3:
+            raise ValueError("three heads refused")
+        self.proj = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        if x.shape[1] == 3:
+            raise RuntimeError("three tokens refused")
+        return self.proj(x)
+"""
+
+
+def _subject(tmp_path):
+    log = tmp_path / "built.log"
+    target = tmp_path / "three.py"
+    target.write_text(FAILS_FROM_THREE.format(log=str(log)))
+    return InProcessSubject(f"{target}:CausalMHA"), log
+
+
+def _cfg(heads: int, n: int = 2) -> Config:
+    return Config(d_in=12, d_out=12, heads=heads, context_length=6, batch=2, n=n)
+
+
+def test_a_failure_ends_the_frame_there_and_what_did_not_run_waits_for_the_next(tmp_path):
+    subject, _ = _subject(tmp_path)
+    try:
+        first, second = subject.build(_cfg(2)), subject.build(_cfg(4))
+        x = np.zeros((2, 2, 12))
+        entries = subject.frame([(first, [first.forward_request(x), first.forward_request(np.zeros((2, 3, 12)))]),
+                                 (second, [second.forward_request(x)])])
+        assert len(entries) == 1 and isinstance(entries[0], TargetFailure)
+        assert "three tokens refused" in entries[0].message
+        assert len(entries[0].answered) == 1 and entries[0].answered[0].y.shape == (2, 2, 12)
+        assert not first.unbuilt and second.unbuilt  # second never ran: its Build goes with its next request
+        assert second.forward(x).shape == (2, 2, 12) and not second.unbuilt
+    finally:
+        subject.close()
+
+
+def test_a_constructor_sent_ahead_runs_once_and_its_refusal_is_raised_at_first_use(tmp_path):
+    subject, log = _subject(tmp_path)
+    try:
+        built = {h: subject.build(_cfg(h)) for h in (1, 2, 3, 4)}
+        subject.build_ahead(list(built.values()))
+        assert log.read_text().split() == ["1", "2", "3"]  # the frame ended at the refusal: 4 waits
+        assert built[2].info.param_count == 12 * 12 + 12
+        with pytest.raises(TargetFailure, match="three heads refused"):
+            built[3].info  # noqa: B018 - raised here, not run again
+        assert log.read_text().split() == ["1", "2", "3"]
+        assert built[4].info.param_count == 12 * 12 + 12
+        with pytest.raises(TargetFailure, match="three heads refused"):
+            built[3].info  # noqa: B018 - asked again, it is built again, as before
+        assert log.read_text().split() == ["1", "2", "3", "4", "3"]
+    finally:
+        subject.close()
+
+
+def test_a_build_answered_under_another_handle_is_a_protocol_error():
+    built = m.Built(4, 10, [], [], [], [], [], 0, [])
+    with pytest.raises(protocol.ProtocolError, match="build 5 answered as 4"):
+        m.check_answer(m.Build(_cfg(2).to_dict(), 0, None, 5), built)
+    assert m.check_answer(m.Build(_cfg(2).to_dict(), 0, None, 4), built) is built
+
+
+ONE_AT_A_TIME = []  # the searches made one at a time: proof that the comparison compared something
+
+
+def _one_at_a_time(ctx, ask, judge, min_heads=1, min_n=1, build_first=False, generated=True):
+    """find_failure_at_once as one round trip per configuration, as the checks were written before."""
+    ONE_AT_A_TIME.append(ask)
+
+    def prop(cfg):
+        inst, requests, kept = ask(cfg)
+        return judge(cfg, lambda: inst.calls(requests), kept)
+    return search.find_failure(ctx, prop, min_heads, min_n, generated)
+
+
+def _verdicts(target: str) -> list[tuple]:
+    opts = Options(examples=3, diagnose=False)
+    report = run_checks(target, opts, subject=InProcessSubject(target, opts.overrides, opts.seed))
+    return [(c.id, c.status, c.message, c.details.get("finding")) for c in report.checks]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", [REFERENCE] + [f"{mutants.source_path(mid)}:CausalMHA" for mid in mutants.ids()],
+                         ids=["reference"] + mutants.ids())
+def test_every_configuration_in_one_frame_gives_the_verdicts_of_one_at_a_time(target, monkeypatch):
+    at_once = _verdicts(target)
+    for check in checks.all_checks():
+        module = sys.modules[check.run.__module__]
+        if hasattr(module, "find_failure_at_once"):
+            monkeypatch.setattr(module, "find_failure_at_once", _one_at_a_time)
+    ONE_AT_A_TIME.clear()
+    one_at_a_time = _verdicts(target)
+    assert at_once == one_at_a_time
+    assert ONE_AT_A_TIME or target != REFERENCE  # compared with something (a mutant may skip every such check)
