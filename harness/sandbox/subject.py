@@ -294,9 +294,10 @@ class Subject:
         """Requests on several instances in one round trip, each group behind its instance's Build and weights
         (`Instance.before_next`), in the order given, as if each group were sent on its own one after another.
         One entry per group that ran: its replies, or what sending it alone would have raised (the first failure
-        ends the frame there, as it would have ended the calls; the exception's `answered` holds the group's replies
-        before it).  Groups after a failure are not run and get no
-        entry; a dead or silent child raises WorkerDied, as `calls` does."""
+        ends the frame there, as it would have ended the calls; the exception's `answered` holds the group's
+        replies before it).  Groups after a failure are not run and get no entry; a dead or silent child raises
+        WorkerDied, as `calls` does.  Each group keeps the wall-clock time one round trip has (`call_seconds`),
+        within what is left of the target's (`total_seconds`): sent together, they share the sum."""
         flat, spans = [], []
         for inst, requests in groups:
             prefix = inst.before_next()
@@ -305,7 +306,7 @@ class Subject:
         if not flat:
             return [[] for _ in groups]
         try:
-            replies = self._exchange(flat)
+            replies = self._exchange(flat, rounds=len(groups))
         except BaseException:
             for inst, prefix, _, _ in spans:
                 inst.answered(prefix, [])
@@ -339,16 +340,17 @@ class Subject:
             if isinstance(entry, Exception) and inst.unbuilt:
                 inst.refused(entry)
 
-    def _exchange(self, requests: list[m.Request]) -> list[m.Reply]:
+    def _exchange(self, requests: list[m.Request], rounds: int = 1) -> list[m.Reply]:
         """One frame out, its replies back: all of them, or up to and including the first `Failed`.  A dead or
-        silent child raises WorkerDied."""
+        silent child raises WorkerDied.  The frame may take `rounds` times a round trip's time (`frame`)."""
         if self.dead:
             raise self.dead
         if self._awaiting_ready:
             self._until_ready()
         op = "+".join(dict.fromkeys(r.op for r in requests))  # what it was doing, each kind once
         now = time.monotonic()
-        deadline = min(now + self.limits.call_seconds, self.started + self.limits.total_seconds)
+        seconds = self.limits.call_seconds * max(1, rounds)
+        deadline = min(now + seconds, self.started + self.limits.total_seconds)
         try:
             self._send(m.encode_batch(requests), deadline)
             replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline)))
@@ -360,7 +362,7 @@ class Subject:
             stopped = linux.stopped_in_tree(self.pid)
             self._kill()
             total = deadline >= self.started + self.limits.total_seconds
-            limit = f"{self.limits.total_seconds:g} s in all" if total else f"{self.limits.call_seconds:g} s"
+            limit = f"{self.limits.total_seconds:g} s in all" if total else f"{seconds:g} s"
             self.dead = WorkerDied("killed", f"the process running your code was stopped (SIGSTOP) during {op} and "
                                              f"did not answer within {limit}") if stopped else \
                 WorkerDied("time", f"time limit: your code did not finish {op} within {limit} (an endless loop, a "
