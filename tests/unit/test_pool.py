@@ -360,11 +360,11 @@ def _disturbed_at_first_forward(zygote: Zygote, options: Options, disturb):
         subject = ForkedSubject(zygote, CORRECT, limits=options.limits)
         calls = subject._exchange
 
-        def disturbed(requests):
+        def disturbed(requests, **how):
             if not done and any(r.op == "forward" for r in requests):
                 done.append(subject.pid)
                 disturb(subject)
-            return calls(requests)
+            return calls(requests, **how)
         subject._exchange = disturbed  # every round trip passes here
         return subject
     return make
