@@ -37,6 +37,8 @@ class InProcessSubject(Subject):
         torch.set_default_dtype(torch.float64)  # as in the child (the caller waits while the worker runs)
         try:
             Worker(own_process=False).serve(stream, stream)  # never hide the caller's packages from its imports
+        except OSError:  # the caller hung up (a time-out shuts the socket): nobody is left to answer
+            pass
         finally:
             torch.set_default_dtype(previous)
             stream.close()

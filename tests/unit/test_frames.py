@@ -11,10 +11,11 @@ import mutants
 from harness.child.inprocess import InProcessSubject
 from harness.engine import search
 from harness.engine.runner import Options, run_checks
+from harness.sandbox.limits import Limits
 from harness.wire import messages as m
 from harness.wire import protocol
 from harness.wire.config import Config
-from harness.wire.errors import TargetFailure
+from harness.wire.errors import TargetFailure, WorkerDied
 from conftest import ROOT
 
 REFERENCE = f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA"
@@ -80,6 +81,40 @@ def test_a_constructor_sent_ahead_runs_once_and_its_refusal_is_raised_at_first_u
         with pytest.raises(TargetFailure, match="three heads refused"):
             built[3].info  # noqa: B018 - asked again, it is built again, as before
         assert log.read_text().split() == ["1", "2", "3", "4", "3"]
+    finally:
+        subject.close()
+
+
+SLOW = """
+import time
+from torch import nn
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        time.sleep(0.4)
+        return self.proj(x)
+"""
+
+
+def test_configurations_sent_together_keep_each_its_own_time_limit(tmp_path):
+    """Three configurations in one frame have three round trips' time (not one): a slow but correct layer is not
+    timed out because mha-check sent its configurations together.  One request still has one round trip's."""
+    target = tmp_path / "slow.py"
+    target.write_text(SLOW)
+    subject = InProcessSubject(f"{target}:CausalMHA", limits=Limits(call_seconds=1.0, total_seconds=30.0))
+    try:
+        modules = [subject.build(_cfg(h)) for h in (1, 2, 4)]
+        x = np.zeros((2, 2, 12))
+        entries = subject.frame([(inst, [inst.forward_request(x)]) for inst in modules])  # 1.2 s: within 3 s
+        assert [entry[0].y.shape for entry in entries] == [(2, 2, 12)] * 3
+        with pytest.raises(WorkerDied, match="within 1 s"):
+            modules[0].forward_many([x, x, x])  # 1.2 s in one round trip
+        subject._thread.join(5)  # the worker thread ends its sleep before the process may exit
     finally:
         subject.close()
 
