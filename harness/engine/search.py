@@ -16,6 +16,7 @@ shrink that the greedy descent does in fewer calls.
 """
 from __future__ import annotations
 
+import functools
 import zlib
 
 import numpy as np
@@ -27,6 +28,11 @@ def draws(separate: bool, qkv_bias: bool, min_heads: int = 1, min_n: int = 1, ex
     """`examples` distinct configurations: the smallest first, then uniform draws.  Widths as real layers accept
     them: head widths even (rotary embeddings need that), d_in a multiple of the heads (some layers demand it; the
     lesson allows any d_in, and nothing in the lesson's layer depends on it)."""
+    return list(_draws(separate, qkv_bias, min_heads, min_n, examples))
+
+
+@functools.lru_cache(maxsize=64)  # the same few keys, asked about a dozen times per target, in every target of a batch
+def _draws(separate: bool, qkv_bias: bool, min_heads: int, min_n: int, examples: int) -> tuple[Config, ...]:
     key = (separate, qkv_bias, min_heads, min_n)
     rng = np.random.default_rng([zlib.crc32(repr(key).encode())])
     low_ctx = max(2, min_n)
@@ -49,7 +55,7 @@ def draws(separate: bool, qkv_bias: bool, min_heads: int = 1, min_n: int = 1, ex
         cfg = draw()
         if cfg not in out:
             out.append(cfg)
-    return out
+    return tuple(out)
 
 
 def _attach(outcome, cfg: Config):
