@@ -61,8 +61,8 @@ def output_shape(ctx):
                                                           "last token" if positions == [cfg.n - 1] else "tokens"))
         return None
 
-    return find_failure_at_once(ctx, ask, judge) or passed("shape (B, n, d_out) and finite values for every "
-                                                           "configuration tried")
+    return find_failure_at_once(ctx, ask, judge, judge_refusals=True) or passed("shape (B, n, d_out) and finite "
+                                                                                "values for every configuration tried")
 
 
 RAISED_FIX = """Start at the line the error names and follow the shapes back from it: `mha-check trace FILE:Class`

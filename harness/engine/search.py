@@ -87,21 +87,22 @@ def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool 
 
 
 def find_failure_at_once(ctx, ask, judge, min_heads: int = 1, min_n: int = 1, build_first: bool = False,
-                         generated: bool = True):
+                         generated: bool = True, judge_refusals: bool = False):
     """`find_failure` for a property made of one round trip per configuration, with every configuration's round
     trip in a single frame: a round trip to the child costs about a forward pass of these small layers, and these
     checks ask for nine configurations each.
 
-    `ask(cfg)` -> (instance, requests, kept) names the round trip; `judge(cfg, answer, kept)` reads it, where
-    `answer()` gives the replies or raises what the round trip raised.  The verdict is find_failure's with
-    prop(cfg) = judge(cfg, lambda: instance.calls(requests), kept): the configurations are judged in the same order,
-    their requests run in the same order, and a request that fails ends the frame where it would have ended the
-    calls (the configurations after it are then asked one by one, if the search gets to them).  The one
-    difference: configurations after one whose values fail have run as well, unread; should one of them kill the
-    child, the check reports that crash instead.  `build_first`: `ask` reads what the child says about the
-    instance (its layouts, to transplant weights), so the configurations not built yet are built first, all in
-    one round trip.  The frame shares one request's time limit, as forward_many does: at these sizes it takes
-    milliseconds."""
+    `ask(cfg)` -> (instance, requests, kept) names the round trip (weights it transplants, `Context.transplant`,
+    go first); `judge(cfg, answer, kept)` reads it, where `answer()` gives the replies or raises what the round trip
+    raised.  The verdict is find_failure's with prop(cfg) = judge(cfg, lambda: instance.calls(requests), kept) after
+    the instance is built: the configurations are judged in the same order, their requests run in the same order,
+    and a request that fails ends the frame where it would have ended the calls (the configurations after it are
+    then asked one by one, if the search gets to them).  A constructor that refuses a configuration, or an `ask`
+    that raises, raises from the property, as building it first did; with `judge_refusals` the refusal is the
+    judge's to read instead (its check built inside what it judges).  The one difference: configurations after one
+    whose values fail have run as well, unread; should one of them kill the child, the check reports that crash
+    instead.  `build_first`: `ask` reads what the child says about the instance (its layouts, to transplant
+    weights), so the configurations not built yet are built first, all in one round trip."""
     drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples) if generated else []
     configs = list(dict.fromkeys(list(ctx.required_configs()) + drawn))
     if build_first:
@@ -109,21 +110,33 @@ def find_failure_at_once(ctx, ask, judge, min_heads: int = 1, min_n: int = 1, bu
     questions, early = [], {}
     for cfg in configs:
         try:
-            questions.append((cfg, *ask(cfg)))
-        except Exception as e:  # noqa: BLE001 - this configuration's answer, judged in its turn
-            early[cfg] = (e, None)
+            inst, requests, kept = ask(cfg)
+        except Exception as e:  # noqa: BLE001 - this configuration's answer, raised in its turn
+            early[cfg] = (e, _RAISES)
             break
+        written = inst.take_weights()  # this configuration's transplant, before another one's replaces it
+        questions.append((cfg, inst, written + list(requests), (len(written), kept)))
     entries = ctx.subject.frame([(inst, requests) for _, inst, requests, _ in questions])
     early.update({cfg: (entry, kept) for (cfg, _, _, kept), entry in zip(questions, entries)})
 
     def prop(cfg: Config):
         if cfg in early:
             entry, kept = early.pop(cfg)
-            return judge(cfg, lambda: _given(entry), kept)
+            if kept is _RAISES or (isinstance(entry, BaseException) and entry.at_build and not judge_refusals):
+                raise entry
+            skip, kept = kept  # the replies to its transplant are not the judge's
+            if isinstance(entry, BaseException):
+                entry.answered = entry.answered[skip:]
+            return judge(cfg, lambda: _given(entry)[skip:], kept)
         inst, requests, kept = ask(cfg)
+        if not judge_refusals:
+            inst.info  # noqa: B018 - built first, as before the round trip: a refusal raises here
         return judge(cfg, lambda: inst.calls(requests), kept)
 
     return find_failure(ctx, prop, min_heads, min_n, generated)
+
+
+_RAISES = object()  # `ask` raised: the property raises it
 
 
 def _given(entry):

@@ -174,8 +174,8 @@ def protections(limits: Limits) -> list[str]:
     """The report's list of the limits and habits every child has (adapter.protections); what confined it, which
     varies with the machine and the slot, is the report's isolation block."""
     return ["separate process (verdict computed outside it)", "process group killed on exit",
-            f"CPU {limits.cpu_seconds} s", f"wall clock {limits.call_seconds:g} s per request (per configuration "
-            "where a check sends several at once), "
+            f"CPU {limits.cpu_seconds} s", f"wall clock {limits.call_seconds:g} s per request (pooled over the "
+            "requests sent together), "
             f"{limits.total_seconds:g} s in all", f"memory {limits.memory_mb} MB (address space "
             f"{limits.memory_mb + limits.library_mb} MB with torch's libraries)",
             f"files up to {limits.file_mb} MB", f"{limits.open_files} open files", f"{limits.processes} processes",

@@ -93,13 +93,17 @@ class Instance:
         """`choose(instance)` picks the layout when it is first wanted: picking reads the Build's answer."""
         self._choose_layout = choose
 
-    def before_next(self) -> list[m.Request]:
-        """What must run before this instance's next requests: its Build, if not sent, and weights to transplant."""
-        prefix = [self._build] if self._build is not None else []
-        if self._pending is not None:
-            prefix.append(m.WriteWeights(self.handle, self.layout, self._pending))
-            self._pending = None
-        return prefix
+    def before_next(self, build: bool = True) -> list[m.Request]:
+        """What must run before this instance's next requests: its Build, if not sent (and `build`: not already
+        in the same frame), then the weights to transplant (`take_weights`)."""
+        return ([self._build] if build and self._build is not None else []) + self.take_weights()
+
+    def take_weights(self) -> list[m.WriteWeights]:
+        """The transplant waiting for the next request, as a request of its own (none waiting: none)."""
+        if self._pending is None:
+            return []
+        write, self._pending = m.WriteWeights(self.handle, self.layout, self._pending), None
+        return [write]
 
     def answered(self, prefix: list[m.Request], replies: list[m.Reply]) -> None:
         """The child's replies to `before_next()`'s requests (all, up to a failure, or none): a Build answered is
@@ -295,18 +299,20 @@ class Subject:
         (`Instance.before_next`), in the order given, as if each group were sent on its own one after another.
         One entry per group that ran: its replies, or what sending it alone would have raised (the first failure
         ends the frame there, as it would have ended the calls; the exception's `answered` holds the group's
-        replies before it).  Groups after a failure are not run and get no entry; a dead or silent child raises
-        WorkerDied, as `calls` does.  Each group keeps the wall-clock time one round trip has (`call_seconds`),
-        within what is left of the target's (`total_seconds`): sent together, they share the sum."""
-        flat, spans = [], []
+        replies before it, its `at_build` says whether the constructor refused).  Groups after a failure are not
+        run and get no entry; a dead or silent child raises WorkerDied, as `calls` does.  Every request keeps the
+        wall-clock time it would have had on its own (`call_seconds`), pooled over the frame, within what is
+        left of the target's (`total_seconds`)."""
+        flat, spans, building = [], [], set()
         for inst, requests in groups:
-            prefix = inst.before_next()
+            prefix = inst.before_next(build=id(inst) not in building)  # one Build per instance, in its first group
+            building.add(id(inst))
             spans.append((inst, prefix, len(flat), len(prefix) + len(requests)))
             flat += prefix + list(requests)
         if not flat:
             return [[] for _ in groups]
         try:
-            replies = self._exchange(flat, rounds=len(groups))
+            replies = self._exchange(flat, rounds=len(flat))
         except BaseException:
             for inst, prefix, _, _ in spans:
                 inst.answered(prefix, [])
@@ -318,6 +324,7 @@ class Subject:
             inst.answered(prefix, got)
             if failure is not None:
                 failure.answered = got[len(prefix):-1]  # the group's replies before the request that failed
+                failure.at_build = len(got) <= len(prefix) and isinstance(prefix[len(got) - 1], m.Build)
                 entries.append(failure)
             elif got:
                 entries.append(got[len(prefix):])
@@ -335,14 +342,14 @@ class Subject:
         """Send the Builds of these instances (those not built yet) in one round trip, up to the first that the
         constructor refuses; that refusal is raised at its instance's next use (`Instance.info` or a request), so
         that the constructor runs once, as if it had been sent then."""
-        waiting = [inst for inst in instances if inst.unbuilt]
+        waiting = list({id(inst): inst for inst in instances if inst.unbuilt}.values())
         for inst, entry in zip(waiting, self.frame([(inst, []) for inst in waiting])):
             if isinstance(entry, Exception) and inst.unbuilt:
                 inst.refused(entry)
 
     def _exchange(self, requests: list[m.Request], rounds: int = 1) -> list[m.Reply]:
         """One frame out, its replies back: all of them, or up to and including the first `Failed`.  A dead or
-        silent child raises WorkerDied.  The frame may take `rounds` times a round trip's time (`frame`)."""
+        silent child raises WorkerDied.  The frame may take `rounds` times one request's time (`frame`)."""
         if self.dead:
             raise self.dead
         if self._awaiting_ready:
@@ -356,6 +363,8 @@ class Subject:
             replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline)))
             if len(replies) > len(requests) or (len(replies) < len(requests) and not isinstance(replies[-1], m.Failed)):
                 raise protocol.ProtocolError(f"{len(replies)} replies to {len(requests)} requests")
+            if any(isinstance(reply, m.Failed) for reply in replies[:-1]):  # a failure ends a frame
+                raise protocol.ProtocolError("a failure before the end of the replies")
             for request, reply in zip(requests, replies):
                 m.check_answer(request, reply)
         except TimeoutError:

@@ -96,24 +96,27 @@ class CausalMHA(nn.Module):
         self.proj = nn.Linear(d_in, d_out)
 
     def forward(self, x):
-        time.sleep(0.4)
+        time.sleep(0.4 if x.shape[0] > 1 else 0.7)
         return self.proj(x)
 """
 
 
 def test_configurations_sent_together_keep_each_its_own_time_limit(tmp_path):
-    """Three configurations in one frame have three round trips' time (not one): a slow but correct layer is not
-    timed out because mha-check sent its configurations together.  One request still has one round trip's."""
+    """Requests sent together keep the time each would have had on its own, pooled (here 0.5 s each): a slow but
+    correct layer is not timed out because mha-check sent its configurations together.  One request still has
+    one request's time."""
     target = tmp_path / "slow.py"
     target.write_text(SLOW)
-    subject = InProcessSubject(f"{target}:CausalMHA", limits=Limits(call_seconds=1.0, total_seconds=30.0))
+    subject = InProcessSubject(f"{target}:CausalMHA", limits=Limits(call_seconds=0.5, total_seconds=30.0))
     try:
         modules = [subject.build(_cfg(h)) for h in (1, 2, 4)]
+        subject.build_ahead(modules)
         x = np.zeros((2, 2, 12))
-        entries = subject.frame([(inst, [inst.forward_request(x)]) for inst in modules])  # 1.2 s: within 3 s
+        entries = subject.frame([(inst, [inst.forward_request(x)]) for inst in modules])  # 1.2 s: within 1.5 s
         assert [entry[0].y.shape for entry in entries] == [(2, 2, 12)] * 3
-        with pytest.raises(WorkerDied, match="within 1 s"):
-            modules[0].forward_many([x, x, x])  # 1.2 s in one round trip
+        assert [y.shape for y in modules[0].forward_many([x, x])] == [(2, 2, 12)] * 2  # 0.8 s: within 1 s
+        with pytest.raises(WorkerDied, match="within 0.5 s"):
+            modules[0].forward(np.zeros((1, 2, 12)))  # 0.7 s alone
         subject._thread.join(5)  # the worker thread ends its sleep before the process may exit
     finally:
         subject.close()
@@ -129,25 +132,63 @@ def test_a_build_answered_under_another_handle_is_a_protocol_error():
 ONE_AT_A_TIME = []  # the searches made one at a time: proof that the comparison compared something
 
 
-def _one_at_a_time(ctx, ask, judge, min_heads=1, min_n=1, build_first=False, generated=True):
-    """find_failure_at_once as one round trip per configuration, as the checks were written before."""
+def _one_at_a_time(ctx, ask, judge, min_heads=1, min_n=1, build_first=False, generated=True, judge_refusals=False):
+    """find_failure_at_once as one round trip per configuration, as the checks were written before: each built
+    first in a round trip of its own (inside what is judged, for the check that judges refusals)."""
     ONE_AT_A_TIME.append(ask)
 
     def prop(cfg):
         inst, requests, kept = ask(cfg)
+        if not judge_refusals:
+            inst.info  # noqa: B018 - the Build on its own
         return judge(cfg, lambda: inst.calls(requests), kept)
     return search.find_failure(ctx, prop, min_heads, min_n, generated)
 
 
+FIXTURES = ROOT / "tests" / "fixtures" / "frames"
+REFUSES_ONE = f"{FIXTURES / 'refuses_one_configuration.py'}:CausalMHA"
+SHARED_INSTANCE = f"{FIXTURES / 'shared_instance.py'}:MHA"
+
+
+def test_one_instance_in_several_groups_of_a_frame_is_built_once(tmp_path):
+    subject, log = _subject(tmp_path)
+    sent = []
+    exchange = subject._exchange
+
+    def recording(requests, **how):
+        sent.append([r.op for r in requests])
+        return exchange(requests, **how)
+    subject._exchange = recording
+    try:
+        inst = subject.build(_cfg(2))
+        x = np.zeros((2, 2, 12))
+        entries = subject.frame([(inst, [inst.forward_request(x)]), (inst, [inst.forward_request(x)])])
+        assert sent[-1] == ["build", "forward", "forward"] and len(entries) == 2  # after the load
+        assert log.read_text().split() == ["2"]
+    finally:
+        subject.close()
+
+
 def _verdicts(target: str) -> list[tuple]:
-    opts = Options(examples=3, diagnose=False)
+    opts = Options(diagnose=False)
     report = run_checks(target, opts, subject=InProcessSubject(target, opts.overrides, opts.seed))
     return [(c.id, c.status, c.message, c.details.get("finding")) for c in report.checks]
 
 
+def test_a_constructor_refusing_a_configuration_that_only_some_checks_draw_fails_the_first_of_them():
+    verdicts = {check: (status, message) for check, status, message, _ in _verdicts(REFUSES_ONE)}
+    assert verdicts["contiguity"][0] == "fail" and "refused: d=12" in verdicts["contiguity"][1]
+
+
+def test_configurations_that_share_a_module_get_each_their_own_weights():
+    verdicts = {check: (status, finding) for check, status, _, finding in _verdicts(SHARED_INSTANCE)}
+    assert verdicts["view-order"] == ("fail", "view:view-bhnd:q/lesson")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("target", [REFERENCE] + [f"{mutants.source_path(mid)}:CausalMHA" for mid in mutants.ids()],
-                         ids=["reference"] + mutants.ids())
+@pytest.mark.parametrize("target", [REFERENCE, REFUSES_ONE, SHARED_INSTANCE] +
+                         [f"{mutants.source_path(mid)}:CausalMHA" for mid in mutants.ids()],
+                         ids=["reference", "refuses-one", "shared-instance"] + mutants.ids())
 def test_every_configuration_in_one_frame_gives_the_verdicts_of_one_at_a_time(target, monkeypatch):
     at_once = _verdicts(target)
     for check in checks.all_checks():
