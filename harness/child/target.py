@@ -265,7 +265,7 @@ def settings_from_globals(obj) -> dict[str, str]:
                     todo.append(g)
                 elif isinstance(g, (int, float)) and not isinstance(g, bool) and key_of(name) in SIZE_KEYS:
                     found[name] = repr(g)
-    return found
+    return dict(sorted(found.items()))  # by name: a set's order changes with each process's string hashes
 
 
 def _names(code) -> set[str]:
