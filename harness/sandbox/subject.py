@@ -360,7 +360,9 @@ class Subject:
         deadline = min(now + seconds, self.started + self.limits.total_seconds)
         try:
             self._send(m.encode_batch(requests), deadline)
-            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline)))
+            builds = sum(isinstance(r, m.Build) for r in requests)  # each answer lists a module's names: its own room
+            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline),
+                                                        max_header=protocol.MAX_HEADER * max(1, builds)))
             if len(replies) > len(requests) or (len(replies) < len(requests) and not isinstance(replies[-1], m.Failed)):
                 raise protocol.ProtocolError(f"{len(replies)} replies to {len(requests)} requests")
             if any(isinstance(reply, m.Failed) for reply in replies[:-1]):  # a failure ends a frame

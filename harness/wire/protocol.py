@@ -48,11 +48,12 @@ def _read_exact(stream, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def decode(stream) -> tuple[dict, dict[str, np.ndarray]]:
-    """Read one frame; raise ProtocolError for anything malformed and EOFError when the channel is closed."""
+def decode(stream, max_header: int = MAX_HEADER) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read one frame; raise ProtocolError for anything malformed and EOFError when the channel is closed.
+    `max_header`: the frame holds that many MAX_HEADERs' worth of replies (several modules' descriptions)."""
     (size,) = struct.unpack(">I", _read_exact(stream, 4))
-    if size > MAX_HEADER:
-        raise ProtocolError(f"header of {size} bytes exceeds {MAX_HEADER}")
+    if size > max_header:
+        raise ProtocolError(f"header of {size} bytes exceeds {max_header}")
     try:
         header = json.loads(_read_exact(stream, size).decode("utf-8"))
     except ValueError as e:  # not UTF-8, not JSON, or an integer longer than Python's 4300-digit limit

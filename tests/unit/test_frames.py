@@ -199,3 +199,35 @@ def test_every_configuration_in_one_frame_gives_the_verdicts_of_one_at_a_time(ta
     one_at_a_time = _verdicts(target)
     assert at_once == one_at_a_time
     assert ONE_AT_A_TIME or target != REFERENCE  # compared with something (a mutant may skip every such check)
+
+
+MANY_NAMES = """
+import torch
+from torch import nn
+
+
+class CausalMHA(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.proj = nn.Linear(d_in, d_out)
+        for i in range(3000):  # 3000 buffer names of 70 characters: a Build's answer of about 400 kB
+            self.register_buffer(f"buffer_{{i:05d}}_" + "x" * 56, torch.zeros(1))
+
+    def forward(self, x):
+        return self.proj(x)
+"""
+
+
+def test_builds_sent_together_have_each_the_room_one_has_alone(tmp_path):
+    """A module's description (every parameter, buffer and state_dict name) may fill most of a frame's header
+    limit: several Builds in one frame (construct's three) have that room each (found by an attacker's trial: a
+    correct layer with thousands of buffers was told it corrupted the channel)."""
+    target = tmp_path / "many.py"
+    target.write_text(MANY_NAMES.replace("{{", "{").replace("}}", "}"))
+    subject = InProcessSubject(f"{target}:CausalMHA")
+    try:
+        modules = [subject.build(_cfg(h)) for h in (1, 2, 4)]
+        subject.build_ahead(modules)
+        assert [len(inst.info.buffers) for inst in modules] == [3000] * 3
+    finally:
+        subject.close()
