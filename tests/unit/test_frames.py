@@ -145,9 +145,21 @@ def _one_at_a_time(ctx, ask, judge, min_heads=1, min_n=1, build_first=False, gen
     return search.find_failure(ctx, prop, min_heads, min_n, generated)
 
 
-FIXTURES = ROOT / "tests" / "fixtures" / "frames"
-REFUSES_ONE = f"{FIXTURES / 'refuses_one_configuration.py'}:CausalMHA"
-SHARED_INSTANCE = f"{FIXTURES / 'shared_instance.py'}:MHA"
+SHARED_INSTANCE = f"{ROOT / 'tests' / 'fixtures' / 'frames' / 'shared_instance.py'}:MHA"
+REFUSES_ONE = "refuses-one"  # made by _refusing_one: the reference, whose constructor refuses one configuration
+
+
+def _refusing_one(folder) -> str:
+    """The reference with a constructor that refuses one configuration, drawn only by contiguity and view-order:
+    every check that sends its configurations together must still fail on the refusal, as when each was built on
+    its own (found by an attacker's trial: contiguity skipped it as a forward error, view-order reported an
+    internal error)."""
+    source = (ROOT / "reference" / "causal_mha.py").read_text()
+    anchor = "        d_out = d if d_out is None else d_out\n"
+    refusal = '        if (d, d_out, context_length) == (12, 8, 6):\n            raise ValueError("refused: d=12")\n'
+    path = folder / "refuses_one.py"
+    path.write_text(source.replace(anchor, anchor + refusal, 1))
+    return f"{path}:CausalMHA"
 
 
 def test_one_instance_in_several_groups_of_a_frame_is_built_once(tmp_path):
@@ -175,8 +187,8 @@ def _verdicts(target: str) -> list[tuple]:
     return [(c.id, c.status, c.message, c.details.get("finding")) for c in report.checks]
 
 
-def test_a_constructor_refusing_a_configuration_that_only_some_checks_draw_fails_the_first_of_them():
-    verdicts = {check: (status, message) for check, status, message, _ in _verdicts(REFUSES_ONE)}
+def test_a_constructor_refusing_a_configuration_that_only_some_checks_draw_fails_the_first_of_them(tmp_path):
+    verdicts = {check: (status, message) for check, status, message, _ in _verdicts(_refusing_one(tmp_path))}
     assert verdicts["contiguity"][0] == "fail" and "refused: d=12" in verdicts["contiguity"][1]
 
 
@@ -189,7 +201,8 @@ def test_configurations_that_share_a_module_get_each_their_own_weights():
 @pytest.mark.parametrize("target", [REFERENCE, REFUSES_ONE, SHARED_INSTANCE] +
                          [f"{mutants.source_path(mid)}:CausalMHA" for mid in mutants.ids()],
                          ids=["reference", "refuses-one", "shared-instance"] + mutants.ids())
-def test_every_configuration_in_one_frame_gives_the_verdicts_of_one_at_a_time(target, monkeypatch):
+def test_every_configuration_in_one_frame_gives_the_verdicts_of_one_at_a_time(target, monkeypatch, tmp_path):
+    target = _refusing_one(tmp_path) if target == REFUSES_ONE else target
     at_once = _verdicts(target)
     for check in checks.all_checks():
         module = sys.modules[check.run.__module__]
