@@ -140,10 +140,6 @@ class Instance:
     def forward(self, x: np.ndarray, mode: str = "eval", noncontig: bool = False) -> np.ndarray:
         return self.call(self.forward_request(x, mode, noncontig=noncontig)).y
 
-    def forward_keep_input(self, x: np.ndarray, mode: str = "eval") -> m.Output:
-        """The output and the input tensor as it was after forward (to see in-place changes)."""
-        return self.call(self.forward_request(x, mode, want_x_after=True))
-
     def forward_many(self, xs: list[np.ndarray], mode: str = "eval") -> list[np.ndarray]:
         """Forward passes of several inputs in one round trip."""
         return [r.y for r in self.calls([self.forward_request(x, mode) for x in xs])]
