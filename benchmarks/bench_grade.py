@@ -56,7 +56,7 @@ def main() -> None:
         subs = Path(tmp) / "subs"
         files = make_submissions(subs, args.count)
         quiet = dict(cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        single = lambda f: subprocess.run(tool + [str(f), "--format", "json"], **quiet)  # noqa: E731
+        single = lambda f: subprocess.run(tool + [str(f), "--format", "json"], **quiet)
         blocks = [files[i::BLOCKS] for i in range(BLOCKS)]
         for r in range(args.rounds):
             sequential = 0.0

@@ -176,7 +176,8 @@ def _leak_verdict(result, cfg, head=None, mode="eval"):
         return None
     what, code = describe_leak(G)
     code = code if mode == "eval" else "train-only"
-    return failed(f"{what}{where}; {LEAK_PATTERNS[code]}", observed=what, expected="zero for s > t, non-zero for s <= t",
+    return failed(f"{what}{where}; {LEAK_PATTERNS[code]}", observed=what,
+                  expected="zero for s > t, non-zero for s <= t",
                   leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(), finding="leak:" + code)
 
 

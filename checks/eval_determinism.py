@@ -34,7 +34,8 @@ def eval_determinism(ctx):
     first, second = inst.forward_many([x, x])
     if not np.array_equal(first, second, equal_nan=True):
         return failed(f"with {how}, two forward passes in eval() mode gave different outputs: "
-                      + worst_difference(second, first, ("second pass", "first pass")) + "; dropout is still active in eval mode",
+                      + worst_difference(second, first, ("second pass", "first pass"))
+                      + "; dropout is still active in eval mode",
                       config=cfg, observed="different outputs", expected="identical outputs",
                       finding="dropout in eval")
     if inst.layout is not None:  # same weights with and without dropout: eval() must make them agree
@@ -46,7 +47,8 @@ def eval_determinism(ctx):
             [(inst, [inst.forward_request(x)]), (plain, [plain.forward_request(x)])]))
         if not same(with_dropout, without):
             return failed(f"with {how}, the eval() output differs from the same module built with dropout=0: "
-                          + worst_difference(with_dropout, without, ("p=0.5", "p=0")) + "; dropout (or its 1/(1-p) scaling) is applied "
+                          + worst_difference(with_dropout, without, ("p=0.5", "p=0"))
+                          + "; dropout (or its 1/(1-p) scaling) is applied "
                           "in eval mode", config=cfg, observed="output depends on p in eval()",
                           expected="the same output as with p=0", finding="dropout scaling in eval")
     return passed(f"deterministic in eval() mode, and equal to the dropout-free output ({how})")

@@ -104,5 +104,6 @@ def param_count(ctx):
     configs = ctx.required_configs()
     if ctx.accepts("qkv_bias"):
         configs += [replace(cfg, qkv_bias=True) for cfg in configs]
-    return find_failure(ctx, prop, generated=False, required=configs) or passed("3·d_in·d_out + d_out² + the biases the layer has, "
+    return find_failure(ctx, prop, generated=False, required=configs) or passed(
+        "3·d_in·d_out + d_out² + the biases the layer has, "
                                                               "for every configuration tried")

@@ -35,11 +35,11 @@ __all__ = ["check", "Report", "CheckResult", "PACKAGES_ROOT"]
 
 def __getattr__(name):  # lazy: `import harness` stays free of numpy (the pytest plugin needs that)
     if name == "check":
-        from harness.frontends.api import check
+        from harness.frontends.api import check  # noqa: PLC0415 - lazy: `import harness` stays free of numpy
 
         return check
     if name in ("Report", "CheckResult"):
-        from harness.engine import report
+        from harness.engine import report  # noqa: PLC0415 - lazy, as above
 
         return getattr(report, name)
     raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -14,7 +14,8 @@ INFO = MutantInfo(
     killed_by=("output-shape", "param-count", "head-invariance"),
     symptom=("Every head projects to the full width d_out and the heads are only stacked side by side: the output "
              "has H·d_out features instead of d_out, and the parameter count grows with H."),
-    fix="self.h, self.dh = nheads, d_out // nheads; one Linear(d_in, d_out) per role; self.out = nn.Linear(d_out, d_out)",
+    fix=("self.h, self.dh = nheads, d_out // nheads; one Linear(d_in, d_out) per role; "
+         "self.out = nn.Linear(d_out, d_out)"),
     example=(
         "d = 8, H = 2: each head's Q, K, V are Linear(8, 8): 2 · 3 · 64 = 384 parameters, no W_O\n"
         "x: (2, 3, 8) -> each head gives (2, 3, 8) -> torch.cat(..., dim=-1) -> y: (2, 3, 16)\n"

@@ -38,7 +38,7 @@ class CausalMHA(nn.Module):
 
     def forward(self, x):
         B, n, d_in = x.shape
-        d = self.h * self.dh
+        d = self.h * self.dh  # noqa: F841 - the reference merges to d; this mistake merges to d_in
         split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)

@@ -202,7 +202,7 @@ def one_line(desc: dict) -> str:
     return f"{desc['file']} {desc['function']}: {desc['before'] or '∅'!r} -> {desc['after'] or '∅'!r}"
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> int:  # noqa: C901 - the run's steps in order, each a few lines
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fast", action="store_true", help=f"mutate only {', '.join(FAST)} (the CI subset)")
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="mutants tested at once")

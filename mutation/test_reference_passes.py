@@ -112,7 +112,8 @@ def _oracle() -> list[str]:
         gy = rng.standard_normal((2, n, d_out))
         for split in ("lesson", "view-bhnd", "view-bhnd:q", "view-bhnd:kv"):
             for merge in ("lesson", "no-transpose"):
-                where = f"d_in={d_in}, d_out={d_out}, heads={heads}, n={n}, bias={qkv_bias}, scale={scale}, {split}/{merge}"
+                where = (f"d_in={d_in}, d_out={d_out}, heads={heads}, n={n}, bias={qkv_bias}, scale={scale}, "
+                         f"{split}/{merge}")
                 tw = {r: torch.tensor(w.bias(r) if r[0] == "b" else getattr(w, r), requires_grad=True)
                       for r in numpy_ref.ROLES}
                 tx = torch.tensor(x, requires_grad=True)

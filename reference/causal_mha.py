@@ -33,7 +33,7 @@ class CausalMHA(nn.Module):
         return self.out(ctx)
 
 
-def mha_forward(x, nheads, wq, wk, wv, wo, bq=None, bk=None, bv=None, bo=None):  # pragma: no mutate block - no check calls it
+def mha_forward(x, nheads, wq, wk, wv, wo, bq=None, bk=None, bv=None, bo=None):  # pragma: no mutate block - unchecked
     """The reference forward from explicit weights in nn.Linear convention (weight shape (out, in)).
 
     Used by tests to tie the numpy reference to the torch module; dropout is not part of it (evaluation mode).

@@ -119,7 +119,8 @@ def _softmax_masked(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge: str = "lesson", cache: dict | None = None):
+def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge: str = "lesson",
+            cache: dict | None = None):
     """y = out_proj(merge(softmax(mask(QKᵀ/√dh)) V)); `cache` receives the intermediates for `backward`."""
     dh = w.d_out // heads
     q = x @ w.wq.T + w.bias("bq")

@@ -179,7 +179,7 @@ def _head_index(module: nn.Module, qualname: str, heads: int) -> int | None:
     """The index in a ModuleList/Sequential of `heads` per-head modules that this parameter sits in, if any."""
     parts = qualname.split(".")
     node = module
-    for i, part in enumerate(parts[:-1]):
+    for part in parts[:-1]:
         child = getattr(node, part, None) if not part.isdigit() else node[int(part)]
         if isinstance(node, (nn.ModuleList, nn.Sequential)) and part.isdigit() and len(node) == heads > 1:
             return int(part)

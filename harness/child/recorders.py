@@ -1,9 +1,9 @@
 """Child side: recorders of one forward pass, as torch function modes.
 
 `DeviceRecorder` follows which tensors would move with the module and which would stay on the CPU (made without
-`device=`, kept outside the module's buffers), and notes where the two meet.  `TraceRecorder` records every torch operation with its shapes, arguments, data flow and the
-student's line that called it, for `mha-check trace` and for the line pointer of the report.  Both only observe:
-recording never changes what the student's forward computes.
+`device=`, kept outside the module's buffers), and notes where the two meet.  `TraceRecorder` records every torch
+operation with its shapes, arguments, data flow and the student's line that called it, for `mha-check trace` and for the
+line pointer of the report.  Both only observe: recording never changes what the student's forward computes.
 """
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         try:
             result = func(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001 - noted (the step that raised), then raised on unchanged
+        except BaseException as e:  # noted (the step that raised), then raised on unchanged
             try:
                 self._record(func, args, kwargs, None, raised=_trace_exception(e))
             except Exception:  # noqa: BLE001

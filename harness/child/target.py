@@ -196,7 +196,7 @@ def _import_module(where: str, search_dir: str):
 
 
 def _candidates(module) -> list[str]:
-    import torch.nn as nn
+    import torch.nn as nn  # noqa: PLC0415 - torch is the child's, imported once the target is loaded
 
     return sorted(
         n for n, obj in vars(module).items()
@@ -305,7 +305,7 @@ def _lookup(module, name: str | None, where: str, filename: str | None, notes: l
             raise TargetError("lookup", f"{os.path.basename(where)} has no {name!r}.{hint}"
                                         f"{listing}")
         obj = getattr(obj, part)
-    import torch.nn as nn
+    import torch.nn as nn  # noqa: PLC0415 - torch is the child's, imported once the target is loaded
 
     if isinstance(obj, nn.Module):
         raise TargetError("lookup", f"{name!r} is an instance of {type(obj).__name__}, not a class: name the class "

@@ -99,8 +99,9 @@ class Worker:
     def _student(self, stage: str, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: all are the student's
-            raise StudentError(stage, describe_exception(e, self.target.module_file if self.target else None)[:4000])
+        except BaseException as e:  # SystemExit, KeyboardInterrupt: all are the student's
+            where = self.target.module_file if self.target else None
+            raise StudentError(stage, describe_exception(e, where)[:4000]) from e
 
     def _inst(self, request) -> dict:
         return self.instances[request.handle]
@@ -239,8 +240,9 @@ class Worker:
     def _batched_jacobian(proj: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
         """All B·n backward passes in vectorised calls of JACOBIAN_ROWS each (is_grads_batched): about 10x faster
         than one call per output position, with the same exact zeros and NaNs (what the verdict reads) and the same
-        other values to rounding (a relative 1e-13: on longer sequences the batched kernels add in another order).  Anything it cannot do (an operation without
-        a batching rule, a hook of the student's that does not vectorise) returns None and the position-by-position
+        other values to rounding (a relative 1e-13: on longer sequences the batched kernels add in another order).
+        Anything it cannot do (an operation without a batching rule, a hook of the student's that does not vectorise)
+        returns None and the position-by-position
         loop runs, whose errors are the student's as usual; its warnings are ours, never the student's output."""
         B, n = proj.shape
         seeds = torch.eye(B * n, dtype=proj.dtype).reshape(B * n, B, n)

@@ -40,8 +40,9 @@ class CheckResult:
     def of(cls, check, outcome) -> "CheckResult":
         """A check's declaration joined with what it found."""
         return cls(id=check.id, status=outcome.status, claim=check.claim, message=outcome.message, kind=check.kind,
-                   fix=outcome.fix or check.fix, help=outcome.help, explanation=check.explanation, config=outcome.config,
-                   observed=outcome.observed, expected=outcome.expected, details=dict(outcome.details))
+                   fix=outcome.fix or check.fix, help=outcome.help, explanation=check.explanation,
+                   config=outcome.config, observed=outcome.observed, expected=outcome.expected,
+                   details=dict(outcome.details))
 
 
 @dataclass

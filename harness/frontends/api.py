@@ -27,9 +27,9 @@ there:
   (``D_MODEL = 64``), a lambda by the line that assigned it (``act = lambda x: ...``), and the source of helper
   functions and base classes defined next to it (in the same notebook), recursively.  Places in that copy are
   named "your notebook, class MyAttn, line 4", never by the temporary file.  A class whose source cannot be found
-  gives a report that cannot tell (mha-check's limit), not an exception.  Other globals (a tensor built in another cell, ...) cannot be carried over: they are listed in
-  ``report.notes``; make them constructor arguments or define them inside the class.  ``source=True`` forces this
-  path for file-based objects too, ``source=False`` refuses it.
+  gives a report that cannot tell (mha-check's limit), not an exception.  Other globals (a tensor built in another
+  cell, ...) cannot be carried over: they are listed in ``report.notes``; make them constructor arguments or define them
+  inside the class.  ``source=True`` forces this path for file-based objects too, ``source=False`` refuses it.
 - An ``nn.Module`` instance is checked through its class: mha-check builds its own instances with its own
   configurations (widths, heads, context lengths), so your instance's constructor arguments and trained weights are
   not used (and cannot be known: Python does not keep them).

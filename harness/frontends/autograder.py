@@ -55,7 +55,8 @@ TORCH_INDEX="${{TORCH_INDEX_URL:-{index}}}"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {{
     echo "mha-check needs Python 3.10 or newer and python3 here is $(python3 --version 2>&1):" \\
          "choose a newer base image (Ubuntu 22.04 or later) in the autograder settings"; exit 1; }}
-python3 -m venv --clear "$VENV" || {{ apt-get update && apt-get install -y python3-venv && python3 -m venv --clear "$VENV"; }}
+python3 -m venv --clear "$VENV" || {{ apt-get update && apt-get install -y python3-venv \
+    && python3 -m venv --clear "$VENV"; }}
 "$VENV/bin/pip" install --no-cache-dir --index-url "$TORCH_INDEX" "torch=={torch}" || {{
     echo "torch=={torch} has no CPU build for $(python3 --version 2>&1) on $TORCH_INDEX: taking the newest torch 2"
     "$VENV/bin/pip" install --no-cache-dir --index-url "$TORCH_INDEX" "torch>=2.1,<3"; }}

@@ -43,7 +43,7 @@ def measure(targets: dict[str, str], jobs: int = 2) -> dict:
     try:
         def one(spec):
             with zygotes.take() as zygote:
-                make = lambda: ForkedSubject(zygote, spec)  # noqa: E731
+                make = lambda: ForkedSubject(zygote, spec)
                 return run_checks(spec, Options(diagnose=False), subject=make(), make_subject=make)
 
         with ThreadPoolExecutor(jobs) as pool:
@@ -78,7 +78,7 @@ def with_tables(readme: str, tables: dict[str, str]) -> str:
         pattern = re.compile(rf"(<!-- BEGIN {name} table -->\n).*?(\n<!-- END {name} table -->)", re.S)
         if not pattern.search(readme):
             raise ValueError(f"README.md has no <!-- BEGIN {name} table --> ... <!-- END {name} table --> markers")
-        readme = pattern.sub(lambda m: m.group(1) + table + m.group(2), readme)
+        readme = pattern.sub(lambda m, table=table: m.group(1) + table + m.group(2), readme)
     return readme
 
 

@@ -11,11 +11,11 @@ writes into the assignment's template repository (default: the current folder):
 
 The workflow installs a CPU-only torch and that wheel, runs mha-check ONCE into a JSON report (and prints the text
 report in the log), then gives every counted check a step of the standard command grader
-(classroom-resources/autograding-command-grader) worth the rubric's points (a check worth 0 gets no step): `mha-check result REPORT CHECK` exits 0
-only when the check passed, so a failed, skipped or undecided check earns nothing, as everywhere else.  The steps'
-points add up to the rubric's total (whole points: the command grader reads them as integers).  If mha-check
-itself cannot run (exit status 2 or more) the job fails before any step is scored: our failure never becomes the
-student's zero.
+(classroom-resources/autograding-command-grader) worth the rubric's points (a check worth 0 gets no step):
+`mha-check result REPORT CHECK` exits 0 only when the check passed, so a failed, skipped or undecided check earns
+nothing, as everywhere else.  The steps' points add up to the rubric's total (whole points: the command grader reads
+them as integers).  If mha-check itself cannot run (exit status 2 or more) the job fails before any step is scored: our
+failure never becomes the student's zero.
 
 What Classroom cannot do, said rather than papered over: the workflow, its log and the report live in the student's
 own repository, so nothing can be hidden there (a rubric with hidden or later-visibility checks is refused) and a

@@ -237,10 +237,11 @@ def _grade_submission(folder: str, pick: Pick, options: dict) -> dict:
         if pick.review:
             report.adapter["review"] = [pick.problem]
     else:
-        for attempt in (1, 2):  # a dead zygote is replaced, a child killed before its confinement started again:
+        for _attempt in (1, 2):  # a dead zygote is replaced, a child killed before its confinement started again:
             # graded once more; twice, the row says mha-check could not grade it (never the student's failure)
             try:
-                make = lambda: ForkedSubject(_ZYGOTE, spec, submission=folder, seed=options["seed"], limits=limits,
+                make = lambda: ForkedSubject(_ZYGOTE,  # noqa: B023 - the zygote of the moment, replaced or not
+                                             spec, submission=folder, seed=options["seed"], limits=limits,
                                              allow_unconfined=options["allow_unconfined"])  # a copy, in its slot
                 report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
                                     make_subject=make, make_meta_subject=lambda: _meta_subject(spec, folder, options,
@@ -433,9 +434,9 @@ def _main(argv: list[str], early: Template | None) -> int:
     p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0])
     p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per student, or with the students' "
                                                   ".py or .ipynb files named by student (alice_attention.py)")
-    p.add_argument("--target", help="FILE.py:ClassName or LAB.ipynb:ClassName inside each submission (default: the rubric's target, or "
-                                    "the single file that defines an nn.Module class); with files named by "
-                                    "student, the class in each student's file")
+    p.add_argument("--target", help="FILE.py:ClassName or LAB.ipynb:ClassName inside each submission (default: "
+                                    "the rubric's target, or the single file that defines an nn.Module class); "
+                                    "with files named by student, the class in each student's file")
     p.add_argument("--pattern", default=submissions.DEFAULT_PATTERN,
                    help="files named by student: a regular expression, matched at the start of each code file's "
                         "name, whose group (?P<student>...) is the student's id (default: "
@@ -451,7 +452,8 @@ def _main(argv: list[str], early: Template | None) -> int:
     p.add_argument("--time-limit", type=float, default=sandbox.Limits.total_seconds,
                    help=f"seconds per submission (default {sandbox.Limits.total_seconds:g}, as for one check)")
     p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_mb,
-                   help=f"memory per submission in MB (default {sandbox.Limits.memory_mb}; torch's libraries come on top)")
+                   help=f"memory per submission in MB (default {sandbox.Limits.memory_mb}; torch's libraries come "
+                        "on top)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
     p.add_argument("--allow-unconfined", action="store_true",
                    help="as root, grade even where submissions cannot be dropped to an unprivileged uid")
@@ -556,7 +558,8 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
               f"mha-check's own grading processes kept failing (see the process column of {summary}); grade "
               f"{'them' if lost != 1 else 'it'} again", file=sys.stderr)
     print(f"graded {len(rows)} submission{'s' * (len(rows) != 1)} in {time.monotonic() - started:.1f} s: {passed} "
-          f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look (needs_review); "
+          f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look "
+          "(needs_review); "
           f"reports in {out}/, summary in {summary}")
     return 0
 

@@ -1,7 +1,7 @@
 """pytest plugin: mha-check's checks as test items, and a fixture for a course's own tests.
 
-Installed with mha-check through the `pytest11` entry point (`mha_check = "harness.frontends.pytest_plugin"`), or loaded by
-hand with `pytest -p harness.frontends.pytest_plugin`.
+Installed with mha-check through the `pytest11` entry point (`mha_check = "harness.frontends.pytest_plugin"`), or
+loaded by hand with `pytest -p harness.frontends.pytest_plugin`.
 
     pytest --mha-target student.py:Attn                  # one test item per check, named by its id
     pytest --mha-target a.py:Attn --mha-target b.py:Attn # several targets

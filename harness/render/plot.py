@@ -24,8 +24,8 @@ LEAK, DEAD, BOUNDARY = "#cf222e", "#fb8f44", "#0969da"
 def require_matplotlib():
     """matplotlib's Figure and Agg canvas, or RuntimeError(MISSING): the CLI can call it before any work."""
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - matplotlib is optional
+        from matplotlib.figure import Figure  # noqa: PLC0415 - matplotlib is optional
     except ImportError:
         raise RuntimeError(MISSING) from None
     return Figure, FigureCanvasAgg
@@ -49,9 +49,9 @@ def finding(maps: dict) -> str:
 def draw(maps: dict, path, title: str = "") -> str:
     """Draw the maps to `path` (PNG, or any format matplotlib infers from the suffix)."""
     Figure, FigureCanvasAgg = require_matplotlib()
-    from matplotlib import colormaps
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch, Polygon, Rectangle
+    from matplotlib import colormaps  # noqa: PLC0415 - matplotlib is optional
+    from matplotlib.lines import Line2D  # noqa: PLC0415
+    from matplotlib.patches import Patch, Polygon, Rectangle  # noqa: PLC0415
 
     panels = maps["panels"]
     cfg = maps["config"]

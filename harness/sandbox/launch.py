@@ -12,8 +12,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from harness.sandbox.confine import confine  # noqa: E402
-from harness.sandbox.policy import Policy  # noqa: E402
+from harness.sandbox.confine import confine
+from harness.sandbox.policy import Policy
 
 
 def main(args: list[str]) -> None:

@@ -12,8 +12,8 @@ What the child may see (paths keep their host names inside, so nothing else has 
   fresh     : /proc of its own PID namespace; a minimal /dev (null, zero, full, random, urandom)
   nothing else exists for it: no /root, /home, output folder, other submissions, host /proc, /sys but the CPU
   topology torch reads
-What it may spend: `Limits` as hard == soft resource limits (memory and address space, CPU seconds, file size, open files,
-  processes), no core dumps
+What it may spend: `Limits` as hard == soft resource limits (memory and address space, CPU seconds, file size, open
+  files, processes), no core dumps
 What it is: uid = gid = 61000 + slot when the grader is root (never 0; one per concurrently running child, because
   RLIMIT_NPROC, signals and file ownership are per uid), no supplementary groups, no capabilities (bounding set
   emptied too), no_new_privs, a seccomp filter (`harness.sandbox.seccomp`), its own PID, network (only `lo`),

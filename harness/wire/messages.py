@@ -49,7 +49,7 @@ def _optional(tp):
 
 
 @functools.lru_cache(maxsize=None)
-def _checker(tp):
+def _checker(tp):  # noqa: C901 - one branch per kind of annotation, in one place
     """The function (value, where) -> value that checks a JSON value against `tp`, made once per annotation.
     Items of a list or an object are checked without their own path; only when one fails is the check run again
     item by item, so that the message names the exact place."""
@@ -191,7 +191,7 @@ def _plain(value):
     return value
 
 
-# -- shared records ------------------------------------------------------------------------------------------------------
+# -- shared records ----------------------------------------------------------------------------------------------------
 @dataclass
 class Signature:
     """What the constructor lets mha-check choose: the checks build only configurations it can express."""
@@ -221,7 +221,7 @@ class LayoutInfo:
     certain: bool = False  # unambiguous by structure: named nn.Linear layers, nn.MultiheadAttention
 
 
-# -- requests ------------------------------------------------------------------------------------------------------------
+# -- requests ----------------------------------------------------------------------------------------------------------
 @dataclass
 class Request:
     op: ClassVar[str] = ""
@@ -323,7 +323,7 @@ class Bye(Request):
     op: ClassVar[str] = "bye"
 
 
-# -- replies -------------------------------------------------------------------------------------------------------------
+# -- replies -----------------------------------------------------------------------------------------------------------
 @dataclass
 class Reply:
     pass
@@ -458,7 +458,7 @@ ANSWERS: dict[type[Request], tuple[type[Reply], ...]] = {  # what each request m
 }
 
 
-# -- frames --------------------------------------------------------------------------------------------------------------
+# -- frames ------------------------------------------------------------------------------------------------------------
 def encode_batch(messages: list) -> bytes:
     """Several requests (or several replies) in one frame: {"batch": [{"type"/"op": ..., fields}, ...]}."""
     items, arrays = [], {}

@@ -43,7 +43,7 @@ class ApiAttn(nn.Module):
 
     def forward(self, x):
         B, n, _ = x.shape
-        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # noqa: E731
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
         scores = (q @ k.transpose(2, 3)) / self.dh ** 0.5
         scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
@@ -65,7 +65,7 @@ def _leaky_class():
 
         def forward(self, x):
             B, n, _ = x.shape
-            split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # noqa: E731
+            split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)
             q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
             scores = (q @ k.transpose(2, 3)) * _scale(self.dh)  # BUG: no causal mask
             w = torch.softmax(scores, dim=-1)
@@ -138,7 +138,7 @@ def test_notebook_cell_source_is_found_through_linecache():
     linecache.cache[name] = (len(cell), None, cell.splitlines(True), name)
     try:
         namespace = {"__name__": "__main__"}
-        exec(compile(cell, name, "exec"), namespace)  # noqa: S102 - simulating a notebook cell
+        exec(compile(cell, name, "exec"), namespace)
         text, notes = serialise(namespace["CellAttn"])
     finally:
         del linecache.cache[name]
@@ -182,7 +182,7 @@ def _kernel(*cells: str) -> dict:
     for k, cell in enumerate(cells):
         name = f"<ipython-input-{k + 90}-mha{k}>"
         linecache.cache[name] = (len(cell), None, cell.splitlines(True), name)
-        exec(compile(cell, name, "exec"), namespace)  # noqa: S102 - simulating a notebook cell
+        exec(compile(cell, name, "exec"), namespace)
     return namespace
 
 

@@ -10,8 +10,8 @@ What is pinned down here is the contract with the person at the keyboard, not th
 
 Each run's child is forked from the test process's warm template (`warm_single_runs` in conftest: the same checks
 and walls, without a torch import of its own; the Ctrl-C test starts afresh, as a student's run does), and runs are
-memoised (`mha(...)`) and shared between the tests that only read them; `--only construct` / `--only output-shape` are used wherever a full run is not needed.
-The bad student modules live in `tests/bad/` (one small standalone module each).
+memoised (`mha(...)`) and shared between the tests that only read them; `--only construct` / `--only output-shape` are
+used wherever a full run is not needed. The bad student modules live in `tests/bad/` (one small standalone module each).
 
 Tests marked `xfail(strict=True)` assert the correct behaviour for a bug that is known and not fixed yet.
 """
@@ -598,7 +598,8 @@ def test_the_root_cause_points_into_the_class_a_factory_wraps(tmp_path):
 def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path, stop):
     """Ctrl-C while the student's forward runs: "interrupted", exit status 130, no traceback, and nothing of the
     run left: its child is killed and its scratch folder removed.  SIGTERM (`timeout`, a scheduler) alike: it left the
-    scratch folder, a copy of the submission, behind (found by an attacker's trial).  A fresh start, as a student's (no warm template:
+    scratch folder, a copy of the submission, behind (found by an attacker's trial).  A fresh start, as a student's (no
+    warm template:
     the run's processes are found by this test's folder in their environment)."""
     code = BOOK.read_text().replace(
         "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(3600)\n", 1)

@@ -39,8 +39,8 @@ class Probe(nn.Module):
 
 def grade(*args, timeout=300, tmpdir=None):
     env = dict(os.environ, TMPDIR=str(tmpdir)) if tmpdir else None
-    return subprocess.run([sys.executable, "-m", "harness.frontends.cli", "grade", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
+    return subprocess.run([sys.executable, "-m", "harness.frontends.cli", "grade", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
 def test_grade_finds_the_single_class_file_and_writes_reports(tmp_path):

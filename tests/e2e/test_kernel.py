@@ -9,7 +9,6 @@ import pytest
 
 nbclient = pytest.importorskip("nbclient", reason="the real-kernel test needs nbclient and ipykernel ([test] extras)")
 pytest.importorskip("ipykernel")
-import nbformat  # noqa: E402
 from nbformat.v4 import new_code_cell, new_notebook  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("warm_single_runs")]  # see conftest
@@ -21,7 +20,8 @@ BUGGY = (ROOT / "examples" / "buggy_attention.py").read_text()
 def _run(cells: list[str], cwd: Path) -> list[str]:
     """Every cell's printed output, after the notebook ran top to bottom in a fresh kernel."""
     nb = new_notebook(cells=[new_code_cell(c) for c in cells])
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    resources = {"metadata": {"path": str(cwd)}}
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources=resources).execute()
     return ["".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream") for cell in nb.cells]
 
 

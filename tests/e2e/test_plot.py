@@ -1,4 +1,5 @@
-"""The leakage-map picture (`harness.render.plot`): a real PNG, with the right verdict per panel; matplotlib is optional."""
+"""The leakage-map picture (`harness.render.plot`): a real PNG, with the right verdict per panel; matplotlib is
+optional."""
 from __future__ import annotations
 
 import sys

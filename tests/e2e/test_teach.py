@@ -9,8 +9,8 @@ from harness.frontends import cli as cli_module
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "harness.frontends.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "harness.frontends.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
 
 
 def test_matrix_lists_every_mutant_and_check():
@@ -45,7 +45,8 @@ def test_explain_unknown_id_suggests_and_exits_2():
 
 def test_trusted_side_never_imports_torch():
     """The process that computes verdicts and renders reports must not import torch (isolation and speed)."""
-    code = ("import sys; import harness.engine.runner, harness.engine.diagnosis, harness.frontends.teach, harness.render.formats, harness.frontends.grade, "
+    code = ("import sys; import harness.engine.runner, harness.engine.diagnosis, harness.frontends.teach, "
+            "harness.render.formats, harness.frontends.grade, "
             "checks; checks.all_checks(); harness.frontends.teach.matrix(); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)

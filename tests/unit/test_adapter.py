@@ -116,7 +116,8 @@ def _fused(per_head: bool, d=8, heads=2):
 def test_fused_qkv_is_read_both_ways_and_is_never_certain_by_structure():
     found, problem = discover(_fused(True), 8, 8, 2)
     assert problem == "" and len(found) == 2 and not any(lay.certain for lay in found)
-    assert {lay.how for lay in found} == {"by parameter names (fused q/k/v)", "by parameter names (fused q/k/v, per head)"}
+    assert {lay.how for lay in found} == {"by parameter names (fused q/k/v)",
+                                          "by parameter names (fused q/k/v, per head)"}
     per_head = next(lay for lay in found if "per head" in lay.how)
     assert per_head.describe()["wk"] == "qkv.weight[4:8] + qkv.weight[16:20]"  # [q_0; k_0; v_0; q_1; k_1; v_1]
 

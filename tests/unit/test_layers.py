@@ -93,7 +93,9 @@ def test_no_import_circles():
              for m, p in MODULES.items()}
     index, low, stack, on, circles = {}, {}, [], set(), []
 
-    def strong(v, counter=[0]):
+    counter = [0]
+
+    def strong(v):
         index[v] = low[v] = counter[0]
         counter[0] += 1
         stack.append(v)
@@ -136,7 +138,8 @@ def test_function_local_imports_say_why():
 def test_the_trusted_side_never_imports_torch():
     """Everything but the child side (and the zygote the children fork from) imports without torch."""
     trusted = [m for m in MODULES if not m.startswith("harness.child") and m not in ("reference.causal_mha",)
-               and not (m.startswith("mutants.") and not m.startswith("mutants._")) and m != "harness.frontends.catalogue"]
+               and not (m.startswith("mutants.") and not m.startswith("mutants._"))
+               and m != "harness.frontends.catalogue"]
     code = ("import importlib, sys\n"
             f"for name in {trusted!r}:\n    importlib.import_module(name)\n"
             "import checks; checks.all_checks()\n"

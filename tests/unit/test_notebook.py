@@ -27,7 +27,7 @@ def notes(found: notebook.Extracted) -> str:
     return "\n".join(found.notes)
 
 
-# -- 1. real definitions are kept, anything that runs something is not ------------------------------------------------
+# -- 1. real definitions are kept, anything that runs something is not -------------------------------------------------
 def test_a_constant_named_after_another_is_kept(tmp_path):
     assert kept(extract(tmp_path, "D_MODEL = 8\nD_OUT = D_MODEL")) == ["D_MODEL = 8", "D_OUT = D_MODEL"]
 
@@ -75,7 +75,7 @@ def test_a_future_import_in_a_later_cell_goes_first(tmp_path):
     assert found.lines[1] == (2, 1)  # still named by its own cell and line
 
 
-# -- 2. IPython syntax --------------------------------------------------------------------------------------------------
+# -- 2. IPython syntax -------------------------------------------------------------------------------------------------
 def test_time_magics_keep_a_definition_and_drop_anything_else(tmp_path):
     found = extract(tmp_path, "%time X = 3\n%timeit -n 10 -r 2 Y = 4\n%time train(model)\n%timeit f(3)")
     assert kept(found) == ["X = 3", "Y = 4"]
@@ -116,7 +116,7 @@ def test_a_magic_looking_line_in_a_string_is_left_alone(tmp_path):
     assert found.notes == []
 
 
-# -- 3. cells that do not parse --------------------------------------------------------------------------------------
+# -- 3. cells that do not parse ----------------------------------------------------------------------------------------
 def test_a_broken_cell_without_definitions_is_skipped(tmp_path):
     found = extract(tmp_path, "import torch", "print('unclosed'", "X = 1")
     assert kept(found) == ["import torch", "X = 1"]
@@ -128,7 +128,7 @@ def test_a_broken_cell_with_a_class_is_the_students_syntax_error(tmp_path):
         extract(tmp_path, "import torch", "class A:\n    def f(self x):\n        return x")
 
 
-# -- 4. imports of modules that are not installed -------------------------------------------------------------------
+# -- 4. imports of modules that are not installed ----------------------------------------------------------------------
 def test_an_import_of_a_missing_module_is_left_out(tmp_path):
     found = extract(tmp_path, "import torch\nimport no_such_module_mha\nfrom no_such_tqdm_mha import tqdm\n"
                               "import math, no_such_module_mha as nsm\nfrom . import sibling")

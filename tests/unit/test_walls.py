@@ -40,7 +40,8 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # readable by a slot uid (this machine's own
 
 WALLS = ["tool_package", "site_packages", "classmate", "output_folder", "host_files", "proc_parent", "proc_mem",
          "rlimits", "capabilities", "no_new_privs", "identity", "network", "signals", "fork_bomb",
-         "user_namespace", "join_namespace", "new_session", "memory", "file_size", "devices", "inherited_fds", "still_usable"]
+         "user_namespace", "join_namespace", "new_session", "memory", "file_size", "devices", "inherited_fds",
+         "still_usable"]
 NO_NAMESPACE_GAPS = {
     "host_files",  # world-readable host files are readable (the view is the host's, limited by permissions)
     "proc_parent",  # the host /proc: every process and its command line is visible

@@ -18,8 +18,8 @@ import traceback
 
 sys.path.insert(0, sys.argv[1])
 
-from harness.sandbox.confine import confine  # noqa: E402
-from harness.sandbox.policy import Policy  # noqa: E402
+from harness.sandbox.confine import confine
+from harness.sandbox.policy import Policy
 
 
 def _child(request, fds, control):
