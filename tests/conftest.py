@@ -68,7 +68,7 @@ class Reports:
         with self.zygotes.take() as zygote:
             def make():
                 return ForkedSubject(zygote, target, overrides=opts.get("overrides", {}), seed=opts.get("seed", 0),
-                                     weight_map=opts.get("weight_map", {}))
+                                     weight_map=opts.get("weight_map", {}), limits=opts.get("limits"))
 
             return run_checks(target, Options(**opts), subject=make(), make_subject=make)
 

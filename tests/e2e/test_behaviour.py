@@ -1,0 +1,121 @@
+"""Behaviour kept: every report on the zoos, the real-code zoo, the mutants, the broken targets and the hostile
+submissions, field by field, against the snapshot in tests/e2e/golden/behaviour/.
+
+A refactoring must leave each of these reports as it was: every check's status, message, configuration, figures,
+fix and details, the adapter's story, the diagnosis and what the code printed.  Left out, because they are not
+behaviour of the code under test: the isolation block (this machine's uids, mounts and paths), and the check's
+claim and explanation (its declaration, shown verbatim by the catalogue and the README tables).  Paths and uids
+inside messages are written as placeholders.
+
+After a deliberate change of behaviour, regenerate the snapshot and read its diff (`git diff --stat` shows which
+targets changed, `git diff` how): MHA_UPDATE_GOLDEN=1 pytest tests/e2e/test_behaviour.py.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+
+import pytest
+
+from conftest import REALZOO, ROOT, ZOO, zoo_constants
+from harness.frontends import catalogue
+from harness.sandbox.limits import Limits
+
+pytestmark = pytest.mark.slow
+SNAPSHOT = ROOT / "tests" / "e2e" / "golden" / "behaviour"
+HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading")  # they end only at the time limit:
+HANG_LIMITS = Limits(call_seconds=4, total_seconds=8)  # a short one will do (the others keep the default, as a
+# loaded machine may need it)
+
+
+def _zoo(folder, group: str) -> dict[str, str]:
+    return {f"{group}/{p.stem}": f"{p}:{zoo_constants(p)['TARGET']}" for p in sorted(folder.glob("[a-z]*.py"))}
+
+
+def _plain(folder, group: str) -> dict[str, str]:
+    return {f"{group}/{p.stem}": str(p) for p in sorted(folder.glob("[a-z]*.py"))}
+
+
+TARGETS: dict[str, tuple[str, dict]] = {
+    **{k: (t, {}) for k, t in _zoo(ZOO / "correct", "zoo-correct").items()},
+    **{k: (t, {}) for k, t in _zoo(ZOO / "buggy", "zoo-buggy").items()},
+    **{k: (t, {}) for k, t in _zoo(REALZOO, "realzoo").items()},
+    "reference/CausalMHA": (f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA", {}),
+    **{f"mutants/{m}": (t, {}) for m, t in sorted(catalogue.mutant_targets().items())},
+    **{k: (t, {}) for k, t in _plain(ROOT / "tests" / "bad", "bad").items()},
+    **{k: (t, {"limits": HANG_LIMITS} if k.partition("/")[2] in HANGS else {})
+       for k, t in _plain(ROOT / "tests" / "hostile", "hostile").items()},
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _want(reports):
+    for options in ({}, {"limits": HANG_LIMITS}):
+        reports.want([t for t, o in TARGETS.values() if o == options], **options)
+
+
+_SCRATCH = re.compile(r"/tmp/mha-check-[A-Za-z0-9_]+(/scratch)?")
+_UID = re.compile(r"\b6\d{4}\b")  # a slot's uid (61000 + slot)
+
+
+def normal(value):
+    """`value` with what differs between machines and runs written as placeholders."""
+    if isinstance(value, str):
+        return _UID.sub("<uid>", _SCRATCH.sub("<scratch>", value.replace(str(ROOT), "<root>")))
+    if isinstance(value, dict):
+        return {k: normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normal(v) for v in value]
+    return value
+
+
+def snapshot(report) -> dict:
+    data = report.to_dict()
+    data.pop("isolation", None)
+    for check in data["checks"]:
+        check.pop("claim", None)
+        check.pop("explanation", None)
+    return normal(json.loads(json.dumps(data, default=str)))
+
+
+def differences(old, new, path="") -> list[str]:
+    """Every field that differs, by its path in the report (`checks[3].message`)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new), key=str)
+                for d in differences(old.get(k, "<absent>"), new.get(k, "<absent>"), f"{path}.{k}" if path else k)]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (o, n) in enumerate(zip(old, new)) for d in differences(o, n, f"{path}[{i}]")]
+    if old == new or (isinstance(old, float) and isinstance(new, float) and math.isnan(old) and math.isnan(new)):
+        return []
+    return [f"{path}: {str(old)[:300]!r} -> {str(new)[:300]!r}"]
+
+
+def golden_path(name: str):
+    return SNAPSHOT / (name.replace("/", "__") + ".json")
+
+
+def test_every_snapshot_belongs_to_a_target():
+    """A target removed or renamed leaves no stale snapshot behind."""
+    kept = {golden_path(name).name for name in TARGETS}
+    stale = sorted(p.name for p in SNAPSHOT.glob("*.json") if p.name not in kept)
+    if stale and os.environ.get("MHA_UPDATE_GOLDEN"):
+        for name in stale:
+            (SNAPSHOT / name).unlink()
+        stale = []
+    assert stale == []
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_report_is_as_recorded(name, reports):
+    target, options = TARGETS[name]
+    got = snapshot(reports(target, **options))
+    path = golden_path(name)
+    if os.environ.get("MHA_UPDATE_GOLDEN") or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(got, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        if not os.environ.get("MHA_UPDATE_GOLDEN"):
+            pytest.fail(f"no snapshot for {name}: written now, commit it after reading it")
+        return
+    assert differences(json.loads(path.read_text()), got) == []
