@@ -103,7 +103,7 @@ NOT_GRADABLE = {  # construct's finding -> what a PrairieLearn student reads (th
 
 
 def _pl_text(text: str) -> str:
-    return cut(plain(text), PL_MESSAGE_LIMIT)
+    return cut(plain(view.clean(text)), PL_MESSAGE_LIMIT)
 
 
 def prairielearn(report, rubric: Rubric | None = None) -> dict:
@@ -151,21 +151,22 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
 
 def _pl_output(report) -> str:
     """What the student's code printed: the end of it, which is where an error is."""
-    return cut(report.student_output or "", PL_OUTPUT_LIMIT, keep="tail")
+    return cut(view.clean(report.student_output or ""), PL_OUTPUT_LIMIT, keep="tail")
 
 
 _ATTRIBUTE_WHITESPACE = str.maketrans({"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"})  # kept, not normalised away
 
 
 def escape(text: str) -> str:
-    """XML character data: &, < and > escaped.  (Not xml.sax.saxutils: importing it pulls in urllib, http and email,
-    about 0.1 s of every run's start, for three replacements.)"""
-    return html.escape(text, quote=False)
+    """XML character data: &, < and > escaped, and every character XML forbids shown as an escape (view.clean), so
+    that no message or printed output can make the document unreadable.  (Not xml.sax.saxutils: importing it pulls
+    in urllib, http and email, about 0.1 s of every run's start, for three replacements.)"""
+    return html.escape(view.clean(text), quote=False)
 
 
 def quoteattr(text: str) -> str:
     """An XML attribute value with its double quotes; line breaks and tabs survive as character references."""
-    return '"' + html.escape(text, quote=True).translate(_ATTRIBUTE_WHITESPACE) + '"'
+    return '"' + html.escape(view.clean(text), quote=True).translate(_ATTRIBUTE_WHITESPACE) + '"'
 
 
 def junit(report, rubric: Rubric | None = None) -> str:

@@ -136,11 +136,24 @@ def where(at: str | None, target: str) -> str | None:
     return f"{path}{sep}{rest}" if sep and os.path.basename(path) == name else at
 
 
+# Characters a report never carries as they are, from whatever side: C0 controls but newline and tab, DEL and C1
+# (a terminal obeys them), lone surrogates (no UTF-8 encoder writes them: the whole report would be lost) and U+FFFE,
+# U+FFFF (XML 1.0 forbids them, as it does the C0 controls: one would make a JUnit file unreadable).
+UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def clean(text) -> str:
-    """Text from the student's side (messages, exception texts, names) with terminal control characters shown
-    instead of obeyed: an escape sequence in an exception message must not repaint a grader's terminal."""
-    return "".join(ch if ch in "\n\t" or (ord(ch) >= 32 and ord(ch) != 127 and not 0x80 <= ord(ch) < 0xA0)
-                   else f"\\x{ord(ch):02x}" for ch in str(text))
+    """Text from the student's side (messages, exception texts, names, what the code printed) with every character
+    in UNSHOWABLE shown as an escape (\\x1b, \\ud800) instead of obeyed: an escape sequence in an exception message
+    must not repaint a grader's terminal, nor a lone surrogate or U+FFFF cost the report its JUnit file or its
+    UTF-8 output.  The one rule every renderer applies (the view cleans each text it takes from a report);
+    applying it twice changes nothing."""
+    return UNSHOWABLE.sub(_escaped, str(text))
 
 
 def _config_text(config: dict | None) -> str:

@@ -148,8 +148,8 @@ def test_a_students_words_never_render_as_markdown_on_gradescope():
 
 def test_junit_keeps_every_character_of_a_message():
     """Quotes, apostrophes, markup, ampersands, line breaks and tabs in a check's message and in the student's output
-    come back from an XML parser exactly as the shared view shows them (a carriage return in character data is a
-    line break to any XML parser)."""
+    come back from an XML parser exactly as the shared view shows them (a carriage return, which would overwrite a
+    line on a terminal, is shown as \\x0d in both)."""
     made = {}
     exec(MAKE_MIXED, made)
     report = made["mixed_report"]()
@@ -161,4 +161,4 @@ def test_junit_keeps_every_character_of_a_message():
     root = ET.fromstring(formats.junit(report))
     case = next(c for c in root.iter("testcase") if c.get("name") == failing.id)
     assert case.find("failure").get("message") == shown[:500]
-    assert root.find("system-out").text == tricky.replace("\r", "\n")
+    assert root.find("system-out").text == shown == tricky.replace("\r", "\\x0d")
