@@ -319,7 +319,7 @@ def _progress(done: int, total: int, name: str) -> None:
     if sys.stderr.isatty():
         width = 30
         filled = width * done // max(1, total)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name[:30]:<30}")
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {clean(name)[:30]:<30}")
         if done == total:
             sys.stderr.write("\n")
         sys.stderr.flush()

@@ -137,9 +137,12 @@ def where(at: str | None, target: str) -> str | None:
 
 
 # Characters a report never carries as they are, from whatever side: C0 controls but newline and tab, DEL and C1
-# (a terminal obeys them), lone surrogates (no UTF-8 encoder writes them: the whole report would be lost) and U+FFFE,
-# U+FFFF (XML 1.0 forbids them, as it does the C0 controls: one would make a JUnit file unreadable).
-UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# (a terminal obeys them); the bidi controls (U+202A-202E embeddings and overrides, U+2066-2069 isolates, the marks
+# U+200E, U+200F, U+061C) and the line and paragraph separators U+2028/2029, with which a line shows other than what
+# it holds ("exe.png" reads "gnp.exe"); lone surrogates (no UTF-8 encoder writes them: the whole report would be
+# lost) and U+FFFE, U+FFFF (XML 1.0 forbids them, as it does the C0 controls: one would make a JUnit file unreadable).
+UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+                        "\ud800-\udfff\ufffe\uffff]")
 
 
 def _escaped(match: re.Match) -> str:
@@ -149,10 +152,10 @@ def _escaped(match: re.Match) -> str:
 
 def clean(text) -> str:
     """Text from the student's side (messages, exception texts, names, what the code printed) with every character
-    in UNSHOWABLE shown as an escape (\\x1b, \\ud800) instead of obeyed: an escape sequence in an exception message
-    must not repaint a grader's terminal, nor a lone surrogate or U+FFFF cost the report its JUnit file or its
-    UTF-8 output.  The one rule every renderer applies (the view cleans each text it takes from a report);
-    applying it twice changes nothing."""
+    in UNSHOWABLE shown as an escape (\\x1b, \\u202e, \\ud800) instead of obeyed: an escape sequence in an exception
+    message must not repaint a grader's terminal, a bidi override reverse what a grader reads, nor a lone surrogate
+    or U+FFFF cost the report its JUnit file or its UTF-8 output.  The one rule every renderer applies (the view
+    cleans each text it takes from a report); applying it twice changes nothing."""
     return UNSHOWABLE.sub(_escaped, str(text))
 
 
@@ -216,13 +219,14 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     root = None
     target = clean(report.target)
     if d.get("mutant") and not set(d.get("follows", [])) & set(hidden):  # a hidden check would be told by it
-        root = RootCause(d["mutant"], d["title"], d["evidence"], d["fix"], d["symptom"], d["lesson"],
-                         where(d.get("at"), target), clean(d["code"]).strip() if d.get("code") else None,
+        root = RootCause(d["mutant"], *(clean(d[k]) for k in ("title", "evidence", "fix", "symptom", "lesson")),
+                         where(clean(d["at"]) if d.get("at") else None, target),
+                         clean(d["code"]).strip() if d.get("code") else None,
                          [f for f in d.get("follows", []) if f not in hidden],
                          [(f"mha-check explain {d['mutant']}", "a worked example of the mistake")]
                          + ([(f"mha-check trace {target}", "every step of your forward")]
                             if "(" not in target else []))  # "(from its source)": no command line reaches it
-    unmatched = d.get("message", "") if d and not d.get("mutant") else ""
+    unmatched = clean(d.get("message", "")) if d and not d.get("mutant") else ""
     lines = [_line(c, root) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}
     summary = ", ".join(f"{n} {w}" for n, w in ((s["pass"], "passed"), (s["fail"], "failed"),

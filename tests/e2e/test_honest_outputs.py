@@ -1,6 +1,7 @@
 """Outputs that stay honest whatever the student's code prints or raises: JUnit is always well-formed XML, control
 and bidi characters are shown as visible escapes in every text format, and the student's words never render as
 Markdown formatting on Gradescope's page (issue 27, item 6)."""
+import json
 import re
 import subprocess
 import sys
@@ -9,7 +10,9 @@ import xml.etree.ElementTree as ET
 from checks import all_checks
 from conftest import ROOT
 from harness.engine.report import CheckResult, Report
-from harness.render import formats
+from harness.frontends.grade import graded, write_summary
+from harness.render import formats, view
+from harness.render import html as html_report
 
 UNPRINTABLE = ROOT / "tests" / "hostile" / "unprintable.py"
 # what XML 1.0 forbids in a document: C0 controls but tab, newline and carriage return; lone surrogates; U+FFFE/FFFF
@@ -55,3 +58,61 @@ def test_junit_from_a_hostile_submission_parses():
     failure = next(c for c in root.iter("testcase") if c.get("name") == "output-shape").find("failure")
     assert "\\x1b" in failure.get("message") and "\\x00" in failure.text
     assert "\\x1b" in root.find("system-out").text
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+HOSTILE = f"\x1b[2J\x1b[32mPASS\x1b[0m\x9b31m \u202egnp.exe{BIDI}\rPASS"
+# what no text format may show as it is: controls a terminal obeys, the bidi controls that reorder what is on screen
+# (a line that reads differently from what it holds), and what no UTF-8 or XML output can carry
+OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+                    "\ufffe\uffff]")
+
+
+def strings(value):
+    """Every string in a decoded JSON document."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+
+
+def hostile_report() -> Report:
+    """Student text everywhere a report takes it from: an exception message, the printed output, the file's name,
+    the line the root cause points at, the parameters' names in the mapping, a note and the construction."""
+    report = report_saying(f"forward raised ValueError: {HOSTILE}", output=HOSTILE, target=f"a{HOSTILE}.py:MyAttn")
+    report.adapter = {"notes": [f"note {HOSTILE}"], "construction": f"MyAttn({HOSTILE})",
+                      "mapping": {"layout": {"wq": f"W_q{BIDI}.weight", "wk": "W_k.weight", "wv": "W_v.weight",
+                                             "wo": "out.weight"}, "proof": "reference"}}
+    report.diagnosis = {"mutant": "no-scale", "title": "the scores are not scaled", "evidence": f"e {HOSTILE}",
+                        "fix": "divide by dh**0.5", "symptom": "s", "lesson": "l", "at": f"a{HOSTILE}.py:3",
+                        "code": f"scores = q @ k.T  # {HOSTILE}", "follows": ["output-shape"]}
+    return report
+
+
+def test_control_and_bidi_characters_are_shown_never_obeyed_in_every_format():
+    """In the text report (every density), Gradescope's and PrairieLearn's results, JUnit and the HTML of a notebook,
+    every control or bidi character the student's text holds is a visible escape (\\x1b, \\u202e)."""
+    report = hostile_report()
+    shown = {"text": formats.render(report, "text"), "verbose": formats.render(report, "text", verbose=True),
+             "quiet": formats.render(report, "text", quiet=True), "junit": formats.render(report, "junit"),
+             "html": html_report.render(view.build(report)),
+             **{fmt: "\n".join(strings(json.loads(formats.render(report, fmt))))
+                for fmt in ("gradescope", "prairielearn")}}
+    for fmt, text in shown.items():
+        assert OBEYED.findall(text) == [], fmt
+        assert "\\u202e" in text and "\\x1b" in text, fmt
+    assert "\\u2066" in shown["verbose"] and "\\x9b" in shown["verbose"] and "\\u200f" in shown["verbose"]
+    assert "\\u202e" in shown["prairielearn"].split("abc")[-1]  # the printed output too
+
+
+def test_grade_summary_shows_a_names_control_characters(tmp_path):
+    """The batch's summary.csv: a submission named with bidi controls and an escape sequence shows them escaped."""
+    row = graded(f"bob{HOSTILE}", f"a{HOSTILE}.py:MyAttn", hostile_report(), {"format": "text"}, 0.0)
+    write_summary([row["row"]], tmp_path / "summary.csv")
+    text = (tmp_path / "summary.csv").read_text()
+    assert OBEYED.findall(text.replace("\r\n", "\n")) == [] and "bob\\x1b[2J" in text and "\\u202e" in text
+    assert OBEYED.findall(row["text"]) == []
