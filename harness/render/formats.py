@@ -16,9 +16,10 @@ PL_OUTPUT_LIMIT = 64_000  # characters of the student's printed output kept (Pra
 PL_MESSAGE_LIMIT = 8_000  # characters of one message kept (a student's exception can be long; the page is not)
 
 
-def detail(line: view.CheckLine, root: view.RootCause | None) -> str:
-    """One check's text for a grader's page (Markdown): what it found, and for a failure the fix."""
-    parts = [line.text]
+def detail(line: view.CheckLine, root: view.RootCause | None, finding=str) -> str:
+    """One check's text for a grader's page (Markdown): what it found, and for a failure the fix.  `finding` makes
+    the finding, which may hold the student's words (an exception message), fit the page (`literal` for Markdown)."""
+    parts = [finding(line.text)]
     if line.status == "fail":
         if line.follows_root and root:
             parts.append(f"This follows from the root cause: **{root.title}**.")
@@ -41,6 +42,28 @@ def defang(markdown: str) -> str:
     return re.sub(r"(?m)^(\s*)([#>=-])", r"\1\\\2", text)
 
 
+_MARKS = re.compile(r"([\\`*_\[\]|~])")  # what makes emphasis, code, links, tables and strikethrough anywhere
+_LINE_MARKS = re.compile(r"(?m)^(?:([#=+-])|(\d+)([.)]))")  # what makes a heading, a rule or a list at a line's start
+
+
+def literal(text: str) -> str:
+    """Text that may hold the student's words, for a Markdown page, shown as typed: every mark that would format
+    (emphasis, code, tables, links, strikethrough, headings, rules, lists, quotes) escaped, markup and character
+    references shown as text, and a line's leading indentation left off (a page collapses it; kept, four spaces would
+    make a code block).  An exception message "**PASS** every check" or a table must not pass for the grader's
+    words on Gradescope's page."""
+    text = _MARKS.sub(r"\\\1", re.sub(r"(?m)^[ \t]+", "", text))
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _LINE_MARKS.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", text)
+
+
+def code_span(text: str) -> str:
+    """`text` as inline code whatever backticks it holds (a fence longer than its longest run of them)."""
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def gradescope(report, rubric: Rubric | None = None) -> dict:
     """Gradescope's results.json: the score, a summary everyone may see, one test per check."""
     rubric = rubric or Rubric()
@@ -52,7 +75,7 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
     tests = [{"name": _test_name(line), "number": str(i),
               "score": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_score": rubric.points_for(line.id) if line.id in counted else 0.0,
-              "status": "passed" if line.passed else "failed", "output": defang(detail(line, full.root)),
+              "status": "passed" if line.passed else "failed", "output": defang(detail(line, full.root, literal)),
               "output_format": "md", "visibility": rubric.visibility_for(line.id)}
              for i, line in enumerate(full.lines, 1)]
     summary = _public_summary(public)
@@ -67,8 +90,8 @@ def _test_name(line: view.CheckLine) -> str:
 def _public_summary(public: view.ReportView) -> list[str]:
     summary = [f"**{public.verdict}**"]
     if public.root:
-        summary.append(f"Root cause: **{public.root.title}**" + (f" (at `{public.root.at}`)" if public.root.at else
-                                                                 ""))
+        summary.append(f"Root cause: **{public.root.title}**" + (f" (at {code_span(public.root.at)})"
+                                                                 if public.root.at else ""))
         summary.append(f"Fix: `{public.root.fix}`")
     return summary
 

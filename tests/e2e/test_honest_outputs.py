@@ -1,11 +1,14 @@
 """Outputs that stay honest whatever the student's code prints or raises: JUnit is always well-formed XML, control
 and bidi characters are shown as visible escapes in every text format, and the student's words never render as
 Markdown formatting on Gradescope's page (issue 27, item 6)."""
+import html
 import json
 import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+
+from markdown_it import MarkdownIt
 
 from checks import all_checks
 from conftest import ROOT
@@ -116,3 +119,37 @@ def test_grade_summary_shows_a_names_control_characters(tmp_path):
     text = (tmp_path / "summary.csv").read_text()
     assert OBEYED.findall(text.replace("\r\n", "\n")) == [] and "bob\\x1b[2J" in text and "\\u202e" in text
     assert OBEYED.findall(row["text"]) == []
+
+
+# Markdown an exception message may hold, each piece a formatting Gradescope's "md" output would otherwise render
+MARKDOWN_PIECES = ["**PASS** every check", "| check | result |\n|---|---|\n| causal-leakage | **PASS** |",
+                   "_all_ *good* ~~bad~~", "`code` ``more``", "```\nfenced\n```", "# Score: 100/100",
+                   "Score\n=====", "Score\n-----", "***", "1. first\n2) second", "- item\n+ item\n* item",
+                   "> quoted", "[link](http://e.example/x)", "![img](http://e.example/x.png)", "<b>html</b>",
+                   "<http://e.example>", "&#8238;&amp;", "\\*not\\* escaped", "    indented code", "\tcode too"]
+MARKDOWN_TAGS = re.compile(r"<(?!/?p>)[a-z/][^>]*>")  # any element but a paragraph: strong, em, table, code, h1...
+
+
+def rendered(markdown: str) -> str:
+    """Gradescope's page, as near as a CommonMark renderer with GitHub's tables and strikethrough gets."""
+    return MarkdownIt("commonmark").enable("table").enable("strikethrough").render(markdown)
+
+
+def words(page: str) -> str:
+    """What a reader sees of the HTML `page`: the text, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_a_students_markdown_shows_as_typed_on_gradescope():
+    """An exception message full of Markdown (a bold PASS, a table, headings, lists, links, HTML, entities, code)
+    renders on Gradescope as the words the student wrote, with no formatting: the failing test's output has no
+    element but paragraphs, and its words hold every piece as typed."""
+    message = "forward raised ValueError: " + "\n\n".join(MARKDOWN_PIECES)
+    data = formats.gradescope(report_saying(message))
+    test = next(t for t in data["tests"] if t["name"].startswith("output-shape"))
+    assert test["output_format"] in ("md", "simple_format")
+    page = rendered(test["output"])
+    assert MARKDOWN_TAGS.findall(page) == [], page
+    seen = words(page)
+    for piece in MARKDOWN_PIECES:
+        assert " ".join(piece.split()) in seen, (piece, seen)
