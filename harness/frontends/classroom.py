@@ -72,6 +72,9 @@ def steps_for(rubric: rubrics.Rubric, checks) -> list:
         raise ClassroomError(f"the rubric hides {', '.join(hidden)} (hidden or a later visibility), but GitHub "
                              "Classroom runs in the student's own repository, where the workflow and its log are "
                              "visible: make those checks visible in the rubric, or grade on Gradescope")
+    if rubric.score_visibility not in (None, "visible"):
+        raise ClassroomError(f"the rubric shows the total {rubric.score_visibility}, but GitHub Classroom shows "
+                             "the points of every step at once: leave score_visibility out, or grade on Gradescope")
     graded = graded_checks(rubric, checks)
     if not graded:
         raise ClassroomError("no check is worth any points under this rubric, so the workflow would have no graded "

@@ -65,22 +65,32 @@ def code_span(text: str) -> str:
 
 
 def gradescope(report, rubric: Rubric | None = None) -> dict:
-    """Gradescope's results.json: the score, a summary everyone may see, one test per check."""
+    """Gradescope's results.json: the score, a summary everyone may see, one test per check.
+
+    What a student sees never tells what a check they do not see found: the summary and the visible tests are
+    written from the view without the rubric's hidden checks (no skip reason names one, no verdict calls a layer
+    that one of them fails right), each hidden test from the whole view; and the results' own visibility (the total
+    and the summary) is the rubric's `total_visibility`, since the total less the visible tests' points is what the
+    hidden ones earned."""
     rubric = rubric or Rubric()
     ids = [c.id for c in report.checks]
-    public = view.build(report, hidden=rubric.hidden(ids))  # the summary never reveals a hidden check
+    hidden = rubric.hidden(ids)
+    public = view.build(report, hidden=hidden)  # the summary never reveals a hidden check
     full = view.build(report)
+    shown = {line.id: line for line in public.lines}
     got, _ = score(report, rubric)
     counted = {c.id for c in report.checks if c.kind == "correctness" or rubric.rules}
     tests = [{"name": _test_name(line), "number": str(i),
               "score": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_score": rubric.points_for(line.id) if line.id in counted else 0.0,
-              "status": "passed" if line.passed else "failed", "output": defang(detail(line, full.root, literal)),
+              "status": "passed" if line.passed else "failed",
+              "output": defang(detail(line, full.root, literal) if line.id in hidden else
+                               detail(shown[line.id], public.root, literal)),
               "output_format": "md", "visibility": rubric.visibility_for(line.id)}
              for i, line in enumerate(full.lines, 1)]
     summary = _public_summary(public)
-    return {"score": got, "output": defang("\n\n".join(summary)), "output_format": "md", "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": tests}
+    return {"score": got, "output": defang("\n\n".join(summary)), "output_format": "md",
+            "visibility": rubric.total_visibility(ids), "stdout_visibility": "hidden", "tests": tests}
 
 
 def _test_name(line: view.CheckLine) -> str:

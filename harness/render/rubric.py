@@ -6,6 +6,7 @@ Rubric file (every key optional; without a rubric every check is worth one point
     default_points = 1
     default_visibility = "visible"               # Gradescope: hidden, after_due_date, after_published, visible
     rules = true                                 # the lesson's rules (divisibility, out-proj-bias) count
+    score_visibility = "after_published"         # when students see the total (Gradescope's results visibility)
     [checks.causal-leakage]
     points = 3
     [checks.gradient-match]
@@ -13,6 +14,11 @@ Rubric file (every key optional; without a rubric every check is worth one point
     visibility = "after_due_date"
     [checks.eval-determinism]
     hidden = true                                # the same as visibility = "hidden"
+
+The total tells what the checks a student does not see earned (the total less the visible tests' points), so by
+default it is shown no earlier than the most hidden check: at once when every check is visible, after the due date
+when the latest is after_due_date, and else when the grades are published (after_published).  `score_visibility`
+sets it (hidden, after_due_date, after_published or visible; an earlier one than the checks' lets the total tell).
 
 Scoring rule, the same in every format: a check earns its points only when it passed; failed, skipped and
 cannot-tell checks earn nothing.  With `rules = false` the rule checks are left out of the score and the total.
@@ -42,10 +48,20 @@ class Rubric:
     default_visibility: str = "visible"
     target: str | None = None
     rules: bool = True  # the lesson's rules count toward the score
+    score_visibility: str | None = None  # when the total is shown; None: no earlier than the most hidden check
 
     def hidden(self, check_ids) -> frozenset:
         """Checks a student must not see yet: anything not plainly visible."""
         return frozenset(c for c in check_ids if self.visibility_for(c) != "visible")
+
+    def total_visibility(self, check_ids) -> str:
+        """When students may see the total (and the summary that goes with it on Gradescope): as the rubric says,
+        or else no earlier than the most hidden check, and at publication at the latest (when grades are out)."""
+        if self.score_visibility is not None:
+            return self.score_visibility
+        shown = {self.visibility_for(c) for c in check_ids}
+        return "after_published" if shown & {"hidden", "after_published"} else \
+            "after_due_date" if "after_due_date" in shown else "visible"
 
     def points_for(self, check_id: str) -> float:
         return self.points.get(check_id, self.default_points)
@@ -65,7 +81,7 @@ def load_rubric(path: str | None, known_checks) -> Rubric:
         raise RubricError(f"cannot read rubric {path}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise RubricError(f"rubric {path} is not valid TOML: {e}") from None
-    unknown = set(data) - {"target", "default_points", "default_visibility", "checks", "rules"}
+    unknown = set(data) - {"target", "default_points", "default_visibility", "checks", "rules", "score_visibility"}
     if unknown:
         raise RubricError(f"rubric {path}: unknown keys {sorted(unknown)}")
     rubric = Rubric(target=data.get("target"))
@@ -74,6 +90,8 @@ def load_rubric(path: str | None, known_checks) -> Rubric:
     rubric.rules = data.get("rules", True)
     rubric.default_points = _points(data.get("default_points", 1), path, "default_points")
     rubric.default_visibility = _visibility(data.get("default_visibility", "visible"), path, "default_visibility")
+    if "score_visibility" in data:
+        rubric.score_visibility = _visibility(data["score_visibility"], path, "score_visibility")
     for check_id, entry in data.get("checks", {}).items():
         if check_id not in known_checks:
             raise RubricError(f"rubric {path}: no check called {check_id!r} (mha-check --list-checks)")

@@ -168,9 +168,24 @@ def _config_text(config: dict | None) -> str:
         return str(config)
 
 
-def _line(c, root: RootCause | None, hidden: bool = False) -> CheckLine:
+NOT_SHOWN = "a check not shown yet"
+
+
+def unnamed(text: str, hidden) -> str:
+    """`text` with every check in `hidden` named as NOT_SHOWN: a skip that needs a hidden check ("skipped: needs
+    output-shape, which did not pass"), or the evidence of a root cause a visible check also supports, must not tell
+    a student which check that is (its failing is what the verdict already says)."""
+    if not hidden:
+        return text
+    names = "|".join(re.escape(h) for h in sorted(hidden, key=len, reverse=True))
+    return re.sub(rf"(?<![\w-])(?:{names})(?![\w-])", NOT_SHOWN, text)
+
+
+def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLine:
     follows = root is not None and c.status == "fail" and c.id in root.follows
     text = c.message or c.claim
+    if c.status == "skip":  # the engine's words, naming the check it needs (a student's message is left whole)
+        text = unnamed(text, hidden)
     help_ = clean(c.help)
     if root is not None and help_:  # one thing to do first, not a second, contradicting fix
         help_ = f"fix the root cause above first; if this is still undecided then: {help_}"
@@ -198,11 +213,17 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
         return "PASS: the math is correct" + (" and every lesson rule is followed" if rules and
                                               report.rules_counted else "")
     failing_math = sum(c.status == "fail" for c in math)
+    rules_words = f"; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed" if broken_rules \
+        else ""
     if failing_math:
-        return f"FAIL: {failing_math} check{'s find' if failing_math != 1 else ' finds'} a bug in the math" + (
-            f"; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed" if broken_rules else "")
+        return f"FAIL: {failing_math} check{'s find' if failing_math != 1 else ' finds'} a bug in the math" + \
+            rules_words
     if hidden and not any(c.status in ("fail", "cannot_tell", "skip") for c in math + rules):
         return "FAIL: every check shown here passes; checks not shown yet count toward the score"
+    if any(c.status == "fail" and c.id in hidden for c in report.counted()):  # never "nothing is wrong" then
+        undecided = s["cannot_tell"] + s["skip"]
+        return ("FAIL: checks not shown yet find a problem, and they count toward the score" +
+                (f"; {undecided} shown here could not be decided or run" if undecided else "") + rules_words)
     if report.math_correct and broken_rules:
         return (f"{'the math checks run pass' if partial else 'math correct'}; {broken_rules} lesson "
                 f"rule{'s' if broken_rules != 1 else ''} not followed")
@@ -218,16 +239,19 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     shown = [c for c in report.checks if c.id not in hidden]
     root = None
     target = clean(report.target)
-    if d.get("mutant") and not set(d.get("follows", [])) & set(hidden):  # a hidden check would be told by it
-        root = RootCause(d["mutant"], *(clean(d[k]) for k in ("title", "evidence", "fix", "symptom", "lesson")),
+    supported = [f for f in d.get("follows", []) if f not in hidden]  # the visible checks it explains
+    if d.get("mutant") and (supported or not set(d.get("follows", [])) & set(hidden)):  # else only a hidden check
+        # would tell it; hiding a check never takes away a root cause that a visible check supports
+        root = RootCause(d["mutant"], clean(d["title"]), clean(unnamed(d["evidence"], hidden)),
+                         *(clean(d[k]) for k in ("fix", "symptom", "lesson")),
                          where(clean(d["at"]) if d.get("at") else None, target),
                          clean(d["code"]).strip() if d.get("code") else None,
-                         [f for f in d.get("follows", []) if f not in hidden],
+                         supported,
                          [(f"mha-check explain {d['mutant']}", "a worked example of the mistake")]
                          + ([(f"mha-check trace {target}", "every step of your forward")]
                             if "(" not in target else []))  # "(from its source)": no command line reaches it
     unmatched = clean(d.get("message", "")) if d and not d.get("mutant") else ""
-    lines = [_line(c, root) for c in shown]
+    lines = [_line(c, root, frozenset(hidden)) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}
     summary = ", ".join(f"{n} {w}" for n, w in ((s["pass"], "passed"), (s["fail"], "failed"),
                                                  (s["cannot_tell"], "could not be decided"), (s["skip"], "skipped"))

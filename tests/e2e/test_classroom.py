@@ -128,8 +128,10 @@ def test_refusals_say_why(tmp_path):
     (tmp_path / "hidden.toml").write_text('[checks.gradient-match]\nhidden = true\n')
     (tmp_path / "half.toml").write_text('[checks.view-order]\npoints = 2.5\n')
     (tmp_path / "nothing.toml").write_text('default_points = 0\n')
+    (tmp_path / "later.toml").write_text('score_visibility = "after_published"\n')
     for rubric, words in [("hidden.toml", "the rubric hides gradient-match"), ("half.toml", "view-order (2.5)"),
-                          ("nothing.toml", "no check is worth any points")]:
+                          ("nothing.toml", "no check is worth any points"),
+                          ("later.toml", "the rubric shows the total after_published")]:
         run = mha("autograder", "--github-classroom", "--target", TARGET, "--rubric", rubric, cwd=tmp_path)
         refused(run, words)
     assert not (tmp_path / ".github").exists()  # nothing half-written

@@ -8,14 +8,16 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import pytest
 from markdown_it import MarkdownIt
 
 from checks import all_checks
-from conftest import ROOT
+from conftest import ROOT, report_for
 from harness.engine.report import CheckResult, Report
 from harness.frontends.grade import graded, write_summary
 from harness.render import formats, view
 from harness.render import html as html_report
+from harness.render.rubric import RubricError, load_rubric
 
 UNPRINTABLE = ROOT / "tests" / "hostile" / "unprintable.py"
 # what XML 1.0 forbids in a document: C0 controls but tab, newline and carriage return; lone surrogates; U+FFFE/FFFF
@@ -153,3 +155,71 @@ def test_a_students_markdown_shows_as_typed_on_gradescope():
     seen = words(page)
     for piece in MARKDOWN_PIECES:
         assert " ".join(piece.split()) in seen, (piece, seen)
+
+
+OUTPUT_SHAPE_MUTANT = f"{ROOT / 'mutants' / 'mask_size_fixed.py'}:CausalMHA"  # output-shape fails; 9 checks need it
+BUGGY = f"{ROOT / 'examples' / 'buggy_attention.py'}"  # split-view-order: view-order and three other checks fail
+
+
+def rubric_file(tmp_path, text: str):
+    path = tmp_path / "rubric.toml"
+    path.write_text(text)
+    return load_rubric(str(path), {c.id for c in all_checks()})
+
+
+def visible_text(data: dict) -> str:
+    """All a student sees of Gradescope's results before anything is published: the visible tests, and the summary
+    and total when the results' own visibility is "visible"."""
+    shown = [t["name"] + "\n" + t["output"] for t in data["tests"] if t["visibility"] == "visible"]
+    if data.get("visibility", "visible") == "visible":
+        shown += [data["output"], str(data["score"])]
+    return "\n".join(shown)
+
+
+def test_a_hidden_check_is_inferable_nowhere_on_gradescope(tmp_path):
+    """The rubric hides output-shape and the layer gets it wrong: no visible test says what it needs (nine said
+    "skipped: needs output-shape, which did not pass"), the verdict does not call a wrong layer "nothing it could check
+    is wrong", and the results' own visibility (the total and the summary) waits for the grades to be published."""
+    rubric = rubric_file(tmp_path, "[checks.output-shape]\nhidden = true\n")
+    report = report_for(OUTPUT_SHAPE_MUTANT)
+    assert report["output-shape"].status == "fail" and sum(c.status == "skip" for c in report.checks) >= 9
+    data = formats.gradescope(report, rubric)
+    hidden = [t for t in data["tests"] if t["visibility"] != "visible"]
+    assert [t["name"].split()[0] for t in hidden] == ["output-shape"] and hidden[0]["status"] == "failed"
+    visible = visible_text(data)
+    assert "output-shape" not in visible  # (contiguity's own run saw the forward raise: its evidence, shown)
+    skipped = [t for t in data["tests"] if t["visibility"] == "visible" and "skipped" in t["output"]]
+    assert len(skipped) >= 9 and all("needs a check not shown yet" in t["output"] for t in skipped)
+    assert "nothing it could check is wrong" not in data["output"] and data["output"].startswith("**FAIL")
+    assert data["visibility"] == "after_published"  # the total would tell what output-shape earned
+    assert data["score"] == sum(t["score"] for t in data["tests"])  # the grade itself is whole
+    shown = view.build(report, hidden=rubric.hidden([c.id for c in report.checks]))
+    assert "nothing it could check is wrong" not in shown.verdict and shown.verdict.startswith("FAIL")
+
+
+def test_the_totals_visibility_is_a_rubric_option(tmp_path):
+    """`score_visibility`: by default the total waits as long as the most hidden check (at most until publication);
+    a rubric may set it (after_due_date, after_published, visible), and a wrong value is an error."""
+    report = report_for(OUTPUT_SHAPE_MUTANT)
+    assert formats.gradescope(report)["visibility"] == "visible"  # nothing hidden: the total is shown at once
+    later = rubric_file(tmp_path, '[checks.view-order]\nvisibility = "after_due_date"\n')
+    assert formats.gradescope(report, later)["visibility"] == "after_due_date"
+    chosen = rubric_file(tmp_path, 'score_visibility = "after_published"\n')
+    assert formats.gradescope(report, chosen)["visibility"] == "after_published"
+    knowingly = rubric_file(tmp_path, 'score_visibility = "visible"\n[checks.output-shape]\nhidden = true\n')
+    assert formats.gradescope(report, knowingly)["visibility"] == "visible"
+    with pytest.raises(RubricError, match="score_visibility must be one of"):
+        rubric_file(tmp_path, 'score_visibility = "soon"\n')
+
+
+def test_hiding_a_check_keeps_the_root_cause_a_visible_check_supports(tmp_path):
+    """view-order is hidden; the split mistake also makes the visible reference-match, causal-leakage and
+    gradient-match fail: the root cause stays in the summary and in those tests, and view-order is named nowhere."""
+    rubric = rubric_file(tmp_path, "score_visibility = \"visible\"\n[checks.view-order]\nhidden = true\n")
+    report = report_for(BUGGY)
+    assert report.diagnosis["mutant"] == "split-view-order" and "view-order" in report.diagnosis["follows"]
+    data = formats.gradescope(report, rubric)
+    assert "Root cause: **Heads split with view(B, H, n, dh)" in data["output"]
+    supported = next(t for t in data["tests"] if t["name"].startswith("reference-match"))
+    assert "This follows from the root cause" in supported["output"] and supported["visibility"] == "visible"
+    assert "view-order" not in visible_text(data)

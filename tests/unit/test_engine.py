@@ -1,5 +1,7 @@
 """The engine's pieces without a child: comparisons as data, the diagnosis's rules of evidence on reports built by
 hand, the report model, and the shared view and text renderer (order, width, plain words)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -96,15 +98,23 @@ def test_hidden_checks_never_reach_the_shared_view():
     assert "eval-determinism" not in hidden.verdict and "FAIL: every check shown here passes" in hidden.verdict
 
 
-def test_a_root_cause_that_a_hidden_check_would_tell_is_not_shown_and_hidden_failures_are_not_counted():
-    """A rubric hides view-order (or shows it after the due date): the split mistake it proves, though the visible
-    reference-match fails with it, is not named, and the verdict counts only the failures shown."""
+def test_a_root_cause_is_shown_while_a_visible_check_supports_it_and_hidden_failures_are_not_counted():
+    """A rubric hides view-order (or shows it after the due date): the split mistake it proves also makes the
+    visible reference-match and causal-leakage fail, so the root cause stays (hiding a check never takes away what a
+    visible check supports), explains only the visible ones and names view-order nowhere; the verdict counts only
+    the failures shown.  When only hidden checks support it, the root cause is not shown."""
     r = report(("view-order", "split view-bhnd"), ("reference-match", "differs"), ("causal-leakage", "leaks"))
-    r.diagnosis = {"mutant": "split-view-order", "title": "t", "evidence": "e", "fix": "f", "symptom": "s",
-                   "lesson": "l", "follows": ["view-order", "reference-match", "causal-leakage"]}
+    r.diagnosis = {"mutant": "split-view-order", "title": "t", "evidence": "what view-order found is its pattern",
+                   "fix": "f", "symptom": "s", "lesson": "l", "follows": ["view-order", "reference-match",
+                                                                         "causal-leakage"]}
     shown = view.build(r, hidden=frozenset({"view-order"}))
-    assert shown.root is None and shown.verdict.startswith("FAIL: 2 checks find a bug")
+    assert shown.verdict.startswith("FAIL: 2 checks find a bug") and shown.root is not None
+    assert shown.root.follows == ["reference-match", "causal-leakage"] and "view-order" not in shown.root.evidence
+    assert re.search(r"(?<![\w-])view-order(?![\w-])", text.render(shown, verbose=True)) is None  # (the mistake's
+    # own name, split-view-order, is what the root cause says)
     assert view.build(r).root is not None and view.build(r).verdict.startswith("FAIL: 3 checks")
+    only_hidden = view.build(r, hidden=frozenset({"view-order", "reference-match", "causal-leakage"}))
+    assert only_hidden.root is None
 
 
 @pytest.mark.parametrize("evil", ["\x1b[2J\x1b[31mowned", "bell\x07", "\x9b31m"])
