@@ -11,6 +11,7 @@ import re
 
 from harness.engine.trace import LESSON_STEPS, TraceResult
 from harness.render.text import WIDTH, wrap, wrap_preformatted
+from harness.render.view import clean
 
 
 def render(result: TraceResult, wide: bool = False) -> str:
@@ -57,7 +58,7 @@ def render(result: TraceResult, wide: bool = False) -> str:
         lines += _wrap(f"note: {note}", "  ", "", wide)
     lines.append("")
     lines += _arithmetic_text(result.arithmetic, wide)
-    return "\n".join(lines)
+    return clean("\n".join(lines))  # the student's names, lines and messages: escapes shown, never obeyed
 
 
 def _wrap(text: str, indent: str, first: str, wide: bool) -> list[str]:

@@ -184,7 +184,8 @@ def unnamed(text: str, hidden) -> str:
 def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLine:
     follows = root is not None and c.status == "fail" and c.id in root.follows
     text = c.message or c.claim
-    if c.status == "skip":  # the engine's words, naming the check it needs (a student's message is left whole)
+    if c.status == "skip":  # the engine's words name the check it needs (failed and cannot-tell messages are
+        # the checks' own findings, and a hidden check's name in them would be a student's word)
         text = unnamed(text, hidden)
     help_ = clean(c.help)
     if root is not None and help_:  # one thing to do first, not a second, contradicting fix

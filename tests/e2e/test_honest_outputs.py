@@ -14,8 +14,9 @@ from markdown_it import MarkdownIt
 from checks import all_checks
 from conftest import ROOT, report_for
 from harness.engine.report import CheckResult, Report
+from harness.engine.trace import TraceResult
 from harness.frontends.grade import graded, write_summary
-from harness.render import formats, view
+from harness.render import formats, trace_text, view
 from harness.render import html as html_report
 from harness.render.rubric import RubricError, load_rubric
 
@@ -223,3 +224,11 @@ def test_hiding_a_check_keeps_the_root_cause_a_visible_check_supports(tmp_path):
     supported = next(t for t in data["tests"] if t["name"].startswith("reference-match"))
     assert "This follows from the root cause" in supported["output"] and supported["visibility"] == "visible"
     assert "view-order" not in visible_text(data)
+
+
+def test_a_trace_shows_control_and_bidi_characters_escaped():
+    """`mha-check trace` prints the student's names, their forward's error and the notes: escaped as everywhere."""
+    result = TraceResult(f"a{HOSTILE}.py:MyAttn", f"MyAttn({HOSTILE})", {"d": 4, "heads": 2, "n": 3, "batch": 1},
+                         notes=[f"note {HOSTILE}"], error=f"forward raised ValueError: {HOSTILE}")
+    shown = trace_text.render(result)
+    assert OBEYED.findall(shown) == [] and "\\u202e" in shown and "\\x1b" in shown
