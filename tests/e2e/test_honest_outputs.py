@@ -232,3 +232,17 @@ def test_a_trace_shows_control_and_bidi_characters_escaped():
                          notes=[f"note {HOSTILE}"], error=f"forward raised ValueError: {HOSTILE}")
     shown = trace_text.render(result)
     assert OBEYED.findall(shown) == [] and "\\u202e" in shown and "\\x1b" in shown
+
+
+def test_a_file_name_with_backticks_stays_one_code_span_in_the_summary():
+    """The root cause's file:line (a student's file name) and fix are inline code on Gradescope whatever backticks
+    they hold: the name renders whole, as typed, and nothing after it turns into code or formatting."""
+    report = report_saying("forward raised ValueError: x")
+    report.diagnosis = {"mutant": "no-scale", "title": "the scores are not scaled", "evidence": "e", "symptom": "s",
+                        "fix": "raise: `if d % h: raise ValueError(...)`", "lesson": "l", "at": "a`b``**c**.py:3",
+                        "follows": ["output-shape"]}
+    page = rendered(formats.gradescope(report)["output"])
+    assert re.findall(r"<code>(.*?)</code>", page) == [html.escape("a`b``**c**.py:3", quote=False),
+                                                        html.escape("raise: `if d % h: raise ValueError(...)`",
+                                                                    quote=False)]
+    assert "<strong>c</strong>" not in page
