@@ -154,7 +154,14 @@ class Worker:
         # the CPU generator, where every module is built: torch.manual_seed would also queue a CUDA seeding, with a
         # captured stack, on every build (a millisecond each, twenty builds per submission)
         torch.random.default_generator.manual_seed(request.seed)
-        module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides, self.signature)
+        try:
+            module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides,
+                                   self.signature)
+        except StudentError as e:
+            why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__)
+            if why is None:
+                raise
+            raise AdapterError(f"for {cfg.describe()}, {why}") from None
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
