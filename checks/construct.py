@@ -9,7 +9,7 @@ parameter it left at its default that, set from the configuration, lets the clas
 import re
 
 from checks import cannot_tell, check, failed, passed
-from harness.wire.errors import CannotDrive, TargetFailure
+from harness.wire.errors import PLATFORM_HELP, CannotDrive, TargetFailure
 
 ARG = re.compile(r"--arg [\w.]+=[@\w.]+")
 FACTORY_HELP = ("write a factory function in your file, e.g. `def make_attention(d, heads, context_length): return "
@@ -50,6 +50,8 @@ def construct(ctx):
         try:
             ctx.subject.build(cfg).info  # noqa: B018 - built now: a constructor that raises is judged here
         except CannotDrive as e:
+            if e.platform:
+                return cannot_tell(e.message, help=PLATFORM_HELP)
             named = ARG.search(e.message)  # the option that helps, when the child found which (see construct.ours)
             return cannot_tell(f"mha-check could not call {loaded.name}(...): {e.message}",
                                help=named.group(0) if named else
