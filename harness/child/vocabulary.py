@@ -61,8 +61,8 @@ def key_by_tokens(name: str) -> str | None:
     if words & QKV:  # key_dim, qk_dim: a per-head width in some libraries, the full width in others
         return None
     direction = ("d_in" if words & IN else None, "d_out" if words & OUT else None)
-    if all(direction):
-        return None
+    if all(direction) or words & {"attention", "attn", "att"}:  # attention_dim: the full width in some code, the
+        return None  # head width in other (FuxiCTR's), so neither
     if words & WIDTH or any(direction):
         return direction[0] or direction[1] or "width"
     return None

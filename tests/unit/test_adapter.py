@@ -75,7 +75,7 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
     ("context_window", "context_length"), ("n_positions", "context_length"), ("dim_per_head", "head_width"),
     ("head_dimension", "head_width"), ("num_kv_heads", "kv_heads"), ("dropoutRate", "dropout"), ("p", "dropout"),
     ("attn_p", "dropout"), ("use_bias", "all_bias"), ("qkvBias", "qkv_bias"), ("key_value_heads", "kv_heads"),
-    ("inputSize", "d_in"), ("attention_dim", "width"),
+    ("inputSize", "d_in"), ("attention_dim", None),
     # a word mha-check does not know: something else, left alone
     ("rope_theta", None), ("max_batch_size", None), ("n_local_heads", None), ("vocab_size", None),
     ("layer_idx", None), ("d_ff", None), ("out_proj_bias", None), ("key_dim", None), ("model", None),
