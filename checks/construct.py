@@ -11,7 +11,7 @@ import re
 from checks import cannot_tell, check, failed, passed
 from harness.wire.errors import PLATFORM_HELP, CannotDrive, TargetFailure
 
-ARG = re.compile(r"--arg [\w.]+=[@\w.]+")
+ARG = re.compile(r"--arg (?!NAME=)[\w.]+=[@\w.]+")  # a named one: the generic advice says NAME=VALUE
 FACTORY_HELP = ("write a factory function in your file, e.g. `def make_attention(d, heads, context_length): return "
                 "MyAttn(...)`, and check file.py:make_attention")
 

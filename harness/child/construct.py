@@ -75,12 +75,15 @@ class MissingItem(KeyError):
 def missing_setting(exc: BaseException | None) -> str | None:
     """The setting our config object lacked, when it is what made `exc` happen (anywhere in its chain)."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
+    while exc is not None and id(exc) not in seen:  # read through BaseException's own slots: no code of theirs runs
         seen.add(id(exc))
-        if isinstance(exc, (MissingSetting, MissingItem)):
+        if type(exc) in (MissingSetting, MissingItem):
             return exc.setting
-        exc = exc.__cause__ or exc.__context__
+        exc = _CAUSE.__get__(exc) or _CONTEXT.__get__(exc)
     return None
+
+
+_CAUSE, _CONTEXT = BaseException.__dict__["__cause__"], BaseException.__dict__["__context__"]
 
 
 class ConfigBag(dict):
@@ -228,13 +231,14 @@ def left_at_default(factory, signature: Signature, overrides: dict) -> dict[str,
             isinstance(p.default, int) and not isinstance(p.default, bool)}
 
 
-def ours(factory, cfg: Config, overrides: dict, signature: Signature, exc: BaseException) -> str | None:
+def ours(factory, cfg: Config, overrides: dict, signature: Signature, exc: BaseException, said: str) -> str | None:
     """Why the constructor's failure for `cfg` comes from mha-check's own inputs, not from the student's code, or
     None when it does not.  Two cases, each on evidence: the class read a setting our config object lacks
     (`config.rope_theta`); or a parameter left at its default made it refuse a valid configuration, shown by
     building it again with that parameter set from the configuration (`head=8` refused d=6 with the class's own,
-    correct, divisibility guard; with head = the number of heads it builds).  Runs the student's constructor
-    again: only in the child."""
+    correct, divisibility guard; with head = the number of heads it builds).  `said`: the exception as already
+    described, safely (harness.child.target.describe_exception).  Runs the student's constructor again: only in
+    the child."""
     setting = missing_setting(exc)
     if setting is not None:
         return (f"your class reads the setting {setting!r} of its config object, which mha-check's stand-in for it "
@@ -250,12 +254,9 @@ def ours(factory, cfg: Config, overrides: dict, signature: Signature, exc: BaseE
                 build(factory, cfg, {**overrides, name: "@" + key}, signature)
             except BaseException:  # noqa: BLE001 - the student's constructor: any exception means "not this"
                 continue
-            return (f"it raised with {name} left at its default {default} ({describe(exc)}), and builds with "
+            raised = said.split(" (at ")[0][:200]
+            return (f"it raised with {name} left at its default {default} ({raised}), and builds with "
                     f"{name} = the {KEY_WORDS[key]} ({cfg.value(key)}): mha-check did not know what {name} is; if "
                     f"it is the {KEY_WORDS[key]}, pass --arg {name}=@{key}")
     return None
 
-
-def describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import traceback
 
 import torch
@@ -23,24 +24,29 @@ PLATFORM_WORDS = re.compile(r"\b(cpu|cuda|meta|device|devices|backend|backward)\
 UNSUPPORTED_WORDS = re.compile(r"(not support|only support|not supported|not implemented)", re.IGNORECASE)
 
 
-def _dynamo_unsupported(exc: BaseException) -> bool:
-    return any(c.__name__ == "Unsupported" and c.__module__.startswith("torch._dynamo") for c in type(exc).__mro__)
+def _dynamo_unsupported(kind: type) -> bool:
+    exc_module = sys.modules.get("torch._dynamo.exc")  # imported by torch once Dynamo has run, and only then
+    unsupported = getattr(exc_module, "Unsupported", None) if exc_module is not None else None
+    return isinstance(unsupported, type) and issubclass(kind, unsupported)
 
 
 def is_torch_limit(exc: BaseException) -> bool:
-    """Whether `exc`, raised while running the student's code, is a limit of torch here (see the module docstring)."""
-    if _dynamo_unsupported(exc):
+    """Whether `exc`, raised while running the student's code, is a limit of torch here (see the module docstring).
+    Read without running any of the student's code: no __str__, no __class__, no metaclass of theirs."""
+    kind = type(exc)
+    if _dynamo_unsupported(kind):
         return True
-    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+    tb = BaseException.__dict__["__traceback__"].__get__(exc)
+    frames = traceback.extract_tb(tb) if tb is not None else []
     last = frames[-1] if frames else None
     if last is not None and last.name == "_forward_unimplemented":  # the class has no forward: the student's
         return False
-    text = str(exc)
-    if isinstance(exc, NotImplementedError) and text.startswith("Could not run '") and "backend" in text:
+    text = safe_message(exc)
+    not_implemented = issubclass(kind, NotImplementedError)
+    if not_implemented and text.startswith("Could not run '") and "backend" in text:
         return True  # the dispatcher: no kernel of this operator for this backend (Meta, CPU)
     inside = last is not None and os.path.abspath(last.filename).startswith(TORCH_DIR)
-    return inside and bool(PLATFORM_WORDS.search(text)) and \
-        (isinstance(exc, NotImplementedError) or bool(UNSUPPORTED_WORDS.search(text)))
+    return inside and bool(PLATFORM_WORDS.search(text)) and (not_implemented or bool(UNSUPPORTED_WORDS.search(text)))
 
 
 def summary(exc: BaseException, filename: str | None) -> str:
@@ -48,5 +54,6 @@ def summary(exc: BaseException, filename: str | None) -> str:
     student's line that met it."""
     text = " ".join(safe_message(exc).split())
     text = text if len(text) <= 300 else text[:300] + " ..."
-    where = student_frames(exc.__traceback__, filename) if exc.__traceback__ is not None else ""
+    tb = BaseException.__dict__["__traceback__"].__get__(exc)
+    where = student_frames(tb, filename) if tb is not None else ""
     return f"{safe_type_name(exc)}: {text}" + (f" (at {where})" if where else "")

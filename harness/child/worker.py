@@ -162,7 +162,7 @@ class Worker:
             module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides,
                                    self.signature)
         except StudentError as e:
-            why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__)
+            why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__, e.text)
             if why is None:
                 raise
             raise AdapterError(f"for {cfg.describe()}, {why}") from None

@@ -49,3 +49,17 @@ def test_torch_refusing_a_wrong_call_is_not_a_limit():
     """NotImplementedError from inside torch that says nothing of a device or backend: a misuse, as on a GPU."""
     assert not is_torch_limit(_raised(lambda: F.pad(torch.randn(3), (1, 1), mode="reflect")))
     assert not is_torch_limit(_raised(lambda: torch.randn(2, 3) @ torch.randn(2, 3)))
+
+
+def test_an_exception_whose_str_never_returns_is_read_without_calling_it():
+    class Evil(BaseException):
+        def __str__(self):
+            raise AssertionError("the student's __str__ ran")
+
+        __repr__ = __str__
+
+    def forward():
+        raise Evil("boom")
+
+    exc = _raised(forward)
+    assert not is_torch_limit(exc) and "Evil: boom (at " in summary(exc, __file__)
