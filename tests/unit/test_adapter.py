@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 from harness.child.calling import styles_for
-from harness.child.construct import Unbindable, config_bag, key_of, read_signature, require_bindable
+from harness.child.construct import Unbindable, build, config_bag, key_of, ours, read_signature, require_bindable
 from harness.child.layouts import discover, role_of
 from harness.child.target import TargetError, load_target, settings_from_globals
 
@@ -107,6 +107,42 @@ def test_the_config_object_answers_names_by_their_words_and_says_which_it_lacks(
     with pytest.raises(KeyError, match="n_local_heads"):
         bag["n_local_heads"]
     assert getattr(bag, "max_batch_size", 4) == 4 and not hasattr(bag, "rope_scaling")
+
+
+def _refusal(factory, cfg, **overrides):
+    """The constructor's exception for `cfg`, and what construct.ours makes of it."""
+    sig = read_signature(factory, overrides)
+    with pytest.raises(BaseException) as got:
+        build(factory, cfg, overrides, sig)
+    return ours(factory, cfg, overrides, sig, got.value, f"{type(got.value).__name__}: {got.value}")
+
+
+class _GuardedByDefault(nn.Module):
+    def __init__(self, d_model, max_len, n_h=4, layer_idx=0):
+        super().__init__()
+        if d_model % n_h:
+            raise ValueError(f"d_model={d_model} is not divisible by n_h={n_h}")
+
+
+class _InvertedGuard(nn.Module):
+    def __init__(self, d_model, n_heads, max_len, layer_idx=0):
+        super().__init__()
+        assert d_model % n_heads != 0, "inverted: refuses every valid width"
+
+
+def test_a_refusal_caused_by_a_default_mha_check_left_is_ours_with_the_arg_that_helps():
+    from harness.wire.config import Config
+
+    why = _refusal(_GuardedByDefault, Config(d_in=6, d_out=6, heads=3, context_length=4))
+    assert "n_h left at its default 4" in why and why.endswith("--arg n_h=@heads")
+    assert "ValueError: d_model=6 is not divisible by n_h=4" in why
+
+
+def test_a_refusal_no_default_explains_stays_the_students():
+    from harness.wire.config import Config
+
+    assert _refusal(_InvertedGuard, Config(d_in=6, d_out=6, heads=3, context_length=4)) is None  # layer_idx: no help
+    assert _refusal(_GuardedByDefault, Config(d_in=6, d_out=6, heads=4, context_length=4)) is None  # invalid sizes
 
 
 class _Fwd(nn.Module):
