@@ -2,11 +2,16 @@
 
 An import error, or a constructor that raises for valid sizes, is the student's failure.  A constructor argument
 mha-check has no value for, sizes read from module-level globals, or several equally likely classes in the file
-are mha-check's limits: *cannot tell*, with the option that helps.
+are mha-check's limits: *cannot tell*, with the option that helps.  So is a refusal caused by mha-check's own
+inputs, which the child shows on evidence (harness.child.construct.ours): a setting its config object lacks, or a
+parameter it left at its default that, set from the configuration, lets the class build.
 """
-from checks import cannot_tell, check, failed, passed
-from harness.wire.errors import CannotDrive, TargetFailure
+import re
 
+from checks import cannot_tell, check, failed, passed
+from harness.wire.errors import PLATFORM_HELP, CannotDrive, TargetFailure
+
+ARG = re.compile(r"--arg (?!NAME=)[\w.]+=[@\w.]+")  # a named one: the generic advice says NAME=VALUE
 FACTORY_HELP = ("write a factory function in your file, e.g. `def make_attention(d, heads, context_length): return "
                 "MyAttn(...)`, and check file.py:make_attention")
 
@@ -45,8 +50,12 @@ def construct(ctx):
         try:
             ctx.subject.build(cfg).info  # noqa: B018 - built now: a constructor that raises is judged here
         except CannotDrive as e:
+            if e.platform:
+                return cannot_tell(e.message, help=PLATFORM_HELP)
+            named = ARG.search(e.message)  # the option that helps, when the child found which (see construct.ours)
             return cannot_tell(f"mha-check could not call {loaded.name}(...): {e.message}",
-                               help="--arg NAME=VALUE (or NAME=@d_out to bind it to the width), or " + FACTORY_HELP)
+                               help=named.group(0) if named else
+                               "--arg NAME=VALUE (or NAME=@d_out to bind it to the width), or " + FACTORY_HELP)
         except TargetFailure as e:
             if not ctx.separate_widths or not _square_works(ctx, i):
                 finding = "refuses valid widths as not divisible" if "divisible" in e.message else \

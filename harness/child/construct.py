@@ -9,6 +9,8 @@ plain multi-head attention), and every dropout a layer takes (attention and resi
 from __future__ import annotations
 
 import inspect
+
+from harness.child.vocabulary import key_by_tokens
 from harness.wire.config import Config
 from harness.wire.messages import Signature
 
@@ -53,24 +55,79 @@ class Unbindable(TypeError):
     module cannot be built by mha-check, which says nothing about the student's code."""
 
 
+class MissingSetting(AttributeError):
+    """The class read a setting mha-check's config object does not hold (`config.rope_theta`): our stand-in lacks
+    it, which says nothing about the student's code (worker.build turns it into cannot-tell, naming the --arg)."""
+
+    def __init__(self, message: str, setting: str):
+        super().__init__(message)
+        self.setting = setting
+
+
+class MissingItem(KeyError):
+    """The same, read as an item (`cfg["rope_theta"]`)."""
+
+    def __init__(self, message: str, setting: str):
+        super().__init__(message)
+        self.setting = setting
+
+
+def missing_setting(exc: BaseException | None) -> str | None:
+    """The setting our config object lacked, when it is what made `exc` happen (anywhere in its chain)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:  # read through BaseException's own slots: no code of theirs runs
+        seen.add(id(exc))
+        if type(exc) in (MissingSetting, MissingItem):
+            return exc.setting
+        exc = _CAUSE.__get__(exc) or _CONTEXT.__get__(exc)
+    return None
+
+
+_CAUSE, _CONTEXT = BaseException.__dict__["__cause__"], BaseException.__dict__["__context__"]
+
+
 class ConfigBag(dict):
-    """A config object with every usual spelling, readable as attributes or items (`cfg.n_embd`, `cfg["emb_dim"]`)."""
+    """A config object with every usual spelling, readable as attributes or items (`cfg.n_embd`, `cfg["emb_dim"]`),
+    and any other name whose words say what it carries (`cfg.number_of_heads`, harness.child.vocabulary)."""
+
+    def __init__(self, values: dict, cfg: Config | None = None):
+        super().__init__(values)
+        object.__setattr__(self, "_cfg", cfg)
+
+    def __missing__(self, name):
+        key = key_of(name) if isinstance(name, str) and self._cfg is not None else None
+        if key is None:
+            raise MissingItem(_lacks(name), name)
+        return self._cfg.value(key)
+
+    def __contains__(self, name):
+        return dict.__contains__(self, name) or (isinstance(name, str) and key_of(name) is not None)
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
 
     def __getattr__(self, name):
+        if name.startswith("__"):  # copy, pickle and friends ask for these: not settings
+            raise AttributeError(name)
         try:
             return self[name]
-        except KeyError:
-            raise AttributeError(f"config has no attribute {name!r} (mha-check filled the usual names; pass "
-                                 f"--arg {name}=VALUE to add it)") from None
+        except MissingItem:
+            raise MissingSetting(_lacks(name), name) from None
 
     def __setattr__(self, name, value):
         self[name] = value
 
 
+def _lacks(name) -> str:
+    return (f"config has no attribute {name!r}: mha-check's config object holds only the width, heads, context "
+            f"length, dropout and bias settings; pass --arg {name}=VALUE to add it")
+
+
 def key_of(name: str) -> str | None:
     """The configuration key a parameter (or setting) name stands for: 'n_embd' -> 'width', 'block_size' ->
-    'context_length', 'head_size' -> 'head_width'; None for a name mha-check does not know."""
-    return _BY_ALIAS.get(name.lower())
+    'context_length', 'head_size' -> 'head_width', and by its words a name no table lists ('number_of_heads' ->
+    'heads', 'input_dimension' -> 'd_in', harness.child.vocabulary); None for a name mha-check does not know."""
+    return _BY_ALIAS.get(name.lower()) or key_by_tokens(name)
 
 
 MULTIPLE = ("dropout",)  # keys that several parameters may carry at once (attn_pdrop and resid_pdrop)
@@ -78,7 +135,7 @@ DERIVED = ("head_width", "kv_heads")  # keys computed from the configuration, ne
 
 
 def config_bag(cfg: Config, overrides: dict) -> ConfigBag:
-    bag = ConfigBag({alias: cfg.value(key) for alias, key in _BY_ALIAS.items() if key != "d_in"})
+    bag = ConfigBag({alias: cfg.value(key) for alias, key in _BY_ALIAS.items() if key != "d_in"}, cfg)
     bag.update({a: cfg.d_in for a in ALIASES["d_in"]})
     bag.update({k: _resolve(v, cfg) for k, v in overrides.items()})
     return bag
@@ -105,7 +162,7 @@ def read_signature(factory, overrides: dict) -> Signature:
     also: dict[str, str] = {}  # further parameters with a value from the configuration: name -> key
     config_param, unfillable = None, []
     for p in params:
-        key = _BY_ALIAS.get(p.name.lower())
+        key = key_of(p.name)
         if p.name in overrides:  # given with --arg: a literal, or @key bound to the configuration, never a slot
             continue
         if key in DERIVED and p.default is None:
@@ -159,3 +216,47 @@ def build(factory, cfg: Config, overrides: dict, signature: Signature):
         kwargs[signature.config_param] = config_bag(cfg, overrides)
     kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items() if k in signature.params or not signature.params})
     return factory(**kwargs)
+
+
+TRIAL_KEYS = ("heads", "width", "context_length", "d_in", "head_width")  # what a parameter left at its default
+# may have been meant to carry (in this order: a stray number of heads is the usual case)
+KEY_WORDS = {"d_in": "input width", "d_out": "output width", "width": "width", "heads": "number of heads",
+             "context_length": "context length", "head_width": "head width"}
+
+
+def left_at_default(factory, signature: Signature, overrides: dict) -> dict[str, int]:
+    """Parameters mha-check gave no value (nor --arg did) whose default is a whole number: `head=8`."""
+    bound = set(signature.accepts.values()) | set(signature.derived) | {signature.config_param} | set(overrides)
+    return {p.name: p.default for p in _parameters(factory)[0] if p.name not in bound and
+            isinstance(p.default, int) and not isinstance(p.default, bool)}
+
+
+def ours(factory, cfg: Config, overrides: dict, signature: Signature, exc: BaseException, said: str) -> str | None:
+    """Why the constructor's failure for `cfg` comes from mha-check's own inputs, not from the student's code, or
+    None when it does not.  Two cases, each on evidence: the class read a setting our config object lacks
+    (`config.rope_theta`); or a parameter left at its default made it refuse a valid configuration, shown by
+    building it again with that parameter set from the configuration (`head=8` refused d=6 with the class's own,
+    correct, divisibility guard; with head = the number of heads it builds).  `said`: the exception as already
+    described, safely (harness.child.target.describe_exception).  Runs the student's constructor again: only in
+    the child."""
+    setting = missing_setting(exc)
+    if setting is not None:
+        return (f"your class reads the setting {setting!r} of its config object, which mha-check's stand-in for it "
+                f"does not hold (it holds the width, heads, context length, dropout and bias flags): pass "
+                f"--arg {setting}=VALUE with the value your model uses")
+    if cfg.heads <= 0 or cfg.d_out % cfg.heads or cfg.d_in % cfg.heads:  # an invalid configuration may be refused
+        return None
+    for name, default in left_at_default(factory, signature, overrides).items():
+        for key in TRIAL_KEYS:
+            if cfg.value(key) == default:
+                continue
+            try:
+                build(factory, cfg, {**overrides, name: "@" + key}, signature)
+            except BaseException:  # noqa: BLE001 - the student's constructor: any exception means "not this"
+                continue
+            raised = said.split(" (at ")[0][:200]
+            return (f"it raised with {name} left at its default {default} ({raised}), and builds with "
+                    f"{name} = the {KEY_WORDS[key]} ({cfg.value(key)}): mha-check did not know what {name} is; if "
+                    f"it is the {KEY_WORDS[key]}, pass --arg {name}=@{key}")
+    return None
+

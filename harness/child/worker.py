@@ -36,9 +36,11 @@ import torch.nn as nn  # noqa: E402
 from harness.child import calling, construct, layouts  # noqa: E402
 from harness.child.recorders import DeviceRecorder, TraceRecorder  # noqa: E402
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
+from harness.child import torch_limits  # noqa: E402
 from harness.wire import messages as m  # noqa: E402
 from harness.wire import protocol  # noqa: E402
 from harness.wire.config import Config  # noqa: E402
+from harness.wire.errors import PLATFORM_MARK  # noqa: E402
 
 torch.set_num_threads(1)
 torch.set_default_dtype(torch.float64)
@@ -99,8 +101,10 @@ class Worker:
     def _student(self, stage: str, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except BaseException as e:  # SystemExit, KeyboardInterrupt: all are the student's
+        except BaseException as e:  # SystemExit, KeyboardInterrupt: all are the student's, but a limit of torch
             where = self.target.module_file if self.target else None
+            if torch_limits.is_torch_limit(e):
+                raise AdapterError(PLATFORM_MARK + torch_limits.summary(e, where)[:4000]) from e
             raise StudentError(stage, describe_exception(e, where)[:4000]) from e
 
     def _inst(self, request) -> dict:
@@ -154,7 +158,14 @@ class Worker:
         # the CPU generator, where every module is built: torch.manual_seed would also queue a CUDA seeding, with a
         # captured stack, on every build (a millisecond each, twenty builds per submission)
         torch.random.default_generator.manual_seed(request.seed)
-        module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides, self.signature)
+        try:
+            module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides,
+                                   self.signature)
+        except StudentError as e:
+            why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__, e.text)
+            if why is None:
+                raise
+            raise AdapterError(f"for {cfg.describe()}, {why}") from None
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")

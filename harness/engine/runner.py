@@ -20,7 +20,7 @@ from harness.engine.report import CheckResult, Report
 from harness.sandbox.limits import Limits
 from harness.sandbox.pool import single_run
 from harness.sandbox.subject import Subject
-from harness.wire.errors import ENDING_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.errors import ENDING_KINDS, PLATFORM_HELP, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
 MAX_RESTARTS = 3
 LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, only slow, large or loud
@@ -32,6 +32,7 @@ LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, 
     "startup": "nothing in your code: mha-check's own worker could not start (importing torch) on this machine; run "
                "it again when the machine is less busy, or tell whoever runs mha-check",
 }
+
 
 
 class UsageError(Exception):
@@ -197,6 +198,8 @@ def _guarded(c: Check, ctx: Context, debug: bool) -> Outcome:
     except TargetFailure as e:
         return failed(f"your code raised {e.message}", finding=f"raised at {e.stage}")
     except CannotDrive as e:
+        if e.platform:
+            return cannot_tell(e.message, help=PLATFORM_HELP)
         return cannot_tell(f"mha-check could not drive your module: {e.message}",
                            help="--arg NAME=VALUE for a constructor argument, or a factory function as the target")
     except HarnessFailure as e:

@@ -46,14 +46,24 @@ class HarnessFailure(Exception):
         self.message = message
 
 
+PLATFORM_MARK = "a limit of torch on this machine, not a mistake in your code: "  # how the child says it
+PLATFORM_HELP = ("nothing to change in your code for this: mha-check runs it on the CPU (and on PyTorch's meta device "
+                 "for mask-buffer), where torch cannot do this; the checks that do not need it decide")
+
+
 class CannotDrive(Exception):
     """mha-check could not drive the module: a constructor argument it cannot bind, a forward that needs more than
-    `x` and a mask, settings read from module-level globals.  Never the student's failure: `help` says the one option
-    that would let mha-check tell (--arg, --map, a factory)."""
+    `x` and a mask, settings read from module-level globals, or a limit of torch where mha-check runs the code (no
+    CPU backward, no meta-device kernel: `platform`, see harness.child.torch_limits).  Never the student's failure:
+    `help` says the one option that would let mha-check tell (--arg, --map, a factory)."""
 
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+
+    @property
+    def platform(self) -> bool:
+        return self.message.startswith(PLATFORM_MARK)
 
 
 class WorkerDied(Exception):

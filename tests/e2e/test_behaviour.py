@@ -41,6 +41,7 @@ def _plain(folder, group: str) -> dict[str, str]:
 TARGETS: dict[str, tuple[str, dict]] = {
     **{k: (t, {}) for k, t in _zoo(ZOO / "correct", "zoo-correct").items()},
     **{k: (t, {}) for k, t in _zoo(ZOO / "buggy", "zoo-buggy").items()},
+    **{k: (t, {}) for k, t in _zoo(ZOO / "ours", "zoo-ours").items()},
     **{k: (t, {}) for k, t in _zoo(REALZOO, "realzoo").items()},
     "reference/CausalMHA": (f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA", {}),
     **{f"mutants/{m}": (t, {}) for m, t in sorted(catalogue.mutant_targets().items())},

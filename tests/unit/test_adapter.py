@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 from harness.child.calling import styles_for
-from harness.child.construct import read_signature, require_bindable, Unbindable
+from harness.child.construct import Unbindable, build, config_bag, key_of, ours, read_signature, require_bindable
 from harness.child.layouts import discover, role_of
 from harness.child.target import TargetError, load_target, settings_from_globals
 
@@ -66,6 +66,83 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
     s = _sig(lambda d_model, n_heads, rope_theta: None)
     with pytest.raises(Unbindable, match="rope_theta"):
         require_bindable(s)
+
+
+@pytest.mark.parametrize("name,key", [
+    ("input_dimension", "d_in"), ("output_dimension", "d_out"), ("number_of_heads", "heads"), ("head", "heads"),
+    ("embeddings_size", "width"), ("model_dim", "width"), ("emb", "width"), ("dModel", "width"),
+    ("numHeads", "heads"), ("nHeads", "heads"), ("maxSeqLen", "context_length"), ("window_size", "context_length"),
+    ("context_window", "context_length"), ("n_positions", "context_length"), ("dim_per_head", "head_width"),
+    ("head_dimension", "head_width"), ("num_kv_heads", "kv_heads"), ("dropoutRate", "dropout"), ("p", "dropout"),
+    ("attn_p", "dropout"), ("use_bias", "all_bias"), ("qkvBias", "qkv_bias"), ("key_value_heads", "kv_heads"),
+    ("inputSize", "d_in"), ("attention_dim", None),
+    # a word mha-check does not know: something else, left alone
+    ("rope_theta", None), ("max_batch_size", None), ("n_local_heads", None), ("vocab_size", None),
+    ("layer_idx", None), ("d_ff", None), ("out_proj_bias", None), ("key_dim", None), ("model", None),
+    ("max", None), ("out", None), ("norm_eps", None), ("sliding_window", None),
+])
+def test_parameter_names_are_read_by_their_words(name, key):
+    assert key_of(name) == key
+
+
+def test_a_class_with_its_own_vocabulary_needs_no_arg():
+    s = _sig(lambda input_dimension, output_dimension, number_of_heads, context_length, dropout=0.0: None)
+    assert s.separate_widths and not s.unfillable
+    assert s.accepts == {"d_in": "input_dimension", "d_out": "output_dimension", "heads": "number_of_heads",
+                         "context_length": "context_length", "dropout": "dropout"}
+    s = _sig(lambda embeddings_size, head=8, block=16: None)
+    assert s.accepts == {"width": "embeddings_size", "heads": "head", "context_length": "block"}
+    s = _sig(lambda emb, heads, model_dim=None: None)  # two widths, neither with a direction: the first is the one
+    assert s.accepts["width"] == "emb" and not s.unfillable
+
+
+def test_the_config_object_answers_names_by_their_words_and_says_which_it_lacks():
+    from harness.wire.config import Config
+
+    bag = config_bag(Config(d_in=6, d_out=8, heads=2, context_length=7), {"rope_theta": 10000.0})
+    assert (bag.embeddings_size, bag.number_of_heads, bag.input_dimension, bag["maxSeqLen"]) == (8, 2, 6, 7)
+    assert bag.rope_theta == 10000.0
+    with pytest.raises(AttributeError, match="max_batch_size"):
+        bag.max_batch_size  # noqa: B018 - the attribute is the test
+    with pytest.raises(KeyError, match="n_local_heads"):
+        bag["n_local_heads"]
+    assert getattr(bag, "max_batch_size", 4) == 4 and not hasattr(bag, "rope_scaling")
+
+
+def _refusal(factory, cfg, **overrides):
+    """The constructor's exception for `cfg`, and what construct.ours makes of it."""
+    sig = read_signature(factory, overrides)
+    with pytest.raises(BaseException) as got:
+        build(factory, cfg, overrides, sig)
+    return ours(factory, cfg, overrides, sig, got.value, f"{type(got.value).__name__}: {got.value}")
+
+
+class _GuardedByDefault(nn.Module):
+    def __init__(self, d_model, max_len, n_h=4, layer_idx=0):
+        super().__init__()
+        if d_model % n_h:
+            raise ValueError(f"d_model={d_model} is not divisible by n_h={n_h}")
+
+
+class _InvertedGuard(nn.Module):
+    def __init__(self, d_model, n_heads, max_len, layer_idx=0):
+        super().__init__()
+        assert d_model % n_heads != 0, "inverted: refuses every valid width"
+
+
+def test_a_refusal_caused_by_a_default_mha_check_left_is_ours_with_the_arg_that_helps():
+    from harness.wire.config import Config
+
+    why = _refusal(_GuardedByDefault, Config(d_in=6, d_out=6, heads=3, context_length=4))
+    assert "n_h left at its default 4" in why and why.endswith("--arg n_h=@heads")
+    assert "ValueError: d_model=6 is not divisible by n_h=4" in why
+
+
+def test_a_refusal_no_default_explains_stays_the_students():
+    from harness.wire.config import Config
+
+    assert _refusal(_InvertedGuard, Config(d_in=6, d_out=6, heads=3, context_length=4)) is None  # layer_idx: no help
+    assert _refusal(_GuardedByDefault, Config(d_in=6, d_out=6, heads=4, context_length=4)) is None  # invalid sizes
 
 
 class _Fwd(nn.Module):
