@@ -22,6 +22,7 @@ from harness import OUTPUT_CUT_MARK, OWN_PACKAGES, PACKAGES_ROOT
 
 from harness.wire import messages as m
 from harness.wire import protocol
+from harness.wire.budget import reply_budget
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox.limits import MB, Limits
@@ -202,6 +203,11 @@ class _DeadlineReader:
             raise TimeoutError
         return os.read(self.fd, min(n, 1 << 20))
 
+    def readinto(self, view: memoryview) -> int:
+        if not linux.ready_by(self.fd, self.deadline):
+            raise TimeoutError
+        return os.readv(self.fd, [view[:1 << 20]])
+
 
 class Subject:
     """One confined child process running one target.  `submission`: the folder to copy into the child's scratch
@@ -357,8 +363,10 @@ class Subject:
         try:
             self._send(m.encode_batch(requests), deadline)
             builds = sum(isinstance(r, m.Build) for r in requests)  # each answer lists a module's names: its own room
+            configs = {inst.handle: inst.cfg for inst in self._builds.values()}
             replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline),
-                                                        max_header=protocol.MAX_HEADER * max(1, builds)))
+                                                        max_header=protocol.MAX_HEADER * max(1, builds),
+                                                        max_payload=reply_budget(requests, configs)))
             if len(replies) > len(requests) or (len(replies) < len(requests) and not isinstance(replies[-1], m.Failed)):
                 raise protocol.ProtocolError(f"{len(replies)} replies to {len(requests)} requests")
             if any(isinstance(reply, m.Failed) for reply in replies[:-1]):  # a failure ends a frame
@@ -395,7 +403,7 @@ class Subject:
         self._awaiting_ready = False
         deadline = self.spawned + STARTUP_SECONDS
         try:
-            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline)))
+            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline), max_payload=0))
             if [type(r) for r in replies] != [m.Ready]:
                 raise protocol.ProtocolError(f"{type(replies[0]).__name__} instead of Ready")
         except TimeoutError:
@@ -435,6 +443,13 @@ class Subject:
         return failure
 
     def _classify_death(self, op: str, error: Exception) -> WorkerDied:
+        if isinstance(error, protocol.FrameTooLarge):  # refused unread: our worker never sends more than was asked
+            self._kill()
+            room = f"at most {error.allowed / MB:.1f} MB" if error.allowed else "none"
+            return WorkerDied("channel", f"your code corrupted the channel to mha-check during {op}: its answer "
+                                         f"declared {error.declared / MB:.1f} MB of arrays where {room} can be "
+                                         "needed (mha-check's worker patched to pad its replies?); mha-check read "
+                                         "none of it")
         if isinstance(error, protocol.ProtocolError):  # garbage on the channel: no answer can be trusted now
             self._kill()
             return WorkerDied("channel", f"your code corrupted the channel to mha-check during {op} ({error}): "
