@@ -8,6 +8,9 @@
 - The copy and `read_regular` read untrusted folders from the trusted process: regular files only (a FIFO would
   block, a symlink could point at /dev/zero or a classmate's file), within size and count budgets, without
   recursion.
+- Where the grader may mount (root with CAP_SYS_ADMIN), the scratch folder is a tmpfs of its own, limited in size
+  and in inodes (`bounded`): a submission that fills its folder fills only that, never the disk or the inodes its
+  classmates' copies, the batch's staging folder and the output folder share.
 - `kill_leftovers`: without a PID namespace a child may leave processes behind; they are killed by uid before the
   slot is used again.
 """
@@ -22,6 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from harness.sandbox import syscalls as linux
 from harness.sandbox.policy import SLOTS, identity
 
 MAX_FILES = 2000  # entries of one submission copied into its scratch
@@ -102,31 +106,39 @@ def remove_live() -> None:
 
 @dataclass
 class Scratch:
-    """A child's private folder: `path` (its working directory and home), inside `root` (removed with it)."""
+    """A child's private folder: `path` (its working directory and home), inside `root` (removed with it);
+    `bounded`: how its size is held, when a tmpfs of its own holds it ("" when it is a folder of the shared disk)."""
     root: str
     path: str
     copied: int = 0
     skipped: list[str] = field(default_factory=list)
+    bounded: str = ""
 
     @classmethod
-    def empty(cls, slot: int) -> "Scratch":
+    def empty(cls, slot: int, room_bytes: int | None = None, room_files: int | None = None) -> "Scratch":
+        """A fresh scratch; with `room_bytes` and `room_files`, a tmpfs of that size and that many inodes on top of
+        the largest copy of a submission, where this process may mount one."""
         root = tempfile.mkdtemp(prefix="mha-check-", dir=_PARENT)
         _LIVE.add(root)
+        bounded = ""
         try:
             os.chmod(root, 0o711)  # the slot's uid may pass through, not list
             path = os.path.join(root, "scratch")
             os.mkdir(path, 0o700)
             if os.geteuid() == 0:
+                if room_bytes is not None and room_files is not None:
+                    bounded = _mount_bounded(path, MAX_BYTES + room_bytes, MAX_FILES + room_files, identity(slot))
                 os.chown(path, *identity(slot))
         except BaseException:
             remove_tree(root)
             raise
-        return cls(root, path)
+        return cls(root, path, bounded=bounded)
 
     @classmethod
-    def with_copy(cls, slot: int, submission: str | None, file_limit: int) -> "Scratch":
-        """A scratch holding a copy of the folder `submission` (nothing when None)."""
-        room = cls.empty(slot)
+    def with_copy(cls, slot: int, submission: str | None, file_limit: int, room_bytes: int | None = None,
+                  room_files: int | None = None) -> "Scratch":
+        """A scratch holding a copy of the folder `submission` (nothing when None); `room_*`: see `empty`."""
+        room = cls.empty(slot, room_bytes, room_files)
         try:
             if submission is not None:
                 room.copied, room.skipped = copy_submission(submission, room.path, identity(slot), file_limit)
@@ -136,11 +148,41 @@ class Scratch:
         return room
 
     def describe(self) -> dict:
-        return {"scratch": self.path, "copied_files": self.copied, "not_copied": self.skipped[:20]}
+        return {"scratch": self.path, "copied_files": self.copied, "not_copied": self.skipped[:20],
+                "bounded": self.bounded or "no: a folder of the shared disk (files up to the file-size limit)"}
 
     def remove(self) -> None:
         remove_tree(self.root)
         _LIVE.discard(self.root)
+
+
+def _mount_bounded(path: str, size: int, inodes: int, owner: tuple[int, int]) -> str:
+    """Mount a tmpfs of `size` bytes and `inodes` inodes on `path` (0700, owned by `owner`); what it is, or "" where
+    this process may not mount (a container without CAP_SYS_ADMIN): the folder then stays on the shared disk."""
+    try:
+        linux.mount("tmpfs", path, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                    f"size={size},nr_inodes={inodes},mode=0700,uid={owner[0]},gid={owner[1]}")
+    except OSError:
+        return ""
+    return f"tmpfs of its own: {size >> 20} MB, {inodes} files and folders (the copy included)"
+
+
+def unmount_below(path: str) -> None:
+    """Detach every tmpfs mounted at or below `path` (a scratch's, also one a grader killed outright left behind),
+    deepest first, so that removing the folder removes it all.  Only root mounts scratches."""
+    if os.geteuid() != 0:
+        return
+    top = os.path.realpath(path).rstrip("/") + "/"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            points = [line.split()[4].replace("\\040", " ") for line in f if " - tmpfs " in line]
+    except OSError:
+        return
+    for point in sorted((p for p in points if (p + "/").startswith(top)), key=len, reverse=True):
+        try:
+            linux.umount2(point, linux.MNT_DETACH)
+        except OSError:
+            pass
 
 
 def give(path: str, uid: int, gid: int) -> None:
@@ -256,7 +298,9 @@ def _copy_file(source: str, target: str, owner: tuple[int, int] | None, limit: i
 def remove_tree(path: str) -> None:
     """Remove `path` and everything below it, whatever a child made of it: iterative (any depth, no recursion),
     relative to open folders (no path-length limit), never following a symlink, opening closed folders (0000)
-    first.  Never raises for what it cannot remove."""
+    first; a tmpfs mounted below it (a bounded scratch) is detached first.  Never raises for what it cannot
+    remove."""
+    unmount_below(path)
     try:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
             os.unlink(path)

@@ -234,7 +234,8 @@ class Subject:
         self.room = None
         try:
             copy_root, rel, path = _placement(spec, self.search_dir, submission)
-            self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB)
+            self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB,
+                                                  self.limits.scratch_mb * MB, self.limits.scratch_files)
             name = spec[len(_where(spec)):]  # ":Class", or nothing
             copied = os.path.join(self.room.path, rel) if rel and not os.path.isabs(rel) else None
             # a missing file whose folder was copied is named in the copy, so that the child lists what is there

@@ -107,3 +107,52 @@ def test_a_single_run_on_a_full_disk_prints_its_results_and_fails_visibly(full_d
     assert "Traceback" not in run.stderr and not results.exists()
     assert json.loads(run.stdout)["tests"], run.stdout[:500]
     assert run.stderr.strip().splitlines()[-1].startswith(f"mha-check: error: could not write {results}")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 MB filesystem of the test's own (a tmpfs), standing for the disk a grading machine's scratch, staging
+    and output folders share: a disk filler then fills this, never the machine's (root only: it mounts)."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounts a small tmpfs: needs root")
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,nr_inodes=16384", "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_disk_filler_beside_its_classmates_costs_them_nothing(tmp_path, small_disk):
+    """Found by an attacker's trial: one submission filling the disk and inodes of the shared scratch made 15 of 20
+    classmates get 0 or cannot-tell (their copies, children and reports had no room left).  Each child's folder is
+    now a tmpfs of its own, limited in size and inodes: the filler fills that, its classmates graded beside it
+    (--jobs 2, the scratch, staging and output folders on one small disk) keep their grades.  (Before, measured by
+    hand on this batch: the classmates copied while the filler held the disk got 0, "attention.py has no 'MyAttn'",
+    from a copy cut short by ENOSPC.)"""
+    subs = tmp_path / "subs"
+    (subs / "aaa_filler").mkdir(parents=True)
+    (subs / "aaa_filler" / "attention.py").write_text((ROOT / "tests" / "hostile" / "disk_filler.py").read_text())
+    (subs / "aaa_filler" / "hold.txt").write_text("25")  # held while the classmates are graded beside it
+    classmates = ("bob", "cat", "dan", "eve", "fay", "gus", "hal")  # one grader's work for longer than the hold
+    for name in classmates:
+        (subs / name).mkdir()
+        (subs / name / "attention.py").write_text(
+            (ZOO / "correct" / "book_style.py").read_text().replace("class MultiHeadAttention", "class MyAttn"))
+    out = small_disk / "out"
+    run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "grade", str(subs), "--out", str(out),
+                          "--jobs", "2", "--target", "attention.py:MyAttn", "--time-limit", "60"],
+                         capture_output=True, text=True, timeout=400, cwd=ROOT, env=dict(os.environ,
+                                                                                         TMPDIR=str(small_disk)))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
+    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv", newline=""))}
+    assert all(rows[name]["passed"] == "True" for name in classmates), {n: rows[n] for n in classmates}
+    assert rows["aaa_filler"]["passed"] == "False"
+    report = json.loads((out / "aaa_filler.json").read_text())
+    assert report["isolation"]["submission_copy"]["bounded"].startswith("tmpfs of its own")
+    assert sorted(p.name for p in small_disk.iterdir()) == ["out"]  # the batch's folders gone, and the filler's
