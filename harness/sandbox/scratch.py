@@ -11,11 +11,15 @@
 - Where the grader may mount (root with CAP_SYS_ADMIN), the scratch folder is a tmpfs of its own, limited in size
   and in inodes (`bounded`): a submission that fills its folder fills only that, never the disk or the inodes its
   classmates' copies, the batch's staging folder and the output folder share.
+  Elsewhere (a container without CAP_SYS_ADMIN) the folder stays on the shared disk, each file bounded by the
+  file-size limit, and the trusted side measures it while it waits for the child (`Scratch.overflow`): past the same
+  budget the child is stopped, and its folder removed with it.
 - `kill_leftovers`: without a PID namespace a child may leave processes behind; they are killed by uid before the
   slot is used again.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import random
@@ -104,6 +108,36 @@ def remove_live() -> None:
         _LIVE.discard(root)
 
 
+class ScratchFull(Exception):
+    """A child wrote more in its (unbounded) scratch folder than its budget allows."""
+
+
+class NoRoom(RuntimeError):
+    """The grading machine's disk had no room for the copy of a submission (ENOSPC, EDQUOT): never the student's
+    doing (another submission may have filled it), so never a copy cut short that would read as their missing code."""
+
+
+def usage(path: str, stop_at: int) -> tuple[int, int]:
+    """(bytes on disk, files and folders) below `path`, never following a symlink; counting stops past `stop_at`
+    entries (a folder of a million files is over any budget long before it is all counted).  Blocks, not sizes: a
+    sparse file of a terabyte takes no disk."""
+    size, entries, todo = 0, 0, [path]
+    while todo and entries <= stop_at:
+        try:
+            with os.scandir(todo.pop()) as found:
+                for entry in found:
+                    entries += 1
+                    try:
+                        size += entry.stat(follow_symlinks=False).st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            todo.append(entry.path)
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return size, entries
+
+
 @dataclass
 class Scratch:
     """A child's private folder: `path` (its working directory and home), inside `root` (removed with it);
@@ -113,6 +147,7 @@ class Scratch:
     copied: int = 0
     skipped: list[str] = field(default_factory=list)
     bounded: str = ""
+    budget: tuple[int, int] | None = None  # (bytes, entries) an unbounded scratch may hold: measured, not mounted
 
     @classmethod
     def empty(cls, slot: int, room_bytes: int | None = None, room_files: int | None = None) -> "Scratch":
@@ -142,10 +177,22 @@ class Scratch:
         try:
             if submission is not None:
                 room.copied, room.skipped = copy_submission(submission, room.path, identity(slot), file_limit)
+            if not room.bounded and room_bytes is not None and room_files is not None:
+                size, entries = usage(room.path, MAX_FILES)
+                room.budget = (size + room_bytes, entries + room_files)
         except BaseException:
             room.remove()
             raise
         return room
+
+    def overflow(self) -> str | None:
+        """What the child wrote past its budget in an unbounded scratch ("300 MB", "20000 files"), or None."""
+        if self.budget is None:
+            return None
+        size, entries = usage(self.path, self.budget[1])
+        if entries > self.budget[1]:
+            return f"more than {self.budget[1]} files and folders"
+        return f"{size >> 20} MB, more than {self.budget[0] >> 20} MB" if size > self.budget[0] else None
 
     def describe(self) -> dict:
         return {"scratch": self.path, "copied_files": self.copied, "not_copied": self.skipped[:20],
@@ -269,6 +316,9 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: 
                 else:
                     skipped.append(f"{name} (not a regular file)")
             except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise NoRoom(f"no room left on the grading machine's disk for a copy of this submission "
+                                 f"({e.strerror}): not the student's doing; grade it again") from None
                 skipped.append(f"{name} ({e.strerror})")
     return copied, skipped
 

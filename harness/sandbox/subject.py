@@ -192,20 +192,30 @@ SENT_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.
                           signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM})
 
 
+WATCH_SECONDS = 0.5  # how often an unbounded scratch is measured while the child works
+
+
 class _DeadlineReader:
-    """A pipe read with a deadline: a child that stops answering is a time-out, not a hung grader."""
+    """A pipe read with a deadline: a child that stops answering is a time-out, not a hung grader.  `watch`, when
+    given, is called every WATCH_SECONDS of waiting (it raises to stop the wait: a scratch past its budget)."""
 
-    def __init__(self, fd: int, deadline: float):
-        self.fd, self.deadline = fd, deadline
+    def __init__(self, fd: int, deadline: float, watch=None):
+        self.fd, self.deadline, self.watch = fd, deadline, watch
 
-    def read(self, n: int) -> bytes:
+    def _ready(self) -> None:
+        while self.watch is not None and time.monotonic() < self.deadline:
+            if linux.ready_by(self.fd, min(self.deadline, time.monotonic() + WATCH_SECONDS)):
+                return
+            self.watch()
         if not linux.ready_by(self.fd, self.deadline):
             raise TimeoutError
+
+    def read(self, n: int) -> bytes:
+        self._ready()
         return os.read(self.fd, min(n, 1 << 20))
 
     def readinto(self, view: memoryview) -> int:
-        if not linux.ready_by(self.fd, self.deadline):
-            raise TimeoutError
+        self._ready()
         return os.readv(self.fd, [view[:1 << 20]])
 
 
@@ -232,6 +242,7 @@ class Subject:
         self.log = tempfile.TemporaryFile()
         self.slot = self._claim_slot()
         self.room = None
+        self._measured = 0.0  # when the scratch was last measured (an unbounded one: see _watch)
         try:
             copy_root, rel, path = _placement(spec, self.search_dir, submission)
             self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB,
@@ -365,7 +376,7 @@ class Subject:
             self._send(m.encode_batch(requests), deadline)
             builds = sum(isinstance(r, m.Build) for r in requests)  # each answer lists a module's names: its own room
             configs = {inst.handle: inst.cfg for inst in self._builds.values()}
-            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline),
+            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline, self._watch()),
                                                         max_header=protocol.MAX_HEADER * max(1, builds),
                                                         max_payload=reply_budget(requests, configs)))
             if len(replies) > len(requests) or (len(replies) < len(requests) and not isinstance(replies[-1], m.Failed)):
@@ -374,6 +385,13 @@ class Subject:
                 raise protocol.ProtocolError("a failure before the end of the replies")
             for request, reply in zip(requests, replies):
                 m.check_answer(request, reply)
+            if self._watch() is not None and time.monotonic() - self._measured >= WATCH_SECONDS:
+                self._watch()()  # also between quick frames: a child may fill its folder and answer at once
+        except scratch.ScratchFull as e:
+            self._kill()
+            self.dead = WorkerDied("disk", f"disk limit: your code wrote {e} in the folder it runs in, during {op} "
+                                           "(it holds the copy of your submission and what your code writes)")
+            raise self.dead from None
         except TimeoutError:
             stopped = linux.stopped_in_tree(self.pid)
             self._kill()
@@ -395,6 +413,18 @@ class Subject:
 
     def call(self, request: m.Request) -> m.Reply:
         return self.calls([request])[0]
+
+    def _watch(self):
+        """The measure of an unbounded scratch (see scratch.Scratch.overflow), or None where a tmpfs bounds it."""
+        if self.room is None or self.room.budget is None:
+            return None
+
+        def measure() -> None:
+            self._measured = time.monotonic()
+            over = self.room.overflow()
+            if over is not None:
+                raise scratch.ScratchFull(over)
+        return measure
 
     def _until_ready(self) -> None:
         """Wait for the worker's `Ready` (its imports done, no code of the student's run yet) and move the start of

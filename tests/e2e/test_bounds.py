@@ -10,11 +10,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
 from conftest import ROOT, ZOO
+from harness.engine.runner import Options, run_checks
+from harness.sandbox import scratch
+from harness.sandbox.limits import Limits
 
 PADDED = ROOT / "tests" / "hostile" / "padded_frames.py"
 MEASURE = """
@@ -156,3 +160,24 @@ def test_a_disk_filler_beside_its_classmates_costs_them_nothing(tmp_path, small_
     report = json.loads((out / "aaa_filler.json").read_text())
     assert report["isolation"]["submission_copy"]["bounded"].startswith("tmpfs of its own")
     assert sorted(p.name for p in small_disk.iterdir()) == ["out"]  # the batch's folders gone, and the filler's
+
+
+def test_where_no_filesystem_can_be_mounted_the_scratch_is_measured_and_a_filler_stopped(small_disk, monkeypatch):
+    """A container without CAP_SYS_ADMIN cannot mount a tmpfs for the scratch: it stays a folder of the shared disk,
+    and the trusted side measures it while the child works.  The disk filler is stopped within a fraction of a
+    second of passing its budget (the copy plus 64 MB, or 2048 more files): a limit of ours, so cannot tell, never
+    a failure of the student's; and its folder is gone with it."""
+    monkeypatch.setattr(scratch, "_mount_bounded", lambda *args: "")  # as where mount() is refused
+    monkeypatch.setattr(tempfile, "tempdir", str(small_disk))  # the scratch on the test's own small disk
+    sub = small_disk / "submission"
+    sub.mkdir()
+    (sub / "attention.py").write_text((ROOT / "tests" / "hostile" / "disk_filler.py").read_text())
+    (sub / "hold.txt").write_text("20")
+    started = time.monotonic()
+    report = run_checks(f"{sub}/attention.py:MyAttn", Options(limits=Limits(call_seconds=30, total_seconds=60)))
+    assert time.monotonic() - started < 30  # stopped while it held the disk, not at the time limit
+    assert report.isolation["submission_copy"]["bounded"].startswith("no:")
+    statuses = {c.id: (c.status, c.message) for c in report.checks}
+    assert statuses["construct"][0] == "cannot_tell" and "disk limit" in statuses["construct"][1], statuses
+    assert report.adapter["process"][0]["kind"] == "disk" and report.adapter["process"][0]["ours"]
+    assert sorted(p.name for p in small_disk.iterdir()) == ["submission"]  # its scratch removed with it
