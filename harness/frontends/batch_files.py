@@ -41,9 +41,9 @@ def summary_text(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def write_summary(rows: list[dict], path: Path) -> None:
+def write_summary(rows: list[dict], path: Path, durable: bool = True) -> None:
     """The summary, replaced whole (a reader, or a batch killed while writing it, never sees half a file)."""
-    write_atomic(path, summary_text(rows))
+    write_atomic(path, summary_text(rows), durable=durable)
 
 
 class BatchFiles:
@@ -63,10 +63,11 @@ class BatchFiles:
         except OSError as e:
             self.unwritten[path], self.error = text, e
 
-    def summary(self, rows: list[dict]) -> bool:
-        """Rewrite the summary with every row so far; False (and remembered) when it cannot be written."""
+    def summary(self, rows: list[dict], durable: bool = False) -> bool:
+        """Rewrite the summary with every row so far; False (and remembered) when it cannot be written.  Durable
+        (fsync) only at the end: each rewrite during the batch is replaced by the next."""
         try:
-            write_summary(rows, self.summary_path)
+            write_summary(rows, self.summary_path, durable)
             return True
         except OSError as e:
             self.error = e
@@ -82,7 +83,7 @@ class BatchFiles:
                 del self.unwritten[path]
             except OSError as e:
                 self.error = e
-        summary_written = self.summary(rows)
+        summary_written = self.summary(rows, durable=True)
         if summary_written and not self.unwritten:
             return None
         why = reason(self.error) if self.error is not None else "unknown error"

@@ -24,6 +24,10 @@ def test_a_file_is_replaced_whole_and_a_failed_write_leaves_the_old_one_and_no_t
     assert failed.value.errno == errno.ENOSPC and writing.reason(failed.value) == "No space left on device"
     assert path.read_text() == '{"score": 1}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # no .partial left behind
+    monkeypatch.setattr(os, "replace", _no_space)  # a rewrite without fsync fails the same way, at its rename
+    with pytest.raises(OSError):
+        writing.write_atomic(path, '{"score": 17}', durable=False)
+    assert path.read_text() == '{"score": 1}' and sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
 
 
 ROWS = [{"submission": "bob", "target": "a.py:A", "passed": False, "score": 3.0},
