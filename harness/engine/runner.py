@@ -29,6 +29,8 @@ LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, 
     "memory": "keep memory to what the lesson's layer needs; where you run mha-check yourself, --memory-mb gives "
               "it more",
     "output": "print less, and nothing in forward: what your code writes is kept up to a limit (16 MB)",
+    "disk": "write no files, or only small ones: the folder your code runs in holds the copy of your submission and "
+            "64 MB more",
     "startup": "nothing in your code: mha-check's own worker could not start (importing torch) on this machine; run "
                "it again when the machine is less busy, or tell whoever runs mha-check",
 }

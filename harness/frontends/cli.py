@@ -1,8 +1,8 @@
 """`mha-check TARGET`: check a student's causal multi-head attention and explain what is wrong.
 
 Exit status: 0 every counted check passed; 1 a check failed, could not be decided or could not run (including a
-target that cannot be imported or built); 2 the command line itself is wrong.  With --format json, stdout carries
-exactly one JSON object.
+target that cannot be imported or built); 2 the command line itself is wrong; 3 the report could not be written to
+-o (a full disk: it is printed on stdout instead).  With --format json, stdout carries exactly one JSON object.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import threading
 from harness import PACKAGES_ROOT
 from harness.engine.report import VERSION
 from harness.frontends import options
+from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
 from harness.render.view import clean  # the renderers' rule for text from the student's side (no numpy: cheap)
 
 SUBCOMMANDS = {  # name -> (module, one line for --help)
@@ -192,8 +193,13 @@ def _main(argv=None) -> int:
     if args.plot:
         text += _plot(report, args.plot)
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
+        try:
+            write_atomic(args.output, text)  # a platform reading results.json never sees half of one
+        except OSError as e:  # a full disk: the results on stdout, where the platform's log keeps them
+            sys.stdout.write(text)
+            print(f"mha-check: error: could not write {args.output} ({reason(e)}); the results are printed above "
+                  "instead", file=sys.stderr)
+            return WRITE_FAILED
     else:
         sys.stdout.write(text)
     return 0 if report.passed else 1

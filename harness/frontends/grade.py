@@ -33,8 +33,9 @@ from checks import all_checks
 from harness.engine.report import Report
 from harness.engine.runner import Options, not_run, run_checks
 from harness.frontends import submissions
+from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summary  # noqa: F401 - write_summary: the
+# summary's writer, named here as before
 from harness.render import formats
-from harness.render.view import clean
 from harness.frontends import options as option_rules
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch, trusted
@@ -325,32 +326,6 @@ def _progress(done: int, total: int, name: str) -> None:
         sys.stderr.flush()
 
 
-SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_score")
-
-
-def csv_cell(value):
-    """A text cell as read by people (`cat`) and spreadsheets: terminal control characters shown, not obeyed, and a
-    leading = + - @ quoted so that a file name is never run as a formula.  Names come from students' files."""
-    if not isinstance(value, str):
-        return value
-    text = clean(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
-
-
-def write_summary(rows: list[dict], path: Path) -> None:
-    """The summary, replaced whole (a reader, or a batch killed while writing it, never sees half a file)."""
-    fields = list(SUMMARY_LEAD)
-    for row in rows:
-        fields += [k for k in row if k not in fields]
-    partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows({k: csv_cell(v) for k, v in row.items()}
-                         for row in sorted(rows, key=lambda r: r["submission"]))
-    os.replace(partial, path)
-
-
 def merge(paths: list[str], out) -> int:
     rows = []
     for p in paths:
@@ -531,6 +506,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                "missing_fix": _missing_fix(target), "allow_unconfined": args.allow_unconfined}
     rows, started, interrupted = [], time.monotonic(), False
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
+    files = BatchFiles(out, summary, EXTENSIONS[args.format])
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list
     batch = tempfile.mkdtemp(prefix="mha-check-grade-")
@@ -541,15 +517,18 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         os.mkdir(scratch_parent, 0o711)
         folders = {s.name: s.stage(Path(staging)) for s in todo}
         if todo:
-            rows, interrupted = _grade_all(folders, target, flat, options, out, args, template, scratch_parent,
-                                           summary)
+            rows, interrupted = _grade_all(folders, target, flat, options, args, template, scratch_parent, files)
     finally:
         scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
-    write_summary(rows, summary)
+    unwritten = files.finish(rows)  # after the scratch is gone: it may be what filled the disk
+    if unwritten:
+        print(unwritten, file=sys.stderr)
     if interrupted:
         print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
               f"{out}/ and {summary} lists only them", file=sys.stderr)
         return 130
+    if unwritten:
+        return WRITE_FAILED
     passed = sum(1 for r in rows if r.get("passed") is True)
     review = sum(1 for r in rows if r.get("needs_review") is True)
     lost = sum(1 for r in rows if "grader error" in r.get("process", ""))
@@ -564,14 +543,14 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     return 0
 
 
-def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, out: Path, args,
-               template: Template | None, scratch_parent: str, summary: Path) -> tuple[list, bool]:
+def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, args,
+               template: Template | None, scratch_parent: str, files: BatchFiles) -> tuple[list, bool]:
     """Every submission through the pool of graders; a grader's failure costs one row, never the batch.  A grader
     that ends without finishing (killed from outside, or by the OOM killer) breaks the whole pool: every submission
     not graded yet is then graded again by a fresh pool, up to MAX_POOL_BREAKS times.  Returns the rows and whether
     Ctrl-C stopped it (the graders are then stopped, each submission in progress with its child and scratch, and
-    the rows are those graded).  `summary` is rewritten after every report, so that a batch killed outright keeps
-    the summary of what it had graded."""
+    the rows are those graded).  The summary is rewritten after every report (`files`), so that a batch killed
+    outright keeps the summary of what it had graded."""
     rows: list = []
     trusted.preload()  # every trusted module, once here while the template imports torch, not in each grader
     left, breaks = dict(folders), 0
@@ -585,12 +564,12 @@ def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options
                                    initializer=_init_grader,
                                    initargs=(options["limits"], template.socket if template else None, scratch_parent))
         try:
-            lost = _collect(pool, left, target, flat, options, out, args, rows, len(folders), summary,
+            lost = _collect(pool, left, target, flat, options, args, rows, len(folders), files,
                             last_try=breaks >= MAX_POOL_BREAKS)
         except KeyboardInterrupt:
             _stop_graders(pool)
             return rows, True
-        except BaseException:  # our own failure (an unwritable report): no grader outlives it either
+        except BaseException:  # our own failure: no grader outlives it either
             _stop_graders(pool)
             raise
         pool.shutdown()
@@ -618,12 +597,12 @@ def _stop_graders(pool: ProcessPoolExecutor) -> None:
             grader.join()
 
 
-def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, out: Path, args, rows: list,
-             total: int, summary: Path, last_try: bool) -> list[str]:
+def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, args, rows: list,
+             total: int, files: BatchFiles, last_try: bool) -> list[str]:
     """Submit every submission and write each report as it comes back (rows gets each summary row, and the
-    summary is rewritten).  Returns the submissions a broken pool left ungraded, to be graded again; on the last
-    try, or for any other failure of ours, each gets a row that says mha-check could not grade it (construct
-    cannot tell: never the student's failure)."""
+    summary is rewritten; what cannot be written is kept for `files.finish`).  Returns the submissions a broken
+    pool left ungraded, to be graded again; on the last try, or for any other failure of ours, each gets a row that
+    says mha-check could not grade it (construct cannot tell: never the student's failure)."""
     futures, lost = {}, []
     for name, folder in folders.items():
         futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, flat), options)] = name
@@ -641,9 +620,9 @@ def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, 
                              Options(seed=options["seed"]), fix="grade this submission again", ours=True)
             report.adapter["process"] = [{"kind": "grader error", "message": why, "ours": True}]
             result = graded(name, None, report, options, 0.0)
-        (out / f"{result['name']}.{EXTENSIONS[args.format]}").write_text(result["text"])
+        files.report(result["name"], result["text"])
         rows.append(result["row"])
-        write_summary(rows, summary)
+        files.summary(rows)
         _progress(len(rows), total, name)
     return lost
 

@@ -8,11 +8,18 @@
 - The copy and `read_regular` read untrusted folders from the trusted process: regular files only (a FIFO would
   block, a symlink could point at /dev/zero or a classmate's file), within size and count budgets, without
   recursion.
+- Where the grader may mount (root with CAP_SYS_ADMIN), the scratch folder is a tmpfs of its own, limited in size
+  and in inodes (`bounded`): a submission that fills its folder fills only that, never the disk or the inodes its
+  classmates' copies, the batch's staging folder and the output folder share.
+  Elsewhere (a container without CAP_SYS_ADMIN) the folder stays on the shared disk, each file bounded by the
+  file-size limit, and the trusted side measures it while it waits for the child (`Scratch.overflow`): past the same
+  budget the child is stopped, and its folder removed with it.
 - `kill_leftovers`: without a PID namespace a child may leave processes behind; they are killed by uid before the
   slot is used again.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import random
@@ -22,6 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from harness.sandbox import syscalls as linux
 from harness.sandbox.policy import SLOTS, identity
 
 MAX_FILES = 2000  # entries of one submission copied into its scratch
@@ -100,47 +108,128 @@ def remove_live() -> None:
         _LIVE.discard(root)
 
 
+class ScratchFull(Exception):
+    """A child wrote more in its (unbounded) scratch folder than its budget allows."""
+
+
+class NoRoom(RuntimeError):
+    """The grading machine's disk had no room for the copy of a submission (ENOSPC, EDQUOT): never the student's
+    doing (another submission may have filled it), so never a copy cut short that would read as their missing code."""
+
+
+def usage(path: str, stop_at: int) -> tuple[int, int]:
+    """(bytes on disk, files and folders) below `path`, never following a symlink; counting stops past `stop_at`
+    entries (a folder of a million files is over any budget long before it is all counted).  Blocks, not sizes: a
+    sparse file of a terabyte takes no disk."""
+    size, entries, todo = 0, 0, [path]
+    while todo and entries <= stop_at:
+        try:
+            with os.scandir(todo.pop()) as found:
+                for entry in found:
+                    entries += 1
+                    try:
+                        size += entry.stat(follow_symlinks=False).st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            todo.append(entry.path)
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return size, entries
+
+
 @dataclass
 class Scratch:
-    """A child's private folder: `path` (its working directory and home), inside `root` (removed with it)."""
+    """A child's private folder: `path` (its working directory and home), inside `root` (removed with it);
+    `bounded`: how its size is held, when a tmpfs of its own holds it ("" when it is a folder of the shared disk)."""
     root: str
     path: str
     copied: int = 0
     skipped: list[str] = field(default_factory=list)
+    bounded: str = ""
+    budget: tuple[int, int] | None = None  # (bytes, entries) an unbounded scratch may hold: measured, not mounted
 
     @classmethod
-    def empty(cls, slot: int) -> "Scratch":
+    def empty(cls, slot: int, room_bytes: int | None = None, room_files: int | None = None) -> "Scratch":
+        """A fresh scratch; with `room_bytes` and `room_files`, a tmpfs of that size and that many inodes on top of
+        the largest copy of a submission, where this process may mount one."""
         root = tempfile.mkdtemp(prefix="mha-check-", dir=_PARENT)
         _LIVE.add(root)
+        bounded = ""
         try:
             os.chmod(root, 0o711)  # the slot's uid may pass through, not list
             path = os.path.join(root, "scratch")
             os.mkdir(path, 0o700)
             if os.geteuid() == 0:
+                if room_bytes is not None and room_files is not None:
+                    bounded = _mount_bounded(path, MAX_BYTES + room_bytes, MAX_FILES + room_files, identity(slot))
                 os.chown(path, *identity(slot))
         except BaseException:
             remove_tree(root)
             raise
-        return cls(root, path)
+        return cls(root, path, bounded=bounded)
 
     @classmethod
-    def with_copy(cls, slot: int, submission: str | None, file_limit: int) -> "Scratch":
-        """A scratch holding a copy of the folder `submission` (nothing when None)."""
-        room = cls.empty(slot)
+    def with_copy(cls, slot: int, submission: str | None, file_limit: int, room_bytes: int | None = None,
+                  room_files: int | None = None) -> "Scratch":
+        """A scratch holding a copy of the folder `submission` (nothing when None); `room_*`: see `empty`."""
+        room = cls.empty(slot, room_bytes, room_files)
         try:
             if submission is not None:
                 room.copied, room.skipped = copy_submission(submission, room.path, identity(slot), file_limit)
+            if not room.bounded and room_bytes is not None and room_files is not None:
+                size, entries = usage(room.path, MAX_FILES)
+                room.budget = (size + room_bytes, entries + room_files)
         except BaseException:
             room.remove()
             raise
         return room
 
+    def overflow(self) -> str | None:
+        """What the child wrote past its budget in an unbounded scratch ("300 MB", "20000 files"), or None."""
+        if self.budget is None:
+            return None
+        size, entries = usage(self.path, self.budget[1])
+        if entries > self.budget[1]:
+            return f"more than {self.budget[1]} files and folders"
+        return f"{size >> 20} MB, more than {self.budget[0] >> 20} MB" if size > self.budget[0] else None
+
     def describe(self) -> dict:
-        return {"scratch": self.path, "copied_files": self.copied, "not_copied": self.skipped[:20]}
+        return {"scratch": self.path, "copied_files": self.copied, "not_copied": self.skipped[:20],
+                "bounded": self.bounded or "no: a folder of the shared disk (files up to the file-size limit)"}
 
     def remove(self) -> None:
         remove_tree(self.root)
         _LIVE.discard(self.root)
+
+
+def _mount_bounded(path: str, size: int, inodes: int, owner: tuple[int, int]) -> str:
+    """Mount a tmpfs of `size` bytes and `inodes` inodes on `path` (0700, owned by `owner`); what it is, or "" where
+    this process may not mount (a container without CAP_SYS_ADMIN): the folder then stays on the shared disk."""
+    try:
+        linux.mount("tmpfs", path, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
+                    f"size={size},nr_inodes={inodes},mode=0700,uid={owner[0]},gid={owner[1]}")
+    except OSError:
+        return ""
+    return f"tmpfs of its own: {size >> 20} MB, {inodes} files and folders (the copy included)"
+
+
+def unmount_below(path: str) -> None:
+    """Detach every tmpfs mounted at or below `path` (a scratch's, also one a grader killed outright left behind),
+    deepest first, so that removing the folder removes it all.  Only root mounts scratches."""
+    if os.geteuid() != 0:
+        return
+    top = os.path.realpath(path).rstrip("/") + "/"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            points = [line.split()[4].replace("\\040", " ") for line in f if " - tmpfs " in line]
+    except OSError:
+        return
+    for point in sorted((p for p in points if (p + "/").startswith(top)), key=len, reverse=True):
+        try:
+            linux.umount2(point, linux.MNT_DETACH)
+        except OSError:
+            pass
 
 
 def give(path: str, uid: int, gid: int) -> None:
@@ -227,6 +316,9 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: 
                 else:
                     skipped.append(f"{name} (not a regular file)")
             except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise NoRoom(f"no room left on the grading machine's disk for a copy of this submission "
+                                 f"({e.strerror}): not the student's doing; grade it again") from None
                 skipped.append(f"{name} ({e.strerror})")
     return copied, skipped
 
@@ -256,7 +348,9 @@ def _copy_file(source: str, target: str, owner: tuple[int, int] | None, limit: i
 def remove_tree(path: str) -> None:
     """Remove `path` and everything below it, whatever a child made of it: iterative (any depth, no recursion),
     relative to open folders (no path-length limit), never following a symlink, opening closed folders (0000)
-    first.  Never raises for what it cannot remove."""
+    first; a tmpfs mounted below it (a bounded scratch) is detached first.  Never raises for what it cannot
+    remove."""
+    unmount_below(path)
     try:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
             os.unlink(path)

@@ -22,6 +22,7 @@ from harness import OUTPUT_CUT_MARK, OWN_PACKAGES, PACKAGES_ROOT
 
 from harness.wire import messages as m
 from harness.wire import protocol
+from harness.wire.budget import reply_budget
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox.limits import MB, Limits
@@ -191,16 +192,31 @@ SENT_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.
                           signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM})
 
 
+WATCH_SECONDS = 0.5  # how often an unbounded scratch is measured while the child works
+
+
 class _DeadlineReader:
-    """A pipe read with a deadline: a child that stops answering is a time-out, not a hung grader."""
+    """A pipe read with a deadline: a child that stops answering is a time-out, not a hung grader.  `watch`, when
+    given, is called every WATCH_SECONDS of waiting (it raises to stop the wait: a scratch past its budget)."""
 
-    def __init__(self, fd: int, deadline: float):
-        self.fd, self.deadline = fd, deadline
+    def __init__(self, fd: int, deadline: float, watch=None):
+        self.fd, self.deadline, self.watch = fd, deadline, watch
 
-    def read(self, n: int) -> bytes:
+    def _ready(self) -> None:
+        while self.watch is not None and time.monotonic() < self.deadline:
+            if linux.ready_by(self.fd, min(self.deadline, time.monotonic() + WATCH_SECONDS)):
+                return
+            self.watch()
         if not linux.ready_by(self.fd, self.deadline):
             raise TimeoutError
+
+    def read(self, n: int) -> bytes:
+        self._ready()
         return os.read(self.fd, min(n, 1 << 20))
+
+    def readinto(self, view: memoryview) -> int:
+        self._ready()
+        return os.readv(self.fd, [view[:1 << 20]])
 
 
 class Subject:
@@ -226,9 +242,11 @@ class Subject:
         self.log = tempfile.TemporaryFile()
         self.slot = self._claim_slot()
         self.room = None
+        self._measured = 0.0  # when the scratch was last measured (an unbounded one: see _watch)
         try:
             copy_root, rel, path = _placement(spec, self.search_dir, submission)
-            self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB)
+            self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB,
+                                                  self.limits.scratch_mb * MB, self.limits.scratch_files)
             name = spec[len(_where(spec)):]  # ":Class", or nothing
             copied = os.path.join(self.room.path, rel) if rel and not os.path.isabs(rel) else None
             # a missing file whose folder was copied is named in the copy, so that the child lists what is there
@@ -357,14 +375,23 @@ class Subject:
         try:
             self._send(m.encode_batch(requests), deadline)
             builds = sum(isinstance(r, m.Build) for r in requests)  # each answer lists a module's names: its own room
-            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline),
-                                                        max_header=protocol.MAX_HEADER * max(1, builds)))
+            configs = {inst.handle: inst.cfg for inst in self._builds.values()}
+            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline, self._watch()),
+                                                        max_header=protocol.MAX_HEADER * max(1, builds),
+                                                        max_payload=reply_budget(requests, configs)))
             if len(replies) > len(requests) or (len(replies) < len(requests) and not isinstance(replies[-1], m.Failed)):
                 raise protocol.ProtocolError(f"{len(replies)} replies to {len(requests)} requests")
             if any(isinstance(reply, m.Failed) for reply in replies[:-1]):  # a failure ends a frame
                 raise protocol.ProtocolError("a failure before the end of the replies")
             for request, reply in zip(requests, replies):
                 m.check_answer(request, reply)
+            if self._watch() is not None and time.monotonic() - self._measured >= WATCH_SECONDS:
+                self._watch()()  # also between quick frames: a child may fill its folder and answer at once
+        except scratch.ScratchFull as e:
+            self._kill()
+            self.dead = WorkerDied("disk", f"disk limit: your code wrote {e} in the folder it runs in, during {op} "
+                                           "(it holds the copy of your submission and what your code writes)")
+            raise self.dead from None
         except TimeoutError:
             stopped = linux.stopped_in_tree(self.pid)
             self._kill()
@@ -387,6 +414,18 @@ class Subject:
     def call(self, request: m.Request) -> m.Reply:
         return self.calls([request])[0]
 
+    def _watch(self):
+        """The measure of an unbounded scratch (see scratch.Scratch.overflow), or None where a tmpfs bounds it."""
+        if self.room is None or self.room.budget is None:
+            return None
+
+        def measure() -> None:
+            self._measured = time.monotonic()
+            over = self.room.overflow()
+            if over is not None:
+                raise scratch.ScratchFull(over)
+        return measure
+
     def _until_ready(self) -> None:
         """Wait for the worker's `Ready` (its imports done, no code of the student's run yet) and move the start of
         the time limit to it: importing torch takes 1.5 s on a quiet machine and many times that on a loaded grader,
@@ -395,7 +434,7 @@ class Subject:
         self._awaiting_ready = False
         deadline = self.spawned + STARTUP_SECONDS
         try:
-            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline)))
+            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline), max_payload=0))
             if [type(r) for r in replies] != [m.Ready]:
                 raise protocol.ProtocolError(f"{type(replies[0]).__name__} instead of Ready")
         except TimeoutError:
@@ -435,6 +474,13 @@ class Subject:
         return failure
 
     def _classify_death(self, op: str, error: Exception) -> WorkerDied:
+        if isinstance(error, protocol.FrameTooLarge):  # refused unread: our worker never sends more than was asked
+            self._kill()
+            room = f"at most {error.allowed / MB:.1f} MB" if error.allowed else "none"
+            return WorkerDied("channel", f"your code corrupted the channel to mha-check during {op}: its answer "
+                                         f"declared {error.declared / MB:.1f} MB of arrays where {room} can be "
+                                         "needed (mha-check's worker patched to pad its replies?); mha-check read "
+                                         "none of it")
         if isinstance(error, protocol.ProtocolError):  # garbage on the channel: no answer can be trusted now
             self._kill()
             return WorkerDied("channel", f"your code corrupted the channel to mha-check during {op} ({error}): "

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "not enough memory", "out of memory", "bad_alloc")
 OUTPUT_WORDS = ("File too large", "[Errno 27]")  # a write past the file-size limit (the captured output counts)
-LIMIT_KINDS = ("time", "cpu", "memory", "output")  # mha-check's limits: the code may be right, only slow or large
+LIMIT_KINDS = ("time", "cpu", "memory", "output", "disk")  # mha-check's limits: the code may be right, only slow
+# or large ("disk": its folder holds more than its budget, where no filesystem of its own bounds it)
 OURS_KINDS = LIMIT_KINDS + ("startup",)  # "startup": our worker died or stalled before any code of the student's ran
 ENDING_KINDS = OURS_KINDS + ("channel",)  # a death after which nothing more is asked of the code
 # "killed": a signal that comes from outside the process (SIGKILL beyond the CPU limit, SIGTERM, SIGINT, ...), or a
@@ -67,8 +68,8 @@ class CannotDrive(Exception):
 
 
 class WorkerDied(Exception):
-    """The child is gone: `kind` is time, cpu, memory, output, startup, channel, crash, killed, killed-outside or
-    exit.  Deliberately not a TargetFailure: a check that expects the student's code to raise must never mistake a
+    """The child is gone: `kind` is time, cpu, memory, output, disk, startup, channel, crash, killed, killed-outside
+    or exit.  Deliberately not a TargetFailure: a check that expects the student's code to raise must never mistake a
     dead process for one."""
 
     def __init__(self, kind: str, message: str):

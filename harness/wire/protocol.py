@@ -22,6 +22,15 @@ class ProtocolError(Exception):
     """The other side sent something that is not a well-formed frame."""
 
 
+class FrameTooLarge(ProtocolError):
+    """A frame declares more array bytes than the reader allows (`decode`'s `max_payload`): refused from its header,
+    before a byte of its arrays is read, so a child padding its replies costs the trusted side nothing."""
+
+    def __init__(self, declared: int, allowed: int):
+        super().__init__(f"a frame of {declared} bytes of arrays, where at most {allowed} can be needed")
+        self.declared, self.allowed = declared, allowed
+
+
 def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> bytes:
     arrays = arrays or {}
     specs, blobs = [], []
@@ -48,9 +57,29 @@ def _read_exact(stream, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def decode(stream, max_header: int = MAX_HEADER) -> tuple[dict, dict[str, np.ndarray]]:
+def _read_array(stream, nbytes: int) -> np.ndarray:
+    """`nbytes` bytes read straight into the array that keeps them (one copy in memory, not chunks and their join)."""
+    out = np.empty(nbytes, dtype=np.uint8)
+    view, got = memoryview(out), 0
+    while got < nbytes:
+        if hasattr(stream, "readinto"):
+            n = stream.readinto(view[got:])
+        else:
+            chunk = stream.read(nbytes - got)
+            n = len(chunk)
+            view[got:got + n] = chunk
+        if not n:
+            raise EOFError("channel closed")
+        got += n
+    return out
+
+
+def decode(stream, max_header: int = MAX_HEADER,
+           max_payload: int = MAX_PAYLOAD) -> tuple[dict, dict[str, np.ndarray]]:
     """Read one frame; raise ProtocolError for anything malformed and EOFError when the channel is closed.
-    `max_header`: the frame holds that many MAX_HEADERs' worth of replies (several modules' descriptions)."""
+    `max_header`: the frame holds that many MAX_HEADERs' worth of replies (several modules' descriptions).
+    `max_payload`: the most array bytes the reader can need (what its requests ask for): a frame declaring more is
+    refused (FrameTooLarge) from its header, before any of its arrays is read."""
     (size,) = struct.unpack(">I", _read_exact(stream, 4))
     if size > max_header:
         raise ProtocolError(f"header of {size} bytes exceeds {max_header}")
@@ -62,7 +91,7 @@ def decode(stream, max_header: int = MAX_HEADER) -> tuple[dict, dict[str, np.nda
         raise ProtocolError("header nested too deeply") from None
     if not isinstance(header, dict) or not isinstance(header.get("arrays", []), list):
         raise ProtocolError("header is not an object with an 'arrays' list")
-    arrays, total = {}, 0
+    specs, total = [], 0
     for spec in header.pop("arrays", []):
         try:
             name, dtype, shape = spec["name"], DTYPES[spec["dtype"]], tuple(spec["shape"])
@@ -74,5 +103,10 @@ def decode(stream, max_header: int = MAX_HEADER) -> tuple[dict, dict[str, np.nda
         total += nbytes
         if total > MAX_PAYLOAD:
             raise ProtocolError("payload too large")
-        arrays[name] = np.frombuffer(_read_exact(stream, nbytes), dtype=dtype).reshape(shape)
+        specs.append((name, dtype, shape, nbytes))
+    if total > max_payload:  # every size is known before any is read
+        raise FrameTooLarge(total, max_payload)
+    arrays = {}
+    for name, dtype, shape, nbytes in specs:
+        arrays[name] = _read_array(stream, nbytes).view(dtype).reshape(shape)
     return header, arrays

@@ -1,0 +1,95 @@
+"""What `grade` writes: one report per submission and the summary table, each replaced whole (`write_atomic`).
+
+A full disk or an I/O error on the output folder never loses a grade nor stops the batch with a traceback: a report
+that cannot be written is kept in memory and tried again at the end, after the batch's scratch is gone (which may
+be what filled the disk); the summary is rewritten after every report and, should it still fail at the end, printed
+on stdout, so that every verdict reaches the person who ran the batch.  `BatchFiles.finish` then says, in one line,
+what could not be written and why, and `grade` exits with a non-zero status.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from pathlib import Path
+
+from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
+from harness.render.view import clean
+
+SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_score")
+__all__ = ["WRITE_FAILED", "BatchFiles", "csv_cell", "summary_text", "write_summary"]
+
+
+def csv_cell(value):
+    """A text cell as read by people (`cat`) and spreadsheets: terminal control characters shown, not obeyed, and a
+    leading = + - @ quoted so that a file name is never run as a formula.  Names come from students' files."""
+    if not isinstance(value, str):
+        return value
+    text = clean(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+def summary_text(rows: list[dict]) -> str:
+    """The summary table as CSV: the lead columns, then every other column in the order rows first name it."""
+    fields = list(SUMMARY_LEAD)
+    for row in rows:
+        fields += [k for k in row if k not in fields]
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in sorted(rows, key=lambda r: r["submission"]))
+    return buffer.getvalue()
+
+
+def write_summary(rows: list[dict], path: Path, durable: bool = True) -> None:
+    """The summary, replaced whole (a reader, or a batch killed while writing it, never sees half a file)."""
+    write_atomic(path, summary_text(rows), durable=durable)
+
+
+class BatchFiles:
+    """The output folder of one batch: `report()` and `summary()` as the batch goes, `finish()` at its end."""
+
+    def __init__(self, out: Path, summary: Path, extension: str):
+        self.out, self.summary_path, self.extension = out, summary, extension
+        self.unwritten: dict[str, str] = {}  # report path -> its text, kept for the retry at the end
+        self.error: OSError | None = None  # the last write that failed
+
+    def report(self, name: str, text: str) -> None:
+        """Write one submission's report, or keep it for later."""
+        path = str(self.out / f"{name}.{self.extension}")
+        try:
+            write_atomic(path, text)
+            self.unwritten.pop(path, None)
+        except OSError as e:
+            self.unwritten[path], self.error = text, e
+
+    def summary(self, rows: list[dict], durable: bool = False) -> bool:
+        """Rewrite the summary with every row so far; False (and remembered) when it cannot be written.  Durable
+        (fsync) only at the end: each rewrite during the batch is replaced by the next."""
+        try:
+            write_summary(rows, self.summary_path, durable)
+            return True
+        except OSError as e:
+            self.error = e
+            return False
+
+    def finish(self, rows: list[dict], stdout=None) -> str | None:
+        """Try once more what could not be written, summary last (writing reports first frees nothing, but a report
+        that still fails must not keep the summary from its own last try); None when everything is on disk, else the
+        one line that says what is not, the summary then printed on `stdout` (CSV) so that no verdict is lost."""
+        for path, text in list(self.unwritten.items()):
+            try:
+                write_atomic(path, text)
+                del self.unwritten[path]
+            except OSError as e:
+                self.error = e
+        summary_written = self.summary(rows, durable=True)
+        if summary_written and not self.unwritten:
+            return None
+        why = reason(self.error) if self.error is not None else "unknown error"
+        lost = f"{len(self.unwritten)} of {len(rows)} reports could not be written to {self.out}/"
+        if summary_written:
+            return f"mha-check grade: error: {lost} ({why}); every verdict is in {self.summary_path}"
+        (stdout or sys.stdout).write(summary_text(rows))
+        return (f"mha-check grade: error: could not write {self.summary_path} ({why}): the summary is printed above "
+                f"on stdout instead; {lost}")
