@@ -42,14 +42,15 @@ def test_flat_files_are_grouped_by_student_and_staged_apart(tmp_path):
     assert sorted(p.name for p in staged.iterdir()) == ["bob_lab.ipynb"]  # no classmate's file beside it
 
 
-def test_folders_win_over_loose_files_and_hidden_ones_are_ignored(tmp_path):
+def test_loose_files_beside_folders_are_graded_too_and_hidden_ones_are_ignored(tmp_path):
+    """A mixed export (issue 29: 6 of 8 students had no row when only the folders were graded)."""
     for name in ("ana", "ben", ".git", "__MACOSX"):
         (tmp_path / name).mkdir()
     (tmp_path / "solution.py").write_text("")
-    found = find(tmp_path, DEFAULT)
-    assert found.layout == "folders" and [s.name for s in found.submissions] == ["ana", "ben"]
+    found = find(tmp_path)
+    assert found.layout == "mixed" and [s.name for s in found.submissions] == ["ana", "ben", "solution"]
     assert found.submissions[0].stage(tmp_path / "scratch") == tmp_path / "ana"  # graded where it is
-    assert "one folder per student" in found.describe() and "solution.py" in found.describe()
+    assert "folders per student and files named by student" in found.describe()
 
 
 def test_custom_pattern(tmp_path):
