@@ -122,14 +122,20 @@ def _readable(path: Path) -> bool:
 
 
 def _code_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if submissions.is_code(p) and _readable(p))
+    """The submission's code files: those at its top, else those in its sub-folders (a folder zipped with it)."""
+    top = sorted(p for p in folder.iterdir() if submissions.is_code(p) and _readable(p))
+    return top or submissions.nested_code(folder, _readable)
+
+
+def _rel(path: Path, folder: Path) -> str:
+    return str(path.relative_to(folder))
 
 
 def find_target(folder: Path) -> str | None:
     """With no --target: the one file of the submission that defines an nn.Module class."""
     files = [p for p in _code_files(folder) if not p.name.startswith("test")]
     found = [p for p in files if _defines_module(p)]
-    return found[0].name if len(found) == 1 else None
+    return _rel(found[0], folder) if len(found) == 1 else None
 
 
 class _Stopped(BaseException):
@@ -178,26 +184,32 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
     folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files:
     the platform named the file, so --target's class is applied to the student's file (the one ending with
     --target's file name, else found as above)."""
-    if target and not flat:
-        return Pick(target)
     file_part, _, cls = (target or "").partition(":")
     suffix = f":{cls}" if cls else ""
+    if target and not flat:
+        inside = [] if os.path.lexists(folder / file_part) else [
+            p for p in submissions.nested_code(folder, _readable) if p.name == Path(file_part).name]
+        if len(inside) == 1:  # hw3/attention.py: the student zipped the folder that holds it
+            found = _rel(inside[0], folder)
+            return Pick(found + suffix, note=f"{found} was checked: --target's {file_part} is in a sub-folder")
+        return Pick(target)
     code = _code_files(folder)
     named = [p for p in code if file_part and p.name.endswith(file_part)]
     if len(named) == 1:
-        return Pick(named[0].name + suffix)
-    found = find_target(folder) or (code[0].name if len(code) == 1 else None)
+        return Pick(_rel(named[0], folder) + suffix)
+    found = find_target(folder) or (_rel(code[0], folder) if len(code) == 1 else None)
     if found:
-        others = [p.name for p in code if p.name != found]
-        note = (f"{found} was checked: of the {len(code)} code files ({', '.join(p.name for p in code)}) it is the "
+        others = [p for p in code if _rel(p, folder) != found]
+        note = (f"{found} was checked: of the {len(code)} code files "
+                f"({', '.join(_rel(p, folder) for p in code)}) it is the "
                 f"only one that defines an nn.Module class" +
                 (f" ({len(named)} end with --target's {file_part})" if file_part else "")
                 ) if others else ""
         return Pick(found + suffix, note=note)
     if code:
         return Pick(None, f"could not tell which file holds the attention class: {len(code)} code files "
-                          f"({', '.join(p.name for p in code)}) and not exactly one defines an nn.Module class; "
-                          f"grade with --target FILE:Class to choose", review=True)
+                          f"({', '.join(_rel(p, folder) for p in code)}) and not exactly one defines an nn.Module "
+                          f"class; grade with --target FILE:Class to choose", review=True)
     others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     unread = [name for name in others if submissions.is_code(Path(name))]
     if unread:
@@ -437,11 +449,13 @@ def _main(argv: list[str], early: Template | None) -> int:
     p.add_argument("--target", help="FILE.py:ClassName or LAB.ipynb:ClassName inside each submission (default: "
                                     "the rubric's target, or the single file that defines an nn.Module class); "
                                     "with files named by student, the class in each student's file")
-    p.add_argument("--pattern", default=submissions.DEFAULT_PATTERN,
-                   help="files named by student: a regular expression, matched at the start of each code file's "
-                        "name, whose group (?P<student>...) is the student's id (default: "
-                        f"{submissions.DEFAULT_PATTERN}, the name up to its first '_', or without .py or .ipynb: "
-                        "alice_attention.py, alice_lab.ipynb and alice.py are alice)")
+    p.add_argument("--pattern", help="files named by student: a regular expression, matched at the start of each "
+                                     "file's name, whose group (?P<student>...) is the student's id, in place of the "
+                                     "platforms' naming (Canvas, Moodle, Blackboard, or STUDENT_FILE.py for every "
+                                     f"student), e.g. {submissions.DEFAULT_PATTERN!r}: the name up to its first '_'")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="end with status 0 even when a student's file or folder got no row (it is listed in the "
+                        "summary with the reason either way; without this option the status is 3)")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
     p.add_argument("--out", default="mha-check-results",
                    help="folder for the reports and summary.csv (default mha-check-results)")
@@ -472,7 +486,7 @@ def _main(argv: list[str], early: Template | None) -> int:
     if out.resolve() == Path(args.submissions).resolve() or Path(args.submissions).resolve() in out.resolve().parents:
         p.error(f"--out {args.out}: inside the submissions folder, it would be graded as a submission")
     try:
-        pattern = submissions.compile_pattern(args.pattern)
+        pattern = submissions.compile_pattern(args.pattern) if args.pattern else None
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
     except (submissions.PatternError, rubrics.RubricError) as e:
         p.error(str(e))
@@ -511,7 +525,7 @@ def _start_template() -> Template | None:
 def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, template: Template | None) -> int:
     """Find, stage and grade the submissions; write the reports and the summary (the options are valid)."""
     target = args.target or (rubric.target if rubric else None)
-    found = submissions.find(Path(args.submissions), pattern)
+    found = submissions.find(Path(args.submissions), pattern, target, _defines_module)
     print(found.describe())
     if not found.submissions:
         print("mha-check grade: error: nothing to grade (one folder per student, or .py or .ipynb files named by "
@@ -526,7 +540,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         p.error(f"--out {args.out}: {e.strerror or e}")
     limits = sandbox.Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                             memory_mb=args.memory_mb)
-    flat = found.layout == "files"
+    flat = {s.name for s in todo if s.folder is None}  # staged from flat files: --target's class in their file
     options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
                "missing_fix": _missing_fix(target), "allow_unconfined": args.allow_unconfined}
     rows, started, interrupted = [], time.monotonic(), False
@@ -545,7 +559,8 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                                            summary)
     finally:
         scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
-    write_summary(rows, summary)
+    missing = [n for n in found.not_graded if n.missing and in_shard(n.item, args.shard)]
+    write_summary(submissions.summary_rows(found, rows, lambda n: in_shard(n.item, args.shard)), summary)
     if interrupted:
         print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
               f"{out}/ and {summary} lists only them", file=sys.stderr)
@@ -561,10 +576,15 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
           f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look "
           "(needs_review); "
           f"reports in {out}/, summary in {summary}")
-    return 0
+    if missing:
+        print(f"mha-check grade: {'warning' if args.allow_missing else 'error'}: {len(missing)} of the students' files "
+              f"or folders got no row of their own (listed in {summary} with the reason): " +
+              "; ".join(f"{n.item} ({n.reason})" for n in missing[:10]) + ("; ..." if len(missing) > 10 else ""),
+              file=sys.stderr)
+    return 3 if missing and not args.allow_missing else 0
 
 
-def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, out: Path, args,
+def _grade_all(folders: dict[str, Path], target: str | None, flat: set[str], options: dict, out: Path, args,
                template: Template | None, scratch_parent: str, summary: Path) -> tuple[list, bool]:
     """Every submission through the pool of graders; a grader's failure costs one row, never the batch.  A grader
     that ends without finishing (killed from outside, or by the OOM killer) breaks the whole pool: every submission
@@ -618,7 +638,7 @@ def _stop_graders(pool: ProcessPoolExecutor) -> None:
             grader.join()
 
 
-def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, out: Path, args, rows: list,
+def _collect(pool, folders: dict[str, Path], target, flat: set[str], options: dict, out: Path, args, rows: list,
              total: int, summary: Path, last_try: bool) -> list[str]:
     """Submit every submission and write each report as it comes back (rows gets each summary row, and the
     summary is rewritten).  Returns the submissions a broken pool left ungraded, to be graded again; on the last
@@ -626,7 +646,7 @@ def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, 
     cannot tell: never the student's failure)."""
     futures, lost = {}, []
     for name, folder in folders.items():
-        futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, flat), options)] = name
+        futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, name in flat), options)] = name
     for future in _as_completed(futures):
         name = futures[future]
         try:
@@ -641,6 +661,7 @@ def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, 
                              Options(seed=options["seed"]), fix="grade this submission again", ours=True)
             report.adapter["process"] = [{"kind": "grader error", "message": why, "ours": True}]
             result = graded(name, None, report, options, 0.0)
+        result["name"] = result["row"]["submission"] = name  # the student, not the folder's name (Moodle's, ...)
         (out / f"{result['name']}.{EXTENSIONS[args.format]}").write_text(result["text"])
         rows.append(result["row"])
         write_summary(rows, summary)

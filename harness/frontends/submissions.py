@@ -117,6 +117,35 @@ class Found:
         return text + ("; left out: " + "; ".join(self.left_out) if self.left_out else "")
 
 
+NESTED_DEPTH = 3  # hw3/src/attention.py: a student's zipped folder, a repository's src/
+NESTED_FILES = 2000  # entries looked at in a submission's sub-folders, at most
+
+
+def nested_code(folder: Path, readable: Callable[[Path], bool]) -> list[Path]:
+    """The code files in `folder`'s sub-folders (not the folder itself), at most NESTED_DEPTH deep, for a submission
+    whose code is not at its top (a Gradescope upload zipped with its folder, a repository's src/).  Symlinked and
+    hidden folders, caches and virtual environments are not entered; `readable` says which files may be named."""
+    found, todo, seen = [], [(folder, 0)], 0
+    while todo:
+        here, depth = todo.pop()
+        try:
+            entries = sorted(here.iterdir())
+        except OSError:
+            continue
+        for p in entries:
+            seen += 1
+            if seen > NESTED_FILES:
+                return sorted(found)
+            if not _visible(p) or p.name in files.SKIPPED_DIRS:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                if depth < NESTED_DEPTH and not (p / "pyvenv.cfg").exists():
+                    todo.append((p, depth + 1))
+            elif depth > 0 and is_code(p) and readable(p):
+                found.append(p)
+    return sorted(found)
+
+
 def _visible(p: Path) -> bool:
     return not p.name.startswith((".", "__"))
 
@@ -249,3 +278,15 @@ def _folders(root: Path, folders: list[Path]) -> list[Submission]:
                   for _, d, kind in found[:-1]]
         subs.append(Submission(name, folder=folder, others=others, platform=platform.replace("Moodle file", "Moodle")))
     return subs
+
+
+def summary_rows(found: Found, rows: list[dict], shown: Callable[[NotGraded], bool]) -> list[dict]:
+    """The summary's rows: each graded row with the student's other attempts and hand-ins (`other_attempts`), then
+    a row per file or folder that was not graded (those `shown`: this shard's), its reason in `not_graded`, so that
+    no student is missing from the summary without a word."""
+    others = {s.name: "; ".join(s.others) for s in found.submissions}
+    for row in rows:
+        row["other_attempts"] = others.get(row["submission"], "")
+        row["not_graded"] = ""  # the same columns in every summary, whatever the export held
+    return rows + [{"submission": n.item, "target": "", "passed": "", "needs_review": n.missing,
+                    "not_graded": n.reason} for n in found.not_graded if shown(n)]

@@ -156,9 +156,9 @@ def test_submissions_a_broken_pool_leaves_are_graded_again_and_at_last_cannot_be
     out, summary, rows = tmp_path / "out", tmp_path / "out" / "summary.csv", []
     out.mkdir()
     args = SimpleNamespace(format="json")
-    lost = grade._collect(BrokenPool(), folders, None, False, options, out, args, rows, 2, summary, last_try=False)
+    lost = grade._collect(BrokenPool(), folders, None, set(), options, out, args, rows, 2, summary, last_try=False)
     assert sorted(lost) == ["ann", "bo"] and rows == [] and not summary.exists()
-    lost = grade._collect(BrokenPool(), folders, None, False, options, out, args, rows, 2, summary, last_try=True)
+    lost = grade._collect(BrokenPool(), folders, None, set(), options, out, args, rows, 2, summary, last_try=True)
     assert lost == [] and sorted(r["submission"] for r in rows) == ["ann", "bo"]
     assert all(r["construct"] == "cannot_tell" and r["needs_review"] and r["process"] == "grader error"
                and r["fail"] == 0 for r in rows)
