@@ -97,7 +97,8 @@ def blackboard_user(receipt: str) -> str:
 def blackboard(names: list[str], receipts: dict[str, str]) -> dict[str, Named]:
     """Blackboard's files of one download.  `receipts`: the text of each receipt (`..._attempt_DATE.txt`) by name.
     The head of a name is `ASSIGNMENT_USERNAME`: the username from the attempt's receipt, else what follows the
-    prefix every head shares (the assignment), else what follows the head's first "_"."""
+    prefix every head shares (the assignment), else what follows the head's last "_" (an assignment's name holds
+    "_" more often than a username does)."""
     matched = {n: m for n in names if (m := BLACKBOARD.fullmatch(n))}
     users = {}
     for m in matched.values():
@@ -109,7 +110,7 @@ def blackboard(names: list[str], receipts: dict[str, str]) -> dict[str, Named]:
     out = {}
     for n, m in matched.items():
         head = m["head"]
-        user = users.get(head) or (head[len(common):] if common else head.partition("_")[2] or head)
+        user = users.get(head) or (head[len(common):] if common else head.rpartition("_")[2] or head)
         date = m["date"]
         label = f"attempt {date[:10]} {date[11:].replace('-', ':')}"
         out[n] = Named(user, m["file"] or "", "Blackboard receipt" if m["receipt"] else "Blackboard", (date,), label)

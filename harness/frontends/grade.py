@@ -529,7 +529,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     print(found.describe())
     if not found.submissions:
         print("mha-check grade: error: nothing to grade (one folder per student, or .py or .ipynb files named by "
-              "student as --pattern reads them)", file=sys.stderr)
+              "student as the platforms or --pattern name them)", file=sys.stderr)
         return 2
     todo = [s for s in found.submissions if in_shard(s.name, args.shard)]
     if args.shard:
