@@ -456,6 +456,9 @@ def _main(argv: list[str], early: Template | None) -> int:
     p.add_argument("--allow-missing", action="store_true",
                    help="end with status 0 even when a student's file or folder got no row (it is listed in the "
                         "summary with the reason either way; without this option the status is 3)")
+    p.add_argument("--only", nargs="+", metavar="NAME",
+                   help="grade again only these students (as the summary's submission column names them) and put "
+                        "their rows into the summary already in --out, whose other rows are kept")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
     p.add_argument("--out", default="mha-check-results",
                    help="folder for the reports and summary.csv (default mha-check-results)")
@@ -534,6 +537,13 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     todo = [s for s in found.submissions if in_shard(s.name, args.shard)]
     if args.shard:
         print(f"shard {args.shard[0]}/{args.shard[1]}: {len(todo)} of them")
+    if args.only:
+        unknown = submissions.unknown_names(args.only, found)
+        if unknown:
+            print(f"mha-check grade: error: --only: {unknown}", file=sys.stderr)
+            return 2
+        todo = [s for s in todo if s.name in args.only]
+        print(f"--only: {len(todo)} of them graded again, into the summary in {args.out}/ (its other rows kept)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -545,6 +555,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                "missing_fix": _missing_fix(target), "allow_unconfined": args.allow_unconfined}
     rows, started, interrupted = [], time.monotonic(), False
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
+    running = summary.with_name(f"only-{summary.name}") if args.only else summary  # the old one kept whole till then
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list
     batch = tempfile.mkdtemp(prefix="mha-check-grade-")
@@ -556,14 +567,20 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         folders = {s.name: s.stage(Path(staging)) for s in todo}
         if todo:
             rows, interrupted = _grade_all(folders, target, flat, options, out, args, template, scratch_parent,
-                                           summary)
+                                           running)
     finally:
         scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
     missing = [n for n in found.not_graded if n.missing and in_shard(n.item, args.shard)]
-    write_summary(submissions.summary_rows(found, rows, lambda n: in_shard(n.item, args.shard)), summary)
+    listed = submissions.summary_rows(found, rows, lambda n: in_shard(n.item, args.shard))
+    if args.only and not interrupted:
+        listed = submissions.kept_rows(summary, {s.name for s in todo}) + listed
+    write_summary(listed, running if interrupted else summary)
+    if args.only and not interrupted:
+        running.unlink(missing_ok=True)
     if interrupted:
         print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
-              f"{out}/ and {summary} lists only them", file=sys.stderr)
+              f"{out}/ and {running} lists only them" + (f" ({summary} is as it was)" if args.only else ""),
+              file=sys.stderr)
         return 130
     passed = sum(1 for r in rows if r.get("passed") is True)
     review = sum(1 for r in rows if r.get("needs_review") is True)

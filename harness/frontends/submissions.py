@@ -19,6 +19,8 @@ what the folder holds instead, because "graded 0 submissions" with exit status 0
 """
 from __future__ import annotations
 
+import csv
+import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -290,3 +292,28 @@ def summary_rows(found: Found, rows: list[dict], shown: Callable[[NotGraded], bo
         row["not_graded"] = ""  # the same columns in every summary, whatever the export held
     return rows + [{"submission": n.item, "target": "", "passed": "", "needs_review": n.missing,
                     "not_graded": n.reason} for n in found.not_graded if shown(n)]
+
+
+def unknown_names(names: list[str], found: Found) -> str:
+    """What is wrong with --only's names: those no submission has, each with the closest the export has, or ""."""
+    have = [s.name for s in found.submissions]
+    wrong = [n for n in dict.fromkeys(names) if n not in have]
+    return "; ".join(f"no submission named {n!r} in {found.root}/" + (
+        f" (did you mean {', '.join(repr(c) for c in close)}?)" if (close := difflib.get_close_matches(n, have))
+        else "") for n in wrong)
+
+
+NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
+def kept_rows(summary: Path, regraded: set[str]) -> list[dict]:
+    """The rows of an earlier summary that --only leaves as they are: every student's but those graded again, and
+    none of its not-graded rows (the export's listing is made again).  Numbers are read back as numbers, so that a
+    negative one is not quoted as a formula when written again."""
+    try:
+        with open(summary, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return []
+    return [{k: float(v) if isinstance(v, str) and NUMBER.fullmatch(v) and "." in v else v for k, v in r.items()}
+            for r in rows if r.get("submission") not in regraded and not r.get("not_graded")]

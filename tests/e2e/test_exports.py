@@ -72,3 +72,22 @@ def test_allow_missing_keeps_the_listing_and_ends_with_status_0(tmp_path):
     run, rows = grade(tmp_path / "subs", tmp_path / "out", "--allow-missing")
     assert run.returncode == 0, run.stderr[-3000:]
     assert rows["ann"]["passed"] == "False" and rows["bob.zip"]["not_graded"] and "warning" in run.stderr
+
+
+def test_only_regrades_some_students_into_the_existing_summary(tmp_path):
+    """`--only NAME...`: those students graded again, their rows replaced; every other row kept as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    old = ("submission,target,passed,needs_review,score,max_score,not_graded\n"
+           "smith_alice,attention.py:MultiHeadAttention,True,False,17.0,17.0,\n"
+           "smith_bob,attention.py:MultiHeadAttention,True,False,-1.0,17.0,\n"  # a stale row, to be replaced
+           "left.zip,,,True,,,not a .py or .ipynb file\n")  # the export's listing is made again
+    (out / "summary.csv").write_text(old)
+    run, rows = grade(EXPORTS / "canvas", out, "--target", TARGET, "--only", "smith_bob")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert sorted(rows) == ["smith_alice", "smith_bob"] and "1 of them graded again" in run.stdout
+    assert rows["smith_bob"]["passed"] == "False" and rows["smith_bob"]["diagnosis"] == "split-view-order"
+    assert rows["smith_alice"]["score"] == "17.0" and not (out / "only-summary.csv").exists()
+    assert not (out / "smith_alice.json").exists()  # not graded again
+    run, _ = grade(EXPORTS / "canvas", out, "--only", "smith_rob")
+    assert run.returncode == 2 and "no submission named 'smith_rob'" in run.stderr and "'smith_bob'" in run.stderr

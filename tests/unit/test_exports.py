@@ -145,3 +145,16 @@ def test_a_flat_file_beside_its_students_folder_is_listed_not_dropped(tmp_path):
     found, subs = layout(tmp_path)
     assert list(subs) == ["dan"]
     assert [(n.item, n.missing) for n in found.not_graded] == [("pipe", False), ("dan_attention.py", True)]
+
+
+def test_only_keeps_the_other_rows_of_the_summary_and_names_unknown_students(tmp_path):
+    from harness.frontends.submissions import kept_rows, unknown_names
+
+    (tmp_path / "summary.csv").write_text("submission,score,passed,not_graded\nann,-1.0,True,\nbo,3.0,False,\n"
+                                          "x.zip,,,no student\n")
+    assert kept_rows(tmp_path / "summary.csv", {"bo"}) == [{"submission": "ann", "score": -1.0, "passed": "True",
+                                                            "not_graded": ""}]
+    assert kept_rows(tmp_path / "absent.csv", set()) == []
+    found, _ = layout(EXPORTS / "canvas")
+    assert unknown_names(["grace", "smith_alce"], found).endswith("(did you mean 'smith_alice'?)")
+    assert unknown_names(["grace"], found) == ""
