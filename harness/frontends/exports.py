@@ -57,6 +57,7 @@ class Named:
     platform: str = ""
     attempt: tuple = ()
     label: str = ""
+    uid: str = ""  # the platform's id for the student: two "John Smith"s are two students
 
 
 def is_code(name: str) -> bool:
@@ -78,14 +79,15 @@ def canvas(name: str) -> Named | None:
     if r:  # Canvas's number for a file handed in again, put before the extension
         original, again = r["stem"] + (r["ext"] or ""), int(r["n"])
     label = ("late" if m["late"] else "") + (f"{', ' if m['late'] else ''}resubmission {again}" if again else "")
-    return Named(m["student"], original, "Canvas", (again, int(m["attachment"])), label)
+    return Named(m["student"], original, "Canvas", (again, int(m["attachment"])), label, m["user"])
 
 
 def moodle(name: str) -> Named | None:
     m = MOODLE.fullmatch(name)
     if not m:
         return None
-    return Named(m["student"], m["file"], "Moodle" if m["plugin"] == "file" else f"Moodle {m['plugin']}")
+    return Named(m["student"], m["file"], "Moodle" if m["plugin"] == "file" else f"Moodle {m['plugin']}",
+                 uid=m["id"])
 
 
 def blackboard_user(receipt: str) -> str:
@@ -225,3 +227,12 @@ def classroom_prefix(root_name: str, folders: list[str], repositories: bool) -> 
         if prefix and all(len(f) > len(prefix) for f in folders):
             return prefix
     return ""
+
+
+def told_apart(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Each (name, platform id) as a row's name: the name alone, or with the id when two ids share the name (two
+    students called John Smith in one course)."""
+    ids: dict[str, set[str]] = {}
+    for name, uid in pairs:
+        ids.setdefault(name, set()).add(uid)
+    return {(name, uid): name if len(ids[name]) == 1 else f"{name} ({uid})" for name, uid in pairs}

@@ -172,7 +172,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     name helps read flat names); `defines`: whether a file defines an nn.Module class (tells one student's folder
     from a flat export)."""
     entries = sorted(p for p in root.iterdir() if _visible(p))
-    folders = [p for p in entries if p.is_dir()]
+    links = [p.name for p in entries if p.is_symlink() and p.is_dir()]  # never followed out of the export
+    folders = [p for p in entries if p.is_dir() and p.name not in links]
     flat = [p for p in entries if p.is_file()]
     odd = [p.name for p in entries if not p.is_dir() and not p.is_file()]
     target_file = Path((target or "").partition(":")[0]).name
@@ -183,11 +184,14 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     metadata = {"submission_metadata.yml"} if folders and (root / "submission_metadata.yml").is_file() else set()
     flat = [p for p in flat if p.name not in metadata]
     named, unnamed = _flat_names(flat, pattern, Path(target_file).stem)
-    not_graded = [NotGraded(n, "not a regular file", False) for n in odd]
+    not_graded = [NotGraded(n, "not a regular file", False) for n in odd] + [
+        NotGraded(n, "a symbolic link to a folder (not followed: it may lead out of the export)", True) for n in links]
     students: dict[str, list[tuple[Path, exports.Named]]] = {}
+    names = exports.told_apart([(exports.safe_name(v.student), v.uid) for v in named.values()])
     for p in flat:
         if p.name in named:
-            students.setdefault(exports.safe_name(named[p.name].student), []).append((p, named[p.name]))
+            v = named[p.name]
+            students.setdefault(names[exports.safe_name(v.student), v.uid], []).append((p, v))
     for name, items in sorted(students.items()):
         if name in taken:
             not_graded += [NotGraded(p.name, f"{name} also has a folder, which was graded", True) for p, _ in items]
@@ -209,8 +213,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     if rest:
         left.append(f"files that are not .py or .ipynb ({_kinds(rest)})" + (
             "; unzip an export first" if any(n.lower().endswith(".zip") for n in rest) else ""))
-    if odd:
-        left.append(f"{len(odd)} entries that are not regular files ({_some(odd)})")
+    if odd or links:
+        left.append(f"{len(odd) + len(links)} entries that are not regular files or folders ({_some(odd + links)})")
     layout = "mixed" if folders and len(subs) > len(taken) else "folders" if folders else "files"
     if not subs:
         return Found(root, "none", [], left or ["the folder is empty"], pattern.pattern if pattern else "",
@@ -263,12 +267,15 @@ def _folders(root: Path, folders: list[Path]) -> list[Submission]:
     prefix = exports.classroom_prefix(root.name, plain, bool(plain) and all((root / d / ".git").exists()
                                                                                for d in plain))
     students: dict[str, list[tuple[tuple, Path, str]]] = {}
+    moodle = exports.told_apart([(exports.safe_name(m.student), m.uid) for d in folders
+                                 if (m := exports.moodle(d.name))])
     for d in folders:
         if d.name in gradescope:
             name, created = gradescope[d.name]
             students.setdefault(name, []).append(((1, created), d, "Gradescope"))
         elif m := exports.moodle(d.name):
-            students.setdefault(exports.safe_name(m.student), []).append(((m.platform == "Moodle", ""), d, m.platform))
+            students.setdefault(moodle[exports.safe_name(m.student), m.uid], []).append(
+                ((m.platform == "Moodle", ""), d, m.platform))
         else:
             name = d.name[len(prefix):] if prefix and d.name.startswith(prefix) else d.name
             students.setdefault(name, []).append(((0, ""), d, "GitHub Classroom" if prefix else ""))

@@ -158,3 +158,18 @@ def test_only_keeps_the_other_rows_of_the_summary_and_names_unknown_students(tmp
     found, _ = layout(EXPORTS / "canvas")
     assert "(did you mean 'smith_alice'" in unknown_names(["grace", "smith_alce"], found)
     assert unknown_names(["grace"], found) == ""
+
+
+def test_two_students_of_one_name_stay_two_and_a_linked_folder_is_not_followed(tmp_path):
+    flat, folders = tmp_path / "flat", tmp_path / "folders"
+    flat.mkdir()
+    for name in ("smithjohn_11_1_attention.py", "smithjohn_12_2_attention.py", "smithjohn_12_3_attention-1.py"):
+        (flat / name).write_text("x = 1\n")
+    found, subs = layout(flat)
+    assert sorted(subs) == ["smithjohn (11)", "smithjohn (12)"] and len(subs["smithjohn (12)"].others) == 1
+    for name in ("John Smith_21_assignsubmission_file_", "John Smith_22_assignsubmission_file_", "ann"):
+        (folders / name).mkdir(parents=True)
+    (folders / "elsewhere").symlink_to(tmp_path / "flat")
+    found, subs = layout(folders)
+    assert sorted(subs) == ["John Smith (21)", "John Smith (22)", "ann"]
+    assert [(n.item, n.missing) for n in found.not_graded] == [("elsewhere", True)]
