@@ -80,7 +80,7 @@ class Submission:
             data = files.read_regular(str(f), MAX_STAGED)
             if data is None:
                 continue
-            name = exports.safe_name(self.staged_as.get(f.name, f.name))
+            name = exports.safe_name(self.staged_as.get(f.name) or f.name)
             if name.lower() in used:
                 name = f.name  # two files the platform would give one name: both kept, under theirs
             used.add(name.lower())

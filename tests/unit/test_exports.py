@@ -173,3 +173,13 @@ def test_two_students_of_one_name_stay_two_and_a_linked_folder_is_not_followed(t
     found, subs = layout(folders)
     assert sorted(subs) == ["John Smith (21)", "John Smith (22)", "ann"]
     assert [(n.item, n.missing) for n in found.not_graded] == [("elsewhere", True)]
+
+
+def test_a_blackboard_attempt_with_only_its_receipt_gets_a_row_saying_so(tmp_path):
+    (tmp_path / "HW3_cy_attempt_2026-11-02-12-00-00.txt").write_text("Name: Cy Young (cy)\n")
+    (tmp_path / "HW3_bob_attempt_2026-11-02-12-00-00.txt").write_text("Name: Bob Jones (bob)\n")
+    (tmp_path / "HW3_bob_attempt_2026-11-02-12-00-00_attention.py").write_text("x = 1\n")
+    found, subs = layout(tmp_path)
+    assert sorted(subs) == ["bob", "cy"] and not found.not_graded
+    assert list(staged(subs["cy"], tmp_path)) == ["HW3_cy_attempt_2026-11-02-12-00-00.txt"]
+    assert list(staged(subs["bob"], tmp_path)) == ["attention.py"]  # the receipt is the platform's, not staged
