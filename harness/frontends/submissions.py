@@ -225,15 +225,16 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
 
 def _one_student(flat: list[Path], target_file: str, defines) -> bool:
     """A folder with no sub-folders is one student's (grade class/stu07) when no platform named its files, they
-    share no `_ENDING` (alice_attention.py, bob_attention.py) and exactly one of them is the attention class's."""
+    share no `_ENDING` (alice_attention.py, bob_attention.py), and --target's file is there by its own name (without
+    --target: exactly one of them defines an nn.Module class)."""
     code = [p for p in flat if is_code(p)]
     if not code or any(exports.moodle(p.name) or exports.canvas(p.name) or exports.BLACKBOARD.fullmatch(p.name)
                        for p in flat):
         return False
     if exports.shared_ending([p.stem for p in code], Path(target_file).stem):
         return False
-    if target_file and any(p.name == target_file for p in code):
-        return True
+    if target_file:  # --target's file by its own name: a student's folder (carol.py, dave.py: two students)
+        return any(p.name == target_file for p in code)
     return defines is not None and sum(1 for p in code if defines(p)) == 1
 
 

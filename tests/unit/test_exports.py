@@ -183,3 +183,10 @@ def test_a_blackboard_attempt_with_only_its_receipt_gets_a_row_saying_so(tmp_pat
     assert sorted(subs) == ["bob", "cy"] and not found.not_graded
     assert list(staged(subs["cy"], tmp_path)) == ["HW3_cy_attempt_2026-11-02-12-00-00.txt"]
     assert list(staged(subs["bob"], tmp_path)) == ["attention.py"]  # the receipt is the platform's, not staged
+
+
+def test_students_named_by_plain_files_are_not_taken_for_one_students_folder(tmp_path):
+    (tmp_path / "carol.py").write_text(CORRECT.read_text())
+    (tmp_path / "dave.py").write_text("import torch.nn as nn\nclass A(nn.Module:\n")  # broken, yet a class line
+    found, subs = layout(tmp_path)  # --target attention.py: no file has that name, so these are students
+    assert found.layout == "files" and sorted(subs) == ["carol", "dave"]
