@@ -73,7 +73,9 @@ class Submission:
         anything else is left out."""
         if self.folder is not None:
             return self.folder
-        folder = staging / exports.safe_name(self.name)
+        folder, n = staging / exports.safe_name(self.name), 1
+        while folder.exists():  # "a/b" and "a_b" are two students with one safe name
+            folder, n = staging / f"{exports.safe_name(self.name)}-{n}", n + 1
         folder.mkdir(parents=True)
         used: set[str] = set()
         for f in self.files:
