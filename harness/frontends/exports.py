@@ -155,7 +155,21 @@ def generic(names: list[str], hint: str = "") -> tuple[dict[str, Named], list[st
         if student not in known:
             known.append(student)
             known.sort(key=len, reverse=True)
-    return named, unnamed
+    return {n: _numbered(v, hint or tail[1:]) for n, v in named.items()}, unnamed
+
+
+def _numbered(named: Named, base: str) -> Named:
+    """`attention_v2.py`, `attention-2.py`, `attention (1).py`, `attention_attempt3.py`: the student's numbered
+    attempts at the file every student hands in (`base`: --target's or the class's shared one), the highest the
+    latest; any other file keeps its name (utils1.py and utils2.py are two helpers)."""
+    if not base:
+        return named
+    path = PurePath(named.original)
+    m = re.fullmatch(re.escape(base) + r"(?:[ _-]?(?:v|attempt|try)?[ _-]?\(?(\d+)\)?)?", path.stem, re.I)
+    if not m:
+        return named
+    n = int(m[1] or 0)
+    return Named(named.student, base + path.suffix, attempt=(n,), label=f"attempt {n}" if n else "unnumbered")
 
 
 def shared_ending(stems: list[str], hint: str) -> str:

@@ -190,3 +190,16 @@ def test_students_named_by_plain_files_are_not_taken_for_one_students_folder(tmp
     (tmp_path / "dave.py").write_text("import torch.nn as nn\nclass A(nn.Module:\n")  # broken, yet a class line
     found, subs = layout(tmp_path)  # --target attention.py: no file has that name, so these are students
     assert found.layout == "files" and sorted(subs) == ["carol", "dave"]
+
+
+def test_numbered_attempts_without_a_platform_grade_the_highest(tmp_path):
+    """Issue 29: two attempts by one student gave 0 (two candidate files); the highest number is the latest."""
+    for name in ("alice_attention.py", "alice_attention_v2.py", "bob_attention.py", "bob_attention (1).py",
+                 "bob_utils1.py", "bob_utils2.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    found, subs = layout(tmp_path)
+    assert sorted(subs) == ["alice", "bob"]
+    assert subs["alice"].files == [tmp_path / "alice_attention_v2.py"]
+    assert subs["alice"].others == ["alice_attention.py (unnumbered, not graded)"]
+    assert sorted(staged(subs["bob"], tmp_path)) == ["attention.py", "utils1.py", "utils2.py"]
+    assert "bob_attention (1).py" in [p.name for p in subs["bob"].files]
