@@ -203,3 +203,22 @@ def test_numbered_attempts_without_a_platform_grade_the_highest(tmp_path):
     assert subs["alice"].others == ["alice_attention.py (unnumbered, not graded)"]
     assert sorted(staged(subs["bob"], tmp_path)) == ["attention.py", "utils1.py", "utils2.py"]
     assert "bob_attention (1).py" in [p.name for p in subs["bob"].files]
+
+
+def test_the_target_is_found_in_the_folder_the_student_zipped(tmp_path):
+    """Issue 29: a Gradescope submission zipped with its top folder (hw3/attention.py) got 0 with "that folder has
+    no .py file"; with --target and without, the one file there is checked, and the report's note says where."""
+    from harness.frontends.grade import spec_for
+
+    sub = EXPORTS / "gradescope" / "submission_300002"
+    pick = spec_for(sub, TARGET := "attention.py:MultiHeadAttention", flat=False)
+    assert pick.spec == "hw3/attention.py:MultiHeadAttention" and "sub-folder" in pick.note
+    pick = spec_for(sub, None, flat=False)
+    assert pick.spec == "hw3/attention.py" and "hw3/helpers.py" in pick.note
+    pick = spec_for(EXPORTS / "moodle" / "Bob Jones_2002_assignsubmission_file_", TARGET, flat=False)
+    assert pick.spec == TARGET and not pick.note  # at the top: as given
+    (tmp_path / "a" / "x").mkdir(parents=True)
+    (tmp_path / "a" / "y").mkdir(parents=True)
+    (tmp_path / "a" / "x" / "attention.py").write_text("")
+    (tmp_path / "a" / "y" / "attention.py").write_text("")
+    assert spec_for(tmp_path / "a", TARGET, flat=False).spec == TARGET  # two: not guessed (the report says so)
