@@ -19,7 +19,9 @@ each platform's naming is read from the parts it puts around the name, never fro
 - GitHub Classroom: repositories `ASSIGNMENT-USERNAME` (`gh classroom clone student-repos` puts them in a folder
   `ASSIGNMENT-submissions/`).
 - Anything else: files named `STUDENT_SAME.py` for every student (`alice_attention.py`): the ending most of the
-  class's code files share (or --target's file) is cut off; a student's other files (`alice_helpers.py`) join them.
+  class's code files share (or --target's file) is cut off; a student's other files (`alice_helpers.py`) join them,
+  and numbered copies of that file (`alice_attention_v2.py`, `alice_attention (1).py`) are attempts, the highest
+  number the latest.
 
 Sources consulted for these layouts (December 2026): Canvas, github.com/mikewesthad/canvas-unzipper README
 (`smithbob_340934_208490284_BobsWork.zip`) and github.com/TimHanneman/Canvas_submission_sort README (the LATE field,
