@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.frontends import exports
-from harness.frontends.submissions import find
+from harness.frontends.grade import spec_for
+from harness.frontends.submissions import find, kept_rows, unknown_names
 
 EXPORTS = Path(__file__).parents[1] / "fixtures" / "exports"
 
@@ -148,8 +149,6 @@ def test_a_flat_file_beside_its_students_folder_is_listed_not_dropped(tmp_path):
 
 
 def test_only_keeps_the_other_rows_of_the_summary_and_names_unknown_students(tmp_path):
-    from harness.frontends.submissions import kept_rows, unknown_names
-
     (tmp_path / "summary.csv").write_text("submission,score,passed,not_graded\nann,-1.0,True,\nbo,3.0,False,\n"
                                           "x.zip,,,no student\n")
     assert kept_rows(tmp_path / "summary.csv", {"bo"}) == [{"submission": "ann", "score": -1.0, "passed": "True",
@@ -208,8 +207,6 @@ def test_numbered_attempts_without_a_platform_grade_the_highest(tmp_path):
 def test_the_target_is_found_in_the_folder_the_student_zipped(tmp_path):
     """Issue 29: a Gradescope submission zipped with its top folder (hw3/attention.py) got 0 with "that folder has
     no .py file"; with --target and without, the one file there is checked, and the report's note says where."""
-    from harness.frontends.grade import spec_for
-
     sub = EXPORTS / "gradescope" / "submission_300002"
     pick = spec_for(sub, TARGET := "attention.py:MultiHeadAttention", flat=False)
     assert pick.spec == "hw3/attention.py:MultiHeadAttention" and "sub-folder" in pick.note
