@@ -34,7 +34,8 @@ EXPECTED = {
                    "Bob Jones & Carol Wu": ("True", "hw3/attention.py")},  # zipped with its folder, with helpers
     "mixed": {"alice_smith": ("True", "attention.py"), "alice_jones": ("False", "attention.py"),
               "grace": ("True", "attention.py"), "dan": ("True", "attention.py"),
-              "erin": ("True", "hw3/attention.py")},
+              "erin": ("True", "hw3/attention.py"),
+              "hal": ("True", "attention.py")},  # hal_attention_v2.py; hal_attention.py (buggy) named, not graded
 }
 
 
@@ -54,6 +55,8 @@ def test_each_export_gives_one_correct_row_per_student(tmp_path, layout):
         assert not any(r["not_graded"] for r in rows.values())
     if layout == "canvas":
         assert "joneskay_LATE_1003_5003_attention.py (late, not graded)" == rows["joneskay"]["other_attempts"]
+    if layout == "mixed":
+        assert rows["hal"]["other_attempts"] == "hal_attention.py (unnumbered, not graded)"
     if layout == "blackboard":
         assert "attempt 2026-11-01 09:00:00" in rows["alice_smith"]["other_attempts"]
 

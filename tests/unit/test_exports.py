@@ -113,7 +113,9 @@ def test_github_classroom_repositories_lose_the_assignment_prefix(tmp_path):
 
 def test_mixed_export_grades_files_and_folders_and_lists_the_rest(tmp_path):
     found, subs = layout(EXPORTS / "mixed")
-    assert sorted(subs) == ["alice_jones", "alice_smith", "dan", "erin", "grace"] and found.layout == "mixed"
+    assert sorted(subs) == ["alice_jones", "alice_smith", "dan", "erin", "grace", "hal"] and found.layout == "mixed"
+    assert subs["hal"].files == [EXPORTS / "mixed" / "hal_attention_v2.py"]
+    assert subs["hal"].others == ["hal_attention.py (unnumbered, not graded)"]
     assert sorted(staged(subs["grace"], tmp_path)) == ["attention.py", "helpers.py"]
     assert {(n.item, n.missing) for n in found.not_graded} == {("frank.zip", True), ("notes.txt", False)}
     assert "unzip an export first" in found.describe()
