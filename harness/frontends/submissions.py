@@ -237,7 +237,8 @@ def _one_student(flat: list[Path], target_file: str, defines) -> bool:
         return False
     if target_file:  # --target's file by its own name: a student's folder (carol.py, dave.py: two students)
         return any(p.name == target_file for p in code)
-    return defines is not None and sum(1 for p in code if defines(p)) == 1
+    defining = (p for p in code if defines is not None and defines(p))
+    return next(defining, None) is not None and next(defining, None) is None  # exactly one (stops at a second)
 
 
 def _flat_names(flat: list[Path], pattern: re.Pattern | None, hint: str) -> tuple[dict, list[str]]:
