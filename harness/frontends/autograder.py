@@ -76,7 +76,16 @@ SUBMISSION="${{AUTOGRADER_SUBMISSION:-$AUTOGRADER/submission}}"
 RESULTS="${{AUTOGRADER_RESULTS:-$AUTOGRADER/results}}"
 MHA_CHECK="${{MHA_CHECK:-$AUTOGRADER/mha-venv/bin/mha-check}}"
 mkdir -p "$RESULTS"
-"$MHA_CHECK" "$SUBMISSION/{target}" --format gradescope --rubric "$SOURCE/rubric.toml" -o "$RESULTS/results.json"{extra}
+TARGET="$SUBMISSION/{target}"
+if [ ! -e "$SUBMISSION/{file}" ]; then  # uploaded zipped with its folder (hw3/{base}): the one file of that name
+    found="$(find "$SUBMISSION" -mindepth 2 -maxdepth 4 -type f -name '{base}' -not -path '*/.*' \
+             -not -path '*/__MACOSX/*' 2>/dev/null)"
+    if [ -n "$found" ] && [ "$(printf '%s\n' "$found" | wc -l)" -eq 1 ]; then
+        echo "run_autograder: {file} is at ${{found#"$SUBMISSION/"}} in the submission: that file is checked"
+        TARGET="$found{cls}"
+    fi
+fi
+"$MHA_CHECK" "$TARGET" --format gradescope --rubric "$SOURCE/rubric.toml" -o "$RESULTS/results.json"{extra}
 status=$?
 if [ "$status" -gt 1 ] || [ ! -s "$RESULTS/results.json" ]; then
     echo "run_autograder: mha-check ended with status $status without a results.json (its message is above)"
@@ -155,8 +164,10 @@ def build(args, parser) -> int:
         with zipfile.ZipFile(args.output, "w") as zf:
             _add(zf, "setup.sh", SETUP.format(version=VERSION, index=CPU_INDEX, torch=torch, wheel=whl.name).encode(),
                  0o755)
-            _add(zf, "run_autograder", RUN.format(target=target, file=target.partition(":")[0], extra="".join(
-                " " + shlex.quote(a) for a in extra)).encode(), 0o755)
+            file, _, cls = target.partition(":")
+            _add(zf, "run_autograder", RUN.format(target=target, file=file, base=Path(file).name,
+                                                  cls=f":{cls}" if cls else "",
+                                                  extra="".join(" " + shlex.quote(a) for a in extra)).encode(), 0o755)
             _add(zf, "rubric.toml", Path(args.rubric).read_bytes() if args.rubric else DEFAULT_RUBRIC.encode())
             _add(zf, whl.name, whl.read_bytes())
     print(f"wrote {args.output}: setup.sh (torch=={torch}, CPU build, from {CPU_INDEX}; {whl.name}), run_autograder "

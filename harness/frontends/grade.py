@@ -35,6 +35,7 @@ from harness.engine.runner import Options, not_run, run_checks
 from harness.frontends import submissions
 from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summary  # noqa: F401 - write_summary: the
 # summary's writer, named here as before
+from harness.render.view import clean
 from harness.render import formats
 from harness.frontends import options as option_rules
 from harness.render import rubric as rubrics
@@ -123,14 +124,20 @@ def _readable(path: Path) -> bool:
 
 
 def _code_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if submissions.is_code(p) and _readable(p))
+    """The submission's code files: those at its top, else those in its sub-folders (a folder zipped with it)."""
+    top = sorted(p for p in folder.iterdir() if submissions.is_code(p) and _readable(p))
+    return top or submissions.nested_code(folder, _readable)
+
+
+def _rel(path: Path, folder: Path) -> str:
+    return str(path.relative_to(folder))
 
 
 def find_target(folder: Path) -> str | None:
     """With no --target: the one file of the submission that defines an nn.Module class."""
     files = [p for p in _code_files(folder) if not p.name.startswith("test")]
     found = [p for p in files if _defines_module(p)]
-    return found[0].name if len(found) == 1 else None
+    return _rel(found[0], folder) if len(found) == 1 else None
 
 
 class _Stopped(BaseException):
@@ -179,26 +186,32 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
     folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files:
     the platform named the file, so --target's class is applied to the student's file (the one ending with
     --target's file name, else found as above)."""
-    if target and not flat:
-        return Pick(target)
     file_part, _, cls = (target or "").partition(":")
     suffix = f":{cls}" if cls else ""
+    if target and not flat:
+        inside = [] if os.path.lexists(folder / file_part) else [
+            p for p in submissions.nested_code(folder, _readable) if p.name == Path(file_part).name]
+        if len(inside) == 1:  # hw3/attention.py: the student zipped the folder that holds it
+            found = _rel(inside[0], folder)
+            return Pick(found + suffix, note=f"{found} was checked: --target's {file_part} is in a sub-folder")
+        return Pick(target)
     code = _code_files(folder)
     named = [p for p in code if file_part and p.name.endswith(file_part)]
     if len(named) == 1:
-        return Pick(named[0].name + suffix)
-    found = find_target(folder) or (code[0].name if len(code) == 1 else None)
+        return Pick(_rel(named[0], folder) + suffix)
+    found = find_target(folder) or (_rel(code[0], folder) if len(code) == 1 else None)
     if found:
-        others = [p.name for p in code if p.name != found]
-        note = (f"{found} was checked: of the {len(code)} code files ({', '.join(p.name for p in code)}) it is the "
+        others = [p for p in code if _rel(p, folder) != found]
+        note = (f"{found} was checked: of the {len(code)} code files "
+                f"({', '.join(_rel(p, folder) for p in code)}) it is the "
                 f"only one that defines an nn.Module class" +
                 (f" ({len(named)} end with --target's {file_part})" if file_part else "")
                 ) if others else ""
         return Pick(found + suffix, note=note)
     if code:
         return Pick(None, f"could not tell which file holds the attention class: {len(code)} code files "
-                          f"({', '.join(p.name for p in code)}) and not exactly one defines an nn.Module class; "
-                          f"grade with --target FILE:Class to choose", review=True)
+                          f"({', '.join(_rel(p, folder) for p in code)}) and not exactly one defines an nn.Module "
+                          f"class; grade with --target FILE:Class to choose", review=True)
     others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     unread = [name for name in others if submissions.is_code(Path(name))]
     if unread:
@@ -412,11 +425,16 @@ def _main(argv: list[str], early: Template | None) -> int:
     p.add_argument("--target", help="FILE.py:ClassName or LAB.ipynb:ClassName inside each submission (default: "
                                     "the rubric's target, or the single file that defines an nn.Module class); "
                                     "with files named by student, the class in each student's file")
-    p.add_argument("--pattern", default=submissions.DEFAULT_PATTERN,
-                   help="files named by student: a regular expression, matched at the start of each code file's "
-                        "name, whose group (?P<student>...) is the student's id (default: "
-                        f"{submissions.DEFAULT_PATTERN}, the name up to its first '_', or without .py or .ipynb: "
-                        "alice_attention.py, alice_lab.ipynb and alice.py are alice)")
+    p.add_argument("--pattern", help="files named by student: a regular expression, matched at the start of each "
+                                     "file's name, whose group (?P<student>...) is the student's id, in place of the "
+                                     "platforms' naming (Canvas, Moodle, Blackboard, or STUDENT_FILE.py for every "
+                                     f"student), e.g. {submissions.DEFAULT_PATTERN!r}: the name up to its first '_'")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="end with status 0 even when a student's file or folder got no row (it is listed in the "
+                        "summary with the reason either way; without this option the status is 3)")
+    p.add_argument("--only", nargs="+", metavar="NAME",
+                   help="grade again only these students (as the summary's submission column names them) and put "
+                        "their rows into the summary already in --out, whose other rows are kept")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
     p.add_argument("--out", default="mha-check-results",
                    help="folder for the reports and summary.csv (default mha-check-results)")
@@ -447,7 +465,7 @@ def _main(argv: list[str], early: Template | None) -> int:
     if out.resolve() == Path(args.submissions).resolve() or Path(args.submissions).resolve() in out.resolve().parents:
         p.error(f"--out {args.out}: inside the submissions folder, it would be graded as a submission")
     try:
-        pattern = submissions.compile_pattern(args.pattern)
+        pattern = submissions.compile_pattern(args.pattern) if args.pattern else None
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
     except (submissions.PatternError, rubrics.RubricError) as e:
         p.error(str(e))
@@ -486,27 +504,35 @@ def _start_template() -> Template | None:
 def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, template: Template | None) -> int:
     """Find, stage and grade the submissions; write the reports and the summary (the options are valid)."""
     target = args.target or (rubric.target if rubric else None)
-    found = submissions.find(Path(args.submissions), pattern)
+    found = submissions.find(Path(args.submissions), pattern, target, _defines_module)
     print(found.describe())
     if not found.submissions:
         print("mha-check grade: error: nothing to grade (one folder per student, or .py or .ipynb files named by "
-              "student as --pattern reads them)", file=sys.stderr)
+              "student as the platforms or --pattern name them)", file=sys.stderr)
         return 2
     todo = [s for s in found.submissions if in_shard(s.name, args.shard)]
     if args.shard:
         print(f"shard {args.shard[0]}/{args.shard[1]}: {len(todo)} of them")
+    if args.only:
+        unknown = submissions.unknown_names(args.only, found)
+        if unknown:
+            print(f"mha-check grade: error: --only: {unknown}", file=sys.stderr)
+            return 2
+        todo = [s for s in todo if s.name in args.only]
+        print(f"--only: {len(todo)} of them graded again, into the summary in {args.out}/ (its other rows kept)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         p.error(f"--out {args.out}: {e.strerror or e}")
     limits = sandbox.Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                             memory_mb=args.memory_mb)
-    flat = found.layout == "files"
+    flat = {s.name for s in todo if s.folder is None}  # staged from flat files: --target's class in their file
     options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
                "missing_fix": _missing_fix(target), "allow_unconfined": args.allow_unconfined}
     rows, started, interrupted = [], time.monotonic(), False
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
-    files = BatchFiles(out, summary, EXTENSIONS[args.format])
+    running = summary.with_name(f"only-{summary.name}") if args.only else summary  # the old one kept whole till then
+    files = BatchFiles(out, running, EXTENSIONS[args.format])
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list
     batch = tempfile.mkdtemp(prefix="mha-check-grade-")
@@ -520,12 +546,23 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
             rows, interrupted = _grade_all(folders, target, flat, options, args, template, scratch_parent, files)
     finally:
         scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
-    unwritten = files.finish(rows)  # after the scratch is gone: it may be what filled the disk
+    missing = [n for n in found.not_graded if n.missing and in_shard(n.item, args.shard)]
+    if interrupted:
+        listed = rows
+    else:
+        listed = submissions.summary_rows(found, rows, lambda n: in_shard(n.item, args.shard))
+        if args.only:
+            listed = submissions.kept_rows(summary, {s.name for s in todo}) + listed
+        files.summary_path = summary
+    unwritten = files.finish(listed)  # after the scratch is gone: it may be what filled the disk
     if unwritten:
         print(unwritten, file=sys.stderr)
+    elif args.only and not interrupted:
+        running.unlink(missing_ok=True)
     if interrupted:
         print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
-              f"{out}/ and {summary} lists only them", file=sys.stderr)
+              f"{out}/ and {running} lists only them" + (f" ({summary} is as it was)" if args.only else ""),
+              file=sys.stderr)
         return 130
     if unwritten:
         return WRITE_FAILED
@@ -540,10 +577,15 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
           f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look "
           "(needs_review); "
           f"reports in {out}/, summary in {summary}")
-    return 0
+    if missing:
+        print(f"mha-check grade: {'warning' if args.allow_missing else 'error'}: {len(missing)} of the students' files "
+              f"or folders got no row of their own (listed in {summary} with the reason): " +
+              "; ".join(f"{n.item} ({n.reason})" for n in missing[:10]) + ("; ..." if len(missing) > 10 else ""),
+              file=sys.stderr)
+    return 3 if missing and not args.allow_missing else 0
 
 
-def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, args,
+def _grade_all(folders: dict[str, Path], target: str | None, flat: set[str], options: dict, args,
                template: Template | None, scratch_parent: str, files: BatchFiles) -> tuple[list, bool]:
     """Every submission through the pool of graders; a grader's failure costs one row, never the batch.  A grader
     that ends without finishing (killed from outside, or by the OOM killer) breaks the whole pool: every submission
@@ -597,7 +639,7 @@ def _stop_graders(pool: ProcessPoolExecutor) -> None:
             grader.join()
 
 
-def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, args, rows: list,
+def _collect(pool, folders: dict[str, Path], target, flat: set[str], options: dict, args, rows: list,
              total: int, files: BatchFiles, last_try: bool) -> list[str]:
     """Submit every submission and write each report as it comes back (rows gets each summary row, and the
     summary is rewritten; what cannot be written is kept for `files.finish`).  Returns the submissions a broken
@@ -605,7 +647,7 @@ def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, 
     says mha-check could not grade it (construct cannot tell: never the student's failure)."""
     futures, lost = {}, []
     for name, folder in folders.items():
-        futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, flat), options)] = name
+        futures[pool.submit(_grade_one, str(folder), spec_for(folder, target, name in flat), options)] = name
     for future in _as_completed(futures):
         name = futures[future]
         try:
@@ -620,6 +662,7 @@ def _collect(pool, folders: dict[str, Path], target, flat: bool, options: dict, 
                              Options(seed=options["seed"]), fix="grade this submission again", ours=True)
             report.adapter["process"] = [{"kind": "grader error", "message": why, "ours": True}]
             result = graded(name, None, report, options, 0.0)
+        result["name"] = result["row"]["submission"] = name  # the student, not the folder's name (Moodle's, ...)
         files.report(result["name"], result["text"])
         rows.append(result["row"])
         files.summary(rows)

@@ -1,36 +1,46 @@
 """Where a course's submissions are: the layouts `mha-check grade` reads, found without running any of them.
 
-Submissions arrive in one of two shapes, and grading must not need a script to reshape them first:
+Submissions arrive as the platform exported them, and grading must not need a script to reshape them first
+(harness.frontends.exports reads each platform's names):
 
-- one folder per student (Gradescope's export, Moodle's "download in folders", GitHub Classroom clones): every
-  visible sub-folder is one submission named by the folder, even one without a code file (it gets a failing row,
-  never silence);
-- flat files named by student (what Canvas, Blackboard and Moodle export by default: `alice_attention.py`,
-  `bob_12345_attempt_2024-05-01-10-00-00_attention.py`): `--pattern`, a regular expression with a named group
-  `student` matched at the start of each code file's name (.py or .ipynb), gives the student; a student's files are
-  graded together, copied into a folder of their own (so that no submission imports a classmate's file).
+- one folder per student (Gradescope's export, named by its submission_metadata.yml; Moodle's "download in
+  folders"; GitHub Classroom's repositories; any folder named by student): every visible sub-folder is one
+  submission, even one without a code file (it gets a failing row, never silence), its target found in a sub-folder
+  when the student zipped a folder (`hw3/attention.py`);
+- flat files named by student (Canvas, Blackboard, Moodle): a student's files are copied into a folder of their
+  own under the names they handed them in with (so that `import helpers` finds their `helpers.py`, and no
+  submission imports a classmate's file); of several attempts the latest is graded and the others are named;
+- both side by side (a mixed export), and one student's own folder (`grade folder/stu07`: a row named stu07).
 
-A folder that has sub-folders is read as one folder per student (loose code files beside them are usually the
-instructor's: they are named as left out); otherwise its code files are the flat layout.  Finding nothing is an
-error that says what the folder holds instead, because "graded 0 submissions" with exit status 0 hides a wrong path.
+`--pattern`, a regular expression with a named group `student` matched at the start of each code file's name,
+replaces the platforms' naming for flat files.  Whatever is not graded is listed with the reason; a student's file
+or folder among them (`missing`) makes `grade` end with a non-zero status.  Finding nothing is an error that says
+what the folder holds instead, because "graded 0 submissions" with exit status 0 hides a wrong path.
 """
 from __future__ import annotations
 
+import csv
+import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
+from harness.frontends import exports
 from harness.sandbox import scratch as files
 
-DEFAULT_PATTERN = r"(?P<student>[^_]+?)(?:_|\.(?i:py|ipynb)$)"  # the name up to its first "_" (alice_lab.ipynb: alice)
-CODE = (".py", ".ipynb")  # what a student hands in: a Python file or a notebook (any case: Lab.IPYNB too)
+DEFAULT_PATTERN = r"(?P<student>[^_]+?)(?:_|\.(?i:py|ipynb)$)"  # an example for --pattern: the name up to its first "_"
+CODE = exports.CODE  # what a student hands in: a Python file or a notebook (any case: Lab.IPYNB too)
 MAX_STAGED = 32 << 20  # a flat file larger than this is no attention layer (a notebook with pictures fits)
+MAX_METADATA = 16 << 20  # submission_metadata.yml of a large course; a Blackboard receipt is far smaller
+ARCHIVES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar")
+LAYOUT_WORDS = {"folders": "one folder per student", "files": "files named by student",
+                "mixed": "folders per student and files named by student", "one": "one student's folder"}
 
 
 def is_code(path: Path) -> bool:
     return path.suffix.lower() in CODE
-LAYOUT_WORDS = {"folders": "one folder per student", "files": "files named by student"}
 
 
 class PatternError(ValueError):
@@ -49,87 +59,272 @@ def compile_pattern(text: str) -> re.Pattern:
 
 @dataclass
 class Submission:
-    name: str  # the student: the folder's name, or the id the pattern took from the file names
-    folder: Path | None = None  # one folder per student
-    files: list[Path] = field(default_factory=list)  # flat layout: this student's files
+    name: str  # the student, as the platform names them (a folder's name when nothing says more)
+    folder: Path | None = None  # one folder per student: graded where it is
+    files: list[Path] = field(default_factory=list)  # flat layout: this student's files (their latest attempt)
+    staged_as: dict[str, str] = field(default_factory=dict)  # flat file's name -> the name the student gave it
+    others: list[str] = field(default_factory=list)  # other attempts and hand-ins not graded, said in the row
+    platform: str = ""
 
     def stage(self, staging: Path) -> Path:
-        """The folder to grade in: the student's own, or (flat files) a fresh one holding only their files.  Copied
-        by the trusted process, so only regular files of bounded size (never a FIFO, a device or a symlink, which
-        could hang the batch or hand a host file to the submission); anything else is left out."""
+        """The folder to grade in: the student's own, or (flat files) a fresh one holding only their files, under
+        the names they handed them in with.  Copied by the trusted process, so only regular files of bounded size
+        (never a FIFO, a device or a symlink, which could hang the batch or hand a host file to the submission);
+        anything else is left out."""
         if self.folder is not None:
             return self.folder
-        folder = staging / self.name
+        folder, n = staging / exports.safe_name(self.name), 1
+        while folder.exists():  # "a/b" and "a_b" are two students with one safe name
+            folder, n = staging / f"{exports.safe_name(self.name)}-{n}", n + 1
         folder.mkdir(parents=True)
+        used: set[str] = set()
         for f in self.files:
             data = files.read_regular(str(f), MAX_STAGED)
-            if data is not None:
-                (folder / f.name).write_bytes(data)
+            if data is None:
+                continue
+            name = exports.safe_name(self.staged_as.get(f.name) or f.name)
+            if name.lower() in used:
+                name = f.name  # two files the platform would give one name: both kept, under theirs
+            used.add(name.lower())
+            (folder / name).write_bytes(data)
         return folder
+
+
+@dataclass(frozen=True)
+class NotGraded:
+    """A file or folder of the export that got no row of its own, and why.  `missing`: it is a student's hand-in
+    (a code file, a folder, an archive), so the batch is incomplete until a person looks."""
+    item: str
+    reason: str
+    missing: bool
 
 
 @dataclass
 class Found:
     root: Path
-    layout: str  # "folders", "files" or "none"
+    layout: str  # "folders", "files", "mixed", "one" or "none"
     submissions: list[Submission]
-    left_out: list[str]  # what was seen and not graded, and why
-    pattern: str = DEFAULT_PATTERN
+    left_out: list[str]  # what was seen and not graded, and why (one line each, for the person who started it)
+    pattern: str = ""
+    not_graded: list[NotGraded] = field(default_factory=list)
 
     def describe(self) -> str:
         """One line for the person who started the batch: how many, in which layout, what was left out."""
         n = len(self.submissions)
         if self.layout == "none":
             return f"found no submissions in {self.root}/: " + "; ".join(self.left_out)
-        how = LAYOUT_WORDS[self.layout] + (f", student id from --pattern {self.pattern}" if self.layout == "files"
-                                           else "")
+        platforms = Counter(s.platform for s in self.submissions if s.platform)
+        how = LAYOUT_WORDS[self.layout] + (f", student id from --pattern {self.pattern}" if self.pattern else "") + (
+            " as " + ", ".join(f"{p} ({k})" for p, k in sorted(platforms.items())) + " names them"
+            if platforms else "")
         text = f"found {n} submission{'s' if n != 1 else ''} in {self.root}/ ({how})"
         return text + ("; left out: " + "; ".join(self.left_out) if self.left_out else "")
+
+
+NESTED_DEPTH = 3  # hw3/src/attention.py: a student's zipped folder, a repository's src/
+NESTED_FILES = 2000  # entries looked at in a submission's sub-folders, at most
+
+
+def nested_code(folder: Path, readable: Callable[[Path], bool]) -> list[Path]:
+    """The code files in `folder`'s sub-folders (not the folder itself), at most NESTED_DEPTH deep, for a submission
+    whose code is not at its top (a Gradescope upload zipped with its folder, a repository's src/).  Symlinked and
+    hidden folders, caches and virtual environments are not entered; `readable` says which files may be named."""
+    found, todo, seen = [], [(folder, 0)], 0
+    while todo:
+        here, depth = todo.pop()
+        try:
+            entries = sorted(here.iterdir())
+        except OSError:
+            continue
+        for p in entries:
+            seen += 1
+            if seen > NESTED_FILES:
+                return sorted(found)
+            if not _visible(p) or p.name in files.SKIPPED_DIRS:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                if depth < NESTED_DEPTH and not (p / "pyvenv.cfg").exists():
+                    todo.append((p, depth + 1))
+            elif depth > 0 and is_code(p) and readable(p):
+                found.append(p)
+    return sorted(found)
 
 
 def _visible(p: Path) -> bool:
     return not p.name.startswith((".", "__"))
 
 
-def _kinds(paths: list[Path]) -> str:
-    counts = Counter(p.suffix.lower() or "(no extension)" for p in paths)
+def _kinds(paths: list[str]) -> str:
+    counts = Counter(Path(p).suffix.lower() or "(no extension)" for p in paths)
     return ", ".join(f"{n} {kind}" for kind, n in counts.most_common())
 
 
-def find(root: Path, pattern: re.Pattern) -> Found:
-    """The submissions under `root`, in the layout its contents show."""
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def _text(path: Path) -> str:
+    data = files.read_regular(str(path), MAX_METADATA)
+    return data.decode("utf-8", "replace") if data else ""
+
+
+def find(root: Path, pattern: re.Pattern | None = None, target: str | None = None,
+         defines: Callable[[Path], bool] | None = None) -> Found:
+    """The submissions under `root`, in the layout its contents show.  `target`: --target's FILE[:Class] (its file
+    name helps read flat names); `defines`: whether a file defines an nn.Module class (tells one student's folder
+    from a flat export)."""
     entries = sorted(p for p in root.iterdir() if _visible(p))
-    folders = [p for p in entries if p.is_dir()]
-    python = [p for p in entries if p.is_file() and is_code(p)]
-    others = [p for p in entries if p.is_file() and not is_code(p)]
-    if folders:
-        left = [f"{len(python)} code file(s) beside the student folders ({', '.join(p.name for p in python[:3])}"
-                f"{', ...' if len(python) > 3 else ''})"] if python else []
-        return Found(root, "folders", [Submission(d.name, folder=d) for d in folders], left, pattern.pattern)
-    students: dict[str, list[Path]] = {}
-    unmatched = []
-    for p in python:
-        m = pattern.match(p.name)
-        student = m.group("student").strip() if m and m.group("student") else ""
-        if student:
-            students.setdefault(student, []).append(p)
-        else:
-            unmatched.append(p.name)
-    left = [f"{len(unmatched)} code file(s) whose name --pattern does not match ({', '.join(unmatched[:3])}"
-            f"{', ...' if len(unmatched) > 3 else ''})"] if unmatched else []
-    if students:  # a student who handed in only victor_attention.txt gets a row saying so, never silence
-        without_code: dict[str, list[Path]] = {}
-        for p in others:
-            m = pattern.match(p.name)
+    links = [p.name for p in entries if p.is_symlink() and p.is_dir()]  # never followed out of the export
+    folders = [p for p in entries if p.is_dir() and p.name not in links]
+    flat = [p for p in entries if p.is_file()]
+    odd = [p.name for p in entries if not p.is_dir() and not p.is_file()]
+    target_file = Path((target or "").partition(":")[0]).name
+    if not folders and pattern is None and _one_student(flat, target_file, defines):
+        return Found(root, "one", [Submission(exports.safe_name(root.name), folder=root)], [])
+    subs = _folders(root, folders)
+    taken = {s.name for s in subs}
+    metadata = {"submission_metadata.yml"} if folders and (root / "submission_metadata.yml").is_file() else set()
+    flat = [p for p in flat if p.name not in metadata]
+    named, unnamed = _flat_names(flat, pattern, Path(target_file).stem)
+    not_graded = [NotGraded(n, "not a regular file", False) for n in odd] + [
+        NotGraded(n, "a symbolic link to a folder (not followed: it may lead out of the export)", True) for n in links]
+    students: dict[str, list[tuple[Path, exports.Named]]] = {}
+    names = exports.told_apart([(exports.safe_name(v.student), v.uid) for v in named.values()])
+    for p in flat:
+        if p.name in named:
+            v = named[p.name]
+            students.setdefault(names[exports.safe_name(v.student), v.uid], []).append((p, v))
+    for name, items in sorted(students.items()):
+        if name in taken:
+            not_graded += [NotGraded(p.name, f"{name} also has a folder, which was graded", True) for p, _ in items]
+            continue
+        receipts = [i for i in items if i[1].platform == "Blackboard receipt"]
+        items = [i for i in items if i not in receipts] or receipts  # a receipt alone: a row with nothing to check
+        keep, older = exports.latest(items)
+        subs.append(Submission(name, files=[p for p, _ in keep], staged_as={p.name: n.original for p, n in keep},
+                               others=[f"{p.name} ({n.label or 'an earlier attempt'}, not graded)" for p, n in older],
+                               platform=next((n.platform for _, n in keep if n.platform), "")))
+    code = [n for n in unnamed if exports.is_code(n)]
+    rest = [n for n in unnamed if not exports.is_code(n)]
+    not_graded += [NotGraded(n, "its name gives no student" + (" --pattern matches" if pattern else ""), True)
+                   for n in code]
+    not_graded += [NotGraded(n, "not a .py or .ipynb file, and its name gives no student",
+                             Path(n).suffix.lower() in ARCHIVES) for n in rest]
+    left = ([f"{len(code)} code file(s) whose name "
+             f"{'--pattern does not match' if pattern else 'gives no student'} ({_some(code)})"] if code else [])
+    if rest:
+        left.append(f"files that are not .py or .ipynb ({_kinds(rest)})" + (
+            "; unzip an export first" if any(n.lower().endswith(".zip") for n in rest) else ""))
+    if odd or links:
+        left.append(f"{len(odd) + len(links)} entries that are not regular files or folders ({_some(odd + links)})")
+    layout = "mixed" if folders and len(subs) > len(taken) else "folders" if folders else "files"
+    if not subs:
+        return Found(root, "none", [], left or ["the folder is empty"], pattern.pattern if pattern else "",
+                     not_graded)
+    return Found(root, layout, sorted(subs, key=lambda s: s.name), left, pattern.pattern if pattern else "",
+                 not_graded)
+
+
+def _one_student(flat: list[Path], target_file: str, defines) -> bool:
+    """A folder with no sub-folders is one student's (grade class/stu07) when no platform named its files, they
+    share no `_ENDING` (alice_attention.py, bob_attention.py), and --target's file is there by its own name (without
+    --target: exactly one of them defines an nn.Module class)."""
+    code = [p for p in flat if is_code(p)]
+    if not code or any(exports.moodle(p.name) or exports.canvas(p.name) or exports.BLACKBOARD.fullmatch(p.name)
+                       for p in flat):
+        return False
+    if exports.shared_ending([p.stem for p in code], Path(target_file).stem):
+        return False
+    if target_file:  # --target's file by its own name: a student's folder (carol.py, dave.py: two students)
+        return any(p.name == target_file for p in code)
+    defining = (p for p in code if defines is not None and defines(p))
+    return next(defining, None) is not None and next(defining, None) is None  # exactly one (stops at a second)
+
+
+def _flat_names(flat: list[Path], pattern: re.Pattern | None, hint: str) -> tuple[dict, list[str]]:
+    """Each flat file's student and original name: by --pattern, else by the platforms' naming."""
+    names = [p.name for p in flat]
+    if pattern is not None:
+        named = {}
+        for n in names:
+            m = pattern.match(n)
             student = m.group("student").strip() if m and m.group("student") else ""
-            if student and student not in students:
-                without_code.setdefault(student, []).append(p)
-        others = [p for p in others if p not in {f for fs in without_code.values() for f in fs}]
-        students.update(without_code)
-    if others:
-        left.append(f"files that are not .py or .ipynb ({_kinds(others)})" + ("; unzip an export first" if any(
-            p.suffix.lower() == ".zip" for p in others) else ""))
-    if not students:
-        return Found(root, "none", [], left or ["the folder is empty"], pattern.pattern)
-    return Found(root, "files", [Submission(s, files=fs) for s, fs in sorted(students.items())], left,
-                 pattern.pattern)
+            if student:  # the files keep their names: the pattern says whose they are, not what they were called
+                named[n] = exports.Named(student, n)
+        return named, [n for n in names if n not in named]
+    named = {n: v for n in names if (v := exports.moodle(n) or exports.canvas(n))}
+    receipts = {p.name: _text(p) for p in flat if exports.BLACKBOARD.fullmatch(p.name) and p.name.endswith(".txt")
+                and p.name not in named}
+    named.update(exports.blackboard([n for n in names if n not in named], receipts))
+    rest, unnamed = exports.generic([n for n in names if n not in named], hint)
+    named.update(rest)
+    return named, unnamed
+
+
+def _folders(root: Path, folders: list[Path]) -> list[Submission]:
+    """One submission per student among the folders: Gradescope's named by its metadata (the latest when a student
+    has several), Moodle's by the name before its ids (the file folder graded, online text named beside it),
+    GitHub Classroom's without the assignment's prefix; any other by its own name."""
+    meta = root / "submission_metadata.yml"
+    gradescope = exports.gradescope(_text(meta)) if folders and meta.is_file() else {}
+    plain = [d.name for d in folders if d.name not in gradescope and not exports.moodle(d.name)]
+    prefix = exports.classroom_prefix(root.name, plain, bool(plain) and all((root / d / ".git").exists()
+                                                                               for d in plain))
+    students: dict[str, list[tuple[tuple, Path, str]]] = {}
+    moodle = exports.told_apart([(exports.safe_name(m.student), m.uid) for d in folders
+                                 if (m := exports.moodle(d.name))])
+    for d in folders:
+        if d.name in gradescope:
+            name, created = gradescope[d.name]
+            students.setdefault(name, []).append(((1, created), d, "Gradescope"))
+        elif m := exports.moodle(d.name):
+            students.setdefault(moodle[exports.safe_name(m.student), m.uid], []).append(
+                ((m.platform == "Moodle", ""), d, m.platform))
+        else:
+            name = d.name[len(prefix):] if prefix and d.name.startswith(prefix) else d.name
+            students.setdefault(name, []).append(((0, ""), d, "GitHub Classroom" if prefix else ""))
+    subs = []
+    for name, found in sorted(students.items()):
+        found.sort(key=lambda f: f[0])
+        _, folder, platform = found[-1]
+        others = [f"{d.name}/ ({kind if kind.startswith('Moodle ') else 'an earlier submission'}, not graded)"
+                  for _, d, kind in found[:-1]]
+        subs.append(Submission(name, folder=folder, others=others, platform=platform.replace("Moodle file", "Moodle")))
+    return subs
+
+
+def summary_rows(found: Found, rows: list[dict], shown: Callable[[NotGraded], bool]) -> list[dict]:
+    """The summary's rows: each graded row with the student's other attempts and hand-ins (`other_attempts`), then
+    a row per file or folder that was not graded (those `shown`: this shard's), its reason in `not_graded`, so that
+    no student is missing from the summary without a word."""
+    others = {s.name: "; ".join(s.others) for s in found.submissions}
+    for row in rows:
+        row["other_attempts"] = others.get(row["submission"], "")
+        row["not_graded"] = ""  # the same columns in every summary, whatever the export held
+    return rows + [{"submission": n.item, "target": "", "passed": "", "needs_review": n.missing,
+                    "not_graded": n.reason} for n in found.not_graded if shown(n)]
+
+
+def unknown_names(names: list[str], found: Found) -> str:
+    """What is wrong with --only's names: those no submission has, each with the closest the export has, or ""."""
+    have = [s.name for s in found.submissions]
+    wrong = [n for n in dict.fromkeys(names) if n not in have]
+    return "; ".join(f"no submission named {n!r} in {found.root}/" + (
+        f" (did you mean {', '.join(repr(c) for c in close)}?)" if (close := difflib.get_close_matches(n, have))
+        else "") for n in wrong)
+
+
+NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
+def kept_rows(summary: Path, regraded: set[str]) -> list[dict]:
+    """The rows of an earlier summary that --only leaves as they are: every student's but those graded again, and
+    none of its not-graded rows (the export's listing is made again).  Numbers are read back as numbers, so that a
+    negative one is not quoted as a formula when written again."""
+    try:
+        with open(summary, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return []
+    return [{k: float(v) if isinstance(v, str) and NUMBER.fullmatch(v) and "." in v else v for k, v in r.items()}
+            for r in rows if r.get("submission") not in regraded and not r.get("not_graded")]

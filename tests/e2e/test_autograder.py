@@ -64,7 +64,8 @@ def test_zip_holds_setup_run_script_rubric_and_wheel(built):
     torch = metadata.version("torch").split("+")[0]
     assert "https://download.pytorch.org/whl/cpu" in setup and f'"torch=={torch}"' in setup
     assert f'"$SOURCE/{wheel}"' in setup  # mha-check from the zip: Gradescope has no copy of this repository
-    assert f'"$SUBMISSION/{TARGET}" --format gradescope --rubric "$SOURCE/rubric.toml"' in run
+    assert f'TARGET="$SUBMISSION/{TARGET}"' in run  # or the one attention.py in a sub-folder, when not at the top
+    assert '"$MHA_CHECK" "$TARGET" --format gradescope --rubric "$SOURCE/rubric.toml"' in run
     assert run.rstrip().endswith("exit 0") and "--time-limit 90" in run  # the option given at build time
     for script in (setup, run):
         syntax = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
@@ -97,6 +98,7 @@ def _gradescope(built, tmp_path, files: dict) -> dict:
     (root / "run_autograder").chmod(0o755)
     (root / "submission").mkdir()
     for name, source in files.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "submission" / name).write_text(source)
     env = {**os.environ, "AUTOGRADER_DIR": str(root), "MHA_CHECK": str(MHA_CHECK)}
     run = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
@@ -129,6 +131,17 @@ def test_run_autograder_grades_a_correct_and_a_buggy_submission(built, tmp_path)
     assert tests["view-order"]["max_score"] == 2.5 and tests["view-order"]["visibility"] == "after_due_date"
     assert tests["causal-leakage"]["max_score"] == 3.0 and tests["gradient-match"]["visibility"] == "hidden"
     assert "Fix:" in tests["view-order"]["output"] and "gradient-match" not in bad["output"]
+
+
+@pytest.mark.slow
+def test_run_autograder_finds_the_file_in_the_folder_it_was_zipped_with(built, tmp_path):
+    """Issue 29: a submission uploaded as a zip of its folder (hw3/attention.py) got 0 with "that folder has no .py
+    file"; the file is found there, and its own helpers.py imports."""
+    helped = "from helpers import head_width\n" + CORRECT.read_text().replace(
+        "self.head_dim = d_out // num_heads", "self.head_dim = head_width(d_out, num_heads)")
+    data = _gradescope(built, tmp_path / "zipped", {"hw3/attention.py": helped,
+                                                    "hw3/helpers.py": "def head_width(d, h):\n    return d // h\n"})
+    assert data["score"] == TOTAL, _tests(data)["construct"]["output"]
 
 
 @pytest.mark.slow

@@ -161,7 +161,7 @@ def test_flat_files_named_by_student(tmp_path):
     subs = tmp_path / "export"
     subs.mkdir()
     shutil.copy(CORRECT, subs / "alice_attention.py")
-    shutil.copy(BUGGY, subs / "bob_12345_attempt_2024-05-01-10-00-00_attention.py")
+    shutil.copy(BUGGY, subs / "HW3_bob_attempt_2024-05-01-10-00-00_attention.py")  # Blackboard
     (subs / "carol_attention.py").write_text("import torch\nclass MultiHeadAttention(torch.nn.Module:\n")
     (subs / "dan_attention.py").write_text("import torch.nn as nn\nclass Attention(nn.Module):\n    pass\n")
     (subs / "grades.csv").write_text("student,grade\n")
@@ -173,10 +173,11 @@ def test_flat_files_named_by_student(tmp_path):
     assert "found 4 submissions" in run.stdout and "files named by student" in run.stdout
     assert "left out: files that are not .py or .ipynb (1 .csv)" in run.stdout
     rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    assert rows.pop("grades.csv")["not_graded"]  # listed with its reason, not a student's: exit status 0
     assert set(rows) == {"alice", "bob", "carol", "dan"}
     assert {r["max_score"] for r in rows.values()} == {str(float(TOTAL))}
     assert rows["alice"]["passed"] == "True" and rows["alice"]["score"] == str(float(TOTAL))
-    assert rows["alice"]["target"] == "alice_attention.py:MultiHeadAttention"
+    assert rows["alice"]["target"] == "attention.py:MultiHeadAttention"  # the name alice gave it
     assert rows["bob"]["diagnosis"] == "split-view-order" and 0 < float(rows["bob"]["score"]) < TOTAL
     assert rows["carol"]["score"] == rows["dan"]["score"] == "0.0"
     _broken_report_says_what_and_how(json.loads((out / "carol.json").read_text()), "SyntaxError")
@@ -218,7 +219,7 @@ def test_broken_and_undecided_submissions_in_folders(tmp_path):
 @pytest.mark.parametrize("make, words", [
     (lambda d: None, "the folder is empty"),
     (lambda d: (d / "export.zip").write_bytes(b"PK"), "unzip an export first"),
-    (lambda d: (d / "_x.py").write_text(""), "whose name --pattern does not match (_x.py)"),
+    (lambda d: (d / "_x.py").write_text(""), "whose name gives no student (_x.py)"),
 ])
 def test_no_submissions_found_is_an_error_that_says_what_is_there(tmp_path, make, words):
     (tmp_path / "subs").mkdir()

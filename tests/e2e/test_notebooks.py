@@ -126,7 +126,8 @@ def test_grade_takes_folders_and_flat_files_of_notebooks(tmp_path: Path):
         (folders / student).mkdir(parents=True)
         shutil.copy(NOTEBOOKS / nb, folders / student / nb)
         flat.mkdir(exist_ok=True)
-        shutil.copy(NOTEBOOKS / nb, flat / f"{student}_{nb}")
+        shutil.copy(NOTEBOOKS / nb, flat / f"{student}_lab.ipynb")  # the name every student hands in, as a platform
+        # exports it (ben_buggy_lab.ipynb beside ana_lab.ipynb would be the student ben_buggy: see exports.py)
     for where in (folders, flat):
         run = mha("grade", where, "--out", tmp_path / f"out-{where.name}", cwd=tmp_path)
         assert run.rc == 0, run.log

@@ -42,14 +42,15 @@ def test_flat_files_are_grouped_by_student_and_staged_apart(tmp_path):
     assert sorted(p.name for p in staged.iterdir()) == ["bob_lab.ipynb"]  # no classmate's file beside it
 
 
-def test_folders_win_over_loose_files_and_hidden_ones_are_ignored(tmp_path):
+def test_loose_files_beside_folders_are_graded_too_and_hidden_ones_are_ignored(tmp_path):
+    """A mixed export (issue 29: 6 of 8 students had no row when only the folders were graded)."""
     for name in ("ana", "ben", ".git", "__MACOSX"):
         (tmp_path / name).mkdir()
     (tmp_path / "solution.py").write_text("")
-    found = find(tmp_path, DEFAULT)
-    assert found.layout == "folders" and [s.name for s in found.submissions] == ["ana", "ben"]
+    found = find(tmp_path)
+    assert found.layout == "mixed" and [s.name for s in found.submissions] == ["ana", "ben", "solution"]
     assert found.submissions[0].stage(tmp_path / "scratch") == tmp_path / "ana"  # graded where it is
-    assert "one folder per student" in found.describe() and "solution.py" in found.describe()
+    assert "folders per student and files named by student" in found.describe()
 
 
 def test_custom_pattern(tmp_path):
@@ -155,9 +156,9 @@ def test_submissions_a_broken_pool_leaves_are_graded_again_and_at_last_cannot_be
     out, summary, rows = tmp_path / "out", tmp_path / "out" / "summary.csv", []
     out.mkdir()
     args, files = SimpleNamespace(format="json"), grade.BatchFiles(out, summary, "json")
-    lost = grade._collect(BrokenPool(), folders, None, False, options, args, rows, 2, files, last_try=False)
+    lost = grade._collect(BrokenPool(), folders, None, set(), options, args, rows, 2, files, last_try=False)
     assert sorted(lost) == ["ann", "bo"] and rows == [] and not summary.exists()
-    lost = grade._collect(BrokenPool(), folders, None, False, options, args, rows, 2, files, last_try=True)
+    lost = grade._collect(BrokenPool(), folders, None, set(), options, args, rows, 2, files, last_try=True)
     assert lost == [] and sorted(r["submission"] for r in rows) == ["ann", "bo"]
     assert all(r["construct"] == "cannot_tell" and r["needs_review"] and r["process"] == "grader error"
                and r["fail"] == 0 for r in rows)

@@ -1,0 +1,96 @@
+"""`mha-check grade` on exports shaped like each platform's download (tests/fixtures/exports/, see its make.py and
+harness/frontends/exports.py for the naming and its sources): one correct row per student, the latest attempt
+graded, helper modules importable, targets found in sub-folders, what was not graded listed and the exit status
+non-zero for a student's file that got no row (issue 29)."""
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+EXPORTS = ROOT / "tests" / "fixtures" / "exports"
+TARGET = "attention.py:MultiHeadAttention"
+
+
+def grade(folder, out, *args):
+    run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "grade", str(folder), "--out", str(out),
+                          "--jobs", "1", *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))} if (out / "summary.csv").exists() \
+        else {}
+    return run, rows
+
+
+# student -> (passed, target checked): buggy_attention.py fails, correct_attention.py (or it with helpers) passes
+EXPECTED = {
+    "canvas": {"smith_alice": ("True", "attention.py"), "smith_bob": ("False", "attention.py"),
+               "joneskay": ("True", "attention.py"),  # attention-1.py, the resubmission: the earlier one is buggy
+               "grace": ("True", "attention.py")},  # imports its own helpers.py (grace_1004_5005_helpers.py)
+    "blackboard": {"alice_smith": ("True", "attention.py"),  # the attempt of 3 November; that of the 1st is buggy
+                   "bob": ("False", "attention.py")},
+    "gradescope": {"Alice Smith": ("True", "attention.py"),
+                   "Bob Jones & Carol Wu": ("True", "hw3/attention.py")},  # zipped with its folder, with helpers
+    "mixed": {"alice_smith": ("True", "attention.py"), "alice_jones": ("False", "attention.py"),
+              "grace": ("True", "attention.py"), "dan": ("True", "attention.py"),
+              "erin": ("True", "hw3/attention.py"),
+              "hal": ("True", "attention.py")},  # hal_attention_v2.py; hal_attention.py (buggy) named, not graded
+}
+
+
+@pytest.mark.parametrize("layout", sorted(EXPECTED))
+def test_each_export_gives_one_correct_row_per_student(tmp_path, layout):
+    run, rows = grade(EXPORTS / layout, tmp_path / "out", "--target", TARGET)
+    graded = {name: (r["passed"], r["target"].rpartition(":")[0]) for name, r in rows.items() if not r["not_graded"]}
+    assert graded == EXPECTED[layout], run.stdout + run.stderr[-3000:]
+    for name in EXPECTED[layout]:
+        assert json.loads((tmp_path / "out" / f"{name}.json").read_text())["passed"] is (rows[name]["passed"] == "True")
+    if layout == "mixed":  # frank.zip is a student's and got no row: listed, and the batch says so
+        assert run.returncode == 3, run.stderr[-3000:]
+        assert rows["frank.zip"]["needs_review"] == "True" and "no student" in rows["frank.zip"]["not_graded"]
+        assert rows["notes.txt"]["needs_review"] == "False" and "frank.zip" in run.stderr
+    else:
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert not any(r["not_graded"] for r in rows.values())
+    if layout == "canvas":
+        assert "joneskay_LATE_1003_5003_attention.py (late, not graded)" == rows["joneskay"]["other_attempts"]
+    if layout == "mixed":
+        assert rows["hal"]["other_attempts"] == "hal_attention.py (unnumbered, not graded)"
+    if layout == "blackboard":
+        assert "attempt 2026-11-01 09:00:00" in rows["alice_smith"]["other_attempts"]
+
+
+def test_one_students_folder_is_named_by_the_student(tmp_path):
+    """`grade class/dan` regrades one student: the row is dan's, not `attention`'s."""
+    run, rows = grade(EXPORTS / "mixed" / "dan", tmp_path / "out")
+    assert run.returncode == 0 and list(rows) == ["dan"], run.stdout + run.stderr[-3000:]
+    assert rows["dan"]["passed"] == "True" and "one student's folder" in run.stdout
+
+
+def test_allow_missing_keeps_the_listing_and_ends_with_status_0(tmp_path):
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    (tmp_path / "subs" / "ann" / "notes.txt").write_text("no code\n")
+    (tmp_path / "subs" / "bob.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+    run, rows = grade(tmp_path / "subs", tmp_path / "out", "--allow-missing")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert rows["ann"]["passed"] == "False" and rows["bob.zip"]["not_graded"] and "warning" in run.stderr
+
+
+def test_only_regrades_some_students_into_the_existing_summary(tmp_path):
+    """`--only NAME...`: those students graded again, their rows replaced; every other row kept as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    old = ("submission,target,passed,needs_review,score,max_score,not_graded\n"
+           "smith_alice,attention.py:MultiHeadAttention,True,False,17.0,17.0,\n"
+           "smith_bob,attention.py:MultiHeadAttention,True,False,-1.0,17.0,\n"  # a stale row, to be replaced
+           "left.zip,,,True,,,not a .py or .ipynb file\n")  # the export's listing is made again
+    (out / "summary.csv").write_text(old)
+    run, rows = grade(EXPORTS / "canvas", out, "--target", TARGET, "--only", "smith_bob")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert sorted(rows) == ["smith_alice", "smith_bob"] and "1 of them graded again" in run.stdout
+    assert rows["smith_bob"]["passed"] == "False" and rows["smith_bob"]["diagnosis"] == "split-view-order"
+    assert rows["smith_alice"]["score"] == "17.0" and not (out / "only-summary.csv").exists()
+    assert not (out / "smith_alice.json").exists()  # not graded again
+    run, _ = grade(EXPORTS / "canvas", out, "--only", "smith_rob")
+    assert run.returncode == 2 and "no submission named 'smith_rob'" in run.stderr and "'smith_bob'" in run.stderr

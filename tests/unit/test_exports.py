@@ -1,0 +1,223 @@
+"""Reading learning platforms' exports: one submission per student, named as the platform names them, never cut at
+an underscore the platform put inside a name; the latest attempt graded and the others named; the student's helper
+modules staged under their own names; whatever is not graded listed with its reason.
+
+The fixture exports (tests/fixtures/exports/, written by its make.py) follow each platform's naming as documented in
+harness/frontends/exports.py, whose docstring gives the sources: Canvas `NAME_[LATE_]USERID_ATTACHMENTID_FILE`
+with `-N` for a file handed in again; Moodle `Full Name_ID_assignsubmission_file_/`; Blackboard
+`ASSIGNMENT_USER_attempt_DATE_FILE` with a `.txt` receipt per attempt; Gradescope `submission_ID/` folders named by
+`submission_metadata.yml`; GitHub Classroom `ASSIGNMENT-USER/` repositories."""
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.frontends import exports
+from harness.frontends.grade import spec_for
+from harness.frontends.submissions import find, kept_rows, unknown_names
+
+EXPORTS = Path(__file__).parents[1] / "fixtures" / "exports"
+
+
+def _defines(path: Path) -> bool:
+    return "(nn.Module)" in path.read_text()
+
+
+def layout(root: Path, target: str | None = "attention.py:MultiHeadAttention"):
+    found = find(root, None, target, _defines)
+    return found, {s.name: s for s in found.submissions}
+
+
+def staged(sub, tmp_path) -> dict[str, str]:
+    folder = sub.stage(tmp_path / "staging")
+    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+CORRECT, BUGGY = (EXPORTS.parents[2] / "examples" / n for n in ("correct_attention.py", "buggy_attention.py"))
+
+
+@pytest.mark.parametrize("name, student, original, platform", [
+    ("smith_alice_1001_5001_attention.py", "smith_alice", "attention.py", "Canvas"),
+    ("doejane_LATE_123456_7890123_attention-1.py", "doejane", "attention.py", "Canvas"),
+    ("Jane Doe_4242_assignsubmission_file_attention.py", "Jane Doe", "attention.py", "Moodle"),
+    ("Jane Doe_4242_assignsubmission_onlinetext_onlinetext.html", "Jane Doe", "onlinetext.html", "Moodle onlinetext"),
+])
+def test_each_platform_names_the_student_from_the_parts_around_the_name(name, student, original, platform):
+    named = exports.moodle(name) or exports.canvas(name)
+    assert (named.student, named.original, named.platform) == (student, original, platform)
+
+
+def test_canvas_late_and_resubmitted_files_keep_the_latest_of_each_name():
+    first, again = exports.canvas("kay_LATE_1_50_attention.py"), exports.canvas("kay_LATE_1_49_attention-2.py")
+    assert again.label == "late, resubmission 2" and first.label == "late"
+    keep, older = exports.latest([("a", first), ("b", again), ("c", exports.canvas("kay_1_51_helpers.py"))])
+    assert [k for k, _ in keep] == ["b", "c"] and [o for o, _ in older] == ["a"]
+
+
+def test_canvas_export(tmp_path):
+    found, subs = layout(EXPORTS / "canvas")
+    assert sorted(subs) == ["grace", "joneskay", "smith_alice", "smith_bob"]  # two Smiths, never one "smith"
+    assert found.layout == "files" and not found.not_graded and "Canvas (4)" in found.describe()
+    assert staged(subs["joneskay"], tmp_path) == {"attention.py": CORRECT.read_text()}  # the resubmission, renamed
+    assert subs["joneskay"].others == ["joneskay_LATE_1003_5003_attention.py (late, not graded)"]
+    assert sorted(staged(subs["grace"], tmp_path)) == ["attention.py", "helpers.py"]  # `import helpers` works
+
+
+def test_moodle_folders(tmp_path):
+    found, subs = layout(EXPORTS / "moodle")
+    assert sorted(subs) == ["Alice Smith", "Bob Jones"] and found.layout == "folders"
+    assert subs["Alice Smith"].folder.name == "Alice Smith_2001_assignsubmission_file_"
+    assert subs["Alice Smith"].others == ["Alice Smith_2001_assignsubmission_onlinetext_/ (Moodle onlinetext, "
+                                          "not graded)"]
+
+
+def test_blackboard_attempts_by_date_and_username_from_the_receipt(tmp_path):
+    found, subs = layout(EXPORTS / "blackboard")
+    assert sorted(subs) == ["alice_smith", "bob"] and not found.not_graded  # receipts are the platform's, not left out
+    assert staged(subs["alice_smith"], tmp_path) == {"attention.py": CORRECT.read_text()}  # 3 November, not the 1st
+    assert subs["alice_smith"].others == ["HW3_alice_smith_attempt_2026-11-01-09-00-00_attention.py (attempt "
+                                          "2026-11-01 09:00:00, not graded)"]
+
+
+def test_blackboard_without_receipts_takes_the_assignment_prefix_all_names_share():
+    names = ["Lab_3_al_b_attempt_2026-01-01-00-00-00_a.py", "Lab_3_cy_attempt_2026-01-01-00-00-00_a.py"]
+    assert sorted(n.student for n in exports.blackboard(names, {}).values()) == ["al_b", "cy"]
+
+
+def test_gradescope_export_is_named_by_its_metadata_and_finds_a_zipped_folder(tmp_path):
+    found, subs = layout(EXPORTS / "gradescope")
+    assert sorted(subs) == ["Alice Smith", "Bob Jones & Carol Wu"] and not found.not_graded
+    assert subs["Bob Jones & Carol Wu"].folder.name == "submission_300002"
+    assert "submission_metadata.yml" not in found.describe()
+
+
+def test_gradescope_metadata_tells_apart_two_students_of_one_name():
+    text = "submission_1:\n  :submitters:\n  - :name: Ann Lee\n    :sid: '7'\nsubmission_2:\n  :submitters:\n" \
+           "  - :name: Ann Lee\n    :sid: '8'\n  :created_at: 2026-01-01\nsubmission_3:\n  :submitters:\n" \
+           "  - :name: ../../etc\n"
+    assert exports.gradescope(text) == {"submission_1": ("Ann Lee (7)", ""), "submission_2": ("Ann Lee (8)",
+                                                                                              "2026-01-01"),
+                                        "submission_3": ("_.._etc", "")}
+
+
+def test_github_classroom_repositories_lose_the_assignment_prefix(tmp_path):
+    found, subs = layout(EXPORTS / "hw3-submissions")
+    assert sorted(subs) == ["alice", "bob"] and "GitHub Classroom (2)" in found.describe()
+    for name in ("hw3-x", "hw3-y"):  # cloned elsewhere: the git repositories say it
+        (tmp_path / "clones" / name / ".git").mkdir(parents=True)
+    assert sorted(layout(tmp_path / "clones")[1]) == ["x", "y"]
+    for name in ("ana-b", "ana-c"):  # plain folders sharing a start keep their names
+        (tmp_path / "plain" / name).mkdir(parents=True)
+    assert sorted(layout(tmp_path / "plain")[1]) == ["ana-b", "ana-c"]
+
+
+def test_mixed_export_grades_files_and_folders_and_lists_the_rest(tmp_path):
+    found, subs = layout(EXPORTS / "mixed")
+    assert sorted(subs) == ["alice_jones", "alice_smith", "dan", "erin", "grace", "hal"] and found.layout == "mixed"
+    assert subs["hal"].files == [EXPORTS / "mixed" / "hal_attention_v2.py"]
+    assert subs["hal"].others == ["hal_attention.py (unnumbered, not graded)"]
+    assert sorted(staged(subs["grace"], tmp_path)) == ["attention.py", "helpers.py"]
+    assert {(n.item, n.missing) for n in found.not_graded} == {("frank.zip", True), ("notes.txt", False)}
+    assert "unzip an export first" in found.describe()
+
+
+def test_underscored_names_without_a_platform_are_cut_at_the_ending_they_share(tmp_path):
+    for name in ("alice_smith_attempt.py", "alice_jones_attempt.py", "carol.py", "alice_smith_helpers.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    found, subs = layout(tmp_path, None)
+    assert sorted(subs) == ["alice_jones", "alice_smith", "carol"]
+    assert sorted(subs["alice_smith"].staged_as.values()) == ["attempt.py", "helpers.py"]
+
+
+def test_one_students_folder_is_one_submission_named_by_the_folder(tmp_path):
+    stu = tmp_path / "stu07"
+    stu.mkdir()
+    (stu / "attention.py").write_text(CORRECT.read_text())
+    (stu / "helpers.py").write_text("X = 1\n")
+    found, subs = layout(stu)
+    assert found.layout == "one" and list(subs) == ["stu07"] and subs["stu07"].folder == stu
+    found, subs = layout(stu, None)  # no --target: the one file that defines the class says it
+    assert list(subs) == ["stu07"]
+
+
+def test_a_flat_file_beside_its_students_folder_is_listed_not_dropped(tmp_path):
+    (tmp_path / "dan").mkdir()
+    (tmp_path / "dan" / "attention.py").write_text("x = 1\n")
+    (tmp_path / "dan_attention.py").write_text("x = 1\n")
+    os.mkfifo(tmp_path / "pipe")
+    found, subs = layout(tmp_path)
+    assert list(subs) == ["dan"]
+    assert [(n.item, n.missing) for n in found.not_graded] == [("pipe", False), ("dan_attention.py", True)]
+
+
+def test_only_keeps_the_other_rows_of_the_summary_and_names_unknown_students(tmp_path):
+    (tmp_path / "summary.csv").write_text("submission,score,passed,not_graded\nann,-1.0,True,\nbo,3.0,False,\n"
+                                          "x.zip,,,no student\n")
+    assert kept_rows(tmp_path / "summary.csv", {"bo"}) == [{"submission": "ann", "score": -1.0, "passed": "True",
+                                                            "not_graded": ""}]
+    assert kept_rows(tmp_path / "absent.csv", set()) == []
+    found, _ = layout(EXPORTS / "canvas")
+    assert "(did you mean 'smith_alice'" in unknown_names(["grace", "smith_alce"], found)
+    assert unknown_names(["grace"], found) == ""
+
+
+def test_two_students_of_one_name_stay_two_and_a_linked_folder_is_not_followed(tmp_path):
+    flat, folders = tmp_path / "flat", tmp_path / "folders"
+    flat.mkdir()
+    for name in ("smithjohn_11_1_attention.py", "smithjohn_12_2_attention.py", "smithjohn_12_3_attention-1.py"):
+        (flat / name).write_text("x = 1\n")
+    found, subs = layout(flat)
+    assert sorted(subs) == ["smithjohn (11)", "smithjohn (12)"] and len(subs["smithjohn (12)"].others) == 1
+    for name in ("John Smith_21_assignsubmission_file_", "John Smith_22_assignsubmission_file_", "ann"):
+        (folders / name).mkdir(parents=True)
+    (folders / "elsewhere").symlink_to(tmp_path / "flat")
+    found, subs = layout(folders)
+    assert sorted(subs) == ["John Smith (21)", "John Smith (22)", "ann"]
+    assert [(n.item, n.missing) for n in found.not_graded] == [("elsewhere", True)]
+
+
+def test_a_blackboard_attempt_with_only_its_receipt_gets_a_row_saying_so(tmp_path):
+    (tmp_path / "HW3_cy_attempt_2026-11-02-12-00-00.txt").write_text("Name: Cy Young (cy)\n")
+    (tmp_path / "HW3_bob_attempt_2026-11-02-12-00-00.txt").write_text("Name: Bob Jones (bob)\n")
+    (tmp_path / "HW3_bob_attempt_2026-11-02-12-00-00_attention.py").write_text("x = 1\n")
+    found, subs = layout(tmp_path)
+    assert sorted(subs) == ["bob", "cy"] and not found.not_graded
+    assert list(staged(subs["cy"], tmp_path)) == ["HW3_cy_attempt_2026-11-02-12-00-00.txt"]
+    assert list(staged(subs["bob"], tmp_path)) == ["attention.py"]  # the receipt is the platform's, not staged
+
+
+def test_students_named_by_plain_files_are_not_taken_for_one_students_folder(tmp_path):
+    (tmp_path / "carol.py").write_text(CORRECT.read_text())
+    (tmp_path / "dave.py").write_text("import torch.nn as nn\nclass A(nn.Module:\n")  # broken, yet a class line
+    found, subs = layout(tmp_path)  # --target attention.py: no file has that name, so these are students
+    assert found.layout == "files" and sorted(subs) == ["carol", "dave"]
+
+
+def test_numbered_attempts_without_a_platform_grade_the_highest(tmp_path):
+    """Issue 29: two attempts by one student gave 0 (two candidate files); the highest number is the latest."""
+    for name in ("alice_attention.py", "alice_attention_v2.py", "bob_attention.py", "bob_attention (1).py",
+                 "bob_utils1.py", "bob_utils2.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    found, subs = layout(tmp_path)
+    assert sorted(subs) == ["alice", "bob"]
+    assert subs["alice"].files == [tmp_path / "alice_attention_v2.py"]
+    assert subs["alice"].others == ["alice_attention.py (unnumbered, not graded)"]
+    assert sorted(staged(subs["bob"], tmp_path)) == ["attention.py", "utils1.py", "utils2.py"]
+    assert "bob_attention (1).py" in [p.name for p in subs["bob"].files]
+
+
+def test_the_target_is_found_in_the_folder_the_student_zipped(tmp_path):
+    """Issue 29: a Gradescope submission zipped with its top folder (hw3/attention.py) got 0 with "that folder has
+    no .py file"; with --target and without, the one file there is checked, and the report's note says where."""
+    sub = EXPORTS / "gradescope" / "submission_300002"
+    pick = spec_for(sub, TARGET := "attention.py:MultiHeadAttention", flat=False)
+    assert pick.spec == "hw3/attention.py:MultiHeadAttention" and "sub-folder" in pick.note
+    pick = spec_for(sub, None, flat=False)
+    assert pick.spec == "hw3/attention.py" and "hw3/helpers.py" in pick.note
+    pick = spec_for(EXPORTS / "moodle" / "Bob Jones_2002_assignsubmission_file_", TARGET, flat=False)
+    assert pick.spec == TARGET and not pick.note  # at the top: as given
+    (tmp_path / "a" / "x").mkdir(parents=True)
+    (tmp_path / "a" / "y").mkdir(parents=True)
+    (tmp_path / "a" / "x" / "attention.py").write_text("")
+    (tmp_path / "a" / "y" / "attention.py").write_text("")
+    assert spec_for(tmp_path / "a", TARGET, flat=False).spec == TARGET  # two: not guessed (the report says so)
