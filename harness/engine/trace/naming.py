@@ -12,6 +12,28 @@ from harness.engine.trace.vocabulary import (ADDS, CATS, DIVIDES, DROPOUTS, FUSE
                                              TRANSPOSES, VIEWS, is_weight, number, patterns)
 
 
+RESHAPE_KINDS = {"view": VIEWS, "transpose": TRANSPOSES, "split": SPLITS, "slice": {"__getitem__"}}
+RESHAPES = {  # the step a reshape from one of the lesson's shapes to another belongs to (a split: by its input)
+    "view": {("B, n, d", "B, n, H, dh"): "split",
+             ("B, n, d", "B, H, n, dh"): "split",  # without the transpose: detect_layout marks it
+             ("B, n, 3d", "B, n, 3, H, dh"): "split",
+             ("B, n, H, dh", "B, n, d"): "merge",
+             ("B, H, n, dh", "B, n, d"): "merge",  # without the transpose: detect_layout marks it
+             ("B, H, n, dh", "B·H, n, dh"): "move heads forward",
+             ("B·H, n, dh", "B, H, n, dh"): "merge"},
+    "transpose": {("B, n, H, dh", "B, H, n, dh"): "move heads forward",
+                  ("B, n, 3, H, dh", "3, B, H, n, dh"): "move heads forward",
+                  ("B, H, n, dh", "B, H, dh, n"): "scores",
+                  ("B·H, n, dh", "B·H, dh, n"): "scores",
+                  ("B, n, dh", "B, dh, n"): "scores",
+                  ("B, H, n, dh", "B, n, H, dh"): "merge"},
+    "split": {"B, n, 3d": "project", "3, B, H, n, dh": "move heads forward", "B, n, 3, H, dh": "split"},
+    "slice": {("B, n, d", "B, n, dh"): "split",
+              ("3, B, H, n, dh", "B, H, n, dh"): "move heads forward",
+              ("B, n, 3d", "B, n, d"): "project"},
+}
+
+
 class Namer:
     """The lesson's name of every recorded operation (`run`), and the shape words (`sym`) and data flow
     (`ancestors`, `derives_from`) that both the names and the detectors are read from."""
@@ -61,110 +83,115 @@ class Namer:
             self.labels.append(self.name(op))
         return self.labels
 
-    def name(self, op: dict) -> str:  # noqa: C901 - one rule per shape transition, in the lesson's order
-        name, ins, out = op["op"], op["in"], op.get("out")
-        si = [self.sym(t) for t in ins]
-        so = self.sym(out)
+    def name(self, op: dict) -> str:
+        """The lesson's step an operation belongs to ("" when none): the first rule that knows, in this order."""
+        for rule in (self._fused, self._projection, self._weighting, self._masking, self._product, self._scaling,
+                     self._reshaping, self._mask_building, self._carried):
+            label = rule(op)
+            if label is not None:
+                return label
+        return ""
+
+    def _fused(self, op: dict) -> str | None:
+        if op["op"] == "scaled_dot_product_attention":
+            self.fused.append(op["i"])
+            return "attention (fused)"
+        if op["op"] in FUSED_MHA:
+            self.fused.append(op["i"])
+            return "attention (nn.MultiheadAttention)"
+        return None
+
+    def _projection(self, op: dict) -> str | None:
+        """A weight parameter meets the data: a projection, the output's once the data went through the attention."""
+        name, ins = op["op"], op["in"]
         data = ins[0] if ins else None
         params = [t for t in ins if is_weight(t)]
-        i = op["i"]
-        if name == "scaled_dot_product_attention":
-            self.fused.append(i)
-            return "attention (fused)"
-        if name in FUSED_MHA:
-            self.fused.append(i)
-            return "attention (nn.MultiheadAttention)"
-        # projections: a weight parameter meets the data
         if (name == "linear" or (name in MATMULS and any(len(p["shape"]) == 2 for p in params))) and data:
             source = next((t for t in ins if not is_weight(t)), data)
             if self.derives_from(source, ("mix values", "attention (fused)", "merge")):
                 return "output projection"
             return "project"
-        if name in SOFTMAXES:
+        return None
+
+    def _weighting(self, op: dict) -> str | None:
+        if op["op"] in SOFTMAXES:
             return "softmax"
-        if name in DROPOUTS:
-            return self.label_of(data) if data and self.label_of(data) == "dropout" else "dropout"
-        if name in ("masked_fill", "masked_fill_") and data and self.sym(data) not in MASK_LIKE:
-            self.mask_ops.append(i)
+        if op["op"] in DROPOUTS:
+            return "dropout"
+        return None
+
+    def _masking(self, op: dict) -> str | None:
+        """An operation that applies a mask to the scores (masked_fill, an assignment, where, adding -inf)."""
+        name, ins = op["op"], op["in"]
+        data = ins[0] if ins else None
+        if (name in ("masked_fill", "masked_fill_") and data and self.sym(data) not in MASK_LIKE) or \
+                (name == "__setitem__" and data and (self.sym(data) in SCORES_LIKE or
+                                                     self.derives_from(data, ("scores",)))) or \
+                (name == "where" and len(ins) >= 2 and any(self.sym(t) in SCORES_LIKE for t in ins[1:])) or \
+                (name in ADDS and len(ins) >= 2 and any(t.get("neginf") for t in ins) and
+                 any(self.sym(t) in SCORES_LIKE for t in ins)):
+            self.mask_ops.append(op["i"])
             return "mask"
-        if name == "__setitem__" and data and (self.sym(data) in SCORES_LIKE or self.derives_from(data, ("scores",))):
-            self.mask_ops.append(i)
-            return "mask"
-        if name == "where" and len(ins) >= 2 and any(self.sym(t) in SCORES_LIKE for t in ins[1:]):
-            self.mask_ops.append(i)
-            return "mask"
-        if name in ADDS and len(ins) >= 2 and any(t.get("neginf") for t in ins) and \
-                any(self.sym(t) in SCORES_LIKE for t in ins):
-            self.mask_ops.append(i)
-            return "mask"
-        if name in MATMULS and len(ins) >= 2:
-            if any(self.sym(t) in SCORES_LIKE or self.derives_from(t, ("softmax",)) for t in ins[:2]) and \
-                    so not in SCORES_LIKE:
-                return "mix values"
-            if so in SCORES_LIKE:
-                return "scores"
-        if name in SCALARS and data is not None:
-            factor = self._scalar_factor(op)
-            if factor is not None and not self.derives_from(data, ("softmax",)) and \
-                    self.derives_from(data, ("project",)):
-                self.scale_factors.append((i, factor))
-                return "scale"
-        if name in VIEWS and data is not None:
-            a, b = si[0], so
-            if a == "B, n, d" and b == "B, n, H, dh":
-                return "split"
-            if a == "B, n, d" and b == "B, H, n, dh":
-                return "split"  # without the transpose: detect_layout marks it
-            if a == "B, n, 3d" and b == "B, n, 3, H, dh":
-                return "split"
-            if a == "B, n, H, dh" and b == "B, n, d":
-                return "merge"
-            if a == "B, H, n, dh" and b == "B, n, d":
-                return "merge"  # without the transpose: detect_layout marks it
-            if a == "B, H, n, dh" and b == "B·H, n, dh":
-                return "move heads forward"
-            if a == "B·H, n, dh" and b == "B, H, n, dh":
-                return "merge"
-        if name in TRANSPOSES and data is not None:
-            a, b = si[0], so
-            if (a, b) in (("B, n, H, dh", "B, H, n, dh"), ("B, n, 3, H, dh", "3, B, H, n, dh")):
-                return "move heads forward"
-            if (a, b) in (("B, H, n, dh", "B, H, dh, n"), ("B·H, n, dh", "B·H, dh, n"), ("B, n, dh", "B, dh, n")):
-                return "scores"
-            if (a, b) == ("B, H, n, dh", "B, n, H, dh"):
-                return "merge"
-        if name in SPLITS and data is not None:
-            a = si[0]
-            if a == "B, n, 3d":
-                return "project"
-            if a == "3, B, H, n, dh":
-                return "move heads forward"
-            if a == "B, n, 3, H, dh":
-                return "split"
-        if name == "__getitem__" and data is not None:
-            a = si[0]
-            if a == "B, n, d" and so == "B, n, dh":
-                return "split"
-            if a == "3, B, H, n, dh" and so == "B, H, n, dh":
-                return "move heads forward"
-            if a == "B, n, 3d" and so == "B, n, d":
-                return "project"
+        return None
+
+    def _product(self, op: dict) -> str | None:
+        """A product of two data tensors: the scores (q @ kᵀ), or the weights mixing the values."""
+        ins, so = op["in"], self.sym(op.get("out"))
+        if op["op"] not in MATMULS or len(ins) < 2:
+            return None
+        if any(self.sym(t) in SCORES_LIKE or self.derives_from(t, ("softmax",)) for t in ins[:2]) and \
+                so not in SCORES_LIKE:
+            return "mix values"
+        return "scores" if so in SCORES_LIKE else None
+
+    def _scaling(self, op: dict) -> str | None:
+        """Projected data multiplied (or divided) by a number before any softmax."""
+        data = op["in"][0] if op["in"] else None
+        if op["op"] not in SCALARS or data is None:
+            return None
+        factor = self._scalar_factor(op)
+        if factor is not None and not self.derives_from(data, ("softmax",)) and self.derives_from(data, ("project",)):
+            self.scale_factors.append((op["i"], factor))
+            return "scale"
+        return None
+
+    def _reshaping(self, op: dict) -> str | None:
+        """A view, transpose, split or slice from one of the lesson's shapes to another (RESHAPES)."""
+        name, ins = op["op"], op["in"]
+        if not ins:
+            return None
+        kind = next((k for k, names in RESHAPE_KINDS.items() if name in names), None)
+        if kind is None:
+            return None
+        before, after = self.sym(ins[0]), self.sym(op.get("out"))
+        return RESHAPES[kind].get(before if kind == "split" else (before, after))
+
+    def _mask_building(self, op: dict) -> str | None:
+        """Merging the heads by concatenation, or building and slicing the mask (everything (n, n) / (L, L))."""
+        name, ins, so = op["op"], op["in"], self.sym(op.get("out"))
         if name in CATS and so == "B, n, d" and ins and all(self.derives_from(t, ("mix values",)) for t in ins):
             return "merge"
-        # building or slicing the mask: everything in and out is (n, n) / (L, L) shaped
-        if name in MASK_BUILDERS and (so in MASK_LIKE or so == "n") and all(s in MASK_LIKE or s in ("n", "")
-                                                                               for s in si):
+        if name in MASK_BUILDERS and (so in MASK_LIKE or so == "n") and \
+                all(s in MASK_LIKE or s in ("n", "") for s in (self.sym(t) for t in ins)):
             return "mask"
         if name in MASK_BUILDERS and so in MASK_LIKE and not ins:
             return "mask"
-        if op.get("raised") and data is not None and self.label_of(data) in LESSON_STEPS:
+        return None
+
+    def _carried(self, op: dict) -> str | None:
+        """An operation that raised, or one that only carries its data on (a copy, a view, a cast, adding a bias),
+        is named after the step that made its data."""
+        name, ins, so = op["op"], op["in"], self.sym(op.get("out"))
+        data = ins[0] if ins else None
+        if data is None or self.label_of(data) not in LESSON_STEPS:
+            return None
+        if op.get("raised"):
             return self.label_of(data)  # it raised, so no output shape: named after what it worked on
-        if (name in PASS_THROUGH or name in VIEWS or name in ADDS) and data is not None and so is not None and \
-                self.label_of(data) in LESSON_STEPS:
+        if (name in PASS_THROUGH or name in VIEWS or name in ADDS) and so is not None:
             if name in ADDS and not any(t.get("name") for t in ins[1:]) and len(ins) > 1:
                 return ""
             return self.label_of(data)
-        return ""
+        return None
 
     def _scalar_factor(self, op: dict) -> float | None:
         """The number a tensor is multiplied by (or 1/the divisor), when the other operand is a plain number or a
