@@ -7,7 +7,7 @@ from checks import Outcome, check, failed, passed
 from checks.construct import construct
 from harness.engine.compare import same, worst_difference
 from harness.engine.search import find_failure_at_once
-from harness.engine.trace import SLICE_DETECTORS
+from harness.engine.trace.detect_layout import SLICE_DETECTORS
 from harness.wire.errors import TargetFailure
 
 VIEW_ERROR = ("view size is not compatible with input tensor", "use .reshape(...) instead")

@@ -1,12 +1,17 @@
 """`MutantInfo`: what one mutant's bug is, which checks must catch it, and what to tell a student about it.
 
 Kept apart from `mutants/__init__.py` so that importing one mutant module does not import all the others.
+Its vocabularies are checked when a mutant is imported, so a misspelt name fails at once instead of never matching:
+`variant=` against the knobs of `reference.variants`, `trace=` against the registry of trace detectors
+(`harness.engine.trace.detectors`, pure code that neither reads the catalogue nor imports the mutants).
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
+from harness.engine.trace.detectors import DETECTORS
 from reference.variants import DEFAULTS
 
 _KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
@@ -26,7 +31,7 @@ class MutantInfo:
     fix: str  # student-facing: the line to change
     variant: dict | None = None  # knobs of reference.variants.forward that compute what this mutant computes
     example: str = ""  # student-facing: a tiny worked example (B=2, n=3, d=8, H=2) with shapes, line by line
-    trace: tuple[str, ...] = ()  # detectors of harness.engine.trace that mark this mistake in a recorded forward
+    trace: tuple[str, ...] = ()  # ids of the trace detectors (harness.engine.trace.detectors) marking this mistake
     task: str = ""  # the exercise made from this mutant: what a student can observe, never what the mistake is
     topic: str = ""  # what the exercise trains: one of TOPICS (exercise sets are ordered by it)
     rewrite: str = ""  # how the student's own traced line is corrected (harness.engine.rewrite.KINDS), if it can be
@@ -43,8 +48,13 @@ class MutantInfo:
             unknown = set(self.variant) - set(DEFAULTS)
             if unknown:
                 raise ValueError(f"mutant {self.id}: unknown variant knobs {sorted(unknown)}")
-        if not isinstance(self.trace, tuple) or not all(_KEBAB.fullmatch(d) for d in self.trace):
+        if not isinstance(self.trace, tuple) or not all(isinstance(d, str) for d in self.trace):
             raise ValueError(f"mutant {self.id}: trace must be a tuple of detector ids")
+        for d in self.trace:
+            if d not in DETECTORS:
+                close = difflib.get_close_matches(d, list(DETECTORS), n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(DETECTORS))}"
+                raise ValueError(f"mutant {self.id}: trace id {d!r} is not a detector of harness.engine.trace{hint}")
         if not self.task or not self.topic:
             raise ValueError(f"mutant {self.id}: an exercise needs a task and a topic")
         if self.topic not in TOPICS:

@@ -14,7 +14,8 @@ import numpy as np
 
 from harness.engine import mapping as mapping_proof
 from harness.engine.mapping import Mapping
-from harness.engine.trace import TraceResult, record
+from harness.engine.trace.drive import record
+from harness.engine.trace.result import TraceResult
 from harness.sandbox.pool import ZygoteError
 from harness.sandbox.subject import Instance, Subject
 from harness.wire import messages as m
@@ -89,8 +90,8 @@ class Context:
 
     # -- random but reproducible ------------------------------------------------------------------------------------
     def recorded(self) -> TraceResult:
-        """One recorded forward of the lesson's worked example (`harness.engine.trace.record`), made once per target:
-        contiguity (to tell a transpose from a slice) and the diagnosis (the marks) both read it."""
+        """One recorded forward of the lesson's worked example (`harness.engine.trace.drive.record`), made once per
+        target: contiguity (to tell a transpose from a slice) and the diagnosis (the marks) both read it."""
         if self._recorded is None:
             self._recorded = record(self)
         return self._recorded

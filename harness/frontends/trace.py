@@ -9,7 +9,9 @@ import argparse
 import sys
 
 from harness.engine.context import Context
-from harness.engine.trace import WORKED, TraceResult, arithmetic, count_parameters, record
+from harness.engine.trace.drive import count_parameters, record
+from harness.engine.trace.result import TraceResult, arithmetic
+from harness.engine.trace.vocabulary import WORKED
 from harness.frontends.api import resolved_target
 from harness.frontends.options import constructor_args
 from harness.render.trace_text import render

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from harness.engine.trace import LESSON_STEPS, TraceResult
+from harness.engine.trace.result import TraceResult
+from harness.engine.trace.vocabulary import LESSON_STEPS
 from harness.render.text import WIDTH, wrap, wrap_preformatted
 from harness.render.view import clean
 

@@ -3,10 +3,11 @@
 `Subject` claims a worker slot (and with it the child's uid), copies the submission into the slot's private
 scratch folder, starts the worker confined by `harness.sandbox.policy` (bubblewrap where it works, else our own
 namespaces; see `harness.sandbox.isolation`), sends requests and parses the replies strictly, each under a
-wall-clock deadline.  `Instance` is one built module in the child.  Nothing here imports torch or the student's
-code; errors raised by student code come back as `TargetFailure`; a child that hangs, dies or exceeds a limit
-becomes a `WorkerDied` whose `kind` says which.  Every trusted module is imported before the child is given the
-submission (`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder behind.
+wall-clock deadline.  `Instance` (`harness.sandbox.instance`) is one built module in the child.  Nothing here
+imports torch or the student's code; errors raised by student code come back as `TargetFailure`; a child that hangs,
+dies or exceeds a limit becomes a `WorkerDied` whose `kind` says which.  Every trusted module is imported before the
+child is given the submission (`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder
+behind.
 """
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ import subprocess
 import tempfile
 import time
 
-import numpy as np
-
 from harness import OUTPUT_CUT_MARK, OWN_PACKAGES, PACKAGES_ROOT
 
 from harness.wire import messages as m
@@ -25,150 +24,13 @@ from harness.wire import protocol
 from harness.wire.budget import reply_budget
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.sandbox import isolation, scratch, trusted
+from harness.sandbox.instance import Instance
 from harness.sandbox.limits import MB, Limits
 from harness.sandbox.policy import UID_BASE, make_policy
 from harness.sandbox import syscalls as linux
 from harness.wire.config import Config
 
 STARTUP_SECONDS = 120  # the worker's own start (importing torch), which the student's time limit does not include
-
-
-class Instance:
-    """One module built in the child; `layout` and `style` say how weights and extra forward arguments are given
-    (chosen by the engine's proof of the mapping).
-
-    The trusted side numbers its instances itself, so the Build need not travel alone: it waits for the first
-    request on the instance and goes in front of it, in the same round trip (a round trip is worth about a
-    forward pass of these small layers).  What the child answers (`info`: parameters, layouts, call styles) is
-    asked for on first use, in a round trip of its own where nothing else is waiting.  A constructor that raises
-    therefore raises at that first use, which a caller that must know at once (construct, divisibility) forces by
-    reading `info`."""
-
-    def __init__(self, subject: "Subject", cfg: Config, handle: int, build: m.Build):
-        self.subject, self.cfg, self.handle = subject, cfg, handle
-        self.style = 0  # how forward is called (index in info.call_styles), chosen by the proof
-        self._build: m.Build | None = build  # not yet sent (or sent and refused: sent again at the next use)
-        self._info: m.Built | None = None
-        self._refusal: Exception | None = None  # what the constructor raised when its Build went ahead
-        self._pending: dict | None = None  # weights to write with the next request (saves a round trip)
-        self._layout: int | None = None
-        self._choose_layout = None  # (Instance) -> layout index, asked once the layout is wanted (it reads `info`)
-
-    @property
-    def info(self) -> m.Built:
-        if self._info is None:
-            self.calls([])
-        return self._info
-
-    @property
-    def unbuilt(self) -> bool:
-        return self._build is not None and self._refusal is None
-
-    def refused(self, failure: Exception) -> None:
-        self._refusal = failure
-
-    def _raise_refusal(self) -> None:
-        """A Build sent ahead (in a frame of several) that the constructor refused raises at the instance's next
-        use, once, as it would have raised there had it been sent then: the constructor does not run twice."""
-        refusal, self._refusal = self._refusal, None
-        if refusal is not None:
-            raise refusal
-
-    @property
-    def layouts(self) -> list[m.LayoutInfo]:
-        return self.info.layouts
-
-    @property
-    def layout(self) -> int | None:
-        """The layout index chosen by the proof."""
-        if self._choose_layout is not None:
-            choose, self._choose_layout = self._choose_layout, None
-            self._layout = choose(self)
-        return self._layout
-
-    @layout.setter
-    def layout(self, value: int | None) -> None:
-        self._layout, self._choose_layout = value, None
-
-    def choose_layout_later(self, choose) -> None:
-        """`choose(instance)` picks the layout when it is first wanted: picking reads the Build's answer."""
-        self._choose_layout = choose
-
-    def before_next(self, build: bool = True) -> list[m.Request]:
-        """What must run before this instance's next requests: its Build, if not sent (and `build`: not already
-        in the same frame), then the weights to transplant (`take_weights`)."""
-        return ([self._build] if build and self._build is not None else []) + self.take_weights()
-
-    def take_weights(self) -> list[m.WriteWeights]:
-        """The transplant waiting for the next request, as a request of its own (none waiting: none)."""
-        if self._pending is None:
-            return []
-        write, self._pending = m.WriteWeights(self.handle, self.layout, self._pending), None
-        return [write]
-
-    def answered(self, prefix: list[m.Request], replies: list[m.Reply]) -> None:
-        """The child's replies to `before_next()`'s requests (all, up to a failure, or none): a Build answered is
-        done; a Build refused or not reached is sent again next time, and so are weights not written."""
-        for i, request in enumerate(prefix):
-            reply = replies[i] if i < len(replies) else None
-            if isinstance(request, m.Build) and isinstance(reply, m.Built):
-                self._info, self._build = reply, None
-            elif isinstance(request, m.WriteWeights) and not isinstance(reply, m.Done) and self._pending is None:
-                self._pending = request.weights
-
-    def calls(self, requests: list[m.Request]) -> list[m.Reply]:
-        """Several requests on this instance in one round trip (with its Build and pending weights first)."""
-        self._raise_refusal()
-        (replies,) = self.subject.frame_or_raise([(self, list(requests))])
-        return replies
-
-    def call(self, request: m.Request) -> m.Reply:
-        return self.calls([request])[0]
-
-    def write_request(self, weights: dict[str, np.ndarray]) -> m.WriteWeights:
-        """A transplant to place between requests of one round trip (`write_weights` puts one before the next)."""
-        return m.WriteWeights(self.handle, self.layout, dict(weights))
-
-    def forward_request(self, x: np.ndarray, mode: str = "eval", **how) -> m.Forward:
-        return m.Forward(self.handle, x, mode, style=self.style, **how)
-
-    def vjp_request(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval") -> m.Vjp:
-        return m.Vjp(self.handle, x, gy, mode, self.layout, self.style)
-
-    def jacobian_request(self, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> m.Jacobian:
-        return m.Jacobian(self.handle, x, r, mode, self.style)
-
-    def forward(self, x: np.ndarray, mode: str = "eval", noncontig: bool = False) -> np.ndarray:
-        return self.call(self.forward_request(x, mode, noncontig=noncontig)).y
-
-    def forward_many(self, xs: list[np.ndarray], mode: str = "eval") -> list[np.ndarray]:
-        """Forward passes of several inputs in one round trip."""
-        return [r.y for r in self.calls([self.forward_request(x, mode) for x in xs])]
-
-    def vjp(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval") -> m.Gradients:
-        return self.call(self.vjp_request(x, gy, mode))
-
-    def jacobian(self, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> m.JacobianResult:
-        return self.call(self.jacobian_request(x, r, mode))
-
-    def read_weights_many(self, layouts: list[int]) -> list[dict[str, np.ndarray]]:
-        """The weights as each of these layouts reads them, in one round trip."""
-        return [r.weights for r in self.calls([m.ReadWeights(self.handle, i) for i in layouts])] if layouts else []
-
-    def write_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Transplant before the next request, every time: the student's forward may have changed its own
-        parameters since the last one."""
-        self._pending = dict(weights)
-
-    def meta_forward(self, shape) -> m.MetaResult:
-        return self.call(m.MetaForward(self.handle, list(shape), self.style))
-
-    def devices(self, x: np.ndarray) -> m.DevicesResult:
-        return self.call(m.Devices(self.handle, x, self.style))
-
-    def trace(self, x: np.ndarray, limit: int = 400) -> m.TraceResult:
-        """Every torch operation of one forward pass, recorded in the child (see harness.child.recorders)."""
-        return self.call(m.Trace(self.handle, x, limit, self.style))
 
 
 def write_until(fd: int, data: bytes, deadline: float) -> None:

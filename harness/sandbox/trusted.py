@@ -26,7 +26,7 @@ def preload() -> None:
         return
     for package in TRUSTED_PACKAGES:
         found = importlib.import_module(package)
-        for module in pkgutil.iter_modules(found.__path__, package + "."):
+        for module in pkgutil.walk_packages(found.__path__, package + "."):  # subpackages too (engine.trace)
             if module.name not in NOT_HERE:
                 importlib.import_module(module.name)
     for name in LAZY_LIBRARIES:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine.trace import LESSON_STEPS, arithmetic
+from harness.engine.trace.result import arithmetic
+from harness.engine.trace.vocabulary import LESSON_STEPS
 from harness.frontends.trace import main, trace
 from harness.render.trace_text import render
 from harness.sandbox.pool import ForkedSubject

@@ -19,7 +19,7 @@ ALLOWED = {
     # child (the forked worker applies its own limits), so the child may use the sandbox's stdlib-only code
     "harness.sandbox": ("harness.sandbox", "harness.wire", "harness"),  # never the child side
     "reference": ("reference",),
-    "mutants": ("mutants", "reference"),
+    "mutants": ("mutants", "reference", "harness.engine.trace.detectors"),  # MutantInfo checks `trace=` at import
     "checks": ("checks", "harness.engine.context", "harness.engine.compare", "harness.engine.search",
                "harness.engine.leakage", "harness.engine.mapping", "harness.engine.trace", "harness.wire", "harness",
                "reference"),  # trace: contiguity reads one recorded forward to tell a transpose from a slice
@@ -30,6 +30,11 @@ ALLOWED = {
     "harness.frontends": ("harness.frontends", "harness.render", "harness.engine", "harness.sandbox", "harness.wire",
                           "harness", "checks", "reference", "mutants"),
 }
+# the trace detectors and what they are made of, which the mutants import: pure (no process, no catalogue, no wire),
+# so that importing a mutant never loads the side of the trace that reads the mutants' catalogue
+TRACE_PURE = tuple(f"harness.engine.trace.{m}" for m in ("vocabulary", "naming", "registry", "detect_layout",
+                                                         "detect_scores", "detect_mask", "detect_output", "detectors"))
+ALLOWED.update(dict.fromkeys(TRACE_PURE, TRACE_PURE))
 LOCAL_IMPORT_REASONS = ("optional dependency", "start-up", "PLC0415")  # what the comment on the line must say
 
 

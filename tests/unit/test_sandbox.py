@@ -207,7 +207,7 @@ def test_confinement_imports_without_torch_or_numpy():
 
 def test_every_trusted_module_is_loaded_before_a_submission_runs():
     code = ("import sys, pkgutil, importlib; from harness.sandbox import trusted; trusted.preload(); "
-            "missing = [m.name for p in trusted.TRUSTED_PACKAGES for m in pkgutil.iter_modules("
+            "missing = [m.name for p in trusted.TRUSTED_PACKAGES for m in pkgutil.walk_packages("
             "importlib.import_module(p).__path__, p + '.') if m.name not in sys.modules and m.name not in "
             "trusted.NOT_HERE]; print(missing, 'torch' in sys.modules, 'numpy.random' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -1,0 +1,155 @@
+"""Detectors of how the data is laid out: heads split or merged by a view without the transpose (on every
+projection, or on some only), an operation that raised (and what its tensors say of why), the caller's input changed
+in place.  They run first: the later detectors read the scores, the softmax and the mask."""
+from __future__ import annotations
+
+from harness.engine.trace.naming import Namer
+from harness.engine.trace.registry import Findings, detector
+from harness.engine.trace.vocabulary import MATMULS, REINDEX, SCORES_LIKE, TRANSPOSES, VIEWS, number
+
+SLICE_DETECTORS = ("split-order-on-slice", "view-on-slice")  # a view of a slice raised: not a missing contiguous()
+ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
+
+
+def _role_id(roles: str) -> str:
+    return "-and-".join(ROLE_NAMES[r] for r in roles) + "-split-without-transpose"
+
+
+ROLE_IDS = tuple(_role_id(roles) for roles in ("q", "k", "v", "qk", "qv", "kv"))  # some projections, not all three
+
+
+def _view(namer: Namer, op: dict, before: str, after: str) -> bool:
+    """Whether `op` is a view/reshape from the shape `before` to the shape `after` (the lesson's letters)."""
+    return op["op"] in VIEWS and bool(op["in"]) and namer.sym(op["in"][0]) == before and \
+        namer.sym(op.get("out")) == after
+
+
+@detector("split-without-transpose")
+def split_without_transpose(f: Findings) -> None:
+    """A view/reshape to (B, H, n, dh) straight from (B, n, d): the heads' positions cut across tokens."""
+    for op in f.ops:
+        if _view(f.namer, op, "B, n, d", "B, H, n, dh"):
+            f.mark(op["i"], {"id": "split-without-transpose", "text": (
+                "view/reshape to (B, H, n, dh) straight from (B, n, d): the heads' 'positions' are cut across "
+                "several tokens, mixing tokens and features; split with view(B, n, H, dh) and then "
+                "transpose(1, 2)")})
+
+
+@detector("merge-without-transpose")
+def merge_without_transpose(f: Findings) -> None:
+    """A merge view/reshape (B, H, n, dh) -> (B, n, d) without the transpose first."""
+    for op in f.ops:
+        if _view(f.namer, op, "B, H, n, dh", "B, n, d"):
+            f.mark(op["i"], {"id": "merge-without-transpose", "text": (
+                "the heads are merged with view/reshape (B, H, n, dh) -> (B, n, d) without transpose(1, 2) "
+                "first: each output row mixes several positions of one head; use "
+                "transpose(1, 2).contiguous().view(B, n, d)")})
+
+
+def _operands(namer: Namer, ops: list[dict]) -> dict[str, dict] | None:
+    """The tensors that enter the attention as queries, keys and values (the first scores product q @ kᵀ and the
+    mixing weights @ v, or a fused attention's q, k, v); None when the forward does not show all three."""
+    for op in ops:
+        if op["op"] == "scaled_dot_product_attention" and len(op["in"]) >= 3:
+            return dict(zip("qkv", op["in"][:3]))
+    scores = next((op for op in ops if namer.labels[op["i"]] == "scores" and op["op"] in MATMULS
+                   and len(op["in"]) >= 2), None)
+    mix = next((op for op in ops if namer.labels[op["i"]] == "mix values" and op["op"] in MATMULS), None)
+    values = [t for t in (mix or {"in": []})["in"][:2] if not namer.derives_from(t, ("softmax",))
+              and namer.sym(t) not in SCORES_LIKE]
+    if scores is None or len(values) != 1:
+        return None
+    return {"q": scores["in"][0], "k": scores["in"][1], "v": values[0]}
+
+
+@detector(*ROLE_IDS)
+def split_roles(f: Findings) -> None:
+    """A split without transpose on some projections only is named by the projections split so (every such step
+    gets the same mark): the mistake differs from splitting all three wrongly (other numbers, another fix).
+    Left as it is when the roles cannot be told."""
+    namer = f.namer
+    wrong = [i for i, m in f.at.items() if m["id"] == "split-without-transpose"]
+    operands = _operands(namer, f.ops) if wrong else None
+    if not operands:
+        return
+    feeds = {i: "".join(r for r, t in operands.items() if t.get("src") is not None and
+                        i in namer.ancestors(t["src"]) | {t["src"]}) for i in wrong}
+    split_wrong = "".join(r for r in "qkv" if any(r in roles for roles in feeds.values()))
+    if not all(feeds.values()) or split_wrong == "qkv":
+        return
+    names = lambda roles: " and ".join(ROLE_NAMES[r] for r in roles)
+    right = "".join(r for r in "qkv" if r not in split_wrong)
+    for i, roles in feeds.items():
+        also = "".join(r for r in split_wrong if r not in roles)
+        f.mark(i, {"id": _role_id(split_wrong), "text": (
+            f"the {names(roles)} are split with view/reshape to (B, H, n, dh) straight from (B, n, d)"
+            + (f" (and so are the {names(also)})" if also else "") + f", while the {names(right)} are split the "
+            f"lesson's way: the {names(split_wrong)}' 'positions' are cut across several tokens, mixing tokens and "
+            f"features; split them too with view(B, n, H, dh) and then transpose(1, 2)")})
+
+
+@detector("view-on-transposed", *SLICE_DETECTORS, "mask-size-not-n", "keys-transposed-wrong", "raised")
+def raised(f: Findings) -> None:
+    """The operation that raised (the forward stops there): a view after a transpose or of a slice, a mask not cut
+    to the sequence, keys transposed on the wrong axes; else only that it raised."""
+    for op in f.ops:
+        if op.get("raised"):
+            f.mark(op["i"], _raised(f.namer, op))
+
+
+@detector("input-changed-in-place")
+def input_changed_in_place(f: Findings) -> None:
+    """An in-place operation on the caller's input x."""
+    for op in f.ops:
+        if not op.get("raised") and op.get("inplace") and op["in"] and op["in"][0].get("name") == "x":
+            f.mark(op["i"], {"id": "input-changed-in-place", "text": (
+                f"{op['op']} changes the caller's input tensor x in place; compute a new tensor instead "
+                "(x = x / c, not x /= c)")}, keep_earlier=True)
+
+
+def _raised(namer: Namer, op: dict) -> dict:
+    """What an operation that raised shows: which mistake, when its tensors tell."""
+    message = op["raised"]
+    if op["op"] in VIEWS and "view size is not compatible" in message:
+        data = op["in"][0] if op["in"] else {}
+        if not data or _made_by_transpose(namer, data):
+            return {"id": "view-on-transposed", "text": (
+                f"view() on a tensor that is not contiguous (after a transpose) raised {message.split(':')[0]}: "
+                "call .contiguous() before .view(), or use .reshape()")}
+        sizes = op["args"][1:]
+        if len(sizes) == 1 and sizes[0].startswith(("(", "[")):  # view((B, H, n, dh))
+            sizes = sizes[0].strip("()[]").split(",")
+        target = tuple(number(a) for a in sizes if number(a) is not None)
+        if namer.sym(data) == "B, n, d" and namer.pats.get(target) == "B, H, n, dh":
+            return {"id": "split-order-on-slice", "text": (
+                "view(B, H, n, dh) straight from (B, n, d) puts the tokens where the heads belong; it raised only "
+                "because this tensor is a slice of a larger one (a fused projection), and .contiguous() would hide "
+                "the error, not fix it: split with .view(B, n, H, dh).transpose(1, 2)")}
+        return {"id": "view-on-slice", "text": (
+            f"view() on a slice (not a transpose) raised {message.split(':')[0]}: a view of a slice works only when "
+            "it keeps the axes in their order; check the order of the view's sizes")}
+    if any(namer.sym(t) in ("L, L", "1, 1, L, L") for t in op["in"]) and any(
+            namer.sym(t) in SCORES_LIKE for t in op["in"]):
+        return {"id": "mask-size-not-n", "text": (
+            "the (context_length, context_length) mask meets the (n, n) scores without being cut to the sequence: "
+            f"use mask[:n, :n] ({message})")}
+    if op["op"] in MATMULS and len(op["in"]) >= 2 and namer.sym(op["in"][0]) == "B, H, n, dh" and \
+            namer.sym(op["in"][1]) == "B, n, H, dh":
+        return {"id": "keys-transposed-wrong", "text": (
+            "the scores multiply q (B, H, n, dh) by keys transposed on the wrong axes (B, n, H, dh): use "
+            f"k.transpose(2, 3) (or transpose(-2, -1)) to get (B, H, dh, n) ({message})")}
+    return {"id": "raised", "text": f"this operation raised {message}"}
+
+
+def _made_by_transpose(namer: Namer, info: dict) -> bool:
+    """Whether a tensor's memory order was changed by a transpose: walking back through the operations that only
+    re-index memory (slices, splits, views), a transpose or permute is met before any operation that computes."""
+    src = info.get("src")
+    while src is not None and src < len(namer.ops):
+        op = namer.ops[src]
+        if op["op"] in TRANSPOSES:
+            return True
+        if op["op"] not in REINDEX or not op["in"]:
+            return False
+        src = op["in"][0].get("src")
+    return False

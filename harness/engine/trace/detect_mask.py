@@ -1,0 +1,158 @@
+"""Detectors of the causal mask: applied to the scores before the softmax (not after it, not lost), hiding them
+with -inf (a finite fill leaks), and hiding exactly the future (s > t), no more, no less.  None of them judges a
+forward without a softmax of its own or an nn.MultiheadAttention (which masks inside)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.engine.trace.naming import Namer
+from harness.engine.trace.registry import Findings, detector
+from harness.engine.trace.vocabulary import ADDS, SCORES_LIKE, WORKED, number, square_pattern
+
+SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
+VISIBLE_FILL = -50.0  # above this, the future's weight (exp(fill)) shows in ordinary forward values
+CATALOGUED_FILLS = (-10.0, -100.0)  # the fills the finite-fill mutants are told with
+
+
+def _mask_uses(f: Findings) -> tuple[list[int], list[int], list[int]] | None:
+    """The mask operations (applied before a softmax, applied after one, never used), or None when this forward's
+    masking is not ours to judge (no softmax of its own, or nn.MultiheadAttention's)."""
+    softmaxes = f.named("softmax")
+    if not softmaxes or f.fused_mha:
+        return None
+    before_softmax: set[int] = set()
+    for s in softmaxes:
+        before_softmax |= f.namer.ancestors(s)
+    masks = f.namer.mask_ops
+    applied = [m for m in masks if m in before_softmax]
+    after = [m for m in masks if f.namer.derives_from(f.ops[m]["in"][0], ("softmax",))]
+    unused = [m for m in masks if m not in applied and m not in after]
+    return applied, after, unused
+
+
+@detector("mask-after-softmax", "mask-result-unused", "no-mask-applied")
+def mask_placement(f: Findings) -> None:
+    """The mask applied after the softmax, a masked_fill whose result is dropped, or no mask at all."""
+    uses = _mask_uses(f)
+    if uses is None:
+        return
+    applied, after, unused = uses
+    for m in after:
+        f.mark(m, {"id": "mask-after-softmax", "text": (
+            "the mask is applied after the softmax: the weights of a row no longer sum to 1 (and a finite fill "
+            "lets the future through); mask the scores with -inf before the softmax")})
+    for m in unused:
+        f.mark(m, {"id": "mask-result-unused", "text": (
+            f"the result of {f.ops[m]['op']} is never used: masked_fill is not in place; write "
+            "scores = scores.masked_fill(...) (or use masked_fill_)")})
+    if f.complete and not applied and not after and not unused:
+        f.mark_whole("no-mask-applied", (
+            "no operation masks the scores before the softmax: every token sees the future; add "
+            "scores = scores.masked_fill(mask[:n, :n], float('-inf')) before the softmax"))
+
+
+@detector("fill-leaks-visibly", "fill-leaks-invisibly")
+def finite_fill(f: Findings) -> None:
+    """A mask that fills with a finite number instead of -inf; one low enough to underflow is only a note."""
+    uses = _mask_uses(f)
+    for m in uses[0] if uses else []:
+        fill = _fill_value(f.ops[m])
+        if fill is not None and math.isfinite(fill) and f.ops[m]["op"] != "__add__":
+            if fill > SAFE_FILL:
+                f.mark(m, _finite_fill(fill), keep_earlier=True)
+            else:
+                f.notes.append(f"step {m + 1}: the mask fills with {fill:g}; that underflows to an exact 0 after the "
+                               "softmax, but float('-inf') says what is meant")
+
+
+@detector("mask-includes-diagonal", "mask-keeps-future", "mask-one-token-late", "mask-hides-nothing", "mask-wrong")
+def mask_shape(f: Findings) -> None:
+    """What the masks applied before the softmax hide together is not exactly the future (the strict upper
+    triangle); marked on the last of them."""
+    uses = _mask_uses(f)
+    applied = uses[0] if uses else []
+    hidden = None
+    for m in applied:
+        pattern = _mask_pattern(f.namer, f.ops[m])
+        if pattern is not None:
+            hidden = pattern if hidden is None else (hidden | pattern)
+    if hidden is None or not applied:
+        return
+    n = f.cfg["n"]
+    future = np.triu(np.ones((n, n), bool), 1)
+    if np.array_equal(hidden, future):
+        return
+    if np.array_equal(hidden, np.triu(np.ones((n, n), bool), 0)):
+        mid, text = "mask-includes-diagonal", ("the mask also hides the diagonal: a token must see itself "
+                                               "(use torch.triu(..., diagonal=1))")
+    elif np.array_equal(hidden, ~future) or np.array_equal(hidden, np.tril(np.ones((n, n), bool), -1)):
+        mid, text = "mask-keeps-future", "the mask is inverted: it hides the past and shows the future"
+    elif np.array_equal(hidden, np.triu(np.ones((n, n), bool), 2)):
+        mid, text = "mask-one-token-late", "the mask lets the next token through: use torch.triu(..., diagonal=1)"
+    elif not hidden.any():
+        mid, text = "mask-hides-nothing", "the mask hides nothing"
+    else:
+        mid, text = "mask-wrong", "the mask does not hide exactly the future positions (s > t)"
+    rows = "; ".join("".join("x" if v else "." for v in row) for row in hidden)
+    f.mark(applied[-1], {"id": mid, "text": f"{text} (hidden, row by row: {rows}; expected .xx; ..x; ...)"},
+           keep_earlier=True)
+
+
+def _mask_pattern(namer: Namer, op: dict) -> list | None:
+    """Which score positions (n, n) this mask operation hides (True = hidden), when it can be read."""
+    n = WORKED["n"]
+    name, ins = op["op"], op["in"]
+    if name in ("masked_fill", "masked_fill_", "__setitem__") and len(ins) >= 2 and "pattern" in ins[1]:
+        return square_pattern(ins[1]["pattern"], n)
+    if name == "where" and ins and "pattern" in ins[0]:
+        cond = square_pattern(ins[0]["pattern"], n)
+        if cond is None:
+            return None
+        scores_first = len(ins) >= 2 and op["args"][1:2] == ["<T1>"] and (
+            namer.sym(ins[1]) in SCORES_LIKE or namer.derives_from(ins[1], ("scores",)))
+        return ~cond if scores_first else cond
+    if name in ADDS:
+        for t in ins:
+            if t.get("neginf") and "pattern" in t and namer.sym(t) not in SCORES_LIKE:
+                return square_pattern(t["pattern"], n)
+    return None
+
+
+def _fill_value(op: dict) -> float | None:
+    """The value a mask operation writes into the hidden scores, when it is a number."""
+    name, args, ins = op["op"], op["args"], op["in"]
+    if name in ("masked_fill", "masked_fill_", "__setitem__"):
+        raw = args[2] if len(args) >= 3 else op["kwargs"].get("value")
+        if raw is not None and raw.startswith("<T"):
+            k = int(raw[2:-1])
+            return number(ins[k].get("value")) if k < len(ins) else None
+        return number(raw)
+    if name == "where":
+        for raw in args[1:3]:
+            if raw.startswith("<T"):
+                t = ins[int(raw[2:-1])]
+                if len(t["shape"]) == 0 and t.get("value") is not None:
+                    return number(t["value"])
+            else:
+                return number(raw)
+    return None
+
+
+def _finite_fill(fill: float) -> dict:
+    """A finite fill value.  The catalogued mistakes are told with -10 and -100; another value says itself how
+    large its leak is (`title`, `symptom`), so that a fill of 0 is never called "-10.0" or "small"."""
+    mark_id = "fill-leaks-visibly" if fill > VISIBLE_FILL else "fill-leaks-invisibly"
+    weight = math.exp(fill)
+    size = ("about as much as a past token's: the future is barely hidden" if fill >= -1 else
+            "a clearly visible leak" if fill >= -7 else "small, but the outputs differ from the reference"
+            if fill > VISIBLE_FILL else "invisible in ordinary outputs, but the gradient shows it")
+    mark = {"id": mark_id, "text": (
+        f"the masked scores are filled with {fill:g}, a finite value: after the softmax the future keeps a weight "
+        f"of about e^{fill:g} = {weight:.2g} against a score of 0 ({size}); fill with float('-inf')")}
+    if fill not in CATALOGUED_FILLS:
+        mark["title"] = f"Masked scores filled with {fill:g} instead of -inf"
+        mark["symptom"] = (f"Future tokens keep a weight of about e^{fill:g} = {weight:.2g} relative to a score of 0: "
+                           f"{size}; the future influences the past.")
+    return mark

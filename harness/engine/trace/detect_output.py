@@ -1,0 +1,16 @@
+"""The detector of the output projection: after the heads are merged, one more linear layer lets them exchange
+information.  It runs last, so its mark on the forward as a whole comes after the mask's."""
+from __future__ import annotations
+
+from harness.engine.trace.registry import Findings, detector
+
+
+@detector("heads-not-projected")
+def heads_not_projected(f: Findings) -> None:
+    """A complete forward with an attention of its own (not nn.MultiheadAttention) and no output projection."""
+    labels = f.namer.labels
+    if f.complete and (f.named("softmax") or f.fused_sdpa) and not f.fused_mha and \
+            not any(labels[i] == "output projection" for i in range(len(f.ops))):
+        f.mark_whole("heads-not-projected", (
+            "no output projection after the heads are merged: the heads cannot exchange information; add "
+            "self.out_proj = nn.Linear(d_out, d_out) and apply it last"))

@@ -1,0 +1,104 @@
+"""Detectors of the scores on their way to the weights: the softmax's axis, a fused attention's own mask, and
+the scores' total scale (the lesson divides them by sqrt(dh), once)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.engine.trace.registry import Findings, detector
+from harness.engine.trace.vocabulary import FUSED_MHA, number, square_pattern
+
+
+@detector("softmax-not-last-axis")
+def softmax_axis(f: Findings) -> None:
+    """A softmax over another axis than the last (the keys')."""
+    for s in f.named("softmax"):
+        op = f.ops[s]
+        raw = op["kwargs"].get("dim", op["args"][1] if len(op["args"]) >= 2 else None)
+        dim, ndim = number(raw), len(op["in"][0]["shape"]) if op["in"] else 0
+        if dim is not None and ndim and int(dim) % ndim != ndim - 1:
+            f.mark(s, _softmax_axis(int(dim), ndim))
+
+
+@detector("sdpa-without-causal", "sdpa-mask-keeps-future")
+def fused_attention_mask(f: Findings) -> None:
+    """A fused attention called with no causal mask, or with a boolean mask that keeps the future (True = keep)."""
+    n = f.cfg["n"]
+    for i in f.namer.fused:
+        op = f.ops[i]
+        causal = op["kwargs"].get("is_causal") == "True"
+        mask_arg = op["kwargs"].get("attn_mask", op["args"][3] if len(op["args"]) > 3 and op["op"] ==
+                                    "scaled_dot_product_attention" else None)
+        if op["op"] in FUSED_MHA:
+            mask_arg = op["kwargs"].get("attn_mask")
+        if not causal and (mask_arg is None or mask_arg == "None"):
+            f.mark(i, {"id": "sdpa-without-causal", "text": (
+                "the fused attention is called without is_causal=True or an attn_mask: every token sees the "
+                "future")})
+        elif not causal and isinstance(mask_arg, str) and mask_arg.startswith("<T"):
+            given = op["in"][int(mask_arg[2:-1])]
+            keep = square_pattern(given.get("pattern"), n) if given.get("dtype") == "bool" else None
+            if keep is not None and np.array_equal(keep, np.triu(np.ones((n, n), bool), 1)):
+                f.mark(i, {"id": "sdpa-mask-keeps-future", "text": (
+                    "a boolean attn_mask of scaled_dot_product_attention says which positions to KEEP; this one is "
+                    "True above the diagonal, so every token attends to the future only; pass is_causal=True or "
+                    "attn_mask=~mask")})
+
+
+@detector("scores-not-scaled", "scaled-by-dh", "scaled-by-sqrt-d", "wrong-scale")
+def scale(f: Findings) -> None:
+    """The product of the numbers the scores are multiplied by on the way to each softmax (q and k may be scaled
+    apart; a fused attention scales by its own) is not 1/sqrt(dh)."""
+    dh = f.cfg["d"] // f.cfg["heads"]
+    softmaxes = f.named("softmax")
+    for target in (softmaxes or ([f.namer.fused[0]] if f.fused_sdpa else [])):
+        ancestors = f.namer.ancestors(target)
+        factors = [(i, k) for i, k in f.namer.scale_factors if i in ancestors]
+        total = math.prod(k for _, k in factors) * (_fused_scale(f, dh) if target in f.namer.fused else 1.0)
+        want = 1 / math.sqrt(dh)
+        if not math.isclose(total, want, rel_tol=1e-6):
+            divisor = 1 / total if total else float("inf")
+            if math.isclose(total, 1.0):
+                mid, text = "scores-not-scaled", "the scores are never scaled"
+            elif math.isclose(divisor, dh):
+                mid, text = "scaled-by-dh", f"the scores are divided by dh = {dh}, not by sqrt(dh)"
+            elif math.isclose(divisor, math.sqrt(f.cfg["d"])):
+                mid, text = "scaled-by-sqrt-d", (f"the scores are divided by sqrt(d) = {divisor:.4g} (the full "
+                                                "width), not by sqrt(dh) (the head width)")
+            else:
+                mid, text = "wrong-scale", f"the scores are multiplied by {total:.4g} in all (divided by {divisor:.4g})"
+            text += f"; the lesson divides by sqrt(dh) = sqrt({dh}) = {math.sqrt(dh):.4g}"
+            f.mark(factors[-1][0] if factors else target, {"id": mid, "text": text}, keep_earlier=True)
+
+
+def _fused_scale(f: Findings, dh: int) -> float:
+    """What the fused attentions multiply the scores by: their `scale`, else 1/sqrt(their queries' width)."""
+    total = 1.0
+    for i in f.namer.fused:
+        op = f.ops[i]
+        if op["op"] == "scaled_dot_product_attention":
+            given = number(op["kwargs"].get("scale"))
+            q_width = op["in"][0]["shape"][-1] if op["in"] else dh
+            total *= given if given is not None else 1 / math.sqrt(q_width)
+    return total
+
+
+def _softmax_axis(dim: int, ndim: int) -> dict:
+    """A softmax over another axis than the keys'.  Over the queries' axis it is the catalogued mistake as told; over
+    another axis (the heads, the batch) the same mistake has other effects, so the mark says them itself (`title`,
+    `symptom`), and the diagnosis shows those instead of the catalogue's queries-axis story."""
+    axis = dim % ndim
+    names = {ndim - 2: "the queries", **({0: "the batch", 1: "the heads"} if ndim == 4 else {0: "the batch and "
+                                                                                               "the heads"})}
+    over = names.get(axis, f"axis {axis}")
+    mark = {"id": "softmax-not-last-axis", "text": (
+        f"softmax over dim={dim} of a {ndim}-d score tensor: it normalises over {over}, not over the keys; use "
+        "dim=-1 (the last axis)")}
+    if axis != ndim - 2:
+        mark["title"] = f"softmax over dim={dim} ({over.removeprefix('the ')}) instead of dim=-1 (keys)"
+        mark["symptom"] = (f"Each weight is normalised across {over}, not across the keys, so a token's weights no "
+                           "longer sum to 1; a future score is -inf there too, so its softmax is 0/0 = NaN, which "
+                           "spreads to the outputs.")
+    return mark
+

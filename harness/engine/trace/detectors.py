@@ -1,0 +1,43 @@
+"""Every detector of a known mistake in a recorded forward, in the order they run, and the one module that imports
+them all, so that the registry is complete wherever this is imported: by the analysis, and by `MutantInfo`, which
+checks each mutant's `trace=` ids against it.  By module, the marks each may set:
+
+- detect_layout: split-without-transpose; merge-without-transpose; queries-split-without-transpose,
+  keys-split-without-transpose, values-split-without-transpose, queries-and-keys-split-without-transpose,
+  queries-and-values-split-without-transpose, keys-and-values-split-without-transpose (the split without transpose
+  on those projections only, read from the data flow into the scores q @ kᵀ and the mixing weights @ v);
+  view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong, raised (the
+  operation that raised, and what its tensors say of why); input-changed-in-place
+- detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
+  scaled-by-dh, scaled-by-sqrt-d, wrong-scale
+- detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; fill-leaks-visibly, fill-leaks-invisibly;
+  mask-includes-diagonal, mask-keeps-future, mask-one-token-late, mask-hides-nothing, mask-wrong
+- detect_output: heads-not-projected
+
+(a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants
+themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a mutant.
+"""
+from __future__ import annotations
+
+from harness.engine.trace import detect_layout, detect_mask, detect_output, detect_scores
+from harness.engine.trace.naming import Namer
+from harness.engine.trace.registry import DETECTORS, ORDER, Detector, Findings, run
+
+__all__ = ["DETECTORS", "MODULES", "find", "in_order"]
+
+MODULES = (detect_layout, detect_scores, detect_mask, detect_output)  # the order they run in (see the docstring)
+
+
+def in_order() -> list[Detector]:
+    """The registered detectors by MODULES, and in each module in the order it declares them: the order does not
+    depend on which module some other import loaded first."""
+    rank = {m.__name__: k for k, m in enumerate(MODULES)}
+    strays = [d.name for d in ORDER if d.find.__module__ not in rank]
+    if strays:
+        raise RuntimeError(f"detectors registered outside {[m.__name__ for m in MODULES]}: {strays}")
+    return sorted(ORDER, key=lambda d: rank[d.find.__module__])
+
+
+def find(namer: Namer, ops: list[dict], cfg: dict, complete: bool) -> Findings:
+    """Every detector on one named forward (`complete`: it ran to the end)."""
+    return run(namer, ops, cfg, complete, in_order())

@@ -1,0 +1,80 @@
+"""Driving the child for a trace: one forward of the lesson's worked example, recorded by the child and analysed
+here (`analysis`), its marks named after the known mistakes that declare them (from the catalogue); and the
+module's own parameter count for the lesson's arithmetic."""
+from __future__ import annotations
+
+import numpy as np
+
+import mutants
+from harness.engine.trace.analysis import analyse
+from harness.engine.trace.result import TraceResult
+from harness.engine.trace.steps import lesson_order
+from harness.engine.trace.vocabulary import LESSON_STEPS, WORKED
+from harness.wire.config import Config
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+
+WORKED_CONFIG = Config(d_in=WORKED["d"], d_out=WORKED["d"], heads=WORKED["heads"],
+                       context_length=WORKED["context_length"], batch=WORKED["batch"], n=WORKED["n"])
+
+
+def declared_by() -> dict[str, list[str]]:
+    """detector id -> the mutants that declare it (`MutantInfo.trace`), from the catalogue."""
+    out: dict[str, list[str]] = {}
+    for mid, entry in mutants.catalogue().items():
+        for detector in entry.get("trace", []):
+            out.setdefault(detector, []).append(mid)
+    return out
+
+
+def name_mistakes(found: list[dict]) -> list[dict]:
+    """Each marked mistake with the one known mistake (mutant) that declares its detector, when there is one."""
+    by_detector = declared_by()
+    for m in found:
+        declared = by_detector.get(m["id"], [])
+        m["mutant"] = declared[0] if len(declared) == 1 else None
+    return found
+
+
+def record(ctx, display: str = "") -> TraceResult:
+    """Trace one forward pass of the worked example through the module behind `ctx` (called the proven way).
+    Failures of the student's code end up in `result.error`, never as an exception."""
+    cfg = WORKED_CONFIG
+    result = TraceResult(display or ctx.subject.spec, "", dict(WORKED))
+    try:
+        result.construction = ctx.construction(cfg)
+        inst = ctx.build(cfg)
+        x = np.random.default_rng([ctx.seed, 31337]).standard_normal((cfg.batch, cfg.n, cfg.d_in))
+        reply = inst.trace(x)
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied) as e:
+        result.error = f"{getattr(e, 'stage', 'adapter')}: {e.message}"
+        return result
+    result.truncated = reply.truncated
+    if reply.raised:
+        result.error = f"your forward raised {reply.raised}"
+    if reply.output:
+        result.output_shape = reply.output.get("shape")
+    steps, found, notes = analyse(reply.ops, WORKED, complete=not reply.raised and not result.truncated)
+    result.steps, result.mistakes = steps, name_mistakes(found)
+    name_mistakes([s.mistake for s in steps if s.mistake])
+    result.notes += notes
+    result.lesson_order = lesson_order(steps)
+    result.missing = [s for s in LESSON_STEPS if s not in result.lesson_order]
+    if result.output_shape is not None and result.output_shape != [cfg.batch, cfg.n, cfg.d_out]:
+        result.notes.append(f"the output has shape {tuple(result.output_shape)}, expected "
+                            f"({cfg.batch}, {cfg.n}, {cfg.d_out})")
+    return result
+
+
+def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[int | None, str]:
+    """The module's own parameter count when built with width d and `heads` heads, and a note."""
+    if d % heads:
+        return None, ""
+    note = ""
+    if qkv_bias and "qkv_bias" not in ctx.signature.accepts and not ctx.signature.config_param:
+        note = "your constructor has no Q/K/V bias parameter: counted as it builds"
+    try:
+        built = ctx.subject.build(Config(d_in=d, d_out=d, heads=heads, qkv_bias=qkv_bias,
+                                         context_length=max(1, min(n, 2048)), batch=1, n=1))
+        return built.info.param_count, note
+    except (TargetFailure, CannotDrive) as e:
+        return None, f"building it with d={d}, H={heads} raised {e.message}"

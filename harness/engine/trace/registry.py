@@ -1,0 +1,114 @@
+"""The detectors' registry: each known-mistake pattern that a recorded forward can show is found by a function
+registered with the ids of the marks it may set (`@detector("mask-after-softmax", ...)`).
+
+Why a registry: the ids are a closed vocabulary shared by three sides.  The detectors set them; the mutants declare
+which of them stand for their mistake (`MutantInfo.trace`, checked against this registry when the mutant is
+imported, so a misspelt id fails at once instead of never matching); the diagnosis reads them back from a trace.
+Registration validates at the door (kebab-case ids, each owned by one detector, no overwrite), and a detector may
+set only the ids it registered, so the registry never lists fewer ids than the detectors use.
+
+Order matters: on a step that already has a mark, a later detector's mark replaces it (`Findings.mark`) or gives way
+to it (`keep_earlier=True`), as each detector says.  `detectors` states the order: by module, then as declared.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.engine.trace.naming import Namer
+from harness.engine.trace.vocabulary import FUSED_MHA
+
+_KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+
+
+@dataclass
+class Findings:
+    """What the detectors found in one recorded forward: marks on operations, marks on the forward as a whole (what
+    is missing has no step), and notes (worth saying, not a mistake)."""
+    namer: Namer
+    ops: list[dict]
+    cfg: dict
+    complete: bool  # the forward ran to the end (otherwise what is missing after the failing step is not a finding)
+    at: dict[int, dict] = field(default_factory=dict)  # operation index -> its mark {"id", "text"[, "title", ...]}
+    whole: list[dict] = field(default_factory=list)  # {"id", "step": None, "text"}
+    notes: list[str] = field(default_factory=list)
+    allowed: tuple[str, ...] = ()  # the ids the running detector registered
+
+    def mark(self, i: int, found: dict, keep_earlier: bool = False) -> None:
+        """Mark operation `i`; `keep_earlier`: unless an earlier detector already marked it."""
+        self._registered(found["id"])
+        if keep_earlier:
+            self.at.setdefault(i, found)
+        else:
+            self.at[i] = found
+
+    def mark_whole(self, detector_id: str, text: str) -> None:
+        """Mark the forward as a whole (something it never does)."""
+        self._registered(detector_id)
+        self.whole.append({"id": detector_id, "step": None, "text": text})
+
+    def named(self, label: str) -> list[int]:
+        """The operations the namer named `label`, in order."""
+        return [op["i"] for op in self.ops if self.namer.labels[op["i"]] == label]
+
+    @property
+    def fused_sdpa(self) -> bool:
+        return any(self.ops[f]["op"] == "scaled_dot_product_attention" for f in self.namer.fused)
+
+    @property
+    def fused_mha(self) -> bool:
+        return any(self.ops[f]["op"] in FUSED_MHA for f in self.namer.fused)
+
+    def _registered(self, detector_id: str) -> None:
+        if detector_id not in self.allowed:
+            raise ValueError(f"a detector registered for {list(self.allowed)} set the mark {detector_id!r}: register "
+                             "every id a detector may set")
+
+
+@dataclass(frozen=True)
+class Detector:
+    ids: tuple[str, ...]  # the marks it may set
+    find: Callable[[Findings], None]  # reads the findings' namer and ops, adds marks and notes
+
+    @property
+    def name(self) -> str:
+        return f"{self.find.__module__}.{self.find.__name__}"
+
+
+DETECTORS: dict[str, Detector] = {}  # mark id -> the detector that sets it
+ORDER: list[Detector] = []  # as registered
+
+
+def detector(*ids: str) -> Callable:
+    """Register the decorated function `find(findings)` as the detector that may set the marks `ids`."""
+    if not ids:
+        raise ValueError("a detector needs the id of at least one mark")
+    for i in ids:
+        if not isinstance(i, str) or not _KEBAB.fullmatch(i):
+            raise ValueError(f"detector id {i!r} is not kebab-case")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"detector ids {list(ids)} repeat an id")
+    for i in ids:
+        if i in DETECTORS:
+            raise ValueError(f"detector id {i!r} is already registered by {DETECTORS[i].name}")
+
+    def register(find: Callable[[Findings], None]) -> Callable[[Findings], None]:
+        if not callable(find):
+            raise TypeError(f"a detector is a function, not {find!r}")
+        entry = Detector(tuple(ids), find)
+        ORDER.append(entry)
+        DETECTORS.update(dict.fromkeys(ids, entry))
+        return find
+
+    return register
+
+
+def run(namer: Namer, ops: list[dict], cfg: dict, complete: bool, detectors: list[Detector]) -> Findings:
+    """These detectors on one named forward, in this order."""
+    findings = Findings(namer, ops, cfg, complete)
+    for entry in detectors:
+        findings.allowed = entry.ids
+        entry.find(findings)
+    findings.allowed = ()
+    return findings

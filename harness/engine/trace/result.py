@@ -1,0 +1,48 @@
+"""The record of one traced forward (`TraceResult`: its steps, the lesson's order, the marked mistakes, notes) and
+the lesson's arithmetic for a target's widths.  Data: the renderers and the diagnosis read it."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from harness.engine.trace.steps import Step
+from reference.arithmetic import param_count_formula, score_entries
+
+
+@dataclass
+class TraceResult:
+    target: str
+    construction: str
+    config: dict
+    steps: list[Step] = field(default_factory=list)
+    lesson_order: list[str] = field(default_factory=list)  # lesson steps in the order the forward takes them
+    missing: list[str] = field(default_factory=list)
+    mistakes: list[dict] = field(default_factory=list)  # {"id", "text", "step"} (step None: the forward as a whole)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None  # the target could not be loaded/built, or its forward raised
+    output_shape: list | None = None
+    truncated: bool = False
+    arithmetic: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.mistakes
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["tool"], out["ok"] = "mha-check trace", self.ok
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+
+def arithmetic(d: int, heads: int, n: int, batch: int = 1, qkv_bias: bool = False, counted: int | None = None,
+               counted_note: str = "") -> dict:
+    """The lesson's figures for width d (= d_in = d_out), `heads` heads, a batch of `batch` sequences of n tokens."""
+    formula = param_count_formula(d, d, qkv_bias)
+    entries = score_entries(heads, n, batch)
+    return {"d": d, "heads": heads, "head_width": d // heads if heads else None, "divisible": d % heads == 0,
+            "qkv_bias": qkv_bias, "param_formula": formula, "param_counted": counted, "counted_note": counted_note,
+            "batch": batch, "n": n, "score_shape": [batch, heads, n, n], "score_entries": entries,
+            "score_bytes_float32": 4 * entries}

@@ -1,0 +1,70 @@
+"""The words the trace analysis reads a recorded forward with: the lesson's steps and worked example, torch's
+operation names grouped by what they do, and the worked example's shapes in the lesson's letters.  Data and small
+readers of recorded values, nothing else: the naming, the detectors and the steps all speak this vocabulary."""
+from __future__ import annotations
+
+import numpy as np
+
+LESSON_STEPS = ("project", "split", "move heads forward", "scores", "scale", "mask", "softmax", "mix values",
+                "merge", "output projection")
+WORKED = {"d": 8, "heads": 2, "n": 3, "batch": 2, "context_length": 16}  # lesson LM3-T5, "A worked example"
+FUSED_ATTENTION = ("scores", "scale", "mask", "softmax", "mix values")
+
+VIEWS = {"view", "reshape", "unflatten", "flatten", "view_as", "reshape_as", "_unsafe_view"}
+TRANSPOSES = {"transpose", "permute", "swapaxes", "swapdims", "movedim", "mT", "T", "transpose_", "t"}
+MATMULS = {"matmul", "__matmul__", "__rmatmul__", "bmm", "mm", "einsum", "baddbmm", "addmm", "tensordot"}
+SCALARS = {"div", "mul", "__truediv__", "__mul__", "__rmul__", "true_divide", "div_", "mul_", "__itruediv__",
+           "__imul__", "multiply", "divide", "__div__"}
+DIVIDES = {"div", "__truediv__", "true_divide", "div_", "__itruediv__", "divide", "__div__"}
+REINDEX = {"__getitem__", "split", "chunk", "narrow", "unbind", "tensor_split", "split_with_sizes", "select",
+           "squeeze", "unsqueeze", "expand", "contiguous"} | VIEWS  # re-index memory, compute nothing
+SOFTMAXES = {"softmax", "log_softmax", "_softmax", "special_softmax"}
+DROPOUTS = {"dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout", "native_dropout"}
+ADDS = {"add", "__add__", "__radd__", "add_", "__iadd__"}
+PASS_THROUGH = {"contiguous", "clone", "to", "float", "double", "type", "type_as", "detach", "squeeze", "unsqueeze",
+                "expand", "expand_as", "__getitem__", "bool", "data"}
+SPLITS = {"split", "chunk", "unbind", "tensor_split"}
+CATS = {"cat", "concat", "concatenate", "stack", "hstack"}
+MASK_BUILDERS = {"triu", "tril", "ones", "ones_like", "zeros", "full", "arange", "logical_not", "__invert__", "eq",
+                 "__eq__", "ne", "__ne__", "gt", "__gt__", "lt", "__lt__", "ge", "__ge__", "le", "__le__", "bool",
+                 "__getitem__", "to", "triu_", "tril_", "masked_fill", "view", "reshape", "unsqueeze", "float"}
+FUSED_MHA = {"multi_head_attention_forward", "_native_multi_head_attention"}
+
+SCORES_LIKE = {"B, H, n, n", "B·H, n, n", "B, n, n"}
+MASK_LIKE = {"n, n", "L, L", "1, 1, n, n", "1, 1, L, L"}
+
+
+def patterns(B: int, n: int, d: int, H: int, dh: int, L: int) -> list[tuple[str, tuple]]:
+    """The shapes the lesson names, in its letters, for one configuration (earlier names win a tie)."""
+    return [("B, n, d", (B, n, d)), ("B, n, H, dh", (B, n, H, dh)), ("B, H, n, dh", (B, H, n, dh)),
+            ("B, H, dh, n", (B, H, dh, n)), ("B, H, n, n", (B, H, n, n)), ("B, n, 3d", (B, n, 3 * d)),
+            ("B, n, 3, H, dh", (B, n, 3, H, dh)), ("3, B, H, n, dh", (3, B, H, n, dh)),
+            ("B·H, n, dh", (B * H, n, dh)), ("B·H, dh, n", (B * H, dh, n)), ("B·H, n, n", (B * H, n, n)),
+            ("B, n, dh", (B, n, dh)), ("B, dh, n", (B, dh, n)), ("B, n, n", (B, n, n)), ("n, n", (n, n)),
+            ("L, L", (L, L)), ("1, 1, n, n", (1, 1, n, n)), ("1, 1, L, L", (1, 1, L, L)), ("d, d", (d, d)),
+            ("3d, d", (3 * d, d)), ("d", (d,)), ("3d", (3 * d,)), ("n", (n,)), ("", ())]
+
+
+def number(text) -> float | None:
+    """A recorded argument as a number (the recorder writes arguments as text), or None."""
+    if text is None:
+        return None
+    try:
+        return float(str(text))
+    except ValueError:
+        return None
+
+
+def is_weight(t: dict) -> bool:
+    """A recorded tensor that is one of the module's parameters or buffers (the input is recorded as "x")."""
+    return bool(t.get("name")) and t["name"] != "x"
+
+
+def square_pattern(pattern, n: int):
+    """An (n, n) boolean array from a recorded pattern (leading axes of size 1 dropped), or None."""
+    if pattern is None:
+        return None
+    a = np.asarray(pattern, dtype=bool)
+    while a.ndim > 2:
+        a = a[0]
+    return a if a.shape == (n, n) else None

@@ -1,0 +1,100 @@
+"""The registry of trace detectors: validated at the door, complete, listed truly, and the vocabulary a mutant's
+`trace=` is checked against when the mutant is imported."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mutants
+from harness.engine.trace import detectors, registry
+from harness.engine.trace.naming import Namer
+from harness.engine.trace.registry import DETECTORS, Findings, detector
+from harness.engine.trace.vocabulary import WORKED
+from mutants import MutantInfo
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISE = {"task": "observe it", "topic": "the causal mask"}
+
+
+def _listed() -> list[tuple[str, list[str]]]:
+    """(module, ids) for each bullet of the `detectors` docstring, parenthesised remarks left out."""
+    doc = re.sub(r"\([^()]*\)", "", detectors.__doc__)
+    bullets = re.findall(r"^- (detect_\w+): (.*?)(?=^- |^\S|\Z)", doc, re.M | re.S)
+    return [(module, re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)*", text)) for module, text in bullets]
+
+
+def test_the_docstring_lists_every_registered_id_in_the_order_they_run():
+    listed = _listed()
+    assert [f"harness.engine.trace.{m}" for m, _ in listed] == [m.__name__ for m in detectors.MODULES]
+    assert [i for _, ids in listed for i in ids] == [i for d in detectors.in_order() for i in d.ids]
+    assert len(DETECTORS) == 33
+
+
+def test_every_id_a_mutant_declares_is_a_registered_detector():
+    declared = {d for entry in mutants.catalogue().values() for d in entry.get("trace", [])}
+    assert declared and declared <= set(DETECTORS)
+
+
+def test_a_misspelt_trace_id_fails_when_the_mutant_is_built():
+    with pytest.raises(ValueError, match="'mask-hides-diagonal' is not a detector.*mean mask-includes-diagonal"):
+        MutantInfo(id="x", title="t", lesson="l", killed_by=("causal-leakage",), symptom="s", fix="f",
+                   trace=("mask-hides-diagonal",), **EXERCISE)  # the mutant's id, not its detector's
+    with pytest.raises(ValueError, match="trace must be a tuple"):
+        MutantInfo(id="x", title="t", lesson="l", killed_by=("causal-leakage",), symptom="s", fix="f",
+                   trace="mask-includes-diagonal", **EXERCISE)
+    ok = MutantInfo(id="x", title="t", lesson="l", killed_by=("causal-leakage",), symptom="s", fix="f",
+                    trace=("mask-includes-diagonal",), **EXERCISE)
+    assert ok.trace == ("mask-includes-diagonal",)
+
+
+def test_a_misspelt_trace_id_fails_at_import_of_the_mutant_module(tmp_path):
+    source = (ROOT / "mutants" / "mask_hides_diagonal.py").read_text()
+    assert 'trace=("mask-includes-diagonal",)' in source
+    module = tmp_path / "mask_hides_diagonal.py"
+    module.write_text(source.replace('trace=("mask-includes-diagonal",)', 'trace=("mask-include-diagonal",)'))
+    spec = importlib.util.spec_from_file_location("typo_mutant", module)
+    with pytest.raises(ValueError, match="'mask-include-diagonal' is not a detector"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_registration_is_validated_before_the_registry_is_touched():
+    before = (dict(DETECTORS), list(registry.ORDER))
+    with pytest.raises(ValueError, match="'Mask_Wrong' is not kebab-case"):
+        detector("Mask_Wrong")
+    with pytest.raises(ValueError, match="repeat an id"):
+        detector("made-up-one", "made-up-one")
+    with pytest.raises(ValueError, match="'mask-wrong' is already registered by .*detect_mask.mask_shape"):
+        detector("made-up-two", "mask-wrong")
+    with pytest.raises(ValueError, match="at least one"):
+        detector()
+    assert (dict(DETECTORS), list(registry.ORDER)) == before
+
+
+def test_a_detector_can_set_only_the_ids_it_registered():
+    findings = Findings(Namer([], WORKED), [], WORKED, complete=True, allowed=("mask-wrong",))
+    findings.mark(0, {"id": "mask-wrong", "text": "t"})
+    findings.mark(0, {"id": "mask-wrong", "text": "later, kept out"}, keep_earlier=True)
+    assert findings.at == {0: {"id": "mask-wrong", "text": "t"}}
+    with pytest.raises(ValueError, match="set the mark 'raised'"):
+        findings.mark(1, {"id": "raised", "text": "t"})
+    with pytest.raises(ValueError, match="set the mark 'no-mask-applied'"):
+        findings.mark_whole("no-mask-applied", "t")
+
+
+def test_the_order_does_not_depend_on_which_detector_module_was_imported_first():
+    code = ("import harness.engine.trace.detect_output, harness.engine.trace.detect_mask; "
+            "from harness.engine.trace import detectors; print([d.name for d in detectors.in_order()])")
+    late = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert late.stdout.strip() == str([d.name for d in detectors.in_order()]), late.stderr[-2000:]
+
+
+def test_importing_the_detectors_as_a_mutant_does_loads_no_catalogue_process_or_wire():
+    code = ("import sys; import harness.engine.trace.detectors; print(sorted(m for m in sys.modules if m.startswith("
+            "('mutants', 'harness.engine.trace.drive', 'harness.wire', 'harness.sandbox', 'torch'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.stdout.strip() == "[]", done.stderr[-2000:]
