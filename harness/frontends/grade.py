@@ -242,7 +242,7 @@ def _grade_submission(folder: str, pick: Pick, options: dict) -> dict:
             try:
                 make = lambda: ForkedSubject(_ZYGOTE,  # noqa: B023 - the zygote of the moment, replaced or not
                                              spec, submission=folder, seed=options["seed"], limits=limits,
-                                             allow_unconfined=options["allow_unconfined"])  # a copy, in its slot
+                                             allow_unconfined=options["allow_unconfined"], grading=True)  # a copy
                 report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
                                     make_subject=make, make_meta_subject=lambda: _meta_subject(spec, folder, options,
                                                                                                 limits))
@@ -276,7 +276,7 @@ def _meta_subject(spec: str, folder: str, options: dict, limits: sandbox.Limits)
         if _META_ZYGOTE is None:
             _META_ZYGOTE = Zygote(limits, _TEMPLATE, fallback=False, kind=META_ZYGOTE)
         return ForkedSubject(_META_ZYGOTE, spec, submission=folder, seed=options["seed"], limits=limits,
-                             allow_unconfined=options["allow_unconfined"])
+                             allow_unconfined=options["allow_unconfined"], grading=True)
     except (ZygoteError, isolation.IsolationFailed):
         _drop_meta_zygote()
         _NO_META = True
@@ -491,14 +491,14 @@ def _main(argv: list[str], early: Template | None) -> int:
 
 
 def _refuse_without_walls(args, p: argparse.ArgumentParser) -> None:
-    """As root, refuse to start where no child can be dropped to an unprivileged uid (unless told otherwise).  The
-    probe starts a confined interpreter (0.1 s): it runs while the template imports torch."""
-    if os.geteuid() == 0 and not args.allow_unconfined:
+    """Refuse to start where no child would be fit to grade (isolation.unfit_to_grade: root, or the grader's own uid
+    with the host's files in view), unless told otherwise.  The probe starts a confined interpreter (0.1 s): it
+    runs while the template imports torch."""
+    if not args.allow_unconfined:
         reasons = isolation.refusal()
-        if reasons:
-            p.error("running as root, but the submissions could not be confined: " + "; ".join(reasons) +
-                    ". Grade in a container that allows it (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN for namespaces),"
-                    " as an ordinary user, or pass --allow-unconfined (every report then says how it ran)")
+        if reasons:  # one line, without the usage: nothing is wrong with the command
+            print(f"mha-check grade: error: {isolation.refusal_line(reasons)}", file=sys.stderr)
+            sys.exit(2)
 
 
 def _start_template() -> Template | None:
