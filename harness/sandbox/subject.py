@@ -10,6 +10,7 @@ submission (`harness.sandbox.trusted`), and `close()` leaves no process, slot or
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from harness.wire import protocol
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox.limits import MB, Limits
-from harness.sandbox.policy import UID_BASE, make_policy
+from harness.sandbox.policy import is_slot_uid, make_policy
 from harness.sandbox import syscalls as linux
 from harness.wire.config import Config
 
@@ -486,7 +487,14 @@ class Subject:
         return (time.monotonic() - self.spawned) * (os.cpu_count() or 1) >= self.limits.cpu_seconds - 1
 
     def _kill(self) -> None:
-        """The whole process group, and with it (PID namespace) everything the child started."""
+        """The whole process group, and with it (PID namespace) everything the child started.  Without a PID
+        namespace a single run's child has a keeper (confine._fork_keeper), asked first: it kills the child and
+        every process the child left, and exits only then."""
+        if self.record.get("keeper") and self._wait(0) is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signal.SIGTERM)
+            if self._wait(10) is not None:
+                return
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -577,8 +585,9 @@ class Subject:
     def _release(self) -> None:
         """Nothing of the child survives: leftover processes of its uid (only possible without a PID namespace),
         its scratch folder, its slot, its log."""
-        if self.record and not self.record.get("namespaces") and self.record.get("uid", 0) >= UID_BASE:
-            scratch.kill_leftovers(self.record["uid"])
+        uid = self.record.get("uid") if self.record else None
+        if uid is not None and "pid" not in self.record.get("namespaces", ()) and is_slot_uid(uid):
+            scratch.kill_leftovers(uid)
         if self.room is not None:
             self.room.remove()
             self.room = None
