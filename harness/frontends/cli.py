@@ -168,8 +168,9 @@ def _main(argv=None) -> int:
             parser.error(str(e))
     subject = limits = make = None
     from harness.sandbox.limits import Limits  # noqa: PLC0415 - after parsing: --help stays instant
-    from harness.sandbox import isolation, pool  # noqa: PLC0415
+    from harness.sandbox import pool  # noqa: PLC0415
 
+    isolation = pool.isolation  # the walls' verdicts on a child (imported by pool already)
     grading = args.grading or args.format in GRADING_FORMATS
     if args.target and not args.list_checks:
         limits = Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,

@@ -302,6 +302,8 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
                     "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
                     "diagnosis": (report.diagnosis or {}).get("mutant") or "",
                     "process": "; ".join(p["kind"] for p in report.adapter.get("process", [])),
+                    "isolation": "; ".join(report.isolation.get("short_of_policy", ())) or (
+                        "full" if report.isolation else ""),  # what of the confinement policy was missing
                     "seconds": round(seconds, 2),
                     **{c.id: c.status for c in report.checks}}}
 
@@ -560,8 +562,18 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     print(f"graded {len(rows)} submission{'s' * (len(rows) != 1)} in {time.monotonic() - started:.1f} s: {passed} "
           f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look "
           "(needs_review); "
-          f"reports in {out}/, summary in {summary}")
+          f"reports in {out}/, summary in {summary}" + _short_of_policy(rows))
     return 0
+
+
+def _short_of_policy(rows: list[dict]) -> str:
+    """The closing line's warning when any child ran with less than the full confinement policy."""
+    short = [r["isolation"] for r in rows if r.get("isolation") not in ("", "full", None)]
+    if not short:
+        return ""
+    worst = max(set(short), key=short.count)
+    return (f"; WARNING: {len(short)} of {len(rows)} ran with less than the full confinement policy ({worst}; see "
+            "the isolation column)")
 
 
 def _grade_all(folders: dict[str, Path], target: str | None, flat: bool, options: dict, out: Path, args,

@@ -199,16 +199,6 @@ def describe(record: dict) -> dict:
             "short_of_policy": shortfall(record), "unfit_to_grade": unfit_to_grade(record)}
 
 
-def staff_view(block: dict) -> dict:
-    """The isolation a child had, for the graders' eyes only (a platform's staff-only fields): `block` is a
-    report's isolation block (empty: no child ran)."""
-    if not block:
-        return {"summary": "no child ran for this submission", "full_policy": True}
-    keys = ("summary", "mechanism", "uid", "namespaces", "full_policy", "short_of_policy", "unfit_to_grade",
-            "accepted")
-    return {k: block[k] for k in keys if k in block}
-
-
 def summary(record: dict) -> str:
     uid = record["uid"]
     who = f"uid {uid}"

@@ -121,7 +121,46 @@ def test_root_in_a_container_grades_as_the_slot_uid(world, tmp_path):
     python = readable_python(world)
     run = mha(CONTAINER, python, str(CORRECT), "--format", "gradescope")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads(run.stdout)["score"] == 17.0
+    data = json.loads(run.stdout)
+    assert data["score"] == 17.0
+    staff = data["extra_data"]["isolation"]  # what graders see of it; students never see extra_data
+    assert 61000 <= staff["uid"] <= 61998 and staff["mechanism"] == "none" and staff["namespaces"] == []
+    assert staff["full_policy"] is False and staff["unfit_to_grade"] == ""
+    assert "no ipc/mount/net/pid/uts namespaces" in staff["short_of_policy"]
+    assert "isolation" not in data["output"] and "namespaces" not in json.dumps(data["tests"])
+
+
+def test_grade_warns_when_a_child_had_less_than_the_full_policy(world):
+    """`grade` in the container: graded (the slot's uid), and its closing line warns that the children had no
+    namespaces; the summary says so per submission."""
+    python, home = readable_python(world), world / "home"
+    subs = submissions(home / "warned")
+    out = home / "warned" / "out"
+    run = mha(CONTAINER, python, "grade", str(subs), "--out", str(out), "--jobs", "1", "--format", "gradescope",
+              cwd=home)
+    assert run.returncode == 0, run.stderr[-2000:]
+    closing = run.stdout.strip().splitlines()[-1]
+    assert closing.startswith("graded 1 submission") and "WARNING: 1 of 1 ran with less than the full" in closing
+    assert "no ipc/mount/net/pid/uts namespaces" in closing
+    assert "no ipc/mount/net/pid/uts namespaces" in (out / "summary.csv").read_text()
+    staff = json.loads((out / "alice.results.json").read_text())["extra_data"]["isolation"]
+    assert staff["full_policy"] is False and staff["uid"] >= 61000
+
+
+def test_root_with_namespaces_says_the_full_policy_held_to_staff_only(tmp_path):
+    """This machine as it is (root, namespaces): the staff fields of Gradescope's and PrairieLearn's results say
+    the full policy held, and `grade`'s closing line has no warning."""
+    gradescope = mha([], sys.executable, str(CORRECT), "--format", "gradescope")
+    staff = json.loads(gradescope.stdout)["extra_data"]["isolation"]
+    assert staff["full_policy"] is True and staff["short_of_policy"] == [] and staff["uid"] >= 61000
+    assert {"mount", "pid", "net"} <= set(staff["namespaces"])
+    pl = json.loads(mha([], sys.executable, str(CORRECT), "--format", "prairielearn").stdout)
+    assert pl["mha_check_isolation"]["full_policy"] is True
+    shown = json.dumps({k: pl[k] for k in ("message", "output", "tests")})
+    assert "isolation" not in shown and "namespace" not in shown
+    subs = submissions(tmp_path)
+    run = mha([], sys.executable, "grade", str(subs), "--out", str(tmp_path / "out"), "--jobs", "1", cwd=tmp_path)
+    assert run.returncode == 0 and "WARNING" not in run.stdout, run.stdout + run.stderr[-2000:]
 
 
 def test_an_ordinary_user_without_user_namespaces_is_refused_to_grade(world):
@@ -142,6 +181,22 @@ def test_an_ordinary_user_without_user_namespaces_is_refused_to_grade(world):
     report = json.loads((out / "alice.json").read_text())
     assert report["passed"] and report["isolation"]["uid"] == USER and "allow-unconfined" in report["isolation"][
         "accepted"]
+    assert "WARNING: 1 of 1" in allowed.stdout and "grader's own uid" in allowed.stdout.strip().splitlines()[-1]
+
+
+def test_an_ordinary_user_with_user_namespaces_grades_with_the_full_policy(world):
+    """Its own user, mount and PID namespaces: the child keeps the user's uid but sees only its scratch; graded,
+    no warning, and the staff field says the full policy held."""
+    python, home = readable_python(world), world / "home"
+    subs = submissions(home / "userns", owner=USER)
+    out = home / "userns" / "out"
+    run = mha(AS_USER, python, "grade", str(subs), "--out", str(out), "--jobs", "1", "--format", "gradescope",
+              cwd=home, home=home)
+    assert run.returncode == 0 and "WARNING" not in run.stdout, run.stdout + run.stderr[-2000:]
+    data = json.loads((out / "alice.results.json").read_text())
+    staff = data["extra_data"]["isolation"]
+    assert data["score"] == 17.0 and staff["uid"] == USER and "user" in staff["namespaces"]
+    assert staff["full_policy"] is True and staff["unfit_to_grade"] == ""
 
 
 def test_the_classroom_workflow_grades(tmp_path):
