@@ -7,6 +7,7 @@ exactly one JSON object.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -210,11 +211,26 @@ def _main(argv=None) -> int:
     if args.plot:
         text += _plot(report, args.plot)
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
+        _write_whole(args.output, text)
     else:
         sys.stdout.write(text)
     return 0 if report.passed else 1
+
+
+def _write_whole(path: str, text: str) -> None:
+    """The report written last (the child and whatever it started are gone by now) and whole: a fresh file of ours
+    beside it, renamed over it, so that a reader never sees half a report and a file or link planted at that name
+    beforehand is replaced, never written through."""
+    partial = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.urandom(6).hex()}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
 
 
 def _refuse(line: str, grading: bool) -> int:

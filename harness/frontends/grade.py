@@ -458,7 +458,8 @@ def _main(argv: list[str], early: Template | None) -> int:
                         "on top)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
     p.add_argument("--allow-unconfined", action="store_true",
-                   help="as root, grade even where submissions cannot be dropped to an unprivileged uid")
+                   help="grade even where submissions would run as root or as your own uid with your files in "
+                        "view (every report then says so)")
     args = p.parse_args(argv[1:])
     if args.merge:
         return merge(args.merge, sys.stdout)
