@@ -172,18 +172,18 @@ def _main(argv=None) -> int:
     from harness.sandbox import pool  # noqa: PLC0415
 
     isolation = pool.isolation  # the walls' verdicts on a child (imported by pool already)
-    grading = args.grading or args.format in GRADING_FORMATS
+    a_grade = args.grading or args.format in GRADING_FORMATS  # (`grading` below is the rubric)
     if args.target and not args.list_checks:
         limits = Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                         memory_mb=args.memory_mb)
         make = lambda: pool.single_run(args.target, overrides=overrides, seed=args.seed,
-                                       weight_map=weight_map, limits=limits, grading=grading,
-                                       allow_unconfined=args.allow_unconfined or not grading)
+                                       weight_map=weight_map, limits=limits, grading=a_grade,
+                                       allow_unconfined=args.allow_unconfined or not a_grade)
         try:
             subject = make()  # its torch import (if any: see single_run) overlaps with ours below
         except isolation.IsolationFailed as e:
-            return _refuse(isolation.refusal_line([isolation.explain(str(e))]), grading)
-        _say_how_confined(subject, grading, isolation)
+            return _refuse(isolation.refusal_line([isolation.explain(str(e))]), a_grade)
+        _say_how_confined(subject, a_grade, isolation)
     from harness.engine.runner import Options, UsageError, run_checks, select  # noqa: PLC0415
     from harness.render import formats, rubric  # noqa: PLC0415
 
@@ -200,7 +200,7 @@ def _main(argv=None) -> int:
                       leakage_map=bool(args.plot), debug=args.debug)
         report = run_checks(args.target, run, subject=subject, make_subject=make)
     except isolation.IsolationFailed as e:  # a restart after a crash could not be confined as the first was
-        return _refuse(isolation.refusal_line([isolation.explain(str(e))]), grading)
+        return _refuse(isolation.refusal_line([isolation.explain(str(e))]), a_grade)
     except (UsageError, rubric.RubricError) as e:
         if subject is not None:
             subject.close()

@@ -251,7 +251,7 @@ def _alive(marker: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("case", ["root container, grading", "root container, root's own run",
+@pytest.mark.parametrize("case", ["root container, grading", "root container, grade", "root container, root's own run",
                                   "ordinary user without namespaces, own run"])
 def test_nothing_outlives_its_check(world, case):
     """A submission's process that double-forks out of its session and process group, then rewrites the result
@@ -270,14 +270,21 @@ def test_nothing_outlives_its_check(world, case):
     if user:
         for p in (base, out):
             os.chown(p, USER, USER)
-    result = out / "report.json"
-    target = _leftover_submission(base / "submission", marks, result)
-    grading = ("--format", "gradescope") if "grading" in case else ("--format", "json")
+    batch = case.endswith("grade")  # the batch: its zygote is the subreaper, and the slot's uid is killed
+    result = out / ("alice.results.json" if batch else "report.json")
+    target = _leftover_submission(base / ("alice" if batch else "submission"), marks, result)
+    grading = ("--format", "gradescope") if "grad" in case else ("--format", "json")
     prefix = [*CONTAINER, *AS_USER] if user else CONTAINER
-    marker = f"mha-leftover-{os.getpid()}-submission"
+    marker = f"mha-leftover-{os.getpid()}-{target.parent.name}"
     try:
-        run = mha(prefix, python, f"{target}:MultiHeadAttention", *grading, "-o", str(result), cwd=base,
-                  home=base if user else None)
+        if batch:
+            (base / "subs").mkdir()
+            target.parent.rename(base / "subs" / "alice")
+            run = mha(prefix, python, "grade", str(base / "subs"), "--out", str(out), "--jobs", "1", *grading,
+                      cwd=base)
+        else:
+            run = mha(prefix, python, f"{target}:MultiHeadAttention", *grading, "-o", str(result), cwd=base,
+                      home=base if user else None)
         assert run.returncode == 0, run.stderr[-2000:]
         left = _alive(marker)
         written = result.read_text()
