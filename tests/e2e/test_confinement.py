@@ -109,6 +109,11 @@ def test_root_in_a_container_never_grades_as_root(world, tmp_path):
     refused = mha(CONTAINER, sys.executable, str(CORRECT), "--format", "gradescope", "-o", str(out))
     line = one_line_refusal(refused, "cannot read", "--allow-unconfined")
     assert "/root" in line and not out.exists()
+    allowed = mha(CONTAINER, sys.executable, str(CORRECT), "--format", "gradescope", "--allow-unconfined")
+    assert allowed.returncode == 0 and allowed.stderr.startswith("mha-check: warning: graded although the child "
+                                                                 "would run as root"), allowed.stderr[-2000:]
+    staff = json.loads(allowed.stdout)["extra_data"]["isolation"]  # the output says it was accepted knowingly
+    assert staff["uid"] == 0 and "--allow-unconfined" in staff["accepted"] and "root" in staff["unfit_to_grade"]
     own = mha(CONTAINER, sys.executable, str(CORRECT), "--format", "json")
     assert own.returncode == 0, own.stderr[-2000:]
     assert own.stderr.startswith("mha-check: note: the child would run as root"), own.stderr
