@@ -304,3 +304,21 @@ def test_nothing_outlives_its_check(world, case):
         for pid in _alive(marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_autograders_run_script_refuses_where_it_cannot_confine(world, tmp_path):
+    """Gradescope's run_autograder is one `--format gradescope` run: in the container with this machine's 0700-home
+    Python it writes no results.json, and the dry run shows mha-check's one line and fails."""
+    tmp_path.chmod(0o755)
+    build = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "autograder", "--target",
+                            "attention.py:MultiHeadAttention", "-o", "autograder.zip"], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=300)
+    assert build.returncode == 0, build.stderr
+    (tmp_path / "student").mkdir()
+    shutil.copy(CORRECT, tmp_path / "student" / "attention.py")
+    run = mha(CONTAINER, sys.executable, "autograder", "--dry-run", str(tmp_path / "student"), "--zip",
+              str(tmp_path / "autograder.zip"), cwd=tmp_path)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    refusal = [ln for ln in run.stderr.splitlines() if ln.startswith("mha-check: error: ")]
+    assert len(refusal) == 1 and "cannot read" in refusal[0] and "--allow-unconfined" in refusal[0], run.stderr
+    assert "without a results.json" in run.stderr
