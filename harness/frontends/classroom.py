@@ -15,7 +15,9 @@ report in the log), then gives every counted check a step of the standard comman
 `mha-check result REPORT CHECK` exits 0 only when the check passed, so a failed, skipped or undecided check earns
 nothing, as everywhere else.  The steps' points add up to the rubric's total (whole points: the command grader reads
 them as integers).  If mha-check itself cannot run (exit status 2 or more) the job fails before any step is scored: our
-failure never becomes the student's zero.
+failure never becomes the student's zero.  The run is a grade (`--grading`): it runs as root where the runner allows
+(`sudo`, as on GitHub's own runners), so that every child gets its own uid and namespaces, and mha-check refuses in
+one line where the student's code could not be confined well enough to grade it.
 
 What Classroom cannot do, said rather than papered over: the workflow, its log and the report live in the student's
 own repository, so nothing can be hidden there (a rubric with hidden or later-visibility checks is refused) and a
@@ -111,7 +113,8 @@ def workflow(target: str, rubric: rubrics.Rubric, checks, torch: str, index: str
         f'          "${{{{ runner.temp }}}}/mha-venv/bin/pip" install {_sh(str(FILES / wheel_name))}',
         "      - name: Run mha-check",
         "        run: |",
-        f"          status=0; {run} --format json -o {_sh(REPORT)} || status=$?",
+        "          as_root=; if [ \"$(id -u)\" != 0 ] && sudo -n true 2>/dev/null; then as_root=\"sudo -n\"; fi",
+        f"          status=0; $as_root {run} --grading --format json -o {_sh(REPORT)} || status=$?",
         '          if [ "$status" -gt 1 ]; then echo "mha-check could not run (exit status $status)"; exit 1; fi',
         f"          {_sh(MHA)} result {_sh(REPORT)} || true",
     ]

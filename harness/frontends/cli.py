@@ -29,6 +29,9 @@ SUBCOMMANDS = {  # name -> (module, one line for --help)
 }
 
 
+GRADING_FORMATS = ("gradescope", "prairielearn", "junit")  # a report in these is a grade: confined or refused
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # usage mistakes: exit 2 with a one-line message, no traceback
         self.print_usage(sys.stderr)
@@ -76,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="every detail of every check")
     p.add_argument("--quiet", "-q", action="store_true", help="one line per check")
     p.add_argument("--debug", action="store_true", help="include tracebacks of internal errors")
+    p.add_argument("--grading", action="store_true",
+                   help="this run's report is a grade (implied by --format gradescope, prairielearn and junit): "
+                        "refuse, in one line, where the code cannot be confined well enough to grade it")
+    p.add_argument("--allow-unconfined", action="store_true",
+                   help="grade even where the code cannot be confined well enough (the outputs say so)")
     return p
 
 
@@ -159,15 +167,23 @@ def _main(argv=None) -> int:
             require_matplotlib()
         except RuntimeError as e:
             parser.error(str(e))
-    subject = limits = None
+    subject = limits = make = None
     from harness.sandbox.limits import Limits  # noqa: PLC0415 - after parsing: --help stays instant
-    from harness.sandbox.pool import single_run  # noqa: PLC0415
+    from harness.sandbox import pool  # noqa: PLC0415
 
+    isolation = pool.isolation  # the walls' verdicts on a child (imported by pool already)
+    a_grade = args.grading or args.format in GRADING_FORMATS  # (`grading` below is the rubric)
     if args.target and not args.list_checks:
         limits = Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
                         memory_mb=args.memory_mb)
-        subject = single_run(args.target, overrides=overrides, seed=args.seed, weight_map=weight_map,
-                             limits=limits)  # its torch import (if any: see single_run) overlaps with ours below
+        make = lambda: pool.single_run(args.target, overrides=overrides, seed=args.seed,
+                                       weight_map=weight_map, limits=limits, grading=a_grade,
+                                       allow_unconfined=args.allow_unconfined or not a_grade)
+        try:
+            subject = make()  # its torch import (if any: see single_run) overlaps with ours below
+        except isolation.IsolationFailed as e:
+            return _refuse(isolation.refusal_line([isolation.explain(str(e))]), a_grade)
+        _say_how_confined(subject, a_grade, isolation)
     from harness.engine.runner import Options, UsageError, run_checks, select  # noqa: PLC0415
     from harness.render import formats, rubric  # noqa: PLC0415
 
@@ -182,7 +198,9 @@ def _main(argv=None) -> int:
         run = Options(options.ids(args.only), options.ids(args.skip), args.seed, args.examples, overrides,
                       weight_map, limits, rules=not args.no_rules and (grading.rules if grading else True),
                       leakage_map=bool(args.plot), debug=args.debug)
-        report = run_checks(args.target, run, subject=subject)
+        report = run_checks(args.target, run, subject=subject, make_subject=make)
+    except isolation.IsolationFailed as e:  # a restart after a crash could not be confined as the first was
+        return _refuse(isolation.refusal_line([isolation.explain(str(e))]), a_grade)
     except (UsageError, rubric.RubricError) as e:
         if subject is not None:
             subject.close()
@@ -203,6 +221,24 @@ def _main(argv=None) -> int:
     else:
         sys.stdout.write(text)
     return 0 if report.passed else 1
+
+
+def _refuse(line: str, grading: bool) -> int:
+    """The one line a run that cannot be confined ends with (exit status 2: nothing was checked)."""
+    print(f"mha-check: error: {line}" if grading else f"mha-check: error: {line.split('. To grade: ')[0]}",
+          file=sys.stderr)
+    return 2
+
+
+def _say_how_confined(subject, grading: bool, isolation) -> None:
+    """A child confined less than a grade needs says so first: a student checking their own code may go on (it is
+    their own code), a grade goes on only when --allow-unconfined accepted it."""
+    unfit = isolation.unfit_to_grade(subject.record)
+    if unfit and grading:
+        print(f"mha-check: warning: graded although {unfit} (accepted with --allow-unconfined)", file=sys.stderr)
+    elif unfit:
+        print(f"mha-check: note: {unfit}. Fine for checking your own code; a grade (--format gradescope, "
+              "prairielearn, junit or --grading) is refused here", file=sys.stderr)
 
 
 def _plot(report, path: str) -> str:

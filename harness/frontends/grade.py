@@ -256,7 +256,7 @@ def _grade_submission(folder: str, pick: Pick, options: dict) -> dict:
             try:
                 make = lambda: ForkedSubject(_ZYGOTE,  # noqa: B023 - the zygote of the moment, replaced or not
                                              spec, submission=folder, seed=options["seed"], limits=limits,
-                                             allow_unconfined=options["allow_unconfined"])  # a copy, in its slot
+                                             allow_unconfined=options["allow_unconfined"], grading=True)  # a copy
                 report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
                                     make_subject=make, make_meta_subject=lambda: _meta_subject(spec, folder, options,
                                                                                                 limits))
@@ -290,7 +290,7 @@ def _meta_subject(spec: str, folder: str, options: dict, limits: sandbox.Limits)
         if _META_ZYGOTE is None:
             _META_ZYGOTE = Zygote(limits, _TEMPLATE, fallback=False, kind=META_ZYGOTE)
         return ForkedSubject(_META_ZYGOTE, spec, submission=folder, seed=options["seed"], limits=limits,
-                             allow_unconfined=options["allow_unconfined"])
+                             allow_unconfined=options["allow_unconfined"], grading=True)
     except (ZygoteError, isolation.IsolationFailed):
         _drop_meta_zygote()
         _NO_META = True
@@ -316,6 +316,8 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
                     "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
                     "diagnosis": (report.diagnosis or {}).get("mutant") or "",
                     "process": "; ".join(p["kind"] for p in report.adapter.get("process", [])),
+                    "isolation": "; ".join(report.isolation.get("short_of_policy", ())) or (
+                        "full" if report.isolation else ""),  # what of the confinement policy was missing
                     "seconds": round(seconds, 2),
                     **{c.id: c.status for c in report.checks}}}
 
@@ -449,7 +451,8 @@ def _main(argv: list[str], early: Template | None) -> int:
                         "on top)")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
     p.add_argument("--allow-unconfined", action="store_true",
-                   help="as root, grade even where submissions cannot be dropped to an unprivileged uid")
+                   help="grade even where submissions would run as root or as your own uid with your files in "
+                        "view (every report then says so)")
     args = p.parse_args(argv[1:])
     if args.merge:
         return merge(args.merge, sys.stdout)
@@ -484,14 +487,14 @@ def _main(argv: list[str], early: Template | None) -> int:
 
 
 def _refuse_without_walls(args, p: argparse.ArgumentParser) -> None:
-    """As root, refuse to start where no child can be dropped to an unprivileged uid (unless told otherwise).  The
-    probe starts a confined interpreter (0.1 s): it runs while the template imports torch."""
-    if os.geteuid() == 0 and not args.allow_unconfined:
+    """Refuse to start where no child would be fit to grade (isolation.unfit_to_grade: root, or the grader's own uid
+    with the host's files in view), unless told otherwise.  The probe starts a confined interpreter (0.1 s): it
+    runs while the template imports torch."""
+    if not args.allow_unconfined:
         reasons = isolation.refusal()
-        if reasons:
-            p.error("running as root, but the submissions could not be confined: " + "; ".join(reasons) +
-                    ". Grade in a container that allows it (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN for namespaces),"
-                    " as an ordinary user, or pass --allow-unconfined (every report then says how it ran)")
+        if reasons:  # one line, without the usage: nothing is wrong with the command
+            print(f"mha-check grade: error: {isolation.refusal_line(reasons)}", file=sys.stderr)
+            sys.exit(2)
 
 
 def _start_template() -> Template | None:
@@ -576,13 +579,23 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     print(f"graded {len(rows)} submission{'s' * (len(rows) != 1)} in {time.monotonic() - started:.1f} s: {passed} "
           f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look "
           "(needs_review); "
-          f"reports in {out}/, summary in {summary}")
+          f"reports in {out}/, summary in {summary}" + _short_of_policy(rows))
     if missing:
         print(f"mha-check grade: {'warning' if args.allow_missing else 'error'}: {len(missing)} of the students' files "
               f"or folders got no row of their own (listed in {summary} with the reason): " +
               "; ".join(f"{n.item} ({n.reason})" for n in missing[:10]) + ("; ..." if len(missing) > 10 else ""),
               file=sys.stderr)
     return 3 if missing and not args.allow_missing else 0
+
+
+def _short_of_policy(rows: list[dict]) -> str:
+    """The closing line's warning when any child ran with less than the full confinement policy."""
+    short = [r["isolation"] for r in rows if r.get("isolation") not in ("", "full", None)]
+    if not short:
+        return ""
+    worst = max(set(short), key=short.count)
+    return (f"; WARNING: {len(short)} of {len(rows)} ran with less than the full confinement policy ({worst}; see "
+            "the isolation column)")
 
 
 def _grade_all(folders: dict[str, Path], target: str | None, flat: set[str], options: dict, args,

@@ -13,6 +13,7 @@ from harness.render.rubric import Rubric, score
 
 FORMATS = ("text", "json", "gradescope", "prairielearn", "junit")
 PL_OUTPUT_LIMIT = 64_000  # characters of the student's printed output kept (PrairieLearn takes results up to 1 MB)
+PL_STAFF_FIELD = "mha_check_isolation"  # kept with the results, not rendered by <pl-external-grader-results>
 PL_MESSAGE_LIMIT = 8_000  # characters of one message kept (a student's exception can be long; the page is not)
 
 
@@ -90,7 +91,22 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
              for i, line in enumerate(full.lines, 1)]
     summary = _public_summary(public)
     return {"score": got, "output": defang("\n\n".join(summary)), "output_format": "md",
-            "visibility": rubric.total_visibility(ids), "stdout_visibility": "hidden", "tests": tests}
+            "visibility": rubric.total_visibility(ids),
+            "stdout_visibility": "hidden", "tests": tests, "extra_data": {"isolation": staff_isolation(report)}}
+
+
+STAFF_ISOLATION = ("summary", "mechanism", "uid", "namespaces", "full_policy", "short_of_policy", "unfit_to_grade",
+                   "accepted")
+
+
+def staff_isolation(report) -> dict:
+    """What confined the child, for graders only: Gradescope keeps `extra_data` and PrairieLearn any field beyond
+    the ones its results element renders, neither shows them to students.  A report without an isolation block
+    (nothing ran: no file to check) says so."""
+    block = report.isolation or {}
+    if not block:
+        return {"summary": "no process ran this submission's code", "full_policy": True}
+    return {k: block[k] for k in STAFF_ISOLATION if k in block}
 
 
 def _test_name(line: view.CheckLine) -> str:
@@ -158,7 +174,7 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
         what, todo = NOT_GRADABLE[finding]
         return {"gradable": False, "format_errors": [_pl_text(construct.message)],
                 "message": _pl_text(f"Not graded: {what}.\n\n{construct.message}\n\n{todo}"),
-                "output": _pl_output(report)}
+                "output": _pl_output(report), PL_STAFF_FIELD: staff_isolation(report)}
     hidden = rubric.hidden([c.id for c in report.checks])
     public = view.build(report, hidden=hidden)
     got, total = score(report, rubric)
@@ -179,7 +195,8 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
                       "message": f"The points of {words}.", "output": ""})
         summary.append(f"{words} (the test \"hidden checks\").")
     return {"gradable": True, "score": round(got / total, 6) if total else 0.0,
-            "message": _pl_text("\n\n".join(summary)), "output": _pl_output(report), "tests": tests}
+            "message": _pl_text("\n\n".join(summary)), "output": _pl_output(report), "tests": tests,
+            PL_STAFF_FIELD: staff_isolation(report)}
 
 
 def _pl_output(report) -> str:

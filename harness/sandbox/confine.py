@@ -22,12 +22,14 @@ any untrusted code; anything the policy demanded that is not in force raises Con
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import signal
 import stat
 import sys
+import time
 
 from harness.sandbox import seccomp
 from harness.sandbox import syscalls as linux
@@ -112,6 +114,68 @@ def _fork_init() -> None:
             os._exit(70)
         if pid == worker:
             _exit_like(raw)
+
+
+def _children() -> list[int]:
+    """Our own children, from /proc (a process left behind is ours once its parent is gone: we are a subreaper)."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _sweep(seconds: float = 5.0) -> None:
+    """Kill and reap every child until none is left (or `seconds` pass): each one a leftover of the worker."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        kids = _children()
+        for pid in kids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                return
+        if not kids:
+            time.sleep(0.005)
+
+
+def _fork_keeper() -> None:
+    """Without a PID namespace: fork; the parent stays behind as the worker's *keeper*, a child subreaper in our
+    own uid (the worker cannot signal it unless it stays our uid), so that whatever the worker leaves behind
+    (a double fork, setsid, setpgid) becomes the keeper's child; when the worker ends, or SIGTERM asks (the
+    grader's way to stop it), the keeper kills the worker and every such process, reaps them, and only then exits
+    with the worker's status: nothing of the run outlives what the grader waits for.  The child returns."""
+    linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
+    worker = os.fork()
+    if worker == 0:
+        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+        linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 0)
+        return
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(worker, signal.SIGKILL))
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGTERM)  # the grader gone: the same clean-up
+    linux.prctl(linux.PR_SET_DUMPABLE, 0)
+    _close_all_fds()
+    raw = None
+    while raw is None:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(70)
+        if pid == worker:
+            raw = status
+    _sweep()
+    _exit_like(raw)
 
 
 # -- filesystem view -----------------------------------------------------------------------------------------------
@@ -315,14 +379,18 @@ def _report(isolation: dict, status_fd: int | None) -> None:
         os.close(status_fd)
 
 
-def confine(policy: Policy, status_fd: int | None = None) -> dict:
+def confine(policy: Policy, status_fd: int | None = None, keeper: bool = False) -> dict:
     """Apply `policy` to this process (see the module docstring), write the isolation record to `status_fd` and
-    return it, in the process that will run the untrusted code.  Raises (ConfinementError, OSError), in whichever
-    process failed, when a step fails; callers must then _exit without running anything."""
+    return it, in the process that will run the untrusted code.  `keeper`: without a PID namespace, leave a keeper
+    behind (`_fork_keeper`; a zygote's children have the zygote, a subreaper already).  Raises (ConfinementError,
+    OSError), in whichever process failed, when a step fails; callers must then _exit without running anything."""
     root = os.geteuid() == 0
     namespaces, userns = _enter_namespaces(policy, root)
+    keeper = keeper and "pid" not in namespaces
     if "pid" in namespaces:
         _fork_relay()
+    elif keeper:
+        _fork_keeper()
     if "mount" in namespaces:
         _build_view(policy)
     os.chdir(policy.cwd)  # while we may still enter any folder (a slot-owned 0700 scratch, for a root kept as root)
@@ -333,6 +401,7 @@ def confine(policy: Policy, status_fd: int | None = None) -> dict:
     os.environ.clear()
     os.environ.update(policy.env)
     isolation = inspect(policy, namespaces, "builtin" if "mount" in namespaces else "none")
+    isolation["keeper"] = keeper  # its parent is a keeper: the grader stops it with SIGTERM to the keeper
     check(policy, isolation)
     _report(isolation, status_fd)
     return isolation

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -146,9 +147,56 @@ def start(policy: Policy, code: str, *, python: str | None = None, unconfined_fa
 
 
 # -- what the reports say ------------------------------------------------------------------------------------------
+FULL_NAMESPACES = ("ipc", "mount", "net", "pid", "uts")  # the policy's own (an ordinary user adds "user")
+GRADING_FIX = ("grade as root where a child can be given another uid (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN or "
+               "user namespaces for namespaces), or as an ordinary user where user namespaces are allowed, or pass "
+               "--allow-unconfined to accept it knowingly (the outputs then say so)")
+
+
+def unfit_to_grade(record: dict) -> str:
+    """Why a grade must not come from a child confined as `record` says ("": it may).  A grade needs a child that
+    can write nothing of the grader's: never root, never the grader's own uid with the host's files in view (an
+    ordinary user's child in its own user and mount namespaces sees only its scratch, read-write), no capabilities,
+    no way to gain privileges, limits it cannot raise."""
+    if not record:
+        return "no isolation record: the child was not confined"
+    uid = record.get("uid")
+    if uid == 0 or record.get("gid") == 0:
+        return "the child would run as root (no unprivileged uid could be used)"
+    if uid == os.geteuid() and "mount" not in record.get("namespaces", ()):
+        return (f"the child would run as the grader's own uid {uid} with the host's files in view (no user "
+                "namespaces here): it could rewrite mha-check, the reports and every classmate's submission")
+    for key, words in (("capabilities_dropped", "it would keep capabilities"),
+                       ("no_new_privs", "no_new_privs would not be set"),
+                       ("limits_hard_equals_soft", "it could raise its resource limits")):
+        if not record.get(key):
+            return f"the child would run with less than the policy: {words}"
+    return ""
+
+
+def shortfall(record: dict) -> list[str]:
+    """What of the full policy was not in force for this child (empty: all of it), in a few words each."""
+    if not record:
+        return ["not confined"]
+    out = []
+    missing = [n for n in FULL_NAMESPACES if n not in record.get("namespaces", ())]
+    if missing:
+        out.append(f"no {'/'.join(missing)} namespace{'s' * (len(missing) > 1)}")
+    if record.get("uid") == 0:
+        out.append("ran as root")
+    elif record.get("uid") == os.geteuid() and "mount" not in record.get("namespaces", ()):
+        out.append("ran as the grader's own uid")
+    out += [words for key, words in (("capabilities_dropped", "kept capabilities"), ("no_new_privs", "no no_new_privs"),
+                                     ("seccomp", "no seccomp"), ("limits_hard_equals_soft", "raisable limits"))
+            if not record.get(key)]
+    return out
+
+
 def describe(record: dict) -> dict:
-    """The report's `isolation` block: the record measured in the child, plus one line for people."""
-    return {"summary": summary(record), **record}
+    """The report's `isolation` block: the record measured in the child, plus one line for people, what of the
+    full policy was missing and whether a grade may come from it."""
+    return {"summary": summary(record), **record, "full_policy": not shortfall(record),
+            "short_of_policy": shortfall(record), "unfit_to_grade": unfit_to_grade(record)}
 
 
 def summary(record: dict) -> str:
@@ -228,23 +276,32 @@ def probe() -> dict:
 
 
 def refusal() -> list[str]:
-    """Reasons a root grader must not start a batch here (empty: go): submissions that would keep root,
-    capabilities, raisable limits or the ability to gain privileges."""
-    if os.geteuid() != 0:
-        return []
-    ok, why = can_drop_privileges()
-    if not ok:
-        return [f"a child cannot be given an unprivileged uid ({why})"]
+    """Reasons a grader must not start a batch here (empty: go): submissions that would run as root or as the
+    grader's own uid with the host's files in view, keep capabilities, raise their limits or gain privileges."""
+    if os.geteuid() == 0:
+        ok, why = can_drop_privileges()
+        if not ok:
+            return [f"a child cannot be given an unprivileged uid ({why})"]
     record = probe()
     if "error" in record:
-        return [f"no confinement works here ({record['error']})"]
-    reasons = []
-    if record["uid"] == 0 or record["gid"] == 0:
-        reasons.append("submissions would run as root")
-    if not record["capabilities_dropped"]:
-        reasons.append("submissions would keep capabilities")
-    if not record["no_new_privs"]:
-        reasons.append("no_new_privs is not set")
-    if not record["limits_hard_equals_soft"]:
-        reasons.append("submissions could raise their resource limits")
-    return reasons
+        return [explain(record["error"])]
+    why = unfit_to_grade(record)
+    return [why] if why else []
+
+
+def explain(error: str) -> str:
+    """A confinement failure in one line, in the words of its most likely cause."""
+    unreadable = re.search(r"uid (\d+) cannot read ([^;\n]+)", error)
+    if unreadable:
+        paths = ", ".join(dict.fromkeys(p.strip() for p in unreadable.group(2).split(",")))
+        return (f"without a mount namespace here the child's uid {unreadable.group(1)} cannot read {paths} (the "
+                "Python that runs mha-check, e.g. one below a 0700 home): install mha-check in a Python every user "
+                "can read (/usr, /opt, /usr/local)")
+    if "CAP_SETUID" in error or "setresuid" in error:
+        return "a child cannot be given an unprivileged uid (no CAP_SETUID/CAP_SETGID here)"
+    return " ".join(error.split())[:300]
+
+
+def refusal_line(reasons: list[str]) -> str:
+    """The one line a grading front end refuses with: why, and what to do."""
+    return "submissions cannot be confined here: " + "; ".join(reasons) + ". To grade: " + GRADING_FIX

@@ -24,7 +24,7 @@ def main(args: list[str]) -> None:
     status_fd = int(status_fd)
     os.set_inheritable(status_fd, False)
     try:
-        confine(Policy.from_json(policy_json), status_fd)
+        confine(Policy.from_json(policy_json), status_fd, keeper=True)
     except BaseException as e:  # noqa: BLE001 - in whichever of our processes failed: never run PROGRAM
         sys.stderr.write(f"mha-check: confinement failed: {type(e).__name__}: {e}\n")
         sys.stderr.flush()

@@ -258,6 +258,9 @@ def single_run(spec: str, **kwargs) -> Subject:
             return Subject(spec, **kwargs)
     try:
         subject = _OwnZygoteSubject(zygote, spec, **kwargs)
+    except isolation.IsolationFailed:  # unfit to grade as forked here: a fresh start says why, or does better
+        zygote.close()
+        return Subject(spec, **kwargs)
     except BaseException:
         zygote.close()
         raise

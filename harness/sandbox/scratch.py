@@ -14,8 +14,8 @@
   Elsewhere (a container without CAP_SYS_ADMIN) the folder stays on the shared disk, each file bounded by the
   file-size limit, and the trusted side measures it while it waits for the child (`Scratch.overflow`): past the same
   budget the child is stopped, and its folder removed with it.
-- `kill_leftovers`: without a PID namespace a child may leave processes behind; they are killed by uid before the
-  slot is used again.
+- `kill_leftovers`: without a PID namespace a child may leave processes behind; they are killed by uid (from a
+  process of that uid, as isolate does) before the verdict is written and the slot used again.
 """
 from __future__ import annotations
 
@@ -420,7 +420,13 @@ def processes_of(uid: int, zombies: bool = False) -> list[int]:
 
 def kill_leftovers(uid: int, seconds: float = 2.0, keep: tuple[int, ...] = ()) -> list[int]:
     """SIGKILL every process of `uid` but `keep` until none is left or `seconds` pass; returns the pids seen.
-    Only for a slot's own uid: never the grader's (an ordinary user's children share it)."""
+    Only for a slot's own uid: never the grader's (an ordinary user's children share it).  Without `keep`, as root,
+    the kill is isolate's (`kill_as`): from a process of that uid, so that a pid reused by someone else's process
+    between reading /proc and the kill is never hit, and a process forking as fast as it can is not outrun."""
+    if not keep and os.geteuid() == 0 and uid != 0:
+        seen = processes_of(uid)
+        kill_as(uid, seconds)
+        return sorted(set(seen))
     seen: list[int] = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -435,3 +441,31 @@ def kill_leftovers(uid: int, seconds: float = 2.0, keep: tuple[int, ...] = ()) -
                 pass
         time.sleep(0.02)
     return sorted(set(seen))
+
+
+def kill_as(uid: int, seconds: float = 2.0) -> bool:
+    """isolate's clean-up: a forked process becomes `uid` and sends SIGKILL to every process it may signal
+    (kill(-1): all of that uid but itself, in one pass of the kernel over the process list), again until none is
+    left (ESRCH) and /proc shows none alive.  True when none is left within `seconds`."""
+    end = time.monotonic() + seconds
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            while time.monotonic() < end:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:  # nothing of this uid left to signal
+                    os._exit(0)
+                if not [p for p in processes_of(uid) if p != os.getpid()]:  # zombies only (signalled, not reaped)
+                    os._exit(0)
+                time.sleep(0.005)
+            os._exit(1)
+        except BaseException:  # noqa: BLE001 - never return into the grader from the fork
+            os._exit(2)
+    _, raw = os.waitpid(pid, 0)
+    while time.monotonic() < end and processes_of(uid):  # signalled: gone once the kernel has torn them down
+        time.sleep(0.005)
+    return os.WIFEXITED(raw) and os.WEXITSTATUS(raw) == 0 and not processes_of(uid)

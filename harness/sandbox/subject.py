@@ -11,6 +11,7 @@ behind.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, Work
 from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox.instance import Instance
 from harness.sandbox.limits import MB, Limits
-from harness.sandbox.policy import UID_BASE, make_policy
+from harness.sandbox.policy import is_slot_uid, make_policy
 from harness.sandbox import syscalls as linux
 from harness.wire.config import Config
 
@@ -85,16 +86,20 @@ class Subject:
     """One confined child process running one target.  `submission`: the folder to copy into the child's scratch
     (batch grading: the student's folder); by default the folder holding the target file (or, for a module
     target, `cwd`).  `allow_unconfined`: as root, run the child as root when no mechanism can drop it to the slot's
-    uid (the report says so) instead of failing."""
+    uid (the report says so) instead of failing.  `grading`: a grade will come from this child, so it must be fit
+    for it (`isolation.unfit_to_grade`): unless `allow_unconfined` accepts it (the isolation block then says so),
+    a child that is not raises IsolationFailed before any of the submission's code runs."""
 
     def __init__(self, spec: str, overrides: dict | None = None, seed: int = 0, cwd: str | None = None,
                  weight_map: dict | None = None, limits: Limits | None = None, submission: str | None = None,
-                 allow_unconfined: bool = True):
+                 allow_unconfined: bool = True, grading: bool = False):
         self.spec, self.overrides, self.seed = spec, overrides or {}, seed
         self.weight_map = weight_map or {}
         self.limits = limits or Limits()
         self.search_dir = os.path.abspath(cwd or submission or os.getcwd())
         self.allow_unconfined = allow_unconfined
+        self.grading = grading
+        self.accepted = ""  # "--allow-unconfined": a grading child unfit to grade, accepted knowingly
         self._builds: dict[tuple, Instance] = {}
         self.loaded: m.Loaded | None = None
         self.notes: list[str] = []  # what loading left out (a notebook's cells), known even when loading failed
@@ -120,9 +125,19 @@ class Subject:
             self.started = self.spawned = time.monotonic()
             self._awaiting_ready = False  # set by a spawn whose worker announces the end of its own start-up
             self._spawn()
+            self._fit_or_refuse()
         except BaseException:
             self._release()
             raise
+
+    def _fit_or_refuse(self) -> None:
+        """A grading child that is not fit to grade: killed before the submission is handed over (nothing of it has
+        run yet), unless allowed; allowed, its isolation block says it was accepted."""
+        unfit = isolation.unfit_to_grade(self.record) if self.grading else ""
+        if unfit and not self.allow_unconfined:
+            self._kill()
+            raise isolation.IsolationFailed(unfit)
+        self.accepted = "--allow-unconfined" if unfit else ""
 
     def _claim_slot(self) -> scratch.Slot:
         return scratch.claim_slot()
@@ -380,7 +395,14 @@ class Subject:
         return (time.monotonic() - self.spawned) * (os.cpu_count() or 1) >= self.limits.cpu_seconds - 1
 
     def _kill(self) -> None:
-        """The whole process group, and with it (PID namespace) everything the child started."""
+        """The whole process group, and with it (PID namespace) everything the child started.  Without a PID
+        namespace a single run's child has a keeper (confine._fork_keeper), asked first: it kills the child and
+        every process the child left, and exits only then."""
+        if self.record.get("keeper") and self._wait(0) is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signal.SIGTERM)
+            if self._wait(10) is not None:
+                return
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -449,7 +471,10 @@ class Subject:
     @property
     def isolation(self) -> dict:
         """The report's isolation block: what confined the child, measured inside it, and its scratch copy."""
-        return {**isolation.describe(self.record), "submission_copy": self.room.describe()} if self.record else {}
+        if not self.record:
+            return {}
+        accepted = {"accepted": f"graded although unfit, as {self.accepted} asked"} if self.accepted else {}
+        return {**isolation.describe(self.record), **accepted, "submission_copy": self.room.describe()}
 
     def close(self) -> None:
         """The child ended and everything of it released, even when an interruption arrives while closing."""
@@ -468,8 +493,9 @@ class Subject:
     def _release(self) -> None:
         """Nothing of the child survives: leftover processes of its uid (only possible without a PID namespace),
         its scratch folder, its slot, its log."""
-        if self.record and not self.record.get("namespaces") and self.record.get("uid", 0) >= UID_BASE:
-            scratch.kill_leftovers(self.record["uid"])
+        uid = self.record.get("uid") if self.record else None
+        if uid is not None and "pid" not in self.record.get("namespaces", ()) and is_slot_uid(uid):
+            scratch.kill_leftovers(uid)
         if self.room is not None:
             self.room.remove()
             self.room = None

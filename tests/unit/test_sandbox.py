@@ -313,3 +313,50 @@ def test_a_stopped_grader_removes_every_scratch_folder_it_still_holds():
     assert os.path.isdir(held.root) and not os.path.exists(closed.root)
     scratch.remove_live()
     assert not os.path.exists(held.root)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plays a root grader (slot uids)")
+def test_leftovers_of_a_slot_are_killed_as_that_uid_whatever_they_do():
+    """isolate's clean-up: a process of the slot's uid kills everything of that uid, again until none is left; a
+    chain that forks as fast as it can and a process in a session of its own are gone, a process of another slot
+    stays (a pid read from /proc and reused before the kill can never hit someone else)."""
+    slot, other = scratch.claim_slot(), scratch.claim_slot()
+    procs = []
+    try:
+        chain = "while :; do sh -c 'sleep 60' & sleep 0.005; done"
+        for argv in (["sh", "-c", chain], ["setsid", "sleep", "60"]):
+            procs.append(subprocess.Popen(argv, user=slot.uid, group=slot.uid, extra_groups=[],
+                                          start_new_session=True))
+        sentinel = subprocess.Popen(["sleep", "60"], user=other.uid, group=other.uid, extra_groups=[])
+        procs.append(sentinel)
+        time.sleep(0.3)
+        assert len(scratch.processes_of(slot.uid)) >= 3
+        assert scratch.kill_as(slot.uid) is True
+        assert scratch.processes_of(slot.uid) == [] and sentinel.poll() is None
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        scratch.kill_leftovers(slot.uid)
+        slot.release()
+        other.release()
+
+
+def test_a_grade_needs_a_child_that_can_write_nothing_of_the_graders():
+    """Root, or the grader's own uid with the host's files in view, is unfit to grade; the slot's uid without
+    namespaces is fit but short of the full policy; an ordinary user's own uid in its own namespaces is fit."""
+    base = {"uid": 61005, "gid": 61005, "namespaces": [], "capabilities_dropped": True, "no_new_privs": True,
+            "seccomp": True, "limits_hard_equals_soft": True}
+    full = {**base, "namespaces": ["ipc", "mount", "net", "pid", "uts"]}
+    assert isolation.unfit_to_grade(full) == "" and isolation.shortfall(full) == []
+    assert isolation.unfit_to_grade(base) == "" and isolation.shortfall(base) == ["no ipc/mount/net/pid/uts namespaces"]
+    assert "root" in isolation.unfit_to_grade({**base, "uid": 0, "gid": 0})
+    own = {**base, "uid": os.geteuid(), "gid": os.getegid()}
+    if os.geteuid() != 0:
+        assert "grader's own uid" in isolation.unfit_to_grade(own)
+        assert isolation.unfit_to_grade({**own, "namespaces": [*full["namespaces"], "user"]}) == ""
+    assert "raise" in isolation.unfit_to_grade({**base, "limits_hard_equals_soft": False})
+    described = isolation.describe({**base, "mechanism": "none", "groups": []})
+    assert described["full_policy"] is False and described["unfit_to_grade"] == ""
+    assert "no such file" in isolation.explain("x: no such file") and "/root/.pyenv" in isolation.explain(
+        "builtin: ConfinementError: without a mount namespace uid 61003 cannot read /root/.pyenv, /root/.pyenv")

@@ -1,0 +1,324 @@
+"""Grading where courses run it: no grade from a child that could write the grader's files, in every environment.
+
+Environments, played on this machine (root with namespaces) by `tests/fixtures/nons.py`, which installs the seccomp
+filter of Docker's default profile (no new namespaces) and may drop CAP_SYS_ADMIN, then by `setpriv` for an
+ordinary user:
+  root in a container        no namespaces; the slot's uid, no_new_privs, seccomp, hard limits are the walls.  With
+                             this machine's Python (below /root, 0700) the slot's uid cannot read the interpreter:
+                             a grade is refused in one line, never run as root
+  ordinary user, no userns   the child could only be the grader's own uid with the host's files in view: refused
+  ordinary user, userns      its own user, mount and PID namespaces: graded
+A "readable" Python is a venv of /usr/bin/python3 that reaches this checkout's site-packages (torch) by a .pth file:
+what an installation in /usr, /opt or /usr/local gives a course's container.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+NONS = ROOT / "tests" / "fixtures" / "nons.py"
+SYSTEM_PYTHON = "/usr/bin/python3"
+USER = 62100  # an ordinary user's uid, outside the slots' range (61000..61998)
+CORRECT = ROOT / "tests" / "zoo" / "correct" / "book_style.py"
+CONTAINER = ["python3", str(NONS), "--drop-sysadmin", "--"]  # root, no CAP_SYS_ADMIN, no namespaces
+AS_USER = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--"]
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                                reason="plays the environments from root (seccomp filter, setpriv)")
+
+
+def _same_python(python: str) -> bool:
+    if not os.access(python, os.X_OK):
+        return False
+    done = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+    return done.stdout.strip() == str(sys.version_info[:2])
+
+
+@pytest.fixture(scope="module")
+def world():
+    """A folder every uid may enter (below /tmp, not pytest's 0700 one) holding a readable Python and the user's
+    own home; removed at the end."""
+    base = Path(tempfile.mkdtemp(prefix="mha-check-confinement-"))
+    base.chmod(0o755)
+    venv = base / "venv"
+    if _same_python(SYSTEM_PYTHON):
+        subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+        purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig."
+                                       "get_paths()['purelib'])"], capture_output=True, text=True).stdout.strip())
+        ours = sysconfig.get_paths()["purelib"]
+        (purelib / "zz_mha_check.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    home = base / "home"
+    home.mkdir()
+    os.chown(home, USER, USER)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def readable_python(world: Path) -> str:
+    python = world / "venv" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{SYSTEM_PYTHON} is not the Python {sys.version_info[:2]} the tests run")
+    return str(python)
+
+
+def mha(prefix: list[str], python: str, *args, cwd: Path = ROOT, home: Path | None = None, timeout: float = 300):
+    """mha-check run with `python` behind `prefix`: a clean environment (no warm template of the test session: its
+    children would be confined outside the environment played)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home or cwd), "TMPDIR": str(home or "/tmp")}
+    return subprocess.run([*prefix, python, "-m", "harness.frontends.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)
+
+
+def one_line_refusal(run, *words: str) -> str:
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("mha-check") and all(w in lines[0] for w in words), lines[0]
+    return lines[0]
+
+
+def submissions(folder: Path, owner: int | None = None) -> Path:
+    subs = folder / "subs"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "attention.py").write_text(CORRECT.read_text())
+    if owner is not None:
+        for p in (folder, subs, subs / "alice", subs / "alice" / "attention.py"):
+            os.chown(p, owner, owner)
+    return subs
+
+
+def test_root_in_a_container_never_grades_as_root(world, tmp_path):
+    """This machine's Python lives below a 0700 /root: without a mount namespace the slot's uid cannot read it.
+    A grade (a Gradescope run) is refused in one line that says why and what to do, and nothing is written; the
+    student's own JSON run goes on (as root without capabilities) and says so first."""
+    tmp_path.chmod(0o755)
+    out = tmp_path / "results.json"
+    refused = mha(CONTAINER, sys.executable, str(CORRECT), "--format", "gradescope", "-o", str(out))
+    line = one_line_refusal(refused, "cannot read", "--allow-unconfined")
+    assert "/root" in line and not out.exists()
+    allowed = mha(CONTAINER, sys.executable, str(CORRECT), "--format", "gradescope", "--allow-unconfined")
+    assert allowed.returncode == 0 and allowed.stderr.startswith("mha-check: warning: graded although the child "
+                                                                 "would run as root"), allowed.stderr[-2000:]
+    staff = json.loads(allowed.stdout)["extra_data"]["isolation"]  # the output says it was accepted knowingly
+    assert staff["uid"] == 0 and "--allow-unconfined" in staff["accepted"] and "root" in staff["unfit_to_grade"]
+    own = mha(CONTAINER, sys.executable, str(CORRECT), "--format", "json")
+    assert own.returncode == 0, own.stderr[-2000:]
+    assert own.stderr.startswith("mha-check: note: the child would run as root"), own.stderr
+    assert json.loads(own.stdout)["isolation"]["uid"] == 0
+
+
+def test_root_in_a_container_grades_as_the_slot_uid(world, tmp_path):
+    """With a Python every uid can read, the container's root grades: the child is a slot's uid, without
+    namespaces (the seccomp filter refuses them), with no_new_privs, seccomp and hard limits."""
+    python = readable_python(world)
+    run = mha(CONTAINER, python, str(CORRECT), "--format", "gradescope")
+    assert run.returncode == 0, run.stderr[-2000:]
+    data = json.loads(run.stdout)
+    assert data["score"] == 17.0
+    staff = data["extra_data"]["isolation"]  # what graders see of it; students never see extra_data
+    assert 61000 <= staff["uid"] <= 61998 and staff["mechanism"] == "none" and staff["namespaces"] == []
+    assert staff["full_policy"] is False and staff["unfit_to_grade"] == ""
+    assert "no ipc/mount/net/pid/uts namespaces" in staff["short_of_policy"]
+    assert "isolation" not in data["output"] and "namespaces" not in json.dumps(data["tests"])
+
+
+def test_grade_warns_when_a_child_had_less_than_the_full_policy(world):
+    """`grade` in the container: graded (the slot's uid), and its closing line warns that the children had no
+    namespaces; the summary says so per submission."""
+    python, home = readable_python(world), world / "home"
+    subs = submissions(home / "warned")
+    out = home / "warned" / "out"
+    run = mha(CONTAINER, python, "grade", str(subs), "--out", str(out), "--jobs", "1", "--format", "gradescope",
+              cwd=home)
+    assert run.returncode == 0, run.stderr[-2000:]
+    closing = run.stdout.strip().splitlines()[-1]
+    assert closing.startswith("graded 1 submission") and "WARNING: 1 of 1 ran with less than the full" in closing
+    assert "no ipc/mount/net/pid/uts namespaces" in closing
+    assert "no ipc/mount/net/pid/uts namespaces" in (out / "summary.csv").read_text()
+    staff = json.loads((out / "alice.results.json").read_text())["extra_data"]["isolation"]
+    assert staff["full_policy"] is False and staff["uid"] >= 61000
+
+
+def test_root_with_namespaces_says_the_full_policy_held_to_staff_only(tmp_path):
+    """This machine as it is (root, namespaces): the staff fields of Gradescope's and PrairieLearn's results say
+    the full policy held, and `grade`'s closing line has no warning."""
+    gradescope = mha([], sys.executable, str(CORRECT), "--format", "gradescope")
+    staff = json.loads(gradescope.stdout)["extra_data"]["isolation"]
+    assert staff["full_policy"] is True and staff["short_of_policy"] == [] and staff["uid"] >= 61000
+    assert {"mount", "pid", "net"} <= set(staff["namespaces"])
+    pl = json.loads(mha([], sys.executable, str(CORRECT), "--format", "prairielearn").stdout)
+    assert pl["mha_check_isolation"]["full_policy"] is True
+    shown = json.dumps({k: pl[k] for k in ("message", "output", "tests")})
+    assert "isolation" not in shown and "namespace" not in shown
+    subs = submissions(tmp_path)
+    run = mha([], sys.executable, "grade", str(subs), "--out", str(tmp_path / "out"), "--jobs", "1", cwd=tmp_path)
+    assert run.returncode == 0 and "WARNING" not in run.stdout, run.stdout + run.stderr[-2000:]
+
+
+def test_an_ordinary_user_without_user_namespaces_is_refused_to_grade(world):
+    """The child could only be the grader's own uid with the host's files in view: `grade` and a PrairieLearn run
+    refuse in one line (nothing is written); --allow-unconfined grades and the report says it was accepted."""
+    python, home = readable_python(world), world / "home"
+    subs = submissions(home / "refused", owner=USER)
+    out = home / "refused" / "out"
+    as_user = [*CONTAINER, *AS_USER]
+    refused = mha(as_user, python, "grade", str(subs), "--out", str(out), "--jobs", "1", cwd=home, home=home)
+    one_line_refusal(refused, "grader's own uid", "--allow-unconfined")
+    assert not out.exists()
+    single = mha(as_user, python, str(CORRECT), "--format", "prairielearn", cwd=home, home=home)
+    one_line_refusal(single, "grader's own uid")
+    allowed = mha(as_user, python, "grade", str(subs), "--out", str(out), "--jobs", "1", "--allow-unconfined",
+                  cwd=home, home=home)
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    report = json.loads((out / "alice.json").read_text())
+    assert report["passed"] and report["isolation"]["uid"] == USER and "allow-unconfined" in report["isolation"][
+        "accepted"]
+    assert "WARNING: 1 of 1" in allowed.stdout and "grader's own uid" in allowed.stdout.strip().splitlines()[-1]
+
+
+def test_an_ordinary_user_with_user_namespaces_grades_with_the_full_policy(world):
+    """Its own user, mount and PID namespaces: the child keeps the user's uid but sees only its scratch; graded,
+    no warning, and the staff field says the full policy held."""
+    python, home = readable_python(world), world / "home"
+    subs = submissions(home / "userns", owner=USER)
+    out = home / "userns" / "out"
+    run = mha(AS_USER, python, "grade", str(subs), "--out", str(out), "--jobs", "1", "--format", "gradescope",
+              cwd=home, home=home)
+    assert run.returncode == 0 and "WARNING" not in run.stdout, run.stdout + run.stderr[-2000:]
+    data = json.loads((out / "alice.results.json").read_text())
+    staff = data["extra_data"]["isolation"]
+    assert data["score"] == 17.0 and staff["uid"] == USER and "user" in staff["namespaces"]
+    assert staff["full_policy"] is True and staff["unfit_to_grade"] == ""
+
+
+def test_the_classroom_workflow_grades(tmp_path):
+    """GitHub Classroom's run is a grade: it says so (--grading), as root where the runner allows."""
+    run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "autograder", "--github-classroom",
+                          "--target", "attention.py:MyAttn", "-o", str(tmp_path)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    text = (tmp_path / ".github" / "workflows" / "classroom.yml").read_text()
+    line = next(ln for ln in text.splitlines() if "--format json" in ln)
+    assert "--grading" in line and "$as_root" in line and "sudo -n" in text
+
+
+LEFTOVER = '''
+import os
+if os.environ.get("MHA_LEFTOVER_STARTED") is None:  # once, at import
+    os.environ["MHA_LEFTOVER_STARTED"] = "1"
+    if os.fork() == 0:  # a double fork, out of the session (where allowed) and the process group: it rewrites
+        try:
+            try:
+                os.setsid()
+            except OSError:
+                os.setpgid(0, 0)
+            if os.fork() == 0:
+                os.setpgid(0, 0)
+                loop = (': > "$1/started"; while :; do date +%s%N >> "$1/alive"; '
+                        'echo \\'{"score": 17.0, "forged": true}\\' > "$2" 2>/dev/null; sleep 0.1; done')
+                os.execvp("sh", ["sh", "-c", loop, MARKER, MARKS, RESULT])
+        finally:
+            os._exit(0)
+'''
+
+
+def _leftover_submission(folder: Path, marks: Path, result: Path) -> Path:
+    """The correct layer, with a process at import that outlives its parent and rewrites `result` (and says it
+    is alive in `marks`) for ever."""
+    marker = f"mha-leftover-{os.getpid()}-{folder.name}"
+    code = f"MARKER, MARKS, RESULT = {marker!r}, {str(marks)!r}, {str(result)!r}\n" + LEFTOVER + CORRECT.read_text()
+    folder.mkdir(parents=True)
+    (folder / "attention.py").write_text(code)
+    return folder / "attention.py"
+
+
+def _alive(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if marker.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("case", ["root container, grading", "root container, grade", "root container, root's own run",
+                                  "ordinary user without namespaces, own run"])
+def test_nothing_outlives_its_check(world, case):
+    """A submission's process that double-forks out of its session and process group, then rewrites the result
+    and writes beside it for ever, is gone when mha-check returns: the report stays as written and nothing writes
+    afterwards, whether the child was the slot's uid (killed by uid), root or the user's own (killed by the keeper,
+    a subreaper, before it exits)."""
+    python = readable_python(world) if case != "root container, root's own run" else sys.executable
+    user = case.startswith("ordinary")
+    base = Path(tempfile.mkdtemp(prefix="leftover-", dir=world))
+    base.chmod(0o755)
+    marks = base / "marks"
+    marks.mkdir(mode=0o777)
+    marks.chmod(0o777)
+    out = base / "out"
+    out.mkdir()
+    if user:
+        for p in (base, out):
+            os.chown(p, USER, USER)
+    batch = case.endswith("grade")  # the batch: its zygote is the subreaper, and the slot's uid is killed
+    result = out / ("alice.results.json" if batch else "report.json")
+    target = _leftover_submission(base / ("alice" if batch else "submission"), marks, result)
+    grading = ("--format", "gradescope") if "grad" in case else ("--format", "json")
+    prefix = [*CONTAINER, *AS_USER] if user else CONTAINER
+    marker = f"mha-leftover-{os.getpid()}-{target.parent.name}"
+    try:
+        if batch:
+            (base / "subs").mkdir()
+            target.parent.rename(base / "subs" / "alice")
+            run = mha(prefix, python, "grade", str(base / "subs"), "--out", str(out), "--jobs", "1", *grading,
+                      cwd=base)
+        else:
+            run = mha(prefix, python, f"{target}:MultiHeadAttention", *grading, "-o", str(result), cwd=base,
+                      home=base if user else None)
+        assert run.returncode == 0, run.stderr[-2000:]
+        left = _alive(marker)
+        written = result.read_text()
+        assert (marks / "started").exists(), "the leftover never ran: the test would prove nothing"
+        time.sleep(1.5)
+        assert left == [] and _alive(marker) == [], "a process of the submission outlived the run"
+        assert result.read_text() == written and "forged" not in written
+        seen = (marks / "alive").read_text() if (marks / "alive").exists() else ""
+        time.sleep(0.5)
+        assert ((marks / "alive").read_text() if (marks / "alive").exists() else "") == seen
+    finally:
+        for pid in _alive(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_autograders_run_script_refuses_where_it_cannot_confine(world, tmp_path):
+    """Gradescope's run_autograder is one `--format gradescope` run: in the container with this machine's 0700-home
+    Python it writes no results.json, and the dry run shows mha-check's one line and fails."""
+    tmp_path.chmod(0o755)
+    build = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "autograder", "--target",
+                            "attention.py:MultiHeadAttention", "-o", "autograder.zip"], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=300)
+    assert build.returncode == 0, build.stderr
+    (tmp_path / "student").mkdir()
+    shutil.copy(CORRECT, tmp_path / "student" / "attention.py")
+    run = mha(CONTAINER, sys.executable, "autograder", "--dry-run", str(tmp_path / "student"), "--zip",
+              str(tmp_path / "autograder.zip"), cwd=tmp_path)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    refusal = [ln for ln in run.stderr.splitlines() if ln.startswith("mha-check: error: ")]
+    assert len(refusal) == 1 and "cannot read" in refusal[0] and "--allow-unconfined" in refusal[0], run.stderr
+    assert "without a results.json" in run.stderr
