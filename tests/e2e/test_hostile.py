@@ -226,6 +226,27 @@ def test_forged_jacobian_is_caught_by_the_parents_own_perturbations(world):
     assert report["diagnosis"]["mutant"] == "finite-fill-100"
 
 
+REPLAYING = {  # a catalogued mistake behind a forward that replays its own earlier answers: the check that must fail
+    "replay_dropout_input": "eval-determinism",  # dropout-in-eval, answers replayed by a hash of input and weights
+    "replay_dropout_rows": "eval-determinism",  # dropout-in-eval, each batch row's answer replayed
+    "replay_fill_prefix": "causal-leakage",  # finite-fill-100, each prefix's answer replayed, the Jacobian forged
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPLAYING))
+def test_a_child_replaying_its_own_answers_fails_the_check_of_its_mistake(name, world):
+    """No pass on self-consistency: a child that memoises its answers and replays them whenever an input (a batch
+    row, a prefix) comes back agrees with itself everywhere; only the parent's own reference, on weights and inputs
+    the child has not answered for before, shows its mistake, and the check made for that mistake fails it."""
+    run = single_run(world, ROOT / "tests" / "hostile" / f"{name}.py")
+    report = json.loads(run.stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == REPLAYING[name])
+    assert outcome["status"] == "fail", outcome["message"]
+    assert "reference" in outcome["message"], outcome["message"]
+    assert report["passed"] is False
+    world.assert_untouched()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FORGEABLE, ids=[p.stem for p in FORGEABLE])
 def test_forgeable_evidence(path, world):
