@@ -17,8 +17,13 @@ def attempt(what, action):
     try:
         FOUND.append(action())
         ESCAPED.append(what)
-    except Exception:  # noqa: BLE001 - the wall held
-        pass
+    except Exception as e:  # noqa: BLE001 - the wall held
+        print(f"{what}: {type(e).__name__}: {e}")
+
+
+def warm_up_layer(module):
+    """The template's warm-up layer: a class of the module, or made by it."""
+    return module._RehearsalLayer if hasattr(module, "_RehearsalLayer") else module._rehearsal_layer()
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["harness"].__file__)))
@@ -27,7 +32,7 @@ attempt("importlib reference.causal_mha", lambda: importlib.import_module("refer
 attempt("import mutants", lambda: importlib.import_module("mutants.no_scaling").CausalMHA)
 attempt("import reference.numpy_ref", lambda: importlib.import_module("reference.numpy_ref").forward)
 attempt("import harness.engine", lambda: importlib.import_module("harness.engine.context").numpy_ref.forward)
-attempt("import harness.child.rehearsal", lambda: importlib.import_module("harness.child.rehearsal")._rehearsal_layer())
+attempt("import harness.child.rehearsal", lambda: warm_up_layer(importlib.import_module("harness.child.rehearsal")))
 sys.path.insert(0, ROOT)
 for name in ("reference", "reference.causal_mha", "mutants"):
     sys.modules.pop(name, None)
