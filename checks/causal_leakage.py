@@ -172,7 +172,8 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
         raise entries[0]
     outcome = _leak_verdict(entries[0][0], cfg, mode="train")
     if outcome or inst.layout is None:
-        unreferenced.add("unmapped")
+        if inst.layout is None:
+            unreferenced.add("unmapped")
         return outcome
     if isinstance(entries[1], BaseException):
         raise entries[1]
