@@ -138,7 +138,8 @@ def _passed(unreferenced: set):
     if not unreferenced:
         return passed("every output depends on all earlier and no later positions (gradients in eval and train "
                       "mode, every batch element and head; forward perturbations; with weights and inputs of "
-                      "mha-check's choosing, the output equals the reference's, also with real scores near -5e4)")
+                      "mha-check's choosing, the output equals the reference's, and position 0 also with real "
+                      "scores near -5e4)")
     why = ("the weights could not be mapped, so nothing was compared with the reference" if "unmapped" in
            unreferenced else "the output differs from the reference's (reference-match reports that)")
     return passed("no leak in the gradients the module reported (eval and train mode, every batch element) nor in "
