@@ -15,13 +15,24 @@ The gradient is reported by the child; the forward values cross-check it from th
 tokens after each split point must leave earlier outputs bit-identical, with ordinary perturbations, with enormous
 ones (1e30: a finite fill such as -100 then moves earlier outputs), and, where weights are mapped, with scores
 pushed to about -5e4 (a fill such as -1e4 then wins over the real scores).
+
+All of that is the child's answers agreeing with each other: evidence enough to fail, never to pass.  A child that
+memoises the output at each position by the prefix of tokens up to it replays earlier outputs bit for bit whatever
+follows, and can forge its Jacobian (tests/hostile/replay_fill_prefix.py).  So a pass rests on the parent's own
+reference where the weights are mapped (`_against_reference`): on weights and inputs the child has never answered
+for, the output must equal the reference's with ordinary weights, and position 0, which may attend only to itself,
+must equal it with real scores near -5e4, where any fill above them gives the masked future weight.  Where no
+mapping exists, or the module's output differs from the reference's anyway, the pass message says that it rests on
+the child's own answers.
 """
 import numpy as np
 
 from checks import check, failed, passed
 from checks.output_shape import output_shape
+from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.search import find_failure_at_once
+from reference import numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
 DEEP_MAX_N = 10  # train mode, each head alone, 1e30 and -5e4 probes: only up to this length (see the docstring)
@@ -109,22 +120,36 @@ def causal_leakage(ctx):
         inputs, labels = _perturbed(x, cfg, ctx, ("ordinary", "huge") if cfg.n <= DEEP_MAX_N else ("ordinary",))
         return inst, [inst.jacobian_request(x, r)] + [inst.forward_request(v) for v in inputs], (inst, x, r, labels)
 
+    unreferenced = set()  # why some deep configuration's pass rests on the child's answers alone
+
     def judge(cfg, answer, kept):
         inst, x, r, labels = kept
         jacobian, *outputs = answer()
         outcome = _leak_verdict(jacobian, cfg) or _moved([o.y for o in outputs], labels)
         if outcome or cfg not in ctx.required_configs() or cfg.n > DEEP_MAX_N:  # why not deep: the docstring
             return outcome
-        return _deep(ctx, inst, x, r, cfg)
+        return _deep(ctx, inst, x, r, cfg, unreferenced)
 
-    return find_failure_at_once(ctx, ask, judge) or passed(
-        "every output depends on all earlier and no later positions (gradients in eval and train mode, every batch "
-        "element and head; forward perturbations)")
+    return find_failure_at_once(ctx, ask, judge) or _passed(unreferenced)
 
 
-def _deep(ctx, inst, x, r, cfg):
-    """Train mode (dropout 0), then each head alone, then real scores near -5e4: one round trip, judged in that
-    order."""
+def _passed(unreferenced: set):
+    """The pass, saying what it rests on: the reference where it could be used, else the child's own answers."""
+    if not unreferenced:
+        return passed("every output depends on all earlier and no later positions (gradients in eval and train "
+                      "mode, every batch element and head; forward perturbations; with weights and inputs of "
+                      "mha-check's choosing, the output equals the reference's, and position 0 also with real "
+                      "scores near -5e4)")
+    why = ("the weights could not be mapped, so nothing was compared with the reference" if "unmapped" in
+           unreferenced else "the output differs from the reference's (reference-match reports that)")
+    return passed("no leak in the gradients the module reported (eval and train mode, every batch element) nor in "
+                  f"its outputs under forward perturbations; {why}: this rests on the module's answers agreeing "
+                  "with each other")
+
+
+def _deep(ctx, inst, x, r, cfg, unreferenced: set):
+    """Train mode (dropout 0), then each head alone, then real scores near -5e4, then the reference: one round trip,
+    judged in that order.  `unreferenced` learns why a pass here rests on the child's answers alone."""
     train = ctx.build(cfg, force_dropout=0.0)
     groups = [(train, [train.jacobian_request(x, r, "train")])]
     heads, labels = range(cfg.heads if cfg.heads > 1 else 0), []
@@ -132,18 +157,24 @@ def _deep(ctx, inst, x, r, cfg):
         w = ctx.weights_for(inst, "leak")
         negative = w.__class__(**{**w.as_dict(), "wq": w.wq * NEGATIVE_SCORES, "wk": -w.wq * NEGATIVE_SCORES,
                                   "bq": None, "bk": None})
-        inputs, labels = _perturbed(x, cfg, ctx, ("ordinary",))
+        x_negative = ctx.input(cfg, "leak-negative")  # never answered for before: nothing to replay
+        inputs, labels = _perturbed(x_negative, cfg, ctx, ("ordinary",))
         requests = []
         for h in heads:
             requests += [inst.write_request(ctx.transplanted(inst, only_head(w, h, cfg.head_width))),
                          inst.jacobian_request(x, r)]
         requests.append(inst.write_request(ctx.transplanted(inst, negative)))
-        groups.append((inst, requests + [inst.forward_request(v) for v in inputs]))
+        requests += [inst.forward_request(v) for v in inputs]
+        ordinary, x_ordinary = ctx.weights_for(inst, "leak-reference"), ctx.input(cfg, "leak-reference")
+        requests += [inst.write_request(ctx.transplanted(inst, ordinary)), inst.forward_request(x_ordinary)]
+        groups.append((inst, requests))
     entries = ctx.subject.frame(groups)
     if isinstance(entries[0], BaseException):
         raise entries[0]
     outcome = _leak_verdict(entries[0][0], cfg, mode="train")
     if outcome or inst.layout is None:
+        if inst.layout is None:
+            unreferenced.add("unmapped")
         return outcome
     if isinstance(entries[1], BaseException):
         raise entries[1]
@@ -152,8 +183,36 @@ def _deep(ctx, inst, x, r, cfg):
         outcome = _leak_verdict(replies[2 * h + 1], cfg, head=h)  # each head's Jacobian follows its transplant
         if outcome:
             return outcome
-    return _moved([o.y for o in replies[2 * len(heads) + 1:]], labels, why=" with real scores near -5e4 (a finite "
-                  "fill such as -1e4 then outweighs them)")
+    start = 2 * len(heads) + 1
+    outputs = [o.y for o in replies[start:start + len(inputs)]]
+    outcome = _moved(outputs, labels, why=" with real scores near -5e4 (a finite fill such as -1e4 then outweighs "
+                     "them)")
+    if outcome:
+        return outcome
+    return _against_reference(cfg, (x_negative, negative, outputs), (x_ordinary, ordinary, replies[-1].y),
+                              unreferenced)
+
+
+def _against_reference(cfg, negative, ordinary, unreferenced: set):
+    """The parent's own evidence: the output for ordinary weights equals the reference's (else the module is wrong
+    whatever its mask, and the pass rests on its own answers); then position 0, which attends to itself alone, must
+    equal the reference's with real scores near -5e4 for the input and each of its perturbations."""
+    x_ordinary, w_ordinary, y_ordinary = ordinary
+    if compare(y_ordinary, numpy_ref.forward(x_ordinary, cfg.heads, w_ordinary)) is not None:
+        unreferenced.add("differs")
+        return None
+    x_negative, w_negative, outputs = negative
+    expected = numpy_ref.forward(x_negative, cfg.heads, w_negative)[:, :1]
+    for y in outputs:
+        mismatch = compare(y[:, :1], expected)
+        if mismatch is not None:
+            what = mismatch.describe()
+            return failed("with real scores near -5e4 (W_k = -300 W_q), output position 0, which may attend only to "
+                          f"itself, differs from the reference's: {what}; the masked future positions got weight, "
+                          "as they do behind a finite fill (such as -100 or -1e4) that outweighs the real scores",
+                          observed=what, expected="position 0 as the reference's",
+                          finding="leak:small-leak")
+    return None
 
 
 def _leak_verdict(result, cfg, head=None, mode="eval"):

@@ -1,10 +1,21 @@
-"""eval-determinism: in eval() mode, with dropout > 0, the output is deterministic and dropout is off."""
+"""eval-determinism: in eval() mode, with dropout > 0, the output is deterministic and dropout is off.
+
+A pass rests on the parent's own reference, never on the child agreeing with itself: a child that memoises its
+answers and replays them (keyed by the input's bytes, by batch row) makes two passes agree, and a module with
+dropout agree with a dropout-free twin given the same weights and input, whatever its dropout does
+(tests/hostile/replay_dropout_*.py).  So, where the weights are mapped, the module built with dropout is given
+weights and inputs it has never answered for (asked first, before any twin could see them), and its output is
+compared with the numpy reference; a dropout-free twin, on weights and an input of its own, tells a layer wrong
+only with dropout (a failure of this check) from one wrong whatever the dropout (reference-match's to report).
+Where no mapping exists, all there is are the child's answers agreeing with each other, and the pass says so.
+"""
 import numpy as np
 
 from checks import check, failed, passed
 from checks.output_shape import output_shape
-from harness.engine.compare import same, worst_difference
+from harness.engine.compare import compare, same, worst_difference
 from harness.wire.config import Config
+from reference import numpy_ref
 
 
 @check(
@@ -16,7 +27,7 @@ from harness.wire.config import Config
     fix="""Use `self.dropout = nn.Dropout(p)` and `w = self.dropout(w)`, or `F.dropout(w, p, training=self.training)`,
     or `dropout_p=self.p if self.training else 0.0` for scaled_dot_product_attention.""",
     example="""CausalMHA(6, 2, 7, dropout=0.5).eval() (or every nn.Dropout set to p = 0.5), x: (2, 4, 6)
-    two forward passes must be bit-identical, and equal to the same weights built with dropout = 0
+    two forward passes must be bit-identical, and equal to the reference's output with the same weights
     F.dropout(w, 0.5, training=True) in eval(): each weight of w (2, 2, 4, 4) is zeroed with probability 0.5
       and the others doubled: row 0 [1, 0, 0, 0] becomes [2, 0, 0, 0] or [0, 0, 0, 0], so two passes differ
     right: nn.Dropout(0.5) is the identity after .eval()""",
@@ -31,24 +42,50 @@ def eval_determinism(ctx):
     if not by_arg and not inst.info.dropout_modules:
         how = "no dropout argument nor nn.Dropout module found; determinism only"
     x = ctx.input(cfg)
-    first, second = inst.forward_many([x, x])
+    groups = [(inst, [inst.forward_request(x), inst.forward_request(x)])]
+    mapped = inst.layout is not None
+    if mapped:
+        plain = ctx.build(base)
+        probe, own = ctx.weights_for(inst, "eval-probe"), ctx.weights_for(plain, "eval-plain")
+        xa, xb = ctx.input(cfg, "eval-probe"), ctx.input(cfg, "eval-plain")
+        groups[0][1].extend([inst.write_request(ctx.transplanted(inst, probe)), inst.forward_request(xa)])
+        groups.append((plain, [plain.write_request(ctx.transplanted(plain, own)), plain.forward_request(xb),
+                               plain.write_request(ctx.transplanted(plain, probe)), plain.forward_request(xa)]))
+    replies = ctx.subject.frame_or_raise(groups)
+    first, second = replies[0][0].y, replies[0][1].y
     if not np.array_equal(first, second, equal_nan=True):
         return failed(f"with {how}, two forward passes in eval() mode gave different outputs: "
                       + worst_difference(second, first, ("second pass", "first pass"))
                       + "; dropout is still active in eval mode",
                       config=cfg, observed="different outputs", expected="identical outputs",
                       finding="dropout in eval")
-    if inst.layout is not None:  # same weights with and without dropout: eval() must make them agree
-        plain = ctx.build(base)
-        w = ctx.weights_for(plain, "eval")
-        ctx.transplant(inst, w)
-        ctx.transplant(plain, w)
-        with_dropout, without = (replies[0].y for replies in ctx.subject.frame_or_raise(
-            [(inst, [inst.forward_request(x)]), (plain, [plain.forward_request(x)])]))
-        if not same(with_dropout, without):
-            return failed(f"with {how}, the eval() output differs from the same module built with dropout=0: "
-                          + worst_difference(with_dropout, without, ("p=0.5", "p=0"))
-                          + "; dropout (or its 1/(1-p) scaling) is applied "
-                          "in eval mode", config=cfg, observed="output depends on p in eval()",
-                          expected="the same output as with p=0", finding="dropout scaling in eval")
-    return passed(f"deterministic in eval() mode, and equal to the dropout-free output ({how})")
+    if not mapped:
+        return passed(f"two forward passes in eval() mode gave identical outputs ({how}); the weights could not be "
+                      "mapped, so the output was not compared with the reference: this rests on the module's "
+                      "answers agreeing with each other")
+    return _judge(ctx, cfg, how, replies, probe, own, xa, xb)
+
+
+def _judge(ctx, cfg, how, replies, probe, own, xa, xb):
+    """The module with dropout against the reference; where it differs, the dropout-free twin says whether dropout
+    is to blame (the twin equals the reference on its own weights) or the layer is wrong whatever the dropout."""
+    with_dropout, twin, twin_same = replies[0][3].y, replies[1][1].y, replies[1][3].y
+    mismatch = compare(with_dropout, numpy_ref.forward(xa, cfg.heads, probe))
+    if mismatch is None:
+        return passed(f"deterministic in eval() mode, and equal to the reference's dropout-free output with the "
+                      f"same weights ({how})")
+    if compare(twin, numpy_ref.forward(xb, cfg.heads, own)) is None:
+        return failed(f"with {how}, the eval() output differs from the reference's with the same weights: "
+                      + mismatch.describe(("p=0.5", "reference")) + "; built with dropout=0 the module equals the "
+                      "reference, so dropout (or its 1/(1-p) scaling) is applied in eval mode", config=cfg,
+                      observed="output depends on p in eval()", expected="the reference's output, as with p=0",
+                      finding="dropout scaling in eval")
+    if not same(with_dropout, twin_same):
+        return failed(f"with {how}, the eval() output differs from the same module built with dropout=0: "
+                      + worst_difference(with_dropout, twin_same, ("p=0.5", "p=0"))
+                      + "; dropout (or its 1/(1-p) scaling) is applied in eval mode", config=cfg,
+                      observed="output depends on p in eval()", expected="the same output as with p=0",
+                      finding="dropout scaling in eval")
+    return passed(f"deterministic in eval() mode, and equal to the same module built with dropout=0 ({how}); its "
+                  "output differs from the reference's with or without dropout (reference-match reports that), so "
+                  "this rests on the module's answers agreeing with each other")

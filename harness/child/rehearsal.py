@@ -7,14 +7,19 @@ cost a copy-on-write fault.  Done once here, before any zygote is forked, each c
 the test zoo (children forked from a warm process, 50 submissions): about 13,100 -> 11,000 page faults per child,
 for about 60 ms once.
 
-It runs a small causal layer of its own (`_RehearsalLayer`, not the lesson's reference, which the child side never
+It runs a small causal layer of its own (`_rehearsal_layer()`, not the lesson's reference, which the child side never
 imports), never a submission, on inputs from a generator seeded for the rehearsal alone: nothing it computes is an
 expected value of any check, and all of it is dropped before the first fork.  It does not load a file (that would
 put a module in sys.modules and a folder on sys.path that a submission would then find).
+
+That layer is deliberately WRONG (its scores are divided by the head width, not its square root: the same
+operations, so the same code is warmed), because a submission once subclassed it and got full marks.  It is not
+importable from a submission (`harness.child.target._SubmissionsOwn` refuses harness modules not imported yet), its
+class is made anew for each rehearsal and collected before the template forks (`harness.child.zygote._warm_up`), and
+whoever loads this file by its path or finds the class in memory gets a layer that fails reference-match.
 """
 from __future__ import annotations
 
-import inspect
 import io
 
 import numpy as np
@@ -28,25 +33,29 @@ from harness.wire import messages as m
 from harness.wire import protocol
 
 
-class _RehearsalLayer(nn.Module):
-    """Causal attention written the way most students write it: a fused q/k/v projection split by chunk, heads by
-    view and transpose, a registered triangular mask, softmax, dropout, heads merged by transpose, contiguous and
-    view, an output projection."""
+def _rehearsal_layer() -> type:
+    """A new class each time (none is kept at module level, so none outlives its rehearsal): causal attention written
+    the way most students write it: a fused q/k/v projection split by chunk, heads by view and transpose, a
+    registered triangular mask, softmax, dropout, heads merged by transpose, contiguous and view, an output
+    projection; with the scores divided by the head width instead of its square root (see the module's docstring)."""
 
-    def __init__(self, d_in: int, d_out: int, context_length: int, num_heads: int, dropout: float = 0.0):
-        super().__init__()
-        self.heads, self.head_dim = num_heads, d_out // num_heads
-        self.qkv = nn.Linear(d_in, 3 * d_out)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1).bool())
+    class _RehearsalLayer(nn.Module):
+        def __init__(self, d_in: int, d_out: int, context_length: int, num_heads: int, dropout: float = 0.0):
+            super().__init__()
+            self.heads, self.head_dim = num_heads, d_out // num_heads
+            self.qkv = nn.Linear(d_in, 3 * d_out)
+            self.out_proj = nn.Linear(d_out, d_out)
+            self.dropout = nn.Dropout(dropout)
+            self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1).bool())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, n, _ = x.shape
-        q, k, v = (t.view(b, n, self.heads, self.head_dim).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
-        scores = (q @ k.transpose(2, 3)).masked_fill(self.mask[:n, :n], float("-inf")) / self.head_dim ** 0.5
-        context = self.dropout(torch.softmax(scores, dim=-1)) @ v
-        return self.out_proj(context.transpose(1, 2).contiguous().view(b, n, self.heads * self.head_dim))
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, n, _ = x.shape
+            q, k, v = (t.view(b, n, self.heads, self.head_dim).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+            scores = (q @ k.transpose(2, 3)).masked_fill(self.mask[:n, :n], float("-inf")) / self.head_dim  # WRONG
+            context = self.dropout(torch.softmax(scores, dim=-1)) @ v
+            return self.out_proj(context.transpose(1, 2).contiguous().view(b, n, self.heads * self.head_dim))
+
+    return _RehearsalLayer
 
 
 # the shapes of the checks' required configurations: a short sequence with two heads, a 64-token one with four
@@ -67,9 +76,9 @@ def _requests(worker: Worker, cfg: dict, rng: np.random.Generator) -> list[m.Req
 
 def _worker() -> Worker:
     """A worker whose loaded target is the rehearsal layer, as if a Load had named it (no file is loaded)."""
-    worker = Worker()
-    worker.target = LoadedTarget(_RehearsalLayer, _RehearsalLayer.__name__, inspect.getsourcefile(_RehearsalLayer))
-    worker.signature = construct.read_signature(_RehearsalLayer, {})
+    worker, layer = Worker(), _rehearsal_layer()
+    worker.target = LoadedTarget(layer, layer.__name__, __file__)  # not inspect's: the module may be gone
+    worker.signature = construct.read_signature(layer, {})
     return worker
 
 

@@ -110,6 +110,11 @@ class _SubmissionsOwn(importlib.abc.MetaPathFinder):
         self.active = False  # off for mha-check's own code (a mutant imports mutants._info) and in-process runs
 
     def find_spec(self, name, path=None, target=None):
+        if self.active and name.partition(".")[0] == "harness":  # only asked for a module not imported yet: the
+            # worker has imported all it needs (harness.sandbox.trusted), the rest (the template's warm-up layer,
+            # the trusted side's engine) is not for submissions
+            raise ModuleNotFoundError(f"No module named {name!r} (mha-check's own modules are not for submissions)",
+                                      name=name)
         if not self.active or path is not None or name not in OWN_PACKAGES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, self.folders)

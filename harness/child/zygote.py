@@ -141,11 +141,31 @@ def _warm_up() -> None:
     Jacobians), then a rehearsal of every kind of request on a causal layer (`harness.child.rehearsal`).  (Not the
     meta device: its 0.7 s of imports is needed only by the few submissions that build tensors without device=,
     and would delay every grader's start.)  Last, the warm heap is frozen out of the garbage collector's reach
-    (`_freeze_heap`)."""
+    (`_freeze_heap`), once the rehearsal's layer is gone (`_forget_rehearsal`)."""
     worker.warm_batched_jacobian()
-    rehearsal.rehearse()
+    _forget_rehearsal(rehearsal.rehearse)
     _freeze_heap()
     _huge_pages()
+
+
+def _forget_rehearsal(rehearse) -> None:
+    """Run `rehearse` and leave no layer of ours for a forked submission to find: the rehearsal's module leaves
+    sys.modules (a submission cannot import it again: `harness.child.target._SubmissionsOwn`) and its layer class,
+    made anew for each rehearsal, is collected (a class is part of reference cycles, and a frozen heap would keep
+    it, listed by nn.Module.__subclasses__(), in every child).  The collector is off while the rehearsal runs, so
+    everything it made is still in the youngest generation, and collecting that one alone finds the class: a full
+    collection would walk torch's whole heap (2.4 s on a loaded machine).  The module object stays referenced here
+    for the meta template's rehearsal, and makes only a deliberately wrong layer."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        rehearse()
+    finally:
+        sys.modules.pop(rehearsal.__name__, None)
+        sys.modules["harness.child"].__dict__.pop("rehearsal", None)
+        gc.collect(0)
+        if was_enabled:
+            gc.enable()
 
 
 def _freeze_heap() -> None:
@@ -267,7 +287,7 @@ def _meta_template(control: socket.socket, pending: list[int]) -> socket.socket:
             for fd in pending:
                 os.close(fd)
             die_with_parent(signal.SIGKILL)
-            _rehearse_meta()
+            _forget_rehearsal(_rehearse_meta)
             _freeze_heap()
             _serve_templates(theirs, meta_allowed=False)
         finally:

@@ -5,7 +5,8 @@ explicit binds).
 
 What the child may see (paths keep their host names inside, so nothing else has to translate them)
   read-only : /usr and the /bin, /sbin, /lib* links or folders; the Python installation (venv and base prefix);
-              mha-check's own packages (harness, checks, reference, mutants); the few /etc files the dynamic
+              mha-check's worker (harness; checks, reference and mutants only for our own code, never for a
+              submission: no correct layer of ours to load by its path); the few /etc files the dynamic
               loader needs; a generated /etc/passwd, /etc/group, /etc/hosts naming only root, nobody and the slot
   read-write: its scratch folder, holding a COPY of its submission (never the original, never a classmate's);
               a small private /tmp and /dev/shm
@@ -39,7 +40,9 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
 SYS_PATHS = ("/sys/devices/system/cpu",)  # CPU topology for torch's cpuinfo; read-only, harmless
 DEVICES = ("null", "zero", "full", "random", "urandom")
 TOOL_PACKAGES = ("harness", "checks", "reference", "mutants")  # the worker imports harness; the mutation tests
-# and the catalogue check targets in reference/ and mutants/
+# and the catalogue check targets in reference/ and mutants/, so only a child running our own code sees those three:
+# a submission's child sees harness alone, never a correct layer of ours to subclass or load by its path
+SUBMISSION_PACKAGES = ("harness",)
 INHERITED_ENV = ("MUTANT_UNDER_TEST",)  # mutmut's switch, for the mutation tests of mha-check itself
 
 
@@ -114,8 +117,11 @@ def interpreter_prefixes() -> list[str]:
     return found
 
 
-def tool_paths(root: str = PACKAGES_ROOT) -> list[str]:
-    return [os.path.join(root, name) for name in TOOL_PACKAGES if os.path.exists(os.path.join(root, name))]
+def tool_paths(root: str = PACKAGES_ROOT, own_code: bool = False) -> list[str]:
+    """mha-check's packages a child sees: harness (the worker) for a submission; with them the reference, the
+    mutants and the checks for our own code (a mutant imports mutants._info)."""
+    names = TOOL_PACKAGES if own_code else SUBMISSION_PACKAGES
+    return [os.path.join(root, name) for name in names if os.path.exists(os.path.join(root, name))]
 
 
 def _covered(path: str, by: list[str]) -> bool:
@@ -157,10 +163,10 @@ def _processes_of(uid: int) -> int:
 
 def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readable: list[str] | None = None,
                 python_prefixes: list[str] | None = None, env: dict | None = None,
-                require_drop: bool = True) -> Policy:
+                require_drop: bool = True, own_code: bool = False) -> Policy:
     """The policy for one child: `scratch` (already holding the copy of its submission) read-write and its working
-    directory; the interpreter (`python_prefixes`, default: this one's), mha-check's packages and `readable`
-    read-only; everything else of the host invisible."""
+    directory; the interpreter (`python_prefixes`, default: this one's), mha-check's packages (`tool_paths`: harness
+    alone unless the target is `own_code`) and `readable` read-only; everything else of the host invisible."""
     limits = limits or Limits()
     uid, gid = identity(slot)
     scratch = os.path.realpath(scratch)
@@ -168,7 +174,7 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
     view = [Mount("proc", "/proc"), Mount("dev", "/dev", size_mb=limits.tmpfs_mb),
             Mount("tmpfs", "/tmp", mode=0o1777, size_mb=limits.tmpfs_mb), *_system_view()]
     done = [m.dest for m in view if m.kind in ("ro", "symlink")]
-    wanted = [*(python_prefixes or interpreter_prefixes()), *tool_paths(), *(readable or [])]
+    wanted = [*(python_prefixes or interpreter_prefixes()), *tool_paths(own_code=own_code), *(readable or [])]
     for path in wanted:
         real = os.path.realpath(path)
         if os.path.exists(real) and not _covered(real, done):

@@ -121,7 +121,7 @@ class Subject:
                                            and os.path.isdir(copy_root))
             self.child_spec = spec if path is None else (rel if seen else path) + name  # not copied: as given
             self.submission_code = not _own_code(_where(spec), path)  # a submission's: our packages hidden from it
-            self.policy = make_policy(self.room.path, self.slot.number, self.limits)
+            self.policy = make_policy(self.room.path, self.slot.number, self.limits, own_code=not self.submission_code)
             self.started = self.spawned = time.monotonic()
             self._awaiting_ready = False  # set by a spawn whose worker announces the end of its own start-up
             self._spawn()

@@ -226,6 +226,67 @@ def test_forged_jacobian_is_caught_by_the_parents_own_perturbations(world):
     assert report["diagnosis"]["mutant"] == "finite-fill-100"
 
 
+REPLAYING = {  # a catalogued mistake behind a forward that replays its own earlier answers: the check that must fail
+    "replay_dropout_input": "eval-determinism",  # dropout-in-eval, answers replayed by a hash of input and weights
+    "replay_dropout_rows": "eval-determinism",  # dropout-in-eval, each batch row's answer replayed
+    "replay_fill_prefix": "causal-leakage",  # finite-fill-100, each prefix's answer replayed, the Jacobian forged
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPLAYING))
+def test_a_child_replaying_its_own_answers_fails_the_check_of_its_mistake(name, world):
+    """No pass on self-consistency: a child that memoises its answers and replays them whenever an input (a batch
+    row, a prefix) comes back agrees with itself everywhere; only the parent's own reference, on weights and inputs
+    the child has not answered for before, shows its mistake, and the check made for that mistake fails it."""
+    run = single_run(world, ROOT / "tests" / "hostile" / f"{name}.py")
+    report = json.loads(run.stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == REPLAYING[name])
+    assert outcome["status"] == "fail", outcome["message"]
+    assert "reference" in outcome["message"], outcome["message"]
+    assert report["passed"] is False
+    world.assert_untouched()
+
+
+OURS = ("ours_imports", "ours_by_path", "ours_in_memory")  # a correct layer of mha-check's own, reached three ways
+
+
+def _reached_none(report: dict, name: str) -> None:
+    statuses = {c["id"]: c["status"] for c in report["checks"]}
+    assert statuses["reference-match"] == "fail", (name, report["student_output"][-2000:])
+    assert "walls that gave way: []" in report["student_output"], (name, report["student_output"][-2000:])
+    assert report["passed"] is False
+
+
+def test_no_correct_layer_of_ours_within_a_submissions_reach(world, tmp_path):
+    """Importing (reference, mutants, the checks' numpy reference, the engine, the template's warm-up layer),
+    loading by path (reference/causal_mha.py, a mutant with its bug undone, harness/child/rehearsal.py) and looking
+    in memory (a child forked from the warm template): each gets no correct layer of ours, in a single run and in
+    `grade`'s forked children.  Without a mount namespace the files of reference/ and mutants/ stay readable by
+    path: the README says so, and this test then asserts exactly that gap."""
+    for name in ("ours_imports", "ours_by_path"):
+        run = single_run(world, ROOT / "tests" / "hostile" / f"{name}.py")
+        report = json.loads(run.stdout)
+        if name == "ours_by_path" and "mount" not in report["isolation"]["namespaces"]:
+            assert "reference/causal_mha.py by path" in report["student_output"]  # the documented gap
+            continue
+        _reached_none(report, name)
+        shutil.rmtree(world.tmp / "submission")
+    subs = tmp_path / "subs"
+    for name in OURS:
+        (subs / name).mkdir(parents=True)
+        (subs / name / "attention.py").write_text(submission_text(ROOT / "tests" / "hostile" / f"{name}.py"))
+    out = tmp_path / "graded"
+    run = run_cli("grade", str(subs), "--out", str(out), "--format", "json", "--jobs", "1", "--target",
+                  "attention.py:MyAttn", "--time-limit", str(TIME_LIMIT), timeout=300, env=world.env())
+    assert run.returncode == 0, run.stderr[-2000:]
+    for name in OURS:
+        report = json.loads((out / f"{name}.json").read_text())
+        if name == "ours_by_path" and "mount" not in report["isolation"]["namespaces"]:
+            continue
+        _reached_none(report, name)
+    world.assert_untouched()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FORGEABLE, ids=[p.stem for p in FORGEABLE])
 def test_forgeable_evidence(path, world):

@@ -38,6 +38,16 @@ def test_policy_view_is_explicit(tmp_path):
     assert Policy.from_json(policy.to_json()) == policy
 
 
+
+def test_a_submissions_view_holds_no_correct_layer_of_ours(tmp_path):
+    """A submission's child sees mha-check's worker (harness) and nothing else of ours: not reference/ (the lesson's
+    layer, loaded by its path it got full marks), mutants/ (one bug from the lesson's layer) or checks/; a child
+    running our own code (a mutant imports mutants._info) sees all four."""
+    ours = {os.path.realpath(os.path.join(ROOT, name)) for name in ("harness", "checks", "reference", "mutants")}
+    submission = set(make_policy(str(tmp_path), 3).binds("ro")) & ours
+    assert submission == {os.path.realpath(os.path.join(ROOT, "harness"))}
+    assert set(make_policy(str(tmp_path), 3, own_code=True).binds("ro")) & ours == ours
+
 def test_only_the_stated_environment_reaches_the_child(tmp_path, monkeypatch):
     monkeypatch.setenv("GRADER_TOKEN", "secret")
     monkeypatch.setenv("MUTANT_UNDER_TEST", "x.y__mutmut_1")

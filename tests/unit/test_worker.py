@@ -92,6 +92,28 @@ def test_the_templates_rehearsal_answers_every_kind_of_request_and_leaves_nothin
     assert strays == []
 
 
+
+def test_the_warm_up_layer_is_wrong_and_gone_before_any_fork():
+    """A submission subclassing the template's warm-up layer got full marks: that layer is deliberately wrong (scores
+    divided by the head width), and after the warm-up neither its class (made anew for the rehearsal and
+    collected) nor its module in sys.modules is left for a forked child to find."""
+    code = ("import sys, torch.nn as nn; from harness.child import zygote; zygote._warm_up()\n"
+            "def subs(c):\n    for s in c.__subclasses__():\n        yield s\n        yield from subs(s)\n"
+            "print([c.__qualname__ for c in subs(nn.Module) if c.__module__.startswith('harness')], "
+            "'harness.child.rehearsal' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=PACKAGES_ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["[]", "False"], out.stderr[-2000:]
+    layer = rehearsal._rehearsal_layer()(8, 8, 4, 2).double().eval()
+    lesson = CausalMHA(8, 2, 4, qkv_bias=True).double().eval()
+    with torch.no_grad():
+        for i, proj in enumerate((lesson.q, lesson.k, lesson.v)):
+            proj.weight.copy_(layer.qkv.weight[8 * i: 8 * (i + 1)])
+            proj.bias.copy_(layer.qkv.bias[8 * i: 8 * (i + 1)])
+        lesson.out.load_state_dict(layer.out_proj.state_dict())
+        x = torch.randn(1, 3, 8, dtype=torch.float64)
+        assert not torch.allclose(layer(x), lesson(x), rtol=1e-3)  # wrong, by design
+
+
 @pytest.mark.slow
 def test_the_warm_template_freezes_its_heap_and_only_the_meta_template_warms_the_meta_device():
     """A child's full collection would otherwise walk (and, forked, copy page by page) the template's whole heap:
