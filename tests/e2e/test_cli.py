@@ -159,7 +159,7 @@ def all_ids() -> list[str]:
 @pytest.fixture(scope="module")
 def extras_dir(tmp_path_factory) -> Path:
     """book.py: the correct class plus a factory function and a module-level instance; unusual.py: a constructor
-    whose width parameter has a name mha-check cannot guess (`size`)."""
+    whose width parameter has a name mha-check cannot guess (`zeta`: no word of a width; `size` is read as one)."""
     d = tmp_path_factory.mktemp("extras")
     (d / "book.py").write_text(BOOK.read_text() + '''
 
@@ -173,7 +173,7 @@ attention = MultiHeadAttention(4, 4, 8, 0.0, 2)
     old = ("def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):\n"
            "        super().__init__()\n")
     assert old in src
-    (d / "unusual.py").write_text(src.replace(old, old.replace("d_out,", "size,") + "        d_out = size\n"))
+    (d / "unusual.py").write_text(src.replace(old, old.replace("d_out,", "zeta,") + "        d_out = zeta\n"))
     return d
 
 
@@ -512,12 +512,12 @@ def test_prints_do_not_reach_text_stdout():
 def test_unknown_constructor_parameter_asks_for_arg(extras_dir):
     msg = load_failure(mha("unusual.py:MultiHeadAttention", "--format", "json", "--only", "construct",
                            cwd=extras_dir), ("cannot_tell",))  # mha-check's limit, not the student's failure
-    assert "size" in msg and "--arg" in msg, msg
+    assert "zeta" in msg and "--arg" in msg, msg
 
 
 def test_arg_binds_a_parameter_to_the_width(extras_dir):
-    data = report(mha("unusual.py:MultiHeadAttention", "--format", "json", "--arg", "size=@d_out", cwd=extras_dir), 0)
-    assert "size=8" in data["adapter"]["construction"], data["adapter"]
+    data = report(mha("unusual.py:MultiHeadAttention", "--format", "json", "--arg", "zeta=@d_out", cwd=extras_dir), 0)
+    assert "zeta=8" in data["adapter"]["construction"], data["adapter"]
 
 
 def test_nothing_is_left_in_the_students_folder(tmp_path):

@@ -14,7 +14,7 @@ from markdown_it import MarkdownIt
 from checks import all_checks
 from conftest import ROOT, report_for
 from harness.engine.report import CheckResult, Report
-from harness.engine.trace import TraceResult
+from harness.engine.trace.result import TraceResult
 from harness.frontends.grade import graded, write_summary
 from harness.render import formats, trace_text, view
 from harness.render import html as html_report
