@@ -33,6 +33,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from checks import all_checks
 from harness.engine.report import VERSION
 from harness.frontends import classroom, options, wheel
 from harness.render import rubric as rubrics
@@ -97,8 +98,6 @@ exit 0
 
 def rubric_total(rubric: rubrics.Rubric) -> float:
     """The points a perfect submission earns: the scoring rule's total over every check (rubric.score)."""
-    from checks import all_checks  # noqa: PLC0415 - the checks' modules are needed only here
-
     return float(sum(rubric.points_for(c.id) for c in all_checks() if c.kind == "correctness" or rubric.rules))
 
 
@@ -180,8 +179,6 @@ def build(args, parser) -> int:
 
 def build_classroom(args, parser) -> int:
     """The GitHub Classroom workflow, its rubric and the wheel, written into a template repository."""
-    from checks import all_checks  # noqa: PLC0415 - the checks' modules are needed only here
-
     rubric, extra, target, torch = _settings(args, parser)
     folder = Path(args.output or ".")
     try:
@@ -207,8 +204,6 @@ def build_classroom(args, parser) -> int:
 
 
 def _check_ids() -> set[str]:
-    from checks import all_checks  # noqa: PLC0415 - the checks' modules are needed only here
-
     return {c.id for c in all_checks()}
 
 

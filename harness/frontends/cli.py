@@ -7,6 +7,7 @@ target that cannot be imported or built); 2 the command line itself is wrong; 3 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -14,9 +15,6 @@ import threading
 
 from harness import PACKAGES_ROOT
 from harness.engine.report import VERSION
-from harness.frontends import options
-from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
-from harness.render.view import clean  # the renderers' rule for text from the student's side (no numpy: cheap)
 
 SUBCOMMANDS = {  # name -> (module, one line for --help)
     "grade": ("harness.frontends.grade", "grade a folder of submissions (one report each, summary.csv)"),
@@ -29,7 +27,7 @@ SUBCOMMANDS = {  # name -> (module, one line for --help)
 }
 
 
-GRADING_FORMATS = ("gradescope", "prairielearn", "junit")  # a report in these is a grade: confined or refused
+SINGLE_RUN = "harness.frontends.single"  # `mha-check TARGET` once parsed: loaded, as a subcommand is, only for a run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -134,16 +132,9 @@ def _early_template(argv: list[str]):
         return None
 
 
-def _colour(fmt: str, output: str | None) -> bool:
-    return fmt == "text" and output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR") and \
-        os.environ.get("TERM") != "dumb"
-
-
 def _main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in SUBCOMMANDS:  # `mha-check mutants ...`, `mha-check explain ID`
-        import importlib  # noqa: PLC0415 - a subcommand's module is loaded only when it is asked for
-
         if argv[0] == "grade":
             template = _early_template(argv)  # before grade's imports: torch imports meanwhile
             try:
@@ -156,113 +147,7 @@ def _main(argv=None) -> int:
         return importlib.import_module(SUBCOMMANDS[argv[0]][0]).main(argv)
     parser = _parser()
     args = parser.parse_args(argv)
-    overrides = options.constructor_args(args.arg, parser)
-    weight_map = options.weight_map(args.map, parser)
-    options.limits(args.time_limit, args.memory_mb, args.examples, args.seed, parser)
-    _check_output(args.output, parser)
-    if args.plot:
-        from harness.render.plot import require_matplotlib  # noqa: PLC0415 - matplotlib is optional
-
-        try:
-            require_matplotlib()
-        except RuntimeError as e:
-            parser.error(str(e))
-    subject = limits = make = None
-    from harness.sandbox.limits import Limits  # noqa: PLC0415 - after parsing: --help stays instant
-    from harness.sandbox import pool  # noqa: PLC0415
-
-    isolation = pool.isolation  # the walls' verdicts on a child (imported by pool already)
-    a_grade = args.grading or args.format in GRADING_FORMATS  # (`grading` below is the rubric)
-    if args.target and not args.list_checks:
-        limits = Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
-                        memory_mb=args.memory_mb)
-        make = lambda: pool.single_run(args.target, overrides=overrides, seed=args.seed,
-                                       weight_map=weight_map, limits=limits, grading=a_grade,
-                                       allow_unconfined=args.allow_unconfined or not a_grade)
-        try:
-            subject = make()  # its torch import (if any: see single_run) overlaps with ours below
-        except isolation.IsolationFailed as e:
-            return _refuse(isolation.refusal_line([isolation.explain(str(e))]), a_grade)
-        _say_how_confined(subject, a_grade, isolation)
-    from harness.engine.runner import Options, UsageError, run_checks, select  # noqa: PLC0415
-    from harness.render import formats, rubric  # noqa: PLC0415
-
-    try:
-        if args.list_checks:
-            for c in select(options.ids(args.only), options.ids(args.skip)):
-                print(f"{c.id:<20} {'(rule) ' if c.kind == 'rule' else ''}{c.claim}")
-            return 0
-        if not args.target:
-            parser.error("give a TARGET to check, e.g. mha-check examples/correct_attention.py")
-        grading = rubric.load_rubric(args.rubric, {c.id for c in select()}) if args.rubric else None
-        run = Options(options.ids(args.only), options.ids(args.skip), args.seed, args.examples, overrides,
-                      weight_map, limits, rules=not args.no_rules and (grading.rules if grading else True),
-                      leakage_map=bool(args.plot), debug=args.debug)
-        report = run_checks(args.target, run, subject=subject, make_subject=make)
-    except isolation.IsolationFailed as e:  # a restart after a crash could not be confined as the first was
-        return _refuse(isolation.refusal_line([isolation.explain(str(e))]), a_grade)
-    except (UsageError, rubric.RubricError) as e:
-        if subject is not None:
-            subject.close()
-        parser.error(str(e))
-    text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output))
-    if args.show_output and report.student_output and args.format == "text":
-        text += "\n--- what your code printed ---\n" + clean(report.student_output) + "\n"
-    if args.plot:
-        text += _plot(report, args.plot)
-    if args.output:
-        try:
-            write_atomic(args.output, text)  # a platform reading results.json never sees half of one
-        except OSError as e:  # a full disk: the results on stdout, where the platform's log keeps them
-            sys.stdout.write(text)
-            print(f"mha-check: error: could not write {args.output} ({reason(e)}); the results are printed above "
-                  "instead", file=sys.stderr)
-            return WRITE_FAILED
-    else:
-        sys.stdout.write(text)
-    return 0 if report.passed else 1
-
-
-def _refuse(line: str, grading: bool) -> int:
-    """The one line a run that cannot be confined ends with (exit status 2: nothing was checked)."""
-    print(f"mha-check: error: {line}" if grading else f"mha-check: error: {line.split('. To grade: ')[0]}",
-          file=sys.stderr)
-    return 2
-
-
-def _say_how_confined(subject, grading: bool, isolation) -> None:
-    """A child confined less than a grade needs says so first: a student checking their own code may go on (it is
-    their own code), a grade goes on only when --allow-unconfined accepted it."""
-    unfit = isolation.unfit_to_grade(subject.record)
-    if unfit and grading:
-        print(f"mha-check: warning: graded although {unfit} (accepted with --allow-unconfined)", file=sys.stderr)
-    elif unfit:
-        print(f"mha-check: note: {unfit}. Fine for checking your own code; a grade (--format gradescope, "
-              "prairielearn, junit or --grading) is refused here", file=sys.stderr)
-
-
-def _plot(report, path: str) -> str:
-    from harness.render.plot import draw  # noqa: PLC0415 - matplotlib is optional
-
-    maps = report.leakage or {}
-    if "panels" not in maps:
-        message = f"no leakage plot: {maps.get('error', 'the map could not be measured')}"
-        print(message, file=sys.stderr)
-        return ""
-    headline = draw(maps, path, title=report.target)
-    print(f"leakage plot written to {os.path.abspath(path)} ({headline})", file=sys.stderr)
-    return ""
-
-
-def _check_output(path: str | None, parser) -> None:
-    """-o to a folder, or into a folder that does not exist, is a usage error before any work."""
-    if path is None:
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        parser.error(f"-o {path}: that is a folder; give a file name")
-    if not os.path.isdir(folder):
-        parser.error(f"-o {path}: the folder {folder} does not exist")
+    return importlib.import_module(SINGLE_RUN).run(args, parser)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 import mutants
 import reference
 from checks import all_checks
+from harness.frontends import exercises
 from harness.render.text import GLUE, WIDTH, wrap, wrap_preformatted
 
 
@@ -175,8 +176,6 @@ def main(argv: list[str]) -> int:
 
 
 def _export(p: argparse.ArgumentParser, args) -> list[Path]:
-    from harness.frontends import exercises  # noqa: PLC0415 - only this action needs it
-
     if not args.output:
         p.error("mutants export needs -o FILE (or -o DIR with --all)")
     out = Path(args.output)

@@ -23,7 +23,8 @@ import threading
 
 from harness.sandbox import isolation, scratch
 from harness.sandbox.limits import Limits
-from harness.sandbox.subject import Subject, write_until
+from harness.sandbox.channel import write_until
+from harness.sandbox.subject import Subject
 from harness.sandbox.template import TEMPLATE_VARIABLE, ZYGOTE, Template, launch, template_at
 
 

@@ -3,11 +3,11 @@
 `Subject` claims a worker slot (and with it the child's uid), copies the submission into the slot's private
 scratch folder, starts the worker confined by `harness.sandbox.policy` (bubblewrap where it works, else our own
 namespaces; see `harness.sandbox.isolation`), sends requests and parses the replies strictly, each under a
-wall-clock deadline.  `Instance` (`harness.sandbox.instance`) is one built module in the child.  Nothing here
-imports torch or the student's code; errors raised by student code come back as `TargetFailure`; a child that hangs,
-dies or exceeds a limit becomes a `WorkerDied` whose `kind` says which.  Every trusted module is imported before the
-child is given the submission (`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder
-behind.
+wall-clock deadline (`harness.sandbox.channel`; what is copied where: `harness.sandbox.placement`).  `Instance`
+(`harness.sandbox.instance`) is one built module in the child.  Nothing here imports torch or the student's code;
+errors raised by student code come back as `TargetFailure`; a child that hangs, dies or exceeds a limit becomes a
+`WorkerDied` whose `kind` says which.  Every trusted module is imported before the child is given the submission
+(`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder behind.
 """
 from __future__ import annotations
 
@@ -18,14 +18,16 @@ import subprocess
 import tempfile
 import time
 
-from harness import OUTPUT_CUT_MARK, OWN_PACKAGES, PACKAGES_ROOT
+from harness import OUTPUT_CUT_MARK, PACKAGES_ROOT
 
 from harness.wire import messages as m
 from harness.wire import protocol
 from harness.wire.budget import reply_budget
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.sandbox import isolation, scratch, trusted
+from harness.sandbox.channel import WATCH_SECONDS, DeadlineReader, write_until
 from harness.sandbox.instance import Instance
+from harness.sandbox.placement import own_code, placement, where_of
 from harness.sandbox.limits import MB, Limits
 from harness.sandbox.policy import is_slot_uid, make_policy
 from harness.sandbox import syscalls as linux
@@ -34,52 +36,11 @@ from harness.wire.config import Config
 STARTUP_SECONDS = 120  # the worker's own start (importing torch), which the student's time limit does not include
 
 
-def write_until(fd: int, data: bytes, deadline: float) -> None:
-    """Write all of `data` by `deadline` (TimeoutError otherwise): a child that stops reading its channel (a full
-    pipe, a socket it only peeks at) is a time-out, not a grader blocked forever in write()."""
-    os.set_blocking(fd, False)
-    view = memoryview(data)
-    while view:
-        if not linux.ready_by(fd, deadline, write=True):
-            raise TimeoutError
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:
-            continue
-
-
 # signals a process does not raise by running code (unlike SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT): they are sent,
 # by the code to itself, or from outside (an operator, the OOM killer, a container runtime); SIGKILL once the CPU
 # limit is ruled out
 SENT_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
                           signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM})
-
-
-WATCH_SECONDS = 0.5  # how often an unbounded scratch is measured while the child works
-
-
-class _DeadlineReader:
-    """A pipe read with a deadline: a child that stops answering is a time-out, not a hung grader.  `watch`, when
-    given, is called every WATCH_SECONDS of waiting (it raises to stop the wait: a scratch past its budget)."""
-
-    def __init__(self, fd: int, deadline: float, watch=None):
-        self.fd, self.deadline, self.watch = fd, deadline, watch
-
-    def _ready(self) -> None:
-        while self.watch is not None and time.monotonic() < self.deadline:
-            if linux.ready_by(self.fd, min(self.deadline, time.monotonic() + WATCH_SECONDS)):
-                return
-            self.watch()
-        if not linux.ready_by(self.fd, self.deadline):
-            raise TimeoutError
-
-    def read(self, n: int) -> bytes:
-        self._ready()
-        return os.read(self.fd, min(n, 1 << 20))
-
-    def readinto(self, view: memoryview) -> int:
-        self._ready()
-        return os.readv(self.fd, [view[:1 << 20]])
 
 
 class Subject:
@@ -111,16 +72,16 @@ class Subject:
         self.room = None
         self._measured = 0.0  # when the scratch was last measured (an unbounded one: see _watch)
         try:
-            copy_root, rel, path = _placement(spec, self.search_dir, submission)
+            copy_root, rel, path = placement(spec, self.search_dir, submission)
             self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB,
                                                   self.limits.scratch_mb * MB, self.limits.scratch_files)
-            name = spec[len(_where(spec)):]  # ":Class", or nothing
+            name = spec[len(where_of(spec)):]  # ":Class", or nothing
             copied = os.path.join(self.room.path, rel) if rel and not os.path.isabs(rel) else None
             # a missing file whose folder was copied is named in the copy, so that the child lists what is there
             seen = copied is not None and (os.path.lexists(copied) or os.path.isdir(os.path.dirname(copied))
                                            and os.path.isdir(copy_root))
             self.child_spec = spec if path is None else (rel if seen else path) + name  # not copied: as given
-            self.submission_code = not _own_code(_where(spec), path)  # a submission's: our packages hidden from it
+            self.submission_code = not own_code(where_of(spec), path)  # a submission's: our packages hidden from it
             self.policy = make_policy(self.room.path, self.slot.number, self.limits, own_code=not self.submission_code)
             self.started = self.spawned = time.monotonic()
             self._awaiting_ready = False  # set by a spawn whose worker announces the end of its own start-up
@@ -253,7 +214,7 @@ class Subject:
             self._send(m.encode_batch(requests), deadline)
             builds = sum(isinstance(r, m.Build) for r in requests)  # each answer lists a module's names: its own room
             configs = {inst.handle: inst.cfg for inst in self._builds.values()}
-            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline, self._watch()),
+            replies = m.decode_replies(*protocol.decode(DeadlineReader(self._out_fd, deadline, self._watch()),
                                                         max_header=protocol.MAX_HEADER * max(1, builds),
                                                         max_payload=reply_budget(requests, configs)))
             if len(replies) > len(requests) or (len(replies) < len(requests) and not isinstance(replies[-1], m.Failed)):
@@ -311,7 +272,7 @@ class Subject:
         self._awaiting_ready = False
         deadline = self.spawned + STARTUP_SECONDS
         try:
-            replies = m.decode_replies(*protocol.decode(_DeadlineReader(self._out_fd, deadline), max_payload=0))
+            replies = m.decode_replies(*protocol.decode(DeadlineReader(self._out_fd, deadline), max_payload=0))
             if [type(r) for r in replies] != [m.Ready]:
                 raise protocol.ProtocolError(f"{type(replies[0]).__name__} instead of Ready")
         except TimeoutError:
@@ -504,38 +465,6 @@ class Subject:
 
     def _release_slot(self) -> None:
         self.slot.release()
-
-
-def _own_code(where: str, path: str | None) -> bool:
-    """Is the target mha-check's own code (a mutant, the reference), which may import our packages?  `path`: the
-    target's file (None for a module target).  Decided here, from where the file really is: inside our
-    installation, which no submission can write to."""
-    if path is None:
-        return where.partition(".")[0] in OWN_PACKAGES
-    real = os.path.realpath(path)
-    return any(real.startswith(os.path.join(os.path.realpath(PACKAGES_ROOT), d) + os.sep)
-               for d in OWN_PACKAGES + ("tests",))  # our own test modules check classes they define
-
-
-def _where(spec: str) -> str:
-    """The file or module part of a target (the rule of harness.child.target.split_spec)."""
-    if ":" in spec:
-        where = spec.rpartition(":")[0]
-        return spec if len(where) == 1 and where.isalpha() else where
-    return spec
-
-
-def _placement(spec: str, search_dir: str, submission: str | None) -> tuple[str, str | None, str | None]:
-    """(the folder to copy into the scratch, the target file relative to it, the target file's own path); the
-    last two are None for a module target.  A file outside the folder copied is not copied: the child cannot see
-    it, and says so by the file's own name."""
-    where = _where(spec)
-    if not (where.lower().endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where):
-        return submission or search_dir, None, None
-    path = os.path.normpath(os.path.join(search_dir, where))
-    root = os.path.abspath(submission) if submission else os.path.dirname(path)
-    rel = os.path.relpath(path, root)
-    return root, (rel if not rel.startswith("..") else path), path
 
 
 def worker_code() -> str:

@@ -11,7 +11,7 @@ import pytest
 from checks import all_checks
 from conftest import ROOT, report_for
 from harness.engine.report import CheckResult, Report
-from harness.frontends.grade import in_shard, merge
+from harness.frontends.shards import in_shard, merge
 from harness.render import formats, view
 from harness.render.rubric import RubricError, load_rubric
 
@@ -112,7 +112,7 @@ def mixed_report(*args, **options):
 def test_one_scoring_rule_in_every_format(tmp_path):
     """Points only for passed checks: skipped and cannot-tell checks count as not passed in Gradescope, JUnit, the
     pytest plugin, the CSV row and the JSON report alike, and cannot-tell marks the submission for review."""
-    from harness.frontends.grade import graded
+    from harness.frontends.grader import graded
 
     made = {}
     exec(MAKE_MIXED, made)

@@ -15,7 +15,8 @@ from checks import all_checks
 from conftest import ROOT, report_for
 from harness.engine.report import CheckResult, Report
 from harness.engine.trace.result import TraceResult
-from harness.frontends.grade import graded, write_summary
+from harness.frontends.batch_files import write_summary
+from harness.frontends.grader import graded
 from harness.render import formats, trace_text, view
 from harness.render import html as html_report
 from harness.render.rubric import RubricError, load_rubric

@@ -159,7 +159,7 @@ def test_colour_only_paints_the_labels(reports):
 
 
 def test_no_color_and_dumb_terminals_get_no_colour(monkeypatch):
-    from harness.frontends import cli
+    from harness.frontends import single_report as cli
 
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     monkeypatch.delenv("NO_COLOR", raising=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.frontends import exports
-from harness.frontends.grade import spec_for
+from harness.frontends.pick import spec_for
 from harness.frontends.submissions import find, kept_rows, unknown_names
 
 EXPORTS = Path(__file__).parents[1] / "fixtures" / "exports"

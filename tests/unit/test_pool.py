@@ -19,7 +19,8 @@ from conftest import ROOT
 from harness.engine.runner import Options, run_checks
 from harness.sandbox import pool as pool_module
 from harness.sandbox.pool import ForkedSubject, Zygote, ZygotePool, single_run
-from harness.frontends import grade as grade_module
+from harness.frontends import grader as grader_module
+from harness.frontends.pick import spec_for
 from harness.sandbox.limits import Limits
 from harness.sandbox.template import META_ZYGOTE, TEMPLATE_VARIABLE, Template
 from harness.wire.config import Config
@@ -183,17 +184,15 @@ def test_a_grader_without_a_meta_template_runs_the_meta_device_in_the_submission
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     dropper = threading.Thread(target=lambda: [os.close(fd) for fd in socket.recv_fds(theirs, 1024, 1)[1]])
     dropper.start()
-    monkeypatch.setattr(grade_module, "_TEMPLATE", ours)
-    monkeypatch.setattr(grade_module, "_META_ZYGOTE", None)
-    monkeypatch.setattr(grade_module, "_NO_META", False)
+    grader = grader_module.Grader(None, ours)
     options = {"seed": 0, "allow_unconfined": True}
     try:
-        assert grade_module._meta_subject(MASK_ON_CPU, os.path.dirname(MASK_ON_CPU), options, Limits()) is None
+        assert grader.meta_subject(MASK_ON_CPU, os.path.dirname(MASK_ON_CPU), options, Limits()) is None
         dropper.join(5)
-        assert grade_module._NO_META and grade_module._META_ZYGOTE is None
+        assert grader.no_meta and grader.meta_zygote is None
         asked = []
         report = run_checks(MASK_ON_CPU, Options(only=["mask-buffer"]),
-                            make_meta_subject=lambda: asked.append(1) or grade_module._meta_subject(
+                            make_meta_subject=lambda: asked.append(1) or grader.meta_subject(
                                 MASK_ON_CPU, os.path.dirname(MASK_ON_CPU), options, Limits()))
     finally:
         ours.close()
@@ -459,7 +458,7 @@ def test_a_child_killed_before_it_is_confined_is_started_again(tmp_path, monkeyp
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "attention.py").write_text(Path(CORRECT).read_text())
     zygote = Zygote()
-    real, made = grade_module.ForkedSubject, []
+    real, made = grader_module.ForkedSubject, []
 
     def flaky(*args, **kwargs):  # the first child dies before its confinement is done
         made.append(1)
@@ -467,14 +466,13 @@ def test_a_child_killed_before_it_is_confined_is_started_again(tmp_path, monkeyp
             raise isolation.IsolationFailed("the child could not be confined: ")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(grade_module, "ForkedSubject", flaky)
-    monkeypatch.setattr(grade_module, "_ZYGOTE", zygote)
-    monkeypatch.setattr(grade_module, "_TEMPLATE", None)
+    monkeypatch.setattr(grader_module, "ForkedSubject", flaky)
     options = {"seed": 0, "format": "json", "rubric": None, "limits": Limits().to_dict(), "missing_fix": "",
                "allow_unconfined": True}
     try:
         folder = str(tmp_path / "sub")
-        result = grade_module._grade_submission(folder, grade_module.spec_for(Path(folder), None, False), options)
+        result = grader_module.Grader(zygote, None).grade_submission(folder, spec_for(Path(folder), None, False),
+                                                                     options)
     finally:
         zygote.close()
     assert len(made) >= 2 and result["row"]["passed"] is True and result["row"]["process"] == ""

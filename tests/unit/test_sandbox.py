@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from harness.frontends import grade
+from harness.frontends import pick, shards
 from harness.sandbox import isolation, scratch
 from harness.sandbox.limits import Limits, library_mb
 from harness.sandbox.policy import Policy, interpreter_prefixes, make_policy, slot_ids, tool_paths
@@ -155,17 +155,17 @@ def test_auto_detection_tokenizes_regular_files_only(tmp_path):
              "broken": "class A(\n"}
     for name, text in cases.items():
         (tmp_path / f"{name}.py").write_text(text)
-    (tmp_path / "huge.py").write_text(cases["plain"] + "#" * grade.MAX_SOURCE)
+    (tmp_path / "huge.py").write_text(cases["plain"] + "#" * pick.MAX_SOURCE)
     os.mkfifo(tmp_path / "fifo.py")
     os.symlink(str(tmp_path / "plain.py"), tmp_path / "link.py")
-    found = {p.stem for p in tmp_path.glob("*.py") if grade._defines_module(p)}
+    found = {p.stem for p in tmp_path.glob("*.py") if pick.defines_module(p)}
     assert found == {"plain", "multiline", "nested"}
     one = tmp_path / "one"
     one.mkdir()
     (one / "attention.py").write_text(cases["plain"])
     (one / "test_attention.py").write_text(cases["plain"])
     os.mkfifo(one / "notes.py")
-    assert grade.find_target(one) == "attention.py"
+    assert pick.find_target(one) == "attention.py"
 
 
 def test_merge_reports_what_is_missing_or_malformed(tmp_path, capsys):
@@ -176,15 +176,15 @@ def test_merge_reports_what_is_missing_or_malformed(tmp_path, capsys):
     good = [csv("summary-1-of-3.csv", "submission,passed\na,True\n"), csv("summary-3-of-3.csv", "submission,passed\n"
                                                                                                  "b,False\n")]
     out = io.StringIO()
-    assert grade.merge(good, out) == 2 and "missing shards: 2/3" in capsys.readouterr().err
+    assert shards.merge(good, out) == 2 and "missing shards: 2/3" in capsys.readouterr().err
     good.append(csv("summary-2-of-3.csv", "submission,passed\nc,True\n"))
-    assert grade.merge(good, out) == 0 and out.getvalue().splitlines()[1:] == ["a,True", "b,False", "c,True"]
+    assert shards.merge(good, out) == 0 and out.getvalue().splitlines()[1:] == ["a,True", "b,False", "c,True"]
     for bad, why in ((str(tmp_path / "nope.csv"), "cannot read"), (csv("x.csv", "a,b\n1,2\n"), "not a summary"),
                      (csv("y.csv", "submission,passed\na,True,extra\n"), "not a summary"),
                      (csv("z.csv", "\xff\xfe"), "not a summary"), (csv("w-of.csv", ""), "not a summary")):
-        assert grade.merge([bad], io.StringIO()) == 2
+        assert shards.merge([bad], io.StringIO()) == 2
         assert why in capsys.readouterr().err
-    assert grade.merge([csv("summary-1-of-2.csv", "submission\na\n"), csv("summary-1-of-3.csv", "submission\nb\n")],
+    assert shards.merge([csv("summary-1-of-2.csv", "submission\na\n"), csv("summary-1-of-3.csv", "submission\nb\n")],
                        io.StringIO()) == 2
     assert "different splits" in capsys.readouterr().err
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.engine.runner import not_run
-from harness.frontends.grade import spec_for, write_summary
+from harness.frontends.batch_files import write_summary
+from harness.frontends.pick import spec_for
 from harness.frontends.submissions import DEFAULT_PATTERN, PatternError, compile_pattern, find
 
 DEFAULT = compile_pattern(DEFAULT_PATTERN)
@@ -106,7 +107,7 @@ def test_finding_the_class_reads_hostile_files_without_stopping_or_swelling(tmp_
     (tmp_path / "big.ipynb").write_bytes(b"[" + b"{}," * (10 << 20) + b"{}]")
     (tmp_path / "lab.ipynb").write_text((Path(__file__).parents[1] / "notebooks" / "lab.ipynb").read_text())
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_DATA, (400 << 20, 400 << 20)); "
-            "from pathlib import Path; from harness.frontends.grade import _defines_module as d; "
+            "from pathlib import Path; from harness.frontends.pick import defines_module as d; "
             "print([d(Path(sys.argv[1]) / n) for n in ('rot13.py', 'big.ipynb', 'lab.ipynb')])")
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert run.stdout.strip() == "[False, False, True]", run.stderr[-2000:]
@@ -140,7 +141,8 @@ def test_submissions_a_broken_pool_leaves_are_graded_again_and_at_last_cannot_be
     from concurrent.futures.process import BrokenProcessPool
     from types import SimpleNamespace
 
-    from harness.frontends import grade
+    from harness.frontends import grade_pool
+    from harness.frontends.batch_files import BatchFiles
 
     class BrokenPool:
         def submit(self, *args):
@@ -155,10 +157,10 @@ def test_submissions_a_broken_pool_leaves_are_graded_again_and_at_last_cannot_be
         (folder / "attention.py").write_text("x = 1\n")
     out, summary, rows = tmp_path / "out", tmp_path / "out" / "summary.csv", []
     out.mkdir()
-    args, files = SimpleNamespace(format="json"), grade.BatchFiles(out, summary, "json")
-    lost = grade._collect(BrokenPool(), folders, None, set(), options, args, rows, 2, files, last_try=False)
+    args, files = SimpleNamespace(format="json"), BatchFiles(out, summary, "json")
+    lost = grade_pool.collect(BrokenPool(), folders, None, set(), options, args, rows, 2, files, last_try=False)
     assert sorted(lost) == ["ann", "bo"] and rows == [] and not summary.exists()
-    lost = grade._collect(BrokenPool(), folders, None, set(), options, args, rows, 2, files, last_try=True)
+    lost = grade_pool.collect(BrokenPool(), folders, None, set(), options, args, rows, 2, files, last_try=True)
     assert lost == [] and sorted(r["submission"] for r in rows) == ["ann", "bo"]
     assert all(r["construct"] == "cannot_tell" and r["needs_review"] and r["process"] == "grader error"
                and r["fail"] == 0 for r in rows)

@@ -108,15 +108,15 @@ def test_an_answer_that_came_while_the_grader_was_stopped_is_read_not_timed_out(
     import socket
     import time
 
-    from harness.sandbox import subject
+    from harness.sandbox import channel
 
     ours, theirs = socket.socketpair()
     theirs.sendall(protocol.encode({"n": 1}, {"a": np.eye(2)}))
     late = time.monotonic() - 5  # the deadline passed while the grader was not running
-    assert protocol.decode(subject._DeadlineReader(ours.fileno(), late))[0] == {"n": 1}
+    assert protocol.decode(channel.DeadlineReader(ours.fileno(), late))[0] == {"n": 1}
     with pytest.raises(TimeoutError):
-        protocol.decode(subject._DeadlineReader(ours.fileno(), late))
-    subject.write_until(ours.fileno(), b"x", late)  # room to write: written, not a time-out
+        protocol.decode(channel.DeadlineReader(ours.fileno(), late))
+    channel.write_until(ours.fileno(), b"x", late)  # room to write: written, not a time-out
     assert theirs.recv(1) == b"x"
     ours.close()
     theirs.close()

@@ -1,0 +1,169 @@
+"""One grader process of `mha-check grade`: its warm zygote, and the grading of one submission into plain data.
+
+A grader is forked by the pool (harness.frontends.grade_pool) and keeps one `Grader`: the zygote it forks each
+submission's child from, the zygote of the meta template (made when a submission first needs one), and whether a
+submission is being graded, which decides what SIGTERM does.  The pool's initializer can leave that object only in
+this module's one global, `_GRADER`, which each task the pool sends reads.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from harness.engine.report import Report
+from harness.engine.runner import Options, not_run, run_checks
+from harness.frontends.pick import Pick
+from harness.render import formats
+from harness.render import rubric as rubrics
+from harness.sandbox import isolation, scratch
+from harness.sandbox import limits as sandbox
+from harness.sandbox import syscalls as linux
+from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
+from harness.sandbox.template import META_ZYGOTE
+
+
+class _Stopped(BaseException):
+    """SIGTERM in a grader: the main process was interrupted (Ctrl-C) or has died."""
+
+
+class Grader:
+    """What a grader process keeps between submissions.  `template`: the batch's template socket (None: none could
+    be started, each zygote then starts on its own); `zygote`: the one each submission's child is forked from,
+    replaced when it dies."""
+
+    def __init__(self, zygote: Zygote | None, template) -> None:
+        self.zygote = zygote
+        self.template = template
+        self.meta_zygote: Zygote | None = None  # made when a submission first needs one
+        self.no_meta = False  # the meta template could not give one: the meta runs stay in each child
+        self.busy = False  # a submission is being graded: SIGTERM must unwind it, not just exit
+        self.stopping = False  # SIGTERM came: the submission is being unwound
+
+    def on_sigterm(self, signum, frame) -> None:
+        if self.stopping:
+            return  # the clean-up the first SIGTERM started must not be interrupted
+        if not self.busy:
+            os._exit(0)  # between submissions: nothing to clean up
+        self.stopping = True
+        raise _Stopped()
+
+    def grade(self, folder: str, pick: Pick, options: dict) -> dict:
+        """Returns only plain data.  Stopped (SIGTERM), it ends once run_checks has closed the submission's child
+        and scratch: the batch is over."""
+        try:
+            self.busy = True
+            return self.grade_submission(folder, pick, options)
+        except _Stopped:
+            scratch.remove_live()  # the stop may have come before the submission's child was in run_checks' hands
+            os._exit(0)
+        finally:
+            self.busy = False
+
+    def grade_submission(self, folder: str, pick: Pick, options: dict) -> dict:
+        name = os.path.basename(folder)
+        limits = sandbox.Limits(**options["limits"])
+        started = time.monotonic()
+        spec = pick.spec
+        if spec is None:
+            report = not_run(f"{name}/?", pick.problem, Options(seed=options["seed"]),
+                             fix=options.get("missing_fix", ""))
+            if pick.review:
+                report.adapter["review"] = [pick.problem]
+        else:
+            for _attempt in (1, 2):  # a dead zygote is replaced, a child killed before its confinement started
+                # again: graded once more; twice, the row says mha-check could not grade it (never the student's)
+                try:
+                    make = lambda: ForkedSubject(self.zygote,  # the zygote of the moment, replaced or not
+                                                 spec, submission=folder, seed=options["seed"], limits=limits,
+                                                 allow_unconfined=options["allow_unconfined"], grading=True)
+                    report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
+                                        make_subject=make,
+                                        make_meta_subject=lambda: self.meta_subject(spec, folder, options, limits))
+                    break
+                except ZygoteError as e:
+                    self.zygote.close()
+                    self.zygote = Zygote(limits, self.template)
+                    self.drop_meta_zygote()
+                    report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
+                                     Options(seed=options["seed"]), fix="grade this submission again", ours=True)
+                    report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+                except isolation.IsolationFailed as e:  # a child killed from outside before it was confined
+                    report = not_run(spec, f"mha-check could not start a confined process for this submission "
+                                           f"twice ({e})", Options(seed=options["seed"]),
+                                     fix="grade this submission again", ours=True)
+                    report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+        if pick.note:
+            report.adapter["notes"] = [pick.note, *report.adapter.get("notes", [])]
+        return graded(name, spec, report, options, time.monotonic() - started)
+
+    def meta_subject(self, spec: str, folder: str, options: dict, limits: sandbox.Limits) -> ForkedSubject | None:
+        """A second child for this submission, forked from the meta template, for the one run on the meta device
+        (harness.engine.context.Context.meta_forward); None where there is none to be had (no template, or it
+        could not give one): the run then stays in the submission's own child, as in a single run."""
+        if self.no_meta or self.template is None:
+            return None
+        try:
+            if self.meta_zygote is None:
+                self.meta_zygote = Zygote(limits, self.template, fallback=False, kind=META_ZYGOTE)
+            return ForkedSubject(self.meta_zygote, spec, submission=folder, seed=options["seed"], limits=limits,
+                                 allow_unconfined=options["allow_unconfined"], grading=True)
+        except (ZygoteError, isolation.IsolationFailed):
+            self.drop_meta_zygote()
+            self.no_meta = True
+            return None
+
+    def drop_meta_zygote(self) -> None:
+        if self.meta_zygote is not None:
+            self.meta_zygote.close()
+            self.meta_zygote = None
+
+
+_GRADER: Grader | None = None  # this grader process's Grader, left by start() (the pool's initializer)
+
+
+def start(limits_dict: dict, template, scratch_parent: str) -> None:
+    """In each grader process: its zygote, forked from the batch's template (or started on its own without one).
+    Ctrl-C is the main process's to handle: it stops the graders with SIGTERM, as the kernel does when the main
+    process dies, and a grader then unwinds the submission in progress (its child killed, its scratch removed).
+    Its scratch folders are made in the batch's `scratch_parent`, which the main process removes at the end."""
+    global _GRADER
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _GRADER = Grader(None, template)
+    signal.signal(signal.SIGTERM, _GRADER.on_sigterm)
+    linux.die_with_parent(signal.SIGTERM)
+    scratch.place_in(scratch_parent)
+    _GRADER.zygote = Zygote(sandbox.Limits(**limits_dict), template)
+
+
+def grade_one(folder: str, pick: Pick, options: dict) -> dict:
+    """The task the pool sends: one submission, by this process's grader."""
+    return _GRADER.grade(folder, pick, options)
+
+
+def graded(name: str, spec: str | None, report: Report, options: dict, seconds: float) -> dict:
+    """A graded submission as plain data: its report in the batch's format and its summary row.  score and
+    max_score follow the one scoring rule (harness.render.rubric.score); needs_review is Report.needs_review."""
+    rubric = rubrics.load_rubric(options.get("rubric"), {c.id for c in report.checks}) \
+        if options.get("rubric") else rubrics.Rubric()
+    got, total = rubrics.score(report, rubric)
+    return {"name": name, "text": formats.render(report, options["format"], rubric),
+            "row": {"submission": name, "target": _checked(spec, report), "passed": report.passed,
+                    "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
+                    "diagnosis": (report.diagnosis or {}).get("mutant") or "",
+                    "process": "; ".join(p["kind"] for p in report.adapter.get("process", [])),
+                    "isolation": "; ".join(report.isolation.get("short_of_policy", ())) or (
+                        "full" if report.isolation else ""),  # what of the confinement policy was missing
+                    "seconds": round(seconds, 2),
+                    **{c.id: c.status for c in report.checks}}}
+
+
+def _checked(spec: str | None, report: Report) -> str:
+    """The summary's target: the file, and the class that was checked in it (a spec without a class is completed
+    with the class mha-check found there, so that a wrong pick shows in the summary)."""
+    found = report.adapter.get("class")
+    if not spec or not found or ":" in spec:
+        return spec or ""
+    return f"{spec}:{found}"
+

@@ -1,0 +1,155 @@
+"""Which file of a submission to check: read and tokenized in the trusted process, never imported or parsed.
+
+A submission's folder may hold several code files, a zipped sub-folder, links, devices or huge notebooks; `spec_for`
+names the one file (and class) to check, or says why there is none, so that a wrong pick shows in the report.
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import stat
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.frontends import submissions
+from harness.sandbox import scratch
+
+MAX_SOURCE = 256 << 10  # a larger .py file is not an attention layer: never read
+MAX_NOTEBOOK = 32 << 20  # a notebook carries its outputs (pictures): larger ones are not read to look for a class
+_STATEMENT_START = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+
+
+# a class line inside a notebook's JSON: the start of a source string, or of a line inside one ("\n" escaped)
+_NOTEBOOK_CLASS = re.compile(rb'(?:"|\\n)[ \t]*class[ \t]+\w+[ \t]*\([^)"\\]*Module')
+
+
+def _source_of(path: Path) -> bytes | None:
+    """A regular file only (not a FIFO, a symlink or a device), bounded: read in the trusted process."""
+    return scratch.read_regular(str(path), _bound(path))
+
+
+def defines_module(path: Path) -> bool:
+    """Does the file (or the notebook's code) define a class with "Module" in its bases?  Runs in the trusted
+    process on files a student wrote, so: read by _source_of, tokenized as a stream, never parsed (a deeply nested
+    expression cannot exhaust the parser's recursion)."""
+    data = _source_of(path)
+    if not data:
+        return False
+    if path.suffix.lower() == ".ipynb":  # searched, never parsed: 32 MB of JSON once took the grader 900 MB
+        return _NOTEBOOK_CLASS.search(data) is not None
+    expect, depth, previous = "class", 0, tokenize.ENCODING  # then: name, "(", bases
+    try:
+        for tok in tokenize.tokenize(io.BytesIO(data).readline):
+            if tok.type in (tokenize.COMMENT, tokenize.NL):
+                continue
+            if expect == "class":
+                expect = "name" if tok.string == "class" and previous in _STATEMENT_START else "class"
+            elif expect == "name":
+                expect = "(" if tok.type == tokenize.NAME else "class"
+            elif expect == "(":
+                expect, depth = ("bases", 1) if tok.string == "(" else ("class", 0)
+            elif tok.type == tokenize.NAME and "Module" in tok.string:
+                return True
+            elif tok.type == tokenize.OP and tok.string in "()":
+                depth += 1 if tok.string == "(" else -1
+                expect = "bases" if depth else "class"
+            previous = tok.type
+    except Exception:  # noqa: BLE001 - `# coding: rot13` raises LookupError: any file, no batch stops on it
+        pass
+    return False
+
+
+def _bound(path: Path) -> int:
+    return MAX_NOTEBOOK if path.suffix.lower() == ".ipynb" else MAX_SOURCE
+
+
+def _readable(path: Path) -> bool:
+    """A regular file (not a symlink, FIFO or device) small enough to be an attention layer: the only kind the
+    grader names as a submission's target (its child reads it, confined)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size <= _bound(path)
+
+
+def _code_files(folder: Path) -> list[Path]:
+    """The submission's code files: those at its top, else those in its sub-folders (a folder zipped with it)."""
+    top = sorted(p for p in folder.iterdir() if submissions.is_code(p) and _readable(p))
+    return top or submissions.nested_code(folder, _readable)
+
+
+def _rel(path: Path, folder: Path) -> str:
+    return str(path.relative_to(folder))
+
+
+def find_target(folder: Path) -> str | None:
+    """With no --target: the one file of the submission that defines an nn.Module class."""
+    files = [p for p in _code_files(folder) if not p.name.startswith("test")]
+    found = [p for p in files if defines_module(p)]
+    return _rel(found[0], folder) if len(found) == 1 else None
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What to check in one submission's folder.  `spec` None: `problem` says why there is nothing to check, and
+    `review` whether a person should look (mha-check could not choose between files: our limit, not a zero to
+    trust).  `note`: how a file was chosen among several, so that a wrong choice is visible in the report."""
+    spec: str | None
+    problem: str = ""
+    note: str = ""
+    review: bool = False
+
+
+def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
+    """One folder per student: --target as given, else the single file that defines an nn.Module class, else the
+    folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files:
+    the platform named the file, so --target's class is applied to the student's file (the one ending with
+    --target's file name, else found as above)."""
+    file_part, _, cls = (target or "").partition(":")
+    suffix = f":{cls}" if cls else ""
+    if target and not flat:
+        inside = [] if os.path.lexists(folder / file_part) else [
+            p for p in submissions.nested_code(folder, _readable) if p.name == Path(file_part).name]
+        if len(inside) == 1:  # hw3/attention.py: the student zipped the folder that holds it
+            found = _rel(inside[0], folder)
+            return Pick(found + suffix, note=f"{found} was checked: --target's {file_part} is in a sub-folder")
+        return Pick(target)
+    code = _code_files(folder)
+    named = [p for p in code if file_part and p.name.endswith(file_part)]
+    if len(named) == 1:
+        return Pick(_rel(named[0], folder) + suffix)
+    found = find_target(folder) or (_rel(code[0], folder) if len(code) == 1 else None)
+    if found:
+        others = [p for p in code if _rel(p, folder) != found]
+        note = (f"{found} was checked: of the {len(code)} code files "
+                f"({', '.join(_rel(p, folder) for p in code)}) it is the "
+                f"only one that defines an nn.Module class" +
+                (f" ({len(named)} end with --target's {file_part})" if file_part else "")
+                ) if others else ""
+        return Pick(found + suffix, note=note)
+    if code:
+        return Pick(None, f"could not tell which file holds the attention class: {len(code)} code files "
+                          f"({', '.join(_rel(p, folder) for p in code)}) and not exactly one defines an nn.Module "
+                          f"class; grade with --target FILE:Class to choose", review=True)
+    others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    unread = [name for name in others if submissions.is_code(Path(name))]
+    if unread:
+        return Pick(None, f"could not tell which file holds the attention class: {', '.join(unread[:5])} not read "
+                          f"(a code file must be a regular file, not a link or a device, of at most "
+                          f"{MAX_SOURCE >> 10} KiB for .py and {MAX_NOTEBOOK >> 20} MiB for .ipynb)")
+    return Pick(None, "could not tell which file holds the attention class: this submission has no .py or .ipynb "
+                      "file" + (f" (it has {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others
+                                else " (it is empty)"))
+
+
+def missing_fix(target: str | None) -> str:
+    """The fix for a submission with nothing to check: what to hand in (the construct check's own fix is about a
+    file that does not load)."""
+    cls = (target or "").partition(":")[2]
+    return (f"Hand in one .py file or notebook that defines {cls or 'your attention class (a torch.nn.Module)'}. "
+            "If a submission has several candidate files, the instructor names the one to check with --target "
+            "FILE.py:ClassName.")
+

@@ -1,0 +1,72 @@
+"""`mha-check TARGET`, second half: the checks run on the child already started, the report rendered and written.
+
+Imported by harness.frontends.single once the child is started: the engine, the checks and the renderers import
+here while the child imports torch.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from harness.engine.runner import Options, UsageError, run_checks, select
+from harness.frontends import options
+from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
+from harness.render import formats, rubric
+from harness.render.plot import draw
+from harness.render.view import clean
+
+
+def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, make, limits, overrides: dict,
+           weight_map: dict, a_grade: bool) -> int:
+    """The checks on `subject` (None for --list-checks), the report in the asked format; the exit status.  A
+    restart after a crash that cannot be confined as the first was raises isolation.IsolationFailed (the caller
+    refuses)."""
+    try:
+        if args.list_checks:
+            for c in select(options.ids(args.only), options.ids(args.skip)):
+                print(f"{c.id:<20} {'(rule) ' if c.kind == 'rule' else ''}{c.claim}")
+            return 0
+        if not args.target:
+            parser.error("give a TARGET to check, e.g. mha-check examples/correct_attention.py")
+        grading = rubric.load_rubric(args.rubric, {c.id for c in select()}) if args.rubric else None
+        run = Options(options.ids(args.only), options.ids(args.skip), args.seed, args.examples, overrides,
+                      weight_map, limits, rules=not args.no_rules and (grading.rules if grading else True),
+                      leakage_map=bool(args.plot), debug=args.debug)
+        report = run_checks(args.target, run, subject=subject, make_subject=make)
+    except (UsageError, rubric.RubricError) as e:
+        if subject is not None:
+            subject.close()
+        parser.error(str(e))
+    text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output))
+    if args.show_output and report.student_output and args.format == "text":
+        text += "\n--- what your code printed ---\n" + clean(report.student_output) + "\n"
+    if args.plot:
+        text += _plot(report, args.plot)
+    if args.output:
+        try:
+            write_atomic(args.output, text)  # a platform reading results.json never sees half of one
+        except OSError as e:  # a full disk: the results on stdout, where the platform's log keeps them
+            sys.stdout.write(text)
+            print(f"mha-check: error: could not write {args.output} ({reason(e)}); the results are printed above "
+                  "instead", file=sys.stderr)
+            return WRITE_FAILED
+    else:
+        sys.stdout.write(text)
+    return 0 if report.passed else 1
+
+
+def _colour(fmt: str, output: str | None) -> bool:
+    return fmt == "text" and output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR") and \
+        os.environ.get("TERM") != "dumb"
+
+
+def _plot(report, path: str) -> str:
+    maps = report.leakage or {}
+    if "panels" not in maps:
+        message = f"no leakage plot: {maps.get('error', 'the map could not be measured')}"
+        print(message, file=sys.stderr)
+        return ""
+    headline = draw(maps, path, title=report.target)
+    print(f"leakage plot written to {os.path.abspath(path)} ({headline})", file=sys.stderr)
+    return ""

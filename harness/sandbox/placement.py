@@ -1,0 +1,42 @@
+"""Where a target's files go in the child's scratch folder, and whether the target is mha-check's own code.
+
+The trusted side decides both from the target as given and from where its file really is (Subject copies the
+folder named here into the slot's scratch; a submission's code gets our packages hidden from it).
+"""
+from __future__ import annotations
+
+import os
+
+from harness import OWN_PACKAGES, PACKAGES_ROOT
+
+
+def own_code(where: str, path: str | None) -> bool:
+    """Is the target mha-check's own code (a mutant, the reference), which may import our packages?  `path`: the
+    target's file (None for a module target).  Decided here, from where the file really is: inside our
+    installation, which no submission can write to."""
+    if path is None:
+        return where.partition(".")[0] in OWN_PACKAGES
+    real = os.path.realpath(path)
+    return any(real.startswith(os.path.join(os.path.realpath(PACKAGES_ROOT), d) + os.sep)
+               for d in OWN_PACKAGES + ("tests",))  # our own test modules check classes they define
+
+
+def where_of(spec: str) -> str:
+    """The file or module part of a target (the rule of harness.child.target.split_spec)."""
+    if ":" in spec:
+        where = spec.rpartition(":")[0]
+        return spec if len(where) == 1 and where.isalpha() else where
+    return spec
+
+
+def placement(spec: str, search_dir: str, submission: str | None) -> tuple[str, str | None, str | None]:
+    """(the folder to copy into the scratch, the target file relative to it, the target file's own path); the
+    last two are None for a module target.  A file outside the folder copied is not copied: the child cannot see
+    it, and says so by the file's own name."""
+    where = where_of(spec)
+    if not (where.lower().endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where):
+        return submission or search_dir, None, None
+    path = os.path.normpath(os.path.join(search_dir, where))
+    root = os.path.abspath(submission) if submission else os.path.dirname(path)
+    rel = os.path.relpath(path, root)
+    return root, (rel if not rel.startswith("..") else path), path
