@@ -1,5 +1,6 @@
 """Golden tests of the text report a student reads: the order (verdict, root cause, the checks it explains, the
-other checks), 100 columns in every mode, and a line pointer that names the right file and line.
+other checks), 80 columns in every mode (a terminal's width when wider), and a line pointer that names the right
+file and line.
 
 The goldens (tests/e2e/golden/*.txt) hold the report's skeleton, not the whole page: every line that carries the
 structure, with the figures a check measured left out, so that a change of the shrunk configuration or of a
@@ -97,9 +98,30 @@ def test_skeleton_matches_the_golden(reports, case):
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("mode", [{}, {"verbose": True}, {"quiet": True}, {"colour": True}],
                          ids=["default", "verbose", "quiet", "colour"])
-def test_every_line_fits_100_columns(reports, case, mode):
+def test_every_line_fits_80_columns(reports, case, mode):
     lines = re.sub(r"\033\[[0-9;]*m", "", page(reports, case, **mode)).splitlines()
-    assert max(map(len, lines)) <= 100, [ln for ln in lines if len(ln) > 100]
+    assert max(map(len, lines)) <= 80, [ln for ln in lines if len(ln) > 80]
+
+
+class _Tty:
+    def __init__(self, tty: bool):
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty, columns, want", [(False, 200, 80), (True, 60, 80), (True, 100, 100),
+                                                (True, 300, 120)])
+def test_the_width_follows_a_terminal_wider_than_80(monkeypatch, tty, columns, want):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert text.terminal_width(_Tty(tty)) == want
+
+
+def test_a_wider_terminal_gets_longer_lines(reports):
+    wide = page(reports, "no-mask", cols=120).splitlines()
+    assert max(map(len, wide)) <= 120 and max(map(len, wide)) > 80
+    assert len(wide) < len(page(reports, "no-mask").splitlines())
 
 
 @pytest.mark.parametrize("case", ["split-view-order", "no-mask", "unused-projection"])
@@ -138,9 +160,11 @@ def test_shipped_buggy_example_points_at_the_students_path():
     lines = run.stdout.splitlines()
     assert "\033[" not in run.stdout  # not a terminal: no colour
     assert "  where:        examples/buggy_attention.py:30" in lines
-    assert "  you wrote:    queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)" in lines
-    assert "                mha-check trace examples/buggy_attention.py: every step of your forward" in lines
-    assert max(map(len, lines)) <= 100 and len(lines) <= 40
+    wrote = next(i for i, ln in enumerate(lines) if ln.startswith("  you wrote:"))
+    assert " ".join(" ".join(lines[wrote:wrote + 2]).split()) == \
+        "you wrote: queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)"
+    assert any(ln.startswith("                mha-check trace examples/buggy_attention.py: every step") for ln in lines)
+    assert max(map(len, lines)) <= 80 and len(lines) <= 44
 
 
 def test_correct_class_lists_what_was_verified(reports):
@@ -149,7 +173,7 @@ def test_correct_class_lists_what_was_verified(reports):
     assert not any(ln.startswith("Root cause") for ln in lines)
     for c in all_checks():  # each check on its own line, with its claim
         row = next(ln for ln in lines if LABEL.match(ln) and LABEL.match(ln).group(3).split()[0] == c.id)
-        assert " ".join(c.claim.split())[:30] in " ".join(lines[lines.index(row):][:4])
+        assert " ".join(c.claim.split())[:30] in " ".join(" ".join(lines[lines.index(row):][:4]).split())
 
 
 def test_colour_only_paints_the_labels(reports):
