@@ -9,6 +9,7 @@ then the other checks by section.  A student reads the one thing to change first
 Three densities: the default (failing checks in full, the undecided ones grouped by reason, the passing ones in one
 list when something failed, each with its claim when all passed); `verbose` (every check with every detail, as
 before the root cause was listed first); `quiet` (the verdict, the root cause in one line, one line per check).
+The line on what confined the code only when it was less than the full policy (the JSON has it always).
 Colour only when asked for (the CLI asks when stdout is a terminal and NO_COLOR is not set).
 """
 from __future__ import annotations
@@ -249,8 +250,8 @@ def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour:
         out += wrap(f"built as {view.construction}", "  ", "", cols)
     if view.mapping:
         out += wrap(view.mapping, "  ", "", cols)
-    for note in view.notes:
-        out += wrap(note, "  ", "", cols)
+    for note in view.notes + ([view.isolation] if view.isolation and view.isolation_weak else []):
+        out += wrap(note, "  ", "", cols)  # full isolation is the normal case: said in JSON, not on a student's screen
     if view.needs_review:
         out += wrap("some claims could not be decided: a person should look at this report", "  ", "", cols)
     return "\n".join(out)

@@ -71,6 +71,8 @@ class ReportView:
     summary: str
     notes: list[str]
     needs_review: bool
+    isolation: str = ""  # "isolation: ..." (what confined the child), "" when nothing ran the code
+    isolation_weak: bool = True  # less than the full policy confined it (or the report does not say): worth showing
 
     @property
     def lines(self) -> list[CheckLine]:
@@ -267,11 +269,11 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
         amount = head[len(OUTPUT_CUT_MARK):].split(" of ")[-1].rstrip("]") \
             if head.startswith(OUTPUT_CUT_MARK) else f"{len(report.student_output)} characters"
         notes.append(f"your code printed {amount} (see --show-output)")
-    if report.isolation.get("summary"):
-        notes.append("isolation: " + report.isolation["summary"])
+    isolation = f"isolation: {clean(report.isolation['summary'])}" if report.isolation.get("summary") else ""
     return ReportView(target, verdict(report, frozenset(hidden)), report.passed,
                       clean(report.adapter.get("construction", "")), mapping, root,
                       sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.follows.index(ln.id)),
                       unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
-                      summary, notes, report.needs_review)
+                      summary, notes, report.needs_review, isolation,
+                      report.isolation.get("full_policy") is not True)

@@ -9,6 +9,8 @@ deliberate change of the report: MHA_UPDATE_GOLDEN=1 pytest tests/e2e/test_repor
 """
 from __future__ import annotations
 
+import copy
+import json
 import os
 import re
 import subprocess
@@ -164,7 +166,7 @@ def test_shipped_buggy_example_points_at_the_students_path():
     assert " ".join(" ".join(lines[wrote:wrote + 2]).split()) == \
         "you wrote: queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)"
     assert any(ln.startswith("                mha-check trace examples/buggy_attention.py: every step") for ln in lines)
-    assert max(map(len, lines)) <= 80 and len(lines) <= 44
+    assert max(map(len, lines)) <= 80 and len(lines) <= 40
 
 
 def test_correct_class_lists_what_was_verified(reports):
@@ -194,3 +196,27 @@ def test_no_color_and_dumb_terminals_get_no_colour(monkeypatch):
     monkeypatch.delenv("NO_COLOR")
     monkeypatch.setenv("TERM", "dumb")
     assert not cli._colour("text", None) and not cli._colour("json", None)
+
+
+def test_isolation_is_shown_only_when_weaker_than_the_policy(reports):
+    """Full isolation is the normal case: the JSON says it, the student's screen does not; less than the policy (or
+    a report that does not say) is shown, with what was missing."""
+    report = copy.deepcopy(reports(CASES["correct"]))
+    record = {"summary": "bubblewrap: uid 61000, no capabilities", "full_policy": True, "short_of_policy": []}
+    report.isolation = dict(record)
+    assert "isolation:" not in text.render(view.build(report))
+    assert json.loads(report.to_json())["isolation"]["summary"] == record["summary"]
+    for weaker in ({"full_policy": False, "short_of_policy": ["no net namespace"],
+                    "summary": "built-in: uid 61000; NO namespaces"}, {"summary": "an old report's line"}):
+        report.isolation = weaker
+        assert "isolation: " + weaker["summary"] in text.render(view.build(report))
+
+
+@pytest.mark.parametrize("case", ["split-view-order", "no-mask"])
+def test_the_verdict_and_the_root_cause_with_its_line_are_on_the_first_screen(reports, case):
+    """An 80x30 terminal shows the first 20 lines of a report whole (the prompt takes some): the verdict, the root
+    cause and the line it is on must be among them."""
+    first = page(reports, case).splitlines()[:20]
+    assert first[1].startswith("FAIL: ")
+    assert any(ln.startswith("Root cause: ") for ln in first)
+    assert any(re.match(r"  where: +mutants/\w+\.py:\d+$", ln) for ln in first)
