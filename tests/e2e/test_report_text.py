@@ -220,3 +220,36 @@ def test_the_verdict_and_the_root_cause_with_its_line_are_on_the_first_screen(re
     assert first[1].startswith("FAIL: ")
     assert any(ln.startswith("Root cause: ") for ln in first)
     assert any(re.match(r"  where: +mutants/\w+\.py:\d+$", ln) for ln in first)
+
+
+def _student_run(path, *args) -> list[str]:
+    run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", str(path), *args], capture_output=True,
+                         text=True, cwd=ROOT, timeout=180)
+    assert run.returncode == 1, run.stderr
+    return run.stdout.splitlines()
+
+
+def test_a_typo_is_headlined_as_the_crash_with_the_name_meant(tmp_path):
+    """A misspelt attribute in forward: the verdict is the exception, its line and the name meant, not "a bug in the
+    math"; the fix is about the name, not about tracing shapes."""
+    source = (ROOT / "examples" / "correct_attention.py").read_text()
+    typo = tmp_path / "typo.py"
+    typo.write_text(source.replace("self.W_query(x)", "self.W_qeury(x)", 1))
+    number = next(i for i, ln in enumerate(typo.read_text().splitlines(), 1) if "W_qeury" in ln)
+    lines = _student_run(typo)
+    head = " ".join(" ".join(lines[1:5]).split())
+    assert head.startswith(f"FAIL: your code raised AttributeError at {typo}:{number}: 'MultiHeadAttention' object "
+                           "has no attribute 'W_qeury'; did you mean 'W_query'?"), head
+    shown = " ".join(" ".join(lines).split())
+    assert "bug in the math" not in shown and "mha-check trace" not in shown and "shapes" not in shown
+    assert "fix: Use `W_query`, not `W_qeury`" in shown
+
+
+def test_a_hang_at_import_is_headlined_as_a_hang_at_import(tmp_path):
+    hang = tmp_path / "hang.py"
+    hang.write_text("while True:\n    pass\n" + (ROOT / "examples" / "correct_attention.py").read_text())
+    lines = _student_run(hang, "--time-limit", "4")
+    head = " ".join(" ".join(lines[1:4]).split())
+    assert head.startswith("CANNOT TELL: your file did not finish importing within 4 s"), head
+    assert "look for a loop at module level" in head
+    assert "faster" not in " ".join(lines)
