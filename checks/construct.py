@@ -9,6 +9,7 @@ parameter it left at its default that, set from the configuration, lets the clas
 import re
 
 from checks import cannot_tell, check, failed, passed
+from harness.wire import raised
 from harness.wire.errors import PLATFORM_HELP, CannotDrive, TargetFailure
 
 ARG = re.compile(r"--arg (?!NAME=)[\w.]+=[@\w.]+")  # a named one: the generic advice says NAME=VALUE
@@ -36,7 +37,8 @@ def construct(ctx):
     try:
         loaded = ctx.subject.load()
     except TargetFailure as e:
-        return failed(f"could not load the target: {e.message}", finding=f"load:{e.stage}", fix=_load_fix(e))
+        return failed(f"could not load the target: {e.message}", finding=f"load:{e.stage}", fix=_load_fix(e),
+                      **_raised(e))
     except CannotDrive as e:
         return cannot_tell(e.message, help="name the class to check: file.py:ClassName", finding="load:ambiguous")
     if loaded.settings:
@@ -61,7 +63,7 @@ def construct(ctx):
                 finding = "refuses valid widths as not divisible" if "divisible" in e.message else \
                     "refuses valid widths"
                 return failed(f"{loaded.name}(...) failed for {cfg.describe()}: {e.message}", config=cfg,
-                              finding=finding)
+                              finding=finding, **_raised(e))
             note = f"; it refuses d_in != d_out ({e.message[:160]}), so every check uses d_in = d_out"
             cfg = ctx.required_configs()[i]
         built.append(cfg.describe())
@@ -76,6 +78,13 @@ def construct(ctx):
 KEY_WORDS = {"d_in": "input width", "d_out": "output width", "width": "width", "heads": "number of heads",
              "context_length": "context length", "dropout": "dropout rate", "qkv_bias": "Q/K/V bias flag",
              "head_width": "head width", "kv_heads": "number of key/value heads"}  # how a student would say them
+
+
+def _raised(e: TargetFailure) -> dict:
+    """The exception the student's code raised while imported or built, for a verdict that headlines it (nothing
+    when the failure is not one: no such file, no such class)."""
+    read = raised.parse(e.message) if e.stage not in ("lookup",) else None
+    return {"raised": read.to_dict()} if read is not None else {}
 
 
 def _load_fix(e: TargetFailure) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 from checks import cannot_tell, check, failed, passed
 from checks.contiguity import contiguity
 from harness.engine.search import find_failure_at_once
+from harness.wire import raised
 from harness.wire.errors import TargetFailure
 
 
@@ -37,15 +38,15 @@ def output_shape(ctx):
 
     def ask(cfg):
         inst = ctx.build(cfg)
-        return inst, [inst.forward_request(ctx.input(cfg))], None
+        return inst, [inst.forward_request(ctx.input(cfg))], inst
 
-    def judge(cfg, answer, _):
+    def judge(cfg, answer, inst):
         try:
             y = answer()[0].y
         except TargetFailure as e:
-            returned = e.message.startswith("forward returned")
-            return failed(e.message if returned else f"forward raised {e.message}",
-                          finding=_raised_finding(e.message, cfg), fix="" if returned else RAISED_FIX)
+            if e.message.startswith("forward returned"):
+                return failed(e.message, finding=_raised_finding(e.message, cfg))
+            return _raised(e.message, cfg, inst)
         want = (cfg.batch, cfg.n, cfg.d_out)
         if y.shape != want:
             finding = _shape_finding(y.shape, cfg)
@@ -63,6 +64,28 @@ def output_shape(ctx):
 
     return find_failure_at_once(ctx, ask, judge, judge_refusals=True) or passed("shape (B, n, d_out) and finite "
                                                                                 "values for every configuration tried")
+
+
+def _raised(message: str, cfg, inst):
+    """forward raised: the exception, its line and, for a misspelt name, the name meant (among the module's own
+    attribute names, as the child listed them when it was built) and a fix about names, not shapes."""
+    read = raised.parse(message)
+    info = inst.answered_info if inst is not None else None
+    if read is not None and info is not None:
+        read = raised.with_meant(read, raised.attribute_names(
+            [p.name for p in info.params + info.buffers] + info.state_dict + info.plain_tensors + info.containers))
+    details = {"raised": read.to_dict()} if read is not None else {}
+    meant = f"; did you mean '{read.meant}'?" if read is not None and read.meant else ""
+    return failed(f"forward raised {message}{meant}", finding=_raised_finding(message, cfg),
+                  fix=name_fix(read) if read is not None and read.name else RAISED_FIX, **details)
+
+
+def name_fix(read: raised.Raised) -> str:
+    """The fix for a misspelt or undefined name: the spelling, not the shapes."""
+    meant = f"`{read.meant}`, not `{read.name}`" if read.meant else f"a name your code defines, not `{read.name}`"
+    return (f"Use {meant}, at the line the error names{f' ({read.at})' if read.at else ''}: a name must be spelt "
+            "exactly as where it is defined (an attribute as `__init__` sets it, `self.W_query = nn.Linear(...)`, "
+            "is used as `self.W_query(x)`).")
 
 
 RAISED_FIX = """Start at the line the error names and follow the shapes back from it: `mha-check trace FILE:Class`

@@ -34,6 +34,9 @@ LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, 
     "startup": "nothing in your code: mha-check's own worker could not start (importing torch) on this machine; run "
                "it again when the machine is less busy, or tell whoever runs mha-check",
 }
+IMPORT_HANG_HELP = ("look for a loop, a sleep, input() or a long computation at module level: code outside functions "
+                    "and classes runs on import (keep training and demos under `if __name__ == \"__main__\":`); where "
+                    "you run mha-check yourself, --time-limit gives it longer")
 
 
 
@@ -250,5 +253,7 @@ def _restart(ctx: Context, make_subject) -> None:
 
 def _death(died: WorkerDied) -> Outcome:
     if died.ours:  # one of our limits: the code may be right, only slow or large
+        if died.kind == "time" and died.op == "load":  # a hang at import, never "make forward faster"
+            return cannot_tell(died.message, help=IMPORT_HANG_HELP, process=died.kind, stage="import")
         return cannot_tell(died.message, help=LIMIT_HELP.get(died.kind, LIMIT_HELP["time"]), process=died.kind)
     return failed(died.message, process=died.kind)

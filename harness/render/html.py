@@ -49,7 +49,7 @@ def render(view: ReportView, notes: list[str] = ()) -> str:
         out.append(f"<p><b>{e(title)}</b></p><table><thead><tr><th style=\"text-align:left\">check</th>"
                    "<th style=\"text-align:left\">status</th><th style=\"text-align:left\">finding</th></tr>"
                    "</thead><tbody>" + "".join(_row(ln) for ln in lines) + "</tbody></table>")
-    for note in [view.summary, view.mapping, *view.notes, *notes]:
+    for note in [view.summary, view.mapping, *view.notes, view.isolation, *notes]:
         if note:
             out.append(f"<p><small>{e(note)}</small></p>")
     out.append("</div>")

@@ -1,4 +1,6 @@
-"""The report as text for a person at a terminal, within 100 columns (wrapped, never cut off at the edge).
+"""The report as text for a person at a terminal, wrapped to it (never cut off at the edge): 80 columns, the width
+of the smallest usual terminal, or the terminal's own width when stdout is a wider terminal (up to 120, past which
+lines are too long to read).
 
 Order: the verdict; the root cause when a mistake is identified (the mistake, the file and line, the line as written,
 the fix, what happens, how mha-check knows, the failing checks it explains in one line each, where to look next);
@@ -7,16 +9,35 @@ then the other checks by section.  A student reads the one thing to change first
 Three densities: the default (failing checks in full, the undecided ones grouped by reason, the passing ones in one
 list when something failed, each with its claim when all passed); `verbose` (every check with every detail, as
 before the root cause was listed first); `quiet` (the verdict, the root cause in one line, one line per check).
+The line on what confined the code only when it was less than the full policy (the JSON has it always).
 Colour only when asked for (the CLI asks when stdout is a terminal and NO_COLOR is not set).
 """
 from __future__ import annotations
 
 import re
+import shutil
+import sys
 import textwrap
 
 from harness.render.view import CheckLine, ReportView
 
-WIDTH = 100
+WIDTH = 100  # the teaching pages (explain, trace), projected in a class
+REPORT_WIDTH = 80  # a report's width when its reader's terminal is not known: an 80x30 terminal shows it whole
+MAX_WIDTH = 120
+
+
+def terminal_width(stream=None) -> int:
+    """The columns a report is wrapped to: the terminal's when `stream` (stdout) is a terminal wider than
+    REPORT_WIDTH, at most MAX_WIDTH; REPORT_WIDTH otherwise (a file, a pipe, a test), so a saved report does not
+    depend on the window it was made in."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        if not stream.isatty():
+            return REPORT_WIDTH
+    except (AttributeError, ValueError):  # closed or replaced by something that is not a file
+        return REPORT_WIDTH
+    columns = shutil.get_terminal_size((REPORT_WIDTH, 30)).columns
+    return max(REPORT_WIDTH, min(MAX_WIDTH, columns))
 COLOURS = {"pass": "32", "fail": "31", "cannot_tell": "33", "skip": "90"}
 
 
@@ -113,51 +134,52 @@ def one_line(text: str, room: int) -> str:
     return text[:room - 1].rsplit(" ", 1)[0] + "…"
 
 
-def _field(name: str, value: str, pad: int = 14) -> list[str]:
-    return wrap(value, " " * (2 + pad), f"  {name + ':':<{pad}}")
+def _field(name: str, value: str, cols: int, pad: int = 14) -> list[str]:
+    return wrap(value, " " * (2 + pad), f"  {name + ':':<{pad}}", cols)
 
 
-def _root(view: ReportView, colour: bool) -> list[str]:
+def _root(view: ReportView, colour: bool, cols: int) -> list[str]:
     r = view.root
-    out = wrap(r.title, "  ", "Root cause: ")
+    out = wrap(r.title, "  ", "Root cause: ", cols)
     if r.at:
-        out += _field("where", r.at)
+        out += _field("where", r.at, cols)
     if r.code:
-        out += _field("you wrote", r.code)
-    out += _field("fix", r.fix)
-    out += _field("what happens", r.symptom)
-    out += _field("how we know", r.evidence)
+        out += _field("you wrote", r.code, cols)
+    out += _field("fix", r.fix, cols)
+    out += _field("what happens", r.symptom, cols)
+    out += _field("how we know", r.evidence, cols)
     if view.follows:
         out.append(f"  it makes {len(view.follows)} check{'s' if len(view.follows) != 1 else ''} fail:")
         width = max(len(ln.id) for ln in view.follows)
         for ln in view.follows:
             lead = f"    FAIL {ln.id:<{width}}  "
-            out.append(lead.replace("FAIL", _paint("FAIL", "fail", colour), 1) + one_line(ln.text, WIDTH - len(lead)))
+            out.append(lead.replace("FAIL", _paint("FAIL", "fail", colour), 1) + one_line(ln.text, cols - len(lead)))
     for i, (command, what) in enumerate(r.commands):
-        out += wrap(f"{command}: {what}", " " * 16, f"  {'see also:' if i == 0 else '':<14}")
+        out += wrap(f"{command.replace(' ', GLUE)}: {what}", " " * 16, f"  {'see also:' if i == 0 else '':<14}",
+                    cols)  # a command is never split: it is copied as a whole
     return out
 
 
-def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool) -> list[str]:
+def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool, cols: int = REPORT_WIDTH) -> list[str]:
     """One check's lines: its label and id, the finding and, for a failure, where, what and the fix."""
     lead = f"  {line.label:<10} {line.id:<{width}}  "
     indent = " " * len(lead)
     if line.passed and not verbose:
-        out = wrap(line.claim, indent, lead)
+        out = wrap(line.claim, indent, lead, cols)
     else:
-        out = wrap(line.text, indent, lead)
+        out = wrap(line.text, indent, lead, cols)
         if line.status == "fail":
             for name, value in (("smallest failing configuration", line.config), ("observed", line.observed),
                                 ("why it matters", line.why if verbose else ""), ("fix", line.fix)):
                 if value:
-                    out += wrap(f"{name}: {value}", indent + "  ", indent)
+                    out += wrap(f"{name}: {value}", indent + "  ", indent, cols)
         elif line.status == "cannot_tell" and line.help:
-            out += wrap(f"what would help: {line.help}", indent + "  ", indent)
+            out += wrap(f"what would help: {line.help}", indent + "  ", indent, cols)
     out[0] = out[0].replace(line.label, _paint(line.label, line.status, colour), 1)
     return out
 
 
-def _grouped(lines: list[CheckLine], colour: bool) -> list[str]:
+def _grouped(lines: list[CheckLine], colour: bool, cols: int) -> list[str]:
     """Checks with the same status and the same words, said once: "CAN'T TELL a, b, c" and the reason."""
     groups: dict[tuple, list[CheckLine]] = {}
     for ln in lines:
@@ -167,65 +189,69 @@ def _grouped(lines: list[CheckLine], colour: bool) -> list[str]:
         label = members[0].label
         lead = f"  {label:<10} "
         indent = " " * len(lead)
-        head = wrap(", ".join(m.id for m in members), indent, lead)
+        head = wrap(", ".join(m.id for m in members), indent, lead, cols)
         head[0] = head[0].replace(label, _paint(label, status, colour), 1)
-        out += head + wrap(text, indent)
+        out += head + wrap(text, indent, width=cols)
         if help_:
-            out += wrap(f"what would help: {help_}", indent + "  ", indent)
+            out += wrap(f"what would help: {help_}", indent + "  ", indent, cols)
     return out
 
 
-def _section(lines: list[CheckLine], width: int, all_passed: bool, colour: bool) -> list[str]:
+def _section(lines: list[CheckLine], width: int, all_passed: bool, colour: bool, cols: int) -> list[str]:
     out = []
     for ln in lines:
         if ln.status == "fail" or (ln.passed and all_passed):
-            out += check_lines(ln, width, False, colour)
-    out += _grouped([ln for ln in lines if ln.status in ("cannot_tell", "skip")], colour)
+            out += check_lines(ln, width, False, colour, cols)
+    out += _grouped([ln for ln in lines if ln.status in ("cannot_tell", "skip")], colour, cols)
     passed = [ln.id for ln in lines if ln.passed]
     if passed and not all_passed:
         lead = f"  {'PASS':<10} "
         out += [ln.replace("PASS", _paint("PASS", "pass", colour), 1) if i == 0 else ln
-                for i, ln in enumerate(wrap(", ".join(passed), " " * len(lead), lead))]
+                for i, ln in enumerate(wrap(", ".join(passed), " " * len(lead), lead, cols))]
     return out
 
 
-def _quiet(view: ReportView, width: int, colour: bool) -> str:
-    out = wrap(view.verdict)
+def _quiet(view: ReportView, width: int, colour: bool, cols: int) -> str:
+    out = wrap(view.verdict, "  ", "", cols)
     if view.root:
-        out += wrap(f"root cause: {view.root.title}" + (f" (at {view.root.at})" if view.root.at else ""), "  ")
+        out.append("  " + one_line(f"root cause: {view.root.title}" + (f" (at {view.root.at})" if view.root.at
+                                                                        else ""), cols - 2))
     for c in view.lines:
         row = f"{c.label:<10} {c.id:<{width}}  "
-        row += one_line(c.text, WIDTH - len(row))
+        row += one_line(c.text, cols - len(row))
         out.append(row.replace(c.label, _paint(c.label, c.status, colour), 1))
     return "\n".join(out)
 
 
-def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour: bool = False) -> str:
+def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour: bool = False,
+           cols: int | None = None) -> str:
+    """The report in lines of at most `cols` columns (None: `terminal_width()`)."""
+    cols = terminal_width() if cols is None else cols
     width = max((len(c.id) for c in view.lines), default=10)
     if quiet:
-        return _quiet(view, width, colour)
-    out = wrap(view.target, "  ", "mha-check ")
-    out += wrap(view.verdict, "  ", "")
+        return _quiet(view, width, colour, cols)
+    out = wrap(view.target, "  ", "mha-check ", cols)
+    out += wrap(view.verdict, "  ", "", cols)
     if view.root:
-        out += [""] + _root(view, colour)
+        out += [""] + _root(view, colour, cols)
     elif view.unmatched:
-        out += [""] + wrap(view.unmatched, "  ", "")
+        out += [""] + wrap(view.unmatched, "  ", "", cols)
     sections = ([(t, ls) for t, ls in (("The math", view.correctness), ("The lesson's rules", view.rules)) if ls]
                 if verbose else view.sections)
     for title, lines in sections:
         out += ["", title]
         if verbose:
             for line in lines:
-                out += check_lines(line, width, True, colour)
+                out += check_lines(line, width, True, colour, cols)
         else:
-            out += _section(lines, width, view.passed, colour)
-    out += [""] + wrap(view.summary, "  ", "")
+            out += _section(lines, width, view.passed, colour, cols)
+    out += [""] + wrap(view.summary, "  ", "", cols)
     if view.construction:
-        out += wrap(f"built as {view.construction}", "  ", "")
+        out += wrap(f"built as {view.construction}", "  ", "", cols)
     if view.mapping:
-        out += wrap(view.mapping, "  ", "")
-    for note in view.notes:
-        out += wrap(note, "  ", "")
+        out += wrap(view.mapping, "  ", "", cols)
+    for note in view.notes + ([view.isolation] if view.isolation and view.isolation_weak else []):
+        out += wrap(note, "  ", "", cols)  # full isolation is the normal case: said in JSON, not on a student's screen
     if view.needs_review:
-        out += wrap("some claims could not be decided: a person should look at this report", "  ", "")
+        out += wrap("some claims could not be decided: a person should look at this report", "  ", "", cols)
     return "\n".join(out)

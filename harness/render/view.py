@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness import OUTPUT_CUT_MARK
+from harness.wire import raised
 from harness.wire.config import Config
 
 LABELS = {"pass": "PASS", "fail": "FAIL", "cannot_tell": "CAN'T TELL", "skip": "SKIP"}
@@ -71,6 +72,8 @@ class ReportView:
     summary: str
     notes: list[str]
     needs_review: bool
+    isolation: str = ""  # "isolation: ..." (what confined the child), "" when nothing ran the code
+    isolation_weak: bool = True  # less than the full policy confined it (or the report does not say): worth showing
 
     @property
     def lines(self) -> list[CheckLine]:
@@ -195,10 +198,37 @@ def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLi
                      c.explanation, root.fix if follows else c.fix, help_, follows)
 
 
+CRASH_WORDS = 200  # the exception's words in a verdict, at most (a torch message runs to pages)
+
+
+def crash(report, hidden: frozenset = frozenset()) -> str:
+    """"FAIL: your code raised AttributeError at typo.py:38: ...; did you mean 'W_query'?" when the student's code
+    raised while being imported, built or called and no known mistake explains it (one that does is the root cause,
+    said first); "" otherwise.  Read from the failing check's `raised` record (see harness.wire.raised)."""
+    if (report.diagnosis or {}).get("mutant"):
+        return ""
+    c = next((c for c in report.checks if c.status == "fail" and c.id not in hidden and
+              isinstance(c.details.get("raised"), dict)), None)
+    if c is None:
+        return ""
+    r = raised.Raised(**{k: str(v) for k, v in c.details["raised"].items() if k in raised.Raised.__dataclass_fields__})
+    words = r.text if len(r.text) <= CRASH_WORDS else r.text[:CRASH_WORDS].rsplit(" ", 1)[0] + " ..."
+    at = where(r.at, report.target) if r.at else ""
+    others = sum(o.status == "fail" and o.id not in hidden and o is not c for o in report.checks)
+    return clean(f"FAIL: your code raised {r.kind}" + (f" at {at}" if at else "") + f": {words}" +
+                 (f"; did you mean '{r.meant}'?" if r.meant else "") +
+                 (f" ({others} other check{'s' if others != 1 else ''} also fail{'s' if others == 1 else ''})"
+                  if others else ""))
+
+
 def verdict(report, hidden: frozenset = frozenset()) -> str:
     """One line.  With `hidden` checks (a rubric's, for what students see) only the shown ones are counted."""
     s = {k: sum(c.status == k for c in report.checks if c.id not in hidden) for k in LABELS}
     construct = next((c for c in report.checks if c.id == "construct"), None)
+    if crash(report, hidden):
+        return crash(report, hidden)
+    if construct is not None and construct.status == "cannot_tell" and construct.details.get("stage") == "import":
+        return "CANNOT TELL: " + clean(construct.message).removeprefix("time limit: ")  # a hang at import
     if construct is not None and construct.status == "fail":
         return "FAIL: your file could not be loaded, or your class could not be built (see construct)"
     if construct is not None and construct.status == "cannot_tell":
@@ -267,11 +297,11 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
         amount = head[len(OUTPUT_CUT_MARK):].split(" of ")[-1].rstrip("]") \
             if head.startswith(OUTPUT_CUT_MARK) else f"{len(report.student_output)} characters"
         notes.append(f"your code printed {amount} (see --show-output)")
-    if report.isolation.get("summary"):
-        notes.append("isolation: " + report.isolation["summary"])
+    isolation = f"isolation: {clean(report.isolation['summary'])}" if report.isolation.get("summary") else ""
     return ReportView(target, verdict(report, frozenset(hidden)), report.passed,
                       clean(report.adapter.get("construction", "")), mapping, root,
                       sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.follows.index(ln.id)),
                       unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
-                      summary, notes, report.needs_review)
+                      summary, notes, report.needs_review, isolation,
+                      report.isolation.get("full_policy") is not True)

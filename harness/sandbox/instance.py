@@ -48,6 +48,12 @@ class Instance:
         return self._info
 
     @property
+    def answered_info(self) -> m.Built | None:
+        """What the child already said about the instance, without asking (None when its Build is not answered):
+        for reading a failure after the fact, when another round trip would be one too many."""
+        return self._info
+
+    @property
     def unbuilt(self) -> bool:
         return self._build is not None and self._refusal is None
 

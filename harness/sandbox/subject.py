@@ -235,10 +235,16 @@ class Subject:
             self._kill()
             total = deadline >= self.started + self.limits.total_seconds
             limit = f"{self.limits.total_seconds:g} s in all" if total else f"{seconds:g} s"
-            self.dead = WorkerDied("killed", f"the process running your code was stopped (SIGSTOP) during {op} and "
-                                             f"did not answer within {limit}") if stopped else \
-                WorkerDied("time", f"time limit: your code did not finish {op} within {limit} (an endless loop, a "
-                                   "sleep, or far too much work)")
+            if stopped:
+                self.dead = WorkerDied("killed", f"the process running your code was stopped (SIGSTOP) during {op} "
+                                                 f"and did not answer within {limit}")
+            elif op == "load":  # a hang at import is said as one: the loop is at module level, not in forward
+                self.dead = WorkerDied("time", f"time limit: your file did not finish importing within {limit}: look "
+                                               "for a loop at module level (code outside functions and classes runs "
+                                               "on import)", op)
+            else:
+                self.dead = WorkerDied("time", f"time limit: your code did not finish {op} within {limit} (an endless "
+                                               "loop, a sleep, or far too much work)", op)
             raise self.dead from None
         except (EOFError, BrokenPipeError, OSError, protocol.ProtocolError) as e:
             self.dead = self._classify_death(op, e)

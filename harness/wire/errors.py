@@ -70,11 +70,11 @@ class CannotDrive(Exception):
 class WorkerDied(Exception):
     """The child is gone: `kind` is time, cpu, memory, output, disk, startup, channel, crash, killed, killed-outside
     or exit.  Deliberately not a TargetFailure: a check that expects the student's code to raise must never mistake a
-    dead process for one."""
+    dead process for one.  `op`: what the child was doing ("load": importing the student's file), where known."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, op: str = ""):
         super().__init__(message)
-        self.kind, self.message, self.stage = kind, message, "process"
+        self.kind, self.message, self.stage, self.op = kind, message, "process", op
 
     @property
     def ours(self) -> bool:

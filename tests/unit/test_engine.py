@@ -77,17 +77,17 @@ def test_passed_counts_rules_unless_told_not_to():
     assert r.passed
 
 
-def test_the_view_puts_the_root_cause_first_and_fits_100_columns():
+def test_the_view_puts_the_root_cause_first_and_fits_80_columns():
     r = report(("eval-determinism", "dropout in eval"))
     r.diagnosis = diagnosis.diagnose(r)
     shown = text.render(view.build(r))
     lines = shown.splitlines()
     assert lines[1].startswith("FAIL") and lines[3].startswith("Root cause:")
-    assert lines.index("The math") > 3 and max(map(len, lines)) <= text.WIDTH
+    assert lines.index("The math") > 3 and max(map(len, lines)) <= text.REPORT_WIDTH
     assert "  it makes 1 check fail:\n    FAIL eval-determinism" in shown  # listed under the root cause it follows
     assert "PASS       construct, contiguity" in shown  # the passes in one list when something failed
     quiet = text.render(view.build(r), quiet=True).splitlines()
-    assert len(quiet) == 2 + len(r.checks) and max(map(len, quiet)) <= text.WIDTH  # verdict, root cause, checks
+    assert len(quiet) == 2 + len(r.checks) and max(map(len, quiet)) <= text.REPORT_WIDTH  # verdict, root cause, checks
 
 
 def test_hidden_checks_never_reach_the_shared_view():

@@ -1,0 +1,34 @@
+"""Reading back what the student's code raised: kind, words, line, and the name a misspelt one most likely meant."""
+from harness.wire import raised
+
+TYPO = ("AttributeError: 'MultiHeadAttention' object has no attribute 'W_qeury' (at typo.py:38 in forward: "
+        "queries = self.W_qeury(x))")
+
+
+def test_a_typo_is_read_with_its_line_and_the_name_meant():
+    r = raised.with_meant(raised.parse(TYPO), raised.attribute_names(["W_query.weight", "W_key.weight",
+                                                                       "W_value.weight", "out_proj.bias", "mask"]))
+    assert (r.kind, r.at, r.code, r.name, r.meant) == ("AttributeError", "typo.py:38", "queries = self.W_qeury(x)",
+                                                        "W_qeury", "W_query")
+    assert r.text == "'MultiHeadAttention' object has no attribute 'W_qeury'"
+
+
+def test_the_deepest_frame_is_the_line_that_raised_and_a_notebook_pointer_is_kept():
+    r = raised.parse("NameError: name 'quries' is not defined (at a.py:40 in forward: y = self.f(x); "
+                     "a.py:12 in f: return quries @ k; b = 1)")
+    assert (r.at, r.code, r.name, r.meant) == ("a.py:12", "return quries @ k; b = 1", "quries", "")
+    nb = raised.parse("RuntimeError: boom (at lab.ipynb, code cell 2, line 16 in forward: x = y)")
+    assert (nb.at, nb.code, nb.name) == ("lab.ipynb, code cell 2, line 16", "x = y", "")
+
+
+def test_pythons_own_suggestion_is_used_and_no_name_is_invented():
+    r = raised.parse("NameError: name 'quries' is not defined. Did you mean: 'queries'? (at a.py:3 in f: quries)")
+    assert (r.text, r.meant) == ("name 'quries' is not defined", "queries")
+    far = raised.with_meant(raised.parse("AttributeError: 'M' object has no attribute 'zzz' (at a.py:3 in f: x)"),
+                            ["W_query", "mask"])
+    assert far.meant == ""
+    assert raised.parse("could not load the target") is None
+    imported = raised.parse("importing the file raised NameError: name 'np' is not defined (at a.py:2 in <module>: "
+                            "x = np)")
+    assert (imported.kind, imported.at, imported.name) == ("NameError", "a.py:2", "np")
+    assert raised.parse("RuntimeError: shapes differ").at == ""
