@@ -38,7 +38,8 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
         if subject is not None:
             subject.close()
         parser.error(str(e))
-    text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output))
+    text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output),
+                          on_terminal=not args.output)
     if args.show_output and report.student_output and args.format == "text":
         text += "\n--- what your code printed ---\n" + clean(report.student_output) + "\n"
     if args.plot:

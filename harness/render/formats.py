@@ -251,7 +251,9 @@ def to_json(report, rubric: Rubric | None = None) -> str:
 
 
 def render(report, fmt: str, rubric: Rubric | None = None, verbose: bool = False, quiet: bool = False,
-           colour: bool = False) -> str:
+           colour: bool = False, on_terminal: bool = False) -> str:
+    """`report` in format `fmt`; a text report is wrapped to the terminal's width only when it is printed
+    `on_terminal`, else to text.REPORT_WIDTH (a saved report never depends on the window it was made in)."""
     if fmt == "json":
         return to_json(report, rubric)
     if fmt == "gradescope":
@@ -260,4 +262,5 @@ def render(report, fmt: str, rubric: Rubric | None = None, verbose: bool = False
         return json.dumps(prairielearn(report, rubric), indent=2) + "\n"
     if fmt == "junit":
         return junit(report, rubric)
-    return text.render(view.build(report), verbose, quiet, colour) + "\n"
+    cols = None if on_terminal else text.REPORT_WIDTH
+    return text.render(view.build(report), verbose, quiet, colour, cols) + "\n"
