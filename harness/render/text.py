@@ -76,12 +76,14 @@ def _glued(text: str) -> str:
     return "".join(chars)
 
 
-def wrap(text: str, indent: str = "", first: str | None = None, width: int = WIDTH) -> list[str]:
+def wrap(text: str, indent: str = "", first: str | None = None, width: int = WIDTH,
+         break_long: bool = False) -> list[str]:
     """`text` in lines of at most `width` columns: `first` starts the first line, `indent` the others; short
-    bracketed groups are not split."""
+    bracketed groups are not split.  A word longer than the line (a path) stays whole unless `break_long`: cut, it
+    could no longer be copied, and joined again it would hold a space."""
     first = indent if first is None else first
     lines = textwrap.wrap(_glued(" ".join(str(text).split())), width, initial_indent=first,
-                          subsequent_indent=indent, break_long_words=True, break_on_hyphens=False)
+                          subsequent_indent=indent, break_long_words=break_long, break_on_hyphens=False)
     return [ln.replace(GLUE, " ") for ln in lines] or [first.rstrip()]
 
 

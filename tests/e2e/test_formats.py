@@ -127,8 +127,8 @@ def test_one_scoring_rule_in_every_format(tmp_path):
     row = graded("alice", "attention.py:MyAttn", report, {"format": "json"}, 0.0)["row"]
     assert (row["score"], row["max_score"], row["needs_review"], row["passed"]) == (passed, total, True, False)
     # the pytest plugin, on the same report (its run replaced by this one): the three not passed fail their items
-    (tmp_path / "conftest.py").write_text(MAKE_MIXED + "\nimport harness.frontends.pytest_plugin as plugin\n"
-                                          "plugin._run = mixed_report\n")
+    (tmp_path / "conftest.py").write_text(MAKE_MIXED + "\nimport harness.frontends.pytest_items as items\n"
+                                          "items.run = mixed_report\n")
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--mha-target", "x.py"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert f"{len(MIXED)} failed, {passed} passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]

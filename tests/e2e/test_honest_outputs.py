@@ -111,7 +111,8 @@ def test_control_and_bidi_characters_are_shown_never_obeyed_in_every_format():
                 for fmt in ("gradescope", "prairielearn")}}
     for fmt, text in shown.items():
         assert OBEYED.findall(text) == [], fmt
-        assert "\\u202e" in text and "\\x1b" in text, fmt
+        if fmt != "quiet":  # quiet cuts the root cause at one 80-column line, before the student's words here
+            assert "\\u202e" in text and "\\x1b" in text, fmt
     assert "\\u2066" in shown["verbose"] and "\\x9b" in shown["verbose"] and "\\u200f" in shown["verbose"]
     assert "\\u202e" in shown["prairielearn"].split("abc")[-1]  # the printed output too
 

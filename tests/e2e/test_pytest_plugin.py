@@ -73,8 +73,9 @@ def test_buggy_example_fails_with_message_and_fix(project_run):
     assert "PASSED mha-check:buggy_attention.py::construct" in out
     assert "root cause: Heads split with view(B, H, n, dh)" in out  # the same order as the text report
     assert "buggy_attention.py:30" in out  # the line to change
-    assert "heads are split with view(B, H, n, dh) straight from (B, n, d)" in out
-    assert "fix: queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)" in out
+    words = " ".join(out.split())  # the failure text is wrapped to 80 columns, as the text report is
+    assert "heads are split with view(B, H, n, dh) straight from (B, n, d)" in words
+    assert "fix: queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)" in words
     assert "smallest failing configuration:" in out
 
 
