@@ -105,8 +105,8 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
             report.adapter["process"] = [{"kind": "grader error", "message": why, "ours": True}]
             result = grader.graded(name, None, report, options, 0.0)
         result["name"] = result["row"]["submission"] = name  # the student, not the folder's name (Moodle's, ...)
+        rows.append(result["row"])  # first: an interrupt once its report exists still keeps its row in the summary
         files.report(result["name"], result["text"])
-        rows.append(result["row"])
         files.summary(rows)
         _progress(len(rows), total, name)
     return lost
