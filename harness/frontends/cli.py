@@ -55,8 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks (repeatable, "
                                                                              "or comma-separated)")
     p.add_argument("--skip", action="append", default=[], metavar="ID", help="do not run these checks")
-    p.add_argument("--no-rules", action="store_true", help="the lesson's rules (divisibility, out-proj-bias) are "
-                                                           "reported but do not count toward passing")
+    p.add_argument("--no-rules", action="store_true", help="the lesson's rules (divisibility, mask-fill, "
+                                                           "out-proj-bias) are reported but do not count toward "
+                                                           "passing")
     p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0): same seed, "
                                                        "same verdict")
     p.add_argument("--examples", type=int, default=6, help="generated configurations per check, besides the "

@@ -5,7 +5,7 @@ Rubric file (every key optional; without a rubric every check is worth one point
     target = "attention.py:MultiHeadAttention"   # for `mha-check grade`
     default_points = 1
     default_visibility = "visible"               # Gradescope: hidden, after_due_date, after_published, visible
-    rules = true                                 # the lesson's rules (divisibility, out-proj-bias) count
+    rules = true                                 # the lesson's rules (divisibility, mask-fill, out-proj-bias) count
     score_visibility = "after_published"         # when students see the total (Gradescope's results visibility)
     [checks.causal-leakage]
     points = 3
