@@ -8,7 +8,8 @@ claim and explanation (its declaration, shown verbatim by the catalogue and the 
 inside messages are written as placeholders.
 
 After a deliberate change of behaviour, regenerate the snapshot and read its diff (`git diff --stat` shows which
-targets changed, `git diff` how): MHA_UPDATE_GOLDEN=1 pytest tests/e2e/test_behaviour.py.
+targets changed, `git diff` how): MHA_UPDATE_GOLDEN=1 pytest tests/e2e/test_behaviour.py, or `bash .ci/regenerate`,
+which regenerates everything derived.
 """
 from __future__ import annotations
 
