@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from checks import all_checks
+from harness.frontends import class_view
 from harness.frontends import options as option_rules
 from harness.frontends import submissions
 from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summary  # noqa: F401 - write_summary: the
@@ -28,6 +29,7 @@ from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summar
 from harness.frontends.grade_pool import grade_all
 from harness.frontends.pick import defines_module, missing_fix
 from harness.frontends.shards import in_shard, merge, parse_shard
+from harness.frontends.writing import reason
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
 from harness.sandbox import limits as sandbox
@@ -189,6 +191,11 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         print(unwritten, file=sys.stderr)
     elif args.only and not interrupted:
         running.unlink(missing_ok=True)
+    view_failed = False
+    if not unwritten and not (interrupted and args.only):  # the class view of the summary just written (--only's:
+        # the whole class; interrupted, only those graded, as its summary)
+        banner = f"interrupted: only the {len(rows)} of {len(todo)} submissions graded before the interruption"
+        view_failed = not _class_view(out, listed, args, banner if interrupted else "")
     if interrupted:
         print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
               f"{out}/ and {running} lists only them" + (f" ({summary} is as it was)" if args.only else ""),
@@ -212,7 +219,21 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
               f"or folders got no row of their own (listed in {summary} with the reason): " +
               "; ".join(f"{n.item} ({n.reason})" for n in missing[:10]) + ("; ..." if len(missing) > 10 else ""),
               file=sys.stderr)
-    return 3 if missing and not args.allow_missing else 0
+    return 3 if (missing and not args.allow_missing) or view_failed else 0
+
+
+def _class_view(out: Path, rows: list[dict], args, banner: str) -> bool:
+    """Write the class view (harness.frontends.class_view) and say where, or say in one line that it could not be
+    written (False).  The verdicts are all in the reports and the summary either way."""
+    try:
+        page, table = class_view.write(out, rows, EXTENSIONS[args.format], args.shard, banner=banner, notes=[
+            f"submissions: {os.path.abspath(args.submissions)}; seed {args.seed}"
+            + (f"; rubric {args.rubric}" if args.rubric else "")])
+    except OSError as e:
+        print(f"mha-check grade: error: could not write the class view in {out}/ ({reason(e)})", file=sys.stderr)
+        return False
+    print(f"class view: {page} (its table of mistakes for the gradebook: {table})")
+    return True
 
 
 def _short_of_policy(rows: list[dict]) -> str:
