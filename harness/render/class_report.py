@@ -380,7 +380,8 @@ h3{font-size:16px}.notes{color:#57606a;margin:0}.big{display:flex;gap:12px;flex-
 .big div{border:1px solid #d0d7de;border-radius:6px;padding:8px 14px;min-width:120px}
 .big b{display:block;font-size:24px}table{border-collapse:collapse;width:100%;margin:8px 0}
 th,td{border-bottom:1px solid #d0d7de;padding:6px 8px;text-align:left;vertical-align:top}
-th{background:#f6f8fa}tr.mistake td{border-bottom:none}tr.who td{padding-top:0}td.num{text-align:right;white-space:nowrap}code{font-size:13px;overflow-wrap:anywhere}
+th{background:#f6f8fa}tr.mistake td{border-bottom:none}tr.who td{padding-top:0}
+td.num{text-align:right;white-space:nowrap}code{font-size:13px;overflow-wrap:anywhere}
 td{overflow-wrap:anywhere}.key{margin-right:14px;white-space:nowrap}
 .key i{display:inline-block;width:12px;height:12px;margin-right:5px;vertical-align:-1px}
 svg.chart{display:block;max-width:100%;height:auto;margin:8px 0}
