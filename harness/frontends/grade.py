@@ -2,7 +2,8 @@
 (it says which layout it found, and how many submissions; harness.frontends.submissions reads the layouts).
 
 Each grader process keeps one warm zygote (torch imported once) and forks a fresh sandboxed child per submission;
-`--jobs` graders run side by side.  One report per submission and a summary table (CSV) are written to `--out`.
+`--jobs` graders run side by side.  One report per submission and a summary table (CSV) are written to `--out`,
+and the class view of that summary (harness.frontends.class_view: class-report.html, class-mistakes.csv).
 `--shard I/N` grades the submissions whose name hashes to shard I, so that array jobs, CI matrices or a fleet of
 machines can share a course; `mha-check grade --merge A.csv B.csv ...` joins their summaries.  Nothing a submission
 does (hang, crash, exit, print, patch) stops the batch: its row says what happened.
@@ -68,7 +69,8 @@ def _main(argv: list[str], early: Template | None) -> int:
                         "their rows into the summary already in --out, whose other rows are kept")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
     p.add_argument("--out", default="mha-check-results",
-                   help="folder for the reports and summary.csv (default mha-check-results)")
+                   help="folder for the reports, summary.csv and the class view, class-report.html (default "
+                        "mha-check-results)")
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
     p.add_argument("--shard", type=parse_shard, help="grade only shard I of N (by a hash of the submission's name)")
