@@ -230,10 +230,15 @@ def _class_view(out: Path, rows: list[dict], args, banner: str) -> bool:
     try:
         page, table = class_view.write(out, rows, EXTENSIONS[args.format], args.shard, banner=banner, notes=[
             f"submissions: {os.path.abspath(args.submissions)}; seed {args.seed}"
-            + (f"; rubric {args.rubric}" if args.rubric else "")])
+            + (f"; rubric {args.rubric}" if args.rubric else "")
+            + (f"; shard {args.shard[0]}/{args.shard[1]}: only this shard's submissions" if args.shard else "")])
     except OSError as e:
         print(f"mha-check grade: error: could not write the class view in {out}/ ({reason(e)})", file=sys.stderr)
         return False
+    except KeyboardInterrupt:  # not "interrupted before grading began": every verdict is on disk already
+        print(f"\nmha-check grade: interrupted while writing the class view: every report and the summary are in "
+              f"{out}/, the class view is not up to date", file=sys.stderr)
+        sys.exit(130)
     print(f"class view: {page} (its table of mistakes for the gradebook: {table})")
     return True
 

@@ -185,15 +185,16 @@ def test_a_shard_writes_its_own_class_view(tmp_path):
     assert (page.name, table.name) == ("class-report-2-of-3.html", "class-mistakes-2-of-3.csv")
 
 
-def test_a_write_that_fails_leaves_nothing_half_made(tmp_path, monkeypatch):
+@pytest.mark.parametrize("stop", [OSError(28, "No space left on device"), KeyboardInterrupt()], ids=repr)
+def test_a_write_that_fails_leaves_nothing_half_made(tmp_path, monkeypatch, stop):
     real = class_view.write_atomic
 
-    def full_disk(path, text, **kw):
+    def failing(path, text, **kw):
         if Path(path).name == "class-report.html":
-            raise OSError(28, "No space left on device")
+            raise stop
         real(path, text, **kw)
 
-    monkeypatch.setattr(class_view, "write_atomic", full_disk)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(class_view, "write_atomic", failing)
+    with pytest.raises(type(stop)):
         class_view.write(tmp_path, klass(), "json")
     assert not (tmp_path / "class-exercises").exists() and not (tmp_path / "class-report.html").exists()
