@@ -363,8 +363,9 @@ def _everyone(view: ClassView) -> str:
     rows = "".join(f"<tr><td>{_name(s)}</td><td>{_badge(s.verdict)}{' · review' if s.needs_review else ''}</td>"
                    f"<td class=num>{_score(s)}</td><td>{_e(s.mistake)}</td><td><code>{_e(s.target)}</code></td></tr>"
                    for s in view.students)
-    table = ("<table><thead><tr><th>student (report)</th><th>verdict</th><th>score</th><th>mistake</th>"
-             "<th>file checked</th></tr></thead><tbody>" + rows + "</tbody></table>")
+    table = ('<table class="fixed"><thead><tr><th style="width:30%">student (report)</th><th style="width:14%">'
+             'verdict</th><th style="width:10%">score</th><th style="width:18%">mistake</th><th>file checked</th>'
+             "</tr></thead><tbody>" + rows + "</tbody></table>")
     if view.not_graded:
         table += ("<h3>Not graded</h3><table><thead><tr><th>file or folder</th><th>reason</th></tr></thead><tbody>"
                   + "".join(f"<tr><td>{_e(s.name)}</td><td>{_e(s.why)}</td></tr>" for s in view.not_graded)
@@ -382,7 +383,7 @@ h3{font-size:16px}.notes{color:#57606a;margin:0}.big{display:flex;gap:12px;flex-
 th,td{border-bottom:1px solid #d0d7de;padding:6px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa}tr.mistake td{border-bottom:none}tr.who td{padding-top:0}
 td.num{text-align:right;white-space:nowrap}code{font-size:13px;overflow-wrap:anywhere}
-td{overflow-wrap:anywhere}.key{margin-right:14px;white-space:nowrap}
+td{overflow-wrap:anywhere}table.fixed{table-layout:fixed}.key{margin-right:14px;white-space:nowrap}
 .key i{display:inline-block;width:12px;height:12px;margin-right:5px;vertical-align:-1px}
 svg.chart{display:block;max-width:100%;height:auto;margin:8px 0}
 svg text{font:12px system-ui,"DejaVu Sans",sans-serif;fill:#1f2328}svg text.on-bar{fill:#fff;font-weight:bold;
