@@ -146,3 +146,4 @@ def test_the_class_view_opens_in_a_headless_browser(graded):
     taken = browse(page, f"--screenshot={shot}", "--window-size=1200,1800")
     assert taken.returncode == 0 and shot.stat().st_size > 20_000, taken.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    print(f"screenshot of the class view: {shot}")  # shown with -s, or -rP
