@@ -17,7 +17,7 @@ from harness import PACKAGES_ROOT
 from harness.engine.report import VERSION
 
 SUBCOMMANDS = {  # name -> (module, one line for --help)
-    "grade": ("harness.frontends.grade", "grade a folder of submissions (one report each, summary.csv)"),
+    "grade": ("harness.frontends.grade", "grade a folder of submissions (reports, summary.csv, class-report.html)"),
     "trace": ("harness.frontends.trace", "one forward pass step by step, in the lesson's words"),
     "mutants": ("harness.frontends.teach", "the catalogue of known mistakes: the kill matrix, show, export"),
     "explain": ("harness.frontends.teach", "a check or a mistake explained, with a worked example"),

@@ -2,7 +2,8 @@
 (it says which layout it found, and how many submissions; harness.frontends.submissions reads the layouts).
 
 Each grader process keeps one warm zygote (torch imported once) and forks a fresh sandboxed child per submission;
-`--jobs` graders run side by side.  One report per submission and a summary table (CSV) are written to `--out`.
+`--jobs` graders run side by side.  One report per submission and a summary table (CSV) are written to `--out`,
+and the class view of that summary (harness.frontends.class_view: class-report.html, class-mistakes.csv).
 `--shard I/N` grades the submissions whose name hashes to shard I, so that array jobs, CI matrices or a fleet of
 machines can share a course; `mha-check grade --merge A.csv B.csv ...` joins their summaries.  Nothing a submission
 does (hang, crash, exit, print, patch) stops the batch: its row says what happened.
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 from checks import all_checks
+from harness.frontends import class_view
 from harness.frontends import options as option_rules
 from harness.frontends import submissions
 from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summary  # noqa: F401 - write_summary: the
@@ -28,6 +30,7 @@ from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summar
 from harness.frontends.grade_pool import grade_all
 from harness.frontends.pick import defines_module, missing_fix
 from harness.frontends.shards import in_shard, merge, parse_shard
+from harness.frontends.writing import reason
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
 from harness.sandbox import limits as sandbox
@@ -66,7 +69,8 @@ def _main(argv: list[str], early: Template | None) -> int:
                         "their rows into the summary already in --out, whose other rows are kept")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
     p.add_argument("--out", default="mha-check-results",
-                   help="folder for the reports and summary.csv (default mha-check-results)")
+                   help="folder for the reports, summary.csv and the class view, class-report.html (default "
+                        "mha-check-results)")
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
     p.add_argument("--shard", type=parse_shard, help="grade only shard I of N (by a hash of the submission's name)")
@@ -189,6 +193,11 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         print(unwritten, file=sys.stderr)
     elif args.only and not interrupted:
         running.unlink(missing_ok=True)
+    view_failed = False
+    if not unwritten and not (interrupted and args.only):  # the class view of the summary just written (--only's:
+        # the whole class; interrupted, only those graded, as its summary)
+        banner = f"interrupted: only the {len(rows)} of {len(todo)} submissions graded before the interruption"
+        view_failed = not _class_view(out, listed, args, banner if interrupted else "")
     if interrupted:
         print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
               f"{out}/ and {running} lists only them" + (f" ({summary} is as it was)" if args.only else ""),
@@ -212,7 +221,26 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
               f"or folders got no row of their own (listed in {summary} with the reason): " +
               "; ".join(f"{n.item} ({n.reason})" for n in missing[:10]) + ("; ..." if len(missing) > 10 else ""),
               file=sys.stderr)
-    return 3 if missing and not args.allow_missing else 0
+    return 3 if (missing and not args.allow_missing) or view_failed else 0
+
+
+def _class_view(out: Path, rows: list[dict], args, banner: str) -> bool:
+    """Write the class view (harness.frontends.class_view) and say where, or say in one line that it could not be
+    written (False).  The verdicts are all in the reports and the summary either way."""
+    try:
+        page, table = class_view.write(out, rows, EXTENSIONS[args.format], args.shard, banner=banner, notes=[
+            f"submissions: {os.path.abspath(args.submissions)}; seed {args.seed}"
+            + (f"; rubric {args.rubric}" if args.rubric else "")
+            + (f"; shard {args.shard[0]}/{args.shard[1]}: only this shard's submissions" if args.shard else "")])
+    except OSError as e:
+        print(f"mha-check grade: error: could not write the class view in {out}/ ({reason(e)})", file=sys.stderr)
+        return False
+    except KeyboardInterrupt:  # not "interrupted before grading began": every verdict is on disk already
+        print(f"\nmha-check grade: interrupted while writing the class view: every report and the summary are in "
+              f"{out}/, the class view is not up to date", file=sys.stderr)
+        sys.exit(130)
+    print(f"class view: {page} (its table of mistakes for the gradebook: {table})")
+    return True
 
 
 def _short_of_policy(rows: list[dict]) -> str:

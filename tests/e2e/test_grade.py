@@ -272,6 +272,8 @@ def test_ctrl_c_stops_the_batch_and_keeps_what_was_graded(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "out" / "summary.csv")))
     assert 1 <= len(rows) < 4 and "hangs" not in {r["submission"] for r in rows}
     assert all(r["passed"] == "True" for r in rows)
+    view = (tmp_path / "out" / "class-report.html").read_text()  # the class view of what was graded, saying so
+    assert f"interrupted: only the {len(rows)} of 4 submissions graded" in view
     assert processes_left(tmp_path) == []
     assert list((tmp_path / "tmp").iterdir()) == []
 
