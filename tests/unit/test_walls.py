@@ -14,6 +14,7 @@ is the quick one; the others are marked slow.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,6 +53,25 @@ NO_NAMESPACE_GAPS = {
 
 if os.geteuid() != 0:
     pytest.skip("these tests play the root grader (slot uids, scratch folders owned by them)", allow_module_level=True)
+
+
+@functools.lru_cache(maxsize=None)
+def unreadable_checkout() -> str | None:
+    """Why an unprivileged uid cannot read this checkout (None: it can).  Without namespaces nothing is mounted for
+    the child: it runs mha-check's files where they lie, so in a clone below a 0700 home or a `mktemp -d` folder
+    those walls cannot be tested (and mha-check itself refuses to grade so, see isolation.unfit_to_grade): they are
+    skipped with this reason, never failed; clone into a folder every user can enter to test them."""
+    needed = [str(ROOT / "harness" / "__init__.py")]  # the children run the system Python (SYSTEM_PYTHON)
+    probe = subprocess.run(["setpriv", f"--reuid={ORDINARY_USER}", f"--regid={ORDINARY_USER}", "--clear-groups", "--",
+                            SYSTEM_PYTHON, "-I", "-c",
+                            "import os, sys; print([p for p in sys.argv[1:] if not os.access(p, os.R_OK)])", *needed],
+                           capture_output=True, text=True, timeout=60)
+    unreadable = probe.stdout.strip()
+    if probe.returncode != 0 or unreadable != "[]":
+        return (f"an unprivileged uid cannot read {unreadable or needed} (the checkout lies in a folder other users "
+                "cannot enter): the walls without namespaces need them readable; clone into a folder "
+                "every user can enter to test them")
+    return None
 
 
 @dataclass
@@ -100,6 +120,8 @@ class Mechanism:
             return "bubblewrap is not installed"
         if not self.namespaces and not os.access(SYSTEM_PYTHON, os.X_OK):
             return f"{SYSTEM_PYTHON} missing"
+        if not self.namespaces:
+            return unreadable_checkout()
         return None
 
     def policy(self, scratch_dir: str, slot: int, limits: Limits | None = None):
@@ -426,6 +448,8 @@ def test_an_ordinary_user_keeps_what_the_kernel_allows(name):
         pytest.skip("bubblewrap is not installed")
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip(f"{SYSTEM_PYTHON} missing")
+    if unreadable_checkout():
+        pytest.skip(unreadable_checkout())
     tmp_path = Path(tempfile.mkdtemp(prefix="mha-check-user-test-"))  # below /tmp: the user can reach it
     tmp_path.chmod(0o755)
     mine = tmp_path / "users-own-file.txt"
