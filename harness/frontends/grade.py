@@ -22,7 +22,7 @@ from pathlib import Path
 
 from checks import all_checks
 from harness.frontends import options as option_rules
-from harness.frontends import submissions
+from harness.frontends import stopping, submissions
 from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summary  # noqa: F401 - write_summary: the
 # summary's writer, named here as before
 from harness.frontends.grade_pool import grade_all
@@ -40,11 +40,19 @@ MAX_JOBS = 256
 def main(argv: list[str], template: Template | None = None) -> int:
     """`template`: the batch's warm template when the caller started it already (harness.frontends.cli starts it
     before importing this module, so that torch imports while the engine does); closed here in every case."""
+    stop = stopping.StopBound().install()  # SIGINT, SIGTERM: out within stopping.STOP_BOUND seconds, whatever
     try:
-        return _main(argv, template)
+        status = _main(argv, template)
+    except KeyboardInterrupt:  # landed outside the batch's own handling (staging, the closing lines)
+        print("\nmha-check grade: interrupted", file=sys.stderr)
+        status = 130
     finally:
         if template is not None:
             template.close()
+        stop.restore()
+    if stop.signalled is not None:
+        stop.exit_now_if_stuck(status)  # a pool's thread still running would hold the interpreter's exit
+    return status
 
 
 def _main(argv: list[str], early: Template | None) -> int:
@@ -99,7 +107,7 @@ def _main(argv: list[str], early: Template | None) -> int:
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
     except (submissions.PatternError, rubrics.RubricError) as e:
         p.error(str(e))
-    # SIGTERM (a scheduler's stop, Slurm's time limit) is already Ctrl-C here: harness.frontends.cli.main says so
+    # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
     # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
     template = early or _start_template()
     try:
