@@ -11,7 +11,10 @@ account reads (KEY_ENV, else KEY_FILE under the XDG state folder, mode 0600), so
 - a stamp is used only for the submission it names, with the same files, rubric, options and mha-check: a student
   who changes a helper file, an instructor who edits the rubric or upgrades mha-check gets a regrade;
 - the resumed row is the one in the sealed stamp, never the summary.csv in the folder (anyone who can write the
-  folder can edit that), and a report whose text was edited since is graded again.
+  folder can edit that), and a report whose text was edited since is graded again;
+- the row is enciphered in the stamp (HMAC-SHA256 of the key as a keystream, a fresh nonce per stamp): a report is
+  handed to its student, and the row names every check's status and the diagnosed mistake, hidden checks'
+  included.  Everything else a stamp holds is digests and what the report says already.
 
 What a hostile submission can and cannot do: its code runs confined in a child that can neither read the key (it
 lives in the instructor's home, outside the child's view; the graders that hold it never run student code) nor
@@ -145,10 +148,32 @@ class Stamps:
     def _mac(self, fields: dict) -> str:
         return hmac.new(self.key or b"", _canonical(fields), hashlib.sha256).hexdigest() if self.key else ""
 
+    def _keystream(self, nonce: bytes, size: int) -> bytes:
+        cipher_key = hmac.new(self.key or b"", b"mha-check stamp row", hashlib.sha256).digest()
+        blocks = (hmac.new(cipher_key, nonce + i.to_bytes(8, "big"), hashlib.sha256).digest()
+                  for i in range((size + 31) // 32))
+        return b"".join(blocks)[:size]
+
+    def _hide(self, row: dict) -> dict | None:
+        """The row enciphered (None without a key: such a stamp is never resumed anyway)."""
+        if not self.key:
+            return None
+        nonce, data = os.urandom(16), _canonical(row)
+        hidden = bytes(a ^ b for a, b in zip(data, self._keystream(nonce, len(data))))
+        return {"nonce": nonce.hex(), "data": base64.b64encode(hidden).decode()}
+
+    def _reveal(self, hidden) -> dict | None:
+        try:
+            nonce, data = bytes.fromhex(hidden["nonce"]), base64.b64decode(hidden["data"], validate=True)
+            row = json.loads(bytes(a ^ b for a, b in zip(data, self._keystream(nonce, len(data)))))
+        except (TypeError, KeyError, ValueError):
+            return None
+        return row if isinstance(row, dict) else None
+
     def seal(self, name: str, submission: str | None, row: dict, text: str) -> str:
         """`text` with its stamp at the end."""
-        fields = {"name": name, "submission": submission or "", "row": row, "report": self._body_digest(text),
-                  **self.batch}
+        fields = {"name": name, "submission": submission or "", "row": self._hide(row),
+                  "report": self._body_digest(text), **self.batch}
         stamp = {**fields, "mac": self._mac(fields)}
         if self.fmt in ("json", "gradescope"):
             body = text.rstrip()
@@ -207,5 +232,5 @@ class Stamps:
                           ("rubric", "another rubric"), ("options", "other options (target, seed, limits, format)")):
             if fields.get(what) != self.batch[what]:
                 return None, f"graded with {why}"
-        row = fields.get("row")
+        row = self._reveal(fields.get("row"))
         return (row, "") if isinstance(row, dict) and row.get("submission") == name else (None, "no row in its stamp")

@@ -116,8 +116,8 @@ def test_resume_grades_only_what_changed_and_trusts_only_mha_checks_own_sealed_r
 
     helper = export / "grace_1004_5005_helpers.py"
     helper.write_text(helper.read_text() + "\n# edited after the first batch\n")
-    forged = json.loads((out / "smith_bob.json").read_text())
-    forged["mha_check_stamp"]["row"]["passed"] = True
+    forged = json.loads((out / "smith_bob.json").read_text())  # bob's failing row swapped for alice's passing one
+    forged["mha_check_stamp"]["row"] = json.loads((out / "smith_alice.json").read_text())["mha_check_stamp"]["row"]
     (out / "smith_bob.json").write_text(json.dumps(forged))
     run, rows = grade(export, out, "--target", TARGET, "--resume")
     assert run.returncode == 0, run.stderr[-3000:]

@@ -74,7 +74,7 @@ def test_a_forged_row_or_an_edited_report_is_graded_again(tmp_path, key):
     check = Stamps("json", BATCH, key).check
     path = sealed(tmp_path, "json", key, row={**ROW, "passed": False, "score": 3.0})
     data = json.loads(path.read_text())
-    data[stamps.JSON_FIELD]["row"]["score"] = 17.0
+    data[stamps.JSON_FIELD]["row"] = Stamps("json", BATCH, key).seal("ann", "folder:abc", ROW, report_text("json"))
     path.write_text(json.dumps(data))
     assert check("ann", "folder:abc", path)[1].startswith("its report's stamp was not made by mha-check")
     path = sealed(tmp_path, "json", key)
@@ -85,6 +85,19 @@ def test_a_forged_row_or_an_edited_report_is_graded_again(tmp_path, key):
     path = sealed(tmp_path, "text", key)
     path.write_text(path.read_text().replace("nothing to check", "all checks passed"))
     assert Stamps("text", BATCH, key).check("ann", "folder:abc", path) == (None, "its report was edited since")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_stamp_tells_a_student_nothing_their_report_does_not(tmp_path, key, fmt):
+    """A report is the student's: the row in its stamp (every check's status, the diagnosed mistake, a hidden
+    check's included) is enciphered."""
+    secret = {**ROW, "a-hidden-check": "fail", "diagnosis": "fill-minus-hundred"}
+    text = sealed(tmp_path, fmt, key, row=secret).read_text()
+    stamp, _ = Stamps(fmt, BATCH, key)._read(text)
+    assert stamp["name"] == "ann"  # read back: the stamp as a student decoding it would see it
+    seen = text + json.dumps(stamp)
+    assert "fill-minus-hundred" not in seen and "a-hidden-check" not in seen
+    assert Stamps(fmt, BATCH, key).check("ann", "folder:abc", tmp_path / f"ann.{fmt}") == (secret, "")
 
 
 @pytest.mark.parametrize("fmt", ["text", "junit", "json"])
