@@ -129,7 +129,10 @@ def _main(argv: list[str], early: Template | None) -> int:
         _refuse_without_walls(args, p)
         return _grade_batch(args, p, out, pattern, rubric, template)
     except KeyboardInterrupt:
-        print("\nmha-check grade: interrupted before grading began; nothing was written", file=sys.stderr)
+        print("\nmha-check grade: interrupted " + (
+            f"while finishing the batch: the reports written are in {args.out}/, and the summary as it was last "
+            "rewritten (after each report); grade again with --resume" if getattr(args, "began", False) else
+            "before grading began; nothing was written"), file=sys.stderr)
         return 130
     finally:
         if template is not None and template is not early:  # the early one is main's to close
@@ -220,6 +223,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
             unsure = "grader error" in result["row"].get("process", "")
             return result["text"] if unsure else stamper.seal(name, digests.get(name), result["row"], result["text"])
 
+        args.began = True
         if folders:
             rows, interrupted = grade_all(folders, target, flat, options, args, template, scratch_parent, files,
                                           seal)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import sys
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
@@ -23,6 +24,7 @@ from harness.sandbox import trusted
 from harness.sandbox.template import Template
 
 MAX_POOL_BREAKS = 3  # pools broken by a grader's death (killed from outside) before the batch gives up on the rest
+STUCK_GRACE = 30.0  # seconds a grader may lie dead before its pool notices; then the pool is taken as stuck
 
 
 def grade_all(folders: dict[str, Path], target: str | None, flat: set[str], options: dict, args,
@@ -36,33 +38,36 @@ def grade_all(folders: dict[str, Path], target: str | None, flat: set[str], opti
     stamp `grade --resume` reads, harness.frontends.stamps)."""
     rows: list = []
     trusted.preload()  # every trusted module, once here while the template imports torch, not in each grader
-    left, breaks = dict(folders), 0
+    left, breaks, pool = dict(folders), 0, None
     progress = Progress(len(folders), args.jobs)
-    while left:
-        # Graders are forked from this process: it has imported the engine, and runs no thread of its own (with
-        # "fork" the pool starts every grader before its own manager thread; a broken pool's threads have ended),
-        # and no submission has run here.  Spawned, each grader imported the engine again, 0.4 s of CPU each while
-        # the template imports torch on the same cores (grade of 50 submissions, medians of alternating rounds:
-        # 8.95 -> 8.52 s, and 10.5 -> 9.2 s in a slower hour).
-        pool = ProcessPoolExecutor(max(1, min(args.jobs, len(left))), mp_context=get_context("fork"),
-                                   initializer=grader.start,
-                                   initargs=(options["limits"], template.socket if template else None, scratch_parent))
-        try:
+    try:
+        while left:
+            # Graders are forked from this process: it has imported the engine, and runs no thread of its own (with
+            # "fork" the pool starts every grader before its own manager thread; a broken pool's threads have
+            # ended), and no submission has run here.  Spawned, each grader imported the engine again, 0.4 s of CPU
+            # each while the template imports torch on the same cores (grade of 50 submissions, medians of
+            # alternating rounds: 8.95 -> 8.52 s, and 10.5 -> 9.2 s in a slower hour).
+            pool = ProcessPoolExecutor(max(1, min(args.jobs, len(left))), mp_context=get_context("fork"),
+                                       initializer=grader.start,
+                                       initargs=(options["limits"], template.socket if template else None,
+                                                 scratch_parent))
             lost = collect(pool, left, target, flat, options, args, rows, len(folders), files,
                            last_try=breaks >= MAX_POOL_BREAKS, progress=progress, seal=seal)
             pool.shutdown()
-        except KeyboardInterrupt:
+            if lost:
+                breaks += 1
+                print(f"mha-check grade: a grading process ended before its submission was graded (killed from "
+                      f"outside?); the {len(lost)} submission{'s' * (len(lost) != 1)} not graded yet "
+                      f"{'are' if len(lost) != 1 else 'is'} graded again from the start", file=sys.stderr)
+            left = {name: folders[name] for name in lost}
+    except KeyboardInterrupt:  # wherever it lands, between pools too: the rows so far are returned
+        if pool is not None:
             _stop_graders(pool)
-            return rows, True
-        except BaseException:  # our own failure: no grader outlives it either
+        return rows, True
+    except BaseException:  # our own failure: no grader outlives it either
+        if pool is not None:
             _stop_graders(pool)
-            raise
-        if lost:
-            breaks += 1
-            print(f"mha-check grade: a grading process ended before its submission was graded (killed from "
-                  f"outside?); the {len(lost)} submission{'s' * (len(lost) != 1)} not graded yet "
-                  f"{'are' if len(lost) != 1 else 'is'} graded again from the start", file=sys.stderr)
-        left = {name: folders[name] for name in lost}
+        raise
     return rows, False
 
 
@@ -108,9 +113,11 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
             futures[_submit(pool, name, folder, target, flat, options)] = name
 
     hand_over()
+    dead_since = None
     while futures:
         done, _ = wait(futures, timeout=1.0, return_when=FIRST_COMPLETED)
         progress.show()
+        dead_since = _unstick_if_stuck(pool, dead_since)
         for future in done:
             name = futures.pop(future)
             try:
@@ -134,6 +141,27 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
             progress.finished(name)
         hand_over()
     return lost + [name for name, _ in waiting]
+
+
+def _unstick_if_stuck(pool, dead_since: float | None) -> float | None:
+    """A grader killed from outside while it sent a result leaves half of it in the result pipe: the pool's
+    manager thread then waits for the rest forever and never marks the pool broken, and the batch would wait with
+    it.  A grader dead for STUCK_GRACE seconds in a pool not marked broken (the pool notices a death within
+    milliseconds otherwise) is that case: the other graders are stopped and the pipe released
+    (harness.frontends.stopping), the pool then breaks as for any grader's death, and what it held is graded
+    again by a fresh one.  Returns since when a dead grader has been seen (None: none)."""
+    processes = dict(getattr(pool, "_processes", None) or {})
+    if getattr(pool, "_broken", False) or all(p.exitcode is None for p in processes.values()):
+        return None
+    now = time.monotonic()
+    if dead_since is None or now - dead_since < STUCK_GRACE:
+        return dead_since or now
+    print("mha-check grade: a grading process died while it sent a result; its pool is restarted",
+          file=sys.stderr)
+    result_queue = getattr(pool, "_result_queue", None)
+    stopping.stop_processes([p for p in processes.values() if p.exitcode is None])
+    stopping.release_pool(result_queue)
+    return None
 
 
 class _Quiet:

@@ -112,3 +112,46 @@ def test_without_a_signal_the_callers_handlers_are_back_and_no_timer_is_left():
         print("restored")
     """)
     assert run.returncode == 0 and "restored" in run.stdout, run.stderr[-2000:]
+
+
+KILLED_WHILE_SENDING = """
+    import gc, os, struct, sys
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+    from multiprocessing.queues import SimpleQueue
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from harness.frontends import grade_pool
+    from harness.frontends.batch_files import BatchFiles
+
+    def grade_one(folder, pick, options):
+        if folder.endswith("ann"):  # killed from outside half-way through sending its result
+            queue = next(o for o in gc.get_objects() if isinstance(o, SimpleQueue) and not o._writer.closed)
+            os.write(queue._writer.fileno(), struct.pack("!i", 100000) + b"half a result")
+            os._exit(0)
+        raise AssertionError("graded by a pool that was stuck")
+
+    if __name__ == "__main__":
+        grade_pool.grader.grade_one = grade_one  # the graders are forked: they run this one
+        grade_pool.STUCK_GRACE = 1.0
+        out = Path(sys.argv[1])
+        folders = {"ann": out / "ann", "bob": out / "bob"}
+        for folder in folders.values():
+            folder.mkdir(parents=True)
+        pool = ProcessPoolExecutor(1, mp_context=get_context("fork"))
+        lost = grade_pool.collect(pool, folders, None, set(), {"seed": 0}, SimpleNamespace(jobs=1), [], 2,
+                                  BatchFiles(out, out / "summary.csv", "json"), last_try=False)
+        pool.shutdown()
+        print("lost", *sorted(lost), flush=True)
+"""
+
+
+def test_a_grader_killed_while_sending_a_result_does_not_stop_the_batch(tmp_path):
+    """Killed from outside (the OOM killer) half-way through sending a result, a grader left its pool's manager
+    thread waiting forever for the rest: the pool never broke, and the batch waited with it.  Now a pool with a
+    dead grader that has not broken after STUCK_GRACE is taken as stuck: its submissions come back to be graded
+    again by a fresh pool, and the process ends."""
+    run = _run(KILLED_WHILE_SENDING.replace("sys.argv[1]", repr(str(tmp_path))))
+    assert run.returncode == 0 and "lost ann bob" in run.stdout, run.stdout + run.stderr[-2000:]
+    assert "died while it sent a result" in run.stderr
