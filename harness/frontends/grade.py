@@ -8,8 +8,9 @@ machines can share a course; `mha-check grade --merge A.csv B.csv ...` joins the
 does (hang, crash, exit, print, patch) stops the batch: its row says what happened.
 
 The command is split by job: harness.frontends.submissions finds the submissions, .pick chooses the file to check in
-each, .grade_pool runs the graders (.grader, one submission each), .shards splits and merges; this module parses
-the command line and writes the batch's closing lines.
+each, .grade_pool runs the graders (.grader, one submission each) and .progress draws its line, .stamps seals each
+report and tells --resume which to trust, .stopping bounds the way out after Ctrl-C or SIGTERM, .shards splits and
+merges; this module parses the command line, decides what may be replaced in --out, and writes the closing lines.
 """
 from __future__ import annotations
 
