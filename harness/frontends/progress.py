@@ -56,14 +56,18 @@ class Progress:
         return (waiting * median + running) / min(self.jobs, max(1, waiting + len(self.running)))
 
     def line(self, width: int = 80) -> str:
+        """The line, at most `width` - 1 columns: a long name is cut, never the numbers."""
         t = self.now()
-        done = len(self.times)
         left = self.estimate()
-        text = (f"{done}/{self.total} graded, {clock(t - self.begun)} elapsed, "
-                + ("estimating the time left" if left is None else f"about {clock(left)} left"))
+        text = f"{len(self.times)}/{self.total} graded, {clock(t - self.begun)} elapsed, " + (
+            "estimating time left" if left is None else "almost done" if left < 1 else f"about {clock(left)} left")
         if self.running:
             name, since = min(self.running.items(), key=lambda item: item[1])
-            text += f"; running longest: {clean(name)} ({clock(t - since)})"
+            lead, took = "; running longest: ", f" ({clock(t - since)})"
+            room = width - 1 - len(text) - len(lead) - len(took)
+            name = clean(name)
+            if room >= 6:
+                text += lead + (name if len(name) <= room else name[:room - 3] + "...") + took
         return text[:max(20, width - 1)]
 
     def show(self, force: bool = False) -> None:

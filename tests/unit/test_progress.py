@@ -24,7 +24,7 @@ def test_the_line_says_elapsed_time_estimate_and_the_longest_running_submission(
     assert progress.estimate() is None
     progress.started("ann")
     progress.started("bob")
-    assert "0/6 graded, 0s elapsed, estimating the time left; running longest: ann (0s)" in progress.line()
+    assert "0/6 graded, 0s elapsed, estimating time left; running longest: ann (0s)" in progress.line()
     now.t += 10
     progress.finished("ann")  # 10 s
     progress.started("cyd")
@@ -53,7 +53,8 @@ def test_the_line_fits_the_terminal_and_shows_names_as_text():
     progress = Progress(total=300, jobs=2, stream=Terminal(), now=Clock())
     progress.started("\x1b[2Jx" * 40)
     line = progress.line(80)
-    assert len(line) == 79 and "\x1b" not in line
+    assert len(line) == 79 and "\x1b" not in line and line.endswith("... (0s)"), line  # the name cut, not the time
+    assert "running longest" not in progress.line(60)  # no room for a name worth reading: none
 
 
 def test_nothing_is_written_when_stderr_is_not_a_terminal():
