@@ -158,17 +158,17 @@ class Stamps:
         """The row enciphered (None without a key: such a stamp is never resumed anyway)."""
         if not self.key:
             return None
-        nonce, data = os.urandom(16), _canonical(row)
+        nonce, data = os.urandom(16), _canonical(list(row.items()))  # pairs: the summary's column order kept
         hidden = bytes(a ^ b for a, b in zip(data, self._keystream(nonce, len(data))))
         return {"nonce": nonce.hex(), "data": base64.b64encode(hidden).decode()}
 
     def _reveal(self, hidden) -> dict | None:
         try:
             nonce, data = bytes.fromhex(hidden["nonce"]), base64.b64decode(hidden["data"], validate=True)
-            row = json.loads(bytes(a ^ b for a, b in zip(data, self._keystream(nonce, len(data)))))
+            row = dict(json.loads(bytes(a ^ b for a, b in zip(data, self._keystream(nonce, len(data))))))
         except (TypeError, KeyError, ValueError):
             return None
-        return row if isinstance(row, dict) else None
+        return row
 
     def seal(self, name: str, submission: str | None, row: dict, text: str) -> str:
         """`text` with its stamp at the end."""

@@ -127,3 +127,4 @@ def test_resume_grades_only_what_changed_and_trusts_only_mha_checks_own_sealed_r
     assert sorted(rows) == sorted(first) and rows["smith_bob"]["passed"] == "False"
     assert rows["joneskay"] == first["joneskay"] and rows["smith_alice"] == first["smith_alice"]
     assert rows["grace"]["passed"] == "True"
+    assert (out / "summary.csv").read_text().splitlines()[0] == before.splitlines()[0]  # the same columns, in order
