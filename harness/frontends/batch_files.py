@@ -53,10 +53,14 @@ class BatchFiles:
         self.out, self.summary_path, self.extension = out, summary, extension
         self.unwritten: dict[str, str] = {}  # report path -> its text, kept for the retry at the end
         self.error: OSError | None = None  # the last write that failed
+        self.kept: list[dict] = []  # rows not graded by this batch that its summary keeps (--resume's)
+
+    def report_path(self, name: str) -> Path:
+        return self.out / f"{name}.{self.extension}"
 
     def report(self, name: str, text: str) -> None:
         """Write one submission's report, or keep it for later."""
-        path = str(self.out / f"{name}.{self.extension}")
+        path = str(self.report_path(name))
         try:
             write_atomic(path, text)
             self.unwritten.pop(path, None)
@@ -67,7 +71,7 @@ class BatchFiles:
         """Rewrite the summary with every row so far; False (and remembered) when it cannot be written.  Durable
         (fsync) only at the end: each rewrite during the batch is replaced by the next."""
         try:
-            write_summary(rows, self.summary_path, durable)
+            write_summary(self.kept + rows, self.summary_path, durable)
             return True
         except OSError as e:
             self.error = e

@@ -9,8 +9,9 @@ machines can share a course; `mha-check grade --merge A.csv B.csv ...` joins the
 does (hang, crash, exit, print, patch) stops the batch: its row says what happened.
 
 The command is split by job: harness.frontends.submissions finds the submissions, .pick chooses the file to check in
-each, .grade_pool runs the graders (.grader, one submission each), .shards splits and merges; this module parses
-the command line and writes the batch's closing lines.
+each, .grade_pool runs the graders (.grader, one submission each) and .progress draws its line, .stamps seals each
+report and tells --resume which to trust, .stopping bounds the way out after Ctrl-C or SIGTERM, .shards splits and
+merges; this module parses the command line, decides what may be replaced in --out, and writes the closing lines.
 """
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from checks import all_checks
 from harness.frontends import class_view
 from harness.frontends import options as option_rules
-from harness.frontends import submissions
+from harness.frontends import stamps, stopping, submissions
 from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summary  # noqa: F401 - write_summary: the
 # summary's writer, named here as before
 from harness.frontends.grade_pool import grade_all
@@ -36,6 +38,10 @@ from harness.sandbox import isolation, scratch
 from harness.sandbox import limits as sandbox
 from harness.sandbox.template import Template
 
+LIFE_CYCLE = ("Nothing in --out is replaced without saying so: grading into a folder that holds an earlier batch's "
+              "summary or reports is refused (status 2) unless --resume, --only or --overwrite says what to do with "
+              "them.  Ctrl-C or SIGTERM ends the batch with status 130 within 60 s whatever it interrupts, the "
+              "reports graded so far kept: go on with --resume.")
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
 MAX_JOBS = 256
 
@@ -43,15 +49,23 @@ MAX_JOBS = 256
 def main(argv: list[str], template: Template | None = None) -> int:
     """`template`: the batch's warm template when the caller started it already (harness.frontends.cli starts it
     before importing this module, so that torch imports while the engine does); closed here in every case."""
+    stop = stopping.StopBound().install()  # SIGINT, SIGTERM: out within stopping.STOP_BOUND seconds, whatever
     try:
-        return _main(argv, template)
+        status = _main(argv, template)
+    except KeyboardInterrupt:  # landed outside the batch's own handling (staging, the closing lines)
+        print("\nmha-check grade: interrupted", file=sys.stderr)
+        status = 130
     finally:
         if template is not None:
             template.close()
+        stop.restore()
+    if stop.signalled is not None:
+        stop.exit_now_if_stuck(status)  # a pool's thread still running would hold the interpreter's exit
+    return status
 
 
 def _main(argv: list[str], early: Template | None) -> int:
-    p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0], epilog=LIFE_CYCLE)
     p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per student, or with the students' "
                                                   ".py or .ipynb files named by student (alice_attention.py)")
     p.add_argument("--target", help="FILE.py:ClassName or LAB.ipynb:ClassName inside each submission (default: "
@@ -67,6 +81,14 @@ def _main(argv: list[str], early: Template | None) -> int:
     p.add_argument("--only", nargs="+", metavar="NAME",
                    help="grade again only these students (as the summary's submission column names them) and put "
                         "their rows into the summary already in --out, whose other rows are kept")
+    p.add_argument("--resume", action="store_true",
+                   help="grade only what is new or changed since the reports already in --out: a submission whose "
+                        "report mha-check wrote for the same files (helpers included), rubric, options and "
+                        "mha-check version, sealed with this account's key, keeps it and its row; every other one "
+                        "is graded again (an older mha-check's report too); the summary lists them all")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the summary and reports an earlier batch left in --out (without this, --resume "
+                        "or --only, grade refuses to write over them)")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
     p.add_argument("--out", default="mha-check-results",
                    help="folder for the reports, summary.csv and the class view, class-report.html (default "
@@ -91,6 +113,8 @@ def _main(argv: list[str], early: Template | None) -> int:
         zipped = bool(args.submissions) and args.submissions.endswith(".zip") and os.path.isfile(args.submissions)
         p.error(f"{args.submissions!r} is not a folder of submissions" + ("; unzip it first" if zipped else ""))
     option_rules.limits(args.time_limit, args.memory_mb, None, args.seed, p)
+    if args.resume and args.overwrite:
+        p.error("--resume keeps the reports that are still valid, --overwrite replaces them all: choose one")
     if not 1 <= args.jobs <= MAX_JOBS:
         p.error(f"--jobs must be between 1 and {MAX_JOBS}, not {args.jobs}")
     out = Path(args.out)
@@ -103,14 +127,17 @@ def _main(argv: list[str], early: Template | None) -> int:
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
     except (submissions.PatternError, rubrics.RubricError) as e:
         p.error(str(e))
-    # SIGTERM (a scheduler's stop, Slurm's time limit) is already Ctrl-C here: harness.frontends.cli.main says so
+    # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
     # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
     template = early or _start_template()
     try:
         _refuse_without_walls(args, p)
         return _grade_batch(args, p, out, pattern, rubric, template)
     except KeyboardInterrupt:
-        print("\nmha-check grade: interrupted before grading began; nothing was written", file=sys.stderr)
+        print("\nmha-check grade: interrupted " + (
+            f"while finishing the batch: the reports written are in {args.out}/, and the summary as it was last "
+            "rewritten (after each report); grade again with --resume" if getattr(args, "began", False) else
+            "before grading began; nothing was written"), file=sys.stderr)
         return 130
     finally:
         if template is not None and template is not early:  # the early one is main's to close
@@ -153,7 +180,18 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
             print(f"mha-check grade: error: --only: {unknown}", file=sys.stderr)
             return 2
         todo = [s for s in todo if s.name in args.only]
-        print(f"--only: {len(todo)} of them graded again, into the summary in {args.out}/ (its other rows kept)")
+        print(f"--only: {len(todo)} of them graded again, into the summary in {args.out}/ (its other rows kept, "
+              "their reports replaced)")
+    summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
+    files = BatchFiles(out, summary, EXTENSIONS[args.format])
+    earlier = _earlier_results(files, todo)
+    if earlier and not (args.resume or args.only or args.overwrite):
+        print(f"mha-check grade: error: {args.out}/ already holds {earlier} of an earlier batch; add --resume to "
+              "grade only what changed since, --only NAME... to grade some students again, or --overwrite to "
+              "replace them", file=sys.stderr)
+        return 2
+    if earlier and args.overwrite:
+        print(f"--overwrite: {earlier} in {args.out}/ replaced as this batch goes")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -164,9 +202,13 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
                "missing_fix": missing_fix(target), "allow_unconfined": args.allow_unconfined}
     rows, started, interrupted = [], time.monotonic(), False
-    summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
     running = summary.with_name(f"only-{summary.name}") if args.only else summary  # the old one kept whole till then
-    files = BatchFiles(out, running, EXTENSIONS[args.format])
+    files.summary_path = running
+    stamper = stamps.Stamps(args.format, {"code": stamps.code_digest(), "rubric": stamps.file_digest(args.rubric),
+                                          "options": {"target": target or "", "seed": args.seed,
+                                                      "limits": limits.to_dict(), "format": args.format,
+                                                      "allow_unconfined": args.allow_unconfined}},
+                            stamps.load_key())
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list
     batch = tempfile.mkdtemp(prefix="mha-check-grade-")
@@ -176,15 +218,29 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         os.mkdir(staging, 0o700)
         os.mkdir(scratch_parent, 0o711)
         folders = {s.name: s.stage(Path(staging)) for s in todo}
-        if todo:
-            rows, interrupted = grade_all(folders, target, flat, options, args, template, scratch_parent, files)
+        digests = {name: (f"{'files' if name in flat else 'folder'}:{d}" if (d := stamps.folder_digest(folder))
+                          else None) for name, folder in folders.items()}  # None: too large, never resumed
+        if args.resume:
+            files.kept = _resume(files, stamper, digests, args.out)
+            folders = {name: f for name, f in folders.items() if name not in {r["submission"] for r in files.kept}}
+
+        def seal(name: str, result: dict) -> str:  # a report mha-check could not grade is not resumed: no stamp
+            unsure = "grader error" in result["row"].get("process", "")
+            return result["text"] if unsure else stamper.seal(name, digests.get(name), result["row"], result["text"])
+
+        args.began = True
+        if folders:
+            rows, interrupted = grade_all(folders, target, flat, options, args, template, scratch_parent, files,
+                                          seal)
     finally:
         scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
     missing = [n for n in found.not_graded if n.missing and in_shard(n.item, args.shard)]
+    resumed = files.kept
     if interrupted:
-        listed = rows
+        listed = rows  # after the rows --resume kept (files.kept)
     else:
-        listed = submissions.summary_rows(found, rows, lambda n: in_shard(n.item, args.shard))
+        listed = submissions.summary_rows(found, resumed + rows, lambda n: in_shard(n.item, args.shard))
+        files.kept = []
         if args.only:
             listed = submissions.kept_rows(summary, {s.name for s in todo}) + listed
         files.summary_path = summary
@@ -199,23 +255,27 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         banner = f"interrupted: only the {len(rows)} of {len(todo)} submissions graded before the interruption"
         view_failed = not _class_view(out, listed, args, banner if interrupted else "")
     if interrupted:
-        print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo)} submissions graded; their reports are in "
-              f"{out}/ and {running} lists only them" + (f" ({summary} is as it was)" if args.only else ""),
-              file=sys.stderr)
+        print(f"\nmha-check grade: interrupted: {len(rows)} of {len(todo) - len(resumed)} submissions graded; their "
+              f"reports are in {out}/ and {running} lists only them" + (
+                  f" and the {len(resumed)} kept by --resume" if resumed else "") + (
+                  f" ({summary} is as it was)" if args.only else "") + (
+                  "; grade again with --resume to go on" if not args.only else ""), file=sys.stderr)
         return 130
     if unwritten:
         return WRITE_FAILED
-    passed = sum(1 for r in rows if r.get("passed") is True)
-    review = sum(1 for r in rows if r.get("needs_review") is True)
+    everyone = resumed + rows
+    passed = sum(1 for r in everyone if r.get("passed") is True)
+    review = sum(1 for r in everyone if r.get("needs_review") is True)
     lost = sum(1 for r in rows if "grader error" in r.get("process", ""))
     if lost:
         print(f"mha-check grade: warning: {lost} submission{'s' * (lost != 1)} could not be graded because "
               f"mha-check's own grading processes kept failing (see the process column of {summary}); grade "
               f"{'them' if lost != 1 else 'it'} again", file=sys.stderr)
-    print(f"graded {len(rows)} submission{'s' * (len(rows) != 1)} in {time.monotonic() - started:.1f} s: {passed} "
+    print(f"graded {len(rows)} submission{'s' * (len(rows) != 1)} in {time.monotonic() - started:.1f} s" + (
+          f" and kept {len(resumed)} from their reports (--resume)" if resumed else "") + f": {passed} "
           f"pass{'es' * (passed == 1)} every check, {review} need{'s' * (review == 1)} a person to look "
           "(needs_review); "
-          f"reports in {out}/, summary in {summary}" + _short_of_policy(rows))
+          f"reports in {out}/, summary in {summary}" + _short_of_policy(everyone))
     if missing:
         print(f"mha-check grade: {'warning' if args.allow_missing else 'error'}: {len(missing)} of the students' files "
               f"or folders got no row of their own (listed in {summary} with the reason): " +
@@ -241,6 +301,32 @@ def _class_view(out: Path, rows: list[dict], args, banner: str) -> bool:
         sys.exit(130)
     print(f"class view: {page} (its table of mistakes for the gradebook: {table})")
     return True
+
+
+def _earlier_results(files: BatchFiles, todo: list) -> str:
+    """What an earlier batch left in the output folder that this one would replace, in words ("" for nothing):
+    the summary, and the reports of this batch's submissions."""
+    reports = sum(1 for s in todo if os.path.lexists(files.report_path(s.name)))
+    parts = ([files.summary_path.name] if os.path.lexists(files.summary_path) else []) + (
+        [f"{reports} report{'s' * (reports != 1)}"] if reports else [])
+    return " and ".join(parts)
+
+
+def _resume(files: BatchFiles, stamper, digests: dict[str, str | None], out_name: str) -> list[dict]:
+    """--resume: the rows of the submissions whose report's stamp vouches for this very grading of them
+    (harness.frontends.stamps), saying how many are kept and why the others are graded again."""
+    kept, why = [], Counter()
+    for name, digest in digests.items():
+        row, reason = stamper.check(name, digest, files.report_path(name))
+        if row is not None:
+            kept.append(row)
+        else:
+            why[reason] += 1
+    again = sum(why.values())
+    print(f"--resume: {len(kept)} of {len(digests)} kept from their reports in {out_name}/ (the same files, rubric, "
+          f"options and mha-check); {again} graded again" + (
+              ": " + "; ".join(f"{reason} ({n})" for reason, n in why.most_common()) if again else ""))
+    return kept
 
 
 def _short_of_policy(rows: list[dict]) -> str:

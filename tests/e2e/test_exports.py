@@ -94,3 +94,37 @@ def test_only_regrades_some_students_into_the_existing_summary(tmp_path):
     assert not (out / "smith_alice.json").exists()  # not graded again
     run, _ = grade(EXPORTS / "canvas", out, "--only", "smith_rob")
     assert run.returncode == 2 and "no submission named 'smith_rob'" in run.stderr and "'smith_bob'" in run.stderr
+
+
+def test_resume_grades_only_what_changed_and_trusts_only_mha_checks_own_sealed_reports(tmp_path, monkeypatch):
+    """A rerun into a folder of results refuses in one line and names the options; `--resume` keeps the sealed
+    reports of unchanged submissions (their rows in a summary that stays whole) and grades again a student whose
+    helper module changed and one whose report was forged (its row made passing by someone without the key)."""
+    import shutil
+
+    monkeypatch.setenv("MHA_CHECK_STAMP_KEY", str(tmp_path / "key" / "stamp.key"))
+    export, out = tmp_path / "canvas", tmp_path / "out"
+    shutil.copytree(EXPORTS / "canvas", export)
+    run, first = grade(export, out, "--target", TARGET)
+    assert run.returncode == 0 and first["smith_bob"]["passed"] == "False", run.stderr[-3000:]
+    before = (out / "summary.csv").read_text()
+
+    run, _ = grade(export, out, "--target", TARGET)
+    assert run.returncode == 2 and (out / "summary.csv").read_text() == before
+    assert len(run.stderr.strip().splitlines()) == 1 and "already holds summary.csv and 4 reports" in run.stderr
+    assert "--resume" in run.stderr and "--overwrite" in run.stderr
+
+    helper = export / "grace_1004_5005_helpers.py"
+    helper.write_text(helper.read_text() + "\n# edited after the first batch\n")
+    forged = json.loads((out / "smith_bob.json").read_text())  # bob's failing row swapped for alice's passing one
+    forged["mha_check_stamp"]["row"] = json.loads((out / "smith_alice.json").read_text())["mha_check_stamp"]["row"]
+    (out / "smith_bob.json").write_text(json.dumps(forged))
+    run, rows = grade(export, out, "--target", TARGET, "--resume")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "--resume: 2 of 4 kept" in run.stdout and "its files changed since (1)" in run.stdout, run.stdout
+    assert "not made by mha-check with this account's key (1)" in run.stdout
+    assert "graded 2 submissions" in run.stdout and "kept 2 from their reports" in run.stdout
+    assert sorted(rows) == sorted(first) and rows["smith_bob"]["passed"] == "False"
+    assert rows["joneskay"] == first["joneskay"] and rows["smith_alice"] == first["smith_alice"]
+    assert rows["grace"]["passed"] == "True"
+    assert (out / "summary.csv").read_text().splitlines()[0] == before.splitlines()[0]  # the same columns, in order

@@ -241,9 +241,9 @@ HANGS_IN_FORWARD = (ZOO / "correct" / "book_style.py").read_text().replace(
     "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(3600)\n", 1)
 
 
-def _interruptible_batch(tmp_path):
+def _interruptible_batch(tmp_path, wait: bool = True):
     """Three correct submissions and one whose forward hangs; the batch is started in a session of its own, with
-    Ctrl-C's default meaning, and returned once a first report is written."""
+    Ctrl-C's default meaning, and returned once a first report is written (`wait`), else at once."""
     subs = tmp_path / "subs"
     for name, text in [("a", None), ("b", None), ("c", None), ("hangs", HANGS_IN_FORWARD)]:
         (subs / name).mkdir(parents=True)
@@ -256,7 +256,7 @@ def _interruptible_batch(tmp_path):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
-    while not list((tmp_path / "out").glob("*.json")) and time.monotonic() < deadline:
+    while wait and not list((tmp_path / "out").glob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.1)
     return run
 
@@ -276,6 +276,27 @@ def test_ctrl_c_stops_the_batch_and_keeps_what_was_graded(tmp_path):
     assert f"interrupted: only the {len(rows)} of 4 submissions graded" in view
     assert processes_left(tmp_path) == []
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("when", ["at once", "after a second", "after a first report"])
+def test_sigterm_at_any_moment_ends_the_batch_within_the_bound(tmp_path, when):
+    """SIGTERM to `grade` alone (a scheduler's stop), wherever it lands: during start-up, while the template
+    imports torch and the submissions are staged, or with graders mid-submission.  Only the outcome is asserted,
+    never when the signal landed (that depends on the machine's load): the process ends (well within
+    stopping.STOP_BOUND plus start-up; a deadlock at exit once kept it forever), with the status of an interrupt
+    (or SIGTERM's own, when it lands before Python has a handler), and leaves no process behind."""
+    run = _interruptible_batch(tmp_path, wait=when == "after a first report")
+    time.sleep(1.0 if when == "after a second" else 0.0)
+    run.send_signal(signal.SIGTERM)
+    try:
+        out, err = run.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.communicate()
+        raise AssertionError("grade did not end after SIGTERM") from None
+    assert run.returncode in (130, -signal.SIGTERM), err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    assert processes_left(tmp_path) == []
 
 
 def test_a_killed_grader_leaves_no_process_behind(tmp_path):
