@@ -7,8 +7,9 @@ Evidence, strongest first, all computed in the trusted process:
    reference.  Where several mistakes compute the same numbers, the recorded forward (trace marks) decides.
 2. a signature: the specific findings of the failing checks (a leak pattern, a parameter-count pattern, an
    unregistered container...) contain a catalogued mistake's measured signature, and no other mistake's.
-3. a trace mark: the recorded forward shows a pattern that exactly one catalogued mistake declares, and the check
-   made for that mistake failed.
+3. a trace mark: the recorded forward shows a pattern that exactly one catalogued mistake declares, the check
+   made for that mistake failed, and the numbers do not refute it (where the weights are mapped, a mistake that
+   has a numeric variant is named from a line only if its variant is the module's output).
 
 A mistake whose own checks (those it is guaranteed to fail) passed here is never named.  Nothing is named for an
 import or syntax error, a constructor mha-check could not call, a time-out, a memory limit or a crash: the report
@@ -68,7 +69,7 @@ def diagnose(report, ctx=None) -> dict | None:
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == "pass" for k in catalogue[m]["killed_by"])]
     marks = _marks(ctx) if ctx is not None else []
-    numbers = _numeric(ctx, possible) if ctx is not None else []
+    numbers = _numeric(ctx, possible) if ctx is not None else None  # None: the numbers could not be asked
     if numbers:
         best = _by_marks(numbers, marks, catalogue)
         if best:
@@ -88,7 +89,8 @@ def diagnose(report, ctx=None) -> dict | None:
                                                "no other known mistake shows", catalogue, marks, report)
     traced = [m for m in possible if any(mark["mutant"] == m for mark in marks)
               and status.get(catalogue[m]["killed_by"][0]) == "fail"
-              and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k for k in marks))]
+              and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k for k in marks))
+              and not _numbers_refute(m, numbers, marks)]
     # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected)
     if len(set(traced)) == 1:
         return _named(traced[0], "trace", "your forward pass shows this mistake's pattern at the marked line, and "
@@ -97,6 +99,16 @@ def diagnose(report, ctx=None) -> dict | None:
     return {**_no_evidence("" if only_rules else
                            "no known mistake matches: the failing checks below describe what is wrong", report),
             "marks": marks}
+
+
+def _numbers_refute(mid: str, numbers: list[str] | None, marks: list[dict]) -> bool:
+    """A line that looks like the mistake is no name when the numbers were asked and said no: the weights were
+    mapped, the mistake computes its own numbers (a variant), and they are not the module's (an SDPA call marked
+    "scaled by sqrt(d)" in a layer whose outputs no scaling explains).  A mark that tells its own variant of the
+    mistake (a fill of 0 where the catalogue's is -100) is judged by its own pattern, not the catalogue's numbers."""
+    if numbers is None or mid in numbers or mid not in mutants.variants():
+        return False
+    return not any(k["mutant"] == mid and "title" in k for k in marks)
 
 
 def _contradicted(entry: dict, mine: set) -> bool:
@@ -162,14 +174,15 @@ def _marks(ctx) -> list[dict]:
     return out
 
 
-def _numeric(ctx, possible: list[str]) -> list[str]:
+def _numeric(ctx, possible: list[str]) -> list[str] | None:
     """Mutants whose variant reproduces the target's outputs on every required configuration, under transplanted
-    weights (and differs from the reference there); [] when the weights are not mapped with certainty."""
+    weights (and differs from the reference there); None when they could not be asked (the weights are not mapped
+    with certainty, or no configuration ran)."""
     try:
         if not ctx.mapping.certain:
-            return []
+            return None
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
-        return []
+        return None
     knobs = {m: k for m, k in mutants.variants().items() if m in possible}
     matching, used = set(knobs), 0
     for cfg in ctx.required_configs():
@@ -182,9 +195,9 @@ def _numeric(ctx, possible: list[str]) -> list[str]:
         except (TargetFailure, CannotDrive, HarnessFailure):
             continue
         except WorkerDied:
-            return []
+            return None
         used += 1
         expected = numpy_ref.forward(x, cfg.heads, w)
         matching = {m for m in matching
                     if same(y, theirs := variants.forward(x, cfg.heads, w, **knobs[m])) and not same(theirs, expected)}
-    return sorted(matching) if used else []
+    return sorted(matching) if used else None
