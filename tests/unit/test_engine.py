@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from checks import Outcome, all_checks
+import mutants
 from harness.engine import diagnosis, rewrite
 from harness.engine.compare import close, compare, same
 from harness.engine.report import CheckResult, Report
@@ -201,3 +202,15 @@ def test_a_trace_pattern_is_not_named_when_its_check_found_another_mistakes_patt
     assert diagnosis._contradicted(no_mask, {"causal-leakage:leak:small-leak"})
     assert not diagnosis._contradicted(no_mask, {"causal-leakage:leak:all-future", "param-count:count: other"})
     assert not diagnosis._contradicted(no_mask, set())  # nothing specific found: the trace may speak
+
+
+def test_a_marked_line_is_no_name_when_the_numbers_say_no():
+    """Issue 28 item 4: scale-by-sqrt-d marked on an SDPA line of a layer whose outputs no scaling explains."""
+    mark = [{"id": "sdpa-default-scale", "mutant": "scale-by-sqrt-d", "text": "", "at": None, "code": None}]
+    assert diagnosis._numbers_refute("scale-by-sqrt-d", [], mark)  # asked, and its variant is not the output
+    assert not diagnosis._numbers_refute("scale-by-sqrt-d", None, mark)  # unmapped: the numbers could not be asked
+    assert not diagnosis._numbers_refute("scale-by-sqrt-d", ["scale-by-sqrt-d"], mark)
+    own = [{**mark[0], "title": "its own variant"}]
+    assert not diagnosis._numbers_refute("scale-by-sqrt-d", [], own)  # a mark that tells its own variant
+    without_variant = next(m for m in mutants.catalogue() if m not in mutants.variants())
+    assert not diagnosis._numbers_refute(without_variant, [], mark)
