@@ -22,6 +22,7 @@ from harness.engine import rewrite
 from harness.engine.compare import same
 from harness.wire.errors import OUTSIDE_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from reference import numpy_ref, variants
+from reference.rotary import with_rope
 
 NOT_PASSED = ("fail",)
 GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
@@ -184,7 +185,7 @@ def _numeric(ctx, possible: list[str]) -> list[str]:
         except WorkerDied:
             return []
         used += 1
-        expected = numpy_ref.forward(x, cfg.heads, w)
-        matching = {m for m in matching
-                    if same(y, theirs := variants.forward(x, cfg.heads, w, **knobs[m])) and not same(theirs, expected)}
+        expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
+        matching = {m for m in matching if same(y, theirs := variants.forward(
+            x, cfg.heads, w, **with_rope(knobs[m], ctx.rope))) and not same(theirs, expected)}
     return sorted(matching) if used else []

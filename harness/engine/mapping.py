@@ -24,6 +24,7 @@ import mutants
 from harness.engine.compare import close, same
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
+from reference.rotary import CONVENTIONS, OTHER_THETAS, THETA, Rope, with_rope
 
 MAP_HELP = ("say which parameters play the roles: --map q=NAME --map k=NAME --map v=NAME --map o=NAME (a module or "
             "parameter name; NAME.T for a matrix used as x @ W; --map qkv=NAME for a fused projection)")
@@ -51,6 +52,7 @@ class Mapping:
     tried: list[str] = field(default_factory=list)
     runs: bool = False  # the forward ran with some style and gave an output of the expected shape
     note: str = ""
+    rope: Rope | None = None  # the rotary embedding under which the proof reproduced (None: the lesson's, none)
 
     @property
     def certain(self) -> bool:
@@ -63,7 +65,7 @@ class Mapping:
     def to_dict(self) -> dict:
         return {"layout": self.description, "how": self.layout_how, "proof": self.how or "none",
                 "call": self.style_text, "mistakes": self.mistakes, "problem": self.problem, "tried": self.tried,
-                "note": self.note}
+                "note": self.note, **({"rope": self.rope.describe()} if self.rope else {})}
 
 
 def prove(ctx) -> Mapping:
@@ -94,6 +96,33 @@ def _caller_masks(info, style: int) -> bool:
     return len(info.call_styles) > 1 and bare[style]
 
 
+def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list):
+    """(style, layout) -> the known mistakes whose numbers the module's output has, and the rotary embedding they
+    were found under (a plain layer's mistakes are tried on rotary layers too, a rotary mistake only on those)."""
+    matches: dict[tuple[int, int], list[str]] = {}
+    rope_of: dict[tuple[int, int], Rope | None] = {}
+    for style, own in outputs.items():
+        for i, w in weights.items():
+            for rope in ropes:
+                ref = numpy_ref.forward(x, heads, w, rope=rope)
+                for mid, knobs in mutants.variants().items():
+                    if _caller_masks(info, style) and MASKING_KNOBS & set(knobs):
+                        continue  # forward takes a mask or a causal flag and got none: unmasked numbers are no mistake
+                    if rope is None and "rope" in knobs:
+                        continue  # a rotary mistake is tried under the rotary conventions
+                    theirs = variants.forward(x, heads, w, **with_rope(knobs, rope))
+                    if same(own, theirs) and not same(theirs, ref):  # NaN where the mistake has NaN
+                        matches.setdefault((style, i), []).append(mid)
+                        rope_of[style, i] = rope
+    return matches, rope_of
+
+
+def _thetas(ctx) -> list[float]:
+    """The rotary bases to try: the one the constructor was given (the child reports it), else the usual ones."""
+    bound = getattr(ctx.signature, "rope_theta", None)
+    return [float(bound)] if bound else [THETA, *OTHER_THETAS]
+
+
 def _prove(ctx) -> Mapping:
     cfg = ctx.base
     inst = ctx.subject.build(cfg)
@@ -117,29 +146,24 @@ def _prove(ctx) -> Mapping:
     weights = {i: numpy_ref.Weights(**read) for i, read in zip(indices, inst.read_weights_many(indices))}
     tried = [f"{lay.how}: " + ", ".join(f"{r}={p}" for r, p in lay.roles.items()) for lay in info.layouts]
 
-    def found(style: int, index: int | None, how: str, mistakes=(), problem="") -> Mapping:
+    def found(style: int, index: int | None, how: str, mistakes=(), problem="", rope=None) -> Mapping:
         layout = info.layouts[index] if index is not None else None
         return Mapping(index, style, how, dict(layout.roles) if layout else {}, layout.how if layout else "",
-                       info.call_styles[style], list(mistakes), problem, tried=tried, runs=runs)
+                       info.call_styles[style], list(mistakes), problem, tried=tried, runs=runs, rope=rope)
 
-    for style, own in outputs.items():  # 1. the reference reproduces the module's output
-        for i, w in weights.items():
-            if close(own, numpy_ref.forward(x, cfg.heads, w)):
-                return found(style, i, "reference")
-    matches: dict[tuple[int, int], list[str]] = {}  # 2. one known mistake does
-    for style, own in outputs.items():
-        for i, w in weights.items():
-            ref = numpy_ref.forward(x, cfg.heads, w)
-            for mid, knobs in mutants.variants().items():
-                if _caller_masks(info, style) and MASKING_KNOBS & set(knobs):
-                    continue  # forward takes a mask or a causal flag and got none: unmasked numbers are no mistake
-                theirs = variants.forward(x, cfg.heads, w, **knobs)
-                if same(own, theirs) and not same(theirs, ref):  # NaN where the mistake has NaN
-                    matches.setdefault((style, i), []).append(mid)
+    thetas = _thetas(ctx)
+    ropes = [None] + [Rope(c, t) for t in thetas for c in CONVENTIONS]  # the lesson's layer, or rotary (RoPE)
+    for rope in ropes:  # 1. the reference reproduces the module's output
+        for style, own in outputs.items():
+            for i, w in weights.items():
+                if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):
+                    return found(style, i, "reference", rope=rope)
+    matches, rope_of = _mistakes(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)])  # 2. one
+    # known mistake does (named under the first rotary base only)
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
-        return found(style, i, "mistake", sorted(mids))
+        return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
     structural = [i for i, lay in enumerate(info.layouts) if lay.certain]
     if plain and 0 in outputs and len(info.layouts) == 1 and structural:  # 3. the only reading there is
         return found(0, structural[0], "structure")
