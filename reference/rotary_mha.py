@@ -21,10 +21,10 @@ class RotaryMHA(nn.Module):
         self.out = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
-        inv_freq = theta ** (-torch.arange(0, self.dh, 2, dtype=torch.float64) / self.dh)  # (dh/2,)
-        angles = torch.outer(torch.arange(context_length, dtype=torch.float64), inv_freq)  # (context_length, dh/2)
-        self.register_buffer("cos", angles.cos().float())
-        self.register_buffer("sin", angles.sin().float())
+        inv_freq = theta ** (-torch.arange(0, self.dh, 2) / self.dh)  # (dh/2,) frequencies from the head width
+        angles = torch.outer(torch.arange(context_length), inv_freq)  # (context_length, dh/2)
+        self.register_buffer("cos", angles.cos())
+        self.register_buffer("sin", angles.sin())
 
     def rotate(self, t, pos):  # t: (B, H, n, dh), the pairs (t0, t1), (t2, t3), ... turned by pos * inv_freq
         cos, sin = self.cos[pos], self.sin[pos]  # (n, dh/2)

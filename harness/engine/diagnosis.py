@@ -172,7 +172,8 @@ def _numeric(ctx, possible: list[str]) -> list[str]:
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return []
     knobs = {m: k for m, k in mutants.variants().items() if m in possible}
-    matching, used = set(knobs), 0
+    matching, used, differs = set(knobs), 0, set()  # differs: the mistake's numbers differ from the reference's
+    # somewhere (a configuration where they do not, e.g. rotary frequencies with a head width of 2, proves nothing)
     for cfg in ctx.required_configs():
         try:
             inst = ctx.build(cfg)
@@ -186,6 +187,10 @@ def _numeric(ctx, possible: list[str]) -> list[str]:
             return []
         used += 1
         expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
-        matching = {m for m in matching if same(y, theirs := variants.forward(
-            x, cfg.heads, w, **with_rope(knobs[m], ctx.rope))) and not same(theirs, expected)}
-    return sorted(matching) if used else []
+        for m in list(matching):
+            theirs = variants.forward(x, cfg.heads, w, **with_rope(knobs[m], ctx.rope))
+            if not same(y, theirs):
+                matching.discard(m)
+            elif not same(theirs, expected):
+                differs.add(m)
+    return sorted(matching & differs) if used else []
