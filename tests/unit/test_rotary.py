@@ -86,3 +86,68 @@ def test_rotation_keeps_scores_relative():
         s0 = rotate(q, conv) @ rotate(k, conv).T
         s3 = rotate(q, conv, positions=np.arange(6) + 3.0) @ rotate(k, conv, positions=np.arange(6) + 3.0).T
         np.testing.assert_allclose(s0, s3, rtol=1e-10, atol=1e-10)
+
+
+# -- the child side: positions handed to forward, the rotary base bound and reported --------------------------------
+def _cs336():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "zoo" / "correct" / "rotary_cs336.py"
+    spec = importlib.util.spec_from_file_location("rotary_cs336", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.MultiheadSelfAttentionWithRoPE
+
+
+def test_positions_argument_is_offered_in_each_layout():
+    from harness.child.calling import styles_for
+    m = _cs336()(8, 2, 16)
+    ways = styles_for(m)
+    assert not ways.problem and len(ways.styles) == 3
+    x = torch.zeros(2, 5, 8)
+    shapes = [tuple(s.arguments(x)[1]["token_positions"].shape) for s in ways.styles]
+    assert shapes == [(5,), (1, 5), (2, 5)]
+    assert all(not s.bare and "token_positions=arange(n)" in s.describe() for s in ways.styles)
+    assert torch.equal(ways.styles[0].arguments(x)[1]["token_positions"], torch.arange(5))
+
+
+def test_rotary_tables_in_forward_cannot_be_made_up():
+    from harness.child.calling import styles_for
+
+    class NeedsTables(torch.nn.Module):
+        def forward(self, x, cos, sin):
+            return x
+
+    ways = styles_for(NeedsTables())
+    assert not ways.styles and "cos, sin" in ways.problem and "factory" in ways.problem
+
+
+@pytest.mark.parametrize("ctor,want", [
+    ("def f(d_model, n_heads, max_seq_len, theta=10000.0): pass", 10000.0),
+    ("def f(d_model, n_heads, max_seq_len, rope_theta=500000): pass", 500000.0),
+    ("def f(d_model, n_heads, max_seq_len, base): pass", 10000.0),
+    ("def f(d_model, n_heads, max_seq_len): pass", None),
+    ("def f(d_model, n_heads, base=None): pass", None),
+])
+def test_theta_is_bound_and_reported(ctor, want):
+    from harness.child.construct import build, read_signature
+    from harness.wire.config import Config
+    scope = {}
+    exec(ctor, scope)
+    sig = read_signature(scope["f"], {})
+    assert sig.rope_theta == want and not sig.unfillable
+    if "base)" in ctor:  # a required base gets 10000
+        got = {}
+        scope["g"] = lambda d_model, n_heads, max_seq_len, base: got.update(base=base)
+        build(scope["g"], Config(d_in=8, d_out=8, heads=2, context_length=7), {}, sig)
+        assert got["base"] == 10000.0
+
+
+def test_theta_from_arg_and_config_object():
+    from harness.child.construct import config_bag, read_signature
+    from harness.wire.config import Config
+    sig = read_signature(lambda d_model, n_heads, theta=10000.0: None, {"theta": 500000.0})
+    assert sig.rope_theta == 500000.0
+    sig = read_signature(lambda config: None, {})
+    assert sig.rope_theta == 10000.0
+    assert config_bag(Config(d_in=8, d_out=8, heads=2, context_length=7), {}).rope_theta == 10000.0
