@@ -1,16 +1,17 @@
-"""The lesson's `CausalMHA` with rotary position embedding (RoPE) on the queries and keys of every head.
+"""The lesson's `CausalMHA` with rotary position embedding (RoPE) on the queries and keys of every head (`RotaryMHA`).
 
 Written in the lesson's style, line for line as `reference/causal_mha.py` plus the rotation, because the `rope_*`
 mutants in `mutants/` are copies of this class with one deliberate bug each.  The rotation turns the pairs
 (x0, x1), (x2, x3), ... of each head ("interleaved", the RoFormer paper, CS336, Meta's llama); `rope_forward`
 below also gives the rotate-half convention (x_i, x_{i + dh/2}) of HF transformers and GPT-NeoX, and ties both to
-reference/rotary.py in the unit tests.
+reference/rotary.py in the unit tests.  The class keeps the lesson's name, `CausalMHA`, as its mutants do (the
+exercises swap the buggy lines for this class's own).
 """
 import torch
 import torch.nn as nn
 
 
-class RotaryMHA(nn.Module):
+class CausalMHA(nn.Module):
     def __init__(self, d, nheads, context_length, d_out=None, dropout=0.0, qkv_bias=False, theta=10000.0):
         super().__init__()
         d_out = d if d_out is None else d_out
@@ -76,3 +77,6 @@ def rope_mha_forward(x, nheads, wq, wk, wv, wo, bq=None, bk=None, bv=None, bo=No
     w = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
     ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d_out)
     return lin(ctx, wo, bo)
+
+
+RotaryMHA = CausalMHA  # the name it goes by outside the mutants (the class keeps the lesson's name)

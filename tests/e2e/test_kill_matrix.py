@@ -11,7 +11,7 @@ from harness.frontends import catalogue
 pytestmark = pytest.mark.slow
 MUTANT_TARGETS = catalogue.mutant_targets()
 REFERENCE = f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA"
-ROTARY_REFERENCE = f"{ROOT / 'reference' / 'rotary_mha.py'}:RotaryMHA"  # the rope-* mutants' reference
+ROTARY_REFERENCE = f"{ROOT / 'reference' / 'rotary_mha.py'}:CausalMHA"  # the rope-* mutants' reference
 CHECK_IDS = [c.id for c in checks.all_checks()]
 
 

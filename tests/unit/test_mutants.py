@@ -13,13 +13,12 @@ WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None]
 
 
 def _class_lines(module) -> list[str]:
-    cls = getattr(module, "CausalMHA", None) or module.RotaryMHA  # the rotary reference's class has its own name
-    return [line.rstrip().replace("class RotaryMHA", "class CausalMHA") for line in inspect.getsource(cls).splitlines()]
+    return [line.rstrip() for line in inspect.getsource(module.CausalMHA).splitlines()]
 
 
 def _reference_of(mutant):
-    """The reference a mutant is a copy of: the rotary one for the rope-* mutants."""
-    return rotary_mha if mutant.INFO.id.startswith("rope-") else causal_mha
+    """The reference a mutant is a copy of (mutants.reference_path): the rotary one for the rope-* mutants."""
+    return rotary_mha if mutants.reference_path(mutant.INFO.id).name == "rotary_mha.py" else causal_mha
 
 
 @pytest.mark.parametrize("mutant", ALL, ids=[m.INFO.id for m in ALL])
