@@ -18,6 +18,7 @@ Otherwise the mapping is unknown: the weight-dependent checks then say *cannot t
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import mutants
@@ -117,6 +118,23 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list):
     return matches, rope_of
 
 
+ROTARY_WORDS = ("cos", "sin", "freq", "freqs", "rope", "rotary", "theta", "cis", "inv")
+
+
+def _rotary_evidence(ctx, info) -> str:
+    """What says the layer is rotary, in words, or "": a tensor it keeps named like a rotary table (cos, sin,
+    inv_freq, freqs_cis), a rotary base among its constructor's parameters, or positions its forward takes."""
+    names = [p.name for p in info.buffers] + list(info.plain_tensors)
+    tables = [n for n in names if set(re.split(r"[^a-z]+", n.lower().rsplit(".", 1)[-1])) & set(ROTARY_WORDS)]
+    if tables:
+        return "it keeps " + ", ".join(tables[:3])
+    if getattr(ctx.signature, "rope_theta", None) and not ctx.signature.config_param:
+        return "its constructor takes a rotary base"
+    if any("arange(n)" in s for s in info.call_styles):
+        return "its forward takes the token positions"
+    return ""
+
+
 def _thetas(ctx) -> list[float]:
     """The rotary bases to try: the one the constructor was given (the child reports it), else the usual ones."""
     bound = getattr(ctx.signature, "rope_theta", None)
@@ -165,10 +183,16 @@ def _prove(ctx) -> Mapping:
         (style, i), mids = next(iter(matches.items()))
         return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
     structural = [i for i, lay in enumerate(info.layouts) if lay.certain]
-    if plain and 0 in outputs and len(info.layouts) == 1 and structural:  # 3. the only reading there is
+    rotary = _rotary_evidence(ctx, info)  # a rotary layer no known form reproduces: its reference is unknown
+    if plain and 0 in outputs and len(info.layouts) == 1 and structural and not rotary:  # 3. the only reading
         return found(0, structural[0], "structure")
     if not info.layouts:
         problem = info.layout_problem
+    elif rotary and not matches:
+        problem = (f"your layer encodes positions with a rotary embedding ({rotary}), and neither convention "
+                   f"(interleaved pairs, rotate-half) with base {' or '.join(f'{t:g}' for t in thetas)} nor a known "
+                   f"mistake reproduces its output: mha-check has no reference for it (if its base differs, pass "
+                   f"--arg NAME=VALUE for the constructor's theta parameter)")
     elif matches:
         problem = "several readings of your parameters reproduce different known mistakes"
     else:
