@@ -110,10 +110,14 @@ def styles_for(module: torch.nn.Module) -> Calling:
     inputs = required[:3] if qkv else required[:1]
     needed = [p.name for p in required if p not in inputs]
     if needed:
+        tables = [n for n in needed if _is_rotary_table(n)]
+        why = (f" ({', '.join(tables)}: rotary tables in a layout of your own, which mha-check cannot make up)"
+               if tables else "")
         return Calling([], f"forward needs {', '.join(needed)} besides the input"
-                           + (" and a mask" if mask is not None else "")
+                           + (" and a mask" if mask is not None else "") + why
                            + ": mha-check cannot supply them; check a factory that wraps your class, e.g. "
-                             "`def make(d, heads, context_length): ...` returning a module whose forward takes x")
+                             "`def make(d, heads, context_length): ...` returning a module whose forward takes x"
+                           + (" and builds the tables itself (positions 0..n-1)" if tables else ""))
     data = tuple((p.name, p.kind == p.KEYWORD_ONLY) for p in inputs) or (("x", False),)
     flagged = [Style(data, None, flag=p.name) for p in flags]
     if mask is None:
@@ -130,6 +134,17 @@ def _with_positions(calling: Calling, pos) -> Calling:
         return calling
     return Calling([replace(s, positions=pos.name, pos_shape=i) for i in range(len(POS_SHAPES))
                     for s in calling.styles])
+
+
+ROTARY_TABLES = ("cos", "sin", "freqs", "freq", "cis", "rope", "rotary", "position_embeddings", "pos_emb")
+
+
+def _is_rotary_table(name: str) -> bool:
+    """A rotary embedding's precomputed table passed to forward (cos, sin, freqs_cis, rope_cache,
+    position_embeddings)."""
+    lower = name.lower()
+    return any(lower == w or lower.startswith(w + "_") or lower.endswith("_" + w) or w in lower.split("_")
+               for w in ROTARY_TABLES) or lower == "position_embeddings"
 
 
 def _is_mask_name(name: str) -> bool:
