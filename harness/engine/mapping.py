@@ -88,6 +88,7 @@ def prove(ctx) -> Mapping:
 
 
 MASKING_KNOBS = {"mask", "fill", "empty_rows"}  # a variant that changes how the future is masked
+POSITIONS = "=arange(n) "  # in a call style that gives forward the token positions (harness.child.calling)
 
 
 def _caller_masks(info, style: int) -> bool:
@@ -130,7 +131,7 @@ def _rotary_evidence(ctx, info) -> str:
         return "it keeps " + ", ".join(tables[:3])
     if getattr(ctx.signature, "rope_theta", None) and not ctx.signature.config_param:
         return "its constructor takes a rotary base"
-    if any("arange(n)" in s for s in info.call_styles):
+    if any(POSITIONS in s for s in info.call_styles):
         return "its forward takes the token positions"
     return ""
 
@@ -156,6 +157,11 @@ def _prove(ctx) -> Mapping:
         except TargetFailure as e:
             raised = raised or e.message
     plain = len(info.call_styles) == 1  # forward takes x (or x, x, x) and no mask: nothing to prove about the call
+    if not outputs and all(POSITIONS in s for s in info.call_styles):  # positions in none of the usual layouts
+        return Mapping(None, None, problem=(
+            f"your forward raised with the token positions given as 0..n-1 in every layout mha-check knows ((n,), "
+            f"(1, n), (B, n)): {raised}; if it wants them in another form, check a factory whose forward takes x "
+            f"and makes the positions itself"))
     if not outputs:  # the forward raised whichever way it was called: the student's bug, shown by output-shape
         return Mapping(None, 0, problem=f"your forward raised: {raised}", raised=raised,
                        style_text=info.call_styles[0])
