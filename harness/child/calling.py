@@ -69,9 +69,10 @@ class Style:
             kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype)
         if self.flag is not None:
             kwargs[self.flag] = True
-        if self.positions is not None:
+        if self.positions is not None:  # only the layout asked for: each operation shows in a recorded forward
+            shape = [(x.shape[1],), (1, x.shape[1]), (x.shape[0], x.shape[1])][self.pos_shape]
             pos = torch.arange(x.shape[1], device=x.device)
-            kwargs[self.positions] = [pos, pos[None], pos[None].expand(x.shape[0], -1)][self.pos_shape]
+            kwargs[self.positions] = pos if self.pos_shape == 0 else pos.expand(shape)
         return args, kwargs
 
 
