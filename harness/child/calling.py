@@ -49,8 +49,8 @@ class Style:
 
     @property
     def bare(self) -> bool:
-        """Gives forward nothing but its input: no mask, no flag, no positions."""
-        return self.convention is None and self.flag is None and self.positions is None
+        """Gives forward no mask and no flag (the token positions, if any, are not a mask)."""
+        return self.convention is None and self.flag is None
 
     def describe(self) -> str:
         inputs = ", ".join(f"{name}=x" if kw else "x" for name, kw in self.data)
@@ -99,8 +99,8 @@ def styles_for(module: torch.nn.Module) -> Calling:
     named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     flags = [p for p in named if p.default is False and any(w in p.name.lower() for w in FLAG_WORDS)]
     mask = next((p for p in named if _is_mask_name(p.name) and p not in flags), None)
-    pos = next((p for p in named if p.name.lower() in POSITION_NAMES and p.default is p.empty and p is not mask
-                and p is not named[0]), None)  # positions the layer cannot make itself (an optional one it does)
+    pos = next((p for p in named if p.name.lower() in POSITION_NAMES and p is not mask and p is not named[0]
+                and (p.default is p.empty or p.default is None)), None)  # the token positions: given 0..n-1
     required = [p for p in named if p.default is p.empty and p is not mask and p is not pos]
     if not required:
         first = next((p for p in named if p is not mask and p.kind != p.KEYWORD_ONLY), None)
@@ -130,11 +130,12 @@ def styles_for(module: torch.nn.Module) -> Calling:
 
 
 def _with_positions(calling: Calling, pos) -> Calling:
-    """Every style once per layout of the positions, when forward demands them."""
+    """Every style once per layout of the positions, when forward takes them; when they are optional (None: the
+    layer makes its own, or needs them after all), the styles without them come first."""
     if pos is None:
         return calling
-    return Calling([replace(s, positions=pos.name, pos_shape=i) for i in range(len(POS_SHAPES))
-                    for s in calling.styles])
+    given = [replace(s, positions=pos.name, pos_shape=i) for i in range(len(POS_SHAPES)) for s in calling.styles]
+    return Calling((calling.styles if pos.default is not pos.empty else []) + given)
 
 
 ROTARY_TABLES = ("cos", "sin", "freqs", "freq", "cis", "rope", "rotary", "position_embeddings", "pos_emb")

@@ -95,7 +95,8 @@ def _caller_masks(info, style: int) -> bool:
     """This call gives forward only its input, though forward also takes a mask or a flag that turns masking on:
     a layer that leaves the mask to its caller is not "a layer that forgot the mask" when called without one."""
     bare = info.call_bare or [True] * len(info.call_styles)  # a child that did not say: every style counts
-    return len(info.call_styles) > 1 and bare[style]
+    return len(info.call_styles) > 1 and bare[style] and not all(bare)  # (styles that differ only in the token
+    # positions they give are all bare: the forward takes no mask)
 
 
 def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list):

@@ -107,8 +107,19 @@ def test_positions_argument_is_offered_in_each_layout():
     x = torch.zeros(2, 5, 8)
     shapes = [tuple(s.arguments(x)[1]["token_positions"].shape) for s in ways.styles]
     assert shapes == [(5,), (1, 5), (2, 5)]
-    assert all(not s.bare and "token_positions=arange(n)" in s.describe() for s in ways.styles)
+    assert all(s.bare and "token_positions=arange(n)" in s.describe() for s in ways.styles)  # bare: no mask
     assert torch.equal(ways.styles[0].arguments(x)[1]["token_positions"], torch.arange(5))
+
+
+def test_optional_positions_are_tried_after_the_plain_call():
+    from harness.child.calling import styles_for
+
+    class Optional(torch.nn.Module):
+        def forward(self, x, position_ids=None):
+            return x
+
+    styles = styles_for(Optional()).styles
+    assert [s.positions for s in styles] == [None, "position_ids", "position_ids", "position_ids"]
 
 
 def test_rotary_tables_in_forward_cannot_be_made_up():
