@@ -216,19 +216,19 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
     if outcome:
         return outcome
     return _against_reference(cfg, (x_negative, negative, outputs), (x_ordinary, ordinary, replies[-1].y),
-                              unreferenced)
+                              unreferenced, ctx.rope)
 
 
-def _against_reference(cfg, negative, ordinary, unreferenced: set):
+def _against_reference(cfg, negative, ordinary, unreferenced: set, rope=None):
     """The parent's own evidence: the output for ordinary weights equals the reference's (else the module is wrong
     whatever its mask, and the pass rests on its own answers); then position 0, which attends to itself alone, must
     equal the reference's with real scores near -5e4 for the input and each of its perturbations."""
     x_ordinary, w_ordinary, y_ordinary = ordinary
-    if compare(y_ordinary, numpy_ref.forward(x_ordinary, cfg.heads, w_ordinary)) is not None:
+    if compare(y_ordinary, numpy_ref.forward(x_ordinary, cfg.heads, w_ordinary, rope=rope)) is not None:
         unreferenced.add("differs")
         return None
     x_negative, w_negative, outputs = negative
-    expected = numpy_ref.forward(x_negative, cfg.heads, w_negative)[:, :1]
+    expected = numpy_ref.forward(x_negative, cfg.heads, w_negative, rope=rope)[:, :1]
     for y in outputs:
         mismatch = compare(y[:, :1], expected)
         if mismatch is not None:

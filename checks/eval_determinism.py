@@ -70,11 +70,11 @@ def _judge(ctx, cfg, how, replies, probe, own, xa, xb):
     """The module with dropout against the reference; where it differs, the dropout-free twin says whether dropout
     is to blame (the twin equals the reference on its own weights) or the layer is wrong whatever the dropout."""
     with_dropout, twin, twin_same = replies[0][3].y, replies[1][1].y, replies[1][3].y
-    mismatch = compare(with_dropout, numpy_ref.forward(xa, cfg.heads, probe))
+    mismatch = compare(with_dropout, numpy_ref.forward(xa, cfg.heads, probe, rope=ctx.rope))
     if mismatch is None:
         return passed(f"deterministic in eval() mode, and equal to the reference's dropout-free output with the "
                       f"same weights ({how})")
-    if compare(twin, numpy_ref.forward(xb, cfg.heads, own)) is None:
+    if compare(twin, numpy_ref.forward(xb, cfg.heads, own, rope=ctx.rope)) is None:
         return failed(f"with {how}, the eval() output differs from the reference's with the same weights: "
                       + mismatch.describe(("p=0.5", "reference")) + "; built with dropout=0 the module equals the "
                       "reference, so dropout (or its 1/(1-p) scaling) is applied in eval mode", config=cfg,

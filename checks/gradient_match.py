@@ -51,7 +51,7 @@ def gradient_match(ctx):
                           observed="no gradient", expected="gradients for the input and the weights",
                           finding="no gradient")
         cache = {}
-        expected_y = numpy_ref.forward(x, cfg.heads, w, cache=cache)
+        expected_y = numpy_ref.forward(x, cfg.heads, w, cache=cache, rope=ctx.rope)
         want = numpy_ref.backward(gy, w, cache)
         mine = {"x": got.gx, **got.grads}
         wrong = [(k, mine[k]) for k in ["x"] + list(w.as_dict()) if mine.get(k) is not None

@@ -33,7 +33,7 @@ def reference_match(ctx):
     def judge(cfg, answer, kept):
         x, w = kept
         y = answer()[0].y
-        mismatch = compare(y, numpy_ref.forward(x, cfg.heads, w))
+        mismatch = compare(y, numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope))
         if mismatch is None:
             return None
         return failed("output differs from the reference with the same weights: " + mismatch.describe(),

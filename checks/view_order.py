@@ -96,10 +96,10 @@ def view_order(ctx):
         x, base, zero = kept
         y_base, _, y_zero = answer()
         for w, y, known in ((base, y_base.y, mistakes()), (zero, y_zero.y, mistakes(qk_seen=False))):
-            if close(y, numpy_ref.forward(x, cfg.heads, w)):
+            if close(y, numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)):
                 continue
             for (split, merge), (mistake, done) in known.items():
-                if close(y, numpy_ref.forward(x, cfg.heads, w, split=split, merge=merge)):
+                if close(y, numpy_ref.forward(x, cfg.heads, w, split=split, merge=merge, rope=ctx.rope)):
                     return failed(mistake, observed=f"your output equals the lesson's layer with {done}",
                                   expected="output equals the reference", finding=f"view:{split}/{merge}")
         return None

@@ -60,6 +60,13 @@ def all_mutants() -> list[types.ModuleType]:
     return sorted((get(name) for name in _module_names()), key=lambda m: m.INFO.id)
 
 
+def reference_path(mutant_id: str) -> pathlib.Path:
+    """The reference file the mutant is a copy of: reference/rotary_mha.py for the rotary (rope-*) mutants, else
+    reference/causal_mha.py; both hold a class `CausalMHA`."""
+    name = "rotary_mha.py" if str(mutant_id).replace("_", "-").startswith("rope-") else "causal_mha.py"
+    return _DIR.parent / "reference" / name
+
+
 def source_path(mutant_id: str) -> pathlib.Path:
     """The mutant's source file, e.g. to diff it against reference/causal_mha.py."""
     return _DIR / f"{_name_for(mutant_id)}.py"

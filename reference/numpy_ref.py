@@ -120,18 +120,21 @@ def _softmax_masked(scores: np.ndarray) -> np.ndarray:
 
 
 def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge: str = "lesson",
-            cache: dict | None = None):
-    """y = out_proj(merge(softmax(mask(QKᵀ/√dh)) V)); `cache` receives the intermediates for `backward`."""
+            cache: dict | None = None, rope=None):
+    """y = out_proj(merge(softmax(mask(QKᵀ/√dh)) V)); `cache` receives the intermediates for `backward`; `rope` (a
+    reference.rotary.Rope, or None) rotates the queries and keys of every head after the split."""
     dh = w.d_out // heads
     q = x @ w.wq.T + w.bias("bq")
     k = x @ w.wk.T + w.bias("bk")
     v = x @ w.wv.T + w.bias("bv")
     Q, K, V = (_split(t, heads, split_for(split, role)) for role, t in zip("qkv", (q, k, v)))
+    if rope is not None:
+        Q, K = rope.apply(Q), rope.apply(K)
     P = _softmax_masked(Q @ K.transpose(0, 1, 3, 2) / np.sqrt(dh))
     ctx = _merge(P @ V, merge)
     y = ctx @ w.wo.T + w.bias("bo")
     if cache is not None:
-        cache.update(x=x, Q=Q, K=K, V=V, P=P, ctx=ctx, heads=heads, split=split, merge=merge)
+        cache.update(x=x, Q=Q, K=K, V=V, P=P, ctx=ctx, heads=heads, split=split, merge=merge, rope=rope)
     return y
 
 
@@ -146,6 +149,8 @@ def backward(gy: np.ndarray, w: Weights, cache: dict) -> dict[str, np.ndarray]:
     gV = P.transpose(0, 1, 3, 2) @ gC
     gS = P * (gP - (gP * P).sum(axis=-1, keepdims=True)) / np.sqrt(dh)
     gQ, gK = gS @ K, gS.transpose(0, 1, 3, 2) @ Q
+    if cache.get("rope") is not None:  # Q and K are the rotated ones: back through the rotation
+        gQ, gK = cache["rope"].unapply(gQ), cache["rope"].unapply(gK)
     gx = np.zeros_like(x)
     for role, gT in (("q", gQ), ("k", gK), ("v", gV)):
         gt = _split_back(gT, split_for(split, role))

@@ -15,15 +15,21 @@ Knobs:
 - keys: "k" | "q" (keys computed with W_q) | "swap" (queries from W_k and keys from W_q)
 - out_proj: True | False
 - empty_rows: "nan" | "zero" (a row with every score masked: NaN from a plain softmax, 0 from a fused kernel)
+- rope: "none" | "interleaved" | "half" (rotary position embedding, reference.rotary), rope_theta (its base), and its
+  mistakes: rope_values (the values rotated too), rope_freqs ("head" | "model"), rope_where ("heads" |
+  "before-split"), rope_key_shift (keys' positions ahead of the queries')
 """
 from __future__ import annotations
 
 import numpy as np
 
 from reference.numpy_ref import Weights, _merge, _split, split_for
+from reference.rotary import THETA, apply_knobs
 
 DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
-            "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan"}
+            "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan",
+            "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_freqs": "head", "rope_where": "heads",
+            "rope_key_shift": 0}
 
 
 def _future(n: int, mask: str) -> np.ndarray:
@@ -54,7 +60,7 @@ def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
         k = q
     elif k_["keys"] == "swap":
         q, k = k, q
-    Q, K, V = (_split(t, heads, split_for(k_["split"], role)) for role, t in zip("qkv", (q, k, v)))
+    Q, K, V = apply_knobs(q, k, v, lambda t, role: _split(t, heads, split_for(k_["split"], role)), k_)
     scores = Q @ K.transpose(0, 1, 3, 2)
     scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh)}[k_["scale"]]
     n = x.shape[1]

@@ -9,12 +9,16 @@ side uses a style only once the reference (or a known mistake) reproduces the mo
 A forward that turns masking on with a flag (`forward(x, causal_mask=False)`, `is_causal=False`) is also offered with
 the flag set: the layer's contract is the caller's to choose, and the proof decides as for a mask.
 
-A forward that needs anything else (rotary tables, a cache object) cannot be driven: `describe()` says so.
+A rotary layer whose forward takes the token positions (`forward(x, token_positions)`, CS336) is given 0..n-1 in
+each usual layout ((n,), (1, n), (B, n)); which one is right is proved like a mask convention.
+
+A forward that needs anything else (rotary cos/sin tables, a freqs_cis, a cache object) cannot be driven:
+`describe()` says so.
 """
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -25,6 +29,9 @@ KEY_NAMES = {"k", "key", "keys", "key_input", "memory", "context", "xa", "kv", "
 VALUE_NAMES = {"v", "value", "values", "value_input", "v_input", "memory_values"}
 CONVENTIONS = ("bool, True = masked", "bool, True = keep", "additive, -inf = masked", "float, 1 = keep, 0 = masked")
 SHAPES = ("(n, n)", "(1, n, n)", "(1, 1, n, n)")
+POSITION_NAMES = {"token_positions", "positions", "pos", "position_ids", "input_pos", "pos_ids", "positions_ids",
+                  "token_pos", "position", "seq_pos", "position_idx", "pos_idx"}  # a rotary layer's positions
+POS_SHAPES = ("(n,)", "(1, n)", "(B, n)")
 
 
 @dataclass(frozen=True)
@@ -37,14 +44,18 @@ class Style:
     shape: int = 0  # index in SHAPES
     mask: tuple[str, bool] | None = None  # (parameter name, keyword-only?)
     flag: str | None = None  # a boolean forward parameter given as True (forward(x, causal_mask=True))
+    positions: str | None = None  # a parameter given the token positions 0..n-1 (by keyword)
+    pos_shape: int = 0  # index in POS_SHAPES
 
     @property
     def bare(self) -> bool:
-        """Gives forward nothing but its input: no mask, no flag."""
+        """Gives forward no mask and no flag (the token positions, if any, are not a mask)."""
         return self.convention is None and self.flag is None
 
     def describe(self) -> str:
         inputs = ", ".join(f"{name}=x" if kw else "x" for name, kw in self.data)
+        if self.positions is not None:
+            inputs += f", {self.positions}=arange(n) {POS_SHAPES[self.pos_shape]}"
         if self.flag is not None:
             return f"forward({inputs}, {self.flag}=True)"
         if self.convention is None:
@@ -58,6 +69,10 @@ class Style:
             kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype)
         if self.flag is not None:
             kwargs[self.flag] = True
+        if self.positions is not None:  # only the layout asked for: each operation shows in a recorded forward
+            shape = [(x.shape[1],), (1, x.shape[1]), (x.shape[0], x.shape[1])][self.pos_shape]
+            pos = torch.arange(x.shape[1], device=x.device)
+            kwargs[self.positions] = pos if self.pos_shape == 0 else pos.expand(shape)
         return args, kwargs
 
 
@@ -84,7 +99,9 @@ def styles_for(module: torch.nn.Module) -> Calling:
     named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     flags = [p for p in named if p.default is False and any(w in p.name.lower() for w in FLAG_WORDS)]
     mask = next((p for p in named if _is_mask_name(p.name) and p not in flags), None)
-    required = [p for p in named if p.default is p.empty and p is not mask]
+    pos = next((p for p in named if p.name.lower() in POSITION_NAMES and p is not mask and p is not named[0]
+                and (p.default is p.empty or p.default is None)), None)  # the token positions: given 0..n-1
+    required = [p for p in named if p.default is p.empty and p is not mask and p is not pos]
     if not required:
         first = next((p for p in named if p is not mask and p.kind != p.KEYWORD_ONLY), None)
         if first is None and not any(p.kind == p.VAR_POSITIONAL for p in params):
@@ -94,17 +111,42 @@ def styles_for(module: torch.nn.Module) -> Calling:
     inputs = required[:3] if qkv else required[:1]
     needed = [p.name for p in required if p not in inputs]
     if needed:
+        tables = [n for n in needed if _is_rotary_table(n)]
+        why = (f" ({', '.join(tables)}: rotary tables in a layout of your own, which mha-check cannot make up)"
+               if tables else "")
         return Calling([], f"forward needs {', '.join(needed)} besides the input"
-                           + (" and a mask" if mask is not None else "")
+                           + (" and a mask" if mask is not None else "") + why
                            + ": mha-check cannot supply them; check a factory that wraps your class, e.g. "
-                             "`def make(d, heads, context_length): ...` returning a module whose forward takes x")
+                             "`def make(d, heads, context_length): ...` returning a module whose forward takes x"
+                           + (" and builds the tables itself (positions 0..n-1)" if tables else ""))
     data = tuple((p.name, p.kind == p.KEYWORD_ONLY) for p in inputs) or (("x", False),)
     flagged = [Style(data, None, flag=p.name) for p in flags]
     if mask is None:
-        return Calling([Style(data, None)] + flagged)
+        return _with_positions(Calling([Style(data, None)] + flagged), pos)
     where = (mask.name, mask.kind == mask.KEYWORD_ONLY)
     with_mask = [Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES))]
-    return Calling(([] if mask.default is mask.empty else [Style(data, None)]) + flagged + with_mask)
+    return _with_positions(Calling(([] if mask.default is mask.empty else [Style(data, None)]) + flagged + with_mask),
+                           pos)
+
+
+def _with_positions(calling: Calling, pos) -> Calling:
+    """Every style once per layout of the positions, when forward takes them; when they are optional (None: the
+    layer makes its own, or needs them after all), the styles without them come first."""
+    if pos is None:
+        return calling
+    given = [replace(s, positions=pos.name, pos_shape=i) for i in range(len(POS_SHAPES)) for s in calling.styles]
+    return Calling((calling.styles if pos.default is not pos.empty else []) + given)
+
+
+ROTARY_TABLES = ("cos", "sin", "freqs", "freq", "cis", "rope", "rotary", "position_embeddings", "pos_emb")
+
+
+def _is_rotary_table(name: str) -> bool:
+    """A rotary embedding's precomputed table passed to forward (cos, sin, freqs_cis, rope_cache,
+    position_embeddings)."""
+    lower = name.lower()
+    return any(lower == w or lower.startswith(w + "_") or lower.endswith("_" + w) or w in lower.split("_")
+               for w in ROTARY_TABLES) or lower == "position_embeddings"
 
 
 def _is_mask_name(name: str) -> bool:

@@ -46,6 +46,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # whether Q/K/V then have biases is read off the module itself
     "all_bias": ("bias", "use_bias", "add_bias", "attn_bias", "with_bias", "biases"),
 }
+THETA_NAMES = ("theta", "rope_theta", "base", "rope_base", "theta_base", "rotary_base", "rope_freq_base", "freq_base",
+               "rotary_emb_base", "rotary_theta", "pos_base")  # a rotary embedding's base: its default, else 10000
+THETA = 10000.0
 CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
 _BY_ALIAS = {alias: key for key, names in ALIASES.items() for alias in names}
 
@@ -136,6 +139,7 @@ DERIVED = ("head_width", "kv_heads")  # keys computed from the configuration, ne
 
 def config_bag(cfg: Config, overrides: dict) -> ConfigBag:
     bag = ConfigBag({alias: cfg.value(key) for alias, key in _BY_ALIAS.items() if key != "d_in"}, cfg)
+    bag.update({name: THETA for name in THETA_NAMES if name != "base"})  # a rotary base (read_signature reports it)
     bag.update({a: cfg.d_in for a in ALIASES["d_in"]})
     bag.update({k: _resolve(v, cfg) for k, v in overrides.items()})
     return bag
@@ -161,8 +165,15 @@ def read_signature(factory, overrides: dict) -> Signature:
     accepts: dict[str, str] = {}
     also: dict[str, str] = {}  # further parameters with a value from the configuration: name -> key
     config_param, unfillable = None, []
+    rope_theta = None
     for p in params:
         key = key_of(p.name)
+        if p.name.lower() in THETA_NAMES and rope_theta is None:
+            rope_theta = _theta(p, overrides)
+            if p.name not in overrides and rope_theta is not None and p.default is inspect.Parameter.empty:
+                also[p.name] = "rope_theta"  # bound to 10000 (build)
+            if rope_theta is not None:
+                continue
         if p.name in overrides:  # given with --arg: a literal, or @key bound to the configuration, never a slot
             continue
         if key in DERIVED and p.default is None:
@@ -185,7 +196,23 @@ def read_signature(factory, overrides: dict) -> Signature:
         accepts["width"] = accepts.pop(widths[0])
     names = [p.name for p in params]
     unknown = [] if takes_kwargs or config_param else [k for k in overrides if k not in names]
-    return Signature(names, separate, accepts, config_param, unfillable, unknown, derived=also)
+    if rope_theta is None and config_param:  # the config object answers rope_theta, theta, base... with 10000
+        rope_theta = _number(overrides.get("rope_theta", overrides.get("theta", THETA)))
+    return Signature(names, separate, accepts, config_param, unfillable, unknown, derived=also, rope_theta=rope_theta)
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _theta(p: inspect.Parameter, overrides: dict) -> float | None:
+    """The rotary base a theta-like parameter gets: --arg, else its numeric default, else 10000 (a required one);
+    None when it is no number (then it is no rotary base, and is bound as any other parameter)."""
+    if p.name in overrides:
+        return _number(overrides[p.name])
+    if p.default is inspect.Parameter.empty:
+        return THETA
+    return _number(p.default)
 
 
 def require_bindable(signature: Signature) -> None:

@@ -169,7 +169,10 @@ class Worker:
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
-        self._student("construct", module.to, torch.float64)
+        if _has_complex(module):  # module.to(float64) would drop the imaginary part of a rotary freqs_cis buffer
+            self._student("construct", module._apply, _to_float64)
+        else:
+            self._student("construct", module.to, torch.float64)
         if request.force_dropout is not None:
             for mod in module.modules():
                 if isinstance(mod, nn.Dropout):
@@ -401,3 +404,15 @@ def serve_forked(channel_fd: int) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _has_complex(module: nn.Module) -> bool:
+    """The module keeps a complex tensor (Meta llama's rotary `freqs_cis`)."""
+    return any(t.is_complex() for t in (*module.parameters(), *module.buffers()))
+
+
+def _to_float64(t: torch.Tensor) -> torch.Tensor:
+    """float64 for real floating tensors, complex128 for complex ones (their values kept), others unchanged."""
+    if t.is_complex():
+        return t.to(torch.complex128)
+    return t.to(torch.float64) if t.is_floating_point() else t

@@ -191,6 +191,12 @@ class Context:
             self._mapping = mapping_proof.prove(self)
         return self._mapping
 
+    @property
+    def rope(self):
+        """The rotary embedding (reference.rotary.Rope) under which the mapping proof reproduced the module, or None
+        (the lesson's layer): every reference a check computes uses it."""
+        return self.mapping.rope
+
     def weights_for(self, inst: Instance, tag: str = "w") -> numpy_ref.Weights:
         """Random weights for the roles this module has (a role it lacks, e.g. a Q/K/V bias, is zero)."""
         roles = set(inst.layouts[inst.layout].roles) if inst.layout is not None else set()

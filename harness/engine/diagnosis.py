@@ -23,6 +23,7 @@ from harness.engine import rewrite
 from harness.engine.compare import same
 from harness.wire.errors import OUTSIDE_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from reference import numpy_ref, variants
+from reference.rotary import with_rope
 
 NOT_PASSED = ("fail",)
 GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
@@ -184,7 +185,8 @@ def _numeric(ctx, possible: list[str]) -> list[str] | None:
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
     knobs = {m: k for m, k in mutants.variants().items() if m in possible}
-    matching, used = set(knobs), 0
+    matching, used, differs = set(knobs), 0, set()  # differs: the mistake's numbers differ from the reference's
+    # somewhere (a configuration where they do not, e.g. rotary frequencies with a head width of 2, proves nothing)
     for cfg in ctx.required_configs():
         try:
             inst = ctx.build(cfg)
@@ -197,7 +199,11 @@ def _numeric(ctx, possible: list[str]) -> list[str] | None:
         except WorkerDied:
             return None
         used += 1
-        expected = numpy_ref.forward(x, cfg.heads, w)
-        matching = {m for m in matching
-                    if same(y, theirs := variants.forward(x, cfg.heads, w, **knobs[m])) and not same(theirs, expected)}
-    return sorted(matching) if used else None
+        expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
+        for m in list(matching):
+            theirs = variants.forward(x, cfg.heads, w, **with_rope(knobs[m], ctx.rope))
+            if not same(y, theirs):
+                matching.discard(m)
+            elif not same(theirs, expected):
+                differs.add(m)
+    return sorted(matching & differs) if used else None

@@ -18,12 +18,14 @@ Otherwise the mapping is unknown: the weight-dependent checks then say *cannot t
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import mutants
 from harness.engine.compare import close, same
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
+from reference.rotary import CONVENTIONS, OTHER_THETAS, THETA, Rope, with_rope
 
 MAP_HELP = ("say which parameters play the roles: --map q=NAME --map k=NAME --map v=NAME --map o=NAME (a module or "
             "parameter name; NAME.T for a matrix used as x @ W; --map qkv=NAME for a fused projection)")
@@ -51,6 +53,7 @@ class Mapping:
     tried: list[str] = field(default_factory=list)
     runs: bool = False  # the forward ran with some style and gave an output of the expected shape
     note: str = ""
+    rope: Rope | None = None  # the rotary embedding under which the proof reproduced (None: the lesson's, none)
 
     @property
     def certain(self) -> bool:
@@ -63,7 +66,7 @@ class Mapping:
     def to_dict(self) -> dict:
         return {"layout": self.description, "how": self.layout_how, "proof": self.how or "none",
                 "call": self.style_text, "mistakes": self.mistakes, "problem": self.problem, "tried": self.tried,
-                "note": self.note}
+                "note": self.note, **({"rope": self.rope.describe()} if self.rope else {})}
 
 
 def prove(ctx) -> Mapping:
@@ -85,13 +88,59 @@ def prove(ctx) -> Mapping:
 
 
 MASKING_KNOBS = {"mask", "fill", "empty_rows"}  # a variant that changes how the future is masked
+POSITIONS = "=arange(n) "  # in a call style that gives forward the token positions (harness.child.calling)
 
 
 def _caller_masks(info, style: int) -> bool:
     """This call gives forward only its input, though forward also takes a mask or a flag that turns masking on:
     a layer that leaves the mask to its caller is not "a layer that forgot the mask" when called without one."""
     bare = info.call_bare or [True] * len(info.call_styles)  # a child that did not say: every style counts
-    return len(info.call_styles) > 1 and bare[style]
+    return len(info.call_styles) > 1 and bare[style] and not all(bare)  # (styles that differ only in the token
+    # positions they give are all bare: the forward takes no mask)
+
+
+def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list):
+    """(style, layout) -> the known mistakes whose numbers the module's output has, and the rotary embedding they
+    were found under (a plain layer's mistakes are tried on rotary layers too, a rotary mistake only on those)."""
+    matches: dict[tuple[int, int], list[str]] = {}
+    rope_of: dict[tuple[int, int], Rope | None] = {}
+    for style, own in outputs.items():
+        for i, w in weights.items():
+            for rope in ropes:
+                ref = numpy_ref.forward(x, heads, w, rope=rope)
+                for mid, knobs in mutants.variants().items():
+                    if _caller_masks(info, style) and MASKING_KNOBS & set(knobs):
+                        continue  # forward takes a mask or a causal flag and got none: unmasked numbers are no mistake
+                    if rope is None and "rope" in knobs:
+                        continue  # a rotary mistake is tried under the rotary conventions
+                    theirs = variants.forward(x, heads, w, **with_rope(knobs, rope))
+                    if same(own, theirs) and not same(theirs, ref):  # NaN where the mistake has NaN
+                        matches.setdefault((style, i), []).append(mid)
+                        rope_of[style, i] = rope
+    return matches, rope_of
+
+
+ROTARY_WORDS = ("cos", "sin", "freq", "freqs", "rope", "rotary", "theta", "cis", "inv")
+
+
+def _rotary_evidence(ctx, info) -> str:
+    """What says the layer is rotary, in words, or "": a tensor it keeps named like a rotary table (cos, sin,
+    inv_freq, freqs_cis), a rotary base among its constructor's parameters, or positions its forward takes."""
+    names = [p.name for p in info.buffers] + list(info.plain_tensors)
+    tables = [n for n in names if set(re.split(r"[^a-z]+", n.lower().rsplit(".", 1)[-1])) & set(ROTARY_WORDS)]
+    if tables:
+        return "it keeps " + ", ".join(tables[:3])
+    if getattr(ctx.signature, "rope_theta", None) and not ctx.signature.config_param:
+        return "its constructor takes a rotary base"
+    if any(POSITIONS in s for s in info.call_styles):
+        return "its forward takes the token positions"
+    return ""
+
+
+def _thetas(ctx) -> list[float]:
+    """The rotary bases to try: the one the constructor was given (the child reports it), else the usual ones."""
+    bound = getattr(ctx.signature, "rope_theta", None)
+    return [float(bound)] if bound else [THETA, *OTHER_THETAS]
 
 
 def _prove(ctx) -> Mapping:
@@ -109,6 +158,11 @@ def _prove(ctx) -> Mapping:
         except TargetFailure as e:
             raised = raised or e.message
     plain = len(info.call_styles) == 1  # forward takes x (or x, x, x) and no mask: nothing to prove about the call
+    if not outputs and all(POSITIONS in s for s in info.call_styles):  # positions in none of the usual layouts
+        return Mapping(None, None, problem=(
+            f"your forward raised with the token positions given as 0..n-1 in every layout mha-check knows ((n,), "
+            f"(1, n), (B, n)): {raised}; if it wants them in another form, check a factory whose forward takes x "
+            f"and makes the positions itself"))
     if not outputs:  # the forward raised whichever way it was called: the student's bug, shown by output-shape
         return Mapping(None, 0, problem=f"your forward raised: {raised}", raised=raised,
                        style_text=info.call_styles[0])
@@ -117,34 +171,35 @@ def _prove(ctx) -> Mapping:
     weights = {i: numpy_ref.Weights(**read) for i, read in zip(indices, inst.read_weights_many(indices))}
     tried = [f"{lay.how}: " + ", ".join(f"{r}={p}" for r, p in lay.roles.items()) for lay in info.layouts]
 
-    def found(style: int, index: int | None, how: str, mistakes=(), problem="") -> Mapping:
+    def found(style: int, index: int | None, how: str, mistakes=(), problem="", rope=None) -> Mapping:
         layout = info.layouts[index] if index is not None else None
         return Mapping(index, style, how, dict(layout.roles) if layout else {}, layout.how if layout else "",
-                       info.call_styles[style], list(mistakes), problem, tried=tried, runs=runs)
+                       info.call_styles[style], list(mistakes), problem, tried=tried, runs=runs, rope=rope)
 
-    for style, own in outputs.items():  # 1. the reference reproduces the module's output
-        for i, w in weights.items():
-            if close(own, numpy_ref.forward(x, cfg.heads, w)):
-                return found(style, i, "reference")
-    matches: dict[tuple[int, int], list[str]] = {}  # 2. one known mistake does
-    for style, own in outputs.items():
-        for i, w in weights.items():
-            ref = numpy_ref.forward(x, cfg.heads, w)
-            for mid, knobs in mutants.variants().items():
-                if _caller_masks(info, style) and MASKING_KNOBS & set(knobs):
-                    continue  # forward takes a mask or a causal flag and got none: unmasked numbers are no mistake
-                theirs = variants.forward(x, cfg.heads, w, **knobs)
-                if same(own, theirs) and not same(theirs, ref):  # NaN where the mistake has NaN
-                    matches.setdefault((style, i), []).append(mid)
+    thetas = _thetas(ctx)
+    ropes = [None] + [Rope(c, t) for t in thetas for c in CONVENTIONS]  # the lesson's layer, or rotary (RoPE)
+    for rope in ropes:  # 1. the reference reproduces the module's output
+        for style, own in outputs.items():
+            for i, w in weights.items():
+                if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):
+                    return found(style, i, "reference", rope=rope)
+    matches, rope_of = _mistakes(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)])  # 2. one
+    # known mistake does (named under the first rotary base only)
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
-        return found(style, i, "mistake", sorted(mids))
+        return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
     structural = [i for i, lay in enumerate(info.layouts) if lay.certain]
-    if plain and 0 in outputs and len(info.layouts) == 1 and structural:  # 3. the only reading there is
+    rotary = _rotary_evidence(ctx, info)  # a rotary layer no known form reproduces: its reference is unknown
+    if plain and 0 in outputs and len(info.layouts) == 1 and structural and not rotary:  # 3. the only reading
         return found(0, structural[0], "structure")
     if not info.layouts:
         problem = info.layout_problem
+    elif rotary and not matches:
+        problem = (f"your layer encodes positions with a rotary embedding ({rotary}), and neither convention "
+                   f"(interleaved pairs, rotate-half) with base {' or '.join(f'{t:g}' for t in thetas)} nor a known "
+                   f"mistake reproduces its output: mha-check has no reference for it (if its base differs, pass "
+                   f"--arg NAME=VALUE for the constructor's theta parameter)")
     elif matches:
         problem = "several readings of your parameters reproduce different known mistakes"
     else:

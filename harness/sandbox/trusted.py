@@ -14,7 +14,7 @@ import importlib
 import pkgutil
 
 TRUSTED_PACKAGES = ("harness.wire", "harness.sandbox", "harness.engine", "harness.render", "checks", "reference")
-NOT_HERE = ("harness.sandbox.launch", "reference.causal_mha")  # the launcher script; the torch reference
+NOT_HERE = ("harness.sandbox.launch", "reference.causal_mha", "reference.rotary_mha")  # the launcher; torch references
 LAZY_LIBRARIES = ("numpy.random",)  # imported by numpy on first use, which would be after the child started
 _loaded = False
 

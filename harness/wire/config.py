@@ -21,7 +21,8 @@ class Config:
 
     def value(self, key: str):
         """The value a constructor parameter gets for a configuration key: width, d_in, d_out, heads,
-        context_length, dropout, qkv_bias, head_width (d_out / heads), kv_heads (= heads), all_bias and causal (on)."""
+        context_length, dropout, qkv_bias, head_width (d_out / heads), kv_heads (= heads), all_bias and causal (on),
+        rope_theta (10000)."""
         if key in ("width", "d"):
             return self.d_out
         if key in ("all_bias", "causal"):
@@ -30,6 +31,8 @@ class Config:
             return self.d_out // self.heads
         if key == "kv_heads":
             return self.heads
+        if key == "rope_theta":  # a rotary embedding's base, where the constructor demands one: the usual 10000
+            return 10000.0
         return getattr(self, key)
 
     def ctor_key(self) -> tuple:

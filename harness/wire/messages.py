@@ -34,6 +34,7 @@ class Signature:
     unfillable: list[str]  # required parameters mha-check has no value for
     unknown_overrides: list[str] = field(default_factory=list)  # --arg names the constructor does not take
     derived: dict[str, str] = field(default_factory=dict)  # parameter -> derived value it gets (head_dim: width/heads)
+    rope_theta: float | None = None  # the rotary base the constructor got (its default, 10000, --arg), if any
 
 
 @dataclass

@@ -11,12 +11,13 @@ from harness.frontends import catalogue
 pytestmark = pytest.mark.slow
 MUTANT_TARGETS = catalogue.mutant_targets()
 REFERENCE = f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA"
+ROTARY_REFERENCE = f"{ROOT / 'reference' / 'rotary_mha.py'}:CausalMHA"  # the rope-* mutants' reference
 CHECK_IDS = [c.id for c in checks.all_checks()]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _want(reports):
-    reports.want([REFERENCE, *MUTANT_TARGETS.values()])
+    reports.want([REFERENCE, ROTARY_REFERENCE, *MUTANT_TARGETS.values()])
 
 
 def test_reference_passes_every_check(reports):
@@ -24,6 +25,13 @@ def test_reference_passes_every_check(reports):
     assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
     assert report.passed and [c.id for c in report.checks] == CHECK_IDS and report.diagnosis is None
     assert report.adapter["mapping"]["proof"] == "reference"
+
+
+def test_rotary_reference_passes_every_check_with_its_convention_found(reports):
+    report = reports(ROTARY_REFERENCE)
+    assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
+    assert report.passed and report.diagnosis is None
+    assert report.adapter["mapping"]["proof"] == "reference" and "interleaved" in report.adapter["mapping"]["rope"]
 
 
 @pytest.mark.parametrize("mutant_id", sorted(MUTANT_TARGETS))

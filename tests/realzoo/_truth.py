@@ -20,6 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from reference.causal_mha import mha_forward  # noqa: E402
+from reference.rotary_mha import rope_mha_forward  # noqa: E402 - rotary entries: RoPE on q and k per head
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 torch.set_default_dtype(torch.float64)
@@ -664,6 +665,34 @@ def _(mod):
                   f"real RoPE vs independent complex-pair RoPE reference: {err_rope:.1e} (relative {err_rope / scale_rope:.1e}) leak={leak_rope:.1e}, "
                   f"vs no-RoPE reference {err_wrong:.2e}; dim=8, 3 heads built with wq {params['attn.wq.weight']}, no biases"), \
         "make_identity_rope(12, 3, 10): n_kv_heads = n_heads, SDPA path"
+
+
+# ----------------------------------------------------------------------------------------------- rotary entries
+def _rasbt_llama2_rope(mod, convention, tol=TOL):
+    """Both versions of the book's Llama 2 MHA against the rotary reference in their own convention; and not the
+    other convention's numbers (so the entry shows which one it is) nor the plain layer's.  The rotate-half version
+    computes its frequencies in float32 (`.float()`), so it is compared at FLOAT32_TOL, relative."""
+    m = randomize(mod.MultiHeadAttention(12, 12, CTX, 3)).eval()
+    ws = (m.W_query.weight, m.W_key.weight, m.W_value.weight, m.out_proj.weight)
+    ref = lambda x: rope_mha_forward(x, 3, *ws, convention=convention)
+    other = "half" if convention == "interleaved" else "interleaved"
+    err, leak = cmp(m, ref, 12)
+    err_other, _ = cmp(m, lambda x: rope_mha_forward(x, 3, *ws, convention=other), 12, shapes=[(2, 7)])
+    err_plain, _ = cmp(m, lambda x: mha_forward(x, 3, *ws), 12, shapes=[(2, 7)])
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    good = err / scale < tol and leak < TOL and err_other > 1e-3 and err_plain > 1e-3
+    return good, (f"max|out-ref|={err:.1e} (relative {err / scale:.1e}) future-leak={leak:.1e} ({convention} RoPE); vs {other} RoPE "
+                  f"{err_other:.2e}, vs no RoPE {err_plain:.2e}"), "d=12 H=3 dh=4, no biases"
+
+
+@check("rasbt_llama2_mha_rope_interleaved.py")
+def _(mod):
+    return _rasbt_llama2_rope(mod, "interleaved")
+
+
+@check("rasbt_llama2_mha_rope_half.py")
+def _(mod):
+    return _rasbt_llama2_rope(mod, "half", FLOAT32_TOL)
 
 
 def main():

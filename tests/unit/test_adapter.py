@@ -63,9 +63,11 @@ def test_derived_constructor_fields_and_several_dropouts():
 
 
 def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
-    s = _sig(lambda d_model, n_heads, rope_theta: None)
-    with pytest.raises(Unbindable, match="rope_theta"):
+    s = _sig(lambda d_model, n_heads, vocab_size: None)
+    with pytest.raises(Unbindable, match="vocab_size"):
         require_bindable(s)
+    s = _sig(lambda d_model, n_heads, rope_theta: None)  # a rotary base is bound to 10000 (and reported)
+    assert not s.unfillable and s.rope_theta == 10000.0 and s.derived == {"rope_theta": "rope_theta"}
 
 
 @pytest.mark.parametrize("name,key", [

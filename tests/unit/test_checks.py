@@ -58,13 +58,13 @@ def test_a_skip_behind_a_skip_names_the_check_that_stopped_both():
 
 def test_a_constructor_argument_mha_check_cannot_bind_is_cannot_tell_not_fail(tmp_path):
     src = (ROOT / "reference" / "causal_mha.py").read_text().replace(
-        "def __init__(self, d, nheads, context_length,", "def __init__(self, d, nheads, context_length, rope_base,")
+        "def __init__(self, d, nheads, context_length,", "def __init__(self, d, nheads, context_length, vocab_size,")
     path = tmp_path / "attn.py"
-    path.write_text(src)
+    path.write_text(src)  # (a required rotary base such as rope_base is bound to 10000: tests/unit/test_rotary.py)
     report = run(f"{path}:CausalMHA", ["construct"])
-    assert report["construct"].status == "cannot_tell" and "rope_base" in report["construct"].message
+    assert report["construct"].status == "cannot_tell" and "vocab_size" in report["construct"].message
     assert "--arg" in report["construct"].help and not report.passed
-    bound = run(f"{path}:CausalMHA", ["construct"], overrides={"rope_base": 10000})
+    bound = run(f"{path}:CausalMHA", ["construct"], overrides={"vocab_size": 10000})
     assert bound["construct"].status == "pass"
 
 
