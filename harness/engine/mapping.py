@@ -94,6 +94,14 @@ def _caller_masks(info, style: int) -> bool:
     return len(info.call_styles) > 1 and bare[style]
 
 
+def _weights(ctx, read: dict) -> numpy_ref.Weights:
+    """A reading's weights for the reference; a form without W_o (single head) gets the identity in its place."""
+    if "wo" not in read and not ctx.form.out_proj:
+        read = {**read, "wo": None}
+        return ctx.completed(numpy_ref.Weights(**read))
+    return numpy_ref.Weights(**read)
+
+
 def _prove(ctx) -> Mapping:
     cfg = ctx.base
     inst = ctx.subject.build(cfg)
@@ -114,7 +122,7 @@ def _prove(ctx) -> Mapping:
                        style_text=info.call_styles[0])
     runs = any(y.shape == (cfg.batch, cfg.n, cfg.d_out) for y in outputs.values())
     indices = list(range(len(info.layouts)))
-    weights = {i: numpy_ref.Weights(**read) for i, read in zip(indices, inst.read_weights_many(indices))}
+    weights = {i: _weights(ctx, read) for i, read in zip(indices, inst.read_weights_many(indices))}
     tried = [f"{lay.how}: " + ", ".join(f"{r}={p}" for r, p in lay.roles.items()) for lay in info.layouts]
 
     def found(style: int, index: int | None, how: str, mistakes=(), problem="") -> Mapping:
