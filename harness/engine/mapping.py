@@ -139,6 +139,8 @@ def _prove(ctx) -> Mapping:
         for i, w in weights.items():
             ref = numpy_ref.forward(x, cfg.heads, w)
             for mid, knobs in mutants.variants().items():
+                if mutants.form(mid) != ctx.form.name:
+                    continue  # a mistake of another member of the family (single head): not this layer's
                 if _caller_masks(info, style) and MASKING_KNOBS & set(knobs):
                     continue  # forward takes a mask or a causal flag and got none: unmasked numbers are no mistake
                 theirs = variants.forward(x, cfg.heads, w, **knobs)

@@ -27,6 +27,7 @@ class Form:
     out_proj: bool = True  # the layer has an output projection W_o
     not_applicable: dict[str, str] = field(default_factory=dict)  # check id -> why it does not apply
     evidence: str = ""  # why this form, for the report
+    absent_steps: tuple[str, ...] = ()  # the lesson's steps (trace vocabulary) this form does not have
 
     @property
     def single(self) -> bool:
@@ -47,7 +48,8 @@ SINGLE_HEAD = Form(
                          "projection, so there is no bias to have",
     },
     evidence="the constructor takes no number of heads: checked as the single-head CausalAttention (one head of "
-             "width d_out, no output projection)")
+             "width d_out, no output projection)",
+    absent_steps=("split", "move heads forward", "merge", "output projection"))
 
 
 def form_of(signature, overrides: dict | None = None) -> Form:
