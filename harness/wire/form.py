@@ -3,7 +3,8 @@
 The lesson's layer is multi-head; the previous lesson's `CausalAttention(d_in, d_out, context_length, dropout,
 qkv_bias=False)` is its single-head form: one head of width d_out, no head split, no output projection.  The
 evidence is the constructor (the child's `Signature`): a class that takes no number of heads (nor a head width or a
-number of key/value heads, nor a config object that could hold one) and takes a width has one head.  Both processes
+number of key/value heads, nor a config object that could hold one) and takes a width has one head; a head width
+without a number of heads (`head_size`) is then that head's width, d_out.  Both processes
 read it from the same `Signature`: the trusted side builds heads=1 configurations and compares with a reference
 without output projection; the child offers readings of the parameters without W_o.
 
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-HEADS_KEYS = ("heads", "head_width", "kv_heads")  # configuration keys that say the class has heads
+HEADS_KEYS = ("heads", "kv_heads")  # configuration keys that say the class has several heads; a head width
+# alone (`Head(n_embd, head_size, block_size)`) is one head's width: with one head, d_out
 WIDTH_KEYS = ("width", "d_in", "d_out")
 
 
@@ -54,7 +56,8 @@ SINGLE_HEAD = Form(
 
 def form_of(signature, overrides: dict | None = None) -> Form:
     """The form the constructor shows.  Single head only on evidence: a width is taken, and nothing that could carry
-    a number of heads (a heads, head-width or key/value-heads parameter, a config object, `--arg NAME=@heads`)."""
+    a number of heads (a heads or key/value-heads parameter, a config object, `--arg NAME=@heads`).  A head width
+    without a number of heads is the single head's own width (d_out)."""
     carried = set(signature.accepts) | set(signature.derived.values())
     carried |= {v[1:] for v in (overrides or {}).values() if isinstance(v, str) and v.startswith("@")}
     if signature.config_param or carried & set(HEADS_KEYS) or not carried & set(WIDTH_KEYS):

@@ -92,6 +92,15 @@ def _(mod):
     return ok_line(*cmp(m, ref, 10)) + ("d_in=10 d_out=12 H=3 qkv_bias",)
 
 
+@check("rasbt_ch03_causal_attention.py")
+def _(mod):
+    """The single-head form: the lesson's function with one head and no output projection (W_o = I, b_o = 0)."""
+    m = randomize(mod.CausalAttention(10, 12, CTX, 0.0, qkv_bias=True)).eval()
+    ref = lambda x: mha_forward(x, 1, m.W_query.weight, m.W_key.weight, m.W_value.weight, torch.eye(12),
+                                m.W_query.bias, m.W_key.bias, m.W_value.bias, None)
+    return ok_line(*cmp(m, ref, 10)) + ("d_in=10 d_out=12 single head qkv_bias",)
+
+
 @check("rasbt_ch03_mha_wrapper.py")
 def _(mod):
     m = randomize(mod.Ch03_MHA_Wrapper(10, 4, CTX, 0.0, 3, qkv_bias=True)).eval()
