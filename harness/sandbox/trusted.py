@@ -14,7 +14,8 @@ import importlib
 import pkgutil
 
 TRUSTED_PACKAGES = ("harness.wire", "harness.sandbox", "harness.engine", "harness.render", "checks", "reference")
-NOT_HERE = ("harness.sandbox.launch", "reference.causal_mha")  # the launcher script; the torch reference
+NOT_HERE = ("harness.sandbox.launch", "reference.causal_mha", "reference.causal_attention")  # the launcher script;
+# the torch references (multi-head, single-head)
 LAZY_LIBRARIES = ("numpy.random",)  # imported by numpy on first use, which would be after the child started
 _loaded = False
 

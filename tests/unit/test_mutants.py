@@ -53,7 +53,8 @@ def test_declared_variant_computes_what_the_mutant_computes(mutant, d_in, d_out,
     want = variants.forward(x, heads, w, **mutant.INFO.variant)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
     same_widths = mutant.INFO.variant.get("scale") == "sqrt-d-in" and d_in == d_out  # sqrt(d_in) = sqrt(d_out)
-    if (out is not None or _single(mutant)) and mutant.INFO.id != "finite-fill-100" and not same_widths:  # -100 differs below rounding: a gradient-only leak
+    # -100 differs below rounding: a gradient-only leak
+    if (out is not None or _single(mutant)) and mutant.INFO.id != "finite-fill-100" and not same_widths:
         assert not np.allclose(want, numpy_ref.forward(x, heads, w), equal_nan=True)
 
 
