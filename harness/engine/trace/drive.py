@@ -47,7 +47,7 @@ def record(ctx, display: str = "") -> TraceResult:
     try:
         form = ctx.form  # the worked example of the layer's own form: one head, no output projection for single
         cfg = ctx.shaped(cfg)
-        worked.update(heads=cfg.heads, out_proj=form.out_proj)
+        worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}))
         result.construction = ctx.construction(cfg)
         inst = ctx.build(cfg)
         x = np.random.default_rng([ctx.seed, 31337]).standard_normal((cfg.batch, cfg.n, cfg.d_in))
