@@ -56,10 +56,15 @@ SINGLE_HEAD = Form(
 
 def form_of(signature, overrides: dict | None = None) -> Form:
     """The form the constructor shows.  Single head only on evidence: a width is taken, and nothing that could carry
-    a number of heads (a heads or key/value-heads parameter, a config object, `--arg NAME=@heads`).  A head width
-    without a number of heads is the single head's own width (d_out)."""
+    a number of heads (a heads or key/value-heads parameter, a config object, `--arg NAME=@heads`, a parameter
+    whose name mha-check cannot read, unless --arg gives it).  A head width without a number of heads is the single
+    head's own width (d_out)."""
+    overrides = overrides or {}
     carried = set(signature.accepts) | set(signature.derived.values())
-    carried |= {v[1:] for v in (overrides or {}).values() if isinstance(v, str) and v.startswith("@")}
-    if signature.config_param or carried & set(HEADS_KEYS) or not carried & set(WIDTH_KEYS):
+    carried |= {v[1:] for v in overrides.values() if isinstance(v, str) and v.startswith("@")}
+    bound = set(signature.accepts.values()) | set(signature.derived) | set(overrides)
+    unread = [p for p in signature.params if p not in bound]  # a parameter mha-check cannot name (`n_h=4`) may
+    # well be a number of heads left at its default: no evidence of a single head then
+    if signature.config_param or carried & set(HEADS_KEYS) or not carried & set(WIDTH_KEYS) or unread:
         return MULTI_HEAD
     return SINGLE_HEAD

@@ -85,3 +85,13 @@ def test_draws_keep_the_forms_number_of_heads():
     fixed = draws(True, True, min_heads=2, min_n=2, examples=6, fixed_heads=1)
     assert len(fixed) == 6 and {c.heads for c in fixed} == {1} and all(c.n >= 2 for c in fixed)
     assert draws(True, True, 2, 2, 6) == draws(True, True, 2, 2, 6, None)  # unchanged without a fixed number
+
+
+class UnreadDefault(nn.Module):  # tests/zoo/ours/default_heads_unknown_name.py: n_h=4 may be the heads
+    def __init__(self, d_model, max_len, n_h=4):
+        super().__init__()
+
+
+def test_a_parameter_mha_check_cannot_read_is_no_evidence_of_a_single_head():
+    assert _form(UnreadDefault) is MULTI_HEAD
+    assert _form(UnreadDefault, {"n_h": 1}) is SINGLE_HEAD  # --arg n_h=1: now every parameter is accounted for
