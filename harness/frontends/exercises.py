@@ -73,8 +73,10 @@ def export(mutant_id: str, name: str = "exercise.py") -> Exported:
     imports, buggy = _parts(mutants.source_path(mid), cls)
     _, right = _parts(mutants.reference_path(mid), cls)
     clean = [BUG_COMMENT.sub("", line) for line in buggy]
-    layer = "single-head causal attention" if mutants.form(mid) == "single-head" else "causal multi-head attention"
-    task = _docstring(f"Exercise ({LESSON}): the {layer} layer below has one mistake.",
+    single = mutants.form(mid) == "single-head"  # the previous lesson's CausalAttention
+    layer = "single-head causal attention" if single else "causal multi-head attention"
+    lesson = "the lesson before LM3-T5, causal attention" if single else LESSON
+    task = _docstring(f"Exercise ({lesson}): the {layer} layer below has one mistake.",
                       f"What you can observe: {entry['task']}",
                       "Find the mistake and fix it, changing as little as you can. Check your work with",
                       f"    mha-check {name}",
