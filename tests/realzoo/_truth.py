@@ -245,6 +245,19 @@ def _(mod):
     return err > 1e-3 and leak < TOL and err2 < TOL, f"max|out-ref|={err:.2e} (causal: leak={leak:.1e}); equals the reference with scale 1/sqrt(d_model) (err {err2:.1e})", ""
 
 
+@check("karpathy_ng_video_lecture_prefix_head.py")
+def _(mod):
+    """One Head as a single-head layer (one head, W_o = I): scaled by 1/sqrt(d_in) instead of 1/sqrt(d_out)."""
+    m = randomize(mod.build_head(10, 4, CTX)).eval()
+    eye = torch.eye(4)
+    ref = lambda x: mha_forward(x, 1, m.query.weight, m.key.weight, m.value.weight, eye)
+    err, leak = cmp(m, ref, 10)
+    s = (4 / 10) ** 0.5  # scaling q by sqrt(d_out/d_in) turns the reference's 1/sqrt(d_out) into 1/sqrt(d_in)
+    ref2 = lambda x: mha_forward(x, 1, m.query.weight * s, m.key.weight, m.value.weight, eye)
+    err2, _ = cmp(m, ref2, 10)
+    return err > 1e-3 and leak < TOL and err2 < TOL, f"max|out-ref|={err:.2e} (causal: leak={leak:.1e}); equals the single-head reference with scale 1/sqrt(d_in) (err {err2:.1e})", ""
+
+
 def _dropout_entry(mod, tuple_out):
     m0 = randomize(mod.build(12, 3, CTX, p_drop=0.0)).eval()
     W, b = m0.c_attn.weight, m0.c_attn.bias
