@@ -42,12 +42,14 @@ EXTRA_FIX = """The lesson's layer has W_q, W_k, W_v and one output projection. A
 BIAS_SETS = [set(), {"bo"}, {"bq", "bk", "bv"}, {"bq", "bk", "bv", "bo"}, {"bq", "bv", "bo"}]  # whisper: no b_k
 
 
-def _expected(cfg, biases: set[str]) -> int:
+def _expected(cfg, biases: set[str], out_proj: bool = True) -> int:
     """The lesson's formula, 3·d_in·d_out + d_out² + d_out (+ 3·d_out with Q/K/V biases), for the biases a layer
-    has: without an output bias d_out less, with only some Q/K/V biases d_out for each."""
+    has: without an output bias d_out less, with only some Q/K/V biases d_out for each.  Without an output
+    projection (the single-head form, harness.wire.form): 3·d_in·d_out (+ 3·d_out with Q/K/V biases)."""
     qkv = {"bq", "bk", "bv"} & biases
     count = param_count_formula(cfg.d_in, cfg.d_out, qkv_bias=len(qkv) == 3)
     count -= 0 if "bo" in biases else cfg.d_out
+    count -= 0 if out_proj else cfg.d_out * cfg.d_out
     return count + (len(qkv) * cfg.d_out if len(qkv) != 3 else 0)
 
 
@@ -75,12 +77,16 @@ def _biases(inst) -> set[str] | None:
 )
 def param_count(ctx):
     explicit_qkv = "qkv_bias" in ctx.signature.accepts or bool(ctx.signature.config_param)
+    out_proj = ctx.form.out_proj
+    bias_sets = BIAS_SETS if out_proj else [b - {"bo"} for b in BIAS_SETS]
+    formula = "3·{0}·{1} + {1}² + biases" if out_proj else "3·{0}·{1} + biases (one head, no output projection)"
 
     def prop(cfg):
         inst = ctx.subject.build(cfg)  # counting needs no forward pass
         got = inst.info.param_count
         biases = _biases(inst)
-        allowed = sorted({_expected(cfg, b) for b in BIAS_SETS}) if biases is None else [_expected(cfg, biases)]
+        allowed = sorted({_expected(cfg, b, out_proj) for b in bias_sets}) if biases is None else \
+            [_expected(cfg, biases, out_proj)]
         if biases is not None and explicit_qkv and "qkv_bias" in ctx.signature.accepts:
             has = {"bq", "bk", "bv"} & biases
             if cfg.qkv_bias and len(has) < 3 or not cfg.qkv_bias and has:
@@ -94,7 +100,7 @@ def param_count(ctx):
         looks_like, code = next(iter(explained)) if len(explained) == 1 else ("", "count: other")
         which = (f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
                  " with any set of biases")
-        return failed(f"{got} parameters; 3·{cfg.d_in}·{cfg.d_out} + {cfg.d_out}² + biases gives {want}{which} "
+        return failed(f"{got} parameters; {formula.format(cfg.d_in, cfg.d_out)} gives {want}{which} "
                       f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else ""),
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
                       finding=code, fix=EXTRA_FIX if code == "count: extra projection" else "")
@@ -105,5 +111,6 @@ def param_count(ctx):
     if ctx.accepts("qkv_bias"):
         configs += [replace(cfg, qkv_bias=True) for cfg in configs]
     return find_failure(ctx, prop, generated=False, required=configs) or passed(
-        "3·d_in·d_out + d_out² + the biases the layer has, "
-                                                              "for every configuration tried")
+        ("3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else
+         "3·d_in·d_out + the Q/K/V biases the layer has (the single-head form: no output projection), ")
+        + "for every configuration tried", **({} if out_proj else {"form": ctx.form.name}))

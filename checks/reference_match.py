@@ -40,5 +40,8 @@ def reference_match(ctx):
                       observed=mismatch.describe(), expected="difference below 1e-5 relative",
                       mismatch=mismatch.to_dict())
 
-    return find_failure_at_once(ctx, ask, judge, build_first=True) or passed("equals the reference for every "
-                                                                             "configuration tried")
+    single = ctx.form.single  # the previous lesson's CausalAttention: one head, no output projection
+    return find_failure_at_once(ctx, ask, judge, build_first=True) or passed(
+        "equals the " + ("single-head reference (the previous lesson's CausalAttention: one head of width d_out, "
+                         "no output projection) " if single else "reference ") + "for every configuration tried",
+        **({"form": ctx.form.name} if single else {}))

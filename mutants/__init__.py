@@ -19,9 +19,38 @@ from mutants._catalogue import CatalogueMissing, variants
 from mutants._catalogue import load as catalogue
 from mutants._info import MutantInfo
 
-__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "CatalogueMissing"]
+__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "CatalogueMissing",
+           "form", "class_name", "reference_path"]
 
 _DIR = pathlib.Path(__file__).resolve().parent
+_REFERENCES = _DIR.parent / "reference"
+# Members of the lesson's family other than the multi-head layer: a mutant id's prefix -> the form it has
+# (harness.wire.form), the reference file it copies (in reference/) and its class's name.  A mutant of the
+# single-head CausalAttention is `mutants/single_<mistake>.py`, class CausalAttention; a rotary layer's
+# (`rope_<mistake>.py`) is a multi-head layer, a copy of reference/rotary_mha.py, whose class is CausalMHA too.
+FAMILY = {"single-": ("single-head", "causal_attention.py", "CausalAttention"),
+          "rope-": ("multi-head", "rotary_mha.py", "CausalMHA")}
+MULTI_HEAD = ("multi-head", "causal_mha.py", "CausalMHA")
+
+
+def _member(mutant_id: str) -> tuple[str, str, str]:
+    key = str(mutant_id).replace("_", "-")
+    return next((v for prefix, v in FAMILY.items() if key.startswith(prefix)), MULTI_HEAD)
+
+
+def form(mutant_id: str) -> str:
+    """The form of the layer a mutant is a copy of: "multi-head", or "single-head" for `single-*`."""
+    return _member(mutant_id)[0]
+
+
+def class_name(mutant_id: str) -> str:
+    """The class a mutant's file defines: CausalMHA, or its family member's (CausalAttention for `single-*`)."""
+    return _member(mutant_id)[2]
+
+
+def reference_path(mutant_id: str) -> pathlib.Path:
+    """The reference file a mutant is a copy of (to diff it against)."""
+    return _REFERENCES / _member(mutant_id)[1]
 
 
 def _module_names() -> list[str]:
@@ -45,11 +74,12 @@ def _name_for(mutant_id: str) -> str:
 
 
 def get(mutant_id: str) -> types.ModuleType:
-    """Import and return one mutant module (it has `INFO` and `CausalMHA`)."""
+    """Import and return one mutant module (it has `INFO` and `CausalMHA`, or its family member's class)."""
     module = importlib.import_module(f"{__name__}.{_name_for(mutant_id)}")
     info = getattr(module, "INFO", None)
-    if not isinstance(info, MutantInfo) or not hasattr(module, "CausalMHA"):
-        raise TypeError(f"{module.__name__} must define INFO = MutantInfo(...) and class CausalMHA")
+    cls = class_name(module.__name__.rsplit(".", 1)[1])
+    if not isinstance(info, MutantInfo) or not hasattr(module, cls):
+        raise TypeError(f"{module.__name__} must define INFO = MutantInfo(...) and class {cls}")
     if info.module_name != module.__name__.rsplit(".", 1)[1]:
         raise ValueError(f"{module.__name__}: INFO.id {info.id!r} does not match the module name")
     return module
@@ -58,13 +88,6 @@ def get(mutant_id: str) -> types.ModuleType:
 def all_mutants() -> list[types.ModuleType]:
     """Every mutant module, sorted by id."""
     return sorted((get(name) for name in _module_names()), key=lambda m: m.INFO.id)
-
-
-def reference_path(mutant_id: str) -> pathlib.Path:
-    """The reference file the mutant is a copy of: reference/rotary_mha.py for the rotary (rope-*) mutants, else
-    reference/causal_mha.py; both hold a class `CausalMHA`."""
-    name = "rotary_mha.py" if str(mutant_id).replace("_", "-").startswith("rope-") else "causal_mha.py"
-    return _DIR.parent / "reference" / name
 
 
 def source_path(mutant_id: str) -> pathlib.Path:

@@ -8,7 +8,7 @@ weights and input, with every variant, without torch and without running any mut
 Knobs:
 - split: "lesson" | "view-bhnd" | "view-bhnd:q" (only the queries; also :k, :v, :qk, :qv, :kv)
 - merge: "lesson" | "no-transpose"
-- scale: "sqrt-dh" | "sqrt-d" | "none" | "dh"
+- scale: "sqrt-dh" | "sqrt-d" | "none" | "dh" | "sqrt-d-in" (the input width: the single-head lesson's d_in)
 - mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax"
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
 - softmax_axis: -1 | -2
@@ -62,7 +62,8 @@ def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
         q, k = k, q
     Q, K, V = apply_knobs(q, k, v, lambda t, role: _split(t, heads, split_for(k_["split"], role)), k_)
     scores = Q @ K.transpose(0, 1, 3, 2)
-    scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh)}[k_["scale"]]
+    scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh),
+                       "sqrt-d-in": np.sqrt(w.d_in)}[k_["scale"]]
     n = x.shape[1]
     hidden = _future(n, k_["mask"])
     if k_["mask"] == "after-softmax":

@@ -126,8 +126,13 @@ def _expected_shapes(d_in: int, d_out: int) -> dict[str, tuple]:
             "bq": (d_out,), "bk": (d_out,), "bv": (d_out,), "bo": (d_out,)}
 
 
-def _validate(roles: dict[str, list[Piece]], d_in: int, d_out: int) -> str | None:
-    missing = [r for r in WEIGHTS if r not in roles]
+def _validate(roles: dict[str, list[Piece]], d_in: int, d_out: int, out_proj: bool = True) -> str | None:
+    """Why `roles` is not a reading of the layer's parameters, or None.  `out_proj=False`: the single-head form
+    (harness.wire.form), whose W_q, W_k, W_v are the whole layer: no W_o is expected, and one found is no part of
+    it."""
+    if not out_proj and ("wo" in roles or "bo" in roles):
+        return "found an output projection, which the single-head layer does not have"
+    missing = [r for r in WEIGHTS if r not in roles and (out_proj or r != "wo")]
     if missing:
         return "found no parameter for " + ", ".join(ROLE_NAMES[r] for r in missing)
     shapes = _expected_shapes(d_in, d_out)
@@ -221,10 +226,14 @@ def _reading(roles: dict[str, list[Piece]]) -> tuple:
                                    p.axis) for p in pieces)) for r, pieces in roles.items()))
 
 
-def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int) -> list[tuple[dict[str, list[Piece]], str]]:
+def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int,
+                 out_proj: bool = True) -> list[tuple[dict[str, list[Piece]], str]]:
     """No names we know: three Linear(d_in, d_out) then one Linear(d_out, d_out), or one fused Linear(d_in, 3·d_out)
-    (read as [Q; K; V] and, with several heads, as [q_h; k_h; v_h] per head)."""
+    (read as [Q; K; V] and, with several heads, as [q_h; k_h; v_h] per head).  Without an output projection (the
+    single-head form): the three Linear(d_in, d_out), or the fused one, alone."""
     linears = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
+    if not out_proj:
+        return _by_position_no_out(linears, d_in, d_out)
     fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (3 * d_out, d_in)]
     square = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_out)]
     proj = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_in)]
@@ -261,6 +270,28 @@ def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int) -> list[t
         if o.bias is not None:
             roles["bo"] = [Piece(o.bias, on + ".bias")]
     return readings
+
+
+def _by_position_no_out(linears: list, d_in: int, d_out: int) -> list[tuple[dict[str, list[Piece]], str]]:
+    """The single-head form's readings by position: Q, K, V in the order of three Linear(d_in, d_out), or one fused
+    Linear(d_in, 3·d_out) read as [Q; K; V]."""
+    how = "by position of the nn.Linear layers (names not recognised)"
+    shapes = [(m.out_features, m.in_features) for _, m in linears]
+    if shapes == [(3 * d_out, d_in)]:
+        (n, f), = linears
+        blocks = [slice(i * d_out, (i + 1) * d_out) for i in range(3)]
+        roles = {"w" + r: [Piece(f.weight, n + ".weight", rows=s)] for r, s in zip("qkv", blocks)}
+        if f.bias is not None:
+            roles.update({"b" + r: [Piece(f.bias, n + ".bias", rows=s)] for r, s in zip("qkv", blocks)})
+        return [(roles, how + " (fused q/k/v)")]
+    if shapes != [(d_out, d_in)] * 3:
+        return []
+    roles = {}
+    for r, (n, m) in zip("qkv", linears):
+        roles["w" + r] = [Piece(m.weight, n + ".weight")]
+        if m.bias is not None:
+            roles["b" + r] = [Piece(m.bias, n + ".bias")]
+    return [(roles, how)]
 
 
 def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int) -> list[dict[int, bool]]:
@@ -321,7 +352,7 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
 
 
 def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
-             heads: int = 1) -> tuple[list[Layout], str]:
+             heads: int = 1, out_proj: bool = True) -> tuple[list[Layout], str]:
     """The user's own mapping (`--map q=W_query --map o=proj.weight.T --map qkv=c_attn`): a module name stands for
     its weight and bias, `.T` marks a matrix used as x @ W, `qkv` is a fused q/k/v projection.  The user names the
     fused parameter, not the order of its rows: with several heads it is read as [Q; K; V] blocks and as
@@ -329,7 +360,7 @@ def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
     readings = [False, True] if heads > 1 and any(r in ("qkv", "wqkv") for r in mapping) else [False]
     layouts = []
     for per_head in readings:
-        roles, problem = _explicit_roles(module, mapping, d_in, d_out, heads, per_head)
+        roles, problem = _explicit_roles(module, mapping, d_in, d_out, heads, per_head, out_proj)
         if problem:
             return [], problem
         layouts.append(Layout(roles, "as given by --map" + (" (fused q/k/v, per head)" if per_head else "")))
@@ -337,7 +368,7 @@ def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
 
 
 def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int, heads: int,
-                    per_head: bool) -> tuple[dict, str]:
+                    per_head: bool, out_proj: bool = True) -> tuple[dict, str]:
     params = dict(module.named_parameters())
     modules = dict(module.named_modules())
     roles: dict[str, list[Piece]] = {}
@@ -364,17 +395,18 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
                     roles.setdefault(r[0] + sub, [Piece(p, qual, transpose and p.dim() == 2, cut) for cut in rows])
             elif r not in roles or r == role:
                 roles[r] = [Piece(p, qual, transpose and p.dim() == 2)]
-    problem = _validate(roles, d_in, d_out)
+    problem = _validate(roles, d_in, d_out, out_proj)
     return roles, (f"--map: {problem}" if problem else "")
 
 
 def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
-             mapping: dict[str, str] | None = None) -> tuple[list[Layout], str]:
+             mapping: dict[str, str] | None = None, out_proj: bool = True) -> tuple[list[Layout], str]:
     """All candidate layouts and, when there is none, what was tried.  A layout is `certain` when it is the only
     reading and covers every parameter (named nn.Linear layers, nn.MultiheadAttention, --map); otherwise the
-    trusted side must see one reproduce the module's own output before relying on it."""
+    trusted side must see one reproduce the module's own output before relying on it.  `out_proj=False`: the
+    single-head form, read as W_q, W_k, W_v alone (harness.wire.form)."""
     if mapping:
-        found, problem = explicit(module, mapping, d_in, d_out, heads)
+        found, problem = explicit(module, mapping, d_in, d_out, heads, out_proj)
         for layout in found:
             layout.certain = len(found) == 1  # the user said so, and there is only one way to read it
         return found, problem
@@ -382,7 +414,7 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
     if len(mhas) == 1:
         name, m = mhas[0]
         roles = _mha_layout(m, name + "." if name else "")
-        problem = _validate(roles, d_in, d_out)
+        problem = _validate(roles, d_in, d_out, out_proj)
         if problem is None:
             layout = Layout(roles, "torch.nn.MultiheadAttention inside the module")
             layout.certain = layout.covers(module)
@@ -397,7 +429,7 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
         for per_head_qkv in ((False, True) if fused and heads > 1 else (False,)):
             for flags in _orientations(entries, d_in, d_out, heads):
                 roles = _assemble(entries, flags, d_out, heads, per_head_qkv)
-                problem = _validate(roles, d_in, d_out)
+                problem = _validate(roles, d_in, d_out, out_proj)
                 if problem is None:
                     notes = [f"parameters with no role: {', '.join(unknown)}"] if unknown else []
                     how = "by parameter names" + (
@@ -412,15 +444,18 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
                 tried[0].certain = tried[0].covers(module)
             if fused:  # `qkv = ModuleList([Linear, Linear, Linear])` is q, k, v, not three heads of a fused q/k/v
                 seen = {_reading(lay.roles) for lay in tried}  # (with 3 heads both read; the proof decides)
-                tried += [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads)
-                          if _validate(roles, d_in, d_out) is None and _reading(roles) not in seen]
+                tried += [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads, out_proj)
+                          if _validate(roles, d_in, d_out, out_proj) is None and _reading(roles) not in seen]
             return tried, ""
         by_name = f"by names: {problem_by_name}"
     else:
         by_name = "by names: no parameter name says q, k, v, qkv or out"
-    found = [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads)
-             if _validate(roles, d_in, d_out) is None]
+    found = [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads, out_proj)
+             if _validate(roles, d_in, d_out, out_proj) is None]
     if found:
         return found, ""
+    if not out_proj:
+        return [], (f"{by_name}; by position: not three Linear({d_in}, {d_out}) alone, nor one fused "
+                    f"Linear({d_in}, {3 * d_out}) alone (a single-head layer has no output projection)")
     return [], (f"{by_name}; by position: not three Linear({d_in}, {d_out}) and one Linear({d_out}, {d_out}), nor one "
                 f"fused Linear({d_in}, {3 * d_out}) and one Linear({d_out}, {d_out})")

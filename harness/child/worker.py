@@ -40,6 +40,7 @@ from harness.child import torch_limits  # noqa: E402
 from harness.wire import messages as m  # noqa: E402
 from harness.wire import protocol  # noqa: E402
 from harness.wire.config import Config  # noqa: E402
+from harness.wire.form import form_of  # noqa: E402
 from harness.wire.errors import PLATFORM_MARK  # noqa: E402
 
 torch.set_num_threads(1)
@@ -177,7 +178,8 @@ class Worker:
             for mod in module.modules():
                 if isinstance(mod, nn.Dropout):
                     mod.p = float(request.force_dropout)
-        found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map)
+        found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map,
+                                          out_proj=form_of(self.signature, self.overrides).out_proj)
         ways = calling.styles_for(module)
         handle = request.handle if request.handle is not None else len(self.instances)
         self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways}

@@ -6,6 +6,7 @@ only through this object (and the `Instance`s it builds), never through process 
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 import zlib
@@ -21,6 +22,7 @@ from harness.sandbox.subject import Instance, Subject
 from harness.wire import messages as m
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.config import Config
+from harness.wire.form import Form, form_of
 from reference import numpy_ref
 
 
@@ -53,6 +55,17 @@ class Context:
     def signature(self) -> m.Signature:
         return self.loaded.signature
 
+    @property
+    def form(self) -> Form:
+        """Which member of the lesson's family the constructor shows (harness.wire.form): multi-head, or the
+        single-head CausalAttention (heads=1, no output projection)."""
+        return form_of(self.signature, self.subject.overrides)
+
+    def shaped(self, cfg: Config) -> Config:
+        """`cfg` as the form allows it: a form with a fixed number of heads (single head: 1) gets that number."""
+        fixed = self.form.heads
+        return cfg if fixed is None or cfg.heads == fixed else dataclasses.replace(cfg, heads=fixed)
+
     def accepts(self, key: str) -> bool:
         return key in self.signature.accepts or bool(self.signature.config_param)
 
@@ -69,9 +82,10 @@ class Context:
         head widths (rotary embeddings need them); and a long sequence in a batch of one (context_length 64 = n): a
         mask whose size is hard-coded to a small number shows there."""
         sep = self.separate_widths
-        return [Config(d_in=6 if sep else 8, d_out=8, heads=2, context_length=7, batch=2, n=5),
+        return [self.shaped(cfg) for cfg in (
+                Config(d_in=6 if sep else 8, d_out=8, heads=2, context_length=7, batch=2, n=5),
                 Config(d_in=9 if sep else 6, d_out=6, heads=3, context_length=4, batch=2, n=4),
-                Config(d_in=12 if sep else 8, d_out=8, heads=4, context_length=64, batch=1, n=64)]
+                Config(d_in=12 if sep else 8, d_out=8, heads=4, context_length=64, batch=1, n=64))]
 
     @property
     def base(self) -> Config:
@@ -205,6 +219,13 @@ class Context:
         for r in numpy_ref.ROLES[4:]:
             if r not in roles:
                 setattr(w, r, None)
+        return self.completed(w)
+
+    def completed(self, w: numpy_ref.Weights) -> numpy_ref.Weights:
+        """`w` as the reference computes this form: without an output projection (single head), W_o is the
+        identity and b_o none, so that `numpy_ref` and `reference.variants` compute the form unchanged."""
+        if not self.form.out_proj:
+            w.wo, w.bo = np.eye(w.d_out), None
         return w
 
     def transplant(self, inst: Instance, w: numpy_ref.Weights) -> None:

@@ -65,7 +65,9 @@ def diagnose(report, ctx=None) -> dict | None:
     catalogue = mutants.catalogue()
     status = {c.id: c.status for c in report.checks}
     kinds = {c.id: c.kind for c in report.checks}
+    form = _form(ctx)
     possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in ("pass", None)
+                and (form is None or mutants.form(m) == form)  # a mistake of the layer's own form (single head)
                 and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == "pass" for k in catalogue[m]["killed_by"])]
@@ -110,6 +112,12 @@ def _numbers_refute(mid: str, numbers: list[str] | None, marks: list[dict]) -> b
     if numbers is None or mid in numbers or mid not in mutants.variants():
         return False
     return not any(k["mutant"] == mid and "title" in k for k in marks)
+def _form(ctx) -> str | None:
+    """The form the target was checked as (harness.wire.form), or None when unknown (no context, not loaded)."""
+    try:
+        return ctx.form.name if ctx is not None else None
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
 
 
 def _contradicted(entry: dict, mine: set) -> bool:

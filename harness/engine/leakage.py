@@ -63,7 +63,7 @@ def panel(label: str, G: np.ndarray | None, note: str = "") -> dict:
 
 def maps(ctx, heads: bool = True, cfg: Config | None = None) -> dict:
     """The influence maps for the module and, where weights are mapped with certainty, each head."""
-    cfg = cfg or PLOT_CONFIG
+    cfg = ctx.shaped(cfg or PLOT_CONFIG)  # the form's heads: a single-head layer has one map, no per-head ones
     inst = ctx.build(cfg)
     x = ctx.input(cfg, "plot")
     r = ctx.rng("plot-r", cfg).standard_normal(cfg.d_out)

@@ -99,9 +99,10 @@ def _caller_masks(info, style: int) -> bool:
     # positions they give are all bare: the forward takes no mask)
 
 
-def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list):
+def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, form: str):
     """(style, layout) -> the known mistakes whose numbers the module's output has, and the rotary embedding they
-    were found under (a plain layer's mistakes are tried on rotary layers too, a rotary mistake only on those)."""
+    were found under (a plain layer's mistakes are tried on rotary layers too, a rotary mistake only on those; a
+    mistake of another member of the family, a single head's, never)."""
     matches: dict[tuple[int, int], list[str]] = {}
     rope_of: dict[tuple[int, int], Rope | None] = {}
     for style, own in outputs.items():
@@ -109,6 +110,8 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list):
             for rope in ropes:
                 ref = numpy_ref.forward(x, heads, w, rope=rope)
                 for mid, knobs in mutants.variants().items():
+                    if mutants.form(mid) != form:
+                        continue  # a mistake of another member of the family (single head): not this layer's
                     if _caller_masks(info, style) and MASKING_KNOBS & set(knobs):
                         continue  # forward takes a mask or a causal flag and got none: unmasked numbers are no mistake
                     if rope is None and "rope" in knobs:
@@ -143,6 +146,14 @@ def _thetas(ctx) -> list[float]:
     return [float(bound)] if bound else [THETA, *OTHER_THETAS]
 
 
+def _weights(ctx, read: dict) -> numpy_ref.Weights:
+    """A reading's weights for the reference; a form without W_o (single head) gets the identity in its place."""
+    if "wo" not in read and not ctx.form.out_proj:
+        read = {**read, "wo": None}
+        return ctx.completed(numpy_ref.Weights(**read))
+    return numpy_ref.Weights(**read)
+
+
 def _prove(ctx) -> Mapping:
     cfg = ctx.base
     inst = ctx.subject.build(cfg)
@@ -168,7 +179,7 @@ def _prove(ctx) -> Mapping:
                        style_text=info.call_styles[0])
     runs = any(y.shape == (cfg.batch, cfg.n, cfg.d_out) for y in outputs.values())
     indices = list(range(len(info.layouts)))
-    weights = {i: numpy_ref.Weights(**read) for i, read in zip(indices, inst.read_weights_many(indices))}
+    weights = {i: _weights(ctx, read) for i, read in zip(indices, inst.read_weights_many(indices))}
     tried = [f"{lay.how}: " + ", ".join(f"{r}={p}" for r, p in lay.roles.items()) for lay in info.layouts]
 
     def found(style: int, index: int | None, how: str, mistakes=(), problem="", rope=None) -> Mapping:
@@ -183,8 +194,8 @@ def _prove(ctx) -> Mapping:
             for i, w in weights.items():
                 if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):
                     return found(style, i, "reference", rope=rope)
-    matches, rope_of = _mistakes(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)])  # 2. one
-    # known mistake does (named under the first rotary base only)
+    matches, rope_of = _mistakes(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)],
+                                 ctx.form.name)  # 2. one known mistake does (named under the first rotary base only)
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))

@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass, field
 
 import checks
-from checks import Check, Outcome, cannot_tell, failed, skipped
+from checks import Check, Outcome, cannot_tell, failed, passed, skipped
 from harness.engine import diagnosis, leakage
 from harness.engine.context import Context
 from harness.engine.mapping import map_help
@@ -105,7 +105,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
                 outcome = skipped(f"not run: the process running your code ended ({deaths[-1].kind}) earlier")
             else:
                 try:
-                    outcome = _blocked(c, results, ctx) or _guarded(c, ctx, options.debug)
+                    outcome = _blocked(c, results, ctx) or _not_applicable(c, ctx) or _guarded(c, ctx, options.debug)
                 except WorkerDied as died:
                     outcome = _after_death(died, c, results, ctx, deaths, make_subject, options.debug)
             results[c.id] = CheckResult.of(c, outcome)
@@ -160,6 +160,8 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
             pass
     if ctx.subject.notes:  # what loading left out, also when loading or building then failed
         out["notes"] = list(ctx.subject.notes)
+    if built and ctx.form.evidence:  # which member of the lesson's family it was checked as, and why
+        out["form"] = {"name": ctx.form.name, "evidence": ctx.form.evidence}
     if ctx._mapping is not None:
         out["mapping"] = ctx._mapping.to_dict()
     if deaths:
@@ -179,6 +181,18 @@ def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
                                f"W_v and W_o ({proof.problem}), so it does not judge this on a guess",
                                help=map_help(ctx), tried=proof.tried)
     return None
+
+
+def _not_applicable(c: Check, ctx: Context) -> Outcome | None:
+    """A check whose claim the target's form does not define (harness.wire.form: no heads to split in a single-head
+    layer) passes with the reason in its text: neither a failure nor a "cannot tell" for what the layer need not
+    do.  Asked only once the prerequisites passed, so the constructor was read."""
+    try:
+        form = ctx.form
+    except (TargetFailure, CannotDrive, HarnessFailure):
+        return None
+    why = form.not_applicable.get(c.id)
+    return passed(why, form=form.name, not_applicable=True) if why else None
 
 
 def _chain(need: Check, results: dict) -> str:

@@ -24,22 +24,27 @@ import numpy as np
 from harness.wire.config import Config
 
 
-def draws(separate: bool, qkv_bias: bool, min_heads: int = 1, min_n: int = 1, examples: int = 6) -> list[Config]:
+def draws(separate: bool, qkv_bias: bool, min_heads: int = 1, min_n: int = 1, examples: int = 6,
+          fixed_heads: int | None = None) -> list[Config]:
     """`examples` distinct configurations: the smallest first, then uniform draws.  Widths as real layers accept
     them: head widths even (rotary embeddings need that), d_in a multiple of the heads (some layers demand it; the
-    lesson allows any d_in, and nothing in the lesson's layer depends on it)."""
+    lesson allows any d_in, and nothing in the lesson's layer depends on it).  `fixed_heads`: the form's own number
+    of heads (harness.wire.form: 1 for a single-head layer), whatever `min_heads` asks; head widths up to 8."""
+    if fixed_heads is not None:
+        return list(_draws(separate, qkv_bias, fixed_heads, min_n, examples, True))
     return list(_draws(separate, qkv_bias, min_heads, min_n, examples))
 
 
 @functools.lru_cache(maxsize=64)  # the same few keys, asked about a dozen times per target, in every target of a batch
-def _draws(separate: bool, qkv_bias: bool, min_heads: int, min_n: int, examples: int) -> tuple[Config, ...]:
-    key = (separate, qkv_bias, min_heads, min_n)
+def _draws(separate: bool, qkv_bias: bool, min_heads: int, min_n: int, examples: int,
+           fixed: bool = False) -> tuple[Config, ...]:
+    key = (separate, qkv_bias, min_heads, min_n) + ((True,) if fixed else ())
     rng = np.random.default_rng([zlib.crc32(repr(key).encode())])
     low_ctx = max(2, min_n)
 
     def draw() -> Config:
-        heads = int(rng.integers(min_heads, max(4, min_heads) + 1))
-        d_out = heads * int(rng.choice((2, 4)))
+        heads = min_heads if fixed else int(rng.integers(min_heads, max(4, min_heads) + 1))
+        d_out = heads * int(rng.choice((2, 4, 6, 8) if fixed else (2, 4)))
         d_in = heads * int(rng.integers(1, 4)) if separate else d_out
         context_length = int(rng.integers(low_ctx, max(10, low_ctx) + 1))
         return Config(d_in=d_in, d_out=d_out, heads=heads, context_length=context_length,
@@ -64,8 +69,16 @@ def _attach(outcome, cfg: Config):
     return outcome
 
 
+def _fixed_heads(ctx) -> int | None:
+    """The number of heads the target's form fixes (a single-head layer: 1), or None."""
+    form = getattr(ctx, "form", None)
+    return getattr(form, "heads", None)
+
+
 def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None):
     asked: dict[Config, object] = {}  # every configuration is asked about once, drawn or tried while shrinking
+    fixed = _fixed_heads(ctx)
+    min_heads = fixed or min_heads  # shrinking never goes below it, and never changes a fixed number
 
     def ask(cfg: Config):
         if cfg not in asked:
@@ -79,7 +92,7 @@ def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool 
             return shrink(outcome, cfg, prop, min_heads, min_n, ctx.separate_widths, asked) if generated else outcome
     if not generated:
         return None
-    for cfg in draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples):
+    for cfg in draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples, fixed):
         outcome = ask(cfg)
         if outcome is not None:
             return shrink(outcome, cfg, prop, min_heads, min_n, ctx.separate_widths, asked)
@@ -103,7 +116,8 @@ def find_failure_at_once(ctx, ask, judge, min_heads: int = 1, min_n: int = 1, bu
     whose values fail have run as well, unread; should one of them kill the child, the check reports that crash
     instead.  `build_first`: `ask` reads what the child says about the instance (its layouts, to transplant
     weights), so the configurations not built yet are built first, all in one round trip."""
-    drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples) if generated else []
+    drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples,
+                  _fixed_heads(ctx)) if generated else []
     configs = list(dict.fromkeys(list(ctx.required_configs()) + drawn))
     if build_first:
         ctx.subject.build_ahead([ctx.build(cfg) for cfg in configs])  # a refusal is raised when asked

@@ -53,7 +53,7 @@ def measure(targets: dict[str, str], jobs: int = 2) -> dict:
 
 
 def mutant_targets() -> dict[str, str]:
-    return {mid: f"{mutants.source_path(mid)}:CausalMHA" for mid in mutants.ids()}
+    return {mid: f"{mutants.source_path(mid)}:{mutants.class_name(mid)}" for mid in mutants.ids()}
 
 
 def build_catalogue(reports: dict) -> dict:

@@ -33,7 +33,7 @@ class Exported:
     solution: str  # the same file with the fix applied
 
 
-def _parts(path: Path) -> tuple[list[str], list[str]]:
+def _parts(path: Path, name: str = "CausalMHA") -> tuple[list[str], list[str]]:
     """A mutant (or the reference) file as (its import lines, its CausalMHA class lines), without the module
     docstring, the INFO block and the import of MutantInfo."""
     source = path.read_text()
@@ -44,7 +44,7 @@ def _parts(path: Path) -> tuple[list[str], list[str]]:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not (
                 isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mutants")):
             imports += segment
-        elif isinstance(node, ast.ClassDef) and node.name == "CausalMHA":
+        elif isinstance(node, ast.ClassDef) and node.name == name:
             cls = lines[(node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1:node.end_lineno]
     return imports, cls
 
@@ -69,10 +69,14 @@ def export(mutant_id: str, name: str = "exercise.py") -> Exported:
     """One mutant as an exercise file and its solution; `name` is what the student will call the file."""
     mid = _id(mutant_id)
     entry = mutants.catalogue()[mid]
-    imports, buggy = _parts(mutants.source_path(mid))
-    _, right = _parts(mutants.reference_path(mid))  # the lesson's class, or its rotary version
+    cls = mutants.class_name(mid)
+    imports, buggy = _parts(mutants.source_path(mid), cls)
+    _, right = _parts(mutants.reference_path(mid), cls)
     clean = [BUG_COMMENT.sub("", line) for line in buggy]
-    task = _docstring(f"Exercise ({LESSON}): the causal multi-head attention layer below has one mistake.",
+    single = mutants.form(mid) == "single-head"  # the previous lesson's CausalAttention
+    layer = "single-head causal attention" if single else "causal multi-head attention"
+    lesson = "the lesson before LM3-T5, causal attention" if single else LESSON
+    task = _docstring(f"Exercise ({lesson}): the {layer} layer below has one mistake.",
                       f"What you can observe: {entry['task']}",
                       "Find the mistake and fix it, changing as little as you can. Check your work with",
                       f"    mha-check {name}",
@@ -92,7 +96,7 @@ def annotated(mutant_id: str) -> str:
     mistake, how it shows and the fix."""
     mid = _id(mutant_id)
     entry = mutants.catalogue()[mid]
-    imports, cls = _parts(mutants.source_path(mid))
+    imports, cls = _parts(mutants.source_path(mid), mutants.class_name(mid))
     story = _docstring(f"Mutant {mid}: {entry['title']}.", f"Lesson: {entry['lesson']}",
                        f"What goes wrong: {entry['symptom']}", "Fix:", f"    {entry['fix']}",
                        f"Caught by: {', '.join(entry['killed_by'])}.")

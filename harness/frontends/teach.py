@@ -21,9 +21,9 @@ def load_fingerprints() -> dict:
     return mutants.catalogue()
 
 
-def _class_source(path: Path) -> list[str]:
+def _class_source(path: Path, name: str = "CausalMHA") -> list[str]:
     text = path.read_text().splitlines(keepends=True)
-    start = next(i for i, line in enumerate(text) if line.startswith("class CausalMHA"))
+    start = next(i for i, line in enumerate(text) if line.startswith(f"class {name}"))
     end = next((i for i in range(start + 1, len(text)) if text[i].startswith(("def ", "class "))), len(text))
     while end > start and not text[end - 1].strip():
         end -= 1
@@ -32,10 +32,9 @@ def _class_source(path: Path) -> list[str]:
 
 def mutant_diff(mutant_id: str) -> str:
     """The mutant's class against the reference's: the bug, and nothing else."""
-    mine = mutants.source_path(mutant_id)
-    ref = mutants.reference_path(mutant_id)
-    diff = difflib.unified_diff(_class_source(ref), _class_source(mine), f"reference/{ref.name}",
-                                f"mutants/{mine.name}", n=1)
+    mine, ref, name = mutants.source_path(mutant_id), mutants.reference_path(mutant_id), mutants.class_name(mutant_id)
+    diff = difflib.unified_diff(_class_source(ref, name), _class_source(mine, name),
+                                f"reference/{ref.name}", f"mutants/{mine.name}", n=1)
     return "".join(diff)
 
 

@@ -144,8 +144,12 @@ def _arithmetic_text(a: dict, wide: bool = False) -> list[str]:
     else:
         row("head width", f"d / H = {d} / {H} is not a whole number: choose H dividing d")
     extra = f" + 3·{d}" if a["qkv_bias"] else ""
-    row("parameters", f"3·d_in·d_out + d_out² + d_out{' + 3·d_out' if a['qkv_bias'] else ''} = "
-                      f"3·{d}·{d} + {d}² + {d}{extra} = {a['param_formula']:,} (no H in it)")
+    if a.get("out_proj", True):
+        row("parameters", f"3·d_in·d_out + d_out² + d_out{' + 3·d_out' if a['qkv_bias'] else ''} = "
+                          f"3·{d}·{d} + {d}² + {d}{extra} = {a['param_formula']:,} (no H in it)")
+    else:  # the single-head form: W_q, W_k, W_v and nothing else
+        row("parameters", f"3·d_in·d_out{' + 3·d_out' if a['qkv_bias'] else ''} = 3·{d}·{d}{extra} = "
+                          f"{a['param_formula']:,} (one head, no output projection)")
     counted = a.get("param_counted")
     if counted is not None:
         verdict = "matches the formula" if counted == a["param_formula"] else (

@@ -193,7 +193,9 @@ def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLi
     help_ = clean(c.help)
     if root is not None and help_:  # one thing to do first, not a second, contradicting fix
         help_ = f"fix the root cause above first; if this is still undecided then: {help_}"
-    return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), c.claim, _config_text(c.config),
+    claim = c.message if c.status == "pass" and c.details.get("form") else c.claim  # judged as the layer's form
+    # (a single head): what was judged, or why the claim does not apply, in place of the multi-head claim
+    return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), clean(claim), _config_text(c.config),
                      clean(f"{c.observed}; expected: {c.expected}") if (c.observed or c.expected) else "",
                      c.explanation, root.fix if follows else c.fix, help_, follows)
 
@@ -292,6 +294,8 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     if problem and any(problem in ln.text for ln in lines):
         mapping = ""  # the checks that could not be decided already say it
     notes = [clean(n) for n in report.adapter.get("notes", [])]
+    if (report.adapter.get("form") or {}).get("evidence"):  # checked as another member of the family: say so
+        notes.insert(0, clean(report.adapter["form"]["evidence"]))
     if report.student_output.strip():
         head = report.student_output.split("\n", 1)[0]
         amount = head[len(OUTPUT_CUT_MARK):].split(" of ")[-1].rstrip("]") \

@@ -14,7 +14,8 @@ import importlib
 import pkgutil
 
 TRUSTED_PACKAGES = ("harness.wire", "harness.sandbox", "harness.engine", "harness.render", "checks", "reference")
-NOT_HERE = ("harness.sandbox.launch", "reference.causal_mha", "reference.rotary_mha")  # the launcher; torch references
+NOT_HERE = ("harness.sandbox.launch", "reference.causal_mha", "reference.causal_attention", "reference.rotary_mha")
+# the launcher script; the torch references (multi-head, single-head, rotary)
 LAZY_LIBRARIES = ("numpy.random",)  # imported by numpy on first use, which would be after the child started
 _loaded = False
 

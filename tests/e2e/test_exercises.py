@@ -28,6 +28,11 @@ def cli(*args, cwd=ROOT):
                           text=True, cwd=cwd, timeout=120)
 
 
+def _cls(path: Path) -> str:
+    """The name of the class an exported file defines: CausalMHA, or CausalAttention for a single-head mutant."""
+    return next(n.name for n in rewrite.parse(path.read_text()).body if isinstance(n, ast.ClassDef))
+
+
 def _code(path: Path) -> str:
     """The file without its module docstring: what runs."""
     tree = rewrite.parse(path.read_text())
@@ -47,7 +52,7 @@ def exported(tmp_path_factory, reports) -> dict:
             name, mid = line.split("|")[1].strip().split("]")[0][1:], line.split("|")[2].strip(" `")
             by_id[mid] = folder / "exercises" / name
     distinct = {_code(p): p for p in (folder / "solutions").glob("exercise-*.py")}
-    reports.want([f"{p}:CausalMHA" for p in [*by_id.values(), *distinct.values()]])
+    reports.want([f"{p}:{_cls(p)}" for p in [*by_id.values(), *distinct.values()]])
     return {"folder": folder, "by_id": by_id, "solutions": distinct}
 
 
@@ -75,28 +80,28 @@ def test_exercise_gives_nothing_away(exported, mutant_id):
     assert entry["task"] in " ".join(docstring.split()) and f"mha-check {path.name}" in docstring
     for answer in (mutant_id, entry["title"], entry["fix"], entry["symptom"]):
         assert answer not in docstring and answer not in text.replace("\n", " ")
-    assert [n.name for n in tree.body if isinstance(n, ast.ClassDef)] == ["CausalMHA"]
+    assert [n.name for n in tree.body if isinstance(n, ast.ClassDef)] == [mutants.class_name(mutant_id)]
 
 
 @pytest.mark.parametrize("mutant_id", sorted(CATALOGUE))
 def test_exercise_fails_as_its_mutant_does(exported, mutant_id, reports):
-    report = reports(f"{exported['by_id'][mutant_id]}:CausalMHA")
+    report = reports(f"{exported['by_id'][mutant_id]}:{mutants.class_name(mutant_id)}")
     assert sorted(c.id for c in report.checks if c.status == "fail") == CATALOGUE[mutant_id]["failing"]
     assert report.diagnosis["mutant"] == mutant_id, report.diagnosis
 
 
 def test_solutions_pass_every_check(exported, reports):
-    assert 1 <= len(exported["solutions"]) <= 4  # the reference's class (or its rotary version), with each mutant's
-    # own imports
+    assert 1 <= len(exported["solutions"]) <= 8  # the references' classes (multi-head, its rotary version and
+    # single-head), with each mutant's own imports
     for path in exported["solutions"].values():
-        report = reports(f"{path}:CausalMHA")
+        report = reports(f"{path}:{_cls(path)}")
         assert report.passed, [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"]
 
 
 def test_solution_class_is_the_reference_class(exported):
     """The solution is the exercise with the reference's lines in place of the buggy ones: the lesson's class."""
     for mid, path in exported["by_id"].items():
-        reference = mutants.reference_path(mid).read_text()  # the lesson's class, or its rotary version
+        reference = mutants.reference_path(mid).read_text()
         solution = exported["folder"] / "solutions" / path.name
         cls = next(n for n in rewrite.parse(solution.read_text()).body if isinstance(n, ast.ClassDef))
         assert ast.get_source_segment(solution.read_text(), cls) in reference, mid

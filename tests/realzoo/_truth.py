@@ -93,6 +93,15 @@ def _(mod):
     return ok_line(*cmp(m, ref, 10)) + ("d_in=10 d_out=12 H=3 qkv_bias",)
 
 
+@check("rasbt_ch03_causal_attention.py")
+def _(mod):
+    """The single-head form: the lesson's function with one head and no output projection (W_o = I, b_o = 0)."""
+    m = randomize(mod.CausalAttention(10, 12, CTX, 0.0, qkv_bias=True)).eval()
+    ref = lambda x: mha_forward(x, 1, m.W_query.weight, m.W_key.weight, m.W_value.weight, torch.eye(12),
+                                m.W_query.bias, m.W_key.bias, m.W_value.bias, None)
+    return ok_line(*cmp(m, ref, 10)) + ("d_in=10 d_out=12 single head qkv_bias",)
+
+
 @check("rasbt_ch03_mha_wrapper.py")
 def _(mod):
     m = randomize(mod.Ch03_MHA_Wrapper(10, 4, CTX, 0.0, 3, qkv_bias=True)).eval()
@@ -235,6 +244,19 @@ def _(mod):
     ref2 = lambda x: mha_forward(x, 3, cat("query") * s, cat("key"), cat("value"), m.proj.weight, None, None, None, m.proj.bias)
     err2, _ = cmp(m, ref2, 12)
     return err > 1e-3 and leak < TOL and err2 < TOL, f"max|out-ref|={err:.2e} (causal: leak={leak:.1e}); equals the reference with scale 1/sqrt(d_model) (err {err2:.1e})", ""
+
+
+@check("karpathy_ng_video_lecture_prefix_head.py")
+def _(mod):
+    """One Head as a single-head layer (one head, W_o = I): scaled by 1/sqrt(d_in) instead of 1/sqrt(d_out)."""
+    m = randomize(mod.build_head(10, 4, CTX)).eval()
+    eye = torch.eye(4)
+    ref = lambda x: mha_forward(x, 1, m.query.weight, m.key.weight, m.value.weight, eye)
+    err, leak = cmp(m, ref, 10)
+    s = (4 / 10) ** 0.5  # scaling q by sqrt(d_out/d_in) turns the reference's 1/sqrt(d_out) into 1/sqrt(d_in)
+    ref2 = lambda x: mha_forward(x, 1, m.query.weight * s, m.key.weight, m.value.weight, eye)
+    err2, _ = cmp(m, ref2, 10)
+    return err > 1e-3 and leak < TOL and err2 < TOL, f"max|out-ref|={err:.2e} (causal: leak={leak:.1e}); equals the single-head reference with scale 1/sqrt(d_in) (err {err2:.1e})", ""
 
 
 def _dropout_entry(mod, tuple_out):

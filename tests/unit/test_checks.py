@@ -34,7 +34,7 @@ def test_the_reference_passes(check):
 @pytest.mark.parametrize("check", [c for c in CHECKS if MADE_FOR[c.id]], ids=[c.id for c in CHECKS if MADE_FOR[c.id]])
 def test_the_mutant_made_for_it_fails(check):
     mid = MADE_FOR[check.id][0]
-    result = run(f"{mutants.source_path(mid)}:CausalMHA", [check.id])[check.id]
+    result = run(f"{mutants.source_path(mid)}:{mutants.class_name(mid)}", [check.id])[check.id]
     assert result.status == "fail" and len(result.message) > 20, (mid, result.status, result.message)
 
 

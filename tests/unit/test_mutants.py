@@ -6,14 +6,19 @@ import pytest
 import torch
 
 import mutants
-from reference import causal_mha, numpy_ref, rotary_mha, variants
+from reference import causal_attention, causal_mha, numpy_ref, rotary_mha, variants
 
 ALL = mutants.all_mutants()
 WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None]
 
 
-def _class_lines(module) -> list[str]:
-    return [line.rstrip() for line in inspect.getsource(module.CausalMHA).splitlines()]
+def _class_lines(module, name: str = "CausalMHA") -> list[str]:
+    return [line.rstrip() for line in inspect.getsource(getattr(module, name)).splitlines()]
+
+
+def _single(mutant) -> bool:
+    """A mutant of the single-head CausalAttention (reference/causal_attention.py), not of CausalMHA."""
+    return mutants.form(mutant.INFO.id) == "single-head"
 
 
 def _reference_of(mutant):
@@ -23,8 +28,9 @@ def _reference_of(mutant):
 
 @pytest.mark.parametrize("mutant", ALL, ids=[m.INFO.id for m in ALL])
 def test_every_changed_line_is_marked_as_the_bug(mutant):
-    reference = set(_class_lines(_reference_of(mutant)))
-    changed = [line for line in _class_lines(mutant) if line not in reference]
+    name = mutants.class_name(mutant.INFO.id)
+    reference = set(_class_lines(causal_attention if _single(mutant) else _reference_of(mutant), name))
+    changed = [line for line in _class_lines(mutant, name) if line not in reference]
     assert changed, "a mutant must differ from the reference"
     unmarked = [line for line in changed if "# BUG" not in line and not line.strip().startswith(("def ", ")"))]
     assert len(unmarked) <= 2, unmarked  # helper lines next to a marked bug, never a silent second change
@@ -38,18 +44,24 @@ def test_declared_variant_computes_what_the_mutant_computes(mutant, d_in, d_out,
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float64)
     try:
-        m = mutant.CausalMHA(d_in, heads, ctx, d_out=d_out).eval()
+        if _single(mutant):  # one head of width d_out, no output projection: W_o = I in the numpy reference
+            m, heads = mutant.CausalAttention(d_in, d_out, ctx, 0.0).eval(), 1
+        else:
+            m = mutant.CausalMHA(d_in, heads, ctx, d_out=d_out).eval()
     finally:
         torch.set_default_dtype(torch.float32)
     get = lambda lin, attr: None if getattr(lin, attr, None) is None else getattr(lin, attr).detach().numpy()
     out = getattr(m, "out", None)
-    w = numpy_ref.Weights(get(m.q, "weight"), get(m.k, "weight"), get(m.v, "weight"),
+    q, k, v = (m.W_query, m.W_key, m.W_value) if _single(mutant) else (m.q, m.k, m.v)
+    w = numpy_ref.Weights(get(q, "weight"), get(k, "weight"), get(v, "weight"),
                           get(out, "weight") if out is not None else np.eye(d_out), bo=get(out, "bias"))
     x = np.random.default_rng(1).standard_normal((2, n, d_in))
     got = m(torch.from_numpy(x)).detach().numpy()
     want = variants.forward(x, heads, w, **mutant.INFO.variant)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
-    if out is not None and mutant.INFO.id != "finite-fill-100":  # -100 differs below rounding: a gradient-only leak
+    same_widths = mutant.INFO.variant.get("scale") == "sqrt-d-in" and d_in == d_out  # sqrt(d_in) = sqrt(d_out)
+    # -100 differs below rounding: a gradient-only leak
+    if (out is not None or _single(mutant)) and mutant.INFO.id != "finite-fill-100" and not same_widths:
         assert not np.allclose(want, numpy_ref.forward(x, heads, w), equal_nan=True)
 
 

@@ -108,3 +108,29 @@ def test_partial_splits_hit_only_their_projections():
     assert numpy_ref.split_for("view-bhnd:kv", "v") == "view-bhnd" == numpy_ref.split_for("view-bhnd", "q")
     with pytest.raises(ValueError):
         numpy_ref.forward(x, 2, w, split="view-bhnd:z")
+
+
+@pytest.mark.parametrize("d_in,d_out,qkv_bias", [(3, 2, False), (6, 8, True), (8, 8, False)])
+def test_single_head_causal_attention_is_the_numpy_reference_with_one_head_and_no_output_projection(d_in, d_out,
+                                                                                                     qkv_bias):
+    """The single-head form (harness.wire.form) is checked against numpy_ref with heads=1 and W_o = I, b_o = 0:
+    the previous lesson's CausalAttention computes exactly that, forward and backward, in float64; its parameter
+    count is 3·d_in·d_out (+ 3·d_out with Q/K/V biases)."""
+    from reference.causal_attention import CausalAttention
+
+    torch.manual_seed(0)
+    m = CausalAttention(d_in, d_out, context_length=7, dropout=0.0, qkv_bias=qkv_bias).double().eval()
+    assert count(m) == 3 * d_in * d_out + (3 * d_out if qkv_bias else 0)
+    get = lambda lin: (lin.weight.detach().numpy(), None if lin.bias is None else lin.bias.detach().numpy())
+    (wq, bq), (wk, bk), (wv, bv) = get(m.W_query), get(m.W_key), get(m.W_value)
+    w = numpy_ref.Weights(wq, wk, wv, np.eye(d_out), bq, bk, bv, None)
+    x = torch.randn(2, 5, d_in, dtype=torch.float64, requires_grad=True)
+    y = m(x)
+    cache = {}
+    np.testing.assert_allclose(y.detach().numpy(), numpy_ref.forward(x.detach().numpy(), 1, w, cache=cache),
+                               rtol=1e-12, atol=1e-12)
+    gy = torch.randn_like(y)
+    (y * gy).sum().backward()
+    want = numpy_ref.backward(gy.numpy(), w, cache)
+    np.testing.assert_allclose(x.grad.numpy(), want["x"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(m.W_query.weight.grad.numpy(), want["wq"], rtol=1e-10, atol=1e-12)

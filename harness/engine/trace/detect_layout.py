@@ -138,6 +138,12 @@ def _raised(namer: Namer, op: dict) -> dict:
         return {"id": "keys-transposed-wrong", "text": (
             "the scores multiply q (B, H, n, dh) by keys transposed on the wrong axes (B, n, H, dh): use "
             f"k.transpose(2, 3) (or transpose(-2, -1)) to get (B, H, dh, n) ({message})")}
+    shapes = [list(t.get("shape") or []) for t in op["in"][:2]]
+    if op["op"] in MATMULS and len(shapes) == 2 and len(shapes[0]) == 3 and shapes[1] == shapes[0][::-1] and \
+            namer.sym(op["in"][0]) in ("B, n, d", "B, n, dh"):  # one head: keys.T on (B, n, d) reverses every axis
+        return {"id": "keys-transposed-wrong", "text": (
+            "the scores multiply the queries (B, n, d) by keys with every axis reversed: keys.T on a batch gives "
+            f"(d, n, B); use keys.transpose(1, 2) (or transpose(-2, -1)) to get (B, d, n) ({message})")}
     return {"id": "raised", "text": f"this operation raised {message}"}
 
 

@@ -9,7 +9,7 @@ from harness.engine.trace.registry import Findings, detector
 def heads_not_projected(f: Findings) -> None:
     """A complete forward with an attention of its own (not nn.MultiheadAttention) and no output projection."""
     labels = f.namer.labels
-    if f.complete and (f.named("softmax") or f.fused_sdpa) and not f.fused_mha and \
+    if f.complete and f.cfg.get("out_proj", True) and (f.named("softmax") or f.fused_sdpa) and not f.fused_mha and \
             not any(labels[i] == "output projection" for i in range(len(f.ops))):
         f.mark_whole("heads-not-projected", (
             "no output projection after the heads are merged: the heads cannot exchange information; add "

@@ -17,18 +17,22 @@ WORKED_CONFIG = Config(d_in=WORKED["d"], d_out=WORKED["d"], heads=WORKED["heads"
                        context_length=WORKED["context_length"], batch=WORKED["batch"], n=WORKED["n"])
 
 
-def declared_by() -> dict[str, list[str]]:
-    """detector id -> the mutants that declare it (`MutantInfo.trace`), from the catalogue."""
+def declared_by(form: str = "multi-head") -> dict[str, list[str]]:
+    """detector id -> the mutants of the layer's form (harness.wire.form) that declare it (`MutantInfo.trace`),
+    from the catalogue: a single-head layer's mark is named after a single-head mutant, a multi-head one's after
+    a multi-head mutant, though both copy the same mistake."""
     out: dict[str, list[str]] = {}
     for mid, entry in mutants.catalogue().items():
+        if mutants.form(mid) != form:
+            continue
         for detector in entry.get("trace", []):
             out.setdefault(detector, []).append(mid)
     return out
 
 
-def name_mistakes(found: list[dict]) -> list[dict]:
+def name_mistakes(found: list[dict], form: str = "multi-head") -> list[dict]:
     """Each marked mistake with the one known mistake (mutant) that declares its detector, when there is one."""
-    by_detector = declared_by()
+    by_detector = declared_by(form)
     for m in found:
         declared = by_detector.get(m["id"], [])
         m["mutant"] = declared[0] if len(declared) == 1 else None
@@ -38,9 +42,12 @@ def name_mistakes(found: list[dict]) -> list[dict]:
 def record(ctx, display: str = "") -> TraceResult:
     """Trace one forward pass of the worked example through the module behind `ctx` (called the proven way).
     Failures of the student's code end up in `result.error`, never as an exception."""
-    cfg = WORKED_CONFIG
-    result = TraceResult(display or ctx.subject.spec, "", dict(WORKED))
+    cfg, worked = WORKED_CONFIG, dict(WORKED)
+    result = TraceResult(display or ctx.subject.spec, "", worked)
     try:
+        form = ctx.form  # the worked example of the layer's own form: one head, no output projection for single
+        cfg = ctx.shaped(cfg)
+        worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}))
         result.construction = ctx.construction(cfg)
         inst = ctx.build(cfg)
         x = np.random.default_rng([ctx.seed, 31337]).standard_normal((cfg.batch, cfg.n, cfg.d_in))
@@ -53,12 +60,12 @@ def record(ctx, display: str = "") -> TraceResult:
         result.error = f"your forward raised {reply.raised}"
     if reply.output:
         result.output_shape = reply.output.get("shape")
-    steps, found, notes = analyse(reply.ops, WORKED, complete=not reply.raised and not result.truncated)
-    result.steps, result.mistakes = steps, name_mistakes(found)
-    name_mistakes([s.mistake for s in steps if s.mistake])
+    steps, found, notes = analyse(reply.ops, worked, complete=not reply.raised and not result.truncated)
+    result.steps, result.mistakes = steps, name_mistakes(found, form.name)
+    name_mistakes([s.mistake for s in steps if s.mistake], form.name)
     result.notes += notes
     result.lesson_order = lesson_order(steps)
-    result.missing = [s for s in LESSON_STEPS if s not in result.lesson_order]
+    result.missing = [s for s in LESSON_STEPS if s not in result.lesson_order and s not in form.absent_steps]
     if result.output_shape is not None and result.output_shape != [cfg.batch, cfg.n, cfg.d_out]:
         result.notes.append(f"the output has shape {tuple(result.output_shape)}, expected "
                             f"({cfg.batch}, {cfg.n}, {cfg.d_out})")

@@ -1,0 +1,97 @@
+"""The form of a class (harness.wire.form): single head only on the constructor's evidence, and what it changes —
+readings of the parameters without W_o, configurations with one head, the single-head parameter count."""
+import torch.nn as nn
+
+from harness.child import construct, layouts
+from harness.engine.search import draws
+from harness.wire.form import MULTI_HEAD, SINGLE_HEAD, form_of
+from reference.causal_attention import CausalAttention
+from reference.causal_mha import CausalMHA
+
+
+def _form(cls, overrides=None):
+    return form_of(construct.read_signature(cls, overrides or {}), overrides)
+
+
+class HeadSize(nn.Module):  # nanoGPT's Head(n_embd, head_size, block_size): one head of width head_size
+    def __init__(self, n_embd, head_size, block_size):
+        super().__init__()
+
+
+class ConfigOnly(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+
+
+class WidthOnly(nn.Module):  # heads hard-coded inside: no heads parameter, yet a width
+    def __init__(self, d_model, block_size):
+        super().__init__()
+
+
+class NothingKnown(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+
+def test_single_head_only_on_evidence_from_the_constructor():
+    assert _form(CausalAttention) is SINGLE_HEAD
+    assert _form(HeadSize) is SINGLE_HEAD and _form(WidthOnly) is SINGLE_HEAD
+    assert _form(CausalMHA) is MULTI_HEAD  # takes nheads
+    assert _form(ConfigOnly) is MULTI_HEAD  # a config object may hold the heads
+    assert _form(NothingKnown) is MULTI_HEAD  # no width: nothing says what it is
+    assert _form(WidthOnly, {"n": "@heads"}) is MULTI_HEAD  # --arg n=@heads binds a number of heads
+
+
+def test_single_head_form_fixes_one_head_and_no_output_projection():
+    assert SINGLE_HEAD.heads == 1 and not SINGLE_HEAD.out_proj
+    assert {"view-order", "head-invariance", "divisibility", "out-proj-bias"} <= set(SINGLE_HEAD.not_applicable)
+    assert all("single-head" in why for why in SINGLE_HEAD.not_applicable.values())
+    assert MULTI_HEAD.heads is None and MULTI_HEAD.out_proj and not MULTI_HEAD.not_applicable
+
+
+def test_three_linears_and_no_w_o_is_a_reading_of_the_single_head_form():
+    m = CausalAttention(6, 8, 7, 0.0, qkv_bias=True)
+    found, problem = layouts.discover(m, 6, 8, 1, out_proj=False)
+    assert problem == "" and len(found) == 1 and found[0].certain
+    assert found[0].describe() == {"wq": "W_query.weight", "wk": "W_key.weight", "wv": "W_value.weight",
+                                   "bq": "W_query.bias", "bk": "W_key.bias", "bv": "W_value.bias"}
+    assert layouts.discover(m, 6, 8, 1)[0] == []  # the multi-head reading needs a W_o
+
+
+def test_unnamed_linears_are_read_by_position_without_w_o():
+    class Unnamed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(6, 8), nn.Linear(6, 8), nn.Linear(6, 8)
+
+    class Fused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mix = nn.Linear(6, 24, bias=False)
+
+    found, _ = layouts.discover(Unnamed(), 6, 8, 1, out_proj=False)
+    assert [f.describe()["wq"] for f in found] == ["a.weight"]
+    found, _ = layouts.discover(Fused(), 6, 8, 1, out_proj=False)
+    assert [f.describe() for f in found] == [{"wq": "mix.weight[0:8]", "wk": "mix.weight[8:16]",
+                                              "wv": "mix.weight[16:24]"}]
+
+
+def test_an_output_projection_is_no_part_of_the_single_head_form():
+    found, problem = layouts.discover(CausalMHA(6, 2, 7, d_out=8), 6, 8, 1, out_proj=False)
+    assert found == [] and "single-head" in problem
+
+
+def test_draws_keep_the_forms_number_of_heads():
+    fixed = draws(True, True, min_heads=2, min_n=2, examples=6, fixed_heads=1)
+    assert len(fixed) == 6 and {c.heads for c in fixed} == {1} and all(c.n >= 2 for c in fixed)
+    assert draws(True, True, 2, 2, 6) == draws(True, True, 2, 2, 6, None)  # unchanged without a fixed number
+
+
+class UnreadDefault(nn.Module):  # tests/zoo/ours/default_heads_unknown_name.py: n_h=4 may be the heads
+    def __init__(self, d_model, max_len, n_h=4):
+        super().__init__()
+
+
+def test_a_parameter_mha_check_cannot_read_is_no_evidence_of_a_single_head():
+    assert _form(UnreadDefault) is MULTI_HEAD
+    assert _form(UnreadDefault, {"n_h": 1}) is SINGLE_HEAD  # --arg n_h=1: now every parameter is accounted for
