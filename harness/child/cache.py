@@ -26,7 +26,7 @@ import torch
 CACHE_ARGS = ("past_key_value", "past_key_values", "layer_past", "past_kv", "past", "kv_cache", "cache",
               "past_key_values_tuple", "layer_cache", "kv")
 FLAGS = ("use_cache", "use_kv_cache", "cache_enabled")
-POSITIONS = ("start_pos", "input_pos", "pos", "position", "offset", "cache_position")
+POSITIONS = ("start_pos", "input_pos", "cache_position", "pos")
 RESETS = ("reset_cache", "clear_cache", "reset_kv_cache", "clear_kv_cache", "reset_caches")
 
 
@@ -68,13 +68,15 @@ def find_api(module: torch.nn.Module) -> tuple[Api | None, str]:
     if cache_arg is not None and cache_arg not in optional:
         return None, (f"forward needs its {cache_arg} argument: mha-check cannot make a cache of the layer's own "
                       "type; check a factory that wraps your class with an empty cache")
-    if position is not None and position not in optional and cache_arg is None and flag is None:
+    if position is not None and cache_arg is None and flag is None:
+        if reset is None and not internal_tensors(module):  # a position without a cache (rotary offsets): none here
+            return None, ""
         return Api("positions", position=position, reset=reset), ""
     if cache_arg is not None:
         return Api("argument", cache_arg=cache_arg, flag=flag, position=position if position in optional else None,
                    reset=reset), ""
     if flag is not None:
-        return Api("internal", flag=flag, reset=reset), ""
+        return Api("internal", flag=flag, position=position if position in optional else None, reset=reset), ""
     if reset is not None:
         return None, (f"the layer has {reset}() but its forward takes no {FLAGS[0]}, cache or {POSITIONS[0]} "
                       "argument: mha-check cannot tell how to decode with it; check a factory whose module's "
@@ -130,7 +132,7 @@ def decode(module: torch.nn.Module, api: Api, data: tuple, x: torch.Tensor, chun
             return Decoded([], True, 0, e)
     cache, fed, grows, outputs = None, 0, True, []
     for i, size in enumerate(chunks):
-        piece = x[:, fed:fed + size]
+        piece = x[:, fed:fed + size].contiguous()  # a slice of the tokens is not; contiguity is its own check
         args = tuple(piece for _, kw in data if not kw)
         kwargs = {name: piece for name, kw in data if kw}
         if api.flag:
