@@ -24,6 +24,7 @@ from mutants._info import TOPICS
 
 BUG_COMMENT = re.compile(r"\s*# BUG\b.*$")
 REFERENCE = Path(reference.__file__).parent / "causal_mha.py"
+VARIANT_REFERENCES = {"kvcache-": REFERENCE.with_name("cached_mha.py")}  # a variant's mutants copy its own reference
 LESSON = "LM3-T5, multi-head attention"
 
 
@@ -70,7 +71,7 @@ def export(mutant_id: str, name: str = "exercise.py") -> Exported:
     mid = _id(mutant_id)
     entry = mutants.catalogue()[mid]
     imports, buggy = _parts(mutants.source_path(mid))
-    _, right = _parts(REFERENCE)
+    _, right = _parts(reference_of(mid))
     clean = [BUG_COMMENT.sub("", line) for line in buggy]
     task = _docstring(f"Exercise ({LESSON}): the causal multi-head attention layer below has one mistake.",
                       f"What you can observe: {entry['task']}",
@@ -78,13 +79,21 @@ def export(mutant_id: str, name: str = "exercise.py") -> Exported:
                       f"    mha-check {name}",
                       f"It passes when every check passes; `mha-check trace {name}` shows every step of the "
                       f"forward pass with its shapes. The part of the layer to look at: {entry['topic']}.")
-    changed = [ln.strip() for ln in right if ln not in buggy]
+    # the lesson's lines the mutant lacks, and those the fix puts back that the mutant has elsewhere (a reset line)
+    put_back = {j for op, _, _, j1, j2 in difflib.SequenceMatcher(a=clean, b=right, autojunk=False).get_opcodes()
+                if op != "equal" for j in range(j1, j2)}
+    changed = [ln.strip() for j, ln in enumerate(right) if ln not in buggy or j in put_back]
     answer = _docstring(f"Solution: {entry['title']}.", f"What goes wrong: {entry['symptom']}",
                         f"The fix (the lesson's line{'s' if len(changed) != 1 else ''}):",
                         "\n".join(f"    {ln}" for ln in changed),
                         f"`mha-check explain {mid}` tells the whole story, with a worked example.")
     return Exported("\n".join([task, *imports, "", "", *clean]) + "\n",
                     "\n".join([answer, *imports, "", "", *_fixed(clean, right)]) + "\n")
+
+
+def reference_of(mutant_id: str) -> Path:
+    """The reference file the mutant is a copy of: the lesson's layer, or its variant's (the KV cache's)."""
+    return next((path for prefix, path in VARIANT_REFERENCES.items() if mutant_id.startswith(prefix)), REFERENCE)
 
 
 def annotated(mutant_id: str) -> str:

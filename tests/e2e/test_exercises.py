@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.engine import rewrite
+from harness.frontends import exercises
 
 import mutants
 from conftest import ROOT
@@ -86,7 +87,8 @@ def test_exercise_fails_as_its_mutant_does(exported, mutant_id, reports):
 
 
 def test_solutions_pass_every_check(exported, reports):
-    assert 1 <= len(exported["solutions"]) <= 3  # the reference's class, with each mutant's own imports
+    # the reference's class (or a variant's: the KV cache's), with each mutant's own imports
+    assert 1 <= len(exported["solutions"]) <= 3 + len(exercises.VARIANT_REFERENCES)
     for path in exported["solutions"].values():
         report = reports(f"{path}:CausalMHA")
         assert report.passed, [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"]
@@ -94,8 +96,8 @@ def test_solutions_pass_every_check(exported, reports):
 
 def test_solution_class_is_the_reference_class(exported):
     """The solution is the exercise with the reference's lines in place of the buggy ones: the lesson's class."""
-    reference = (ROOT / "reference" / "causal_mha.py").read_text()
     for mid, path in exported["by_id"].items():
+        reference = exercises.reference_of(mid).read_text()
         solution = exported["folder"] / "solutions" / path.name
         cls = next(n for n in rewrite.parse(solution.read_text()).body if isinstance(n, ast.ClassDef))
         assert ast.get_source_segment(solution.read_text(), cls) in reference, mid
