@@ -47,6 +47,15 @@ def _wrong_positions(y: np.ndarray, ref: np.ndarray) -> list[int]:
     return [t for t in range(y.shape[1]) if compare(y[:, t], ref[:, t]) is not None]
 
 
+def _fits(reply: m.CacheResult, cfg: Config) -> bool:
+    """The decoded outputs cover the tokens the child says it fed: every token, or those before the call that
+    raised (the worker checks each call's output; this holds whatever a child sends)."""
+    if reply.y is None:
+        return reply.raised_at in (-1, 0) or not reply.api
+    tokens = cfg.n if reply.raised_at == -1 else reply.y.shape[1] if reply.y.ndim == 3 else -1
+    return reply.y.ndim == 3 and reply.y.shape[:2] == (cfg.batch, tokens) and tokens <= cfg.n
+
+
 @check(
     id="kv-cache",
     claim="with a KV cache, a prefix then one token at a time gives the full forward's output at every position, "
@@ -98,6 +107,9 @@ def _judge(entry, first: m.CacheResult, second: m.CacheResult):
                       "start_pos argument)")
     if first.problem:
         return cannot_tell(f"found a cache, driven as {first.api}, but {first.problem}", help=HELP)
+    if not (_fits(first, cfg) and _fits(second, cfg)):
+        return cannot_tell(f"{first.api}: the child's answer does not have the shape of the decoded outputs "
+                           f"({cfg.batch}, tokens fed, d_out)", help=HELP)
     ref_a = numpy_ref.forward(xa, cfg.heads, w)
     if first.raised_at == 0:
         return cannot_tell(f"{first.api} on an empty cache raised: {first.raised}; mha-check cannot tell whether it "

@@ -120,11 +120,13 @@ class Decoded:
     error: BaseException | None = None  # what it raised
 
 
-def decode(module: torch.nn.Module, api: Api, data: tuple, x: torch.Tensor, chunks: list[int], reset: bool,
+def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks: list[int], reset: bool,
            call, output) -> Decoded:
     """Feed x in chunks (lengths summing to x's length) with the cache on; `call(fn, *args, **kwargs)` runs the
-    student's code (raising StudentError), `output(result)` picks the output tensor.  `data`: the forward's input
-    parameters as the proven call style gives them ((name, keyword-only?), ...)."""
+    student's code (raising StudentError), `output(result)` picks the output tensor.  `arguments(chunk)`: the
+    forward's arguments as the proven call style gives them (harness.child.calling.Style.arguments): the input, and
+    a causal mask of the chunk's size where the layer takes one, which for a prompt on an empty cache is the mask it
+    needs and for one new token is a single "keep", broadcast over every cached key: right in every convention."""
     if reset and api.reset:
         try:
             call(getattr(module, api.reset))
@@ -133,8 +135,7 @@ def decode(module: torch.nn.Module, api: Api, data: tuple, x: torch.Tensor, chun
     cache, fed, grows, outputs = None, 0, True, []
     for i, size in enumerate(chunks):
         piece = x[:, fed:fed + size].contiguous()  # a slice of the tokens is not; contiguity is its own check
-        args = tuple(piece for _, kw in data if not kw)
-        kwargs = {name: piece for name, kw in data if kw}
+        args, kwargs = arguments(piece)
         if api.flag:
             kwargs[api.flag] = True
         if api.kind == "argument":

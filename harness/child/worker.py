@@ -331,17 +331,15 @@ class Worker:
         if not 0 <= request.style < len(styles):
             raise AdapterError(inst["calling"].problem or f"no call style {request.style}")
         style = styles[request.style]
-        if not style.bare:
-            return m.CacheResult(api.describe(), api.kind, problem=f"forward is called as {style.describe()}: with a "
-                                 "cache it would need a causal mask offset by the cached tokens, which mha-check does "
-                                 "not make; check a factory whose module makes its own mask")
+        if not style.bare and any(c > 1 for c in request.chunks[1:]):  # only a prompt and single tokens are masked
+            raise AdapterError("chunks of several tokens after the first need a mask offset by the cached tokens")
         x = self._tensor(request.x)
         if sum(request.chunks) != x.shape[1] or any(c < 1 for c in request.chunks):
             raise ValueError(f"chunks {request.chunks} do not cover {x.shape[1]} tokens")
         if any(mod.training for mod in module.modules()):
             self._student("forward", module.train, False)
         with torch.no_grad():
-            run = cache.decode(module, api, style.data, x, list(request.chunks), request.reset,
+            run = cache.decode(module, api, style.arguments, x, list(request.chunks), request.reset,
                                lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
         raised = ""
         if isinstance(run.error, ValueError) and str(run.error).startswith("forward returned shape"):
