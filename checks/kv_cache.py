@@ -14,8 +14,8 @@ layer without a cache passes with "does not apply"; a cache mha-check cannot dri
 """
 import numpy as np
 
-from checks import cannot_tell, check, failed, passed
-from checks.reference_match import reference_match
+from checks import cannot_tell, check, failed, passed, skipped
+from checks.output_shape import output_shape
 from harness.engine.compare import compare
 from harness.wire import messages as m
 from harness.wire.config import Config
@@ -23,6 +23,7 @@ from reference import numpy_ref
 
 HELP = ("check a factory (`def make(d, heads, context_length): ...`) that returns a module whose forward(x, "
         "use_cache=True) appends to the cache and whose reset_cache() empties it")
+NO_CACHE = "does not apply: the layer shows no KV cache (its forward takes no use_cache, cache or start_pos argument)"
 APPEND_ERROR = "must match except in dimension"  # torch.cat's message when the shapes differ off the appended axis
 
 
@@ -70,8 +71,7 @@ def _fits(reply: m.CacheResult, cfg: Config) -> bool:
     fix="""Append the new keys and values along the tokens' axis; mask with rows ptr .. ptr + n - 1 of the causal
     mask (self.mask[ptr:ptr + n, :n_keys]) and then advance ptr by n; in reset_cache() set the cached keys and
     values to None and ptr back to 0.""",
-    needs=(reference_match,),
-    weights=True,
+    needs=(output_shape,),  # not reference-match: a layer without a cache says so whatever its other mistakes
     example="""CausalMHA(6, 2, 7) with a cache, x: (2, 5, 6): forward(x[:, :2], use_cache=True), then x[:, 2:3],
     x[:, 3:4], x[:, 4:5] one call each: joined along the tokens, (2, 5, 8) must equal forward(x) (relative 1e-5)
     token 2 alone: its query is position 2, the cache holds keys 0, 1, 2
@@ -80,37 +80,49 @@ def _fits(reply: m.CacheResult, cfg: Config) -> bool:
     then reset_cache() and a second sequence of 5 (prefix 3): must equal its own full forward""",
 )
 def kv_cache(ctx):
+    if not ctx.mapping.certain:  # without weights nothing can be compared; whether there is a cache can be asked
+        inst = ctx.build(ctx.base)
+        x = ctx.input(ctx.base, "kv-cache-a")
+        (reply,) = inst.calls([m.CacheRun(inst.handle, x, _chunks(ctx.base.n, 2), True, inst.style)])
+        if not reply.api and not reply.problem:
+            return passed(NO_CACHE)
+        return cannot_tell("mha-check could not tell with certainty which of your parameters are W_q, W_k, W_v and "
+                           f"W_o ({ctx.mapping.problem}), so it does not judge your KV cache on a guess",
+                           help="--map ROLE=NAME (see reference-match)")
     groups, kept = [], []
     for cfg, prefix, prefix2 in _plans(ctx):
         inst = ctx.build(cfg)
         w = ctx.weights_for(inst, "kv-cache")
         ctx.transplant(inst, w)
         xa, xb = ctx.input(cfg, "kv-cache-a"), ctx.input(cfg, "kv-cache-b")
-        groups.append((inst, [m.CacheRun(inst.handle, xa, _chunks(cfg.n, prefix), True, inst.style),
+        groups.append((inst, [inst.forward_request(xa),
+                              m.CacheRun(inst.handle, xa, _chunks(cfg.n, prefix), True, inst.style),
                               m.CacheRun(inst.handle, xb, _chunks(cfg.n, prefix2), True, inst.style)]))
         kept.append((cfg, prefix, prefix2, w, xa, xb))
-    for (first, second), entry in zip(ctx.subject.frame_or_raise(groups), kept):
-        verdict = _judge(entry, first, second)
+    for (plain, first, second), entry in zip(ctx.subject.frame_or_raise(groups), kept):
+        verdict = _judge(entry, plain, first, second)
         if verdict is not None:
             return verdict
     return passed("a prefix, then one token per call, equals the reference at every position, and so does a second "
                   f"sequence after the reset, for every configuration tried (driven as {first.api})")
 
 
-def _judge(entry, first: m.CacheResult, second: m.CacheResult):
+def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
     """None when this configuration's two sequences decode right; else the outcome."""
     cfg, prefix, prefix2, w, xa, xb = entry
     if not first.api:
         if first.problem:
             return cannot_tell(first.problem, help=HELP)
-        return passed("does not apply: the layer shows no KV cache (its forward takes no use_cache, cache or "
-                      "start_pos argument)")
+        return passed(NO_CACHE)
     if first.problem:
         return cannot_tell(f"found a cache, driven as {first.api}, but {first.problem}", help=HELP)
+    ref_a = numpy_ref.forward(xa, cfg.heads, w)
+    if compare(plain.y, ref_a) is not None:  # wrong without its cache: reference-match's to report
+        return skipped("skipped: the layer's output differs from the reference without its cache (reference-match "
+                       "reports it), so decoding with the cache is not judged")
     if not (_fits(first, cfg) and _fits(second, cfg)):
         return cannot_tell(f"{first.api}: the child's answer does not have the shape of the decoded outputs "
                            f"({cfg.batch}, tokens fed, d_out)", help=HELP)
-    ref_a = numpy_ref.forward(xa, cfg.heads, w)
     if first.raised_at == 0:
         return cannot_tell(f"{first.api} on an empty cache raised: {first.raised}; mha-check cannot tell whether it "
                            "drives your cache the way your layer expects", help=HELP)

@@ -191,3 +191,26 @@ def test_a_cache_whose_first_call_does_not_reproduce_the_reference_is_cannot_tel
 def test_each_cache_mistake_fails_with_its_own_finding(mutant, finding):
     result = run(f"{mutants.source_path(mutant)}:CausalMHA")
     assert result.status == "fail" and result.details["finding"] == finding, result.message
+
+
+def test_a_layer_wrong_without_its_cache_is_not_judged_on_its_cache(tmp_path):
+    """reference-match reports the layer's mistake; kv-cache does not blame the cache for it."""
+    source = (ROOT / "reference" / "cached_mha.py").read_text().replace(" / self.dh ** 0.5", "")
+    path = tmp_path / "unscaled.py"
+    path.write_text(source)
+    result = run(f"{path}:CausalMHA")
+    assert result.status == "skip" and "reference-match" in result.message
+
+
+def test_without_a_certain_mapping_a_layer_without_a_cache_still_does_not_apply(tmp_path):
+    source = (ROOT / "reference" / "causal_mha.py").read_text()
+    for old, new in [("self.q, self.k, self.v", "self.a, self.b, self.c"),
+                     ("split(self.q(x)), split(self.k(x)), split(self.v(x))",
+                      "split(self.a(x)), split(self.b(x)), split(self.c(x))"),
+                     ("self.out = nn.Linear(d_out, d_out)", "self.mix = nn.Linear(d_out, d_out)"),
+                     ("self.out(ctx)", "self.mix(ctx)")]:
+        source = source.replace(old, new)
+    plain = tmp_path / "odd.py"
+    plain.write_text(source)
+    result = run(f"{plain}:CausalMHA")
+    assert result.status == "pass" and result.message.startswith("does not apply"), result.message
