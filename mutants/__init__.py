@@ -27,9 +27,11 @@ _REFERENCES = _DIR.parent / "reference"
 # Members of the lesson's family other than the multi-head layer: a mutant id's prefix -> the form it has
 # (harness.wire.form), the reference file it copies (in reference/) and its class's name.  A mutant of the
 # single-head CausalAttention is `mutants/single_<mistake>.py`, class CausalAttention; a rotary layer's
-# (`rope_<mistake>.py`) is a multi-head layer, a copy of reference/rotary_mha.py, whose class is CausalMHA too.
+# (`rope_<mistake>.py`) is a multi-head layer, a copy of reference/rotary_mha.py, whose class is CausalMHA too;
+# likewise a KV cache's (`kvcache_<mistake>.py`, reference/cached_mha.py).
 FAMILY = {"single-": ("single-head", "causal_attention.py", "CausalAttention"),
-          "rope-": ("multi-head", "rotary_mha.py", "CausalMHA")}
+          "rope-": ("multi-head", "rotary_mha.py", "CausalMHA"),
+          "kvcache-": ("multi-head", "cached_mha.py", "CausalMHA")}
 MULTI_HEAD = ("multi-head", "causal_mha.py", "CausalMHA")
 
 

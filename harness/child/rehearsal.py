@@ -71,7 +71,7 @@ def _requests(worker: Worker, cfg: dict, rng: np.random.Generator) -> list[m.Req
             m.Forward(handle, x, noncontig=True, want_x_after=True),
             m.Jacobian(handle, x, rng.standard_normal(cfg["d_out"])),
             m.Vjp(handle, x, rng.standard_normal((cfg["batch"], cfg["n"], cfg["d_out"])), layout=0),
-            m.Devices(handle, x), m.Trace(handle, x)]
+            m.Devices(handle, x), m.Trace(handle, x), m.CacheRun(handle, x, [cfg["n"]])]
 
 
 def _worker() -> Worker:

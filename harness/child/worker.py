@@ -33,7 +33,7 @@ import socket  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from harness.child import calling, construct, layouts  # noqa: E402
+from harness.child import cache, calling, construct, layouts  # noqa: E402
 from harness.child.recorders import DeviceRecorder, TraceRecorder  # noqa: E402
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
 from harness.child import torch_limits  # noqa: E402
@@ -96,6 +96,7 @@ class Worker:
         self.handlers = {m.Load: self.load, m.Build: self.build, m.Forward: self.forward, m.Vjp: self.vjp,
                          m.Jacobian: self.jacobian, m.ReadWeights: self.read, m.WriteWeights: self.write,
                          m.MetaForward: self.meta, m.Devices: self.devices, m.Trace: self.trace,
+                         m.CacheRun: self.cached,
                          m.Bye: lambda request: m.Done()}
 
     # -- helpers -------------------------------------------------------------------------------------------------
@@ -322,6 +323,40 @@ class Worker:
         except StudentError as e:
             raised = e.text
         return m.TraceResult(recorder.ops, recorder.truncated, raised, output)
+
+    def cached(self, request: m.CacheRun) -> m.Reply:
+        """Decode with the layer's KV cache (harness.child.cache), in eval mode without gradients; what the
+        student's code raises is reported in the answer, with the chunk it happened at, for the trusted side to
+        judge (on the first call it means mha-check did not find how to drive the cache)."""
+        inst = self._inst(request)
+        module, styles = inst["module"], inst["calling"].styles
+        api, problem = cache.find_api(module)
+        if api is None:
+            return m.CacheResult(problem=problem)
+        if not 0 <= request.style < len(styles):
+            raise AdapterError(inst["calling"].problem or f"no call style {request.style}")
+        style = styles[request.style]
+        if not style.bare and any(c > 1 for c in request.chunks[1:]):  # only a prompt and single tokens are masked
+            raise AdapterError("chunks of several tokens after the first need a mask offset by the cached tokens")
+        x = self._tensor(request.x)
+        if sum(request.chunks) != x.shape[1] or any(c < 1 for c in request.chunks):
+            raise ValueError(f"chunks {request.chunks} do not cover {x.shape[1]} tokens")
+        if any(mod.training for mod in module.modules()):
+            self._student("forward", module.train, False)
+        with torch.no_grad():
+            run = cache.decode(module, api, style.arguments, x, list(request.chunks), request.reset,
+                               lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
+        raised = ""
+        if isinstance(run.error, ValueError) and str(run.error).startswith("forward returned shape"):
+            raised = str(run.error)
+        elif run.error is not None:
+            if not isinstance(run.error, StudentError):
+                raise run.error
+            raised = run.error.text
+        if len({t.shape[-1] for t in run.outputs}) > 1:
+            run.outputs, raised, run.raised_at = [], "forward returned outputs of different widths", 0
+        y = torch.cat([t.detach().to(torch.float64) for t in run.outputs], dim=1).numpy() if run.outputs else None
+        return m.CacheResult(api.describe(), api.kind, y=y, grows=run.grows, raised=raised, raised_at=run.raised_at)
 
     # -- the loop --------------------------------------------------------------------------------------------------
     def answer(self, request: m.Request) -> m.Reply:

@@ -82,13 +82,17 @@ def export(mutant_id: str, name: str = "exercise.py") -> Exported:
                       f"    mha-check {name}",
                       f"It passes when every check passes; `mha-check trace {name}` shows every step of the "
                       f"forward pass with its shapes. The part of the layer to look at: {entry['topic']}.")
-    changed = [ln.strip() for ln in right if ln not in buggy]
+    # the lesson's lines the mutant lacks, and those the fix puts back that the mutant has elsewhere (a reset line)
+    put_back = {j for op, _, _, j1, j2 in difflib.SequenceMatcher(a=clean, b=right, autojunk=False).get_opcodes()
+                if op != "equal" for j in range(j1, j2)}
+    changed = [ln.strip() for j, ln in enumerate(right) if ln not in buggy or j in put_back]
     answer = _docstring(f"Solution: {entry['title']}.", f"What goes wrong: {entry['symptom']}",
                         f"The fix (the lesson's line{'s' if len(changed) != 1 else ''}):",
                         "\n".join(f"    {ln}" for ln in changed),
                         f"`mha-check explain {mid}` tells the whole story, with a worked example.")
     return Exported("\n".join([task, *imports, "", "", *clean]) + "\n",
                     "\n".join([answer, *imports, "", "", *_fixed(clean, right)]) + "\n")
+
 
 
 def annotated(mutant_id: str) -> str:

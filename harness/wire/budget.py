@@ -42,6 +42,8 @@ def reply_elements(request: m.Request, cfg: Config | None) -> int:
     width = x.shape[-1] if x is not None and x.ndim else 1
     if isinstance(request, m.Forward):
         return _output(x, cfg) + (x.size if request.want_x_after else 0)
+    if isinstance(request, m.CacheRun):  # the chunks' outputs, joined: one forward's output
+        return _output(x, cfg)
     if isinstance(request, m.Vjp):
         return _output(x, cfg) + x.size + _roles(cfg, width)
     if isinstance(request, m.Jacobian):

@@ -151,6 +151,19 @@ class Trace(Request):
 
 
 @dataclass
+class CacheRun(Request):
+    """Decode x with the layer's KV cache (harness.child.cache): the chunks' lengths sum to x's length; `reset`
+    empties the cache first (a new sequence)."""
+
+    op: ClassVar[str] = "cache"
+    handle: int
+    x: np.ndarray
+    chunks: list[int]
+    reset: bool = True
+    style: int = 0
+
+
+@dataclass
 class Bye(Request):
     op: ClassVar[str] = "bye"
 
@@ -278,15 +291,30 @@ class TraceResult(Reply):
     output: dict[str, JSON] | None = None
 
 
+@dataclass
+class CacheResult(Reply):
+    """What decoding with the cache gave: `api` "" when the layer shows no cache (then `problem` says why it cannot
+    be driven, or is "" for a layer without one); the outputs of the chunks run, joined along the tokens; whether the
+    cache held every token fed after each call; the student's error and the chunk that raised it (-1: none)."""
+
+    api: str = ""
+    kind: str = ""
+    problem: str = ""
+    y: np.ndarray | None = None
+    grows: bool = False
+    raised: str = ""
+    raised_at: int = -1
+
+
 REQUESTS: dict[str, type[Request]] = {c.op: c for c in (Load, Build, Forward, Vjp, Jacobian, ReadWeights,
-                                                         WriteWeights, MetaForward, Devices, Trace, Bye)}
+                                                         WriteWeights, MetaForward, Devices, Trace, CacheRun, Bye)}
 REPLIES: dict[str, type[Reply]] = {c.__name__: c for c in (Failed, Loaded, Built, Output, Gradients, JacobianResult,
                                                             Weights, Done, Ready, MetaResult, DevicesResult,
-                                                            TraceResult)}
+                                                            TraceResult, CacheResult)}
 ANSWERS: dict[type[Request], tuple[type[Reply], ...]] = {  # what each request may be answered with
     Load: (Loaded,), Build: (Built,), Forward: (Output,), Vjp: (Gradients,), Jacobian: (JacobianResult,),
     ReadWeights: (Weights,), WriteWeights: (Done,), MetaForward: (MetaResult,), Devices: (DevicesResult,),
-    Trace: (TraceResult,), Bye: (Done,),
+    Trace: (TraceResult,), CacheRun: (CacheResult,), Bye: (Done,),
 }
 
 

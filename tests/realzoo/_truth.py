@@ -715,6 +715,87 @@ def _(mod):
 @check("rasbt_llama2_mha_rope_half.py")
 def _(mod):
     return _rasbt_llama2_rope(mod, "half", FLOAT32_TOL)
+# ----------------------------------------------------------------------------------------------- KV-cache entries
+def _rasbt_ref(m, heads):
+    return lambda x: mha_forward(x, heads, m.W_query.weight, m.W_key.weight, m.W_value.weight, m.out_proj.weight,
+                                 m.W_query.bias, m.W_key.bias, m.W_value.bias, m.out_proj.bias)
+
+
+def _decoded(step, reset, x, prefix):
+    """A prompt of `prefix` tokens, then one token per call; `step(chunk)` -> output, `reset()` starts a sequence."""
+    reset()
+    with torch.no_grad():
+        return torch.cat([step(x[:, :prefix])] + [step(x[:, t:t + 1]) for t in range(prefix, x.shape[1])], 1)
+
+
+def _cache_err(m, ref, step, reset, d_in):
+    """max |decoded - reference| over two sequences (and prompts of 1, 3 and 6 tokens), with a reset between."""
+    err = 0.0
+    for i, prefix in enumerate((1, 3, 6)):
+        x = torch.randn(2, 8, d_in, generator=torch.Generator().manual_seed(200 + i))
+        err = max(err, (_decoded(step, reset, x, prefix) - ref(x)).abs().max().item())
+    return err
+
+
+def _internal_cache_entry(mod):
+    m = randomize(mod.MultiHeadAttention(10, 12, CTX, 0.0, 3, qkv_bias=True)).eval()
+    ref = _rasbt_ref(m, 3)
+    err, leak = cmp(m, ref, 10)
+    cache = _cache_err(m, ref, lambda c: m(c, use_cache=True), m.reset_cache, 10)
+    good, msg = ok_line(err, leak)
+    return (good and cache < TOL, msg + f" cached-decode-vs-ref={cache:.1e} (prompts 1, 3, 6 then one token per "
+            "call, reset_cache() between)", "d_in=10 d_out=12 H=3 qkv_bias")
+
+
+@check("rasbt_ch04_kv_cache_mha.py")
+def _(mod):
+    return _internal_cache_entry(mod)
+
+
+@check("rasbt_ch04_kv_cache_ptr_mha.py")
+def _(mod):
+    return _internal_cache_entry(mod)
+
+
+@check("rasbt_pkg_kv_cache_gpt2_mha.py")
+def _(mod):
+    m = randomize(mod.MultiHeadAttention(10, 12, CTX, 0.0, 3, qkv_bias=True)).eval()
+    ref = _rasbt_ref(m, 3)
+    err, leak = cmp(lambda x: m(x)[0], ref, 10)
+    x = torch.randn(2, 6, 10, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        prompt, cache = m(x[:, :3], use_cache=True)
+        prompt_err = (prompt - ref(x)[:, :3]).abs().max().item()
+        try:
+            m(x[:, 3:4], use_cache=True, cache=cache)
+            raised = ""
+        except RuntimeError as e:
+            raised = str(e).splitlines()[0]
+        # the fix of pull request #1048: rows, not columns, of the mask; with it the same decode equals the reference
+        fixed = lambda c, kv: _rows_fixed(m, c, kv)
+        out, kv = fixed(x[:, :3], None)
+        outs = [out]
+        for t in range(3, 6):
+            out, kv = fixed(x[:, t:t + 1], kv)
+            outs.append(out)
+        fixed_err = (torch.cat(outs, 1) - ref(x)).abs().max().item()
+    good = err < TOL and leak < TOL and prompt_err < TOL and "shape" in raised and fixed_err < TOL
+    return good, (f"no cache: max|out-ref|={err:.1e} leak={leak:.1e}; prompt of 3 on an empty cache {prompt_err:.1e}; "
+                  f"first decoded token raises: {raised[:90]}; with the mask's rows taken instead (PR #1048) the "
+                  f"decode equals the reference: {fixed_err:.1e}"), "d_in=10 d_out=12 H=3 qkv_bias"
+
+
+def _rows_fixed(m, x, cache):
+    """The entry's forward with causal_mask[-num_tokens:, :] (the upstream fix), written out here."""
+    b, n, _ = x.shape
+    split = lambda t: t.view(b, n, m.num_heads, m.head_dim).transpose(1, 2)
+    q, k, v = split(m.W_query(x)), split(m.W_key(x)), split(m.W_value(x))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+    L = k.shape[2]
+    mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)[-n:, :]
+    w = torch.softmax((q @ k.transpose(2, 3)).masked_fill(mask, float("-inf")) / m.head_dim ** 0.5, -1)
+    return m.out_proj((w @ v).transpose(1, 2).contiguous().view(b, n, m.d_out)), (k, v)
 
 
 def main():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mutants
-from reference import causal_attention, causal_mha, numpy_ref, rotary_mha, variants
+from reference import cached_mha, causal_attention, causal_mha, numpy_ref, rotary_mha, variants
 
 ALL = mutants.all_mutants()
 WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None]
@@ -22,14 +22,15 @@ def _single(mutant) -> bool:
 
 
 def _reference_of(mutant):
-    """The reference a mutant is a copy of (mutants.reference_path): the rotary one for the rope-* mutants."""
-    return rotary_mha if mutants.reference_path(mutant.INFO.id).name == "rotary_mha.py" else causal_mha
+    """The reference module a mutant is a copy of (mutants.reference_path): its family member's, or the lesson's."""
+    return {"rotary_mha.py": rotary_mha, "cached_mha.py": cached_mha, "causal_attention.py": causal_attention}.get(
+        mutants.reference_path(mutant.INFO.id).name, causal_mha)
 
 
 @pytest.mark.parametrize("mutant", ALL, ids=[m.INFO.id for m in ALL])
 def test_every_changed_line_is_marked_as_the_bug(mutant):
     name = mutants.class_name(mutant.INFO.id)
-    reference = set(_class_lines(causal_attention if _single(mutant) else _reference_of(mutant), name))
+    reference = set(_class_lines(_reference_of(mutant), name))
     changed = [line for line in _class_lines(mutant, name) if line not in reference]
     assert changed, "a mutant must differ from the reference"
     unmarked = [line for line in changed if "# BUG" not in line and not line.strip().startswith(("def ", ")"))]

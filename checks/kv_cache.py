@@ -1,0 +1,176 @@
+"""kv-cache: with the layer's KV cache, a prefix run followed by token-by-token decoding equals the full forward.
+
+A cache changes nothing a plain forward can see: the keys and values of the tokens already seen are kept, and each
+new token attends to them.  Its classic bugs (a mask not offset by the cached tokens, keys appended on the wrong
+axis, a cache or position pointer not reset between sequences, a pointer not advanced) only show while generating.
+So the child finds how the cache is driven (harness.child.cache: `use_cache=True` with `reset_cache()`, a cache
+argument handed back and forth, or a `start_pos`), decodes two sequences (a prefix, then one token at a time, with
+a reset between them), and the outputs are compared with the numpy reference computed here on the weights and
+inputs sent, never with the child's own full forward (which a child replaying its answers could copy).
+
+The way of driving the cache is proved by reproduction, never assumed: the first call, on an empty cache, must give
+the reference's outputs for the prefix, and a cache handed back by forward must hold every token fed so far.  A
+layer without a cache passes with "does not apply"; a cache mha-check cannot drive is *cannot tell*, with what helps.
+"""
+import numpy as np
+
+from checks import cannot_tell, check, failed, passed, skipped
+from checks.output_shape import output_shape
+from harness.engine.compare import compare
+from harness.wire import messages as m
+from harness.wire.config import Config
+from reference import numpy_ref
+
+HELP = ("check a factory (`def make(d, heads, context_length): ...`) that returns a module whose forward(x, "
+        "use_cache=True) appends to the cache and whose reset_cache() empties it")
+NO_CACHE = "does not apply: the layer shows no KV cache (its forward takes no use_cache, cache or start_pos argument)"
+APPEND_ERROR = "must match except in dimension"  # torch.cat's message when the shapes differ off the appended axis
+
+
+def _plans(ctx) -> list[tuple[Config, int, int]]:
+    """(configuration, prefix of the first sequence, prefix of the second): two configurations of the required
+    ones (the 64-token one would decode 60 tokens one call at a time for nothing new)."""
+    first, second = ctx.required_configs()[:2]
+    return [(first, 2, 3), (second, 1, 2)]
+
+
+def _chunks(n: int, prefix: int) -> list[int]:
+    return [prefix] + [1] * (n - prefix)
+
+
+def _first_key_only(x: np.ndarray, w: numpy_ref.Weights) -> np.ndarray:
+    """What every query gives when the mask lets it see the first token only: that token's value, projected out."""
+    v0 = x[:, 0] @ w.wv.T + w.bias("bv")
+    return v0 @ w.wo.T + (w.bo if w.bo is not None else 0.0)
+
+
+def _wrong_positions(y: np.ndarray, ref: np.ndarray) -> list[int]:
+    return [t for t in range(y.shape[1]) if compare(y[:, t], ref[:, t]) is not None]
+
+
+def _fits(reply: m.CacheResult, cfg: Config) -> bool:
+    """The decoded outputs cover the tokens the child says it fed: every token, or those before the call that
+    raised (the worker checks each call's output; this holds whatever a child sends)."""
+    if reply.y is None:
+        return reply.raised_at in (-1, 0) or not reply.api
+    tokens = cfg.n if reply.raised_at == -1 else reply.y.shape[1] if reply.y.ndim == 3 else -1
+    return reply.y.ndim == 3 and reply.y.shape[:2] == (cfg.batch, tokens) and tokens <= cfg.n
+
+
+@check(
+    id="kv-cache",
+    claim="with a KV cache, a prefix then one token at a time gives the full forward's output at every position, "
+          "and so does a second sequence after the cache is reset",
+    explanation="""Generation feeds the prompt once, then one token per call, with the keys and values of the
+    tokens seen kept in a cache. Every decoded position must equal what the full forward gives there: the new
+    query sits at position ptr (the number of cached tokens), so it takes row ptr of the causal mask and attends to
+    every cached key; the cache grows along the tokens' axis; and reset_cache() empties the keys, the values and the
+    position before the next sequence. mha-check finds how your layer's cache is driven (use_cache=True and
+    reset_cache(), a cache argument that forward returns, or start_pos) and compares the decoded outputs with the
+    reference on the same weights.""",
+    fix="""Append the new keys and values along the tokens' axis; mask with rows ptr .. ptr + n - 1 of the causal
+    mask (self.mask[ptr:ptr + n, :n_keys]) and then advance ptr by n; in reset_cache() set the cached keys and
+    values to None and ptr back to 0.""",
+    needs=(output_shape,),  # not reference-match: a layer without a cache says so whatever its other mistakes
+    example="""CausalMHA(6, 2, 7) with a cache, x: (2, 5, 6): forward(x[:, :2], use_cache=True), then x[:, 2:3],
+    x[:, 3:4], x[:, 4:5] one call each: joined along the tokens, (2, 5, 8) must equal forward(x) (relative 1e-5)
+    token 2 alone: its query is position 2, the cache holds keys 0, 1, 2
+      right: mask row 2 -> [F, F, F]: it attends to all three
+      mask not offset: row 0 -> [F, T, T]: it sees token 0 only
+    then reset_cache() and a second sequence of 5 (prefix 3): must equal its own full forward""",
+)
+def kv_cache(ctx):
+    if not ctx.mapping.certain:  # without weights nothing can be compared; whether there is a cache can be asked
+        inst = ctx.build(ctx.base)
+        x = ctx.input(ctx.base, "kv-cache-a")
+        (reply,) = inst.calls([m.CacheRun(inst.handle, x, _chunks(ctx.base.n, 2), True, inst.style)])
+        if not reply.api and not reply.problem:
+            return passed(NO_CACHE)
+        return cannot_tell("mha-check could not tell with certainty which of your parameters are W_q, W_k, W_v and "
+                           f"W_o ({ctx.mapping.problem}), so it does not judge your KV cache on a guess",
+                           help="--map ROLE=NAME (see reference-match)")
+    groups, kept = [], []
+    for cfg, prefix, prefix2 in _plans(ctx):
+        inst = ctx.build(cfg)
+        w = ctx.weights_for(inst, "kv-cache")
+        ctx.transplant(inst, w)
+        xa, xb = ctx.input(cfg, "kv-cache-a"), ctx.input(cfg, "kv-cache-b")
+        groups.append((inst, [inst.forward_request(xa),
+                              m.CacheRun(inst.handle, xa, _chunks(cfg.n, prefix), True, inst.style),
+                              m.CacheRun(inst.handle, xb, _chunks(cfg.n, prefix2), True, inst.style)]))
+        kept.append((cfg, prefix, prefix2, w, xa, xb))
+    for (plain, first, second), entry in zip(ctx.subject.frame_or_raise(groups), kept):
+        verdict = _judge(entry, plain, first, second)
+        if verdict is not None:
+            return verdict
+    return passed("a prefix, then one token per call, equals the reference at every position, and so does a second "
+                  f"sequence after the reset, for every configuration tried (driven as {first.api})")
+
+
+def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
+    """None when this configuration's two sequences decode right; else the outcome."""
+    cfg, prefix, prefix2, w, xa, xb = entry
+    if not first.api:
+        if first.problem:
+            return cannot_tell(first.problem, help=HELP)
+        return passed(NO_CACHE)
+    if first.problem:
+        return cannot_tell(f"found a cache, driven as {first.api}, but {first.problem}", help=HELP)
+    ref_a = numpy_ref.forward(xa, cfg.heads, w)
+    if compare(plain.y, ref_a) is not None:  # wrong without its cache: reference-match's to report
+        return skipped("skipped: the layer's output differs from the reference without its cache (reference-match "
+                       "reports it), so decoding with the cache is not judged")
+    if not (_fits(first, cfg) and _fits(second, cfg)):
+        return cannot_tell(f"{first.api}: the child's answer does not have the shape of the decoded outputs "
+                           f"({cfg.batch}, tokens fed, d_out)", help=HELP)
+    if first.raised_at == 0:
+        return cannot_tell(f"{first.api} on an empty cache raised: {first.raised}; mha-check cannot tell whether it "
+                           "drives your cache the way your layer expects", help=HELP)
+    start = first.y[:, :prefix] if first.y is not None else None
+    if start is None or compare(start, ref_a[:, :prefix]) is not None:
+        why = (compare(start, ref_a[:, :prefix]).describe(("cached", "reference")) if start is not None
+               else "no output")
+        return cannot_tell(f"{first.api}: the first call, on an empty cache, does not reproduce the reference for "
+                           f"the prefix ({why}), so mha-check does not know how your layer wants its cache driven",
+                           help=HELP)
+    if first.kind == "argument" and not first.grows:
+        return passed(f"does not apply: forward takes a cache argument ({first.api}), but what it returns does not "
+                      "hold the tokens fed so far: the layer keeps no KV cache of its own")
+    where = f"{cfg.describe()}, prefix of {prefix} then one token per call, with {first.api}"
+    if first.raised_at > 0:
+        position = prefix + first.raised_at - 1
+        appended = APPEND_ERROR in first.raised
+        return failed(f"{where}: decoding token {position} raised: {first.raised}"
+                      + ("; torch.cat could not append the new keys or values to the cache: they differ from it on "
+                         "an axis other than the one appended along, so the cache is appended on the wrong axis"
+                         if appended else ""), config=cfg, observed="an exception while decoding",
+                      expected="the full forward's output", finding="append shapes" if appended else "decode raised")
+    wrong = _wrong_positions(first.y, ref_a)
+    if wrong:
+        t = wrong[0]
+        mismatch = compare(first.y[:, t], ref_a[:, t])
+        said = (f"{where}: decoded token {t} differs from the full forward's: "
+                + mismatch.describe(("cached", "reference")))
+        if t == prefix and compare(first.y[:, t], _first_key_only(xa, w)) is None:
+            return failed(said + f"; it equals token 0's value alone: the new query at position {t} was masked "
+                          "with row 0 of the causal mask, not row " + str(t) + " (the mask is not offset by the "
+                          "cached tokens)", config=cfg, observed="attends to token 0 only",
+                          expected="attends to tokens 0.." + str(t), finding="mask not offset")
+        if t == prefix:
+            return failed(said + "; the first decoded token is already wrong", config=cfg,
+                          observed=f"positions {wrong} wrong", expected="every position right", finding="decode wrong")
+        return failed(said + f"; the prefix and the first decoded token(s) are right, from token {t} on they are not: "
+                      "what the cache or its position counts stops following the tokens fed (a position pointer "
+                      "not advanced by the tokens of each call)", config=cfg, observed=f"positions {wrong} wrong",
+                      expected="every position right", finding="decode drifts")
+    ref_b = numpy_ref.forward(xb, cfg.heads, w)
+    if second.raised or second.y is None or _wrong_positions(second.y, ref_b):
+        what = (f"raised: {second.raised}" if second.raised else
+                f"token {_wrong_positions(second.y, ref_b)[0]} differs from its full forward: "
+                + compare(second.y, ref_b).describe(("cached", "reference")) if second.y is not None else "no output")
+        reset = "after the reset" if "between sequences" in first.api else "starting from an empty cache"
+        return failed(f"{cfg.describe()}: the first sequence decodes right, but a second one {reset} (prefix of "
+                      f"{prefix2}, then one token per call) {what}: the cache, or its position, still holds the first "
+                      "sequence", config=cfg, observed="the second sequence wrong",
+                      expected="each sequence equal to its own full forward", finding="not reset")
+    return None

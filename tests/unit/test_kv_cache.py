@@ -1,0 +1,216 @@
+"""The kv-cache check on its own, in this process: the ways of driving a cache (harness.child.cache) are found from
+the forward's parameters and proved by the numbers; a layer without a cache passes with "does not apply", a cache
+mha-check cannot drive is cannot tell, and each cache mistake fails with its own finding."""
+from __future__ import annotations
+
+import io
+import numpy as np
+import pytest
+import torch
+
+import mutants
+from conftest import ROOT
+from harness.child import cache, worker
+from harness.child.inprocess import InProcessSubject
+from harness.engine.runner import Options, run_checks
+from harness.wire import budget, protocol
+from harness.wire import messages as m
+from harness.wire.config import Config
+from reference.cached_mha import CausalMHA as Cached
+from reference.causal_mha import CausalMHA as Plain
+
+CACHED = f"{ROOT / 'reference' / 'cached_mha.py'}:CausalMHA"
+PLAIN = f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA"
+
+# a correct layer whose cache is an argument handed back and forth (Hugging Face's past_key_value)
+HF_STYLE = '''
+import torch
+import torch.nn as nn
+
+
+class Attn(nn.Module):
+    def __init__(self, d_in, d_out, context_length, num_heads):
+        super().__init__()
+        self.h, self.dh = num_heads, d_out // num_heads
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d_in, d_out, bias=False) for _ in range(3))
+        self.o_proj = nn.Linear(d_out, d_out)
+
+    def forward(self, x, past_key_value=None, use_cache=False):
+        b, n, _ = x.shape
+        split = lambda t: t.view(b, n, self.h, self.dh).transpose(1, 2)
+        q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
+        if past_key_value is not None:
+            k, v = torch.cat([past_key_value[0], k], dim=2), torch.cat([past_key_value[1], v], dim=2)
+        keys = k.shape[2]
+        future = torch.ones(n, keys, dtype=torch.bool, device=x.device).triu(keys - n + 1)
+        w = torch.softmax((q @ k.transpose(2, 3) / self.dh ** 0.5).masked_fill(future, float("-inf")), -1)
+        out = self.o_proj((w @ v).transpose(1, 2).reshape(b, n, self.h * self.dh))
+        return out, ((k, v) if use_cache else None)
+'''
+
+# Meta llama's way: a cache of its own, preallocated, written at start_pos
+POSITIONS_STYLE = '''
+import torch
+import torch.nn as nn
+
+
+class Attn(nn.Module):
+    def __init__(self, d_in, d_out, context_length, num_heads, max_batch_size=4):
+        super().__init__()
+        self.h, self.dh = num_heads, d_out // num_heads
+        self.wq, self.wk, self.wv = (nn.Linear(d_in, d_out, bias=False) for _ in range(3))
+        self.wo = nn.Linear(d_out, d_out)
+        self.register_buffer("cache_k", torch.zeros(max_batch_size, context_length, num_heads, self.dh),
+                             persistent=False)
+        self.register_buffer("cache_v", torch.zeros(max_batch_size, context_length, num_heads, self.dh),
+                             persistent=False)
+
+    def forward(self, x, start_pos=0):
+        b, n, _ = x.shape
+        q = self.wq(x).view(b, n, self.h, self.dh)
+        self.cache_k[:b, start_pos:start_pos + n] = self.wk(x).view(b, n, self.h, self.dh)
+        self.cache_v[:b, start_pos:start_pos + n] = self.wv(x).view(b, n, self.h, self.dh)
+        k, v = self.cache_k[:b, :start_pos + n], self.cache_v[:b, :start_pos + n]
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        future = torch.ones(n, start_pos + n, dtype=torch.bool, device=x.device).triu(start_pos + 1)
+        w = torch.softmax((q @ k.transpose(2, 3) / self.dh ** 0.5).masked_fill(future, float("-inf")), -1)
+        return self.wo((w @ v).transpose(1, 2).reshape(b, n, self.h * self.dh))
+'''
+
+
+def run(target: str, **options):
+    opts = Options(only=["kv-cache"], examples=2, diagnose=False, **options)
+    return run_checks(target, opts, subject=InProcessSubject(target, opts.overrides, opts.seed))["kv-cache"]
+
+
+def _written(tmp_path, source: str, name: str = "attn.py") -> str:
+    path = tmp_path / name
+    path.write_text(source)
+    return f"{path}:Attn"
+
+
+def test_the_ways_of_driving_a_cache_are_found_from_the_forward_and_the_methods():
+    torch.manual_seed(0)
+    assert cache.find_api(Cached(6, 2, 7)) == (cache.Api("internal", flag="use_cache", reset="reset_cache"), "")
+    assert cache.find_api(Plain(6, 2, 7)) == (None, "")
+
+    class Arg(torch.nn.Module):
+        def forward(self, x, kv_cache=None):
+            return x, kv_cache
+
+    class Needs(torch.nn.Module):
+        def forward(self, x, cache):
+            return x
+
+    class ResetOnly(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+        def clear_cache(self):
+            pass
+
+    class RotaryOffset(torch.nn.Module):  # a position argument, but no cache anywhere
+        def forward(self, x, start_pos=0):
+            return x
+
+    assert cache.find_api(Arg()) == (cache.Api("argument", cache_arg="kv_cache"), "")
+    assert cache.find_api(Needs())[0] is None and "factory" in cache.find_api(Needs())[1]
+    assert cache.find_api(ResetOnly())[0] is None and "clear_cache()" in cache.find_api(ResetOnly())[1]
+    assert cache.find_api(RotaryOffset()) == (None, "")
+
+
+def test_the_worker_decodes_chunk_by_chunk_and_says_when_there_is_no_cache():
+    torch.set_default_dtype(torch.float64)
+    try:
+        w = worker.Worker(own_process=False)
+        w.answer(m.Load(CACHED, str(ROOT), submission=False))
+        handle = w.answer(m.Build(Config(6, 8, 2, 7).to_dict(), handle=0)).handle
+        x = np.random.default_rng(0).standard_normal((2, 5, 6))
+        full = w.answer(m.Forward(handle, x)).y
+        got = w.answer(m.CacheRun(handle, x, [2, 1, 1, 1]))
+        again = w.answer(m.CacheRun(handle, x, [3, 1, 1]))
+        plain = worker.Worker(own_process=False)
+        plain.answer(m.Load(PLAIN, str(ROOT), submission=False))
+        plain.answer(m.Build(Config(6, 8, 2, 7).to_dict(), handle=0))
+        none = plain.answer(m.CacheRun(0, x, [2, 1, 1, 1]))
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert got.kind == "internal" and got.grows and got.raised_at == -1 and "reset_cache()" in got.api
+    np.testing.assert_allclose(got.y, full, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(again.y, full, rtol=1e-12, atol=1e-12)
+    assert (none.api, none.problem, none.y) == ("", "", None)
+
+
+def test_the_cache_request_and_its_reply_cross_the_wire_and_fit_the_budget():
+    x = np.zeros((2, 5, 6))
+    request = m.CacheRun(3, x, [2, 1, 1, 1], reset=False, style=1)
+    header, arrays = protocol.decode(io.BytesIO(m.encode_batch([request])))
+    (sent,) = m.decode_requests(header, arrays)
+    assert (sent.handle, sent.chunks, sent.reset, sent.style) == (3, [2, 1, 1, 1], False, 1)
+    assert np.array_equal(sent.x, x)
+    reply = m.CacheResult("forward(x, use_cache=True)", "internal", y=np.ones((2, 5, 8)), grows=True)
+    header, arrays = protocol.decode(io.BytesIO(m.encode_batch([reply])))
+    (back,) = m.decode_replies(header, arrays)
+    assert back.api == reply.api and back.grows and np.array_equal(back.y, reply.y)
+    assert budget.reply_elements(request, Config(6, 8, 2, 7)) == 2 * 5 * 8
+
+
+def test_the_cached_reference_passes_and_a_layer_without_a_cache_does_not_apply():
+    assert run(CACHED).status == "pass"
+    plain = run(PLAIN)
+    assert plain.status == "pass" and plain.message.startswith("does not apply")
+
+
+@pytest.mark.parametrize("source", [HF_STYLE, POSITIONS_STYLE], ids=["past_key_value", "start_pos"])
+def test_correct_caches_in_other_styles_pass(tmp_path, source):
+    result = run(_written(tmp_path, source))
+    assert result.status == "pass" and "every position" in result.message, result.message
+
+
+def test_a_cache_argument_that_returns_no_cache_does_not_apply(tmp_path):
+    """whisper's self-attention: forward(x, kv_cache=None) returns (out, attention weights), the cache is filled by
+    hooks of the model's: decoding with what it returns would blame a correct layer."""
+    source = HF_STYLE.replace("past_key_value=None, use_cache=False", "kv_cache=None").replace(
+        "if past_key_value is not None:", "if False:").replace("return out, ((k, v) if use_cache else None)",
+                                                               "return out, w")
+    result = run(_written(tmp_path, source))
+    assert result.status == "pass" and result.message.startswith("does not apply"), result.message
+
+
+def test_a_cache_whose_first_call_does_not_reproduce_the_reference_is_cannot_tell(tmp_path):
+    source = HF_STYLE.replace("return out, ((k, v) if use_cache else None)",
+                              "return (2 * out if use_cache else out), ((k, v) if use_cache else None)")
+    result = run(_written(tmp_path, source))
+    assert result.status == "cannot_tell" and "empty cache" in result.message and "factory" in result.help
+
+
+@pytest.mark.parametrize("mutant,finding", [("kvcache-mask-not-offset", "mask not offset"),
+                                            ("kvcache-wrong-axis", "append shapes"),
+                                            ("kvcache-not-reset", "not reset"),
+                                            ("kvcache-position-not-advanced", "decode drifts")])
+def test_each_cache_mistake_fails_with_its_own_finding(mutant, finding):
+    result = run(f"{mutants.source_path(mutant)}:CausalMHA")
+    assert result.status == "fail" and result.details["finding"] == finding, result.message
+
+
+def test_a_layer_wrong_without_its_cache_is_not_judged_on_its_cache(tmp_path):
+    """reference-match reports the layer's mistake; kv-cache does not blame the cache for it."""
+    source = (ROOT / "reference" / "cached_mha.py").read_text().replace(" / self.dh ** 0.5", "")
+    path = tmp_path / "unscaled.py"
+    path.write_text(source)
+    result = run(f"{path}:CausalMHA")
+    assert result.status == "skip" and "reference-match" in result.message
+
+
+def test_without_a_certain_mapping_a_layer_without_a_cache_still_does_not_apply(tmp_path):
+    source = (ROOT / "reference" / "causal_mha.py").read_text()
+    for old, new in [("self.q, self.k, self.v", "self.a, self.b, self.c"),
+                     ("split(self.q(x)), split(self.k(x)), split(self.v(x))",
+                      "split(self.a(x)), split(self.b(x)), split(self.c(x))"),
+                     ("self.out = nn.Linear(d_out, d_out)", "self.mix = nn.Linear(d_out, d_out)"),
+                     ("self.out(ctx)", "self.mix(ctx)")]:
+        source = source.replace(old, new)
+    plain = tmp_path / "odd.py"
+    plain.write_text(source)
+    result = run(f"{plain}:CausalMHA")
+    assert result.status == "pass" and result.message.startswith("does not apply"), result.message
