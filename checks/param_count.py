@@ -90,8 +90,11 @@ def param_count(ctx):
         if biases is not None and explicit_qkv and "qkv_bias" in ctx.signature.accepts:
             has = {"bq", "bk", "bv"} & biases
             if cfg.qkv_bias and len(has) < 3 or not cfg.qkv_bias and has:
-                return failed(f"built with qkv_bias={cfg.qkv_bias}, the Q/K/V projections have biases "
-                              f"{sorted(has) or 'none'}", observed=str(sorted(has)), expected=str(cfg.qkv_bias),
+                found = ", ".join(f"b_{b[1]}" for b in sorted(has)) or "no bias"
+                return failed(f"built with qkv_bias={cfg.qkv_bias}, the Q/K/V projections have {found}: the "
+                              "constructor takes qkv_bias and does not follow it",
+                              observed=f"Q/K/V biases: {found}",
+                              expected="b_q, b_k, b_v" if cfg.qkv_bias else "no Q/K/V bias",
                               finding="qkv_bias ignored")
         if got in allowed:
             return None
