@@ -98,7 +98,7 @@ def kv_cache(ctx):
         groups.append((inst, [inst.forward_request(xa),
                               m.CacheRun(inst.handle, xa, _chunks(cfg.n, prefix), True, inst.style),
                               m.CacheRun(inst.handle, xb, _chunks(cfg.n, prefix2), True, inst.style)]))
-        kept.append((cfg, prefix, prefix2, w, xa, xb))
+        kept.append((cfg, prefix, prefix2, w, xa, xb, ctx.rope))  # a rotary layer: decoded against its rotary form
     for (plain, first, second), entry in zip(ctx.subject.frame_or_raise(groups), kept):
         verdict = _judge(entry, plain, first, second)
         if verdict is not None:
@@ -109,14 +109,14 @@ def kv_cache(ctx):
 
 def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
     """None when this configuration's two sequences decode right; else the outcome."""
-    cfg, prefix, prefix2, w, xa, xb = entry
+    cfg, prefix, prefix2, w, xa, xb, rope = entry
     if not first.api:
         if first.problem:
             return cannot_tell(first.problem, help=HELP)
         return passed(NO_CACHE)
     if first.problem:
         return cannot_tell(f"found a cache, driven as {first.api}, but {first.problem}", help=HELP)
-    ref_a = numpy_ref.forward(xa, cfg.heads, w)
+    ref_a = numpy_ref.forward(xa, cfg.heads, w, rope=rope)
     if compare(plain.y, ref_a) is not None:  # wrong without its cache: reference-match's to report
         return skipped("skipped: the layer's output differs from the reference without its cache (reference-match "
                        "reports it), so decoding with the cache is not judged")
@@ -163,7 +163,7 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
                       "what the cache or its position counts stops following the tokens fed (a position pointer "
                       "not advanced by the tokens of each call)", config=cfg, observed=f"positions {wrong} wrong",
                       expected="every position right", finding="decode drifts")
-    ref_b = numpy_ref.forward(xb, cfg.heads, w)
+    ref_b = numpy_ref.forward(xb, cfg.heads, w, rope=rope)
     if second.raised or second.y is None or _wrong_positions(second.y, ref_b):
         what = (f"raised: {second.raised}" if second.raised else
                 f"token {_wrong_positions(second.y, ref_b)[0]} differs from its full forward: "
