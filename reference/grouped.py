@@ -49,3 +49,15 @@ def collapse(g: np.ndarray, kv_heads: int, pairing: str = "interleave") -> np.nd
     out = np.zeros((g.shape[0], kv_heads) + g.shape[2:])
     np.add.at(out, (slice(None), kv_index(g.shape[1], kv_heads, pairing)), g)
     return out
+
+
+def opposed(wq: np.ndarray, kv_rows: int, heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """(W_q', W_k') with every query head's projection the exact negative of its key/value head's: W_k' is the first
+    kv_rows rows of W_q, negated, and query head h gets key/value head h // group's block, so each score is
+    -|q|², as W_k = -W_q gives in plain multi-head attention (kv_rows = d_out: W_q kept)."""
+    if kv_rows == wq.shape[0]:
+        return wq, -wq
+    dh = wq.shape[0] // heads
+    blocks = wq[:kv_rows]
+    rows = np.concatenate([blocks[j * dh:(j + 1) * dh] for j in kv_index(heads, kv_rows // dh)])
+    return rows, -blocks

@@ -185,6 +185,18 @@ def _numeric(ctx, possible: list[str]) -> list[str]:
             return []
         used += 1
         expected = numpy_ref.forward(x, cfg.heads, w)
-        matching = {m for m in matching
-                    if same(y, theirs := variants.forward(x, cfg.heads, w, **knobs[m])) and not same(theirs, expected)}
+        matching = {m for m in matching if _fits(y, x, cfg.heads, w, knobs[m], expected)}
     return sorted(matching) if used else []
+
+
+def _fits(y, x, heads: int, w, knobs: dict, expected) -> bool:
+    """The output is the mistake's (and not the reference's); a grouped-query mistake where it cannot show (key/value
+    heads as many as the heads, or one shared head: every pairing is the same) leaves the question open when the
+    output is the reference's."""
+    grouped_knobs = bool(set(knobs) & set(variants.GROUPED_KNOBS))
+    if not variants.applies(w, heads, knobs):
+        return grouped_knobs and w.wk.shape[0] == w.d_out and same(y, expected)
+    theirs = variants.forward(x, heads, w, **knobs)
+    if same(theirs, expected):
+        return grouped_knobs and same(y, expected)
+    return same(y, theirs)
