@@ -103,6 +103,10 @@ def param_count(ctx):
         explained = {_explain_difference(got - a, cfg) for a in allowed} - {("", "count: other")}
         want = allowed[0] if biases is not None else min(allowed, key=lambda a: abs(a - got))
         looks_like, code = next(iter(explained)) if len(explained) == 1 else ("", "count: other")
+        if kv is not None and kv != cfg.d_out and biases is not None and got == _expected(cfg, biases):
+            looks_like, code = (f"W_k and W_v of {cfg.d_out} rows, one key/value head per query head: the number of "
+                                f"key/value heads ({kv // cfg.head_width}) is taken but not used",
+                                "count: kv heads ignored")
         which = (f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
                  " with any set of biases")
         formula = (f"3·{cfg.d_in}·{cfg.d_out}" if kv is None or kv == cfg.d_out else

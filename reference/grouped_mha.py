@@ -19,9 +19,9 @@ class GroupedMHA(nn.Module):
         if nheads % kv_heads != 0:
             raise ValueError(f"nheads={nheads} is not divisible by kv_heads={kv_heads}")
         self.h, self.kv, self.dh = nheads, kv_heads, d_out // nheads
-        self.group = nheads // kv_heads  # query heads per key/value head
+        self.group = self.h // self.kv  # query heads per key/value head
         self.q = nn.Linear(d, d_out, bias=qkv_bias)
-        self.k, self.v = (nn.Linear(d, kv_heads * self.dh, bias=qkv_bias) for _ in range(2))
+        self.k, self.v = (nn.Linear(d, self.kv * self.dh, bias=qkv_bias) for _ in range(2))
         self.out = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
@@ -32,8 +32,7 @@ class GroupedMHA(nn.Module):
         q = self.q(x).view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)
         k = self.k(x).view(B, n, self.kv, self.dh).transpose(1, 2)  # (B, KV, n, dh)
         v = self.v(x).view(B, n, self.kv, self.dh).transpose(1, 2)
-        k = k.repeat_interleave(self.group, dim=1)  # (B, H, n, dh): query head h uses key/value head h // group
-        v = v.repeat_interleave(self.group, dim=1)
+        k, v = (t.repeat_interleave(self.group, dim=1) for t in (k, v))  # (B, H, n, dh): head h uses h // group
         scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)
         scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
         w = torch.softmax(scores, dim=-1)

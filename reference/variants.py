@@ -33,12 +33,12 @@ GROUPED_KNOBS = ("kv_heads", "kv_pairing", "kv_mask")  # mistakes of grouped-que
 
 
 def applies(w: Weights, heads: int, knobs: dict) -> bool:
-    """Whether `knobs` describe a layer these weights can be: a grouped mistake needs key/value heads shared by
-    several query heads, and a layer with narrower W_k, W_v cannot compute keys with W_q."""
+    """Whether `knobs` describe a layer these weights can be: pairing query heads with key/value heads needs key/value
+    heads narrower than the queries, and a layer with narrower W_k, W_v cannot compute keys with W_q."""
     grouped_w = w.wk.shape[0] != w.d_out
     if grouped_w and knobs.get("keys", "k") != "k":
         return False
-    return grouped_w or not set(knobs) & set(GROUPED_KNOBS)
+    return grouped_w or "kv_pairing" not in knobs
 
 
 def _future(n: int, mask: str) -> np.ndarray:

@@ -195,7 +195,7 @@ def _fits(y, x, heads: int, w, knobs: dict, expected) -> bool:
     output is the reference's."""
     grouped_knobs = bool(set(knobs) & set(variants.GROUPED_KNOBS))
     if not variants.applies(w, heads, knobs):
-        return grouped_knobs and w.wk.shape[0] == w.d_out and same(y, expected)
+        return "kv_pairing" in knobs and w.wk.shape[0] == w.d_out and same(y, expected)
     theirs = variants.forward(x, heads, w, **knobs)
     if same(theirs, expected):
         return grouped_knobs and same(y, expected)

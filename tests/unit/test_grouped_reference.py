@@ -104,4 +104,5 @@ def test_grouped_knobs_apply_only_to_grouped_weights():
     assert narrow.kv_heads(4) == 2 and plain.kv_heads(4) == 4
     assert variants.applies(narrow, 4, {"kv_pairing": "repeat"})
     assert not variants.applies(plain, 4, {"kv_pairing": "repeat"})
+    assert variants.applies(plain, 4, {"kv_mask": "first-group"})
     assert not variants.applies(narrow, 4, {"keys": "q"}) and variants.applies(plain, 4, {"keys": "q"})
