@@ -22,7 +22,7 @@ NOTES = "Attention(args: ModelArgs) reads dim, n_heads, n_kv_heads, max_seq_len,
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'rules'
-DIAGNOSIS = None
+DIAGNOSIS = 'no-divisibility-check'
 EXPECTED_BECAUSE = 'math correct as grouped-query attention (identity RoPE, n_kv_heads bound per configuration); dim % n_heads is never checked (divisibility); out-proj-bias does not apply to the grouped form'
 
 
