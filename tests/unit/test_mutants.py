@@ -6,19 +6,22 @@ import pytest
 import torch
 
 import mutants
-from reference import causal_mha, numpy_ref, variants
+from reference import causal_mha, grouped_mha, numpy_ref, variants
 
 ALL = mutants.all_mutants()
-WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None]
+GROUPED = ("gqa-", "mqa-")  # copies of reference/grouped_mha.py (grouped-query attention), not of causal_mha.py
+WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None and not m.INFO.id.startswith(GROUPED)]
+GROUPED_WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None and m.INFO.id.startswith(GROUPED)]
 
 
 def _class_lines(module) -> list[str]:
-    return [line.rstrip() for line in inspect.getsource(module.CausalMHA).splitlines()]
+    cls = module.GroupedMHA if module is grouped_mha else module.CausalMHA
+    return [line.rstrip() for line in inspect.getsource(cls).splitlines()]
 
 
 @pytest.mark.parametrize("mutant", ALL, ids=[m.INFO.id for m in ALL])
 def test_every_changed_line_is_marked_as_the_bug(mutant):
-    reference = set(_class_lines(causal_mha))
+    reference = set(_class_lines(grouped_mha if mutant.INFO.id.startswith(GROUPED) else causal_mha))
     changed = [line for line in _class_lines(mutant) if line not in reference]
     assert changed, "a mutant must differ from the reference"
     unmarked = [line for line in changed if "# BUG" not in line and not line.strip().startswith(("def ", ")"))]
@@ -44,6 +47,25 @@ def test_declared_variant_computes_what_the_mutant_computes(mutant, d_in, d_out,
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, equal_nan=True)
     if out is not None and mutant.INFO.id != "finite-fill-100":  # -100 differs below rounding: a gradient-only leak
         assert not np.allclose(want, numpy_ref.forward(x, heads, w), equal_nan=True)
+
+
+@pytest.mark.parametrize("mutant", GROUPED_WITH_VARIANT, ids=[m.INFO.id for m in GROUPED_WITH_VARIANT])
+@pytest.mark.parametrize("d_in,d_out,heads,kv,n,ctx", [(8, 8, 4, 2, 4, 7), (5, 12, 6, 3, 5, 5), (6, 6, 3, 1, 4, 4)])
+def test_declared_grouped_variant_computes_what_the_mutant_computes(mutant, d_in, d_out, heads, kv, n, ctx):
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.float64)
+    try:
+        m = mutant.CausalMHA(d_in, heads, ctx, kv, d_out=d_out).eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    get = lambda lin, attr: None if getattr(lin, attr, None) is None else getattr(lin, attr).detach().numpy()
+    w = numpy_ref.Weights(get(m.q, "weight"), get(m.k, "weight"), get(m.v, "weight"), get(m.out, "weight"),
+                          bo=get(m.out, "bias"))
+    x = np.random.default_rng(1).standard_normal((2, n, d_in))
+    got = m(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(got, variants.forward(x, heads, w, **mutant.INFO.variant), rtol=1e-9, atol=1e-12)
+    if kv not in (1, heads):  # one shared key/value head: every pairing and the first group are all the heads
+        assert not np.allclose(got, numpy_ref.forward(x, heads, w))
 
 
 def test_unknown_mutant_id_suggests_close_matches():
