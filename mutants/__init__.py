@@ -19,7 +19,8 @@ from mutants._catalogue import CatalogueMissing, variants
 from mutants._catalogue import load as catalogue
 from mutants._info import MutantInfo
 
-__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "CatalogueMissing"]
+__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "reference_path", "catalogue", "variants",
+           "CatalogueMissing"]
 
 _DIR = pathlib.Path(__file__).resolve().parent
 
@@ -63,3 +64,13 @@ def all_mutants() -> list[types.ModuleType]:
 def source_path(mutant_id: str) -> pathlib.Path:
     """The mutant's source file, e.g. to diff it against reference/causal_mha.py."""
     return _DIR / f"{_name_for(mutant_id)}.py"
+
+
+GROUPED_PREFIXES = ("gqa-", "mqa-")  # grouped-query mutants: copies of reference/grouped_mha.py
+
+
+def reference_path(mutant_id: str) -> pathlib.Path:
+    """The reference file the mutant is a copy of: reference/grouped_mha.py for a grouped-query mutant, else
+    reference/causal_mha.py (each holds a class CausalMHA, so the diff shows the bug alone)."""
+    name = "grouped_mha.py" if str(mutant_id).replace("_", "-").startswith(GROUPED_PREFIXES) else "causal_mha.py"
+    return _DIR.parent / "reference" / name

@@ -4,13 +4,14 @@
 kv_heads * dh features instead of d_out, and each key/value head serves group = nheads // kv_heads query heads,
 query head h using key/value head h // group (`repeat_interleave`).  kv_heads = 1 is multi-query attention,
 kv_heads = nheads the lesson's layer.  Kept line for line in the lesson's style: the `gqa_` and `mqa_` mutants in
-`mutants/` are copies of this class with one `# BUG:` line each.
+`mutants/` are copies of this class with one `# BUG:` line each, which is why it is named `CausalMHA` as the lesson's
+class is (`GroupedMHA` is the same class).
 """
 import torch
 import torch.nn as nn
 
 
-class GroupedMHA(nn.Module):
+class CausalMHA(nn.Module):
     def __init__(self, d, nheads, context_length, kv_heads, d_out=None, dropout=0.0, qkv_bias=False):
         super().__init__()
         d_out = d if d_out is None else d_out
@@ -40,7 +41,6 @@ class GroupedMHA(nn.Module):
         ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads
         return self.out(ctx)
 
-
 def gqa_forward(x, nheads, wq, wk, wv, wo, bq=None, bk=None, bv=None, bo=None):  # pragma: no mutate block - unchecked
     """The grouped forward from explicit weights in nn.Linear convention; kv_heads is W_k's height over the head
     width.  Used by tests to tie reference.grouped (through numpy_ref) to torch (evaluation mode, no dropout)."""
@@ -57,3 +57,6 @@ def gqa_forward(x, nheads, wq, wk, wv, wo, bq=None, bk=None, bv=None, bo=None): 
     w = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
     ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d_out)
     return lin(ctx, wo, bo)
+
+
+GroupedMHA = CausalMHA  # what it is, for tests and targets (reference/grouped_mha.py:GroupedMHA)

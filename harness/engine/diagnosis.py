@@ -171,7 +171,7 @@ def _numeric(ctx, possible: list[str]) -> list[str]:
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return []
     knobs = {m: k for m, k in mutants.variants().items() if m in possible}
-    matching, used = set(knobs), 0
+    matching, used, shown = set(knobs), 0, set()  # shown: the mistake's own numbers seen somewhere, not only neutral
     for cfg in ctx.required_configs():
         try:
             inst = ctx.build(cfg)
@@ -185,18 +185,20 @@ def _numeric(ctx, possible: list[str]) -> list[str]:
             return []
         used += 1
         expected = numpy_ref.forward(x, cfg.heads, w)
-        matching = {m for m in matching if _fits(y, x, cfg.heads, w, knobs[m], expected)}
-    return sorted(matching) if used else []
+        fits = {m: _fits(y, x, cfg.heads, w, knobs[m], expected) for m in matching}
+        matching = {m for m, fit in fits.items() if fit}
+        shown |= {m for m, fit in fits.items() if fit == "shown"}
+    return sorted(matching & shown) if used else []
 
 
-def _fits(y, x, heads: int, w, knobs: dict, expected) -> bool:
-    """The output is the mistake's (and not the reference's); a grouped-query mistake where it cannot show (key/value
-    heads as many as the heads, or one shared head: every pairing is the same) leaves the question open when the
-    output is the reference's."""
+def _fits(y, x, heads: int, w, knobs: dict, expected) -> str:
+    """"shown": the output is the mistake's, and not the reference's; "open": a grouped-query mistake where it cannot
+    show (key/value heads as many as the heads, or one shared head: every pairing is the same), and the output is the
+    reference's; "" otherwise.  A mistake is named only where its own numbers were shown at least once."""
     grouped_knobs = bool(set(knobs) & set(variants.GROUPED_KNOBS))
     if not variants.applies(w, heads, knobs):
-        return "kv_pairing" in knobs and w.wk.shape[0] == w.d_out and same(y, expected)
+        return "open" if "kv_pairing" in knobs and w.wk.shape[0] == w.d_out and same(y, expected) else ""
     theirs = variants.forward(x, heads, w, **knobs)
     if same(theirs, expected):
-        return grouped_knobs and same(y, expected)
-    return same(y, theirs)
+        return "open" if grouped_knobs and same(y, expected) else ""
+    return "shown" if same(y, theirs) else ""

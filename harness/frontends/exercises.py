@@ -70,7 +70,7 @@ def export(mutant_id: str, name: str = "exercise.py") -> Exported:
     mid = _id(mutant_id)
     entry = mutants.catalogue()[mid]
     imports, buggy = _parts(mutants.source_path(mid))
-    _, right = _parts(REFERENCE)
+    _, right = _parts(mutants.reference_path(mid))
     clean = [BUG_COMMENT.sub("", line) for line in buggy]
     task = _docstring(f"Exercise ({LESSON}): the causal multi-head attention layer below has one mistake.",
                       f"What you can observe: {entry['task']}",

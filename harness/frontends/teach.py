@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import mutants
-import reference
 from checks import all_checks
 from harness.frontends import exercises
 from harness.render.text import GLUE, WIDTH, wrap, wrap_preformatted
@@ -34,8 +33,9 @@ def _class_source(path: Path) -> list[str]:
 def mutant_diff(mutant_id: str) -> str:
     """The mutant's class against the reference's: the bug, and nothing else."""
     mine = mutants.source_path(mutant_id)
-    diff = difflib.unified_diff(_class_source(Path(reference.__file__).parent / "causal_mha.py"), _class_source(mine),
-                                "reference/causal_mha.py", f"mutants/{mine.name}", n=1)
+    ref = mutants.reference_path(mutant_id)
+    diff = difflib.unified_diff(_class_source(ref), _class_source(mine), f"reference/{ref.name}",
+                                f"mutants/{mine.name}", n=1)
     return "".join(diff)
 
 

@@ -15,8 +15,7 @@ GROUPED_WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None and m.INFO.
 
 
 def _class_lines(module) -> list[str]:
-    cls = module.GroupedMHA if module is grouped_mha else module.CausalMHA
-    return [line.rstrip() for line in inspect.getsource(cls).splitlines()]
+    return [line.rstrip() for line in inspect.getsource(module.CausalMHA).splitlines()]
 
 
 @pytest.mark.parametrize("mutant", ALL, ids=[m.INFO.id for m in ALL])
