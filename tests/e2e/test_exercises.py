@@ -94,8 +94,8 @@ def test_solutions_pass_every_check(exported, reports):
 
 def test_solution_class_is_the_reference_class(exported):
     """The solution is the exercise with the reference's lines in place of the buggy ones: the lesson's class."""
-    reference = (ROOT / "reference" / "causal_mha.py").read_text()
     for mid, path in exported["by_id"].items():
+        reference = mutants.reference_path(mid).read_text()  # grouped_mha.py for a gqa- mutant
         solution = exported["folder"] / "solutions" / path.name
         cls = next(n for n in rewrite.parse(solution.read_text()).body if isinstance(n, ast.ClassDef))
         assert ast.get_source_segment(solution.read_text(), cls) in reference, mid
