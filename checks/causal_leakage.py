@@ -35,7 +35,7 @@ from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.mapping import map_help
 from harness.engine.search import find_failure_at_once
-from reference import numpy_ref
+from reference import grouped, numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
 DEEP_MAX_N = 10  # train mode, each head alone, 1e30 and -5e4 probes: only up to this length (see the docstring)
@@ -181,7 +181,8 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
     heads, labels = range(cfg.heads if cfg.heads > 1 else 0), []
     if inst.layout is not None:
         w = ctx.weights_for(inst, "leak")
-        negative = w.__class__(**{**w.as_dict(), "wq": w.wq * NEGATIVE_SCORES, "wk": -w.wq * NEGATIVE_SCORES,
+        wq, wk = grouped.opposed(w.wq, w.wk.shape[0], cfg.heads)  # W_k = -W_q, per key/value head when grouped
+        negative = w.__class__(**{**w.as_dict(), "wq": wq * NEGATIVE_SCORES, "wk": wk * NEGATIVE_SCORES,
                                   "bq": None, "bk": None})
         x_negative = ctx.input(cfg, "leak-negative")  # never answered for before: nothing to replay
         inputs, labels = perturbed(x_negative, cfg, ctx, ("ordinary",))

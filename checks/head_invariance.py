@@ -1,5 +1,11 @@
 """head-invariance: the parameter count is the same for every number of heads that divides the width.
 
+Grouped-query attention defines it at a fixed group size (query heads per key/value head): W_k and W_v have
+kv_heads · dh = d_out / group rows, the same for any number of heads; so a layer that takes a number of key/value
+heads is built with kv_heads = heads and, separately, with groups of 2 (H = 2, 4, 6 with 1, 2, 3 key/value heads).
+A layer with one shared key/value head and no parameter for it (multi-query) has K/V of width d_out / H by design:
+its count changes with the heads, and param-count checks its formula instead.
+
 A class that refuses only the odd head widths (H=4 for d_out=12: width 3) refuses them by design, as rotary embeddings
 must: those are left out and the even widths compared, never a failure for what mha-check chose to build."""
 from checks import check, failed, passed
@@ -22,10 +28,25 @@ from harness.wire.errors import TargetFailure
     needs=(construct,),
 )
 def head_invariance(ctx):
+    if not ctx.grouped and any(layout.kv_width for layout in ctx.subject.build(ctx.base).layouts):
+        return passed("does not apply: your layer has one shared key/value head (multi-query attention) with no "
+                      "parameter for it, so its W_k and W_v have d_out / H rows and its count changes with the heads "
+                      "by design; param-count checks d_in·d_out + 2·d_in·(d_out / H) + d_out² + biases instead")
+    plain = _same_count(ctx, {heads: None for heads in (1, 2, 3, 4, 6)})
+    if plain.status != "pass" or not ctx.grouped:
+        return plain
+    groups = _same_count(ctx, {2: 1, 4: 2, 6: 3}, " in groups of 2 (1, 2, 3 key/value heads)")
+    if groups.status != "pass":
+        return groups
+    return passed(f"{plain.message}; {groups.message}")
+
+
+def _same_count(ctx, kv_of: dict, grouping: str = ""):
+    """Build d_out = 12 with each number of heads (and key/value heads `kv_of[heads]`) and compare the counts."""
     sep = ctx.separate_widths
     counts, failures = {}, {}
     modules = {heads: ctx.subject.build(Config(d_in=24 if sep else 12, d_out=12, heads=heads, context_length=5,
-                                               batch=2, n=3)) for heads in (1, 2, 3, 4, 6)}
+                                               batch=2, n=3, kv_heads=kv)) for heads, kv in kv_of.items()}
     ctx.subject.build_ahead(list(modules.values()))  # one round trip
     for heads, inst in modules.items():
         try:
@@ -38,7 +59,7 @@ def head_invariance(ctx):
     refused = {h: msg for h, msg in failures.items() if (12 // h) % 2 == 0}  # odd head widths aside
     if refused:
         h, msg = next(iter(refused.items()))
-        return failed(f"could not build with {h} heads for d_out=12: {msg}", observed=table)
+        return failed(f"could not build with {h} heads{grouping} for d_out=12: {msg}", observed=table)
     note = ""
     if failures:  # refused only where the head width is odd: rotary embeddings must, and the lesson's configurations
         # keep head widths even (README), so this is judged on the even ones
@@ -46,8 +67,11 @@ def head_invariance(ctx):
         note = (f"; it refuses heads of odd width ({', '.join(f'H={h}' for h in failures)}, width {12 // h}: "
                 f"{msg.split(' (at ')[0][:160]}), as rotary embeddings must, so only even head widths are compared")
     if len(set(built.values())) > 1:
-        return failed(f"parameter count changes with the number of heads (d_out=12): {table}{note}",
-                      observed=table, expected=f"the same count for all, {built[1]} as with one head",
-                      finding="count grows with heads")
+        first = next(iter(built))
+        return failed(f"parameter count changes with the number of heads{grouping} (d_out=12): {table}{note}",
+                      observed=table, expected=f"the same count for all, {built[first]} as with {first} head"
+                      f"{'s' if first > 1 else ''}", finding="count grows with heads")
     heads = [str(h) for h in built]
-    return passed(f"{built[1]} parameters for {', '.join(heads[:-1])} and {heads[-1]} heads (d_out=12){note}")
+    first = next(iter(built))
+    return passed(f"{built[first]} parameters for {', '.join(heads[:-1])} and {heads[-1]} heads{grouping} "
+                  f"(d_out=12){note}")

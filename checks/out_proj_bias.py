@@ -24,6 +24,9 @@ def out_proj_bias(ctx):
     has = {"bo" in layout.roles for layout in inst.layouts}
     if has == {True}:
         return passed("the output projection has a bias")
+    if has == {False} and (ctx.grouped or any(layout.kv_width for layout in inst.layouts)):
+        return passed("does not apply: your layer is grouped-query (or multi-query) attention, the Llama family's "
+                      "layer, whose projections have no biases by design; the rule is the lesson's multi-head layer's")
     if has == {False}:
         name = inst.layouts[0].roles.get("wo", "the output projection")
         return failed(f"{name} has no bias: the lesson's output projection nn.Linear(d_out, d_out) has one",

@@ -42,15 +42,25 @@ EXTRA_FIX = """The lesson's layer has W_q, W_k, W_v and one output projection. A
 BIAS_SETS = [set(), {"bo"}, {"bq", "bk", "bv"}, {"bq", "bk", "bv", "bo"}, {"bq", "bv", "bo"}]  # whisper: no b_k
 
 
-def _expected(cfg, biases: set[str], out_proj: bool = True) -> int:
+def _expected(cfg, biases: set[str], kv: int | None = None, out_proj: bool = True) -> int:
     """The lesson's formula, 3·d_in·d_out + d_out² + d_out (+ 3·d_out with Q/K/V biases), for the biases a layer
-    has: without an output bias d_out less, with only some Q/K/V biases d_out for each.  Without an output
-    projection (the single-head form, harness.wire.form): 3·d_in·d_out (+ 3·d_out with Q/K/V biases)."""
-    qkv = {"bq", "bk", "bv"} & biases
-    count = param_count_formula(cfg.d_in, cfg.d_out, qkv_bias=len(qkv) == 3)
-    count -= 0 if "bo" in biases else cfg.d_out
+    has: without an output bias d_out less, with only some Q/K/V biases d_out for each.  Grouped-query attention
+    (W_k, W_v of `kv` = kv_heads · dh rows): d_in·d_out + 2·d_in·kv + d_out² + d_out, b_k and b_v of kv each.
+    Without an output projection (the single-head form, harness.wire.form): no d_out² + d_out."""
+    kv = cfg.d_out if kv is None else kv
+    count = param_count_formula(cfg.d_in, cfg.d_out, kv_width=kv) - (0 if "bo" in biases else cfg.d_out)
     count -= 0 if out_proj else cfg.d_out * cfg.d_out
-    return count + (len(qkv) * cfg.d_out if len(qkv) != 3 else 0)
+    return count + sum({"bq": cfg.d_out, "bk": kv, "bv": kv}[b] for b in {"bq", "bk", "bv"} & biases)
+
+
+def _kv_width(ctx, cfg, inst) -> int | None:
+    """The height of W_k and W_v the count is judged with: kv_heads · dh for a layer that takes a number of
+    key/value heads (the configuration asked for it), else the readings' (one shared key/value head, recognised by
+    its shape); None: d_out, plain multi-head attention."""
+    if ctx.grouped:
+        return cfg.value("kv_heads") * cfg.head_width
+    found = {layout.kv_width for layout in inst.layouts}
+    return next(iter(found)) if len(found) == 1 else None
 
 
 def _biases(inst) -> set[str] | None:
@@ -85,8 +95,9 @@ def param_count(ctx):
         inst = ctx.subject.build(cfg)  # counting needs no forward pass
         got = inst.info.param_count
         biases = _biases(inst)
-        allowed = sorted({_expected(cfg, b, out_proj) for b in bias_sets}) if biases is None else \
-            [_expected(cfg, biases, out_proj)]
+        kv = _kv_width(ctx, cfg, inst)
+        allowed = sorted({_expected(cfg, b, kv, out_proj) for b in bias_sets}) if biases is None else \
+            [_expected(cfg, biases, kv, out_proj)]
         if biases is not None and explicit_qkv and "qkv_bias" in ctx.signature.accepts:
             has = {"bq", "bk", "bv"} & biases
             if cfg.qkv_bias and len(has) < 3 or not cfg.qkv_bias and has:
@@ -101,9 +112,16 @@ def param_count(ctx):
         explained = {_explain_difference(got - a, cfg) for a in allowed} - {("", "count: other")}
         want = allowed[0] if biases is not None else min(allowed, key=lambda a: abs(a - got))
         looks_like, code = next(iter(explained)) if len(explained) == 1 else ("", "count: other")
+        if kv is not None and kv != cfg.d_out and biases is not None and got == _expected(cfg, biases):
+            looks_like, code = (f"W_k and W_v of {cfg.d_out} rows, one key/value head per query head: the number of "
+                                f"key/value heads ({kv // cfg.head_width}) is taken but not used",
+                                "count: kv heads ignored")
         which = (f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
                  " with any set of biases")
-        return failed(f"{got} parameters; {formula.format(cfg.d_in, cfg.d_out)} gives {want}{which} "
+        shown = formula.format(cfg.d_in, cfg.d_out) if kv is None or kv == cfg.d_out else \
+            (f"{cfg.d_in}·{cfg.d_out} + 2·{cfg.d_in}·{kv} (K/V of {kv // cfg.head_width} key/value heads) + "
+             f"{cfg.d_out}² + biases")
+        return failed(f"{got} parameters; {shown} gives {want}{which} "
                       f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else ""),
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
                       finding=code, fix=EXTRA_FIX if code == "count: extra projection" else "")
@@ -113,7 +131,12 @@ def param_count(ctx):
     configs = ctx.required_configs()
     if ctx.accepts("qkv_bias"):
         configs += [replace(cfg, qkv_bias=True) for cfg in configs]
-    return find_failure(ctx, prop, generated=False, required=configs) or passed(
-        ("3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else
+    failure = find_failure(ctx, prop, generated=False, required=configs)
+    if failure:
+        return failure
+    grouped = ctx.grouped or any(layout.kv_width for layout in ctx.subject.build(ctx.base).layouts)
+    return passed(
+        ("d_in·d_out + 2·d_in·(kv_heads·dh) + d_out² (grouped-query) + the biases the layer has, " if grouped else
+         "3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else
          "3·d_in·d_out + the Q/K/V biases the layer has (the single-head form: no output projection), ")
         + "for every configuration tried", **({} if out_proj else {"form": ctx.form.name}))

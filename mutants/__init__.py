@@ -28,10 +28,13 @@ _REFERENCES = _DIR.parent / "reference"
 # (harness.wire.form), the reference file it copies (in reference/) and its class's name.  A mutant of the
 # single-head CausalAttention is `mutants/single_<mistake>.py`, class CausalAttention; a rotary layer's
 # (`rope_<mistake>.py`) is a multi-head layer, a copy of reference/rotary_mha.py, whose class is CausalMHA too;
-# likewise a KV cache's (`kvcache_<mistake>.py`, reference/cached_mha.py).
+# likewise a KV cache's (`kvcache_<mistake>.py`, reference/cached_mha.py) and a grouped-query layer's
+# (`gqa_`/`mqa_<mistake>.py`, reference/grouped_mha.py).
 FAMILY = {"single-": ("single-head", "causal_attention.py", "CausalAttention"),
           "rope-": ("multi-head", "rotary_mha.py", "CausalMHA"),
-          "kvcache-": ("multi-head", "cached_mha.py", "CausalMHA")}
+          "kvcache-": ("multi-head", "cached_mha.py", "CausalMHA"),
+          "gqa-": ("multi-head", "grouped_mha.py", "CausalMHA"),
+          "mqa-": ("multi-head", "grouped_mha.py", "CausalMHA")}
 MULTI_HEAD = ("multi-head", "causal_mha.py", "CausalMHA")
 
 
@@ -95,3 +98,4 @@ def all_mutants() -> list[types.ModuleType]:
 def source_path(mutant_id: str) -> pathlib.Path:
     """The mutant's source file, e.g. to diff it against reference/causal_mha.py."""
     return _DIR / f"{_name_for(mutant_id)}.py"
+

@@ -18,7 +18,8 @@ _KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 TOPICS = ("the constructor and its widths", "the projections", "splitting into heads", "the scores",
           "scaling the scores", "the causal mask", "the softmax", "dropout", "merging the heads",
           "the output projection", "registering parameters and buffers", "gradients",
-          "the KV cache")  # the lesson's order, then its variants
+          "the KV cache", "sharing key/value heads")  # the lesson's order, then its variants (the KV cache,
+# grouped-query attention)
 REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill")  # harness.engine.rewrite
 
 

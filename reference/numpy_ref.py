@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reference import grouped
+
 ROLES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
 SPLITS = ("lesson", "view-bhnd")  # view(B, n, H, dh).transpose(1, 2)  |  view(B, H, n, dh) straight from (B, n, d)
 PARTIAL_SPLITS = tuple(f"view-bhnd:{roles}" for roles in ("q", "k", "v", "qk", "qv", "kv"))  # only these projections
@@ -44,22 +46,29 @@ class Weights:
 
     def bias(self, name: str) -> np.ndarray:
         b = getattr(self, name)
-        return np.zeros(self.d_out) if b is None else b
+        return np.zeros(getattr(self, "w" + name[1:]).shape[0]) if b is None else b
+
+    def kv_heads(self, heads: int) -> int:
+        """Key/value heads: heads, unless W_k and W_v are narrower (grouped-query attention, reference.grouped)."""
+        return grouped.kv_heads_of(self.wk, self.d_out, heads)
 
     def as_dict(self) -> dict[str, np.ndarray]:
         return {r: getattr(self, r) for r in ROLES if getattr(self, r) is not None}
 
 
-def random_weights(rng: np.random.Generator, d_in: int, d_out: int, qkv_bias: bool, out_bias: bool = True) -> Weights:
-    """Weights drawn like nn.Linear's default init (uniform, ±1/sqrt(fan_in)), so scores have realistic sizes."""
+def random_weights(rng: np.random.Generator, d_in: int, d_out: int, qkv_bias: bool, out_bias: bool = True,
+                   d_kv: int | None = None) -> Weights:
+    """Weights drawn like nn.Linear's default init (uniform, ±1/sqrt(fan_in)), so scores have realistic sizes;
+    `d_kv`: the height of W_k and W_v (kv_heads · dh, grouped-query attention), d_out when None."""
 
     def u(shape, fan_in):
         bound = 1.0 / np.sqrt(fan_in)
         return rng.uniform(-bound, bound, size=shape)
 
-    w = Weights(u((d_out, d_in), d_in), u((d_out, d_in), d_in), u((d_out, d_in), d_in), u((d_out, d_out), d_out))
+    kv = d_out if d_kv is None else d_kv
+    w = Weights(u((d_out, d_in), d_in), u((kv, d_in), d_in), u((kv, d_in), d_in), u((d_out, d_out), d_out))
     if qkv_bias:
-        w.bq, w.bk, w.bv = (u((d_out,), d_in) for _ in range(3))
+        w.bq, w.bk, w.bv = u((d_out,), d_in), u((kv,), d_in), u((kv,), d_in)
     if out_bias:
         w.bo = u((d_out,), d_out)
     return w
@@ -124,12 +133,15 @@ def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge:
     """y = out_proj(merge(softmax(mask(QKᵀ/√dh)) V)); `cache` receives the intermediates for `backward`; `rope` (a
     reference.rotary.Rope, or None) rotates the queries and keys of every head after the split."""
     dh = w.d_out // heads
+    kv = w.kv_heads(heads)
     q = x @ w.wq.T + w.bias("bq")
     k = x @ w.wk.T + w.bias("bk")
     v = x @ w.wv.T + w.bias("bv")
-    Q, K, V = (_split(t, heads, split_for(split, role)) for role, t in zip("qkv", (q, k, v)))
+    Q, K, V = (_split(t, heads if role == "q" else kv, split_for(split, role)) for role, t in zip("qkv", (q, k, v)))
     if rope is not None:
         Q, K = rope.apply(Q), rope.apply(K)
+    if kv != heads:  # grouped-query attention: query head h uses key/value head h // (heads // kv)
+        K, V = grouped.expand(K, heads), grouped.expand(V, heads)
     P = _softmax_masked(Q @ K.transpose(0, 1, 3, 2) / np.sqrt(dh))
     ctx = _merge(P @ V, merge)
     y = ctx @ w.wo.T + w.bias("bo")
@@ -149,6 +161,9 @@ def backward(gy: np.ndarray, w: Weights, cache: dict) -> dict[str, np.ndarray]:
     gV = P.transpose(0, 1, 3, 2) @ gC
     gS = P * (gP - (gP * P).sum(axis=-1, keepdims=True)) / np.sqrt(dh)
     gQ, gK = gS @ K, gS.transpose(0, 1, 3, 2) @ Q
+    kv = w.kv_heads(heads)
+    if kv != heads:  # each key/value head collects the gradients of the query heads that share it
+        gK, gV = grouped.collapse(gK, kv), grouped.collapse(gV, kv)
     if cache.get("rope") is not None:  # Q and K are the rotated ones: back through the rotation
         gQ, gK = cache["rope"].unapply(gQ), cache["rope"].unapply(gK)
     gx = np.zeros_like(x)

@@ -18,18 +18,32 @@ Knobs:
 - rope: "none" | "interleaved" | "half" (rotary position embedding, reference.rotary), rope_theta (its base), and its
   mistakes: rope_values (the values rotated too), rope_freqs ("head" | "model"), rope_where ("heads" |
   "before-split"), rope_key_shift (keys' positions ahead of the queries')
+- kv_heads: None (read off W_k's height, reference.grouped) | a number of key/value heads
+- kv_pairing: "interleave" (query head h uses key/value head h // group) | "repeat" (h % kv_heads, `.repeat`)
+- kv_mask: "all" | "first-group" (the mask applied to the first group of query heads only)
 """
 from __future__ import annotations
 
 import numpy as np
 
+from reference import grouped
 from reference.numpy_ref import Weights, _merge, _split, split_for
 from reference.rotary import THETA, apply_knobs
 
 DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
             "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan",
             "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_freqs": "head", "rope_where": "heads",
-            "rope_key_shift": 0}
+            "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all"}
+GROUPED_KNOBS = ("kv_heads", "kv_pairing", "kv_mask")  # mistakes of grouped-query attention alone
+
+
+def applies(w: Weights, heads: int, knobs: dict) -> bool:
+    """Whether `knobs` describe a layer these weights can be: pairing query heads with key/value heads needs key/value
+    heads narrower than the queries, and a layer with narrower W_k, W_v cannot compute keys with W_q."""
+    grouped_w = w.wk.shape[0] != w.d_out
+    if grouped_w and knobs.get("keys", "k") != "k":
+        return False
+    return grouped_w or "kv_pairing" not in knobs
 
 
 def _future(n: int, mask: str) -> np.ndarray:
@@ -60,12 +74,18 @@ def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
         k = q
     elif k_["keys"] == "swap":
         q, k = k, q
-    Q, K, V = apply_knobs(q, k, v, lambda t, role: _split(t, heads, split_for(k_["split"], role)), k_)
+    kv = k_["kv_heads"] or w.kv_heads(heads)
+    Q, K, V = apply_knobs(q, k, v, lambda t, role: _split(t, heads if role == "q" else kv,
+                                                          split_for(k_["split"], role)), k_)
+    if kv != heads:
+        K, V = grouped.expand(K, heads, k_["kv_pairing"]), grouped.expand(V, heads, k_["kv_pairing"])
     scores = Q @ K.transpose(0, 1, 3, 2)
     scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh),
                        "sqrt-d-in": np.sqrt(w.d_in)}[k_["scale"]]
     n = x.shape[1]
     hidden = _future(n, k_["mask"])
+    if k_["kv_mask"] == "first-group":  # only the query heads of the first key/value head are masked
+        hidden = np.broadcast_to(hidden, (heads, n, n)) & (np.arange(heads) < heads // kv)[:, None, None]
     if k_["mask"] == "after-softmax":
         P = np.where(hidden, 0.0, _softmax(scores, k_["softmax_axis"]))
     else:

@@ -3,8 +3,10 @@
 Parameters are matched by name against a generous alias table; a single `config`/`cfg` parameter gets an object
 that answers every usual attribute (and item) name; `--arg name=value` overrides anything, and `--arg name=@d_out`
 binds a parameter to one of the configuration's values.  Some parameters are derived from the configuration: a
-head width (`head_dim`, `head_size`: width / heads), a number of key/value heads (`n_kv_heads`: equal to the heads,
-plain multi-head attention), and every dropout a layer takes (attention and residual) gets the same value.
+head width (`head_dim`, `head_size`: width / heads), a number of key/value heads (`n_kv_heads`, `num_kv_groups`:
+the configuration's kv_heads, which the trusted side sets below the heads to check the grouping) or a group size
+(`n_rep`: heads / kv_heads), and every dropout a layer takes (attention and residual) gets the same value.
+An --arg for a key/value-heads parameter is its value where it divides the heads (the trusted side reads it).
 """
 from __future__ import annotations
 
@@ -36,7 +38,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "head_width": ("head_dim", "head_size", "d_head", "dim_head", "head_width", "d_k", "dk", "d_h", "dh",
                    "attention_head_size", "kv_channels", "headdim", "hs"),
     "kv_heads": ("n_kv_heads", "num_kv_heads", "num_key_value_heads", "n_kv_head", "kv_heads", "num_kv_head",
-                 "n_kv", "num_kv_groups_heads"),
+                 "n_kv", "num_kv_groups_heads", "num_kv_groups", "n_kv_groups", "num_query_groups", "kv_groups",
+                 "n_query_groups", "num_kv", "n_kv_group", "num_groups_kv", "kv_head_count", "n_head_kv",
+                 "num_heads_kv", "nheads_kv", "n_kv_head_count", "num_key_value_head", "multi_query_group_num"),
+    # query heads per key/value head (group size): heads // kv_heads (Llama's n_rep, HF's num_key_value_groups)
+    "kv_group": ("n_rep", "num_rep", "kv_group_size", "num_key_value_groups", "q_per_kv", "queries_per_kv",
+                 "num_queries_per_kv", "heads_per_kv", "heads_per_kv_group"),  # not `group_size`: GroupNorm's too
     "qkv_bias": ("qkv_bias", "qkv_biases", "use_qkv_bias", "proj_bias_qkv", "in_proj_bias", "qk_bias",
                  "bias_qkv"),
     # a flag that makes the layer causal (a class that can also attend both ways): always on
@@ -134,7 +141,8 @@ def key_of(name: str) -> str | None:
 
 
 MULTIPLE = ("dropout",)  # keys that several parameters may carry at once (attn_pdrop and resid_pdrop)
-DERIVED = ("head_width", "kv_heads")  # keys computed from the configuration, never a free choice
+DERIVED = ("head_width", "kv_heads", "kv_group")  # keys computed from the configuration, never a free choice
+GROUPED = ("kv_heads", "kv_group")  # a parameter for these makes the layer grouped-query (Config.kv_heads)
 
 
 def config_bag(cfg: Config, overrides: dict) -> ConfigBag:
@@ -174,9 +182,12 @@ def read_signature(factory, overrides: dict) -> Signature:
                 also[p.name] = "rope_theta"  # bound to 10000 (build)
             if rope_theta is not None:
                 continue
+        if p.name in overrides and key in GROUPED and _whole(overrides[p.name]):
+            also[p.name] = key  # --arg num_kv_groups=2: bound per configuration, 2 where it divides the heads
+            continue
         if p.name in overrides:  # given with --arg: a literal, or @key bound to the configuration, never a slot
             continue
-        if key in DERIVED and p.default is None:
+        if key in DERIVED and key not in GROUPED and p.default is None:
             continue  # head_dim=None: the class derives it itself (and may check that the heads divide the width)
         if key in DERIVED or (key in MULTIPLE and key in accepts):
             also[p.name] = key
@@ -215,6 +226,10 @@ def _theta(p: inspect.Parameter, overrides: dict) -> float | None:
     return _number(p.default)
 
 
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def require_bindable(signature: Signature) -> None:
     """Raise Unbindable when mha-check cannot call the constructor at all (before any of the student's code runs)."""
     if signature.unknown_overrides:
@@ -241,7 +256,8 @@ def build(factory, cfg: Config, overrides: dict, signature: Signature):
         kwargs[pname] = None if indivisible and _nullable(factory, pname) else cfg.value(key)
     if signature.config_param:
         kwargs[signature.config_param] = config_bag(cfg, overrides)
-    kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items() if k in signature.params or not signature.params})
+    kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items()
+                   if (k in signature.params or not signature.params) and k not in signature.derived})
     return factory(**kwargs)
 
 

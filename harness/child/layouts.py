@@ -90,6 +90,7 @@ class Layout:
     how: str  # how the layout was recognised, for the report
     notes: list[str] = field(default_factory=list)
     certain: bool = False  # the only reading of the parameters, by structure (the trusted side may rely on it)
+    kv_width: int | None = None  # rows of W_k and W_v when narrower than d_out (grouped-query attention)
 
     def covers(self, module: nn.Module) -> bool:
         """Every parameter of the module plays a role: nothing left over that could change the output."""
@@ -121,21 +122,34 @@ ROLE_NAMES = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "
               "bo": "b_o"}  # the lesson's names, for messages a student reads
 
 
-def _expected_shapes(d_in: int, d_out: int) -> dict[str, tuple]:
-    return {"wq": (d_out, d_in), "wk": (d_out, d_in), "wv": (d_out, d_in), "wo": (d_out, d_out),
-            "bq": (d_out,), "bk": (d_out,), "bv": (d_out,), "bo": (d_out,)}
+def _expected_shapes(d_in: int, d_out: int, d_kv: int | None = None) -> dict[str, tuple]:
+    kv = d_out if d_kv is None else d_kv
+    return {"wq": (d_out, d_in), "wk": (kv, d_in), "wv": (kv, d_in), "wo": (d_out, d_out),
+            "bq": (d_out,), "bk": (kv,), "bv": (kv,), "bo": (d_out,)}
 
 
-def _validate(roles: dict[str, list[Piece]], d_in: int, d_out: int, out_proj: bool = True) -> str | None:
-    """Why `roles` is not a reading of the layer's parameters, or None.  `out_proj=False`: the single-head form
-    (harness.wire.form), whose W_q, W_k, W_v are the whole layer: no W_o is expected, and one found is no part of
-    it."""
+def kv_widths(d_out: int, heads: int, kv_heads: int | None) -> list[int | None]:
+    """The heights of W_k and W_v to try, in order: the configuration's (kv_heads · dh; None for d_out, plain
+    multi-head), then d_out, then dh (multi-query: a class with one shared key/value head and no parameter for it).
+    Other numbers of key/value heads are only tried when the configuration asks for them (its kv_heads)."""
+    if heads <= 0 or d_out % heads:
+        return [None]
+    dh = d_out // heads
+    first = None if not kv_heads or kv_heads == heads else kv_heads * dh
+    return list(dict.fromkeys([first, None] + ([dh] if heads > 1 else [])))  # dh: one shared key/value head
+
+
+def _validate(roles: dict[str, list[Piece]], d_in: int, d_out: int, d_kv: int | None = None,
+              out_proj: bool = True) -> str | None:
+    """Why `roles` is not a reading of the layer's parameters, or None.  `d_kv`: the height of W_k and W_v
+    (grouped-query attention; None: d_out).  `out_proj=False`: the single-head form (harness.wire.form), whose
+    W_q, W_k, W_v are the whole layer: no W_o is expected, and one found is no part of it."""
     if not out_proj and ("wo" in roles or "bo" in roles):
         return "found an output projection, which the single-head layer does not have"
     missing = [r for r in WEIGHTS if r not in roles and (out_proj or r != "wo")]
     if missing:
         return "found no parameter for " + ", ".join(ROLE_NAMES[r] for r in missing)
-    shapes = _expected_shapes(d_in, d_out)
+    shapes = _expected_shapes(d_in, d_out, d_kv)
     for role, pieces in roles.items():
         views = [p.view() for p in pieces]
         if any(v.dim() != len(shapes[role]) for v in views):
@@ -227,13 +241,16 @@ def _reading(roles: dict[str, list[Piece]]) -> tuple:
 
 
 def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int,
-                 out_proj: bool = True) -> list[tuple[dict[str, list[Piece]], str]]:
+                 d_kv: int | None = None, out_proj: bool = True) -> list[tuple[dict[str, list[Piece]], str]]:
     """No names we know: three Linear(d_in, d_out) then one Linear(d_out, d_out), or one fused Linear(d_in, 3·d_out)
-    (read as [Q; K; V] and, with several heads, as [q_h; k_h; v_h] per head).  Without an output projection (the
-    single-head form): the three Linear(d_in, d_out), or the fused one, alone."""
+    (read as [Q; K; V] and, with several heads, as [q_h; k_h; v_h] per head).  Grouped-query (`d_kv`): only a
+    fused Linear(d_in, d_out + 2·d_kv), read as [Q; K; V].  Without an output projection (the single-head form):
+    the three Linear(d_in, d_out), or the fused one, alone."""
     linears = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
     if not out_proj:
         return _by_position_no_out(linears, d_in, d_out)
+    if d_kv is not None:
+        return _fused_grouped(linears, d_in, d_out, d_kv)
     fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (3 * d_out, d_in)]
     square = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_out)]
     proj = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_in)]
@@ -294,14 +311,38 @@ def _by_position_no_out(linears: list, d_in: int, d_out: int) -> list[tuple[dict
     return [(roles, how)]
 
 
-def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int) -> list[dict[int, bool]]:
+def _fused_grouped(linears: list, d_in: int, d_out: int, d_kv: int) -> list[tuple[dict[str, list[Piece]], str]]:
+    fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out + 2 * d_kv, d_in)]
+    square = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_out)]
+    if not (len(fused) == 1 and len(square) == 1 and len(linears) == 2):
+        return []
+    (fn, f), (on, o) = fused[0], square[0]
+    roles: dict[str, list[Piece]] = {}
+    for r, cut in zip("qkv", _grouped_rows(d_out, d_kv)):
+        roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=cut)]
+        if f.bias is not None:
+            roles["b" + r] = [Piece(f.bias, fn + ".bias", rows=cut)]
+    roles["wo"] = [Piece(o.weight, on + ".weight")]
+    if o.bias is not None:
+        roles["bo"] = [Piece(o.bias, on + ".bias")]
+    return [(roles, "by position of the nn.Linear layers (names not recognised) (fused q/k/v, grouped)")]
+
+
+def _grouped_rows(d_out: int, d_kv: int) -> tuple[slice, slice, slice]:
+    """[Q; K; V] rows of a fused grouped projection of height d_out + 2·d_kv."""
+    return slice(0, d_out), slice(d_out, d_out + d_kv), slice(d_out + d_kv, d_out + 2 * d_kv)
+
+
+def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int,
+                  d_kv: int | None = None) -> list[dict[int, bool]]:
     """Transpose flags for raw matrices: fixed by shape, or both tried per group (q/k/v together, o alone)."""
     fixed, groups = {}, {"in": [], "o": []}
     for i, e in enumerate(entries):
         if e.kind != "w" or e.linear:
             fixed[i] = False
             continue
-        rows = {"qkv": 3 * d_out, "o": d_out}.get(e.role, d_out)
+        kv = d_out if d_kv is None else d_kv
+        rows = {"qkv": d_out + 2 * kv, "o": d_out, "k": kv, "v": kv}.get(e.role, d_out)
         cols = d_out if e.role == "o" else d_in
         if e.head is not None:
             rows = e.param.shape[0] if e.param.shape[1] == d_in else e.param.shape[1]
@@ -324,7 +365,7 @@ def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int) -> l
 
 
 def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: int,
-              per_head_qkv: bool = False) -> dict[str, list[Piece]]:
+              per_head_qkv: bool = False, d_kv: int | None = None) -> dict[str, list[Piece]]:
     """Pieces per role.  A fused q/k/v parameter is read as [Q; K; V] blocks, or with `per_head_qkv` as
     [q_0; k_0; v_0; q_1; ...] (qkv.view(B, n, H, 3 * dh).chunk(3, -1), common in encoder/decoder code)."""
     dh = d_out // heads
@@ -342,6 +383,9 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
                     start = (3 * h + j) * dh
                     roles.setdefault(e.kind + r, []).append(
                         (order + (h,), Piece(e.param, e.name, flags[i], slice(start, start + dh))))
+        elif e.role == "qkv" and d_kv is not None:
+            for r, cut in zip("qkv", _grouped_rows(d_out, d_kv)):
+                roles.setdefault(e.kind + r, []).append((order, Piece(e.param, e.name, flags[i], cut)))
         elif e.role == "qkv":
             for j, r in enumerate("qkv"):
                 roles.setdefault(e.kind + r, []).append(
@@ -352,15 +396,16 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
 
 
 def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
-             heads: int = 1, out_proj: bool = True) -> tuple[list[Layout], str]:
+             heads: int = 1, d_kv: int | None = None, out_proj: bool = True) -> tuple[list[Layout], str]:
     """The user's own mapping (`--map q=W_query --map o=proj.weight.T --map qkv=c_attn`): a module name stands for
     its weight and bias, `.T` marks a matrix used as x @ W, `qkv` is a fused q/k/v projection.  The user names the
     fused parameter, not the order of its rows: with several heads it is read as [Q; K; V] blocks and as
     [q_0; k_0; v_0; q_1; ...] per head, and the proof decides (several readings are never "certain")."""
-    readings = [False, True] if heads > 1 and any(r in ("qkv", "wqkv") for r in mapping) else [False]
+    fused = any(r in ("qkv", "wqkv") for r in mapping)
+    readings = [False, True] if heads > 1 and fused and d_kv is None else [False]
     layouts = []
     for per_head in readings:
-        roles, problem = _explicit_roles(module, mapping, d_in, d_out, heads, per_head, out_proj)
+        roles, problem = _explicit_roles(module, mapping, d_in, d_out, heads, per_head, d_kv, out_proj)
         if problem:
             return [], problem
         layouts.append(Layout(roles, "as given by --map" + (" (fused q/k/v, per head)" if per_head else "")))
@@ -368,7 +413,7 @@ def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
 
 
 def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int, heads: int,
-                    per_head: bool, out_proj: bool = True) -> tuple[dict, str]:
+                    per_head: bool, d_kv: int | None = None, out_proj: bool = True) -> tuple[dict, str]:
     params = dict(module.named_parameters())
     modules = dict(module.named_modules())
     roles: dict[str, list[Piece]] = {}
@@ -391,30 +436,47 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
             if r in ("wqkv", "bqkv"):
                 for i, sub in enumerate("qkv"):
                     rows = [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)] if per_head else \
-                        [slice(i * d_out, (i + 1) * d_out)]
+                        [slice(i * d_out, (i + 1) * d_out)] if d_kv is None else [_grouped_rows(d_out, d_kv)[i]]
                     roles.setdefault(r[0] + sub, [Piece(p, qual, transpose and p.dim() == 2, cut) for cut in rows])
             elif r not in roles or r == role:
                 roles[r] = [Piece(p, qual, transpose and p.dim() == 2)]
-    problem = _validate(roles, d_in, d_out, out_proj)
+    problem = _validate(roles, d_in, d_out, d_kv, out_proj)
     return roles, (f"--map: {problem}" if problem else "")
 
 
-def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
-             mapping: dict[str, str] | None = None, out_proj: bool = True) -> tuple[list[Layout], str]:
+def discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dict[str, str] | None = None,
+             kv_heads: int | None = None, out_proj: bool = True) -> tuple[list[Layout], str]:
     """All candidate layouts and, when there is none, what was tried.  A layout is `certain` when it is the only
     reading and covers every parameter (named nn.Linear layers, nn.MultiheadAttention, --map); otherwise the
-    trusted side must see one reproduce the module's own output before relying on it.  `out_proj=False`: the
+    trusted side must see one reproduce the module's own output before relying on it.  W_k and W_v may be
+    narrower than d_out (grouped-query attention): the configuration's kv_heads · dh rows first, then d_out, then
+    one shared key/value head (`kv_widths`); the first height that gives a reading is used.  `out_proj=False`: the
     single-head form, read as W_q, W_k, W_v alone (harness.wire.form)."""
+    first = ""
+    for d_kv in kv_widths(d_out, heads, kv_heads):
+        found, problem = _discover(module, d_in, d_out, heads, mapping, d_kv, out_proj)
+        if found:
+            for layout in found:
+                layout.kv_width = d_kv
+            return found, ""
+        first = first or problem
+    return [], first
+
+
+def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dict[str, str] | None,
+              d_kv: int | None, out_proj: bool = True) -> tuple[list[Layout], str]:
     if mapping:
-        found, problem = explicit(module, mapping, d_in, d_out, heads, out_proj)
+        found, problem = explicit(module, mapping, d_in, d_out, heads, d_kv, out_proj)
         for layout in found:
             layout.certain = len(found) == 1  # the user said so, and there is only one way to read it
         return found, problem
     mhas = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.MultiheadAttention)]
     if len(mhas) == 1:
+        if d_kv is not None:
+            return [], "nn.MultiheadAttention has as many key/value heads as heads"
         name, m = mhas[0]
         roles = _mha_layout(m, name + "." if name else "")
-        problem = _validate(roles, d_in, d_out, out_proj)
+        problem = _validate(roles, d_in, d_out, None, out_proj)
         if problem is None:
             layout = Layout(roles, "torch.nn.MultiheadAttention inside the module")
             layout.certain = layout.covers(module)
@@ -426,10 +488,10 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
     tried = []
     if entries:
         fused = any(e.role == "qkv" for e in entries)
-        for per_head_qkv in ((False, True) if fused and heads > 1 else (False,)):
-            for flags in _orientations(entries, d_in, d_out, heads):
-                roles = _assemble(entries, flags, d_out, heads, per_head_qkv)
-                problem = _validate(roles, d_in, d_out, out_proj)
+        for per_head_qkv in ((False, True) if fused and heads > 1 and d_kv is None else (False,)):
+            for flags in _orientations(entries, d_in, d_out, heads, d_kv):
+                roles = _assemble(entries, flags, d_out, heads, per_head_qkv, d_kv)
+                problem = _validate(roles, d_in, d_out, d_kv, out_proj)
                 if problem is None:
                     notes = [f"parameters with no role: {', '.join(unknown)}"] if unknown else []
                     how = "by parameter names" + (
@@ -444,14 +506,15 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int,
                 tried[0].certain = tried[0].covers(module)
             if fused:  # `qkv = ModuleList([Linear, Linear, Linear])` is q, k, v, not three heads of a fused q/k/v
                 seen = {_reading(lay.roles) for lay in tried}  # (with 3 heads both read; the proof decides)
-                tried += [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads, out_proj)
-                          if _validate(roles, d_in, d_out, out_proj) is None and _reading(roles) not in seen]
+                tried += [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads, d_kv,
+                                                                            out_proj)
+                          if _validate(roles, d_in, d_out, d_kv, out_proj) is None and _reading(roles) not in seen]
             return tried, ""
         by_name = f"by names: {problem_by_name}"
     else:
         by_name = "by names: no parameter name says q, k, v, qkv or out"
-    found = [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads, out_proj)
-             if _validate(roles, d_in, d_out, out_proj) is None]
+    found = [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads, d_kv, out_proj)
+             if _validate(roles, d_in, d_out, d_kv, out_proj) is None]
     if found:
         return found, ""
     if not out_proj:

@@ -179,7 +179,7 @@ class Worker:
             for mod in module.modules():
                 if isinstance(mod, nn.Dropout):
                     mod.p = float(request.force_dropout)
-        found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map,
+        found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads,
                                           out_proj=form_of(self.signature, self.overrides).out_proj)
         ways = calling.styles_for(module)
         handle = request.handle if request.handle is not None else len(self.instances)
@@ -193,7 +193,7 @@ class Worker:
             plain_tensors=_plain_tensor_attributes(module),
             containers=_unregistered_containers(module),
             dropout_modules=sum(isinstance(mod, nn.Dropout) for mod in module.modules()),
-            layouts=[m.LayoutInfo(lay.describe(), lay.how, lay.notes, lay.certain) for lay in found],
+            layouts=[m.LayoutInfo(lay.describe(), lay.how, lay.notes, lay.certain, lay.kv_width) for lay in found],
             layout_problem=problem,
             call_styles=[s.describe() for s in ways.styles],
             call_problem=ways.problem,

@@ -13,6 +13,7 @@ import zlib
 
 import numpy as np
 
+from harness.engine import grouped
 from harness.engine import mapping as mapping_proof
 from harness.engine.mapping import Mapping
 from harness.engine.trace.drive import record
@@ -82,10 +83,17 @@ class Context:
         head widths (rotary embeddings need them); and a long sequence in a batch of one (context_length 64 = n): a
         mask whose size is hard-coded to a small number shows there."""
         sep = self.separate_widths
+        if self.grouped:  # grouped-query: kv_heads below the heads, and equal (harness.engine.grouped)
+            return grouped.configs(sep, grouped.preferred_kv(self.signature, self.subject.overrides))
         return [self.shaped(cfg) for cfg in (
                 Config(d_in=6 if sep else 8, d_out=8, heads=2, context_length=7, batch=2, n=5),
                 Config(d_in=9 if sep else 6, d_out=6, heads=3, context_length=4, batch=2, n=4),
                 Config(d_in=12 if sep else 8, d_out=8, heads=4, context_length=64, batch=1, n=64))]
+
+    @property
+    def grouped(self) -> bool:
+        """A grouped-query layer: its constructor takes a number of key/value heads (or a group size)."""
+        return grouped.is_grouped(self.signature)
 
     @property
     def base(self) -> Config:
@@ -97,7 +105,7 @@ class Context:
         args = [f"{p}={cfg.value(k)}" for k, p in sig.accepts.items()]
         args += [f"{p}={cfg.value(k)}" for p, k in sig.derived.items()]
         args += [f"{p}={cfg.value(v[1:]) if isinstance(v, str) and v.startswith('@') else v!r}"
-                 for p, v in self.subject.overrides.items()]
+                 for p, v in self.subject.overrides.items() if p not in sig.derived]
         if sig.config_param:
             args.append(f"{sig.config_param}=<config object>")
         return f"{loaded.name}({', '.join(args)})"
@@ -213,9 +221,11 @@ class Context:
 
     def weights_for(self, inst: Instance, tag: str = "w") -> numpy_ref.Weights:
         """Random weights for the roles this module has (a role it lacks, e.g. a Q/K/V bias, is zero)."""
-        roles = set(inst.layouts[inst.layout].roles) if inst.layout is not None else set()
+        layout = inst.layouts[inst.layout] if inst.layout is not None else None
+        roles = set(layout.roles) if layout is not None else set()
         cfg = inst.cfg
-        w = numpy_ref.random_weights(self.rng(tag, cfg), cfg.d_in, cfg.d_out, qkv_bias=True)
+        w = numpy_ref.random_weights(self.rng(tag, cfg), cfg.d_in, cfg.d_out, qkv_bias=True,
+                                     d_kv=layout.kv_width if layout is not None else None)
         for r in numpy_ref.ROLES[4:]:
             if r not in roles:
                 setattr(w, r, None)
@@ -235,8 +245,11 @@ class Context:
     @staticmethod
     def transplanted(inst: Instance, w: numpy_ref.Weights) -> dict[str, np.ndarray]:
         """`w` as the module's roles: a role the module has but `w` lacks (a bias) is written as zeros."""
+        if inst.layout is None:  # no reading of the parameters fits this configuration: ours to say, not a crash
+            raise CannotDrive(f"mha-check found no reading of your parameters as W_q, W_k, W_v and W_o for "
+                              f"{inst.cfg.describe()} ({inst.info.layout_problem or 'no layout'})")
         roles = inst.layouts[inst.layout].roles
-        return {r: getattr(w, r) if getattr(w, r) is not None else np.zeros(w.d_out) for r in roles}
+        return {r: getattr(w, r) if getattr(w, r) is not None else w.bias(r) for r in roles}
 
 
 def _close_twin(subject: Subject) -> None:

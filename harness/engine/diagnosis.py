@@ -193,8 +193,7 @@ def _numeric(ctx, possible: list[str]) -> list[str] | None:
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
     knobs = {m: k for m, k in mutants.variants().items() if m in possible}
-    matching, used, differs = set(knobs), 0, set()  # differs: the mistake's numbers differ from the reference's
-    # somewhere (a configuration where they do not, e.g. rotary frequencies with a head width of 2, proves nothing)
+    matching, used, shown = set(knobs), 0, set()  # shown: the mistake's own numbers seen somewhere, not only neutral
     for cfg in ctx.required_configs():
         try:
             inst = ctx.build(cfg)
@@ -208,10 +207,20 @@ def _numeric(ctx, possible: list[str]) -> list[str] | None:
             return None
         used += 1
         expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
-        for m in list(matching):
-            theirs = variants.forward(x, cfg.heads, w, **with_rope(knobs[m], ctx.rope))
-            if not same(y, theirs):
-                matching.discard(m)
-            elif not same(theirs, expected):
-                differs.add(m)
-    return sorted(matching & differs) if used else None
+        fits = {m: _fits(y, x, cfg.heads, w, with_rope(knobs[m], ctx.rope), expected) for m in matching}
+        matching = {m for m, fit in fits.items() if fit}
+        shown |= {m for m, fit in fits.items() if fit == "shown"}
+    return sorted(matching & shown) if used else None
+
+
+def _fits(y, x, heads: int, w, knobs: dict, expected) -> str:
+    """"shown": the output is the mistake's, and not the reference's; "open": the mistake cannot show on this
+    configuration (its numbers are the reference's there: rotary frequencies with a head width of 2; a grouped-query
+    pairing with key/value heads as many as the heads, or one shared head) and the output is the reference's; ""
+    otherwise.  A mistake is named only where its own numbers were shown at least once."""
+    if not variants.applies(w, heads, knobs):
+        return "open" if "kv_pairing" in knobs and w.wk.shape[0] == w.d_out and same(y, expected) else ""
+    theirs = variants.forward(x, heads, w, **knobs)
+    if same(theirs, expected):
+        return "open" if same(y, expected) else ""
+    return "shown" if same(y, theirs) else ""

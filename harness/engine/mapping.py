@@ -114,6 +114,8 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
                         continue  # a mistake of another member of the family (single head): not this layer's
                     if _caller_masks(info, style) and MASKING_KNOBS & set(knobs):
                         continue  # forward takes a mask or a causal flag and got none: unmasked numbers are no mistake
+                    if not variants.applies(w, heads, knobs):
+                        continue  # a grouped layer's mistake on plain weights, or keys from W_q on narrower W_k
                     if rope is None and "rope" in knobs:
                         continue  # a rotary mistake is tried under the rotary conventions
                     theirs = variants.forward(x, heads, w, **with_rope(knobs, rope))

@@ -248,7 +248,19 @@ def _with(cfg: Config, separate: bool, **change) -> Config | None:
         return None  # head widths stay even, as drawn
     d_in = heads * value["per_head"] if separate and value["per_head"] else (cfg.d_in if separate else heads * width)
     return Config(d_in=d_in, d_out=heads * width, heads=heads, context_length=value["context_length"],
-                  batch=value["batch"], n=value["n"], dropout=cfg.dropout, qkv_bias=bool(value["qkv_bias"]))
+                  batch=value["batch"], n=value["n"], dropout=cfg.dropout, qkv_bias=bool(value["qkv_bias"]),
+                  kv_heads=_kv_kept(cfg, heads))
+
+
+def _kv_kept(cfg: Config, heads: int) -> int | None:
+    """A grouped configuration shrunk keeps its grouping: one key/value head (multi-query), or the same group size
+    where it divides the heads; else as many key/value heads as heads."""
+    if cfg.kv_heads is None or cfg.kv_heads == cfg.heads:
+        return None
+    if cfg.kv_heads == 1:
+        return 1 if heads > 1 else None
+    group = cfg.heads // cfg.kv_heads
+    return heads // group if heads % group == 0 and heads > group else None
 
 
 def _size(cfg: dict) -> tuple:

@@ -8,7 +8,8 @@ import math
 from harness.sandbox.limits import MEMORY_FLOOR_MB
 
 ROLES = ("q", "k", "v", "o", "out", "qkv", "wq", "wk", "wv", "wo", "wqkv", "bq", "bk", "bv", "bo", "bqkv")
-BINDABLE = ("d", "width", "d_in", "d_out", "heads", "context_length", "dropout", "qkv_bias", "head_width")
+BINDABLE = ("d", "width", "d_in", "d_out", "heads", "context_length", "dropout", "qkv_bias", "head_width", "kv_heads",
+            "kv_group")
 
 
 class OptionError(ValueError):

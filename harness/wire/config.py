@@ -14,6 +14,7 @@ class Config:
     n: int = 3
     dropout: float = 0.0
     qkv_bias: bool = False
+    kv_heads: int | None = None  # key/value heads of a grouped-query layer; None: as many as heads (plain MHA)
 
     @property
     def head_width(self) -> int:
@@ -21,8 +22,8 @@ class Config:
 
     def value(self, key: str):
         """The value a constructor parameter gets for a configuration key: width, d_in, d_out, heads,
-        context_length, dropout, qkv_bias, head_width (d_out / heads), kv_heads (= heads), all_bias and causal (on),
-        rope_theta (10000)."""
+        context_length, dropout, qkv_bias, head_width (d_out / heads), kv_heads (the grouped layer's key/value
+        heads, or heads), kv_group (query heads per key/value head), all_bias and causal (on), rope_theta (10000)."""
         if key in ("width", "d"):
             return self.d_out
         if key in ("all_bias", "causal"):
@@ -30,25 +31,31 @@ class Config:
         if key == "head_width":
             return self.d_out // self.heads
         if key == "kv_heads":
-            return self.heads
+            return self.kv_heads or self.heads
+        if key == "kv_group":
+            return self.heads // (self.kv_heads or self.heads) if self.heads else 1
         if key == "rope_theta":  # a rotary embedding's base, where the constructor demands one: the usual 10000
             return 10000.0
         return getattr(self, key)
 
     def ctor_key(self) -> tuple:
         """What the constructor sees: configs equal here can share one built module."""
-        return (self.d_in, self.d_out, self.heads, self.context_length, self.dropout, self.qkv_bias)
+        return (self.d_in, self.d_out, self.heads, self.context_length, self.dropout, self.qkv_bias, self.kv_heads)
 
     def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in _FIELDS}  # asdict's deep copies cost more, for plain values
+        out = {name: getattr(self, name) for name in _FIELDS}  # asdict's deep copies cost more, for plain values
+        if out["kv_heads"] is None:  # plain multi-head attention: said as before the grouped form existed
+            del out["kv_heads"]
+        return out
 
     def describe(self) -> str:
         width = f"d={self.d_out}" if self.d_in == self.d_out else f"d_in={self.d_in}, d_out={self.d_out}"
         extra = "".join(
             [", qkv_bias=True" if self.qkv_bias else "", f", dropout={self.dropout}" if self.dropout else ""]
         )
+        kv = f", kv_heads={self.kv_heads}" if self.kv_heads is not None else ""
         return (
-            f"{width}, heads={self.heads} (head width {self.head_width if self.heads else '?'}), "
+            f"{width}, heads={self.heads}{kv} (head width {self.head_width if self.heads else '?'}), "
             f"context_length={self.context_length}, input (B={self.batch}, n={self.n}, {self.d_in}){extra}"
         )
 

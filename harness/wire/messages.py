@@ -51,6 +51,7 @@ class LayoutInfo:
     how: str
     notes: list[str] = field(default_factory=list)
     certain: bool = False  # unambiguous by structure: named nn.Linear layers, nn.MultiheadAttention
+    kv_width: int | None = None  # rows of W_k and W_v when narrower than d_out (grouped-query: kv_heads · dh)
 
 
 # -- requests ----------------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ reproduced weight mapping and no mistake named; buggy ones fail the checks made 
 diagnosed as it."""
 import pytest
 
-from conftest import ZOO, zoo_constants
+from conftest import ROOT, ZOO, zoo_constants
 
 pytestmark = pytest.mark.slow
 CORRECT = sorted((ZOO / "correct").glob("*.py"))
@@ -87,3 +87,23 @@ def test_a_fill_value_other_than_the_catalogues_is_told_with_its_own_value_and_s
     assert root["mutant"] == "finite-fill" and root["title"] == "Masked scores filled with 0 instead of -inf"
     assert "-10" not in root["symptom"] and "small" not in root["symptom"]
     assert root["fix"] == 'wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))'
+
+
+GROUPED_REFERENCE = f"{ROOT / 'reference' / 'grouped_mha.py'}:GroupedMHA"
+
+
+def test_the_grouped_reference_passes_every_check_as_grouped_query_attention(reports):
+    """reference/grouped_mha.py, which the gqa- mutants copy, passes every check, built with fewer key/value heads."""
+    report = reports(GROUPED_REFERENCE)
+    assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
+    assert report.adapter["mapping"]["proof"] == "reference" and report.diagnosis is None
+    count = next(c for c in report.checks if c.id == "param-count")
+    assert "grouped-query" in count.message
+
+
+def test_a_kv_heads_argument_given_with_arg_is_used_where_it_divides_the_heads(reports):
+    """Issue 31: `--arg num_kv_groups=2` used to build 3-head configurations with 2 key/value heads (construct
+    failed) or crash mha-check with a TypeError; now 2 is used where it divides the heads."""
+    report = reports(target(ZOO / "correct" / "gqa_rasbt.py"), overrides={"num_kv_groups": 2})
+    assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
+    assert report.adapter["mapping"]["proof"] == "reference"

@@ -21,6 +21,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from reference.causal_mha import mha_forward  # noqa: E402
 from reference.rotary_mha import rope_mha_forward  # noqa: E402 - rotary entries: RoPE on q and k per head
+from reference.grouped_mha import gqa_forward  # noqa: E402  (grouped-query entries: query head h uses kv head h // group)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 torch.set_default_dtype(torch.float64)
@@ -796,6 +797,39 @@ def _rows_fixed(m, x, cache):
     mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)[-n:, :]
     w = torch.softmax((q @ k.transpose(2, 3)).masked_fill(mask, float("-inf")) / m.head_dim ** 0.5, -1)
     return m.out_proj((w @ v).transpose(1, 2).contiguous().view(b, n, m.d_out)), (k, v)
+# ----------------------------------------------------------------------------------------------- grouped-query entries
+@check("rasbt_ch04_gqa_kv_cache.py")
+def _(mod):
+    errs, leaks = [], []
+    for kv in (2, 1, 4):
+        m = randomize(mod.GroupedQueryAttention(10, 12, 0.0, 4, kv, qkv_bias=True)).eval()
+        ref = lambda x, m=m: gqa_forward(x, 4, m.W_query.weight, m.W_key.weight, m.W_value.weight, m.out_proj.weight,
+                                         m.W_query.bias, m.W_key.bias, m.W_value.bias, None)
+        err, leak = cmp(m, ref, 10)
+        errs.append(err)
+        leaks.append(leak)
+    good, msg = ok_line(max(errs), max(leaks))
+    return good, msg, "d_in=10 d_out=12 H=4, num_kv_groups 2, 1, 4, qkv_bias; vs reference.grouped_mha.gqa_forward"
+
+
+@check("karpathy_llama2c_gqa_identity_rope.py")
+def _(mod):
+    m = randomize(mod.make_identity_rope_gqa(16, 4, 2, CTX)).eval()
+    a = m.attn
+    ref = lambda x: gqa_forward(x, 4, a.wq.weight, a.wk.weight, a.wv.weight, a.wo.weight)
+    err, leak = cmp(m, ref, 16)
+    scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+    x = torch.randn(2, 7, 16)
+    tiled = lambda t: t.view(2, 7, 2, 4).transpose(1, 2).repeat(1, 2, 1, 1)  # the `.repeat` pairing, for contrast
+    q = torch.nn.functional.linear(x, a.wq.weight).view(2, 7, 4, 4).transpose(1, 2)
+    k, v = tiled(torch.nn.functional.linear(x, a.wk.weight)), tiled(torch.nn.functional.linear(x, a.wv.weight))
+    s = (q @ k.transpose(2, 3) / 4 ** 0.5).masked_fill(torch.triu(torch.ones(7, 7, dtype=torch.bool), 1), float("-inf"))
+    wrong = torch.nn.functional.linear((torch.softmax(s, -1) @ v).transpose(1, 2).reshape(2, 7, 16), a.wo.weight)
+    with torch.no_grad():
+        apart = (m(x) - wrong).abs().max().item()
+    good = err / scale < FLOAT32_TOL and leak < TOL and apart > 1e-3
+    return good, (f"max|out-ref|={err:.1e} (float32 RoPE; relative {err / scale:.1e}) leak={leak:.1e}; "
+                  f"vs the .repeat pairing {apart:.2e}"), "make_identity_rope_gqa(16, 4, 2, 10): n_kv_heads=2"
 
 
 def main():

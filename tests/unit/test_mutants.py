@@ -6,10 +6,12 @@ import pytest
 import torch
 
 import mutants
-from reference import cached_mha, causal_attention, causal_mha, numpy_ref, rotary_mha, variants
+from reference import cached_mha, causal_attention, causal_mha, grouped_mha, numpy_ref, rotary_mha, variants
 
 ALL = mutants.all_mutants()
-WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None]
+GROUPED = ("gqa-", "mqa-")  # copies of reference/grouped_mha.py (grouped-query attention), not of causal_mha.py
+WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None and not m.INFO.id.startswith(GROUPED)]
+GROUPED_WITH_VARIANT = [m for m in ALL if m.INFO.variant is not None and m.INFO.id.startswith(GROUPED)]
 
 
 def _class_lines(module, name: str = "CausalMHA") -> list[str]:
@@ -23,7 +25,8 @@ def _single(mutant) -> bool:
 
 def _reference_of(mutant):
     """The reference module a mutant is a copy of (mutants.reference_path): its family member's, or the lesson's."""
-    return {"rotary_mha.py": rotary_mha, "cached_mha.py": cached_mha, "causal_attention.py": causal_attention}.get(
+    return {"rotary_mha.py": rotary_mha, "cached_mha.py": cached_mha, "causal_attention.py": causal_attention,
+            "grouped_mha.py": grouped_mha}.get(
         mutants.reference_path(mutant.INFO.id).name, causal_mha)
 
 
@@ -64,6 +67,25 @@ def test_declared_variant_computes_what_the_mutant_computes(mutant, d_in, d_out,
     # -100 differs below rounding: a gradient-only leak
     if (out is not None or _single(mutant)) and mutant.INFO.id != "finite-fill-100" and not same_widths:
         assert not np.allclose(want, numpy_ref.forward(x, heads, w), equal_nan=True)
+
+
+@pytest.mark.parametrize("mutant", GROUPED_WITH_VARIANT, ids=[m.INFO.id for m in GROUPED_WITH_VARIANT])
+@pytest.mark.parametrize("d_in,d_out,heads,kv,n,ctx", [(8, 8, 4, 2, 4, 7), (5, 12, 6, 3, 5, 5), (6, 6, 3, 1, 4, 4)])
+def test_declared_grouped_variant_computes_what_the_mutant_computes(mutant, d_in, d_out, heads, kv, n, ctx):
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.float64)
+    try:
+        m = mutant.CausalMHA(d_in, heads, ctx, kv, d_out=d_out).eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    get = lambda lin, attr: None if getattr(lin, attr, None) is None else getattr(lin, attr).detach().numpy()
+    w = numpy_ref.Weights(get(m.q, "weight"), get(m.k, "weight"), get(m.v, "weight"), get(m.out, "weight"),
+                          bo=get(m.out, "bias"))
+    x = np.random.default_rng(1).standard_normal((2, n, d_in))
+    got = m(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(got, variants.forward(x, heads, w, **mutant.INFO.variant), rtol=1e-9, atol=1e-12)
+    if kv not in (1, heads):  # one shared key/value head: every pairing and the first group are all the heads
+        assert not np.allclose(got, numpy_ref.forward(x, heads, w))
 
 
 def test_unknown_mutant_id_suggests_close_matches():
