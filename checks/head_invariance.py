@@ -69,8 +69,8 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
     if len(set(built.values())) > 1:
         first = next(iter(built))
         return failed(f"parameter count changes with the number of heads{grouping} (d_out=12): {table}{note}",
-                      observed=table, expected=f"the same count for all, {built[first]} as with {first} head"
-                      f"{'s' if first > 1 else ''}", finding="count grows with heads")
+                      observed=table, expected=f"the same count for all, {built[first]} as with "
+                      f"{'one head' if first == 1 else f'{first} heads'}", finding="count grows with heads")
     heads = [str(h) for h in built]
     first = next(iter(built))
     return passed(f"{built[first]} parameters for {', '.join(heads[:-1])} and {heads[-1]} heads{grouping} "

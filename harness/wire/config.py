@@ -16,6 +16,13 @@ class Config:
     qkv_bias: bool = False
     kv_heads: int | None = None  # key/value heads of a grouped-query layer; None: as many as heads (plain MHA)
 
+    def __repr__(self) -> str:
+        """As the dataclass would write it, with kv_heads only when set: the seeds of every draw are taken from this
+        text (Context.rng), so plain configurations draw exactly what they drew before grouped-query existed."""
+        shown = [f"{name}={getattr(self, name)!r}" for name in _FIELDS
+                 if name != "kv_heads" or self.kv_heads is not None]
+        return f"Config({', '.join(shown)})"
+
     @property
     def head_width(self) -> int:
         return self.d_out // self.heads
