@@ -191,7 +191,11 @@ def _grouped(lines: list[CheckLine], colour: bool, cols: int) -> list[str]:
         label = members[0].label
         lead = f"  {label:<10} "
         indent = " " * len(lead)
-        head = wrap(", ".join(m.id for m in members), indent, lead, cols)
+        ids = ", ".join(m.id for m in members)
+        if status == "skip" and not help_ and len(f"{lead}{ids} ({text})") <= cols:  # a short skip: one line
+            out.append(f"{lead}{ids} ({text})".replace(label, _paint(label, status, colour), 1))
+            continue
+        head = wrap(ids, indent, lead, cols)
         head[0] = head[0].replace(label, _paint(label, status, colour), 1)
         out += head + wrap(text, indent, width=cols)
         if help_:

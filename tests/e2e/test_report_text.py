@@ -166,7 +166,8 @@ def test_shipped_buggy_example_points_at_the_students_path():
     assert " ".join(" ".join(lines[wrote:wrote + 2]).split()) == \
         "you wrote: queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)"
     assert any(ln.startswith("                mha-check trace examples/buggy_attention.py: every step") for ln in lines)
-    assert max(map(len, lines)) <= 80 and len(lines) <= 40
+    assert lines.index("  where:        examples/buggy_attention.py:30") < 20  # the root cause, first screen
+    assert max(map(len, lines)) <= 80 and len(lines) <= 42  # 19 checks now (kv-cache, mask-fill): two lines more
 
 
 def test_correct_class_lists_what_was_verified(reports):
