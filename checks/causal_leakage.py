@@ -131,13 +131,30 @@ def causal_leakage(ctx):
         jacobian, *outputs = answer()
         outputs = [o.y for o in outputs]
         outcome = _leak_verdict(jacobian, cfg) or moved(outputs, labels, kinds=("ordinary",))
-        if outcome is None and moved(outputs, labels, kinds=("huge",)) is not None:
-            huge_only.append(cfg)
+        huge = moved(outputs, labels, kinds=("huge",)) if outcome is None else None
+        if huge is not None and _future_won(outputs, labels):
+            huge_only.append(cfg)  # the future's scores passed a finite mask: decided by the realistic probes
+        elif huge is not None:
+            outcome = huge  # a sliver of the future's values got through: a real weight on the future, not a mask
+            # that only huge scores pass (a -100 fill behind a forged Jacobian shows here)
         if outcome or cfg not in ctx.required_configs() or cfg.n > DEEP_MAX_N:  # why not deep: the docstring
             return outcome
         return _deep(ctx, inst, x, r, cfg, unreferenced)
 
     return find_failure_at_once(ctx, ask, judge) or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
+
+
+FUTURE_WON = 1e-10 * HUGE  # a movement this large is the future's own value, not a sliver of it
+
+
+def _future_won(outputs, labels) -> bool:
+    """Whether earlier outputs moved by about the size of the 1e30 tokens (their values won the softmax: scores
+    above a finite mask's size) rather than by a sliver of them (e^-100 · 1e30 ≈ 4e-14: the future had a real,
+    tiny weight all along).  Not finite: not this case."""
+    y, *perturbed = outputs
+    moves = [np.abs(y2[:, :split + 1] - y[:, :split + 1]).max() for (split, kind), y2 in zip(labels, perturbed)
+             if kind == "huge"]
+    return bool(moves) and all(np.isfinite(moves)) and max(moves) >= FUTURE_WON
 
 
 def _only_huge(huge_only: list, unreferenced: set, ctx):

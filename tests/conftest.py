@@ -12,6 +12,7 @@ import ast
 import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -43,6 +44,27 @@ def zoo_constants(path: Path) -> dict:
             except ValueError:
                 pass
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def unreadable_checkout(uid: int = 61950) -> str | None:
+    """Why an unprivileged uid cannot read this checkout (None: it can, or this is not root).  Without namespaces
+    nothing is mounted for a child: it runs mha-check's files where they lie, so in a clone below a 0700 home or a
+    `mktemp -d` folder the walls without namespaces cannot be tested (and mha-check itself refuses to grade so, see
+    isolation.unfit_to_grade): those tests are skipped with this reason, never failed; clone into a folder every
+    user can enter to test them."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return None
+    needed = [str(ROOT / "harness" / "__init__.py")]  # the children run the system Python
+    probe = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "/usr/bin/python3",
+                            "-I", "-c", "import os, sys; print([p for p in sys.argv[1:] if not os.access(p, os.R_OK)])",
+                            *needed], capture_output=True, text=True, timeout=60)
+    unreadable = probe.stdout.strip()
+    if probe.returncode != 0 or unreadable != "[]":
+        return (f"an unprivileged uid cannot read {unreadable or needed} (the checkout lies in a folder other users "
+                "cannot enter): the walls without namespaces need it readable; clone into a folder every user can "
+                "enter to test them")
+    return None
 
 
 LOOKAHEAD = 3  # reports computed ahead of the test that reads one: enough to keep the pool's two threads busy

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, unreadable_checkout
 
 NONS = ROOT / "tests" / "fixtures" / "nons.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -36,8 +36,9 @@ CORRECT = ROOT / "tests" / "zoo" / "correct" / "book_style.py"
 CONTAINER = ["python3", str(NONS), "--drop-sysadmin", "--"]  # root, no CAP_SYS_ADMIN, no namespaces
 AS_USER = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--"]
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                                reason="plays the environments from root (seccomp filter, setpriv)")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                                 reason="plays the environments from root (seccomp filter, setpriv)"),
+              pytest.mark.skipif(bool(unreadable_checkout()), reason=str(unreadable_checkout()))]
 
 
 def _same_python(python: str) -> bool:

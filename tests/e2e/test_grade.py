@@ -294,7 +294,7 @@ def test_sigterm_at_any_moment_ends_the_batch_within_the_bound(tmp_path, when):
         os.killpg(run.pid, signal.SIGKILL)
         run.communicate()
         raise AssertionError("grade did not end after SIGTERM") from None
-    assert run.returncode in (130, -signal.SIGTERM), err[-2000:]
+    assert run.returncode in (130, -signal.SIGTERM), (run.returncode, out[-2000:], err[-2000:])
     assert "Traceback" not in err, err[-2000:]
     assert processes_left(tmp_path) == []
 

@@ -14,7 +14,6 @@ is the quick one; the others are marked slow.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, unreadable_checkout
 from harness.sandbox import bubblewrap, isolation, scratch
 from harness.sandbox.limits import Limits
 from harness.sandbox.policy import make_policy
@@ -53,25 +52,6 @@ NO_NAMESPACE_GAPS = {
 
 if os.geteuid() != 0:
     pytest.skip("these tests play the root grader (slot uids, scratch folders owned by them)", allow_module_level=True)
-
-
-@functools.lru_cache(maxsize=None)
-def unreadable_checkout() -> str | None:
-    """Why an unprivileged uid cannot read this checkout (None: it can).  Without namespaces nothing is mounted for
-    the child: it runs mha-check's files where they lie, so in a clone below a 0700 home or a `mktemp -d` folder
-    those walls cannot be tested (and mha-check itself refuses to grade so, see isolation.unfit_to_grade): they are
-    skipped with this reason, never failed; clone into a folder every user can enter to test them."""
-    needed = [str(ROOT / "harness" / "__init__.py")]  # the children run the system Python (SYSTEM_PYTHON)
-    probe = subprocess.run(["setpriv", f"--reuid={ORDINARY_USER}", f"--regid={ORDINARY_USER}", "--clear-groups", "--",
-                            SYSTEM_PYTHON, "-I", "-c",
-                            "import os, sys; print([p for p in sys.argv[1:] if not os.access(p, os.R_OK)])", *needed],
-                           capture_output=True, text=True, timeout=60)
-    unreadable = probe.stdout.strip()
-    if probe.returncode != 0 or unreadable != "[]":
-        return (f"an unprivileged uid cannot read {unreadable or needed} (the checkout lies in a folder other users "
-                "cannot enter): the walls without namespaces need them readable; clone into a folder "
-                "every user can enter to test them")
-    return None
 
 
 @dataclass
