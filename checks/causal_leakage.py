@@ -134,8 +134,10 @@ def causal_leakage(ctx):
         huge = moved(outputs, labels, kinds=("huge",)) if outcome is None else None
         if huge is not None and _future_won(outputs, labels):
             huge_only.append(cfg)  # the future's scores passed a finite mask: decided by the realistic probes
-        elif huge is not None:
-            outcome = huge  # a sliver of the future's values got through: a real weight on the future, not a mask
+        elif huge is not None:  # said so: a change of 1e-14 reads as rounding to a student, yet causal code gives 0
+            outcome = moved(outputs, labels, kinds=("huge",), why=" where a causal layer changes nothing at all; "
+                            "the future keeps a tiny weight, as a fill of -100 instead of -inf leaves")
+            # a sliver of the future's values got through: a real weight on the future, not a mask
             # that only huge scores pass (a -100 fill behind a forged Jacobian shows here)
         if outcome or cfg not in ctx.required_configs() or cfg.n > DEEP_MAX_N:  # why not deep: the docstring
             return outcome

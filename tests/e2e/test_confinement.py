@@ -91,6 +91,12 @@ def one_line_refusal(run, *words: str) -> str:
     return lines[0]
 
 
+def full_marks(gradescope: dict) -> bool:
+    """A correct layer gets every point its tests offer (however many checks there are by now)."""
+    offered = sum(test["max_score"] for test in gradescope["tests"])
+    return offered > 0 and gradescope["score"] == offered
+
+
 def submissions(folder: Path, owner: int | None = None) -> Path:
     subs = folder / "subs"
     (subs / "alice").mkdir(parents=True)
@@ -128,7 +134,7 @@ def test_root_in_a_container_grades_as_the_slot_uid(world, tmp_path):
     run = mha(CONTAINER, python, str(CORRECT), "--format", "gradescope")
     assert run.returncode == 0, run.stderr[-2000:]
     data = json.loads(run.stdout)
-    assert data["score"] == 18.0
+    assert full_marks(data)
     staff = data["extra_data"]["isolation"]  # what graders see of it; students never see extra_data
     assert 61000 <= staff["uid"] <= 61998 and staff["mechanism"] == "none" and staff["namespaces"] == []
     assert staff["full_policy"] is False and staff["unfit_to_grade"] == ""
@@ -201,7 +207,7 @@ def test_an_ordinary_user_with_user_namespaces_grades_with_the_full_policy(world
     assert run.returncode == 0 and "WARNING" not in run.stdout, run.stdout + run.stderr[-2000:]
     data = json.loads((out / "alice.results.json").read_text())
     staff = data["extra_data"]["isolation"]
-    assert data["score"] == 18.0 and staff["uid"] == USER and "user" in staff["namespaces"]
+    assert full_marks(data) and staff["uid"] == USER and "user" in staff["namespaces"]
     assert staff["full_policy"] is True and staff["unfit_to_grade"] == ""
 
 
