@@ -37,19 +37,30 @@ def _tokens(name: str) -> list[str]:
     return [t.lower() for t in re.split(r"[^A-Za-z0-9]+", name) if t]
 
 
+_PREFIXES = ("w", "b", "to", "proj")  # W_query, bq, tokeys (peterbloem/former: tokeys, toqueries), proj_q
+
+
 def role_of(name: str) -> str | None:
-    """'W_query' -> 'q', 'c_attn' -> 'qkv', 'out_proj' -> 'o', 'bq' -> 'q', 'heads' -> None."""
+    """'W_query' -> 'q', 'c_attn' -> 'qkv', 'out_proj' -> 'o', 'bq' -> 'q', 'tokeys' -> 'k', 'heads' -> None.
+    A name that says its role decides the reading: read by position instead, `tokeys` declared first was taken for
+    W_q, and the correct layer was told it had swapped its queries and keys."""
     toks = _tokens(name)
     joined = "".join(t for t in toks if t not in _KIND_TOKENS) or "".join(toks)
     for candidate in (joined, "".join(toks)):
         for role, names in _ROLE_NAMES.items():
             if candidate in names:
                 return role
-    if len(joined) >= 2 and joined[0] in "wb":
-        for role, names in _ROLE_NAMES.items():
-            if joined[1:] in names:
-                return role
+    for prefix in _PREFIXES:
+        if len(joined) > len(prefix) and joined.startswith(prefix):
+            for role, names in _ROLE_NAMES.items():
+                if joined[len(prefix):] in names:
+                    return role
     return None
+
+
+def _generic(name: str) -> bool:
+    """A name that says what a layer is, not what it does: `linear`, `fc`, `layer`."""
+    return all(t in _KIND_TOKENS for t in _tokens(name))
 
 
 @dataclass
@@ -222,6 +233,8 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
             path = owner_name.split(".")
             # a ModuleList of per-head layers (q_heads.0.weight): the list's name carries the role
             label = path[-2] if path[-1].isdigit() and len(path) > 1 else path[-1]
+            if is_linear and len(path) > 1 and _generic(label):  # labml: `self.query = Prepare(...)` holding
+                label = path[-2]  # `.linear`: the module's own name carries the role
             kind = LINEAR_LIKE[pname]
         else:
             label = pname
@@ -240,15 +253,22 @@ def _reading(roles: dict[str, list[Piece]]) -> tuple:
                                    p.axis) for p in pieces)) for r, pieces in roles.items()))
 
 
-def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int,
-                 d_kv: int | None = None, out_proj: bool = True) -> list[tuple[dict[str, list[Piece]], str]]:
+ROLE_ORDERS = ("qkv", "kqv", "qvk", "kvq", "vqk", "vkq")  # the declared order first
+
+
+Readings = list[tuple[dict[str, list[Piece]], str]]  # candidate roles, and how they were recognised
+
+
+def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int, d_kv: int | None = None,
+                 out_proj: bool = True, orders: tuple[str, ...] = ROLE_ORDERS) -> Readings:
     """No names we know: three Linear(d_in, d_out) then one Linear(d_out, d_out), or one fused Linear(d_in, 3·d_out)
     (read as [Q; K; V] and, with several heads, as [q_h; k_h; v_h] per head).  Grouped-query (`d_kv`): only a
     fused Linear(d_in, d_out + 2·d_kv), read as [Q; K; V].  Without an output projection (the single-head form):
-    the three Linear(d_in, d_out), or the fused one, alone."""
+    the three Linear(d_in, d_out), or the fused one, alone.  Q, K and V in each of the `orders` (every order when no
+    name says which is which)."""
     linears = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
     if not out_proj:
-        return _by_position_no_out(linears, d_in, d_out)
+        return _by_position_no_out(linears, d_in, d_out, orders)
     if d_kv is not None:
         return _fused_grouped(linears, d_in, d_out, d_kv)
     fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (3 * d_out, d_in)]
@@ -264,51 +284,73 @@ def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int,
             blocks.append((lambda i: [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)],
                            " (fused q/k/v, per head)"))
         for rows_of, order in blocks:
-            roles: dict[str, list[Piece]] = {}
-            for i, r in enumerate("qkv"):
-                roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=s) for s in rows_of(i)]
-                if f.bias is not None:
-                    roles["b" + r] = [Piece(f.bias, fn + ".bias", rows=s) for s in rows_of(i)]
-            readings.append((roles, how + order))
+            for roles_order in orders:
+                roles: dict[str, list[Piece]] = {}
+                for i, r in enumerate(roles_order):
+                    roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=s) for s in rows_of(i)]
+                    if f.bias is not None:
+                        roles["b" + r] = [Piece(f.bias, fn + ".bias", rows=s) for s in rows_of(i)]
+                readings.append((roles, how + order + _order_note(roles_order)))
     elif len(linears) == 4 and (d_in != d_out and len(proj) == 3 and len(square) == 1
                                 or d_in == d_out and len(square) == 4):
-        roles = {}
-        qkv = linears[:3] if d_in == d_out else proj
-        for r, (n, m) in zip("qkv", qkv):
-            roles["w" + r] = [Piece(m.weight, n + ".weight")]
-            if m.bias is not None:
-                roles["b" + r] = [Piece(m.bias, n + ".bias")]
+        readings += _separate_orders(linears[:3] if d_in == d_out else proj, how, orders)
         on, o = linears[3] if d_in == d_out else square[0]
-        readings.append((roles, how))
     else:
         return []
     for roles, _ in readings:
         roles["wo"] = [Piece(o.weight, on + ".weight")]
         if o.bias is not None:
             roles["bo"] = [Piece(o.bias, on + ".bias")]
-    return readings
+    return [(_in_lesson_order(roles), how) for roles, how in readings]
 
 
-def _by_position_no_out(linears: list, d_in: int, d_out: int) -> list[tuple[dict[str, list[Piece]], str]]:
-    """The single-head form's readings by position: Q, K, V in the order of three Linear(d_in, d_out), or one fused
-    Linear(d_in, 3·d_out) read as [Q; K; V]."""
+def _in_lesson_order(roles: dict[str, list[Piece]]) -> dict[str, list[Piece]]:
+    """W_q, W_k, W_v, W_o, then the biases, whatever order the roles were assigned in (for the report)."""
+    return {role: roles[role] for role in sorted(roles, key=_ROLE_RANK.__getitem__)}
+
+
+def _by_position_no_out(linears: list, d_in: int, d_out: int,
+                        orders: tuple[str, ...]) -> list[tuple[dict[str, list[Piece]], str]]:
+    """The single-head form's readings by position: Q, K, V in each of the `orders` of three Linear(d_in, d_out), or
+    of the blocks of one fused Linear(d_in, 3·d_out)."""
     how = "by position of the nn.Linear layers (names not recognised)"
     shapes = [(m.out_features, m.in_features) for _, m in linears]
     if shapes == [(3 * d_out, d_in)]:
         (n, f), = linears
         blocks = [slice(i * d_out, (i + 1) * d_out) for i in range(3)]
-        roles = {"w" + r: [Piece(f.weight, n + ".weight", rows=s)] for r, s in zip("qkv", blocks)}
-        if f.bias is not None:
-            roles.update({"b" + r: [Piece(f.bias, n + ".bias", rows=s)] for r, s in zip("qkv", blocks)})
-        return [(roles, how + " (fused q/k/v)")]
+        readings = []
+        for order in orders:
+            roles = {"w" + r: [Piece(f.weight, n + ".weight", rows=s)] for r, s in zip(order, blocks)}
+            if f.bias is not None:
+                roles.update({"b" + r: [Piece(f.bias, n + ".bias", rows=s)] for r, s in zip(order, blocks)})
+            readings.append((_in_lesson_order(roles), how + " (fused q/k/v)" + _order_note(order)))
+        return readings
     if shapes != [(d_out, d_in)] * 3:
         return []
-    roles = {}
-    for r, (n, m) in zip("qkv", linears):
-        roles["w" + r] = [Piece(m.weight, n + ".weight")]
-        if m.bias is not None:
-            roles["b" + r] = [Piece(m.bias, n + ".bias")]
-    return [(roles, how)]
+    return _separate_orders(linears, how, orders)
+
+
+def _order_note(order: str) -> str:
+    return "" if order == "qkv" else f" (declared as {', '.join(order)})"
+
+
+def _separate_orders(qkv: list, how: str, orders: tuple[str, ...]) -> list[tuple[dict[str, list[Piece]], str]]:
+    """Three same-shaped Linear layers whose names say nothing: every assignment of the roles q, k, v to them, the
+    declared order first.  Each is a plausible reading, so a correct layer is reproduced under one of them (keys
+    declared first is as correct as queries first); read only in the declared order, it was told it had swapped its
+    queries and keys, the mirror image of a correct layer, which proves nothing."""
+    readings = []
+    for order in orders:
+        roles = {}
+        for r, (n, m) in zip(order, qkv):
+            roles["w" + r] = [Piece(m.weight, n + ".weight")]
+            if m.bias is not None:
+                roles["b" + r] = [Piece(m.bias, n + ".bias")]
+        readings.append((_in_lesson_order(roles), how + _order_note(order)))
+    return readings
+
+
+_ROLE_RANK = {name: i for i, name in enumerate(WEIGHTS + BIASES)}
 
 
 def _fused_grouped(linears: list, d_in: int, d_out: int, d_kv: int) -> list[tuple[dict[str, list[Piece]], str]]:
@@ -507,7 +549,7 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
             if fused:  # `qkv = ModuleList([Linear, Linear, Linear])` is q, k, v, not three heads of a fused q/k/v
                 seen = {_reading(lay.roles) for lay in tried}  # (with 3 heads both read; the proof decides)
                 tried += [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads, d_kv,
-                                                                            out_proj)
+                                                                            out_proj, orders=("qkv",))
                           if _validate(roles, d_in, d_out, d_kv, out_proj) is None and _reading(roles) not in seen]
             return tried, ""
         by_name = f"by names: {problem_by_name}"

@@ -20,9 +20,9 @@ NOTES = ("Constructor SelfAttention(emb, heads=8, mask=False): d_in = d_out = em
          "the bug vanishes (e == s).")
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
-OUTCOME = 'cannot_tell'
-DIAGNOSIS = None
-EXPECTED_BECAUSE = 'fused projection with keys pre-transposed: no reading of its parameters reproduces, so the scale bug cannot be judged'
+OUTCOME = 'fail'
+DIAGNOSIS = 'scale-by-sqrt-d'
+EXPECTED_BECAUSE = 'the names tokeys, toqueries, tovalues say the roles (keys declared first): under that reading the scale-by-sqrt-d mistake reproduces the module exactly'
 
 
 def mask_(matrices, maskval=0.0, mask_diagonal=True):

@@ -15,7 +15,9 @@ from harness.child.target import TargetError, load_target, settings_from_globals
     ("key", "k"), ("W_key", "k"), ("k_proj", "k"), ("value", "v"), ("W_value", "v"), ("v_proj", "v"),
     ("c_attn", "qkv"), ("qkv", "qkv"), ("in_proj", "qkv"), ("W_qkv", "qkv"),
     ("out_proj", "o"), ("c_proj", "o"), ("proj", "o"), ("W_o", "o"), ("out", "o"), ("to_out", "o"), ("dense", "o"),
-    ("heads", None), ("dropout", None), ("ln", None),
+    ("tokeys", "k"), ("toqueries", "q"), ("tovalues", "v"), ("unifyheads", "o"), ("to_keys", "k"),
+    ("proj_q", "q"), ("proj_out", "o"),
+    ("heads", None), ("dropout", None), ("ln", None), ("token", None), ("total", None), ("bias", None),
 ])
 def test_role_of_parameter_names(name, role):
     assert role_of(name) == role
@@ -289,3 +291,36 @@ def test_a_fused_projection_named_with_map_is_read_both_ways_and_never_certain()
     assert blocks != per_head
     single, _ = discover(Fused(), 8, 8, 1, mapping={"qkv": "mix", "o": "out"})
     assert len(single) == 1 and single[0].certain  # one head: one reading
+
+
+def test_a_generic_linear_inside_a_named_module_takes_the_modules_role():
+    """labml's `self.query = PrepareForMultiHeadAttention(...)` keeps its weights in `.linear`: the role is in the
+    module's name, one level up."""
+    class Prepare(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+    class Labml(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.key, self.query, self.value = Prepare(), Prepare(), Prepare()  # keys declared first
+            self.output = nn.Linear(8, 8)
+
+    found, problem = discover(Labml(), 8, 8, 2)
+    assert problem == "" and len(found) == 1 and found[0].certain and found[0].how == "by parameter names"
+    assert found[0].describe()["wq"] == "query.linear.weight" and found[0].describe()["wo"] == "output.weight"
+
+
+def test_three_unnamed_projections_are_read_in_every_order_declared_first():
+    """No name says which is which: each assignment of q, k, v is a plausible reading (a correct layer with keys
+    declared first must be reproduced by one, not read as the mirror image of swapped-q-k); none is certain."""
+    class Unnamed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c, self.d = (nn.Linear(8, 8) for _ in range(4))
+
+    found, _ = discover(Unnamed(), 8, 8, 2)
+    orders = [(lay.describe()["wq"], lay.describe()["wk"], lay.describe()["wv"]) for lay in found]
+    assert orders[0] == ("a.weight", "b.weight", "c.weight") and len(set(orders)) == 6
+    assert all(lay.describe()["wo"] == "d.weight" for lay in found) and not any(lay.certain for lay in found)

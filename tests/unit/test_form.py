@@ -69,11 +69,14 @@ def test_unnamed_linears_are_read_by_position_without_w_o():
             super().__init__()
             self.mix = nn.Linear(6, 24, bias=False)
 
-    found, _ = layouts.discover(Unnamed(), 6, 8, 1, out_proj=False)
-    assert [f.describe()["wq"] for f in found] == ["a.weight"]
+    found, _ = layouts.discover(Unnamed(), 6, 8, 1, out_proj=False)  # names say nothing: every order, declared first
+    assert [f.describe()["wq"] + f.describe()["wk"] for f in found] == [
+        "a.weightb.weight", "b.weighta.weight", "a.weightc.weight", "c.weighta.weight", "b.weightc.weight",
+        "c.weightb.weight"]
+    assert not any(f.certain for f in found)
     found, _ = layouts.discover(Fused(), 6, 8, 1, out_proj=False)
-    assert [f.describe() for f in found] == [{"wq": "mix.weight[0:8]", "wk": "mix.weight[8:16]",
-                                              "wv": "mix.weight[16:24]"}]
+    assert found[0].describe() == {"wq": "mix.weight[0:8]", "wk": "mix.weight[8:16]", "wv": "mix.weight[16:24]"}
+    assert len({tuple(f.describe().values()) for f in found}) == 6
 
 
 def test_an_output_projection_is_no_part_of_the_single_head_form():
