@@ -170,6 +170,10 @@ def warm_single_runs(monkeypatch):
     monkeypatch.setenv(TEMPLATE_VARIABLE, warm_template_address())
 
 
+def pytest_configure(config):
+    config.pluginmanager.import_plugin("leftovers")  # the session fails if it leaves a process behind
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _REPORTS is not None:
         _REPORTS.close()

@@ -1,0 +1,55 @@
+"""The session check of tests/leftovers.py, on a session of its own: one that leaves a process behind fails and
+names it (and the process is gone afterwards); one that leaves nothing passes."""
+import os
+import subprocess
+import sys
+import time
+
+from conftest import ROOT
+
+LEAVES = '''
+import subprocess
+
+def test_starts_a_process_that_outlives_it():
+    subprocess.run(["sh", "-c", "sleep {name} &"], check=True)  # orphaned at once: not our child
+'''
+CLEAN = '''
+import subprocess
+
+def test_starts_and_waits():
+    subprocess.run(["sleep", "0.1"], check=True)
+'''
+
+
+def _session(tmp_path, body: str):
+    (tmp_path / "test_inner.py").write_text(body)
+    env = {k: v for k, v in os.environ.items() if k != "MHA_CHECK_TEST_SESSION"}
+    env.update(PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]), MHA_CHECK_LEFTOVER_GRACE="2")
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "leftovers",
+                           "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _running(name: str) -> bool:
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read() == b"sleep\0" + name.encode() + b"\0":
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def test_a_session_that_leaves_a_process_fails_and_names_it(tmp_path):
+    name = f"{300 + os.getpid() % 1000 / 1000:.3f}"  # seconds of a sleep no other process runs
+    run = _session(tmp_path, LEAVES.replace("{name}", name))
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "1 passed" in run.stdout and "outlived the test session" in run.stdout and name in run.stdout
+    time.sleep(0.5)
+    assert not _running(name)  # killed once named: the machine is left clean
+
+
+def test_a_session_that_leaves_nothing_passes(tmp_path):
+    run = _session(tmp_path, CLEAN)
+    assert run.returncode == 0 and "outlived" not in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
