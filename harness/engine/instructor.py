@@ -29,6 +29,7 @@ the checks.
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -277,3 +278,13 @@ def not_run(report, suite: Suite, message: str, ours: bool) -> None:
     """A submission nothing ran for (no file to check, a grading process that broke): each test is in its report
     all the same, with mha-check's reason, so that its total is the rubric's like every other report's."""
     report.checks += [_result(t, "cannot_tell" if ours else "fail", f"not run: {message}") for t in suite.ids]
+
+
+def digest(suite: Suite | None) -> str:
+    """The suite's files in one hash ("" without tests): `grade --resume` keeps a report only for the same tests."""
+    if not suite:
+        return ""
+    h = hashlib.sha256()
+    for rel in sorted(suite.files):
+        h.update(rel.encode() + b"\0" + suite.files[rel].encode() + b"\0")
+    return h.hexdigest()
