@@ -244,15 +244,16 @@ def _listen(subject, request: m.RunTests, test_seconds: float) -> tuple[_Round, 
 
 def _died(test: str, died: WorkerDied) -> CheckResult:
     if died.ours:
-        return _result(test, "cannot_tell", f"mha-check could not finish this test: {died.message}")
+        return _result(test, "cannot_tell", f"mha-check could not finish this test: {died.message}",
+                       TIME_HELP if died.kind == "time" else "")
     return _result(test, "fail", died.message)
 
 
 def _from_outcome(test: str, outcome: m.TestOutcome, test_seconds: float) -> CheckResult:
     words = outcome.message
-    if "TestTimeout" in words:
-        return _result(test, "fail", f"the test did not finish within {test_seconds:g} s (an endless loop, a sleep "
-                                     "or far too much work in your code)")
+    if "TestTimeout" in words:  # a limit of mha-check's, as for its own checks: cannot tell, never a failure
+        return _result(test, "cannot_tell", f"time limit: the test did not finish within {test_seconds:g} s (an "
+                                            "endless loop, a sleep or far too much work)", TIME_HELP)
     if outcome.outcome == "skipped":
         return _result(test, "skip", f"skipped by the test itself: {words}")
     if outcome.outcome == "ours":
@@ -260,9 +261,20 @@ def _from_outcome(test: str, outcome: m.TestOutcome, test_seconds: float) -> Che
     return _result(test, "fail", words or f"the test {outcome.outcome}")
 
 
-def _result(test: str, status: str, message: str) -> CheckResult:
+def _result(test: str, status: str, message: str, help_: str = "") -> CheckResult:
     return CheckResult(id=test, status=status, claim=f"the instructor's test {test} passes", message=message,
-                       kind=KIND, help="look at the test and at what stopped it" if status == "cannot_tell" else "")
+                       kind=KIND, help=help_ or ("look at the test and at what stopped it" if status == "cannot_tell"
+                                             else ""))
+
+
+TIME_HELP = ("make the code faster (no endless loop, no sleep); a test that needs longer: a larger --time-limit (each "
+             "test has a quarter of it, at most 30 s)")
+
+
+def test_seconds(limits) -> float:
+    """Each test's time: the time of one call of the checks (30 s by default), and at most a quarter of the
+    submission's whole time, so that a test that hangs is stopped (and said) well before its child runs out."""
+    return min(limits.call_seconds, limits.total_seconds / 4)
 
 
 def add_to(report, suite: Suite, make_subject, test_seconds: float) -> None:

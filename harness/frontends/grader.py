@@ -114,7 +114,7 @@ class Grader:
         make = lambda: ForkedSubject(self.zygote, spec, submission=folder, seed=options["seed"], limits=limits,
                                      allow_unconfined=options["allow_unconfined"], grading=True)
         try:
-            instructor.add_to(report, suite, make, limits.call_seconds)
+            instructor.add_to(report, suite, make, instructor.test_seconds(limits))
         except ZygoteError as e:
             self.zygote.close()
             self.zygote = Zygote(limits, self.template)

@@ -38,7 +38,7 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
                       leakage_map=bool(args.plot), debug=args.debug)
         report = run_checks(args.target, run, subject=subject, make_subject=make)
         if suite:
-            instructor.add_to(report, suite, make, limits.call_seconds)
+            instructor.add_to(report, suite, make, instructor.test_seconds(limits))
     except (UsageError, rubric.RubricError, instructor.TestsError) as e:
         if subject is not None:
             subject.close()

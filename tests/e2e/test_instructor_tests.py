@@ -172,3 +172,34 @@ def test_a_patch_written_against_the_canary_gets_the_points_a_stated_limit(tmp_p
     tests = instructor_checks(json.loads(run.stdout))
     assert {t: c["status"] for t, c in tests.items()} == {SHAPE: "pass", FUTURE: "pass"}, run.stderr[-2000:]
     assert "tells the canary" in (ROOT / "README.md").read_text()
+
+
+SLEEPS = '''
+import time
+
+
+def test_sleeps(student_class):
+    time.sleep(10_000)
+
+
+def test_output_shape(student_class):
+    assert student_class is not None
+'''
+
+
+@pytest.mark.parametrize("blocks_the_alarm", [False, True])
+def test_a_test_that_hangs_fails_within_its_time_and_the_others_still_run(tmp_path, blocks_the_alarm):
+    """Each test has a quarter of --time-limit (5 s of 20): the child stops it itself, or, where the student's code
+    ignores SIGALRM, the parent kills the child and runs the tests after it in a fresh one.  A time limit is
+    mha-check's, as for its own checks: cannot tell (a person looks), never a failure."""
+    target = buggy_with(tmp_path, "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n") \
+        if blocks_the_alarm else ROOT / "examples" / "correct_attention.py"
+    run = mha_check(f"{target}:MultiHeadAttention", "--format", "json", "--only", "construct", "--time-limit", "20",
+                    "--tests", str(write_tests(tmp_path, SLEEPS)), timeout=300)
+    tests = instructor_checks(json.loads(run.stdout))
+    sleeps = tests["test_attention.py::test_sleeps"]
+    assert sleeps["status"] == "cannot_tell", run.stderr[-2000:]
+    assert "time limit" in sleeps["message"] and "--time-limit" in sleeps["help"]
+    if not blocks_the_alarm:
+        assert "did not finish within 5 s" in sleeps["message"]
+    assert tests["test_attention.py::test_output_shape"]["status"] == "pass"
