@@ -3,9 +3,11 @@ rubric beside mha-check's checks, and not believed when the student's code chang
 (harness.engine.instructor; the README's threat model states what is verified and what is not)."""
 import csv
 import json
+import re
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -79,6 +81,7 @@ _reports.TestReport.from_item_and_call = classmethod(_passed)
 FORGES_A_FRAME = '''
 import gc
 import json
+import re
 import struct
 
 _worker = next(o for o in gc.get_objects() if type(o).__name__ == "Worker")
@@ -203,3 +206,30 @@ def test_a_test_that_hangs_fails_within_its_time_and_the_others_still_run(tmp_pa
     if not blocks_the_alarm:
         assert "did not finish within 5 s" in sleeps["message"]
     assert tests["test_attention.py::test_output_shape"]["status"] == "pass"
+
+
+def test_the_autograder_zip_carries_the_tests_and_its_dry_run_scores_them(tmp_path):
+    """`autograder --tests`: the files in the zip's tests/, pytest installed by setup.sh, run_autograder passing
+    them on; the dry run (this machine's mha-check) gives the buggy solution the shape test's points only, and the
+    points of every test add up to the total the build printed."""
+    tests = write_tests(tmp_path)
+    (tmp_path / "rubric.toml").write_text(f'target = "attention.py:MultiHeadAttention"\n[tests."{FUTURE}"]\n'
+                                          "points = 2\n")
+    build = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "autograder", "--rubric", "rubric.toml",
+                            "--tests", str(tests), "-o", "autograder.zip"], capture_output=True, text=True,
+                           timeout=600, cwd=tmp_path)
+    assert build.returncode == 0, build.stderr[-2000:]
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as zf:
+        assert zf.read("tests/test_attention.py").decode() == INSTRUCTOR_TESTS
+        assert '"pytest>=7.4"' in zf.read("setup.sh").decode()
+        assert '--tests "$SOURCE/tests"' in zf.read("run_autograder").decode()
+    total = float(re.search(r"add up to ([\d.]+)", build.stdout)[1])
+    (tmp_path / "solution").mkdir()
+    shutil.copy(ROOT / "examples" / "buggy_attention.py", tmp_path / "solution" / "attention.py")
+    run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "autograder", "--dry-run", "solution",
+                          "--zip", "autograder.zip"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    data = json.loads(run.stdout)
+    assert sum(t["max_score"] for t in data["tests"]) == total
+    scores = {t["name"]: (t["score"], t["max_score"]) for t in data["tests"] if "instructor's test" in t["name"]}
+    assert scores == {f"{SHAPE} (instructor's test)": (1.0, 1.0), f"{FUTURE} (instructor's test)": (0, 2.0)}
