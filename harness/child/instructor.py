@@ -20,6 +20,8 @@ import signal
 import tempfile
 import types
 
+import pytest
+
 from harness.child.target import TargetError, describe_exception, load_target
 from harness.wire import messages as m
 
@@ -88,9 +90,15 @@ class Plugin:
     def pytest_collection_finish(self, session) -> None:
         self.send(m.TestsCollected([i.nodeid for i in session.items], self.errors))
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item) -> None:
+        """The test's time starts with its fixtures (the student's module is imported by the first that asks)."""
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, max(0.1, self.request.test_seconds))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item, nextitem) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)  # the clock stops where pytest's own work begins
 
     def pytest_runtest_logreport(self, report) -> None:
         self.phases.setdefault(report.nodeid, []).append(report)
@@ -139,8 +147,6 @@ def _words(report) -> str:
 
 def run(request: m.RunTests, spec: str, search_dir: str, submission: bool, send) -> m.Reply:
     """Write the files, run pytest on them with the plugin, and answer TestsDone (the outcomes went by `send`)."""
-    import pytest  # noqa: PLC0415 - only a child that runs the instructor's tests needs it
-
     folder = tempfile.mkdtemp(prefix="mha-check-tests-", dir=search_dir)
     for rel, source in request.files.items():
         path = os.path.realpath(os.path.join(folder, rel))
@@ -153,6 +159,8 @@ def run(request: m.RunTests, spec: str, search_dir: str, submission: bool, send)
     with open(ini, "w") as f:
         f.write("[pytest]\n")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # no plugin found by entry point (mha-check's own included)
+    for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # nor options or plugins from the grader's environment
+        os.environ.pop(name, None)
     plugin = Plugin(request, spec, search_dir, submission, send)
 
     @pytest.fixture(name="student_class")

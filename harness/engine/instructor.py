@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -64,9 +65,13 @@ def is_test_file(name: str) -> bool:
     return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
 
 
-def find(paths: list[str]) -> Suite:
+def find(paths: list[str], need_pytest: bool = True) -> Suite:
     """The tests in these files and folders (a folder: every .py file under it is sent, helpers and conftest.py
-    too; its test_*.py and *_test.py files hold the tests).  Raises TestsError for what cannot be used."""
+    too; its test_*.py and *_test.py files hold the tests).  Raises TestsError for what cannot be used, and, with
+    `need_pytest` (they will run here), when this Python has no pytest (found, never imported: the trusted side
+    does not run it)."""
+    if need_pytest and importlib.util.find_spec("pytest") is None:
+        raise TestsError("--tests needs pytest in the Python that runs mha-check (pip install 'pytest>=7.4')")
     suite = Suite()
     for path in paths:
         if os.path.isdir(path):
@@ -175,26 +180,17 @@ def _one_round(suite: Suite, pending: list[str], subject, test_seconds: float, s
     got, died, failed = _listen(subject, request, test_seconds)
     before = len(settled)
     canary_id = next((n for n in got.order if n.split("::")[0] == file), None)
-    ran_canary = canary_id in got.outcomes
-    if ran_canary and not got.forged:
-        c = got.outcomes[canary_id]
-        if c.outcome == "passed" or c.outcome == "skipped" or (c.outcome == "failed" and word not in c.message):
-            got.forged = f"a test that cannot pass was reported {c.outcome}" + (
-                " with other words than its own" if c.outcome == "failed" else "")
-    if died is None and not failed and got.order and not ran_canary and not got.forged:
-        got.forged = "it ended the run without reporting every test it collected"
     running = next((n for n in got.order if n not in got.outcomes), None) if died is not None else None
+    unverified = _trust(got, canary_id, word, running, died, failed)
+    if got.forged:
+        review.append(f"the instructor's tests: a child's reports were not believed ({got.forged}): the student's "
+                      "code changed how the tests run or are reported; none of that child's passes counted")
+    elif unverified:
+        review.append(f"the instructor's tests: {unverified}; none of that child's passes counted")
     by_test: dict[str, list[str]] = {}
     for nodeid in got.order:
         if nodeid != canary_id:
             by_test.setdefault(base_id(nodeid), []).append(nodeid)
-    if got.forged:
-        review.append(f"the instructor's tests: a child's reports were not believed ({got.forged}): the student's "
-                      "code changed how the tests run or are reported; none of that child's passes counted")
-    unverified = running is not None and running == canary_id  # it died in the canary: no pass can be believed
-    if unverified:
-        review.append("the instructor's tests: the process ended while mha-check checked that their results can be "
-                      f"believed ({died.message})")
     for test in pending:
         nodes = by_test.get(test, [])
         outcomes = [got.outcomes[n] for n in nodes if n in got.outcomes]
@@ -202,13 +198,15 @@ def _one_round(suite: Suite, pending: list[str], subject, test_seconds: float, s
         passed = complete and all(o.outcome == "passed" for o in outcomes)
         if running is not None and running in nodes:
             settled[test] = _died(test, died)
-        elif passed and (got.forged or unverified):
-            settled[test] = _result(test, "fail", "not counted: the process that ran this test " + (
-                f"reported what cannot be believed ({got.forged}): your code changed how the tests run or are "
-                "reported" if got.forged else f"ended before its results could be verified ({died.message})"))
+        elif passed and got.forged:
+            settled[test] = _result(test, "fail", "not counted: the process that ran this test reported what cannot "
+                                                  f"be believed ({got.forged}): your code changed how the tests run "
+                                                  "or are reported")
+        elif passed and unverified:
+            settled[test] = _result(test, "cannot_tell", f"reported passed, but not counted: {unverified}")
         elif complete and not passed:
             settled[test] = _from_outcome(test, next(o for o in outcomes if o.outcome != "passed"), test_seconds)
-        elif passed and ran_canary:  # a pass is believed only once the canary, run after it, failed as it must
+        elif passed and canary_id in got.outcomes:  # a pass is believed only once the canary, run after it, failed
             settled[test] = _result(test, "pass", "")
         elif failed:
             settled[test] = _result(test, "cannot_tell", f"mha-check's runner of the tests failed: {failed}")
@@ -219,6 +217,24 @@ def _one_round(suite: Suite, pending: list[str], subject, test_seconds: float, s
         elif died is not None and not got.order:  # it died before or while collecting: every test ends with it
             settled[test] = _died(test, died)
     return len(settled) > before
+
+
+def _trust(got: _Round, canary_id: str | None, word: str, running: str | None, died: WorkerDied | None,
+           failed: str) -> str:
+    """Sets `got.forged` when the canary says the reports were changed (evidence: its passes are failed "not
+    counted"); returns why they cannot be verified otherwise ("" when they can): the child ended in the canary, or
+    its run ended without reaching it (never evidence: pytest may have stopped on its own; no points, a person
+    looks)."""
+    outcome = got.outcomes.get(canary_id)
+    if outcome is not None and not got.forged and (outcome.outcome in ("passed", "skipped") or (
+            outcome.outcome == "failed" and word not in outcome.message)):
+        got.forged = f"a test that cannot pass was reported {outcome.outcome}" + (
+            " with other words than its own" if outcome.outcome == "failed" else "")
+    if running is not None and running == canary_id:
+        return f"the process ended while mha-check checked that its results can be believed ({died.message})"
+    if outcome is None and died is None and not failed and got.order:
+        return "the run ended before mha-check could check that its results can be believed"
+    return ""
 
 
 def _listen(subject, request: m.RunTests, test_seconds: float) -> tuple[_Round, WorkerDied | None, str]:

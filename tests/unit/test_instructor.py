@@ -167,13 +167,14 @@ def test_a_child_that_dies_fails_the_test_it_ran_and_the_passes_before_it_are_ru
 
 
 def test_a_child_that_dies_in_the_canary_has_its_passes_not_counted_and_no_second_round():
+    """Not evidence of a forgery (a thread of the student's may have crashed then): no points, a person looks."""
     def script(request, canary_id, word):
         yield m.TestsCollected(list(request.run) + [canary_id])
         for nodeid in request.run:
             yield m.TestOutcome(nodeid, "passed")
         yield WorkerDied("exit", "the process running your code exited (status 0) during tests without answering")
     results, review = run(script)
-    assert all(r.status == "fail" and r.message.startswith("not counted") for r in results.values())
+    assert all(r.status == "cannot_tell" and "not counted" in r.message for r in results.values())
     assert review and len(Scripted.rounds) == 1
 
 
@@ -193,3 +194,13 @@ def test_a_time_limit_is_mha_checks_and_cannot_be_told():
         yield from ()
     results, _ = run(script)
     assert results["test_a"].status == "cannot_tell" and "--time-limit" in results["test_a"].help
+
+
+def test_a_run_that_ends_without_the_canary_counts_no_pass():
+    def script(request, canary_id, word):
+        yield m.TestsCollected(list(request.run) + [canary_id])
+        for nodeid in request.run:
+            yield m.TestOutcome(nodeid, "passed")
+        yield m.TestsDone()
+    results, review = run(script)
+    assert all(r.status == "cannot_tell" and "not counted" in r.message for r in results.values()) and review
