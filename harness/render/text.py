@@ -166,7 +166,7 @@ def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool, cols: 
     """One check's lines: its label and id, the finding and, for a failure, where, what and the fix."""
     lead = f"  {line.label:<10} {line.id:<{width}}  "
     head = []
-    if len(lead) > cols // 2:  # a long id (an instructor's test, "file.py::test_name"): on a line of its own
+    if line.kind == "instructor" and len(lead) > cols // 2:  # "file.py::test_name": on a line of its own
         head, lead = [lead.rstrip()], " " * 13
     indent = " " * len(lead)
     if line.passed and not verbose:
