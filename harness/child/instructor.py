@@ -64,8 +64,10 @@ class Plugin:
             try:
                 self.loaded = load_target(self.spec, self.search_dir, self.submission)
             except TargetError as e:
-                self.loaded = _Unavailable(f"mha-check could not give this test your class: {e}",
-                                           ours=e.kind == "ambiguous")
+                ours = e.kind == "ambiguous"
+                self.loaded = _Unavailable((f"mha-check could not tell which class to give this test: {e}" if ours
+                                            else f"your file could not be loaded, or your class not found: {e}"),
+                                           ours=ours)
             except BaseException as e:  # noqa: BLE001 - the student's module raised on import
                 self.loaded = _Unavailable("your file raised while it was imported: " +
                                            describe_exception(e)[:MESSAGE_LIMIT], ours=False)

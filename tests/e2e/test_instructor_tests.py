@@ -141,6 +141,7 @@ def test_grade_scores_the_instructors_tests_beside_the_checks_in_gradescopes_res
     rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
     assert (rows["ada"][FUTURE], rows["bob"][FUTURE], rows["bob"][SHAPE]) == ("pass", "fail", "pass")
     assert rows["ada"]["passed"] == "True" and rows["bob"]["passed"] == "False"
+    assert f"{FUTURE}: PASS 1 of 2" in (out / "class-report.html").read_text()  # the class view's pass rates
 
 
 def test_a_submission_that_patches_pytest_to_pass_every_test_gets_none_of_their_points(tmp_path):
