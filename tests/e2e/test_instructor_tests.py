@@ -234,3 +234,18 @@ def test_the_autograder_zip_carries_the_tests_and_its_dry_run_scores_them(tmp_pa
     assert sum(t["max_score"] for t in data["tests"]) == total
     scores = {t["name"]: (t["score"], t["max_score"]) for t in data["tests"] if "instructor's test" in t["name"]}
     assert scores == {f"{SHAPE} (instructor's test)": (1.0, 1.0), f"{FUTURE} (instructor's test)": (0, 2.0)}
+
+
+def test_nothing_in_the_submission_configures_the_instructors_pytest(tmp_path):
+    """A conftest.py and a pytest.ini handed in beside the class are not read: the tests run as the instructor wrote
+    them (a conftest that raises on import and an ini that only collects would leave every test unrun)."""
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    shutil.copy(ROOT / "examples" / "buggy_attention.py", folder / "attention.py")
+    (folder / "conftest.py").write_text("raise SystemExit('the student conftest was loaded')\n")
+    (folder / "pytest.ini").write_text("[pytest]\naddopts = --collect-only\n")
+    run = mha_check(f"{folder / 'attention.py'}:MultiHeadAttention", "--format", "json", "--only", "construct",
+                    "--tests", str(write_tests(tmp_path)))
+    tests = instructor_checks(json.loads(run.stdout))
+    assert (tests[SHAPE]["status"], tests[FUTURE]["status"]) == ("pass", "fail"), run.stderr[-2000:]
+    assert "looks ahead" in tests[FUTURE]["message"]
