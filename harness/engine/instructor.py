@@ -45,6 +45,9 @@ SLACK_SECONDS = 10.0  # the parent's wait per test beyond the child's own time l
 # test itself (SIGALRM) and says so; the parent's deadline ends a child that cannot
 
 
+MAX_BYTES = 512 * 1024  # the files cross the wire in one request's header (harness.wire.protocol.MAX_HEADER: 1 MB)
+
+
 class TestsError(ValueError):
     """--tests names nothing usable (no such path, no test in it, a file that is not Python): a usage error."""
 
@@ -97,6 +100,9 @@ def find(paths: list[str], need_pytest: bool = True) -> Suite:
             suite.files[rel] = source
             if is_test_file(rel):
                 suite.ids += [f"{rel}::{name}" for name in test_names(source, full)]
+        if sum(len(v.encode()) for v in suite.files.values()) > MAX_BYTES:
+            raise TestsError(f"--tests: more than {MAX_BYTES // 1024} KB of Python in {path} (they travel to each "
+                             "child in one message): name the test files, or a folder of only them")
         if len(suite.ids) == before:
             raise TestsError(f"--tests {path}: no test found (functions named test* in files named test_*.py or "
                              "*_test.py, or test* methods of Test* classes)")

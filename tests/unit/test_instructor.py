@@ -55,6 +55,8 @@ def test_a_folder_sends_every_python_file_and_scores_only_its_test_files(tmp_pat
     (lambda p: (p / "notes.txt").write_text("x") and p / "notes.txt", "not a .py file"),
     (lambda p: (p / "test_none.py").write_text("def helper():\n    pass\n") and p / "test_none.py", "no test found"),
     (lambda p: (p / "test_bad.py").write_text("def test_(:\n") and p / "test_bad.py", "not valid Python"),
+    (lambda p: (p / "test_big.py").write_text("def test_a():\n    pass\n" + "#" * 600_000) and p / "test_big.py",
+     "more than 512 KB"),
 ])
 def test_what_cannot_be_used_is_a_usage_error(tmp_path, make, words):
     with pytest.raises(instructor.TestsError, match=words):
