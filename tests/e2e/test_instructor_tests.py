@@ -249,3 +249,24 @@ def test_nothing_in_the_submission_configures_the_instructors_pytest(tmp_path):
     tests = instructor_checks(json.loads(run.stdout))
     assert (tests[SHAPE]["status"], tests[FUTURE]["status"]) == ("pass", "fail"), run.stderr[-2000:]
     assert "looks ahead" in tests[FUTURE]["message"]
+
+
+def test_resume_keeps_a_report_only_for_the_same_instructors_tests(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "ada").mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "correct_attention.py", subs / "ada" / "attention.py")
+    tests = write_tests(tmp_path)
+    out = tmp_path / "out"
+
+    def grade(*extra):
+        run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "grade", str(subs), "--out", str(out),
+                              "--jobs", "1", "--tests", str(tests), *extra], capture_output=True, text=True,
+                             timeout=600, cwd=ROOT)
+        assert run.returncode == 0, run.stderr[-2000:]
+        return run.stdout
+
+    grade()
+    assert "--resume: 1 of 1 kept" in grade("--resume")
+    tests.write_text(INSTRUCTOR_TESTS + "\n\ndef test_one_more(student_class):\n    pass\n")
+    assert "--resume: 0 of 1 kept" in grade("--resume")
+    assert json.loads((out / "ada.json").read_text())["checks"][-1]["id"] == "test_attention.py::test_one_more"
