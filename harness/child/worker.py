@@ -93,10 +93,11 @@ class Worker:
         self.overrides: dict = {}
         self.weight_map: dict = {}
         self.instances: dict[int, dict] = {}
+        self.chan_out = None  # the channel, for a request answered in several frames (RunTests)
         self.handlers = {m.Load: self.load, m.Build: self.build, m.Forward: self.forward, m.Vjp: self.vjp,
                          m.Jacobian: self.jacobian, m.ReadWeights: self.read, m.WriteWeights: self.write,
                          m.MetaForward: self.meta, m.Devices: self.devices, m.Trace: self.trace,
-                         m.CacheRun: self.cached,
+                         m.CacheRun: self.cached, m.RunTests: self.tests,
                          m.Bye: lambda request: m.Done()}
 
     # -- helpers -------------------------------------------------------------------------------------------------
@@ -358,6 +359,16 @@ class Worker:
         y = torch.cat([t.detach().to(torch.float64) for t in run.outputs], dim=1).numpy() if run.outputs else None
         return m.CacheResult(api.describe(), api.kind, y=y, grows=run.grows, raised=raised, raised_at=run.raised_at)
 
+    def tests(self, request: m.RunTests) -> m.Reply:
+        """The instructor's pytest files on the student's class (harness.child.instructor): a frame per test as it
+        ends, then TestsDone.  Sent before any Load: the tests are collected before the student's code runs."""
+        from harness.child import instructor  # noqa: PLC0415 - pytest is imported only by a child that needs it
+
+        def send(reply: m.Reply) -> None:
+            self.chan_out.write(m.encode_batch([reply]))
+
+        return instructor.run(request, request.spec, request.search_dir, request.submission, send)
+
     # -- the loop --------------------------------------------------------------------------------------------------
     def answer(self, request: m.Request) -> m.Reply:
         try:
@@ -372,6 +383,7 @@ class Worker:
     def serve(self, chan_in, chan_out) -> None:
         """Answer frames until the channel closes or `Bye`; a frame's requests run in order and stop at the first
         failure (the replies then end with it)."""
+        self.chan_out = chan_out
         while True:
             try:
                 header, arrays = protocol.decode(chan_in)

@@ -5,7 +5,8 @@ Statuses: `pass`; `fail` (evidence of a bug in the student's code); `cannot_tell
 the module, or hit one of its own limits: says what would help); `skip` (a prerequisite did not pass).  Checks are
 of two kinds: `correctness` (the math: leakage, reference, gradients, shapes, ...) and `rule` (the lesson's rules:
 refuse a width not divisible by the heads, an output projection with a bias).  Rules count toward `passed` unless
-the run was asked to leave them out (`rules=False`).
+the run was asked to leave them out (`rules=False`).  A third kind, `instructor`, is one of the instructor's own
+pytest tests (--tests: harness.engine.instructor); they always count.
 
 JSON (stable; documented in the README): {"tool", "version", "target", "passed", "math_correct", "rules_counted",
 "seed", "summary": {"pass", "fail", "cannot_tell", "skip"}, "adapter", "isolation", "checks": [{"id", "kind",
@@ -59,7 +60,7 @@ class Report:
     not_selected: list[str] = field(default_factory=list)  # checks left out by --only/--skip: not a whole verdict
 
     def counted(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.kind == "correctness" or self.rules_counted]
+        return [c for c in self.checks if c.kind != "rule" or self.rules_counted]
 
     @property
     def passed(self) -> bool:

@@ -34,6 +34,7 @@ from importlib import metadata
 from pathlib import Path
 
 from checks import all_checks
+from harness.engine import instructor
 from harness.engine.report import VERSION
 from harness.frontends import classroom, options, wheel
 from harness.render import rubric as rubrics
@@ -41,6 +42,7 @@ from harness.sandbox.limits import Limits
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TARGET = re.compile(r"(?!/)(?!.*\.\.)[\w./-]+\.(py|ipynb)(:[A-Za-z_]\w*)?")  # a file the student hands in, its class
+PYTEST = '\n"$VENV/bin/pip" install --no-cache-dir "pytest>=7.4"  # runs the instructor\'s tests (tests/)'
 DEFAULT_RUBRIC = "# every check one point, visible (mha-check's defaults); see mha-check's README for the keys\n" \
                  "default_points = 1\ndefault_visibility = \"visible\"\n"
 
@@ -61,7 +63,7 @@ python3 -m venv --clear "$VENV" || {{ apt-get update && apt-get install -y pytho
 "$VENV/bin/pip" install --no-cache-dir --index-url "$TORCH_INDEX" "torch=={torch}" || {{
     echo "torch=={torch} has no CPU build for $(python3 --version 2>&1) on $TORCH_INDEX: taking the newest torch 2"
     "$VENV/bin/pip" install --no-cache-dir --index-url "$TORCH_INDEX" "torch>=2.1,<3"; }}
-"$VENV/bin/pip" install --no-cache-dir "$SOURCE/{wheel}"
+"$VENV/bin/pip" install --no-cache-dir "$SOURCE/{wheel}"{pytest}
 "$VENV/bin/mha-check" --version
 """
 
@@ -86,7 +88,7 @@ if [ ! -e "$SUBMISSION/{file}" ]; then  # uploaded zipped with its folder (hw3/{
         TARGET="$found{cls}"
     fi
 fi
-"$MHA_CHECK" "$TARGET" --format gradescope --rubric "$SOURCE/rubric.toml" -o "$RESULTS/results.json"{extra}
+"$MHA_CHECK" "$TARGET" --format gradescope --rubric "$SOURCE/rubric.toml" -o "$RESULTS/results.json"{extra}{tests}
 status=$?
 if [ "$status" -gt 1 ] || [ ! -s "$RESULTS/results.json" ]; then
     echo "run_autograder: mha-check ended with status $status without a results.json (its message is above)"
@@ -96,9 +98,11 @@ exit 0
 """
 
 
-def rubric_total(rubric: rubrics.Rubric) -> float:
-    """The points a perfect submission earns: the scoring rule's total over every check (rubric.score)."""
-    return float(sum(rubric.points_for(c.id) for c in all_checks() if c.kind == "correctness" or rubric.rules))
+def rubric_total(rubric: rubrics.Rubric, suite: instructor.Suite | None = None) -> float:
+    """The points a perfect submission earns: the scoring rule's total over every check (rubric.score) and every
+    instructor's test (--tests)."""
+    return float(sum(rubric.points_for(c.id) for c in all_checks() if c.kind == "correctness" or rubric.rules) +
+                 sum(rubric.points_for(t) for t in (suite.ids if suite else ())))
 
 
 def _torch_version() -> str:
@@ -136,9 +140,11 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, mode: int = 0o644) -> None
 def _settings(args, parser) -> tuple[rubrics.Rubric, list[str], str, str]:
     """The rubric, the options passed on to every check, the target and the torch version, all validated here."""
     try:
-        rubric = rubrics.load_rubric(args.rubric, _check_ids()) if args.rubric else rubrics.Rubric()
+        args.suite = instructor.find(args.tests, need_pytest=False) if args.tests else None  # run on Gradescope
+        rubric = rubrics.load_rubric(args.rubric, _check_ids(), args.suite.ids if args.suite else ()) \
+            if args.rubric else rubrics.Rubric()
         extra = _check_options(args, parser)
-    except (rubrics.RubricError, options.OptionError) as e:
+    except (rubrics.RubricError, options.OptionError, instructor.TestsError) as e:
         parser.error(str(e))
     target = args.target or rubric.target
     if not target or not TARGET.fullmatch(target):
@@ -153,7 +159,8 @@ def _settings(args, parser) -> tuple[rubrics.Rubric, list[str], str, str]:
 
 def build(args, parser) -> int:
     rubric, extra, target, torch = _settings(args, parser)
-    total = rubric_total(rubric)
+    suite = args.suite
+    total = rubric_total(rubric, suite)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             whl = wheel.build(Path(tmp))
@@ -161,16 +168,20 @@ def build(args, parser) -> int:
             print(f"mha-check autograder: error: {e}", file=sys.stderr)
             return 1
         with zipfile.ZipFile(args.output, "w") as zf:
-            _add(zf, "setup.sh", SETUP.format(version=VERSION, index=CPU_INDEX, torch=torch, wheel=whl.name).encode(),
-                 0o755)
+            _add(zf, "setup.sh", SETUP.format(version=VERSION, index=CPU_INDEX, torch=torch, wheel=whl.name,
+                                              pytest=PYTEST if suite else "").encode(), 0o755)
             file, _, cls = target.partition(":")
             _add(zf, "run_autograder", RUN.format(target=target, file=file, base=Path(file).name,
                                                   cls=f":{cls}" if cls else "",
-                                                  extra="".join(" " + shlex.quote(a) for a in extra)).encode(), 0o755)
+                                                  extra="".join(" " + shlex.quote(a) for a in extra),
+                                                  tests=' --tests "$SOURCE/tests"' if suite else "").encode(), 0o755)
             _add(zf, "rubric.toml", Path(args.rubric).read_bytes() if args.rubric else DEFAULT_RUBRIC.encode())
             _add(zf, whl.name, whl.read_bytes())
+            for rel, source in (suite.files.items() if suite else ()):
+                _add(zf, f"tests/{rel}", source.encode())
     print(f"wrote {args.output}: setup.sh (torch=={torch}, CPU build, from {CPU_INDEX}; {whl.name}), run_autograder "
-          f"(checks the submission's {target}), rubric.toml")
+          f"(checks the submission's {target}), rubric.toml" + (
+              f", tests/ (your {len(suite.ids)} tests, run beside the checks)" if suite else ""))
     print(f"the tests' points add up to {total:g}: set the assignment's autograder points to {total:g} on "
           "Gradescope")
     print(f"try it on a solution first: mha-check autograder --dry-run path/to/solution/ --zip {args.output}")
@@ -180,6 +191,9 @@ def build(args, parser) -> int:
 def build_classroom(args, parser) -> int:
     """The GitHub Classroom workflow, its rubric and the wheel, written into a template repository."""
     rubric, extra, target, torch = _settings(args, parser)
+    if args.suite:
+        parser.error("--tests with --github-classroom: not supported yet (Classroom's workflow runs one step per "
+                     "check); build a Gradescope zip, or run mha-check grade --tests on the collected repositories")
     folder = Path(args.output or ".")
     try:
         steps = len(classroom.steps_for(rubric, all_checks()))  # before the wheel is built: a refusal is quick
@@ -257,9 +271,10 @@ def dry_run(args, parser) -> int:
                   file=sys.stderr)
             return 1
         text = results.read_text()
-        rubric = rubrics.load_rubric(str(root / "source" / "rubric.toml"), _check_ids())
+        suite = instructor.find([str(root / "source" / "tests")]) if (root / "source" / "tests").is_dir() else None
+        rubric = rubrics.load_rubric(str(root / "source" / "rubric.toml"), _check_ids(), suite.ids if suite else ())
     data = json.loads(text)
-    total, points = rubric_total(rubric), sum(t["max_score"] for t in data.get("tests", []))
+    total, points = rubric_total(rubric, suite), sum(t["max_score"] for t in data.get("tests", []))
     sys.stdout.write(text)
     unseen = [t["name"] for t in data.get("tests", []) if t.get("visibility", "visible") != "visible"]
     print(f"score {data['score']:g} of {points:g}; run_autograder took {seconds:.1f} s" +
@@ -279,6 +294,10 @@ def main(argv: list[str]) -> int:
                                     "rubric's target)")
     p.add_argument("--rubric", metavar="FILE.toml", help="points and visibility per check (default: one point "
                                                          "each, visible)")
+    p.add_argument("--tests", action="append", default=[], metavar="PATH",
+                   help="the instructor's own pytest file, or a folder of them (repeatable): packed into the zip and "
+                        "run for each submission beside the checks, in the same confinement, the student's class "
+                        "given as the student_class fixture; each test one rubric item")
     p.add_argument("-o", "--output", help="the zip to write (default autograder.zip); with --github-classroom the "
                                           "template repository to write into (default: this folder)")
     p.add_argument("--github-classroom", action="store_true",

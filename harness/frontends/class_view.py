@@ -46,8 +46,10 @@ def write(out: Path, rows: list[dict], extension: str, shard: tuple[int, int] | 
     made_folder = not (out / EXERCISES).exists()
     try:
         files = _exercises(out, diagnosed)
-        view = class_report.build(rows, [(c.id, c.claim) for c in all_checks()], catalogue, _links(out, rows,
-                                                                                                   extension),
+        tests = list(dict.fromkeys(k for r in rows for k in r if "::" in k))  # the instructor's (--tests)
+        view = class_report.build(rows, [(c.id, c.claim) for c in all_checks()] +
+                                  [(t, f"the instructor's test {t} passes") for t in tests], catalogue,
+                                  _links(out, rows, extension),
                                   files, [*notes, f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by "
                                                   f"mha-check {VERSION}"])
         page_name, csv_name = names(shard)

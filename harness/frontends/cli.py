@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="every detail of every check")
     p.add_argument("--quiet", "-q", action="store_true", help="one line per check")
     p.add_argument("--debug", action="store_true", help="include tracebacks of internal errors")
+    p.add_argument("--tests", action="append", default=[], metavar="PATH",
+                   help="the instructor's own pytest file, or a folder of them (repeatable): run in the same "
+                        "confinement as the checks, the class checked given as the student_class fixture; each test "
+                        "one rubric item (its points: [tests.\"FILE::NAME\"] in the rubric, default_points else)")
     p.add_argument("--grading", action="store_true",
                    help="this run's report is a grade (implied by --format gradescope, prairielearn and junit): "
                         "refuse, in one line, where the code cannot be confined well enough to grade it")

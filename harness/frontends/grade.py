@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from checks import all_checks
+from harness.engine import instructor
 from harness.frontends import class_view
 from harness.frontends import options as option_rules
 from harness.frontends import stamps, stopping, submissions
@@ -90,6 +91,10 @@ def _main(argv: list[str], early: Template | None) -> int:
                    help="replace the summary and reports an earlier batch left in --out (without this, --resume "
                         "or --only, grade refuses to write over them)")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
+    p.add_argument("--tests", action="append", default=[], metavar="PATH",
+                   help="the instructor's own pytest file, or a folder of them (repeatable): run for each "
+                        "submission in the same confinement as the checks, its class given as the student_class "
+                        "fixture; each test one rubric item beside the checks")
     p.add_argument("--out", default="mha-check-results",
                    help="folder for the reports, summary.csv and the class view, class-report.html (default "
                         "mha-check-results)")
@@ -124,8 +129,10 @@ def _main(argv: list[str], early: Template | None) -> int:
         p.error(f"--out {args.out}: inside the submissions folder, it would be graded as a submission")
     try:
         pattern = submissions.compile_pattern(args.pattern) if args.pattern else None
-        rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()}) if args.rubric else None
-    except (submissions.PatternError, rubrics.RubricError) as e:
+        args.suite = instructor.find(args.tests) if args.tests else None
+        rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()},
+                                     args.suite.ids if args.suite else ()) if args.rubric else None
+    except (submissions.PatternError, rubrics.RubricError, instructor.TestsError) as e:
         p.error(str(e))
     # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
     # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
@@ -200,14 +207,16 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                             memory_mb=args.memory_mb)
     flat = {s.name for s in todo if s.folder is None}  # staged from flat files: --target's class in their file
     options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
-               "missing_fix": missing_fix(target), "allow_unconfined": args.allow_unconfined}
+               "missing_fix": missing_fix(target), "allow_unconfined": args.allow_unconfined,
+               "tests": args.suite}
     rows, started, interrupted = [], time.monotonic(), False
     running = summary.with_name(f"only-{summary.name}") if args.only else summary  # the old one kept whole till then
     files.summary_path = running
     stamper = stamps.Stamps(args.format, {"code": stamps.code_digest(), "rubric": stamps.file_digest(args.rubric),
                                           "options": {"target": target or "", "seed": args.seed,
                                                       "limits": limits.to_dict(), "format": args.format,
-                                                      "allow_unconfined": args.allow_unconfined}},
+                                                      "allow_unconfined": args.allow_unconfined,
+                                                      "tests": instructor.digest(args.suite)}},
                             stamps.load_key())
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list

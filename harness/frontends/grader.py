@@ -11,6 +11,7 @@ import os
 import signal
 import time
 
+from harness.engine import instructor
 from harness.engine.report import Report
 from harness.engine.runner import Options, not_run, run_checks
 from harness.frontends.pick import Pick
@@ -93,9 +94,36 @@ class Grader:
                                            f"twice ({e})", Options(seed=options["seed"]),
                                      fix="grade this submission again", ours=True)
                     report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+        suite = options.get("tests")
+        if suite:
+            self.instructor_tests(report, suite, spec, folder, options, limits, pick)
         if pick.note:
             report.adapter["notes"] = [pick.note, *report.adapter.get("notes", [])]
         return graded(name, spec, report, options, time.monotonic() - started)
+
+    def instructor_tests(self, report: Report, suite, spec: str | None, folder: str, options: dict,
+                         limits: sandbox.Limits, pick: Pick) -> None:
+        """The instructor's tests (--tests) for this submission, each child forked from this grader's zygote and
+        confined as the checks' child was (harness.engine.instructor); in the report whatever happens."""
+        if spec is None:
+            instructor.not_run(report, suite, pick.problem, ours=False)
+            return
+        if "grader error" in "; ".join(p.get("kind", "") for p in report.adapter.get("process", [])):
+            instructor.not_run(report, suite, "mha-check's grading process broke on this submission", ours=True)
+            return
+        make = lambda: ForkedSubject(self.zygote, spec, submission=folder, seed=options["seed"], limits=limits,
+                                     allow_unconfined=options["allow_unconfined"], grading=True)
+        try:
+            instructor.add_to(report, suite, make, instructor.test_seconds(limits))
+        except ZygoteError as e:
+            self.zygote.close()
+            self.zygote = Zygote(limits, self.template)
+            self.drop_meta_zygote()
+            report.checks = [c for c in report.checks if c.kind != instructor.KIND]
+            instructor.not_run(report, suite, f"mha-check's grading process broke ({e})", ours=True)
+        except isolation.IsolationFailed as e:
+            report.checks = [c for c in report.checks if c.kind != instructor.KIND]
+            instructor.not_run(report, suite, f"mha-check could not start a confined process ({e})", ours=True)
 
     def meta_subject(self, spec: str, folder: str, options: dict, limits: sandbox.Limits) -> ForkedSubject | None:
         """A second child for this submission, forked from the meta template, for the one run on the meta device
@@ -145,7 +173,8 @@ def grade_one(folder: str, pick: Pick, options: dict) -> dict:
 def graded(name: str, spec: str | None, report: Report, options: dict, seconds: float) -> dict:
     """A graded submission as plain data: its report in the batch's format and its summary row.  score and
     max_score follow the one scoring rule (harness.render.rubric.score); needs_review is Report.needs_review."""
-    rubric = rubrics.load_rubric(options.get("rubric"), {c.id for c in report.checks}) \
+    rubric = rubrics.load_rubric(options.get("rubric"), {c.id for c in report.checks},
+                                 {c.id for c in report.checks if c.kind == instructor.KIND}) \
         if options.get("rubric") else rubrics.Rubric()
     got, total = rubrics.score(report, rubric)
     return {"name": name, "text": formats.render(report, options["format"], rubric),

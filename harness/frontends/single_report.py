@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 
+from harness.engine import instructor
 from harness.engine.runner import Options, UsageError, run_checks, select
 from harness.frontends import options
 from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
@@ -29,12 +30,16 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
             return 0
         if not args.target:
             parser.error("give a TARGET to check, e.g. mha-check examples/correct_attention.py")
-        grading = rubric.load_rubric(args.rubric, {c.id for c in select()}) if args.rubric else None
+        suite = instructor.find(args.tests) if args.tests else None
+        grading = rubric.load_rubric(args.rubric, {c.id for c in select()}, suite.ids if suite else ()) \
+            if args.rubric else None
         run = Options(options.ids(args.only), options.ids(args.skip), args.seed, args.examples, overrides,
                       weight_map, limits, rules=not args.no_rules and (grading.rules if grading else True),
                       leakage_map=bool(args.plot), debug=args.debug)
         report = run_checks(args.target, run, subject=subject, make_subject=make)
-    except (UsageError, rubric.RubricError) as e:
+        if suite:
+            instructor.add_to(report, suite, make, instructor.test_seconds(limits))
+    except (UsageError, rubric.RubricError, instructor.TestsError) as e:
         if subject is not None:
             subject.close()
         parser.error(str(e))

@@ -26,7 +26,8 @@ def detail(line: view.CheckLine, root: view.RootCause | None, finding=str) -> st
             parts.append(f"This follows from the root cause: **{root.title}**.")
         if line.config:
             parts.append("Smallest failing configuration: " + line.config)
-        parts.append("Fix: " + line.fix)
+        if line.fix:
+            parts.append("Fix: " + line.fix)
     elif line.status == "cannot_tell":
         parts.append("mha-check could not decide this. " + (f"What would help: {line.help}"
                                                                             if line.help else ""))
@@ -80,7 +81,7 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
     full = view.build(report)
     shown = {line.id: line for line in public.lines}
     got, _ = score(report, rubric)
-    counted = {c.id for c in report.checks if c.kind == "correctness" or rubric.rules}
+    counted = {c.id for c in report.checks if c.kind != "rule" or rubric.rules}
     tests = [{"name": _test_name(line), "number": str(i),
               "score": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_score": rubric.points_for(line.id) if line.id in counted else 0.0,
@@ -110,7 +111,10 @@ def staff_isolation(report) -> dict:
 
 
 def _test_name(line: view.CheckLine) -> str:
-    return f"{line.id} ({'lesson rule' if line.kind == 'rule' else 'math'})"
+    return f"{line.id} ({_KIND_WORDS.get(line.kind, 'math')})"
+
+
+_KIND_WORDS = {"rule": "lesson rule", "instructor": "instructor's test"}
 
 
 def _public_summary(public: view.ReportView) -> list[str]:
@@ -178,7 +182,7 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
     hidden = rubric.hidden([c.id for c in report.checks])
     public = view.build(report, hidden=hidden)
     got, total = score(report, rubric)
-    counted = {c.id for c in report.checks if c.kind == "correctness" or rubric.rules}
+    counted = {c.id for c in report.checks if c.kind != "rule" or rubric.rules}
     tests = [{"name": _test_name(line), "description": plain(line.claim),
               "points": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_points": rubric.points_for(line.id) if line.id in counted else 0.0,

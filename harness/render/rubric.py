@@ -14,6 +14,8 @@ Rubric file (every key optional; without a rubric every check is worth one point
     visibility = "after_due_date"
     [checks.eval-determinism]
     hidden = true                                # the same as visibility = "hidden"
+    [tests."test_attention.py::test_shapes"]     # an instructor's test (--tests): "FILE::NAME" as the report names it
+    points = 2                                   # (points, visibility and hidden, as for a check)
 
 The total tells what the checks a student does not see earned (the total less the visible tests' points), so by
 default it is shown no earlier than the most hidden check: at once when every check is visible, after the due date
@@ -22,6 +24,7 @@ sets it (hidden, after_due_date, after_published or visible; an earlier one than
 
 Scoring rule, the same in every format: a check earns its points only when it passed; failed, skipped and
 cannot-tell checks earn nothing.  With `rules = false` the rule checks are left out of the score and the total.
+The instructor's own tests (--tests) are scored by the same rule, each one item.
 """
 from __future__ import annotations
 
@@ -70,8 +73,9 @@ class Rubric:
         return self.visibility.get(check_id, self.default_visibility)
 
 
-def load_rubric(path: str | None, known_checks) -> Rubric:
-    """Read and validate a rubric; unknown keys and check ids are errors, not silently ignored."""
+def load_rubric(path: str | None, known_checks, known_tests=()) -> Rubric:
+    """Read and validate a rubric; unknown keys, check ids and test ids (`known_tests`: the instructor's tests of
+    this run, harness.engine.instructor) are errors, not silently ignored."""
     if path is None:
         return Rubric()
     try:
@@ -81,7 +85,8 @@ def load_rubric(path: str | None, known_checks) -> Rubric:
         raise RubricError(f"cannot read rubric {path}: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise RubricError(f"rubric {path} is not valid TOML: {e}") from None
-    unknown = set(data) - {"target", "default_points", "default_visibility", "checks", "rules", "score_visibility"}
+    unknown = set(data) - {"target", "default_points", "default_visibility", "checks", "rules", "score_visibility",
+                           "tests"}
     if unknown:
         raise RubricError(f"rubric {path}: unknown keys {sorted(unknown)}")
     rubric = Rubric(target=data.get("target"))
@@ -92,8 +97,16 @@ def load_rubric(path: str | None, known_checks) -> Rubric:
     rubric.default_visibility = _visibility(data.get("default_visibility", "visible"), path, "default_visibility")
     if "score_visibility" in data:
         rubric.score_visibility = _visibility(data["score_visibility"], path, "score_visibility")
-    for check_id, entry in data.get("checks", {}).items():
-        if check_id not in known_checks:
+    tests = data.get("tests", {})
+    if not isinstance(tests, dict) or not isinstance(data.get("checks", {}), dict):
+        raise RubricError(f"rubric {path}: [checks.ID] and [tests.\"FILE::NAME\"] are tables")
+    for test_id in tests:
+        if test_id not in known_tests:
+            near = [t for t in known_tests if t.rsplit("::", 1)[-1] == test_id.rsplit("::", 1)[-1]]
+            raise RubricError(f"rubric {path}: no instructor's test called {test_id!r} in --tests" + (
+                f" (did you mean {near[0]!r}?)" if near else "" if known_tests else " (no --tests given)"))
+    for check_id, entry in [*data.get("checks", {}).items(), *tests.items()]:
+        if check_id not in known_checks and check_id not in tests:
             raise RubricError(f"rubric {path}: no check called {check_id!r} (mha-check --list-checks)")
         if not isinstance(entry, dict) or set(entry) - {"points", "visibility", "hidden"}:
             raise RubricError(f"rubric {path}: [checks.{check_id}] takes points, visibility and hidden")
@@ -125,6 +138,6 @@ def _visibility(value, path, where) -> str:
 
 def score(report, rubric: Rubric) -> tuple[float, float]:
     """(points earned, points possible): points only for passed checks, every counted check in the total."""
-    counted = [c for c in report.checks if c.kind == "correctness" or rubric.rules]
+    counted = [c for c in report.checks if c.kind != "rule" or rubric.rules]
     return (float(sum(rubric.points_for(c.id) for c in counted if c.status == "pass")),
             float(sum(rubric.points_for(c.id) for c in counted)))

@@ -165,6 +165,9 @@ def _root(view: ReportView, colour: bool, cols: int) -> list[str]:
 def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool, cols: int = REPORT_WIDTH) -> list[str]:
     """One check's lines: its label and id, the finding and, for a failure, where, what and the fix."""
     lead = f"  {line.label:<10} {line.id:<{width}}  "
+    head = []
+    if line.kind == "instructor" and len(lead) > cols // 2:  # "file.py::test_name": on a line of its own
+        head, lead = [lead.rstrip()], " " * 13
     indent = " " * len(lead)
     if line.passed and not verbose:
         out = wrap(line.claim, indent, lead, cols)
@@ -177,6 +180,7 @@ def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool, cols: 
                     out += wrap(f"{name}: {value}", indent + "  ", indent, cols)
         elif line.status == "cannot_tell" and line.help:
             out += wrap(f"what would help: {line.help}", indent + "  ", indent, cols)
+    out = head + out
     out[0] = out[0].replace(line.label, _paint(line.label, line.status, colour), 1)
     return out
 
@@ -233,7 +237,7 @@ def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour:
            cols: int | None = None) -> str:
     """The report in lines of at most `cols` columns (None: `terminal_width()`)."""
     cols = terminal_width() if cols is None else cols
-    width = max((len(c.id) for c in view.lines), default=10)
+    width = max((len(c.id) for c in view.lines if c.kind != "instructor"), default=10)  # a test's id: its own
     if quiet:
         return _quiet(view, width, colour, cols)
     out = wrap(view.target, "  ", "mha-check ", cols)
@@ -242,7 +246,8 @@ def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour:
         out += [""] + _root(view, colour, cols)
     elif view.unmatched:
         out += [""] + wrap(view.unmatched, "  ", "", cols)
-    sections = ([(t, ls) for t, ls in (("The math", view.correctness), ("The lesson's rules", view.rules)) if ls]
+    sections = ([(t, ls) for t, ls in (("The math", view.correctness), ("The lesson's rules", view.rules),
+                                             ("Your instructor's tests", view.instructor)) if ls]
                 if verbose else view.sections)
     for title, lines in sections:
         out += ["", title]

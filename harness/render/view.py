@@ -74,16 +74,18 @@ class ReportView:
     needs_review: bool
     isolation: str = ""  # "isolation: ..." (what confined the child), "" when nothing ran the code
     isolation_weak: bool = True  # less than the full policy confined it (or the report does not say): worth showing
+    instructor: list[CheckLine] = field(default_factory=list)  # the instructor's own tests (--tests), after the rules
 
     @property
     def lines(self) -> list[CheckLine]:
-        return self.correctness + self.rules
+        return self.correctness + self.rules + self.instructor
 
     @property
     def sections(self) -> list[tuple[str, list[CheckLine]]]:
         """The checks by section, without those listed under the root cause."""
         return [(title, [ln for ln in lines if not ln.follows_root])
-                for title, lines in (("The math", self.correctness), ("The lesson's rules", self.rules))
+                for title, lines in (("The math", self.correctness), ("The lesson's rules", self.rules),
+                                     ("Your instructor's tests", self.instructor))
                 if any(not ln.follows_root for ln in lines)]
 
 
@@ -238,20 +240,25 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
     math = [c for c in report.checks if c.kind == "correctness" and c.id not in hidden]
     rules = [c for c in report.checks if c.kind == "rule" and c.id not in hidden]
     broken_rules = sum(c.status == "fail" for c in rules)
+    tests = [c for c in report.checks if c.kind == "instructor" and c.id not in hidden]
+    failing_tests = sum(c.status == "fail" for c in tests)
+    tests_words = f"; {failing_tests} of your instructor's tests fail{'s' if failing_tests == 1 else ''}" \
+        if failing_tests else ""
     partial = len(report.not_selected)
     if report.passed and partial:
         return (f"PASS: the {len(report.checks)} checks run pass; {partial} others were not run (--only/--skip), so "
                 "this is not the whole verdict")
     if report.passed:
         return "PASS: the math is correct" + (" and every lesson rule is followed" if rules and
-                                              report.rules_counted else "")
+                                              report.rules_counted else "") + (
+            " and your instructor's tests pass" if tests else "")
     failing_math = sum(c.status == "fail" for c in math)
     rules_words = f"; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed" if broken_rules \
         else ""
     if failing_math:
         return f"FAIL: {failing_math} check{'s find' if failing_math != 1 else ' finds'} a bug in the math" + \
-            rules_words
-    if hidden and not any(c.status in ("fail", "cannot_tell", "skip") for c in math + rules):
+            rules_words + tests_words
+    if hidden and not any(c.status in ("fail", "cannot_tell", "skip") for c in math + rules + tests):
         return "FAIL: every check shown here passes; checks not shown yet count toward the score"
     if any(c.status == "fail" and c.id in hidden for c in report.counted()):  # never "nothing is wrong" then
         undecided = s["cannot_tell"] + s["skip"]
@@ -259,7 +266,9 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
                 (f"; {undecided} shown here could not be decided or run" if undecided else "") + rules_words)
     if report.math_correct and broken_rules:
         return (f"{'the math checks run pass' if partial else 'math correct'}; {broken_rules} lesson "
-                f"rule{'s' if broken_rules != 1 else ''} not followed")
+                f"rule{'s' if broken_rules != 1 else ''} not followed" + tests_words)
+    if report.math_correct and failing_tests:
+        return f"FAIL: {'the math checks run pass' if partial else 'the math is correct'}" + tests_words
     undecided = s["cannot_tell"] + s["skip"]
     return (f"CANNOT TELL: mha-check could not check {undecided} claim{'s' if undecided != 1 else ''}; nothing "
             "it could check is wrong" + (f"; {broken_rules} lesson rule(s) not followed" if broken_rules else ""))
@@ -308,4 +317,5 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
                       unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
                       summary, notes, report.needs_review, isolation,
-                      report.isolation.get("full_policy") is not True)
+                      report.isolation.get("full_policy") is not True,
+                      [ln for ln in lines if ln.kind == "instructor"])

@@ -258,6 +258,55 @@ class Subject:
     def call(self, request: m.Request) -> m.Reply:
         return self.calls([request])[0]
 
+    def stream(self, request: m.Request, more: tuple[type, ...], seconds_each: float):
+        """Send one request that is answered in several frames (RunTests): yield each reply as it comes, `more`
+        (the kinds that may come before the answer) and then the answer itself (or Failed), which ends it.  Each
+        frame must come within `seconds_each` of the one before (and within the target's `total_seconds`); a
+        silent, dead or garbling child raises WorkerDied as `calls` does, so the caller knows which replies came
+        before it.  Frames are headers only: one that declares an array is refused unread."""
+        if self.dead:
+            raise self.dead
+        if self._awaiting_ready:
+            self._until_ready()
+        op = request.op
+        deadline = lambda: min(time.monotonic() + seconds_each, self.started + self.limits.total_seconds)
+        try:
+            self._send(m.encode_batch([request]), deadline())
+            while True:
+                end = deadline()
+                replies = m.decode_replies(*protocol.decode(DeadlineReader(self._out_fd, end, self._watch()),
+                                                            max_payload=0))
+                if len(replies) != 1:
+                    raise protocol.ProtocolError(f"{len(replies)} replies in one frame of a {op}")
+                reply = replies[0]
+                if not isinstance(reply, more):
+                    reply = m.check_answer(request, reply)
+                yield reply
+                if not isinstance(reply, more):
+                    return
+        except scratch.ScratchFull as e:
+            self._kill()
+            self.dead = WorkerDied("disk", f"disk limit: your code wrote {e} in the folder it runs in, during {op}")
+            raise self.dead from None
+        except TimeoutError:
+            self._kill()
+            total = time.monotonic() + 1 >= self.started + self.limits.total_seconds
+            limit = f"{self.limits.total_seconds:g} s in all" if total else f"{seconds_each:g} s"
+            self.dead = WorkerDied("time", f"time limit: your code did not let the test finish within {limit} (an "
+                                           "endless loop, a sleep, or far too much work)", op)
+            raise self.dead from None
+        except (EOFError, BrokenPipeError, OSError, protocol.ProtocolError) as e:
+            self.dead = self._classify_death(op, e)
+            raise self.dead from None
+        except GeneratorExit:
+            self._kill()  # the caller stopped listening: what the child still sends is nobody's
+            self.dead = WorkerDied("interrupted", f"mha-check stopped reading during {op}")
+            raise
+        except BaseException:
+            self._kill()
+            self.dead = WorkerDied("interrupted", f"mha-check was stopped during {op}")
+            raise
+
     def _watch(self):
         """The measure of an unbounded scratch (see scratch.Scratch.overflow), or None where a tmpfs bounds it."""
         if self.room is None or self.room.budget is None:

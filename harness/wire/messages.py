@@ -169,6 +169,26 @@ class Bye(Request):
     op: ClassVar[str] = "bye"
 
 
+@dataclass
+class RunTests(Request):
+    """Run the instructor's pytest files (harness.child.instructor) on the loaded target, whose class their
+    `student_class` fixture gives.  `files`: relative path -> source, written by the child into a folder of its own
+    before any of the student's code runs; `run`: the test ids to run ("file.py::test_name", a class's tests as
+    "file.py::TestX::test_name"; every collected one when empty); `canary`: the path of the file, among `files`,
+    that holds the one test that must fail (run last; see harness.engine.instructor).  Answered with TestsCollected,
+    then one TestOutcome per test as each ends (each its own frame, so that a hang or a crash is known to have
+    happened in the test after the last one reported), then TestsDone."""
+
+    op: ClassVar[str] = "tests"
+    spec: str
+    search_dir: str
+    files: dict[str, str]
+    submission: bool = True
+    run: list[str] = field(default_factory=list)
+    canary: str = ""
+    test_seconds: float = 30.0
+
+
 # -- replies -----------------------------------------------------------------------------------------------------------
 @dataclass
 class Reply:
@@ -307,15 +327,42 @@ class CacheResult(Reply):
     raised_at: int = -1
 
 
+@dataclass
+class TestsCollected(Reply):
+    """The tests the child's pytest collected, in the order they will run, and what could not be collected (a
+    file that raised on import: "file.py: the error")."""
+
+    ids: list[str]
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TestOutcome(Reply):
+    """One test run by the child's pytest: `outcome` passed, failed, error (in a fixture or its teardown), skipped
+    or ours (mha-check could not give the test the student's class: which class to check is unclear); `message`:
+    the assertion's or the exception's words, as pytest summarises them."""
+
+    id: str
+    outcome: str
+    message: str = ""
+
+
+@dataclass
+class TestsDone(Reply):
+    pass
+
+
 REQUESTS: dict[str, type[Request]] = {c.op: c for c in (Load, Build, Forward, Vjp, Jacobian, ReadWeights,
-                                                         WriteWeights, MetaForward, Devices, Trace, CacheRun, Bye)}
+                                                         WriteWeights, MetaForward, Devices, Trace, CacheRun, Bye,
+                                                         RunTests)}
 REPLIES: dict[str, type[Reply]] = {c.__name__: c for c in (Failed, Loaded, Built, Output, Gradients, JacobianResult,
                                                             Weights, Done, Ready, MetaResult, DevicesResult,
-                                                            TraceResult, CacheResult)}
+                                                            TraceResult, CacheResult, TestsCollected,
+                                                            TestOutcome, TestsDone)}
 ANSWERS: dict[type[Request], tuple[type[Reply], ...]] = {  # what each request may be answered with
     Load: (Loaded,), Build: (Built,), Forward: (Output,), Vjp: (Gradients,), Jacobian: (JacobianResult,),
     ReadWeights: (Weights,), WriteWeights: (Done,), MetaForward: (MetaResult,), Devices: (DevicesResult,),
-    Trace: (TraceResult,), CacheRun: (CacheResult,), Bye: (Done,),
+    Trace: (TraceResult,), CacheRun: (CacheResult,), Bye: (Done,), RunTests: (TestsDone,),
 }
 
 
