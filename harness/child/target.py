@@ -21,6 +21,7 @@ import traceback
 from harness import OWN_PACKAGES, PACKAGES_ROOT
 from harness.child import notebook
 from harness.child.construct import key_of
+from harness.wire.target import Target
 from dataclasses import dataclass, field
 
 
@@ -41,18 +42,9 @@ class LoadedTarget:
     notes: list[str] = field(default_factory=list)  # what loading left out (a notebook's non-defining cells)
 
 
-def split_spec(spec: str) -> tuple[str, str | None]:
-    """'a/b.py:Cls' -> ('a/b.py', 'Cls'); 'mod:Cls' -> ('mod', 'Cls'); 'a/b.py' -> ('a/b.py', None)."""
-    if ":" in spec:
-        where, _, name = spec.rpartition(":")
-        if len(where) == 1 and where.isalpha():  # a Windows drive letter, not a separator
-            return spec, None
-        return where, name or None
-    return spec, None
-
-
-def _file_for(where: str, search_dir: str) -> str | None:
-    if where.lower().endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where:
+def _file_for(target: Target, search_dir: str) -> str | None:
+    where = target.where
+    if target.is_file:
         return os.path.join(search_dir, where)
     rel = os.path.join(search_dir, where.replace(".", os.sep))
     for cand in (rel + ".py", os.path.join(rel, "__init__.py")):
@@ -287,8 +279,9 @@ def load_target(spec: str, search_dir: str | None = None, submission: bool = Fal
     `submission`: the code is not mha-check's own, so our packages are not importable from it (_SubmissionsOwn)."""
     search_dir = search_dir or os.getcwd()
     _OWN.active = submission
-    where, name = split_spec(spec)
-    path = _file_for(where, search_dir)
+    target = Target.parse(spec)
+    where, name = target.where, target.name
+    path = _file_for(target, search_dir)
     module, filename, notes = _load_file(path) if path else _import_module(where, search_dir)
     try:
         return _lookup(module, name, path or filename or where, filename, notes)

@@ -39,6 +39,7 @@ from harness.engine.report import VERSION
 from harness.frontends import classroom, options, wheel
 from harness.render import rubric as rubrics
 from harness.sandbox.limits import Limits
+from harness.wire.target import Target
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TARGET = re.compile(r"(?!/)(?!.*\.\.)[\w./-]+\.(py|ipynb)(:[A-Za-z_]\w*)?")  # a file the student hands in, its class
@@ -170,9 +171,9 @@ def build(args, parser) -> int:
         with zipfile.ZipFile(args.output, "w") as zf:
             _add(zf, "setup.sh", SETUP.format(version=VERSION, index=CPU_INDEX, torch=torch, wheel=whl.name,
                                               pytest=PYTEST if suite else "").encode(), 0o755)
-            file, _, cls = target.partition(":")
-            _add(zf, "run_autograder", RUN.format(target=target, file=file, base=Path(file).name,
-                                                  cls=f":{cls}" if cls else "",
+            asked = Target.parse(target)
+            _add(zf, "run_autograder", RUN.format(target=target, file=asked.where, base=Path(asked.where).name,
+                                                  cls=asked.suffix,
                                                   extra="".join(" " + shlex.quote(a) for a in extra),
                                                   tests=' --tests "$SOURCE/tests"' if suite else "").encode(), 0o755)
             _add(zf, "rubric.toml", Path(args.rubric).read_bytes() if args.rubric else DEFAULT_RUBRIC.encode())

@@ -22,6 +22,7 @@ from harness.sandbox import limits as sandbox
 from harness.sandbox import syscalls as linux
 from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
 from harness.sandbox.template import META_ZYGOTE
+from harness.wire.target import Target
 
 
 class _Stopped(BaseException):
@@ -192,7 +193,7 @@ def _checked(spec: str | None, report: Report) -> str:
     """The summary's target: the file, and the class that was checked in it (a spec without a class is completed
     with the class mha-check found there, so that a wrong pick shows in the summary)."""
     found = report.adapter.get("class")
-    if not spec or not found or ":" in spec:
+    if not spec or not found or Target.parse(spec).name:
         return spec or ""
-    return f"{spec}:{found}"
+    return str(Target(Target.parse(spec).where, found))
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.frontends import submissions
 from harness.sandbox import scratch
+from harness.wire.target import Target
 
 MAX_SOURCE = 256 << 10  # a larger .py file is not an attention layer: never read
 MAX_NOTEBOOK = 32 << 20  # a notebook carries its outputs (pictures): larger ones are not read to look for a class
@@ -108,8 +109,8 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
     folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files:
     the platform named the file, so --target's class is applied to the student's file (the one ending with
     --target's file name, else found as above)."""
-    file_part, _, cls = (target or "").partition(":")
-    suffix = f":{cls}" if cls else ""
+    asked = Target.parse(target)
+    file_part, suffix = (asked.where if target else ""), asked.suffix
     if target and not flat:
         inside = [] if os.path.lexists(folder / file_part) else [
             p for p in submissions.nested_code(folder, _readable) if p.name == Path(file_part).name]
@@ -148,7 +149,7 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
 def missing_fix(target: str | None) -> str:
     """The fix for a submission with nothing to check: what to hand in (the construct check's own fix is about a
     file that does not load)."""
-    cls = (target or "").partition(":")[2]
+    cls = Target.parse(target).name if target else None
     return (f"Hand in one .py file or notebook that defines {cls or 'your attention class (a torch.nn.Module)'}. "
             "If a submission has several candidate files, the instructor names the one to check with --target "
             "FILE.py:ClassName.")

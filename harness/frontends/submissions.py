@@ -29,6 +29,7 @@ from typing import Callable
 
 from harness.frontends import exports
 from harness.sandbox import scratch as files
+from harness.wire.target import Target
 
 DEFAULT_PATTERN = r"(?P<student>[^_]+?)(?:_|\.(?i:py|ipynb)$)"  # an example for --pattern: the name up to its first "_"
 CODE = exports.CODE  # what a student hands in: a Python file or a notebook (any case: Lab.IPYNB too)
@@ -178,7 +179,7 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     folders = [p for p in entries if p.is_dir() and p.name not in links]
     flat = [p for p in entries if p.is_file()]
     odd = [p.name for p in entries if not p.is_dir() and not p.is_file()]
-    target_file = Path((target or "").partition(":")[0]).name
+    target_file = Path(Target.parse(target).where).name
     if not folders and pattern is None and _one_student(flat, target_file, defines):
         return Found(root, "one", [Submission(exports.safe_name(root.name), folder=root)], [])
     subs = _folders(root, folders)

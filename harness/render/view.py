@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from harness import OUTPUT_CUT_MARK
 from harness.wire import raised
 from harness.wire.config import Config
+from harness.wire.target import Target
 
 LABELS = {"pass": "PASS", "fail": "FAIL", "cannot_tell": "CAN'T TELL", "skip": "SKIP"}
 ROLE_WORDS = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k", "bv": "b_v",
@@ -131,7 +132,7 @@ def where(at: str | None, target: str) -> str | None:
     """The student's file:line as the student named the file: the trace records only the file's name, and the
     target says which folder it is in (`examples/attention.py:30` for `attention.py:30`; for a notebook
     `labs/lab.ipynb, code cell 2, line 16` for `lab.ipynb, code cell 2, line 16`)."""
-    path = target.split(":", 1)[0]
+    path = Target.parse(target).where
     if not at or not path.lower().endswith((".py", ".ipynb")):
         return at
     if ", code cell " in at:

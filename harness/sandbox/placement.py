@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from harness import OWN_PACKAGES, PACKAGES_ROOT
+from harness.wire.target import Target
 
 
 def own_code(where: str, path: str | None) -> bool:
@@ -21,22 +22,13 @@ def own_code(where: str, path: str | None) -> bool:
                for d in OWN_PACKAGES + ("tests",))  # our own test modules check classes they define
 
 
-def where_of(spec: str) -> str:
-    """The file or module part of a target (the rule of harness.child.target.split_spec)."""
-    if ":" in spec:
-        where = spec.rpartition(":")[0]
-        return spec if len(where) == 1 and where.isalpha() else where
-    return spec
-
-
-def placement(spec: str, search_dir: str, submission: str | None) -> tuple[str, str | None, str | None]:
+def placement(target: Target, search_dir: str, submission: str | None) -> tuple[str, str | None, str | None]:
     """(the folder to copy into the scratch, the target file relative to it, the target file's own path); the
     last two are None for a module target.  A file outside the folder copied is not copied: the child cannot see
     it, and says so by the file's own name."""
-    where = where_of(spec)
-    if not (where.lower().endswith((".py", ".ipynb", ".txt")) or os.sep in where or "/" in where):
+    if not target.is_file:
         return submission or search_dir, None, None
-    path = os.path.normpath(os.path.join(search_dir, where))
+    path = os.path.normpath(os.path.join(search_dir, target.where))
     root = os.path.abspath(submission) if submission else os.path.dirname(path)
     rel = os.path.relpath(path, root)
     return root, (rel if not rel.startswith("..") else path), path

@@ -27,11 +27,12 @@ from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, Work
 from harness.sandbox import isolation, scratch, trusted
 from harness.sandbox.channel import WATCH_SECONDS, DeadlineReader, write_until
 from harness.sandbox.instance import Instance
-from harness.sandbox.placement import own_code, placement, where_of
+from harness.sandbox.placement import own_code, placement
 from harness.sandbox.limits import MB, Limits
 from harness.sandbox.policy import is_slot_uid, make_policy
 from harness.sandbox import syscalls as linux
 from harness.wire.config import Config
+from harness.wire.target import Target
 
 STARTUP_SECONDS = 120  # the worker's own start (importing torch), which the student's time limit does not include
 
@@ -72,16 +73,16 @@ class Subject:
         self.room = None
         self._measured = 0.0  # when the scratch was last measured (an unbounded one: see _watch)
         try:
-            copy_root, rel, path = placement(spec, self.search_dir, submission)
+            target = Target.parse(spec)
+            copy_root, rel, path = placement(target, self.search_dir, submission)
             self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB,
                                                   self.limits.scratch_mb * MB, self.limits.scratch_files)
-            name = spec[len(where_of(spec)):]  # ":Class", or nothing
             copied = os.path.join(self.room.path, rel) if rel and not os.path.isabs(rel) else None
             # a missing file whose folder was copied is named in the copy, so that the child lists what is there
             seen = copied is not None and (os.path.lexists(copied) or os.path.isdir(os.path.dirname(copied))
                                            and os.path.isdir(copy_root))
-            self.child_spec = spec if path is None else (rel if seen else path) + name  # not copied: as given
-            self.submission_code = not own_code(where_of(spec), path)  # a submission's: our packages hidden from it
+            self.child_spec = spec if path is None else str(target.at(rel if seen else path))  # not copied: as given
+            self.submission_code = not own_code(target.where, path)  # a submission's: our packages hidden from it
             self.policy = make_policy(self.room.path, self.slot.number, self.limits, own_code=not self.submission_code)
             self.started = self.spawned = time.monotonic()
             self._awaiting_ready = False  # set by a spawn whose worker announces the end of its own start-up

@@ -1,0 +1,27 @@
+"""The one parse of a target (harness.wire.target), which both processes and every front end use."""
+import pytest
+
+from harness.wire.target import Target
+
+
+@pytest.mark.parametrize("spec,where,name,is_file", [
+    ("examples/attention.py:CausalMHA", "examples/attention.py", "CausalMHA", True),
+    ("attention.py", "attention.py", None, True),
+    ("lab.ipynb:Attn", "lab.ipynb", "Attn", True),
+    ("pkg.mod:Attn", "pkg.mod", "Attn", False),
+    ("pkg.mod", "pkg.mod", None, False),
+    ("C:attention.py", "C:attention.py", None, True),  # a drive letter, not a separator
+    ("hw3/attention.py:", "hw3/attention.py", None, True),
+    (None, "", None, False),
+])
+def test_a_target_is_split_at_its_last_colon(spec, where, name, is_file):
+    target = Target.parse(spec)
+    assert (target.where, target.name, target.is_file) == (where, name, is_file)
+
+
+def test_a_target_moves_with_its_class_and_prints_as_given():
+    target = Target.parse("hw3/attention.py:Attn")
+    assert str(target) == "hw3/attention.py:Attn" and target.file_name == "attention.py"
+    assert str(target.at("/scratch/attention.py")) == "/scratch/attention.py:Attn"
+    assert str(Target.parse("attention.py").at("x/attention.py")) == "x/attention.py"
+    assert Target.parse("pkg.mod:Attn").file_name == ""
