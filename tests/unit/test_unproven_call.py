@@ -104,6 +104,7 @@ def test_a_layer_that_leaves_the_mask_to_its_caller_is_judged_with_a_mask(tmp_pa
     report = _report(tmp_path, default="mask = torch.ones(T, T)  # nothing masked: the caller's choice")
     leakage = report["causal-leakage"]
     assert leakage.status == "pass" and "called as forward(x, mask=causal mask" in leakage.message
+    assert "called as forward(x) it lets the future through, as a layer that leaves the mask" in leakage.message
     assert "(called as forward(x) or 3 other ways before it, some output" in report.adapter["mapping"]["note"]
 
 
