@@ -35,7 +35,6 @@ from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.mapping import map_help
 from harness.engine.search import find_failure_at_once
-from harness.engine.unproven_call import LEAKS
 from reference import grouped, numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
@@ -160,10 +159,9 @@ def _how_called(outcome, evidence):
     elif outcome.status == "pass":
         outcome.message += (f"; called as {call}, the first way tried under which no output depends on a later "
                             "input (how to pass the mask is not proven without a reading of your parameters)")
-        first, seen = evidence.tried[0]
-        if evidence.style and seen == LEAKS:  # said, not judged: a layer may leave the mask to its caller
-            outcome.message += (f"; called as {first} it lets the future through, as a layer that leaves the mask "
-                                "to its caller does (one meant to mask by itself must not)")
+        if evidence.style and evidence.first_leaks:  # said, not judged: a layer may leave the mask to its caller
+            outcome.message += (f"; called as {evidence.tried[0][0]} it lets the future through, as a layer that "
+                                "leaves the mask to its caller does (one meant to mask by itself must not)")
     return outcome
 
 

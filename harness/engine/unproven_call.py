@@ -53,6 +53,11 @@ class CallEvidence:
         shown = [seen for _, seen in self.tried if seen is not None]
         return bool(shown) and all(seen == LEAKS for seen in shown)
 
+    @property
+    def first_leaks(self) -> bool:
+        """The first way of calling forward (the plain call, where the mask is optional) lets the future through."""
+        return self.tried[0][1] == LEAKS
+
     def ran(self) -> str:
         """The calls that ran, in a few words: "forward(x), forward(x, mask=...) and 11 more; 2 others raised"."""
         calls = [call for call, seen in self.tried if seen is not None]
