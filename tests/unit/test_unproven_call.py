@@ -8,6 +8,7 @@ import pytest
 
 from harness.child.inprocess import InProcessSubject
 from harness.engine.runner import Options, run_checks
+from harness.render import view
 from harness.engine.unproven_call import CAUSAL, LEAKS, UNCLEAR, WRONG_SHAPE, CallEvidence, judge
 from harness.wire.config import Config
 from harness.wire.messages import JacobianResult
@@ -95,8 +96,10 @@ def test_a_layer_that_masks_itself_is_judged_under_the_plain_call(tmp_path):
 
 def test_a_leak_under_every_call_is_a_failure_without_any_mapping(tmp_path):
     """Scores multiplied by the 0/1 mask: a masked score is 0, not -inf, whatever mask the caller gives."""
-    leakage = _report(tmp_path, masking="att = att * mask")["causal-leakage"]
+    report = _report(tmp_path, masking="att = att * mask")
+    leakage = report["causal-leakage"]
     assert leakage.status == "fail" and "the same under every way of calling forward that ran" in leakage.message
+    assert "; forward was called as forward(x): under every way of calling it that ran" in view.build(report).mapping
 
 
 def test_a_layer_that_leaves_the_mask_to_its_caller_is_judged_with_a_mask(tmp_path):
