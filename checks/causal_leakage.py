@@ -154,7 +154,10 @@ def _how_called(outcome, evidence):
     if evidence is None:
         return outcome
     call = evidence.tried[evidence.style][0]
-    if outcome.status == "fail" and evidence.every_call_leaks:
+    if outcome.status == "fail" and evidence.masks_itself:
+        outcome.message += (f"; called as {call}, your layer hides some later positions but not all: it masks by "
+                            "itself, so this leak is its own whatever mask a caller would pass")
+    elif outcome.status == "fail" and evidence.every_call_leaks:
         outcome.message += f"; the same under every way of calling forward that ran ({evidence.ran()})"
     elif outcome.status == "pass":
         outcome.message += (f"; called as {call}, the first way tried under which no output depends on a later "

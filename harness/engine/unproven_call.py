@@ -13,7 +13,10 @@ the module does when called, not its weights.  Here each way of calling it (`inf
 first where the mask is optional) is asked for the eval-mode gradient of every output position with respect to
 every input position on the base configuration, and:
 
-- the first under which the output has the expected shape, depends on every earlier position and on no later one
+- when the plain call (no mask given, where the mask is optional) hides some later positions but lets others
+  through, the layer masks by itself, wrongly (`tril(..., diagonal=1)` as its default): the plain call is used, and
+  causal-leakage fails there, whatever a caller's mask would do;
+- else the first under which the output has the expected shape, depends on every earlier position and on no later one
   is used (a layer that masks by itself: the plain call; one that leaves the mask to its caller: the first
   convention under which it is causal).  That is no proof of the convention, and the mapping's note says so;
 - when every way that ran lets the future through (or gives no gradient at all), the first is used: causal-leakage
@@ -38,6 +41,7 @@ from harness.engine.mapping import Mapping
 from harness.wire.errors import TargetFailure
 
 CAUSAL, LEAKS, WRONG_SHAPE, UNCLEAR = "causal", "leaks", "wrong shape", "unclear"  # what one call showed
+MASKS_SOME = "leaks, masking some of the future"  # a leak where some later positions are masked: a mask of its own
 UNDECIDED_CALL = "; and mha-check could not tell how to pass the causal mask"  # the proof's words for no call
 
 
@@ -46,17 +50,22 @@ class CallEvidence:
     """How forward is called without a proof, and why: each way tried with what it showed (None: it raised)."""
 
     style: int
-    tried: tuple[tuple[str, str | None], ...]  # (the call, CAUSAL | LEAKS | WRONG_SHAPE | UNCLEAR | None)
+    tried: tuple[tuple[str, str | None], ...]  # (the call, what it showed: judge(); None: it raised)
 
     @property
     def every_call_leaks(self) -> bool:
         shown = [seen for _, seen in self.tried if seen is not None]
-        return bool(shown) and all(seen == LEAKS for seen in shown)
+        return bool(shown) and all(seen in (LEAKS, MASKS_SOME) for seen in shown)
 
     @property
     def first_leaks(self) -> bool:
         """The first way of calling forward (the plain call, where the mask is optional) lets the future through."""
-        return self.tried[0][1] == LEAKS
+        return self.tried[0][1] in (LEAKS, MASKS_SOME)
+
+    @property
+    def masks_itself(self) -> bool:
+        """Called without a mask, forward hides some later positions but not all: it masks by itself, wrongly."""
+        return self.style == 0 and self.tried[0][1] == MASKS_SOME
 
     def ran(self) -> str:
         """The calls that ran, in a few words: "forward(x), forward(x, mask=...) and 11 more; 2 others raised"."""
@@ -76,6 +85,9 @@ class CallEvidence:
             return (f"how to pass the mask is not proven (no reading of your parameters reproduced your output): "
                     f"forward was called as {call}, the first way tried under which no output depends on a later "
                     f"input{after}")
+        if self.masks_itself:
+            return (f"forward was called as {call}: called so, it hides some later positions but not all, so it "
+                    "masks by itself, and some output depends on a later input")
         if self.every_call_leaks:
             return (f"forward was called as {call}: under every way of calling it that ran ({self.ran()}), some "
                     "output depends on a later input")
@@ -86,7 +98,8 @@ class CallEvidence:
 def judge(result, cfg) -> str:
     """One way of calling forward, judged by its eval-mode Jacobian (a `JacobianResult`): CAUSAL (every earlier
     position counts, no later one), LEAKS (a later position counts, a NaN, or no autograd graph at all: not causal
-    under any reading), WRONG_SHAPE, or UNCLEAR (no future leak, but earlier positions without influence: a layout
+    under any reading), MASKS_SOME (a later position counts while another is hidden in every sequence: a mask is
+    applied, and leaks), WRONG_SHAPE, or UNCLEAR (no future leak, but earlier positions without influence: a layout
     of its own, such as sequence-first, may read our axes otherwise, so this is no evidence)."""
     if result.jac is None:
         return LEAKS if result.no_graph else WRONG_SHAPE
@@ -95,7 +108,7 @@ def judge(result, cfg) -> str:
         return LEAKS
     future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
     if (G[:, future] > 0).any():
-        return LEAKS
+        return MASKS_SOME if (G[:, future] == 0).all(axis=0).any() else LEAKS  # some later position always hidden
     scale = G.max()
     return CAUSAL if scale > 0 and (G[:, ~future] > INFLUENCE * scale).all() else UNCLEAR
 
@@ -121,10 +134,13 @@ def settle(ctx, proof: Mapping) -> tuple[Mapping, CallEvidence | None]:
             seen.append(None)
     ran = [i for i, s in enumerate(seen) if s is not None]
     shown = {seen[i] for i in ran}
-    if CAUSAL in shown:
+    bare = inst.info.call_bare or [False] * len(calls)
+    if seen[0] == MASKS_SOME and bare[0]:  # no mask given, yet some of the future hidden: its own mask leaks
+        style = 0
+    elif CAUSAL in shown:
         style = seen.index(CAUSAL)
-    elif shown in ({LEAKS}, {WRONG_SHAPE}):  # the same under every call that ran: the module's, not our choice
-        style = ran[0]
+    elif shown <= {LEAKS, MASKS_SOME} or shown == {WRONG_SHAPE}:  # the same under every call that ran: the
+        style = ran[0]  # module's, not our choice
     else:  # nothing ran, or calls disagree without one being causal: no evidence, the proof's outcome stands
         return proof, None
     evidence = CallEvidence(style, tuple(zip(calls, seen)))

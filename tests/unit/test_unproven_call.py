@@ -9,7 +9,7 @@ import pytest
 from harness.child.inprocess import InProcessSubject
 from harness.engine.runner import Options, run_checks
 from harness.render import view
-from harness.engine.unproven_call import CAUSAL, LEAKS, UNCLEAR, WRONG_SHAPE, CallEvidence, judge
+from harness.engine.unproven_call import CAUSAL, LEAKS, MASKS_SOME, UNCLEAR, WRONG_SHAPE, CallEvidence, judge
 from harness.wire.config import Config
 from harness.wire.messages import JacobianResult
 
@@ -29,11 +29,12 @@ LOWER = np.tril(np.ones((3, 3)))
 @pytest.mark.parametrize("result, seen", [
     (_jacobian(LOWER), CAUSAL),
     (_jacobian(LOWER + np.triu(np.ones((3, 3)), 1) * 1e-40), LEAKS),  # a sliver of the future is a leak
+    (_jacobian(np.tril(np.ones((3, 3)), 1)), MASKS_SOME),  # the next token seen, the one after it hidden
     (_jacobian(np.where(LOWER > 0, np.nan, 0.0)), LEAKS),
     (JacobianResult(no_graph=True, shape=[1, 3, 2]), LEAKS),  # a detached output is not causal under any call
     (JacobianResult(shape=[1, 1, 3, 2]), WRONG_SHAPE),
     (_jacobian(np.eye(3)), UNCLEAR),  # no leak, but no past: our axes may be read otherwise (sequence-first)
-], ids=["causal", "leak", "nan", "no-graph", "shape", "dead-past"])
+], ids=["causal", "leak", "one-future", "nan", "no-graph", "shape", "dead-past"])
 def test_one_call_is_judged_by_its_gradients(result, seen):
     assert judge(result, CFG) == seen
 
@@ -109,6 +110,16 @@ def test_a_layer_that_leaves_the_mask_to_its_caller_is_judged_with_a_mask(tmp_pa
     assert leakage.status == "pass" and "called as forward(x, mask=causal mask" in leakage.message
     assert "called as forward(x) it lets the future through, as a layer that leaves the mask" in leakage.message
     assert "(called as forward(x) or 3 other ways before it, some output" in report.adapter["mapping"]["note"]
+
+
+def test_a_default_mask_that_leaks_is_the_layers_own_leak_even_if_a_callers_mask_would_not(tmp_path):
+    """tril(..., diagonal=1) as the default: called without a mask, the next token is seen and the rest hidden, so
+    the layer masks by itself; a caller's causal mask (True = keep) would make it causal, and used to pass it."""
+    report = _report(tmp_path, default="mask = torch.tril(torch.ones(T, T), diagonal=1)")
+    leakage = report["causal-leakage"]
+    assert leakage.status == "fail" and leakage.details["finding"] == "leak:one-future"
+    assert "called as forward(x), your layer hides some later positions but not all" in leakage.message
+    assert report.adapter["mapping"]["call"] == "forward(x)"
 
 
 def test_per_head_outputs_are_an_output_shape_failure_not_an_unknown_call(tmp_path):
