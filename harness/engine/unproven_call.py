@@ -139,8 +139,8 @@ def settle(ctx, proof: Mapping) -> tuple[Mapping, CallEvidence | None]:
         style = 0
     elif CAUSAL in shown:
         style = seen.index(CAUSAL)
-    elif shown <= {LEAKS, MASKS_SOME} or shown == {WRONG_SHAPE}:  # the same under every call that ran: the
-        style = ran[0]  # module's, not our choice
+    elif ran and (shown <= {LEAKS, MASKS_SOME} or shown == {WRONG_SHAPE}):  # the same under every call that
+        style = ran[0]  # ran: the module's, not our choice
     else:  # nothing ran, or calls disagree without one being causal: no evidence, the proof's outcome stands
         return proof, None
     evidence = CallEvidence(style, tuple(zip(calls, seen)))
