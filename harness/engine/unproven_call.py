@@ -38,7 +38,7 @@ import numpy as np
 
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian
 from harness.engine.mapping import Mapping
-from harness.wire.errors import TargetFailure
+from harness.wire.errors import CannotDrive, TargetFailure
 
 CAUSAL, LEAKS, WRONG_SHAPE, UNCLEAR = "causal", "leaks", "wrong shape", "unclear"  # what one call showed
 MASKS_SOME = "leaks, masking some of the future"  # a leak where some later positions are masked: a mask of its own
@@ -130,8 +130,8 @@ def settle(ctx, proof: Mapping) -> tuple[Mapping, CallEvidence | None]:
         inst.style = style
         try:
             seen.append(judge(inst.jacobian(x, r), cfg))
-        except TargetFailure:  # this way of calling it raised (a mask of a type the code does not take)
-            seen.append(None)
+        except (TargetFailure, CannotDrive):  # it raised (a mask of a type the code does not take), or torch
+            seen.append(None)  # cannot differentiate it here (a platform limit): no evidence either way
     ran = [i for i, s in enumerate(seen) if s is not None]
     shown = {seen[i] for i in ran}
     bare = inst.info.call_bare or [False] * len(calls)
