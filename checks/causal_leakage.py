@@ -143,7 +143,29 @@ def causal_leakage(ctx):
             return outcome
         return _deep(ctx, inst, x, r, cfg, unreferenced)
 
-    return find_failure_at_once(ctx, ask, judge) or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
+    outcome = find_failure_at_once(ctx, ask, judge) or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
+    return _how_called(outcome, ctx.call_evidence)
+
+
+def _how_called(outcome, evidence):
+    """The verdict, saying how forward was called where no proof chose it (harness.engine.unproven_call): a leak
+    under every way of calling it tried is the module's whatever the caller was meant to pass; a pass holds for
+    the call it names."""
+    if evidence is None:
+        return outcome
+    call = evidence.tried[evidence.style][0]
+    if outcome.status == "fail" and evidence.masks_itself:
+        outcome.message += (f"; called as {call}, your layer hides some later positions but not all: it masks by "
+                            "itself, so this leak is its own whatever mask a caller would pass")
+    elif outcome.status == "fail" and evidence.every_call_leaks:
+        outcome.message += f"; the same under every way of calling forward that ran ({evidence.ran()})"
+    elif outcome.status == "pass":
+        outcome.message += (f"; called as {call}, the first way tried under which no output depends on a later "
+                            "input (how to pass the mask is not proven without a reading of your parameters)")
+        if evidence.style and evidence.first_leaks:  # said, not judged: a layer may leave the mask to its caller
+            outcome.message += (f"; called as {evidence.tried[0][0]} it lets the future through, as a layer that "
+                                "leaves the mask to its caller does (one meant to mask by itself must not)")
+    return outcome
 
 
 FUTURE_WON = 1e-10 * HUGE  # a movement this large is the future's own value, not a sliver of it

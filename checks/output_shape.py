@@ -50,7 +50,8 @@ def output_shape(ctx):
         want = (cfg.batch, cfg.n, cfg.d_out)
         if y.shape != want:
             finding = _shape_finding(y.shape, cfg)
-            return failed(f"output has shape {y.shape}, expected {want}", observed=str(y.shape),
+            return failed(f"output has shape {y.shape}{_letters(y.shape, cfg)}, expected {want}",
+                          observed=str(y.shape),
                           expected=str(want), finding=finding, fix=MERGE_FIX if finding == "heads never merged" else
                           SHAPE_FIX)
         if not np.all(np.isfinite(y)):
@@ -124,6 +125,16 @@ def _raised_finding(message: str, cfg) -> str:
         if len(dims) == 4 and cfg.heads in dims[1:3] and dims[3] == cfg.d_in // cfg.heads != cfg.head_width:
             return "head width from d_in"
     return "raised: " + _normalised(message)
+
+
+def _letters(shape, cfg) -> str:
+    """What a wrong output shape is, in the lesson's letters, when it is one of the per-head shapes: (B, H, n, dh)
+    is the attention's output before the heads were merged back (a forward returning `w @ v`)."""
+    for letters, dims in (("(B, H, n, dh)", (cfg.batch, cfg.heads, cfg.n, cfg.head_width)),
+                          ("(B, n, H, dh)", (cfg.batch, cfg.n, cfg.heads, cfg.head_width))):
+        if tuple(shape) == dims:
+            return f" = {letters} (the heads not merged back into one vector per token)"
+    return ""
 
 
 def _shape_finding(shape, cfg) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.engine import grouped
 from harness.engine import mapping as mapping_proof
+from harness.engine import unproven_call
 from harness.engine.mapping import Mapping
 from harness.engine.trace.drive import record
 from harness.engine.trace.result import TraceResult
@@ -42,6 +43,7 @@ class Context:
         self.seed = seed
         self.examples = examples
         self._mapping: Mapping | None = None
+        self.call_evidence: unproven_call.CallEvidence | None = None  # how forward is called where no proof said
         self._recorded: TraceResult | None = None
         self.square_only = False  # set by `construct` when the constructor refuses d_in != d_out
         self._inputs: dict[tuple, np.ndarray] = {}  # drawn once per (tag, configuration): most checks ask again
@@ -208,9 +210,10 @@ class Context:
     @property
     def mapping(self) -> Mapping:
         """Proved once, on the base configuration: how forward is called and which layout reproduces the module's
-        own output (see harness.engine.mapping)."""
+        own output (see harness.engine.mapping); where no reading proves how to call a forward that takes a mask,
+        the call is chosen by leakage evidence (harness.engine.unproven_call)."""
         if self._mapping is None:
-            self._mapping = mapping_proof.prove(self)
+            self._mapping, self.call_evidence = unproven_call.settle(self, mapping_proof.prove(self))
         return self._mapping
 
     @property

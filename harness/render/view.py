@@ -94,10 +94,11 @@ def mapping_words(adapter: dict) -> str:
     """mha-check's reading of the student's parameters, for a student: no arrows, no internal ids."""
     mapping = adapter.get("mapping") or {}
     layout = mapping.get("layout") or {}
-    if not layout:
+    if not layout:  # and how forward was called without a proof (engine/unproven_call), in the note
         problem = mapping.get("problem")
-        return f"mha-check could not tell which of your parameters are W_q, W_k, W_v, W_o: {problem}" if problem \
+        said = f"mha-check could not tell which of your parameters are W_q, W_k, W_v, W_o: {problem}" if problem \
             else ""
+        return "; ".join(t for t in (said, mapping.get("note")) if t)
     weights = [r for r in ("wq", "wk", "wv", "wo") if r in layout]
     yours = ", ".join(parameter_words(layout[r]) for r in weights)
     lesson = ", ".join(ROLE_WORDS[r] for r in weights)
@@ -301,8 +302,9 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
                         if n or w in ("passed", "failed"))
     mapping = clean(mapping_words(report.adapter))
     problem = clean((report.adapter.get("mapping") or {}).get("problem") or "")
-    if problem and any(problem in ln.text for ln in lines):
-        mapping = ""  # the checks that could not be decided already say it
+    if problem and any(problem in ln.text for ln in lines):  # the checks that could not be decided already say it
+        unmapped = report.adapter.get("mapping") or {}
+        mapping = clean(unmapped.get("note") or "") if not unmapped.get("layout") else ""
     notes = [clean(n) for n in report.adapter.get("notes", [])]
     if (report.adapter.get("form") or {}).get("evidence"):  # checked as another member of the family: say so
         notes.insert(0, clean(report.adapter["form"]["evidence"]))
