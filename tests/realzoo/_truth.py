@@ -1020,6 +1020,41 @@ def _(mod):
                   f"without a mask: leak={leak_nomask:.1e}"), "head_count=3 model_dim=12, called as m(x, x, x, mask)[0]"
 
 
+
+@check("bentrevett_seq2seq_mha_device_arg.py")
+def _(mod):
+    m = randomize(mod.MultiHeadAttentionLayer(12, 3, 0.0, "cpu")).eval()
+    g = lambda L: (L.weight, L.bias)
+    (wq, bq), (wk, bk), (wv, bv), (wo, bo) = g(m.fc_q), g(m.fc_k), g(m.fc_v), g(m.fc_o)
+    keep = lambda n: torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+    err, leak = cmp(lambda x: m(x, x, x, keep(x.shape[1]))[0], lambda x: mha_forward(x, 3, wq, wk, wv, wo, bq, bk, bv, bo), 12)
+    m9 = randomize(mod.MultiHeadAttentionLayer(9, 3, 0.0, "cpu")).eval()  # head width 3: sqrt(3) rounded to float32
+    f = lambda L: (L.weight, L.bias)
+    (aq, cq), (ak, ck), (av, cv), (ao, co) = f(m9.fc_q), f(m9.fc_k), f(m9.fc_v), f(m9.fc_o)
+    ref9 = lambda x: mha_forward(x, 3, aq, ak, av, ao, cq, ck, cv, co)
+    err9, _ = cmp(lambda x: m9(x, x, x, keep(x.shape[1]))[0], ref9, 9, shapes=[(2, 7)])
+    scale9 = max(ref9(torch.randn(2, 7, 9)).abs().max().item(), 1.0)
+    # module.to(another device) leaves the plain attribute behind: forward raises there ...
+    moved = mod.MultiHeadAttentionLayer(12, 3, 0.0, "cpu").to("meta")
+    xm = torch.empty(2, 5, 12, device="meta")
+    try:
+        moved(xm, xm, xm, keep(5).to("meta"))
+        raised = ""
+    except (RuntimeError, NotImplementedError) as e:
+        raised = str(e).splitlines()[0]
+    # ... and the same layer with scale registered as a buffer runs there
+    fixed = mod.MultiHeadAttentionLayer(12, 3, 0.0, "cpu")
+    scale = fixed.scale
+    del fixed.scale
+    fixed.register_buffer("scale", scale)
+    fixed = fixed.to("meta")
+    shape = tuple(fixed(xm, xm, xm, keep(5).to("meta"))[0].shape)
+    good = err < TOL and leak < TOL and err9 / scale9 < FLOAT32_TOL and raised != "" and shape == (2, 5, 12)
+    return good, (f"with the keep-mask: max|out-ref|={err:.1e} leak={leak:.1e} (head width 4); head width 3: {err9:.1e} "
+                  f"(float32 sqrt(3), relative {err9 / scale9:.1e}); after .to('meta') forward raises: {raised[:70]}; "
+                  f"with scale registered as a buffer it runs there: {shape}"), "hid_dim=12 n_heads=3 device='cpu'"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
