@@ -1055,6 +1055,61 @@ def _(mod):
                   f"with scale registered as a buffer it runs there: {shape}"), "hid_dim=12 n_heads=3 device='cpu'"
 
 
+
+def _dkh_rows(W, H, dh, j):
+    """Rows of a fused (d k h) weight for q (j=0), k (1) or v (2), in the lesson's head-major order (row h*dh + d)."""
+    return W[[(d * 3 + j) * H + h for h in range(H) for d in range(dh)]]
+
+
+def _aisummer_shim_ok(mod):
+    """The entry's rearrange (shim or real einops) against the index formula feature (d*3 + j)*H + h."""
+    qkv = torch.randn(2, 5, 3 * 3 * 4)
+    q, k, v = tuple(mod.rearrange(qkv, 'b t (d k h ) -> k b h t d ', k=3, h=3))
+    want = lambda j: torch.stack([torch.stack([qkv[:, :, (d * 3 + j) * 3 + h] for d in range(4)], -1) for h in range(3)], 1)
+    out = torch.randn(2, 3, 5, 4)
+    merged = mod.rearrange(out, "b h t d -> b t (h d)")
+    return (torch.equal(q, want(0)) and torch.equal(k, want(1)) and torch.equal(v, want(2))
+            and torch.equal(merged, out.transpose(1, 2).reshape(2, 5, 12)))
+
+
+@check("aisummer_mhsa_fused_dkh_layout.py")
+def _(mod):
+    m = randomize(mod.MultiHeadSelfAttention(10, heads=3, dim_head=4)).eval()
+    W = m.to_qvk.weight
+    wq, wk, wv = (_dkh_rows(W, 3, 4, j) for j in range(3))
+    ref = lambda x: mha_forward(x, 3, wq, wk, wv, m.W_0.weight)
+    masked = lambda n: torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+    err, leak = cmp(lambda x: m(x, masked(x.shape[1])), ref, 10)
+    err_blocks, _ = cmp(lambda x: m(x, masked(x.shape[1])), lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.W_0.weight), 10,
+                        shapes=[(2, 7)])
+    _, leak_nomask = cmp(m, ref, 10, shapes=[(2, 7)])
+    shim = _aisummer_shim_ok(mod)
+    good, msg = ok_line(err, leak)
+    return (good and err_blocks > 1e-3 and leak_nomask > 1e-3 and shim,
+            msg + f"; [Q;K;V] row blocks instead: {err_blocks:.2e}; without a mask: leak={leak_nomask:.1e}; rearrange = index "
+                  f"formula: {shim}", "dim=10 heads=3 dim_head=4 (inner 12), mask (n, n) True = masked, no biases")
+
+
+@check("aisummer_mhsa_x_dim_head_typo.py")
+def _(mod):
+    m = randomize(mod.MultiHeadSelfAttention(12, heads=3)).eval()
+    raised = []
+    for B, n in SHAPES:
+        try:
+            m(torch.randn(B, n, 12))
+            raised.append("")
+        except AttributeError as e:
+            raised.append(str(e))
+    fixed = load("aisummer_mhsa_fused_dkh_layout.py").MultiHeadSelfAttention(12, heads=3)
+    fixed.load_state_dict(m.state_dict())
+    W = m.to_qvk.weight
+    ref = lambda x: mha_forward(x, 3, *(_dkh_rows(W, 3, 4, j) for j in range(3)), m.W_0.weight)
+    err, leak = cmp(lambda x: fixed.eval()(x, torch.triu(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool), 1)), ref, 12)
+    good = all(raised) and err < TOL and leak < TOL and _aisummer_shim_ok(mod)
+    return good, (f"every call raises AttributeError ({raised[0]!r}, {len(raised)}/{len(SHAPES)} shapes); the same weights in "
+                  f"the fixed class (x.dim()) with the mask: max|out-ref|={err:.1e} leak={leak:.1e}"), "dim=12 heads=3"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
