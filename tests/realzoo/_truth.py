@@ -1110,6 +1110,25 @@ def _(mod):
                   f"the fixed class (x.dim()) with the mask: max|out-ref|={err:.1e} leak={leak:.1e}"), "dim=12 heads=3"
 
 
+
+@check("aisummer_self_attention_single_head.py")
+def _(mod):
+    """The single-head form: the lesson's function with one head and no output projection (W_o = I, b_o = 0)."""
+    m = randomize(mod.SelfAttention(12)).eval()
+    W = m.to_qvk.weight
+    ref = lambda x: mha_forward(x, 1, W[0::3], W[1::3], W[2::3], torch.eye(12))
+    masked = lambda n: torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+    err, leak = cmp(lambda x: m(x, masked(x.shape[1])), ref, 12)
+    err_blocks, _ = cmp(lambda x: m(x, masked(x.shape[1])), lambda x: mha_forward(x, 1, W[:12], W[12:24], W[24:], torch.eye(12)),
+                        12, shapes=[(2, 7)])
+    qkv = torch.randn(2, 5, 12)
+    q, k, v = tuple(mod.rearrange(qkv, 'b t (d k) -> k b t d ', k=3))
+    shim = torch.equal(q, qkv[..., 0::3]) and torch.equal(k, qkv[..., 1::3]) and torch.equal(v, qkv[..., 2::3])
+    good, msg = ok_line(err, leak)
+    return (good and err_blocks > 1e-3 and shim, msg + f"; [Q;K;V] row blocks instead: {err_blocks:.2e}; rearrange = index "
+            f"formula: {shim}", "dim=12, one head, W_o = I, mask (n, n) True = masked")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
