@@ -1129,6 +1129,55 @@ def _(mod):
             f"formula: {shim}", "dim=12, one head, W_o = I, mask (n, n) True = masked")
 
 
+
+def _mamba_ref(m, H, KV, dh):
+    """gqa_forward with in_proj split [q (H dh); k (KV dh); v (KV dh)] (the '(two hkv d)' split) and out_proj."""
+    W, b = m.in_proj.weight, m.in_proj.bias
+    q, k = H * dh, H * dh + KV * dh
+    return lambda x: gqa_forward(x, H, W[:q], W[q:k], W[k:], m.out_proj.weight, b[:q], b[q:k], b[k:], m.out_proj.bias)
+
+
+@check("mamba_mha_causal_flag.py")
+def _(mod):
+    msgs, good = [], True
+    for kv in (None, 2, 1):
+        m = randomize(mod.MHA(16, 4, num_heads_kv=kv, causal=True)).eval()
+        err, leak = cmp(m, _mamba_ref(m, 4, kv or 4, 4), 16)
+        good = good and err < TOL and leak < TOL
+        msgs.append(f"num_heads_kv={kv}: max|out-ref|={err:.1e} leak={leak:.1e}")
+    m0 = randomize(mod.MHA(16, 4)).eval()  # default causal=False
+    _, leak0 = cmp(m0, _mamba_ref(m0, 4, 4, 4), 16, shapes=[(2, 7)])
+    try:
+        mod.MHA(10, 4)
+        refused = False
+    except AssertionError:
+        refused = True
+    return good and leak0 > 1e-3 and refused, "; ".join(msgs) + f"; default causal=False: leak={leak0:.1e}; embed_dim=10, 4 heads refused: {refused}", \
+        "embed_dim=16 num_heads=4 causal=True; vs reference.grouped_mha.gqa_forward"
+
+
+@check("mamba_mha_gqa_kv_not_repeated.py")
+def _(mod):
+    msgs, good = [], True
+    for kv in (None, 1):  # plain MHA, and MQA (the SDPA matmul broadcasts one key/value head)
+        m = randomize(mod.MHA(16, 4, num_heads_kv=kv, causal=True)).eval()
+        err, leak = cmp(m, _mamba_ref(m, 4, kv or 4, 4), 16)
+        good = good and err < TOL and leak < TOL
+        msgs.append(f"num_heads_kv={kv}: max|out-ref|={err:.1e} leak={leak:.1e}")
+    m2 = randomize(mod.MHA(16, 4, num_heads_kv=2, causal=True)).eval()
+    try:
+        m2(torch.randn(2, 5, 16))
+        raised = ""
+    except RuntimeError as e:
+        raised = str(e).splitlines()[0]
+    fixed = load("mamba_mha_causal_flag.py").MHA(16, 4, num_heads_kv=2, causal=True)
+    fixed.load_state_dict(m2.state_dict())
+    err_fix, _ = cmp(fixed.eval(), _mamba_ref(m2, 4, 2, 4), 16, shapes=[(2, 7)])
+    good = good and raised != "" and err_fix < TOL
+    return good, "; ".join(msgs) + f"; num_heads_kv=2 of 4 raises: {raised[:70]}; the fixed class with the same weights: {err_fix:.1e}", \
+        "embed_dim=16 num_heads=4 causal=True"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
