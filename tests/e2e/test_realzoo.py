@@ -53,7 +53,15 @@ def test_ground_truth_holds_independently_of_mha_check():
         run.stdout[-3000:] + run.stderr[-2000:]
 
 
-@pytest.mark.parametrize("path", ENTRIES, ids=[p.stem for p in ENTRIES])
+def _entry(path):
+    """An entry whose true verdict mha-check is known to get wrong carries KNOWN_WRONG (the issue item and what
+    mha-check says instead): its test asserts the TRUE verdict and is a strict xfail, so it fails again, as a
+    reminder to drop the mark, the day mha-check gets it right."""
+    reason = zoo_constants(path).get("KNOWN_WRONG")
+    return pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
+
+
+@pytest.mark.parametrize("path", [_entry(p) for p in ENTRIES])
 def test_outcome_and_diagnosis(path, reports):
     want = zoo_constants(path)
     report = reports(target(path))

@@ -832,6 +832,352 @@ def _(mod):
                   f"vs the .repeat pairing {apart:.2e}"), "make_identity_rope_gqa(16, 4, 2, 10): n_kv_heads=2"
 
 
+
+# ----------------------------------------------------------------------------------------------- issue 28 item 7 batch
+def _lesson_fill(x, nheads, wq, wk, wv, wo, bq=None, bk=None, bv=None, bo=None, fill=float("-inf")):
+    """The lesson's layer with the future's scores REPLACED by `fill` (-inf: the reference itself)."""
+    B, n, _ = x.shape
+    lin = torch.nn.functional.linear
+    d_out = wq.shape[0]
+    dh = d_out // nheads
+    split = lambda t: t.view(B, n, nheads, dh).transpose(1, 2)
+    q, k, v = split(lin(x, wq, bq)), split(lin(x, wk, bk)), split(lin(x, wv, bv))
+    s = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), fill)
+    return lin((torch.softmax(s, -1) @ v).transpose(1, 2).contiguous().view(B, n, d_out), wo, bo)
+
+
+def _keep_mask(n):
+    return torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+
+
+@check("gordicaleksa_mha_spelled_out_names.py")
+def _(mod):
+    m = randomize(mod.build(12, 3, 0.0)).eval()
+    L = m.qkv_nets
+    ref = lambda x: mha_forward(x, 3, L[0].weight, L[1].weight, L[2].weight, m.out_projection_net.weight,
+                                L[0].bias, L[1].bias, L[2].bias, m.out_projection_net.bias)
+    err, leak = cmp(lambda x: m(x, x, x, _keep_mask(x.shape[1])), ref, 12)
+    try:
+        mod.build(10, 3, 0.0)
+        refused = False
+    except AssertionError:
+        refused = True
+    good, msg = ok_line(err, leak)
+    return good and refused, msg + f"; model_dimension=10, 3 heads refused: {refused}", \
+        "build(12, 3, 0.0) = MultiHeadedAttention(..., log_attention_weights=False), called as m(x, x, x, tril keep-mask (1, 1, n, n))"
+
+
+def _hyunwoongko_weights(m):
+    g = lambda L: (L.weight, L.bias)
+    (wq, bq), (wk, bk), (wv, bv) = g(m.w_q), g(m.w_k), g(m.w_v)
+    return wq, wk, wv, bq, bk, bv
+
+
+@check("hyunwoongko_mha_fill_minus_1e12.py")
+def _(mod):
+    m = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    wq, wk, wv, bq, bk, bv = _hyunwoongko_weights(m)
+    wo, bo = m.w_concat.weight, m.w_concat.bias
+    call = lambda x: m(x, x, x, mask=torch.ones(x.shape[1], x.shape[1]).tril())  # the model's make_no_peak_mask, 1 = keep
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, wq, wk, wv, wo, bq, bk, bv, bo), 12)
+    err_fill, _ = cmp(call, lambda x: _lesson_fill(x, 3, wq, wk, wv, wo, bq, bk, bv, bo, fill=-1e-12), 12)
+    _, leak_nomask = cmp(lambda x: m(x, x, x), lambda x: torch.zeros(x.shape[0], x.shape[1], 12), 12, shapes=[(2, 7)])
+    good = err > 1e-3 and leak > 1e-3 and err_fill < TOL and leak_nomask > 1e-3
+    return good, (f"with the keep-mask: max|out-ref|={err:.2e}, future-leak={leak:.2e}; equals the lesson's layer with the "
+                  f"future's scores set to -1e-12 ({err_fill:.1e}); without a mask: leak={leak_nomask:.2e}"), "d_model=12 n_head=3"
+
+
+@check("hyunwoongko_mha_fill_minus_1e4.py")
+def _(mod):
+    m = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    wq, wk, wv, bq, bk, bv = _hyunwoongko_weights(m)
+    wo, bo = m.w_concat.weight, m.w_concat.bias
+    call = lambda x: m(x, x, x, mask=torch.ones(x.shape[1], x.shape[1]).tril())
+    ref = lambda x: mha_forward(x, 3, wq, wk, wv, wo, bq, bk, bv, bo)
+    err, leak = cmp(call, ref, 12)
+    # make every real score -40000 / sqrt(4) = -2e4 (q = 100 u, k = -100 u for every token): the -1e4 fill then wins
+    with torch.no_grad():
+        m.w_q.weight.zero_()
+        m.w_k.weight.zero_()
+        m.w_q.bias.fill_(100.0)
+        m.w_k.bias.fill_(-100.0)
+    x = torch.randn(1, 6, 12)
+    with torch.no_grad():
+        y = call(x)
+        x2 = x.clone()
+        x2[:, 1:] += 3.0
+        leak_big = (call(x2)[:, 0] - y[:, 0]).abs().max().item()
+        err_fill = (y - _lesson_fill(x, 3, m.w_q.weight, m.w_k.weight, wv, wo, m.w_q.bias, m.w_k.bias, bv, bo,
+                                     fill=-10000.0)).abs().max().item()
+    good = err < TOL and leak < TOL and leak_big > 1e-3 and err_fill < TOL
+    return good, (f"ordinary weights: max|out-ref|={err:.1e} leak={leak:.1e}; scores ~ -2e4: position 0 moves by "
+                  f"{leak_big:.2e} when tokens 1.. change (equals the lesson's layer with a -1e4 fill: {err_fill:.1e})"), \
+        "d_model=12 n_head=3, keep-mask"
+
+
+@check("hyunwoongko_mha_first_version.py")
+def _(mod):
+    m = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    wq, wk, wv, bq, bk, bv = _hyunwoongko_weights(m)
+    lin = torch.nn.functional.linear
+
+    def seven(x, mask):  # the seven mistakes written out, as reshapes of the projected (B, n, 12) tensors
+        B, n, _ = x.shape
+        q = lin(x, wq, bq).reshape(B, 3, n, 4)                   # (3) split without transpose
+        k = lin(x, wk, bk).reshape(B, 3, 4, n)                   # (3)+(4) keys reshaped, not transposed
+        v = lin(x, wv, bv).reshape(B, 3, n, 4)
+        s = torch.einsum("bhid,bhdj->bhij", q, k) / 12 ** 0.5   # (2) sqrt(d_model)
+        s = torch.where(mask == 0, torch.full_like(s, -1e-12), s)  # (7)
+        w = torch.exp(s - s.amax(1, keepdim=True))
+        w = w / w.sum(1, keepdim=True)                           # (5) softmax over dim 1, the heads
+        return torch.einsum("bhij,bhjd->bhid", w, v).reshape(B, n, 12)  # (6) merge without transpose, (1) no W_o
+    call = lambda x: m(x, x, x, mask=torch.ones(x.shape[1], x.shape[1]).tril())
+    err_seven, leak = cmp(call, lambda x: seven(x, torch.ones(x.shape[1], x.shape[1]).tril()), 12)
+    err_ref, _ = cmp(call, lambda x: mha_forward(x, 3, wq, wk, wv, torch.eye(12), bq, bk, bv, None), 12)
+    n_params = sum(p.numel() for p in m.parameters())
+    good = err_seven < TOL and err_ref > 1e-3 and leak > 1e-3 and n_params == 3 * (12 * 12 + 12)
+    return good, (f"equals the seven mistakes written out ({err_seven:.1e}); vs the causal reference with W_o = I "
+                  f"{err_ref:.2e}; future-leak with the keep-mask {leak:.2e}; {n_params} params (no W_o)"), \
+        "d_model=12 n_head=3, keep-mask"
+
+
+def _gqa_rope_ref(x, H, KV, wq, wk, wv, wo, base=10000.0):
+    """Grouped-query attention with RoPE on adjacent pairs (2i, 2i+1) as complex numbers turned by t * base**(-2i/dh);
+    query head h reads key/value head h // (H // KV).  Independent of the entry's code."""
+    B, n, d = x.shape
+    dh = d // H
+    lin = torch.nn.functional.linear
+    q, k, v = lin(x, wq).view(B, n, H, dh), lin(x, wk).view(B, n, KV, dh), lin(x, wv).view(B, n, KV, dh)
+    theta = base ** (-torch.arange(0, dh, 2, dtype=torch.float64) / dh)
+    rot = torch.polar(torch.ones(n, dh // 2, dtype=torch.float64), torch.arange(n, dtype=torch.float64)[:, None] * theta)
+    c = lambda t, h: torch.view_as_real(torch.view_as_complex(t.reshape(B, n, h, dh // 2, 2).contiguous())
+                                        * rot[None, :, None, :]).reshape(B, n, h, dh)
+    q, k, v = c(q, H).transpose(1, 2), c(k, KV).transpose(1, 2), v.transpose(1, 2)
+    g = H // KV
+    k, v = k[:, [h // g for h in range(H)]], v[:, [h // g for h in range(H)]]
+    s = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+    return lin((torch.softmax(s, -1) @ v).transpose(1, 2).contiguous().view(B, n, d), wo)
+
+
+@check("gptfast_attention_gqa_rope.py")
+def _(mod):
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        m = randomize(mod.make_gqa_rope(16, 4, kv, CTX)).eval()
+        a = m.attention
+        W = a.wqkv.weight
+        wq, wk, wv = W[:16], W[16:16 + 4 * kv], W[16 + 4 * kv:]
+        ref = lambda x: _gqa_rope_ref(x, 4, kv, wq, wk, wv, a.wo.weight)
+        err, leak = cmp(m, ref, 16)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        i = randomize(mod.make_gqa_identity_rope(16, 4, kv, CTX)).eval()
+        Wi = i.attention.wqkv.weight
+        err_id, leak_id = cmp(i, lambda x: gqa_forward(x, 4, Wi[:16], Wi[16:16 + 4 * kv], Wi[16 + 4 * kv:], i.attention.wo.weight), 16)
+        err_norope, _ = cmp(m, lambda x: gqa_forward(x, 4, wq, wk, wv, a.wo.weight), 16, shapes=[(2, 7)])
+        ok = err / scale < FLOAT32_TOL and leak < TOL and err_id / scale < FLOAT32_TOL and leak_id < TOL and err_norope > 1e-3
+        if kv == 2:  # the `.repeat` pairing (query head h reads kv head h % KV) for contrast
+            tiled = lambda t: t[:, [h % kv for h in range(4)]]
+            x = torch.randn(2, 7, 16)
+            B, n = 2, 7
+            with torch.no_grad():  # on the identity-RoPE module, so that only the pairing differs
+                ii = i.attention
+                Wi2 = ii.wqkv.weight
+                q = torch.nn.functional.linear(x, Wi2[:16]).view(B, n, 4, 4).transpose(1, 2)
+                kk = torch.nn.functional.linear(x, Wi2[16:24]).view(B, n, kv, 4).transpose(1, 2)
+                vv = torch.nn.functional.linear(x, Wi2[24:]).view(B, n, kv, 4).transpose(1, 2)
+                s = (q @ tiled(kk).transpose(2, 3) / 2.0).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+                wrong = torch.nn.functional.linear((torch.softmax(s, -1) @ tiled(vv)).transpose(1, 2).reshape(B, n, 16), ii.wo.weight)
+                apart = (i(x) - wrong).abs().max().item()
+            ok = ok and apart > 1e-3
+            msgs.append(f"vs the .repeat pairing {apart:.2e}")
+        good = good and ok
+        msgs.append(f"KV={kv}: real RoPE vs independent complex-pair GQA reference {err:.1e} (relative {err / scale:.1e}, "
+                    f"float32 RoPE) leak={leak:.1e}; identity RoPE vs gqa_forward {err_id:.1e}; vs no RoPE {err_norope:.2e}")
+    try:
+        mod.make_gqa_rope(10, 4, 2, CTX)
+        refused = False
+    except AssertionError:
+        refused = True
+    return good and refused, "; ".join(msgs) + f"; dim=10, 4 heads refused: {refused}", "make_gqa_rope(16, 4, KV, 10), no biases"
+
+
+@check("opennmt_mha_keys_first.py")
+def _(mod):
+    m = randomize(mod.MultiHeadedAttention(3, 12, dropout=0.0)).eval()
+    g = lambda L: (L.weight, L.bias)
+    (wq, bq), (wk, bk), (wv, bv), (wo, bo) = g(m.linear_query), g(m.linear_keys), g(m.linear_values), g(m.final_linear)
+    masked = lambda n: torch.triu(torch.ones(n, n, dtype=torch.bool), 1)[None, None]  # True = masked, (1, 1, n, n)
+    call = lambda x: m(x, x, x, masked(x.shape[1]))[0]
+    ref = lambda x: mha_forward(x, 3, wq, wk, wv, wo, bq, bk, bv, bo)
+    err, leak = cmp(call, ref, 12)
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    # read by declaration order (first Linear = queries): another module, so the order must come from the names
+    err_pos, _ = cmp(call, lambda x: mha_forward(x, 3, wk, wv, wq, wo, bk, bv, bq, bo), 12, shapes=[(2, 7)])
+    _, leak_nomask = cmp(lambda x: m(x, x, x)[0], ref, 12, shapes=[(2, 7)])
+    good = err / scale < FLOAT32_TOL and leak < TOL and err_pos > 1e-3 and leak_nomask > 1e-3
+    return good, (f"with the True-is-masked (1, 1, n, n) mask: max|out-ref|={err:.1e} (float32 softmax; relative "
+                  f"{err / scale:.1e}) leak={leak:.1e}; declaration order read as q, k, v instead: {err_pos:.2e}; "
+                  f"without a mask: leak={leak_nomask:.1e}"), "head_count=3 model_dim=12, called as m(x, x, x, mask)[0]"
+
+
+
+@check("bentrevett_seq2seq_mha_device_arg.py")
+def _(mod):
+    m = randomize(mod.MultiHeadAttentionLayer(12, 3, 0.0, "cpu")).eval()
+    g = lambda L: (L.weight, L.bias)
+    (wq, bq), (wk, bk), (wv, bv), (wo, bo) = g(m.fc_q), g(m.fc_k), g(m.fc_v), g(m.fc_o)
+    keep = lambda n: torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+    err, leak = cmp(lambda x: m(x, x, x, keep(x.shape[1]))[0], lambda x: mha_forward(x, 3, wq, wk, wv, wo, bq, bk, bv, bo), 12)
+    m9 = randomize(mod.MultiHeadAttentionLayer(9, 3, 0.0, "cpu")).eval()  # head width 3: sqrt(3) rounded to float32
+    f = lambda L: (L.weight, L.bias)
+    (aq, cq), (ak, ck), (av, cv), (ao, co) = f(m9.fc_q), f(m9.fc_k), f(m9.fc_v), f(m9.fc_o)
+    ref9 = lambda x: mha_forward(x, 3, aq, ak, av, ao, cq, ck, cv, co)
+    err9, _ = cmp(lambda x: m9(x, x, x, keep(x.shape[1]))[0], ref9, 9, shapes=[(2, 7)])
+    scale9 = max(ref9(torch.randn(2, 7, 9)).abs().max().item(), 1.0)
+    # module.to(another device) leaves the plain attribute behind: forward raises there ...
+    moved = mod.MultiHeadAttentionLayer(12, 3, 0.0, "cpu").to("meta")
+    xm = torch.empty(2, 5, 12, device="meta")
+    try:
+        moved(xm, xm, xm, keep(5).to("meta"))
+        raised = ""
+    except (RuntimeError, NotImplementedError) as e:
+        raised = str(e).splitlines()[0]
+    # ... and the same layer with scale registered as a buffer runs there
+    fixed = mod.MultiHeadAttentionLayer(12, 3, 0.0, "cpu")
+    scale = fixed.scale
+    del fixed.scale
+    fixed.register_buffer("scale", scale)
+    fixed = fixed.to("meta")
+    shape = tuple(fixed(xm, xm, xm, keep(5).to("meta"))[0].shape)
+    good = err < TOL and leak < TOL and err9 / scale9 < FLOAT32_TOL and raised != "" and shape == (2, 5, 12)
+    return good, (f"with the keep-mask: max|out-ref|={err:.1e} leak={leak:.1e} (head width 4); head width 3: {err9:.1e} "
+                  f"(float32 sqrt(3), relative {err9 / scale9:.1e}); after .to('meta') forward raises: {raised[:70]}; "
+                  f"with scale registered as a buffer it runs there: {shape}"), "hid_dim=12 n_heads=3 device='cpu'"
+
+
+
+def _dkh_rows(W, H, dh, j):
+    """Rows of a fused (d k h) weight for q (j=0), k (1) or v (2), in the lesson's head-major order (row h*dh + d)."""
+    return W[[(d * 3 + j) * H + h for h in range(H) for d in range(dh)]]
+
+
+def _aisummer_shim_ok(mod):
+    """The entry's rearrange (shim or real einops) against the index formula feature (d*3 + j)*H + h."""
+    qkv = torch.randn(2, 5, 3 * 3 * 4)
+    q, k, v = tuple(mod.rearrange(qkv, 'b t (d k h ) -> k b h t d ', k=3, h=3))
+    want = lambda j: torch.stack([torch.stack([qkv[:, :, (d * 3 + j) * 3 + h] for d in range(4)], -1) for h in range(3)], 1)
+    out = torch.randn(2, 3, 5, 4)
+    merged = mod.rearrange(out, "b h t d -> b t (h d)")
+    return (torch.equal(q, want(0)) and torch.equal(k, want(1)) and torch.equal(v, want(2))
+            and torch.equal(merged, out.transpose(1, 2).reshape(2, 5, 12)))
+
+
+@check("aisummer_mhsa_fused_dkh_layout.py")
+def _(mod):
+    m = randomize(mod.MultiHeadSelfAttention(10, heads=3, dim_head=4)).eval()
+    W = m.to_qvk.weight
+    wq, wk, wv = (_dkh_rows(W, 3, 4, j) for j in range(3))
+    ref = lambda x: mha_forward(x, 3, wq, wk, wv, m.W_0.weight)
+    masked = lambda n: torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+    err, leak = cmp(lambda x: m(x, masked(x.shape[1])), ref, 10)
+    err_blocks, _ = cmp(lambda x: m(x, masked(x.shape[1])), lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.W_0.weight), 10,
+                        shapes=[(2, 7)])
+    _, leak_nomask = cmp(m, ref, 10, shapes=[(2, 7)])
+    shim = _aisummer_shim_ok(mod)
+    good, msg = ok_line(err, leak)
+    return (good and err_blocks > 1e-3 and leak_nomask > 1e-3 and shim,
+            msg + f"; [Q;K;V] row blocks instead: {err_blocks:.2e}; without a mask: leak={leak_nomask:.1e}; rearrange = index "
+                  f"formula: {shim}", "dim=10 heads=3 dim_head=4 (inner 12), mask (n, n) True = masked, no biases")
+
+
+@check("aisummer_mhsa_x_dim_head_typo.py")
+def _(mod):
+    m = randomize(mod.MultiHeadSelfAttention(12, heads=3)).eval()
+    raised = []
+    for B, n in SHAPES:
+        try:
+            m(torch.randn(B, n, 12))
+            raised.append("")
+        except AttributeError as e:
+            raised.append(str(e))
+    fixed = load("aisummer_mhsa_fused_dkh_layout.py").MultiHeadSelfAttention(12, heads=3)
+    fixed.load_state_dict(m.state_dict())
+    W = m.to_qvk.weight
+    ref = lambda x: mha_forward(x, 3, *(_dkh_rows(W, 3, 4, j) for j in range(3)), m.W_0.weight)
+    err, leak = cmp(lambda x: fixed.eval()(x, torch.triu(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool), 1)), ref, 12)
+    good = all(raised) and err < TOL and leak < TOL and _aisummer_shim_ok(mod)
+    return good, (f"every call raises AttributeError ({raised[0]!r}, {len(raised)}/{len(SHAPES)} shapes); the same weights in "
+                  f"the fixed class (x.dim()) with the mask: max|out-ref|={err:.1e} leak={leak:.1e}"), "dim=12 heads=3"
+
+
+
+@check("aisummer_self_attention_single_head.py")
+def _(mod):
+    """The single-head form: the lesson's function with one head and no output projection (W_o = I, b_o = 0)."""
+    m = randomize(mod.SelfAttention(12)).eval()
+    W = m.to_qvk.weight
+    ref = lambda x: mha_forward(x, 1, W[0::3], W[1::3], W[2::3], torch.eye(12))
+    masked = lambda n: torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+    err, leak = cmp(lambda x: m(x, masked(x.shape[1])), ref, 12)
+    err_blocks, _ = cmp(lambda x: m(x, masked(x.shape[1])), lambda x: mha_forward(x, 1, W[:12], W[12:24], W[24:], torch.eye(12)),
+                        12, shapes=[(2, 7)])
+    qkv = torch.randn(2, 5, 12)
+    q, k, v = tuple(mod.rearrange(qkv, 'b t (d k) -> k b t d ', k=3))
+    shim = torch.equal(q, qkv[..., 0::3]) and torch.equal(k, qkv[..., 1::3]) and torch.equal(v, qkv[..., 2::3])
+    good, msg = ok_line(err, leak)
+    return (good and err_blocks > 1e-3 and shim, msg + f"; [Q;K;V] row blocks instead: {err_blocks:.2e}; rearrange = index "
+            f"formula: {shim}", "dim=12, one head, W_o = I, mask (n, n) True = masked")
+
+
+
+def _mamba_ref(m, H, KV, dh):
+    """gqa_forward with in_proj split [q (H dh); k (KV dh); v (KV dh)] (the '(two hkv d)' split) and out_proj."""
+    W, b = m.in_proj.weight, m.in_proj.bias
+    q, k = H * dh, H * dh + KV * dh
+    return lambda x: gqa_forward(x, H, W[:q], W[q:k], W[k:], m.out_proj.weight, b[:q], b[q:k], b[k:], m.out_proj.bias)
+
+
+@check("mamba_mha_causal_flag.py")
+def _(mod):
+    msgs, good = [], True
+    for kv in (None, 2, 1):
+        m = randomize(mod.MHA(16, 4, num_heads_kv=kv, causal=True)).eval()
+        err, leak = cmp(m, _mamba_ref(m, 4, kv or 4, 4), 16)
+        good = good and err < TOL and leak < TOL
+        msgs.append(f"num_heads_kv={kv}: max|out-ref|={err:.1e} leak={leak:.1e}")
+    m0 = randomize(mod.MHA(16, 4)).eval()  # default causal=False
+    _, leak0 = cmp(m0, _mamba_ref(m0, 4, 4, 4), 16, shapes=[(2, 7)])
+    try:
+        mod.MHA(10, 4)
+        refused = False
+    except AssertionError:
+        refused = True
+    return good and leak0 > 1e-3 and refused, "; ".join(msgs) + f"; default causal=False: leak={leak0:.1e}; embed_dim=10, 4 heads refused: {refused}", \
+        "embed_dim=16 num_heads=4 causal=True; vs reference.grouped_mha.gqa_forward"
+
+
+@check("mamba_mha_gqa_kv_not_repeated.py")
+def _(mod):
+    msgs, good = [], True
+    for kv in (None, 1):  # plain MHA, and MQA (the SDPA matmul broadcasts one key/value head)
+        m = randomize(mod.MHA(16, 4, num_heads_kv=kv, causal=True)).eval()
+        err, leak = cmp(m, _mamba_ref(m, 4, kv or 4, 4), 16)
+        good = good and err < TOL and leak < TOL
+        msgs.append(f"num_heads_kv={kv}: max|out-ref|={err:.1e} leak={leak:.1e}")
+    m2 = randomize(mod.MHA(16, 4, num_heads_kv=2, causal=True)).eval()
+    try:
+        m2(torch.randn(2, 5, 16))
+        raised = ""
+    except RuntimeError as e:
+        raised = str(e).splitlines()[0]
+    fixed = load("mamba_mha_causal_flag.py").MHA(16, 4, num_heads_kv=2, causal=True)
+    fixed.load_state_dict(m2.state_dict())
+    err_fix, _ = cmp(fixed.eval(), _mamba_ref(m2, 4, 2, 4), 16, shapes=[(2, 7)])
+    good = good and raised != "" and err_fix < TOL
+    return good, "; ".join(msgs) + f"; num_heads_kv=2 of 4 raises: {raised[:70]}; the fixed class with the same weights: {err_fix:.1e}", \
+        "embed_dim=16 num_heads=4 causal=True"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
