@@ -19,12 +19,13 @@ NOTES = ("Constructor MultiHeadAttention(d_model, n_head). forward(q, k, v, mask
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
-DIAGNOSIS = 'no-output-projection'
+DIAGNOSIS = 'no-mask'
 EXPECTED_BECAUSE = ('seven mistakes at once (no projection, sqrt(d_model), split and key views without transpose, softmax '
                     'over the heads, merge without transpose, -1e-12 fill): it must fail; no single catalogued mistake '
-                    'reproduces the output, but param-count fails in the exact pattern of no-output-projection '
-                    '(d_out^2 + d_out parameters missing), a mistake the layer does have and the first one fixed upstream '
-                    '(91368af)')
+                    'reproduces the output. The future leaks under every way of calling forward (the -1e-12 fill leaves '
+                    'the future\'s scores as they are, so the mask is in effect never applied: mistake 7, fixed by '
+                    '9c5515d), and the leak is the root cause named; param-count also fails in the pattern of '
+                    'no-output-projection (91368af)')
 
 
 class ScaleDotProductAttention(nn.Module):
