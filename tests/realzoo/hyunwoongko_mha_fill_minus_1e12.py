@@ -24,9 +24,9 @@ DIAGNOSIS = 'finite-fill'
 EXPECTED_BECAUSE = ('the future leaks visibly under every calling convention (the mask sets future scores to -1e-12, not -inf): '
                     'a finite fill, fixed upstream by filling with a large negative number')
 # mha-check's verdict is known to be wrong here (tests/e2e/test_realzoo.py marks the test a strict xfail):
-KNOWN_WRONG = ('issue 28 item 3: mha-check says CANNOT TELL ("nothing it could check is wrong"; output-shape: no reading '
-               'reproduces and no mask convention of 13 tried makes the layer causal), with only the divisibility rule '
-               'failing - yet the future leaks (by 6.0 in _truth.py) under every calling convention it tried')
+KNOWN_WRONG = ('issue 28 items 3-4: causal-leakage now fails under every calling convention (right), but the mistake '
+               'named is no-mask ("causal mask never applied"), from the leak pattern alone: a fill of -1e-12 leaks as '
+               'much as no mask at all, and no mapping was proven to tell the two apart by their numbers')
 
 
 class ScaleDotProductAttention(nn.Module):
