@@ -107,7 +107,8 @@ def styles_for(module: torch.nn.Module) -> Calling:
         if first is None and not any(p.kind == p.VAR_POSITIONAL for p in params):
             return Calling([], "forward takes no input argument")
         required = [first] if first is not None else []
-    qkv = len(required) >= 3 and required[1].name.lower() in KEY_NAMES and required[2].name.lower() in VALUE_NAMES
+    first3 = [p.name.lower() for p in required[:3]]  # (query, key, value) in any order: OpenNMT's (key, value, query)
+    qkv = len(required) >= 3 and any(n in KEY_NAMES for n in first3) and any(n in VALUE_NAMES for n in first3)
     inputs = required[:3] if qkv else required[:1]
     needed = [p.name for p in required if p not in inputs]
     if needed:

@@ -56,6 +56,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 THETA_NAMES = ("theta", "rope_theta", "base", "rope_base", "theta_base", "rotary_base", "rope_freq_base", "freq_base",
                "rotary_emb_base", "rotary_theta", "pos_base")  # a rotary embedding's base: its default, else 10000
 THETA = 10000.0
+DEVICE_NAMES = ("device", "dev", "torch_device")  # a required one gets "cpu" (Config.value)
 CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
 _BY_ALIAS = {alias: key for key, names in ALIASES.items() for alias in names}
 
@@ -182,6 +183,9 @@ def read_signature(factory, overrides: dict) -> Signature:
                 also[p.name] = "rope_theta"  # bound to 10000 (build)
             if rope_theta is not None:
                 continue
+        if p.name.lower() in DEVICE_NAMES and p.default is inspect.Parameter.empty and p.name not in overrides:
+            also[p.name] = "device"  # bentrevett's MultiHeadAttentionLayer(hid_dim, n_heads, dropout, device)
+            continue
         if p.name in overrides and key in GROUPED and _whole(overrides[p.name]):
             also[p.name] = key  # --arg num_kv_groups=2: bound per configuration, 2 where it divides the heads
             continue

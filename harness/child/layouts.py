@@ -10,6 +10,7 @@ Every role is stored in nn.Linear convention: weights (out, in), read and writte
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -91,7 +92,7 @@ class Piece:
     def describe(self) -> str:
         s = self.name + (f"[{self.index}]" if self.index is not None else "") + (".T" if self.transpose else "")
         if self.rows is not None:
-            s += f"[{self.rows.start}:{self.rows.stop}]"
+            s += f"[{self.rows.start}:{self.rows.stop}" + (f":{self.rows.step}]" if self.rows.step else "]")
         return s
 
 
@@ -249,7 +250,8 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
 
 def _reading(roles: dict[str, list[Piece]]) -> tuple:
     """What a layout reads, for telling two candidates apart: each role's pieces (parameter, rows, orientation)."""
-    return tuple(sorted((r, tuple((p.name, (p.rows.start, p.rows.stop) if p.rows else None, p.transpose, p.index,
+    return tuple(sorted((r, tuple((p.name, (p.rows.start, p.rows.stop, p.rows.step) if p.rows else None, p.transpose,
+                                   p.index,
                                    p.axis) for p in pieces)) for r, pieces in roles.items()))
 
 
@@ -283,8 +285,9 @@ def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int, d_kv: int
         if heads > 1:
             blocks.append((lambda i: [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)],
                            " (fused q/k/v, per head)"))
+        blocks += _interleaved(d_out, heads) if orders != ("qkv",) else []
         for rows_of, order in blocks:
-            for roles_order in orders:
+            for roles_order in (orders if "interleaved" not in order else orders[:1]):
                 roles: dict[str, list[Piece]] = {}
                 for i, r in enumerate(roles_order):
                     roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=s) for s in rows_of(i)]
@@ -309,10 +312,36 @@ def _in_lesson_order(roles: dict[str, list[Piece]]) -> dict[str, list[Piece]]:
     return {role: roles[role] for role in sorted(roles, key=_ROLE_RANK.__getitem__)}
 
 
+AXES = "role", "head", "dim"  # the three axes a fused projection's rows may be laid out along, in some order
+
+
+def _interleaved(d_out: int, heads: int) -> list[tuple]:
+    """The fused layouts other than [Q; K; V] blocks and [q_h; k_h; v_h] per head: rows interleaved along the
+    role, head and head-width axes in another order (einops' `'b t (d k h) -> k b h t d'` puts the head fastest,
+    then the role: W_q's rows of head h are h, h + 3H, h + 6H, ...).  Each gives (rows_of(role) -> one strided
+    slice per head, how), read in the declared role order only (so many readings are tried for the mistakes too)."""
+    dh = d_out // heads
+    size = {"role": 3, "head": heads, "dim": dh}
+    found = []
+    for order in itertools.permutations(AXES):
+        if order in (("role", "head", "dim"), ("head", "role", "dim")):
+            continue  # the two usual layouts (with one head, some of the others read the same rows: they are kept,
+            # under their own names, so that a layout proven with several heads is found again with one: see
+            # Context._same_layout)
+        stride = {a: int(math.prod(size[b] for b in order[i + 1:])) for i, a in enumerate(order)}
+
+        def rows_of(role: int, stride=stride) -> list[slice]:
+            return [slice(role * stride["role"] + h * stride["head"],
+                          role * stride["role"] + h * stride["head"] + (dh - 1) * stride["dim"] + 1,
+                          stride["dim"] if stride["dim"] > 1 else None) for h in range(heads)]
+        found.append((rows_of, f" (fused q/k/v, interleaved as ({' '.join(order)}))"))
+    return found
+
+
 def _by_position_no_out(linears: list, d_in: int, d_out: int,
                         orders: tuple[str, ...]) -> list[tuple[dict[str, list[Piece]], str]]:
     """The single-head form's readings by position: Q, K, V in each of the `orders` of three Linear(d_in, d_out), or
-    of the blocks of one fused Linear(d_in, 3·d_out)."""
+    of the blocks of one fused Linear(d_in, 3·d_out), or its rows interleaved (`_interleaved`)."""
     how = "by position of the nn.Linear layers (names not recognised)"
     shapes = [(m.out_features, m.in_features) for _, m in linears]
     if shapes == [(3 * d_out, d_in)]:
@@ -324,7 +353,11 @@ def _by_position_no_out(linears: list, d_in: int, d_out: int,
             if f.bias is not None:
                 roles.update({"b" + r: [Piece(f.bias, n + ".bias", rows=s)] for r, s in zip(order, blocks)})
             readings.append((_in_lesson_order(roles), how + " (fused q/k/v)" + _order_note(order)))
-        return readings
+        rows = [slice(i, 3 * (d_out - 1) + i + 1, 3) for i in range(3)]  # einops' '(d k)': W_q's rows 0, 3, 6, ...
+        roles = {"w" + r: [Piece(f.weight, n + ".weight", rows=s)] for r, s in zip("qkv", rows)}
+        if f.bias is not None:
+            roles.update({"b" + r: [Piece(f.bias, n + ".bias", rows=s)] for r, s in zip("qkv", rows)})
+        return readings + [(roles, how + " (fused q/k/v, interleaved as (dim role))")]
     if shapes != [(d_out, d_in)] * 3:
         return []
     return _separate_orders(linears, how, orders)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 WIDTH = frozenset({"dim", "dims", "dimension", "dimensions", "size", "width", "emb", "embd", "embed", "embedding",
-                   "embeddings", "model", "hidden", "hiddens", "features", "channels", "units", "d"})
+                   "embeddings", "model", "hidden", "hid", "hiddens", "features", "channels", "units", "d"})
 HEAD = frozenset({"head", "heads", "nhead", "nheads"})
 CONTEXT = frozenset({"block", "context", "ctx", "window", "seq", "sequence", "len", "length", "maxlen", "positions",
                      "tokens", "max"})

@@ -41,6 +41,8 @@ class Config:
             return self.kv_heads or self.heads
         if key == "kv_group":
             return self.heads // (self.kv_heads or self.heads) if self.heads else 1
+        if key == "device":  # a constructor that asks where to make its tensors (`device` without a default): the CPU
+            return "cpu"
         if key == "rope_theta":  # a rotary embedding's base, where the constructor demands one: the usual 10000
             return 10000.0
         return getattr(self, key)

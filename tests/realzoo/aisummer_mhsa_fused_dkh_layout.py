@@ -40,12 +40,6 @@ OUTCOME = 'rules'
 DIAGNOSIS = None
 EXPECTED_BECAUSE = ('correct math once its element-interleaved fused layout is read and a (n, n) True-is-masked mask passed; '
                     'two lesson rules not followed (divisibility, output bias): no single mistake to name')
-# mha-check's verdict is known to be wrong here (tests/e2e/test_realzoo.py marks the test a strict xfail):
-KNOWN_WRONG = ('issue 28 items 1 and 3: mha-check says CANNOT TELL, output-shape "no reading of your parameters lets the '
-               'lesson\'s reference (or a known mistake) reproduce your module\'s own output" (the (d k h) element-interleaved '
-               'fused split is not among the readings tried), and so every weight-free check is skipped too, although '
-               'forward(x, mask=(n, n) bool, True = masked) is causal; wrapped in a factory that passes that mask, the '
-               'weight-free checks all pass and reference-match, gradient-match and view-order stay cannot-tell')
 
 
 def compute_mhsa(q, k, v, scale_factor=1, mask=None):

@@ -36,11 +36,6 @@ OUTCOME = 'pass'
 DIAGNOSIS = None
 EXPECTED_BECAUSE = ('the single-head form (one head, no output projection), correct once its interleaved fused layout is read '
                     'and the (n, n) True-is-masked mask passed, as rasbt_ch03_causal_attention.py')
-# mha-check's verdict is known to be wrong here (tests/e2e/test_realzoo.py marks the test a strict xfail):
-KNOWN_WRONG = ('issue 28 items 1 and 3: mha-check says CANNOT TELL, output-shape "no reading of your parameters lets the '
-               'lesson\'s reference (or a known mistake) reproduce your module\'s own output" (the (d k) interleaved fused '
-               'split, W_q = rows 0, 3, 6, ..., is not tried), so every weight-free check is skipped too, although '
-               'forward(x, mask=(n, n) bool, True = masked) is causal')
 
 
 class SelfAttention(nn.Module):

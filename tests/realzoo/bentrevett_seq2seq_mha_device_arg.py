@@ -22,11 +22,6 @@ OUTCOME = 'fail'
 DIAGNOSIS = None
 EXPECTED_BECAUSE = ('math correct with a keep-mask, but the scale tensor is a plain attribute on the constructor\'s device: '
                     'mask-buffer and registered fail; no catalogued mistake (they are about the mask) matches')
-# mha-check's verdict is known to be wrong here (tests/e2e/test_realzoo.py marks the test a strict xfail):
-KNOWN_WRONG = ('issue 28 item 2: mha-check says CANNOT TELL, construct "no value for required parameter(s) hid_dim, '
-               'device" - hid_dim (token dim) is not bound to the width, and device (the device the checks run on) is '
-               'not bound at all; with --arg device=cpu --arg hid_dim=@d_out it gives the true verdict: FAIL mask-buffer '
-               '(a (1,) tensor that stays on the CPU: plain attribute scale) and registered, no known mistake matches')
 
 
 class MultiHeadAttentionLayer(nn.Module):

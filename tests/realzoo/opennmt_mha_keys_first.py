@@ -26,11 +26,6 @@ OUTCOME = 'pass'
 DIAGNOSIS = None
 EXPECTED_BECAUSE = ('correct and causal once called with a (1, 1, n, n) True-is-masked mask; keys declared and passed first '
                     'must not be read as queries; the -1e18 fill replaces scores, so no realistic or huge token outweighs it')
-# mha-check's verdict is known to be wrong here (tests/e2e/test_realzoo.py marks the test a strict xfail):
-KNOWN_WRONG = ('issue 28 items 1-2 (keys first): mha-check says CANNOT TELL, output-shape "forward needs value, query '
-               'besides the input and a mask: mha-check cannot supply them" - it reads forward(key, value, query, mask) '
-               'as forward(x, ...) instead of three inputs of a self-attention; wrapped in a factory calling '
-               'm(x, x, x, mask)[0] the same class passes all 19 checks')
 
 
 def relative_matmul(x: Tensor, z: Tensor,

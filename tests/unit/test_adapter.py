@@ -324,3 +324,35 @@ def test_three_unnamed_projections_are_read_in_every_order_declared_first():
     orders = [(lay.describe()["wq"], lay.describe()["wk"], lay.describe()["wv"]) for lay in found]
     assert orders[0] == ("a.weight", "b.weight", "c.weight") and len(set(orders)) == 6
     assert all(lay.describe()["wo"] == "d.weight" for lay in found) and not any(lay.certain for lay in found)
+
+
+def test_query_key_value_in_another_order_all_get_the_input():
+    """OpenNMT-py's `forward(key, value, query, mask=None)`: self-attention gives x to each, whatever their order."""
+    styles, problem = _calls(lambda self, key, value, query, mask=None: x)
+    assert problem == "" and styles[0] == "forward(x, x, x)"
+
+
+def test_a_required_device_is_the_cpu_and_hid_dim_is_the_width():
+    """bentrevett/pytorch-seq2seq's MultiHeadAttentionLayer(hid_dim, n_heads, dropout, device)."""
+    s = _sig(lambda hid_dim, n_heads, dropout, device: None)
+    assert s.accepts == {"width": "hid_dim", "heads": "n_heads", "dropout": "dropout"} and s.unfillable == []
+    assert s.derived == {"device": "device"}
+    assert _sig(lambda d, heads, device="cuda": None).derived == {}  # a default: the class's own choice stands
+
+
+def test_a_fused_projection_is_also_read_with_its_rows_interleaved():
+    """self-attention-cv's `rearrange(qkv, 'b t (d k h) -> k b h t d', k=3, h=H)`: the head fastest, then the role,
+    so W_q's rows for head h are h, h + 3H, h + 6H, ...; with several heads or with one, the same name."""
+    class Fused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.to_qvk = nn.Linear(8, 24, bias=False)
+            self.W_0 = nn.Linear(8, 8, bias=False)
+
+    for heads, wq in ((2, "to_qvk.weight[0:19:6] + to_qvk.weight[1:20:6]"), (1, "to_qvk.weight[0:22:3]")):
+        found, _ = discover(Fused(), 8, 8, heads)
+        dkh = [lay for lay in found if lay.how.endswith("interleaved as (dim role head))")]
+        assert len(dkh) == 1 and dkh[0].describe()["wq"] == wq, [lay.how for lay in found]
+        x = torch.randn(8, 8)
+        dkh[0].write({"wq": x, "wk": x + 1, "wv": x + 2, "wo": torch.eye(8)})
+        assert torch.equal(dkh[0].read()["wk"], x + 1)  # strided rows are written and read back in place
