@@ -219,7 +219,8 @@ def _fits(y, x, heads: int, w, knobs: dict, expected) -> str:
     pairing with key/value heads as many as the heads, or one shared head) and the output is the reference's; ""
     otherwise.  A mistake is named only where its own numbers were shown at least once."""
     if not variants.applies(w, heads, knobs):
-        return "open" if "kv_pairing" in knobs and w.wk.shape[0] == w.d_out and same(y, expected) else ""
+        narrow = set(variants.NARROW_KNOBS) & set(knobs)
+        return "open" if narrow and w.wk.shape[0] == w.d_out and same(y, expected) else ""
     theirs = variants.forward(x, heads, w, **knobs)
     if same(theirs, expected):
         return "open" if same(y, expected) else ""

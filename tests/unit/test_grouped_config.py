@@ -131,3 +131,13 @@ def test_an_arg_for_a_config_objects_key_value_heads_is_a_preference():
     said = {"num_key_value_heads": "kv_heads"}
     assert grouped.preferred_kv(sig, overrides, said) == 2
     assert construct.config_bag(three, {"rope_theta": 500000.0}).rope_theta == 500000.0  # other settings: as given
+
+
+def test_an_expand_of_several_key_value_heads_is_its_own_finding():
+    """mqa-expand-not-repeat's error names its numbers: the heads (4) stretched from the key/value heads (2)."""
+    from checks.output_shape import EXPANDED, _raised_finding
+    message = ("RuntimeError: The expanded size of the tensor (4) must match the existing size (2) at non-singleton "
+               "dimension 1.  Target sizes: [2, 4, 5, 2].  Tensor sizes: [2, 2, 5, 2] (at attn.py:30 in forward)")
+    assert _raised_finding(message, Config(d_in=8, d_out=8, heads=4, context_length=7, kv_heads=2)) == EXPANDED
+    other = _raised_finding(message, Config(d_in=8, d_out=8, heads=4, context_length=7))  # no key/value heads
+    assert other.startswith("raised: ")
