@@ -187,7 +187,8 @@ def test_a_cache_whose_first_call_does_not_reproduce_the_reference_is_cannot_tel
 @pytest.mark.parametrize("mutant,finding", [("kvcache-mask-not-offset", "mask not offset"),
                                             ("kvcache-wrong-axis", "append shapes"),
                                             ("kvcache-not-reset", "not reset"),
-                                            ("kvcache-position-not-advanced", "decode drifts")])
+                                            ("kvcache-position-not-advanced", "decode drifts"),
+                                            ("kvcache-chunk-unmasked", "chunk unmasked")])
 def test_each_cache_mistake_fails_with_its_own_finding(mutant, finding):
     result = run(f"{mutants.source_path(mutant)}:CausalMHA")
     assert result.status == "fail" and result.details["finding"] == finding, result.message
@@ -214,3 +215,31 @@ def test_without_a_certain_mapping_a_layer_without_a_cache_still_does_not_apply(
     plain.write_text(source)
     result = run(f"{plain}:CausalMHA")
     assert result.status == "pass" and result.message.startswith("does not apply"), result.message
+
+
+def test_a_chunk_of_new_tokens_is_decoded_too_and_only_the_chunk_mistake_shows_there():
+    """kvcache-chunk-unmasked decodes one token per call right (its skipped mask would hide nothing there), and
+    fails only on the call of two new tokens after the prefix; the reference passes that call."""
+    passed = run(CACHED)
+    assert "a chunk of 2 new tokens in one call after the prefix is right too" in passed.message, passed.message
+    failed = run(f"{mutants.source_path('kvcache-chunk-unmasked')}:CausalMHA")
+    assert "then 2 new tokens in one call" in failed.message and "sees token" in failed.observed
+
+
+def test_a_mask_sized_to_the_chunk_alone_raises_for_two_new_tokens(tmp_path):
+    """rasbt's first KV cache (ch04, before pull request #697): mask[:n, :n] is right for one new token, a (1, 1)
+    keep broadcast over every cached key, and does not fit the (2, ptr + 2) scores of two: a failure on evidence."""
+    source = (ROOT / "reference" / "cached_mha.py").read_text().replace(
+        "self.mask[start:start + n, :k.shape[2]]", "self.mask[:n, :n]")
+    result = run(_written(tmp_path, source.replace("class CausalMHA", "class Attn")))
+    assert result.status == "fail" and result.details["finding"] == "chunk raised", result.message
+    assert "the call with 2 new tokens raised" in result.message
+
+
+def test_a_layer_given_a_mask_by_mha_check_is_not_fed_a_chunk(tmp_path):
+    """A causal mask mha-check gives a call is the chunk's own (n, n): right for a prompt and for one new token, not
+    for two after cached ones, so such a layer is decoded one token at a time only, and the message says so."""
+    source = HF_STYLE.replace("past_key_value=None, use_cache=False", "mask, past_key_value=None, use_cache=False")
+    source = source.replace("        b, n, _ = x.shape", "        b, n, _ = x.shape\n        del mask  # makes its own")
+    result = run(_written(tmp_path, source))
+    assert result.status == "pass" and "was not tried" in result.message, result.message
