@@ -243,3 +243,63 @@ def test_a_layer_given_a_mask_by_mha_check_is_not_fed_a_chunk(tmp_path):
     source = source.replace("        b, n, _ = x.shape", "        b, n, _ = x.shape\n        del mask  # makes its own")
     result = run(_written(tmp_path, source))
     assert result.status == "pass" and "was not tried" in result.message, result.message
+
+
+def _zoo_class(kind: str, name: str):
+    import importlib.util
+    from conftest import ZOO
+    spec = importlib.util.spec_from_file_location(f"zoo_{kind}_{name}", ZOO / kind / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, module.TARGET)
+
+
+def _causal_truth(x, m, heads):
+    """Causal MHA in float64 numpy, token by token (each query over the keys up to itself), on m's weights."""
+    lin = lambda layer, t: t @ layer.weight.detach().numpy().T + layer.bias.detach().numpy()
+    q, k, v = lin(m.q_proj, x), lin(m.k_proj, x), lin(m.v_proj, x)
+    B, n, d = x.shape
+    dh = d // heads
+    out = np.zeros((B, n, d))
+    for b in range(B):
+        for h in range(heads):
+            cols = slice(h * dh, (h + 1) * dh)
+            for t in range(n):
+                s = k[b, :t + 1, cols] @ q[b, t, cols] / np.sqrt(dh)
+                p = np.exp(s - s.max())
+                out[b, t, cols] = (p / p.sum()) @ v[b, :t + 1, cols]
+    return lin(m.out_proj, out)
+
+
+def _decode_past(m, x, chunks):
+    past, outs, fed = None, [], 0
+    with torch.no_grad():
+        for size in chunks:
+            y, past = m(torch.from_numpy(x[:, fed:fed + size]), past_key_value=past, use_cache=True)
+            outs.append(y.numpy())
+            fed += size
+    return np.concatenate(outs, axis=1)
+
+
+@pytest.mark.parametrize("heads", [2, 4])
+def test_the_zoo_past_key_value_pair_against_an_independent_float64_computation(heads):
+    """tests/zoo/correct/kv_cache_sdpa_past.py decodes a prompt, 2 new tokens in one call and single tokens as the
+    full causal forward does; its buggy sibling decodes single tokens right and lets the chunk's first token see
+    the second (exactly the output of attention over tokens 0..3 for token 2)."""
+    torch.manual_seed(3)
+    right, wrong = _zoo_class("correct", "kv_cache_sdpa_past"), _zoo_class("buggy", "kv_cache_sdpa_past_chunk")
+    x = np.random.default_rng(4).standard_normal((2, 6, 8))
+    for cls in (right, wrong):
+        torch.manual_seed(5)
+        m = cls(8, heads).double().eval()
+        truth = _causal_truth(x, m, heads)
+        np.testing.assert_allclose(m(torch.from_numpy(x))[0].detach().numpy(), truth, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(_decode_past(m, x, [2, 1, 1, 1, 1]), truth, rtol=1e-10, atol=1e-12)
+        chunked = _decode_past(m, x, [2, 2, 1, 1])
+        if cls is right:
+            np.testing.assert_allclose(chunked, truth, rtol=1e-10, atol=1e-12)
+        else:
+            assert np.abs(chunked[:, 2] - truth[:, 2]).max() > 1e-3
+            sees_next = _causal_truth(np.concatenate([x[:, :2], x[:, 3:4], x[:, 2:3]], axis=1), m, heads)[:, 3]
+            np.testing.assert_allclose(chunked[:, 2], sees_next, rtol=1e-10, atol=1e-12)  # keys 0..3, order free
+            np.testing.assert_allclose(chunked[:, 3], truth[:, 3], rtol=1e-10, atol=1e-12)  # the last sees all
