@@ -141,3 +141,53 @@ def test_an_expand_of_several_key_value_heads_is_its_own_finding():
     assert _raised_finding(message, Config(d_in=8, d_out=8, heads=4, context_length=7, kv_heads=2)) == EXPANDED
     other = _raised_finding(message, Config(d_in=8, d_out=8, heads=4, context_length=7))  # no key/value heads
     assert other.startswith("raised: ")
+
+
+REFUSES_GROUPS = '''
+import torch
+import torch.nn as nn
+
+
+class Attn(nn.Module):
+    """Plain multi-head attention that reads num_key_value_heads only to refuse grouping."""
+
+    def __init__(self, config):
+        super().__init__()
+        if config.num_key_value_heads != config.num_attention_heads:
+            raise ValueError("grouped-query attention is not supported")
+        self.h = config.num_attention_heads
+        d = config.hidden_size
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.register_buffer("mask", torch.triu(torch.ones(64, 64, dtype=torch.bool), 1))
+
+    def forward(self, x):
+        B, n, d = x.shape
+        q, k, v = (t.view(B, n, self.h, d // self.h).transpose(1, 2) for t in self.qkv(x).split(d, -1))
+        w = ((q @ k.transpose(2, 3)) / (d // self.h) ** 0.5).masked_fill(self.mask[:n, :n], float("-inf"))
+        return self.out((w.softmax(-1) @ v).transpose(1, 2).reshape(B, n, d))
+'''
+
+
+def _checked(path, only):
+    from harness.child.inprocess import InProcessSubject
+    from harness.engine.runner import Options, run_checks
+    opts = Options(only=only, examples=1, diagnose=False)
+    return run_checks(path, opts, subject=InProcessSubject(path, opts.overrides, opts.seed))
+
+
+def test_a_config_layer_that_refuses_the_grouped_probe_is_checked_as_plain_attention(tmp_path):
+    """Reading num_key_value_heads is evidence of a grouped layer only where the class builds with fewer key/value
+    heads: one that refuses them is the plain layer it says it is, never failed for it."""
+    path = tmp_path / "refuses.py"
+    path.write_text(REFUSES_GROUPS)
+    report = _checked(f"{path}:Attn", ["construct", "param-count", "reference-match"])
+    assert [(c.id, c.message) for c in report.checks if c.status != "pass"] == []
+    assert "grouped" not in report["param-count"].message
+
+
+def test_the_llama_style_config_layer_is_built_with_two_and_one_key_value_heads():
+    report = _checked(str(ZOO / "correct" / "gqa_hf_llama_config.py") + ":LlamaStyleAttention",
+                      ["construct", "param-count"])
+    assert "grouped-query" in report["param-count"].message
+    built = report["construct"].details["built"]
+    assert any("kv_heads=2" in b for b in built) and any("kv_heads=1" in b for b in built), built
