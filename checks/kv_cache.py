@@ -23,8 +23,8 @@ from checks.output_shape import output_shape
 from harness.engine.compare import compare
 from harness.wire import messages as m
 from harness.wire.config import Config
-from reference import numpy_ref, variants
-from reference.rotary import with_rope
+from reference import grouped, numpy_ref, variants
+from reference.rotary import rotate, with_rope
 
 HELP = ("check a factory (`def make(d, heads, context_length): ...`) that returns a module whose forward(x, "
         "use_cache=True) appends to the cache and whose reset_cache() empties it")
@@ -67,6 +67,23 @@ def _first_key_only(x: np.ndarray, w: numpy_ref.Weights) -> np.ndarray:
     """What every query gives when the mask lets it see the first token only: that token's value, projected out."""
     v0 = x[:, 0] @ w.wv.T + w.bias("bv")
     return v0 @ w.wo.T + (w.bo if w.bo is not None else 0.0)
+
+
+def _rotated_from_zero(x: np.ndarray, heads: int, w: numpy_ref.Weights, rope, t: int) -> np.ndarray:
+    """What token t gives when its query and key are rotated as position 0 (a call's tokens turned from 0, not from
+    the cached tokens' count), the cached keys 0..t-1 keeping their own positions."""
+    B, d = x.shape[0], w.d_out
+    dh, kv = d // heads, w.kv_heads(heads)
+    split = lambda a, h: a.reshape(B, -1, h, dh).transpose(0, 2, 1, 3)  # (B, h, tokens, dh)
+    q = split(x[:, t:t + 1] @ w.wq.T + w.bias("bq"), heads)
+    k, v = (split(x[:, :t + 1] @ m.T + w.bias(b), kv) for m, b in ((w.wk, "bk"), (w.wv, "bv")))
+    q = rotate(q, rope.convention, rope.theta, positions=np.zeros(1))
+    k = rotate(k, rope.convention, rope.theta, positions=np.r_[np.arange(t), 0.0])
+    k, v = grouped.expand(k, heads), grouped.expand(v, heads)
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)  # (B, H, 1, t + 1): every key is at or before token t
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    ctx = ((p / p.sum(axis=-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(B, d)
+    return ctx @ w.wo.T + w.bias("bo")
 
 
 def _wrong_positions(y: np.ndarray, ref: np.ndarray) -> list[int]:
@@ -191,6 +208,13 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
                           "with row 0 of the causal mask, not row " + str(t) + " (the mask is not offset by the "
                           "cached tokens)", config=cfg, observed="attends to token 0 only",
                           expected="attends to tokens 0.." + str(t), finding="mask not offset")
+        if t == prefix and rope is not None and compare(first.y[:, t], _rotated_from_zero(xa, cfg.heads, w, rope,
+                                                                                         t)) is None:
+            return failed(said + f"; it equals token {t}'s output with its query and key rotated as position 0: the "
+                          "rotary positions of a call start from 0, not from the number of cached tokens (its keys "
+                          "go into the cache at the wrong positions too)", config=cfg,
+                          observed=f"token {t} rotated as position 0", expected=f"token {t} rotated as position {t}",
+                          finding="rotary positions from 0")
         if t == prefix:
             return failed(said + "; the first decoded token is already wrong", config=cfg,
                           observed=f"positions {wrong} wrong", expected="every position right", finding="decode wrong")

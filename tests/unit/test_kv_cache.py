@@ -157,6 +157,8 @@ def test_the_cache_request_and_its_reply_cross_the_wire_and_fit_the_budget():
 
 def test_the_cached_reference_passes_and_a_layer_without_a_cache_does_not_apply():
     assert run(CACHED).status == "pass"
+    rotary = run(f"{ROOT / 'reference' / 'cached_rotary_mha.py'}:CausalMHA")  # kvcache-rope-*'s reference
+    assert rotary.status == "pass" and "is right too" in rotary.message, rotary.message
     plain = run(PLAIN)
     assert plain.status == "pass" and plain.message.startswith("does not apply")
 
@@ -188,7 +190,8 @@ def test_a_cache_whose_first_call_does_not_reproduce_the_reference_is_cannot_tel
                                             ("kvcache-wrong-axis", "append shapes"),
                                             ("kvcache-not-reset", "not reset"),
                                             ("kvcache-position-not-advanced", "decode drifts"),
-                                            ("kvcache-chunk-unmasked", "chunk unmasked")])
+                                            ("kvcache-chunk-unmasked", "chunk unmasked"),
+                                            ("kvcache-rope-positions-not-advanced", "rotary positions from 0")])
 def test_each_cache_mistake_fails_with_its_own_finding(mutant, finding):
     result = run(f"{mutants.source_path(mutant)}:CausalMHA")
     assert result.status == "fail" and result.details["finding"] == finding, result.message
