@@ -241,14 +241,13 @@ def _judge_chunk(entry, first: m.CacheResult, chunk: m.CacheResult):
     cfg, prefix, _, w, xa, _, rope = entry
     where = (f"{cfg.describe()}, prefix of {prefix}, then {CHUNK} new tokens in one call (then one per call), with "
              f"{first.api}")
-    if chunk.raised and chunk.raised_at >= 1:
-        appended = APPEND_ERROR in chunk.raised
+    if chunk.raised and chunk.raised_at >= 1:  # never "append shapes": one token per call appended right
         call = f"the call with {CHUNK} new tokens" if chunk.raised_at == 1 else f"a call after the one with {CHUNK}"
         return failed(f"{where}: {call} raised: {chunk.raised}; one token per call decodes right, so what raises "
                       f"follows from a chunk of several new tokens after cached ones (its mask must be rows "
                       f"ptr .. ptr + {CHUNK - 1} of the causal mask, over every cached key)", config=cfg,
                       observed=f"an exception for {CHUNK} new tokens in one call",
-                      expected="the full forward's output", finding="append shapes" if appended else "chunk raised")
+                      expected="the full forward's output", finding="chunk raised")
     if chunk.raised or not _fits(chunk, cfg) or chunk.y is None:
         return cannot_tell(f"{where}: " + (f"the first call, on an empty cache, raised: {chunk.raised}" if
                                            chunk.raised else "the child's answer does not have the shape of the "
