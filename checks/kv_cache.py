@@ -5,8 +5,12 @@ new token attends to them.  Its classic bugs (a mask not offset by the cached to
 axis, a cache or position pointer not reset between sequences, a pointer not advanced) only show while generating.
 So the child finds how the cache is driven (harness.child.cache: `use_cache=True` with `reset_cache()`, a cache
 argument handed back and forth, or a `start_pos`), decodes two sequences (a prefix, then one token at a time, with
-a reset between them), and the outputs are compared with the numpy reference computed here on the weights and
-inputs sent, never with the child's own full forward (which a child replaying its answers could copy).
+a reset between them), then the first again with a chunk of two new tokens after the prefix (chunked prefill,
+speculative decoding: a mask that is right for one new token, whose row sees every cached key, may not be for two,
+where the first must not see the second), and the outputs are compared with the numpy reference computed here on
+the weights and inputs sent, never with the child's own full forward (which a child replaying its answers could
+copy).  The chunk is sent only where forward is called with its input alone: a causal mask mha-check gives a call
+is the chunk's own (n, n) one, which fits a prompt and a single token but not two tokens after cached ones.
 
 The way of driving the cache is proved by reproduction, never assumed: the first call, on an empty cache, must give
 the reference's outputs for the prefix, and a cache handed back by forward must hold every token fed so far.  A
@@ -19,7 +23,8 @@ from checks.output_shape import output_shape
 from harness.engine.compare import compare
 from harness.wire import messages as m
 from harness.wire.config import Config
-from reference import numpy_ref
+from reference import grouped, numpy_ref, variants
+from reference.rotary import rotate, with_rope
 
 HELP = ("check a factory (`def make(d, heads, context_length): ...`) that returns a module whose forward(x, "
         "use_cache=True) appends to the cache and whose reset_cache() empties it")
@@ -38,10 +43,47 @@ def _chunks(n: int, prefix: int) -> list[int]:
     return [prefix] + [1] * (n - prefix)
 
 
+CHUNK = 2  # new tokens in the one call after the prefix that feeds several: the first must not see the second
+
+
+def _chunked(n: int, prefix: int) -> list[int] | None:
+    """The prefix, then CHUNK new tokens in one call, then one per call (None when the sequence is too short)."""
+    return [prefix, CHUNK] + [1] * (n - prefix - CHUNK) if n - prefix >= CHUNK else None
+
+
+def _alone(inst) -> bool:
+    """forward is called with its input alone (no mask, no flag): a chunk of several new tokens can be fed."""
+    bare = inst.info.call_bare
+    return 0 <= inst.style < len(bare) and bare[inst.style]
+
+
+def _chunk_unmasked(x: np.ndarray, heads: int, w, rope, prefix: int) -> np.ndarray:
+    """What the chunk's first token gives when it sees the chunk's second token too (nothing of the chunk masked):
+    attention over every key up to prefix + CHUNK - 1."""
+    return variants.forward(x[:, :prefix + CHUNK], heads, w, **with_rope({"mask": "none"}, rope))[:, prefix]
+
+
 def _first_key_only(x: np.ndarray, w: numpy_ref.Weights) -> np.ndarray:
     """What every query gives when the mask lets it see the first token only: that token's value, projected out."""
     v0 = x[:, 0] @ w.wv.T + w.bias("bv")
     return v0 @ w.wo.T + (w.bo if w.bo is not None else 0.0)
+
+
+def _rotated_from_zero(x: np.ndarray, heads: int, w: numpy_ref.Weights, rope, t: int) -> np.ndarray:
+    """What token t gives when its query and key are rotated as position 0 (a call's tokens turned from 0, not from
+    the cached tokens' count), the cached keys 0..t-1 keeping their own positions."""
+    B, d = x.shape[0], w.d_out
+    dh, kv = d // heads, w.kv_heads(heads)
+    split = lambda a, h: a.reshape(B, -1, h, dh).transpose(0, 2, 1, 3)  # (B, h, tokens, dh)
+    q = split(x[:, t:t + 1] @ w.wq.T + w.bias("bq"), heads)
+    k, v = (split(x[:, :t + 1] @ m.T + w.bias(b), kv) for m, b in ((w.wk, "bk"), (w.wv, "bv")))
+    q = rotate(q, rope.convention, rope.theta, positions=np.zeros(1))
+    k = rotate(k, rope.convention, rope.theta, positions=np.r_[np.arange(t), 0.0])
+    k, v = grouped.expand(k, heads), grouped.expand(v, heads)
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)  # (B, H, 1, t + 1): every key is at or before token t
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    ctx = ((p / p.sum(axis=-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(B, d)
+    return ctx @ w.wo.T + w.bias("bo")
 
 
 def _wrong_positions(y: np.ndarray, ref: np.ndarray) -> list[int]:
@@ -60,14 +102,15 @@ def _fits(reply: m.CacheResult, cfg: Config) -> bool:
 @check(
     id="kv-cache",
     claim="with a KV cache, a prefix then one token at a time gives the full forward's output at every position, "
-          "and so does a second sequence after the cache is reset",
+          "and so do a second sequence after the cache is reset and a call of two new tokens after the prefix",
     explanation="""Generation feeds the prompt once, then one token per call, with the keys and values of the
     tokens seen kept in a cache. Every decoded position must equal what the full forward gives there: the new
     query sits at position ptr (the number of cached tokens), so it takes row ptr of the causal mask and attends to
     every cached key; the cache grows along the tokens' axis; and reset_cache() empties the keys, the values and the
-    position before the next sequence. mha-check finds how your layer's cache is driven (use_cache=True and
-    reset_cache(), a cache argument that forward returns, or start_pos) and compares the decoded outputs with the
-    reference on the same weights.""",
+    position before the next sequence. Several new tokens in one call (a chunk after the prompt) take rows
+    ptr .. ptr + n - 1: each sees the cached keys and the chunk's tokens up to itself, not those after it.
+    mha-check finds how your layer's cache is driven (use_cache=True and reset_cache(), a cache argument that
+    forward returns, or start_pos) and compares the decoded outputs with the reference on the same weights.""",
     fix="""Append the new keys and values along the tokens' axis; mask with rows ptr .. ptr + n - 1 of the causal
     mask (self.mask[ptr:ptr + n, :n_keys]) and then advance ptr by n; in reset_cache() set the cached keys and
     values to None and ptr back to 0.""",
@@ -77,7 +120,8 @@ def _fits(reply: m.CacheResult, cfg: Config) -> bool:
     token 2 alone: its query is position 2, the cache holds keys 0, 1, 2
       right: mask row 2 -> [F, F, F]: it attends to all three
       mask not offset: row 0 -> [F, T, T]: it sees token 0 only
-    then reset_cache() and a second sequence of 5 (prefix 3): must equal its own full forward""",
+    then reset_cache() and a second sequence of 5 (prefix 3): must equal its own full forward
+    then the first again: x[:, :2], x[:, 2:4] in one call, x[:, 4:5]: token 2 must not see token 3 (mask rows 2, 3)""",
 )
 def kv_cache(ctx):
     if not ctx.mapping.certain:  # without weights nothing can be compared; whether there is a cache can be asked
@@ -95,16 +139,24 @@ def kv_cache(ctx):
         w = ctx.weights_for(inst, "kv-cache")
         ctx.transplant(inst, w)
         xa, xb = ctx.input(cfg, "kv-cache-a"), ctx.input(cfg, "kv-cache-b")
+        chunked = _chunked(cfg.n, prefix) if _alone(inst) else None
         groups.append((inst, [inst.forward_request(xa),
                               m.CacheRun(inst.handle, xa, _chunks(cfg.n, prefix), True, inst.style),
-                              m.CacheRun(inst.handle, xb, _chunks(cfg.n, prefix2), True, inst.style)]))
+                              m.CacheRun(inst.handle, xb, _chunks(cfg.n, prefix2), True, inst.style)]
+                       + ([m.CacheRun(inst.handle, xa, chunked, True, inst.style)] if chunked else [])))
         kept.append((cfg, prefix, prefix2, w, xa, xb, ctx.rope))  # a rotary layer: decoded against its rotary form
-    for (plain, first, second), entry in zip(ctx.subject.frame_or_raise(groups), kept):
-        verdict = _judge(entry, plain, first, second)
+    tried = []
+    for (plain, first, second, *chunk), entry in zip(ctx.subject.frame_or_raise(groups), kept):
+        verdict = _judge(entry, plain, first, second) or (_judge_chunk(entry, first, chunk[0]) if chunk else None)
         if verdict is not None:
             return verdict
+        tried.append(bool(chunk))
+    chunks = (f", and a chunk of {CHUNK} new tokens in one call after the prefix is right too" if all(tried) else
+              "" if any(tried) else
+              f" (a chunk of {CHUNK} new tokens in one call was not tried: forward is called with a mask or flag "
+              "of mha-check's, which fits only one new token after cached ones)")
     return passed("a prefix, then one token per call, equals the reference at every position, and so does a second "
-                  f"sequence after the reset, for every configuration tried (driven as {first.api})")
+                  f"sequence after the reset, for every configuration tried (driven as {first.api}){chunks}")
 
 
 def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
@@ -156,6 +208,13 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
                           "with row 0 of the causal mask, not row " + str(t) + " (the mask is not offset by the "
                           "cached tokens)", config=cfg, observed="attends to token 0 only",
                           expected="attends to tokens 0.." + str(t), finding="mask not offset")
+        if t == prefix and rope is not None and compare(first.y[:, t], _rotated_from_zero(xa, cfg.heads, w, rope,
+                                                                                         t)) is None:
+            return failed(said + f"; it equals token {t}'s output with its query and key rotated as position 0: the "
+                          "rotary positions of a call start from 0, not from the number of cached tokens (its keys "
+                          "go into the cache at the wrong positions too)", config=cfg,
+                          observed=f"token {t} rotated as position 0", expected=f"token {t} rotated as position {t}",
+                          finding="rotary positions from 0")
         if t == prefix:
             return failed(said + "; the first decoded token is already wrong", config=cfg,
                           observed=f"positions {wrong} wrong", expected="every position right", finding="decode wrong")
@@ -174,3 +233,39 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
                       "sequence", config=cfg, observed="the second sequence wrong",
                       expected="each sequence equal to its own full forward", finding="not reset")
     return None
+
+
+def _judge_chunk(entry, first: m.CacheResult, chunk: m.CacheResult):
+    """None when the first sequence, fed again as the prefix, CHUNK new tokens in one call, then one per call,
+    equals the reference (judged only after one token per call was right: what differs is the chunk)."""
+    cfg, prefix, _, w, xa, _, rope = entry
+    where = (f"{cfg.describe()}, prefix of {prefix}, then {CHUNK} new tokens in one call (then one per call), with "
+             f"{first.api}")
+    if chunk.raised and chunk.raised_at >= 1:  # never "append shapes": one token per call appended right
+        call = f"the call with {CHUNK} new tokens" if chunk.raised_at == 1 else f"a call after the one with {CHUNK}"
+        return failed(f"{where}: {call} raised: {chunk.raised}; one token per call decodes right, so what raises "
+                      f"follows from a chunk of several new tokens after cached ones (its mask must be rows "
+                      f"ptr .. ptr + {CHUNK - 1} of the causal mask, over every cached key)", config=cfg,
+                      observed=f"an exception for {CHUNK} new tokens in one call",
+                      expected="the full forward's output", finding="chunk raised")
+    if chunk.raised or not _fits(chunk, cfg) or chunk.y is None:
+        return cannot_tell(f"{where}: " + (f"the first call, on an empty cache, raised: {chunk.raised}" if
+                                           chunk.raised else "the child's answer does not have the shape of the "
+                                           "decoded outputs") + "; decoding one token per call was right", help=HELP)
+    ref_a = numpy_ref.forward(xa, cfg.heads, w, rope=rope)
+    wrong = _wrong_positions(chunk.y, ref_a)
+    if not wrong:
+        return None
+    t = wrong[0]
+    said = f"{where}: token {t} differs from the full forward's: " + compare(chunk.y[:, t], ref_a[:, t]).describe(
+        ("cached", "reference"))
+    if t == prefix and compare(chunk.y[:, t], _chunk_unmasked(xa, cfg.heads, w, rope, prefix)) is None:
+        return failed(said + f"; it equals what token {t} gives when it also sees token {t + 1}: the new tokens of a "
+                      "call are not masked among themselves once the cache holds tokens (one new token per call has "
+                      "nothing after it to hide, which is why decoding one token at a time is right)", config=cfg,
+                      observed=f"token {t} sees token {t + 1}", expected=f"token {t} sees tokens 0..{t}",
+                      finding="chunk unmasked")
+    return failed(said + f"; one token per call is right, so the mask (or the positions) of a call with {CHUNK} new "
+                  f"tokens after cached ones is wrong: they must take rows ptr .. ptr + {CHUNK - 1} of the causal "
+                  "mask", config=cfg, observed=f"positions {wrong} wrong", expected="every position right",
+                  finding="chunk wrong")

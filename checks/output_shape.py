@@ -77,8 +77,9 @@ def _raised(message: str, cfg, inst):
             [p.name for p in info.params + info.buffers] + info.state_dict + info.plain_tensors + info.containers))
     details = {"raised": read.to_dict()} if read is not None else {}
     meant = f"; did you mean '{read.meant}'?" if read is not None and read.meant else ""
-    return failed(f"forward raised {message}{meant}", finding=_raised_finding(message, cfg),
-                  fix=name_fix(read) if read is not None and read.name else RAISED_FIX, **details)
+    finding = _raised_finding(message, cfg)
+    fix = name_fix(read) if read is not None and read.name else EXPAND_FIX if finding == EXPANDED else RAISED_FIX
+    return failed(f"forward raised {message}{meant}", finding=finding, fix=fix, **details)
 
 
 def name_fix(read: raised.Raised) -> str:
@@ -91,6 +92,9 @@ def name_fix(read: raised.Raised) -> str:
 
 RAISED_FIX = """Start at the line the error names and follow the shapes back from it: `mha-check trace FILE:Class`
     shows every tensor's shape in the lesson's letters (B, n, H, dh) and marks the step that raised."""
+EXPAND_FIX = """Repeat the key/value heads for their query heads: `k.repeat_interleave(H // KV, dim=1)` on
+    (B, KV, n, dh) (Llama's repeat_kv is the same); `.expand` only stretches an axis of size 1, so it shares a
+    single key/value head (multi-query) and raises for 2 or more."""
 SHAPE_FIX = """Return `self.out_proj(context)` where context has shape (B, n, d_out): d_out wide, whatever d_in is,
     and the heads merged back into it."""
 MERGE_FIX = """Merge the heads back before the output projection: `(w @ v).transpose(1, 2).contiguous().view(B, n,
@@ -103,6 +107,9 @@ def _normalised(message: str) -> str:
 
 
 SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+EXPAND = re.compile(r"expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at "
+                    r"non-singleton dimension")
+EXPANDED = "key/value heads expanded"  # .expand of several key/value heads to the query heads (the multi-query idiom)
 VIEW = re.compile(r"shape '\[([\d, -]+)\]' is invalid for input of size (\d+)")
 
 
@@ -117,6 +124,9 @@ def _raised_finding(message: str, cfg) -> str:
             return "mask not cut to n"
         if b == cfg.n and a < cfg.n and a != cfg.context_length and a not in (cfg.heads, cfg.head_width):
             return "mask smaller than the context length"  # a size of heads or head width: scores shaped wrong
+    expand = EXPAND.search(message)
+    if expand and cfg.kv_heads and (int(expand.group(1)), int(expand.group(2))) == (cfg.heads, cfg.kv_heads):
+        return EXPANDED  # the heads, stretched from the key/value heads: only an axis of size 1 stretches
     view = VIEW.search(message)
     if view:
         dims, size = [int(v) for v in view.group(1).split(",")], int(view.group(2))

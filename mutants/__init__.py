@@ -28,10 +28,13 @@ _REFERENCES = _DIR.parent / "reference"
 # (harness.wire.form), the reference file it copies (in reference/) and its class's name.  A mutant of the
 # single-head CausalAttention is `mutants/single_<mistake>.py`, class CausalAttention; a rotary layer's
 # (`rope_<mistake>.py`) is a multi-head layer, a copy of reference/rotary_mha.py, whose class is CausalMHA too;
-# likewise a KV cache's (`kvcache_<mistake>.py`, reference/cached_mha.py) and a grouped-query layer's
+# likewise a KV cache's (`kvcache_<mistake>.py`, reference/cached_mha.py; a rotary layer's KV cache's,
+# `kvcache_rope_<mistake>.py`, reference/cached_rotary_mha.py) and a grouped-query layer's
 # (`gqa_`/`mqa_<mistake>.py`, reference/grouped_mha.py).
 FAMILY = {"single-": ("single-head", "causal_attention.py", "CausalAttention"),
           "rope-": ("multi-head", "rotary_mha.py", "CausalMHA"),
+          "kvcache-rope-": ("multi-head", "cached_rotary_mha.py", "CausalMHA"),  # before "kvcache-": the first
+          # prefix that matches wins
           "kvcache-": ("multi-head", "cached_mha.py", "CausalMHA"),
           "gqa-": ("multi-head", "grouped_mha.py", "CausalMHA"),
           "mqa-": ("multi-head", "grouped_mha.py", "CausalMHA")}

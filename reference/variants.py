@@ -21,6 +21,8 @@ Knobs:
 - kv_heads: None (read off W_k's height, reference.grouped) | a number of key/value heads
 - kv_pairing: "interleave" (query head h uses key/value head h // group) | "repeat" (h % kv_heads, `.repeat`)
 - kv_mask: "all" | "first-group" (the mask applied to the first group of query heads only)
+- kv_expand: "heads" (each key/value head repeated for its group) | "features" (the flat K/V projections, kv_heads·dh
+  wide, repeated feature by feature to d_out before the split: `repeat_interleave(group, dim=-1)`)
 """
 from __future__ import annotations
 
@@ -33,8 +35,9 @@ from reference.rotary import THETA, apply_knobs
 DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
             "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan",
             "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_freqs": "head", "rope_where": "heads",
-            "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all"}
-GROUPED_KNOBS = ("kv_heads", "kv_pairing", "kv_mask")  # mistakes of grouped-query attention alone
+            "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all", "kv_expand": "heads"}
+GROUPED_KNOBS = ("kv_heads", "kv_pairing", "kv_mask", "kv_expand")  # mistakes of grouped-query attention alone
+NARROW_KNOBS = ("kv_pairing", "kv_expand")  # how narrower K/V are expanded: a mistake only K/V narrower than d_out have
 
 
 def applies(w: Weights, heads: int, knobs: dict) -> bool:
@@ -43,7 +46,7 @@ def applies(w: Weights, heads: int, knobs: dict) -> bool:
     grouped_w = w.wk.shape[0] != w.d_out
     if grouped_w and knobs.get("keys", "k") != "k":
         return False
-    return grouped_w or "kv_pairing" not in knobs
+    return grouped_w or not set(NARROW_KNOBS) & set(knobs)
 
 
 def _future(n: int, mask: str) -> np.ndarray:
@@ -75,6 +78,9 @@ def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
     elif k_["keys"] == "swap":
         q, k = k, q
     kv = k_["kv_heads"] or w.kv_heads(heads)
+    if k_["kv_expand"] == "features" and kv != heads:  # every feature repeated group times: d_out wide, "plain"
+        k, v = np.repeat(k, heads // kv, axis=-1), np.repeat(v, heads // kv, axis=-1)
+        kv = heads
     Q, K, V = apply_knobs(q, k, v, lambda t, role: _split(t, heads if role == "q" else kv,
                                                           split_for(k_["split"], role)), k_)
     if kv != heads:

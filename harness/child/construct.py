@@ -101,9 +101,15 @@ class ConfigBag(dict):
     """A config object with every usual spelling, readable as attributes or items (`cfg.n_embd`, `cfg["emb_dim"]`),
     and any other name whose words say what it carries (`cfg.number_of_heads`, harness.child.vocabulary)."""
 
-    def __init__(self, values: dict, cfg: Config | None = None):
+    def __init__(self, values: dict, cfg: Config | None = None, reads: set | None = None):
         super().__init__(values)
         object.__setattr__(self, "_cfg", cfg)
+        object.__setattr__(self, "_reads", set() if reads is None else reads)  # every setting name asked for
+
+    def __getitem__(self, name):
+        if isinstance(name, str):
+            self._reads.add(name)
+        return dict.__getitem__(self, name)
 
     def __missing__(self, name):
         key = key_of(name) if isinstance(name, str) and self._cfg is not None else None
@@ -146,12 +152,23 @@ DERIVED = ("head_width", "kv_heads", "kv_group")  # keys computed from the confi
 GROUPED = ("kv_heads", "kv_group")  # a parameter for these makes the layer grouped-query (Config.kv_heads)
 
 
-def config_bag(cfg: Config, overrides: dict) -> ConfigBag:
-    bag = ConfigBag({alias: cfg.value(key) for alias, key in _BY_ALIAS.items() if key != "d_in"}, cfg)
+def config_bag(cfg: Config, overrides: dict, reads: set | None = None) -> ConfigBag:
+    """The config object for `cfg`; the names the class reads off it are added to `reads` (config_reads).  An --arg
+    for a key/value-heads setting (num_key_value_heads=2) is a preference, as for a parameter (read_signature): the
+    bag answers the configuration's kv_heads, which the trusted side sets to it where it divides the heads."""
+    bag = ConfigBag({alias: cfg.value(key) for alias, key in _BY_ALIAS.items() if key != "d_in"}, cfg, reads)
     bag.update({name: THETA for name in THETA_NAMES if name != "base"})  # a rotary base (read_signature reports it)
     bag.update({a: cfg.d_in for a in ALIASES["d_in"]})
-    bag.update({k: _resolve(v, cfg) for k, v in overrides.items()})
+    bag.update({k: cfg.value(key_of(k)) if key_of(k) in GROUPED and _whole(v) else _resolve(v, cfg)
+                for k, v in overrides.items()})
     return bag
+
+
+def config_reads(reads: set) -> dict[str, str]:
+    """The settings a class read off its config object that mha-check knows, each with the configuration key it
+    stands for (`num_key_value_heads` -> kv_heads): a class that read a number of key/value heads is grouped-query
+    attention, though no constructor parameter says so (harness.engine.grouped)."""
+    return {name: key for name in sorted(reads) if (key := key_of(name)) is not None}
 
 
 def _resolve(value, cfg: Config):
@@ -249,8 +266,9 @@ def _nullable(factory, name: str) -> bool:
     return any(p.name == name and "None" in str(p.annotation) for p in _parameters(factory)[0])
 
 
-def build(factory, cfg: Config, overrides: dict, signature: Signature):
-    """Call the class or factory with the configuration spelt the way it asks."""
+def build(factory, cfg: Config, overrides: dict, signature: Signature, reads: set | None = None):
+    """Call the class or factory with the configuration spelt the way it asks (`reads`: gets the names the class
+    reads off a config object, see config_reads)."""
     kwargs = {}
     for key, pname in signature.accepts.items():
         kwargs[pname] = cfg.value(key)
@@ -259,7 +277,7 @@ def build(factory, cfg: Config, overrides: dict, signature: Signature):
         # None` lets the class derive it (and refuse the width), as it would for its own caller
         kwargs[pname] = None if indivisible and _nullable(factory, pname) else cfg.value(key)
     if signature.config_param:
-        kwargs[signature.config_param] = config_bag(cfg, overrides)
+        kwargs[signature.config_param] = config_bag(cfg, overrides, reads)
     kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items()
                    if (k in signature.params or not signature.params) and k not in signature.derived})
     return factory(**kwargs)

@@ -161,9 +161,10 @@ class Worker:
         # the CPU generator, where every module is built: torch.manual_seed would also queue a CUDA seeding, with a
         # captured stack, on every build (a millisecond each, twenty builds per submission)
         torch.random.default_generator.manual_seed(request.seed)
+        reads: set = set()
         try:
             module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides,
-                                   self.signature)
+                                   self.signature, reads)
         except StudentError as e:
             why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__, e.text)
             if why is None:
@@ -199,6 +200,7 @@ class Worker:
             call_styles=[s.describe() for s in ways.styles],
             call_problem=ways.problem,
             call_bare=[s.bare for s in ways.styles],
+            config_reads=construct.config_reads(reads),
         )
 
     def forward(self, request: m.Forward) -> m.Reply:

@@ -48,6 +48,7 @@ class Context:
         self.square_only = False  # set by `construct` when the constructor refuses d_in != d_out
         self._inputs: dict[tuple, np.ndarray] = {}  # drawn once per (tag, configuration): most checks ask again
         self._readings: dict[str, frozenset] = {}  # _same_layout: a few dozen texts, asked about a thousand times
+        self._config_reads: dict[str, str] | None = None  # what a config object was read for (grouped), once
 
     # -- what the constructor allows ------------------------------------------------------------------------------
     @property
@@ -86,7 +87,8 @@ class Context:
         mask whose size is hard-coded to a small number shows there."""
         sep = self.separate_widths
         if self.grouped:  # grouped-query: kv_heads below the heads, and equal (harness.engine.grouped)
-            return grouped.configs(sep, grouped.preferred_kv(self.signature, self.subject.overrides))
+            return grouped.configs(sep, grouped.preferred_kv(self.signature, self.subject.overrides,
+                                                             self._config_reads))
         return [self.shaped(cfg) for cfg in (
                 Config(d_in=6 if sep else 8, d_out=8, heads=2, context_length=7, batch=2, n=5),
                 Config(d_in=9 if sep else 6, d_out=6, heads=3, context_length=4, batch=2, n=4),
@@ -94,8 +96,25 @@ class Context:
 
     @property
     def grouped(self) -> bool:
-        """A grouped-query layer: its constructor takes a number of key/value heads (or a group size)."""
-        return grouped.is_grouped(self.signature)
+        """A grouped-query layer: its constructor takes a number of key/value heads (or a group size), or reads one
+        off its config object."""
+        if grouped.is_grouped(self.signature):
+            return True
+        if self._config_reads is None:
+            self._config_reads = {}  # kept if the probe raises: a plain layer, as without the probe
+            self._config_reads = self._probe_config()
+        return grouped.is_grouped(self.signature, self._config_reads)
+
+    def _probe_config(self) -> dict[str, str]:
+        """What a class built from a config object reads off it (harness.child.construct.config_reads), from one
+        build of the grouped configuration, which the checks reuse when the class is grouped.  A constructor that
+        refuses it, or a target mha-check cannot drive, reads as nothing: construct judges those builds itself."""
+        if not self.signature.config_param:
+            return {}
+        try:
+            return dict(self.subject.build(grouped.probe(self.separate_widths)).info.config_reads)
+        except (TargetFailure, CannotDrive):
+            return {}
 
     @property
     def base(self) -> Config:

@@ -7,7 +7,9 @@ grouped (the child's Signature lists it among the derived parameters).  Such a l
 the heads (grouped: 4 heads, 2 key/value heads; multi-query: 1) and equal to them: binding kv_heads = heads, as
 mha-check did before, removes the grouping it should check.  A class with one shared key/value head and no
 parameter for it is recognised by its K/V shapes instead (harness.child.layouts.kv_widths): the reference reads
-the number of key/value heads off W_k, so every check follows it without being told.
+the number of key/value heads off W_k, so every check follows it without being told.  A class built from a config
+object (Hugging Face's `LlamaAttention(config)`) shows its form by what it reads: a probe built with the grouped
+configuration (its `config_reads`, harness.child.construct) that read `config.num_key_value_heads` makes it grouped.
 """
 from __future__ import annotations
 
@@ -18,22 +20,30 @@ from harness.wire.config import Config
 GROUPED_KEYS = ("kv_heads", "kv_group")
 
 
-def kv_params(signature) -> list[str]:
-    """The constructor's parameters that carry the number of key/value heads or the group size."""
-    return [name for name, key in signature.derived.items() if key in GROUPED_KEYS]
+def kv_params(signature, config_reads: dict | None = None) -> dict[str, str]:
+    """The constructor's parameters (and the settings it read off its config object, `config_reads`) that carry
+    the number of key/value heads or the group size: name -> kv_heads or kv_group."""
+    named = {**signature.derived, **(config_reads or {})}
+    return {name: key for name, key in named.items() if key in GROUPED_KEYS}
 
 
-def is_grouped(signature) -> bool:
-    return bool(kv_params(signature))
+def is_grouped(signature, config_reads: dict | None = None) -> bool:
+    return bool(kv_params(signature, config_reads))
 
 
-def preferred_kv(signature, overrides: dict) -> int | None:
+def preferred_kv(signature, overrides: dict, config_reads: dict | None = None) -> int | None:
     """The number of key/value heads given with --arg (num_kv_groups=2): used where it divides the heads."""
-    for name in kv_params(signature):
+    for name, key in kv_params(signature, config_reads).items():
         value = overrides.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value if signature.derived[name] == "kv_heads" else None
+            return value if key == "kv_heads" else None
     return None
+
+
+def probe(separate: bool) -> Config:
+    """The configuration a class built from a config object is first built with to see what it reads: the grouped
+    one (4 heads, 2 key/value heads), which a grouped layer is then checked with (the build is reused)."""
+    return configs(separate)[0]
 
 
 def configs(separate: bool, preferred: int | None = None) -> list[Config]:

@@ -15,8 +15,8 @@ import pkgutil
 
 TRUSTED_PACKAGES = ("harness.wire", "harness.sandbox", "harness.engine", "harness.render", "checks", "reference")
 NOT_HERE = ("harness.sandbox.launch", "reference.causal_mha", "reference.causal_attention", "reference.rotary_mha",
-            "reference.cached_mha", "reference.grouped_mha")  # the launcher script; the torch references
-# (multi-head, single-head, rotary, with a KV cache, grouped-query)
+            "reference.cached_mha", "reference.grouped_mha", "reference.cached_rotary_mha")  # the launcher
+# script; the torch references (multi-head, single-head, rotary, with a KV cache, grouped-query, rotary with a cache)
 LAZY_LIBRARIES = ("numpy.random",)  # imported by numpy on first use, which would be after the child started
 _loaded = False
 

@@ -230,6 +230,8 @@ class Built(Reply):
     call_styles: list[str] = field(default_factory=list)  # ways to call forward (x alone, or with a causal mask)
     call_problem: str = ""  # why forward cannot be called by mha-check (then call_styles is empty)
     call_bare: list[bool] = field(default_factory=list)  # per style: gives forward its input only (no mask, no flag)
+    config_reads: dict[str, str] = field(default_factory=dict)  # settings the constructor read off its config
+    # object -> the configuration key each stands for (num_key_value_heads -> kv_heads): a grouped layer's evidence
 
 
 @dataclass

@@ -118,3 +118,13 @@ def test_a_kv_heads_argument_given_with_arg_is_used_where_it_divides_the_heads(r
     report = reports(target(ZOO / "correct" / "gqa_rasbt.py"), overrides={"num_kv_groups": 2})
     assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
     assert report.adapter["mapping"]["proof"] == "reference"
+
+
+def test_a_config_object_layer_that_reads_its_key_value_heads_is_checked_as_grouped(reports):
+    """A Llama-style `Attention(config)` takes no parameter for its key/value heads: what it reads off the config
+    object (num_key_value_heads) makes it grouped, so it is built with 2 of 4 and 1 of 3 key/value heads and counted
+    by the grouped formula (before, the config answered as many as the heads, and a .repeat pairing passed)."""
+    report = reports(target(ZOO / "correct" / "gqa_hf_llama_config.py"))
+    checks = {c.id: c for c in report.checks}
+    assert "grouped-query" in checks["param-count"].message
+    assert "in groups of 2" in checks["head-invariance"].message

@@ -285,7 +285,30 @@ def _(mod):
 
 @check("suno_bark_causal_self_attention.py")
 def _(mod):
-    return _dropout_entry(mod, tuple_out=True)
+    """The dropout bug; and, with its cache, 2 new tokens after a prompt of 3 see each other on the flash path
+    (is_causal=False whenever layer_past is given: right for one new token, not for two)."""
+    good, msg, cfg = _dropout_entry(mod, tuple_out=True)
+    m = randomize(mod.build(12, 3, CTX, p_drop=0.0)).eval()
+    W, b = m.c_attn.weight, m.c_attn.bias
+    ref = lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.c_proj.weight, b[:12], b[12:24], b[24:], m.c_proj.bias)
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(211))
+    with torch.no_grad():
+        past, outs = None, []
+        for chunk in (x[:, :3], x[:, 3:4], x[:, 4:5], x[:, 5:6]):  # one token per call: right
+            y, past = m(chunk, layer_past=past, use_cache=True)
+            outs.append(y)
+        single = (torch.cat(outs, 1) - ref(x)).abs().max().item()
+        y0, past = m(x[:, :3], use_cache=True)
+        y1, _ = m(x[:, 3:5], layer_past=past, use_cache=True)
+        seen = ref(torch.cat([x[:, :3], x[:, 3:5]], 1))  # the reference, token 3 seeing tokens 0..3 only
+        chunk_err = (y1[:, 0] - seen[:, 3]).abs().max().item()
+        x2 = x.clone()
+        x2[:, 4] += 1.0  # change token 4: a causal layer's token 3 does not move
+        y1b, _ = m(x2[:, 3:5], layer_past=past, use_cache=True)
+        moved = (y1b[:, 0] - y1[:, 0]).abs().max().item()
+    return (good and m.flash and single < TOL and chunk_err > 1e-3 and moved > 1e-3,
+            msg + f"; cache, one token per call: {single:.1e}; 2 new tokens in one call after a prompt of 3: token 3 "
+                  f"off by {chunk_err:.2e} and moved {moved:.2e} by a change of token 4", cfg)
 
 
 @check("ajhalthor_mha_merge_no_permute.py")
@@ -738,24 +761,47 @@ def _cache_err(m, ref, step, reset, d_in):
     return err
 
 
+def _chunk_decoded(step, reset, x, prefix, chunk=2):
+    """A prompt of `prefix` tokens, then `chunk` new tokens in one call, then one per call: (output, "") or (None,
+    the first line of what the call raised)."""
+    reset()
+    with torch.no_grad():
+        try:
+            outs = [step(x[:, :prefix]), step(x[:, prefix:prefix + chunk])]
+            outs += [step(x[:, t:t + 1]) for t in range(prefix + chunk, x.shape[1])]
+        except RuntimeError as e:
+            return None, str(e).splitlines()[0]
+    return torch.cat(outs, 1), ""
+
+
 def _internal_cache_entry(mod):
+    """(good, line, config) for rasbt's ch04 internal cache; also decodes a chunk of 2 new tokens after a prompt
+    of 3: (its error against the reference, or what it raised)."""
     m = randomize(mod.MultiHeadAttention(10, 12, CTX, 0.0, 3, qkv_bias=True)).eval()
     ref = _rasbt_ref(m, 3)
     err, leak = cmp(m, ref, 10)
     cache = _cache_err(m, ref, lambda c: m(c, use_cache=True), m.reset_cache, 10)
     good, msg = ok_line(err, leak)
+    x = torch.randn(2, 8, 10, generator=torch.Generator().manual_seed(210))
+    chunked, raised = _chunk_decoded(lambda c: m(c, use_cache=True), m.reset_cache, x, 3)
+    chunk = (chunked - ref(x)).abs().max().item() if chunked is not None else float("nan")
     return (good and cache < TOL, msg + f" cached-decode-vs-ref={cache:.1e} (prompts 1, 3, 6 then one token per "
-            "call, reset_cache() between)", "d_in=10 d_out=12 H=3 qkv_bias")
+            "call, reset_cache() between)", "d_in=10 d_out=12 H=3 qkv_bias"), chunk, raised
 
 
 @check("rasbt_ch04_kv_cache_mha.py")
 def _(mod):
-    return _internal_cache_entry(mod)
+    """BUG (fixed upstream by pull request #697, rasbt_ch04_kv_cache_ptr_mha.py): mask[:n, :n] is right for one new
+    token per call, and raises for 2 new tokens after a prompt (scores (2, 5) against a (2, 2) mask)."""
+    (good, msg, cfg), _, raised = _internal_cache_entry(mod)
+    return (good and "must match" in raised, msg + f"; prompt of 3 then 2 new tokens in one call raises: {raised[:90]}",
+            cfg)
 
 
 @check("rasbt_ch04_kv_cache_ptr_mha.py")
 def _(mod):
-    return _internal_cache_entry(mod)
+    (good, msg, cfg), chunk, _ = _internal_cache_entry(mod)
+    return good and chunk < TOL, msg + f"; prompt of 3 then 2 new tokens in one call: {chunk:.1e}", cfg
 
 
 @check("rasbt_pkg_kv_cache_gpt2_mha.py")

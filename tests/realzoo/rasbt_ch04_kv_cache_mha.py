@@ -3,21 +3,22 @@
 Source: https://github.com/rasbt/LLMs-from-scratch/blob/2af686d70b27a0e514377a8f8c468be79def06f4/ch04/03_kv-cache/gpt_with_kv_cache.py (class MultiHeadAttention, the first class of the file)
 Licence: MIT (Copyright (c) 2023-2024 Sebastian Raschka), LICENSE.txt at the repository root; the file itself carries no header.
 Copied: verbatim (the class only, with its "# NEW" banners; the file's `import torch` and `import torch.nn as nn` kept, `import time` and `import tiktoken` and the GPT model below the class not copied). Checked against the fetched git history (git show 2af686d:ch04/03_kv-cache/gpt_with_kv_cache.py, commit "Add KV cache (#671)").
-Truth: the lesson's causal MHA (W_query/W_key/W_value/out_proj, view(b, n, H, dh), transpose, triu(1) float mask buffer made bool in forward, scores / sqrt(dh), softmax, dropout, merge) with an internal KV cache: forward(x, use_cache=True) keeps the keys and values as (b, tokens, H, dh) in cache_k/cache_v buffers, appending along axis 1; reset_cache() empties them. Its mask is self.mask[:num_tokens, :num_tokens] (not offset by the cached tokens): for ONE new token per call that is a (1, 1) False mask broadcast over all cached keys, which is right (the new token may see every cached token), so a prompt followed by token-by-token decoding equals the full forward at every position. (Several new tokens at once on a non-empty cache would be masked wrongly; pull request #697 "Fix bug in masking when kv cache is used" (6522be9, rasbt_ch04_kv_cache_ptr_mha.py) adds ptr_current_pos for that, and the maintainer notes there that for one token per call the two agree; generate_text_simple_cached feeds one token per call.)
+Truth: the lesson's causal MHA (W_query/W_key/W_value/out_proj, view(b, n, H, dh), transpose, triu(1) float mask buffer made bool in forward, scores / sqrt(dh), softmax, dropout, merge) with an internal KV cache: forward(x, use_cache=True) keeps the keys and values as (b, tokens, H, dh) in cache_k/cache_v buffers, appending along axis 1; reset_cache() empties them. Its mask is self.mask[:num_tokens, :num_tokens] (not offset by the cached tokens): for ONE new token per call that is a (1, 1) False mask broadcast over all cached keys, which is right (the new token may see every cached token), so a prompt followed by token-by-token decoding equals the full forward at every position. BUG: several new tokens at once on a non-empty cache are not masked right: a prompt of 3, then 2 new tokens in one call, raises (scores (2, 5) against the (2, 2) mask); pull request #697 "Fix bug in masking when kv cache is used" (6522be9, rasbt_ch04_kv_cache_ptr_mha.py) adds ptr_current_pos for that, and the maintainer notes there that for one token per call the two agree; generate_text_simple_cached feeds one token per call.
 """
 import torch
 import torch.nn as nn
 
 TARGET = "MultiHeadAttention"
-TRUTH = "correct"
-BUG = None
+TRUTH = "bug"
+BUG = "kv-cache-mask-chunk"
 RULE_GAPS = ("kv-cache-internal",)
 FORWARD = "x, use_cache=False"
 NOTES = ("Constructor MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False). KV cache in "
          "registered (non-persistent) buffers cache_k / cache_v, reset_cache(); forward(x, use_cache=True) appends.")
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
-OUTCOME = 'pass'
+OUTCOME = 'fail'
+EXPECTED_BECAUSE = 'kv-cache: a call of 2 new tokens after the prompt raises in masked_fill_ (fixed upstream by #697)'
 DIAGNOSIS = None
 
 

@@ -214,3 +214,11 @@ def test_a_marked_line_is_no_name_when_the_numbers_say_no():
     assert not diagnosis._numbers_refute("scale-by-sqrt-d", [], own)  # a mark that tells its own variant
     without_variant = next(m for m in mutants.catalogue() if m not in mutants.variants())
     assert not diagnosis._numbers_refute(without_variant, [], mark)
+
+
+def test_a_mistake_of_the_layer_is_named_before_one_of_its_kv_cache():
+    """Two mistakes, each with its own signature (bark: dropout in eval, and a cache whose chunks are not masked):
+    the layer's own is the root cause, as kv-cache judges the cache only of a layer right without it."""
+    both = diagnosis.diagnose(report(("eval-determinism", "dropout in eval"), ("kv-cache", "not reset")))
+    assert both["mutant"] == "dropout-in-eval" and both["match"] == "signature"
+    assert diagnosis.diagnose(report(("kv-cache", "not reset")))["mutant"] == "kvcache-not-reset"

@@ -157,6 +157,8 @@ def test_the_cache_request_and_its_reply_cross_the_wire_and_fit_the_budget():
 
 def test_the_cached_reference_passes_and_a_layer_without_a_cache_does_not_apply():
     assert run(CACHED).status == "pass"
+    rotary = run(f"{ROOT / 'reference' / 'cached_rotary_mha.py'}:CausalMHA")  # kvcache-rope-*'s reference
+    assert rotary.status == "pass" and "is right too" in rotary.message, rotary.message
     plain = run(PLAIN)
     assert plain.status == "pass" and plain.message.startswith("does not apply")
 
@@ -187,7 +189,9 @@ def test_a_cache_whose_first_call_does_not_reproduce_the_reference_is_cannot_tel
 @pytest.mark.parametrize("mutant,finding", [("kvcache-mask-not-offset", "mask not offset"),
                                             ("kvcache-wrong-axis", "append shapes"),
                                             ("kvcache-not-reset", "not reset"),
-                                            ("kvcache-position-not-advanced", "decode drifts")])
+                                            ("kvcache-position-not-advanced", "decode drifts"),
+                                            ("kvcache-chunk-unmasked", "chunk unmasked"),
+                                            ("kvcache-rope-positions-not-advanced", "rotary positions from 0")])
 def test_each_cache_mistake_fails_with_its_own_finding(mutant, finding):
     result = run(f"{mutants.source_path(mutant)}:CausalMHA")
     assert result.status == "fail" and result.details["finding"] == finding, result.message
@@ -214,3 +218,91 @@ def test_without_a_certain_mapping_a_layer_without_a_cache_still_does_not_apply(
     plain.write_text(source)
     result = run(f"{plain}:CausalMHA")
     assert result.status == "pass" and result.message.startswith("does not apply"), result.message
+
+
+def test_a_chunk_of_new_tokens_is_decoded_too_and_only_the_chunk_mistake_shows_there():
+    """kvcache-chunk-unmasked decodes one token per call right (its skipped mask would hide nothing there), and
+    fails only on the call of two new tokens after the prefix; the reference passes that call."""
+    passed = run(CACHED)
+    assert "a chunk of 2 new tokens in one call after the prefix is right too" in passed.message, passed.message
+    failed = run(f"{mutants.source_path('kvcache-chunk-unmasked')}:CausalMHA")
+    assert "then 2 new tokens in one call" in failed.message and "sees token" in failed.observed
+
+
+def test_a_mask_sized_to_the_chunk_alone_raises_for_two_new_tokens(tmp_path):
+    """rasbt's first KV cache (ch04, before pull request #697): mask[:n, :n] is right for one new token, a (1, 1)
+    keep broadcast over every cached key, and does not fit the (2, ptr + 2) scores of two: a failure on evidence."""
+    source = (ROOT / "reference" / "cached_mha.py").read_text().replace(
+        "self.mask[start:start + n, :k.shape[2]]", "self.mask[:n, :n]")
+    result = run(_written(tmp_path, source.replace("class CausalMHA", "class Attn")))
+    assert result.status == "fail" and result.details["finding"] == "chunk raised", result.message
+    assert "the call with 2 new tokens raised" in result.message
+
+
+def test_a_layer_given_a_mask_by_mha_check_is_not_fed_a_chunk(tmp_path):
+    """A causal mask mha-check gives a call is the chunk's own (n, n): right for a prompt and for one new token, not
+    for two after cached ones, so such a layer is decoded one token at a time only, and the message says so."""
+    source = HF_STYLE.replace("past_key_value=None, use_cache=False", "mask, past_key_value=None, use_cache=False")
+    source = source.replace("        b, n, _ = x.shape", "        b, n, _ = x.shape\n        del mask  # makes its own")
+    result = run(_written(tmp_path, source))
+    assert result.status == "pass" and "was not tried" in result.message, result.message
+
+
+def _zoo_class(kind: str, name: str):
+    import importlib.util
+    from conftest import ZOO
+    spec = importlib.util.spec_from_file_location(f"zoo_{kind}_{name}", ZOO / kind / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, module.TARGET)
+
+
+def _causal_truth(x, m, heads):
+    """Causal MHA in float64 numpy, token by token (each query over the keys up to itself), on m's weights."""
+    lin = lambda layer, t: t @ layer.weight.detach().numpy().T + layer.bias.detach().numpy()
+    q, k, v = lin(m.q_proj, x), lin(m.k_proj, x), lin(m.v_proj, x)
+    B, n, d = x.shape
+    dh = d // heads
+    out = np.zeros((B, n, d))
+    for b in range(B):
+        for h in range(heads):
+            cols = slice(h * dh, (h + 1) * dh)
+            for t in range(n):
+                s = k[b, :t + 1, cols] @ q[b, t, cols] / np.sqrt(dh)
+                p = np.exp(s - s.max())
+                out[b, t, cols] = (p / p.sum()) @ v[b, :t + 1, cols]
+    return lin(m.out_proj, out)
+
+
+def _decode_past(m, x, chunks):
+    past, outs, fed = None, [], 0
+    with torch.no_grad():
+        for size in chunks:
+            y, past = m(torch.from_numpy(x[:, fed:fed + size]), past_key_value=past, use_cache=True)
+            outs.append(y.numpy())
+            fed += size
+    return np.concatenate(outs, axis=1)
+
+
+@pytest.mark.parametrize("heads", [2, 4])
+def test_the_zoo_past_key_value_pair_against_an_independent_float64_computation(heads):
+    """tests/zoo/correct/kv_cache_sdpa_past.py decodes a prompt, 2 new tokens in one call and single tokens as the
+    full causal forward does; its buggy sibling decodes single tokens right and lets the chunk's first token see
+    the second (exactly the output of attention over tokens 0..3 for token 2)."""
+    torch.manual_seed(3)
+    right, wrong = _zoo_class("correct", "kv_cache_sdpa_past"), _zoo_class("buggy", "kv_cache_sdpa_past_chunk")
+    x = np.random.default_rng(4).standard_normal((2, 6, 8))
+    for cls in (right, wrong):
+        torch.manual_seed(5)
+        m = cls(8, heads).double().eval()
+        truth = _causal_truth(x, m, heads)
+        np.testing.assert_allclose(m(torch.from_numpy(x))[0].detach().numpy(), truth, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(_decode_past(m, x, [2, 1, 1, 1, 1]), truth, rtol=1e-10, atol=1e-12)
+        chunked = _decode_past(m, x, [2, 2, 1, 1])
+        if cls is right:
+            np.testing.assert_allclose(chunked, truth, rtol=1e-10, atol=1e-12)
+        else:
+            assert np.abs(chunked[:, 2] - truth[:, 2]).max() > 1e-3
+            sees_next = _causal_truth(np.concatenate([x[:, :2], x[:, 3:4], x[:, 2:3]], axis=1), m, heads)[:, 3]
+            np.testing.assert_allclose(chunked[:, 2], sees_next, rtol=1e-10, atol=1e-12)  # keys 0..3, order free
+            np.testing.assert_allclose(chunked[:, 3], truth[:, 3], rtol=1e-10, atol=1e-12)  # the last sees all

@@ -144,7 +144,7 @@ def test_the_trusted_side_never_imports_torch():
     """Everything but the child side (and the zygote the children fork from) imports without torch."""
     trusted = [m for m in MODULES if not m.startswith("harness.child")
                and m not in ("reference.causal_mha", "reference.causal_attention", "reference.rotary_mha",
-                             "reference.cached_mha", "reference.grouped_mha")
+                             "reference.cached_mha", "reference.grouped_mha", "reference.cached_rotary_mha")
                and not (m.startswith("mutants.") and not m.startswith("mutants._"))
                and m != "harness.frontends.catalogue"]
     code = ("import importlib, sys\n"

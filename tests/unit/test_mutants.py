@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import mutants
-from reference import cached_mha, causal_attention, causal_mha, grouped_mha, numpy_ref, rotary_mha, variants
+from reference import (cached_mha, cached_rotary_mha, causal_attention, causal_mha, grouped_mha, numpy_ref,
+                       rotary_mha, variants)
 
 ALL = mutants.all_mutants()
 GROUPED = ("gqa-", "mqa-")  # copies of reference/grouped_mha.py (grouped-query attention), not of causal_mha.py
@@ -26,7 +27,7 @@ def _single(mutant) -> bool:
 def _reference_of(mutant):
     """The reference module a mutant is a copy of (mutants.reference_path): its family member's, or the lesson's."""
     return {"rotary_mha.py": rotary_mha, "cached_mha.py": cached_mha, "causal_attention.py": causal_attention,
-            "grouped_mha.py": grouped_mha}.get(
+            "grouped_mha.py": grouped_mha, "cached_rotary_mha.py": cached_rotary_mha}.get(
         mutants.reference_path(mutant.INFO.id).name, causal_mha)
 
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 TARGET = "RotaryCachedAttention"
 EXPECT = ("kv-cache",)
-DIAGNOSIS = None  # no mutant is this mistake (kvcache-position-not-advanced is the plain pointer's)
+DIAGNOSIS = "kvcache-rope-positions-not-advanced"  # (kvcache-position-not-advanced is the plain pointer's)
 
 
 class RotaryCachedAttention(nn.Module):
