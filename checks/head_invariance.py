@@ -62,7 +62,7 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
         return failed(f"could not build with {h} heads{grouping} for d_out=12: {msg}", observed=table)
     note = ""
     if failures:  # refused only where the head width is odd: rotary embeddings must, and the lesson's configurations
-        # keep head widths even (README), so this is judged on the even ones
+        # keep head widths even (docs/checks.md), so this is judged on the even ones
         h, msg = next(iter(failures.items()))
         note = (f"; it refuses heads of odd width ({', '.join(f'H={h}' for h in failures)}, width {12 // h}: "
                 f"{msg.split(' (at ')[0][:160]}), as rotary embeddings must, so only even head widths are compared")

@@ -8,7 +8,7 @@ refuse a width not divisible by the heads, an output projection with a bias).  R
 the run was asked to leave them out (`rules=False`).  A third kind, `instructor`, is one of the instructor's own
 pytest tests (--tests: harness.engine.instructor); they always count.
 
-JSON (stable; documented in the README): {"tool", "version", "target", "passed", "math_correct", "rules_counted",
+JSON (stable; documented in docs/usage.md): {"tool", "version", "target", "passed", "math_correct", "rules_counted",
 "seed", "summary": {"pass", "fail", "cannot_tell", "skip"}, "adapter", "isolation", "checks": [{"id", "kind",
 "status", "claim", "message", "config", "observed", "expected", "fix", "help", "explanation", "details"}],
 "diagnosis", "leakage", "student_output"}.

@@ -44,7 +44,7 @@ from harness.wire.target import Target
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TARGET = re.compile(r"(?!/)(?!.*\.\.)[\w./-]+\.(py|ipynb)(:[A-Za-z_]\w*)?")  # a file the student hands in, its class
 PYTEST = '\n"$VENV/bin/pip" install --no-cache-dir "pytest>=7.4"  # runs the instructor\'s tests (tests/)'
-DEFAULT_RUBRIC = "# every check one point, visible (mha-check's defaults); see mha-check's README for the keys\n" \
+DEFAULT_RUBRIC = "# every check one point, visible (mha-check's defaults); keys: mha-check's docs/grading.md\n" \
                  "default_points = 1\ndefault_visibility = \"visible\"\n"
 
 SETUP = """#!/usr/bin/env bash

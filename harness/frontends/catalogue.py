@@ -2,7 +2,8 @@
 
 - `mutants/catalogue.json`: for every mutant, what its own file declares (INFO) plus the symptoms measured by
   running mha-check on it (the failing checks, and its signature: the specific findings no generic failure has).
-- the README's tables of checks and of mutants, between their `<!-- BEGIN ... -->` / `<!-- END ... -->` markers.
+- the tables of checks and of mutants in docs/checks.md (the page for checks and mistakes; the README links to it),
+  between their `<!-- BEGIN ... -->` / `<!-- END ... -->` markers.
 
 One command for both; `--check` only compares (exit 1 when something is stale), which is what the tests do.
 This is a developer's command: it imports the mutant modules (torch) in this process to read their INFO.
@@ -24,7 +25,7 @@ from harness.engine.runner import Options, run_checks
 from harness.sandbox.pool import ForkedSubject, ZygotePool
 
 CATALOGUE = Path(mutants.__file__).parent / "catalogue.json"
-README = Path(PACKAGES_ROOT) / "README.md"
+TABLES = Path(PACKAGES_ROOT) / "docs" / "checks.md"  # the page that holds the two derived tables
 
 
 def entry(info, report) -> dict:
@@ -60,8 +61,8 @@ def build_catalogue(reports: dict) -> dict:
     return {mid: entry(mutants.get(mid).INFO, reports[mid]) for mid in sorted(reports)}
 
 
-def readme_tables(catalogue: dict) -> dict[str, str]:
-    """The README's two tables, as markdown: the checks (with the mutants each catches) and the mutants."""
+def doc_tables(catalogue: dict) -> dict[str, str]:
+    """The two derived tables, as markdown: the checks (with the mutants each catches) and the mutants."""
     checks = all_checks()
     rows = ["| id | kind | claim | mutants it kills (first-named check of the mutant) |", "|---|---|---|---|"]
     for c in checks:
@@ -73,32 +74,32 @@ def readme_tables(catalogue: dict) -> dict[str, str]:
     return {"checks": "\n".join(rows), "mutants": "\n".join(mrows)}
 
 
-def with_tables(readme: str, tables: dict[str, str]) -> str:
+def with_tables(page: str, tables: dict[str, str]) -> str:
     for name, table in tables.items():
         pattern = re.compile(rf"(<!-- BEGIN {name} table -->\n).*?(\n<!-- END {name} table -->)", re.S)
-        if not pattern.search(readme):
-            raise ValueError(f"README.md has no <!-- BEGIN {name} table --> ... <!-- END {name} table --> markers")
-        readme = pattern.sub(lambda m, table=table: m.group(1) + table + m.group(2), readme)
-    return readme
+        if not pattern.search(page):
+            raise ValueError(f"{TABLES} has no <!-- BEGIN {name} table --> ... <!-- END {name} table --> markers")
+        page = pattern.sub(lambda m, table=table: m.group(1) + table + m.group(2), page)
+    return page
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.frontends.catalogue", description=__doc__.split("\n\n")[0])
-    p.add_argument("--check", action="store_true", help="compare only; exit 1 when the catalogue or README is stale")
+    p.add_argument("--check", action="store_true", help="compare only; exit 1 when anything is stale")
     args = p.parse_args(argv)
     fresh = build_catalogue(measure(mutant_targets()))
-    readme = with_tables(README.read_text(), readme_tables(fresh))
+    page = with_tables(TABLES.read_text(), doc_tables(fresh))
     stale = []
     if json.loads(CATALOGUE.read_text()) != json.loads(json.dumps(fresh)):
         stale.append(str(CATALOGUE))
-    if README.read_text() != readme:
-        stale.append(str(README))
+    if TABLES.read_text() != page:
+        stale.append(str(TABLES))
     if args.check:
-        print("stale: " + ", ".join(stale) if stale else "catalogue and README tables are current")
+        print("stale: " + ", ".join(stale) if stale else f"catalogue and the tables of {TABLES.name} are current")
         return 1 if stale else 0
     CATALOGUE.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n")
-    README.write_text(readme)
-    print(f"wrote {len(fresh)} mutants to {CATALOGUE} and the tables of {README}")
+    TABLES.write_text(page)
+    print(f"wrote {len(fresh)} mutants to {CATALOGUE} and the tables of {TABLES}")
     return 0
 
 

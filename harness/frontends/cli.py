@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="report format (default: text); gradescope and prairielearn write the platform's results.json, "
                         "junit an XML test report")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
-    p.add_argument("--rubric", metavar="FILE.toml", help="points and visibility per check (see README)")
+    p.add_argument("--rubric", metavar="FILE.toml", help="points and visibility per check (see docs/grading.md)")
     p.add_argument("--only", action="append", default=[], metavar="ID", help="run only these checks (repeatable, "
                                                                              "or comma-separated)")
     p.add_argument("--skip", action="append", default=[], metavar="ID", help="do not run these checks")

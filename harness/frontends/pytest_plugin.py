@@ -10,7 +10,7 @@ loaded by hand with `pytest -p harness.frontends.pytest_plugin`.
 Each target is checked ONCE per session (the first of its items runs the whole of mha-check; the others read the
 cached report).  A failing check fails its item with the check's message, the smallest failing configuration, the
 observed and expected figures and the fix; a skipped or cannot-tell check fails its item too, saying so (not verified
-is not passed: the one scoring rule of every format, README "Scoring").
+is not passed: the one scoring rule of every format, docs/grading.md "Scoring").
 
 The fixture `mha_check` runs mha-check from a test (any target `harness.api.check` takes).  Every check runs once
 per target and session; `only=`/`skip=` pick from that run, so many small tests on one target cost one run:

@@ -190,7 +190,7 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
     view += _identity_files(uid, gid, scratch)
     view.append(Mount("rw", scratch, scratch))
     rlimits = limits.rlimits()
-    if os.geteuid() != 0:  # the user's own uid: its other processes count too (best effort, see the README)
+    if os.geteuid() != 0:  # the user's own uid: its other processes count too (best effort, see docs/threat-model.md)
         rlimits["RLIMIT_NPROC"] += _processes_of(uid)
     return Policy(view=tuple(view), cwd=scratch, uid=uid, gid=gid, rlimits=rlimits,
                   env={**clean_env(scratch), **(env or {})}, require_drop=require_drop)

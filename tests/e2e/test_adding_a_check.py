@@ -2,9 +2,9 @@
 
 The copy gets `checks/large_inputs_stay_finite.py` (a real claim: inputs a thousand times larger still give a finite
 output) and `mutants/softmax_unstable.py` (a softmax written as exp / sum without subtracting the maximum, which
-overflows there).  Then `.ci/regenerate --quick` alone must make the catalogue and the README tables current, and
-the kill matrix must hold for them in the copy: the reference passes the new check, the mutant fails it and is
-diagnosed as itself.  (The golden reports, the command's other half, would take minutes for every target: the
+overflows there).  Then `.ci/regenerate --quick` alone must make the catalogue and the tables of docs/checks.md
+current, and the kill matrix must hold for them in the copy: the reference passes the new check, the mutant fails it
+and is diagnosed as itself.  (The golden reports, the command's other half, would take minutes for every target: the
 behaviour snapshot's test of staleness covers them.)  The copy lives in a folder every user can read, since the
 child runs under a slot uid.
 """
@@ -101,8 +101,8 @@ def test_one_command_derives_the_rest_and_the_kill_matrix_holds(copy):
     assert regenerated.returncode == 0, regenerated.stderr[-3000:]
     entry = json.loads((copy / "mutants" / "catalogue.json").read_text())["softmax-unstable"]
     assert "large-inputs-stay-finite" in entry["failing"], entry["failing"]
-    readme = (copy / "README.md").read_text()
-    assert "`large-inputs-stay-finite`" in readme and "softmax-unstable" in readme
+    tables = (copy / "docs" / "checks.md").read_text()
+    assert "`large-inputs-stay-finite`" in tables and "softmax-unstable" in tables
     matrix = run(copy, sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
                  "tests/e2e/test_kill_matrix.py", "-k",
                  "reference_passes or softmax-unstable or softmax_unstable")

@@ -4,8 +4,8 @@ submissions, field by field, against the snapshot in tests/e2e/golden/behaviour/
 A refactoring must leave each of these reports as it was: every check's status, message, configuration, figures,
 fix and details, the adapter's story, the diagnosis and what the code printed.  Left out, because they are not
 behaviour of the code under test: the isolation block (this machine's uids, mounts and paths), and the check's
-claim and explanation (its declaration, shown verbatim by the catalogue and the README tables).  Paths and uids
-inside messages are written as placeholders.
+claim and explanation (its declaration, shown verbatim by the catalogue and the tables of docs/checks.md).  Paths and
+uids inside messages are written as placeholders.
 
 After a deliberate change of behaviour, regenerate the snapshot and read its diff (`git diff --stat` shows which
 targets changed, `git diff` how): MHA_UPDATE_GOLDEN=1 pytest tests/e2e/test_behaviour.py, or `bash .ci/regenerate`,

@@ -164,13 +164,15 @@ def test_result_reads_a_saved_report(tmp_path):
 
 
 def test_the_docs_say_what_runs_and_that_classroom_autograding_is_deprecated():
-    """Where the docs describe the notebook target they do not say definitions' code never runs (a class body and a
-    default argument do, in the child); where the Classroom workflow is described, GitHub's deprecation is said."""
-    readme, notebook_doc, module_doc = (" ".join(text.split()) for text in (
-        (ROOT / "README.md").read_text(), (ROOT / "docs" / "where-users-are.md").read_text(), classroom.__doc__))
+    """Where the docs describe the notebook target (docs/usage.md, docs/where-users-are.md) they do not say
+    definitions' code never runs (a class body and a default argument do, in the child); where the Classroom workflow
+    is described (docs/grading.md, the module), GitHub's deprecation is said."""
+    grading, usage, notebook_doc, module_doc = (" ".join(text.split()) for text in (
+        (ROOT / "docs" / "grading.md").read_text(), (ROOT / "docs" / "usage.md").read_text(),
+        (ROOT / "docs" / "where-users-are.md").read_text(), classroom.__doc__))
     deprecated = ("GitHub Classroom's autograding actions are marked deprecated by GitHub; the workflow uses them as "
                   "they are today")
-    assert deprecated in readme and deprecated in module_doc
-    for flat in (readme, notebook_doc):
+    assert deprecated in grading and deprecated in module_doc
+    for flat in (usage, notebook_doc):
         assert "never runs" not in flat and "class bodies and default arguments" in flat
         assert "only inside the confined child, never in the trusted parent" in flat

@@ -1,6 +1,6 @@
 """What the command line says about itself: --version, --help naming every subcommand, and defaults that are the
-ones the README states (a default documented in one place and changed in the other is how 60 s and 120 s drifted
-apart)."""
+ones the documentation states, the README and every page of docs/ (a default documented in one place and changed in
+the other is how 60 s and 120 s drifted apart)."""
 import re
 import subprocess
 import sys
@@ -14,7 +14,8 @@ from harness.frontends.submissions import DEFAULT_PATTERN
 
 pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
 
-README = " ".join((ROOT / "README.md").read_text().split())
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = " ".join(" ".join(page.read_text().split()) for page in DOC_PAGES)
 DOCUMENTED = [((), "--time-limit"), ((), "--memory-mb"), ((), "--examples"),
               (("grade",), "--time-limit"), (("grade",), "--memory-mb"), (("grade",), "--jobs"),
               (("grade",), "--out"),
@@ -43,11 +44,11 @@ def help_default(command: tuple, option: str) -> str:
 
 
 def readme_defaults(option: str) -> list[str]:
-    """Every default the README states for `option`: in the clause after `--option` (up to a bracket, a semicolon,
-    a full stop or the next option)."""
+    """Every default the documentation states for `option`: in the clause after `--option` (up to a bracket, a
+    semicolon, a full stop or the next option)."""
     out = []
-    for m in re.finditer(rf"`{option}\b", README):
-        clause = re.split(r"[);]|\. |`--", README[m.end():m.end() + 200])[0]
+    for m in re.finditer(rf"`{option}\b", DOCS):
+        clause = re.split(r"[);]|\. |`--", DOCS[m.end():m.end() + 200])[0]
         found = DEFAULT.search(clause)
         if found:
             out.append(found.group(1))
@@ -58,12 +59,12 @@ def readme_defaults(option: str) -> list[str]:
 def test_documented_defaults_are_the_real_ones(command, option):
     printed = help_default(command, option)
     stated = readme_defaults(option)
-    assert stated, f"the README states no default for {option}"
-    assert set(stated) == {printed}, f"{option}: --help says {printed}, the README says {stated}"
+    assert stated, f"the documentation states no default for {option}"
+    assert set(stated) == {printed}, f"{option}: --help says {printed}, the documentation says {stated}"
 
 
 def test_default_pattern_is_the_documented_one():
-    assert f"`{DEFAULT_PATTERN}`" in README
+    assert f"`{DEFAULT_PATTERN}`" in DOCS
 
 
 def test_version_is_the_installed_package_version():

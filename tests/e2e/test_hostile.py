@@ -262,7 +262,7 @@ def test_no_correct_layer_of_ours_within_a_submissions_reach(world, tmp_path):
     loading by path (reference/causal_mha.py, a mutant with its bug undone, harness/child/rehearsal.py) and looking
     in memory (a child forked from the warm template): each gets no correct layer of ours, in a single run and in
     `grade`'s forked children.  Without a mount namespace the files of reference/ and mutants/ stay readable by
-    path: the README says so, and this test then asserts exactly that gap."""
+    path: docs/threat-model.md says so, and this test then asserts exactly that gap."""
     for name in ("ours_imports", "ours_by_path"):
         run = single_run(world, ROOT / "tests" / "hostile" / f"{name}.py")
         report = json.loads(run.stdout)
@@ -290,7 +290,7 @@ def test_no_correct_layer_of_ours_within_a_submissions_reach(world, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FORGEABLE, ids=[p.stem for p in FORGEABLE])
 def test_forgeable_evidence(path, world):
-    """The documented gap (README, threat model): checks that judge what the child reports about itself can be
+    """The documented gap (docs/threat-model.md): checks that judge what the child reports about itself can be
     fooled by a submission that patches mha-check's worker in its own process.  The same code without the forgery
     fails; with it, it passes."""
     honest = world.tmp / "honest.py"

@@ -1,6 +1,6 @@
 """The kill matrix and the catalogue: every mutant fails each check it declares, the reference fails none, every
 check kills at least one mutant, every mutant is diagnosed as itself, and what is derived from the mutants (the
-catalogue, the README tables) is current.  The suite fails the moment a check gets weaker."""
+catalogue, the tables of docs/checks.md) is current.  The suite fails the moment a check gets weaker."""
 import pytest
 
 import checks
@@ -64,16 +64,16 @@ def test_mutant_is_diagnosed_as_itself(mutant_id, reports):
     assert diagnosis["match"] in ("numbers", "signature", "trace")
 
 
-def test_catalogue_and_readme_tables_are_current(reports):
-    """mutants/catalogue.json and the README tables are derived: `python -m harness.frontends.catalogue`."""
+def test_catalogue_and_doc_tables_are_current(reports):
+    """mutants/catalogue.json and the tables of docs/checks.md are derived: `python -m harness.frontends.catalogue`."""
     measured = {mid: reports(t) for mid, t in MUTANT_TARGETS.items()}  # the catalogue reads symptoms, not diagnoses
     fresh = catalogue.build_catalogue(measured)
     stored = mutants.catalogue()
     stale = sorted(mid for mid in set(stored) | set(fresh) if stored.get(mid) != fresh.get(mid))
     assert not stale, f"stale catalogue entries {stale}: run `python -m harness.frontends.catalogue`"
-    readme = catalogue.README.read_text()
-    assert catalogue.with_tables(readme, catalogue.readme_tables(fresh)) == readme, \
-        "README tables are stale: run `python -m harness.frontends.catalogue`"
+    page = catalogue.TABLES.read_text()
+    assert catalogue.with_tables(page, catalogue.doc_tables(fresh)) == page, \
+        "the tables of docs/checks.md are stale: run `python -m harness.frontends.catalogue`"
 
 
 def test_signatures_name_one_mistake_each():

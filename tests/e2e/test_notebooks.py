@@ -98,7 +98,7 @@ def test_a_value_made_by_a_call_in_a_cell_is_explained(tmp_path: Path):
 
 
 def test_code_inside_definitions_runs_in_the_child_only(tmp_path: Path):
-    """What the README says: a class body, a default argument and a decorator run when the definition runs, in the
+    """What docs/usage.md says: a class body, a default argument and a decorator run when the definition runs, in the
     confined child (where they print into the report's student output), never in the trusted parent (whose stdout is
     the JSON report alone); a top-level statement that defines nothing does not run at all."""
     write_notebook(tmp_path / "runs.ipynb",
