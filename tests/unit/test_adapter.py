@@ -328,7 +328,7 @@ def test_three_unnamed_projections_are_read_in_every_order_declared_first():
 
 def test_query_key_value_in_another_order_all_get_the_input():
     """OpenNMT-py's `forward(key, value, query, mask=None)`: self-attention gives x to each, whatever their order."""
-    styles, problem = _calls(lambda self, key, value, query, mask=None: x)
+    styles, problem = _calls(lambda self, key, value, query, mask=None: key)
     assert problem == "" and styles[0] == "forward(x, x, x)"
 
 
