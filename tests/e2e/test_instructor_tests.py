@@ -1,6 +1,6 @@
 """The instructor's own pytest tests (--tests): run in the confined child beside the student's code, scored by the
 rubric beside mha-check's checks, and not believed when the student's code changes how they are reported
-(harness.engine.instructor; the README's threat model states what is verified and what is not)."""
+(harness.engine.instructor; the threat model, docs/threat-model.md, states what is verified and what is not)."""
 import csv
 import json
 import re
@@ -175,7 +175,7 @@ def test_a_patch_written_against_the_canary_gets_the_points_a_stated_limit(tmp_p
                     "--tests", str(write_tests(tmp_path)))
     tests = instructor_checks(json.loads(run.stdout))
     assert {t: c["status"] for t, c in tests.items()} == {SHAPE: "pass", FUTURE: "pass"}, run.stderr[-2000:]
-    assert "tells the canary" in (ROOT / "README.md").read_text()
+    assert "tells the canary" in (ROOT / "docs" / "threat-model.md").read_text()
 
 
 SLEEPS = '''
