@@ -22,7 +22,7 @@ these tests are not: a pass is what a process the student's code ran in says.  W
   fresh child, with the tests not run yet.  Every round settles at least the test in progress, so it ends.
 
 What it cannot verify: code written against this very defence (that tells the canary from the instructor's tests
-and passes only the latter) gets the points its own process reports.  The threat model (docs/threat-model.md) says so; put the
+and passes only the latter) gets the points its own process reports.  docs/threat-model.md says so; put the
 weight of a grade on mha-check's checks, or read the tests' code of a submission that passes them all and fails
 the checks.
 """
