@@ -132,7 +132,83 @@ def _oracle() -> list[str]:
                     want = (tx if role == "x" else tw[role]).grad.numpy()
                     if not np.allclose(g[role], want, rtol=1e-8, atol=1e-9):
                         broken.append(f"numpy_ref.backward: wrong gradient for {role} ({where})")
+    broken += _family_contract(numpy_ref)
     broken += _weights_contract(numpy_ref)
+    return broken
+
+
+def _rotate(t, convention: str, theta: float):
+    """Rotary position embedding written directly in torch (positions 0..n-1; pair i turns by theta^(-2i/dh)):
+    "interleaved" rotates (t[2i], t[2i+1]), "half" (rotate-half) rotates (t[i], t[i + dh/2])."""
+    n, dh = t.shape[-2], t.shape[-1]
+    angle = torch.arange(n, dtype=t.dtype)[:, None] * theta ** (-2.0 * torch.arange(dh // 2, dtype=t.dtype) / dh)
+    cos, sin = angle.cos(), angle.sin()
+    if convention == "interleaved":
+        a, b = t[..., 0::2], t[..., 1::2]
+        return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+    a, b = t[..., : dh // 2], t[..., dh // 2:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+def _torch_family_layer(x, heads, kv_heads, w, rope):
+    """The lesson's family written directly in torch: kv_heads key/value heads, each shared by heads // kv_heads
+    consecutive query heads (repeat_interleave), and the queries and keys rotated after the split (`rope`: None or
+    (convention, theta))."""
+    B, n, _ = x.shape
+    d = w["wq"].shape[0]
+    dh = d // heads
+    q = (x @ w["wq"].T + w["bq"]).view(B, n, heads, dh).transpose(1, 2)
+    k, v = ((x @ w["w" + r].T + w["b" + r]).view(B, n, kv_heads, dh).transpose(1, 2) for r in "kv")
+    if rope is not None:
+        q, k = _rotate(q, *rope), _rotate(k, *rope)
+    k, v = k.repeat_interleave(heads // kv_heads, dim=1), v.repeat_interleave(heads // kv_heads, dim=1)
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    p = torch.softmax((q @ k.transpose(-2, -1) / dh ** 0.5).masked_fill(future, float("-inf")), dim=-1)
+    return (p @ v).transpose(1, 2).reshape(B, n, d) @ w["wo"].T + w["bo"]
+
+
+def _family_contract(numpy_ref) -> list[str]:
+    """numpy_ref's grouped-query and rotary paths (forward and backward) equal torch autograd; the parameter formula
+    counts what nn.Linear layers of those shapes hold; random_weights draws W_k and W_v of the asked height."""
+    from reference.arithmetic import param_count_formula
+    from reference.rotary import Rope
+
+    broken = []
+    rng = np.random.default_rng(8)
+    for d_in, d_out, heads, kv_heads, n, qkv_bias, rope in (
+            (5, 8, 4, 2, 4, True, None), (6, 6, 3, 1, 3, False, None), (4, 8, 2, 2, 5, True, ("interleaved", 10000.0)),
+            (4, 8, 2, 2, 5, False, ("half", 500.0)), (6, 8, 4, 2, 4, True, ("half", 10000.0))):
+        dh = d_out // heads
+        where = f"d_in={d_in}, d_out={d_out}, heads={heads}, kv_heads={kv_heads}, n={n}, bias={qkv_bias}, rope={rope}"
+        w = numpy_ref.random_weights(rng, d_in, d_out, qkv_bias=qkv_bias, d_kv=kv_heads * dh)
+        if w.wk.shape != (kv_heads * dh, d_in) or (qkv_bias and w.bv.shape != (kv_heads * dh,)):
+            broken.append(f"random_weights(d_kv=...): W_k {w.wk.shape}, not ({kv_heads * dh}, {d_in}) ({where})")
+            continue
+        x, gy = rng.standard_normal((2, n, d_in)), rng.standard_normal((2, n, d_out))
+        tw = {r: torch.tensor(w.bias(r) if r[0] == "b" else getattr(w, r), requires_grad=True)
+              for r in numpy_ref.ROLES}
+        tx = torch.tensor(x, requires_grad=True)
+        ty = _torch_family_layer(tx, heads, kv_heads, tw, rope)
+        (ty * torch.tensor(gy)).sum().backward()
+        cache = {}
+        try:
+            y = numpy_ref.forward(x, heads, w, cache=cache, rope=Rope(*rope) if rope else None)
+            g = numpy_ref.backward(gy, w, cache)
+        except Exception as e:  # noqa: BLE001
+            broken.append(f"numpy_ref raised {type(e).__name__}: {e} ({where})")
+            continue
+        if not np.allclose(y, ty.detach().numpy(), rtol=1e-9, atol=1e-9):
+            broken.append(f"numpy_ref.forward differs from torch ({where})")
+        for role in ("x",) + numpy_ref.ROLES:
+            if not np.allclose(g[role], (tx if role == "x" else tw[role]).grad.numpy(), rtol=1e-8, atol=1e-9):
+                broken.append(f"numpy_ref.backward: wrong gradient for {role} ({where})")
+    for d_in, d_out, kv, qkv_bias in ((5, 8, 4, True), (5, 8, 4, False), (6, 6, None, True), (3, 9, 3, True)):
+        layers = [torch.nn.Linear(d_in, d_out, bias=qkv_bias), torch.nn.Linear(d_in, kv or d_out, bias=qkv_bias),
+                  torch.nn.Linear(d_in, kv or d_out, bias=qkv_bias), torch.nn.Linear(d_out, d_out)]
+        held = sum(p.numel() for layer in layers for p in layer.parameters())
+        if param_count_formula(d_in, d_out, qkv_bias, kv_width=kv) != held:
+            broken.append(f"param_count_formula({d_in}, {d_out}, {qkv_bias}, kv_width={kv}) = "
+                          f"{param_count_formula(d_in, d_out, qkv_bias, kv_width=kv)}, the layers hold {held}")
     return broken
 
 
