@@ -155,3 +155,24 @@ def test_a_grader_killed_while_sending_a_result_does_not_stop_the_batch(tmp_path
     run = _run(KILLED_WHILE_SENDING.replace("sys.argv[1]", repr(str(tmp_path))))
     assert run.returncode == 0 and "lost ann bob" in run.stdout, run.stdout + run.stderr[-2000:]
     assert "died while it sent a result" in run.stderr
+
+
+def test_an_interrupt_absorbed_on_the_way_still_ends_with_an_interrupts_status():
+    """The SIGTERM a scheduler sends must show in the exit status even when some code on the way swallowed the
+    KeyboardInterrupt and the batch ran to its end (once seen in CI as an exit 0 after a SIGTERM)."""
+    code = textwrap.dedent("""
+        import os, signal, sys
+        from harness.frontends import grade
+
+        def absorbing(argv, template):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except KeyboardInterrupt:
+                pass  # a library's own `except KeyboardInterrupt`, say
+            return 0
+
+        grade._main = absorbing
+        sys.exit(grade.main([]))
+    """)
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 130 and "interrupted; the batch had ended" in run.stderr, run.stderr[-2000:]
