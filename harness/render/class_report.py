@@ -20,6 +20,7 @@ import html
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from harness.engine.report import STATUSES as STATUS_VALUES
 from harness.render.html import STATUS_COLOURS
 from harness.render.view import LABELS, clean
 
@@ -31,7 +32,6 @@ VERDICT_WORDS = {"pass": "pass every check", "fail": "a bug found (a check fails
 COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a"}
 ROW_KEYS = ("submission", "target", "passed", "needs_review", "score", "max_score", "pass", "fail", "cannot_tell",
             "skip", "diagnosis", "process", "isolation", "seconds", "other_attempts", "not_graded")
-STATUS_VALUES = ("pass", "fail", "cannot_tell", "skip")
 SCORE_BINS = 11  # 0-9 %, 10-19 %, ..., 90-99 %, and 100 % alone: full marks are a bar of their own
 
 
