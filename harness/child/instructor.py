@@ -132,6 +132,16 @@ def _alarm(signum, frame):
     raise TestTimeout("the test did not finish in time")
 
 
+def _first_words(message: str) -> str:
+    """An assertion's own message without pytest's explanation after it ("assert False / + where False =
+    <built-in method allclose ...>(tensor([[...": the instructor's words drown in tensor printouts and addresses);
+    an assert without a message keeps that explanation, the only words it has."""
+    head, _, rest = message.partition("\n")
+    if head.startswith("AssertionError: ") and rest.lstrip().startswith("assert "):
+        return head
+    return message
+
+
 def _words(report) -> str:
     """What pytest says of a failed or skipped phase: the exception's line and the assertion's explanation
     (`reprcrash`), and where in the test file it happened."""
@@ -139,7 +149,7 @@ def _words(report) -> str:
     crash = getattr(longrepr, "reprcrash", None)
     if crash is not None:
         where = f" ({os.path.basename(str(crash.path))}:{crash.lineno})" if crash.lineno else ""
-        return f"{crash.message}{where}"
+        return f"{_first_words(crash.message)}{where}"
     if getattr(longrepr, "errorstring", None):  # a fixture the test asks for does not exist
         return str(longrepr.errorstring).strip().splitlines()[0]
     if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, reason)

@@ -302,6 +302,12 @@ def test_seconds(limits) -> float:
 def add_to(report, suite: Suite, make_subject, test_seconds: float) -> None:
     """The suite's results appended to `report`'s checks (after mha-check's own); a child whose reports were not
     believed is said in the report's review notes, which ask for a person to look."""
+    construct = next((c for c in report.checks if c.id == "construct"), None)
+    if construct is not None and construct.status == "fail" and not report.adapter.get("class"):
+        # the file did not load (a syntax error, a loop at import): every test would only wait for the same
+        # failure and then be told to raise a time limit that is not the problem
+        not_run(report, suite, f"your file did not load ({construct.message})", ours=False)
+        return
     results, review = run(suite, make_subject, test_seconds)
     report.checks += results
     if review:

@@ -127,6 +127,7 @@ def _main(argv: list[str], early: Template | None) -> int:
         p.error("--resume keeps the reports that are still valid, --overwrite replaces them all: choose one")
     if not 1 <= args.jobs <= MAX_JOBS:
         p.error(f"--jobs must be between 1 and {MAX_JOBS}, not {args.jobs}")
+    args.out = args.out.rstrip("/") or "/"  # `--out results/`: said as results/, not results//
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         p.error(f"--out {args.out}: that is a file; give a folder for the reports")
@@ -192,8 +193,8 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
             print(f"mha-check grade: error: --only: {unknown}", file=sys.stderr)
             return 2
         todo = [s for s in todo if s.name in args.only]
-        print(f"--only: {len(todo)} of them graded again, into the summary in {args.out}/ (its other rows kept, "
-              "their reports replaced)")
+        print(f"--only: {len(todo)} of them graded again, into the summary in {args.out}/ (only their reports "
+              "replaced: the other students' rows and reports are kept)")
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
     files = BatchFiles(out, summary, EXTENSIONS[args.format])
     earlier = _earlier_results(files, todo)

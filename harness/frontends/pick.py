@@ -117,6 +117,8 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
         if len(inside) == 1:  # hw3/attention.py: the student zipped the folder that holds it
             found = _rel(inside[0], folder)
             return Pick(found + suffix, note=f"{found} was checked: --target's {file_part} is in a sub-folder")
+        if not inside and not os.path.lexists(folder / file_part) and _archives(folder):
+            return _archive_pick(folder)
         return Pick(target)
     code = _code_files(folder)
     named = [p for p in code if file_part and p.name.endswith(file_part)]
@@ -135,6 +137,8 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
         return Pick(None, f"could not tell which file holds the attention class: {len(code)} code files "
                           f"({', '.join(_rel(p, folder) for p in code)}) and not exactly one defines an nn.Module "
                           f"class; grade with --target FILE:Class to choose", review=True)
+    if _archives(folder):
+        return _archive_pick(folder)
     others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     unread = [name for name in others if submissions.is_code(Path(name))]
     if unread:
@@ -144,6 +148,22 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
     return Pick(None, "could not tell which file holds the attention class: this submission has no .py or .ipynb "
                       "file" + (f" (it has {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others
                                 else " (it is empty)"))
+
+
+ARCHIVES = (".zip", ".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tar.xz", ".gz", ".7z", ".rar")
+
+
+def _archives(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.lower().endswith(ARCHIVES) and not p.name.startswith("."))
+
+
+def _archive_pick(folder: Path) -> Pick:
+    """A submission that is an archive: never opened here (a zip bomb, a path out of the folder, a link), never
+    graded as a failure either: a person unpacks it and grades that student again (`--only NAME`)."""
+    names = _archives(folder)
+    return Pick(None, f"this submission is an archive ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}), "
+                      f"which mha-check does not open: unpack it into the student's folder and grade again "
+                      f"(grade ... --only NAME)", review=True)
 
 
 def missing_fix(target: str | None) -> str:

@@ -206,3 +206,34 @@ def test_a_run_that_ends_without_the_canary_counts_no_pass():
         yield m.TestsDone()
     results, review = run(script)
     assert all(r.status == "cannot_tell" and "not counted" in r.message for r in results.values()) and review
+
+
+def test_an_assertions_own_message_is_kept_without_pytests_explanation():
+    """`assert torch.allclose(a, b), "the layer looks ahead"`: the student reads the instructor's words, not pytest's
+    "+ where False = <built-in method allclose ...>(tensor([[..." after them; a bare assert keeps the explanation."""
+    from harness.child.instructor import _first_words
+
+    rewritten = ("AssertionError: the layer looks ahead\nassert False\n + where False = <built-in method allclose of "
+                 "type object at 0x7fd815ecea40>(tensor([[[ 2.8872e-01]]]))")
+    assert _first_words(rewritten) == "AssertionError: the layer looks ahead"
+    bare = "assert 3 == 4\n + where 3 = len([1, 2, 3])"
+    assert _first_words(bare) == bare
+    assert _first_words("ValueError: bad shape\nmore") == "ValueError: bad shape\nmore"
+
+
+def test_a_file_that_did_not_load_runs_no_test_and_fails_each_with_the_reason():
+    """A syntax error or a loop at import: every test would only wait for the same failure and then be told to
+    raise --time-limit; each fails at once, saying the file did not load (the student's to fix)."""
+    from harness.engine.report import CheckResult
+
+    construct = CheckResult("construct", "fail", "the target imports", "your file did not finish importing within 30 s")
+    report = SimpleNamespace(checks=[construct], adapter={})
+    suite = SimpleNamespace(ids=["test_x.py::test_a", "test_x.py::test_b"])
+
+    def never(*_):
+        raise AssertionError("no child may be started for a file that did not load")
+
+    instructor.add_to(report, suite, never, 7.5)
+    assert [(c.id, c.status) for c in report.checks[1:]] == [("test_x.py::test_a", "fail"),
+                                                             ("test_x.py::test_b", "fail")]
+    assert "did not load (your file did not finish importing within 30 s)" in report.checks[1].message

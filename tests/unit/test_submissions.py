@@ -165,3 +165,13 @@ def test_submissions_a_broken_pool_leaves_are_graded_again_and_at_last_cannot_be
     assert all(r["construct"] == "cannot_tell" and r["needs_review"] and r["process"] == "grader error"
                and r["fail"] == 0 for r in rows)
     assert summary.read_text().count("grader error") == 2 and not list(out.glob(".*partial"))
+
+
+@pytest.mark.parametrize("target", [None, "attention.py:MyAttn"])
+def test_an_archive_is_never_opened_nor_graded_as_a_failure_of_the_code(tmp_path, target):
+    """A student who handed in hw3.zip (a Canvas attachment, or a zip inside their folder): a person unpacks it;
+    until then the row asks for review and says so, instead of "no such file" and a silent 0."""
+    (tmp_path / "kim_lee").mkdir()
+    (tmp_path / "kim_lee" / "hw3.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+    pick = spec_for(tmp_path / "kim_lee", target, flat=False)
+    assert pick.spec is None and pick.review and "archive (hw3.zip)" in pick.problem and "unpack" in pick.problem
