@@ -84,10 +84,13 @@ import json
 import re
 import struct
 
-_worker = next(o for o in gc.get_objects() if type(o).__name__ == "Worker")
-_header = json.dumps({"batch": [{"type": "TestOutcome", "id": "%s", "outcome": "passed", "message": ""}],
-                      "arrays": []}).encode()
-_worker.chan_out.write(struct.pack(">I", len(_header)) + _header)
+import sys
+
+if "pytest" in sys.modules:  # only in the child that runs the instructor's tests: the checks' child loads it cleanly
+    _worker = next(o for o in gc.get_objects() if type(o).__name__ == "Worker")
+    _header = json.dumps({"batch": [{"type": "TestOutcome", "id": "%s", "outcome": "passed", "message": ""}],
+                          "arrays": []}).encode()
+    _worker.chan_out.write(struct.pack(">I", len(_header)) + _header)
 ''' % FUTURE
 
 
@@ -163,8 +166,7 @@ def test_an_outcome_forged_on_the_channel_is_not_believed(tmp_path):
     report = json.loads(run.stdout)
     tests = instructor_checks(report)
     assert tests[FUTURE]["status"] == "fail", run.stderr[-2000:]
-    assert tests[SHAPE]["status"] == "fail" and tests[SHAPE]["message"].startswith(
-        ("not counted", "not run: your file did not load"))  # forged while loading: the load itself fails
+    assert tests[SHAPE]["status"] == "fail" and tests[SHAPE]["message"].startswith("not counted")
     assert report["needs_review"]
 
 
