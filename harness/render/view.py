@@ -197,11 +197,15 @@ def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLi
     help_ = clean(c.help)
     if root is not None and help_:  # one thing to do first, not a second, contradicting fix
         help_ = f"fix the root cause above first; if this is still undecided then: {help_}"
-    claim = c.message if c.status == "pass" and c.details.get("form") else c.claim  # judged as the layer's form
-    # (a single head): what was judged, or why the claim does not apply, in place of the multi-head claim
+    claim = c.message if c.status == "pass" and (c.details.get("form") or c.message.startswith(NOT_APPLICABLE)) \
+        else c.claim  # judged as the layer's form (a single head), or not at all (no KV cache): what was judged, or
+    # why the claim does not apply, in place of a claim the report would otherwise seem to have checked
     return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), clean(claim), _config_text(c.config),
                      clean(f"{c.observed}; expected: {c.expected}") if (c.observed or c.expected) else "",
                      c.explanation, root.fix if follows else c.fix, help_, follows)
+
+
+NOT_APPLICABLE = "does not apply"  # how a check that had nothing to judge begins its pass message
 
 
 CRASH_WORDS = 200  # the exception's words in a verdict, at most (a torch message runs to pages)
