@@ -203,7 +203,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
         items = [i for i in items if i not in receipts] or receipts  # a receipt alone: a row with nothing to check
         keep, older = exports.latest(items)
         subs.append(Submission(name, files=[p for p, _ in keep], staged_as={p.name: n.original for p, n in keep},
-                               others=[f"{p.name} ({n.label or 'an earlier attempt'}, not graded)" for p, n in older],
+                               others=[f"{p.name} (late, graded)" for p, n in keep if "late" in n.label.split(", ")] +
+                               [f"{p.name} ({n.label or 'an earlier attempt'}, not graded)" for p, n in older],
                                platform=next((n.platform for _, n in keep if n.platform), "")))
     code = [n for n in unnamed if exports.is_code(n)]
     rest = [n for n in unnamed if not exports.is_code(n)]

@@ -59,7 +59,8 @@ def test_canvas_export(tmp_path):
     assert sorted(subs) == ["grace", "joneskay", "smith_alice", "smith_bob"]  # two Smiths, never one "smith"
     assert found.layout == "files" and not found.not_graded and "Canvas (4)" in found.describe()
     assert staged(subs["joneskay"], tmp_path) == {"attention.py": CORRECT.read_text()}  # the resubmission, renamed
-    assert subs["joneskay"].others == ["joneskay_LATE_1003_5003_attention.py (late, not graded)"]
+    assert subs["joneskay"].others == ["joneskay_LATE_1003_5010_attention-1.py (late, graded)",  # said in the row
+                                       "joneskay_LATE_1003_5003_attention.py (late, not graded)"]
     assert sorted(staged(subs["grace"], tmp_path)) == ["attention.py", "helpers.py"]  # `import helpers` works
 
 
