@@ -77,7 +77,7 @@ class Rope:
 def apply_knobs(q: np.ndarray, k: np.ndarray, v: np.ndarray, split, k_: dict):
     """variants.forward's rotary step: (Q, K, V) per head (B, H, n, dh) from the projections q, k, v (B, n, d), with
     `split(t, role)` the head split and `k_` the knobs: rope ("none" | "interleaved" | "half"), rope_theta,
-    rope_values (the values rotated too), rope_freqs ("head" | "model": frequencies from the model width),
+    rope_values (the values rotated too), rope_keys (False: the keys left unrotated), rope_freqs ("head" | "model": frequencies from the model width),
     rope_where ("heads" | "before-split": rotated over the full width before the split), rope_key_shift (the keys'
     positions ahead of the queries' by this much)."""
     conv, theta, d = k_["rope"], k_["rope_theta"], q.shape[-1]
@@ -86,7 +86,7 @@ def apply_knobs(q: np.ndarray, k: np.ndarray, v: np.ndarray, split, k_: dict):
     n = q.shape[-2]
     qpos = np.arange(n, dtype=float)
     kpos = qpos + k_["rope_key_shift"]
-    roles = "qkv" if k_["rope_values"] else "qk"
+    roles = "q" + ("k" if k_["rope_keys"] else "") + ("v" if k_["rope_values"] else "")
     if k_["rope_where"] == "before-split":
         turned = {r: rotate(t, conv, theta, kpos if r == "k" else qpos) if r in roles else t
                   for r, t in zip("qkv", (q, k, v))}

@@ -16,7 +16,7 @@ Knobs:
 - out_proj: True | False
 - empty_rows: "nan" | "zero" (a row with every score masked: NaN from a plain softmax, 0 from a fused kernel)
 - rope: "none" | "interleaved" | "half" (rotary position embedding, reference.rotary), rope_theta (its base), and its
-  mistakes: rope_values (the values rotated too), rope_freqs ("head" | "model"), rope_where ("heads" |
+  mistakes: rope_values (the values rotated too), rope_keys (False: the keys never rotated), rope_freqs ("head" | "model"), rope_where ("heads" |
   "before-split"), rope_key_shift (keys' positions ahead of the queries')
 - kv_heads: None (read off W_k's height, reference.grouped) | a number of key/value heads
 - kv_pairing: "interleave" (query head h uses key/value head h // group) | "repeat" (h % kv_heads, `.repeat`)
@@ -34,7 +34,8 @@ from reference.rotary import THETA, apply_knobs
 
 DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
             "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan",
-            "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_freqs": "head", "rope_where": "heads",
+            "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_keys": True,
+            "rope_freqs": "head", "rope_where": "heads",
             "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all", "kv_expand": "heads"}
 GROUPED_KNOBS = ("kv_heads", "kv_pairing", "kv_mask", "kv_expand")  # mistakes of grouped-query attention alone
 NARROW_KNOBS = ("kv_pairing", "kv_expand")  # how narrower K/V are expanded: a mistake only K/V narrower than d_out have
