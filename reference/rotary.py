@@ -77,7 +77,8 @@ class Rope:
 def apply_knobs(q: np.ndarray, k: np.ndarray, v: np.ndarray, split, k_: dict):
     """variants.forward's rotary step: (Q, K, V) per head (B, H, n, dh) from the projections q, k, v (B, n, d), with
     `split(t, role)` the head split and `k_` the knobs: rope ("none" | "interleaved" | "half"), rope_theta,
-    rope_values (the values rotated too), rope_keys (False: the keys left unrotated), rope_freqs ("head" | "model": frequencies from the model width),
+    rope_values (the values rotated too), rope_keys (False: the keys left unrotated),
+    rope_freqs ("head" | "model": frequencies from the model width),
     rope_where ("heads" | "before-split": rotated over the full width before the split), rope_key_shift (the keys'
     positions ahead of the queries' by this much)."""
     conv, theta, d = k_["rope"], k_["rope_theta"], q.shape[-1]

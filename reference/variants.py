@@ -16,7 +16,8 @@ Knobs:
 - out_proj: True | False
 - empty_rows: "nan" | "zero" (a row with every score masked: NaN from a plain softmax, 0 from a fused kernel)
 - rope: "none" | "interleaved" | "half" (rotary position embedding, reference.rotary), rope_theta (its base), and its
-  mistakes: rope_values (the values rotated too), rope_keys (False: the keys never rotated), rope_freqs ("head" | "model"), rope_where ("heads" |
+  mistakes: rope_values (the values rotated too), rope_keys (False: the keys never rotated), rope_freqs
+  ("head" | "model"), rope_where ("heads" |
   "before-split"), rope_key_shift (keys' positions ahead of the queries')
 - kv_heads: None (read off W_k's height, reference.grouped) | a number of key/value heads
 - kv_pairing: "interleave" (query head h uses key/value head h // group) | "repeat" (h % kv_heads, `.repeat`)
