@@ -15,12 +15,12 @@ import pathlib
 import pkgutil
 import types
 
-from mutants._catalogue import CatalogueMissing, variants
+from mutants._catalogue import CatalogueMissing, measuring, variants
 from mutants._catalogue import load as catalogue
 from mutants._info import MutantInfo
 
-__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "CatalogueMissing",
-           "form", "class_name", "reference_path"]
+__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "measuring",
+           "CatalogueMissing", "form", "class_name", "reference_path"]
 
 _DIR = pathlib.Path(__file__).resolve().parent
 _REFERENCES = _DIR.parent / "reference"

@@ -8,6 +8,7 @@ data), so an installed mha-check reads it with importlib.resources, never from a
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -20,9 +21,29 @@ class CatalogueMissing(RuntimeError):
     """The catalogue is not where the package should have it (a broken installation)."""
 
 
-@functools.lru_cache(maxsize=1)
+_measuring: dict | None = None  # the entries in use while the catalogue itself is measured (`measuring`)
+
+
 def load() -> dict[str, dict]:
     """mutant id -> entry (see the module docstring); the same dict on every call (treat it as read-only)."""
+    return _measuring if _measuring is not None else _stored()
+
+
+@contextlib.contextmanager
+def measuring(entries: dict[str, dict]):
+    """The catalogue is measured by running mha-check, which reads the catalogue (each mistake's variant, its trace
+    marks): read from what the mutants declare now, so that a new mutant, or a changed variant, is measured with
+    its own declaration instead of the stored one (a new mutant once measured as killing nothing)."""
+    global _measuring
+    previous, _measuring = _measuring, entries
+    try:
+        yield
+    finally:
+        _measuring = previous
+
+
+@functools.lru_cache(maxsize=1)
+def _stored() -> dict[str, dict]:
     try:
         text = resources.files(__package__).joinpath(FILE).read_text(encoding="utf-8")
     except (FileNotFoundError, OSError) as e:

@@ -28,14 +28,17 @@ CATALOGUE = Path(mutants.__file__).parent / "catalogue.json"
 TABLES = Path(PACKAGES_ROOT) / "docs" / "checks.md"  # the page that holds the two derived tables
 
 
+def declared(info) -> dict:
+    """What a mutant's own file declares (INFO), as the catalogue holds it."""
+    return {"title": info.title, "lesson": info.lesson, "symptom": info.symptom, "fix": info.fix,
+            "example": info.example, "killed_by": list(info.killed_by), "variant": info.variant,
+            "trace": list(info.trace), "task": info.task, "topic": info.topic, "rewrite": info.rewrite}
+
+
 def entry(info, report) -> dict:
     """One mutant's catalogue entry: its declaration and what mha-check measured on it."""
     measured = symptoms(report)
-    return {"title": info.title, "lesson": info.lesson, "symptom": info.symptom, "fix": info.fix,
-            "example": info.example, "killed_by": list(info.killed_by), "variant": info.variant,
-            "trace": list(info.trace), "task": info.task, "topic": info.topic, "rewrite": info.rewrite,
-            "failing": measured["failing"],
-            "signature": measured["findings"]}
+    return {**declared(info), "failing": measured["failing"], "signature": measured["findings"]}
 
 
 def measure(targets: dict[str, str], jobs: int = 2) -> dict:
@@ -87,7 +90,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.frontends.catalogue", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="compare only; exit 1 when anything is stale")
     args = p.parse_args(argv)
-    fresh = build_catalogue(measure(mutant_targets()))
+    stored = mutants.catalogue()
+    now = {mid: {**stored.get(mid, {"failing": [], "signature": []}), **declared(mutants.get(mid).INFO)}
+           for mid in mutants.ids()}
+    with mutants.measuring(json.loads(json.dumps(now))):  # as catalogue.json would hold it
+        fresh = build_catalogue(measure(mutant_targets()))
     page = with_tables(TABLES.read_text(), doc_tables(fresh))
     stale = []
     if json.loads(CATALOGUE.read_text()) != json.loads(json.dumps(fresh)):

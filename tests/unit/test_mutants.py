@@ -92,3 +92,15 @@ def test_declared_grouped_variant_computes_what_the_mutant_computes(mutant, d_in
 def test_unknown_mutant_id_suggests_close_matches():
     with pytest.raises(KeyError, match="split-view-order"):
         mutants.get("split-view-ordr")
+
+
+def test_the_catalogue_is_measured_with_what_the_mutants_declare_now():
+    """harness.frontends.catalogue measures the catalogue by running mha-check, which reads the catalogue: inside
+    `measuring`, a mutant not yet stored is known by its declaration (a new mutant was once measured as killing
+    nothing, its variant unknown to the proof), and the stored catalogue is back afterwards."""
+    import mutants
+
+    stored = mutants.catalogue()
+    with mutants.measuring({"not-stored-yet": {"variant": {"fill": "-inf"}}}):
+        assert mutants.variants() == {"not-stored-yet": {"fill": float("-inf")}}
+    assert mutants.catalogue() is stored and "not-stored-yet" not in mutants.variants()
