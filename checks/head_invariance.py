@@ -38,7 +38,7 @@ def head_invariance(ctx):
     groups = _same_count(ctx, {2: 1, 4: 2, 6: 3}, " in groups of 2 (1, 2, 3 key/value heads)")
     if groups.status != "pass":
         return groups
-    return passed(f"{plain.message}; {groups.message}")
+    return passed(f"{plain.message}; {groups.message}", form="grouped")
 
 
 def _same_count(ctx, kv_of: dict, grouping: str = ""):

@@ -139,4 +139,5 @@ def param_count(ctx):
         ("d_in·d_out + 2·d_in·(kv_heads·dh) + d_out² (grouped-query) + the biases the layer has, " if grouped else
          "3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else
          "3·d_in·d_out + the Q/K/V biases the layer has (the single-head form: no output projection), ")
-        + "for every configuration tried", **({} if out_proj else {"form": ctx.form.name}))
+        + "for every configuration tried", **({"form": "grouped"} if grouped else {} if out_proj else
+                                                {"form": ctx.form.name}))

@@ -41,7 +41,11 @@ def reference_match(ctx):
                       mismatch=mismatch.to_dict())
 
     single = ctx.form.single  # the previous lesson's CausalAttention: one head, no output projection
+    which = ("single-head reference (the previous lesson's CausalAttention: one head of width d_out, no output "
+             "projection) " if single else "grouped-query reference (query heads sharing key/value heads) "
+             if ctx.grouped else "reference ")
+    rope = f"with {ctx.rope.describe()} " if ctx.rope else ""
     return find_failure_at_once(ctx, ask, judge, build_first=True) or passed(
-        "equals the " + ("single-head reference (the previous lesson's CausalAttention: one head of width d_out, "
-                         "no output projection) " if single else "reference ") + "for every configuration tried",
-        **({"form": ctx.form.name} if single else {}))
+        f"equals the {which}{rope}for every configuration tried",
+        **({"form": ctx.form.name if single else "grouped" if ctx.grouped else "rotary"}
+           if single or ctx.grouped or ctx.rope else {}))  # the report shows what was judged, not the plain claim
