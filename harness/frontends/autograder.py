@@ -38,7 +38,6 @@ from harness.engine import instructor
 from harness.engine.report import VERSION
 from harness.frontends import classroom, options, wheel
 from harness.render import rubric as rubrics
-from harness.sandbox.limits import Limits
 from harness.wire.target import Target
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -309,14 +308,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--dry-run", metavar="SUBMISSION", help="run the zip's run_autograder on this submission (a "
                                                            "folder, or one file) and print its results.json")
     p.add_argument("--zip", default="autograder.zip", help="the zip a dry run uses (default autograder.zip)")
-    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE", help="as in mha-check --arg")
-    p.add_argument("--map", action="append", default=[], metavar="ROLE=NAME", help="as in mha-check --map")
-    p.add_argument("--time-limit", type=float, default=Limits.total_seconds,
-                   help=f"seconds for the whole check (default {Limits.total_seconds:g})")
-    p.add_argument("--memory-mb", type=int, default=Limits.memory_mb,
-                   help=f"memory of the checked code in MB (default {Limits.memory_mb}; torch's libraries come on top)")
-    p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
-    p.add_argument("--examples", type=int, default=6, help="generated configurations per check (default 6)")
+    options.add_shared(p, ("arg", "map", "time-limit", "memory-mb", "seed", "examples"))
     args = p.parse_args(argv[1:])
     if args.dry_run:
         return dry_run(args, p)

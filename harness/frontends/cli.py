@@ -15,6 +15,7 @@ import threading
 
 from harness import PACKAGES_ROOT
 from harness.engine.report import VERSION
+from harness.frontends import options as option_rules
 
 SUBCOMMANDS = {  # name -> (module, one line for --help)
     "grade": ("harness.frontends.grade", "grade a folder of submissions (reports, summary.csv, class-report.html)"),
@@ -58,30 +59,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rules", action="store_true", help="the lesson's rules (divisibility, mask-fill, "
                                                            "out-proj-bias) are reported but do not count toward "
                                                            "passing")
-    p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0): same seed, "
-                                                       "same verdict")
-    p.add_argument("--examples", type=int, default=6, help="generated configurations per check, besides the "
-                                                           "fixed ones (default 6)")
-    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
-                   help="constructor argument to pass as given (Python literal or string); NAME=@d_out binds it "
-                        "to the configuration's width (also @d_in, @heads, @context_length, @dropout, @qkv_bias)")
-    p.add_argument("--map", action="append", default=[], metavar="ROLE=NAME",
-                   help="say which parameter plays a role when mha-check cannot tell: ROLE is q, k, v, o, qkv "
-                        "(fused), bq, bk, bv, bo; NAME a parameter or module name, NAME.T for a matrix used as x @ W")
-    p.add_argument("--time-limit", type=float, default=120.0, metavar="SECONDS",
-                   help="wall-clock budget for the whole check (default 120; one request gets at most 30)")
-    p.add_argument("--memory-mb", type=int, default=3072, help="memory of the checked code (MB, default "
-                                                               "3072; torch's libraries come on top)")
+    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb"))
     p.add_argument("--plot", metavar="FILE.png", help="also draw the leakage map (needs mha-check[plot])")
     p.add_argument("--list-checks", action="store_true", help="list the check ids with their claims and exit")
     p.add_argument("--show-output", action="store_true", help="print what your code wrote to stdout/stderr")
     p.add_argument("--verbose", "-v", action="store_true", help="every detail of every check")
     p.add_argument("--quiet", "-q", action="store_true", help="one line per check")
     p.add_argument("--debug", action="store_true", help="include tracebacks of internal errors")
-    p.add_argument("--tests", action="append", default=[], metavar="PATH",
-                   help="the instructor's own pytest file, or a folder of them (repeatable): run in the same "
-                        "confinement as the checks, the class checked given as the student_class fixture; each test "
-                        "one rubric item (its points: [tests.\"FILE::NAME\"] in the rubric, default_points else)")
+    option_rules.add_shared(p, ("tests",))
     p.add_argument("--grading", action="store_true",
                    help="this run's report is a grade (implied by --format gradescope, prairielearn and junit): "
                         "refuse, in one line, where the code cannot be confined well enough to grade it")

@@ -96,22 +96,14 @@ def _main(argv: list[str], early: Template | None) -> int:
                    help="replace the summary and reports an earlier batch left in --out (without this, --resume "
                         "or --only, grade refuses to write over them)")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
-    p.add_argument("--tests", action="append", default=[], metavar="PATH",
-                   help="the instructor's own pytest file, or a folder of them (repeatable): run for each "
-                        "submission in the same confinement as the checks, its class given as the student_class "
-                        "fixture; each test one rubric item beside the checks")
+    option_rules.add_shared(p, ("tests",))
     p.add_argument("--out", default="mha-check-results",
                    help="folder for the reports, summary.csv and the class view, class-report.html (default "
                         "mha-check-results)")
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
     p.add_argument("--shard", type=parse_shard, help="grade only shard I of N (by a hash of the submission's name)")
-    p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
-    p.add_argument("--time-limit", type=float, default=sandbox.Limits.total_seconds,
-                   help=f"seconds per submission (default {sandbox.Limits.total_seconds:g}, as for one check)")
-    p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_mb,
-                   help=f"memory per submission in MB (default {sandbox.Limits.memory_mb}; torch's libraries come "
-                        "on top)")
+    option_rules.add_shared(p, ("seed", "time-limit", "memory-mb"), per="each submission")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
     p.add_argument("--allow-unconfined", action="store_true",
                    help="grade even where submissions would run as root or as your own uid with your files in "

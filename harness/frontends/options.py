@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import math
 
-from harness.sandbox.limits import MEMORY_FLOOR_MB
+from harness.sandbox.limits import MEMORY_FLOOR_MB, Limits
 
 ROLES = ("q", "k", "v", "o", "out", "qkv", "wq", "wk", "wv", "wo", "wqkv", "bq", "bk", "bv", "bo", "bqkv")
 BINDABLE = ("d", "width", "d_in", "d_out", "heads", "context_length", "dropout", "qkv_bias", "head_width", "kv_heads",
@@ -64,6 +64,42 @@ def limits(time_limit: float, memory_mb: int, examples: int | None = None, seed:
         _error(parser, f"--examples must be at least 1, not {examples}")
     if seed is not None and not 0 <= seed < 2 ** 32:
         _error(parser, f"--seed must be between 0 and {2 ** 32 - 1}, not {seed}")
+
+
+SHARED = ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "tests")
+
+
+def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
+    """The options several front ends take (mha-check, grade, autograder), declared once: the same name, type,
+    default and words everywhere; `per` says what the time and memory are for ("each submission" in grade)."""
+    declare = {
+        "seed": lambda: p.add_argument("--seed", type=int, default=0,
+                                       help="seed for weights and inputs (default 0): same seed, same verdict"),
+        "examples": lambda: p.add_argument("--examples", type=int, default=6, help="generated configurations per "
+                                           "check, besides the fixed ones (default 6)"),
+        "arg": lambda: p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                                      help="constructor argument to pass as given (Python literal or string); "
+                                           "NAME=@d_out binds it to the configuration's width (also @d_in, @heads, "
+                                           "@context_length, @dropout, @qkv_bias)"),
+        "map": lambda: p.add_argument("--map", action="append", default=[], metavar="ROLE=NAME",
+                                      help="say which parameter plays a role when mha-check cannot tell: ROLE is q, "
+                                           "k, v, o, qkv (fused), bq, bk, bv, bo; NAME a parameter or module name, "
+                                           "NAME.T for a matrix used as x @ W"),
+        "time-limit": lambda: p.add_argument("--time-limit", type=float, default=Limits.total_seconds,
+                                             metavar="SECONDS", help=f"wall-clock seconds for {per} (default "
+                                             f"{Limits.total_seconds:g}; one request gets at most "
+                                             f"{Limits.call_seconds:g})"),
+        "memory-mb": lambda: p.add_argument("--memory-mb", type=int, default=Limits.memory_mb,
+                                            help=f"memory in MB for {per} (default {Limits.memory_mb}; torch's "
+                                                 f"libraries come on top)"),
+        "tests": lambda: p.add_argument("--tests", action="append", default=[], metavar="PATH",
+                                        help="the instructor's own pytest file, or a folder of them (repeatable): "
+                                             "run beside the checks in the same confinement, the class checked "
+                                             "given as the student_class fixture; each test one rubric item (its "
+                                             "points: [tests.\"FILE::NAME\"] in the rubric, default_points else)"),
+    }
+    for name in names:
+        declare[name]()
 
 
 def _error(parser, message: str):
