@@ -139,7 +139,8 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     told = where if where and how != "numbers" else {}  # a variant of the mistake the recorded forward tells itself
     return {"mutant": mid, "match": how, "title": told.get("title", entry["title"]),
             "symptom": told.get("symptom", entry["symptom"]),
-            "fix": own or entry["fix"],
+            "fix": own or entry.get("remedy") or entry["fix"],  # never the reference's line, which names
+            # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or words
             "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,
             "code": where["code"] if where else None, "follows": _follows(mid, catalogue, report), **symptoms(report)}
 

@@ -26,14 +26,18 @@ def parse(source: str) -> ast.Module:
 # INFO.rewrite kinds, with the note a line needs when the same mistake is also on other lines
 KINDS = {"split": "", "split-all": " # and the keys and values alike",
          "split-pair": " # likewise the other projection split this way",
-         "merge": "", "mask": "", "softmax": "", "fill": ""}
+         "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
+         "contiguous": ""}
 
 
 def own_line_fix(kind: str, code: str | None) -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
     "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "split-pair" (two of them),
     "merge" (no transpose), "mask" (a masked_fill thrown away, SDPA not causal), "softmax" (over another axis than
-    the keys'), "fill" (a finite fill value)."""
+    the keys'), "fill" (a finite fill value), "scale" (scores scaled by another number than 1/sqrt(head width), or
+    not at all: the queries' own last axis, `q.size(-1)`, is the head width), "dropout" (F.dropout left at its
+    default training=True), "slice" (a context-length mask used whole: cut to the scores' size) and "contiguous"
+    (a view straight after a transpose)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -50,6 +54,8 @@ def own_line_fix(kind: str, code: str | None) -> str | None:
         return _softmax(line, tree)
     if kind == "fill":
         return _fill(line, tree)
+    if kind in LOCAL:
+        return LOCAL[kind](line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
              n.func.attr in ("view", "reshape") and not n.keywords and n.end_lineno == 1]
     if kind.startswith("split"):
@@ -146,3 +152,95 @@ def _fill(line: str, tree: ast.Module) -> str | None:
     if value is None:
         return None
     return line[:value.col_offset] + 'float("-inf")' + line[value.end_col_offset:]
+
+
+def _calls(tree: ast.Module, *names: str) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+            getattr(n.func, "attr", getattr(n.func, "id", "")) in names]
+
+
+def _plain(node: ast.AST) -> bool:
+    """A name or an attribute/subscript chain of names (`q`, `self.q_cache`, `qkv[0]`): cheap and safe to repeat."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _scale(line: str, tree: ast.Module) -> str | None:
+    """q @ k.transpose(-2, -1) * C ** -0.5  ->  ... * q.size(-1) ** -0.5;  / math.sqrt(C)  ->  / math.sqrt(q.size(-1));
+    torch.bmm(q, k.transpose(1, 2))  ->  torch.bmm(q, k.transpose(1, 2)) / q.size(-1) ** 0.5.  The head width is
+    the queries' last axis whatever their layout ((B, H, n, dh), (B·H, n, dh), (B, n, H, dh) in an einsum)."""
+    products = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
+    products += _calls(tree, "matmul", "bmm", "einsum")
+    if len(products) != 1:
+        return None
+    product = products[0]
+    queries = product.left if isinstance(product, ast.BinOp) else \
+        (product.args[1] if getattr(product.func, "attr", getattr(product.func, "id", "")) == "einsum" else
+         product.args[0]) if len(getattr(product, "args", ())) >= 2 else None
+    if queries is None or not _plain(queries):
+        return None
+    width = f"{_text(line, queries)}.size(-1)"
+    scaled = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Mult)) and
+              product in ast.walk(n.left) and product not in ast.walk(n.right)]
+    if not scaled:  # never scaled: divide the product
+        return line[:product.end_col_offset] + f" / {width} ** 0.5" + line[product.end_col_offset:]
+    factor = scaled[-1].right  # the innermost: the one applied to the product itself
+    roots = [n for n in _calls(ast.Module(body=[ast.Expr(factor)], type_ignores=[]), "sqrt") if len(n.args) == 1]
+    powers = [n for n in ast.walk(factor) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)]
+    if len(roots) == 1 and not powers:
+        old = roots[0].args[0]
+    elif len(powers) == 1 and not roots:
+        old = powers[0].left
+    else:
+        old, width = factor, width + (" ** 0.5" if isinstance(scaled[-1].op, ast.Div) else " ** -0.5")
+    return line[:old.col_offset] + width + line[old.end_col_offset:]
+
+
+def _dropout(line: str, tree: ast.Module) -> str | None:
+    """F.dropout(att, p)  ->  F.dropout(att, p, training=self.training)"""
+    calls = [c for c in _calls(tree, "dropout") if c.args]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    told = next((k for k in call.keywords if k.arg == "training"), None)
+    old = told.value if told is not None else (call.args[2] if len(call.args) > 2 else None)
+    if old is not None:
+        return line[:old.col_offset] + "self.training" + line[old.end_col_offset:]
+    end = call.end_col_offset - 1
+    return line[:end].rstrip() + ", training=self.training" + line[end:]
+
+
+def _slice(line: str, tree: ast.Module) -> str | None:
+    """wei.masked_fill(self.tril == 0, -inf)  ->  wei.masked_fill(self.tril[..., :wei.size(-1), :wei.size(-1)] == 0,
+    -inf): the mask cut to the scores' own size (`...` keeps leading axes of size 1)."""
+    calls = [c for c in _calls(tree, "masked_fill", "masked_fill_") if c.args and isinstance(c.func, ast.Attribute)]
+    if len(calls) != 1 or not _plain(calls[0].func.value):
+        return None
+    mask = calls[0].args[0]
+    while True:  # down to the mask itself: past `== 0`, `~`, `.bool()`
+        if isinstance(mask, ast.Compare):
+            mask = mask.left
+        elif isinstance(mask, ast.UnaryOp):
+            mask = mask.operand
+        elif isinstance(mask, ast.Call) and isinstance(mask.func, ast.Attribute) and not mask.args:
+            mask = mask.func.value
+        else:
+            break
+    if not isinstance(mask, (ast.Name, ast.Attribute)):
+        return None  # a slice is there already, or the mask is computed on the line: the mistake is elsewhere
+    n = f"{_text(line, calls[0].func.value)}.size(-1)"
+    return line[:mask.end_col_offset] + f"[..., :{n}, :{n}]" + line[mask.end_col_offset:]
+
+
+def _contiguous(line: str, tree: ast.Module) -> str | None:
+    """y.transpose(1, 2).view(B, T, C)  ->  y.transpose(1, 2).contiguous().view(B, T, C)"""
+    views = [c for c in _calls(tree, "view") if isinstance(c.func, ast.Attribute) and
+             isinstance(c.func.value, ast.Call) and getattr(c.func.value.func, "attr", "") in ("transpose", "permute")]
+    if len(views) != 1:
+        return None
+    at = views[0].func.value.end_col_offset
+    return line[:at] + ".contiguous()" + line[at:]
+
+
+LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous}

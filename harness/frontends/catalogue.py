@@ -33,6 +33,7 @@ def entry(info, report) -> dict:
     return {"title": info.title, "lesson": info.lesson, "symptom": info.symptom, "fix": info.fix,
             "example": info.example, "killed_by": list(info.killed_by), "variant": info.variant,
             "trace": list(info.trace), "task": info.task, "topic": info.topic, "rewrite": info.rewrite,
+            "remedy": info.remedy,
             "failing": measured["failing"],
             "signature": measured["findings"]}
 

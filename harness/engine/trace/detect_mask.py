@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import ADDS, SCORES_LIKE, WORKED, number, square_pattern
+from harness.engine.trace.vocabulary import ADDS, CREATORS, SCORES_LIKE, WORKED, number, square_pattern
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 VISIBLE_FILL = -50.0  # above this, the future's weight (exp(fill)) shows in ordinary forward values
@@ -156,3 +156,29 @@ def _finite_fill(fill: float) -> dict:
         mark["symptom"] = (f"Future tokens keep a weight of about e^{fill:g} = {weight:.2g} relative to a score of 0: "
                            f"{size}; the future influences the past.")
     return mark
+
+
+MOVES = {"to", "cuda", "type_as", "new_ones", "new_zeros", "new_full", "new_tensor"}  # onto a tensor's device
+
+
+@detector("mask-made-without-device")
+def mask_device(f: Findings) -> None:
+    """A mask made in forward from a new tensor (torch.ones(n, n)...) with no device= and never moved: it lives on
+    the CPU whatever device the scores are on (the trace runs on the CPU, so only the call can tell)."""
+    uses = _mask_uses(f)
+    if uses is None:
+        return
+    for m in [i for group in uses for i in group]:
+        before = f.namer.ancestors(m)
+        moved = set()
+        for a in before:
+            if f.ops[a]["op"] in MOVES:
+                moved |= f.namer.ancestors(a)
+        for c in sorted(before):
+            op = f.ops[c]
+            if op["op"] in CREATORS and not op["in"] and "device" not in op["kwargs"] and c not in moved:
+                f.mark(c, {"id": "mask-made-without-device", "text": (
+                    f"the mask is made here by {op['op']}(...) without device=: it stays on the CPU when the layer "
+                    "runs on a GPU; pass device= the scores' device, or register the mask as a buffer in __init__")},
+                    keep_earlier=True)
+                return

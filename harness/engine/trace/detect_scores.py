@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import FUSED_MHA, number, square_pattern
+from harness.engine.trace.vocabulary import DROPOUTS, FUSED_MHA, MATMULS, number, square_pattern
 
 
 @detector("softmax-not-last-axis")
@@ -69,7 +69,30 @@ def scale(f: Findings) -> None:
             else:
                 mid, text = "wrong-scale", f"the scores are multiplied by {total:.4g} in all (divided by {divisor:.4g})"
             text += f"; the lesson divides by sqrt(dh) = sqrt({dh}) = {math.sqrt(dh):.4g}"
-            f.mark(factors[-1][0] if factors else target, {"id": mid, "text": text}, keep_earlier=True)
+            f.mark(factors[-1][0] if factors else _scores_product(f, ancestors, target), {"id": mid, "text": text},
+                   keep_earlier=True)
+
+
+def _scores_product(f: Findings, ancestors: set[int], target: int) -> int:
+    """Where scores that are never scaled are made (the product q @ kᵀ, the line to add the scale to), else the
+    softmax (or fused attention) itself."""
+    products = [i for i in ancestors if f.namer.labels[i] == "scores" and f.ops[i]["op"] in MATMULS]
+    return max(products) if products else target
+
+
+@detector("dropout-always-on")
+def dropout_in_eval(f: Findings) -> None:
+    """A dropout told training=True (F.dropout's default) while the module is in eval mode, as the trace runs it:
+    it stays on after model.eval()."""
+    for op in f.ops:
+        if op["op"] not in DROPOUTS or op["op"] == "native_dropout":
+            continue
+        raw = op["kwargs"].get("training", op["args"][2] if len(op["args"]) > 2 else "True")
+        if raw == "True":
+            f.mark(op["i"], {"id": "dropout-always-on", "text": (
+                "this dropout is told training=True (F.dropout's default) although the module is in eval mode: it "
+                "stays on after model.eval(); pass training=self.training, or use an nn.Dropout module")},
+                keep_earlier=True)
 
 
 def _fused_scale(f: Findings, dh: int) -> float:
