@@ -178,6 +178,27 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
     ("fill", "att = att.masked_fill(self.bias[:, :, :T, :T] == 0, 0.)",
      'att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))'),
     ("fill", "s.masked_fill_(m, value=-1e4)", 's.masked_fill_(m, value=float("-inf"))'),
+    # issue 28 item 6: the head width is the queries' own last axis, whatever the class calls it
+    ("scale", "wei = q @ k.transpose(-2, -1) * C ** -0.5", "wei = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5"),
+    ("scale", "scores = q @ k.transpose(2, 3) / self.dh", "scores = q @ k.transpose(2, 3) / q.size(-1) ** 0.5"),
+    ("scale", "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C))",
+     "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))"),
+    ("scale", 's = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(D)',
+     's = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.size(-1))'),
+    ("scale", "att = torch.bmm(q, k.transpose(1, 2))", "att = torch.bmm(q, k.transpose(1, 2)) / q.size(-1) ** 0.5"),
+    ("scale", "s = self.q(x) @ self.k(x).mT", None),  # the queries are no name to repeat: words instead
+    ("scale", "s = s / C ** 0.5", None),  # no product on the line: which tensor is the queries?
+    ("dropout", "att = F.dropout(att, self.p)", "att = F.dropout(att, self.p, training=self.training)"),
+    ("dropout", "w = nn.functional.dropout(w, 0.1, training=True)",
+     "w = nn.functional.dropout(w, 0.1, training=self.training)"),
+    ("slice", 'wei = wei.masked_fill(self.tril == 0, float("-inf"))',
+     'wei = wei.masked_fill(self.tril[..., :wei.size(-1), :wei.size(-1)] == 0, float("-inf"))'),
+    ("slice", "s.masked_fill_(self.mask.bool(), -torch.inf)",
+     "s.masked_fill_(self.mask[..., :s.size(-1), :s.size(-1)].bool(), -torch.inf)"),
+    ("slice", "s = s.masked_fill(self.mask[:n, :n], 0)", None),  # sliced already: the mistake is elsewhere
+    ("contiguous", "y = (att @ v).transpose(1, 2).view(B, T, C)",
+     "y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)"),
+    ("contiguous", "y = y.contiguous().view(B, T, C)", None),
 ])
 def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(kind, line, fixed):
     assert rewrite.own_line_fix(kind, line) == fixed

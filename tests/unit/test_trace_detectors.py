@@ -18,7 +18,7 @@ from harness.engine.trace.vocabulary import WORKED
 from mutants import MutantInfo
 
 ROOT = Path(__file__).resolve().parents[2]
-EXERCISE = {"task": "observe it", "topic": "the causal mask"}
+EXERCISE = {"task": "observe it", "topic": "the causal mask", "remedy": "say it in words"}
 
 
 def _listed() -> list[tuple[str, list[str]]]:

@@ -169,14 +169,19 @@ def mask_device(f: Findings) -> None:
     if uses is None:
         return
     for m in [i for group in uses for i in group]:
-        before = f.namer.ancestors(m)
+        before: set[int] = set()  # what made the mask itself, not the scores it is applied to
+        for t in f.ops[m]["in"]:
+            if t.get("src") is not None and f.namer.sym(t) not in SCORES_LIKE and \
+                    not f.namer.derives_from(t, ("project", "scores", "softmax")):
+                before |= f.namer.ancestors(t["src"]) | {t["src"]}
         moved = set()
         for a in before:
             if f.ops[a]["op"] in MOVES:
                 moved |= f.namer.ancestors(a)
         for c in sorted(before):
             op = f.ops[c]
-            if op["op"] in CREATORS and not op["in"] and "device" not in op["kwargs"] and c not in moved:
+            if op["op"] in CREATORS and not op["in"] and "device" not in op["kwargs"] and c not in moved and \
+                    (op.get("out") or {}).get("shape"):  # a 0-d fill value may stay on the CPU
                 f.mark(c, {"id": "mask-made-without-device", "text": (
                     f"the mask is made here by {op['op']}(...) without device=: it stays on the CPU when the layer "
                     "runs on a GPU; pass device= the scores' device, or register the mask as a buffer in __init__")},

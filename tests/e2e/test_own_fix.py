@@ -1,0 +1,123 @@
+"""The student's line and the student's fix (issue 28 item 6), on the student-style zoo (tests/zoo/buggy/own_*.py:
+one layer per common catalogued mistake, written in a student's own names: `wei`, `tril`, `W_q`, `proj`, `att`,
+`F.dropout`, bmm, einsum).
+
+For each: the report names the mistake at the file's own line (LINE), the same line `mha-check trace` marks with
+the same mistake; the fix is that line corrected in the file's own names, or the mistake's remedy in words, never
+the reference's line (which names `self.dh`, `self.mask`, `scores`, attributes these classes do not have).  Where
+the fix is the line corrected, pasting it into a copy of the file makes mha-check pass the copy, every check."""
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import mutants
+from conftest import ZOO, zoo_constants
+from harness.engine import rewrite
+from harness.frontends.trace import trace
+from harness.sandbox.pool import ForkedSubject
+
+pytestmark = pytest.mark.slow
+OWN = sorted((ZOO / "buggy").glob("own_*.py"))
+NOTE = rewrite.KINDS["split-all"]  # "# and the keys and values alike": the same change on their lines too
+
+
+def target(path: Path) -> str:
+    return f"{path}:{zoo_constants(path)['TARGET']}"
+
+
+def corrected(path: Path, fix: str, kind: str) -> str:
+    """The file with the student's line replaced by the fix (its indentation kept); a fix that says "and the keys
+    and values alike" is made on those lines too, as the student would."""
+    lines = path.read_text().splitlines()
+    number = zoo_constants(path)["LINE"]
+    if fix.endswith(NOTE):
+        fix = fix.removesuffix(NOTE).rstrip()
+        for i, line in enumerate(lines):
+            same = rewrite.own_line_fix(kind, line)
+            if i != number - 1 and same is not None:
+                lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(NOTE).rstrip()
+    old = lines[number - 1]
+    lines[number - 1] = old[:len(old) - len(old.lstrip())] + fix
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def fixed(reports, tmp_path_factory):
+    """The reports of the zoo files, then each file with its report's own-line fix pasted in (a copy)."""
+    reports.want([target(p) for p in OWN])
+    folder = tmp_path_factory.mktemp("own_fix")
+    copies = {}
+    for path in OWN:
+        root = reports(target(path)).diagnosis or {}
+        entry = mutants.catalogue().get(root.get("mutant"), {})
+        if root.get("fix") and root["fix"] != entry.get("remedy"):
+            copy = folder / path.name
+            copy.write_text(corrected(path, root["fix"], entry["rewrite"]))
+            copies[path] = f"{copy}:{zoo_constants(path)['TARGET']}"
+    reports.want(list(copies.values()))
+    return copies
+
+
+@pytest.fixture(scope="module")
+def traced(reports):
+    def one(path):
+        with reports.zygotes.take() as zygote:
+            return trace(target(path), make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(OWN, pool.map(one, OWN)))
+
+
+def test_the_student_style_zoo_covers_the_common_mistakes():
+    named = {zoo_constants(p)["DIAGNOSIS"] for p in OWN}
+    assert len(named) >= 12 and {"no-mask", "mask-not-sliced", "finite-fill", "zero-after-softmax", "mask-no-device",
+                                 "dropout-in-eval", "scale-by-sqrt-d", "no-scaling", "softmax-wrong-axis",
+                                 "split-view-order", "merge-no-transpose", "view-without-contiguous"} <= named
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
+def test_the_report_names_the_mistake_at_the_students_own_line(path, reports):
+    want = zoo_constants(path)
+    root = reports(target(path)).diagnosis or {}
+    line = path.read_text().splitlines()[want["LINE"] - 1].strip()
+    assert (root.get("mutant"), root.get("at"), root.get("code")) == (want["DIAGNOSIS"], f"{path.name}:{want['LINE']}",
+                                                                      line)
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
+def test_trace_marks_the_same_mistake_at_the_same_line(path, traced):
+    """`trace` once called the softmax-then-`wei * tril` layer no-mask while the report said zero-after-softmax."""
+    want = zoo_constants(path)
+    result = traced[path]
+    marks = [(m["mutant"], result.steps[m["step"] - 1].at if m.get("step") else None) for m in result.mistakes]
+    assert {mutant for mutant, _ in marks} == {want["DIAGNOSIS"]}, marks  # the keys' and values' lines too, if
+    assert marks[0][1] == f"{path.name}:{want['LINE']}", marks  # the same mistake is there; the report's first
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
+def test_the_fix_is_the_students_line_corrected_or_words_never_the_references_line(path, reports):
+    root = reports(target(path)).diagnosis
+    entry = mutants.catalogue()[root["mutant"]]
+    assert root["fix"] != entry["fix"]
+    if root["fix"] == entry["remedy"]:
+        assert not entry["rewrite"] or rewrite.own_line_fix(entry["rewrite"], root["code"]) is None
+        return
+    assert root["fix"] == rewrite.own_line_fix(entry["rewrite"], root["code"])
+    source = path.read_text()
+    assert [w for w in ("self.dh", "self.mask", "scores", "(w @ v)") if w in root["fix"] and w not in source] == []
+
+
+def test_most_fixes_are_the_students_own_line(reports):
+    own = [p.stem for p in OWN if (reports(target(p)).diagnosis or {}).get("fix") !=
+           mutants.catalogue()[zoo_constants(p)["DIAGNOSIS"]]["remedy"]]
+    assert len(own) >= 10, own
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
+def test_the_own_line_fix_applied_makes_the_layer_pass(path, fixed, reports):
+    if path not in fixed:
+        pytest.skip("the fix is in words (not a change of one line)")
+    report = reports(fixed[path])
+    assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
+    assert report.diagnosis is None
