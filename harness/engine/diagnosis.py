@@ -135,7 +135,8 @@ def _contradicted(entry: dict, mine: set) -> bool:
 def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> dict:
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
-    own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"]) if where else None  # their own line
+    own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"]) if where else None  # their
+    # own line
     told = where if where and how != "numbers" else {}  # a variant of the mistake the recorded forward tells itself
     return {"mutant": mid, "match": how, "title": told.get("title", entry["title"]),
             "symptom": told.get("symptom", entry["symptom"]),

@@ -27,17 +27,23 @@ def parse(source: str) -> ast.Module:
 KINDS = {"split": "", "split-all": " # and the keys and values alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
-         "contiguous": ""}
+         "contiguous": "", "invert": "", "keys": ""}
 
 
-def own_line_fix(kind: str, code: str | None) -> str | None:
+INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
+
+
+def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
     "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "split-pair" (two of them),
     "merge" (no transpose), "mask" (a masked_fill thrown away, SDPA not causal), "softmax" (over another axis than
     the keys'), "fill" (a finite fill value), "scale" (scores scaled by another number than 1/sqrt(head width), or
     not at all: the queries' own last axis, `q.size(-1)`, is the head width), "dropout" (F.dropout left at its
-    default training=True), "slice" (a context-length mask used whole: cut to the scores' size) and "contiguous"
-    (a view straight after a transpose)."""
+    default training=True), "slice" (a context-length mask used whole: cut to the scores' size), "contiguous"
+    (a view straight after a transpose), "invert" (a mask that hides the past and shows the future: the positions
+    it marks inverted, in masked_fill or in a fused attention's boolean attn_mask; only when `told`, the trace mark's
+    text, says it hides exactly the past and the diagonal) and "keys" (the keys transposed on other axes than their
+    last two)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -54,6 +60,8 @@ def own_line_fix(kind: str, code: str | None) -> str | None:
         return _softmax(line, tree)
     if kind == "fill":
         return _fill(line, tree)
+    if kind == "invert" and "row by row:" in told and INVERTED not in told:
+        return None  # it hides something else than the past and the diagonal: inverting it would not be the future
     if kind in LOCAL:
         return LOCAL[kind](line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
@@ -243,4 +251,43 @@ def _contiguous(line: str, tree: ast.Module) -> str | None:
     return line[:at] + ".contiguous()" + line[at:]
 
 
-LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous}
+def _invert(line: str, tree: ast.Module) -> str | None:
+    """s.masked_fill(self.tril[:T, :T] == 1, -inf)  ->  ... != 1 ...;  masked_fill(~m, ...)  ->  masked_fill(m, ...);
+    sdpa(q, k, v, attn_mask=m)  ->  sdpa(q, k, v, attn_mask=~m) (a boolean attn_mask says what to keep)"""
+    fills = [c for c in _calls(tree, "masked_fill", "masked_fill_") if c.args]
+    fused = [c for c in _calls(tree, "scaled_dot_product_attention")
+             if any(k.arg == "attn_mask" for k in c.keywords) or len(c.args) > 3]
+    if len(fills) + len(fused) != 1:
+        return None
+    call = (fills or fused)[0]
+    mask = call.args[0] if fills else next((k.value for k in call.keywords if k.arg == "attn_mask"), None)
+    mask = mask if mask is not None else call.args[3]
+    if isinstance(mask, ast.UnaryOp) and isinstance(mask.op, ast.Invert):
+        return line[:mask.col_offset] + _text(line, mask.operand) + line[mask.end_col_offset:]
+    if isinstance(mask, ast.Compare) and len(mask.ops) == 1 and isinstance(mask.ops[0], (ast.Eq, ast.NotEq)):
+        right = mask.comparators[0]
+        between = line[mask.left.end_col_offset:right.col_offset]
+        flipped = between.replace("==", "!=") if isinstance(mask.ops[0], ast.Eq) else between.replace("!=", "==")
+        return line[:mask.left.end_col_offset] + flipped + line[right.col_offset:]
+    if isinstance(mask, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+        return line[:mask.col_offset] + "~" + line[mask.col_offset:]
+    return line[:mask.col_offset] + "~(" + _text(line, mask) + ")" + line[mask.end_col_offset:]
+
+
+def _keys(line: str, tree: ast.Module) -> str | None:
+    """q @ k.transpose(1, 2)  ->  q @ k.transpose(-2, -1);  queries @ keys.T  ->  queries @ keys.transpose(-2, -1)"""
+    products = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
+    products += [c for c in _calls(tree, "matmul", "bmm") if len(c.args) == 2]
+    if len(products) != 1:
+        return None
+    keys = products[0].right if isinstance(products[0], ast.BinOp) else products[0].args[1]
+    if isinstance(keys, ast.Attribute) and keys.attr == "T":
+        return line[:keys.value.end_col_offset] + ".transpose(-2, -1)" + line[keys.end_col_offset:]
+    if isinstance(keys, ast.Call) and isinstance(keys.func, ast.Attribute) and keys.func.attr == "transpose" and \
+            len(keys.args) == 2 and not keys.keywords:
+        return line[:keys.args[0].col_offset] + "-2, -1" + line[keys.args[1].end_col_offset:]
+    return None
+
+
+LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
+         "keys": _keys}

@@ -199,9 +199,28 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
     ("contiguous", "y = (att @ v).transpose(1, 2).view(B, T, C)",
      "y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)"),
     ("contiguous", "y = y.contiguous().view(B, T, C)", None),
+    ("invert", 'wei = wei.masked_fill(self.tril[:T, :T] == 1, float("-inf"))',
+     'wei = wei.masked_fill(self.tril[:T, :T] != 1, float("-inf"))'),
+    ("invert", 's = s.masked_fill(~self.mask[:n, :n], -inf)', "s = s.masked_fill(self.mask[:n, :n], -inf)"),
+    ("invert", "y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.future[:T, :T])",
+     "y = F.scaled_dot_product_attention(q, k, v, attn_mask=~self.future[:T, :T])"),
+    ("invert", "a = a.masked_fill(m & n, 0)", "a = a.masked_fill(~(m & n), 0)"),
+    ("keys", "att = torch.matmul(q, k.transpose(1, 2)) / math.sqrt(self.hd)",
+     "att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.hd)"),
+    ("keys", "attn_scores = queries @ keys.T", "attn_scores = queries @ keys.transpose(-2, -1)"),
+    ("keys", "s = q @ k.permute(0, 2, 1, 3)", None),
 ])
 def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(kind, line, fixed):
     assert rewrite.own_line_fix(kind, line) == fixed
+
+
+def test_an_inverted_mask_is_inverted_only_when_the_trace_says_it_hides_exactly_the_past_and_the_diagonal():
+    """A mask that hides the strict past (tril(-1)) is "inverted" too, but its inverse would hide the diagonal."""
+    line = "s = s.masked_fill(self.m[:n, :n] == 1, float('-inf'))"
+    exact = "the mask is inverted: it hides the past and shows the future (hidden, row by row: x..; xx.; xxx; expected"
+    strict = "the mask is inverted: it hides the past and shows the future (hidden, row by row: ...; x..; xx.; expected"
+    assert rewrite.own_line_fix("invert", line, exact) == "s = s.masked_fill(self.m[:n, :n] != 1, float('-inf'))"
+    assert rewrite.own_line_fix("invert", line, strict) is None
 
 
 def test_every_rewrite_a_mutant_may_declare_is_one_the_engine_makes():
