@@ -27,7 +27,7 @@ def parse(source: str) -> ast.Module:
 KINDS = {"split": "", "split-all": " # and the keys and values alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
-         "contiguous": "", "invert": "", "keys": ""}
+         "contiguous": "", "invert": "", "keys": "", "additive": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -42,8 +42,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     default training=True), "slice" (a context-length mask used whole: cut to the scores' size), "contiguous"
     (a view straight after a transpose), "invert" (a mask that hides the past and shows the future: the positions
     it marks inverted, in masked_fill or in a fused attention's boolean attn_mask; only when `told`, the trace mark's
-    text, says it hides exactly the past and the diagonal) and "keys" (the keys transposed on other axes than their
-    last two)."""
+    text, says it hides exactly the past and the diagonal), "keys" (the keys transposed on other axes than their
+    last two) and "additive" (a mask of -1e9 added to the scores, made by where or masked_fill: -inf instead; not
+    for a product such as (1 - tril) * -1e9, where -inf times 0 is NaN)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -289,5 +290,22 @@ def _keys(line: str, tree: ast.Module) -> str | None:
     return None
 
 
+def _additive(line: str, tree: ast.Module) -> str | None:
+    """scores + torch.where(self.mask[:n, :n], -1e9, 0.0)  ->  scores + torch.where(self.mask[:n, :n], float("-inf"),
+    0.0): the one large negative number written as an argument of where or masked_fill."""
+    found = []
+    for call in _calls(tree, "where", "masked_fill", "masked_fill_"):
+        for arg in list(call.args) + [k.value for k in call.keywords]:
+            try:
+                value = ast.literal_eval(arg)
+            except ValueError:
+                continue
+            if isinstance(value, (int, float)) and -1e300 < value <= -1e4:
+                found.append(arg)
+    if len(found) != 1:
+        return None
+    return line[:found[0].col_offset] + 'float("-inf")' + line[found[0].end_col_offset:]
+
+
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
-         "keys": _keys}
+         "keys": _keys, "additive": _additive}

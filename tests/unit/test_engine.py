@@ -209,6 +209,9 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
      "att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.hd)"),
     ("keys", "attn_scores = queries @ keys.T", "attn_scores = queries @ keys.transpose(-2, -1)"),
     ("keys", "s = q @ k.permute(0, 2, 1, 3)", None),
+    ("additive", "att = att + torch.where(self.causal[:T, :T], -1e9, 0.0)",
+     'att = att + torch.where(self.causal[:T, :T], float("-inf"), 0.0)'),
+    ("additive", "wei = wei + (1.0 - self.tril[:T, :T]) * -1e9", None),  # -inf * 0 would be NaN: words instead
 ])
 def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(kind, line, fixed):
     assert rewrite.own_line_fix(kind, line) == fixed

@@ -187,3 +187,39 @@ def mask_device(f: Findings) -> None:
                     "runs on a GPU; pass device= the scores' device, or register the mask as a buffer in __init__")},
                     keep_earlier=True)
                 return
+
+
+@detector("additive-finite-mask")
+def additive_finite_mask(f: Findings) -> None:
+    """A mask added to the scores whose hidden entries are a finite number at or below SAFE_FILL (`torch.where(mask,
+    -1e9, 0)`, `(1 - tril) * -1e9`): exact at every realistic magnitude, but not -inf (the lesson's rule; it
+    overflows half precision).  Marked where the number is written, the line to change."""
+    uses = _mask_uses(f)
+    for m in uses[0] if uses else []:
+        op = f.ops[m]
+        if op["op"] not in ADDS or any(t.get("neginf") for t in op["in"]):
+            continue
+        for t in op["in"]:
+            if t.get("src") is None or f.namer.sym(t) in SCORES_LIKE:
+                continue
+            for a in sorted(f.namer.ancestors(t["src"]) | {t["src"]}, reverse=True):
+                fill = _written_number(f.ops[a])
+                if fill is not None and -1e300 < fill <= SAFE_FILL:  # float64's own minimum (finfo(dtype).min,
+                    # traced in float64) outweighs any score; -1e9 or float32's minimum does not
+                    f.mark(a, {"id": "additive-finite-mask", "text": (
+                        f"the mask added to the scores hides the future with {fill:g}, a finite number, not -inf: "
+                        "exact while every score stays far below it, but a larger score gets through and it "
+                        "overflows half precision; write float('-inf') where the mask is set")}, keep_earlier=True)
+                    return
+
+
+def _written_number(op: dict) -> float | None:
+    """A number an operation writes or multiplies by (where's branches, masked_fill's value, a product's factor,
+    full's fill value), when one of its arguments is a plain number."""
+    if op["op"] in ("where", "masked_fill", "masked_fill_"):
+        return _fill_value(op)
+    if op["op"] in ("mul", "__mul__", "__rmul__", "full"):
+        numbers = [number(a) for a in op["args"] if not str(a).startswith("<T")]
+        numbers = [v for v in numbers if v is not None and v < 0]
+        return numbers[0] if len(numbers) == 1 else None
+    return None
