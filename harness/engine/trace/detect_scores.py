@@ -49,11 +49,13 @@ def fused_attention_mask(f: Findings) -> None:
 @detector("scores-not-scaled", "scaled-by-dh", "scaled-by-sqrt-d", "wrong-scale")
 def scale(f: Findings) -> None:
     """The product of the numbers the scores are multiplied by on the way to each softmax (q and k may be scaled
-    apart; a fused attention scales by its own) is not 1/sqrt(dh)."""
-    dh = f.cfg["d"] // f.cfg["heads"]
+    apart; a fused attention scales by its own) is not 1/sqrt(dh), dh the width of the queries dotted with the keys
+    (a layer of full-width heads, d each, rightly divides by sqrt(d): its mistake is the heads' width, not the scale,
+    and a mark here would name the wrong one)."""
     softmaxes = f.named("softmax")
     for target in (softmaxes or ([f.namer.fused[0]] if f.fused_sdpa else [])):
         ancestors = f.namer.ancestors(target)
+        dh = _queries_width(f, ancestors, f.cfg["d"] // f.cfg["heads"])
         factors = [(i, k) for i, k in f.namer.scale_factors if i in ancestors]
         total = math.prod(k for _, k in factors) * (_fused_scale(f, dh) if target in f.namer.fused else 1.0)
         want = 1 / math.sqrt(dh)
@@ -63,7 +65,7 @@ def scale(f: Findings) -> None:
                 mid, text = "scores-not-scaled", "the scores are never scaled"
             elif math.isclose(divisor, dh):
                 mid, text = "scaled-by-dh", f"the scores are divided by dh = {dh}, not by sqrt(dh)"
-            elif math.isclose(divisor, math.sqrt(f.cfg["d"])):
+            elif math.isclose(divisor, math.sqrt(f.cfg["d"])) and dh != f.cfg["d"]:
                 mid, text = "scaled-by-sqrt-d", (f"the scores are divided by sqrt(d) = {divisor:.4g} (the full "
                                                 "width), not by sqrt(dh) (the head width)")
             else:
@@ -71,6 +73,17 @@ def scale(f: Findings) -> None:
             text += f"; the lesson divides by sqrt(dh) = sqrt({dh}) = {math.sqrt(dh):.4g}"
             f.mark(factors[-1][0] if factors else _scores_product(f, ancestors, target), {"id": mid, "text": text},
                    keep_earlier=True)
+
+
+def _queries_width(f: Findings, ancestors: set[int], default: int) -> int:
+    """The last axis of the queries in the latest scores product q @ kᵀ before the softmax (the head width in every
+    layout: (B, H, n, dh), (B·H, n, dh), (B, n, H, dh) in an einsum), else `default`."""
+    products = sorted(i for i in ancestors if f.namer.labels[i] == "scores" and f.ops[i]["op"] in MATMULS)
+    for i in reversed(products):
+        data = [t for t in f.ops[i]["in"] if t.get("shape")]
+        if len(data) >= 2 and data[0]["shape"][-1] > 0:
+            return int(data[0]["shape"][-1])
+    return default
 
 
 def _scores_product(f: Findings, ancestors: set[int], target: int) -> int:
