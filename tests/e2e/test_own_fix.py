@@ -122,3 +122,39 @@ def test_the_own_line_fix_applied_makes_the_layer_pass(path, fixed, reports):
     report = reports(fixed[path])
     assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
     assert report.diagnosis is None
+
+
+FOLLOWS_THE_MODE = '''
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Careful(nn.Module):
+    def __init__(self, d, heads, context_length, dropout=0.1):
+        super().__init__()
+        self.h, self.p = heads, dropout
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        s = (q @ k.transpose(-1, -2) / math.sqrt(D // self.h)).masked_fill(future, float("-inf"))
+        w = torch.dropout(s.softmax(-1), self.p, train=self.training)
+        w = F.dropout(w, self.p, training=self.training)
+        return self.o((w @ v).transpose(1, 2).reshape(B, T, D))
+'''
+
+
+def test_a_dropout_that_follows_the_mode_and_a_mask_made_on_the_inputs_device_are_not_marked(tmp_path, reports):
+    """The marks that give dropout-in-eval and mask-no-device their line are not set on the right spellings:
+    torch.dropout's own `train=`, F.dropout's `training=self.training`, torch.ones(..., device=x.device)."""
+    path = tmp_path / "careful.py"
+    path.write_text(FOLLOWS_THE_MODE)
+    with reports.zygotes.take() as zygote:
+        result = trace(f"{path}:Careful", make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+    assert result.error is None and result.mistakes == []
+    assert [s.label for s in result.steps].count("dropout") == 2

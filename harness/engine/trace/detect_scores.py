@@ -100,7 +100,8 @@ def dropout_in_eval(f: Findings) -> None:
     for op in f.ops:
         if op["op"] not in DROPOUTS or op["op"] == "native_dropout":
             continue
-        raw = op["kwargs"].get("training", op["args"][2] if len(op["args"]) > 2 else "True")
+        raw = op["kwargs"].get("training", op["kwargs"].get("train",  # torch.dropout(x, p, train)
+                                                             op["args"][2] if len(op["args"]) > 2 else "True"))
         if raw == "True":
             f.mark(op["i"], {"id": "dropout-always-on", "text": (
                 "this dropout is told training=True (F.dropout's default) although the module is in eval mode: it "
