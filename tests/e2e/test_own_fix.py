@@ -158,3 +158,34 @@ def test_a_dropout_that_follows_the_mode_and_a_mask_made_on_the_inputs_device_ar
         result = trace(f"{path}:Careful", make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
     assert result.error is None and result.mistakes == []
     assert [s.label for s in result.steps].count("dropout") == 2
+
+
+BUGGY = sorted((ZOO / "buggy").glob("[a-z]*.py"))
+
+
+@pytest.fixture(scope="module")
+def traced_zoo(reports):
+    reports.want([target(p) for p in BUGGY])
+
+    def one(path):
+        with reports.zygotes.take() as zygote:
+            return trace(target(path), make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(BUGGY, pool.map(one, BUGGY)))
+
+
+def test_trace_and_the_report_never_disagree_on_the_buggy_zoo(traced_zoo, reports):
+    """Over every buggy zoo layer: a mistake the trace marks is the one the report names, and the report's line is
+    one the trace marks for it (trace said no-mask for additive -1e9 masks, a mask on some heads only and
+    `wei * tril` after the softmax, and scale-by-sqrt-d for full-width heads, while the reports said otherwise)."""
+    disagree = []
+    for path in BUGGY:
+        root = reports(target(path)).diagnosis or {}
+        result = traced_zoo[path]
+        marks = {(m["mutant"], result.steps[m["step"] - 1].at if m.get("step") else None)
+                 for m in result.mistakes if m.get("mutant")}
+        named = {mutant for mutant, _ in marks}
+        if (named and named != {root.get("mutant")}) or (root.get("at") and (root["mutant"], root["at"]) not in marks):
+            disagree.append((path.stem, root.get("mutant"), root.get("at"), sorted(marks, key=str)))
+    assert disagree == []
