@@ -20,7 +20,8 @@ TOPICS = ("the constructor and its widths", "the projections", "splitting into h
           "the output projection", "registering parameters and buffers", "gradients",
           "the KV cache", "sharing key/value heads")  # the lesson's order, then its variants (the KV cache,
 # grouped-query attention)
-REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill")  # harness.engine.rewrite
+REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill", "scale", "dropout", "slice",
+            "contiguous", "invert", "keys", "additive")  # harness.engine.rewrite
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,15 @@ class MutantInfo:
     lesson: str  # the lesson passage / misconception it embodies
     killed_by: tuple[str, ...]  # check ids that MUST fail on this mutant (a lower bound: others may fail too)
     symptom: str  # student-facing: what goes wrong, in plain words
-    fix: str  # student-facing: the line to change
+    fix: str  # student-facing: the line to change, as the mutant's (the reference's) code writes it (`explain`)
     variant: dict | None = None  # knobs of reference.variants.forward that compute what this mutant computes
     example: str = ""  # student-facing: a tiny worked example (B=2, n=3, d=8, H=2) with shapes, line by line
     trace: tuple[str, ...] = ()  # ids of the trace detectors (harness.engine.trace.detectors) marking this mistake
     task: str = ""  # the exercise made from this mutant: what a student can observe, never what the mistake is
     topic: str = ""  # what the exercise trains: one of TOPICS (exercise sets are ordered by it)
     rewrite: str = ""  # how the student's own traced line is corrected (harness.engine.rewrite.KINDS), if it can be
+    remedy: str = ""  # student-facing: the fix in words, one sentence that fits any class (no names of the
+    # reference's): what a report says when the student's own line cannot be rewritten (`fix` names self.dh...)
 
     def __post_init__(self):
         if not _KEBAB.fullmatch(self.id):
@@ -63,6 +66,8 @@ class MutantInfo:
             raise ValueError(f"mutant {self.id}: topic {self.topic!r} is not one of {TOPICS}")
         if self.rewrite not in REWRITES:
             raise ValueError(f"mutant {self.id}: rewrite {self.rewrite!r} is not one of {REWRITES}")
+        if not self.remedy:
+            raise ValueError(f"mutant {self.id}: a remedy in words is required")
         if len(set(self.killed_by)) != len(self.killed_by):
             raise ValueError(f"mutant {self.id}: duplicate check ids in killed_by")
 

@@ -18,6 +18,9 @@ INFO = MutantInfo(
     symptom=("At every magnitude a trained model reaches the future gets weight exactly 0 in float64, so outputs and "
              "gradients equal the reference's; a future token whose score exceeds 1e9 still outweighs the mask, and "
              "in float16 -1e9 overflows to -inf, so the same code behaves differently by dtype."),
+    rewrite="additive",
+    trace=("additive-finite-mask",),
+    remedy="Hide the future with -inf, not -1e9: masked_fill the scores with float(\"-inf\") where the mask is set.",
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     example=(
         "scores: (2, 2, 3, 3); row 0 = [s00, s01 - 1e9, s02 - 1e9] before the softmax\n"

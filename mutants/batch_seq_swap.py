@@ -15,6 +15,8 @@ INFO = MutantInfo(
     killed_by=("batch-independence", "reference-match", "gradient-match"),
     symptom=("Shapes are right and a batch of one works, but with several sequences each output row is assembled "
              "from other sequences and other positions: a sequence's result depends on what else is in the batch."),
+    remedy=("Keep the batch axis first: merge the heads back to (batch, tokens, width) with the tokens on axis 1,"
+            " never swapping batch and tokens."),
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads",
     example=(
         "x: (2, 3, 8) = 2 sequences of 3 tokens; w @ v: (B, H, n, dh) = (2, 2, 3, 4)\n"

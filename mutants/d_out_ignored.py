@@ -13,6 +13,8 @@ INFO = MutantInfo(
     killed_by=("output-shape",),
     symptom=("With d_in = d_out nobody notices; with d_in != d_out the layer is built with the wrong width: it "
              "refuses valid configurations (the divisibility test runs on d_in) or returns d_in-wide outputs."),
+    remedy=("Use the output width the caller gives (d_out, falling back to the input width only when it is None) "
+            "for the projections and the head width."),
     fix="d_out = d if d_out is None else d_out  # the output width is its own parameter",
     example=("CausalMHA(5, 2, 7, d_out=6): d_out becomes 5, 5 % 2 != 0 -> ValueError, although 6 % 2 == 0\n"
              "CausalMHA(8, 2, 7, d_out=6): builds a layer of width 8: y has shape (B, n, 8) instead of (B, n, 6)"),

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     killed_by=("construct",),
     symptom=("Constructing the layer with d_out=6 and 2 heads raises 'not divisible', while an invalid width "
              "would be accepted: the guard rejects exactly the configurations it should allow."),
+    remedy="Raise only when the width is not divisible by the number of heads (a non-zero remainder), not when it is.",
     fix="raise when the remainder is non-zero: `if d_out % nheads != 0: raise ValueError(...)`",
     example=(
         "right: d_out = 8, H = 2: 8 % 2 == 0, so dh = 4 and the layer is built\n"

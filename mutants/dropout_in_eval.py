@@ -14,6 +14,10 @@ INFO = MutantInfo(
     killed_by=("eval-determinism",),
     symptom=("After model.eval() the layer is still random: two forwards on the same input give different "
              "outputs, and evaluation scores are noisy."),
+    remedy=("Let dropout follow the module's mode: use an nn.Dropout module, or pass training=self.training to "
+            "F.dropout."),
+    rewrite="dropout",
+    trace=("dropout-always-on",),
     fix="w = self.dropout(w)",
     example=(
         "model = CausalMHA(8, 2, 16, dropout=0.5).eval(); x: (2, 3, 8); attention weights w: (2, 2, 3, 3)\n"

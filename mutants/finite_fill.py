@@ -16,6 +16,8 @@ INFO = MutantInfo(
     trace=("fill-leaks-visibly",),
     symptom=("Future tokens keep a weight of about e^-10 relative to the others: small, but the outputs differ "
              "from the reference and the future influences the past."),
+    remedy=("Fill the masked scores with float(\"-inf\") instead of a finite number, so the future gets a weight of"
+            " exactly 0."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"fill": -10.0},
     example=(

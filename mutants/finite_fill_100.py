@@ -19,6 +19,8 @@ INFO = MutantInfo(
     symptom=("Future tokens get a weight of about e^-100 (~1e-44): the outputs agree with the reference to every "
              "digit, but the gradient shows that the future still reaches the past, and the leak grows wherever "
              "scores get large (with -1e4, as in early GPT-2 code, once real scores reach -1e4)."),
+    remedy=("Fill the masked scores with float(\"-inf\") instead of a finite number, so the future gets a weight of"
+            " exactly 0."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"fill": -100.0},
     example=(

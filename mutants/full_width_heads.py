@@ -14,6 +14,8 @@ INFO = MutantInfo(
     killed_by=("head-invariance", "param-count"),
     symptom=("The layer has roughly H times the parameters of the lesson's layer, the count grows with the number "
              "of heads, and the output is a different function."),
+    remedy=("Give each head width d_out // heads: project once to d_out for the queries, keys and values and "
+            "split that into the heads."),
     fix=("self.h, self.dh = nheads, d_out // nheads; one nn.Linear(d, d_out) each for q, k, v (split into heads "
          "by view); self.out = nn.Linear(d_out, d_out)"),
     example=(

@@ -14,6 +14,8 @@ INFO = MutantInfo(
     killed_by=("output-shape", "param-count", "head-invariance"),
     symptom=("Every head projects to the full width d_out and the heads are only stacked side by side: the output "
              "has H·d_out features instead of d_out, and the parameter count grows with H."),
+    remedy=("Give each head width d_out // heads: project once to d_out per role, split it into the heads, and "
+            "add the output projection."),
     fix=("self.h, self.dh = nheads, d_out // nheads; one Linear(d_in, d_out) per role; "
          "self.out = nn.Linear(d_out, d_out)"),
     example=(

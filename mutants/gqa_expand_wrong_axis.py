@@ -19,6 +19,8 @@ INFO = MutantInfo(
              "crashes, but each query head gets a few features of a key/value head, each written group times (with "
              "dh = 2 and group = 2, head 0's keys are [a0, a0] instead of [a0, a1]). Multi-query is wrong too; "
              "only as many key/value heads as query heads (group = 1) is right."),
+    remedy=("Split the keys and values into their key/value heads first, then repeat each whole head "
+            "(repeat_interleave along the heads axis), never single features."),
     fix="k, v = (t.repeat_interleave(self.group, dim=1) for t in (k, v))  # (B, H, n, dh): head h uses h // group",
     variant={"kv_expand": "features"},
     example=(

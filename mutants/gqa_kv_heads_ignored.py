@@ -15,6 +15,7 @@ INFO = MutantInfo(
     killed_by=("param-count",),
     symptom=("Every query head keeps its own key/value head: the layer is plain multi-head attention with the "
              "parameter count of it, not the grouped layer it claims to be."),
+    remedy="Build the key and value projections for the number of key/value heads given, not for all the query heads.",
     fix="self.h, self.kv, self.dh = nheads, kv_heads, d_out // nheads",
     example=(
         "d = 8, H = 4, KV = 2, dh = 2: W_k and W_v should be Linear(8, 4): 8·8 + 2·8·4 + 8² + 8 = 200 parameters\n"

@@ -15,6 +15,8 @@ INFO = MutantInfo(
     killed_by=("causal-leakage", "reference-match"),
     symptom=("The query heads outside the first group see the future: their outputs change when later tokens "
              "change. With a single key/value head the first group is every head, so a multi-query test passes."),
+    remedy=("Apply the causal mask to the scores of every head, after the key/value heads are shared out to all "
+            "query heads."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"kv_mask": "first-group"},
     example=(

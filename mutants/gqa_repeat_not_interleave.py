@@ -18,6 +18,8 @@ INFO = MutantInfo(
     symptom=("Query heads read the keys and values of another group: with 4 heads and 2 key/value heads, heads 1 "
              "and 2 use the wrong ones. The shapes are right, so nothing crashes, and with one key/value head (or "
              "as many as the heads) the output is even correct."),
+    remedy=("Share each key/value head with consecutive query heads: repeat_interleave along the heads axis, not "
+            "repeat."),
     fix="k, v = (t.repeat_interleave(self.group, dim=1) for t in (k, v))  # (B, H, n, dh): head h uses h // group",
     variant={"kv_pairing": "repeat"},
     example=(

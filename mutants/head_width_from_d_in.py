@@ -15,6 +15,7 @@ INFO = MutantInfo(
     killed_by=("output-shape",),
     symptom=("Fine as long as d_in == d_out; with a different output width the split view fails (shape invalid "
              "for input of size ...) or the heads get the wrong width."),
+    remedy="Compute the head width from the output width (d_out // heads), not from the input width.",
     fix="self.h, self.dh = nheads, d_out // nheads",
     example=(
         "d_in = 6, d_out = 8, H = 2: x: (2, 3, 6); q = W_q(x): (2, 3, 8)\n"

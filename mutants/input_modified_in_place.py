@@ -17,6 +17,8 @@ INFO = MutantInfo(
     symptom=("After a forward the caller's x has been divided by sqrt(dh) (a second call sees different data, and "
              "autograd refuses an in-place change of a leaf that requires grad); the scaling is also wrong, "
              "because Q, K and V are all scaled."),
+    remedy=("Leave the caller's input untouched: compute new tensors (x = x / c) instead of changing x in place, "
+            "and scale the scores instead."),
     fix="delete the `x /= ...` line and divide the scores: scores = q @ k.transpose(2, 3) / self.dh ** 0.5",
     example=(
         "x: (2, 3, 8), dh = 4; forward starts with x /= 2 (sqrt(dh)), in place on the caller's tensor\n"

@@ -15,6 +15,9 @@ INFO = MutantInfo(
     trace=("keys-transposed-wrong",),
     symptom=("forward crashes in the matmul whenever the number of heads, the sequence length and the head width "
              "differ; with lucky equal sizes it runs and computes nonsense."),
+    rewrite="keys",
+    remedy=("Transpose only the keys' last two axes (transpose(-2, -1)) so the scores are queries (.., n, dh) "
+            "times keys (.., dh, n)."),
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
     example=(
         "q, k: (2, 2, 3, 4) = (B, H, n, dh)\n"

@@ -17,6 +17,8 @@ INFO = MutantInfo(
     symptom=("One new token per call is right: it may see every cached key, so the mask it skips would have hidden "
              "nothing. A call with two or more new tokens after the prompt (chunked prefill, speculative decoding, "
              "a second prompt appended to the first) lets each of them see the ones after it."),
+    remedy=("Mask every call, cached or not: the new tokens' rows of the mask, offset by the cache's length, over "
+            "every key held so far."),
     fix=('scores = scores.masked_fill(self.mask[start:start + n, :k.shape[2]], float("-inf"))  # on every call, '
          'not under `if start == 0`'),
     example=(

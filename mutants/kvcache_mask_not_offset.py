@@ -16,6 +16,8 @@ INFO = MutantInfo(
     symptom=("Decoding one token at a time with the cache, each new token sees only the first token of the "
              "sequence: the mask's row 0 is used for a query that sits at position ptr, so every later key is "
              "masked out. The full forward (no cache) is right, so the bug hides until generation."),
+    remedy=("Cut the mask rows at the new tokens' positions (from the cache's current position on), with as many "
+            "columns as keys cached."),
     fix='scores = scores.masked_fill(self.mask[start:start + n, :k.shape[2]], float("-inf"))  # the new tokens\' rows',
     example=(
         "prefix of 2 tokens, then token 2 alone: its query is position 2, the cache holds keys 0, 1, 2\n"

@@ -16,6 +16,7 @@ INFO = MutantInfo(
     symptom=("Between sequences the cache must be emptied completely; here the pointer keeps counting, so the "
              "second sequence's queries take mask rows that belong to positions after the first sequence: wrong "
              "masking, or a shape error once the rows run past context_length."),
+    remedy="Reset the cache's position to 0 together with the cached keys and values.",
     fix="self.ptr_current_pos = 0  # in reset_cache(), with the keys and values",
     example=(
         "context_length = 7, a first sequence of 5 tokens leaves ptr_current_pos = 5\n"

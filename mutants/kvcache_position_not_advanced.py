@@ -16,6 +16,7 @@ INFO = MutantInfo(
     symptom=("ptr_current_pos must count every token cached so far; set to the last chunk's length instead, it "
              "is right after the prompt but falls back to 1 after each generated token, so later tokens take the "
              "mask row of position 1 and see only the first two tokens."),
+    remedy="Advance the cache's position by the number of new tokens after each call.",
     fix="self.ptr_current_pos += n",
     example=(
         "prefix of 2 tokens: ptr = 2, right; token 2 alone: start = 2, right, then ptr = 1\n"

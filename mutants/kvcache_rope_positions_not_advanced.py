@@ -17,6 +17,8 @@ INFO = MutantInfo(
     symptom=("The prompt is right: its tokens do start at 0. Every token decoded after it is rotated as if it were "
              "the first token of the sequence, so its query meets the cached keys at the wrong distances (and its "
              "own key goes into the cache at position 0): the cached outputs drift from the full forward's."),
+    remedy=("Rotate the new tokens by their real positions: start at the number of tokens already in the cache, "
+            "not at 0."),
     fix="pos = torch.arange(start, start + n, device=x.device)",
     example=(
         "prompt of 2 tokens: positions 0, 1, right; then token 2 alone\n"

@@ -16,6 +16,7 @@ INFO = MutantInfo(
     symptom=("The cache is kept as (B, n, H, dh), where the tokens are axis 1; torch.cat along axis 2 (the heads) "
              "fails as soon as a second chunk is appended (a prefix of several tokens and one new token differ on "
              "axis 1), so generation crashes after the prompt."),
+    remedy="Append the new keys and values to the cache along the tokens' axis.",
     fix="self.cache_k = torch.cat([self.cache_k, k], dim=1)  # append along the tokens",
     example=(
         "prefix of 2 tokens: cache_k is (B, 2, H, dh); the next token's k is (B, 1, H, dh)\n"

@@ -16,6 +16,8 @@ INFO = MutantInfo(
     killed_by=("mask-buffer", "registered"),
     symptom=("Works on the CPU; after model.to('cuda') (or any device) the cached masks stay on the CPU and "
              "forward fails with a device mismatch. The dict is invisible to the state_dict."),
+    remedy=("Register the mask as a buffer in __init__ (self.register_buffer), not in a dict, so it moves with "
+            "the module."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
     example=(
         "self.masks = {n: triu(ones(n, n), 1).bool() for n in 1..L}: a dict of L CPU tensors\n"

@@ -15,6 +15,8 @@ INFO = MutantInfo(
     trace=("mask-keeps-future",),
     symptom=("Each token attends only to later tokens, and the last token has nothing left to attend to, so its "
              "output is NaN."),
+    rewrite="invert",
+    remedy="Hide the future, not the past: fill the scores where the mask marks a later token (above the diagonal).",
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"mask": "inverted"},
     example=(

@@ -16,6 +16,7 @@ INFO = MutantInfo(
     trace=("mask-one-token-late",),
     symptom=("Each token also attends to the token right after it, so the model can read the answer it is "
              "supposed to predict; outputs differ from the reference."),
+    remedy="Build the mask with torch.triu(..., diagonal=1), so the very next token is hidden too.",
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
     variant={"mask": "one-future"},
     example=(

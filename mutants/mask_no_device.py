@@ -15,6 +15,9 @@ INFO = MutantInfo(
     killed_by=("mask-buffer",),
     symptom=("Works on the CPU; on a GPU the forward fails with 'Expected all tensors to be on the same device', "
              "because the mask is made on the CPU every call."),
+    remedy=("Make the mask on the scores' device (pass device= to the call that creates it), or register it once "
+            "as a buffer in __init__."),
+    trace=("mask-made-without-device",),
     fix="mask = torch.triu(torch.ones(n, n, device=x.device), 1).bool()  # or use the registered buffer",
     example=(
         "forward makes torch.triu(torch.ones(3, 3), 1).bool() on the CPU at every call\n"

@@ -15,6 +15,9 @@ INFO = MutantInfo(
     trace=("mask-size-not-n",),
     symptom=("Sequences of exactly context_length tokens work; any shorter input crashes in masked_fill with a "
              "shape (broadcast) error."),
+    remedy=("Cut the context-length mask to the sequence before using it: its first n rows and n columns, n the "
+            "number of tokens."),
+    rewrite="slice",
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     example=(
         "context_length = 16: self.mask is (16, 16); x: (2, 3, 8) gives scores (2, 2, 3, 3)\n"

@@ -14,6 +14,7 @@ INFO = MutantInfo(
     killed_by=("mask-buffer", "registered"),
     symptom=("The mask is not moved by model.to(device) (forward then fails on GPU or meta tensors) and is "
              "missing from state_dict."),
+    remedy="Register the mask with self.register_buffer in __init__, so that .to(device) moves it with the module.",
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
     example=(
         "self.mask = torch.triu(torch.ones(16, 16), 1).bool() is a plain attribute, not a buffer\n"

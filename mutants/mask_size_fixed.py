@@ -14,6 +14,7 @@ INFO = MutantInfo(
     killed_by=("output-shape",),
     symptom=("Short tests pass; any sequence longer than 8 tokens raises 'The size of tensor a (8) must match the "
              "size of tensor b (n)' at masked_fill."),
+    remedy="Build the mask for the context length given to the constructor and cut it to the sequence in forward.",
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
     example=(
         "context_length = 64, n = 64: scores (1, 4, 64, 64), mask (8, 8)[:64, :64] is still (8, 8)\n"

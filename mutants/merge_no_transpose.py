@@ -17,6 +17,7 @@ INFO = MutantInfo(
     trace=("merge-without-transpose",),
     symptom=("The merge reads the (B, H, n, dh) tensor head by head, so each output row is a jumble of several "
              "positions of one head: the outputs are wrong and a token's output contains later tokens."),
+    remedy="Move the heads back behind the tokens (transpose(1, 2)) before merging them with view/reshape.",
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads",
     variant={"merge": "no-transpose"},
     example=(

@@ -14,6 +14,7 @@ INFO = MutantInfo(
     killed_by=("output-shape",),
     symptom=("Correct as long as d_in = d_out; with d_in != d_out the merge view raises 'shape [B, n, d_in] is "
              "invalid for input of size B·n·d_out'."),
+    remedy="Merge the heads into the output width (heads times head width), not the input width.",
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, self.h * self.dh)  # d_out, not d_in",
     example=(
         "d_in = 6, d_out = 8, H = 2, x: (2, 3, 6)\n"

@@ -19,6 +19,8 @@ INFO = MutantInfo(
     symptom=("With one key/value head (or as many as the heads) the output is right, so a multi-query test passes; "
              "with 2 key/value heads for 4 query heads forward raises 'The expanded size of the tensor (4) must "
              "match the existing size (2) at non-singleton dimension 1'."),
+    remedy=("Repeat each key/value head for its group of query heads (repeat_interleave along the heads axis); "
+            "expand only broadcasts a single head."),
     fix="k, v = (t.repeat_interleave(self.group, dim=1) for t in (k, v))  # (B, H, n, dh): head h uses h // group",
     example=(
         "multi-query, H = 3, KV = 1: k (B, 1, n, dh).expand(B, 3, n, dh) -> [k0, k0, k0]: right, and no copy\n"

@@ -14,6 +14,8 @@ INFO = MutantInfo(
     killed_by=("divisibility",),
     symptom=("A config such as d_out=12, nheads=5 is accepted without complaint; then, depending on the code, the "
              "layer silently uses only 5 * 2 = 10 features or fails later in forward, far from the cause."),
+    remedy=("Check at the top of __init__ that the width is divisible by the number of heads and raise a "
+            "ValueError (or assert) if not."),
     fix=("at the top of __init__: `if d_out % nheads != 0: raise ValueError(...)` (an assert also works), before "
          "the head width d_out // nheads is used"),
     example=(

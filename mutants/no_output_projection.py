@@ -15,6 +15,7 @@ INFO = MutantInfo(
     trace=("heads-not-projected",),
     symptom=("Features found by different heads never mix, the layer has d_out² + d_out parameters too few, and "
              "its output differs from the reference."),
+    remedy="Add an output projection nn.Linear(d_out, d_out) in __init__ and apply it to the merged heads.",
     fix="self.out = nn.Linear(d_out, d_out) in __init__, and return self.out(ctx)",
     variant={"out_proj": False},
     example=(

@@ -15,6 +15,8 @@ INFO = MutantInfo(
     trace=("scores-not-scaled",),
     symptom=("The softmax is too peaked (scores are sqrt(dh) times too large, worse for wider heads), so the "
              "attention weights and outputs differ from the reference and saturate in training."),
+    remedy="Divide the scores by the square root of the head width (the queries' last axis) before the softmax.",
+    rewrite="scale",
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
     variant={"scale": "none"},
     example=(

@@ -13,6 +13,7 @@ INFO = MutantInfo(
             "count 3·d_in·d_out + d_out² + d_out includes the output projection's bias."),
     killed_by=("out-proj-bias",),
     symptom="The layer has d_out parameters fewer than the formula, and its outputs lack the output bias.",
+    remedy="Give the output projection its bias: nn.Linear(d_out, d_out) (bias=True).",
     fix="self.out = nn.Linear(d_out, d_out)",
     example=(
         "d = 8: out = Linear(8, 8, bias=False) has 64 parameters instead of 72: 256 in total instead of 264\n"

@@ -16,6 +16,8 @@ INFO = MutantInfo(
     symptom=("The layer runs and even computes the right numbers, but model.parameters() misses the Q, K and V "
              "weights (the optimiser never trains them), .to(device) and .eval() do not reach them, and the "
              "state_dict does not save them."),
+    remedy=("Keep the projections as submodules (attributes, or an nn.ModuleList), not in a plain Python list, so"
+            " they are registered and trained."),
     fix="self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))  # or nn.ModuleList([...])",
     example=(
         "self.qkv = [nn.Linear(8, 8) for _ in range(3)]: a plain list\n"

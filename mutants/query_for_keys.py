@@ -14,6 +14,7 @@ INFO = MutantInfo(
     killed_by=("reference-match", "gradient-match"),
     symptom=("Scores become q·q (symmetric), the key projection is never used (its weights get no gradient), and "
              "the outputs differ from the reference."),
+    remedy="Compute the keys with the key projection, not the query projection.",
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))",
     variant={"keys": "q"},
     example=(

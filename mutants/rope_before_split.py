@@ -15,6 +15,7 @@ INFO = MutantInfo(
     killed_by=("reference-match", "gradient-match"),
     symptom=("Each head gets a different slice of one spectrum over the full width: the first head's pairs turn "
              "nearly right, the later heads' hardly turn at all, so they lose their sense of position."),
+    remedy="Split into heads first, then rotate the queries and keys per head with tables of the head width.",
     fix=("q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # then rotate q and k per head, with "
          "tables of the head width"),
     variant={"rope": "interleaved", "rope_where": "before-split"},

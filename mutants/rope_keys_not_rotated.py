@@ -15,6 +15,7 @@ INFO = MutantInfo(
     killed_by=("reference-match", "gradient-match"),
     symptom=("The scores depend on the query's absolute position instead of the distance between the tokens: the "
              "attention weights differ from the reference's from token 1 on."),
+    remedy="Rotate the keys by their positions exactly as the queries are rotated, head by head.",
     fix="q, k = self.rotate(q, pos), self.rotate(k, pos)  # rotary: queries and keys alike, per head",
     variant={"rope": "interleaved", "rope_keys": False},
     example=(

@@ -15,6 +15,7 @@ INFO = MutantInfo(
     killed_by=("reference-match", "gradient-match"),
     symptom=("Every score sees the distance t - s - 1 instead of t - s: a token looks at itself as if it were its "
              "neighbour, so the attention weights and outputs differ from the reference."),
+    remedy="Rotate the queries and the keys with the same positions.",
     fix="q, k = self.rotate(q, pos), self.rotate(k, pos)  # rotary: queries and keys only, per head",
     variant={"rope": "interleaved", "rope_key_shift": 1},
     example=(

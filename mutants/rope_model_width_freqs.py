@@ -15,6 +15,7 @@ INFO = MutantInfo(
     killed_by=("reference-match", "gradient-match"),
     symptom=("The slower pairs turn too fast (the exponent is divided by d_out instead of dh), so relative positions "
              "are encoded with the wrong wavelengths; with one head (dh = d_out) nothing shows."),
+    remedy="Compute the rotary frequencies from the head width, not the model width.",
     fix="inv_freq = theta ** (-torch.arange(0, self.dh, 2) / self.dh)  # (dh/2,) frequencies from the head width",
     variant={"rope": "interleaved", "rope_freqs": "model"},
     example=(

@@ -15,6 +15,7 @@ INFO = MutantInfo(
     killed_by=("reference-match", "gradient-match"),
     symptom=("Each value is turned by its own position before the weighted sum, so the output mixes rotated "
              "values: it differs from the reference though the attention weights are right."),
+    remedy="Rotate only the queries and keys; leave the values as projected.",
     fix="q, k = self.rotate(q, pos), self.rotate(k, pos)  # rotary: queries and keys only, per head",
     variant={"rope": "interleaved", "rope_values": True},
     example=(

@@ -14,6 +14,8 @@ INFO = MutantInfo(
     trace=("scaled-by-dh",),
     symptom=("The scores are sqrt(dh) times too small, so the attention is flatter than it should be (uniform "
              "for wide heads); outputs and gradients differ from the reference."),
+    remedy="Divide the scores by the square root of the head width, not by the head width itself.",
+    rewrite="scale",
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # the square root of the head width",
     variant={"scale": "dh"},
     example=(

@@ -15,6 +15,8 @@ INFO = MutantInfo(
     trace=("scaled-by-sqrt-d",),
     symptom=("The softmax is too flat (the scores are sqrt(H) times too small), so the attention weights and the "
              "outputs differ from the reference; nothing crashes."),
+    remedy="Divide the scores by the square root of the head width (width // heads), not of the full model width.",
+    rewrite="scale",
     fix="scores = q @ k.transpose(2, 3) / self.dh ** 0.5  # (B, H, n, n)",
     variant={"scale": "sqrt-d"},
     example=(

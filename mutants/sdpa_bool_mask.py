@@ -17,6 +17,8 @@ INFO = MutantInfo(
     trace=("sdpa-mask-keeps-future",),
     symptom=("Every token attends only to the tokens after it: the mask is read the other way round. The last token "
              "attends to nothing and gets zeros; no NaN shows, so nothing crashes."),
+    rewrite="invert",
+    remedy="A boolean attn_mask says which positions to keep: pass is_causal=True, or the inverted mask (~mask).",
     fix="w = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # or attn_mask=~self.mask[:n, :n]",
     variant={"mask": "inverted", "empty_rows": "zero"},
     example=(

@@ -15,6 +15,9 @@ INFO = MutantInfo(
     trace=("keys-transposed-wrong",),
     symptom=("keys.T turns (b, n, d_out) into (d_out, n, b): the matmul's batch axes do not broadcast and forward "
              "crashes (with lucky sizes it runs and mixes sequences and features)."),
+    rewrite="keys",
+    remedy=("Transpose only the keys' last two axes (transpose(1, 2) or transpose(-2, -1)); .T reverses every "
+            "axis of a batch."),
     fix="attn_scores = queries @ keys.transpose(1, 2)",
     example=(
         "x: (2, 3, 8), d_out = 4: queries, keys (2, 3, 4) = (b, n, d_out)\n"

@@ -15,8 +15,10 @@ INFO = MutantInfo(
     trace=("mask-size-not-n",),
     symptom=("Sequences of exactly context_length tokens work; any shorter input crashes in masked_fill_ with a "
              "shape (broadcast) error."),
+    remedy=("Cut the context-length mask to the sequence before using it: its first n rows and n columns, n the "
+            "number of tokens."),
+    rewrite="slice",
     fix="attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)",
-    rewrite="mask",
     example=(
         "context_length = 6: self.mask is (6, 6); x: (2, 3, 4) gives attn_scores (2, 3, 3)\n"
         "right: self.mask.bool()[:3, :3] -> (3, 3), broadcast over the batch: (2, 3, 3)\n"

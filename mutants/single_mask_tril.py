@@ -16,6 +16,8 @@ INFO = MutantInfo(
     trace=("mask-keeps-future",),
     symptom=("Every token sees only the future; the last token sees nothing at all, so its softmax row is all -inf "
              "and gives NaN."),
+    rewrite="invert",
+    remedy="Hide the future, not the past: build the mask with torch.triu(..., diagonal=1).",
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))',
     example=(
         "n = 3: torch.triu(ones, diagonal=1) = [[0, 1, 1], [0, 0, 1], [0, 0, 0]]: 1 marks the future\n"

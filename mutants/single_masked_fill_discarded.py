@@ -16,6 +16,7 @@ INFO = MutantInfo(
     trace=("mask-result-unused",),
     symptom=("The scores are never masked: every token attends to the future, and the layer cheats at next-token "
              "prediction."),
+    remedy="Use the masked scores: masked_fill is not in place, so assign its result (or call masked_fill_).",
     fix="attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)",
     example=(
         "attn_scores (2, 3, 3); attn_scores.masked_fill(mask, -inf) returns a new (2, 3, 3) tensor that nobody keeps\n"

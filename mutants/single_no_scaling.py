@@ -16,6 +16,8 @@ INFO = MutantInfo(
     trace=("scores-not-scaled",),
     symptom=("The softmax gets scores sqrt(d_out) times too large: its weights are too peaked (near one-hot for "
              "wide layers) and its gradients vanish."),
+    remedy="Divide the scores by the square root of the keys' width before the softmax.",
+    rewrite="scale",
     fix="attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)",
     example=(
         "d_out = 4: one row of attn_scores [2.0, 0.0] (after the mask)\n"

@@ -15,6 +15,7 @@ INFO = MutantInfo(
     variant={"scale": "sqrt-d-in"},
     symptom=("Right only when d_in == d_out (the lesson's first example, d_in = 3, d_out = 2, already differs): the "
              "softmax is too flat when d_in > d_out and too peaked when d_in < d_out."),
+    remedy="Divide the scores by the square root of the keys' width (the output width), not of the input width.",
     fix="attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)",
     example=(
         "d_in = 3, d_out = 2 (the lesson's example): keys (2, 6, 2); a row of attn_scores [1.4, 0.0]\n"

@@ -16,6 +16,7 @@ INFO = MutantInfo(
     trace=("softmax-not-last-axis",),
     symptom=("Each column sums to 1 instead of each row: a query's weights are normalised with the scores of "
              "later queries, so the future leaks into every position."),
+    remedy="Take the softmax over the last axis (dim=-1), the keys.",
     fix="attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)",
     rewrite="softmax",
     example=(

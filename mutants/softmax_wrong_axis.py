@@ -15,6 +15,7 @@ INFO = MutantInfo(
     trace=("softmax-not-last-axis",),
     symptom=("A token's weights no longer sum to 1, and each weight is normalised with the scores of later "
              "queries, so the future leaks into the past."),
+    remedy="Take the softmax over the last axis (dim=-1), the keys.",
     fix="w = torch.softmax(scores, dim=-1)",
     rewrite="softmax",
     variant={"softmax_axis": -2},

@@ -17,6 +17,8 @@ INFO = MutantInfo(
     trace=("split-without-transpose",),
     symptom=("Nothing crashes and every shape is right, but each head's 'positions' are slices cut across several "
              "tokens: the outputs are wrong, and early tokens receive features of later ones (a causal leak)."),
+    remedy=("Split each projection as (batch, tokens, heads, head width) and then transpose(1, 2), never view "
+            "straight to (batch, heads, tokens, head width)."),
     fix="split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)  # (B, H, n, dh)",
     variant={"split": "view-bhnd"},
     example=(

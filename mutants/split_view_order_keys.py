@@ -19,6 +19,8 @@ INFO = MutantInfo(
     symptom=("Nothing crashes and every shape is right, and the queries and values are split as in the lesson, but "
              "each head's key 'positions' are slices cut across several tokens: the attention weights are wrong, and "
              "early tokens weigh by features of later ones (a causal leak)."),
+    remedy=("Split the keys like the queries and values: view as (batch, tokens, heads, head width), then "
+            "transpose(1, 2)."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # split the keys like the queries and values",
     variant={"split": "view-bhnd:k"},
     example=(

@@ -19,6 +19,8 @@ INFO = MutantInfo(
     symptom=("Nothing crashes and every shape is right, and the queries are split as in the lesson, but each head's "
              "key and value 'positions' are slices cut across several tokens: the weights and the values they mix "
              "are wrong, and early tokens weigh and receive features of later ones (a causal leak)."),
+    remedy=("Split the keys and values like the queries: view as (batch, tokens, heads, head width), then "
+            "transpose(1, 2)."),
     fix=("k = k.view(B, n, H, dh).transpose(1, 2); v = v.view(B, n, H, dh).transpose(1, 2)  # like the queries"),
     variant={"split": "view-bhnd:kv"},
     example=(

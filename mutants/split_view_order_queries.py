@@ -19,6 +19,8 @@ INFO = MutantInfo(
     symptom=("Nothing crashes and every shape is right, and the keys and values are split as in the lesson, but each "
              "head's query 'positions' are slices cut across several tokens: the outputs are wrong, and early tokens "
              "ask with features of later ones (a causal leak)."),
+    remedy=("Split the queries like the keys and values: view as (batch, tokens, heads, head width), then "
+            "transpose(1, 2)."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # split the queries like the keys and values",
     variant={"split": "view-bhnd:q"},
     example=(

@@ -19,6 +19,8 @@ INFO = MutantInfo(
     symptom=("Nothing crashes, every shape is right and the attention weights are even correct, but each head's value "
              "'positions' are slices cut across several tokens: the outputs mix the wrong tokens, and early tokens "
              "receive features of later ones (a causal leak)."),
+    remedy=("Split the values like the queries and keys: view as (batch, tokens, heads, head width), then "
+            "transpose(1, 2)."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # split the values like the queries and keys",
     variant={"split": "view-bhnd:v"},
     example=(

@@ -14,6 +14,8 @@ INFO = MutantInfo(
     killed_by=("reference-match", "gradient-match"),
     symptom=("The score matrix is transposed (token s asks token t instead of t asking s): the outputs differ from "
              "the reference although every shape is right."),
+    remedy=("Use each projection in its own role: the query projection for the queries and the key projection for"
+            " the keys."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # each projection in its own role",
     variant={"keys": "swap"},
     example=(

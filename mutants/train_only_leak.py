@@ -14,6 +14,7 @@ INFO = MutantInfo(
     killed_by=("causal-leakage",),
     symptom=("Evaluation and generation look right, but training cheats: in train() mode each token's output "
              "depends on later tokens (like a forgotten is_causal=True in the training branch)."),
+    remedy="Apply the causal mask in every mode, in training as in evaluation.",
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))  # in every mode',
     example=(
         "if not self.training: scores = scores.masked_fill(...)\n"

@@ -14,6 +14,7 @@ INFO = MutantInfo(
     killed_by=("parameters-used", "param-count"),
     symptom=("The outputs are right, but the layer carries d_out² + d_out parameters that get no gradient: the "
              "count is off and the optimiser updates nothing there."),
+    remedy="Delete the layer that forward never uses, or use it where it was meant to be used.",
     fix="delete self.proj (or use it where it was meant to be used)",
     example=(
         "self.proj = nn.Linear(8, 8) next to self.out = nn.Linear(8, 8); forward returns self.out(ctx)\n"

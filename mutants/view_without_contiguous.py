@@ -16,6 +16,8 @@ INFO = MutantInfo(
     trace=("view-on-transposed",),
     symptom=("forward raises \"view size is not compatible with input tensor's size and stride\" as soon as there "
              "is more than one head and more than one token."),
+    remedy="Call .contiguous() between the transpose and the .view (or use .reshape).",
+    rewrite="contiguous",
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  (or .reshape(B, n, d))",
     example=(
         "w @ v: (2, 2, 3, 4); .transpose(1, 2) -> (2, 3, 2, 4) with strides (24, 4, 12, 1): not contiguous\n"

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     killed_by=("gradient-match", "parameters-used"),
     symptom=("The forward output is exactly right, but no gradient flows through the attention weights: W_Q and "
              "W_K get no gradient and never learn, and the input gradient is incomplete."),
+    remedy="Compute the attention weights outside any torch.no_grad() block, so the gradient reaches the projections.",
     fix="w = torch.softmax(scores, dim=-1)  (outside any torch.no_grad() block)",
     example=(
         "forward values are exact: y (2, 3, 8) equals the reference\n"

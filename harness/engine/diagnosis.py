@@ -138,11 +138,13 @@ def _contradicted(entry: dict, mine: set) -> bool:
 def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> dict:
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
-    own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"]) if where else None  # their own line
+    own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"]) if where else None  # their
+    # own line
     told = where if where and how != "numbers" else {}  # a variant of the mistake the recorded forward tells itself
     return {"mutant": mid, "match": how, "title": told.get("title", entry["title"]),
             "symptom": told.get("symptom", entry["symptom"]),
-            "fix": own or entry["fix"],
+            "fix": own or entry.get("remedy") or entry["fix"],  # never the reference's line, which names
+            # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or words
             "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,
             "code": where["code"] if where else None, "follows": _follows(mid, catalogue, report), **symptoms(report)}
 

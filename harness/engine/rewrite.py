@@ -26,14 +26,25 @@ def parse(source: str) -> ast.Module:
 # INFO.rewrite kinds, with the note a line needs when the same mistake is also on other lines
 KINDS = {"split": "", "split-all": " # and the keys and values alike",
          "split-pair": " # likewise the other projection split this way",
-         "merge": "", "mask": "", "softmax": "", "fill": ""}
+         "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
+         "contiguous": "", "invert": "", "keys": "", "additive": ""}
 
 
-def own_line_fix(kind: str, code: str | None) -> str | None:
+INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
+
+
+def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
     "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "split-pair" (two of them),
     "merge" (no transpose), "mask" (a masked_fill thrown away, SDPA not causal), "softmax" (over another axis than
-    the keys'), "fill" (a finite fill value)."""
+    the keys'), "fill" (a finite fill value), "scale" (scores scaled by another number than 1/sqrt(head width), or
+    not at all: the queries' own last axis, `q.size(-1)`, is the head width), "dropout" (F.dropout left at its
+    default training=True), "slice" (a context-length mask used whole: cut to the scores' size), "contiguous"
+    (a view straight after a transpose), "invert" (a mask that hides the past and shows the future: the positions
+    it marks inverted, in masked_fill or in a fused attention's boolean attn_mask; only when `told`, the trace mark's
+    text, says it hides exactly the past and the diagonal), "keys" (the keys transposed on other axes than their
+    last two) and "additive" (a mask of -1e9 added to the scores, made by where or masked_fill: -inf instead; not
+    for a product such as (1 - tril) * -1e9, where -inf times 0 is NaN)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -50,6 +61,10 @@ def own_line_fix(kind: str, code: str | None) -> str | None:
         return _softmax(line, tree)
     if kind == "fill":
         return _fill(line, tree)
+    if kind == "invert" and "row by row:" in told and INVERTED not in told:
+        return None  # it hides something else than the past and the diagonal: inverting it would not be the future
+    if kind in LOCAL:
+        return LOCAL[kind](line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
              n.func.attr in ("view", "reshape") and not n.keywords and n.end_lineno == 1]
     if kind.startswith("split"):
@@ -146,3 +161,151 @@ def _fill(line: str, tree: ast.Module) -> str | None:
     if value is None:
         return None
     return line[:value.col_offset] + 'float("-inf")' + line[value.end_col_offset:]
+
+
+def _calls(tree: ast.Module, *names: str) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+            getattr(n.func, "attr", getattr(n.func, "id", "")) in names]
+
+
+def _plain(node: ast.AST) -> bool:
+    """A name or an attribute/subscript chain of names (`q`, `self.q_cache`, `qkv[0]`): cheap and safe to repeat."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _scale(line: str, tree: ast.Module) -> str | None:
+    """q @ k.transpose(-2, -1) * C ** -0.5  ->  ... * q.size(-1) ** -0.5;  / math.sqrt(C)  ->  / math.sqrt(q.size(-1));
+    torch.bmm(q, k.transpose(1, 2))  ->  torch.bmm(q, k.transpose(1, 2)) / q.size(-1) ** 0.5.  The head width is
+    the queries' last axis whatever their layout ((B, H, n, dh), (B·H, n, dh), (B, n, H, dh) in an einsum)."""
+    products = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
+    products += _calls(tree, "matmul", "bmm", "einsum")
+    if len(products) != 1:
+        return None
+    product = products[0]
+    queries = product.left if isinstance(product, ast.BinOp) else \
+        (product.args[1] if getattr(product.func, "attr", getattr(product.func, "id", "")) == "einsum" else
+         product.args[0]) if len(getattr(product, "args", ())) >= 2 else None
+    if queries is None or not _plain(queries):
+        return None
+    width = f"{_text(line, queries)}.size(-1)"
+    scaled = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Mult)) and
+              product in ast.walk(n.left) and product not in ast.walk(n.right)]
+    if not scaled:  # never scaled: divide the product
+        return line[:product.end_col_offset] + f" / {width} ** 0.5" + line[product.end_col_offset:]
+    factor = scaled[-1].right  # the innermost: the one applied to the product itself
+    roots = [n for n in _calls(ast.Module(body=[ast.Expr(factor)], type_ignores=[]), "sqrt") if len(n.args) == 1]
+    powers = [n for n in ast.walk(factor) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)]
+    if len(roots) == 1 and not powers:
+        old = roots[0].args[0]
+    elif len(powers) == 1 and not roots:
+        old = powers[0].left
+    else:
+        old, width = factor, width + (" ** 0.5" if isinstance(scaled[-1].op, ast.Div) else " ** -0.5")
+    return line[:old.col_offset] + width + line[old.end_col_offset:]
+
+
+def _dropout(line: str, tree: ast.Module) -> str | None:
+    """F.dropout(att, p)  ->  F.dropout(att, p, training=self.training)"""
+    calls = [c for c in _calls(tree, "dropout") if c.args]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    told = next((k for k in call.keywords if k.arg == "training"), None)
+    old = told.value if told is not None else (call.args[2] if len(call.args) > 2 else None)
+    if old is not None:
+        return line[:old.col_offset] + "self.training" + line[old.end_col_offset:]
+    end = call.end_col_offset - 1
+    return line[:end].rstrip() + ", training=self.training" + line[end:]
+
+
+def _slice(line: str, tree: ast.Module) -> str | None:
+    """wei.masked_fill(self.tril == 0, -inf)  ->  wei.masked_fill(self.tril[..., :wei.size(-1), :wei.size(-1)] == 0,
+    -inf): the mask cut to the scores' own size (`...` keeps leading axes of size 1)."""
+    calls = [c for c in _calls(tree, "masked_fill", "masked_fill_") if c.args and isinstance(c.func, ast.Attribute)]
+    if len(calls) != 1 or not _plain(calls[0].func.value):
+        return None
+    mask = calls[0].args[0]
+    while True:  # down to the mask itself: past `== 0`, `~`, `.bool()`
+        if isinstance(mask, ast.Compare):
+            mask = mask.left
+        elif isinstance(mask, ast.UnaryOp):
+            mask = mask.operand
+        elif isinstance(mask, ast.Call) and isinstance(mask.func, ast.Attribute) and not mask.args:
+            mask = mask.func.value
+        else:
+            break
+    if not isinstance(mask, (ast.Name, ast.Attribute)):
+        return None  # a slice is there already, or the mask is computed on the line: the mistake is elsewhere
+    n = f"{_text(line, calls[0].func.value)}.size(-1)"
+    return line[:mask.end_col_offset] + f"[..., :{n}, :{n}]" + line[mask.end_col_offset:]
+
+
+def _contiguous(line: str, tree: ast.Module) -> str | None:
+    """y.transpose(1, 2).view(B, T, C)  ->  y.transpose(1, 2).contiguous().view(B, T, C)"""
+    views = [c for c in _calls(tree, "view") if isinstance(c.func, ast.Attribute) and
+             isinstance(c.func.value, ast.Call) and getattr(c.func.value.func, "attr", "") in ("transpose", "permute")]
+    if len(views) != 1:
+        return None
+    at = views[0].func.value.end_col_offset
+    return line[:at] + ".contiguous()" + line[at:]
+
+
+def _invert(line: str, tree: ast.Module) -> str | None:
+    """s.masked_fill(self.tril[:T, :T] == 1, -inf)  ->  ... != 1 ...;  masked_fill(~m, ...)  ->  masked_fill(m, ...);
+    sdpa(q, k, v, attn_mask=m)  ->  sdpa(q, k, v, attn_mask=~m) (a boolean attn_mask says what to keep)"""
+    fills = [c for c in _calls(tree, "masked_fill", "masked_fill_") if c.args]
+    fused = [c for c in _calls(tree, "scaled_dot_product_attention")
+             if any(k.arg == "attn_mask" for k in c.keywords) or len(c.args) > 3]
+    if len(fills) + len(fused) != 1:
+        return None
+    call = (fills or fused)[0]
+    mask = call.args[0] if fills else next((k.value for k in call.keywords if k.arg == "attn_mask"), None)
+    mask = mask if mask is not None else call.args[3]
+    if isinstance(mask, ast.UnaryOp) and isinstance(mask.op, ast.Invert):
+        return line[:mask.col_offset] + _text(line, mask.operand) + line[mask.end_col_offset:]
+    if isinstance(mask, ast.Compare) and len(mask.ops) == 1 and isinstance(mask.ops[0], (ast.Eq, ast.NotEq)):
+        right = mask.comparators[0]
+        between = line[mask.left.end_col_offset:right.col_offset]
+        flipped = between.replace("==", "!=") if isinstance(mask.ops[0], ast.Eq) else between.replace("!=", "==")
+        return line[:mask.left.end_col_offset] + flipped + line[right.col_offset:]
+    if isinstance(mask, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+        return line[:mask.col_offset] + "~" + line[mask.col_offset:]
+    return line[:mask.col_offset] + "~(" + _text(line, mask) + ")" + line[mask.end_col_offset:]
+
+
+def _keys(line: str, tree: ast.Module) -> str | None:
+    """q @ k.transpose(1, 2)  ->  q @ k.transpose(-2, -1);  queries @ keys.T  ->  queries @ keys.transpose(-2, -1)"""
+    products = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
+    products += [c for c in _calls(tree, "matmul", "bmm") if len(c.args) == 2]
+    if len(products) != 1:
+        return None
+    keys = products[0].right if isinstance(products[0], ast.BinOp) else products[0].args[1]
+    if isinstance(keys, ast.Attribute) and keys.attr == "T":
+        return line[:keys.value.end_col_offset] + ".transpose(-2, -1)" + line[keys.end_col_offset:]
+    if isinstance(keys, ast.Call) and isinstance(keys.func, ast.Attribute) and keys.func.attr == "transpose" and \
+            len(keys.args) == 2 and not keys.keywords:
+        return line[:keys.args[0].col_offset] + "-2, -1" + line[keys.args[1].end_col_offset:]
+    return None
+
+
+def _additive(line: str, tree: ast.Module) -> str | None:
+    """scores + torch.where(self.mask[:n, :n], -1e9, 0.0)  ->  scores + torch.where(self.mask[:n, :n], float("-inf"),
+    0.0): the one large negative number written as an argument of where or masked_fill."""
+    found = []
+    for call in _calls(tree, "where", "masked_fill", "masked_fill_"):
+        for arg in list(call.args) + [k.value for k in call.keywords]:
+            try:
+                value = ast.literal_eval(arg)
+            except ValueError:
+                continue
+            if isinstance(value, (int, float)) and -1e300 < value <= -1e4:
+                found.append(arg)
+    if len(found) != 1:
+        return None
+    return line[:found[0].col_offset] + 'float("-inf")' + line[found[0].end_col_offset:]
+
+
+LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
+         "keys": _keys, "additive": _additive}

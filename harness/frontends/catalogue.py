@@ -32,7 +32,8 @@ def declared(info) -> dict:
     """What a mutant's own file declares (INFO), as the catalogue holds it."""
     return {"title": info.title, "lesson": info.lesson, "symptom": info.symptom, "fix": info.fix,
             "example": info.example, "killed_by": list(info.killed_by), "variant": info.variant,
-            "trace": list(info.trace), "task": info.task, "topic": info.topic, "rewrite": info.rewrite}
+            "trace": list(info.trace), "task": info.task, "topic": info.topic, "rewrite": info.rewrite,
+            "remedy": info.remedy}
 
 
 def entry(info, report) -> dict:

@@ -105,12 +105,13 @@ def explain(item_id: str, fmt: str = "text", wide: bool = False) -> str:
     example = _mutant_example(mid)
     if fmt == "json":
         return json.dumps({"id": mid, "kind": "mutant", "title": p["title"], "lesson": p["lesson"],
-                           "symptom": p["symptom"], "example": example, "fix": p["fix"],
+                           "symptom": p["symptom"], "example": example, "fix": p["fix"], "remedy": p.get("remedy", ""),
                            "caught_by": p["killed_by"], "diff": mutant_diff(mid)}, indent=2)
     return _layout([(f"{mid} (mistake): {p['title']}", ""), "", (f"The lesson: {p['lesson']}", ""), "",
                     (f"What goes wrong: {p['symptom']}", ""), "",
                     *(["Worked example:", example.rstrip(), ""] if example else []),
-                    (f"Fix: {p['fix']}", ""), "", (f"Caught by: {', '.join(p['killed_by'])}", ""), "",
+                    *([(f"Fix: {p['remedy']}", ""), (f"In the lesson's layer: {p['fix']}", 2)] if p.get("remedy")
+                      else [(f"Fix: {p['fix']}", "")]), "", (f"Caught by: {', '.join(p['killed_by'])}", ""), "",
                     mutant_diff(mid).rstrip()], wide)
 
 

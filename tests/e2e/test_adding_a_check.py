@@ -63,6 +63,7 @@ INFO = MutantInfo(
     killed_by=("large-inputs-stay-finite",),
     symptom="Scores above about 709 overflow exp in float64: the weights become inf / inf = NaN.",
     fix="w = torch.softmax(scores, dim=-1)",
+    remedy="Compute the weights with torch.softmax, which subtracts the row's maximum first.",
     example="scores 1e5: exp gives inf, and inf / inf is NaN",
 )
 '''

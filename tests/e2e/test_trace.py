@@ -78,6 +78,12 @@ SWEEP = [
     (mutant("softmax_wrong_axis"), "softmax-wrong-axis", "softmax"),
     (mutant("merge_no_transpose"), "merge-no-transpose", "merge"),
     (mutant("scale_by_dh"), "scale-by-dh", "scale"),
+    (mutant("no_scaling"), "no-scaling", "scores"),  # never scaled: marked where the scores are made
+    (mutant("dropout_in_eval"), "dropout-in-eval", "dropout"),  # training=True in eval
+    (mutant("mask_no_device"), "mask-no-device", "mask"),  # torch.ones(n, n) with no device=
+    (mutant("additive_mask_1e9"), "additive-mask-1e9", ""),  # where(mask, -1e9, 0): marked where -1e9 is written
+    (str(ROOT / "tests" / "zoo" / "buggy" / "own_zero_after_softmax_tril.py") + ":MaskedAttention",
+     "zero-after-softmax", "mask"),  # softmax, then wei * tril: not "no mask"
     (mutant("split_view_order_queries"), "split-view-order-queries", "split"),  # one projection alone: its role
     (mutant("split_view_order_keys"), "split-view-order-keys", "split"),  # is read from q @ kᵀ and weights @ v
     (mutant("split_view_order_values"), "split-view-order-values", "split"),

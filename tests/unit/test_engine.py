@@ -178,9 +178,52 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
     ("fill", "att = att.masked_fill(self.bias[:, :, :T, :T] == 0, 0.)",
      'att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))'),
     ("fill", "s.masked_fill_(m, value=-1e4)", 's.masked_fill_(m, value=float("-inf"))'),
+    # issue 28 item 6: the head width is the queries' own last axis, whatever the class calls it
+    ("scale", "wei = q @ k.transpose(-2, -1) * C ** -0.5", "wei = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5"),
+    ("scale", "scores = q @ k.transpose(2, 3) / self.dh", "scores = q @ k.transpose(2, 3) / q.size(-1) ** 0.5"),
+    ("scale", "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C))",
+     "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))"),
+    ("scale", 's = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(D)',
+     's = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.size(-1))'),
+    ("scale", "att = torch.bmm(q, k.transpose(1, 2))", "att = torch.bmm(q, k.transpose(1, 2)) / q.size(-1) ** 0.5"),
+    ("scale", "s = self.q(x) @ self.k(x).mT", None),  # the queries are no name to repeat: words instead
+    ("scale", "s = s / C ** 0.5", None),  # no product on the line: which tensor is the queries?
+    ("dropout", "att = F.dropout(att, self.p)", "att = F.dropout(att, self.p, training=self.training)"),
+    ("dropout", "w = nn.functional.dropout(w, 0.1, training=True)",
+     "w = nn.functional.dropout(w, 0.1, training=self.training)"),
+    ("slice", 'wei = wei.masked_fill(self.tril == 0, float("-inf"))',
+     'wei = wei.masked_fill(self.tril[..., :wei.size(-1), :wei.size(-1)] == 0, float("-inf"))'),
+    ("slice", "s.masked_fill_(self.mask.bool(), -torch.inf)",
+     "s.masked_fill_(self.mask[..., :s.size(-1), :s.size(-1)].bool(), -torch.inf)"),
+    ("slice", "s = s.masked_fill(self.mask[:n, :n], 0)", None),  # sliced already: the mistake is elsewhere
+    ("contiguous", "y = (att @ v).transpose(1, 2).view(B, T, C)",
+     "y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)"),
+    ("contiguous", "y = y.contiguous().view(B, T, C)", None),
+    ("invert", 'wei = wei.masked_fill(self.tril[:T, :T] == 1, float("-inf"))',
+     'wei = wei.masked_fill(self.tril[:T, :T] != 1, float("-inf"))'),
+    ("invert", 's = s.masked_fill(~self.mask[:n, :n], -inf)', "s = s.masked_fill(self.mask[:n, :n], -inf)"),
+    ("invert", "y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.future[:T, :T])",
+     "y = F.scaled_dot_product_attention(q, k, v, attn_mask=~self.future[:T, :T])"),
+    ("invert", "a = a.masked_fill(m & n, 0)", "a = a.masked_fill(~(m & n), 0)"),
+    ("keys", "att = torch.matmul(q, k.transpose(1, 2)) / math.sqrt(self.hd)",
+     "att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.hd)"),
+    ("keys", "attn_scores = queries @ keys.T", "attn_scores = queries @ keys.transpose(-2, -1)"),
+    ("keys", "s = q @ k.permute(0, 2, 1, 3)", None),
+    ("additive", "att = att + torch.where(self.causal[:T, :T], -1e9, 0.0)",
+     'att = att + torch.where(self.causal[:T, :T], float("-inf"), 0.0)'),
+    ("additive", "wei = wei + (1.0 - self.tril[:T, :T]) * -1e9", None),  # -inf * 0 would be NaN: words instead
 ])
 def test_the_fix_is_the_students_own_line_corrected_when_that_is_one_call(kind, line, fixed):
     assert rewrite.own_line_fix(kind, line) == fixed
+
+
+def test_an_inverted_mask_is_inverted_only_when_the_trace_says_it_hides_exactly_the_past_and_the_diagonal():
+    """A mask that hides the strict past (tril(-1)) is "inverted" too, but its inverse would hide the diagonal."""
+    line = "s = s.masked_fill(self.m[:n, :n] == 1, float('-inf'))"
+    exact = "the mask is inverted: it hides the past and shows the future (hidden, row by row: x..; xx.; xxx; expected"
+    strict = "the mask is inverted: it hides the past and shows the future (hidden, row by row: ...; x..; xx.; expected"
+    assert rewrite.own_line_fix("invert", line, exact) == "s = s.masked_fill(self.m[:n, :n] != 1, float('-inf'))"
+    assert rewrite.own_line_fix("invert", line, strict) is None
 
 
 def test_every_rewrite_a_mutant_may_declare_is_one_the_engine_makes():

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import ADDS, SCORES_LIKE, WORKED, number, square_pattern
+from harness.engine.trace.vocabulary import ADDS, CREATORS, SCORES_LIKE, WORKED, number, square_pattern
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 VISIBLE_FILL = -50.0  # above this, the future's weight (exp(fill)) shows in ordinary forward values
@@ -156,3 +156,70 @@ def _finite_fill(fill: float) -> dict:
         mark["symptom"] = (f"Future tokens keep a weight of about e^{fill:g} = {weight:.2g} relative to a score of 0: "
                            f"{size}; the future influences the past.")
     return mark
+
+
+MOVES = {"to", "cuda", "type_as", "new_ones", "new_zeros", "new_full", "new_tensor"}  # onto a tensor's device
+
+
+@detector("mask-made-without-device")
+def mask_device(f: Findings) -> None:
+    """A mask made in forward from a new tensor (torch.ones(n, n)...) with no device= and never moved: it lives on
+    the CPU whatever device the scores are on (the trace runs on the CPU, so only the call can tell)."""
+    uses = _mask_uses(f)
+    if uses is None:
+        return
+    for m in [i for group in uses for i in group]:
+        before: set[int] = set()  # what made the mask itself, not the scores it is applied to
+        for t in f.ops[m]["in"]:
+            if t.get("src") is not None and f.namer.sym(t) not in SCORES_LIKE and \
+                    not f.namer.derives_from(t, ("project", "scores", "softmax")):
+                before |= f.namer.ancestors(t["src"]) | {t["src"]}
+        moved = set()
+        for a in before:
+            if f.ops[a]["op"] in MOVES:
+                moved |= f.namer.ancestors(a)
+        for c in sorted(before):
+            op = f.ops[c]
+            if op["op"] in CREATORS and not op["in"] and "device" not in op["kwargs"] and c not in moved and \
+                    (op.get("out") or {}).get("shape"):  # a 0-d fill value may stay on the CPU
+                f.mark(c, {"id": "mask-made-without-device", "text": (
+                    f"the mask is made here by {op['op']}(...) without device=: it stays on the CPU when the layer "
+                    "runs on a GPU; pass device= the scores' device, or register the mask as a buffer in __init__")},
+                    keep_earlier=True)
+                return
+
+
+@detector("additive-finite-mask")
+def additive_finite_mask(f: Findings) -> None:
+    """A mask added to the scores whose hidden entries are a finite number at or below SAFE_FILL (`torch.where(mask,
+    -1e9, 0)`, `(1 - tril) * -1e9`): exact at every realistic magnitude, but not -inf (the lesson's rule; it
+    overflows half precision).  Marked where the number is written, the line to change."""
+    uses = _mask_uses(f)
+    for m in uses[0] if uses else []:
+        op = f.ops[m]
+        if op["op"] not in ADDS or any(t.get("neginf") for t in op["in"]):
+            continue
+        for t in op["in"]:
+            if t.get("src") is None or f.namer.sym(t) in SCORES_LIKE:
+                continue
+            for a in sorted(f.namer.ancestors(t["src"]) | {t["src"]}, reverse=True):
+                fill = _written_number(f.ops[a])
+                if fill is not None and -1e300 < fill <= SAFE_FILL:  # float64's own minimum (finfo(dtype).min,
+                    # traced in float64) outweighs any score; -1e9 or float32's minimum does not
+                    f.mark(a, {"id": "additive-finite-mask", "text": (
+                        f"the mask added to the scores hides the future with {fill:g}, a finite number, not -inf: "
+                        "exact while every score stays far below it, but a larger score gets through and it "
+                        "overflows half precision; write float('-inf') where the mask is set")}, keep_earlier=True)
+                    return
+
+
+def _written_number(op: dict) -> float | None:
+    """A number an operation writes or multiplies by (where's branches, masked_fill's value, a product's factor,
+    full's fill value), when one of its arguments is a plain number."""
+    if op["op"] in ("where", "masked_fill", "masked_fill_"):
+        return _fill_value(op)
+    if op["op"] in ("mul", "__mul__", "__rmul__", "full"):
+        numbers = [number(a) for a in op["args"] if not str(a).startswith("<T")]
+        numbers = [v for v in numbers if v is not None and v < 0]
+        return numbers[0] if len(numbers) == 1 else None
+    return None

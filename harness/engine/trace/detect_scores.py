@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import FUSED_MHA, number, square_pattern
+from harness.engine.trace.vocabulary import DROPOUTS, FUSED_MHA, MATMULS, number, square_pattern
 
 
 @detector("softmax-not-last-axis")
@@ -49,11 +49,13 @@ def fused_attention_mask(f: Findings) -> None:
 @detector("scores-not-scaled", "scaled-by-dh", "scaled-by-sqrt-d", "wrong-scale")
 def scale(f: Findings) -> None:
     """The product of the numbers the scores are multiplied by on the way to each softmax (q and k may be scaled
-    apart; a fused attention scales by its own) is not 1/sqrt(dh)."""
-    dh = f.cfg["d"] // f.cfg["heads"]
+    apart; a fused attention scales by its own) is not 1/sqrt(dh), dh the width of the queries dotted with the keys
+    (a layer of full-width heads, d each, rightly divides by sqrt(d): its mistake is the heads' width, not the scale,
+    and a mark here would name the wrong one)."""
     softmaxes = f.named("softmax")
     for target in (softmaxes or ([f.namer.fused[0]] if f.fused_sdpa else [])):
         ancestors = f.namer.ancestors(target)
+        dh = _queries_width(f, ancestors, f.cfg["d"] // f.cfg["heads"])
         factors = [(i, k) for i, k in f.namer.scale_factors if i in ancestors]
         total = math.prod(k for _, k in factors) * (_fused_scale(f, dh) if target in f.namer.fused else 1.0)
         want = 1 / math.sqrt(dh)
@@ -63,13 +65,48 @@ def scale(f: Findings) -> None:
                 mid, text = "scores-not-scaled", "the scores are never scaled"
             elif math.isclose(divisor, dh):
                 mid, text = "scaled-by-dh", f"the scores are divided by dh = {dh}, not by sqrt(dh)"
-            elif math.isclose(divisor, math.sqrt(f.cfg["d"])):
+            elif math.isclose(divisor, math.sqrt(f.cfg["d"])) and dh != f.cfg["d"]:
                 mid, text = "scaled-by-sqrt-d", (f"the scores are divided by sqrt(d) = {divisor:.4g} (the full "
                                                 "width), not by sqrt(dh) (the head width)")
             else:
                 mid, text = "wrong-scale", f"the scores are multiplied by {total:.4g} in all (divided by {divisor:.4g})"
             text += f"; the lesson divides by sqrt(dh) = sqrt({dh}) = {math.sqrt(dh):.4g}"
-            f.mark(factors[-1][0] if factors else target, {"id": mid, "text": text}, keep_earlier=True)
+            f.mark(factors[-1][0] if factors else _scores_product(f, ancestors, target), {"id": mid, "text": text},
+                   keep_earlier=True)
+
+
+def _queries_width(f: Findings, ancestors: set[int], default: int) -> int:
+    """The last axis of the queries in the latest scores product q @ kᵀ before the softmax (the head width in every
+    layout: (B, H, n, dh), (B·H, n, dh), (B, n, H, dh) in an einsum), else `default`."""
+    products = sorted(i for i in ancestors if f.namer.labels[i] == "scores" and f.ops[i]["op"] in MATMULS)
+    for i in reversed(products):
+        data = [t for t in f.ops[i]["in"] if t.get("shape")]
+        if len(data) >= 2 and data[0]["shape"][-1] > 0:
+            return int(data[0]["shape"][-1])
+    return default
+
+
+def _scores_product(f: Findings, ancestors: set[int], target: int) -> int:
+    """Where scores that are never scaled are made (the product q @ kᵀ, the line to add the scale to), else the
+    softmax (or fused attention) itself."""
+    products = [i for i in ancestors if f.namer.labels[i] == "scores" and f.ops[i]["op"] in MATMULS]
+    return max(products) if products else target
+
+
+@detector("dropout-always-on")
+def dropout_in_eval(f: Findings) -> None:
+    """A dropout told training=True (F.dropout's default) while the module is in eval mode, as the trace runs it:
+    it stays on after model.eval()."""
+    for op in f.ops:
+        if op["op"] not in DROPOUTS or op["op"] == "native_dropout":
+            continue
+        raw = op["kwargs"].get("training", op["kwargs"].get("train",  # torch.dropout(x, p, train)
+                                                             op["args"][2] if len(op["args"]) > 2 else "True"))
+        if raw == "True":
+            f.mark(op["i"], {"id": "dropout-always-on", "text": (
+                "this dropout is told training=True (F.dropout's default) although the module is in eval mode: it "
+                "stays on after model.eval(); pass training=self.training, or use an nn.Dropout module")},
+                keep_earlier=True)
 
 
 def _fused_scale(f: Findings, dh: int) -> float:

@@ -9,9 +9,10 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong, raised (the
   operation that raised, and what its tensors say of why); input-changed-in-place
 - detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
-  scaled-by-dh, scaled-by-sqrt-d, wrong-scale
+  scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; fill-leaks-visibly, fill-leaks-invisibly;
-  mask-includes-diagonal, mask-keeps-future, mask-one-token-late, mask-hides-nothing, mask-wrong
+  mask-includes-diagonal, mask-keeps-future, mask-one-token-late, mask-hides-nothing, mask-wrong;
+  mask-made-without-device; additive-finite-mask
 - detect_output: heads-not-projected
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 from harness.engine.trace.vocabulary import (ADDS, CATS, DIVIDES, DROPOUTS, FUSED_MHA, LESSON_STEPS, MASK_BUILDERS,
-                                             MASK_LIKE, MATMULS, PASS_THROUGH, SCALARS, SCORES_LIKE, SOFTMAXES, SPLITS,
-                                             TRANSPOSES, VIEWS, is_weight, number, patterns)
+                                             MASK_LIKE, MATMULS, MULTIPLIES, PASS_THROUGH, SCALARS, SCORES_LIKE,
+                                             SOFTMAXES, SPLITS, TRANSPOSES, VIEWS, is_weight, number, patterns)
 
 
 RESHAPE_KINDS = {"view": VIEWS, "transpose": TRANSPOSES, "split": SPLITS, "slice": {"__getitem__"}}
@@ -121,7 +121,9 @@ class Namer:
         return None
 
     def _masking(self, op: dict) -> str | None:
-        """An operation that applies a mask to the scores (masked_fill, an assignment, where, adding -inf)."""
+        """An operation that applies a mask to the scores (masked_fill, an assignment, where, adding -inf (also to
+        some heads' scores only), adding a mask of finite values made from a mask (`torch.where(mask, -1e9, 0)`), or
+        multiplying by an (n, n) mask of 0s and 1s, as `wei * tril` after the softmax)."""
         name, ins = op["op"], op["in"]
         data = ins[0] if ins else None
         if (name in ("masked_fill", "masked_fill_") and data and self.sym(data) not in MASK_LIKE) or \
@@ -129,7 +131,11 @@ class Namer:
                                                      self.derives_from(data, ("scores",)))) or \
                 (name == "where" and len(ins) >= 2 and any(self.sym(t) in SCORES_LIKE for t in ins[1:])) or \
                 (name in ADDS and len(ins) >= 2 and any(t.get("neginf") for t in ins) and
-                 any(self.sym(t) in SCORES_LIKE for t in ins)):
+                 any(self.sym(t) in SCORES_LIKE or self.derives_from(t, ("scores",)) for t in ins)) or \
+                (name in ADDS and len(ins) >= 2 and any(self.sym(t) in SCORES_LIKE for t in ins) and
+                 any(self.sym(t) in MASK_LIKE and (is_weight(t) or self.derives_from(t, ("mask",))) for t in ins)) or \
+                (name in MULTIPLIES and len(ins) >= 2 and any(self.sym(t) in SCORES_LIKE for t in ins[:2]) and
+                 any(self.sym(t) in MASK_LIKE for t in ins[:2])):  # weights * tril: a mask of 0s and 1s
             self.mask_ops.append(op["i"])
             return "mask"
         return None

@@ -21,6 +21,9 @@ REINDEX = {"__getitem__", "split", "chunk", "narrow", "unbind", "tensor_split", 
 SOFTMAXES = {"softmax", "log_softmax", "_softmax", "special_softmax"}
 DROPOUTS = {"dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout", "native_dropout"}
 ADDS = {"add", "__add__", "__radd__", "add_", "__iadd__"}
+MULTIPLIES = {"mul", "__mul__", "__rmul__", "mul_", "__imul__", "multiply"}
+CREATORS = {"ones", "zeros", "full", "empty", "arange", "tensor", "Tensor", "eye", "rand", "randn"}  # new tensors, on
+# the default device unless told
 PASS_THROUGH = {"contiguous", "clone", "to", "float", "double", "type", "type_as", "detach", "squeeze", "unsqueeze",
                 "expand", "expand_as", "__getitem__", "bool", "data"}
 SPLITS = {"split", "chunk", "unbind", "tensor_split"}

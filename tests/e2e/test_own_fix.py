@@ -1,0 +1,191 @@
+"""The student's line and the student's fix (issue 28 item 6), on the student-style zoo (tests/zoo/buggy/own_*.py:
+one layer per common catalogued mistake, written in a student's own names: `wei`, `tril`, `W_q`, `proj`, `att`,
+`F.dropout`, bmm, einsum).
+
+For each: the report names the mistake at the file's own line (LINE), the same line `mha-check trace` marks with
+the same mistake; the fix is that line corrected in the file's own names, or the mistake's remedy in words, never
+the reference's line (which names `self.dh`, `self.mask`, `scores`, attributes these classes do not have).  Where
+the fix is the line corrected, pasting it into a copy of the file makes mha-check pass the copy, every check."""
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import mutants
+from conftest import ZOO, zoo_constants
+from harness.engine import rewrite
+from harness.frontends.trace import trace
+from harness.sandbox.pool import ForkedSubject
+
+pytestmark = pytest.mark.slow
+OWN = sorted((ZOO / "buggy").glob("own_*.py"))
+NOTE = rewrite.KINDS["split-all"]  # "# and the keys and values alike": the same change on their lines too
+
+
+def target(path: Path) -> str:
+    return f"{path}:{zoo_constants(path)['TARGET']}"
+
+
+def corrected(path: Path, fix: str, kind: str) -> str:
+    """The file with the student's line replaced by the fix (its indentation kept); a fix that says "and the keys
+    and values alike" is made on those lines too, as the student would."""
+    lines = path.read_text().splitlines()
+    number = zoo_constants(path)["LINE"]
+    if fix.endswith(NOTE):
+        fix = fix.removesuffix(NOTE).rstrip()
+        for i, line in enumerate(lines):
+            same = rewrite.own_line_fix(kind, line)
+            if i != number - 1 and same is not None:
+                lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(NOTE).rstrip()
+    old = lines[number - 1]
+    lines[number - 1] = old[:len(old) - len(old.lstrip())] + fix
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def fixed(reports, tmp_path_factory):
+    """The reports of the zoo files, then each file with its report's own-line fix pasted in (a copy)."""
+    reports.want([target(p) for p in OWN])
+    folder = tmp_path_factory.mktemp("own_fix")
+    copies = {}
+    for path in OWN:
+        root = reports(target(path)).diagnosis or {}
+        entry = mutants.catalogue().get(root.get("mutant"), {})
+        if root.get("fix") and root["fix"] != entry.get("remedy"):
+            copy = folder / path.name
+            copy.write_text(corrected(path, root["fix"], entry["rewrite"]))
+            copies[path] = f"{copy}:{zoo_constants(path)['TARGET']}"
+    reports.want(list(copies.values()))
+    return copies
+
+
+@pytest.fixture(scope="module")
+def traced(reports):
+    def one(path):
+        with reports.zygotes.take() as zygote:
+            return trace(target(path), make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(OWN, pool.map(one, OWN)))
+
+
+def test_the_student_style_zoo_covers_the_common_mistakes():
+    named = {zoo_constants(p)["DIAGNOSIS"] for p in OWN}
+    assert len(named) >= 22 and {"no-mask", "mask-not-sliced", "finite-fill", "zero-after-softmax", "mask-no-device",
+                                 "dropout-in-eval", "scale-by-sqrt-d", "no-scaling", "softmax-wrong-axis",
+                                 "split-view-order", "merge-no-transpose", "view-without-contiguous"} <= named
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
+def test_the_report_names_the_mistake_at_the_students_own_line(path, reports):
+    want = zoo_constants(path)
+    root = reports(target(path)).diagnosis or {}
+    line = path.read_text().splitlines()[want["LINE"] - 1].strip()
+    assert (root.get("mutant"), root.get("at"), root.get("code")) == (want["DIAGNOSIS"], f"{path.name}:{want['LINE']}",
+                                                                      line)
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
+def test_trace_marks_the_same_mistake_at_the_same_line(path, traced):
+    """`trace` once called the softmax-then-`wei * tril` layer no-mask while the report said zero-after-softmax."""
+    want = zoo_constants(path)
+    result = traced[path]
+    marks = [(m["mutant"], result.steps[m["step"] - 1].at if m.get("step") else None) for m in result.mistakes]
+    assert {mutant for mutant, _ in marks} == {want["DIAGNOSIS"]}, marks  # the keys' and values' lines too, if
+    assert marks[0][1] == f"{path.name}:{want['LINE']}", marks  # the same mistake is there; the report's first
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
+def test_the_fix_is_the_students_line_corrected_or_words_never_the_references_line(path, reports):
+    root = reports(target(path)).diagnosis
+    entry = mutants.catalogue()[root["mutant"]]
+    assert root["fix"] != entry["fix"]
+    if root["fix"] == entry["remedy"]:
+        assert not entry["rewrite"] or rewrite.own_line_fix(entry["rewrite"], root["code"]) is None
+        return
+    assert root["fix"] == rewrite.own_line_fix(entry["rewrite"], root["code"])
+    source = path.read_text()
+    assert [w for w in ("self.dh", "self.mask", "scores", "(w @ v)") if w in root["fix"] and w not in source] == []
+
+
+def test_most_fixes_are_the_students_own_line(reports):
+    own = [p.stem for p in OWN if (reports(target(p)).diagnosis or {}).get("fix") !=
+           mutants.catalogue()[zoo_constants(p)["DIAGNOSIS"]]["remedy"]]
+    assert len(own) >= 19, own  # all but zero-after-softmax, mask-no-device (their remedies span two lines) and
+    # mask-hides-diagonal (its mistake is in __init__, its trace line in forward): those are told in words
+
+
+@pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
+def test_the_own_line_fix_applied_makes_the_layer_pass(path, fixed, reports):
+    if path not in fixed:
+        pytest.skip("the fix is in words (not a change of one line)")
+    report = reports(fixed[path])
+    assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
+    assert report.diagnosis is None
+
+
+FOLLOWS_THE_MODE = '''
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Careful(nn.Module):
+    def __init__(self, d, heads, context_length, dropout=0.1):
+        super().__init__()
+        self.h, self.p = heads, dropout
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        s = (q @ k.transpose(-1, -2) / math.sqrt(D // self.h)).masked_fill(future, float("-inf"))
+        w = torch.dropout(s.softmax(-1), self.p, train=self.training)
+        w = F.dropout(w, self.p, training=self.training)
+        return self.o((w @ v).transpose(1, 2).reshape(B, T, D))
+'''
+
+
+def test_a_dropout_that_follows_the_mode_and_a_mask_made_on_the_inputs_device_are_not_marked(tmp_path, reports):
+    """The marks that give dropout-in-eval and mask-no-device their line are not set on the right spellings:
+    torch.dropout's own `train=`, F.dropout's `training=self.training`, torch.ones(..., device=x.device)."""
+    path = tmp_path / "careful.py"
+    path.write_text(FOLLOWS_THE_MODE)
+    with reports.zygotes.take() as zygote:
+        result = trace(f"{path}:Careful", make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+    assert result.error is None and result.mistakes == []
+    assert [s.label for s in result.steps].count("dropout") == 2
+
+
+BUGGY = sorted((ZOO / "buggy").glob("[a-z]*.py"))
+
+
+@pytest.fixture(scope="module")
+def traced_zoo(reports):
+    reports.want([target(p) for p in BUGGY])
+
+    def one(path):
+        with reports.zygotes.take() as zygote:
+            return trace(target(path), make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(BUGGY, pool.map(one, BUGGY)))
+
+
+def test_trace_and_the_report_never_disagree_on_the_buggy_zoo(traced_zoo, reports):
+    """Over every buggy zoo layer: a mistake the trace marks is the one the report names, and the report's line is
+    one the trace marks for it (trace said no-mask for additive -1e9 masks, a mask on some heads only and
+    `wei * tril` after the softmax, and scale-by-sqrt-d for full-width heads, while the reports said otherwise)."""
+    disagree = []
+    for path in BUGGY:
+        root = reports(target(path)).diagnosis or {}
+        result = traced_zoo[path]
+        marks = {(m["mutant"], result.steps[m["step"] - 1].at if m.get("step") else None)
+                 for m in result.mistakes if m.get("mutant")}
+        named = {mutant for mutant, _ in marks}
+        if (named and named != {root.get("mutant")}) or (root.get("at") and (root["mutant"], root["at"]) not in marks):
+            disagree.append((path.stem, root.get("mutant"), root.get("at"), sorted(marks, key=str)))
+    assert disagree == []

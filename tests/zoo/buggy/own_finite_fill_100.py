@@ -1,0 +1,37 @@
+"""Buggy (student style, finite-fill-100): the masked scores are filled in place with -1e2, which hides the future
+in ordinary outputs (e^-100 is about 4e-44) but not from scores that large inputs push past 100.
+
+Style: separate `W_query` / `W_key` / `W_value` / `W_out`, scores `att`, `masked_fill_` in place.
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, d_model, num_heads, max_len):
+        super().__init__()
+        assert d_model % num_heads == 0
+        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        self.W_query = nn.Linear(d_model, d_model)
+        self.W_key = nn.Linear(d_model, d_model)
+        self.W_value = nn.Linear(d_model, d_model)
+        self.W_out = nn.Linear(d_model, d_model)
+        self.register_buffer("causal", torch.ones(max_len, max_len).triu(1).bool())
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q = self.W_query(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.W_key(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        v = self.W_value(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        att = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        att.masked_fill_(self.causal[:t, :t], -1e2)
+        att = torch.softmax(att, dim=-1)
+        return self.W_out(torch.matmul(att, v).transpose(1, 2).reshape(b, t, d))
+
+
+TARGET = "Attention"
+EXPECT = ("causal-leakage",)
+DIAGNOSIS = "finite-fill-100"
+LINE = 29

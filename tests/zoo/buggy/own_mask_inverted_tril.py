@@ -1,0 +1,39 @@
+"""Buggy (student style, mask-inverted): the masked_fill hides where the lower-triangular `tril` is 1 (the past and
+the token itself) instead of where it is 0, so every token sees only the future.
+
+Style: Karpathy's `wei` / `tril`, `W_q` / `W_k` / `W_v`, an output `proj`. The last token's row hides every
+position, so its weights are NaN.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        assert n_embd % n_head == 0
+        self.n_head = n_head
+        self.W_q = nn.Linear(n_embd, n_embd, bias=False)
+        self.W_k = nn.Linear(n_embd, n_embd, bias=False)
+        self.W_v = nn.Linear(n_embd, n_embd, bias=False)
+        self.proj = nn.Linear(n_embd, n_embd)
+        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.n_head
+        q = self.W_q(x).view(B, T, self.n_head, hs).transpose(1, 2)
+        k = self.W_k(x).view(B, T, self.n_head, hs).transpose(1, 2)
+        v = self.W_v(x).view(B, T, self.n_head, hs).transpose(1, 2)
+        wei = q @ k.transpose(-2, -1) * hs ** -0.5
+        wei = wei.masked_fill(self.tril[:T, :T] == 1, float("-inf"))
+        wei = F.softmax(wei, dim=-1)
+        out = (wei @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(out)
+
+
+TARGET = "MultiHeadAttention"
+EXPECT = ("causal-leakage", "reference-match")
+DIAGNOSIS = "mask-inverted"
+LINE = 30

@@ -1,0 +1,37 @@
+"""Buggy (student style, merge-no-transpose): the heads' outputs (B, H, T, hd) are merged with reshape(B, T, C)
+without moving the heads back behind the tokens first, so each output row mixes positions of one head.
+
+Style: Karpathy's `wei` / `tril`, `W_q` / `W_k` / `W_v`, an output `proj`.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        assert n_embd % n_head == 0
+        self.n_head = n_head
+        self.W_q = nn.Linear(n_embd, n_embd, bias=False)
+        self.W_k = nn.Linear(n_embd, n_embd, bias=False)
+        self.W_v = nn.Linear(n_embd, n_embd, bias=False)
+        self.proj = nn.Linear(n_embd, n_embd)
+        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.n_head
+        q = self.W_q(x).view(B, T, self.n_head, hs).transpose(1, 2)
+        k = self.W_k(x).view(B, T, self.n_head, hs).transpose(1, 2)
+        v = self.W_v(x).view(B, T, self.n_head, hs).transpose(1, 2)
+        wei = q @ k.transpose(-2, -1) * hs ** -0.5
+        wei = F.softmax(wei.masked_fill(self.tril[:T, :T] == 0, float("-inf")), dim=-1)
+        out = (wei @ v).reshape(B, T, C)
+        return self.proj(out)
+
+
+TARGET = "MultiHeadAttention"
+EXPECT = ("view-order", "reference-match")
+DIAGNOSIS = "merge-no-transpose"
+LINE = 30
