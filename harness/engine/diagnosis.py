@@ -102,9 +102,10 @@ def diagnose(report, ctx=None) -> dict | None:
         return _named(traced[0], "trace", "your forward pass shows this mistake's pattern at the marked line, and "
                                           "the check made for it fails", catalogue, marks, report)
     only_rules = all(c.kind == "rule" for c in report.checks if c.status == "fail")  # the verdict line says so
-    return {**_no_evidence("" if only_rules else
-                           "no known mistake matches: the failing checks below describe what is wrong", report),
-            "marks": marks}
+    unnamed = "no known mistake matches: the failing checks below describe what is wrong"
+    if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look
+        unnamed += "; mha-check trace marks the step that looks wrong"
+    return {**_no_evidence("" if only_rules else unnamed, report), "marks": marks}
 
 
 def _numbers_refute(mid: str, numbers: list[str] | None, marks: list[dict]) -> bool:

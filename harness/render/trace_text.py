@@ -49,7 +49,8 @@ def render(result: TraceResult, wide: bool = False) -> str:
         found = "; ".join(mid + (" (step " + ", ".join(str(s) for s in at if s is not None) + ")"
                                  if any(s is not None for s in at) else "") for mid, at in where.items())
         lines += _wrap(f"known mistakes marked: {found}", "  ", "", wide)
-        explain = [mid for mid in where if "-" in mid]
+        explain = [m["mutant"] for m in result.mistakes if m.get("mutant")]  # a mark with no catalogued mistake
+        # (wrong-scale: a factor no mutant has) has no story to explain, and `explain` would say it does not know it
         lines += _wrap(f"(run `mha-check {result.target}` for the full checks" + (
             f"; `mha-check explain {explain[0]}` for the story of the mistake)" if explain else ")"), "  ", "", wide)
     elif not result.error:

@@ -186,6 +186,8 @@ def test_trace_and_the_report_never_disagree_on_the_buggy_zoo(traced_zoo, report
         marks = {(m["mutant"], result.steps[m["step"] - 1].at if m.get("step") else None)
                  for m in result.mistakes if m.get("mutant")}
         named = {mutant for mutant, _ in marks}
-        if (named and named != {root.get("mutant")}) or (root.get("at") and (root["mutant"], root["at"]) not in marks):
+        # several marks (a leak and a missing projection): the report's root cause is one of them
+        wrong_line = root.get("at") and (root["mutant"], root["at"]) not in marks
+        if (named and root.get("mutant") not in named) or wrong_line:
             disagree.append((path.stem, root.get("mutant"), root.get("at"), sorted(marks, key=str)))
     assert disagree == []
