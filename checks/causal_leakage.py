@@ -236,7 +236,7 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
         ordinary, x_ordinary = ctx.weights_for(inst, "leak-reference"), ctx.input(cfg, "leak-reference")
         requests += [inst.write_request(ctx.transplanted(inst, ordinary)), inst.forward_request(x_ordinary)]
         groups.append((inst, requests))
-    entries = ctx.subject.frame(groups)
+    entries = ctx.frame(groups)
     if isinstance(entries[0], BaseException):
         raise entries[0]
     outcome = _leak_verdict(entries[0][0], cfg, mode="train")

@@ -35,7 +35,7 @@ FACTORY_HELP = ("write a factory function in your file, e.g. `def make_attention
 )
 def construct(ctx):
     try:
-        loaded = ctx.subject.load()
+        loaded = ctx.load()
     except TargetFailure as e:
         return failed(f"could not load the target: {e.message}", finding=f"load:{e.stage}", fix=_load_fix(e),
                       **_raised(e))
@@ -46,11 +46,11 @@ def construct(ctx):
         return cannot_tell(f"{loaded.name} reads its sizes from module-level settings ({read}), so mha-check cannot "
                            "build it with its own widths, heads and context lengths", help=FACTORY_HELP)
     built, note = [], ""
-    ctx.subject.build_ahead([ctx.subject.build(cfg) for cfg in ctx.required_configs()])  # one round trip
+    ctx.build_ahead([ctx.built(cfg) for cfg in ctx.required_configs()])  # one round trip
     for i in range(len(ctx.required_configs())):
         cfg = ctx.required_configs()[i]
         try:
-            ctx.subject.build(cfg).info  # noqa: B018 - built now: a constructor that raises is judged here
+            ctx.built(cfg).info  # noqa: B018 - built now: a constructor that raises is judged here
         except CannotDrive as e:
             if e.platform:
                 return cannot_tell(e.message, help=PLATFORM_HELP)
@@ -105,7 +105,7 @@ def _square_works(ctx, i: int) -> bool:
     """Does the constructor accept the same configuration with d_in = d_out?  Then check with square widths."""
     ctx.square_only = True
     try:
-        ctx.subject.build(ctx.required_configs()[i]).info  # noqa: B018 - built now, to see whether it raises
+        ctx.built(ctx.required_configs()[i]).info  # noqa: B018 - built now, to see whether it raises
         return True
     except TargetFailure:
         ctx.square_only = False

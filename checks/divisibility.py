@@ -27,7 +27,7 @@ def divisibility(ctx):
     for d_out, heads in ((8, 3), (10, 4)):
         cfg = Config(d_in=5 if sep else d_out, d_out=d_out, heads=heads, context_length=6, batch=2, n=3)
         try:
-            inst = ctx.subject.build(cfg)
+            inst = ctx.built(cfg)
             inst.info  # noqa: B018 - built now: the constructor must refuse this configuration
         except TargetFailure:
             continue

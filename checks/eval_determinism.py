@@ -51,7 +51,7 @@ def eval_determinism(ctx):
         groups[0][1].extend([inst.write_request(ctx.transplanted(inst, probe)), inst.forward_request(xa)])
         groups.append((plain, [plain.write_request(ctx.transplanted(plain, own)), plain.forward_request(xb),
                                plain.write_request(ctx.transplanted(plain, probe)), plain.forward_request(xa)]))
-    replies = ctx.subject.frame_or_raise(groups)
+    replies = ctx.frame_or_raise(groups)
     first, second = replies[0][0].y, replies[0][1].y
     if not np.array_equal(first, second, equal_nan=True):
         return failed(f"with {how}, two forward passes in eval() mode gave different outputs: "

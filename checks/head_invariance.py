@@ -28,7 +28,7 @@ from harness.wire.errors import TargetFailure
     needs=(construct,),
 )
 def head_invariance(ctx):
-    if not ctx.grouped and any(layout.kv_width for layout in ctx.subject.build(ctx.base).layouts):
+    if not ctx.grouped and any(layout.kv_width for layout in ctx.built(ctx.base).layouts):
         return passed("does not apply: your layer has one shared key/value head (multi-query attention) with no "
                       "parameter for it, so its W_k and W_v have d_out / H rows and its count changes with the heads "
                       "by design; param-count checks d_in·d_out + 2·d_in·(d_out / H) + d_out² + biases instead")
@@ -45,9 +45,9 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
     """Build d_out = 12 with each number of heads (and key/value heads `kv_of[heads]`) and compare the counts."""
     sep = ctx.separate_widths
     counts, failures = {}, {}
-    modules = {heads: ctx.subject.build(Config(d_in=24 if sep else 12, d_out=12, heads=heads, context_length=5,
+    modules = {heads: ctx.built(Config(d_in=24 if sep else 12, d_out=12, heads=heads, context_length=5,
                                                batch=2, n=3, kv_heads=kv)) for heads, kv in kv_of.items()}
-    ctx.subject.build_ahead(list(modules.values()))  # one round trip
+    ctx.build_ahead(list(modules.values()))  # one round trip
     for heads, inst in modules.items():
         try:
             counts[heads] = inst.info.param_count

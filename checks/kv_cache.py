@@ -146,7 +146,7 @@ def kv_cache(ctx):
                        + ([m.CacheRun(inst.handle, xa, chunked, True, inst.style)] if chunked else [])))
         kept.append((cfg, prefix, prefix2, w, xa, xb, ctx.rope))  # a rotary layer: decoded against its rotary form
     tried = []
-    for (plain, first, second, *chunk), entry in zip(ctx.subject.frame_or_raise(groups), kept):
+    for (plain, first, second, *chunk), entry in zip(ctx.frame_or_raise(groups), kept):
         verdict = _judge(entry, plain, first, second) or (_judge_chunk(entry, first, chunk[0]) if chunk else None)
         if verdict is not None:
             return verdict

@@ -17,7 +17,7 @@ from harness.engine.mapping import map_help
     nn.Linear(8, 8, bias=False): 64, and the whole layer 256 instead of 264""",
 )
 def out_proj_bias(ctx):
-    inst = ctx.subject.build(ctx.base)
+    inst = ctx.built(ctx.base)
     if not inst.layouts:
         return cannot_tell("mha-check could not find your output projection among your parameters "
                            f"({inst.info.layout_problem})", help=map_help(ctx))

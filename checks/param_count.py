@@ -92,7 +92,7 @@ def param_count(ctx):
     formula = "3·{0}·{1} + {1}² + biases" if out_proj else "3·{0}·{1} + biases (one head, no output projection)"
 
     def prop(cfg):
-        inst = ctx.subject.build(cfg)  # counting needs no forward pass
+        inst = ctx.built(cfg)  # counting needs no forward pass
         got = inst.info.param_count
         biases = _biases(inst)
         kv = _kv_width(ctx, cfg, inst)
@@ -134,7 +134,7 @@ def param_count(ctx):
     failure = find_failure(ctx, prop, generated=False, required=configs)
     if failure:
         return failure
-    grouped = ctx.grouped or any(layout.kv_width for layout in ctx.subject.build(ctx.base).layouts)
+    grouped = ctx.grouped or any(layout.kv_width for layout in ctx.built(ctx.base).layouts)
     return passed(
         ("d_in·d_out + 2·d_in·(kv_heads·dh) + d_out² (grouped-query) + the biases the layer has, " if grouped else
          "3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else

@@ -20,7 +20,7 @@ from checks.construct import construct
     right: self.heads = nn.ModuleList([Head(d, dh) for _ in range(H)]): 264 parameters, all moved and trained""",
 )
 def registered(ctx):
-    info = ctx.subject.build(ctx.base).info
+    info = ctx.built(ctx.base).info
     problems = [f"{c} (a plain list/tuple/dict holding modules or tensors)" for c in info.containers]
     problems += [f"{a} (a tensor kept as a plain attribute)" for a in info.plain_tensors]
     if problems:

@@ -158,6 +158,28 @@ class Context:
             inst.choose_layout_later(lambda built: self._same_layout(built.layouts) if built.layouts else None)
         return inst
 
+    # -- the child, for checks that do not call the module the proven way (they count, inspect or batch) --------
+    def load(self) -> m.Loaded:
+        """Import the target in the child (construct judges what this raises)."""
+        return self.subject.load()
+
+    def built(self, cfg: Config) -> Instance:
+        """The module built for `cfg` as it is, without the proven call or mapping: for checks that only count its
+        parameters, read what the child says of it, or run before any proof exists (construct)."""
+        return self.subject.build(cfg)
+
+    def build_ahead(self, instances: list[Instance]) -> None:
+        """Build these instances in one round trip (a constructor that raises is raised when the instance is asked)."""
+        self.subject.build_ahead(instances)
+
+    def frame(self, groups: list[tuple[Instance, list[m.Request]]]) -> list[list[m.Reply] | BaseException]:
+        """Requests on several instances in one round trip; each group's replies, or what it raised."""
+        return self.subject.frame(groups)
+
+    def frame_or_raise(self, groups: list[tuple[Instance, list[m.Request]]]) -> list[list[m.Reply]]:
+        """`frame`, raising what the first failing group raised: for groups judged only all together."""
+        return self.subject.frame_or_raise(groups)
+
     def _same_layout(self, layouts: list[m.LayoutInfo]) -> int:
         """The candidate that reads the parameters as the proven mapping does (same names, same orientation, same
         fused order): the number of candidates depends on the shapes, so an index proven on one configuration means

@@ -167,3 +167,15 @@ def test_the_child_side_never_imports_the_trusted_side():
             assert not [t for t, _, _ in imports(path, module) if t.startswith(("harness.engine", "checks",
                                                                                "reference", "mutants",
                                                                                "harness.render"))], module
+
+
+def test_a_check_reaches_the_child_only_through_its_context():
+    """A check reads as its claim: what it asks of the child goes through `Context` (build, built, frame, load ...),
+    never through the sandbox's subject, its process control (issue 30 item 1's rule, which context.py states)."""
+    reaching = []
+    for module, path in MODULES.items():
+        if module == "checks" or module.startswith("checks."):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr in ("subject", "meta_subject"):
+                    reaching.append(f"{module}:{node.lineno}")
+    assert reaching == []
