@@ -201,13 +201,13 @@ def _mountpoint(path: str, is_dir: bool) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
 
 
-def _tmpfs(target: str, mode: int, size_mb: int) -> None:
+def _tmpfs(target: str, mode: int, size_mb: int, files: int = 0) -> None:
     os.makedirs(target, mode=0o755, exist_ok=True)
     linux.mount("tmpfs", target, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
-                f"mode={mode:o},size={max(size_mb, 1) * MB}")
+                f"mode={mode:o},size={max(size_mb, 1) * MB}" + (f",nr_inodes={files}" if files else ""))
 
 
-def _make_dev(target: str, shm_mb: int, device_fds: dict[str, int]) -> None:
+def _make_dev(target: str, shm_mb: int, device_fds: dict[str, int], shm_files: int = 0) -> None:
     _tmpfs(target, 0o755, 1)
     for name in DEVICES:
         _mountpoint(f"{target}/{name}", False)
@@ -215,7 +215,7 @@ def _make_dev(target: str, shm_mb: int, device_fds: dict[str, int]) -> None:
     for name, link in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                        ("stderr", "/proc/self/fd/2")):
         os.symlink(link, f"{target}/{name}")
-    _tmpfs(f"{target}/shm", 0o1777, shm_mb)
+    _tmpfs(f"{target}/shm", 0o1777, shm_mb, shm_files)
     linux.mount(None, target, None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY | linux.MS_NOSUID)
 
 
@@ -253,14 +253,14 @@ def _build_view(policy: Policy) -> None:
                 f.write(m.source)
             os.chmod(target, m.mode)
         elif m.kind == "tmpfs":
-            _tmpfs(target, m.mode, m.size_mb)
+            _tmpfs(target, m.mode, m.size_mb, m.files)
         elif m.kind == "proc":  # only pid 1 of the new namespace may mount the proc that shows that namespace
             os.makedirs(target, mode=0o755, exist_ok=True)
             linux.mount("proc", target, "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
             for name in PROC_READ_ONLY:
                 _read_only_in_place(f"{target}/{name}")
         elif m.kind == "dev":
-            _make_dev(target, m.size_mb, devices)
+            _make_dev(target, m.size_mb, devices, m.files)
         else:
             raise ConfinementError(f"unknown mount kind {m.kind!r}")
     for fd in (*sources.values(), *devices.values()):

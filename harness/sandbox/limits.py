@@ -43,6 +43,7 @@ class Limits:
     open_files: int = 256
     processes: int = 64  # processes and threads of the slot's uid (RLIMIT_NPROC counts threads, per uid)
     tmpfs_mb: int = 64  # each of the child's private /tmp and /dev/shm (not counted in its address space)
+    tmpfs_files: int = 4096  # files and folders in each of them (nr_inodes: empty files cost kernel memory, not size)
     scratch_mb: int = 64  # what the code may write in its working folder, on top of the copy of the submission
     scratch_files: int = 2048  # files and folders it may make there (a tmpfs's nr_inodes, where one can be mounted)
     library_mb: int = field(default_factory=library_mb)  # address space for torch's libraries, on top of memory_mb

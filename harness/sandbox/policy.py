@@ -57,6 +57,7 @@ class Mount:
     source: str = ""
     mode: int = 0o755
     size_mb: int = 0
+    files: int = 0  # tmpfs and dev: most files and folders it may hold (nr_inodes), 0 for the kernel's default
 
 
 @dataclass(frozen=True)
@@ -171,8 +172,9 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
     uid, gid = identity(slot)
     scratch = os.path.realpath(scratch)
     # fresh filesystems first: a bind below /tmp (the scratch, a tool in a temporary clone) must land on top of them
-    view = [Mount("proc", "/proc"), Mount("dev", "/dev", size_mb=limits.tmpfs_mb),
-            Mount("tmpfs", "/tmp", mode=0o1777, size_mb=limits.tmpfs_mb), *_system_view()]
+    view = [Mount("proc", "/proc"), Mount("dev", "/dev", size_mb=limits.tmpfs_mb, files=limits.tmpfs_files),
+            Mount("tmpfs", "/tmp", mode=0o1777, size_mb=limits.tmpfs_mb, files=limits.tmpfs_files),
+            *_system_view()]
     done = [m.dest for m in view if m.kind in ("ro", "symlink")]
     wanted = [*(python_prefixes or interpreter_prefixes()), *tool_paths(own_code=own_code), *(readable or [])]
     for path in wanted:

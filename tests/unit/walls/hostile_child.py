@@ -250,6 +250,20 @@ def wall_inherited_fds(ctx):
     return not extra, {"fds": fds, "extra": extra}
 
 
+def wall_tmp_files(ctx):
+    """The private /tmp holds at most its count of files (nr_inodes): empty files cost the host's kernel memory,
+    not size, so a size limit alone lets a child make millions of them.  Where /tmp is the host's, nothing is made."""
+    if not ctx["private_tmp"]:
+        return False, {"private_tmp": False}
+    made = 0
+    try:
+        for made in range(3 * ctx["tmp_files"]):
+            os.close(os.open(f"/tmp/f{made}", os.O_CREAT | os.O_WRONLY, 0o600))
+    except OSError as e:
+        return e.errno == errno.ENOSPC and made <= ctx["tmp_files"], {"made": made, "errno": e.errno}
+    return False, {"made": 3 * ctx["tmp_files"]}
+
+
 def wall_still_usable(ctx):
     """The positive control: what a submission legitimately needs still works."""
     problems = []
