@@ -103,7 +103,7 @@ def _main(argv: list[str], early: Template | None) -> int:
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
     p.add_argument("--shard", type=parse_shard, help="grade only shard I of N (by a hash of the submission's name)")
-    option_rules.add_shared(p, ("seed", "time-limit", "memory-mb"), per="each submission")
+    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb"), per="each submission")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
     p.add_argument("--allow-unconfined", action="store_true",
                    help="grade even where submissions would run as root or as your own uid with your files in "
@@ -114,7 +114,9 @@ def _main(argv: list[str], early: Template | None) -> int:
     if not args.submissions or not os.path.isdir(args.submissions):
         zipped = bool(args.submissions) and args.submissions.endswith(".zip") and os.path.isfile(args.submissions)
         p.error(f"{args.submissions!r} is not a folder of submissions" + ("; unzip it first" if zipped else ""))
-    option_rules.limits(args.time_limit, args.memory_mb, None, args.seed, p)
+    option_rules.limits(args.time_limit, args.memory_mb, args.examples, args.seed, p)
+    args.overrides = option_rules.constructor_args(args.arg, p)  # as a single run takes them: one class, many
+    args.weight_map = option_rules.weight_map(args.map, p)  # students, the same constructor and parameter names
     if args.resume and args.overwrite:
         p.error("--resume keeps the reports that are still valid, --overwrite replaces them all: choose one")
     if not 1 <= args.jobs <= MAX_JOBS:
@@ -206,7 +208,8 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     flat = {s.name for s in todo if s.folder is None}  # staged from flat files: --target's class in their file
     options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
                "missing_fix": missing_fix(target), "allow_unconfined": args.allow_unconfined,
-               "tests": args.suite}
+               "tests": args.suite, "examples": args.examples, "overrides": args.overrides,
+               "weight_map": args.weight_map}
     rows, started, interrupted = [], time.monotonic(), False
     running = summary.with_name(f"only-{summary.name}") if args.only else summary  # the old one kept whole till then
     files.summary_path = running
@@ -214,7 +217,10 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                                           "options": {"target": target or "", "seed": args.seed,
                                                       "limits": limits.to_dict(), "format": args.format,
                                                       "allow_unconfined": args.allow_unconfined,
-                                                      "tests": instructor.digest(args.suite)}},
+                                                      "tests": instructor.digest(args.suite),
+                                                      **({"examples": args.examples} if args.examples != 6 else {}),
+                                                      **({"arg": args.overrides} if args.overrides else {}),
+                                                      **({"map": args.weight_map} if args.weight_map else {})}},
                             stamps.load_key())
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list

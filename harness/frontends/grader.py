@@ -78,8 +78,10 @@ class Grader:
                 try:
                     make = lambda: ForkedSubject(self.zygote,  # the zygote of the moment, replaced or not
                                                  spec, submission=folder, seed=options["seed"], limits=limits,
-                                                 allow_unconfined=options["allow_unconfined"], grading=True)
-                    report = run_checks(spec, Options(seed=options["seed"], limits=limits), subject=make(),
+                                                 allow_unconfined=options["allow_unconfined"], grading=True,
+                                                 **_binding(options))
+                    report = run_checks(spec, Options(seed=options["seed"], examples=options.get("examples", 6),
+                                                      limits=limits, **_binding(options)), subject=make(),
                                         make_subject=make,
                                         make_meta_subject=lambda: self.meta_subject(spec, folder, options, limits))
                     break
@@ -113,7 +115,7 @@ class Grader:
             instructor.not_run(report, suite, "mha-check's grading process broke on this submission", ours=True)
             return
         make = lambda: ForkedSubject(self.zygote, spec, submission=folder, seed=options["seed"], limits=limits,
-                                     allow_unconfined=options["allow_unconfined"], grading=True)
+                                     allow_unconfined=options["allow_unconfined"], grading=True, **_binding(options))
         try:
             instructor.add_to(report, suite, make, instructor.test_seconds(limits))
         except ZygoteError as e:
@@ -136,7 +138,7 @@ class Grader:
             if self.meta_zygote is None:
                 self.meta_zygote = Zygote(limits, self.template, fallback=False, kind=META_ZYGOTE)
             return ForkedSubject(self.meta_zygote, spec, submission=folder, seed=options["seed"], limits=limits,
-                                 allow_unconfined=options["allow_unconfined"], grading=True)
+                                 allow_unconfined=options["allow_unconfined"], grading=True, **_binding(options))
         except (ZygoteError, isolation.IsolationFailed):
             self.drop_meta_zygote()
             self.no_meta = True
@@ -197,3 +199,8 @@ def _checked(spec: str | None, report: Report) -> str:
         return spec or ""
     return str(Target(Target.parse(spec).where, found))
 
+
+def _binding(options: dict) -> dict:
+    """grade's --arg and --map, for the Subject and the run's Options alike (each student's class is built and read
+    as the single run of the same options would)."""
+    return {"overrides": options.get("overrides") or {}, "weight_map": options.get("weight_map") or {}}

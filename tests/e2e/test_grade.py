@@ -383,3 +383,26 @@ def test_a_batch_whose_template_and_zygotes_are_killed_grades_every_submission(t
     out, err = run.communicate(timeout=240)
     assert run.returncode == 0 and "Traceback" not in err, err[-3000:]
     _every_verdict(tmp_path, names)
+
+
+def test_grade_binds_the_constructor_and_the_parameters_as_a_single_run_does(tmp_path):
+    """A course's class with its own constructor parameter (`widget`) and parameters no name tells apart: --arg and
+    --map reach every submission's build and reading, as they do a single run's (grade had neither)."""
+    source = CORRECT.read_text().replace("def __init__(self, d_in, d_out, context_length, dropout, num_heads,",
+                                         "def __init__(self, d_in, d_out, context_length, dropout, num_heads, widget,")
+    assert "widget" in source
+    for student in ("ada", "bo"):
+        (tmp_path / "subs" / student).mkdir(parents=True)
+        (tmp_path / "subs" / student / "attention.py").write_text(source)
+    unbound = grade(str(tmp_path / "subs"), "--target", "attention.py:MultiHeadAttention", "--out",
+                    str(tmp_path / "unbound"), "--format", "json")
+    bound = grade(str(tmp_path / "subs"), "--target", "attention.py:MultiHeadAttention", "--out",
+                  str(tmp_path / "bound"), "--format", "json", "--arg", "widget=3", "--examples", "2")
+    assert unbound.returncode == bound.returncode == 0, unbound.stderr[-2000:] + bound.stderr[-2000:]
+    for student in ("ada", "bo"):
+        before = json.loads((tmp_path / "unbound" / f"{student}.json").read_text())
+        after = json.loads((tmp_path / "bound" / f"{student}.json").read_text())
+        construct = next(c for c in before["checks"] if c["id"] == "construct")
+        assert construct["status"] == "cannot_tell" and "widget" in construct["message"], construct
+        assert after["passed"], [(c["id"], c["status"]) for c in after["checks"] if c["status"] != "pass"]
+    assert "--arg" in grade("--help").stdout and "--map" in grade("--help").stdout
