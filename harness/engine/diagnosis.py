@@ -146,6 +146,7 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
             "symptom": told.get("symptom", entry["symptom"]),
             "fix": own or entry.get("remedy") or entry["fix"],  # never the reference's line, which names
             # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or words
+            "fix_is_code": bool(own) or not entry.get("remedy"),  # words are shown as words, a line as code
             "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,
             "code": where["code"] if where else None, "follows": _follows(mid, catalogue, report), **symptoms(report)}
 

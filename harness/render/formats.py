@@ -122,7 +122,7 @@ def _public_summary(public: view.ReportView) -> list[str]:
     if public.root:
         summary.append(f"Root cause: **{public.root.title}**" + (f" (at {code_span(public.root.at)})"
                                                                  if public.root.at else ""))
-        summary.append(f"Fix: {code_span(public.root.fix)}")
+        summary.append(f"Fix: {code_span(public.root.fix) if public.root.fix_is_code else literal(public.root.fix)}")
     return summary
 
 

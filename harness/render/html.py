@@ -33,7 +33,8 @@ def render(view: ReportView, notes: list[str] = ()) -> str:
     r = view.root
     if r:
         rows = [("where", f"<code>{e(r.at)}</code>" if r.at else ""),
-                ("you wrote", f"<code>{e(r.code)}</code>" if r.code else ""), ("fix", f"<code>{e(r.fix)}</code>"),
+                ("you wrote", f"<code>{e(r.code)}</code>" if r.code else ""),
+                ("fix", f"<code>{e(r.fix)}</code>" if r.fix_is_code else e(r.fix)),
                 ("what happens", e(r.symptom)), ("how we know", e(r.evidence))]
         follows = "".join(f'<li><b style="color:{STATUS_COLOURS["fail"]}">{e(ln.label)}</b> <code>{e(ln.id)}</code>: '
                           f"{e(ln.text)}</li>" for ln in view.follows)

@@ -56,6 +56,7 @@ class RootCause:
     code: str | None = None  # that line as written
     follows: list[str] = field(default_factory=list)  # ids of the failing checks it explains
     commands: list[tuple[str, str]] = field(default_factory=list)  # (command, what it shows): where to look next
+    fix_is_code: bool = True  # the student's line corrected (shown as code), or a remedy in words (shown as words)
 
 
 @dataclass
@@ -297,7 +298,8 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
                          supported,
                          [(f"mha-check explain {d['mutant']}", "a worked example of the mistake")]
                          + ([(f"mha-check trace {target}", "every step of your forward")]
-                            if "(" not in target else []))  # "(from its source)": no command line reaches it
+                            if "(" not in target else []),  # "(from its source)": no command line reaches it
+                         d.get("fix_is_code", True))
     unmatched = clean(d.get("message", "")) if d and not d.get("mutant") else ""
     lines = [_line(c, root, frozenset(hidden)) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}

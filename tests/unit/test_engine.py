@@ -265,3 +265,19 @@ def test_a_mistake_of_the_layer_is_named_before_one_of_its_kv_cache():
     both = diagnosis.diagnose(report(("eval-determinism", "dropout in eval"), ("kv-cache", "not reset")))
     assert both["mutant"] == "dropout-in-eval" and both["match"] == "signature"
     assert diagnosis.diagnose(report(("kv-cache", "not reset")))["mutant"] == "kvcache-not-reset"
+
+
+@pytest.mark.parametrize("is_code", [True, False])
+def test_a_fix_in_words_is_shown_as_words_and_a_corrected_line_as_code(is_code):
+    """The student's own line corrected is code; a remedy in words (no line could be rewritten) is a sentence, not
+    a code span on Gradescope's page nor <code> in HTML."""
+    from harness.render import formats, html
+
+    r = report(("reference-match", "differs"))
+    fix = "wei = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5" if is_code else "Scale the scores by the head width."
+    r.diagnosis = {"mutant": "scale-by-sqrt-d", "title": "t", "evidence": "e", "fix": fix, "fix_is_code": is_code,
+                   "symptom": "s", "lesson": "l", "follows": ["reference-match"]}
+    output = formats.gradescope(r)["output"]
+    page = html.render(view.build(r))
+    assert (f"Fix: `{fix}`" in output) == is_code and (f"<code>{fix}</code>" in page) == is_code
+    assert "Scale the scores" in output or is_code
