@@ -80,18 +80,24 @@ def _lesson() -> list[str]:
 
 
 # -- 3. the oracle's contract ------------------------------------------------------------------------------------
-def _torch_layer(x, heads, w, split, merge):
+def _torch_layer(x, heads, w, split="lesson", merge="lesson", kv_heads=None, rope=None):
     """The layer and the view-order mistakes written directly in torch, independently of reference/: `split` is
-    "lesson", "view-bhnd" (every projection split with view(B, H, n, dh)) or "view-bhnd:ROLES" (only those)."""
+    "lesson", "view-bhnd" (every projection split with view(B, H, n, dh)) or "view-bhnd:ROLES" (only those).  The
+    family: `kv_heads` key/value heads, each shared by heads // kv_heads consecutive query heads (repeat_interleave),
+    and the queries and keys rotated after the split (`rope`: None or (convention, theta))."""
     B, n, _ = x.shape
     d = w["wq"].shape[0]
+    dh, kv = d // heads, kv_heads or heads
     wrong = "qkv" if split == "view-bhnd" else split.partition(":")[2]
 
     def heads_of(r):
-        t = x @ w["w" + r].T + w["b" + r]
-        return t.reshape(B, heads, n, d // heads) if r in wrong else t.view(B, n, heads, d // heads).transpose(1, 2)
+        t, h = x @ w["w" + r].T + w["b" + r], heads if r == "q" else kv
+        return t.reshape(B, h, n, dh) if r in wrong else t.view(B, n, h, dh).transpose(1, 2)
 
     q, k, v = (heads_of(r) for r in "qkv")
+    if rope is not None:
+        q, k = _rotate(q, *rope), _rotate(k, *rope)
+    k, v = k.repeat_interleave(heads // kv, dim=1), v.repeat_interleave(heads // kv, dim=1)
     future = torch.ones(n, n, dtype=torch.bool).triu(1)
     p = torch.softmax((q @ k.transpose(-2, -1) / (d // heads) ** 0.5).masked_fill(future, float("-inf")), dim=-1)
     c = p @ v
@@ -150,23 +156,6 @@ def _rotate(t, convention: str, theta: float):
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
-def _torch_family_layer(x, heads, kv_heads, w, rope):
-    """The lesson's family written directly in torch: kv_heads key/value heads, each shared by heads // kv_heads
-    consecutive query heads (repeat_interleave), and the queries and keys rotated after the split (`rope`: None or
-    (convention, theta))."""
-    B, n, _ = x.shape
-    d = w["wq"].shape[0]
-    dh = d // heads
-    q = (x @ w["wq"].T + w["bq"]).view(B, n, heads, dh).transpose(1, 2)
-    k, v = ((x @ w["w" + r].T + w["b" + r]).view(B, n, kv_heads, dh).transpose(1, 2) for r in "kv")
-    if rope is not None:
-        q, k = _rotate(q, *rope), _rotate(k, *rope)
-    k, v = k.repeat_interleave(heads // kv_heads, dim=1), v.repeat_interleave(heads // kv_heads, dim=1)
-    future = torch.ones(n, n, dtype=torch.bool).triu(1)
-    p = torch.softmax((q @ k.transpose(-2, -1) / dh ** 0.5).masked_fill(future, float("-inf")), dim=-1)
-    return (p @ v).transpose(1, 2).reshape(B, n, d) @ w["wo"].T + w["bo"]
-
-
 def _family_contract(numpy_ref) -> list[str]:
     """numpy_ref's grouped-query and rotary paths (forward and backward) equal torch autograd; the parameter formula
     counts what nn.Linear layers of those shapes hold; random_weights draws W_k and W_v of the asked height."""
@@ -188,7 +177,7 @@ def _family_contract(numpy_ref) -> list[str]:
         tw = {r: torch.tensor(w.bias(r) if r[0] == "b" else getattr(w, r), requires_grad=True)
               for r in numpy_ref.ROLES}
         tx = torch.tensor(x, requires_grad=True)
-        ty = _torch_family_layer(tx, heads, kv_heads, tw, rope)
+        ty = _torch_layer(tx, heads, tw, kv_heads=kv_heads, rope=rope)
         (ty * torch.tensor(gy)).sum().backward()
         cache = {}
         try:

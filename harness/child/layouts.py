@@ -288,12 +288,7 @@ def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int, d_kv: int
         blocks += _interleaved(d_out, heads) if orders != ("qkv",) else []
         for rows_of, order in blocks:
             for roles_order in (orders if "interleaved" not in order else orders[:1]):
-                roles: dict[str, list[Piece]] = {}
-                for i, r in enumerate(roles_order):
-                    roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=s) for s in rows_of(i)]
-                    if f.bias is not None:
-                        roles["b" + r] = [Piece(f.bias, fn + ".bias", rows=s) for s in rows_of(i)]
-                readings.append((roles, how + order + _order_note(roles_order)))
+                readings.append((_fused_roles(f, fn, rows_of, roles_order), how + order + _order_note(roles_order)))
     elif len(linears) == 4 and (d_in != d_out and len(proj) == 3 and len(square) == 1
                                 or d_in == d_out and len(square) == 4):
         readings += _separate_orders(linears[:3] if d_in == d_out else proj, how, orders)
@@ -346,21 +341,24 @@ def _by_position_no_out(linears: list, d_in: int, d_out: int,
     shapes = [(m.out_features, m.in_features) for _, m in linears]
     if shapes == [(3 * d_out, d_in)]:
         (n, f), = linears
-        blocks = [slice(i * d_out, (i + 1) * d_out) for i in range(3)]
-        readings = []
-        for order in orders:
-            roles = {"w" + r: [Piece(f.weight, n + ".weight", rows=s)] for r, s in zip(order, blocks)}
-            if f.bias is not None:
-                roles.update({"b" + r: [Piece(f.bias, n + ".bias", rows=s)] for r, s in zip(order, blocks)})
-            readings.append((_in_lesson_order(roles), how + " (fused q/k/v)" + _order_note(order)))
-        rows = [slice(i, 3 * (d_out - 1) + i + 1, 3) for i in range(3)]  # einops' '(d k)': W_q's rows 0, 3, 6, ...
-        roles = {"w" + r: [Piece(f.weight, n + ".weight", rows=s)] for r, s in zip("qkv", rows)}
-        if f.bias is not None:
-            roles.update({"b" + r: [Piece(f.bias, n + ".bias", rows=s)] for r, s in zip("qkv", rows)})
-        return readings + [(roles, how + " (fused q/k/v, interleaved as (dim role))")]
+        block = lambda i: [slice(i * d_out, (i + 1) * d_out)]
+        dim_role = lambda i: [slice(i, 3 * (d_out - 1) + i + 1, 3)]  # einops' '(d k)': W_q's rows 0, 3, 6, ...
+        return ([(_fused_roles(f, n, block, order), how + " (fused q/k/v)" + _order_note(order)) for order in orders]
+                + [(_fused_roles(f, n, dim_role, "qkv"), how + " (fused q/k/v, interleaved as (dim role))")])
     if shapes != [(d_out, d_in)] * 3:
         return []
     return _separate_orders(linears, how, orders)
+
+
+def _fused_roles(f: nn.Linear, name: str, rows_of, order: str) -> dict[str, list[Piece]]:
+    """W (and b) of each role in `order` read from rows of one fused Linear: `rows_of(i)`, the i-th block's slices
+    (one per head where the heads are interleaved), joined in that order; in the lesson's role order."""
+    roles = {}
+    for i, r in enumerate(order):
+        roles["w" + r] = [Piece(f.weight, name + ".weight", rows=s) for s in rows_of(i)]
+        if f.bias is not None:
+            roles["b" + r] = [Piece(f.bias, name + ".bias", rows=s) for s in rows_of(i)]
+    return _in_lesson_order(roles)
 
 
 def _order_note(order: str) -> str:
@@ -392,11 +390,8 @@ def _fused_grouped(linears: list, d_in: int, d_out: int, d_kv: int) -> list[tupl
     if not (len(fused) == 1 and len(square) == 1 and len(linears) == 2):
         return []
     (fn, f), (on, o) = fused[0], square[0]
-    roles: dict[str, list[Piece]] = {}
-    for r, cut in zip("qkv", _grouped_rows(d_out, d_kv)):
-        roles["w" + r] = [Piece(f.weight, fn + ".weight", rows=cut)]
-        if f.bias is not None:
-            roles["b" + r] = [Piece(f.bias, fn + ".bias", rows=cut)]
+    cuts = _grouped_rows(d_out, d_kv)
+    roles = _fused_roles(f, fn, lambda i: [cuts[i]], "qkv")
     roles["wo"] = [Piece(o.weight, on + ".weight")]
     if o.bias is not None:
         roles["bo"] = [Piece(o.bias, on + ".bias")]

@@ -72,34 +72,29 @@ SHARED = ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "tests")
 def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
     """The options several front ends take (mha-check, grade, autograder), declared once: the same name, type,
     default and words everywhere; `per` says what the time and memory are for ("each submission" in grade)."""
-    declare = {
-        "seed": lambda: p.add_argument("--seed", type=int, default=0,
-                                       help="seed for weights and inputs (default 0): same seed, same verdict"),
-        "examples": lambda: p.add_argument("--examples", type=int, default=6, help="generated configurations per "
-                                           "check, besides the fixed ones (default 6)"),
-        "arg": lambda: p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
-                                      help="constructor argument to pass as given (Python literal or string); "
-                                           "NAME=@d_out binds it to the configuration's width (also @d_in, @heads, "
-                                           "@context_length, @dropout, @qkv_bias)"),
-        "map": lambda: p.add_argument("--map", action="append", default=[], metavar="ROLE=NAME",
-                                      help="say which parameter plays a role when mha-check cannot tell: ROLE is q, "
-                                           "k, v, o, qkv (fused), bq, bk, bv, bo; NAME a parameter or module name, "
-                                           "NAME.T for a matrix used as x @ W"),
-        "time-limit": lambda: p.add_argument("--time-limit", type=float, default=Limits.total_seconds,
-                                             metavar="SECONDS", help=f"wall-clock seconds for {per} (default "
-                                             f"{Limits.total_seconds:g}; one request gets at most "
-                                             f"{Limits.call_seconds:g})"),
-        "memory-mb": lambda: p.add_argument("--memory-mb", type=int, default=Limits.memory_mb,
-                                            help=f"memory in MB for {per} (default {Limits.memory_mb}; torch's "
-                                                 f"libraries come on top)"),
-        "tests": lambda: p.add_argument("--tests", action="append", default=[], metavar="PATH",
-                                        help="the instructor's own pytest file, or a folder of them (repeatable): "
-                                             "run beside the checks in the same confinement, the class checked "
-                                             "given as the student_class fixture; each test one rubric item (its "
-                                             "points: [tests.\"FILE::NAME\"] in the rubric, default_points else)"),
+    many = {"action": "append", "default": []}
+    declared = {
+        "seed": {"type": int, "default": 0, "help": "seed for weights and inputs (default 0): same seed, same verdict"},
+        "examples": {"type": int, "default": 6,
+                     "help": "generated configurations per check, besides the fixed ones (default 6)"},
+        "arg": {**many, "metavar": "NAME=VALUE",
+                "help": "constructor argument to pass as given (Python literal or string); NAME=@d_out binds it to "
+                        "the configuration's width (also @d_in, @heads, @context_length, @dropout, @qkv_bias)"},
+        "map": {**many, "metavar": "ROLE=NAME",
+                "help": "say which parameter plays a role when mha-check cannot tell: ROLE is q, k, v, o, qkv "
+                        "(fused), bq, bk, bv, bo; NAME a parameter or module name, NAME.T for a matrix used as x @ W"},
+        "time-limit": {"type": float, "default": Limits.total_seconds, "metavar": "SECONDS",
+                       "help": f"wall-clock seconds for {per} (default {Limits.total_seconds:g}; one request gets at "
+                               f"most {Limits.call_seconds:g})"},
+        "memory-mb": {"type": int, "default": Limits.memory_mb,
+                      "help": f"memory in MB for {per} (default {Limits.memory_mb}; torch's libraries come on top)"},
+        "tests": {**many, "metavar": "PATH",
+                  "help": "the instructor's own pytest file, or a folder of them (repeatable): run beside the checks "
+                          "in the same confinement, the class checked given as the student_class fixture; each test "
+                          "one rubric item (its points: [tests.\"FILE::NAME\"] in the rubric, default_points else)"},
     }
     for name in names:
-        declare[name]()
+        p.add_argument(f"--{name}", **declared[name])
 
 
 def _error(parser, message: str):
