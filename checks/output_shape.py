@@ -83,11 +83,24 @@ def _raised(message: str, cfg, inst):
 
 
 def name_fix(read: raised.Raised) -> str:
-    """The fix for a misspelt or undefined name: the spelling, not the shapes."""
+    """The fix for a misspelt or undefined name: the spelling, not the shapes.  When the error says the name was
+    asked of a value (`'Tensor' object has no attribute 'dim_head'`), the name may well be defined, on the module:
+    the fix then says what it was asked of rather than to define it."""
+    at = f" ({read.at})" if read.at else ""
+    owner = VALUE_OWNER.search(read.text) if read.kind == "AttributeError" and not read.meant else None
+    if owner is not None and owner["type"] in VALUE_TYPES:
+        return (f"At the line the error names{at}, `{read.name}` is asked of a {VALUE_TYPES[owner['type']]}, which "
+                f"has no such attribute: use one it has there, or, if `{read.name}` is your module's own (set in "
+                f"`__init__`), reach it through `self.{read.name}`.")
     meant = f"`{read.meant}`, not `{read.name}`" if read.meant else f"a name your code defines, not `{read.name}`"
-    return (f"Use {meant}, at the line the error names{f' ({read.at})' if read.at else ''}: a name must be spelt "
+    return (f"Use {meant}, at the line the error names{at}: a name must be spelt "
             "exactly as where it is defined (an attribute as `__init__` sets it, `self.W_query = nn.Linear(...)`, "
             "is used as `self.W_query(x)`).")
+
+
+VALUE_OWNER = re.compile(r"^'(?P<type>\w+)' object has no attribute")
+VALUE_TYPES = {"Tensor": "tensor", "Size": "torch.Size", "int": "number (int)", "float": "number (float)",
+               "tuple": "tuple", "list": "list", "NoneType": "None", "str": "string", "dict": "dict"}
 
 
 RAISED_FIX = """Start at the line the error names and follow the shapes back from it: `mha-check trace FILE:Class`

@@ -1,4 +1,5 @@
 """Reading back what the student's code raised: kind, words, line, and the name a misspelt one most likely meant."""
+from checks.output_shape import name_fix
 from harness.wire import raised
 
 TYPO = ("AttributeError: 'MultiHeadAttention' object has no attribute 'W_qeury' (at typo.py:38 in forward: "
@@ -32,3 +33,14 @@ def test_pythons_own_suggestion_is_used_and_no_name_is_invented():
                             "x = np)")
     assert (imported.kind, imported.at, imported.name) == ("NameError", "a.py:2", "np")
     assert raised.parse("RuntimeError: shapes differ").at == ""
+
+
+def test_a_name_asked_of_a_tensor_is_not_called_undefined():
+    """aisummer's `assert x.dim_head() == 3` (tests/realzoo): `dim_head` is the module's own; the fix must not tell the
+    student to define it, but say it was asked of a tensor and how the module's own is reached."""
+    on_tensor = name_fix(raised.parse("AttributeError: 'Tensor' object has no attribute 'dim_head' (at a.py:62 in "
+                                      "forward: assert x.dim_head() == 3)"))
+    assert "asked of a tensor" in on_tensor and "`self.dim_head`" in on_tensor
+    assert "a name your code defines" not in on_tensor
+    on_module = name_fix(raised.parse(TYPO))
+    assert on_module.startswith("Use a name your code defines, not `W_qeury`")
