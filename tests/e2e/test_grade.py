@@ -11,7 +11,7 @@ import time
 import pytest
 
 from checks import all_checks
-from harness.engine.runner import run_checks
+from harness.engine.runner import Options, run_checks
 from conftest import ROOT, ZOO, processes_left
 
 THREADS_PROBE = '''
@@ -113,7 +113,7 @@ def test_the_meta_device_runs_in_a_child_of_the_meta_template_with_the_verdict_o
     statuses = {}
     for name in sources:
         batch = json.loads((out / f"{name}.json").read_text())
-        single_report = run_checks(str(subs / name / "attention.py"), only=["mask-buffer"])
+        single_report = run_checks(str(subs / name / "attention.py"), Options(only=["mask-buffer"]))
         single = single_report.checks
         graded = [c for c in batch["checks"] if c["id"] == "mask-buffer"][0]
         assert ("ON THE META DEVICE" in batch["student_output"]) == ("ON THE META DEVICE" in
