@@ -124,10 +124,11 @@ def folder_digest(folder: Path) -> str | None:
 def code_digest() -> str:
     """SHA-256 of mha-check's own Python files: a development checkout whose version has not changed still
     regrades once its checks have."""
-    from harness import OWN_PACKAGES, PACKAGES_ROOT  # noqa: PLC0415 - the root of the installed packages
+    from harness import PACKAGES_ROOT  # noqa: PLC0415 - the root of the installed packages
+    from harness.wire.names import OURS  # noqa: PLC0415 - as above
 
     digest = hashlib.sha256()
-    for package in ("harness", *OWN_PACKAGES):
+    for package in OURS:
         for path in sorted(Path(PACKAGES_ROOT, package).rglob("*.py")):
             digest.update(path.relative_to(PACKAGES_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
