@@ -24,8 +24,6 @@ from __future__ import annotations
 import os
 
 PACKAGES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder holding harness/, checks/...
-OWN_PACKAGES = ("reference", "mutants", "checks")  # ours, never a submission's: the child hides them from its imports
-# (harness.child.target), except for our own code, which the parent recognises by where it lies (sandbox.subject)
 OUTPUT_CUT_MARK = "[mha-check kept the last "  # opens a student's output cut to its end: "... 8000 of 91234 bytes]"
 SOURCE_COPY_PREFIX = "mha_notebook_"  # the notebook API writes a kernel's class to mha_notebook_<Name>.py; the
 # child names places in it "your notebook, class Name, line 4", never that file (the student never saw it)
@@ -34,6 +32,10 @@ __all__ = ["check", "Report", "CheckResult", "PACKAGES_ROOT"]
 
 
 def __getattr__(name):  # lazy: `import harness` stays free of numpy (the pytest plugin needs that)
+    if name in ("check", "Report", "CheckResult"):  # the student's own process: their reference.py could stand in
+        from harness.wire import names  # noqa: PLC0415 - lazy, as below
+
+        names.require_ours()
     if name == "check":
         from harness.frontends.api import check  # noqa: PLC0415 - lazy: `import harness` stays free of numpy
 

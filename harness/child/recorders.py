@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from harness import OWN_PACKAGES, PACKAGES_ROOT
+from harness.wire import names
 from harness.child.notebook import location
 from harness.child.target import safe_message, safe_type_name
 
@@ -248,8 +248,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         if path == self.student_file:
             return True
         folder = os.path.dirname(self.student_file) + os.sep
-        return path.startswith(folder) and path.endswith(".py") and \
-            not any(path.startswith(os.path.join(PACKAGES_ROOT, p) + os.sep) for p in (*OWN_PACKAGES, "harness"))
+        return path.startswith(folder) and path.endswith(".py") and not names.is_ours(path)
 
     def _where(self) -> dict:
         """The student's line that led to this operation (the innermost frame in the student's files)."""

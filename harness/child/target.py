@@ -1,9 +1,8 @@
 """Child side: find the student's class or factory from a target string, without letting it shadow the tool.
 
 Target forms: `module:Name`, `pkg.module:Name`, `path/to/file.py:Name`, `path/to/file.py` (the single nn.Module
-subclass defined there).  A file is loaded from its path under its own name (or a prefixed one when that name is
-taken, e.g. a student's `checks.py`), and its folder is put on `sys.path` only after the tool's own packages are
-imported, so a student's `checks.py`, `reference.py`, `harness.py` or `mutants.py` can never replace ours.
+subclass defined there).  A student's `checks.py`, `reference.py`, `harness.py` or `mutants.py` never replaces ours,
+and ours never replaces theirs: the rule and why is harness.wire.names (defence 3, applied here).
 """
 from __future__ import annotations
 
@@ -18,9 +17,10 @@ import re
 import sys
 import traceback
 
-from harness import OWN_PACKAGES, PACKAGES_ROOT
+from harness import PACKAGES_ROOT
 from harness.child import notebook
 from harness.child.construct import key_of
+from harness.wire import names
 from harness.wire.target import Target
 from dataclasses import dataclass, field
 
@@ -93,9 +93,9 @@ _NOTEBOOK_NAME_HINT = (" (from a notebook only the definitions are run: imports,
 
 
 class _SubmissionsOwn(importlib.abc.MetaPathFinder):
-    """`import reference` (or mutants, checks) in a submission finds the student's own module of that name in
-    their folder, or nothing: never mha-check's package, which holds the answer key (a class that subclassed it
-    scored full marks) and whose name once shadowed a student's helper `reference.py` (the student scored 0)."""
+    """`import reference` (any of names.CHILD_HIDDEN) in a submission finds the student's own module of that name
+    in their folder, or nothing, never ours; `import harness.x` of a module the worker has not imported is refused
+    (harness.wire.names, defence 3: why)."""
 
     def __init__(self):
         self.folders: list[str] = []
@@ -107,7 +107,7 @@ class _SubmissionsOwn(importlib.abc.MetaPathFinder):
             # the trusted side's engine) is not for submissions
             raise ModuleNotFoundError(f"No module named {name!r} (mha-check's own modules are not for submissions)",
                                       name=name)
-        if not self.active or path is not None or name not in OWN_PACKAGES:
+        if not self.active or path is not None or name not in names.CHILD_HIDDEN:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, self.folders)
         if spec is None:
@@ -127,7 +127,7 @@ def _their_folder(folder: str) -> None:
         _OWN.folders.append(folder)
     if _OWN.active and _OWN not in sys.meta_path:
         sys.meta_path.insert(0, _OWN)
-        for name in OWN_PACKAGES:
+        for name in names.CHILD_HIDDEN:
             sys.modules.pop(name, None)
 
 
@@ -165,7 +165,7 @@ def _load_file(path: str):
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == "__init__":
         stem = os.path.basename(folder)
-    name = stem if stem not in sys.modules and stem.isidentifier() else f"mha_student_{abs(hash(path))}_{stem}"
+    name = names.student_module(stem, path)
     spec = importlib.util.spec_from_file_location(name, path, loader=importlib.machinery.SourceFileLoader(name, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import difflib
 import traceback
-from dataclasses import dataclass, field
 
 import checks
 from checks import Check, Outcome, cannot_tell, failed, passed, skipped
 from harness.engine import diagnosis, leakage
 from harness.engine.context import Context
 from harness.engine.mapping import map_help
+from harness.engine.options import Options
 from harness.engine.report import CheckResult, Report
-from harness.sandbox.limits import Limits
 from harness.sandbox.pool import single_run
 from harness.sandbox.subject import Subject
 from harness.wire.errors import ENDING_KINDS, PLATFORM_HELP, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
@@ -42,21 +41,6 @@ IMPORT_HANG_HELP = ("look for a loop, a sleep, input() or a long computation at 
 
 class UsageError(Exception):
     """The command line asked for something that does not exist (exit status 2)."""
-
-
-@dataclass
-class Options:
-    only: list[str] = field(default_factory=list)
-    skip: list[str] = field(default_factory=list)
-    seed: int = 0
-    examples: int = 6
-    overrides: dict = field(default_factory=dict)  # --arg
-    weight_map: dict = field(default_factory=dict)  # --map
-    limits: Limits = field(default_factory=Limits)
-    rules: bool = True  # the lesson's rules count toward `passed`
-    diagnose: bool = True
-    leakage_map: bool = False  # also measure the influence maps for a picture
-    debug: bool = False
 
 
 def select(only=None, skip=None) -> list[Check]:
@@ -85,12 +69,11 @@ def _closure(c: Check) -> list[Check]:
 
 
 def run_checks(spec: str, options: Options | None = None, *, subject: Subject | None = None,
-               make_subject=None, make_meta_subject=None, **legacy) -> Report:
+               make_subject=None, make_meta_subject=None) -> Report:
     """Run the checks on `spec`; `subject` may be a child already started (it imports torch while we import the
     checks), `make_subject()` starts a replacement after a crash (the batch pool forks one from its zygote), and
-    `make_meta_subject()` a child whose meta device is warm, or None (see Context.meta_forward).
-    Keyword arguments of Options may be given directly (run_checks(spec, seed=1, only=[...]))."""
-    options = options or Options(**{k: v for k, v in legacy.items() if v is not None})
+    `make_meta_subject()` a child whose meta device is warm, or None (see Context.meta_forward)."""
+    options = options or Options()
     selected = select(options.only, options.skip)
     make_subject = make_subject or (lambda: single_run(spec, overrides=options.overrides, seed=options.seed,
                                                        weight_map=options.weight_map, limits=options.limits))

@@ -423,8 +423,8 @@ def check(target, *, only=None, skip=None, seed: int = 0, examples: int = 6, arg
     instance) and return the report.  See the module docstring for how Python objects reach the child process."""
     if examples < 1:
         raise ValueError("examples must be at least 1")
-    options = Options(ids(only), ids(skip), seed, examples, dict(args or {}), dict(weight_map or {}), rules=rules,
-                      diagnose=diagnose, debug=debug)
+    options = Options(only=ids(only), skip=ids(skip), seed=seed, examples=examples, overrides=dict(args or {}),
+                      weight_map=dict(weight_map or {}), rules=rules, diagnose=diagnose, debug=debug)
     try:
         with resolved_target(target, source) as resolved:
             try:

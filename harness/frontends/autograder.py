@@ -115,15 +115,10 @@ def _torch_version() -> str:
 
 def _check_options(args, parser) -> list[str]:
     """The options of a single check that the autograder passes on (those not at their default), validated now
-    rather than on Gradescope."""
-    out = []
-    for item in args.arg:
-        options.constructor_args([item])
-        out += ["--arg", item]
-    for item in args.map:
-        options.weight_map([item])
-        out += ["--map", item]
-    options.limits(args.time_limit, args.memory_mb, args.examples, args.seed)
+    as the single run will read them (options.from_args) rather than on Gradescope."""
+    options.from_args(args)
+    out = [word for item in args.arg for word in ("--arg", item)] + \
+        [word for item in args.map for word in ("--map", item)]
     for dest in ("time_limit", "memory_mb", "seed", "examples"):
         value = getattr(args, dest)
         if value != parser.get_default(dest):
@@ -287,6 +282,17 @@ def dry_run(args, parser) -> int:
 
 
 def main(argv: list[str]) -> int:
+    p = _parser()
+    args = p.parse_args(argv[1:])
+    if args.dry_run:
+        return dry_run(args, p)
+    if args.github_classroom:
+        return build_classroom(args, p)
+    args.output = args.output or "autograder.zip"
+    return build(args, p)
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mha-check autograder", description=__doc__.split("\n\n")[0],
                                 epilog="run_autograder passes on --arg, --map, --time-limit, --memory-mb, --seed "
                                        "and --examples to every check, as mha-check's own options.")
@@ -309,10 +315,4 @@ def main(argv: list[str]) -> int:
                                                            "folder, or one file) and print its results.json")
     p.add_argument("--zip", default="autograder.zip", help="the zip a dry run uses (default autograder.zip)")
     options.add_shared(p, ("arg", "map", "time-limit", "memory-mb", "seed", "examples"))
-    args = p.parse_args(argv[1:])
-    if args.dry_run:
-        return dry_run(args, p)
-    if args.github_classroom:
-        return build_classroom(args, p)
-    args.output = args.output or "autograder.zip"
-    return build(args, p)
+    return p

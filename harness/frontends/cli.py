@@ -13,8 +13,12 @@ import signal
 import sys
 import threading
 
-from harness import PACKAGES_ROOT
-from harness.engine.report import VERSION
+from harness.wire import names
+
+if __name__ == "__main__":  # `python -m harness.frontends.cli` put the working folder first on sys.path: off it
+    names.trusted_path()  # before the next line imports `checks` (a student's checks.py there would run here)
+
+from harness.engine.report import VERSION  # after trusted_path, above
 from harness.frontends import options as option_rules
 
 SUBCOMMANDS = {  # name -> (module, one line for --help)
@@ -75,21 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def trusted_path() -> None:
-    """`python -m harness.frontends.cli` puts the working folder first on sys.path, so that a student's
-    `reference.py` or `checks.py` there would be imported by the trusted side in place of ours (the checks and the
-    reference are imported after start-up).  Only our own root may stay; the console script never adds it."""
-    here = os.path.abspath(os.getcwd())
-    if here != os.path.abspath(PACKAGES_ROOT):
-        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-
-
 def _as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
 def main(argv=None) -> int:
-    trusted_path()
+    names.trusted_path()  # harness.wire.names, defence 1 (for a caller that has the working folder on sys.path)
     # SIGTERM (`timeout`, a scheduler's stop) as Ctrl-C: the child and its scratch, a copy of the submission, are
     # removed on the way out (the caller's handler is back afterwards, for a call from another program)
     previous = signal.signal(signal.SIGTERM, _as_interrupt) if threading.current_thread() is \

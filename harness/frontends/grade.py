@@ -36,7 +36,6 @@ from harness.frontends.shards import in_shard, merge, parse_shard
 from harness.frontends.writing import reason
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
-from harness.sandbox import limits as sandbox
 from harness.sandbox.template import Template
 
 LIFE_CYCLE = ("Nothing in --out is replaced without saying so: grading into a folder that holds an earlier batch's "
@@ -71,6 +70,50 @@ def main(argv: list[str], template: Template | None = None) -> int:
 
 
 def _main(argv: list[str], early: Template | None) -> int:
+    p = _parser()
+    args = p.parse_args(argv[1:])
+    if args.merge:
+        return merge(args.merge, sys.stdout)
+    if not args.submissions or not os.path.isdir(args.submissions):
+        zipped = bool(args.submissions) and args.submissions.endswith(".zip") and os.path.isfile(args.submissions)
+        p.error(f"{args.submissions!r} is not a folder of submissions" + ("; unzip it first" if zipped else ""))
+    args.run = option_rules.from_args(args, p)  # as a single run takes them: one class, many students, the same
+    # constructor and parameter names
+    if args.resume and args.overwrite:
+        p.error("--resume keeps the reports that are still valid, --overwrite replaces them all: choose one")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        p.error(f"--jobs must be between 1 and {MAX_JOBS}, not {args.jobs}")
+    args.out = args.out.rstrip("/") or "/"  # `--out results/`: said as results/, not results//
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        p.error(f"--out {args.out}: that is a file; give a folder for the reports")
+    if out.resolve() == Path(args.submissions).resolve() or Path(args.submissions).resolve() in out.resolve().parents:
+        p.error(f"--out {args.out}: inside the submissions folder, it would be graded as a submission")
+    try:
+        pattern = submissions.compile_pattern(args.pattern) if args.pattern else None
+        args.suite = instructor.find(args.tests) if args.tests else None
+        rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()},
+                                     args.suite.ids if args.suite else ()) if args.rubric else None
+    except (submissions.PatternError, rubrics.RubricError, instructor.TestsError) as e:
+        p.error(str(e))
+    # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
+    # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
+    template = early or _start_template()
+    try:
+        _refuse_without_walls(args, p)
+        return _grade_batch(args, p, out, pattern, rubric, template)
+    except KeyboardInterrupt:
+        print("\nmha-check grade: interrupted " + (
+            f"while finishing the batch: the reports written are in {args.out}/, and the summary as it was last "
+            "rewritten (after each report); grade again with --resume" if getattr(args, "began", False) else
+            "before grading began; nothing was written"), file=sys.stderr)
+        return 130
+    finally:
+        if template is not None and template is not early:  # the early one is main's to close
+            template.close()
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mha-check grade", description=__doc__.split("\n\n")[0], epilog=LIFE_CYCLE)
     p.add_argument("submissions", nargs="?", help="a folder with one sub-folder per student, or with the students' "
                                                   ".py or .ipynb files named by student (alice_attention.py)")
@@ -108,47 +151,7 @@ def _main(argv: list[str], early: Template | None) -> int:
     p.add_argument("--allow-unconfined", action="store_true",
                    help="grade even where submissions would run as root or as your own uid with your files in "
                         "view (every report then says so)")
-    args = p.parse_args(argv[1:])
-    if args.merge:
-        return merge(args.merge, sys.stdout)
-    if not args.submissions or not os.path.isdir(args.submissions):
-        zipped = bool(args.submissions) and args.submissions.endswith(".zip") and os.path.isfile(args.submissions)
-        p.error(f"{args.submissions!r} is not a folder of submissions" + ("; unzip it first" if zipped else ""))
-    option_rules.limits(args.time_limit, args.memory_mb, args.examples, args.seed, p)
-    args.overrides = option_rules.constructor_args(args.arg, p)  # as a single run takes them: one class, many
-    args.weight_map = option_rules.weight_map(args.map, p)  # students, the same constructor and parameter names
-    if args.resume and args.overwrite:
-        p.error("--resume keeps the reports that are still valid, --overwrite replaces them all: choose one")
-    if not 1 <= args.jobs <= MAX_JOBS:
-        p.error(f"--jobs must be between 1 and {MAX_JOBS}, not {args.jobs}")
-    args.out = args.out.rstrip("/") or "/"  # `--out results/`: said as results/, not results//
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        p.error(f"--out {args.out}: that is a file; give a folder for the reports")
-    if out.resolve() == Path(args.submissions).resolve() or Path(args.submissions).resolve() in out.resolve().parents:
-        p.error(f"--out {args.out}: inside the submissions folder, it would be graded as a submission")
-    try:
-        pattern = submissions.compile_pattern(args.pattern) if args.pattern else None
-        args.suite = instructor.find(args.tests) if args.tests else None
-        rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()},
-                                     args.suite.ids if args.suite else ()) if args.rubric else None
-    except (submissions.PatternError, rubrics.RubricError, instructor.TestsError) as e:
-        p.error(str(e))
-    # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
-    # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
-    template = early or _start_template()
-    try:
-        _refuse_without_walls(args, p)
-        return _grade_batch(args, p, out, pattern, rubric, template)
-    except KeyboardInterrupt:
-        print("\nmha-check grade: interrupted " + (
-            f"while finishing the batch: the reports written are in {args.out}/, and the summary as it was last "
-            "rewritten (after each report); grade again with --resume" if getattr(args, "began", False) else
-            "before grading began; nothing was written"), file=sys.stderr)
-        return 130
-    finally:
-        if template is not None and template is not early:  # the early one is main's to close
-            template.close()
+    return p
 
 
 def _refuse_without_walls(args, p: argparse.ArgumentParser) -> None:
@@ -203,24 +206,21 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         p.error(f"--out {args.out}: {e.strerror or e}")
-    limits = sandbox.Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
-                            memory_mb=args.memory_mb)
+    run = args.run
     flat = {s.name for s in todo if s.folder is None}  # staged from flat files: --target's class in their file
-    options = {"seed": args.seed, "format": args.format, "rubric": args.rubric, "limits": limits.to_dict(),
-               "missing_fix": missing_fix(target), "allow_unconfined": args.allow_unconfined,
-               "tests": args.suite, "examples": args.examples, "overrides": args.overrides,
-               "weight_map": args.weight_map}
+    options = {"run": run, "format": args.format, "rubric": args.rubric, "missing_fix": missing_fix(target),
+               "allow_unconfined": args.allow_unconfined, "tests": args.suite}
     rows, started, interrupted = [], time.monotonic(), False
     running = summary.with_name(f"only-{summary.name}") if args.only else summary  # the old one kept whole till then
     files.summary_path = running
     stamper = stamps.Stamps(args.format, {"code": stamps.code_digest(), "rubric": stamps.file_digest(args.rubric),
-                                          "options": {"target": target or "", "seed": args.seed,
-                                                      "limits": limits.to_dict(), "format": args.format,
+                                          "options": {"target": target or "", "seed": run.seed,
+                                                      "limits": run.limits.to_dict(), "format": args.format,
                                                       "allow_unconfined": args.allow_unconfined,
                                                       "tests": instructor.digest(args.suite),
-                                                      **({"examples": args.examples} if args.examples != 6 else {}),
-                                                      **({"arg": args.overrides} if args.overrides else {}),
-                                                      **({"map": args.weight_map} if args.weight_map else {})}},
+                                                      **({"examples": run.examples} if run.examples != 6 else {}),
+                                                      **({"arg": run.overrides} if run.overrides else {}),
+                                                      **({"map": run.weight_map} if run.weight_map else {})}},
                             stamps.load_key())
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list

@@ -15,7 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 
-from harness.engine.runner import Options, not_run
+from harness.engine.runner import not_run
 from harness.frontends import grader, stopping
 from harness.frontends.batch_files import BatchFiles
 from harness.frontends.pick import spec_for
@@ -49,7 +49,7 @@ def grade_all(folders: dict[str, Path], target: str | None, flat: set[str], opti
             # alternating rounds: 8.95 -> 8.52 s, and 10.5 -> 9.2 s in a slower hour).
             pool = ProcessPoolExecutor(max(1, min(args.jobs, len(left))), mp_context=get_context("fork"),
                                        initializer=grader.start,
-                                       initargs=(options["limits"], template.socket if template else None,
+                                       initargs=(options["run"].limits, template.socket if template else None,
                                                  scratch_parent))
             lost = collect(pool, left, target, flat, options, args, rows, len(folders), files,
                            last_try=breaks >= MAX_POOL_BREAKS, progress=progress, seal=seal)
@@ -130,7 +130,7 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
                 why = f"its grading process ended {MAX_POOL_BREAKS + 1} times (killed from outside?)" if isinstance(
                     e, BrokenProcessPool) else str(e)
                 report = not_run(f"{name}/?", f"mha-check could not grade this submission: {why}",
-                                 Options(seed=options["seed"]), fix="grade this submission again", ours=True)
+                                 options["run"], fix="grade this submission again", ours=True)
                 report.adapter["process"] = [{"kind": "grader error", "message": why, "ours": True}]
                 result = grader.graded(name, None, report, options, 0.0)
             result["name"] = result["row"]["submission"] = name  # the student, not the folder's name (Moodle's)

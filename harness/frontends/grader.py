@@ -63,13 +63,14 @@ class Grader:
             self.busy = False
 
     def grade_submission(self, folder: str, pick: Pick, options: dict) -> dict:
+        """`options`: the batch's, made once by grade: "run" is every submission's `Options` (from_args)."""
         name = os.path.basename(folder)
-        limits = sandbox.Limits(**options["limits"])
+        run: Options = options["run"]
+        limits = run.limits
         started = time.monotonic()
         spec = pick.spec
         if spec is None:
-            report = not_run(f"{name}/?", pick.problem, Options(seed=options["seed"]),
-                             fix=options.get("missing_fix", ""))
+            report = not_run(f"{name}/?", pick.problem, run, fix=options.get("missing_fix", ""))
             if pick.review:
                 report.adapter["review"] = [pick.problem]
         else:
@@ -77,12 +78,10 @@ class Grader:
                 # again: graded once more; twice, the row says mha-check could not grade it (never the student's)
                 try:
                     make = lambda: ForkedSubject(self.zygote,  # the zygote of the moment, replaced or not
-                                                 spec, submission=folder, seed=options["seed"], limits=limits,
+                                                 spec, submission=folder, seed=run.seed, limits=limits,
                                                  allow_unconfined=options["allow_unconfined"], grading=True,
-                                                 **_binding(options))
-                    report = run_checks(spec, Options(seed=options["seed"], examples=options.get("examples", 6),
-                                                      limits=limits, **_binding(options)), subject=make(),
-                                        make_subject=make,
+                                                 **_binding(run))
+                    report = run_checks(spec, run, subject=make(), make_subject=make,
                                         make_meta_subject=lambda: self.meta_subject(spec, folder, options, limits))
                     break
                 except ZygoteError as e:
@@ -90,11 +89,11 @@ class Grader:
                     self.zygote = Zygote(limits, self.template)
                     self.drop_meta_zygote()
                     report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
-                                     Options(seed=options["seed"]), fix="grade this submission again", ours=True)
+                                     run, fix="grade this submission again", ours=True)
                     report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
                 except isolation.IsolationFailed as e:  # a child killed from outside before it was confined
                     report = not_run(spec, f"mha-check could not start a confined process for this submission "
-                                           f"twice ({e})", Options(seed=options["seed"]),
+                                           f"twice ({e})", run,
                                      fix="grade this submission again", ours=True)
                     report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
         suite = options.get("tests")
@@ -114,8 +113,9 @@ class Grader:
         if "grader error" in "; ".join(p.get("kind", "") for p in report.adapter.get("process", [])):
             instructor.not_run(report, suite, "mha-check's grading process broke on this submission", ours=True)
             return
-        make = lambda: ForkedSubject(self.zygote, spec, submission=folder, seed=options["seed"], limits=limits,
-                                     allow_unconfined=options["allow_unconfined"], grading=True, **_binding(options))
+        run: Options = options["run"]
+        make = lambda: ForkedSubject(self.zygote, spec, submission=folder, seed=run.seed, limits=limits,
+                                     allow_unconfined=options["allow_unconfined"], grading=True, **_binding(run))
         try:
             instructor.add_to(report, suite, make, instructor.test_seconds(limits))
         except ZygoteError as e:
@@ -137,8 +137,9 @@ class Grader:
         try:
             if self.meta_zygote is None:
                 self.meta_zygote = Zygote(limits, self.template, fallback=False, kind=META_ZYGOTE)
-            return ForkedSubject(self.meta_zygote, spec, submission=folder, seed=options["seed"], limits=limits,
-                                 allow_unconfined=options["allow_unconfined"], grading=True, **_binding(options))
+            run: Options = options["run"]
+            return ForkedSubject(self.meta_zygote, spec, submission=folder, seed=run.seed, limits=limits,
+                                 allow_unconfined=options["allow_unconfined"], grading=True, **_binding(run))
         except (ZygoteError, isolation.IsolationFailed):
             self.drop_meta_zygote()
             self.no_meta = True
@@ -153,7 +154,7 @@ class Grader:
 _GRADER: Grader | None = None  # this grader process's Grader, left by start() (the pool's initializer)
 
 
-def start(limits_dict: dict, template, scratch_parent: str) -> None:
+def start(limits: sandbox.Limits, template, scratch_parent: str) -> None:
     """In each grader process: its zygote, forked from the batch's template (or started on its own without one).
     Ctrl-C is the main process's to handle: it stops the graders with SIGTERM, as the kernel does when the main
     process dies, and a grader then unwinds the submission in progress (its child killed, its scratch removed).
@@ -165,7 +166,7 @@ def start(limits_dict: dict, template, scratch_parent: str) -> None:
     signal.signal(signal.SIGTERM, _GRADER.on_sigterm)
     linux.die_with_parent(signal.SIGTERM)
     scratch.place_in(scratch_parent)
-    _GRADER.zygote = Zygote(sandbox.Limits(**limits_dict), template)
+    _GRADER.zygote = Zygote(limits, template)
 
 
 def grade_one(folder: str, pick: Pick, options: dict) -> dict:
@@ -200,7 +201,7 @@ def _checked(spec: str | None, report: Report) -> str:
     return str(Target(Target.parse(spec).where, found))
 
 
-def _binding(options: dict) -> dict:
-    """grade's --arg and --map, for the Subject and the run's Options alike (each student's class is built and read
-    as the single run of the same options would)."""
-    return {"overrides": options.get("overrides") or {}, "weight_map": options.get("weight_map") or {}}
+def _binding(run: Options) -> dict:
+    """grade's --arg and --map, for the Subject as for the run (each student's class is built and read as the single
+    run of the same options would)."""
+    return {"overrides": run.overrides, "weight_map": run.weight_map}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import math
 
+from harness.engine.options import Options
 from harness.sandbox.limits import MEMORY_FLOOR_MB, Limits
 
 ROLES = ("q", "k", "v", "o", "out", "qkv", "wq", "wk", "wv", "wo", "wqkv", "bq", "bk", "bv", "bo", "bqkv")
@@ -95,6 +96,22 @@ def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
     }
     for name in names:
         p.add_argument(f"--{name}", **declared[name])
+
+
+def from_args(args, parser=None, **more) -> Options:
+    """The run the shared options ask for (seed, examples, arg, map, time-limit, memory-mb), validated: the one place
+    a single run, grade and the autograder turn their command line into `Options`.  `more`: what only that front end
+    has (a single run's --only, --skip, --plot, --debug), by keyword.  A bad value ends through `parser` (status 2),
+    or raises OptionError without one."""
+    overrides, roles = constructor_args(args.arg, parser), weight_map(args.map, parser)
+    limits(args.time_limit, args.memory_mb, args.examples, args.seed, parser)
+    return Options(seed=args.seed, examples=args.examples, overrides=overrides, weight_map=roles,
+                   limits=run_limits(args.time_limit, args.memory_mb), **more)
+
+
+def run_limits(time_limit: float, memory_mb: int) -> Limits:
+    """--time-limit and --memory-mb as the child's limits: one request gets at most 30 s of the whole."""
+    return Limits(call_seconds=min(Limits.call_seconds, time_limit), total_seconds=time_limit, memory_mb=memory_mb)
 
 
 def _error(parser, message: str):

@@ -64,6 +64,9 @@ def mha_check(request):
 
 def _items():
     """harness.frontends.pytest_items, imported by the first hook that needs it (it brings numpy and the checks)."""
-    from harness.frontends import pytest_items  # noqa: PLC0415 - start-up: this plugin loads in every pytest session
+    from harness.wire import names  # noqa: PLC0415 - start-up: this plugin loads in every pytest session
+
+    names.require_ours()  # the student's own session: a reference.py of theirs must not stand in for ours
+    from harness.frontends import pytest_items  # noqa: PLC0415 - start-up, as above
 
     return pytest_items

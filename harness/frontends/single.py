@@ -13,16 +13,14 @@ import sys
 
 from harness.frontends import options
 from harness.sandbox import pool
-from harness.sandbox.limits import Limits
 
 GRADING_FORMATS = ("gradescope", "prairielearn", "junit")  # a report in these is a grade: confined or refused
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """The run the parsed command line asks for (its usage errors end through `parser`); the exit status."""
-    overrides = options.constructor_args(args.arg, parser)
-    weight_map = options.weight_map(args.map, parser)
-    options.limits(args.time_limit, args.memory_mb, args.examples, args.seed, parser)
+    run_options = options.from_args(args, parser, only=options.ids(args.only), skip=options.ids(args.skip),
+                                    leakage_map=bool(args.plot), debug=args.debug)  # rules: with the rubric, later
     _check_output(args.output, parser)
     if args.plot:
         from harness.render.plot import require_matplotlib  # noqa: PLC0415 - start-up: only --plot needs it
@@ -31,15 +29,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             require_matplotlib()
         except RuntimeError as e:
             parser.error(str(e))
-    subject = limits = make = None
+    subject = make = None
     isolation = pool.isolation  # the walls' verdicts on a child (imported by pool already)
     a_grade = args.grading or args.format in GRADING_FORMATS  # (`grading` below is the rubric)
     if args.target and not args.list_checks:
-        limits = Limits(call_seconds=min(30.0, args.time_limit), total_seconds=args.time_limit,
-                        memory_mb=args.memory_mb)
-        make = lambda: pool.single_run(args.target, overrides=overrides, seed=args.seed,
-                                       weight_map=weight_map, limits=limits, grading=a_grade,
-                                       allow_unconfined=args.allow_unconfined or not a_grade)
+        make = lambda: pool.single_run(args.target, overrides=run_options.overrides, seed=run_options.seed,
+                                       weight_map=run_options.weight_map, limits=run_options.limits,
+                                       grading=a_grade, allow_unconfined=args.allow_unconfined or not a_grade)
         try:
             subject = make()  # its torch import (if any: see single_run) overlaps with ours below
         except isolation.IsolationFailed as e:
@@ -49,7 +45,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from harness.frontends import single_report  # noqa: PLC0415 - start-up: imported once the child has started
 
     try:
-        return single_report.finish(args, parser, subject, make, limits, overrides, weight_map, a_grade)
+        return single_report.finish(args, parser, subject, make, run_options)
     except isolation.IsolationFailed as e:  # a restart after a crash could not be confined as the first was
         return _refuse(isolation.refusal_line([isolation.explain(str(e))]), a_grade)
 

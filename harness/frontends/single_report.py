@@ -8,24 +8,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 
 from harness.engine import instructor
 from harness.engine.runner import Options, UsageError, run_checks, select
-from harness.frontends import options
 from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
 from harness.render import formats, rubric
 from harness.render.plot import draw
 from harness.render.view import clean
 
 
-def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, make, limits, overrides: dict,
-           weight_map: dict, a_grade: bool) -> int:
-    """The checks on `subject` (None for --list-checks), the report in the asked format; the exit status.  A
-    restart after a crash that cannot be confined as the first was raises isolation.IsolationFailed (the caller
-    refuses)."""
+def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, make, run: Options) -> int:
+    """The checks on `subject` (None for --list-checks) with the options parsed (harness.frontends.options.from_args),
+    the report in the asked format; the exit status.  A restart after a crash that cannot be confined as the first
+    was raises isolation.IsolationFailed (the caller refuses)."""
     try:
         if args.list_checks:
-            for c in select(options.ids(args.only), options.ids(args.skip)):
+            for c in select(run.only, run.skip):
                 print(f"{c.id:<20} {'(rule) ' if c.kind == 'rule' else ''}{c.claim}")
             return 0
         if not args.target:
@@ -33,12 +32,10 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
         suite = instructor.find(args.tests) if args.tests else None
         grading = rubric.load_rubric(args.rubric, {c.id for c in select()}, suite.ids if suite else ()) \
             if args.rubric else None
-        run = Options(options.ids(args.only), options.ids(args.skip), args.seed, args.examples, overrides,
-                      weight_map, limits, rules=not args.no_rules and (grading.rules if grading else True),
-                      leakage_map=bool(args.plot), debug=args.debug)
+        run = replace(run, rules=not args.no_rules and (grading.rules if grading else True))
         report = run_checks(args.target, run, subject=subject, make_subject=make)
         if suite:
-            instructor.add_to(report, suite, make, instructor.test_seconds(limits))
+            instructor.add_to(report, suite, make, instructor.test_seconds(run.limits))
     except (UsageError, rubric.RubricError, instructor.TestsError) as e:
         if subject is not None:
             subject.close()

@@ -35,8 +35,10 @@ import os
 import stat
 from pathlib import Path
 
+from harness import PACKAGES_ROOT
 from harness.engine.report import VERSION
 from harness.sandbox import scratch
+from harness.wire.names import OURS
 
 KEY_ENV = "MHA_CHECK_STAMP_KEY"  # a key file of one's own: shards graded on several machines resume with one key
 KEY_FILE = os.path.join("mha-check", "stamp.key")  # under $XDG_STATE_HOME, else ~/.local/state
@@ -124,10 +126,8 @@ def folder_digest(folder: Path) -> str | None:
 def code_digest() -> str:
     """SHA-256 of mha-check's own Python files: a development checkout whose version has not changed still
     regrades once its checks have."""
-    from harness import OWN_PACKAGES, PACKAGES_ROOT  # noqa: PLC0415 - the root of the installed packages
-
     digest = hashlib.sha256()
-    for package in ("harness", *OWN_PACKAGES):
+    for package in OURS:
         for path in sorted(Path(PACKAGES_ROOT, package).rglob("*.py")):
             digest.update(path.relative_to(PACKAGES_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()

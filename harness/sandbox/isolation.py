@@ -23,12 +23,12 @@ import sys
 import tempfile
 import time
 
-from harness import PACKAGES_ROOT
 from harness.sandbox import bubblewrap, confine, scratch
 from harness.sandbox import syscalls as linux
 from harness.sandbox.confine import MAX_RECORD
 from harness.sandbox.limits import Limits
 from harness.sandbox.policy import PROBE_SLOT, Policy, make_policy, slot_ids
+from harness.wire import names
 
 MECHANISMS = ("bwrap", "builtin", "none")
 FORCE = "MHA_CHECK_ISOLATION"
@@ -80,8 +80,8 @@ def read_record(fd: int, timeout: float) -> dict | None:
 
 def _attesting(code: str, policy: Policy, fd: int, variant: str) -> str:
     """Under bubblewrap the worker's own first lines measure and report what is in force (see confine.attest)."""
-    return (f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); from harness.sandbox.confine import attest; "
-            f"attest({policy.to_json()!r}, {fd}, 'bwrap', {bubblewrap.namespaces(variant)!r}); del attest; {code}")
+    return names.boot(f"from harness.sandbox.confine import attest; attest({policy.to_json()!r}, {fd}, 'bwrap', "
+                      f"{bubblewrap.namespaces(variant)!r}); del attest; {code}")
 
 
 def _start(mechanism: str, policy: Policy, code: str, python: str | None, timeout: float, popen: dict):

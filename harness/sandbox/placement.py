@@ -7,19 +7,10 @@ from __future__ import annotations
 
 import os
 
-from harness import OWN_PACKAGES, PACKAGES_ROOT
+from harness.wire.names import own_code
 from harness.wire.target import Target
 
-
-def own_code(where: str, path: str | None) -> bool:
-    """Is the target mha-check's own code (a mutant, the reference), which may import our packages?  `path`: the
-    target's file (None for a module target).  Decided here, from where the file really is: inside our
-    installation, which no submission can write to."""
-    if path is None:
-        return where.partition(".")[0] in OWN_PACKAGES
-    real = os.path.realpath(path)
-    return any(real.startswith(os.path.join(os.path.realpath(PACKAGES_ROOT), d) + os.sep)
-               for d in OWN_PACKAGES + ("tests",))  # our own test modules check classes they define
+__all__ = ["own_code", "placement"]  # own_code: harness.wire.names decides it, with the other name rules
 
 
 def placement(target: Target, search_dir: str, submission: str | None) -> tuple[str, str | None, str | None]:

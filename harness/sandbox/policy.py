@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from harness import PACKAGES_ROOT
 from harness.sandbox.limits import Limits
+from harness.wire import names
 
 UID_BASE = 61000  # slot uids 61000..61998; a range no real user or service owns (isolate uses 60000+)
 SLOTS = 999  # slots 0..998 for children; 999 is the probes'
@@ -39,10 +40,6 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32") 
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf")
 SYS_PATHS = ("/sys/devices/system/cpu",)  # CPU topology for torch's cpuinfo; read-only, harmless
 DEVICES = ("null", "zero", "full", "random", "urandom")
-TOOL_PACKAGES = ("harness", "checks", "reference", "mutants")  # the worker imports harness; the mutation tests
-# and the catalogue check targets in reference/ and mutants/, so only a child running our own code sees those three:
-# a submission's child sees harness alone, never a correct layer of ours to subclass or load by its path
-SUBMISSION_PACKAGES = ("harness",)
 INHERITED_ENV = ("MUTANT_UNDER_TEST",)  # mutmut's switch, for the mutation tests of mha-check itself
 
 
@@ -121,8 +118,8 @@ def interpreter_prefixes() -> list[str]:
 def tool_paths(root: str = PACKAGES_ROOT, own_code: bool = False) -> list[str]:
     """mha-check's packages a child sees: harness (the worker) for a submission; with them the reference, the
     mutants and the checks for our own code (a mutant imports mutants._info)."""
-    names = TOOL_PACKAGES if own_code else SUBMISSION_PACKAGES
-    return [os.path.join(root, name) for name in names if os.path.exists(os.path.join(root, name))]
+    seen = names.OURS if own_code else names.SUBMISSION_VISIBLE  # harness.wire.names: defence 4
+    return [os.path.join(root, name) for name in seen if os.path.exists(os.path.join(root, name))]
 
 
 def _covered(path: str, by: list[str]) -> bool:

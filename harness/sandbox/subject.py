@@ -18,9 +18,10 @@ import subprocess
 import tempfile
 import time
 
-from harness import OUTPUT_CUT_MARK, PACKAGES_ROOT
+from harness import OUTPUT_CUT_MARK
 
 from harness.wire import messages as m
+from harness.wire import names
 from harness.wire import protocol
 from harness.wire.budget import reply_budget
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
@@ -526,7 +527,7 @@ class Subject:
 def worker_code() -> str:
     """The worker's bootstrap: the folder our own packages came from first on sys.path (run with `python -I`: no
     cwd, no PYTHONPATH on it, so a student's harness.py cannot shadow ours)."""
-    return f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); import harness.child.worker as w; w.main()"
+    return names.boot("import harness.child.worker as w; w.main()")
 
 
 def worker_command() -> list[str]:

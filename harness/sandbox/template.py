@@ -10,9 +10,9 @@ import socket
 import subprocess
 import tempfile
 
-from harness import PACKAGES_ROOT
 from harness.sandbox import isolation
 from harness.sandbox.policy import clean_env
+from harness.wire import names
 
 TEMPLATE_VARIABLE = "MHA_CHECK_TEMPLATE"  # the path of a listening `Template(address=...)` for single runs
 # what a grader asks the template for: a zygote, or one of the meta template (its children have the meta device warm)
@@ -32,8 +32,7 @@ def launch(entry: str, theirs: socket.socket | None = None) -> tuple[socket.sock
     # every request is stamped with its sender's pid and uid from the start, even one sent while the template still
     # imports torch (the kernel adds them only when the receiving socket asks for them at the time of sending)
     theirs.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-    boot = (f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); import harness.child.zygote as z; "
-            f"z.{entry}({theirs.fileno()})")
+    boot = names.boot(f"import harness.child.zygote as z; z.{entry}({theirs.fileno()})")
     try:
         env = {**clean_env(tempfile.gettempdir()), "GLIBC_TUNABLES": HUGE_PAGE_MALLOC}
         proc = subprocess.Popen(isolation.python_command(boot), pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,

@@ -25,10 +25,10 @@ def test_unmappable_weights_are_cannot_tell_and_say_how_to_help():
 
 
 def test_explicit_map_makes_an_odd_module_checkable():
-    from harness.engine.runner import run_checks
+    from harness.engine.runner import Options, run_checks
 
     good = run_checks(str(ROOT / "tests" / "fixtures" / "odd_names.py"),
-                      weight_map={"q": "a.T", "k": "b.T", "v": "c.T", "o": "mix"})
+                      Options(weight_map={"q": "a.T", "k": "b.T", "v": "c.T", "o": "mix"}))
     assert [(c.id, c.message) for c in good.checks if c.kind == "correctness" and c.status != "pass"] == []
     assert good.adapter["mapping"]["proof"] == "reference"
 

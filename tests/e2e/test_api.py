@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import linecache
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -252,3 +254,16 @@ def test_a_notebook_target_string_has_the_notes_of_its_loading():
     report = check(str(ROOT / "tests" / "notebooks" / "lab.ipynb") + ":CausalMHA", only="construct")
     assert any("'!pip install torch' (a magic or shell command) was left out" in n for n in report.notes)
     assert repr(report).count("!pip install torch") == 1  # said once, not once per list
+
+
+def test_in_a_process_where_a_students_module_would_stand_in_for_ours_check_says_so(tmp_path):
+    """The notebook API runs in the student's own process: with their reference.py first on sys.path (a notebook's
+    folder), our engine's `from reference import numpy_ref` imported their file and ended in a traceback of ours.
+    Now one sentence names the file and the way out, before anything of ours is imported (harness.wire.names)."""
+    (tmp_path / "reference.py").write_text("MINE = True\n")
+    code = ("import harness\ntry:\n    harness.check('attention.py')\nexcept ImportError as e:\n    print(e)\n"
+            "import reference\nprint('theirs', reference.MINE)\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "reference.py would be imported in place of mha-check's own package" in run.stdout, run.stdout
+    assert "mha-check your_file.py" in run.stdout and "theirs True" in run.stdout  # their module is untouched

@@ -320,6 +320,66 @@ def test_student_module_named_like_a_tool_package(tmp_path, name):
     assert ids_of(data) == ["construct", "contiguity", "output-shape"]
 
 
+HELPER_PACKAGE = "import torch\n\n\ndef causal_mask(n):\n    return torch.triu(torch.ones(n, n, dtype=torch.bool), 1)\n"
+WITH_HELPER = (ROOT / "examples" / "correct_attention.py").read_text().replace(
+    "import torch\n", "import torch\nfrom reference import causal_mask\n", 1).replace(
+    "torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), diagonal=1)",
+    "causal_mask(context_length)")
+
+
+@pytest.fixture(scope="module")
+def named_like_ours(tmp_path_factory) -> Path:
+    """One correct layer under our packages' names (checks.py, reference.py, mutants.py, harness.py) and under its
+    own (attention.py); and, in helper/, a student file that imports its own helper package `reference/`."""
+    d = tmp_path_factory.mktemp("named_like_ours")
+    for name in (*SHADOW_NAMES, "attention"):
+        shutil.copy(ROOT / "examples" / "correct_attention.py", d / f"{name}.py")
+    assert "causal_mask(context_length)" in WITH_HELPER
+    (d / "helper" / "reference").mkdir(parents=True)
+    (d / "helper" / "reference" / "__init__.py").write_text(HELPER_PACKAGE)
+    (d / "helper" / "student.py").write_text(WITH_HELPER)
+    return d
+
+
+def verdicts(data: dict) -> dict[str, str]:
+    return {c["id"]: c["status"] for c in data["checks"]}
+
+
+@pytest.mark.parametrize("name", SHADOW_NAMES)
+def test_a_layer_named_like_our_packages_gets_the_verdicts_of_its_own_name(named_like_ours, name):
+    """Each check's verdict is the one the same class gets as attention.py: the file is the student's, loaded as
+    theirs (harness.wire.names), never one of our packages and never shadowing them."""
+    same = report(mha("attention.py", "--format", "json", cwd=named_like_ours, script=True), 0)
+    data = report(mha(f"{name}.py", "--format", "json", cwd=named_like_ours, script=True), 0)
+    assert verdicts(data) == verdicts(same) and data["adapter"]["class"] == "MultiHeadAttention", run_log(data)
+
+
+@pytest.mark.parametrize("name", [n for n in SHADOW_NAMES if n != "harness"])
+def test_python_m_in_a_folder_with_a_file_named_like_our_packages(tmp_path, name):
+    """`python -m harness.frontends.cli` puts the working folder first on sys.path: a student's checks.py there was
+    imported, so run, by the trusted process before the command's first line (a traceback, exit status 1).  (A
+    harness.py there is Python's to import before any code of ours: the console script is the way.)"""
+    for other in ("checks", "reference", "mutants", "attention"):
+        shutil.copy(ROOT / "examples" / "correct_attention.py", tmp_path / f"{other}.py")
+    same = report(mha("attention.py", "--format", "json", cwd=tmp_path), 0)
+    data = report(mha(f"{name}.py", "--format", "json", cwd=tmp_path), 0)
+    assert verdicts(data) == verdicts(same)
+
+
+@pytest.mark.parametrize(("target", "script"), [("student.py", True), ("student.py", False),
+                                                ("student:MultiHeadAttention", True)])
+def test_a_students_own_helper_package_named_reference_is_theirs(named_like_ours, target, script):
+    """`from reference import causal_mask`, with their own reference/__init__.py beside the file: their helper is
+    imported, never ours, and the class gets the verdicts of the same class without a helper."""
+    same = report(mha("attention.py", "--format", "json", cwd=named_like_ours, script=True), 0)
+    data = report(mha(target, "--format", "json", cwd=named_like_ours / "helper", script=script), 0)
+    assert verdicts(data) == verdicts(same)
+
+
+def run_log(data: dict) -> str:
+    return json.dumps({c["id"]: c["message"] for c in data["checks"] if c["status"] != "pass"})[:2000]
+
+
 def test_file_alone_with_one_class(extras_dir):
     # book.py also holds a factory function and a module-level instance: neither is a class candidate
     data = report(mha("book.py", "--format", "json", "--only", "construct", cwd=extras_dir), 0)

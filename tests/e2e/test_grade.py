@@ -11,7 +11,7 @@ import time
 import pytest
 
 from checks import all_checks
-from harness.engine.runner import run_checks
+from harness.engine.runner import Options, run_checks
 from conftest import ROOT, ZOO, processes_left
 
 THREADS_PROBE = '''
@@ -113,7 +113,7 @@ def test_the_meta_device_runs_in_a_child_of_the_meta_template_with_the_verdict_o
     statuses = {}
     for name in sources:
         batch = json.loads((out / f"{name}.json").read_text())
-        single_report = run_checks(str(subs / name / "attention.py"), only=["mask-buffer"])
+        single_report = run_checks(str(subs / name / "attention.py"), Options(only=["mask-buffer"]))
         single = single_report.checks
         graded = [c for c in batch["checks"] if c["id"] == "mask-buffer"][0]
         assert ("ON THE META DEVICE" in batch["student_output"]) == ("ON THE META DEVICE" in
@@ -406,3 +406,35 @@ def test_grade_binds_the_constructor_and_the_parameters_as_a_single_run_does(tmp
         assert construct["status"] == "cannot_tell" and "widget" in construct["message"], construct
         assert after["passed"], [(c["id"], c["status"]) for c in after["checks"] if c["status"] != "pass"]
     assert "--arg" in grade("--help").stdout and "--map" in grade("--help").stdout
+
+
+def test_files_and_folders_named_like_our_packages_are_graded_as_the_students(tmp_path):
+    """A correct layer handed in as checks.py, reference.py, mutants.py or harness.py, or beside its own helper
+    package reference/, and students whose folder is named harness or checks: every row has the verdicts of the same
+    class handed in as attention.py, and a buggy layer in a checks.py gets the diagnosis it gets as attention.py
+    (harness.wire.names: the student's files are theirs, ours stay ours)."""
+    subs = tmp_path / "subs"
+    files = {"alice/checks.py": CORRECT, "bob/reference.py": CORRECT, "carol/mutants.py": CORRECT,
+             "dave/harness.py": CORRECT, "frank/attention.py": CORRECT, "harness/attention.py": CORRECT,
+             "checks/attention.py": CORRECT, "gina/checks.py": BUGGY, "hank/attention.py": BUGGY}
+    for where, source in files.items():
+        (subs / where).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, subs / where)
+    (subs / "erin" / "reference").mkdir(parents=True)
+    (subs / "erin" / "reference" / "__init__.py").write_text(
+        "import torch\n\n\ndef causal_mask(n):\n    return torch.triu(torch.ones(n, n, dtype=torch.bool), 1)\n")
+    helped = CORRECT.read_text().replace("import torch\n", "import torch\nfrom reference import causal_mask\n", 1)
+    (subs / "erin" / "student.py").write_text(helped.replace(
+        "torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), diagonal=1)",
+        "causal_mask(context_length)"))
+    assert "causal_mask(context_length)" in (subs / "erin" / "student.py").read_text()
+    out = tmp_path / "out"
+    run = grade(str(subs), "--out", str(out), "--jobs", "2")
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    ids = [c.id for c in all_checks()]
+    verdicts = {name: ({i: r[i] for i in ids}, r["diagnosis"]) for name, r in rows.items()}
+    for name in ("alice", "bob", "carol", "dave", "erin", "harness", "checks"):
+        assert verdicts[name] == verdicts["frank"], (name, json.loads((out / f"{name}.json").read_text())["checks"])
+    assert rows["frank"]["passed"] == "True" and rows["alice"]["target"] == "checks.py:MultiHeadAttention"
+    assert verdicts["gina"] == verdicts["hank"] and rows["gina"]["diagnosis"] == "split-view-order"

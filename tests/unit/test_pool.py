@@ -467,8 +467,7 @@ def test_a_child_killed_before_it_is_confined_is_started_again(tmp_path, monkeyp
         return real(*args, **kwargs)
 
     monkeypatch.setattr(grader_module, "ForkedSubject", flaky)
-    options = {"seed": 0, "format": "json", "rubric": None, "limits": Limits().to_dict(), "missing_fix": "",
-               "allow_unconfined": True}
+    options = {"run": Options(), "format": "json", "rubric": None, "missing_fix": "", "allow_unconfined": True}
     try:
         folder = str(tmp_path / "sub")
         result = grader_module.Grader(zygote, None).grade_submission(folder, spec_for(Path(folder), None, False),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine.runner import not_run
+from harness.engine.runner import Options, not_run
 from harness.frontends.batch_files import write_summary
 from harness.frontends.pick import spec_for
 from harness.frontends.submissions import DEFAULT_PATTERN, PatternError, compile_pattern, find
@@ -150,7 +150,7 @@ def test_submissions_a_broken_pool_leaves_are_graded_again_and_at_last_cannot_be
             future.set_exception(BrokenProcessPool("a process in the process pool was terminated abruptly"))
             return future
 
-    options = {"seed": 0, "format": "json", "rubric": None}
+    options = {"run": Options(), "format": "json", "rubric": None}
     folders = {"ann": tmp_path / "ann", "bo": tmp_path / "bo"}
     for folder in folders.values():
         folder.mkdir()
