@@ -83,14 +83,38 @@ def _as_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+class _Deferred:
+    """Ctrl-C and SIGTERM while mha-check starts (the warm template is launched, numpy and the engine import):
+    noted here and acted on once the imports are done (`interruptible`).  A KeyboardInterrupt raised in the middle
+    of an import leaves a half-initialised module behind (numpy's C extension then fails with an ImportError and a
+    traceback), and one raised inside a fork handler or a finaliser is swallowed by Python; both were seen, about
+    one start in five under load, with exit statuses 1 and -2 instead of 130."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum, frame) -> None:
+        self.signum = self.signum or signum
+
+    def interruptible(self) -> None:
+        """From here on Ctrl-C and SIGTERM interrupt (KeyboardInterrupt), and one that came meanwhile does now."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, _as_interrupt)
+        if self.signum is not None:
+            raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     names.trusted_path()  # harness.wire.names, defence 1 (for a caller that has the working folder on sys.path)
     # SIGTERM (`timeout`, a scheduler's stop) as Ctrl-C: the child and its scratch, a copy of the submission, are
-    # removed on the way out (the caller's handler is back afterwards, for a call from another program)
-    previous = signal.signal(signal.SIGTERM, _as_interrupt) if threading.current_thread() is \
-        threading.main_thread() else None
+    # removed on the way out; both wait until the imports are done (_Deferred).  The caller's handlers are back
+    # afterwards, for a call from another program.
+    deferred, previous = _Deferred(), {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {signum: signal.signal(signum, deferred) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return _main(argv)
+        return _main(argv, deferred)
     except BrokenPipeError:  # `mha-check mutants | head`: the reader left; end quietly like any other command
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -98,8 +122,8 @@ def main(argv=None) -> int:
         print("\nmha-check: interrupted", file=sys.stderr)
         return 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _early_template(argv: list[str]):
@@ -117,22 +141,28 @@ def _early_template(argv: list[str]):
         return None
 
 
-def _main(argv=None) -> int:
+def _main(argv=None, deferred: _Deferred | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    deferred = deferred or _Deferred()
     if argv and argv[0] in SUBCOMMANDS:  # `mha-check mutants ...`, `mha-check explain ID`
         if argv[0] == "grade":
             template = _early_template(argv)  # before grade's imports: torch imports meanwhile
             try:
                 grade = importlib.import_module(SUBCOMMANDS["grade"][0])
-            except BaseException:  # Ctrl-C during the import: grade never took the template, so close it here
+                deferred.interruptible()
+            except BaseException:  # interrupted while starting: grade never took the template, so close it here
                 if template is not None:
                     template.close()
                 raise
             return grade.main(argv, template)
-        return importlib.import_module(SUBCOMMANDS[argv[0]][0]).main(argv)
+        command = importlib.import_module(SUBCOMMANDS[argv[0]][0])
+        deferred.interruptible()
+        return command.main(argv)
     parser = _parser()
     args = parser.parse_args(argv)
-    return importlib.import_module(SINGLE_RUN).run(args, parser)
+    single = importlib.import_module(SINGLE_RUN)
+    deferred.interruptible()
+    return single.run(args, parser)
 
 
 if __name__ == "__main__":

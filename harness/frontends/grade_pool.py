@@ -116,6 +116,7 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
     dead_since = None
     while futures:
         done, _ = wait(futures, timeout=1.0, return_when=FIRST_COMPLETED)
+        stopping.raise_if_absorbed()  # a Ctrl-C or SIGTERM whose interrupt was swallowed on the way (a fork handler)
         progress.show()
         dead_since = _unstick_if_stuck(pool, dead_since)
         for future in done:

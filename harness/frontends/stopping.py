@@ -35,13 +35,25 @@ class StopBound:
         self.signalled: float | None = None  # time.monotonic() of the first signal
         self.previous: dict = {}
         self.threads: set = set()  # those running before the batch: not the batch's to wait for
+        self.previous_hook = sys.unraisablehook
+        self.raised_again = False  # raise_if_absorbed did, once
 
     def install(self) -> StopBound:
+        global _ACTIVE
         self.threads = set(threading.enumerate())
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 self.previous[signum] = signal.signal(signum, self.on_signal)
+            self.previous_hook, sys.unraisablehook = sys.unraisablehook, self.on_unraisable
+            _ACTIVE = self
         return self
+
+    def on_unraisable(self, unraisable) -> None:
+        """The interrupt raised where Python cannot raise (a fork handler such as logging's, a finaliser): Python
+        swallows it and prints a traceback.  Quiet here; `raise_if_absorbed` raises it again where it can land."""
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.signalled is not None:
+            return
+        self.previous_hook(unraisable)
 
     def on_signal(self, signum, frame) -> None:
         if self.signalled is not None:
@@ -58,10 +70,13 @@ class StopBound:
         os._exit(130)
 
     def restore(self) -> None:
+        global _ACTIVE
         if self.signalled is None:  # the batch ended on its own: the caller's handlers are back
             for signum, handler in self.previous.items():
                 signal.signal(signum, handler)
-        self.previous = {}
+            if self.previous:
+                sys.unraisablehook = self.previous_hook
+        self.previous, _ACTIVE = {}, None
 
     def exit_now_if_stuck(self, status: int, wait: float = THREADS_STOP) -> None:
         """After an interrupt, once everything is written: if a thread the batch started (a pool's manager thread)
@@ -77,6 +92,17 @@ class StopBound:
                 with contextlib.suppress(Exception):
                     stream.flush()
             os._exit(status)
+
+
+_ACTIVE: StopBound | None = None  # the batch's handlers while installed
+
+
+def raise_if_absorbed() -> None:
+    """Where the batch waits (its loop over the graders): a signal came, yet its KeyboardInterrupt never got here,
+    swallowed on the way (`StopBound.on_unraisable`, or a library's own `except`); raise it now, once."""
+    if _ACTIVE is not None and _ACTIVE.signalled is not None and not _ACTIVE.raised_again:
+        _ACTIVE.raised_again = True
+        raise KeyboardInterrupt
 
 
 def stop_processes(processes, grace: float = GRADERS_STOP) -> None:
