@@ -19,16 +19,22 @@ What it is: uid = gid = 61000 + slot when the grader is root (never 0; one per c
   RLIMIT_NPROC, signals and file ownership are per uid), no supplementary groups, no capabilities (bounding set
   emptied too), no_new_privs, a seccomp filter (`harness.sandbox.seccomp`), its own PID, network (only `lo`),
   mount, IPC and UTS namespaces.  An ordinary user cannot change uid: the child keeps the user's own.
+Without a mount namespace (a container that allows none): the same lists, as Landlock rules (`landlock_rules`,
+  applied by `harness.sandbox.confine` where the kernel has Landlock, on top of the namespaces too): read the
+  interpreter, site-packages, harness's child/wire/sandbox, the /etc, /sys and /dev entries above and /proc/self;
+  list (names only) the checkout's root; write only the scratch; nothing else of the host, whatever its permissions.
 Its environment: only `base_env` below plus INHERITED_ENV; nothing else of the grader's (tokens, paths) reaches it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
 
-from harness import PACKAGES_ROOT
+from harness import OWN_PACKAGES, PACKAGES_ROOT
+from harness.sandbox import landlock
 from harness.sandbox.limits import Limits
 
 UID_BASE = 61000  # slot uids 61000..61998; a range no real user or service owns (isolate uses 60000+)
@@ -43,6 +49,8 @@ TOOL_PACKAGES = ("harness", "checks", "reference", "mutants")  # the worker impo
 # and the catalogue check targets in reference/ and mutants/, so only a child running our own code sees those three:
 # a submission's child sees harness alone, never a correct layer of ours to subclass or load by its path
 SUBMISSION_PACKAGES = ("harness",)
+CHILD_PARTS = ("__init__.py", "__pycache__", "child", "wire", "sandbox")  # of harness/, what a child imports (no
+# engine, frontends, render: tests/unit/test_layers.py): all a submission's child may read of mha-check under Landlock
 INHERITED_ENV = ("MUTANT_UNDER_TEST",)  # mutmut's switch, for the mutation tests of mha-check itself
 
 
@@ -73,6 +81,7 @@ class Policy:
     drop_capabilities: bool = True
     seccomp: bool = True
     require_drop: bool = True  # a root grader must become the slot uid, or nothing runs (--allow-unconfined: no)
+    landlock: tuple[tuple[str, str], ...] = ()  # (right, path) rules of `harness.sandbox.landlock`; () for none
 
     def to_json(self) -> str:
         plain = {f.name: getattr(self, f.name) for f in fields(self)}  # json copies; asdict would copy twice
@@ -83,6 +92,7 @@ class Policy:
         raw = json.loads(text)
         raw["view"] = tuple(Mount(**m) for m in raw["view"])
         raw["namespaces"] = tuple(raw["namespaces"])
+        raw["landlock"] = tuple(tuple(rule) for rule in raw.get("landlock", ()))
         return Policy(**raw)
 
     def binds(self, kind: str) -> list[str]:
@@ -139,6 +149,43 @@ def _system_view() -> list[Mount]:
     return out
 
 
+def _site_folders() -> list[str]:
+    """The import folders of this interpreter outside its prefixes (a .pth file's addsitedir): site-packages and
+    dist-packages only, never the current folder, a checkout on sys.path (an editable install's root) or tests/."""
+    parts = ("site-packages", "dist-packages")
+    return [os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and any(n in parts for n in p.split("/"))]
+
+
+@functools.lru_cache(maxsize=8)
+def _landlock_static(prefixes: tuple[str, ...], readable: tuple[str, ...], own_code: bool) -> tuple:
+    """Every rule but the scratch's (see `landlock_rules`); cached: the listings of expanded folders are read once."""
+    root = os.path.realpath(PACKAGES_ROOT)
+    tool = os.path.join(root, "harness")
+    hidden = [] if own_code else [os.path.join(root, n) for n in (*OWN_PACKAGES, "tests")] + \
+        [os.path.join(tool, n) for n in sorted(os.listdir(tool)) if n not in CHILD_PARTS]
+    wanted = [("exec", os.path.realpath(p)) for p in (*prefixes, *SYSTEM_PATHS) if os.path.lexists(p)]
+    wanted += [("read", p) for p in _site_folders()]
+    wanted += [("read", os.path.realpath(p)) for p in (*tool_paths(root, own_code), *readable)]
+    if not any(_covered(root, [p]) for _, p in wanted):  # a checkout: its folder listed, so imports find harness
+        wanted.append(("list", root))
+    wanted += [("read", p) for p in (*ETC_FILES, *SYS_PATHS, "/proc/self") if os.path.lexists(p)]
+    wanted += [("device", f"/dev/{name}") for name in DEVICES]
+    wanted += [("private", "/tmp"), ("private", "/dev/shm"), ("own", "/proc")]
+    rules = []
+    for right, path in wanted:
+        for rule in landlock.expand(right, path, hidden):
+            if not any(r == rule[0] and _covered(rule[1], [p]) for r, p in rules):  # /bin: /usr/bin, under /usr
+                rules.append(rule)
+    return tuple(rules)
+
+
+def landlock_rules(scratch: str, prefixes: list[str], readable: list[str], own_code: bool) -> tuple:
+    """The Landlock rules of a child (`harness.sandbox.landlock`): the view's read-only entries as `read`/`exec`,
+    with mha-check's own reference, mutants, checks, tests and the trusted parts of harness hidden even where they
+    lie below an allowed folder (a non-editable install in site-packages), and `scratch` writable."""
+    return (*_landlock_static(tuple(prefixes), tuple(readable), own_code), ("write", os.path.realpath(scratch)))
+
+
 def _identity_files(uid: int, gid: int, home: str) -> list[Mount]:
     passwd = (f"root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
               f"student:x:{uid}:{gid}:sandboxed submission:{home}:/usr/sbin/nologin\n"
@@ -176,7 +223,8 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
             Mount("tmpfs", "/tmp", mode=0o1777, size_mb=limits.tmpfs_mb, files=limits.tmpfs_files),
             *_system_view()]
     done = [m.dest for m in view if m.kind in ("ro", "symlink")]
-    wanted = [*(python_prefixes or interpreter_prefixes()), *tool_paths(own_code=own_code), *(readable or [])]
+    prefixes = python_prefixes or interpreter_prefixes()
+    wanted = [*prefixes, *tool_paths(own_code=own_code), *(readable or [])]
     for path in wanted:
         real = os.path.realpath(path)
         if os.path.exists(real) and not _covered(real, done):
@@ -195,7 +243,8 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
     if os.geteuid() != 0:  # the user's own uid: its other processes count too (best effort, see docs/threat-model.md)
         rlimits["RLIMIT_NPROC"] += _processes_of(uid)
     return Policy(view=tuple(view), cwd=scratch, uid=uid, gid=gid, rlimits=rlimits,
-                  env={**clean_env(scratch), **(env or {})}, require_drop=require_drop)
+                  env={**clean_env(scratch), **(env or {})}, require_drop=require_drop,
+                  landlock=landlock_rules(scratch, prefixes, readable or [], own_code))
 
 
 def clean_env(home: str) -> dict:
