@@ -217,8 +217,11 @@ def summary(record: dict) -> str:
         line += (f"; own {', '.join(record['namespaces'])} namespaces (no network, private /proc); read-only view, "
                  "writable only its scratch copy and a private /tmp") + ("; Landlock behind it" if fenced else "")
     elif fenced:
+        fence = record["landlock"]
         line += ("; NO namespaces: it sees the host's processes and network; Landlock: it reads only the "
-                 "interpreter, its libraries and mha-check's worker, writes only its scratch")
+                 "interpreter, its libraries and mha-check's worker, writes only its scratch" +
+                 ", connects to no TCP port" * bool(fence.get("tcp_refused")) +
+                 ", signals only its own processes" * bool(fence.get("signals_scoped")))
     else:
         line += "; NO namespaces: it sees the host's processes, network and world-readable files"
     return line + ("; hard limits" if record["limits_hard_equals_soft"] else "; RAISABLE limits")

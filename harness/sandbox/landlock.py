@@ -20,8 +20,11 @@ expanded by `expand` into its other entries, since a Landlock rule always covers
 
 `restrict` applies them to the calling process and returns what was in force, for the isolation record.  Landlock
 missing (an old kernel: ENOSYS; disabled at boot: EOPNOTSUPP; refused by a container's seccomp profile: EPERM) is
-not an error: the record says so and the other walls stay.  Only the file system rights are handled (up to ABI 3:
-refer, truncate); ioctls on devices, the network and signals are left to the other walls.
+not an error: the record says so and the other walls stay.  The file system rights are handled up to ABI 3 (refer,
+truncate; ioctls on devices are left alone).  Where the kernel has them, and at no cost to a child that only
+computes: TCP bind and connect refused (ABI 4: no localhost service of the grader, no upload; UDP stays open),
+and signals and abstract unix sockets scoped to the child's own processes (ABI 6: without a PID namespace it could
+otherwise kill any process of its uid, the grader's own when an ordinary user grades).
 """
 from __future__ import annotations
 
@@ -49,8 +52,18 @@ UNAVAILABLE = {errno.ENOSYS: "the kernel has no Landlock (Linux 5.13 or later)",
                errno.EPERM: "Landlock's system calls are refused here (a seccomp profile)"}
 
 
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+def _attr_size(version: int) -> int:
+    """The part of the ruleset's attributes this kernel knows (a larger size is refused by older kernels)."""
+    return 8 if version < 4 else 16 if version < 6 else 24
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -81,15 +94,19 @@ def handled(version: int) -> int:
 def restrict(rules: list[tuple[str, str]], private_ok: bool) -> dict:
     """Restrict this process (and all it will start) to `rules`; needs no_new_privs.  `private_ok`: the `private`
     and `own` paths are our own (a mount namespace); without one they would be the host's, so they are left out.
-    Returns the record's `landlock` block: {"in_force": True, "abi", "rules"} or {"in_force": False, "why"}.
-    Paths that do not exist are skipped; any other failure after the kernel said it has Landlock raises OSError."""
+    Returns the record's `landlock` block: {"in_force": True, "abi", "rules", "tcp_refused", "signals_scoped"} or
+    {"in_force": False, "why"}.
+    Paths that do not exist or this uid cannot open are skipped (they allow nothing); any other failure after the
+    kernel said it has Landlock raises OSError."""
     try:
         version = abi()
     except OSError as e:
         return {"in_force": False, "why": UNAVAILABLE.get(e.errno, f"Landlock: {e.strerror}")}
     mask = handled(version)
-    attr = _RulesetAttr(mask)
-    ruleset = _syscall(0, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    net = NET_BIND_TCP | NET_CONNECT_TCP if version >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0
+    attr = _RulesetAttr(mask, net, scoped)
+    ruleset = _syscall(0, ctypes.byref(attr), ctypes.c_size_t(_attr_size(version)), ctypes.c_uint32(0))
     count = 0
     try:
         for right, path in rules:
@@ -97,8 +114,8 @@ def restrict(rules: list[tuple[str, str]], private_ok: bool) -> dict:
                 continue
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue  # nothing to allow: gone, or not ours to open (confine.check names an unreadable view)
             try:
                 allowed = RIGHTS[right] & mask
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
@@ -113,7 +130,7 @@ def restrict(rules: list[tuple[str, str]], private_ok: bool) -> dict:
         _syscall(2, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
-    return {"in_force": True, "abi": version, "rules": count}
+    return {"in_force": True, "abi": version, "rules": count, "tcp_refused": bool(net), "signals_scoped": bool(scoped)}
 
 
 # -- computing the rules (trusted side) ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -69,19 +70,23 @@ def test_a_submissions_rules_reach_no_layer_of_ours():
 
 
 def _restricted_child(rules, private_ok: bool, probes: dict) -> dict:
-    """Fork; the child sets no_new_privs, restricts itself to `rules`, tries each probe ("read"/"write"/"list" of
-    a path) and reports {name: error or None} with the restriction's record."""
+    """Fork; the child sets no_new_privs, restricts itself to `rules` (None: not at all), tries each probe (read,
+    write or list a path, connect to a port, signal a pid) and reports {name: error or None} and the record."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(r)
             linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
-            out = {"record": landlock.restrict(rules, private_ok)}
+            out = {"record": None if rules is None else landlock.restrict(rules, private_ok)}
             for name, (how, path) in probes.items():
                 try:
                     if how == "read":
                         Path(path).read_bytes()
+                    elif how == "connect":
+                        socket.create_connection(("127.0.0.1", path), timeout=5).close()
+                    elif how == "signal":
+                        os.kill(path, 0)
                     elif how == "list":
                         os.listdir(path)
                     else:
@@ -123,21 +128,19 @@ def test_a_restricted_process_reads_and_writes_only_what_its_rules_allow(tmp_pat
     assert inside["write_private"] is None  # `private`: only inside a mount namespace, where it is our own tmpfs
 
 
-def test_without_landlock_the_record_says_why_and_nothing_is_refused(monkeypatch):
-    """An old kernel (ENOSYS), Landlock disabled (EOPNOTSUPP) or refused by a container's seccomp profile (EPERM):
-    not an error; the record says why, and the isolation summary says the files are behind permissions only."""
-    from harness.sandbox import isolation
-
-    for err in (errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
-        def missing(err=err):
-            raise OSError(err, os.strerror(err))
-        monkeypatch.setattr(landlock, "abi", missing)
-        record = landlock.restrict([("read", "/usr")], False)
-        assert record == {"in_force": False, "why": landlock.UNAVAILABLE[err]}
-    base = {"mechanism": "none", "uid": 61005, "gid": 61005, "groups": [], "namespaces": [], "seccomp": True,
-            "capabilities_dropped": True, "no_new_privs": True, "limits_hard_equals_soft": True}
-    described = isolation.describe({**base, "landlock": record})
-    assert "world-readable files" in described["summary"] and described["unfit_to_grade"] == ""
-    assert "no Landlock (the host's files behind permissions only)" in described["short_of_policy"]
-    fenced = isolation.describe({**base, "landlock": {"in_force": True, "abi": 7, "rules": 20}})
-    assert "Landlock" in fenced["summary"] and "world-readable" not in fenced["summary"]
+@needs_landlock
+def test_tcp_and_signals_beyond_its_own_processes_are_refused_where_the_kernel_can():
+    """ABI 4: no TCP connection (the grader's localhost service); ABI 6: no signal to a process outside the child's
+    own (its parent, here; without a PID namespace, any process of its uid).  The same probes without Landlock
+    succeed, so the refusals are Landlock's."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        probes = {"connect": ("connect", listener.getsockname()[1]), "signal": ("signal", os.getpid())}
+        free = _restricted_child(None, False, probes)
+        assert free["connect"] is None and free["signal"] is None
+        got = _restricted_child([], False, probes)
+    fence = got["record"]
+    assert fence["tcp_refused"] is (fence["abi"] >= 4) and fence["signals_scoped"] is (fence["abi"] >= 6)
+    assert got["connect"] == ("EACCES" if fence["tcp_refused"] else None)
+    assert got["signal"] == ("EPERM" if fence["signals_scoped"] else None)

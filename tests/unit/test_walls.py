@@ -54,7 +54,8 @@ NO_NAMESPACE_GAPS = {
     "tmp_files",  # /tmp is the host's (the child writes only where its uid may), with no count of its own
 }
 LANDLOCK_CLOSES = {"ours_by_path", "host_files", "proc_parent", "proc_mem", "tmp_files"}  # of those gaps, where
-# the kernel has Landlock (the record says so): the child reads only the policy's paths and writes only its scratch
+# the kernel has Landlock (the record says so): the child reads only the policy's paths and writes only its scratch;
+# with Landlock's ABI 6 "signals" too (scoped to its own processes); "network" stays (UDP, the host's interfaces)
 BWRAP_GAPS = {"tmp_files"}  # bwrap's --tmpfs takes a size, not nr_inodes: the private /tmp is bounded in bytes only
 
 if os.geteuid() != 0:
@@ -335,7 +336,8 @@ def test_wall(world, mechanism, wall):
     result = json.loads(lines[-1])
     record = child.isolation
     fenced = record["landlock"]["in_force"]
-    gap = (not mechanism.namespaces and wall in NO_NAMESPACE_GAPS and not (fenced and wall in LANDLOCK_CLOSES)) or \
+    closed = LANDLOCK_CLOSES | ({"signals"} if record["landlock"].get("signals_scoped") else set())
+    gap = (not mechanism.namespaces and wall in NO_NAMESPACE_GAPS and not (fenced and wall in closed)) or \
         (mechanism.name == "bwrap" and wall in BWRAP_GAPS)
     assert result["held"] == (not gap), f"{mechanism.name}/{wall}: {result['evidence']}"
     assert fenced == linux_has_landlock(), record["landlock"]  # in every mechanism where the kernel has it
@@ -343,7 +345,8 @@ def test_wall(world, mechanism, wall):
 
     # from outside
     assert world.snapshot() == world.before, "something outside the scratch changed"
-    assert world.pending_connection() == (gap and wall == "network")
+    tcp_refused = record["landlock"].get("tcp_refused", False)  # the host's interfaces stay in view: still a gap
+    assert world.pending_connection() == (gap and wall == "network" and not tcp_refused)
     if not (gap and wall == "signals"):
         assert world.sentinel.poll() is None, "the same-uid sentinel outside was killed"
     assert not world.leftovers(), f"processes of uid {world.slot.uid} left behind"
@@ -448,7 +451,7 @@ def test_an_ordinary_user_keeps_what_the_kernel_allows(name):
     """Played as uid 61950 with the system Python: with user namespaces (allowed on this kernel) the same
     namespaces and view as root's, but the child keeps the user's uid; forced to `none` (no user namespaces), it
     could write what the user can (a file of the user's outside its scratch): the documented gap, which Landlock
-    closes where the kernel has it (it neither writes that file nor lists /proc; the network stays open)."""
+    closes where the kernel has it (it neither writes that file nor lists /proc; with ABI 4 TCP is refused)."""
     if name == "bwrap" and not bubblewrap.executable():
         pytest.skip("bubblewrap is not installed")
     if not os.access(SYSTEM_PYTHON, os.X_OK):
@@ -475,7 +478,8 @@ def test_an_ordinary_user_keeps_what_the_kernel_allows(name):
     assert record["uid"] == ORDINARY_USER and record["no_new_privs"] and record["limits_hard_equals_soft"]
     if name == "none":
         fenced = record["landlock"]["in_force"]
-        assert fenced == linux_has_landlock() and record["namespaces"] == [] and inside["connect"]
+        assert fenced == linux_has_landlock() and record["namespaces"] == []
+        assert inside["connect"] is not record["landlock"].get("tcp_refused", False)
         assert inside["write_mine"] is not fenced and inside["home"] is not fenced
         assert (len(inside["pids"]) > 3) is not fenced
     else:
