@@ -413,3 +413,29 @@ def test_an_ordinary_user_in_a_container_walls_in_its_own_files(world, name):
     report = _hostile_single_run([*CONTAINER, *AS_USER], python, name, base, USER)
     assert report["isolation"]["uid"] == USER
     _walled_in(report, name)
+
+
+def test_a_grade_in_a_container_walls_in_every_forked_child(world):
+    """`grade` as the container's root: every child is forked from the warm zygote (torch imported before the fork)
+    and restricts itself after it, before the submission loads; a lazily imported module still loads (the correct
+    classmate gets full marks), the attackers reach no layer of ours and no classmate."""
+    python, home = readable_python(world), world / "home"
+    base = Path(tempfile.mkdtemp(prefix="fenced-grade-", dir=home))
+    base.chmod(0o755)
+    subs = submissions(base)  # alice: the correct layer, world-readable
+    (subs / "alice" / "attention.py").write_text(CORRECT.read_text().replace("class MultiHeadAttention",
+                                                                              "class MyAttn"))
+    for name in ("ours_by_path", "classmates"):
+        (subs / name).mkdir()
+        (subs / name / "attention.py").write_text((HOSTILE / f"{name}.py").read_text())
+        (subs / name / "context.json").write_text(json.dumps({"classmates": [str(subs / "alice")]}))
+    for p in subs.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    out = base / "out"
+    run = mha(CONTAINER, python, "grade", str(subs), "--out", str(out), "--jobs", "1", "--format", "json",
+              "--target", "attention.py:MyAttn", cwd=base)
+    assert run.returncode == 0, run.stderr[-2000:]
+    for name in ("ours_by_path", "classmates"):
+        _walled_in(json.loads((out / f"{name}.json").read_text()), name)
+    alice = json.loads((out / "alice.json").read_text())
+    assert alice["passed"] and alice["isolation"]["landlock"]["in_force"], alice["isolation"]
