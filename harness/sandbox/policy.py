@@ -45,6 +45,7 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32") 
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf")
 SYS_PATHS = ("/sys/devices/system/cpu",)  # CPU topology for torch's cpuinfo; read-only, harmless
 DEVICES = ("null", "zero", "full", "random", "urandom")
+IDENTITY_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts")  # generated for the view: only root, nobody, the slot
 TOOL_PACKAGES = ("harness", "checks", "reference", "mutants")  # the worker imports harness; the mutation tests
 # and the catalogue check targets in reference/ and mutants/, so only a child running our own code sees those three:
 # a submission's child sees harness alone, never a correct layer of ours to subclass or load by its path
@@ -171,6 +172,7 @@ def _landlock_static(prefixes: tuple[str, ...], readable: tuple[str, ...], own_c
     wanted += [("read", p) for p in (*ETC_FILES, *SYS_PATHS, "/proc/self") if os.path.lexists(p)]
     wanted += [("device", f"/dev/{name}") for name in DEVICES]
     wanted += [("private", "/tmp"), ("private", "/dev/shm"), ("own", "/proc")]
+    wanted += [("own", p) for p in IDENTITY_FILES]  # the view's generated ones; the host's name its users
     rules = []
     for right, path in wanted:
         for rule in landlock.expand(right, path, hidden):
@@ -191,8 +193,8 @@ def _identity_files(uid: int, gid: int, home: str) -> list[Mount]:
               f"student:x:{uid}:{gid}:sandboxed submission:{home}:/usr/sbin/nologin\n"
               f"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
     group = f"root:x:0:\nstudent:x:{gid}:\nnogroup:x:65534:\n"
-    return [Mount("file", "/etc/passwd", passwd, 0o644), Mount("file", "/etc/group", group, 0o644),
-            Mount("file", "/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n", 0o644)]
+    texts = (passwd, group, "127.0.0.1 localhost\n::1 localhost\n")
+    return [Mount("file", path, text, 0o644) for path, text in zip(IDENTITY_FILES, texts)]
 
 
 def _processes_of(uid: int) -> int:
