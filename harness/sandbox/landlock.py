@@ -98,6 +98,8 @@ def restrict(rules: list[tuple[str, str]], private_ok: bool) -> dict:
     {"in_force": False, "why"}.
     Paths that do not exist or this uid cannot open are skipped (they allow nothing); any other failure after the
     kernel said it has Landlock raises OSError."""
+    if os.uname().machine not in _SYSCALLS:
+        return {"in_force": False, "why": f"Landlock's system call numbers are not known here ({os.uname().machine})"}
     try:
         version = abi()
     except OSError as e:
