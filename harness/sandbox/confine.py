@@ -327,6 +327,11 @@ def restrict_paths(policy: Policy, namespaces: list[str]) -> dict:
     return landlock.restrict(list(policy.landlock), private_ok="mount" in namespaces)
 
 
+def _at_most(paths: list[str], count: int = 40) -> list[str]:
+    """A list for the record, which must stay below MAX_RECORD (site-packages expanded entry by entry is long)."""
+    return paths if len(paths) <= count else [*paths[:count], f"... and {len(paths) - count} more"]
+
+
 def inspect(policy: Policy, namespaces: list[str], mechanism: str, paths: dict | None = None) -> dict:
     """Measured in the confined process, before any untrusted code: the `isolation` record for the report."""
     status = linux.status_fields()
@@ -350,7 +355,7 @@ def inspect(policy: Policy, namespaces: list[str], mechanism: str, paths: dict |
         "view": view,
         "read_only_root": bool(os.statvfs("/").f_flag & os.ST_RDONLY),
         "read_only": policy.binds("ro") if explicit else
-        [p for r, p in policy.landlock if r in ("read", "exec")] if fenced else [],
+        _at_most([p for r, p in policy.landlock if r in ("read", "exec")]) if fenced else [],
         "read_write": policy.binds("rw") + policy.binds("tmpfs") + ["/dev/shm"] if explicit else
         [p for r, p in policy.landlock if r == "write"] if fenced else ["(host)"],
         "landlock": paths,
