@@ -96,8 +96,8 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
             "stdout_visibility": "hidden", "tests": tests, "extra_data": {"isolation": staff_isolation(report)}}
 
 
-STAFF_ISOLATION = ("summary", "mechanism", "uid", "namespaces", "full_policy", "short_of_policy", "unfit_to_grade",
-                   "accepted")
+STAFF_ISOLATION = ("summary", "mechanism", "uid", "namespaces", "landlock", "full_policy", "short_of_policy",
+                   "unfit_to_grade", "accepted")
 
 
 def staff_isolation(report) -> dict:

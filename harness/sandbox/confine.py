@@ -17,6 +17,9 @@ What is possible depends on who we are:
   root with CAP_SYS_ADMIN : namespaces + explicit view + uid/gid of the slot, no capabilities   (mechanism builtin)
   ordinary user, userns   : the same inside a user namespace; the uid stays the user's          (mechanism builtin)
   anything else           : rlimits, no_new_privs, seccomp, and the slot uid when root         (mechanism none)
+In all three, where the kernel has Landlock, the worker then restricts itself to the policy's paths
+(`harness.sandbox.landlock`): without a mount namespace the only wall around the host's files but permissions;
+with one, a second wall behind the view.
 The record returned says what was actually in force, measured in the confined process after the drop and before
 any untrusted code; anything the policy demanded that is not in force raises ConfinementError (fail closed).
 """
@@ -31,7 +34,7 @@ import stat
 import sys
 import time
 
-from harness.sandbox import seccomp
+from harness.sandbox import landlock, seccomp
 from harness.sandbox import syscalls as linux
 from harness.sandbox.limits import MB
 from harness.sandbox.policy import DEVICES, UID_BASE, Policy
@@ -316,7 +319,20 @@ def _drop_privileges(policy: Policy, root: bool, userns: bool) -> None:
 
 
 # -- what is in force --------------------------------------------------------------------------------------------
-def inspect(policy: Policy, namespaces: list[str], mechanism: str) -> dict:
+def restrict_paths(policy: Policy, namespaces: list[str]) -> dict:
+    """Landlock, in the process that will run the untrusted code (its /proc/self is the one allowed), after
+    no_new_privs; the record's `landlock` block.  Absent from the kernel: said, not fatal."""
+    if not policy.landlock:
+        return {"in_force": False, "why": "not asked for"}
+    return landlock.restrict(list(policy.landlock), private_ok="mount" in namespaces)
+
+
+def _at_most(paths: list[str], count: int = 40) -> list[str]:
+    """A list for the record, which must stay below MAX_RECORD (site-packages expanded entry by entry is long)."""
+    return paths if len(paths) <= count else [*paths[:count], f"... and {len(paths) - count} more"]
+
+
+def inspect(policy: Policy, namespaces: list[str], mechanism: str, paths: dict | None = None) -> dict:
     """Measured in the confined process, before any untrusted code: the `isolation` record for the report."""
     status = linux.status_fields()
     caps = {k: int(status[k], 16) for k in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd")}
@@ -325,16 +341,24 @@ def inspect(policy: Policy, namespaces: list[str], mechanism: str) -> dict:
         soft, hard = resource.getrlimit(getattr(resource, name))
         limits[name] = {"soft": soft, "hard": hard}
     explicit = "mount" in namespaces
+    paths = paths or {"in_force": False, "why": "not applied"}
+    fenced = paths["in_force"] and not explicit
+    view = "explicit binds on an empty root" if explicit else \
+        "host filesystem, limited by Landlock to the policy's paths" if fenced else \
+        "host filesystem (file permissions only)"
     return {
         "mechanism": mechanism,
         "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
         "namespaces": sorted(namespaces),
         "pid_in_namespace": os.getpid() if "pid" in namespaces else None,
         "network_interfaces": linux.network_interfaces(),
-        "view": "explicit binds on an empty root" if explicit else "host filesystem (file permissions only)",
+        "view": view,
         "read_only_root": bool(os.statvfs("/").f_flag & os.ST_RDONLY),
-        "read_only": policy.binds("ro") if explicit else [],
-        "read_write": policy.binds("rw") + policy.binds("tmpfs") + ["/dev/shm"] if explicit else ["(host)"],
+        "read_only": policy.binds("ro") if explicit else
+        _at_most([p for r, p in policy.landlock if r in ("read", "exec")]) if fenced else [],
+        "read_write": policy.binds("rw") + policy.binds("tmpfs") + ["/dev/shm"] if explicit else
+        [p for r, p in policy.landlock if r == "write"] if fenced else ["(host)"],
+        "landlock": paths,
         "scratch": os.getcwd(),
         "limits_hard_equals_soft": all(v["soft"] == v["hard"] for v in limits.values()),
         "limits": limits,
@@ -365,7 +389,7 @@ def check(policy: Policy, isolation: dict) -> None:
         problems.append("root not read-only")
     if "net" in isolation["namespaces"] and isolation["network_interfaces"] != ["lo"]:
         problems.append(f"network interfaces {isolation['network_interfaces']}")
-    if "mount" not in isolation["namespaces"]:  # the host's files, seen with the slot's own permissions
+    if "mount" not in isolation["namespaces"]:  # the host's files, seen with the slot's own permissions (and Landlock)
         unreadable = [m.source for m in policy.view if m.kind == "ro" and not os.access(m.source, os.R_OK)]
         if unreadable:
             problems.append(f"without a mount namespace uid {isolation['uid']} cannot read {', '.join(unreadable)}")
@@ -400,7 +424,8 @@ def confine(policy: Policy, status_fd: int | None = None, keeper: bool = False) 
     linux.prctl(linux.PR_SET_DUMPABLE, 1)  # own /proc/self/fd readable again (the uid change cleared it)
     os.environ.clear()
     os.environ.update(policy.env)
-    isolation = inspect(policy, namespaces, "builtin" if "mount" in namespaces else "none")
+    paths = restrict_paths(policy, namespaces)
+    isolation = inspect(policy, namespaces, "builtin" if "mount" in namespaces else "none", paths)
     isolation["keeper"] = keeper  # its parent is a keeper: the grader stops it with SIGTERM to the keeper
     check(policy, isolation)
     _report(isolation, status_fd)
@@ -411,7 +436,7 @@ def attest(policy_json: str, status_fd: int, mechanism: str, namespaces: tuple[s
     """Inside a sandbox someone else built (bubblewrap): measure and check what is in force, exactly as
     `confine` does, and report it; called by the worker's first lines, before anything of the submission."""
     policy = Policy.from_json(policy_json)
-    isolation = inspect(policy, list(namespaces), mechanism)
+    isolation = inspect(policy, list(namespaces), mechanism, restrict_paths(policy, list(namespaces)))
     check(policy, isolation)
     _report(isolation, status_fd)
 

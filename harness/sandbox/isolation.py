@@ -186,6 +186,8 @@ def shortfall(record: dict) -> list[str]:
         out.append("ran as root")
     elif record.get("uid") == os.geteuid() and "mount" not in record.get("namespaces", ()):
         out.append("ran as the grader's own uid")
+    if "mount" not in record.get("namespaces", ()) and not record.get("landlock", {}).get("in_force"):
+        out.append("no Landlock (the host's files behind permissions only)")
     out += [words for key, words in (("capabilities_dropped", "kept capabilities"), ("no_new_privs", "no no_new_privs"),
                                      ("seccomp", "no seccomp"), ("limits_hard_equals_soft", "raisable limits"))
             if not record.get(key)]
@@ -210,9 +212,16 @@ def summary(record: dict) -> str:
              "no capabilities" if record["capabilities_dropped"] else "KEEPS CAPABILITIES"]
     parts += [word for word, on in (("no_new_privs", record["no_new_privs"]), ("seccomp", record["seccomp"])) if on]
     line = ", ".join(parts)
+    fenced = record.get("landlock", {}).get("in_force")
     if record["namespaces"]:
         line += (f"; own {', '.join(record['namespaces'])} namespaces (no network, private /proc); read-only view, "
-                 "writable only its scratch copy and a private /tmp")
+                 "writable only its scratch copy and a private /tmp") + ("; Landlock behind it" if fenced else "")
+    elif fenced:
+        fence = record["landlock"]
+        line += ("; NO namespaces: it sees the host's processes and network; Landlock: it reads only the "
+                 "interpreter, its libraries and mha-check's worker, writes only its scratch" +
+                 ", connects to no TCP port" * bool(fence.get("tcp_refused")) +
+                 ", signals only its own processes" * bool(fence.get("signals_scoped")))
     else:
         line += "; NO namespaces: it sees the host's processes, network and world-readable files"
     return line + ("; hard limits" if record["limits_hard_equals_soft"] else "; RAISABLE limits")

@@ -19,16 +19,22 @@ What it is: uid = gid = 61000 + slot when the grader is root (never 0; one per c
   RLIMIT_NPROC, signals and file ownership are per uid), no supplementary groups, no capabilities (bounding set
   emptied too), no_new_privs, a seccomp filter (`harness.sandbox.seccomp`), its own PID, network (only `lo`),
   mount, IPC and UTS namespaces.  An ordinary user cannot change uid: the child keeps the user's own.
+Without a mount namespace (a container that allows none): the same lists, as Landlock rules (`landlock_rules`,
+  applied by `harness.sandbox.confine` where the kernel has Landlock, on top of the namespaces too): read the
+  interpreter, site-packages, harness's child/wire/sandbox, the /etc, /sys and /dev entries above and /proc/self;
+  list (names only) the checkout's root; write only the scratch; nothing else of the host, whatever its permissions.
 Its environment: only `base_env` below plus INHERITED_ENV; nothing else of the grader's (tokens, paths) reaches it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
 
 from harness import PACKAGES_ROOT
+from harness.sandbox import landlock
 from harness.sandbox.limits import Limits
 from harness.wire import names
 
@@ -40,6 +46,9 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32") 
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf")
 SYS_PATHS = ("/sys/devices/system/cpu",)  # CPU topology for torch's cpuinfo; read-only, harmless
 DEVICES = ("null", "zero", "full", "random", "urandom")
+IDENTITY_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts")  # generated for the view: only root, nobody, the slot
+CHILD_PARTS = ("__init__.py", "__pycache__", "child", "wire", "sandbox")  # of harness/, what a child imports (no
+# engine, frontends, render: tests/unit/test_layers.py): all a submission's child may read of mha-check under Landlock
 INHERITED_ENV = ("MUTANT_UNDER_TEST",)  # mutmut's switch, for the mutation tests of mha-check itself
 
 
@@ -70,6 +79,7 @@ class Policy:
     drop_capabilities: bool = True
     seccomp: bool = True
     require_drop: bool = True  # a root grader must become the slot uid, or nothing runs (--allow-unconfined: no)
+    landlock: tuple[tuple[str, str], ...] = ()  # (right, path) rules of `harness.sandbox.landlock`; () for none
 
     def to_json(self) -> str:
         plain = {f.name: getattr(self, f.name) for f in fields(self)}  # json copies; asdict would copy twice
@@ -80,6 +90,7 @@ class Policy:
         raw = json.loads(text)
         raw["view"] = tuple(Mount(**m) for m in raw["view"])
         raw["namespaces"] = tuple(raw["namespaces"])
+        raw["landlock"] = tuple(tuple(rule) for rule in raw.get("landlock", ()))
         return Policy(**raw)
 
     def binds(self, kind: str) -> list[str]:
@@ -136,13 +147,51 @@ def _system_view() -> list[Mount]:
     return out
 
 
+def _site_folders() -> list[str]:
+    """The import folders of this interpreter outside its prefixes (a .pth file's addsitedir): site-packages and
+    dist-packages only, never the current folder, a checkout on sys.path (an editable install's root) or tests/."""
+    parts = ("site-packages", "dist-packages")
+    return [os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and any(n in parts for n in p.split("/"))]
+
+
+@functools.lru_cache(maxsize=8)
+def _landlock_static(prefixes: tuple[str, ...], readable: tuple[str, ...], own_code: bool) -> tuple:
+    """Every rule but the scratch's (see `landlock_rules`); cached: the listings of expanded folders are read once."""
+    root = os.path.realpath(PACKAGES_ROOT)
+    tool = os.path.join(root, "harness")
+    hidden = [] if own_code else [os.path.join(root, n) for n in (*names.CHILD_HIDDEN, "tests")] + \
+        [os.path.join(tool, n) for n in sorted(os.listdir(tool)) if n not in CHILD_PARTS]
+    wanted = [("exec", os.path.realpath(p)) for p in (*prefixes, *SYSTEM_PATHS) if os.path.lexists(p)]
+    wanted += [("read", p) for p in _site_folders()]
+    wanted += [("read", os.path.realpath(p)) for p in (*tool_paths(root, own_code), *readable)]
+    if not any(_covered(root, [p]) for _, p in wanted):  # a checkout: its folder listed, so imports find harness
+        wanted.append(("list", root))
+    wanted += [("read", p) for p in (*ETC_FILES, *SYS_PATHS, "/proc/self") if os.path.lexists(p)]
+    wanted += [("device", f"/dev/{name}") for name in DEVICES]
+    wanted += [("private", "/tmp"), ("private", "/dev/shm"), ("own", "/proc")]
+    wanted += [("own", p) for p in IDENTITY_FILES]  # the view's generated ones; the host's name its users
+    rules = []
+    for right, path in wanted:
+        for rule in landlock.expand(right, path, hidden):
+            if not any(r == rule[0] and _covered(rule[1], [p]) for r, p in rules):  # /bin: /usr/bin, under /usr
+                rules.append(rule)
+    return tuple(rules)
+
+
+def landlock_rules(scratch: str, prefixes: list[str], readable: list[str], own_code: bool) -> tuple:
+    """The Landlock rules of a child (`harness.sandbox.landlock`): the view's read-only entries as `read`/`exec`,
+    with mha-check's own reference, mutants, checks, tests and the trusted parts of harness hidden even where they
+    lie below an allowed folder (a non-editable install in site-packages), and `scratch` writable."""
+    return (*_landlock_static(tuple(prefixes), tuple(readable), own_code), ("write", os.path.realpath(scratch)))
+
+
 def _identity_files(uid: int, gid: int, home: str) -> list[Mount]:
     passwd = (f"root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
               f"student:x:{uid}:{gid}:sandboxed submission:{home}:/usr/sbin/nologin\n"
               f"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
     group = f"root:x:0:\nstudent:x:{gid}:\nnogroup:x:65534:\n"
-    return [Mount("file", "/etc/passwd", passwd, 0o644), Mount("file", "/etc/group", group, 0o644),
-            Mount("file", "/etc/hosts", "127.0.0.1 localhost\n::1 localhost\n", 0o644)]
+    texts = (passwd, group, "127.0.0.1 localhost\n::1 localhost\n")
+    return [Mount("file", path, text, 0o644) for path, text in zip(IDENTITY_FILES, texts)]
 
 
 def _processes_of(uid: int) -> int:
@@ -173,7 +222,8 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
             Mount("tmpfs", "/tmp", mode=0o1777, size_mb=limits.tmpfs_mb, files=limits.tmpfs_files),
             *_system_view()]
     done = [m.dest for m in view if m.kind in ("ro", "symlink")]
-    wanted = [*(python_prefixes or interpreter_prefixes()), *tool_paths(own_code=own_code), *(readable or [])]
+    prefixes = python_prefixes or interpreter_prefixes()
+    wanted = [*prefixes, *tool_paths(own_code=own_code), *(readable or [])]
     for path in wanted:
         real = os.path.realpath(path)
         if os.path.exists(real) and not _covered(real, done):
@@ -192,7 +242,8 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
     if os.geteuid() != 0:  # the user's own uid: its other processes count too (best effort, see docs/threat-model.md)
         rlimits["RLIMIT_NPROC"] += _processes_of(uid)
     return Policy(view=tuple(view), cwd=scratch, uid=uid, gid=gid, rlimits=rlimits,
-                  env={**clean_env(scratch), **(env or {})}, require_drop=require_drop)
+                  env={**clean_env(scratch), **(env or {})}, require_drop=require_drop,
+                  landlock=landlock_rules(scratch, prefixes, readable or [], own_code))
 
 
 def clean_env(home: str) -> dict:

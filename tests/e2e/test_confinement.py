@@ -22,6 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -139,6 +140,7 @@ def test_root_in_a_container_grades_as_the_slot_uid(world, tmp_path):
     assert 61000 <= staff["uid"] <= 61998 and staff["mechanism"] == "none" and staff["namespaces"] == []
     assert staff["full_policy"] is False and staff["unfit_to_grade"] == ""
     assert "no ipc/mount/net/pid/uts namespaces" in staff["short_of_policy"]
+    assert staff["landlock"]["in_force"] and "Landlock" in staff["summary"]  # the files it may read: the policy's
     assert "isolation" not in data["output"] and "namespaces" not in json.dumps(data["tests"])
 
 
@@ -234,12 +236,12 @@ if os.environ.get("MHA_LEFTOVER_STARTED") is None:  # once, at import
                 os.setpgid(0, 0)
             if os.fork() == 0:
                 os.setpgid(0, 0)
-                loop = (': > "$1/started"; while :; do date +%s%N >> "$1/alive"; '
+                loop = ('true > "$1/started"; while :; do date +%s%N >> "$1/alive"; '
                         'echo \\'{"score": 17.0, "forged": true}\\' > "$2" 2>/dev/null; sleep 0.1; done')
                 os.execvp("sh", ["sh", "-c", loop, MARKER, MARKS, RESULT])
         finally:
             os._exit(0)
-'''
+'''  # `true`, not `:`: a special builtin whose redirection fails (Landlock) makes sh exit
 
 
 def _leftover_submission(folder: Path, marks: Path, result: Path) -> Path:
@@ -261,6 +263,14 @@ def _alive(marker: str) -> list[int]:
         except (OSError, ValueError):
             continue
     return found
+
+
+def _watch(marker: str, seen: list[int], stop: threading.Event) -> None:
+    """Note the leftover's processes while mha-check runs: the proof that it ran where Landlock keeps it from
+    writing its marks outside its scratch."""
+    while not stop.is_set():
+        seen.extend(_alive(marker))
+        stop.wait(0.05)
 
 
 @pytest.mark.parametrize("case", ["root container, grading", "root container, grade", "root container, root's own run",
@@ -288,6 +298,9 @@ def test_nothing_outlives_its_check(world, case):
     grading = ("--format", "gradescope") if "grad" in case else ("--format", "json")
     prefix = [*CONTAINER, *AS_USER] if user else CONTAINER
     marker = f"mha-leftover-{os.getpid()}-{target.parent.name}"
+    seen, stop = [], threading.Event()
+    watcher = threading.Thread(target=_watch, args=(marker, seen, stop))
+    watcher.start()
     try:
         if batch:
             (base / "subs").mkdir()
@@ -297,10 +310,12 @@ def test_nothing_outlives_its_check(world, case):
         else:
             run = mha(prefix, python, f"{target}:MultiHeadAttention", *grading, "-o", str(result), cwd=base,
                       home=base if user else None)
+        stop.set()
+        watcher.join()
         assert run.returncode == 0, run.stderr[-2000:]
         left = _alive(marker)
         written = result.read_text()
-        assert (marks / "started").exists(), "the leftover never ran: the test would prove nothing"
+        assert (marks / "started").exists() or seen, "the leftover never ran: the test would prove nothing"
         time.sleep(1.5)
         assert left == [] and _alive(marker) == [], "a process of the submission outlived the run"
         assert result.read_text() == written and "forged" not in written
@@ -308,6 +323,8 @@ def test_nothing_outlives_its_check(world, case):
         time.sleep(0.5)
         assert ((marks / "alive").read_text() if (marks / "alive").exists() else "") == seen
     finally:
+        stop.set()
+        watcher.join()
         for pid in _alive(marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -329,3 +346,96 @@ def test_the_autograders_run_script_refuses_where_it_cannot_confine(world, tmp_p
     refusal = [ln for ln in run.stderr.splitlines() if ln.startswith("mha-check: error: ")]
     assert len(refusal) == 1 and "cannot read" in refusal[0] and "--allow-unconfined" in refusal[0], run.stderr
     assert "without a results.json" in run.stderr
+
+
+HOSTILE = ROOT / "tests" / "hostile"
+FENCED = ("ours_by_path", "classmates", "output_folder")  # what Landlock walls in where no namespace can
+
+
+def _hostile_single_run(prefix: list[str], python: str, name: str, base: Path, owner: int | None, *extra: str):
+    """`tests/hostile/NAME.py` run alone, told where a classmate's world-readable submission, a host file and an
+    output folder with a finished report lie (all owned by `owner` when given: the ordinary user's own files)."""
+    classmate, out, sub = base / "classmate", base / "out", base / "submission"
+    for folder in (classmate, out, sub):
+        folder.mkdir(parents=True)
+    (classmate / "attention.py").write_text(CORRECT.read_text())
+    (out / "classmate.json").write_text('{"score": 17}\n')
+    secret = base / "host-secret.txt"
+    secret.write_text("a file of the grading machine\n")
+    (sub / "attention.py").write_text((HOSTILE / f"{name}.py").read_text())
+    (sub / "context.json").write_text(json.dumps({"classmates": [str(classmate)], "secret": str(secret),
+                                                  "out": str(out), "reports": ["classmate.json"]}))
+    for p in (base, classmate, classmate / "attention.py", out, out / "classmate.json", secret):
+        p.chmod(0o755 if p.is_dir() else 0o644)  # world-readable, as an installation and a class folder are
+        if owner is not None:
+            os.chown(p, owner, owner)
+    before = {p: p.read_bytes() for p in (classmate / "attention.py", out / "classmate.json", secret)}
+    run = mha(prefix, python, f"{sub}/attention.py:MyAttn", "--format", "json", *extra, cwd=base,
+              home=base if owner is not None else None)
+    assert run.returncode == 1, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    assert {p: p.read_bytes() for p in before} == before and sorted(p.name for p in out.iterdir()) == [
+        "classmate.json"], "a file outside the child's scratch changed"
+    return report
+
+
+def _walled_in(report: dict, name: str) -> None:
+    statuses = {c["id"]: c["status"] for c in report["checks"]}
+    assert "walls that gave way: []" in report["student_output"], (name, report["student_output"][-2000:])
+    assert statuses["reference-match"] == "fail" and report["passed"] is False, name
+    fence = report["isolation"]["landlock"]
+    assert fence["in_force"] and fence["rules"] > 5 and report["isolation"]["namespaces"] == [], fence
+    assert report["isolation"]["view"] == "host filesystem, limited by Landlock to the policy's paths"
+
+
+@pytest.mark.parametrize("name", FENCED)
+def test_root_in_a_container_walls_in_our_files_and_the_classmates(world, name):
+    """Root in a container, no namespaces, the slot's uid: mha-check's install, a classmate's submission and a host
+    file are world-readable, yet the child loads no correct layer of ours by path (reference/causal_mha.py, a mutant
+    with its bug undone), reads no classmate and writes nothing outside its scratch: Landlock allows it only the
+    interpreter, site-packages, the parts of harness it imports and its scratch.  Each attack computes the layer
+    right only if a wall gave way."""
+    python = readable_python(world)
+    base = Path(tempfile.mkdtemp(prefix=f"fenced-{name}-", dir=world))
+    report = _hostile_single_run(CONTAINER, python, name, base, None)
+    assert 61000 <= report["isolation"]["uid"] <= 61998
+    _walled_in(report, name)
+
+
+@pytest.mark.parametrize("name", FENCED)
+def test_an_ordinary_user_in_a_container_walls_in_its_own_files(world, name):
+    """An ordinary user where no namespace can be made: the child keeps the user's own uid (a grade needs
+    --allow-unconfined), so permissions protect nothing of the user's: a classmate's file of the same owner, the
+    output folder.  Landlock still keeps the child to its scratch and away from mha-check's reference."""
+    python = readable_python(world)
+    base = Path(tempfile.mkdtemp(prefix=f"fenced-user-{name}-", dir=world / "home"))
+    os.chown(base, USER, USER)
+    report = _hostile_single_run([*CONTAINER, *AS_USER], python, name, base, USER)
+    assert report["isolation"]["uid"] == USER
+    _walled_in(report, name)
+
+
+def test_a_grade_in_a_container_walls_in_every_forked_child(world):
+    """`grade` as the container's root: every child is forked from the warm zygote (torch imported before the fork)
+    and restricts itself after it, before the submission loads; a lazily imported module still loads (the correct
+    classmate gets full marks), the attackers reach no layer of ours and no classmate."""
+    python, home = readable_python(world), world / "home"
+    base = Path(tempfile.mkdtemp(prefix="fenced-grade-", dir=home))
+    base.chmod(0o755)
+    subs = submissions(base)  # alice: the correct layer, world-readable
+    (subs / "alice" / "attention.py").write_text(CORRECT.read_text().replace("class MultiHeadAttention",
+                                                                              "class MyAttn"))
+    for name in ("ours_by_path", "classmates"):
+        (subs / name).mkdir()
+        (subs / name / "attention.py").write_text((HOSTILE / f"{name}.py").read_text())
+        (subs / name / "context.json").write_text(json.dumps({"classmates": [str(subs / "alice")]}))
+    for p in subs.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    out = base / "out"
+    run = mha(CONTAINER, python, "grade", str(subs), "--out", str(out), "--jobs", "1", "--format", "json",
+              "--target", "attention.py:MyAttn", cwd=base)
+    assert run.returncode == 0, run.stderr[-2000:]
+    for name in ("ours_by_path", "classmates"):
+        _walled_in(json.loads((out / f"{name}.json").read_text()), name)
+    alice = json.loads((out / "alice.json").read_text())
+    assert alice["passed"] and alice["isolation"]["landlock"]["in_force"], alice["isolation"]

@@ -257,16 +257,22 @@ def _reached_none(report: dict, name: str) -> None:
     assert report["passed"] is False
 
 
+def _unfenced(report: dict) -> bool:
+    """Neither a mount namespace nor Landlock kept the child away from the host's files."""
+    isolation = report["isolation"]
+    return "mount" not in isolation["namespaces"] and not isolation.get("landlock", {}).get("in_force")
+
+
 def test_no_correct_layer_of_ours_within_a_submissions_reach(world, tmp_path):
     """Importing (reference, mutants, the checks' numpy reference, the engine, the template's warm-up layer),
     loading by path (reference/causal_mha.py, a mutant with its bug undone, harness/child/rehearsal.py) and looking
     in memory (a child forked from the warm template): each gets no correct layer of ours, in a single run and in
-    `grade`'s forked children.  Without a mount namespace the files of reference/ and mutants/ stay readable by
-    path: docs/threat-model.md says so, and this test then asserts exactly that gap."""
+    `grade`'s forked children.  Without a mount namespace and without Landlock the files of reference/ and mutants/
+    stay readable by path: docs/threat-model.md says so, and this test then asserts exactly that gap."""
     for name in ("ours_imports", "ours_by_path"):
         run = single_run(world, ROOT / "tests" / "hostile" / f"{name}.py")
         report = json.loads(run.stdout)
-        if name == "ours_by_path" and "mount" not in report["isolation"]["namespaces"]:
+        if name == "ours_by_path" and _unfenced(report):
             assert "reference/causal_mha.py by path" in report["student_output"]  # the documented gap
             continue
         _reached_none(report, name)
@@ -281,7 +287,7 @@ def test_no_correct_layer_of_ours_within_a_submissions_reach(world, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     for name in OURS:
         report = json.loads((out / f"{name}.json").read_text())
-        if name == "ours_by_path" and "mount" not in report["isolation"]["namespaces"]:
+        if name == "ours_by_path" and _unfenced(report):
             continue
         _reached_none(report, name)
     world.assert_untouched()

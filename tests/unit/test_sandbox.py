@@ -359,7 +359,11 @@ def test_a_grade_needs_a_child_that_can_write_nothing_of_the_graders():
             "seccomp": True, "limits_hard_equals_soft": True}
     full = {**base, "namespaces": ["ipc", "mount", "net", "pid", "uts"]}
     assert isolation.unfit_to_grade(full) == "" and isolation.shortfall(full) == []
-    assert isolation.unfit_to_grade(base) == "" and isolation.shortfall(base) == ["no ipc/mount/net/pid/uts namespaces"]
+    assert isolation.unfit_to_grade(base) == "" and isolation.shortfall(base) == [
+        "no ipc/mount/net/pid/uts namespaces", "no Landlock (the host's files behind permissions only)"]
+    fenced = {**base, "landlock": {"in_force": True, "abi": 7, "rules": 25}}  # the files walled in all the same
+    assert isolation.shortfall(fenced) == ["no ipc/mount/net/pid/uts namespaces"]
+    assert isolation.shortfall({**full, "landlock": {"in_force": False, "why": "x"}}) == []  # behind a view: extra
     assert "root" in isolation.unfit_to_grade({**base, "uid": 0, "gid": 0})
     own = {**base, "uid": os.geteuid(), "gid": os.getegid()}
     if os.geteuid() != 0:

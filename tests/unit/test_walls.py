@@ -9,7 +9,9 @@ Mechanisms, as CI has them (root, with bubblewrap installed):
   fork     a process that has already started confines itself          the batch zygote's children
   none     no namespaces (a container without CAP_SYS_ADMIN): slot uid, hard limits, no_new_privs, seccomp
 Without namespaces some walls cannot exist: NO_NAMESPACE_GAPS lists them; the test asserts that each gap is real
-(so the hostile checks are shown to be able to fail) and that the isolation record admits it.  The `fork` set
+(so the hostile checks are shown to be able to fail) and that the isolation record admits it.  Where the kernel has
+Landlock (every mechanism applies it), the file system gaps among them close (LANDLOCK_CLOSES): the child reads only
+the policy's paths and writes only its scratch.  The `fork` set
 is the quick one; the others are marked slow.
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, unreadable_checkout
-from harness.sandbox import bubblewrap, isolation, scratch
+from harness.sandbox import bubblewrap, isolation, landlock, scratch
 from harness.sandbox.limits import Limits
 from harness.sandbox.policy import make_policy
 
@@ -38,11 +40,12 @@ HERE = Path(__file__).resolve().parent / "walls"
 HOSTILE_CHILD = HERE / "hostile_child.py"
 SYSTEM_PYTHON = "/usr/bin/python3"  # readable by a slot uid (this machine's own Python lives below /root, 0700)
 
-WALLS = ["tool_package", "site_packages", "classmate", "output_folder", "host_files", "proc_parent", "proc_mem",
-         "rlimits", "capabilities", "no_new_privs", "identity", "network", "signals", "fork_bomb",
+WALLS = ["tool_package", "ours_by_path", "site_packages", "classmate", "output_folder", "host_files", "proc_parent",
+         "proc_mem", "rlimits", "capabilities", "no_new_privs", "identity", "network", "signals", "fork_bomb",
          "user_namespace", "join_namespace", "new_session", "memory", "file_size", "devices", "inherited_fds",
          "still_usable", "tmp_files"]
 NO_NAMESPACE_GAPS = {
+    "ours_by_path",  # mha-check's install is world-readable: reference/, mutants/, tests/zoo
     "host_files",  # world-readable host files are readable (the view is the host's, limited by permissions)
     "proc_parent",  # the host /proc: every process and its command line is visible
     "proc_mem",  # /proc/PID/mem of other processes of the same uid (the sentinel) opens
@@ -50,6 +53,9 @@ NO_NAMESPACE_GAPS = {
     "signals",  # processes of the same uid (the sentinel) can be killed
     "tmp_files",  # /tmp is the host's (the child writes only where its uid may), with no count of its own
 }
+LANDLOCK_CLOSES = {"ours_by_path", "host_files", "proc_parent", "proc_mem", "tmp_files"}  # of those gaps, where
+# the kernel has Landlock (the record says so): the child reads only the policy's paths and writes only its scratch;
+# with Landlock's ABI 6 "signals" too (scoped to its own processes); "network" stays (UDP, the host's interfaces)
 BWRAP_GAPS = {"tmp_files"}  # bwrap's --tmpfs takes a size, not nr_inodes: the private /tmp is bounded in bytes only
 
 if os.geteuid() != 0:
@@ -176,6 +182,14 @@ MECHANISMS = {m.name: m for m in (Mechanism("bwrap"), Mechanism("builtin"), Mech
                                   Mechanism("none", namespaces=False))}
 
 
+def linux_has_landlock() -> bool:
+    try:
+        landlock.abi()
+        return True
+    except OSError:
+        return False
+
+
 def _tree(root: Path) -> dict:
     return {str(p): (p.stat().st_mode, hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "")
             for p in sorted(root.rglob("*")) if "__pycache__" not in p.parts and not p.is_symlink()}
@@ -215,7 +229,7 @@ class World:
         self.site = _site_packages(mechanism.python)
         self.site_module = sorted(n for n in os.listdir(self.site) if n.endswith(".py"))[0]
         self._site_bytes = (Path(self.site) / self.site_module).read_bytes()
-        self._tool_bytes = (self.tool / "engine" / "runner.py").read_bytes()
+        self._tool_bytes = (self.tool / "child" / "worker.py").read_bytes()
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(4)
@@ -236,7 +250,10 @@ class World:
         disk = next((f"/dev/{d}" for d in sorted(os.listdir("/dev")) if os.path.exists(f"/dev/{d}")
                      and not os.path.isdir(f"/dev/{d}") and os.stat(f"/dev/{d}").st_rdev == os.stat("/").st_dev),
                     "/dev/sda")
-        return {"tool_dir": str(self.tool / "engine"), "tool_module": str(self.tool / "engine" / "runner.py"),
+        ours = [ROOT / "reference" / "causal_mha.py", ROOT / "mutants" / "finite_fill_100.py",
+                ROOT / "tests" / "zoo" / "correct" / "book_style.py", self.tool / "engine" / "runner.py"]
+        return {"tool_dir": str(self.tool / "child"), "tool_module": str(self.tool / "child" / "worker.py"),
+                "ours": [str(p) for p in ours],
                 "site_packages": self.site, "site_module": self.site_module, "classmate_dir": self.classmate.path,
                 "output_dir": str(self.output), "host_secret": str(self.secret), "parent_pid": os.getpid(),
                 "parent_marker": "pytest", "spawner_pid": child.spawner_pid, "sentinel_pid": self.sentinel.pid,
@@ -273,11 +290,11 @@ class World:
             slot.release()
         self.room.remove()
         self.classmate.remove()
-        for planted in (Path(self.site) / "zz_iso_planted.pth", self.tool / "engine" / "evil.py"):
+        for planted in (Path(self.site) / "zz_iso_planted.pth", self.tool / "child" / "evil.py"):
             if planted.exists():  # a wall gave way (the test has failed): undo it
                 planted.unlink()
-        if (self.tool / "engine" / "runner.py").read_bytes() != self._tool_bytes:
-            (self.tool / "engine" / "runner.py").write_bytes(self._tool_bytes)
+        if (self.tool / "child" / "worker.py").read_bytes() != self._tool_bytes:
+            (self.tool / "child" / "worker.py").write_bytes(self._tool_bytes)
         if (Path(self.site) / self.site_module).read_bytes() != self._site_bytes:
             (Path(self.site) / self.site_module).write_bytes(self._site_bytes)
 
@@ -317,19 +334,24 @@ def test_wall(world, mechanism, wall):
     lines = out.decode().strip().splitlines()
     assert lines, f"no answer (status {status}): {err.decode()[-2000:]}"
     result = json.loads(lines[-1])
-    gap = (not mechanism.namespaces and wall in NO_NAMESPACE_GAPS) or (mechanism.name == "bwrap" and wall in BWRAP_GAPS)
+    record = child.isolation
+    fenced = record["landlock"]["in_force"]
+    closed = LANDLOCK_CLOSES | ({"signals"} if record["landlock"].get("signals_scoped") else set())
+    gap = (not mechanism.namespaces and wall in NO_NAMESPACE_GAPS and not (fenced and wall in closed)) or \
+        (mechanism.name == "bwrap" and wall in BWRAP_GAPS)
     assert result["held"] == (not gap), f"{mechanism.name}/{wall}: {result['evidence']}"
+    assert fenced == linux_has_landlock(), record["landlock"]  # in every mechanism where the kernel has it
     assert status == 0
 
     # from outside
     assert world.snapshot() == world.before, "something outside the scratch changed"
-    assert world.pending_connection() == (gap and wall == "network")
+    tcp_refused = record["landlock"].get("tcp_refused", False)  # the host's interfaces stay in view: still a gap
+    assert world.pending_connection() == (gap and wall == "network" and not tcp_refused)
     if not (gap and wall == "signals"):
         assert world.sentinel.poll() is None, "the same-uid sentinel outside was killed"
     assert not world.leftovers(), f"processes of uid {world.slot.uid} left behind"
 
     # the record says what was in force
-    record = child.isolation
     assert record["uid"] == world.slot.uid and record["capabilities_dropped"] and record["no_new_privs"]
     assert record["limits_hard_equals_soft"] and record["seccomp"]
     if mechanism.namespaces:
@@ -404,7 +426,9 @@ listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(1)
 mine = {mine!r}
 inside = ("import json, os, socket\\n"
           "def can(f):\\n    try:\\n        f(); return True\\n    except OSError:\\n        return False\\n"
-          "print(json.dumps({{'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit()),"
+          "def pids():\\n    try:\\n        return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\\n"
+          "    except OSError:\\n        return []\\n"
+          "print(json.dumps({{'pids': pids(),"
           " 'home': can(lambda: os.listdir('/home')),"
           " 'write_mine': can(lambda: open(%r, 'a').close()),"
           " 'connect': can(lambda: socket.create_connection(('127.0.0.1', %d), timeout=1).close())}}))"
@@ -426,7 +450,8 @@ finally:
 def test_an_ordinary_user_keeps_what_the_kernel_allows(name):
     """Played as uid 61950 with the system Python: with user namespaces (allowed on this kernel) the same
     namespaces and view as root's, but the child keeps the user's uid; forced to `none` (no user namespaces), it
-    can write what the user can (a file of the user's outside its scratch): the documented gap."""
+    could write what the user can (a file of the user's outside its scratch): the documented gap, which Landlock
+    closes where the kernel has it (it neither writes that file nor lists /proc; with ABI 4 TCP is refused)."""
     if name == "bwrap" and not bubblewrap.executable():
         pytest.skip("bubblewrap is not installed")
     if not os.access(SYSTEM_PYTHON, os.X_OK):
@@ -452,7 +477,11 @@ def test_an_ordinary_user_keeps_what_the_kernel_allows(name):
     assert inside, result["err"]
     assert record["uid"] == ORDINARY_USER and record["no_new_privs"] and record["limits_hard_equals_soft"]
     if name == "none":
-        assert record["namespaces"] == [] and inside["write_mine"] and inside["connect"] and len(inside["pids"]) > 3
+        fenced = record["landlock"]["in_force"]
+        assert fenced == linux_has_landlock() and record["namespaces"] == []
+        assert inside["connect"] is not record["landlock"].get("tcp_refused", False)
+        assert inside["write_mine"] is not fenced and inside["home"] is not fenced
+        assert (len(inside["pids"]) > 3) is not fenced
     else:
         assert {"user", "mount", "pid", "net"} <= set(record["namespaces"])
         assert not inside["write_mine"] and not inside["connect"] and not inside["home"] and max(inside["pids"]) <= 3

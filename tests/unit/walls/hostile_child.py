@@ -39,7 +39,11 @@ def _read(path):
 
 
 def _pids():
-    return sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    """The pids in /proc ([] where the child may not list it: Landlock without a PID namespace)."""
+    try:
+        return sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    except OSError:
+        return []
 
 
 def wall_tool_package(ctx):
@@ -47,6 +51,13 @@ def wall_tool_package(ctx):
     visible = _try(lambda: _read(ctx["tool_module"])) is None
     errors = [_try(lambda: _append(ctx["tool_module"])), _try(lambda: _create(ctx["tool_dir"] + "/evil.py"))]
     return visible and all(errors), {"visible": visible, "errors": errors}
+
+
+def wall_ours_by_path(ctx):
+    """A correct layer of mha-check's own, read by the path of its file (to load and subclass it): the reference,
+    a mutant, a correct layer of the zoo; and the trusted parts of harness, which the worker never imports."""
+    errors = [_try(lambda path=path: _read(path)) for path in ctx["ours"]]
+    return all(errors), dict(zip(ctx["ours"], errors))
 
 
 def wall_site_packages(ctx):
@@ -85,13 +96,14 @@ def wall_host_files(ctx):
 def wall_proc_parent(ctx):
     pids = _pids()
     cmdlines = []
-    for pid in pids:
+    for pid in {*pids, ctx["parent_pid"], ctx["spawner_pid"]}:  # by number too, where /proc cannot be listed
         try:
             cmdlines.append(_read(f"/proc/{pid}/cmdline").replace("\0", " "))
         except OSError:
             pass
     seen = [c for c in cmdlines if ctx["parent_marker"] in c]
-    held = ctx["parent_pid"] not in pids and ctx["spawner_pid"] not in pids and not seen and len(pids) <= 6
+    held = ctx["parent_pid"] not in pids and ctx["spawner_pid"] not in pids and not seen and len(pids) <= 6 \
+        and _try(lambda: _read(f"/proc/{ctx['parent_pid']}/status")) is not None
     return held, {"pids": pids[:20], "parent_cmdline_seen": bool(seen)}
 
 
@@ -252,9 +264,14 @@ def wall_inherited_fds(ctx):
 
 def wall_tmp_files(ctx):
     """The private /tmp holds at most its count of files (nr_inodes): empty files cost the host's kernel memory,
-    not size, so a size limit alone lets a child make millions of them.  Where /tmp is the host's, nothing is made."""
+    not size, so a size limit alone lets a child make millions of them.  Where /tmp is the host's, one file is
+    tried (and removed): Landlock refuses it; without Landlock it is made, the gap."""
     if not ctx["private_tmp"]:
-        return False, {"private_tmp": False}
+        path = f"/tmp/mha-check-wall-{os.getpid()}"
+        error = _try(lambda: os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)))
+        if error is None:
+            os.unlink(path)
+        return error is not None, {"private_tmp": False, "host_tmp": error or "writable"}
     made = 0
     try:
         for made in range(3 * ctx["tmp_files"]):

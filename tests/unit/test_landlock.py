@@ -1,0 +1,146 @@
+"""Landlock (harness/sandbox/landlock.py): the rules a child gets, and what they allow, measured in a forked process
+that restricts itself to them as a confined child does.  The end-to-end proof (a hostile submission in a container
+that allows no namespaces) is tests/e2e/test_confinement.py; each wall from inside, tests/unit/test_walls.py."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from harness.sandbox import landlock
+from harness.sandbox import syscalls as linux
+from harness.sandbox.policy import make_policy
+
+
+def _available() -> str | None:
+    try:
+        landlock.abi()
+        return None
+    except OSError as e:
+        return landlock.UNAVAILABLE.get(e.errno, str(e))
+
+
+needs_landlock = pytest.mark.skipif(bool(_available()), reason=str(_available()))
+
+
+def _covers(rules, path: str, rights=("read", "exec", "write", "device", "private", "own")) -> bool:
+    return any(r in rights and (path == p or path.startswith(p.rstrip("/") + "/")) for r, p in rules)
+
+
+def test_expand_hides_a_folder_below_an_allowed_one(tmp_path):
+    """A Landlock rule covers everything below its folder: a folder that holds a hidden one is listed, and each
+    of its other entries allowed on its own, recursively; the hidden one's contents are reached by no rule."""
+    site = tmp_path / "site-packages"
+    for name in ("torch/nn", "numpy", "harness/child", "harness/engine", "reference"):
+        (site / name).mkdir(parents=True)
+    (site / "six.py").write_text("")
+    hidden = [str(site / "reference"), str(site / "harness" / "engine")]
+    rules = landlock.expand("read", str(site), hidden)
+    assert ("list", str(site)) in rules and ("list", str(site / "harness")) in rules
+    assert {("read", str(site / n)) for n in ("torch", "numpy", "six.py", "harness/child")} <= set(rules)
+    assert not _covers(rules, str(site / "reference" / "causal_mha.py"))
+    assert not _covers(rules, str(site / "harness" / "engine" / "runner.py"))
+    assert landlock.expand("read", str(site / "numpy"), hidden) == [("read", str(site / "numpy"))]
+    assert landlock.expand("read", str(site / "reference"), hidden) == []
+
+
+def test_a_submissions_rules_reach_no_layer_of_ours():
+    """What a submission's child may read: the interpreter, site-packages and harness's child, wire and sandbox;
+    never reference/, mutants/, checks/, tests/ (the zoo of correct layers) or the trusted parts of harness, even
+    with the checkout's root on sys.path (an editable install), whose names alone it may list.  Our own code (a
+    mutant under test) reads reference/ and mutants/ too.  It writes only its scratch."""
+    scratch = "/tmp/mha-check-landlock-unit/scratch"
+    rules = make_policy(scratch, 0).landlock
+    for path in ("reference/causal_mha.py", "mutants/finite_fill_100.py", "checks/__init__.py",
+                 "tests/zoo/correct/book_style.py", "harness/engine/runner.py", "harness/frontends/cli.py"):
+        assert not _covers(rules, str(ROOT / path)), path
+    for path in ("harness/__init__.py", "harness/child/worker.py", "harness/wire/messages.py",
+                 "harness/sandbox/confine.py"):
+        assert _covers(rules, str(ROOT / path), ("read",)), path
+    assert ("list", str(ROOT)) in rules
+    assert [p for r, p in rules if r == "write"] == [scratch]
+    assert _covers(rules, os.path.realpath(os.__file__)) and _covers(rules, "/proc/self/status")
+    own = make_policy(scratch, 0, own_code=True).landlock
+    assert _covers(own, str(ROOT / "reference" / "causal_mha.py")) and _covers(own, str(ROOT / "mutants" / "x.py"))
+
+
+def _restricted_child(rules, private_ok: bool, probes: dict) -> dict:
+    """Fork; the child sets no_new_privs, restricts itself to `rules` (None: not at all), tries each probe (read,
+    write or list a path, connect to a port, signal a pid) and reports {name: error or None} and the record."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
+            out = {"record": None if rules is None else landlock.restrict(rules, private_ok)}
+            for name, (how, path) in probes.items():
+                try:
+                    if how == "read":
+                        Path(path).read_bytes()
+                    elif how == "connect":
+                        socket.create_connection(("127.0.0.1", path), timeout=5).close()
+                    elif how == "signal":
+                        os.kill(path, 0)
+                    elif how == "list":
+                        os.listdir(path)
+                    else:
+                        with open(path, "a") as f:
+                            f.write("x")
+                    out[name] = None
+                except OSError as e:
+                    out[name] = errno.errorcode.get(e.errno, str(e.errno))
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@needs_landlock
+def test_a_restricted_process_reads_and_writes_only_what_its_rules_allow(tmp_path):
+    allowed, hidden, scratch, other = (tmp_path / n for n in ("site", "site/reference", "scratch", "classmate"))
+    for folder in (hidden, scratch, other):
+        folder.mkdir(parents=True)
+    for path in (allowed / "torch.py", hidden / "causal_mha.py", other / "attention.py", scratch / "mine.py"):
+        path.write_text("x = 1\n")
+    rules = [*landlock.expand("read", str(allowed), [str(hidden)]), ("write", str(scratch)),
+             ("device", "/dev/null"), ("private", str(other))]
+    got = _restricted_child(rules, False, {
+        "read_allowed": ("read", allowed / "torch.py"), "list_hidden": ("list", hidden),
+        "read_hidden": ("read", hidden / "causal_mha.py"), "read_classmate": ("read", other / "attention.py"),
+        "write_classmate": ("write", other / "attention.py"), "write_allowed": ("write", allowed / "torch.py"),
+        "write_scratch": ("write", scratch / "mine.py"), "create_scratch": ("write", scratch / "new.py"),
+        "write_null": ("write", "/dev/null"), "read_etc": ("read", "/etc/hostname")})
+    assert got["record"]["in_force"] and got["record"]["abi"] >= 1 and got["record"]["rules"] == len(rules) - 1
+    assert {k for k, v in got.items() if v is None} == {"read_allowed", "list_hidden", "write_scratch",
+                                                        "create_scratch", "write_null"}, got
+    assert {v for k, v in got.items() if k != "record" and v is not None} == {"EACCES"}
+    inside = _restricted_child(rules, True, {"write_private": ("write", other / "attention.py")})
+    assert inside["write_private"] is None  # `private`: only inside a mount namespace, where it is our own tmpfs
+
+
+@needs_landlock
+def test_tcp_and_signals_beyond_its_own_processes_are_refused_where_the_kernel_can():
+    """ABI 4: no TCP connection (the grader's localhost service); ABI 6: no signal to a process outside the child's
+    own (its parent, here; without a PID namespace, any process of its uid).  The same probes without Landlock
+    succeed, so the refusals are Landlock's."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        probes = {"connect": ("connect", listener.getsockname()[1]), "signal": ("signal", os.getpid())}
+        free = _restricted_child(None, False, probes)
+        assert free["connect"] is None and free["signal"] is None
+        got = _restricted_child([], False, probes)
+    fence = got["record"]
+    assert fence["tcp_refused"] is (fence["abi"] >= 4) and fence["signals_scoped"] is (fence["abi"] >= 6)
+    assert got["connect"] == ("EACCES" if fence["tcp_refused"] else None)
+    assert got["signal"] == ("EPERM" if fence["signals_scoped"] else None)
