@@ -22,6 +22,7 @@ import mutants
 from harness.engine import rewrite
 from harness.engine.compare import same
 from harness.wire.errors import OUTSIDE_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.status import Status
 from reference import numpy_ref, variants
 from reference.rotary import with_rope
 
@@ -35,7 +36,7 @@ def findings(report) -> list[str]:
     out = set()
     for c in report.checks:
         code = c.details.get("finding")
-        if c.status == "fail" and code and code not in GENERIC and \
+        if c.status == Status.FAIL and code and code not in GENERIC and \
                 not code.startswith(("raised", "wrong gradients", "load:")):
             out.add(f"{c.id}:{code}")
     return sorted(out)
@@ -43,7 +44,7 @@ def findings(report) -> list[str]:
 
 def symptoms(report) -> dict:
     """What a report shows: the failing checks and their specific findings (recorded for every mutant)."""
-    return {"failing": sorted(c.id for c in report.checks if c.status == "fail"), "findings": findings(report)}
+    return {"failing": sorted(c.id for c in report.checks if c.status == Status.FAIL), "findings": findings(report)}
 
 
 def _no_evidence(reason: str, report) -> dict:
@@ -52,10 +53,10 @@ def _no_evidence(reason: str, report) -> dict:
 
 def diagnose(report, ctx=None) -> dict | None:
     """The identified mistake, or "no known mistake matches" with the symptoms; None when nothing failed."""
-    if not any(c.status == "fail" for c in report.checks):
+    if not any(c.status == Status.FAIL for c in report.checks):
         return None
     construct = next((c for c in report.checks if c.id == "construct"), None)
-    if construct is not None and construct.status != "pass" and \
+    if construct is not None and construct.status != Status.PASS and \
             f"construct:{construct.details.get('finding')}" not in findings(report):
         return _no_evidence("the module could not be loaded or built, so no mistake of the layer itself is named",
                             report)
@@ -66,11 +67,11 @@ def diagnose(report, ctx=None) -> dict | None:
     status = {c.id: c.status for c in report.checks}
     kinds = {c.id: c.kind for c in report.checks}
     form = _form(ctx)
-    possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in ("pass", None)
+    possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in (Status.PASS, None)
                 and (form is None or mutants.form(m) == form)  # a mistake of the layer's own form (single head)
                 and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
     # cause only of a layer whose math is verified correct
-    strict = [m for m in possible if not any(status.get(k) == "pass" for k in catalogue[m]["killed_by"])]
+    strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks = _marks(ctx) if ctx is not None else []
     numbers = _numeric(ctx, possible) if ctx is not None else None  # None: the numbers could not be asked
     if numbers:
@@ -94,14 +95,14 @@ def diagnose(report, ctx=None) -> dict | None:
         return _named(maximal[0], "signature", f"what {', '.join(shown)} found is this mistake's own pattern, which "
                                                "no other known mistake shows", catalogue, marks, report)
     traced = [m for m in possible if any(mark["mutant"] == m for mark in marks)
-              and status.get(catalogue[m]["killed_by"][0]) == "fail"
+              and status.get(catalogue[m]["killed_by"][0]) == Status.FAIL
               and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k for k in marks))
               and not _numbers_refute(m, numbers, marks)]
     # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected)
     if len(set(traced)) == 1:
         return _named(traced[0], "trace", "your forward pass shows this mistake's pattern at the marked line, and "
                                           "the check made for it fails", catalogue, marks, report)
-    only_rules = all(c.kind == "rule" for c in report.checks if c.status == "fail")  # the verdict line says so
+    only_rules = all(c.kind == "rule" for c in report.checks if c.status == Status.FAIL)  # the verdict line says so
     unnamed = "no known mistake matches: the failing checks below describe what is wrong"
     if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look
         unnamed += "; mha-check trace marks the step that looks wrong"
@@ -156,7 +157,7 @@ def _follows(mid: str, catalogue: dict, report) -> list[str]:
     order its mutant names them (the most specific first), then the others in report order."""
     declared = catalogue[mid]["killed_by"]
     expected = set(catalogue[mid]["failing"]) | set(declared)
-    failing = [c.id for c in report.checks if c.status == "fail" and c.id in expected]
+    failing = [c.id for c in report.checks if c.status == Status.FAIL and c.id in expected]
     return sorted(failing, key=lambda c: declared.index(c) if c in declared else len(declared))
 
 

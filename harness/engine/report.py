@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from checks import STATUSES  # the one list of a check's outcomes, read from here by the renderers
+from harness.wire.status import STATUSES, Status  # the one vocabulary of a check's outcomes
 
 VERSION = "0.2.0"
 
@@ -26,7 +26,7 @@ VERSION = "0.2.0"
 @dataclass
 class CheckResult:
     id: str
-    status: str
+    status: Status
     claim: str
     message: str
     kind: str = "correctness"
@@ -67,18 +67,18 @@ class Report:
     def passed(self) -> bool:
         """True only when every counted check ran and passed: a skipped or undecided check is not a verified one."""
         counted = self.counted()
-        return bool(counted) and all(c.status == "pass" for c in counted)
+        return bool(counted) and all(c.status == Status.PASS for c in counted)
 
     @property
     def math_correct(self) -> bool:
         math = [c for c in self.checks if c.kind == "correctness"]
-        return bool(math) and all(c.status == "pass" for c in math)
+        return bool(math) and all(c.status == Status.PASS for c in math)
 
     @property
     def needs_review(self) -> bool:
         """Something mha-check could not decide (cannot tell, a limit, a crash, which file to check): a person
         should look."""
-        return any(c.status == "cannot_tell" for c in self.checks) or bool(self.adapter.get("process")) or \
+        return any(c.status == Status.CANNOT_TELL for c in self.checks) or bool(self.adapter.get("process")) or \
             bool(self.adapter.get("review"))
 
     def __getitem__(self, check_id: str) -> CheckResult:
@@ -102,7 +102,8 @@ class Report:
     def from_dict(cls, data: dict) -> "Report":
         """The report `to_dict` wrote (a saved --format json report), for renderers that run later."""
         fields = set(CheckResult.__dataclass_fields__)
-        return cls(target=data["target"], checks=[CheckResult(**{k: v for k, v in c.items() if k in fields})
+        return cls(target=data["target"], checks=[CheckResult(**{**{k: v for k, v in c.items() if k in fields},
+                                                              "status": Status(c["status"])})
                                                   for c in data["checks"]],
                    seed=data.get("seed", 0), adapter=data.get("adapter") or {},
                    student_output=data.get("student_output") or "", diagnosis=data.get("diagnosis"),

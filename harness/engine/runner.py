@@ -21,6 +21,7 @@ from harness.sandbox.limits import Limits
 from harness.sandbox.pool import single_run
 from harness.sandbox.subject import Subject
 from harness.wire.errors import ENDING_KINDS, PLATFORM_HELP, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.status import Status
 
 MAX_RESTARTS = 3
 LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, only slow, large or loud
@@ -109,7 +110,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
                 except WorkerDied as died:
                     outcome = _after_death(died, c, results, ctx, deaths, make_subject, options.debug)
             results[c.id] = CheckResult.of(c, outcome)
-        built = results.get("construct") is not None and results["construct"].status == "pass"
+        built = results.get("construct") is not None and results["construct"].status == Status.PASS
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
                         rules_counted=options.rules, not_selected=_not_selected(selected))
         report.isolation = ctx.subject.isolation
@@ -139,8 +140,8 @@ def not_run(spec: str, message: str, options: Options | None = None, fix: str = 
             result = CheckResult.of(c, failed(message, finding="load:not-run"))
             result.fix = fix or result.fix
         else:
-            need = next((n for n in c.needs if results[n.id].status != "pass"), None)
-            why = need and ("could not be decided" if results[need.id].status == "cannot_tell" else "did not pass")
+            need = next((n for n in c.needs if results[n.id].status != Status.PASS), None)
+            why = need and ("could not be decided" if results[need.id].status == Status.CANNOT_TELL else "did not pass")
             result = CheckResult.of(c, skipped(f"skipped: needs {need.id}, which {why}" if need else
                                                "skipped: there is no module to check"))
         results[c.id] = result
@@ -172,7 +173,7 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
 def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
     for need in c.needs:
         got = results.get(need.id)
-        if got is None or (got.status != "pass" and not got.details.get("usable")):  # usable: failed, measurable
+        if got is None or (got.status != Status.PASS and not got.details.get("usable")):  # usable: failed, measurable
             return skipped("skipped: needs " + _chain(need, results))
     if c.weights:
         proof = ctx.mapping
@@ -199,12 +200,12 @@ def _chain(need: Check, results: dict) -> str:
     """"output-shape, which needs contiguity, which did not pass": down to the check that really stopped it, so that a
     skip never points only at another skip."""
     got = results.get(need.id)
-    if got is not None and got.status == "skip":
-        below = next((n for n in need.needs if results.get(n.id) is not None and results[n.id].status != "pass"),
+    if got is not None and got.status == Status.SKIP:
+        below = next((n for n in need.needs if results.get(n.id) is not None and results[n.id].status != Status.PASS),
                      None)
         if below is not None:
             return f"{need.id}, which needs {_chain(below, results)}"
-    why = "could not be decided" if got is not None and got.status == "cannot_tell" else "did not pass"
+    why = "could not be decided" if got is not None and got.status == Status.CANNOT_TELL else "did not pass"
     return f"{need.id}, which {why}"
 
 

@@ -7,7 +7,7 @@
     report = check(my_attn)            # an nn.Module instance: checked through its class (see below)
     report                             # the text report; in Jupyter an HTML table
     report.passed                      # True only when every check ran and passed
-    report["causal-leakage"].status    # "pass", "fail", "error" or "skip"; .message, .fix, .config, ...
+    report["causal-leakage"].status    # a Status: "pass", "fail", "cannot_tell" or "skip"; .message, .fix, ...
     report.to_dict(), report.to_json() # the JSON report of `mha-check --format json`
 
 Options: `only=`/`skip=` (check ids, a list or "a,b"), `seed=`, `examples=`, `args={"name": value}` (the command

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from harness import OUTPUT_CUT_MARK
 from harness.wire import raised
 from harness.wire.config import Config
+from harness.wire.status import Status
 from harness.wire.target import Target
 
-LABELS = {"pass": "PASS", "fail": "FAIL", "cannot_tell": "CAN'T TELL", "skip": "SKIP"}
+LABELS = {Status.PASS: "PASS", Status.FAIL: "FAIL", Status.CANNOT_TELL: "CAN'T TELL", Status.SKIP: "SKIP"}
 ROLE_WORDS = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k", "bv": "b_v",
               "bo": "b_o"}
 
@@ -28,7 +29,7 @@ ROLE_WORDS = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "
 class CheckLine:
     id: str
     kind: str
-    status: str
+    status: Status
     label: str
     text: str  # the finding (or the claim, for a pass)
     claim: str
@@ -41,7 +42,7 @@ class CheckLine:
 
     @property
     def passed(self) -> bool:
-        return self.status == "pass"
+        return self.status == Status.PASS
 
 
 @dataclass
@@ -190,15 +191,15 @@ def unnamed(text: str, hidden) -> str:
 
 
 def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLine:
-    follows = root is not None and c.status == "fail" and c.id in root.follows
+    follows = root is not None and c.status == Status.FAIL and c.id in root.follows
     text = c.message or c.claim
-    if c.status == "skip":  # the engine's words name the check it needs (failed and cannot-tell messages are
+    if c.status == Status.SKIP:  # the engine's words name the check it needs (failed and cannot-tell messages are
         # the checks' own findings, and a hidden check's name in them would be a student's word)
         text = unnamed(text, hidden)
     help_ = clean(c.help)
     if root is not None and help_:  # one thing to do first, not a second, contradicting fix
         help_ = f"fix the root cause above first; if this is still undecided then: {help_}"
-    claim = c.message if c.status == "pass" and (c.details.get("form") or c.message.startswith(NOT_APPLICABLE)) \
+    claim = c.message if c.status == Status.PASS and (c.details.get("form") or c.message.startswith(NOT_APPLICABLE)) \
         else c.claim  # judged as the layer's form (a single head), or not at all (no KV cache): what was judged, or
     # why the claim does not apply, in place of a claim the report would otherwise seem to have checked
     return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), clean(claim), _config_text(c.config),
@@ -218,14 +219,14 @@ def crash(report, hidden: frozenset = frozenset()) -> str:
     said first); "" otherwise.  Read from the failing check's `raised` record (see harness.wire.raised)."""
     if (report.diagnosis or {}).get("mutant"):
         return ""
-    c = next((c for c in report.checks if c.status == "fail" and c.id not in hidden and
+    c = next((c for c in report.checks if c.status == Status.FAIL and c.id not in hidden and
               isinstance(c.details.get("raised"), dict)), None)
     if c is None:
         return ""
     r = raised.Raised(**{k: str(v) for k, v in c.details["raised"].items() if k in raised.Raised.__dataclass_fields__})
     words = r.text if len(r.text) <= CRASH_WORDS else r.text[:CRASH_WORDS].rsplit(" ", 1)[0] + " ..."
     at = where(r.at, report.target) if r.at else ""
-    others = sum(o.status == "fail" and o.id not in hidden and o is not c for o in report.checks)
+    others = sum(o.status == Status.FAIL and o.id not in hidden and o is not c for o in report.checks)
     return clean(f"FAIL: your code raised {r.kind}" + (f" at {at}" if at else "") + f": {words}" +
                  (f"; did you mean '{r.meant}'?" if r.meant else "") +
                  (f" ({others} other check{'s' if others != 1 else ''} also fail{'s' if others == 1 else ''})"
@@ -238,17 +239,17 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
     construct = next((c for c in report.checks if c.id == "construct"), None)
     if crash(report, hidden):
         return crash(report, hidden)
-    if construct is not None and construct.status == "cannot_tell" and construct.details.get("stage") == "import":
+    if construct is not None and construct.status == Status.CANNOT_TELL and construct.details.get("stage") == "import":
         return "CANNOT TELL: " + clean(construct.message).removeprefix("time limit: ")  # a hang at import
-    if construct is not None and construct.status == "fail":
+    if construct is not None and construct.status == Status.FAIL:
         return "FAIL: your file could not be loaded, or your class could not be built (see construct)"
-    if construct is not None and construct.status == "cannot_tell":
+    if construct is not None and construct.status == Status.CANNOT_TELL:
         return "CANNOT TELL: mha-check could not build your class (see construct for what would help)"
     math = [c for c in report.checks if c.kind == "correctness" and c.id not in hidden]
     rules = [c for c in report.checks if c.kind == "rule" and c.id not in hidden]
-    broken_rules = sum(c.status == "fail" for c in rules)
+    broken_rules = sum(c.status == Status.FAIL for c in rules)
     tests = [c for c in report.checks if c.kind == "instructor" and c.id not in hidden]
-    failing_tests = sum(c.status == "fail" for c in tests)
+    failing_tests = sum(c.status == Status.FAIL for c in tests)
     tests_words = f"; {failing_tests} of your instructor's tests fail{'s' if failing_tests == 1 else ''}" \
         if failing_tests else ""
     partial = len(report.not_selected)
@@ -259,16 +260,16 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
         return "PASS: the math is correct" + (" and every lesson rule is followed" if rules and
                                               report.rules_counted else "") + (
             " and your instructor's tests pass" if tests else "")
-    failing_math = sum(c.status == "fail" for c in math)
+    failing_math = sum(c.status == Status.FAIL for c in math)
     rules_words = f"; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed" if broken_rules \
         else ""
     if failing_math:
         return f"FAIL: {failing_math} check{'s find' if failing_math != 1 else ' finds'} a bug in the math" + \
             rules_words + tests_words
-    if hidden and not any(c.status in ("fail", "cannot_tell", "skip") for c in math + rules + tests):
+    if hidden and not any(c.status in (Status.FAIL, Status.CANNOT_TELL, Status.SKIP) for c in math + rules + tests):
         return "FAIL: every check shown here passes; checks not shown yet count toward the score"
-    if any(c.status == "fail" and c.id in hidden for c in report.counted()):  # never "nothing is wrong" then
-        undecided = s["cannot_tell"] + s["skip"]
+    if any(c.status == Status.FAIL and c.id in hidden for c in report.counted()):  # never "nothing is wrong" then
+        undecided = s[Status.CANNOT_TELL] + s[Status.SKIP]
         return ("FAIL: checks not shown yet find a problem, and they count toward the score" +
                 (f"; {undecided} shown here could not be decided or run" if undecided else "") + rules_words)
     if report.math_correct and broken_rules:
@@ -276,7 +277,7 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
                 f"rule{'s' if broken_rules != 1 else ''} not followed" + tests_words)
     if report.math_correct and failing_tests:
         return f"FAIL: {'the math checks run pass' if partial else 'the math is correct'}" + tests_words
-    undecided = s["cannot_tell"] + s["skip"]
+    undecided = s[Status.CANNOT_TELL] + s[Status.SKIP]
     return (f"CANNOT TELL: mha-check could not check {undecided} claim{'s' if undecided != 1 else ''}; nothing "
             "it could check is wrong" + (f"; {broken_rules} lesson rule(s) not followed" if broken_rules else ""))
 
@@ -303,8 +304,9 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     unmatched = clean(d.get("message", "")) if d and not d.get("mutant") else ""
     lines = [_line(c, root, frozenset(hidden)) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}
-    summary = ", ".join(f"{n} {w}" for n, w in ((s["pass"], "passed"), (s["fail"], "failed"),
-                                                 (s["cannot_tell"], "could not be decided"), (s["skip"], "skipped"))
+    summary = ", ".join(f"{n} {w}" for n, w in ((s[Status.PASS], "passed"), (s[Status.FAIL], "failed"),
+                                                 (s[Status.CANNOT_TELL], "could not be decided"),
+                                                 (s[Status.SKIP], "skipped"))
                         if n or w in ("passed", "failed"))
     mapping = clean(mapping_words(report.adapter))
     problem = clean((report.adapter.get("mapping") or {}).get("problem") or "")

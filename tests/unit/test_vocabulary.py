@@ -1,0 +1,31 @@
+"""The closed vocabulary (issue 30 item 6): a check's `Status`, and the records of a report read back from JSON as
+they were written."""
+import json
+
+import pytest
+
+from checks import cannot_tell, failed, passed, skipped
+from harness.engine.report import CheckResult, Report
+from harness.wire.status import STATUSES, Status
+
+
+def test_status_is_written_and_compared_as_its_word():
+    """JSON, CSV cells, f-strings and the literals of older code all see the word: nothing changes for a reader."""
+    assert [str(s) for s in STATUSES] == ["pass", "fail", "cannot_tell", "skip"]
+    assert json.dumps({Status.CANNOT_TELL: [Status.PASS]}) == '{"cannot_tell": ["pass"]}'
+    assert f"{Status.SKIP}" == "skip" and Status.FAIL == "fail" and {"fail": 1}[Status.FAIL] == 1
+    assert [o.status for o in (passed("ok"), failed("no"), cannot_tell("?"), skipped("later"))] == list(Status)
+
+
+def test_a_report_read_back_has_statuses_not_strings():
+    """A saved report's statuses come back as members (an unknown word is refused, not carried as a new outcome)."""
+    original = Report("a.py:A", [CheckResult("construct", Status.PASS, "it builds", "ok"),
+                                 CheckResult("causal-leakage", Status.FAIL, "no leak", "leaks")])
+    data = json.loads(original.to_json())
+    again = Report.from_dict(data)
+    assert [type(c.status) for c in again.checks] == [Status, Status]
+    assert again.summary() == {"pass": 1, "fail": 1, "cannot_tell": 0, "skip": 0}
+    assert json.loads(again.to_json()) == data
+    data["checks"][0]["status"] = "error"
+    with pytest.raises(ValueError, match="error"):
+        Report.from_dict(data)
