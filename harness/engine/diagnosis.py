@@ -21,7 +21,7 @@ from __future__ import annotations
 import mutants
 from harness.engine import rewrite
 from harness.engine.compare import same
-from harness.wire.errors import OUTSIDE_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.status import Status
 from reference import numpy_ref, variants
 from reference.rotary import with_rope
@@ -60,7 +60,7 @@ def diagnose(report, ctx=None) -> dict | None:
             f"construct:{construct.details.get('finding')}" not in findings(report):
         return _no_evidence("the module could not be loaded or built, so no mistake of the layer itself is named",
                             report)
-    if any(p["kind"] not in OUTSIDE_KINDS for p in report.adapter.get("process", [])):  # a kill from outside,
+    if any(p["kind"] != ChildEnd.KILLED_OUTSIDE for p in report.adapter.get("process", [])):  # a kill from outside,
         # after which the check was run again, leaves every verdict whole
         return _no_evidence("the process running your code ended abnormally, so no mistake is named", report)
     catalogue = mutants.catalogue()

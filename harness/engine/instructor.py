@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from harness.engine.report import CheckResult
 from harness.sandbox import trusted
 from harness.wire import messages as m
-from harness.wire.errors import WorkerDied
+from harness.wire.errors import ChildEnd, WorkerDied
 from harness.wire.status import Status
 
 KIND = "instructor"  # the CheckResult kind of an instructor's test (beside "correctness" and "rule")
@@ -269,7 +269,7 @@ def _listen(subject, request: m.RunTests, test_seconds: float) -> tuple[_Round, 
 def _died(test: str, died: WorkerDied) -> CheckResult:
     if died.ours:
         return _result(test, Status.CANNOT_TELL, f"mha-check could not finish this test: {died.message}",
-                       TIME_HELP if died.kind == "time" else "")
+                       TIME_HELP if died.kind is ChildEnd.TIME else "")
     return _result(test, Status.FAIL, died.message)
 
 

@@ -20,20 +20,21 @@ from harness.engine.report import CheckResult, Report
 from harness.sandbox.limits import Limits
 from harness.sandbox.pool import single_run
 from harness.sandbox.subject import Subject
-from harness.wire.errors import ENDING_KINDS, PLATFORM_HELP, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.errors import PLATFORM_HELP, CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.status import Status
 
 MAX_RESTARTS = 3
 LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, only slow, large or loud
-    "time": "make forward faster (no endless loop, no sleep, no work beyond the lesson's layer); where you run "
-            "mha-check yourself, --time-limit gives it longer",
-    "memory": "keep memory to what the lesson's layer needs; where you run mha-check yourself, --memory-mb gives "
-              "it more",
-    "output": "print less, and nothing in forward: what your code writes is kept up to a limit (16 MB)",
-    "disk": "write no files, or only small ones: the folder your code runs in holds the copy of your submission and "
-            "64 MB more",
-    "startup": "nothing in your code: mha-check's own worker could not start (importing torch) on this machine; run "
-               "it again when the machine is less busy, or tell whoever runs mha-check",
+    ChildEnd.TIME: "make forward faster (no endless loop, no sleep, no work beyond the lesson's layer); where you "
+                   "run mha-check yourself, --time-limit gives it longer",
+    ChildEnd.MEMORY: "keep memory to what the lesson's layer needs; where you run mha-check yourself, --memory-mb "
+                     "gives it more",
+    ChildEnd.OUTPUT: "print less, and nothing in forward: what your code writes is kept up to a limit (16 MB)",
+    ChildEnd.DISK: "write no files, or only small ones: the folder your code runs in holds the copy of your "
+                   "submission and 64 MB more",
+    ChildEnd.STARTUP: "nothing in your code: mha-check's own worker could not start (importing torch) on this "
+                      "machine; run it again when the machine is less busy, or tell whoever runs mha-check",
+    ChildEnd.INTERRUPTED: "nothing in your code: mha-check itself was stopped while your code ran; run it again",
 }
 IMPORT_HANG_HELP = ("look for a loop, a sleep, input() or a long computation at module level: code outside functions "
                     "and classes runs on import (keep training and demos under `if __name__ == \"__main__\":`); where "
@@ -102,7 +103,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
         results: dict[str, CheckResult] = {}
         deaths: list[WorkerDied] = []
         for c in selected:
-            if deaths and (deaths[-1].kind in ENDING_KINDS or len(deaths) >= MAX_RESTARTS):
+            if deaths and (deaths[-1].kind.ends_run or len(deaths) >= MAX_RESTARTS):
                 outcome = skipped(f"not run: the process running your code ended ({deaths[-1].kind}) earlier")
             else:
                 try:
@@ -114,7 +115,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
                         rules_counted=options.rules, not_selected=_not_selected(selected))
         report.isolation = ctx.subject.isolation
-        if not deaths or deaths[-1].kind not in ENDING_KINDS:
+        if not deaths or not deaths[-1].kind.ends_run:
             if options.diagnose:
                 report.diagnosis = diagnosis.diagnose(report, ctx)
             if options.leakage_map:
@@ -237,25 +238,25 @@ def _after_death(died: WorkerDied, c: Check, results: dict, ctx: Context, deaths
     killed by a sent signal (see harness.wire.errors) runs the check once more in the fresh child: a kill from outside
     is not the code's doing, and one the code sends itself happens again."""
     deaths.append(died)
-    if died.kind in ENDING_KINDS or len(deaths) >= MAX_RESTARTS:
+    if died.kind.ends_run or len(deaths) >= MAX_RESTARTS:
         return _death(died)
     _restart(ctx, make_subject)
-    if died.kind != "killed":
+    if died.kind is not ChildEnd.KILLED:
         return _death(died)
     try:
         outcome = _blocked(c, results, ctx) or _guarded(c, ctx, debug)
     except WorkerDied as again:
-        if again.kind == "killed":
-            again = WorkerDied("killed", f"{again.message}, and again when the check was run once more in a fresh "
-                                         "process: it happens every time, so your code causes it (it signals its own "
-                                         "process, or uses more memory than the machine allows and the kernel's "
-                                         "out-of-memory killer stops it)")
+        if again.kind is ChildEnd.KILLED:
+            again = WorkerDied(ChildEnd.KILLED, f"{again.message}, and again when the check was run once more in a "
+                                                "fresh process: it happens every time, so your code causes it (it "
+                                                "signals its own process, or uses more memory than the machine allows "
+                                                "and the kernel's out-of-memory killer stops it)")
         deaths.append(again)
-        if again.kind not in ENDING_KINDS and len(deaths) < MAX_RESTARTS:
+        if not again.kind.ends_run and len(deaths) < MAX_RESTARTS:
             _restart(ctx, make_subject)
         return _death(again)
-    deaths[-1] = WorkerDied("killed-outside", f"{died.message}; not held against your code: run once more in a fresh "
-                                              f"process, the check gave the result shown")
+    deaths[-1] = WorkerDied(ChildEnd.KILLED_OUTSIDE, f"{died.message}; not held against your code: run once more "
+                                                     "in a fresh process, the check gave the result shown")
     return outcome
 
 
@@ -268,7 +269,7 @@ def _restart(ctx: Context, make_subject) -> None:
 
 def _death(died: WorkerDied) -> Outcome:
     if died.ours:  # one of our limits: the code may be right, only slow or large
-        if died.kind == "time" and died.op == "load":  # a hang at import, never "make forward faster"
+        if died.kind is ChildEnd.TIME and died.op == "load":  # a hang at import, never "make forward faster"
             return cannot_tell(died.message, help=IMPORT_HANG_HELP, process=died.kind, stage="import")
-        return cannot_tell(died.message, help=LIMIT_HELP.get(died.kind, LIMIT_HELP["time"]), process=died.kind)
+        return cannot_tell(died.message, help=LIMIT_HELP.get(died.kind, LIMIT_HELP[ChildEnd.TIME]), process=died.kind)
     return failed(died.message, process=died.kind)

@@ -22,6 +22,7 @@ from harness.sandbox import limits as sandbox
 from harness.sandbox import syscalls as linux
 from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
 from harness.sandbox.template import META_ZYGOTE
+from harness.wire.errors import ChildEnd
 from harness.wire.target import Target
 
 
@@ -91,12 +92,12 @@ class Grader:
                     self.drop_meta_zygote()
                     report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
                                      Options(seed=options["seed"]), fix="grade this submission again", ours=True)
-                    report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+                    report.adapter["process"] = [{"kind": ChildEnd.GRADER_ERROR, "message": str(e), "ours": True}]
                 except isolation.IsolationFailed as e:  # a child killed from outside before it was confined
                     report = not_run(spec, f"mha-check could not start a confined process for this submission "
                                            f"twice ({e})", Options(seed=options["seed"]),
                                      fix="grade this submission again", ours=True)
-                    report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+                    report.adapter["process"] = [{"kind": ChildEnd.GRADER_ERROR, "message": str(e), "ours": True}]
         suite = options.get("tests")
         if suite:
             self.instructor_tests(report, suite, spec, folder, options, limits, pick)
@@ -111,7 +112,7 @@ class Grader:
         if spec is None:
             instructor.not_run(report, suite, pick.problem, ours=False)
             return
-        if "grader error" in "; ".join(p.get("kind", "") for p in report.adapter.get("process", [])):
+        if ChildEnd.GRADER_ERROR in "; ".join(p.get("kind", "") for p in report.adapter.get("process", [])):
             instructor.not_run(report, suite, "mha-check's grading process broke on this submission", ours=True)
             return
         make = lambda: ForkedSubject(self.zygote, spec, submission=folder, seed=options["seed"], limits=limits,

@@ -6,6 +6,7 @@ import pytest
 
 from checks import cannot_tell, failed, passed, skipped
 from harness.engine.report import CheckResult, Report
+from harness.wire.errors import ChildEnd, WorkerDied
 from harness.wire.status import STATUSES, Status
 
 
@@ -29,3 +30,17 @@ def test_a_report_read_back_has_statuses_not_strings():
     data["checks"][0]["status"] = "error"
     with pytest.raises(ValueError, match="error"):
         Report.from_dict(data)
+
+
+def test_how_a_child_ended_is_one_closed_list_with_its_consequences():
+    """The limits, what is ours and what ends a run, as the runner reads them; an unknown word is refused at the
+    door (a typo in `WorkerDied("tiem", ...)` must not become a student's failure)."""
+    limits = {"time", "cpu", "memory", "output", "disk"}
+    assert {k for k in ChildEnd if k.is_limit} == limits
+    assert {k for k in ChildEnd if k.is_ours} == limits | {"startup", "killed-outside", "interrupted", "grader error"}
+    assert {k for k in ChildEnd if k.ends_run} == limits | {"startup", "channel", "interrupted", "grader error"}
+    assert not any(ChildEnd(k).is_ours for k in ("crash", "killed", "exit", "channel"))  # the code's doing
+    died = WorkerDied("time", "time limit")
+    assert died.kind is ChildEnd.TIME and died.ours and json.dumps({"kind": died.kind}) == '{"kind": "time"}'
+    with pytest.raises(ValueError, match="tiem"):
+        WorkerDied("tiem", "a typo")
