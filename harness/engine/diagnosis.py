@@ -21,6 +21,7 @@ from __future__ import annotations
 import mutants
 from harness.engine import rewrite
 from harness.engine.compare import same
+from harness.engine.records import Diagnosis
 from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.status import Status
 from reference import numpy_ref, variants
@@ -47,11 +48,13 @@ def symptoms(report) -> dict:
     return {"failing": sorted(c.id for c in report.checks if c.status == Status.FAIL), "findings": findings(report)}
 
 
-def _no_evidence(reason: str, report) -> dict:
-    return {"mutant": None, "match": "none", "message": reason, **symptoms(report)}
+def _no_evidence(reason: str, report, marks: list[dict] | None = None) -> Diagnosis:
+    seen = symptoms(report)
+    return Diagnosis(None, "none", tuple(seen["failing"]), tuple(seen["findings"]), reason,
+                     tuple(marks) if marks is not None else None)
 
 
-def diagnose(report, ctx=None) -> dict | None:
+def diagnose(report, ctx=None) -> Diagnosis | None:
     """The identified mistake, or "no known mistake matches" with the symptoms; None when nothing failed."""
     if not any(c.status == Status.FAIL for c in report.checks):
         return None
@@ -60,7 +63,7 @@ def diagnose(report, ctx=None) -> dict | None:
             f"construct:{construct.details.get('finding')}" not in findings(report):
         return _no_evidence("the module could not be loaded or built, so no mistake of the layer itself is named",
                             report)
-    if any(p["kind"] != ChildEnd.KILLED_OUTSIDE for p in report.adapter.get("process", [])):  # a kill from outside,
+    if any(p.kind is not ChildEnd.KILLED_OUTSIDE for p in report.adapter.process):  # a kill from outside,
         # after which the check was run again, leaves every verdict whole
         return _no_evidence("the process running your code ended abnormally, so no mistake is named", report)
     catalogue = mutants.catalogue()
@@ -106,7 +109,7 @@ def diagnose(report, ctx=None) -> dict | None:
     unnamed = "no known mistake matches: the failing checks below describe what is wrong"
     if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look
         unnamed += "; mha-check trace marks the step that looks wrong"
-    return {**_no_evidence("" if only_rules else unnamed, report), "marks": marks}
+    return _no_evidence("" if only_rules else unnamed, report, marks)
 
 
 def _numbers_refute(mid: str, numbers: list[str] | None, marks: list[dict]) -> bool:
@@ -137,19 +140,21 @@ def _contradicted(entry: dict, mine: set) -> bool:
     return False
 
 
-def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> dict:
+def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> Diagnosis:
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
     own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"]) if where else None  # their
     # own line
     told = where if where and how != "numbers" else {}  # a variant of the mistake the recorded forward tells itself
-    return {"mutant": mid, "match": how, "title": told.get("title", entry["title"]),
-            "symptom": told.get("symptom", entry["symptom"]),
-            "fix": own or entry.get("remedy") or entry["fix"],  # never the reference's line, which names
-            # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or words
-            "fix_is_code": bool(own) or not entry.get("remedy"),  # words are shown as words, a line as code
-            "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,
-            "code": where["code"] if where else None, "follows": _follows(mid, catalogue, report), **symptoms(report)}
+    seen = symptoms(report)
+    return Diagnosis(mid, how, tuple(seen["failing"]), tuple(seen["findings"]),
+                     title=told.get("title", entry["title"]), symptom=told.get("symptom", entry["symptom"]),
+                     fix=own or entry.get("remedy") or entry["fix"],  # never the reference's line, which names
+                     # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or
+                     # words
+                     fix_is_code=bool(own) or not entry.get("remedy"),  # words are shown as words, a line as code
+                     lesson=entry["lesson"], evidence=evidence, at=where["at"] if where else None,
+                     code=where["code"] if where else None, follows=tuple(_follows(mid, catalogue, report)))
 
 
 def _follows(mid: str, catalogue: dict, report) -> list[str]:

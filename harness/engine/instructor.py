@@ -33,7 +33,7 @@ import hashlib
 import importlib.util
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.engine.report import CheckResult
 from harness.sandbox import trusted
@@ -305,7 +305,7 @@ def add_to(report, suite: Suite, make_subject, test_seconds: float) -> None:
     """The suite's results appended to `report`'s checks (after mha-check's own); a child whose reports were not
     believed is said in the report's review notes, which ask for a person to look."""
     construct = next((c for c in report.checks if c.id == "construct"), None)
-    if construct is not None and construct.status == Status.FAIL and not report.adapter.get("class"):
+    if construct is not None and construct.status == Status.FAIL and not report.adapter.class_name:
         # the file did not load (a syntax error, a loop at import): every test would only wait for the same
         # failure and then be told to raise a time limit that is not the problem
         not_run(report, suite, f"your file did not load ({construct.message})", ours=False)
@@ -313,7 +313,7 @@ def add_to(report, suite: Suite, make_subject, test_seconds: float) -> None:
     results, review = run(suite, make_subject, test_seconds)
     report.checks += results
     if review:
-        report.adapter["review"] = [*report.adapter.get("review", []), *review]
+        report.adapter = replace(report.adapter, review=(*report.adapter.review, *review))
 
 
 def not_run(report, suite: Suite, message: str, ours: bool) -> None:

@@ -16,6 +16,7 @@ from checks import Check, Outcome, cannot_tell, failed, passed, skipped
 from harness.engine import diagnosis, leakage
 from harness.engine.context import Context
 from harness.engine.mapping import map_help
+from harness.engine.records import Adapter, Form, Isolation, ProcessEvent
 from harness.engine.report import CheckResult, Report
 from harness.sandbox.limits import Limits
 from harness.sandbox.pool import single_run
@@ -114,7 +115,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
         built = results.get("construct") is not None and results["construct"].status == Status.PASS
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
                         rules_counted=options.rules, not_selected=_not_selected(selected))
-        report.isolation = ctx.subject.isolation
+        report.isolation = Isolation.from_dict(ctx.subject.isolation)
         if not deaths or not deaths[-1].kind.ends_run:
             if options.diagnose:
                 report.diagnosis = diagnosis.diagnose(report, ctx)
@@ -150,25 +151,23 @@ def not_run(spec: str, message: str, options: Options | None = None, fix: str = 
                   not_selected=_not_selected(list(results)))
 
 
-def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
+def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> Adapter:
     """How mha-check drove the module: construction, weight mapping, call, protections, process events."""
-    out = {"protections": ctx.subject.protections()}
-    if ctx.subject.loaded is not None:  # which class (or factory) was checked: the target may name only a file
-        out["class"] = ctx.subject.loaded.name
+    construction = None
     if built:  # a constructor that raised was called, but nothing was built: say nothing of "built as"
         try:
-            out["construction"] = ctx.construction(ctx.base)
+            construction = ctx.construction(ctx.base)
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
             pass
-    if ctx.subject.notes:  # what loading left out, also when loading or building then failed
-        out["notes"] = list(ctx.subject.notes)
-    if built and ctx.form.evidence:  # which member of the lesson's family it was checked as, and why
-        out["form"] = {"name": ctx.form.name, "evidence": ctx.form.evidence}
-    if ctx._mapping is not None:
-        out["mapping"] = ctx._mapping.to_dict()
-    if deaths:
-        out["process"] = [{"kind": d.kind, "message": d.message, "ours": d.ours} for d in deaths]
-    return out
+    return Adapter(protections=tuple(ctx.subject.protections()),
+                   # which class (or factory) was checked: the target may name only a file
+                   class_name=ctx.subject.loaded.name if ctx.subject.loaded is not None else None,
+                   construction=construction,
+                   notes=tuple(ctx.subject.notes),  # what loading left out, also when loading or building then failed
+                   # which member of the lesson's family it was checked as, and why
+                   form=Form(ctx.form.name, ctx.form.evidence) if built and ctx.form.evidence else None,
+                   mapping=ctx._mapping.to_dict() if ctx._mapping is not None else None,
+                   process=tuple(ProcessEvent.of(d) for d in deaths))
 
 
 def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:

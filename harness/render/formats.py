@@ -105,9 +105,9 @@ def staff_isolation(report) -> dict:
     """What confined the child, for graders only: Gradescope keeps `extra_data` and PrairieLearn any field beyond
     the ones its results element renders, neither shows them to students.  A report without an isolation block
     (nothing ran: no file to check) says so."""
-    block = report.isolation or {}
-    if not block:
+    if report.isolation is None:
         return {"summary": "no process ran this submission's code", "full_policy": True}
+    block = report.isolation.to_dict()
     return {k: block[k] for k in STAFF_ISOLATION if k in block}
 
 

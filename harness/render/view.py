@@ -92,9 +92,10 @@ class ReportView:
                 if any(not ln.follows_root for ln in lines)]
 
 
-def mapping_words(adapter: dict) -> str:
-    """mha-check's reading of the student's parameters, for a student: no arrows, no internal ids."""
-    mapping = adapter.get("mapping") or {}
+def mapping_words(adapter) -> str:
+    """mha-check's reading of the student's parameters (the adapter's mapping), for a student: no arrows, no
+    internal ids."""
+    mapping = adapter.mapping or {}
     layout = mapping.get("layout") or {}
     if not layout:  # and how forward was called without a proof (engine/unproven_call), in the note
         problem = mapping.get("problem")
@@ -217,7 +218,7 @@ def crash(report, hidden: frozenset = frozenset()) -> str:
     """"FAIL: your code raised AttributeError at typo.py:38: ...; did you mean 'W_query'?" when the student's code
     raised while being imported, built or called and no known mistake explains it (one that does is the root cause,
     said first); "" otherwise.  Read from the failing check's `raised` record (see harness.wire.raised)."""
-    if (report.diagnosis or {}).get("mutant"):
+    if report.diagnosis is not None and report.diagnosis.named:
         return ""
     c = next((c for c in report.checks if c.status == Status.FAIL and c.id not in hidden and
               isinstance(c.details.get("raised"), dict)), None)
@@ -285,23 +286,23 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
 def build(report, hidden: frozenset = frozenset()) -> ReportView:
     """The view of `report`; checks in `hidden` (a rubric's hidden checks) are left out entirely, and so is a
     diagnosis that only they would reveal."""
-    d = report.diagnosis or {}
+    d = report.diagnosis
     shown = [c for c in report.checks if c.id not in hidden]
     root = None
     target = clean(report.target)
-    supported = [f for f in d.get("follows", []) if f not in hidden]  # the visible checks it explains
-    if d.get("mutant") and (supported or not set(d.get("follows", [])) & set(hidden)):  # else only a hidden check
-        # would tell it; hiding a check never takes away a root cause that a visible check supports
-        root = RootCause(d["mutant"], clean(d["title"]), clean(unnamed(d["evidence"], hidden)),
-                         *(clean(d[k]) for k in ("fix", "symptom", "lesson")),
-                         where(clean(d["at"]) if d.get("at") else None, target),
-                         clean(d["code"]).strip() if d.get("code") else None,
+    supported = [f for f in d.follows if f not in hidden] if d else []  # the visible checks it explains
+    if d and d.named and (supported or not set(d.follows) & set(hidden)):  # else only a hidden check would tell it;
+        # hiding a check never takes away a root cause that a visible check supports
+        root = RootCause(d.mutant, clean(d.title), clean(unnamed(d.evidence, hidden)),
+                         clean(d.fix), clean(d.symptom), clean(d.lesson),
+                         where(clean(d.at) if d.at else None, target),
+                         clean(d.code).strip() if d.code else None,
                          supported,
-                         [(f"mha-check explain {d['mutant']}", "a worked example of the mistake")]
+                         [(f"mha-check explain {d.mutant}", "a worked example of the mistake")]
                          + ([(f"mha-check trace {target}", "every step of your forward")]
                             if "(" not in target else []),  # "(from its source)": no command line reaches it
-                         d.get("fix_is_code", True))
-    unmatched = clean(d.get("message", "")) if d and not d.get("mutant") else ""
+                         d.fix_is_code)
+    unmatched = clean(d.message) if d and not d.named else ""
     lines = [_line(c, root, frozenset(hidden)) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}
     summary = ", ".join(f"{n} {w}" for n, w in ((s[Status.PASS], "passed"), (s[Status.FAIL], "failed"),
@@ -309,24 +310,25 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
                                                  (s[Status.SKIP], "skipped"))
                         if n or w in ("passed", "failed"))
     mapping = clean(mapping_words(report.adapter))
-    problem = clean((report.adapter.get("mapping") or {}).get("problem") or "")
+    unmapped = report.adapter.mapping or {}
+    problem = clean(unmapped.get("problem") or "")
     if problem and any(problem in ln.text for ln in lines):  # the checks that could not be decided already say it
-        unmapped = report.adapter.get("mapping") or {}
         mapping = clean(unmapped.get("note") or "") if not unmapped.get("layout") else ""
-    notes = [clean(n) for n in report.adapter.get("notes", [])]
-    if (report.adapter.get("form") or {}).get("evidence"):  # checked as another member of the family: say so
-        notes.insert(0, clean(report.adapter["form"]["evidence"]))
+    notes = [clean(n) for n in report.adapter.notes]
+    if report.adapter.form and report.adapter.form.evidence:  # checked as another member of the family: say so
+        notes.insert(0, clean(report.adapter.form.evidence))
     if report.student_output.strip():
         head = report.student_output.split("\n", 1)[0]
         amount = head[len(OUTPUT_CUT_MARK):].split(" of ")[-1].rstrip("]") \
             if head.startswith(OUTPUT_CUT_MARK) else f"{len(report.student_output)} characters"
         notes.append(f"your code printed {amount} (see --show-output)")
-    isolation = f"isolation: {clean(report.isolation['summary'])}" if report.isolation.get("summary") else ""
+    isolation = f"isolation: {clean(report.isolation.summary)}" if report.isolation and report.isolation.summary \
+        else ""
     return ReportView(target, verdict(report, frozenset(hidden)), report.passed,
-                      clean(report.adapter.get("construction", "")), mapping, root,
+                      clean(report.adapter.construction or ""), mapping, root,
                       sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.follows.index(ln.id)),
                       unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
                       summary, notes, report.needs_review, isolation,
-                      report.isolation.get("full_policy") is not True,
+                      not (report.isolation and report.isolation.full_policy),
                       [ln for ln in lines if ln.kind == "instructor"])
