@@ -132,6 +132,3 @@ def all_checks() -> list[Check]:
         remaining.remove(ready)
     return done
 
-
-def by_id() -> dict[str, Check]:
-    return {c.id: c for c in all_checks()}

@@ -27,7 +27,6 @@ from harness.wire.status import Status
 from reference import numpy_ref, variants
 from reference.rotary import with_rope
 
-NOT_PASSED = ("fail",)
 GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
            "refuses valid widths"}
 
