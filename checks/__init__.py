@@ -20,9 +20,9 @@ discovered, not listed; the order is that of the prerequisites, then correctness
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import re
-import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -85,10 +85,9 @@ class RegistryError(ValueError):
 
 
 def _keep_lines(text: str) -> str:
-    """Strip the common indentation of a triple-quoted block (its first line may follow the quotes), keep breaks."""
-    first, _, rest = text.expandtabs().partition("\n")
-    lines = [first.strip()] + textwrap.dedent(rest).splitlines()
-    return "\n".join(line.rstrip() for line in lines).strip("\n")
+    """A triple-quoted block as a docstring is read (inspect.cleandoc: its first line may follow the quotes, the
+    common indentation of the others goes), line breaks kept and trailing spaces dropped."""
+    return "\n".join(line.rstrip() for line in inspect.cleandoc(text).splitlines()).strip("\n")
 
 
 def check(id: str, claim: str, explanation: str, fix: str, needs=(), weights: bool = False, example: str = "",
