@@ -78,8 +78,9 @@ class NotebookReport(Report):
     """A `Report` that shows itself: `repr()` is the text report, `_repr_html_` a table for Jupyter.
 
     Everything of `Report` works unchanged: `.passed`, `report["check-id"]` (a `CheckResult`), `.checks`,
-    `.summary()`, `.to_dict()`, `.to_json()`, `.to_text(verbose=True)`, `.diagnosis`.  `notes` says how the target
-    reached the child (e.g. "checked through its class") and what could not be carried over.
+    `.summary()`, `.to_dict()`, `.to_json()`, `.to_text(verbose=True)`, `.diagnosis` (a record: `.mutant`, `.title`,
+    `.fix`, `.at`; None when nothing failed).  `notes` says how the target reached the child (e.g. "checked through
+    its class") and what could not be carried over.
     """
 
     notes: list[str]
