@@ -20,20 +20,21 @@ discovered, not listed; the order is that of the prerequisites, then correctness
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import re
-import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
-STATUSES = ("pass", "fail", "cannot_tell", "skip")
+from harness.wire.status import STATUSES, Status  # noqa: F401 - STATUSES: the outcomes in order, for readers of checks
+
 KINDS = ("correctness", "rule")
 _ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 
 
 @dataclass
 class Outcome:
-    status: str  # one of STATUSES
+    status: Status
     message: str
     config: dict | None = None  # the smallest configuration that shows a failure
     observed: str | None = None
@@ -44,20 +45,20 @@ class Outcome:
 
 
 def passed(message: str, **details) -> Outcome:
-    return Outcome("pass", message, details=details)
+    return Outcome(Status.PASS, message, details=details)
 
 
 def failed(message: str, config=None, observed=None, expected=None, fix: str = "", **details) -> Outcome:
     cfg = config.to_dict() if hasattr(config, "to_dict") else config
-    return Outcome("fail", message, cfg, observed, expected, details, fix=fix)
+    return Outcome(Status.FAIL, message, cfg, observed, expected, details, fix=fix)
 
 
 def cannot_tell(message: str, help: str = "", **details) -> Outcome:
-    return Outcome("cannot_tell", message, details=details, help=help)
+    return Outcome(Status.CANNOT_TELL, message, details=details, help=help)
 
 
 def skipped(reason: str) -> Outcome:
-    return Outcome("skip", reason)
+    return Outcome(Status.SKIP, reason)
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,10 +85,9 @@ class RegistryError(ValueError):
 
 
 def _keep_lines(text: str) -> str:
-    """Strip the common indentation of a triple-quoted block (its first line may follow the quotes), keep breaks."""
-    first, _, rest = text.expandtabs().partition("\n")
-    lines = [first.strip()] + textwrap.dedent(rest).splitlines()
-    return "\n".join(line.rstrip() for line in lines).strip("\n")
+    """A triple-quoted block as a docstring is read (inspect.cleandoc: its first line may follow the quotes, the
+    common indentation of the others goes), line breaks kept and trailing spaces dropped."""
+    return "\n".join(line.rstrip() for line in inspect.cleandoc(text).splitlines()).strip("\n")
 
 
 def check(id: str, claim: str, explanation: str, fix: str, needs=(), weights: bool = False, example: str = "",
@@ -131,6 +131,3 @@ def all_checks() -> list[Check]:
         remaining.remove(ready)
     return done
 
-
-def by_id() -> dict[str, Check]:
-    return {c.id: c for c in all_checks()}

@@ -38,7 +38,6 @@ DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "c
             "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_keys": True,
             "rope_freqs": "head", "rope_where": "heads",
             "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all", "kv_expand": "heads"}
-GROUPED_KNOBS = ("kv_heads", "kv_pairing", "kv_mask", "kv_expand")  # mistakes of grouped-query attention alone
 NARROW_KNOBS = ("kv_pairing", "kv_expand")  # how narrower K/V are expanded: a mistake only K/V narrower than d_out have
 
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 import mutants
 from harness.engine import rewrite
 from harness.engine.compare import same
-from harness.wire.errors import OUTSIDE_KINDS, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.engine.records import Diagnosis
+from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.status import Status
 from reference import numpy_ref, variants
 from reference.rotary import with_rope
 
-NOT_PASSED = ("fail",)
 GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
            "refuses valid widths"}
 
@@ -35,7 +36,7 @@ def findings(report) -> list[str]:
     out = set()
     for c in report.checks:
         code = c.details.get("finding")
-        if c.status == "fail" and code and code not in GENERIC and \
+        if c.status == Status.FAIL and code and code not in GENERIC and \
                 not code.startswith(("raised", "wrong gradients", "load:")):
             out.add(f"{c.id}:{code}")
     return sorted(out)
@@ -43,34 +44,36 @@ def findings(report) -> list[str]:
 
 def symptoms(report) -> dict:
     """What a report shows: the failing checks and their specific findings (recorded for every mutant)."""
-    return {"failing": sorted(c.id for c in report.checks if c.status == "fail"), "findings": findings(report)}
+    return {"failing": sorted(c.id for c in report.checks if c.status == Status.FAIL), "findings": findings(report)}
 
 
-def _no_evidence(reason: str, report) -> dict:
-    return {"mutant": None, "match": "none", "message": reason, **symptoms(report)}
+def _no_evidence(reason: str, report, marks: list[dict] | None = None) -> Diagnosis:
+    seen = symptoms(report)
+    return Diagnosis(None, "none", tuple(seen["failing"]), tuple(seen["findings"]), reason,
+                     tuple(marks) if marks is not None else None)
 
 
-def diagnose(report, ctx=None) -> dict | None:
+def diagnose(report, ctx=None) -> Diagnosis | None:
     """The identified mistake, or "no known mistake matches" with the symptoms; None when nothing failed."""
-    if not any(c.status == "fail" for c in report.checks):
+    if not any(c.status == Status.FAIL for c in report.checks):
         return None
     construct = next((c for c in report.checks if c.id == "construct"), None)
-    if construct is not None and construct.status != "pass" and \
+    if construct is not None and construct.status != Status.PASS and \
             f"construct:{construct.details.get('finding')}" not in findings(report):
         return _no_evidence("the module could not be loaded or built, so no mistake of the layer itself is named",
                             report)
-    if any(p["kind"] not in OUTSIDE_KINDS for p in report.adapter.get("process", [])):  # a kill from outside,
+    if any(p.kind is not ChildEnd.KILLED_OUTSIDE for p in report.adapter.process):  # a kill from outside,
         # after which the check was run again, leaves every verdict whole
         return _no_evidence("the process running your code ended abnormally, so no mistake is named", report)
     catalogue = mutants.catalogue()
     status = {c.id: c.status for c in report.checks}
     kinds = {c.id: c.kind for c in report.checks}
     form = _form(ctx)
-    possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in ("pass", None)
+    possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in (Status.PASS, None)
                 and (form is None or mutants.form(m) == form)  # a mistake of the layer's own form (single head)
                 and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
     # cause only of a layer whose math is verified correct
-    strict = [m for m in possible if not any(status.get(k) == "pass" for k in catalogue[m]["killed_by"])]
+    strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks = _marks(ctx) if ctx is not None else []
     numbers = _numeric(ctx, possible) if ctx is not None else None  # None: the numbers could not be asked
     if numbers:
@@ -94,18 +97,18 @@ def diagnose(report, ctx=None) -> dict | None:
         return _named(maximal[0], "signature", f"what {', '.join(shown)} found is this mistake's own pattern, which "
                                                "no other known mistake shows", catalogue, marks, report)
     traced = [m for m in possible if any(mark["mutant"] == m for mark in marks)
-              and status.get(catalogue[m]["killed_by"][0]) == "fail"
+              and status.get(catalogue[m]["killed_by"][0]) == Status.FAIL
               and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k for k in marks))
               and not _numbers_refute(m, numbers, marks)]
     # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected)
     if len(set(traced)) == 1:
         return _named(traced[0], "trace", "your forward pass shows this mistake's pattern at the marked line, and "
                                           "the check made for it fails", catalogue, marks, report)
-    only_rules = all(c.kind == "rule" for c in report.checks if c.status == "fail")  # the verdict line says so
+    only_rules = all(c.kind == "rule" for c in report.checks if c.status == Status.FAIL)  # the verdict line says so
     unnamed = "no known mistake matches: the failing checks below describe what is wrong"
     if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look
         unnamed += "; mha-check trace marks the step that looks wrong"
-    return {**_no_evidence("" if only_rules else unnamed, report), "marks": marks}
+    return _no_evidence("" if only_rules else unnamed, report, marks)
 
 
 def _numbers_refute(mid: str, numbers: list[str] | None, marks: list[dict]) -> bool:
@@ -136,19 +139,21 @@ def _contradicted(entry: dict, mine: set) -> bool:
     return False
 
 
-def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> dict:
+def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> Diagnosis:
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
     own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"]) if where else None  # their
     # own line
     told = where if where and how != "numbers" else {}  # a variant of the mistake the recorded forward tells itself
-    return {"mutant": mid, "match": how, "title": told.get("title", entry["title"]),
-            "symptom": told.get("symptom", entry["symptom"]),
-            "fix": own or entry.get("remedy") or entry["fix"],  # never the reference's line, which names
-            # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or words
-            "fix_is_code": bool(own) or not entry.get("remedy"),  # words are shown as words, a line as code
-            "lesson": entry["lesson"], "evidence": evidence, "at": where["at"] if where else None,
-            "code": where["code"] if where else None, "follows": _follows(mid, catalogue, report), **symptoms(report)}
+    seen = symptoms(report)
+    return Diagnosis(mid, how, tuple(seen["failing"]), tuple(seen["findings"]),
+                     title=told.get("title", entry["title"]), symptom=told.get("symptom", entry["symptom"]),
+                     fix=own or entry.get("remedy") or entry["fix"],  # never the reference's line, which names
+                     # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or
+                     # words
+                     fix_is_code=bool(own) or not entry.get("remedy"),  # words are shown as words, a line as code
+                     lesson=entry["lesson"], evidence=evidence, at=where["at"] if where else None,
+                     code=where["code"] if where else None, follows=tuple(_follows(mid, catalogue, report)))
 
 
 def _follows(mid: str, catalogue: dict, report) -> list[str]:
@@ -156,7 +161,7 @@ def _follows(mid: str, catalogue: dict, report) -> list[str]:
     order its mutant names them (the most specific first), then the others in report order."""
     declared = catalogue[mid]["killed_by"]
     expected = set(catalogue[mid]["failing"]) | set(declared)
-    failing = [c.id for c in report.checks if c.status == "fail" and c.id in expected]
+    failing = [c.id for c in report.checks if c.status == Status.FAIL and c.id in expected]
     return sorted(failing, key=lambda c: declared.index(c) if c in declared else len(declared))
 
 

@@ -33,12 +33,13 @@ import hashlib
 import importlib.util
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.engine.report import CheckResult
 from harness.sandbox import trusted
 from harness.wire import messages as m
-from harness.wire.errors import WorkerDied
+from harness.wire.errors import ChildEnd, WorkerDied
+from harness.wire.status import Status
 
 KIND = "instructor"  # the CheckResult kind of an instructor's test (beside "correctness" and "rule")
 SLACK_SECONDS = 10.0  # the parent's wait per test beyond the child's own time limit for it: the child stops a slow
@@ -172,7 +173,8 @@ def run(suite: Suite, make_subject, test_seconds: float) -> tuple[list[CheckResu
         if not done:
             break
     for test in pending:  # nothing settled them in a round: say so, never a pass
-        settled[test] = _result(test, "cannot_tell", "mha-check could not run this test to an end it can vouch for")
+        settled[test] = _result(test, Status.CANNOT_TELL,
+                                "mha-check could not run this test to an end it can vouch for")
     return [settled[t] for t in suite.ids], review
 
 
@@ -205,20 +207,20 @@ def _one_round(suite: Suite, pending: list[str], subject, test_seconds: float, s
         if running is not None and running in nodes:
             settled[test] = _died(test, died)
         elif passed and got.forged:
-            settled[test] = _result(test, "fail", "not counted: the process that ran this test reported what cannot "
-                                                  f"be believed ({got.forged}): your code changed how the tests run "
-                                                  "or are reported")
+            settled[test] = _result(test, Status.FAIL, "not counted: the process that ran this test reported what "
+                                                       f"cannot be believed ({got.forged}): your code changed how the "
+                                                       "tests run or are reported")
         elif passed and unverified:
-            settled[test] = _result(test, "cannot_tell", f"reported passed, but not counted: {unverified}")
+            settled[test] = _result(test, Status.CANNOT_TELL, f"reported passed, but not counted: {unverified}")
         elif complete and not passed:
             settled[test] = _from_outcome(test, next(o for o in outcomes if o.outcome != "passed"), test_seconds)
         elif passed and canary_id in got.outcomes:  # a pass is believed only once the canary, run after it, failed
-            settled[test] = _result(test, "pass", "")
+            settled[test] = _result(test, Status.PASS, "")
         elif failed:
-            settled[test] = _result(test, "cannot_tell", f"mha-check's runner of the tests failed: {failed}")
+            settled[test] = _result(test, Status.CANNOT_TELL, f"mha-check's runner of the tests failed: {failed}")
         elif not nodes and died is None and (got.order or got.errors):
             error = next((e for e in got.errors if e.split(":", 1)[0] == test.split("::")[0]), "")
-            settled[test] = _result(test, "cannot_tell", "pytest could not collect this test" + (
+            settled[test] = _result(test, Status.CANNOT_TELL, "pytest could not collect this test" + (
                 f": {error}" if error else " (its file was collected; a decorator or a name pytest reads otherwise?)"))
         elif died is not None and not got.order:  # it died before or while collecting: every test ends with it
             settled[test] = _died(test, died)
@@ -266,27 +268,27 @@ def _listen(subject, request: m.RunTests, test_seconds: float) -> tuple[_Round, 
 
 def _died(test: str, died: WorkerDied) -> CheckResult:
     if died.ours:
-        return _result(test, "cannot_tell", f"mha-check could not finish this test: {died.message}",
-                       TIME_HELP if died.kind == "time" else "")
-    return _result(test, "fail", died.message)
+        return _result(test, Status.CANNOT_TELL, f"mha-check could not finish this test: {died.message}",
+                       TIME_HELP if died.kind is ChildEnd.TIME else "")
+    return _result(test, Status.FAIL, died.message)
 
 
 def _from_outcome(test: str, outcome: m.TestOutcome, test_seconds: float) -> CheckResult:
     words = outcome.message
     if "TestTimeout" in words:  # a limit of mha-check's, as for its own checks: cannot tell, never a failure
-        return _result(test, "cannot_tell", f"time limit: the test did not finish within {test_seconds:g} s (an "
+        return _result(test, Status.CANNOT_TELL, f"time limit: the test did not finish within {test_seconds:g} s (an "
                                             "endless loop, a sleep or far too much work)", TIME_HELP)
     if outcome.outcome == "skipped":
-        return _result(test, "skip", f"skipped by the test itself: {words}")
+        return _result(test, Status.SKIP, f"skipped by the test itself: {words}")
     if outcome.outcome == "ours":
-        return _result(test, "cannot_tell", words)
-    return _result(test, "fail", words or f"the test {outcome.outcome}")
+        return _result(test, Status.CANNOT_TELL, words)
+    return _result(test, Status.FAIL, words or f"the test {outcome.outcome}")
 
 
-def _result(test: str, status: str, message: str, help_: str = "") -> CheckResult:
+def _result(test: str, status: Status, message: str, help_: str = "") -> CheckResult:
     return CheckResult(id=test, status=status, claim=f"the instructor's test {test} passes", message=message,
-                       kind=KIND, help=help_ or ("look at the test and at what stopped it" if status == "cannot_tell"
-                                             else ""))
+                       kind=KIND, help=help_ or ("look at the test and at what stopped it"
+                                                 if status == Status.CANNOT_TELL else ""))
 
 
 TIME_HELP = ("make the code faster (no endless loop, no sleep); a test that needs longer: a larger --time-limit (each "
@@ -303,7 +305,7 @@ def add_to(report, suite: Suite, make_subject, test_seconds: float) -> None:
     """The suite's results appended to `report`'s checks (after mha-check's own); a child whose reports were not
     believed is said in the report's review notes, which ask for a person to look."""
     construct = next((c for c in report.checks if c.id == "construct"), None)
-    if construct is not None and construct.status == "fail" and not report.adapter.get("class"):
+    if construct is not None and construct.status == Status.FAIL and not report.adapter.class_name:
         # the file did not load (a syntax error, a loop at import): every test would only wait for the same
         # failure and then be told to raise a time limit that is not the problem
         not_run(report, suite, f"your file did not load ({construct.message})", ours=False)
@@ -311,13 +313,13 @@ def add_to(report, suite: Suite, make_subject, test_seconds: float) -> None:
     results, review = run(suite, make_subject, test_seconds)
     report.checks += results
     if review:
-        report.adapter["review"] = [*report.adapter.get("review", []), *review]
+        report.adapter = replace(report.adapter, review=(*report.adapter.review, *review))
 
 
 def not_run(report, suite: Suite, message: str, ours: bool) -> None:
     """A submission nothing ran for (no file to check, a grading process that broke): each test is in its report
     all the same, with mha-check's reason, so that its total is the rubric's like every other report's."""
-    report.checks += [_result(t, "cannot_tell" if ours else "fail", f"not run: {message}") for t in suite.ids]
+    report.checks += [_result(t, Status.CANNOT_TELL if ours else Status.FAIL, f"not run: {message}") for t in suite.ids]
 
 
 def digest(suite: Suite | None) -> str:

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from harness.engine.records import Leakage, Panel
 from harness.wire.config import Config
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
@@ -37,11 +38,10 @@ def only_head(w, h: int, dh: int):
     return replace(w, wo=wo)
 
 
-def panel(label: str, G: np.ndarray | None, note: str = "") -> dict:
+def panel(label: str, G: np.ndarray | None, note: str = "") -> Panel:
     """One map with its counts: cells of the future that leak, allowed cells with no influence."""
     if G is None:
-        return {"label": label, "G": None, "leaks": None, "dead": None,
-                "verdict": note or "no gradient: the output is not connected to the input"}
+        return Panel(label, None, None, None, note or "no gradient: the output is not connected to the input")
     G = np.asarray(G, dtype=float)
     if G.ndim == 3:
         G = G.max(axis=0)  # the worst sequence of the batch
@@ -57,11 +57,10 @@ def panel(label: str, G: np.ndarray | None, note: str = "") -> dict:
         verdict = f"{dead} allowed cell{'s' if dead != 1 else ''} without influence"
     else:
         verdict = "causal: no leak"
-    return {"label": label, "G": G.tolist(), "leaks": leaks, "dead": dead,
-            "verdict": verdict + (f" ({note})" if note else "")}
+    return Panel(label, G.tolist(), leaks, dead, verdict + (f" ({note})" if note else ""))
 
 
-def maps(ctx, heads: bool = True, cfg: Config | None = None) -> dict:
+def maps(ctx, heads: bool = True, cfg: Config | None = None) -> Leakage:
     """The influence maps for the module and, where weights are mapped with certainty, each head."""
     cfg = ctx.shaped(cfg or PLOT_CONFIG)  # the form's heads: a single-head layer has one map, no per-head ones
     inst = ctx.build(cfg)
@@ -77,12 +76,13 @@ def maps(ctx, heads: bool = True, cfg: Config | None = None) -> dict:
             for h in range(cfg.heads):
                 ctx.transplant(inst, only_head(w, h, cfg.head_width))
                 panels.append(panel(f"head {h}", influence(inst, x, r)))
-    return {"config": cfg.to_dict(), "panels": panels, "notes": notes}
+    return Leakage(cfg.to_dict(), tuple(panels), tuple(notes))
 
 
-def maps_or_error(ctx, heads: bool = True) -> dict:
-    """`maps`, or {"error": ...} when the student's module cannot be built or run for them."""
+def maps_or_error(ctx, heads: bool = True) -> Leakage:
+    """`maps`, or a Leakage that says why there are none (`error`) when the student's module cannot be built or run
+    for them."""
     try:
         return maps(ctx, heads)
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied) as e:
-        return {"error": f"no leakage map: {e.message}"}
+        return Leakage(error=f"no leakage map: {e.message}")

@@ -59,10 +59,6 @@ class Mapping:
     def certain(self) -> bool:
         return self.index is not None
 
-    @property
-    def reproduced(self) -> bool:
-        return self.how == "reference"
-
     def to_dict(self) -> dict:
         return {"layout": self.description, "how": self.layout_how, "proof": self.how or "none",
                 "call": self.style_text, "mistakes": self.mistakes, "problem": self.problem, "tried": self.tried,

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from checks import STATUSES  # the one list of a check's outcomes, read from here by the renderers
+from harness.engine.records import Adapter, Diagnosis, Isolation, Leakage
+from harness.wire.status import STATUSES, Status  # the one vocabulary of a check's outcomes
 
 VERSION = "0.2.0"
 
@@ -26,7 +27,7 @@ VERSION = "0.2.0"
 @dataclass
 class CheckResult:
     id: str
-    status: str
+    status: Status
     claim: str
     message: str
     kind: str = "correctness"
@@ -52,12 +53,12 @@ class Report:
     target: str
     checks: list[CheckResult]
     seed: int = 0
-    adapter: dict = field(default_factory=dict)
+    adapter: Adapter = field(default_factory=Adapter)
     student_output: str = ""
-    diagnosis: dict | None = None  # the identified mistake (harness.engine.diagnosis), None when nothing failed
+    diagnosis: Diagnosis | None = None  # the identified mistake (harness.engine.diagnosis), None when nothing failed
     rules_counted: bool = True  # do the lesson's rules count toward `passed`?
-    isolation: dict = field(default_factory=dict)  # what confined the child while it ran
-    leakage: dict | None = None  # influence maps for the picture, when asked for
+    isolation: Isolation | None = None  # what confined the child while it ran (None: no child ran the code)
+    leakage: Leakage | None = None  # influence maps for the picture, when asked for
     not_selected: list[str] = field(default_factory=list)  # checks left out by --only/--skip: not a whole verdict
 
     def counted(self) -> list[CheckResult]:
@@ -67,19 +68,19 @@ class Report:
     def passed(self) -> bool:
         """True only when every counted check ran and passed: a skipped or undecided check is not a verified one."""
         counted = self.counted()
-        return bool(counted) and all(c.status == "pass" for c in counted)
+        return bool(counted) and all(c.status == Status.PASS for c in counted)
 
     @property
     def math_correct(self) -> bool:
         math = [c for c in self.checks if c.kind == "correctness"]
-        return bool(math) and all(c.status == "pass" for c in math)
+        return bool(math) and all(c.status == Status.PASS for c in math)
 
     @property
     def needs_review(self) -> bool:
         """Something mha-check could not decide (cannot tell, a limit, a crash, which file to check): a person
         should look."""
-        return any(c.status == "cannot_tell" for c in self.checks) or bool(self.adapter.get("process")) or \
-            bool(self.adapter.get("review"))
+        return any(c.status == Status.CANNOT_TELL for c in self.checks) or bool(self.adapter.process) or \
+            bool(self.adapter.review)
 
     def __getitem__(self, check_id: str) -> CheckResult:
         for c in self.checks:
@@ -94,20 +95,24 @@ class Report:
         return {"tool": "mha-check", "version": VERSION, "target": self.target, "passed": self.passed,
                 "math_correct": self.math_correct, "rules_counted": self.rules_counted,
                 "needs_review": self.needs_review, "seed": self.seed, "summary": self.summary(),
-                "adapter": self.adapter, "isolation": self.isolation, "checks": [asdict(c) for c in self.checks],
-                "diagnosis": self.diagnosis, "leakage": self.leakage, "student_output": self.student_output,
+                "adapter": self.adapter.to_dict(), "isolation": self.isolation.to_dict() if self.isolation else {},
+                "checks": [asdict(c) for c in self.checks],
+                "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
+                "leakage": self.leakage.to_dict() if self.leakage else None, "student_output": self.student_output,
                 "not_selected": self.not_selected}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
         """The report `to_dict` wrote (a saved --format json report), for renderers that run later."""
         fields = set(CheckResult.__dataclass_fields__)
-        return cls(target=data["target"], checks=[CheckResult(**{k: v for k, v in c.items() if k in fields})
+        return cls(target=data["target"], checks=[CheckResult(**{**{k: v for k, v in c.items() if k in fields},
+                                                              "status": Status(c["status"])})
                                                   for c in data["checks"]],
-                   seed=data.get("seed", 0), adapter=data.get("adapter") or {},
-                   student_output=data.get("student_output") or "", diagnosis=data.get("diagnosis"),
-                   rules_counted=data.get("rules_counted", True), isolation=data.get("isolation") or {},
-                   leakage=data.get("leakage"), not_selected=list(data.get("not_selected") or []))
+                   seed=data.get("seed", 0), adapter=Adapter.from_dict(data.get("adapter")),
+                   student_output=data.get("student_output") or "",
+                   diagnosis=Diagnosis.from_dict(data.get("diagnosis")), rules_counted=data.get("rules_counted", True),
+                   isolation=Isolation.from_dict(data.get("isolation")), leakage=Leakage.from_dict(data.get("leakage")),
+                   not_selected=list(data.get("not_selected") or []))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)

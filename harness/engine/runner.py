@@ -16,22 +16,25 @@ from harness.engine import diagnosis, leakage
 from harness.engine.context import Context
 from harness.engine.mapping import map_help
 from harness.engine.options import Options
+from harness.engine.records import Adapter, Form, Isolation, ProcessEvent
 from harness.engine.report import CheckResult, Report
 from harness.sandbox.pool import single_run
 from harness.sandbox.subject import Subject
-from harness.wire.errors import ENDING_KINDS, PLATFORM_HELP, CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.errors import PLATFORM_HELP, CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.status import Status
 
 MAX_RESTARTS = 3
 LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, only slow, large or loud
-    "time": "make forward faster (no endless loop, no sleep, no work beyond the lesson's layer); where you run "
-            "mha-check yourself, --time-limit gives it longer",
-    "memory": "keep memory to what the lesson's layer needs; where you run mha-check yourself, --memory-mb gives "
-              "it more",
-    "output": "print less, and nothing in forward: what your code writes is kept up to a limit (16 MB)",
-    "disk": "write no files, or only small ones: the folder your code runs in holds the copy of your submission and "
-            "64 MB more",
-    "startup": "nothing in your code: mha-check's own worker could not start (importing torch) on this machine; run "
-               "it again when the machine is less busy, or tell whoever runs mha-check",
+    ChildEnd.TIME: "make forward faster (no endless loop, no sleep, no work beyond the lesson's layer); where you "
+                   "run mha-check yourself, --time-limit gives it longer",
+    ChildEnd.MEMORY: "keep memory to what the lesson's layer needs; where you run mha-check yourself, --memory-mb "
+                     "gives it more",
+    ChildEnd.OUTPUT: "print less, and nothing in forward: what your code writes is kept up to a limit (16 MB)",
+    ChildEnd.DISK: "write no files, or only small ones: the folder your code runs in holds the copy of your "
+                   "submission and 64 MB more",
+    ChildEnd.STARTUP: "nothing in your code: mha-check's own worker could not start (importing torch) on this "
+                      "machine; run it again when the machine is less busy, or tell whoever runs mha-check",
+    ChildEnd.INTERRUPTED: "nothing in your code: mha-check itself was stopped while your code ran; run it again",
 }
 IMPORT_HANG_HELP = ("look for a loop, a sleep, input() or a long computation at module level: code outside functions "
                     "and classes runs on import (keep training and demos under `if __name__ == \"__main__\":`); where "
@@ -84,7 +87,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
         results: dict[str, CheckResult] = {}
         deaths: list[WorkerDied] = []
         for c in selected:
-            if deaths and (deaths[-1].kind in ENDING_KINDS or len(deaths) >= MAX_RESTARTS):
+            if deaths and (deaths[-1].kind.ends_run or len(deaths) >= MAX_RESTARTS):
                 outcome = skipped(f"not run: the process running your code ended ({deaths[-1].kind}) earlier")
             else:
                 try:
@@ -92,11 +95,11 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
                 except WorkerDied as died:
                     outcome = _after_death(died, c, results, ctx, deaths, make_subject, options.debug)
             results[c.id] = CheckResult.of(c, outcome)
-        built = results.get("construct") is not None and results["construct"].status == "pass"
+        built = results.get("construct") is not None and results["construct"].status == Status.PASS
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
                         rules_counted=options.rules, not_selected=_not_selected(selected))
-        report.isolation = ctx.subject.isolation
-        if not deaths or deaths[-1].kind not in ENDING_KINDS:
+        report.isolation = Isolation.from_dict(ctx.subject.isolation)
+        if not deaths or not deaths[-1].kind.ends_run:
             if options.diagnose:
                 report.diagnosis = diagnosis.diagnose(report, ctx)
             if options.leakage_map:
@@ -122,8 +125,8 @@ def not_run(spec: str, message: str, options: Options | None = None, fix: str = 
             result = CheckResult.of(c, failed(message, finding="load:not-run"))
             result.fix = fix or result.fix
         else:
-            need = next((n for n in c.needs if results[n.id].status != "pass"), None)
-            why = need and ("could not be decided" if results[need.id].status == "cannot_tell" else "did not pass")
+            need = next((n for n in c.needs if results[n.id].status != Status.PASS), None)
+            why = need and ("could not be decided" if results[need.id].status == Status.CANNOT_TELL else "did not pass")
             result = CheckResult.of(c, skipped(f"skipped: needs {need.id}, which {why}" if need else
                                                "skipped: there is no module to check"))
         results[c.id] = result
@@ -131,31 +134,29 @@ def not_run(spec: str, message: str, options: Options | None = None, fix: str = 
                   not_selected=_not_selected(list(results)))
 
 
-def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> dict:
+def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> Adapter:
     """How mha-check drove the module: construction, weight mapping, call, protections, process events."""
-    out = {"protections": ctx.subject.protections()}
-    if ctx.subject.loaded is not None:  # which class (or factory) was checked: the target may name only a file
-        out["class"] = ctx.subject.loaded.name
+    construction = None
     if built:  # a constructor that raised was called, but nothing was built: say nothing of "built as"
         try:
-            out["construction"] = ctx.construction(ctx.base)
+            construction = ctx.construction(ctx.base)
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
             pass
-    if ctx.subject.notes:  # what loading left out, also when loading or building then failed
-        out["notes"] = list(ctx.subject.notes)
-    if built and ctx.form.evidence:  # which member of the lesson's family it was checked as, and why
-        out["form"] = {"name": ctx.form.name, "evidence": ctx.form.evidence}
-    if ctx._mapping is not None:
-        out["mapping"] = ctx._mapping.to_dict()
-    if deaths:
-        out["process"] = [{"kind": d.kind, "message": d.message, "ours": d.ours} for d in deaths]
-    return out
+    return Adapter(protections=tuple(ctx.subject.protections()),
+                   # which class (or factory) was checked: the target may name only a file
+                   class_name=ctx.subject.loaded.name if ctx.subject.loaded is not None else None,
+                   construction=construction,
+                   notes=tuple(ctx.subject.notes),  # what loading left out, also when loading or building then failed
+                   # which member of the lesson's family it was checked as, and why
+                   form=Form(ctx.form.name, ctx.form.evidence) if built and ctx.form.evidence else None,
+                   mapping=ctx._mapping.to_dict() if ctx._mapping is not None else None,
+                   process=tuple(ProcessEvent.of(d) for d in deaths))
 
 
 def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
     for need in c.needs:
         got = results.get(need.id)
-        if got is None or (got.status != "pass" and not got.details.get("usable")):  # usable: failed, measurable
+        if got is None or (got.status != Status.PASS and not got.details.get("usable")):  # usable: failed, measurable
             return skipped("skipped: needs " + _chain(need, results))
     if c.weights:
         proof = ctx.mapping
@@ -182,12 +183,12 @@ def _chain(need: Check, results: dict) -> str:
     """"output-shape, which needs contiguity, which did not pass": down to the check that really stopped it, so that a
     skip never points only at another skip."""
     got = results.get(need.id)
-    if got is not None and got.status == "skip":
-        below = next((n for n in need.needs if results.get(n.id) is not None and results[n.id].status != "pass"),
+    if got is not None and got.status == Status.SKIP:
+        below = next((n for n in need.needs if results.get(n.id) is not None and results[n.id].status != Status.PASS),
                      None)
         if below is not None:
             return f"{need.id}, which needs {_chain(below, results)}"
-    why = "could not be decided" if got is not None and got.status == "cannot_tell" else "did not pass"
+    why = "could not be decided" if got is not None and got.status == Status.CANNOT_TELL else "did not pass"
     return f"{need.id}, which {why}"
 
 
@@ -219,25 +220,25 @@ def _after_death(died: WorkerDied, c: Check, results: dict, ctx: Context, deaths
     killed by a sent signal (see harness.wire.errors) runs the check once more in the fresh child: a kill from outside
     is not the code's doing, and one the code sends itself happens again."""
     deaths.append(died)
-    if died.kind in ENDING_KINDS or len(deaths) >= MAX_RESTARTS:
+    if died.kind.ends_run or len(deaths) >= MAX_RESTARTS:
         return _death(died)
     _restart(ctx, make_subject)
-    if died.kind != "killed":
+    if died.kind is not ChildEnd.KILLED:
         return _death(died)
     try:
         outcome = _blocked(c, results, ctx) or _guarded(c, ctx, debug)
     except WorkerDied as again:
-        if again.kind == "killed":
-            again = WorkerDied("killed", f"{again.message}, and again when the check was run once more in a fresh "
-                                         "process: it happens every time, so your code causes it (it signals its own "
-                                         "process, or uses more memory than the machine allows and the kernel's "
-                                         "out-of-memory killer stops it)")
+        if again.kind is ChildEnd.KILLED:
+            again = WorkerDied(ChildEnd.KILLED, f"{again.message}, and again when the check was run once more in a "
+                                                "fresh process: it happens every time, so your code causes it (it "
+                                                "signals its own process, or uses more memory than the machine allows "
+                                                "and the kernel's out-of-memory killer stops it)")
         deaths.append(again)
-        if again.kind not in ENDING_KINDS and len(deaths) < MAX_RESTARTS:
+        if not again.kind.ends_run and len(deaths) < MAX_RESTARTS:
             _restart(ctx, make_subject)
         return _death(again)
-    deaths[-1] = WorkerDied("killed-outside", f"{died.message}; not held against your code: run once more in a fresh "
-                                              f"process, the check gave the result shown")
+    deaths[-1] = WorkerDied(ChildEnd.KILLED_OUTSIDE, f"{died.message}; not held against your code: run once more "
+                                                     "in a fresh process, the check gave the result shown")
     return outcome
 
 
@@ -250,7 +251,7 @@ def _restart(ctx: Context, make_subject) -> None:
 
 def _death(died: WorkerDied) -> Outcome:
     if died.ours:  # one of our limits: the code may be right, only slow or large
-        if died.kind == "time" and died.op == "load":  # a hang at import, never "make forward faster"
+        if died.kind is ChildEnd.TIME and died.op == "load":  # a hang at import, never "make forward faster"
             return cannot_tell(died.message, help=IMPORT_HANG_HELP, process=died.kind, stage="import")
-        return cannot_tell(died.message, help=LIMIT_HELP.get(died.kind, LIMIT_HELP["time"]), process=died.kind)
+        return cannot_tell(died.message, help=LIMIT_HELP.get(died.kind, LIMIT_HELP[ChildEnd.TIME]), process=died.kind)
     return failed(died.message, process=died.kind)

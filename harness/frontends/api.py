@@ -7,7 +7,7 @@
     report = check(my_attn)            # an nn.Module instance: checked through its class (see below)
     report                             # the text report; in Jupyter an HTML table
     report.passed                      # True only when every check ran and passed
-    report["causal-leakage"].status    # "pass", "fail", "error" or "skip"; .message, .fix, .config, ...
+    report["causal-leakage"].status    # a Status: "pass", "fail", "cannot_tell" or "skip"; .message, .fix, ...
     report.to_dict(), report.to_json() # the JSON report of `mha-check --format json`
 
 Options: `only=`/`skip=` (check ids, a list or "a,b"), `seed=`, `examples=`, `args={"name": value}` (the command
@@ -78,8 +78,9 @@ class NotebookReport(Report):
     """A `Report` that shows itself: `repr()` is the text report, `_repr_html_` a table for Jupyter.
 
     Everything of `Report` works unchanged: `.passed`, `report["check-id"]` (a `CheckResult`), `.checks`,
-    `.summary()`, `.to_dict()`, `.to_json()`, `.to_text(verbose=True)`, `.diagnosis`.  `notes` says how the target
-    reached the child (e.g. "checked through its class") and what could not be carried over.
+    `.summary()`, `.to_dict()`, `.to_json()`, `.to_text(verbose=True)`, `.diagnosis` (a record: `.mutant`, `.title`,
+    `.fix`, `.at`; None when nothing failed).  `notes` says how the target reached the child (e.g. "checked through
+    its class") and what could not be carried over.
     """
 
     notes: list[str]
@@ -93,7 +94,7 @@ class NotebookReport(Report):
 
     def _own_notes(self) -> list[str]:
         """The notes the report itself does not already show (a notebook's loading notes are in both)."""
-        shown = (self.adapter or {}).get("notes", [])
+        shown = self.adapter.notes
         return [n for n in getattr(self, "notes", []) if n not in shown]
 
     def __repr__(self) -> str:
@@ -438,7 +439,7 @@ def check(target, *, only=None, skip=None, seed: int = 0, examples: int = 6, arg
         name = getattr(target, "__qualname__", None) or type(target).__name__  # our limit: the code is not wrong
         return NotebookReport.from_report(not_run(name, str(e), options, fix=SOURCE_HELP, ours=True))
     report.target = resolved.display
-    loading = [n for n in report.adapter.get("notes", []) if n not in resolved.notes]  # a notebook's cells
+    loading = [n for n in report.adapter.notes if n not in resolved.notes]  # a notebook's cells
     return NotebookReport.from_report(report, resolved.notes + loading, resolved.source)
 
 
@@ -454,9 +455,9 @@ def plot_leakage(target, path, heads: bool = True, *, seed: int = 0, args: dict 
             maps = leakage.maps_or_error(Context(subject, seed), heads)
         finally:
             subject.close()
-    if "error" in maps:
-        return {"path": None, "error": maps["error"]}
+    if maps.error:
+        return {"path": None, "error": maps.error}
     headline = plot.draw(maps, path, title=resolved.display)
-    return {"path": str(path), "headline": headline, "config": maps["config"], "notes": maps["notes"],
-            "panels": [{k: v for k, v in p.items() if k != "G"} for p in maps["panels"]]}
+    return {"path": str(path), "headline": headline, "config": maps.config, "notes": list(maps.notes),
+            "panels": [{k: v for k, v in p.to_dict().items() if k != "G"} for p in maps.panels]}
 

@@ -47,7 +47,6 @@ MOODLE = re.compile(r"(?P<student>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[
 BLACKBOARD = re.compile(r"(?P<head>.+?)_attempt_(?P<date>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)(?:_(?P<file>.+)|(?P<receipt>"
                         r"\.txt))", re.S)
 RECEIPT_NAME = re.compile(r"^Name:[^\n(]*\((?P<user>[^)\n]+)\)", re.M)
-GRADESCOPE_FOLDER = re.compile(r"submission_\d+")
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from harness.frontends.writing import reason
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
 from harness.sandbox.template import Template
+from harness.wire.errors import ChildEnd
 
 LIFE_CYCLE = ("Nothing in --out is replaced without saying so: grading into a folder that holds an earlier batch's "
               "summary or reports is refused (status 2) unless --resume, --only or --overwrite says what to do with "
@@ -238,7 +239,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
             folders = {name: f for name, f in folders.items() if name not in {r["submission"] for r in files.kept}}
 
         def seal(name: str, result: dict) -> str:  # a report mha-check could not grade is not resumed: no stamp
-            unsure = "grader error" in result["row"].get("process", "")
+            unsure = ChildEnd.GRADER_ERROR in result["row"].get("process", "")
             return result["text"] if unsure else stamper.seal(name, digests.get(name), result["row"], result["text"])
 
         args.began = True
@@ -279,7 +280,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     everyone = resumed + rows
     passed = sum(1 for r in everyone if r.get("passed") is True)
     review = sum(1 for r in everyone if r.get("needs_review") is True)
-    lost = sum(1 for r in rows if "grader error" in r.get("process", ""))
+    lost = sum(1 for r in rows if ChildEnd.GRADER_ERROR in r.get("process", ""))
     if lost:
         print(f"mha-check grade: warning: {lost} submission{'s' * (lost != 1)} could not be graded because "
               f"mha-check's own grading processes kept failing (see the process column of {summary}); grade "

@@ -13,8 +13,10 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
+from dataclasses import replace
 from pathlib import Path
 
+from harness.engine.records import ProcessEvent
 from harness.engine.runner import not_run
 from harness.frontends import grader, stopping
 from harness.frontends.batch_files import BatchFiles
@@ -132,7 +134,7 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
                     e, BrokenProcessPool) else str(e)
                 report = not_run(f"{name}/?", f"mha-check could not grade this submission: {why}",
                                  options["run"], fix="grade this submission again", ours=True)
-                report.adapter["process"] = [{"kind": "grader error", "message": why, "ours": True}]
+                report.adapter = replace(report.adapter, process=(ProcessEvent.grader_error(why),))
                 result = grader.graded(name, None, report, options, 0.0)
             result["name"] = result["row"]["submission"] = name  # the student, not the folder's name (Moodle's)
             text = seal(name, result) if seal else result["text"]

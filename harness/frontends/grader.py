@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import replace
 
 from harness.engine import instructor
+from harness.engine.records import ProcessEvent
 from harness.engine.report import Report
 from harness.engine.runner import Options, not_run, run_checks
 from harness.frontends.pick import Pick
@@ -22,6 +24,7 @@ from harness.sandbox import limits as sandbox
 from harness.sandbox import syscalls as linux
 from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
 from harness.sandbox.template import META_ZYGOTE
+from harness.wire.errors import ChildEnd
 from harness.wire.target import Target
 
 
@@ -72,7 +75,7 @@ class Grader:
         if spec is None:
             report = not_run(f"{name}/?", pick.problem, run, fix=options.get("missing_fix", ""))
             if pick.review:
-                report.adapter["review"] = [pick.problem]
+                report.adapter = replace(report.adapter, review=(pick.problem,))
         else:
             for _attempt in (1, 2):  # a dead zygote is replaced, a child killed before its confinement started
                 # again: graded once more; twice, the row says mha-check could not grade it (never the student's)
@@ -90,17 +93,17 @@ class Grader:
                     self.drop_meta_zygote()
                     report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
                                      run, fix="grade this submission again", ours=True)
-                    report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+                    report.adapter = replace(report.adapter, process=(ProcessEvent.grader_error(str(e)),))
                 except isolation.IsolationFailed as e:  # a child killed from outside before it was confined
                     report = not_run(spec, f"mha-check could not start a confined process for this submission "
                                            f"twice ({e})", run,
                                      fix="grade this submission again", ours=True)
-                    report.adapter["process"] = [{"kind": "grader error", "message": str(e), "ours": True}]
+                    report.adapter = replace(report.adapter, process=(ProcessEvent.grader_error(str(e)),))
         suite = options.get("tests")
         if suite:
             self.instructor_tests(report, suite, spec, folder, options, limits, pick)
         if pick.note:
-            report.adapter["notes"] = [pick.note, *report.adapter.get("notes", [])]
+            report.adapter = replace(report.adapter, notes=(pick.note, *report.adapter.notes))
         return graded(name, spec, report, options, time.monotonic() - started)
 
     def instructor_tests(self, report: Report, suite, spec: str | None, folder: str, options: dict,
@@ -110,7 +113,7 @@ class Grader:
         if spec is None:
             instructor.not_run(report, suite, pick.problem, ours=False)
             return
-        if "grader error" in "; ".join(p.get("kind", "") for p in report.adapter.get("process", [])):
+        if any(p.kind is ChildEnd.GRADER_ERROR for p in report.adapter.process):
             instructor.not_run(report, suite, "mha-check's grading process broke on this submission", ours=True)
             return
         run: Options = options["run"]
@@ -184,10 +187,10 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
     return {"name": name, "text": formats.render(report, options["format"], rubric),
             "row": {"submission": name, "target": _checked(spec, report), "passed": report.passed,
                     "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
-                    "diagnosis": (report.diagnosis or {}).get("mutant") or "",
-                    "process": "; ".join(p["kind"] for p in report.adapter.get("process", [])),
-                    "isolation": "; ".join(report.isolation.get("short_of_policy", ())) or (
-                        "full" if report.isolation else ""),  # what of the confinement policy was missing
+                    "diagnosis": (report.diagnosis.mutant or "") if report.diagnosis else "",
+                    "process": "; ".join(p.kind for p in report.adapter.process),
+                    "isolation": ("; ".join(report.isolation.short_of_policy) or "full") if report.isolation else "",
+                    # what of the confinement policy was missing
                     "seconds": round(seconds, 2),
                     **{c.id: c.status for c in report.checks}}}
 
@@ -195,7 +198,7 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
 def _checked(spec: str | None, report: Report) -> str:
     """The summary's target: the file, and the class that was checked in it (a spec without a class is completed
     with the class mha-check found there, so that a wrong pick shows in the summary)."""
-    found = report.adapter.get("class")
+    found = report.adapter.class_name
     if not spec or not found or Target.parse(spec).name:
         return spec or ""
     return str(Target(Target.parse(spec).where, found))

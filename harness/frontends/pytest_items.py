@@ -11,6 +11,7 @@ from harness.engine.runner import select
 from harness.frontends.api import NotebookReport, check
 from harness.frontends.options import ids
 from harness.render import text, view
+from harness.wire.status import Status
 
 _REPORTS = pytest.StashKey[dict]()  # the session's reports, by target and options
 
@@ -66,7 +67,7 @@ class MhaCheckItem(pytest.Item):
         report = run(config, self.parent.target, **options)
         self.user_properties.append(("mha_check_target", report.target))
         result = report[self.check_id]
-        if result.status == "pass":
+        if result.status == Status.PASS:
             return
         raise MhaCheckFailure(_failure_text(report, result))  # skipped or undecided is not verified: not a pass
 
@@ -95,7 +96,7 @@ def _failure_text(report, result) -> str:
             out.append("this check fails because of it:")
     line.follows_root = False  # here the check's own detail is wanted
     out += text.check_lines(line, len(line.id), verbose=True, colour=False)
-    if line.status != "fail":
+    if line.status != Status.FAIL:
         out.append("  (not verified, so not a pass: " + ("mha-check could not decide it" if
-                                                         line.status == "cannot_tell" else "it was skipped") + ")")
+                                                         line.status == Status.CANNOT_TELL else "it was skipped") + ")")
     return "\n".join(out)

@@ -17,6 +17,7 @@ import sys
 
 from harness.engine.report import Report
 from harness.render import formats, text, view
+from harness.wire.status import Status
 
 
 def _load(path: str, parser: argparse.ArgumentParser) -> Report:
@@ -33,7 +34,8 @@ def one_check(report: Report, check_id: str) -> tuple[bool, str]:
     """(passed, what to print) for one check of the report."""
     shown = view.build(report)
     line = next(ln for ln in shown.lines if ln.id == check_id)
-    words = {"pass": "PASS", "fail": "FAIL", "cannot_tell": "COULD NOT BE DECIDED", "skip": "NOT VERIFIED"}
+    words = {Status.PASS: "PASS", Status.FAIL: "FAIL", Status.CANNOT_TELL: "COULD NOT BE DECIDED",
+             Status.SKIP: "NOT VERIFIED"}
     return line.passed, f"{words[line.status]} {line.id}: {line.claim}\n\n{formats.detail(line, shown.root)}"
 
 

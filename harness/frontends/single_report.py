@@ -65,9 +65,9 @@ def _colour(fmt: str, output: str | None) -> bool:
 
 
 def _plot(report, path: str) -> str:
-    maps = report.leakage or {}
-    if "panels" not in maps:
-        message = f"no leakage plot: {maps.get('error', 'the map could not be measured')}"
+    maps = report.leakage
+    if maps is None or maps.error:
+        message = f"no leakage plot: {maps.error if maps else 'the map could not be measured'}"
         print(message, file=sys.stderr)
         return ""
     headline = draw(maps, path, title=report.target)

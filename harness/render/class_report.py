@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from harness.engine.report import STATUSES as STATUS_VALUES
+from harness.wire.status import Status
 from harness.render.html import STATUS_COLOURS
 from harness.render.view import LABELS, clean
 
@@ -136,7 +137,7 @@ def _why(row: dict, statuses: dict[str, str]) -> str:
     if row.get("not_graded"):
         return str(row["not_graded"])
     parts = []
-    undecided = [c for c, s in statuses.items() if s == "cannot_tell"]
+    undecided = [c for c, s in statuses.items() if s == Status.CANNOT_TELL]
     if undecided:
         parts.append("cannot tell: " + ", ".join(undecided))
     if row.get("process"):

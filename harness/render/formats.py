@@ -10,6 +10,7 @@ import re
 
 from harness.render import text, view
 from harness.render.rubric import Rubric, score
+from harness.wire.status import Status
 
 FORMATS = ("text", "json", "gradescope", "prairielearn", "junit")
 PL_OUTPUT_LIMIT = 64_000  # characters of the student's printed output kept (PrairieLearn takes results up to 1 MB)
@@ -21,17 +22,17 @@ def detail(line: view.CheckLine, root: view.RootCause | None, finding=str) -> st
     """One check's text for a grader's page (Markdown): what it found, and for a failure the fix.  `finding` makes
     the finding, which may hold the student's words (an exception message), fit the page (`literal` for Markdown)."""
     parts = [finding(line.text)]
-    if line.status == "fail":
+    if line.status == Status.FAIL:
         if line.follows_root and root:
             parts.append(f"This follows from the root cause: **{root.title}**.")
         if line.config:
             parts.append("Smallest failing configuration: " + line.config)
         if line.fix:
             parts.append("Fix: " + line.fix)
-    elif line.status == "cannot_tell":
+    elif line.status == Status.CANNOT_TELL:
         parts.append("mha-check could not decide this. " + (f"What would help: {line.help}"
                                                                             if line.help else ""))
-    elif line.status == "skip":
+    elif line.status == Status.SKIP:
         parts.append("Not verified, so no points for it.")
     return "\n\n".join(p for p in parts if p)
 
@@ -104,9 +105,9 @@ def staff_isolation(report) -> dict:
     """What confined the child, for graders only: Gradescope keeps `extra_data` and PrairieLearn any field beyond
     the ones its results element renders, neither shows them to students.  A report without an isolation block
     (nothing ran: no file to check) says so."""
-    block = report.isolation or {}
-    if not block:
+    if report.isolation is None:
         return {"summary": "no process ran this submission's code", "full_policy": True}
+    block = report.isolation.to_dict()
     return {k: block[k] for k in STAFF_ISOLATION if k in block}
 
 
@@ -174,7 +175,7 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
     rubric = rubric or Rubric()
     construct = next((c for c in report.checks if c.id == "construct"), None)
     finding = (construct.details or {}).get("finding") if construct is not None else None
-    if finding in NOT_GRADABLE and construct.status in ("fail", "cannot_tell"):
+    if finding in NOT_GRADABLE and construct.status in (Status.FAIL, Status.CANNOT_TELL):
         what, todo = NOT_GRADABLE[finding]
         return {"gradable": False, "format_errors": [_pl_text(construct.message)],
                 "message": _pl_text(f"Not graded: {what}.\n\n{construct.message}\n\n{todo}"),
@@ -194,7 +195,7 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
             f"{len(hidden)} checks that count toward the score and are not shown"
         tests.append({"name": "hidden checks", "description": words,
                       "points": float(sum(rubric.points_for(c.id) for c in report.checks
-                                          if c.id in hidden and c.id in counted and c.status == "pass")),
+                                          if c.id in hidden and c.id in counted and c.status == Status.PASS)),
                       "max_points": float(sum(rubric.points_for(c) for c in hidden if c in counted)),
                       "message": f"The points of {words}.", "output": ""})
         summary.append(f"{words} (the test \"hidden checks\").")
@@ -226,18 +227,18 @@ def quoteattr(text: str) -> str:
 def junit(report, rubric: Rubric | None = None) -> str:
     """JUnit XML, one testcase per check: a failure for fail and for skip (not verified), an error for cannot tell."""
     lines_ = view.build(report).lines
-    failures = sum(ln.status in ("fail", "skip") for ln in lines_)
-    errors = sum(ln.status == "cannot_tell" for ln in lines_)
+    failures = sum(ln.status in (Status.FAIL, Status.SKIP) for ln in lines_)
+    errors = sum(ln.status == Status.CANNOT_TELL for ln in lines_)
     name = quoteattr(f"mha-check {report.target}")
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            f'<testsuite name={name} tests="{len(lines_)}" failures="{failures}" errors="{errors}" skipped="0">']
     for line in lines_:
         out.append(f'  <testcase classname="mha-check.{line.kind}" name={quoteattr(line.id)}>')
-        if line.status in ("fail", "skip"):
-            kind = "failure" if line.status == "fail" else "not-verified"
+        if line.status in (Status.FAIL, Status.SKIP):
+            kind = "failure" if line.status == Status.FAIL else "not-verified"
             out.append(f"    <failure type={quoteattr(kind)} message={quoteattr(line.text[:500])}>"
                        f"{escape(detail(line, None))}</failure>")
-        elif line.status == "cannot_tell":
+        elif line.status == Status.CANNOT_TELL:
             out.append(f'    <error type="cannot-tell" message={quoteattr(line.text[:500])}>'
                        f"{escape(detail(line, None))}</error>")
         out.append("  </testcase>")

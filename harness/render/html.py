@@ -5,19 +5,20 @@ from __future__ import annotations
 import html
 
 from harness.render.view import CheckLine, ReportView
+from harness.wire.status import Status
 
-STATUS_COLOURS = {"pass": "#1a7f37", "fail": "#cf222e", "cannot_tell": "#bc4c00", "skip": "#6e7781"}
+STATUS_COLOURS = {Status.PASS: "#1a7f37", Status.FAIL: "#cf222e", Status.CANNOT_TELL: "#bc4c00", Status.SKIP: "#6e7781"}
 
 
 def _row(line: CheckLine) -> str:
     e = html.escape
     cell = [e(line.text)]
-    if line.status == "fail":
+    if line.status == Status.FAIL:
         for name, value in (("smallest failing configuration", line.config), ("observed", line.observed),
                             ("fix", line.fix)):
             if value:
                 cell.append(f"<br><small>{name}: <code>{e(value)}</code></small>")
-    elif line.status == "cannot_tell" and line.help:
+    elif line.status == Status.CANNOT_TELL and line.help:
         cell.append(f"<br><small>what would help: {e(line.help)}</small>")
     colour = STATUS_COLOURS.get(line.status, "#000")
     return (f'<tr><td style="text-align:left"><code>{e(line.id)}</code></td>'
@@ -27,7 +28,7 @@ def _row(line: CheckLine) -> str:
 
 def render(view: ReportView, notes: list[str] = ()) -> str:
     e = html.escape
-    colour = STATUS_COLOURS["pass" if view.passed else "fail"]
+    colour = STATUS_COLOURS[Status.PASS if view.passed else Status.FAIL]
     out = [f'<div class="mha-check-report"><p><b>mha-check</b> <code>{e(view.target)}</code>: '
            f'<b style="color:{colour}">{e(view.verdict)}</b></p>']
     r = view.root
@@ -36,8 +37,8 @@ def render(view: ReportView, notes: list[str] = ()) -> str:
                 ("you wrote", f"<code>{e(r.code)}</code>" if r.code else ""),
                 ("fix", f"<code>{e(r.fix)}</code>" if r.fix_is_code else e(r.fix)),
                 ("what happens", e(r.symptom)), ("how we know", e(r.evidence))]
-        follows = "".join(f'<li><b style="color:{STATUS_COLOURS["fail"]}">{e(ln.label)}</b> <code>{e(ln.id)}</code>: '
-                          f"{e(ln.text)}</li>" for ln in view.follows)
+        follows = "".join(f'<li><b style="color:{STATUS_COLOURS[Status.FAIL]}">{e(ln.label)}</b> '
+                          f"<code>{e(ln.id)}</code>: {e(ln.text)}</li>" for ln in view.follows)
         out.append(f"<p><b>Root cause:</b> {e(r.title)}<br>"
                    + "<br>".join(f"{name}: {value}" for name, value in rows if value)
                    + (f"</p><p>It makes {len(view.follows)} check{'s' if len(view.follows) != 1 else ''} fail:</p>"

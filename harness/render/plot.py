@@ -31,32 +31,32 @@ def require_matplotlib():
     return Figure, FigureCanvasAgg
 
 
-def finding(maps: dict) -> str:
-    """The picture's headline: what its pattern means."""
-    module = maps["panels"][0]
-    if module["G"] is None:
+def finding(maps) -> str:
+    """The picture's headline: what its pattern means (`maps`: a report's Leakage, harness.engine.leakage)."""
+    module = maps.panels[0]
+    if module.G is None:
         return "no gradient: the output is not connected to the input"
-    leaky = [p["label"] for p in maps["panels"] if p["leaks"]]
+    leaky = [p.label for p in maps.panels if p.leaks]
     if leaky:
         return "LEAK: " + ", ".join(leaky) + " depend" + ("s" if len(leaky) == 1 else "") + \
                " on future tokens (red boxes above the blue boundary)"
-    dead = [p["label"] for p in maps["panels"] if p["dead"]]
+    dead = [p.label for p in maps.panels if p.dead]
     if dead:
         return "no leak, but some allowed tokens have no influence in " + ", ".join(dead) + " (orange boxes)"
     return "causal: every output depends on all earlier tokens and on no later one"
 
 
-def draw(maps: dict, path, title: str = "") -> str:
+def draw(maps, path, title: str = "") -> str:
     """Draw the maps to `path` (PNG, or any format matplotlib infers from the suffix)."""
     Figure, FigureCanvasAgg = require_matplotlib()
     from matplotlib import colormaps  # noqa: PLC0415 - matplotlib is optional
     from matplotlib.lines import Line2D  # noqa: PLC0415
     from matplotlib.patches import Patch, Polygon, Rectangle  # noqa: PLC0415
 
-    panels = maps["panels"]
-    cfg = maps["config"]
+    panels = maps.panels
+    cfg = maps.config
     n = cfg["n"]
-    values = [np.asarray(p["G"], dtype=float) for p in panels if p["G"] is not None]
+    values = [np.asarray(p.G, dtype=float) for p in panels if p.G is not None]
     positive = np.concatenate([v[np.isfinite(v) & (v > 0)].ravel() / max(float(np.nanmax(v[np.isfinite(v)])), 1e-300)
                                for v in values]) if values else np.array([])
     vmin = max(-17.0, float(np.floor(np.log10(positive.min()))) - 0.5) if positive.size else -16.0
@@ -71,18 +71,18 @@ def draw(maps: dict, path, title: str = "") -> str:
     fig.subplots_adjust(left=0.5 / (3.5 * k + 1.2) + 0.03, right=0.93, bottom=0.2, top=0.83, wspace=0.35)
     image = None
     for ax, p in zip(axes, panels):
-        ax.set_title(f"{p['label']}\n{p['verdict']}", fontsize=9,
-                     color=LEAK if p["leaks"] else ("#bc4c00" if p["dead"] else "#1a7f37"))
+        ax.set_title(f"{p.label}\n{p.verdict}", fontsize=9,
+                     color=LEAK if p.leaks else ("#bc4c00" if p.dead else "#1a7f37"))
         ax.set_xlabel("input position s")
         ax.set_ylabel("output position t")
         ax.set_xticks(range(n))
         ax.set_yticks(range(n))
         ax.set_xlim(-0.5, n - 0.5)
         ax.set_ylim(n - 0.5, -0.5)
-        if p["G"] is None:
+        if p.G is None:
             ax.text((n - 1) / 2, (n - 1) / 2, "no gradient", ha="center", va="center", color="#cf222e")
             continue
-        G = np.asarray(p["G"], dtype=float)
+        G = np.asarray(p.G, dtype=float)
         finite = np.isfinite(G)
         scale = float(G[finite].max()) if finite.any() else 1.0
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -119,7 +119,7 @@ def draw(maps: dict, path, title: str = "") -> str:
               Patch(facecolor="none", edgecolor=DEAD, linewidth=2.0, linestyle="--",
                     label="allowed, no influence")]
     fig.legend(handles=legend, loc="lower center", ncol=4, fontsize=7, frameon=False)
-    if maps.get("notes"):
-        fig.text(0.01, 0.01, "; ".join(maps["notes"]), fontsize=7, color="#57606a", va="bottom")
+    if maps.notes:
+        fig.text(0.01, 0.01, "; ".join(maps.notes), fontsize=7, color="#57606a", va="bottom")
     fig.savefig(path)
     return headline

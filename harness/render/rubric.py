@@ -36,6 +36,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from harness.wire.status import Status
+
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
 
@@ -139,5 +141,5 @@ def _visibility(value, path, where) -> str:
 def score(report, rubric: Rubric) -> tuple[float, float]:
     """(points earned, points possible): points only for passed checks, every counted check in the total."""
     counted = [c for c in report.checks if c.kind != "rule" or rubric.rules]
-    return (float(sum(rubric.points_for(c.id) for c in counted if c.status == "pass")),
+    return (float(sum(rubric.points_for(c.id) for c in counted if c.status == Status.PASS)),
             float(sum(rubric.points_for(c.id) for c in counted)))

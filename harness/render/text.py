@@ -20,6 +20,7 @@ import sys
 import textwrap
 
 from harness.render.view import CheckLine, ReportView
+from harness.wire.status import Status
 
 WIDTH = 100  # the teaching pages (explain, trace), projected in a class
 REPORT_WIDTH = 80  # a report's width when its reader's terminal is not known: an 80x30 terminal shows it whole
@@ -38,7 +39,7 @@ def terminal_width(stream=None) -> int:
         return REPORT_WIDTH
     columns = shutil.get_terminal_size((REPORT_WIDTH, 30)).columns
     return max(REPORT_WIDTH, min(MAX_WIDTH, columns))
-COLOURS = {"pass": "32", "fail": "31", "cannot_tell": "33", "skip": "90"}
+COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.CANNOT_TELL: "33", Status.SKIP: "90"}
 
 
 def _paint(text: str, status: str, colour: bool) -> str:
@@ -173,12 +174,12 @@ def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool, cols: 
         out = wrap(line.claim, indent, lead, cols)
     else:
         out = wrap(line.text, indent, lead, cols)
-        if line.status == "fail":
+        if line.status == Status.FAIL:
             for name, value in (("smallest failing configuration", line.config), ("observed", line.observed),
                                 ("why it matters", line.why if verbose else ""), ("fix", line.fix)):
                 if value:
                     out += wrap(f"{name}: {value}", indent + "  ", indent, cols)
-        elif line.status == "cannot_tell" and line.help:
+        elif line.status == Status.CANNOT_TELL and line.help:
             out += wrap(f"what would help: {line.help}", indent + "  ", indent, cols)
     out = head + out
     out[0] = out[0].replace(line.label, _paint(line.label, line.status, colour), 1)
@@ -196,7 +197,7 @@ def _grouped(lines: list[CheckLine], colour: bool, cols: int) -> list[str]:
         lead = f"  {label:<10} "
         indent = " " * len(lead)
         ids = ", ".join(m.id for m in members)
-        if status == "skip" and not help_ and len(f"{lead}{ids} ({text})") <= cols:  # a short skip: one line
+        if status == Status.SKIP and not help_ and len(f"{lead}{ids} ({text})") <= cols:  # a short skip: one line
             out.append(f"{lead}{ids} ({text})".replace(label, _paint(label, status, colour), 1))
             continue
         head = wrap(ids, indent, lead, cols)
@@ -210,9 +211,9 @@ def _grouped(lines: list[CheckLine], colour: bool, cols: int) -> list[str]:
 def _section(lines: list[CheckLine], width: int, all_passed: bool, colour: bool, cols: int) -> list[str]:
     out = []
     for ln in lines:
-        if ln.status == "fail" or (ln.passed and all_passed):
+        if ln.status == Status.FAIL or (ln.passed and all_passed):
             out += check_lines(ln, width, False, colour, cols)
-    out += _grouped([ln for ln in lines if ln.status in ("cannot_tell", "skip")], colour, cols)
+    out += _grouped([ln for ln in lines if ln.status in (Status.CANNOT_TELL, Status.SKIP)], colour, cols)
     passed = [ln.id for ln in lines if ln.passed]
     if passed and not all_passed:
         lead = f"  {'PASS':<10} "

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from harness import OUTPUT_CUT_MARK
 from harness.wire import raised
 from harness.wire.config import Config
+from harness.wire.status import Status
 from harness.wire.target import Target
 
-LABELS = {"pass": "PASS", "fail": "FAIL", "cannot_tell": "CAN'T TELL", "skip": "SKIP"}
+LABELS = {Status.PASS: "PASS", Status.FAIL: "FAIL", Status.CANNOT_TELL: "CAN'T TELL", Status.SKIP: "SKIP"}
 ROLE_WORDS = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k", "bv": "b_v",
               "bo": "b_o"}
 
@@ -28,7 +29,7 @@ ROLE_WORDS = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "
 class CheckLine:
     id: str
     kind: str
-    status: str
+    status: Status
     label: str
     text: str  # the finding (or the claim, for a pass)
     claim: str
@@ -41,7 +42,7 @@ class CheckLine:
 
     @property
     def passed(self) -> bool:
-        return self.status == "pass"
+        return self.status == Status.PASS
 
 
 @dataclass
@@ -91,9 +92,10 @@ class ReportView:
                 if any(not ln.follows_root for ln in lines)]
 
 
-def mapping_words(adapter: dict) -> str:
-    """mha-check's reading of the student's parameters, for a student: no arrows, no internal ids."""
-    mapping = adapter.get("mapping") or {}
+def mapping_words(adapter) -> str:
+    """mha-check's reading of the student's parameters (the adapter's mapping), for a student: no arrows, no
+    internal ids."""
+    mapping = adapter.mapping or {}
     layout = mapping.get("layout") or {}
     if not layout:  # and how forward was called without a proof (engine/unproven_call), in the note
         problem = mapping.get("problem")
@@ -190,15 +192,15 @@ def unnamed(text: str, hidden) -> str:
 
 
 def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLine:
-    follows = root is not None and c.status == "fail" and c.id in root.follows
+    follows = root is not None and c.status == Status.FAIL and c.id in root.follows
     text = c.message or c.claim
-    if c.status == "skip":  # the engine's words name the check it needs (failed and cannot-tell messages are
+    if c.status == Status.SKIP:  # the engine's words name the check it needs (failed and cannot-tell messages are
         # the checks' own findings, and a hidden check's name in them would be a student's word)
         text = unnamed(text, hidden)
     help_ = clean(c.help)
     if root is not None and help_:  # one thing to do first, not a second, contradicting fix
         help_ = f"fix the root cause above first; if this is still undecided then: {help_}"
-    claim = c.message if c.status == "pass" and (c.details.get("form") or c.message.startswith(NOT_APPLICABLE)) \
+    claim = c.message if c.status == Status.PASS and (c.details.get("form") or c.message.startswith(NOT_APPLICABLE)) \
         else c.claim  # judged as the layer's form (a single head), or not at all (no KV cache): what was judged, or
     # why the claim does not apply, in place of a claim the report would otherwise seem to have checked
     return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), clean(claim), _config_text(c.config),
@@ -216,16 +218,16 @@ def crash(report, hidden: frozenset = frozenset()) -> str:
     """"FAIL: your code raised AttributeError at typo.py:38: ...; did you mean 'W_query'?" when the student's code
     raised while being imported, built or called and no known mistake explains it (one that does is the root cause,
     said first); "" otherwise.  Read from the failing check's `raised` record (see harness.wire.raised)."""
-    if (report.diagnosis or {}).get("mutant"):
+    if report.diagnosis is not None and report.diagnosis.named:
         return ""
-    c = next((c for c in report.checks if c.status == "fail" and c.id not in hidden and
+    c = next((c for c in report.checks if c.status == Status.FAIL and c.id not in hidden and
               isinstance(c.details.get("raised"), dict)), None)
     if c is None:
         return ""
     r = raised.Raised(**{k: str(v) for k, v in c.details["raised"].items() if k in raised.Raised.__dataclass_fields__})
     words = r.text if len(r.text) <= CRASH_WORDS else r.text[:CRASH_WORDS].rsplit(" ", 1)[0] + " ..."
     at = where(r.at, report.target) if r.at else ""
-    others = sum(o.status == "fail" and o.id not in hidden and o is not c for o in report.checks)
+    others = sum(o.status == Status.FAIL and o.id not in hidden and o is not c for o in report.checks)
     return clean(f"FAIL: your code raised {r.kind}" + (f" at {at}" if at else "") + f": {words}" +
                  (f"; did you mean '{r.meant}'?" if r.meant else "") +
                  (f" ({others} other check{'s' if others != 1 else ''} also fail{'s' if others == 1 else ''})"
@@ -238,17 +240,17 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
     construct = next((c for c in report.checks if c.id == "construct"), None)
     if crash(report, hidden):
         return crash(report, hidden)
-    if construct is not None and construct.status == "cannot_tell" and construct.details.get("stage") == "import":
+    if construct is not None and construct.status == Status.CANNOT_TELL and construct.details.get("stage") == "import":
         return "CANNOT TELL: " + clean(construct.message).removeprefix("time limit: ")  # a hang at import
-    if construct is not None and construct.status == "fail":
+    if construct is not None and construct.status == Status.FAIL:
         return "FAIL: your file could not be loaded, or your class could not be built (see construct)"
-    if construct is not None and construct.status == "cannot_tell":
+    if construct is not None and construct.status == Status.CANNOT_TELL:
         return "CANNOT TELL: mha-check could not build your class (see construct for what would help)"
     math = [c for c in report.checks if c.kind == "correctness" and c.id not in hidden]
     rules = [c for c in report.checks if c.kind == "rule" and c.id not in hidden]
-    broken_rules = sum(c.status == "fail" for c in rules)
+    broken_rules = sum(c.status == Status.FAIL for c in rules)
     tests = [c for c in report.checks if c.kind == "instructor" and c.id not in hidden]
-    failing_tests = sum(c.status == "fail" for c in tests)
+    failing_tests = sum(c.status == Status.FAIL for c in tests)
     tests_words = f"; {failing_tests} of your instructor's tests fail{'s' if failing_tests == 1 else ''}" \
         if failing_tests else ""
     partial = len(report.not_selected)
@@ -259,16 +261,16 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
         return "PASS: the math is correct" + (" and every lesson rule is followed" if rules and
                                               report.rules_counted else "") + (
             " and your instructor's tests pass" if tests else "")
-    failing_math = sum(c.status == "fail" for c in math)
+    failing_math = sum(c.status == Status.FAIL for c in math)
     rules_words = f"; {broken_rules} lesson rule{'s' if broken_rules != 1 else ''} not followed" if broken_rules \
         else ""
     if failing_math:
         return f"FAIL: {failing_math} check{'s find' if failing_math != 1 else ' finds'} a bug in the math" + \
             rules_words + tests_words
-    if hidden and not any(c.status in ("fail", "cannot_tell", "skip") for c in math + rules + tests):
+    if hidden and not any(c.status in (Status.FAIL, Status.CANNOT_TELL, Status.SKIP) for c in math + rules + tests):
         return "FAIL: every check shown here passes; checks not shown yet count toward the score"
-    if any(c.status == "fail" and c.id in hidden for c in report.counted()):  # never "nothing is wrong" then
-        undecided = s["cannot_tell"] + s["skip"]
+    if any(c.status == Status.FAIL and c.id in hidden for c in report.counted()):  # never "nothing is wrong" then
+        undecided = s[Status.CANNOT_TELL] + s[Status.SKIP]
         return ("FAIL: checks not shown yet find a problem, and they count toward the score" +
                 (f"; {undecided} shown here could not be decided or run" if undecided else "") + rules_words)
     if report.math_correct and broken_rules:
@@ -276,7 +278,7 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
                 f"rule{'s' if broken_rules != 1 else ''} not followed" + tests_words)
     if report.math_correct and failing_tests:
         return f"FAIL: {'the math checks run pass' if partial else 'the math is correct'}" + tests_words
-    undecided = s["cannot_tell"] + s["skip"]
+    undecided = s[Status.CANNOT_TELL] + s[Status.SKIP]
     return (f"CANNOT TELL: mha-check could not check {undecided} claim{'s' if undecided != 1 else ''}; nothing "
             "it could check is wrong" + (f"; {broken_rules} lesson rule(s) not followed" if broken_rules else ""))
 
@@ -284,47 +286,49 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
 def build(report, hidden: frozenset = frozenset()) -> ReportView:
     """The view of `report`; checks in `hidden` (a rubric's hidden checks) are left out entirely, and so is a
     diagnosis that only they would reveal."""
-    d = report.diagnosis or {}
+    d = report.diagnosis
     shown = [c for c in report.checks if c.id not in hidden]
     root = None
     target = clean(report.target)
-    supported = [f for f in d.get("follows", []) if f not in hidden]  # the visible checks it explains
-    if d.get("mutant") and (supported or not set(d.get("follows", [])) & set(hidden)):  # else only a hidden check
-        # would tell it; hiding a check never takes away a root cause that a visible check supports
-        root = RootCause(d["mutant"], clean(d["title"]), clean(unnamed(d["evidence"], hidden)),
-                         *(clean(d[k]) for k in ("fix", "symptom", "lesson")),
-                         where(clean(d["at"]) if d.get("at") else None, target),
-                         clean(d["code"]).strip() if d.get("code") else None,
+    supported = [f for f in d.follows if f not in hidden] if d else []  # the visible checks it explains
+    if d and d.named and (supported or not set(d.follows) & set(hidden)):  # else only a hidden check would tell it;
+        # hiding a check never takes away a root cause that a visible check supports
+        root = RootCause(d.mutant, clean(d.title), clean(unnamed(d.evidence, hidden)),
+                         clean(d.fix), clean(d.symptom), clean(d.lesson),
+                         where(clean(d.at) if d.at else None, target),
+                         clean(d.code).strip() if d.code else None,
                          supported,
-                         [(f"mha-check explain {d['mutant']}", "a worked example of the mistake")]
+                         [(f"mha-check explain {d.mutant}", "a worked example of the mistake")]
                          + ([(f"mha-check trace {target}", "every step of your forward")]
                             if "(" not in target else []),  # "(from its source)": no command line reaches it
-                         d.get("fix_is_code", True))
-    unmatched = clean(d.get("message", "")) if d and not d.get("mutant") else ""
+                         d.fix_is_code)
+    unmatched = clean(d.message) if d and not d.named else ""
     lines = [_line(c, root, frozenset(hidden)) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}
-    summary = ", ".join(f"{n} {w}" for n, w in ((s["pass"], "passed"), (s["fail"], "failed"),
-                                                 (s["cannot_tell"], "could not be decided"), (s["skip"], "skipped"))
+    summary = ", ".join(f"{n} {w}" for n, w in ((s[Status.PASS], "passed"), (s[Status.FAIL], "failed"),
+                                                 (s[Status.CANNOT_TELL], "could not be decided"),
+                                                 (s[Status.SKIP], "skipped"))
                         if n or w in ("passed", "failed"))
     mapping = clean(mapping_words(report.adapter))
-    problem = clean((report.adapter.get("mapping") or {}).get("problem") or "")
+    unmapped = report.adapter.mapping or {}
+    problem = clean(unmapped.get("problem") or "")
     if problem and any(problem in ln.text for ln in lines):  # the checks that could not be decided already say it
-        unmapped = report.adapter.get("mapping") or {}
         mapping = clean(unmapped.get("note") or "") if not unmapped.get("layout") else ""
-    notes = [clean(n) for n in report.adapter.get("notes", [])]
-    if (report.adapter.get("form") or {}).get("evidence"):  # checked as another member of the family: say so
-        notes.insert(0, clean(report.adapter["form"]["evidence"]))
+    notes = [clean(n) for n in report.adapter.notes]
+    if report.adapter.form and report.adapter.form.evidence:  # checked as another member of the family: say so
+        notes.insert(0, clean(report.adapter.form.evidence))
     if report.student_output.strip():
         head = report.student_output.split("\n", 1)[0]
         amount = head[len(OUTPUT_CUT_MARK):].split(" of ")[-1].rstrip("]") \
             if head.startswith(OUTPUT_CUT_MARK) else f"{len(report.student_output)} characters"
         notes.append(f"your code printed {amount} (see --show-output)")
-    isolation = f"isolation: {clean(report.isolation['summary'])}" if report.isolation.get("summary") else ""
+    isolation = f"isolation: {clean(report.isolation.summary)}" if report.isolation and report.isolation.summary \
+        else ""
     return ReportView(target, verdict(report, frozenset(hidden)), report.passed,
-                      clean(report.adapter.get("construction", "")), mapping, root,
+                      clean(report.adapter.construction or ""), mapping, root,
                       sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.follows.index(ln.id)),
                       unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
                       summary, notes, report.needs_review, isolation,
-                      report.isolation.get("full_policy") is not True,
+                      not (report.isolation and report.isolation.full_policy),
                       [ln for ln in lines if ln.kind == "instructor"])

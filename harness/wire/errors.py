@@ -5,22 +5,58 @@ Different things, never confused, because they lead to different outcomes:
 - `TargetFailure`: the student's code raised (at import, construction, forward, backward...): evidence of a bug.
 - `CannotDrive`: mha-check could not call the student's code the way it needs (cannot tell, with what would help).
 - `HarnessFailure`: mha-check's own code in the child failed: our problem, never the student's (cannot tell).
-- `WorkerDied`: the child is gone (time or memory limit, crash, exit, corrupted channel); `kind` says which, and
-  `ours` whether it was one of mha-check's limits (cannot tell) or something the code did (a failure).
+- `WorkerDied`: the child is gone (time or memory limit, crash, exit, corrupted channel); `kind`, a `ChildEnd`, says
+  which, and `ours` whether it was one of mha-check's limits (cannot tell) or something the code did (a failure).
 """
 from __future__ import annotations
 
+from harness.wire.status import StrEnum
+
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "not enough memory", "out of memory", "bad_alloc")
 OUTPUT_WORDS = ("File too large", "[Errno 27]")  # a write past the file-size limit (the captured output counts)
-LIMIT_KINDS = ("time", "cpu", "memory", "output", "disk")  # mha-check's limits: the code may be right, only slow
-# or large ("disk": its folder holds more than its budget, where no filesystem of its own bounds it)
-OURS_KINDS = LIMIT_KINDS + ("startup",)  # "startup": our worker died or stalled before any code of the student's ran
-ENDING_KINDS = OURS_KINDS + ("channel",)  # a death after which nothing more is asked of the code
-# "killed": a signal that comes from outside the process (SIGKILL beyond the CPU limit, SIGTERM, SIGINT, ...), or a
-# process found stopped (SIGSTOP) at the time limit: sent by the code to itself, or by an operator, the OOM killer or a
-# container runtime.  The check is run once more in a fresh process: "killed-outside" when that run gives its result
-# (not the code's doing), "killed" again when it is killed again (the code's: it happens every time)
-OUTSIDE_KINDS = ("killed-outside",)
+
+
+class ChildEnd(StrEnum):
+    """How the child running the student's code ended: one of a few fixed codes, documented here once (as isolate's
+    meta file does).  Written as its word in the report's adapter.process (`"kind"`) and the summary's `process`.
+
+    A limit of mha-check's (`is_limit`): the code may be right, only slow or large.  DISK: its folder holds more than
+    its budget, where no filesystem of its own bounds it.  KILLED: a signal from outside the process (SIGKILL beyond
+    the CPU limit, SIGTERM, SIGINT, ...), or a process found stopped (SIGSTOP) at the time limit: sent by the code to
+    itself, or by an operator, the OOM killer or a container runtime.  The check is then run once more in a fresh
+    process: KILLED_OUTSIDE when that run gives its result (not the code's doing), KILLED again when it is killed
+    again (the code's: it happens every time)."""
+
+    TIME = "time"
+    CPU = "cpu"
+    MEMORY = "memory"
+    OUTPUT = "output"
+    DISK = "disk"
+    STARTUP = "startup"  # our worker died or stalled before any code of the student's ran
+    CHANNEL = "channel"  # the code corrupted the channel to mha-check
+    CRASH = "crash"  # a signal of the code's own making (SIGSEGV, SIGABRT, ...)
+    KILLED = "killed"
+    KILLED_OUTSIDE = "killed-outside"
+    EXIT = "exit"  # the process exited without answering
+    INTERRUPTED = "interrupted"  # mha-check itself was stopped (Ctrl-C, a grader stopped) while the child worked
+    GRADER_ERROR = "grader error"  # a batch's grading process broke on the submission (never a WorkerDied)
+
+    @property
+    def is_limit(self) -> bool:
+        """One of mha-check's limits was reached: the code may be correct, only slow or large."""
+        return self in (ChildEnd.TIME, ChildEnd.CPU, ChildEnd.MEMORY, ChildEnd.OUTPUT, ChildEnd.DISK)
+
+    @property
+    def is_ours(self) -> bool:
+        """Not held against the code (cannot tell): a limit, our own worker or process, or a kill from outside."""
+        return self.is_limit or self in (ChildEnd.STARTUP, ChildEnd.KILLED_OUTSIDE, ChildEnd.INTERRUPTED,
+                                         ChildEnd.GRADER_ERROR)
+
+    @property
+    def ends_run(self) -> bool:
+        """Nothing more is asked of the code after it (no fresh child for the checks left)."""
+        return self.is_limit or self in (ChildEnd.STARTUP, ChildEnd.CHANNEL, ChildEnd.INTERRUPTED,
+                                         ChildEnd.GRADER_ERROR)
 
 
 class TargetFailure(Exception):
@@ -68,16 +104,16 @@ class CannotDrive(Exception):
 
 
 class WorkerDied(Exception):
-    """The child is gone: `kind` is time, cpu, memory, output, disk, startup, channel, crash, killed, killed-outside
-    or exit.  Deliberately not a TargetFailure: a check that expects the student's code to raise must never mistake a
-    dead process for one.  `op`: what the child was doing ("load": importing the student's file), where known."""
+    """The child is gone: `kind` says how (a `ChildEnd`; its word is accepted and checked).  Deliberately not a
+    TargetFailure: a check that expects the student's code to raise must never mistake a dead process for one.
+    `op`: what the child was doing ("load": importing the student's file), where known."""
 
-    def __init__(self, kind: str, message: str, op: str = ""):
+    def __init__(self, kind: ChildEnd | str, message: str, op: str = ""):
         super().__init__(message)
-        self.kind, self.message, self.stage, self.op = kind, message, "process", op
+        self.kind, self.message, self.stage, self.op = ChildEnd(kind), message, "process", op
 
     @property
     def ours(self) -> bool:
         """One of mha-check's limits was reached (the code may be correct, only slow or large), or our own worker
-        never got as far as the student's code."""
-        return self.kind in OURS_KINDS or self.kind in OUTSIDE_KINDS
+        never got as far as the student's code, or the code was killed from outside."""
+        return self.kind.is_ours

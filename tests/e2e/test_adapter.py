@@ -10,7 +10,7 @@ pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
 def test_mapping_never_absorbs_a_bug():
     """query-for-keys computes k with W_q: the mapping stays by name, so the module fails instead of passing."""
     report = report_for(f"{ROOT / 'mutants' / 'query_for_keys.py'}:CausalMHA")
-    mapping = report.adapter["mapping"]
+    mapping = report.adapter.mapping
     assert mapping["layout"]["wq"] == "q.weight" and mapping["layout"]["wk"] == "k.weight"
     assert mapping["proof"] == "mistake" and mapping["mistakes"] == ["query-for-keys"]
     assert report["reference-match"].status == "fail"
@@ -30,7 +30,7 @@ def test_explicit_map_makes_an_odd_module_checkable():
     good = run_checks(str(ROOT / "tests" / "fixtures" / "odd_names.py"),
                       Options(weight_map={"q": "a.T", "k": "b.T", "v": "c.T", "o": "mix"}))
     assert [(c.id, c.message) for c in good.checks if c.kind == "correctness" and c.status != "pass"] == []
-    assert good.adapter["mapping"]["proof"] == "reference"
+    assert good.adapter.mapping["proof"] == "reference"
 
 
 def test_smallest_failing_configuration_is_reported():

@@ -176,8 +176,8 @@ def test_where_no_filesystem_can_be_mounted_the_scratch_is_measured_and_a_filler
     started = time.monotonic()
     report = run_checks(f"{sub}/attention.py:MyAttn", Options(limits=Limits(call_seconds=30, total_seconds=60)))
     assert time.monotonic() - started < 30  # stopped while it held the disk, not at the time limit
-    assert report.isolation["submission_copy"]["bounded"].startswith("no:")
+    assert report.isolation.submission_copy["bounded"].startswith("no:")
     statuses = {c.id: (c.status, c.message) for c in report.checks}
     assert statuses["construct"][0] == "cannot_tell" and "disk limit" in statuses["construct"][1], statuses
-    assert report.adapter["process"][0]["kind"] == "disk" and report.adapter["process"][0]["ours"]
+    assert report.adapter.process[0].kind == "disk" and report.adapter.process[0].ours
     assert sorted(p.name for p in small_disk.iterdir()) == ["submission"]  # its scratch removed with it

@@ -87,7 +87,7 @@ def test_exercise_gives_nothing_away(exported, mutant_id):
 def test_exercise_fails_as_its_mutant_does(exported, mutant_id, reports):
     report = reports(f"{exported['by_id'][mutant_id]}:{mutants.class_name(mutant_id)}")
     assert sorted(c.id for c in report.checks if c.status == "fail") == CATALOGUE[mutant_id]["failing"]
-    assert report.diagnosis["mutant"] == mutant_id, report.diagnosis
+    assert report.diagnosis.mutant == mutant_id, report.diagnosis
 
 
 def test_solutions_pass_every_check(exported, reports):

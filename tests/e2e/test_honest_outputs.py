@@ -13,6 +13,7 @@ from markdown_it import MarkdownIt
 
 from checks import all_checks
 from conftest import ROOT, report_for
+from harness.engine.records import Adapter, Diagnosis
 from harness.engine.report import CheckResult, Report
 from harness.engine.trace.result import TraceResult
 from harness.frontends.batch_files import write_summary
@@ -91,12 +92,14 @@ def hostile_report() -> Report:
     """Student text everywhere a report takes it from: an exception message, the printed output, the file's name,
     the line the root cause points at, the parameters' names in the mapping, a note and the construction."""
     report = report_saying(f"forward raised ValueError: {HOSTILE}", output=HOSTILE, target=f"a{HOSTILE}.py:MyAttn")
-    report.adapter = {"notes": [f"note {HOSTILE}"], "construction": f"MyAttn({HOSTILE})",
-                      "mapping": {"layout": {"wq": f"W_q{BIDI}.weight", "wk": "W_k.weight", "wv": "W_v.weight",
-                                             "wo": "out.weight"}, "proof": "reference"}}
-    report.diagnosis = {"mutant": "no-scale", "title": "the scores are not scaled", "evidence": f"e {HOSTILE}",
-                        "fix": "divide by dh**0.5", "symptom": "s", "lesson": "l", "at": f"a{HOSTILE}.py:3",
-                        "code": f"scores = q @ k.T  # {HOSTILE}", "follows": ["output-shape"]}
+    report.adapter = Adapter.from_dict({"notes": [f"note {HOSTILE}"], "construction": f"MyAttn({HOSTILE})",
+                                        "mapping": {"layout": {"wq": f"W_q{BIDI}.weight", "wk": "W_k.weight",
+                                                               "wv": "W_v.weight", "wo": "out.weight"},
+                                                    "proof": "reference"}})
+    report.diagnosis = Diagnosis.from_dict({"mutant": "no-scale", "title": "the scores are not scaled",
+                                            "evidence": f"e {HOSTILE}", "fix": "divide by dh**0.5", "symptom": "s",
+                                            "lesson": "l", "at": f"a{HOSTILE}.py:3",
+                                            "code": f"scores = q @ k.T  # {HOSTILE}", "follows": ["output-shape"]})
     return report
 
 
@@ -220,7 +223,7 @@ def test_hiding_a_check_keeps_the_root_cause_a_visible_check_supports(tmp_path):
     gradient-match fail: the root cause stays in the summary and in those tests, and view-order is named nowhere."""
     rubric = rubric_file(tmp_path, "score_visibility = \"visible\"\n[checks.view-order]\nhidden = true\n")
     report = report_for(BUGGY)
-    assert report.diagnosis["mutant"] == "split-view-order" and "view-order" in report.diagnosis["follows"]
+    assert report.diagnosis.mutant == "split-view-order" and "view-order" in report.diagnosis.follows
     data = formats.gradescope(report, rubric)
     assert "Root cause: **Heads split with view(B, H, n, dh)" in data["output"]
     supported = next(t for t in data["tests"] if t["name"].startswith("reference-match"))
@@ -240,9 +243,10 @@ def test_a_file_name_with_backticks_stays_one_code_span_in_the_summary():
     """The root cause's file:line (a student's file name) and fix are inline code on Gradescope whatever backticks
     they hold: the name renders whole, as typed, and nothing after it turns into code or formatting."""
     report = report_saying("forward raised ValueError: x")
-    report.diagnosis = {"mutant": "no-scale", "title": "the scores are not scaled", "evidence": "e", "symptom": "s",
-                        "fix": "raise: `if d % h: raise ValueError(...)`", "lesson": "l", "at": "a`b``**c**.py:3",
-                        "follows": ["output-shape"]}
+    report.diagnosis = Diagnosis.from_dict({"mutant": "no-scale", "title": "the scores are not scaled",
+                                            "evidence": "e", "symptom": "s",
+                                            "fix": "raise: `if d % h: raise ValueError(...)`", "lesson": "l",
+                                            "at": "a`b``**c**.py:3", "follows": ["output-shape"]})
     page = rendered(formats.gradescope(report)["output"])
     assert re.findall(r"<code>(.*?)</code>", page) == [html.escape("a`b``**c**.py:3", quote=False),
                                                         html.escape("raise: `if d % h: raise ValueError(...)`",

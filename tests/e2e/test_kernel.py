@@ -39,8 +39,8 @@ def test_a_buggy_cell_is_diagnosed_and_pointed_at_in_the_notebook(tmp_path):
     out = _run([BUGGY,
                 "from harness.frontends.api import check\n"
                 "r = check(MultiHeadAttention)\n"
-                "print(r.passed, r.diagnosis['mutant'] if r.diagnosis else None)\n"
-                "print(r.diagnosis and r.diagnosis.get('at'))"], tmp_path)
+                "print(r.passed, r.diagnosis.mutant if r.diagnosis else None)\n"
+                "print(r.diagnosis and r.diagnosis.at)"], tmp_path)
     passed, mutant = out[1].splitlines()[0].split()
     assert passed == "False" and mutant != "None", out[1]
     where = out[1].splitlines()[1]

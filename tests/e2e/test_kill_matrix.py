@@ -24,14 +24,14 @@ def test_reference_passes_every_check(reports):
     report = reports(REFERENCE)
     assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
     assert report.passed and [c.id for c in report.checks] == CHECK_IDS and report.diagnosis is None
-    assert report.adapter["mapping"]["proof"] == "reference"
+    assert report.adapter.mapping["proof"] == "reference"
 
 
 def test_rotary_reference_passes_every_check_with_its_convention_found(reports):
     report = reports(ROTARY_REFERENCE)
     assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
     assert report.passed and report.diagnosis is None
-    assert report.adapter["mapping"]["proof"] == "reference" and "interleaved" in report.adapter["mapping"]["rope"]
+    assert report.adapter.mapping["proof"] == "reference" and "interleaved" in report.adapter.mapping["rope"]
 
 
 @pytest.mark.parametrize("mutant_id", sorted(MUTANT_TARGETS))
@@ -60,8 +60,8 @@ def test_at_least_twenty_mutants():
 @pytest.mark.parametrize("mutant_id", sorted(MUTANT_TARGETS))
 def test_mutant_is_diagnosed_as_itself(mutant_id, reports):
     diagnosis = reports(MUTANT_TARGETS[mutant_id]).diagnosis
-    assert diagnosis["mutant"] == mutant_id, diagnosis
-    assert diagnosis["match"] in ("numbers", "signature", "trace")
+    assert diagnosis.mutant == mutant_id, diagnosis
+    assert diagnosis.match in ("numbers", "signature", "trace")
 
 
 def test_catalogue_and_doc_tables_are_current(reports):

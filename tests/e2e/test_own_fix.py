@@ -14,12 +14,14 @@ import pytest
 import mutants
 from conftest import ZOO, zoo_constants
 from harness.engine import rewrite
+from harness.engine.records import Diagnosis
 from harness.frontends.trace import trace
 from harness.sandbox.pool import ForkedSubject
 
 pytestmark = pytest.mark.slow
 OWN = sorted((ZOO / "buggy").glob("own_*.py"))
 NOTE = rewrite.KINDS["split-all"]  # "# and the keys and values alike": the same change on their lines too
+NOTHING = Diagnosis(None, "none")  # what an unnamed report is read as: no mistake, no line, no fix
 
 
 def target(path: Path) -> str:
@@ -49,11 +51,11 @@ def fixed(reports, tmp_path_factory):
     folder = tmp_path_factory.mktemp("own_fix")
     copies = {}
     for path in OWN:
-        root = reports(target(path)).diagnosis or {}
-        entry = mutants.catalogue().get(root.get("mutant"), {})
-        if root.get("fix") and root["fix"] != entry.get("remedy"):
+        root = reports(target(path)).diagnosis or NOTHING
+        entry = mutants.catalogue().get(root.mutant, {})
+        if root.fix and root.fix != entry.get("remedy"):
             copy = folder / path.name
-            copy.write_text(corrected(path, root["fix"], entry["rewrite"]))
+            copy.write_text(corrected(path, root.fix, entry["rewrite"]))
             copies[path] = f"{copy}:{zoo_constants(path)['TARGET']}"
     reports.want(list(copies.values()))
     return copies
@@ -79,9 +81,9 @@ def test_the_student_style_zoo_covers_the_common_mistakes():
 @pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
 def test_the_report_names_the_mistake_at_the_students_own_line(path, reports):
     want = zoo_constants(path)
-    root = reports(target(path)).diagnosis or {}
+    root = reports(target(path)).diagnosis or NOTHING
     line = path.read_text().splitlines()[want["LINE"] - 1].strip()
-    assert (root.get("mutant"), root.get("at"), root.get("code")) == (want["DIAGNOSIS"], f"{path.name}:{want['LINE']}",
+    assert (root.mutant, root.at, root.code) == (want["DIAGNOSIS"], f"{path.name}:{want['LINE']}",
                                                                       line)
 
 
@@ -98,18 +100,18 @@ def test_trace_marks_the_same_mistake_at_the_same_line(path, traced):
 @pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
 def test_the_fix_is_the_students_line_corrected_or_words_never_the_references_line(path, reports):
     root = reports(target(path)).diagnosis
-    entry = mutants.catalogue()[root["mutant"]]
-    assert root["fix"] != entry["fix"]
-    if root["fix"] == entry["remedy"]:
-        assert not entry["rewrite"] or rewrite.own_line_fix(entry["rewrite"], root["code"]) is None
+    entry = mutants.catalogue()[root.mutant]
+    assert root.fix != entry["fix"]
+    if root.fix == entry["remedy"]:
+        assert not entry["rewrite"] or rewrite.own_line_fix(entry["rewrite"], root.code) is None
         return
-    assert root["fix"] == rewrite.own_line_fix(entry["rewrite"], root["code"])
+    assert root.fix == rewrite.own_line_fix(entry["rewrite"], root.code)
     source = path.read_text()
-    assert [w for w in ("self.dh", "self.mask", "scores", "(w @ v)") if w in root["fix"] and w not in source] == []
+    assert [w for w in ("self.dh", "self.mask", "scores", "(w @ v)") if w in root.fix and w not in source] == []
 
 
 def test_most_fixes_are_the_students_own_line(reports):
-    own = [p.stem for p in OWN if (reports(target(p)).diagnosis or {}).get("fix") !=
+    own = [p.stem for p in OWN if (reports(target(p)).diagnosis or NOTHING).fix !=
            mutants.catalogue()[zoo_constants(p)["DIAGNOSIS"]]["remedy"]]
     assert len(own) >= 19, own  # all but zero-after-softmax, mask-no-device (their remedies span two lines) and
     # mask-hides-diagonal (its mistake is in __init__, its trace line in forward): those are told in words
@@ -181,13 +183,13 @@ def test_trace_and_the_report_never_disagree_on_the_buggy_zoo(traced_zoo, report
     `wei * tril` after the softmax, and scale-by-sqrt-d for full-width heads, while the reports said otherwise)."""
     disagree = []
     for path in BUGGY:
-        root = reports(target(path)).diagnosis or {}
+        root = reports(target(path)).diagnosis or NOTHING
         result = traced_zoo[path]
         marks = {(m["mutant"], result.steps[m["step"] - 1].at if m.get("step") else None)
                  for m in result.mistakes if m.get("mutant")}
         named = {mutant for mutant, _ in marks}
         # several marks (a leak and a missing projection): the report's root cause is one of them
-        wrong_line = root.get("at") and (root["mutant"], root["at"]) not in marks
-        if (named and root.get("mutant") not in named) or wrong_line:
-            disagree.append((path.stem, root.get("mutant"), root.get("at"), sorted(marks, key=str)))
+        wrong_line = root.at and (root.mutant, root.at) not in marks
+        if (named and root.mutant not in named) or wrong_line:
+            disagree.append((path.stem, root.mutant, root.at, sorted(marks, key=str)))
     assert disagree == []

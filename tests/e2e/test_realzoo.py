@@ -65,7 +65,7 @@ def _entry(path):
 def test_outcome_and_diagnosis(path, reports):
     want = zoo_constants(path)
     report = reports(target(path))
-    got = (outcome(report), (report.diagnosis or {}).get("mutant"))
+    got = (outcome(report), (report.diagnosis.mutant if report.diagnosis else None))
     detail = [(c.id, c.status, c.message[:200]) for c in report.checks if c.status != "pass"]
     assert got == (want["OUTCOME"], want["DIAGNOSIS"]), (want.get("EXPECTED_BECAUSE", ""), detail)
 

@@ -21,6 +21,7 @@ import pytest
 import mutants
 from checks import all_checks
 from conftest import ROOT
+from harness.engine.records import Isolation
 from harness.render import text, view
 
 pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
@@ -206,12 +207,12 @@ def test_isolation_is_shown_only_when_weaker_than_the_policy(reports):
     a report that does not say) is shown, with what was missing."""
     report = copy.deepcopy(reports(CASES["correct"]))
     record = {"summary": "bubblewrap: uid 61000, no capabilities", "full_policy": True, "short_of_policy": []}
-    report.isolation = dict(record)
+    report.isolation = Isolation.from_dict(record)
     assert "isolation:" not in text.render(view.build(report))
     assert json.loads(report.to_json())["isolation"]["summary"] == record["summary"]
     for weaker in ({"full_policy": False, "short_of_policy": ["no net namespace"],
                     "summary": "built-in: uid 61000; NO namespaces"}, {"summary": "an old report's line"}):
-        report.isolation = weaker
+        report.isolation = Isolation.from_dict(weaker)
         assert "isolation: " + weaker["summary"] in text.render(view.build(report))
 
 

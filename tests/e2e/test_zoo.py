@@ -14,6 +14,11 @@ def target(path):
     return f"{path}:{zoo_constants(path)['TARGET']}"
 
 
+def _named(report) -> str | None:
+    """The mistake the report names, None when it names none (or nothing failed)."""
+    return report.diagnosis.mutant if report.diagnosis else None
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _want(reports):
     reports.want([target(p) for p in CORRECT + BUGGY])
@@ -27,7 +32,7 @@ def test_zoo_is_big_enough():
 def test_correct_implementation_passes_every_check(path, reports):
     report = reports(target(path))
     assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
-    assert report.adapter["mapping"]["proof"] == "reference", report.adapter
+    assert report.adapter.mapping["proof"] == "reference", report.adapter
     assert report.diagnosis is None
 
 
@@ -44,7 +49,7 @@ def test_buggy_implementation_is_diagnosed_as_its_mistake_or_not_at_all(path, re
     """Never a wrong name: the diagnosis is the mistake the file was written with, or "no known mistake matches"
     where the file's mistake is not exactly a catalogued one (UNNAMED_OK)."""
     want = zoo_constants(path)
-    got = (reports(target(path)).diagnosis or {}).get("mutant")
+    got = _named(reports(target(path)))
     assert got == want["DIAGNOSIS"] or (got is None and want.get("UNNAMED_OK")), (want["DIAGNOSIS"], got)
 
 
@@ -61,7 +66,7 @@ def test_buggy_implementation_passes_the_checks_its_mistake_does_not_touch(path,
 
 def test_nearly_every_unseen_buggy_implementation_of_a_catalogued_mistake_is_named(reports):
     catalogued = [p for p in BUGGY if zoo_constants(p)["DIAGNOSIS"]]  # DIAGNOSIS = None: no mutant is its mistake
-    named = [p.stem for p in catalogued if (reports(target(p)).diagnosis or {}).get("mutant") ==
+    named = [p.stem for p in catalogued if _named(reports(target(p))) ==
              zoo_constants(p)["DIAGNOSIS"]]
     assert len(named) >= 0.9 * len(catalogued), sorted(set(p.stem for p in catalogued) - set(named))
 
@@ -72,16 +77,16 @@ def test_a_view_error_on_a_slice_never_advises_contiguous(reports):
     contiguity = next(c for c in report.checks if c.id == "contiguity")
     assert contiguity.status == "fail"
     assert ".view(B, n, H, dh)" in contiguity.fix and "would only hide the error" in contiguity.fix
-    assert "the tokens where the heads belong" in contiguity.message and report.diagnosis["mutant"] is None
+    assert "the tokens where the heads belong" in contiguity.message and report.diagnosis.mutant is None
 
 
 def test_a_softmax_over_the_heads_is_told_as_such_not_as_the_queries_axis(reports):
     """The catalogued mistake is a softmax over the queries (dim=-2); over the heads its effect differs, and the
     report tells the student's own axis, with their own line corrected."""
     root = reports(target(ZOO / "buggy" / "softmax_over_heads.py")).diagnosis
-    assert root["mutant"] == "softmax-wrong-axis" and "heads" in root["title"] and "queries" not in root["title"]
-    assert "NaN" in root["symptom"] and "later queries" not in root["symptom"]
-    assert root["fix"] == "weights = self.dropout(F.softmax(scores, -1))"
+    assert root.mutant == "softmax-wrong-axis" and "heads" in root.title and "queries" not in root.title
+    assert "NaN" in root.symptom and "later queries" not in root.symptom
+    assert root.fix == "weights = self.dropout(F.softmax(scores, -1))"
 
 
 def test_a_forward_that_raises_gets_a_fix_about_shapes_not_about_masks(reports):
@@ -95,9 +100,9 @@ def test_a_forward_that_raises_gets_a_fix_about_shapes_not_about_masks(reports):
 
 def test_a_fill_value_other_than_the_catalogues_is_told_with_its_own_value_and_size(reports):
     root = reports(target(ZOO / "buggy" / "fill_zero.py")).diagnosis
-    assert root["mutant"] == "finite-fill" and root["title"] == "Masked scores filled with 0 instead of -inf"
-    assert "-10" not in root["symptom"] and "small" not in root["symptom"]
-    assert root["fix"] == 'wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))'
+    assert root.mutant == "finite-fill" and root.title == "Masked scores filled with 0 instead of -inf"
+    assert "-10" not in root.symptom and "small" not in root.symptom
+    assert root.fix == 'wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))'
 
 
 GROUPED_REFERENCE = f"{ROOT / 'reference' / 'grouped_mha.py'}:GroupedMHA"
@@ -107,7 +112,7 @@ def test_the_grouped_reference_passes_every_check_as_grouped_query_attention(rep
     """reference/grouped_mha.py, which the gqa- mutants copy, passes every check, built with fewer key/value heads."""
     report = reports(GROUPED_REFERENCE)
     assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
-    assert report.adapter["mapping"]["proof"] == "reference" and report.diagnosis is None
+    assert report.adapter.mapping["proof"] == "reference" and report.diagnosis is None
     count = next(c for c in report.checks if c.id == "param-count")
     assert "grouped-query" in count.message
 
@@ -117,7 +122,7 @@ def test_a_kv_heads_argument_given_with_arg_is_used_where_it_divides_the_heads(r
     failed) or crash mha-check with a TypeError; now 2 is used where it divides the heads."""
     report = reports(target(ZOO / "correct" / "gqa_rasbt.py"), overrides={"num_kv_groups": 2})
     assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
-    assert report.adapter["mapping"]["proof"] == "reference"
+    assert report.adapter.mapping["proof"] == "reference"
 
 
 def test_a_config_object_layer_that_reads_its_key_value_heads_is_checked_as_grouped(reports):

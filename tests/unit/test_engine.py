@@ -9,8 +9,10 @@ from checks import Outcome, all_checks
 import mutants
 from harness.engine import diagnosis, rewrite
 from harness.engine.compare import close, compare, same
+from harness.engine.records import Adapter, Diagnosis, ProcessEvent
 from harness.engine.report import CheckResult, Report
 from harness.render import text, view
+from harness.wire.errors import ChildEnd
 from mutants._info import REWRITES
 
 CHECKS = {c.id: c for c in all_checks()}
@@ -42,31 +44,31 @@ def test_a_mismatch_is_data_with_the_tolerance():
 
 def test_a_mistake_is_named_on_its_signature_and_only_then():
     named = diagnosis.diagnose(report(("eval-determinism", "dropout in eval")))
-    assert named["mutant"] == "dropout-in-eval" and named["match"] == "signature"
-    assert named["follows"] == ["eval-determinism"]
+    assert named.mutant == "dropout-in-eval" and named.match == "signature"
+    assert named.follows == ("eval-determinism",)
     generic = diagnosis.diagnose(report(("reference-match", None)))
-    assert generic["mutant"] is None and "no known mistake matches" in generic["message"]
+    assert generic.mutant is None and "no known mistake matches" in generic.message
 
 
 def test_no_mistake_is_named_for_a_module_that_could_not_be_built_or_a_dead_process():
     broken = report(("construct", "load:import"), construct="fail")
-    assert diagnosis.diagnose(broken)["mutant"] is None
+    assert diagnosis.diagnose(broken).mutant is None
     dead = report(("causal-leakage", "leak:no-mask"))
-    dead.adapter["process"] = [{"kind": "time", "message": "time limit", "ours": True}]
-    assert diagnosis.diagnose(dead)["mutant"] is None
+    dead.adapter = Adapter(process=(ProcessEvent(ChildEnd.TIME, "time limit", True),))
+    assert diagnosis.diagnose(dead).mutant is None
 
 
 def test_a_lesson_rule_is_never_the_root_cause_of_wrong_math():
     both = report(("divisibility", "no divisibility check"), ("causal-leakage", "leak:future"))
-    assert diagnosis.diagnose(both)["mutant"] is None  # the leak is unexplained: the rule does not explain it
+    assert diagnosis.diagnose(both).mutant is None  # the leak is unexplained: the rule does not explain it
     rule_only = report(("divisibility", "no divisibility check"))
-    assert rule_only.math_correct and diagnosis.diagnose(rule_only)["mutant"] == "no-divisibility-check"
+    assert rule_only.math_correct and diagnosis.diagnose(rule_only).mutant == "no-divisibility-check"
 
 
 def test_two_broken_rules_on_correct_math_are_not_called_an_unknown_mistake():
     rules = report(("divisibility", "no divisibility check"), ("out-proj-bias", "no output bias"))
     found = diagnosis.diagnose(rules)
-    assert found["mutant"] is None and found["message"] == ""  # the verdict line says it: math correct, 2 rules
+    assert found.mutant is None and found.message == ""  # the verdict line says it: math correct, 2 rules
     assert view.verdict(rules) == "math correct; 2 lesson rules not followed"
     assert "no known mistake" not in text.render(view.build(rules))
 
@@ -105,9 +107,9 @@ def test_a_root_cause_is_shown_while_a_visible_check_supports_it_and_hidden_fail
     visible check supports), explains only the visible ones and names view-order nowhere; the verdict counts only
     the failures shown.  When only hidden checks support it, the root cause is not shown."""
     r = report(("view-order", "split view-bhnd"), ("reference-match", "differs"), ("causal-leakage", "leaks"))
-    r.diagnosis = {"mutant": "split-view-order", "title": "t", "evidence": "what view-order found is its pattern",
-                   "fix": "f", "symptom": "s", "lesson": "l", "follows": ["view-order", "reference-match",
-                                                                         "causal-leakage"]}
+    r.diagnosis = Diagnosis("split-view-order", "signature", title="t", evidence="what view-order found is its "
+                            "pattern", fix="f", symptom="s", lesson="l",
+                            follows=("view-order", "reference-match", "causal-leakage"))
     shown = view.build(r, hidden=frozenset({"view-order"}))
     assert shown.verdict.startswith("FAIL: 2 checks find a bug") and shown.root is not None
     assert shown.root.follows == ["reference-match", "causal-leakage"] and "view-order" not in shown.root.evidence
@@ -263,8 +265,8 @@ def test_a_mistake_of_the_layer_is_named_before_one_of_its_kv_cache():
     """Two mistakes, each with its own signature (bark: dropout in eval, and a cache whose chunks are not masked):
     the layer's own is the root cause, as kv-cache judges the cache only of a layer right without it."""
     both = diagnosis.diagnose(report(("eval-determinism", "dropout in eval"), ("kv-cache", "not reset")))
-    assert both["mutant"] == "dropout-in-eval" and both["match"] == "signature"
-    assert diagnosis.diagnose(report(("kv-cache", "not reset")))["mutant"] == "kvcache-not-reset"
+    assert both.mutant == "dropout-in-eval" and both.match == "signature"
+    assert diagnosis.diagnose(report(("kv-cache", "not reset"))).mutant == "kvcache-not-reset"
 
 
 @pytest.mark.parametrize("is_code", [True, False])
@@ -275,8 +277,8 @@ def test_a_fix_in_words_is_shown_as_words_and_a_corrected_line_as_code(is_code):
 
     r = report(("reference-match", "differs"))
     fix = "wei = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5" if is_code else "Scale the scores by the head width."
-    r.diagnosis = {"mutant": "scale-by-sqrt-d", "title": "t", "evidence": "e", "fix": fix, "fix_is_code": is_code,
-                   "symptom": "s", "lesson": "l", "follows": ["reference-match"]}
+    r.diagnosis = Diagnosis("scale-by-sqrt-d", "numbers", title="t", evidence="e", fix=fix, fix_is_code=is_code,
+                            symptom="s", lesson="l", follows=("reference-match",))
     output = formats.gradescope(r)["output"]
     page = html.render(view.build(r))
     assert (f"Fix: `{fix}`" in output) == is_code and (f"<code>{fix}</code>" in page) == is_code

@@ -224,10 +224,11 @@ def test_an_assertions_own_message_is_kept_without_pytests_explanation():
 def test_a_file_that_did_not_load_runs_no_test_and_fails_each_with_the_reason():
     """A syntax error or a loop at import: every test would only wait for the same failure and then be told to
     raise --time-limit; each fails at once, saying the file did not load (the student's to fix)."""
+    from harness.engine.records import Adapter
     from harness.engine.report import CheckResult
 
     construct = CheckResult("construct", "fail", "the target imports", "your file did not finish importing within 30 s")
-    report = SimpleNamespace(checks=[construct], adapter={})
+    report = SimpleNamespace(checks=[construct], adapter=Adapter())
     suite = SimpleNamespace(ids=["test_x.py::test_a", "test_x.py::test_b"])
 
     def never(*_):

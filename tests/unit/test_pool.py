@@ -407,16 +407,16 @@ def test_a_child_killed_from_outside_costs_no_verdict_but_one_that_kills_itself_
     assert killed and [(c.id, c.status, c.message) for c in report.checks] == \
         [(c.id, c.status, c.message) for c in clean.checks]
     assert report.passed and report.diagnosis is None
-    (event,) = report.adapter["process"]
-    assert event["kind"] == "killed-outside" and event["ours"] and "SIGTERM" in event["message"]
+    (event,) = report.adapter.process
+    assert event.kind == "killed-outside" and event.ours and "SIGTERM" in event.message
 
     (tmp_path / "lesson.py").write_text((ROOT / "tests" / "zoo" / "correct" / "lesson.py").read_text())
     (tmp_path / "suicide.py").write_text(KILLS_ITSELF)
     report = run_checks(str(tmp_path / "suicide.py"), options)
     failing = [c for c in report.checks if c.status == "fail"]
     assert failing and "killed by signal SIGTERM" in failing[0].message and "again" in failing[0].message
-    assert [p["kind"] for p in report.adapter["process"]][:2] == ["killed", "killed"]
-    assert not any(p["ours"] for p in report.adapter["process"]) and not report.passed
+    assert [p.kind for p in report.adapter.process][:2] == ["killed", "killed"]
+    assert not any(p.ours for p in report.adapter.process) and not report.passed
 
 
 def test_a_meta_zygote_killed_during_the_twins_run_costs_no_verdict(monkeypatch):
@@ -501,5 +501,5 @@ def test_a_child_stopped_from_outside_is_not_a_time_out_of_the_code():
     finally:
         zygote.close()
     assert stopped and report.passed, _verdicts(report)
-    (event,) = report.adapter["process"]
-    assert event["kind"] == "killed-outside" and "stopped (SIGSTOP)" in event["message"]
+    (event,) = report.adapter.process
+    assert event.kind == "killed-outside" and "stopped (SIGSTOP)" in event.message

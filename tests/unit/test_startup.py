@@ -41,8 +41,7 @@ def test_a_worker_that_ends_before_it_is_ready_is_ours_not_the_students(monkeypa
     construct = report.checks[0]
     assert construct.status == "cannot_tell", construct.message
     assert "before any of your code ran" in construct.message and "status 3" in construct.message
-    process = report.adapter["process"]
-    assert [(p["kind"], p["ours"]) for p in process] == [("startup", True)]
+    assert [(p.kind, p.ours) for p in report.adapter.process] == [("startup", True)]
     assert report.needs_review and not report.passed
 
 

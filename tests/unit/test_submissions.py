@@ -3,6 +3,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,7 @@ def test_a_file_chosen_among_several_is_said_and_no_choice_asks_for_a_person(tmp
     assert pick.spec is None and pick.review and "--target" in pick.problem
     report = not_run("two/?", pick.problem)
     assert not report.needs_review
-    report.adapter["review"] = [pick.problem]
+    report.adapter = replace(report.adapter, review=(pick.problem,))
     assert report.needs_review
     (tmp_path / "none").mkdir()
     pick = spec_for(tmp_path / "none", None, flat=False)

@@ -90,7 +90,7 @@ def test_a_layer_that_masks_itself_is_judged_under_the_plain_call(tmp_path):
     assert report["output-shape"].status == "pass"
     leakage = report["causal-leakage"]
     assert leakage.status == "pass" and "called as forward(x), the first way tried" in leakage.message
-    mapping = report.adapter["mapping"]
+    mapping = report.adapter.mapping
     assert mapping["proof"] == "none" and mapping["call"] == "forward(x)" and "not proven" in mapping["note"]
     assert "could not tell how to pass the causal mask" not in mapping["problem"]
 
@@ -109,7 +109,7 @@ def test_a_layer_that_leaves_the_mask_to_its_caller_is_judged_with_a_mask(tmp_pa
     leakage = report["causal-leakage"]
     assert leakage.status == "pass" and "called as forward(x, mask=causal mask" in leakage.message
     assert "called as forward(x) it lets the future through, as a layer that leaves the mask" in leakage.message
-    assert "(called as forward(x) or 3 other ways before it, some output" in report.adapter["mapping"]["note"]
+    assert "(called as forward(x) or 3 other ways before it, some output" in report.adapter.mapping["note"]
 
 
 def test_a_default_mask_that_leaks_is_the_layers_own_leak_even_if_a_callers_mask_would_not(tmp_path):
@@ -119,7 +119,7 @@ def test_a_default_mask_that_leaks_is_the_layers_own_leak_even_if_a_callers_mask
     leakage = report["causal-leakage"]
     assert leakage.status == "fail" and leakage.details["finding"] == "leak:one-future"
     assert "called as forward(x), your layer hides some later positions but not all" in leakage.message
-    assert report.adapter["mapping"]["call"] == "forward(x)"
+    assert report.adapter.mapping["call"] == "forward(x)"
 
 
 def test_per_head_outputs_are_an_output_shape_failure_not_an_unknown_call(tmp_path):
