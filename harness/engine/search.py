@@ -21,6 +21,7 @@ import zlib
 
 import numpy as np
 
+from harness.engine.together import Together
 from harness.wire.config import Config
 
 
@@ -76,27 +77,52 @@ def _fixed_heads(ctx) -> int | None:
 
 
 def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None):
+    """The required configurations and the drawn ones are asked together (`together`: their round trips in one
+    frame per step, with the verdict of asking one at a time, in this order); a shrink asks one at a time."""
     asked: dict[Config, object] = {}  # every configuration is asked about once, drawn or tried while shrinking
     fixed = _fixed_heads(ctx)
     min_heads = fixed or min_heads  # shrinking never goes below it, and never changes a fixed number
+    required = list(required if required is not None else ctx.required_configs())
+    drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples, fixed) \
+        if generated else []
+    early = together(ctx, prop, list(dict.fromkeys(required + drawn)))
+
+    def answer(cfg: Config):  # what the configurations asked together said, else asked now
+        found = early.pop(cfg) if cfg in early else prop(cfg)
+        if isinstance(found, BaseException):
+            raise found
+        return found
 
     def ask(cfg: Config):
         if cfg not in asked:
-            found = prop(cfg)
+            found = answer(cfg)
             asked[cfg] = None if found is None else _attach(found, cfg)
         return asked[cfg]
 
-    for cfg in required if required is not None else ctx.required_configs():
+    for cfg in required:
         outcome = ask(cfg)
         if outcome is not None:
-            return shrink(outcome, cfg, prop, min_heads, min_n, ctx.separate_widths, asked) if generated else outcome
-    if not generated:
-        return None
-    for cfg in draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples, fixed):
+            return shrink(outcome, cfg, answer, min_heads, min_n, ctx.separate_widths, asked) if generated \
+                else outcome
+    for cfg in drawn:
         outcome = ask(cfg)
         if outcome is not None:
-            return shrink(outcome, cfg, prop, min_heads, min_n, ctx.separate_widths, asked)
+            return shrink(outcome, cfg, answer, min_heads, min_n, ctx.separate_widths, asked)
     return None
+
+
+def together(ctx, prop, configs: list[Config]) -> dict:
+    """{configuration: outcome, or the exception its property raised}, asked together, up to the first that failed
+    or raised (harness.engine.together); {} where there is no child to gather frames for (the search then asks
+    one at a time), or where a property asks (a search inside one: its frames already go with the others)."""
+    subject = getattr(ctx, "subject", None)
+    if subject is None or not hasattr(subject, "frame_now") or subject.gather is not None:
+        return {}
+    subject.gather = Together(subject)
+    try:
+        return subject.gather.run(prop, configs)
+    finally:
+        subject.gather = None
 
 
 def find_failure_at_once(ctx, ask, judge, min_heads: int = 1, min_n: int = 1, build_first: bool = False,

@@ -145,6 +145,12 @@ def _one_at_a_time(ctx, ask, judge, min_heads=1, min_n=1, build_first=False, gen
     return search.find_failure(ctx, prop, min_heads, min_n, generated)
 
 
+def _each_alone(ctx, prop, configs):
+    """search.together asking nothing: find_failure then asks each configuration on its own, in order."""
+    ONE_AT_A_TIME.append(prop)
+    return {}
+
+
 SHARED_INSTANCE = f"{ROOT / 'tests' / 'fixtures' / 'frames' / 'shared_instance.py'}:MHA"
 REFUSES_ONE = "refuses-one"  # made by _refusing_one: the reference, whose constructor refuses one configuration
 
@@ -208,6 +214,7 @@ def test_every_configuration_in_one_frame_gives_the_verdicts_of_one_at_a_time(ta
         module = sys.modules[check.run.__module__]
         if hasattr(module, "find_failure_at_once"):
             monkeypatch.setattr(module, "find_failure_at_once", _one_at_a_time)
+    monkeypatch.setattr(search, "together", _each_alone)
     ONE_AT_A_TIME.clear()
     one_at_a_time = _verdicts(target)
     assert at_once == one_at_a_time
