@@ -186,7 +186,6 @@ class Subject:
             inst.answered(prefix, got)
             if failure is not None:
                 failure.answered = got[len(prefix):-1]  # the group's replies before the request that failed
-                failure.at_build = len(got) <= len(prefix) and isinstance(prefix[len(got) - 1], m.Build)
                 entries.append(failure)
             elif got:
                 entries.append(got[len(prefix):])
