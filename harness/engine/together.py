@@ -42,15 +42,14 @@ class Abandoned(BaseException):
 class _Run:
     """One configuration's property in its thread, and what it waits for."""
 
-    def __init__(self, cfg, prop):
-        self.cfg, self.prop = cfg, prop
+    def __init__(self, cfg, prop, together: Together):
+        self.cfg, self.prop, self.together = cfg, prop, together
         self.go, self.back = threading.Semaphore(0), threading.Semaphore(0)
         self.thread: threading.Thread | None = None
         self.asking: list | None = None  # [(instance, weights bound to it, requests)] while it waits for a frame
         self.reply: tuple | None = None  # ("entries", [...]) or ("raise", exception): what the frame gave it
         self.abandoned = False
         self.done, self.outcome, self.raised = False, None, None
-        self.together: Together | None = None
 
     def main(self) -> None:
         self.go.acquire()
@@ -124,9 +123,7 @@ class Together:
         """{configuration: its outcome (None: fine) or the exception its property raised}: in configuration order
         up to the first that failed or raised (included), as asking one at a time would have found them, and any
         after it that finished with the frames already sent."""
-        runs = [_Run(cfg, prop) for cfg in configs]
-        for r in runs:
-            r.together = self
+        runs = [_Run(cfg, prop, self) for cfg in configs]
         try:
             live = self._phases(runs)
         finally:
