@@ -3,13 +3,13 @@
 A check states a property of one configuration (`prop(cfg)`: build it, call it, judge the answer) and
 `search.find_failure` asks it about nine or so.  Asked one after another, that is a round trip to the child per
 configuration and per call, and a round trip costs about a forward pass of these small layers.  Here each
-configuration's property runs in a thread of its own, but never two at once: a baton goes from one to the next in
-configuration order.  A property that asks for a round trip (`Subject.frame`, which `Instance.calls`,
-`Instance.info` and `Context.frame` all go through) hands over its requests and waits; once every property still
-running waits or is done, their requests go to the child in one frame, in configuration order, and each gets its
-own replies back and runs on, in order, to its next round trip or its verdict: one frame per step that every
-configuration takes (a check that reads the layout before it transplants weights takes two: the builds, then the
-calls), however many configurations there are.
+configuration's property runs in a thread of its own (threads are kept for the next search), but never two at
+once: a baton goes from one to the next in configuration order.  A property that asks for a round trip
+(`Subject.frame`, which `Instance.calls`, `Instance.info` and `Context.frame` all go through) hands over its
+requests and waits; once every property still running waits or is done, their requests go to the child in one
+frame, in configuration order, and each gets its own replies back and runs on, in order, to its next round trip or
+its verdict: one frame per step that every configuration takes (a check that reads the layout before it
+transplants weights takes two: the builds, then the calls), however many configurations there are.
 
 The verdict is that of asking one at a time, in order (`run`):
 - the first configuration whose property fails or raises decides: none after it is started, and those waiting are
@@ -39,19 +39,73 @@ class Abandoned(BaseException):
     BaseException, so that no property's `except Exception` keeps it alive."""
 
 
+class _Signal:
+    """One thread tells another to go on: a lock held until `release` (half the cost of a Semaphore, which is
+    written in Python; a configuration takes a few such hand-overs per step)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def release(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:  # told twice before it was heard (an interruption abandoning a run): once is enough
+            pass
+
+    def acquire(self) -> None:
+        self._lock.acquire()
+
+
+class _Worker:
+    """A thread that runs properties, one after another: kept for the next search once its property is done
+    (starting a thread costs about as much as the hand-overs of a whole search)."""
+
+    _idle: list[_Worker] = []
+    _lock = threading.Lock()
+    started = 0  # how many were ever started (tests: none is lost)
+
+    def __init__(self):
+        self.job, self.run = _Signal(), None
+        _Worker.started += 1
+        threading.Thread(target=self._loop, daemon=True, name="mha-check configuration").start()
+
+    @classmethod
+    def take(cls) -> _Worker:
+        with cls._lock:
+            if cls._idle:
+                return cls._idle.pop()
+        return cls()
+
+    @classmethod
+    def idle(cls) -> int:
+        return len(cls._idle)
+
+    def _loop(self) -> None:
+        while True:
+            self.job.acquire()
+            run, self.run = self.run, None
+            run.main(self)
+
+    def free(self) -> None:
+        with _Worker._lock:
+            _Worker._idle.append(self)
+
+
 class _Run:
-    """One configuration's property in its thread, and what it waits for."""
+    """One configuration's property, run by a worker thread, and what it waits for."""
 
     def __init__(self, cfg, prop, together: Together):
         self.cfg, self.prop, self.together = cfg, prop, together
-        self.go, self.back = threading.Semaphore(0), threading.Semaphore(0)
-        self.thread: threading.Thread | None = None
+        self.go, self.back = _Signal(), _Signal()
+        self.started = False
         self.asking: list | None = None  # [(instance, weights bound to it, requests)] while it waits for a frame
         self.reply: tuple | None = None  # ("entries", [...]) or ("raise", exception): what the frame gave it
         self.abandoned = False
         self.done, self.outcome, self.raised = False, None, None
 
-    def main(self) -> None:
+    def main(self, worker: _Worker) -> None:
+        """In the worker's thread: the property, from the first `step` to its verdict."""
         self.go.acquire()
         _here.run = self
         try:
@@ -61,14 +115,18 @@ class _Run:
         except BaseException as e:  # noqa: BLE001 - raised in its turn, by the caller (`run`)
             self.raised = e
         finally:
+            _here.run = None
             self.done = True
+            worker.free()  # before the hand-over: whoever asks next finds it idle
             self.back.release()
 
     def step(self) -> None:
         """Let the property run until it waits for a frame or is done."""
-        if self.thread is None:
-            self.thread = threading.Thread(target=self.main, daemon=True, name=f"config {self.cfg.describe()}")
-            self.thread.start()
+        if not self.started:
+            self.started = True
+            worker = _Worker.take()
+            worker.run = self
+            worker.job.release()
         self.go.release()
         self.back.acquire()
 
@@ -127,7 +185,7 @@ class Together:
         try:
             live = self._phases(runs)
         finally:
-            self._abandon([r for r in runs if r.thread is not None and not r.done])
+            self._abandon([r for r in runs if r.started and not r.done])
         return {r.cfg: r.raised if r.raised is not None else r.outcome for r in live}
 
     def _phases(self, runs: list[_Run]) -> list[_Run]:
@@ -138,7 +196,7 @@ class Together:
         while True:
             decider = None
             for r in runs:
-                if not r.done and (r.reply is not None or r.thread is None and decider is None):
+                if not r.done and (r.reply is not None or not r.started and decider is None):
                     r.step()
                     if decider is not None and not r.done:
                         self._abandon([r])
@@ -146,7 +204,7 @@ class Together:
                     decider = r
             if decider is not None:
                 after = runs[runs.index(decider) + 1:]
-                self._abandon([r for r in after if r.thread is not None and not r.done])
+                self._abandon([r for r in after if r.started and not r.done])
                 runs = runs[:runs.index(decider) + 1] + [r for r in after if r.done and not r.abandoned]
             waiting = [r for r in runs if r.waiting]
             if not waiting:

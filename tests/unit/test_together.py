@@ -1,15 +1,14 @@
 """harness.engine.together through search.find_failure: a property of one configuration, asked of several together,
 sends one frame per step however many configurations there are, and gives the verdict of asking one at a time, in
 order: the first configuration that fails or raises decides, a failing request ends the frame where it would have
-ended the calls, and no thread is left behind."""
-import threading
-
+ended the calls, and no property is left running."""
 import numpy as np
 import pytest
 
 from checks import failed
 from harness.child.inprocess import InProcessSubject
 from harness.engine import search
+from harness.engine.together import _Worker
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
 
@@ -63,10 +62,9 @@ def child(tmp_path):
         sent.append([r.op for r in requests])
         return exchange(requests, **how)
     subject._exchange = recording
-    threads = threading.active_count()
     yield subject, sent, lambda: log.read_text().split() if log.exists() else []
     try:
-        assert threading.active_count() == threads  # every property's thread has ended
+        assert _Worker.idle() == _Worker.started  # every property has ended, its thread free for the next search
     finally:
         subject.close()
 
