@@ -134,3 +134,21 @@ def test_no_configuration_after_a_decided_one_is_started(child):
         return failed("at once") if cfg.heads == 2 else None
     out = _search(subject, prop, [_cfg(1), _cfg(2), _cfg(4)])
     assert out.config == _cfg(2).to_dict() and started == [1, 2] and sent == []
+
+
+def test_a_later_configuration_answered_in_the_deciding_frame_is_kept_for_the_shrink(child):
+    """The frame that decided carried the later configurations' requests too: what they judge from it is kept (a
+    shrink that asks about one of them gets its answer without another round trip), and one that wants another
+    round trip is abandoned."""
+    subject, sent, _ = child
+
+    def prop(cfg):
+        inst = subject.build(cfg)
+        inst.forward(np.ones((2, cfg.n, 12)))
+        if cfg.heads == 4:
+            inst.forward(np.ones((2, cfg.n, 12)))  # a second step: never sent
+        return failed("one head") if cfg.heads == 1 else None
+    answers = search.together(Ctx(subject), prop, [_cfg(1), _cfg(2), _cfg(4)])
+    assert {cfg.heads: getattr(outcome, "message", outcome) for cfg, outcome in answers.items()} == \
+        {1: "one head", 2: None}
+    assert sent == [["build", "forward"] * 3]
