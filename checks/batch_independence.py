@@ -2,7 +2,6 @@
 from checks import check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.compare import same, worst_difference
-from harness.engine.search import find_failure_at_once
 
 
 @check(
@@ -21,15 +20,12 @@ from harness.engine.search import find_failure_at_once
     needs=(output_shape,),
 )
 def batch_independence(ctx):
-    def ask(cfg):
+    def holds(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
         others = x.copy()
         others[1:] = ctx.rng("others", cfg).standard_normal(others[1:].shape)
-        return inst, [inst.forward_request(v) for v in [x, others] + [x[b:b + 1] for b in range(cfg.batch)]], None
-
-    def judge(cfg, answer, _):
-        y, y2, *alone = [reply.y for reply in answer()]
+        y, y2, *alone = inst.forward_many([x, others] + [x[b:b + 1] for b in range(cfg.batch)])
         for b, single in enumerate(alone):
             if single.shape != (1,) + y[b].shape or not same(single[0], y[b]):
                 return failed(f"sequence {b} gives a different output when run alone than inside the batch: "
@@ -42,5 +38,4 @@ def batch_independence(ctx):
                           expected="no change", finding="batch mixed")
         return None
 
-    return find_failure_at_once(ctx, ask, judge) or passed("every sequence's output is independent of the rest of "
-                                                           "the batch")
+    return ctx.find_failure(holds) or passed("every sequence's output is independent of the rest of the batch")

@@ -34,7 +34,6 @@ from checks.output_shape import output_shape
 from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.mapping import map_help
-from harness.engine.search import find_failure_at_once
 from reference import grouped, numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
@@ -116,19 +115,15 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
       bit-identical (likewise x[:, 2:] and y[:, :2]), also with perturbations of size 1e30""",
 )
 def causal_leakage(ctx):
-    def ask(cfg):
+    unreferenced = set()  # why some deep configuration's pass rests on the child's answers alone
+    huge_only = []  # configurations where only future tokens of size 1e30 moved earlier outputs (an additive mask)
+
+    def holds(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
         r = ctx.rng("r", cfg).standard_normal(cfg.d_out)
         inputs, labels = perturbed(x, cfg, ctx, ("ordinary", "huge") if cfg.n <= DEEP_MAX_N else ("ordinary",))
-        return inst, [inst.jacobian_request(x, r)] + [inst.forward_request(v) for v in inputs], (inst, x, r, labels)
-
-    unreferenced = set()  # why some deep configuration's pass rests on the child's answers alone
-    huge_only = []  # configurations where only future tokens of size 1e30 moved earlier outputs (an additive mask)
-
-    def judge(cfg, answer, kept):
-        inst, x, r, labels = kept
-        jacobian, *outputs = answer()
+        jacobian, *outputs = inst.calls([inst.jacobian_request(x, r)] + [inst.forward_request(v) for v in inputs])
         outputs = [o.y for o in outputs]
         outcome = _leak_verdict(jacobian, cfg) or moved(outputs, labels, kinds=("ordinary",))
         huge = moved(outputs, labels, kinds=("huge",)) if outcome is None else None
@@ -143,7 +138,7 @@ def causal_leakage(ctx):
             return outcome
         return _deep(ctx, inst, x, r, cfg, unreferenced)
 
-    outcome = find_failure_at_once(ctx, ask, judge) or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
+    outcome = ctx.find_failure(holds) or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
     return _how_called(outcome, ctx.call_evidence)
 
 

@@ -6,7 +6,6 @@ a working forward are skipped.  A forward that raises something else is not judg
 from checks import Outcome, check, failed, passed
 from checks.construct import construct
 from harness.engine.compare import same, worst_difference
-from harness.engine.search import find_failure_at_once
 from harness.engine.trace.detect_layout import SLICE_DETECTORS
 from harness.wire.errors import TargetFailure
 
@@ -20,6 +19,26 @@ SLICE_FIX = """Split a (B, n, d) projection (or a slice of a fused one) into hea
 
 def _is_view_error(message: str) -> bool:
     return any(s in message for s in VIEW_ERROR)
+
+
+AFTER_TRANSPOSE = "`view` after `transpose` without `contiguous()`: forward raised "
+TRANSPOSE_FINDING = "view after transpose without contiguous()"
+
+
+def _on_slice(outcome, ctx):
+    """A view error that no view of the input explains, said as what the recorded forward shows it is: a view of a
+    slice (`_raised_on_slice`), read once the search is over (the recorded forward is the lesson's worked example,
+    the same for every configuration, and its round trips are not the configurations' to share)."""
+    if outcome is None or not outcome.message.startswith(AFTER_TRANSPOSE):
+        return outcome
+    on_slice = _raised_on_slice(ctx)
+    if on_slice:
+        raised = outcome.message[len(AFTER_TRANSPOSE):]
+        outcome.message = f"`view` on a slice (no transpose before it) raised {raised}: {on_slice}"
+        outcome.observed, outcome.fix = "RuntimeError from view() on a slice", SLICE_FIX
+        if outcome.details.get("finding") == TRANSPOSE_FINDING:
+            outcome.details["finding"] = "view of a slice"
+    return outcome
 
 
 def _raised_on_slice(ctx) -> str:
@@ -54,15 +73,14 @@ def contiguity(ctx):
                        details={"usable": True})
     others: list[str] = []  # errors that are not the view error: output-shape reports them
 
-    def ask(cfg):
+    def holds(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
-        return inst, [inst.forward_request(x), inst.forward_request(x, noncontig=True)], None
-
-    def judge(cfg, answer, _):
         try:
-            y, y2 = (reply.y for reply in answer())
+            y, y2 = (r.y for r in inst.calls([inst.forward_request(x), inst.forward_request(x, noncontig=True)]))
         except TargetFailure as e:
+            if e.stage == "construct":  # the constructor refused the configuration: not a forward to judge here
+                raise
             if not _is_view_error(e.message):
                 others.append(e.message)
                 return None
@@ -70,20 +88,14 @@ def contiguity(ctx):
                 return failed("forward calls view() on its (non-contiguous) input: " + e.message,
                               observed="RuntimeError from view() on a non-contiguous input", expected="a result",
                               finding="view on the input", usable=True)
-            on_slice = _raised_on_slice(ctx)
-            if on_slice:
-                return failed(f"`view` on a slice (no transpose before it) raised {e.message}: {on_slice}",
-                              observed="RuntimeError from view() on a slice", expected="a result",
-                              finding="view of a slice", fix=SLICE_FIX)
-            return failed("`view` after `transpose` without `contiguous()`: forward raised " + e.message,
-                          observed="RuntimeError from view()", expected="a result",
-                          finding="view after transpose without contiguous()")
+            return failed(AFTER_TRANSPOSE + e.message, observed="RuntimeError from view()", expected="a result",
+                          finding=TRANSPOSE_FINDING)
         if not same(y2, y):
             return failed("the output changes when the same input is given with non-contiguous strides: "
                           + worst_difference(y2, y, ("non-contiguous", "contiguous")), usable=True)
         return None
 
-    outcome = find_failure_at_once(ctx, ask, judge, min_heads=2, min_n=2)
+    outcome = _on_slice(ctx.find_failure(holds, min_heads=2, min_n=2), ctx)
     if outcome is None and others:
         return Outcome("skip", f"not judged where your forward raises {others[0][:200]} (reported by "
                                "output-shape)", details={"usable": True})

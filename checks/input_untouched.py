@@ -3,7 +3,6 @@ import numpy as np
 
 from checks import check, failed, passed
 from checks.output_shape import output_shape
-from harness.engine.search import find_failure_at_once
 
 MODES = ("eval", "train")  # the input must survive both: a training branch may have its own in-place step
 
@@ -21,13 +20,11 @@ MODES = ("eval", "train")  # the input must survive both: a training branch may 
     needs=(output_shape,),
 )
 def input_untouched(ctx):
-    def ask(cfg):
+    def holds(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
-        return inst, [inst.forward_request(x, mode, want_x_after=True) for mode in MODES], x
-
-    def judge(cfg, answer, x):
-        for mode, reply in zip(MODES, answer()):
+        replies = inst.calls([inst.forward_request(x, mode, want_x_after=True) for mode in MODES])
+        for mode, reply in zip(MODES, replies):
             after = reply.x_after
             if after is None or after.shape != x.shape or not np.array_equal(after, x):
                 changed = "its shape" if after is None or after.shape != x.shape else \
@@ -36,4 +33,4 @@ def input_untouched(ctx):
                               observed="input changed", expected="input unchanged", finding="input modified")
         return None
 
-    return find_failure_at_once(ctx, ask, judge, generated=False) or passed("the input is unchanged after forward")
+    return ctx.find_failure(holds, generated=False) or passed("the input is unchanged after forward")

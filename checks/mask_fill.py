@@ -9,7 +9,6 @@ causal-leakage passed (for a leaking layer, that check already says what is wron
 """
 from checks import check, failed, passed
 from checks.causal_leakage import causal_leakage, moved, perturbed
-from harness.engine.search import find_failure_at_once
 
 
 @check(
@@ -30,20 +29,17 @@ from harness.engine.search import find_failure_at_once
     masked_fill(mask, -inf): the future gets weight 0, y[:, 0] does not change""",
 )
 def mask_fill(ctx):
-    def ask(cfg):
+    def holds(cfg):
         inst = ctx.build(cfg)
         if inst.layout is not None:  # weights of its own: an earlier check's transplant may hide the leak (W_q = 0)
             ctx.transplant(inst, ctx.weights_for(inst, "mask-fill"))
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill"), cfg, ctx, ("huge",))
-        return inst, [inst.forward_request(v) for v in inputs], labels
-
-    def judge(cfg, answer, labels):
-        outcome = moved([reply.y for reply in answer()], labels)
+        outcome = moved(inst.forward_many(inputs), labels)
         if outcome is None:
             return None
         return failed(outcome.message.replace(": the future leaks into the past", "") + ": the future is masked by a "
                       "finite value that large scores get past (a -inf fill never lets them)",
                       observed=outcome.observed, expected=outcome.expected, finding="finite mask")
 
-    return find_failure_at_once(ctx, ask, judge, build_first=True, generated=False) or passed(
+    return ctx.find_failure(holds, generated=False) or passed(
         "future tokens of size 1e30 leave earlier outputs unchanged: the mask holds whatever the scores")

@@ -9,7 +9,6 @@ import numpy as np
 
 from checks import cannot_tell, check, failed, passed
 from checks.contiguity import contiguity
-from harness.engine.search import find_failure_at_once
 from harness.wire import raised
 from harness.wire.errors import TargetFailure
 
@@ -36,14 +35,11 @@ def output_shape(ctx):
                            help="check a factory that returns a module whose forward(x) applies the causal mask "
                                 "itself")
 
-    def ask(cfg):
+    def holds(cfg):
         inst = ctx.build(cfg)
-        return inst, [inst.forward_request(ctx.input(cfg))], inst
-
-    def judge(cfg, answer, inst):
         try:
-            y = answer()[0].y
-        except TargetFailure as e:
+            y = inst.forward(ctx.input(cfg))
+        except TargetFailure as e:  # a constructor that refuses the configuration included: judged here too
             if e.message.startswith("forward returned"):
                 return failed(e.message, finding=_raised_finding(e.message, cfg))
             return _raised(e.message, cfg, inst)
@@ -63,8 +59,7 @@ def output_shape(ctx):
                                                           "last token" if positions == [cfg.n - 1] else "tokens"))
         return None
 
-    return find_failure_at_once(ctx, ask, judge, judge_refusals=True) or passed("shape (B, n, d_out) and finite "
-                                                                                "values for every configuration tried")
+    return ctx.find_failure(holds) or passed("shape (B, n, d_out) and finite values for every configuration tried")
 
 
 def _raised(message: str, cfg, inst):

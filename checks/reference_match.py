@@ -2,7 +2,6 @@
 from checks import check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.compare import compare
-from harness.engine.search import find_failure_at_once
 from reference import numpy_ref
 
 
@@ -23,17 +22,12 @@ from reference import numpy_ref
     fill -10 instead of -inf: about 1e-4, still caught; fill -100: exactly 0 (only causal-leakage sees it)""",
 )
 def reference_match(ctx):
-    def ask(cfg):
+    def holds(cfg):
         inst = ctx.build(cfg)
         w = ctx.weights_for(inst)
         ctx.transplant(inst, w)
         x = ctx.input(cfg)
-        return inst, [inst.forward_request(x)], (x, w)
-
-    def judge(cfg, answer, kept):
-        x, w = kept
-        y = answer()[0].y
-        mismatch = compare(y, numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope))
+        mismatch = compare(inst.forward(x), numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope))
         if mismatch is None:
             return None
         return failed("output differs from the reference with the same weights: " + mismatch.describe(),
@@ -45,7 +39,7 @@ def reference_match(ctx):
              "projection) " if single else "grouped-query reference (query heads sharing key/value heads) "
              if ctx.grouped else "reference ")
     rope = f"with {ctx.rope.describe()} " if ctx.rope else ""
-    return find_failure_at_once(ctx, ask, judge, build_first=True) or passed(
+    return ctx.find_failure(holds) or passed(
         f"equals the {which}{rope}for every configuration tried",
         **({"form": ctx.form.name if single else "grouped" if ctx.grouped else "rotary"}
            if single or ctx.grouped or ctx.rope else {}))  # the report shows what was judged, not the plain claim

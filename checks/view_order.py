@@ -10,7 +10,6 @@ import numpy as np
 from checks import check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.compare import close
-from harness.engine.search import find_failure_at_once
 from reference import numpy_ref
 
 ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
@@ -83,18 +82,14 @@ def _zero_qk(w):
       split of q and k, so there only the split of v and the merge are named""",
 )
 def view_order(ctx):
-    def ask(cfg):
+    def holds(cfg):
         inst = ctx.build(cfg)
         x = ctx.input(cfg)
         base = ctx.weights_for(inst, "view")
         zero = _zero_qk(base)
         ctx.transplant(inst, base)
-        second = inst.write_request(ctx.transplanted(inst, zero))
-        return inst, [inst.forward_request(x), second, inst.forward_request(x)], (x, base, zero)
-
-    def judge(cfg, answer, kept):
-        x, base, zero = kept
-        y_base, _, y_zero = answer()
+        y_base, _, y_zero = inst.calls([inst.forward_request(x), inst.write_request(ctx.transplanted(inst, zero)),
+                                        inst.forward_request(x)])
         for w, y, known in ((base, y_base.y, mistakes()), (zero, y_zero.y, mistakes(qk_seen=False))):
             if close(y, numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)):
                 continue
@@ -104,5 +99,5 @@ def view_order(ctx):
                                   expected="output equals the reference", finding=f"view:{split}/{merge}")
         return None
 
-    outcome = find_failure_at_once(ctx, ask, judge, min_heads=2, min_n=2, build_first=True)
-    return outcome or passed("no view-order mistake: outputs never match a wrong split or merge")
+    return ctx.find_failure(holds, min_heads=2, min_n=2) or passed("no view-order mistake: outputs never match a "
+                                                                   "wrong split or merge")

@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.engine import grouped
 from harness.engine import mapping as mapping_proof
+from harness.engine import search
 from harness.engine import unproven_call
 from harness.engine.mapping import Mapping
 from harness.engine.trace.drive import record
@@ -157,6 +158,13 @@ class Context:
         if proof.index is not None:  # picked when wanted: picking reads the Build's answer (see Instance)
             inst.choose_layout_later(lambda built: self._same_layout(built.layouts) if built.layouts else None)
         return inst
+
+    # -- configurations -------------------------------------------------------------------------------------------
+    def find_failure(self, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None):
+        """`prop(cfg)` (None: fine; an Outcome: broken) asked of the required configurations and `examples` drawn
+        ones, all together (harness.engine.together: their round trips in one frame per step), and the smallest
+        failing configuration found, or None (harness.engine.search.find_failure)."""
+        return search.find_failure(self, prop, min_heads, min_n, generated, required)
 
     # -- the child, for checks that do not call the module the proven way (they count, inspect or batch) --------
     def load(self) -> m.Loaded:

@@ -2,7 +2,9 @@
 
 `find_failure(ctx, prop)` returns None when `prop(config)` (None for "fine", an Outcome for "broken") holds on the
 required configurations and on `ctx.examples` drawn ones; otherwise the failing Outcome for the smallest failing
-configuration found, with that configuration attached.
+configuration found, with that configuration attached.  The required and drawn configurations are asked
+together (`harness.engine.together`: each property straight-line code of its own, their round trips in one frame
+per step, the verdict that of asking them one at a time in this order); a shrink asks one at a time.
 
 Draws come from a generator seeded by what is drawn (the same configurations in every run and on every machine,
 whatever the seed of the inputs): first the smallest configuration of all, then random ones, all distinct.  A
@@ -21,6 +23,7 @@ import zlib
 
 import numpy as np
 
+from harness.engine.together import Together
 from harness.wire.config import Config
 
 
@@ -76,87 +79,52 @@ def _fixed_heads(ctx) -> int | None:
 
 
 def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None):
+    """The required configurations and the drawn ones are asked together (`together`: their round trips in one
+    frame per step, with the verdict of asking one at a time, in this order); a shrink asks one at a time."""
     asked: dict[Config, object] = {}  # every configuration is asked about once, drawn or tried while shrinking
     fixed = _fixed_heads(ctx)
     min_heads = fixed or min_heads  # shrinking never goes below it, and never changes a fixed number
+    required = list(required if required is not None else ctx.required_configs())
+    drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples, fixed) \
+        if generated else []
+    early = together(ctx, prop, list(dict.fromkeys(required + drawn)))
+
+    def answer(cfg: Config):  # what the configurations asked together said, else asked now
+        found = early.pop(cfg) if cfg in early else prop(cfg)
+        if isinstance(found, BaseException):
+            raise found
+        return found
 
     def ask(cfg: Config):
         if cfg not in asked:
-            found = prop(cfg)
+            found = answer(cfg)
             asked[cfg] = None if found is None else _attach(found, cfg)
         return asked[cfg]
 
-    for cfg in required if required is not None else ctx.required_configs():
+    for cfg in required:
         outcome = ask(cfg)
         if outcome is not None:
-            return shrink(outcome, cfg, prop, min_heads, min_n, ctx.separate_widths, asked) if generated else outcome
-    if not generated:
-        return None
-    for cfg in draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples, fixed):
+            return shrink(outcome, cfg, answer, min_heads, min_n, ctx.separate_widths, asked) if generated \
+                else outcome
+    for cfg in drawn:
         outcome = ask(cfg)
         if outcome is not None:
-            return shrink(outcome, cfg, prop, min_heads, min_n, ctx.separate_widths, asked)
+            return shrink(outcome, cfg, answer, min_heads, min_n, ctx.separate_widths, asked)
     return None
 
 
-def find_failure_at_once(ctx, ask, judge, min_heads: int = 1, min_n: int = 1, build_first: bool = False,
-                         generated: bool = True, judge_refusals: bool = False):
-    """`find_failure` for a property made of one round trip per configuration, with every configuration's round
-    trip in a single frame: a round trip to the child costs about a forward pass of these small layers, and these
-    checks ask for nine configurations each.
-
-    `ask(cfg)` -> (instance, requests, kept) names the round trip (weights it transplants, `Context.transplant`,
-    go first); `judge(cfg, answer, kept)` reads it, where `answer()` gives the replies or raises what the round trip
-    raised.  The verdict is find_failure's with prop(cfg) = judge(cfg, lambda: instance.calls(requests), kept) after
-    the instance is built: the configurations are judged in the same order, their requests run in the same order,
-    and a request that fails ends the frame where it would have ended the calls (the configurations after it are
-    then asked one by one, if the search gets to them).  A constructor that refuses a configuration, or an `ask`
-    that raises, raises from the property, as building it first did; with `judge_refusals` the refusal is the
-    judge's to read instead (its check built inside what it judges).  The one difference: configurations after one
-    whose values fail have run as well, unread; should one of them kill the child, the check reports that crash
-    instead.  `build_first`: `ask` reads what the child says about the instance (its layouts, to transplant
-    weights), so the configurations not built yet are built first, all in one round trip."""
-    drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples,
-                  _fixed_heads(ctx)) if generated else []
-    configs = list(dict.fromkeys(list(ctx.required_configs()) + drawn))
-    if build_first:
-        ctx.subject.build_ahead([ctx.build(cfg) for cfg in configs])  # a refusal is raised when asked
-    questions, early = [], {}
-    for cfg in configs:
-        try:
-            inst, requests, kept = ask(cfg)
-        except Exception as e:  # noqa: BLE001 - this configuration's answer, raised in its turn
-            early[cfg] = (e, _RAISES)
-            break
-        written = inst.take_weights()  # this configuration's transplant, before another one's replaces it
-        questions.append((cfg, inst, written + list(requests), (len(written), kept)))
-    entries = ctx.subject.frame([(inst, requests) for _, inst, requests, _ in questions])
-    early.update({cfg: (entry, kept) for (cfg, _, _, kept), entry in zip(questions, entries)})
-
-    def prop(cfg: Config):
-        if cfg in early:
-            entry, kept = early.pop(cfg)
-            if kept is _RAISES or (isinstance(entry, BaseException) and entry.at_build and not judge_refusals):
-                raise entry
-            skip, kept = kept  # the replies to its transplant are not the judge's
-            if isinstance(entry, BaseException):
-                entry.answered = entry.answered[skip:]
-            return judge(cfg, lambda: _given(entry)[skip:], kept)
-        inst, requests, kept = ask(cfg)
-        if not judge_refusals:
-            inst.info  # noqa: B018 - built first, as before the round trip: a refusal raises here
-        return judge(cfg, lambda: inst.calls(requests), kept)
-
-    return find_failure(ctx, prop, min_heads, min_n, generated)
-
-
-_RAISES = object()  # `ask` raised: the property raises it
-
-
-def _given(entry):
-    if isinstance(entry, BaseException):
-        raise entry
-    return entry
+def together(ctx, prop, configs: list[Config]) -> dict:
+    """{configuration: outcome, or the exception its property raised}, asked together (Together.run); {} where
+    there is no child to gather frames for (the search then asks one at a time), or where a property asks (a
+    search inside one: its frames already go with the others)."""
+    subject = getattr(ctx, "subject", None)
+    if subject is None or not hasattr(subject, "frame_now") or subject.gather is not None:
+        return {}
+    subject.gather = Together(subject)
+    try:
+        return subject.gather.run(prop, configs)
+    finally:
+        subject.gather = None
 
 
 def shrink(outcome, cfg: Config, prop, min_heads: int, min_n: int, separate: bool, asked: dict | None = None):

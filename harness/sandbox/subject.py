@@ -53,6 +53,8 @@ class Subject:
     for it (`isolation.unfit_to_grade`): unless `allow_unconfined` accepts it (the isolation block then says so),
     a child that is not raises IsolationFailed before any of the submission's code runs."""
 
+    gather = None  # harness.engine.together.Together, while configurations are asked together
+
     def __init__(self, spec: str, overrides: dict | None = None, seed: int = 0, cwd: str | None = None,
                  weight_map: dict | None = None, limits: Limits | None = None, submission: str | None = None,
                  allow_unconfined: bool = True, grading: bool = False):
@@ -149,14 +151,21 @@ class Subject:
         return replies
 
     def frame(self, groups: list[tuple[Instance, list[m.Request]]]) -> list[list[m.Reply] | BaseException]:
+        """`frame_now`; or, asked from a thread whose frames are gathered (`gather`, set by the engine while it
+        runs a property for several configurations together, harness.engine.together), those groups sent with
+        the other configurations' in one frame, with the same answer."""
+        if self.gather is not None and self.gather.holds():
+            return self.gather.frame(groups)
+        return self.frame_now(groups)
+
+    def frame_now(self, groups: list[tuple[Instance, list[m.Request]]]) -> list[list[m.Reply] | BaseException]:
         """Requests on several instances in one round trip, each group behind its instance's Build and weights
         (`Instance.before_next`), in the order given, as if each group were sent on its own one after another.
         One entry per group that ran: its replies, or what sending it alone would have raised (the first failure
         ends the frame there, as it would have ended the calls; the exception's `answered` holds the group's
-        replies before it, its `at_build` says whether the constructor refused).  Groups after a failure are not
-        run and get no entry; a dead or silent child raises WorkerDied, as `calls` does.  Every request keeps the
-        wall-clock time it would have had on its own (`call_seconds`), pooled over the frame, within what is
-        left of the target's (`total_seconds`)."""
+        replies before it).  Groups after a failure are not run and get no entry; a dead or silent child raises
+        WorkerDied, as `calls` does.  Every request keeps the wall-clock time it would have had on its own
+        (`call_seconds`), pooled over the frame, within what is left of the target's (`total_seconds`)."""
         flat, spans, building = [], [], set()
         for inst, requests in groups:
             prefix = inst.before_next(build=id(inst) not in building)  # one Build per instance, in its first group
@@ -178,7 +187,6 @@ class Subject:
             inst.answered(prefix, got)
             if failure is not None:
                 failure.answered = got[len(prefix):-1]  # the group's replies before the request that failed
-                failure.at_build = len(got) <= len(prefix) and isinstance(prefix[len(got) - 1], m.Build)
                 entries.append(failure)
             elif got:
                 entries.append(got[len(prefix):])

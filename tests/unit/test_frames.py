@@ -1,12 +1,11 @@
-"""Several requests, configurations and instances in one round trip to the child (Subject.frame, build_ahead,
-search.find_failure_at_once): the verdicts are those of one round trip at a time, the child's code runs in the
-same order and no more often, and a failure ends the frame where it would have ended the calls."""
-import sys
+"""Several requests, configurations and instances in one round trip to the child (Subject.frame, build_ahead, and
+search.find_failure asking its configurations together, harness.engine.together): the verdicts are those of one
+round trip at a time, the child's code runs in the same order and no more often, and a failure ends the frame where
+it would have ended the calls."""
 
 import numpy as np
 import pytest
 
-import checks
 import mutants
 from harness.child.inprocess import InProcessSubject
 from harness.engine import search
@@ -132,17 +131,10 @@ def test_a_build_answered_under_another_handle_is_a_protocol_error():
 ONE_AT_A_TIME = []  # the searches made one at a time: proof that the comparison compared something
 
 
-def _one_at_a_time(ctx, ask, judge, min_heads=1, min_n=1, build_first=False, generated=True, judge_refusals=False):
-    """find_failure_at_once as one round trip per configuration, as the checks were written before: each built
-    first in a round trip of its own (inside what is judged, for the check that judges refusals)."""
-    ONE_AT_A_TIME.append(ask)
-
-    def prop(cfg):
-        inst, requests, kept = ask(cfg)
-        if not judge_refusals:
-            inst.info  # noqa: B018 - the Build on its own
-        return judge(cfg, lambda: inst.calls(requests), kept)
-    return search.find_failure(ctx, prop, min_heads, min_n, generated)
+def _each_alone(ctx, prop, configs):
+    """search.together asking nothing: find_failure then asks each configuration on its own, in order."""
+    ONE_AT_A_TIME.append(prop)
+    return {}
 
 
 SHARED_INSTANCE = f"{ROOT / 'tests' / 'fixtures' / 'frames' / 'shared_instance.py'}:MHA"
@@ -204,10 +196,7 @@ def test_configurations_that_share_a_module_get_each_their_own_weights():
 def test_every_configuration_in_one_frame_gives_the_verdicts_of_one_at_a_time(target, monkeypatch, tmp_path):
     target = _refusing_one(tmp_path) if target == REFUSES_ONE else target
     at_once = _verdicts(target)
-    for check in checks.all_checks():
-        module = sys.modules[check.run.__module__]
-        if hasattr(module, "find_failure_at_once"):
-            monkeypatch.setattr(module, "find_failure_at_once", _one_at_a_time)
+    monkeypatch.setattr(search, "together", _each_alone)
     ONE_AT_A_TIME.clear()
     one_at_a_time = _verdicts(target)
     assert at_once == one_at_a_time

@@ -179,3 +179,19 @@ def test_a_check_reaches_the_child_only_through_its_context():
                 if isinstance(node, ast.Attribute) and node.attr in ("subject", "meta_subject"):
                     reaching.append(f"{module}:{node.lineno}")
     assert reaching == []
+
+
+def test_a_check_states_one_configuration_and_the_engine_sends_them_together():
+    """Issue 30 item 1: a check's property is straight-line code about one configuration (`ctx.find_failure`);
+    batching its configurations into frames is the engine's (harness.engine.together), so no check names the
+    machinery that does it, nor the ask/judge pair it replaced."""
+    machinery = {"find_failure_at_once", "Together", "together", "frame_now", "gather"}
+    naming = []
+    for module, path in MODULES.items():
+        if module == "checks" or module.startswith("checks."):
+            for node in ast.walk(ast.parse(path.read_text())):
+                name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else \
+                    None
+                names = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else [name]
+                naming += [f"{module}:{node.lineno} {n}" for n in names if n in machinery]
+    assert naming == []
