@@ -29,7 +29,7 @@ the child's own answers.
 """
 import numpy as np
 
-from checks import cannot_tell, check, failed, passed
+from checks import Status, cannot_tell, check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
@@ -149,12 +149,12 @@ def _how_called(outcome, evidence):
     if evidence is None:
         return outcome
     call = evidence.tried[evidence.style][0]
-    if outcome.status == "fail" and evidence.masks_itself:
+    if outcome.status == Status.FAIL and evidence.masks_itself:
         outcome.message += (f"; called as {call}, your layer hides some later positions but not all: it masks by "
                             "itself, so this leak is its own whatever mask a caller would pass")
-    elif outcome.status == "fail" and evidence.every_call_leaks:
+    elif outcome.status == Status.FAIL and evidence.every_call_leaks:
         outcome.message += f"; the same under every way of calling forward that ran ({evidence.ran()})"
-    elif outcome.status == "pass":
+    elif outcome.status == Status.PASS:
         outcome.message += (f"; called as {call}, the first way tried under which no output depends on a later "
                             "input (how to pass the mask is not proven without a reading of your parameters)")
         if evidence.style and evidence.first_leaks:  # said, not judged: a layer may leave the mask to its caller

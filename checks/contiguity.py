@@ -3,7 +3,7 @@
 It runs before output-shape: a forward that raises the view error is reported here, once, and the checks that need
 a working forward are skipped.  A forward that raises something else is not judged here (output-shape reports it).
 """
-from checks import Outcome, check, failed, passed
+from checks import Outcome, Status, check, failed, passed
 from checks.construct import construct
 from harness.engine.compare import same, worst_difference
 from harness.engine.trace.detect_layout import SLICE_DETECTORS
@@ -69,7 +69,7 @@ def _raised_on_slice(ctx) -> str:
 )
 def contiguity(ctx):
     if ctx.mapping.style is None:
-        return Outcome("skip", "not judged: mha-check could not tell how to call your forward (see output-shape)",
+        return Outcome(Status.SKIP, "not judged: mha-check could not tell how to call your forward (see output-shape)",
                        details={"usable": True})
     others: list[str] = []  # errors that are not the view error: output-shape reports them
 
@@ -97,6 +97,6 @@ def contiguity(ctx):
 
     outcome = _on_slice(ctx.find_failure(holds, min_heads=2, min_n=2), ctx)
     if outcome is None and others:
-        return Outcome("skip", f"not judged where your forward raises {others[0][:200]} (reported by "
+        return Outcome(Status.SKIP, f"not judged where your forward raises {others[0][:200]} (reported by "
                                "output-shape)", details={"usable": True})
     return outcome or passed("forward works with several heads and tokens, and on non-contiguous inputs")

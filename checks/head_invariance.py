@@ -8,7 +8,7 @@ its count changes with the heads, and param-count checks its formula instead.
 
 A class that refuses only the odd head widths (H=4 for d_out=12: width 3) refuses them by design, as rotary embeddings
 must: those are left out and the even widths compared, never a failure for what mha-check chose to build."""
-from checks import check, failed, passed
+from checks import Status, check, failed, passed
 from checks.construct import construct
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
@@ -33,10 +33,10 @@ def head_invariance(ctx):
                       "parameter for it, so its W_k and W_v have d_out / H rows and its count changes with the heads "
                       "by design; param-count checks d_in·d_out + 2·d_in·(d_out / H) + d_out² + biases instead")
     plain = _same_count(ctx, {heads: None for heads in (1, 2, 3, 4, 6)})
-    if plain.status != "pass" or not ctx.grouped:
+    if plain.status != Status.PASS or not ctx.grouped:
         return plain
     groups = _same_count(ctx, {2: 1, 4: 2, 6: 3}, " in groups of 2 (1, 2, 3 key/value heads)")
-    if groups.status != "pass":
+    if groups.status != Status.PASS:
         return groups
     return passed(f"{plain.message}; {groups.message}", form="grouped")
 
