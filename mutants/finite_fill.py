@@ -20,6 +20,7 @@ INFO = MutantInfo(
             " exactly 0."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"fill": -10.0},
+    fitted=("fill",),  # any finite fill whose leak shows in the outputs: -1e-12 (hyunwoongko's transformer), 0, -3
     example=(
         "scores: (2, 2, 3, 3); take a head whose scores are all 0 (uniform attention)\n"
         "right, fill -inf: row 0 = softmax([0, -inf, -inf]) = [1, 0, 0] exactly\n"
