@@ -9,7 +9,7 @@ INFO = MutantInfo(
     task="The outputs are slightly off the lesson's layer, and changing a later token moves earlier outputs a little.",
     topic="the causal mask",
     rewrite="fill",
-    title="Masked scores filled with -10.0 instead of -inf",
+    title="Masked scores filled with a finite value (such as -10.0) instead of -inf",
     lesson=("Masked positions must get weight exactly 0 after the softmax (lesson LM3-T4, causal masking); only -inf "
             "guarantees it."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),

@@ -136,3 +136,25 @@ def test_a_mask_multiplied_or_added_fails_and_is_named_under_every_convention(tm
     assert call in report.adapter["mapping"]["call"]
     if call == "forward(x)":
         assert "called without a mask, your forward masks by itself" in report.adapter["mapping"]["note"]
+
+
+def _marks(tmp_path, default, masking) -> list[str]:
+    from harness.frontends.trace import trace
+    path = tmp_path / "layer.py"
+    path.write_text(LAYER.replace("DEFAULT", default).replace("MASKING", masking))
+    result = trace(f"{path}:Attn", make_subject=lambda spec, overrides, seed, weight_map: InProcessSubject(
+        spec, overrides, seed))
+    assert result.error is None
+    return [m["id"] for m in result.mistakes]
+
+
+@pytest.mark.parametrize("masking, marked", [
+    ("att = att * mask", ["mask-multiplied"]),
+    ("att = att + (1 - mask)", ["mask-added"]),
+    ("att = att + mask", ["mask-added"]),
+    ('att = att.masked_fill(mask == 0, float("-inf"))', []),
+    ('att = att + torch.zeros_like(mask).masked_fill(mask == 0, float("-inf"))', []),  # additive, 0 or -inf
+    ("att = att + (1 - mask) * -1e9", ["additive-finite-mask"]),  # additive-finite-mask's, not a 0/1 mask
+], ids=["multiplied", "added-future", "added-past", "fill", "additive-inf", "additive-1e9"])
+def test_trace_marks_a_mask_multiplied_or_added_and_not_a_right_one(tmp_path, masking, marked):
+    assert _marks(tmp_path, OWN, masking) == marked
