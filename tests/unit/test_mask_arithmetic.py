@@ -158,3 +158,10 @@ def _marks(tmp_path, default, masking) -> list[str]:
 ], ids=["multiplied", "added-future", "added-past", "fill", "additive-inf", "additive-1e9"])
 def test_trace_marks_a_mask_multiplied_or_added_and_not_a_right_one(tmp_path, masking, marked):
     assert _marks(tmp_path, OWN, masking) == marked
+
+
+def test_a_product_completed_by_a_fill_is_not_a_multiplied_mask(tmp_path):
+    """GPT-2's `w * b - 1e4 * (1 - b)` (the real-code zoo's pytorch-pretrained-bert entry) fills the future with
+    -1e4 by arithmetic: a finite fill, not a product left as it is; likewise a product followed by a -inf fill."""
+    assert _marks(tmp_path, OWN, "att = att * mask - 1e4 * (1 - mask)") == []
+    assert _marks(tmp_path, OWN, 'att = (att * mask).masked_fill(mask == 0, float("-inf"))') == []

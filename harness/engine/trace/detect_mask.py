@@ -165,7 +165,7 @@ def mask_arithmetic(f: Findings) -> None:
     uses = _mask_uses(f)
     for m in uses[0] if uses else []:
         op = f.ops[m]
-        if op["op"] in MULTIPLIES:
+        if op["op"] in MULTIPLIES and not _completed(f, m):
             f.mark(m, {"id": "mask-multiplied", "text": (
                 "the scores are multiplied by the mask: a hidden score becomes 0, not -inf, and e^0 gives the future "
                 "a real weight after the softmax; fill the hidden scores with float('-inf') (masked_fill) instead")},
@@ -175,6 +175,20 @@ def mask_arithmetic(f: Findings) -> None:
                 "a mask of finite values (0s and 1s) is added to the scores: it shifts some scores by a little and "
                 "hides none, so the future keeps a real weight after the softmax; fill the hidden scores with "
                 "float('-inf') (masked_fill) instead")}, keep_earlier=True)
+
+
+def _completed(f: Findings, m: int) -> bool:
+    """The product is completed by a later operation with another mask-made operand before the softmax: GPT-2's
+    `w * b - 1e4 * (1 - b)`, a fill of -1e4 written as arithmetic (a fill, judged as one), not a bare product."""
+    for later in f.ops[m + 1:]:
+        ins = later["in"]
+        if later.get("raised") or not any(t.get("src") is not None and
+                                           (t["src"] == m or m in f.namer.ancestors(t["src"])) for t in ins):
+            continue
+        if any(t.get("src") != m and (t.get("src") is None or m not in f.namer.ancestors(t["src"])) and
+               f.namer.derives_from(t, ("mask",)) for t in ins):
+            return True
+    return False
 
 
 def _writes_safe_fill(f: Findings, op: dict) -> bool:
