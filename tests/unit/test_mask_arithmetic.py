@@ -165,3 +165,12 @@ def test_a_product_completed_by_a_fill_is_not_a_multiplied_mask(tmp_path):
     -1e4 by arithmetic: a finite fill, not a product left as it is; likewise a product followed by a -inf fill."""
     assert _marks(tmp_path, OWN, "att = att * mask - 1e4 * (1 - mask)") == []
     assert _marks(tmp_path, OWN, 'att = (att * mask).masked_fill(mask == 0, float("-inf"))') == []
+
+
+@pytest.mark.parametrize("fill", ["-1e-12", "-3.0", "0.0"])
+def test_a_finite_fill_of_any_value_behind_a_mask_argument_is_named_with_its_own_value(tmp_path, fill):
+    """hyunwoongko's -1e-12 (the real-code zoo), and values no mutant has: finite-fill from the numbers, its fill
+    read off the output, and the title tells the line's own value (never the catalogue's -10)."""
+    report = _report(tmp_path, NONE, f"att = att if mask is None else att.masked_fill(mask == 0, {fill})")
+    assert (report.diagnosis["mutant"], report.diagnosis["match"]) == ("finite-fill", "numbers")
+    assert report.diagnosis["title"] == f"Masked scores filled with {float(fill):g} instead of -inf"
