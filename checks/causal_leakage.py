@@ -152,6 +152,10 @@ def _how_called(outcome, evidence):
     if outcome.status == Status.FAIL and evidence.masks_itself:
         outcome.message += (f"; called as {call}, your layer hides some later positions but not all: it masks by "
                             "itself, so this leak is its own whatever mask a caller would pass")
+    elif outcome.status == Status.FAIL and evidence.default:  # its default mask is one convention's, mishandled
+        outcome.message += (f"; called as {call}, your layer computes exactly what it computes as {evidence.default}: "
+                            "that is its own default mask, so this leak is its own (a caller's mask in another "
+                            "convention would hide it, but nobody should have to)")
     elif outcome.status == Status.FAIL and evidence.every_call_leaks:
         outcome.message += f"; the same under every way of calling forward that ran ({evidence.ran()})"
     elif outcome.status == Status.PASS:

@@ -15,11 +15,11 @@ import pathlib
 import pkgutil
 import types
 
-from mutants._catalogue import CatalogueMissing, measuring, variants
+from mutants._catalogue import CatalogueMissing, fitted, measuring, variants
 from mutants._catalogue import load as catalogue
 from mutants._info import MutantInfo
 
-__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "measuring",
+__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "fitted", "measuring",
            "CatalogueMissing", "form", "class_name", "reference_path"]
 
 _DIR = pathlib.Path(__file__).resolve().parent

@@ -57,5 +57,11 @@ def variants() -> dict[str, dict]:
     return {mid: _knobs(entry["variant"]) for mid, entry in load().items() if entry.get("variant")}
 
 
+def fitted() -> dict[str, tuple[str, ...]]:
+    """mutant id -> the knobs of its variant whose value is read off the module's output (`MutantInfo.fitted`), for
+    the mutants that have any."""
+    return {mid: tuple(entry["fitted"]) for mid, entry in load().items() if entry.get("fitted")}
+
+
 def _knobs(variant: dict) -> dict:
     return {k: (-math.inf if v in ("-inf", "-Infinity") else v) for k, v in variant.items()}

@@ -21,7 +21,7 @@ TOPICS = ("the constructor and its widths", "the projections", "splitting into h
           "the KV cache", "sharing key/value heads")  # the lesson's order, then its variants (the KV cache,
 # grouped-query attention)
 REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill", "scale", "dropout", "slice",
-            "contiguous", "invert", "keys", "additive")  # harness.engine.rewrite
+            "contiguous", "invert", "keys", "additive", "multiply")  # harness.engine.rewrite
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class MutantInfo:
     rewrite: str = ""  # how the student's own traced line is corrected (harness.engine.rewrite.KINDS), if it can be
     remedy: str = ""  # student-facing: the fix in words, one sentence that fits any class (no names of the
     # reference's): what a report says when the student's own line cannot be rewritten (`fix` names self.dh...)
+    fitted: tuple[str, ...] = ()  # knobs of `variant` whose value is read off the module's output (the mistake is
+    # any value of them: a fill of -1e-12 is finite-fill as much as -10 is; the variant's value is this mutant's)
 
     def __post_init__(self):
         if not _KEBAB.fullmatch(self.id):
@@ -68,6 +70,8 @@ class MutantInfo:
             raise ValueError(f"mutant {self.id}: rewrite {self.rewrite!r} is not one of {REWRITES}")
         if not self.remedy:
             raise ValueError(f"mutant {self.id}: a remedy in words is required")
+        if not isinstance(self.fitted, tuple) or not set(self.fitted) <= set(self.variant or {}):
+            raise ValueError(f"mutant {self.id}: fitted must be a tuple of knobs its variant sets")
         if len(set(self.killed_by)) != len(self.killed_by):
             raise ValueError(f"mutant {self.id}: duplicate check ids in killed_by")
 

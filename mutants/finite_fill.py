@@ -9,7 +9,7 @@ INFO = MutantInfo(
     task="The outputs are slightly off the lesson's layer, and changing a later token moves earlier outputs a little.",
     topic="the causal mask",
     rewrite="fill",
-    title="Masked scores filled with -10.0 instead of -inf",
+    title="Masked scores filled with a finite value (such as -10.0) instead of -inf",
     lesson=("Masked positions must get weight exactly 0 after the softmax (lesson LM3-T4, causal masking); only -inf "
             "guarantees it."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
@@ -20,6 +20,7 @@ INFO = MutantInfo(
             " exactly 0."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"fill": -10.0},
+    fitted=("fill",),  # any finite fill whose leak shows in the outputs: -1e-12 (hyunwoongko's transformer), 0, -3
     example=(
         "scores: (2, 2, 3, 3); take a head whose scores are all 0 (uniform attention)\n"
         "right, fill -inf: row 0 = softmax([0, -inf, -inf]) = [1, 0, 0] exactly\n"

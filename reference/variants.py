@@ -11,6 +11,8 @@ Knobs:
 - scale: "sqrt-dh" | "sqrt-d" | "none" | "dh" | "sqrt-d-in" (the input width: the single-head lesson's d_in)
 - mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax"
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
+- mask_op: "fill" (the masked scores replaced by `fill`; multiplying the scores by a 0/1 mask is a fill of 0) |
+  "add" (`fill` added to the masked scores: a 0/1 mask added, +1 on the future, or -1 for +1 on the past)
 - softmax_axis: -1 | -2
 - keys: "k" | "q" (keys computed with W_q) | "swap" (queries from W_k and keys from W_q)
 - out_proj: True | False
@@ -34,7 +36,7 @@ from reference.numpy_ref import Weights, _merge, _split, split_for
 from reference.rotary import THETA, apply_knobs
 
 DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
-            "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan",
+            "mask_op": "fill", "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan",
             "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_keys": True,
             "rope_freqs": "head", "rope_where": "heads",
             "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all", "kv_expand": "heads"}
@@ -96,7 +98,8 @@ def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
     if k_["mask"] == "after-softmax":
         P = np.where(hidden, 0.0, _softmax(scores, k_["softmax_axis"]))
     else:
-        P = _softmax(np.where(hidden, k_["fill"], scores), k_["softmax_axis"])
+        masked = scores + k_["fill"] if k_["mask_op"] == "add" else k_["fill"]
+        P = _softmax(np.where(hidden, masked, scores), k_["softmax_axis"])
         if k_["empty_rows"] == "zero":
             P = np.where(np.all(hidden, axis=-1, keepdims=True), 0.0, P)
     ctx = _merge(P @ V, k_["merge"])

@@ -19,7 +19,7 @@ symptoms.
 from __future__ import annotations
 
 import mutants
-from harness.engine import rewrite
+from harness.engine import fitting, rewrite
 from harness.engine.compare import same
 from harness.engine.records import Diagnosis
 from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
@@ -144,7 +144,8 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     where = next((m for m in marks if m["mutant"] == mid), None)
     own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"]) if where else None  # their
     # own line
-    told = where if where and how != "numbers" else {}  # a variant of the mistake the recorded forward tells itself
+    told = where if where and (how != "numbers" or mid in mutants.fitted()) else {}  # a variant of the mistake the
+    # recorded forward tells itself (the numbers of a fitted mistake are any value of it: the line says which)
     seen = symptoms(report)
     return Diagnosis(mid, how, tuple(seen["failing"]), tuple(seen["findings"]),
                      title=told.get("title", entry["title"]), symptom=told.get("symptom", entry["symptom"]),
@@ -219,21 +220,23 @@ def _numeric(ctx, possible: list[str]) -> list[str] | None:
             return None
         used += 1
         expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
-        fits = {m: _fits(y, x, cfg.heads, w, with_rope(knobs[m], ctx.rope), expected) for m in matching}
+        fits = {m: _fits(y, x, cfg.heads, w, with_rope(knobs[m], ctx.rope), expected, mutants.fitted().get(m, ()))
+                for m in matching}
         matching = {m for m, fit in fits.items() if fit}
         shown |= {m for m, fit in fits.items() if fit == "shown"}
     return sorted(matching & shown) if used else None
 
 
-def _fits(y, x, heads: int, w, knobs: dict, expected) -> str:
+def _fits(y, x, heads: int, w, knobs: dict, expected, free: tuple[str, ...] = ()) -> str:
     """"shown": the output is the mistake's, and not the reference's; "open": the mistake cannot show on this
     configuration (its numbers are the reference's there: rotary frequencies with a head width of 2; a grouped-query
     pairing with key/value heads as many as the heads, or one shared head) and the output is the reference's; ""
-    otherwise.  A mistake is named only where its own numbers were shown at least once."""
+    otherwise.  A mistake is named only where its own numbers were shown at least once.  `free`: the knobs whose
+    value is read off the output (`harness.engine.fitting`: a fill of -1e-12 is finite-fill's, not only -10)."""
     if not variants.applies(w, heads, knobs):
         narrow = set(variants.NARROW_KNOBS) & set(knobs)
         return "open" if narrow and w.wk.shape[0] == w.d_out and same(y, expected) else ""
-    theirs = variants.forward(x, heads, w, **knobs)
+    theirs = fitting.output(x, heads, w, knobs, free, y)
     if same(theirs, expected):
         return "open" if same(y, expected) else ""
     return "shown" if same(y, theirs) else ""

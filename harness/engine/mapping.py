@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 import mutants
+from harness.engine import fitting
 from harness.engine.compare import close, same
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
@@ -114,11 +115,36 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
                         continue  # a grouped layer's mistake on plain weights, or keys from W_q on narrower W_k
                     if rope is None and "rope" in knobs:
                         continue  # a rotary mistake is tried under the rotary conventions
-                    theirs = variants.forward(x, heads, w, **with_rope(knobs, rope))
+                    free = mutants.fitted().get(mid, ()) if rope is None else ()  # a value read off the output
+                    # (a fill of -1e-12 as much as -10), on the lesson's layer only: three times the work otherwise
+                    theirs = fitting.output(x, heads, w, with_rope(knobs, rope), free, own)
                     if same(own, theirs) and not same(theirs, ref):  # NaN where the mistake has NaN
                         matches.setdefault((style, i), []).append(mid)
                         rope_of[style, i] = rope
     return matches, rope_of
+
+
+def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -> list[str]:
+    """The known masking mistakes whose numbers a forward that takes an optional mask computes when called without
+    one (its default mask of 0s and 1s added to the scores, say), where a caller's mask made it the reference: it
+    masks by itself, wrongly (issue 28).  Nothing for a layer that leaves the mask to its caller (its plain call is
+    unmasked attention, the reference's numbers without a mask) or whose plain call is no known mistake's: a
+    correct layer passes under the convention that makes it causal, whatever the others do."""
+    if not _caller_masks(info, 0) or 0 not in outputs:
+        return []
+    own, ref = outputs[0], numpy_ref.forward(x, heads, w, rope=rope)
+    if own.shape != ref.shape or same(own, variants.forward(x, heads, w, **with_rope({"mask": "none"}, rope))):
+        return []
+    wrong = []
+    for mid, knobs in mutants.variants().items():
+        if mutants.form(mid) != form or not MASKING_KNOBS & set(knobs) or not variants.applies(w, heads, knobs) \
+                or (rope is None and "rope" in knobs):
+            continue
+        free = mutants.fitted().get(mid, ()) if rope is None else ()
+        theirs = fitting.output(x, heads, w, with_rope(knobs, rope), free, own)
+        if same(own, theirs) and not same(theirs, ref):
+            wrong.append(mid)
+    return sorted(wrong)
 
 
 ROTARY_WORDS = ("cos", "sin", "freq", "freqs", "rope", "rotary", "theta", "cis", "inv")
@@ -191,7 +217,15 @@ def _prove(ctx) -> Mapping:
         for style, own in outputs.items():
             for i, w in weights.items():
                 if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):
-                    return found(style, i, "reference", rope=rope)
+                    wrong = _own_mask_mistakes(info, outputs, w, x, cfg.heads, rope, ctx.form.name) if style else []
+                    if not wrong:
+                        return found(style, i, "reference", rope=rope)
+                    proof = found(0, i, "mistake", wrong, rope=rope)  # the plain call: what its default does
+                    proof.note = (f"called without a mask, your forward masks by itself and lets the future through "
+                                  f"(the numbers of {', '.join(wrong)}); called as {info.call_styles[style]} it "
+                                  f"computes the lesson's layer: the plain call is checked, as a caller who relies "
+                                  f"on your default mask gets it")
+                    return proof
     matches, rope_of = _mistakes(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)],
                                  ctx.form.name)  # 2. one known mistake does (named under the first rotary base only)
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}

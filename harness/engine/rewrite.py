@@ -27,7 +27,7 @@ def parse(source: str) -> ast.Module:
 KINDS = {"split": "", "split-all": " # and the keys and values alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
-         "contiguous": "", "invert": "", "keys": "", "additive": ""}
+         "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -44,7 +44,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     it marks inverted, in masked_fill or in a fused attention's boolean attn_mask; only when `told`, the trace mark's
     text, says it hides exactly the past and the diagonal), "keys" (the keys transposed on other axes than their
     last two) and "additive" (a mask of -1e9 added to the scores, made by where or masked_fill: -inf instead; not
-    for a product such as (1 - tril) * -1e9, where -inf times 0 is NaN)."""
+    for a product such as (1 - tril) * -1e9, where -inf times 0 is NaN) and "multiply" (the scores multiplied by a
+    mask that is 1 where a token may look: masked_fill where it is 0)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -307,5 +308,25 @@ def _additive(line: str, tree: ast.Module) -> str | None:
     return line[:found[0].col_offset] + 'float("-inf")' + line[found[0].end_col_offset:]
 
 
+def _multiply(line: str, tree: ast.Module) -> str | None:
+    """wei = wei * self.tril[:T, :T]  ->  wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf")): an
+    assignment of one product, one of whose factors is the assigned name (the scores); the other factor keeps
+    what it is (1 where a token may look, or ~mask), so it hides exactly what the product zeroed."""
+    stmt = tree.body[0]
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.BinOp)
+            and isinstance(stmt.value.op, ast.Mult)):
+        return None
+    target = ast.get_source_segment(line, stmt.targets[0])
+    left, right = (ast.get_source_segment(line, side) for side in (stmt.value.left, stmt.value.right))
+    scores, mask = (stmt.value.left, stmt.value.right) if left == target else \
+        (stmt.value.right, stmt.value.left) if right == target else (None, None)
+    if scores is None or isinstance(mask, ast.Constant):
+        return None
+    keep = ast.get_source_segment(line, mask)
+    if not isinstance(mask, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+        keep = f"({keep})"
+    return f'{target} = {target}.masked_fill({keep} == 0, float("-inf"))'
+
+
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
-         "keys": _keys, "additive": _additive}
+         "keys": _keys, "additive": _additive, "multiply": _multiply}

@@ -51,6 +51,7 @@ class CallEvidence:
 
     style: int
     tried: tuple[tuple[str, str | None], ...]  # (the call, what it showed: judge(); None: it raised)
+    default: str = ""  # the leaking call the plain one reproduces exactly: the layer's own default mask
 
     @property
     def every_call_leaks(self) -> bool:
@@ -85,6 +86,10 @@ class CallEvidence:
             return (f"how to pass the mask is not proven (no reading of your parameters reproduced your output): "
                     f"forward was called as {call}, the first way tried under which no output depends on a later "
                     f"input{after}")
+        if self.default:
+            return (f"forward was called as {call}: called so, it computes exactly what it computes as {self.default}, "
+                    "so that is its own default mask, and some output depends on a later input (another way of "
+                    "calling it is causal, but a caller who relies on the default gets the leak)")
         if self.masks_itself:
             return (f"forward was called as {call}: called so, it hides some later positions but not all, so it "
                     "masks by itself, and some output depends on a later input")
@@ -113,6 +118,27 @@ def judge(result, cfg) -> str:
     return CAUSAL if scale > 0 and (G[:, ~future] > INFLUENCE * scale).all() else UNCLEAR
 
 
+def _own_default(inst, x, seen: list, bare: list) -> int | None:
+    """A way of calling forward with a mask whose output the plain call (no mask given) reproduces exactly, though it
+    leaks and another convention is causal: the layer's own default mask is a causal mask in that convention, which
+    its code mishandles (`att + mask` with a 0/1 `tril` as its default: called without a mask, +1 on the past).  A
+    layer that leaves the mask to its caller attends to everything when called without one, which no mask tried
+    reproduces; one whose default is right is causal called so.  None: no such evidence."""
+    if not bare or not bare[0] or seen[0] != LEAKS:
+        return None
+    outputs = {}
+    for style in [0] + [i for i, s in enumerate(seen) if s in (LEAKS, MASKS_SOME) and not bare[i]]:
+        inst.style = style
+        try:
+            outputs[style] = inst.forward(x)
+        except (TargetFailure, CannotDrive):
+            continue
+    plain = outputs.pop(0, None)
+    if plain is None or not np.isfinite(plain).all():
+        return None
+    return next((i for i, y in outputs.items() if y.shape == plain.shape and np.array_equal(y, plain)), None)
+
+
 def settle(ctx, proof: Mapping) -> tuple[Mapping, CallEvidence | None]:
     """`proof`, with a way of calling forward chosen by leakage evidence where the proof found none but there are
     several to choose from; and that evidence (None: the proof's own choice, or nothing could be chosen)."""
@@ -135,7 +161,10 @@ def settle(ctx, proof: Mapping) -> tuple[Mapping, CallEvidence | None]:
     ran = [i for i, s in enumerate(seen) if s is not None]
     shown = {seen[i] for i in ran}
     bare = inst.info.call_bare or [False] * len(calls)
+    default = _own_default(inst, x, seen, bare) if CAUSAL in shown else None
     if seen[0] == MASKS_SOME and bare[0]:  # no mask given, yet some of the future hidden: its own mask leaks
+        style = 0
+    elif default is not None:  # no mask given, it computes what a leaking mask convention computes: its default
         style = 0
     elif CAUSAL in shown:
         style = seen.index(CAUSAL)
@@ -143,7 +172,7 @@ def settle(ctx, proof: Mapping) -> tuple[Mapping, CallEvidence | None]:
         style = ran[0]  # ran: the module's, not our choice
     else:  # nothing ran, or calls disagree without one being causal: no evidence, the proof's outcome stands
         return proof, None
-    evidence = CallEvidence(style, tuple(zip(calls, seen)))
+    evidence = CallEvidence(style, tuple(zip(calls, seen)), calls[default] if default is not None else "")
     note = "; ".join(n for n in (proof.note, evidence.note()) if n)
     problem = proof.problem.partition(UNDECIDED_CALL)[0]  # the call is decided now: what is left undecided
     return dataclasses.replace(proof, style=style, style_text=calls[style], note=note, problem=problem), evidence

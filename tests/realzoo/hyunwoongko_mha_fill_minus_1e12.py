@@ -22,11 +22,9 @@ NOTES = ("Constructor MultiHeadAttention(d_model, n_head). forward(q, k, v, mask
 OUTCOME = 'fail'
 DIAGNOSIS = 'finite-fill'
 EXPECTED_BECAUSE = ('the future leaks visibly under every calling convention (the mask sets future scores to -1e-12, not -inf): '
-                    'a finite fill, fixed upstream by filling with a large negative number')
-# mha-check's verdict is known to be wrong here (tests/e2e/test_realzoo.py marks the test a strict xfail):
-KNOWN_WRONG = ('issue 28 items 3-4: causal-leakage now fails under every calling convention (right), but the mistake '
-               'named is no-mask ("causal mask never applied"), from the leak pattern alone: a fill of -1e-12 leaks as '
-               'much as no mask at all, and no mapping was proven to tell the two apart by their numbers')
+                    'a finite fill, fixed upstream by filling with a large negative number; named from the numbers: '
+                    'with the keep-mask, finite-fill with its fill read off the output (-1e-12) is the module, number '
+                    'for number (issue 28)')
 
 
 class ScaleDotProductAttention(nn.Module):

@@ -133,3 +133,23 @@ def test_calls_that_show_no_leak_and_no_past_are_no_evidence(tmp_path):
     report = _report(tmp_path, default="pass", masking="att = torch.zeros_like(att) + torch.eye(T) * 1e9")
     assert report["output-shape"].status == "cannot_tell"
     assert "could not tell how to call your forward" in report["output-shape"].message
+
+
+def test_a_default_mask_mishandled_is_the_layers_own_leak_though_another_convention_is_causal(tmp_path):
+    """`att + mask` with its own 0/1 tril as the default (+1 on the past): a caller's additive -inf mask makes it
+    causal and used to pass it.  Called without a mask it computes exactly what it computes given the causal mask
+    as True = keep (its default), which leaks: the plain call is judged, and it fails (issue 28)."""
+    report = _report(tmp_path, masking="att = att + mask")
+    leakage = report["causal-leakage"]
+    assert leakage.status == "fail" and report.adapter["mapping"]["call"] == "forward(x)"
+    assert "computes exactly what it computes as forward(x, mask=causal mask" in leakage.message
+    assert "its own default mask" in report.adapter["mapping"]["note"]
+
+
+@pytest.mark.parametrize("masking", ["att = att + mask", 'att = att.masked_fill(mask == 0, float("-inf"))',
+                                     "att = att.masked_fill(mask, float('-inf'))"], ids=["additive", "keep", "masked"])
+def test_a_layer_that_leaves_the_mask_to_its_caller_passes_in_each_convention(tmp_path, masking):
+    """No default mask (the plain call attends to everything): no mask tried reproduces that, so no default is
+    read into it, and the convention that makes it causal is used."""
+    report = _report(tmp_path, default="pass", masking=f"att = att if mask is None else {masking.split(' = ', 1)[1]}")
+    assert report["causal-leakage"].status == "pass", report["causal-leakage"].message

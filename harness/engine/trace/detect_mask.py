@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import ADDS, CREATORS, SCORES_LIKE, WORKED, number, square_pattern
+from harness.engine.trace.vocabulary import ADDS, CREATORS, MULTIPLIES, SCORES_LIKE, WORKED, number, square_pattern
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 VISIBLE_FILL = -50.0  # above this, the future's weight (exp(fill)) shows in ordinary forward values
@@ -156,6 +156,52 @@ def _finite_fill(fill: float) -> dict:
         mark["symptom"] = (f"Future tokens keep a weight of about e^{fill:g} = {weight:.2g} relative to a score of 0: "
                            f"{size}; the future influences the past.")
     return mark
+
+
+@detector("mask-multiplied", "mask-added")
+def mask_arithmetic(f: Findings) -> None:
+    """A 0/1 mask multiplied into the scores before the softmax (the future's scores become 0, not -inf), or added to
+    them with no -inf in it and no number large enough to hide anything (+1 on the future, or on the past)."""
+    uses = _mask_uses(f)
+    for m in uses[0] if uses else []:
+        op = f.ops[m]
+        if op["op"] in MULTIPLIES and not _completed(f, m):
+            f.mark(m, {"id": "mask-multiplied", "text": (
+                "the scores are multiplied by the mask: a hidden score becomes 0, not -inf, and e^0 gives the future "
+                "a real weight after the softmax; fill the hidden scores with float('-inf') (masked_fill) instead")},
+                keep_earlier=True)
+        elif op["op"] in ADDS and not any(t.get("neginf") for t in op["in"]) and not _writes_safe_fill(f, op):
+            f.mark(m, {"id": "mask-added", "text": (
+                "a mask of finite values (0s and 1s) is added to the scores: it shifts some scores by a little and "
+                "hides none, so the future keeps a real weight after the softmax; fill the hidden scores with "
+                "float('-inf') (masked_fill) instead")}, keep_earlier=True)
+
+
+def _completed(f: Findings, m: int) -> bool:
+    """The product is completed by a later operation with another mask-made operand before the softmax: GPT-2's
+    `w * b - 1e4 * (1 - b)`, a fill of -1e4 written as arithmetic (a fill, judged as one), not a bare product."""
+    for later in f.ops[m + 1:]:
+        ins = later["in"]
+        if later.get("raised") or not any(t.get("src") is not None and
+                                           (t["src"] == m or m in f.namer.ancestors(t["src"])) for t in ins):
+            continue
+        if any(t.get("src") != m and (t.get("src") is None or m not in f.namer.ancestors(t["src"])) and
+               f.namer.derives_from(t, ("mask",)) for t in ins):
+            return True
+    return False
+
+
+def _writes_safe_fill(f: Findings, op: dict) -> bool:
+    """A tensor added to the scores was made with a number at or below SAFE_FILL (`torch.where(mask, -1e9, 0)`): an
+    additive finite mask, additive-finite-mask's, not a 0/1 mask."""
+    for t in op["in"]:
+        if t.get("src") is None or f.namer.sym(t) in SCORES_LIKE:
+            continue
+        for a in f.namer.ancestors(t["src"]) | {t["src"]}:
+            fill = _written_number(f.ops[a])
+            if fill is not None and fill <= SAFE_FILL:
+                return True
+    return False
 
 
 MOVES = {"to", "cuda", "type_as", "new_ones", "new_zeros", "new_full", "new_tensor"}  # onto a tensor's device

@@ -44,6 +44,5 @@ class CausalSelfAttention(nn.Module):
 
 TARGET = "CausalSelfAttention"
 EXPECT = ("causal-leakage", "param-count")
-DIAGNOSIS = "no-output-projection"  # the layer's other real mistake (param-count, its pattern); causal-leakage
-# fails beside it, and no catalogued mistake is this mask's
-UNNAMED_OK = True  # +1 is not exactly "no mask": no known mistake matching is right too
+DIAGNOSIS = "mask-added"  # the leak's own mistake, from causal-leakage's pattern and the line trace marks (issue 28);
+# param-count fails beside it (no output projection), so no reading of the weights lets the numbers decide

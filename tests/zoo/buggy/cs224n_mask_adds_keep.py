@@ -1,0 +1,50 @@
+"""Buggy: the keep-mask added to the scores: `att + mask` with the layer's own 0/1 `tril` as the default adds +1 to
+every past score and hides nothing. A caller's additive -inf mask (0 = keep) would make it causal, and it passed
+for that; called without a mask, as its default invites, it computes what it computes given the causal mask as
+True = keep, which leaks (issue 28: the plain call is judged).
+
+Style: CS224n / minGPT-like course code: three nn.Linear named query, key, value (with biases), heads split with
+view(B, T, nh, hs).transpose(1, 2), forward(x, mask=None) whose optional mask (1 = may attend) defaults to the
+layer's own causal mask, and NO output projection: the merged heads are returned as they are (the lesson's rule,
+caught by param-count). No reading of the parameters as W_q, W_k, W_v, W_o exists, so the weight checks cannot tell
+and the weight-free ones (output shape, leakage by gradient, batch independence, eval determinism, input untouched,
+mask device) decide.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, block_size, attn_pdrop=0.0):
+        super().__init__()
+        assert n_embd % n_head == 0
+        self.n_head = n_head
+        self.query = nn.Linear(n_embd, n_embd)
+        self.key = nn.Linear(n_embd, n_embd)
+        self.value = nn.Linear(n_embd, n_embd)
+        self.attn_drop = nn.Dropout(attn_pdrop)
+        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))  # 1 = may attend
+
+    def forward(self, x, mask=None):
+        B, T, C = x.size()
+        q = self.query(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.key(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.value(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, nh, T, T)
+        if mask is None:
+            mask = self.tril[:T, :T]
+        att = att + mask  # additive mask
+        att = F.softmax(att, dim=-1)
+        att = self.attn_drop(att)
+        y = att @ v  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # merge the heads: (B, T, C)
+        return y
+
+
+TARGET = "CausalSelfAttention"
+EXPECT = ("causal-leakage", "param-count")
+DIAGNOSIS = "mask-added"  # the leak's own mistake, from causal-leakage's pattern and the line trace marks (issue 28);
+# param-count fails beside it (no output projection), so no reading of the weights lets the numbers decide
