@@ -113,7 +113,7 @@ def test_a_correct_layer_passes_under_the_convention_that_makes_it_causal(tmp_pa
     that is True where hidden hides the past), and that is never held against it."""
     report = _report(tmp_path, default, masking)
     assert [(c.id, c.status) for c in report.checks if c.status != "pass"] == [] and report.diagnosis is None
-    assert call in report.adapter["mapping"]["call"]
+    assert call in report.adapter.mapping["call"]
 
 
 @pytest.mark.parametrize("default, masking, mistake, call", [
@@ -133,9 +133,9 @@ def test_a_mask_multiplied_or_added_fails_and_is_named_under_every_convention(tm
     report = _report(tmp_path, default, masking)
     assert report["causal-leakage"].status == "fail" and report["reference-match"].status == "fail"
     assert (report.diagnosis.mutant, report.diagnosis.match) == (mistake, "numbers")
-    assert call in report.adapter["mapping"]["call"]
+    assert call in report.adapter.mapping["call"]
     if call == "forward(x)":
-        assert "called without a mask, your forward masks by itself" in report.adapter["mapping"]["note"]
+        assert "called without a mask, your forward masks by itself" in report.adapter.mapping["note"]
 
 
 def _marks(tmp_path, default, masking) -> list[str]:

@@ -141,9 +141,9 @@ def test_a_default_mask_mishandled_is_the_layers_own_leak_though_another_convent
     as True = keep (its default), which leaks: the plain call is judged, and it fails (issue 28)."""
     report = _report(tmp_path, masking="att = att + mask")
     leakage = report["causal-leakage"]
-    assert leakage.status == "fail" and report.adapter["mapping"]["call"] == "forward(x)"
+    assert leakage.status == "fail" and report.adapter.mapping["call"] == "forward(x)"
     assert "computes exactly what it computes as forward(x, mask=causal mask" in leakage.message
-    assert "its own default mask" in report.adapter["mapping"]["note"]
+    assert "its own default mask" in report.adapter.mapping["note"]
 
 
 @pytest.mark.parametrize("masking", ["att = att + mask", 'att = att.masked_fill(mask == 0, float("-inf"))',
