@@ -152,14 +152,15 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
                 report.adapter["process"] = [{"kind": "grader error", "message": why, "ours": True}]
                 result = grader.graded(name, None, report, options, 0.0)
             result["name"] = result["row"]["submission"] = name  # the student, not the folder's name (Moodle's)
-            if name in queued:  # not expected (results are taken in the order handed over): counted as begun
-                progress.started(name)
-            came_back(name)
             text = seal(name, result) if seal else result["text"]
             rows.append(result["row"])  # first: an interrupt once its report exists still keeps its row
             files.report(result["name"], text)
             files.summary(rows)
+            if name in queued:  # not expected (results are taken in the order handed over): counted as begun
+                queued.remove(name)
+                progress.started(name)
             progress.finished(name)
+            came_back(name)
         hand_over()
     return lost + [name for name, _ in waiting]
 
