@@ -8,11 +8,17 @@ and a grade timed minutes away from its single runs moved the ratio by as much);
 Prints every round, the medians and their ratios, the paired ratios (each grade against the block of single runs
 after it, scaled to the whole batch) with their range, and the isolation every child had (full isolation is the
 default: the slot uid, namespaces and the read-only view when the machine allows them).
+With --against OLD (a checkout of an earlier commit with its own .venv), it compares instead: `mha-check grade` of
+the same submissions by OLD and by this checkout, alternately (the order swapped every pair, so that neither always
+runs in the slower minute), and prints each pair, the medians, their ratio, the median of the paired ratios and the
+machine's load; the submissions are then the older zoo's (both can grade them), and the verdicts of the two summaries
+are compared on the checks both have (issue 27: a slower grade is measured side by side or not at all).
 A benchmark, not a test: timings on shared machines are noisy.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -28,9 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BLOCKS = 5  # grades per round, each followed by count / BLOCKS single runs
 
 
-def make_submissions(folder: Path, count: int) -> list[Path]:
-    sources = sorted((ROOT / "tests" / "zoo" / "correct").glob("*.py")) + \
-        sorted((ROOT / "tests" / "zoo" / "buggy").glob("*.py"))
+def make_submissions(folder: Path, count: int, root: Path = ROOT) -> list[Path]:
+    sources = sorted((root / "tests" / "zoo" / "correct").glob("*.py")) + \
+        sorted((root / "tests" / "zoo" / "buggy").glob("*.py"))
     files = []
     for i in range(count):
         sub = folder / f"student{i:02d}"
@@ -43,11 +49,56 @@ def isolation_of(report: Path) -> str:
     return json.loads(report.read_text()).get("isolation", {}).get("summary", "(none reported)")
 
 
+def _verdicts(summary: Path) -> dict[str, dict[str, str]]:
+    """Each submission's verdicts in a summary: passed, needs review, target, diagnosis and every check's status."""
+    timing = {"seconds", "isolation", "process", "other_attempts", "not_graded", "score", "max_score", "pass", "fail",
+              "cannot_tell", "skip"}  # counts and scores follow the checks, which may be more in a newer summary
+    with open(summary, newline="") as f:
+        return {r["submission"]: {c: v for c, v in r.items() if c not in timing} for r in csv.DictReader(f)}
+
+
+def against(old: Path, count: int, pairs: int, jobs: int) -> None:
+    """`mha-check grade` by `old` and by this checkout, alternately, on the same submissions (see the docstring)."""
+    trees = {"old": old.resolve(), "new": ROOT}
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    loads: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        subs = Path(tmp) / "subs"
+        make_submissions(subs, count, trees["old"])
+        for i in range(pairs):
+            for which in (("old", "new") if i % 2 == 0 else ("new", "old")):
+                out = Path(tmp) / f"out-{which}"
+                shutil.rmtree(out, ignore_errors=True)
+                loads.append(os.getloadavg()[0])
+                start = time.perf_counter()
+                subprocess.run([str(trees[which] / ".venv" / "bin" / "python"), "-m", "harness.frontends.cli", "grade",
+                                str(subs), "--out", str(out), "--jobs", str(jobs)], cwd=trees[which],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+                times[which].append(time.perf_counter() - start)
+            print(f"pair {i + 1}: old {times['old'][-1]:.2f} s, new {times['new'][-1]:.2f} s, "
+                  f"ratio {times['new'][-1] / times['old'][-1]:.2f} (load {loads[-1]:.1f})", flush=True)
+        old_rows, new_rows = (_verdicts(Path(tmp) / f"out-{which}" / "summary.csv") for which in ("old", "new"))
+    med = {which: statistics.median(t) for which, t in times.items()}
+    paired = [n / o for n, o in zip(times["new"], times["old"])]
+    print(f"{count} submissions, --jobs {jobs}, {pairs} pairs, load {min(loads):.1f} to {max(loads):.1f}")
+    print(f"median old {med['old']:.2f} s, new {med['new']:.2f} s: ratio {med['new'] / med['old']:.3f}; paired "
+          f"ratios median {statistics.median(paired):.3f}, range {min(paired):.2f} to {max(paired):.2f}")
+    both = lambda row, other: {c: v for c, v in row.items() if c in other}  # the columns both summaries have
+    differ = sorted(name for name, row in old_rows.items()
+                    if both(row, new_rows.get(name, {})) != both(new_rows.get(name, {}), row))
+    print("verdicts on the checks both have: " + (f"{len(differ)} differ: {', '.join(differ)}" if differ else
+                                                  "identical"))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--count", type=int, default=50)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--against", type=Path, help="an older checkout with its own .venv: compare grade with it")
+    p.add_argument("--pairs", type=int, default=6, help="with --against: grades by each")
     args = p.parse_args()
+    if args.against:
+        return against(args.against, args.count, args.pairs, os.cpu_count() or 2)
     tool = [sys.executable, "-m", "harness.frontends.cli"]
     cores = os.cpu_count() or 2
     times: dict[str, list[float]] = {"grade": [], "sequential": [], "parallel": []}

@@ -1,0 +1,54 @@
+"""The pool's hand-over (harness.frontends.grade_pool.collect): a submission waits for each grader, and the progress
+line still counts as running only what a grader has begun."""
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+from harness.frontends import grade_pool
+from harness.frontends.batch_files import BatchFiles
+from harness.frontends.progress import Progress
+
+
+class Pool:
+    """Grades at once; records the most submissions handed over and not yet taken back (a row) by collect."""
+
+    def __init__(self, rows: list):
+        self.rows, self.submitted, self.most = rows, 0, 0
+
+    def submit(self, fn, folder, pick, options):
+        self.submitted += 1
+        self.most = max(self.most, self.submitted - len(self.rows))
+        name = folder.rsplit("/", 1)[-1]
+        future = Future()
+        future.set_result({"name": name, "text": "{}", "row": {"submission": name}})
+        return future
+
+
+class Screen:
+    def isatty(self) -> bool:
+        return False
+
+
+class Watched(Progress):
+    """Fails if more submissions are running than there are graders."""
+
+    def started(self, name: str) -> None:
+        super().started(name)
+        assert len(self.running) <= self.jobs, self.running
+
+
+def test_each_grader_has_the_next_submission_waiting_and_the_progress_line_counts_only_those_begun(tmp_path):
+    """With only as many handed over as there are graders, a grader sat idle between submissions until the main
+    process had written the report and handed it the next (issue 27): now one more waits for each grader."""
+    folders = {f"s{i}": tmp_path / f"s{i}" for i in range(7)}
+    for folder in folders.values():
+        folder.mkdir()
+    (tmp_path / "out").mkdir()
+    rows: list = []
+    pool = Pool(rows)
+    progress = Watched(len(folders), 2, stream=Screen())
+    lost = grade_pool.collect(pool, folders, None, set(), {"seed": 0}, SimpleNamespace(jobs=2), rows, len(folders),
+                              BatchFiles(tmp_path / "out", tmp_path / "out" / "summary.csv", "json"), last_try=False,
+                              progress=progress)
+    assert lost == [] and pool.most == 4  # two graders, each with one waiting
+    assert [r["submission"] for r in rows] == list(folders)  # taken back in the order handed over
+    assert len(progress.times) == len(folders) and not progress.running  # every one counted begun, then graded
