@@ -164,6 +164,10 @@ def unfit_to_grade(record: dict) -> str:
     if uid == 0 or record.get("gid") == 0:
         return "the child would run as root (no unprivileged uid could be used)"
     if uid == os.geteuid() and "mount" not in record.get("namespaces", ()):
+        if record.get("landlock", {}).get("in_force"):  # the files are walled off, the uid is still the grader's
+            return (f"the child would run as the grader's own uid {uid} without namespaces (no user namespaces "
+                    "here): Landlock alone would stand between it and the grader's files and processes, and a "
+                    "process it leaves behind could not be told from the grader's own")
         return (f"the child would run as the grader's own uid {uid} with the host's files in view (no user "
                 "namespaces here): it could rewrite mha-check, the reports and every classmate's submission")
     for key, words in (("capabilities_dropped", "it would keep capabilities"),

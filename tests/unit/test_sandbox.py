@@ -368,6 +368,8 @@ def test_a_grade_needs_a_child_that_can_write_nothing_of_the_graders():
     own = {**base, "uid": os.geteuid(), "gid": os.getegid()}
     if os.geteuid() != 0:
         assert "grader's own uid" in isolation.unfit_to_grade(own)
+        landlocked = isolation.unfit_to_grade({**own, "landlock": {"in_force": True, "abi": 7, "rules": 25}})
+        assert "grader's own uid" in landlocked and "Landlock alone" in landlocked  # still refused, said truly
         assert isolation.unfit_to_grade({**own, "namespaces": [*full["namespaces"], "user"]}) == ""
     assert "raise" in isolation.unfit_to_grade({**base, "limits_hard_equals_soft": False})
     described = isolation.describe({**base, "mechanism": "none", "groups": []})
