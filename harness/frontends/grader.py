@@ -24,7 +24,7 @@ from harness.sandbox import limits as sandbox
 from harness.sandbox import syscalls as linux
 from harness.sandbox.pool import Fork, Zygote, ZygoteError
 from harness.sandbox.subject import Subject
-from harness.sandbox.template import META_ZYGOTE
+from harness.wire.control import META_ZYGOTE
 from harness.wire.errors import ChildEnd
 from harness.wire.target import Target
 

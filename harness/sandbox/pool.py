@@ -28,7 +28,8 @@ from harness.sandbox.limits import Limits
 from harness.sandbox.channel import write_until
 from harness.sandbox.policy import Policy
 from harness.sandbox.subject import Subject, kill_tree, log_tail
-from harness.sandbox.template import TEMPLATE_VARIABLE, ZYGOTE, Template, launch, template_at
+from harness.sandbox.template import TEMPLATE_VARIABLE, Template, launch, template_at
+from harness.wire.control import ZYGOTE
 
 
 class ZygoteError(RuntimeError):

@@ -22,7 +22,8 @@ from harness.sandbox.pool import Fork, Zygote, ZygotePool, single_run
 from harness.frontends import grader as grader_module
 from harness.frontends.pick import spec_for
 from harness.sandbox.limits import Limits
-from harness.sandbox.template import META_ZYGOTE, TEMPLATE_VARIABLE, Template
+from harness.sandbox.template import TEMPLATE_VARIABLE, Template
+from harness.wire.control import META_ZYGOTE
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
 from harness.sandbox.subject import Instance, Spawn, Subject
