@@ -7,11 +7,10 @@ strictly, each under a wall-clock deadline (`harness.sandbox.channel`; what is c
 differs between children, and it is not the Subject's: a `Start` given to it does that (`Spawn` here: a fresh
 interpreter, bubblewrap where it works, else our own namespaces, see `harness.sandbox.isolation`;
 `harness.sandbox.pool.Fork`: forked from a warm zygote; `harness.child.inprocess.InProcess`: a thread, for tests of
-our own code).  `Instance`
-(`harness.sandbox.instance`) is one built module in the child.  Nothing here imports torch or the student's code;
-errors raised by student code come back as `TargetFailure`; a child that hangs, dies or exceeds a limit becomes a
-`WorkerDied` whose `kind` says which.  Every trusted module is imported before the child is given the submission
-(`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder behind.
+our own code).  `Instance` (`harness.sandbox.instance`) is one built module in the child.  Nothing here imports
+torch or the student's code; errors raised by student code come back as `TargetFailure`; a child that hangs, dies or
+exceeds a limit becomes a `WorkerDied` whose `kind` says which.  Every trusted module is imported before the child
+is given the submission (`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder behind.
 """
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import BinaryIO, Callable, Protocol
+from typing import BinaryIO, Callable, Protocol, runtime_checkable
 
 from harness import OUTPUT_CUT_MARK
 
@@ -50,6 +49,7 @@ SENT_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.
                           signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM})
 
 
+@runtime_checkable
 class Start(Protocol):
     """How a Subject's child is started, reached, waited for and stopped: everything that differs between a single
     run's child (`Spawn`), a batch's (`harness.sandbox.pool.Fork`: forked from a warm zygote, its own or the

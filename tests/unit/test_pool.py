@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import ROOT
+from harness.child.inprocess import InProcess
 from harness.engine.runner import Options, run_checks
 from harness.sandbox import pool as pool_module
 from harness.sandbox.pool import Fork, Zygote, ZygotePool, single_run
@@ -26,7 +27,7 @@ from harness.sandbox.template import TEMPLATE_VARIABLE, Template
 from harness.wire.control import META_ZYGOTE
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
-from harness.sandbox.subject import Instance, Spawn, Subject
+from harness.sandbox.subject import Instance, Spawn, Start, Subject
 
 CORRECT = str(ROOT / "tests" / "zoo" / "correct" / "lesson.py")
 BUGGY = str(ROOT / "examples" / "buggy_attention.py")
@@ -93,6 +94,14 @@ def test_zygotes_share_one_template_serve_and_leave_nothing_behind():
     finally:
         pool.close()
     assert all(_gone(pid) for pid in [template, *zygotes])
+
+
+def test_every_start_is_a_whole_start():
+    """Each way of starting a child has every hook of the one protocol the Subject calls (a missing one would show
+    only on the path that calls it: a time-out, a kill, a close), and nothing of the session."""
+    for start in (Spawn(), Fork(zygote=None), InProcess()):
+        assert isinstance(start, Start), type(start).__name__
+        assert not {"calls", "frame", "load", "build"} & set(dir(start))
 
 
 def _serves(zygote: Zygote) -> None:
