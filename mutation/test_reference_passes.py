@@ -39,13 +39,14 @@ def _checks(tmp_path) -> list[str]:
     """Every check, with the worker in this process (harness.child.inprocess): the mutated reference is our own
     code, and mutmut's trampolines answer in the process that set MUTANT_UNDER_TEST, so no child is needed; and
     none is started, which keeps a mutant to a second or two."""
-    from harness.child.inprocess import InProcessSubject
+    from harness.child.inprocess import InProcess
+    from harness.sandbox.subject import Subject
     from harness.engine.runner import Options, run_checks
 
     # An empty search folder: from mutmut's working folder the worker would find reference/causal_mha.py as a FILE
     # and load it as module `causal_mha`, whose trampolines never match a mutant named reference.causal_mha.*;
     # from here it imports the module `reference.causal_mha`: the staging folder's, already imported.
-    report = run_checks(TARGET, Options(diagnose=False), subject=InProcessSubject(TARGET, cwd=str(tmp_path)))
+    report = run_checks(TARGET, Options(diagnose=False), subject=Subject(TARGET, cwd=str(tmp_path), start=InProcess()))
     return [f"{c.id} ({c.status}): {c.message[:200]}" for c in report.checks if c.status != "pass"] + (
         [] if report.passed else ["report.passed is false"])
 

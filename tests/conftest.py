@@ -84,13 +84,14 @@ class Reports:
 
     def _run(self, target: str, options: tuple):
         from harness.engine.runner import Options, run_checks
-        from harness.sandbox.pool import ForkedSubject
+        from harness.sandbox.pool import Fork
+        from harness.sandbox.subject import Subject
 
         opts = dict(options)
         with self.zygotes.take() as zygote:
             def make():
-                return ForkedSubject(zygote, target, overrides=opts.get("overrides", {}), seed=opts.get("seed", 0),
-                                     weight_map=opts.get("weight_map", {}), limits=opts.get("limits"))
+                return Subject(target, overrides=opts.get("overrides", {}), seed=opts.get("seed", 0),
+                               weight_map=opts.get("weight_map", {}), limits=opts.get("limits"), start=Fork(zygote))
 
             return run_checks(target, Options(**opts), subject=make(), make_subject=make)
 

@@ -32,7 +32,7 @@ from harness.child import rehearsal, worker  # imports torch (one thread) once, 
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
 from harness.sandbox.syscalls import die_with_parent, status_fields, until_exited
-from harness.sandbox.template import META_ZYGOTE, ZYGOTE
+from harness.wire.control import META_ZYGOTE, ZYGOTE
 
 PR_SET_CHILD_SUBREAPER = 36
 

@@ -22,7 +22,8 @@ from checks import all_checks
 from harness import PACKAGES_ROOT
 from harness.engine.diagnosis import symptoms
 from harness.engine.runner import Options, run_checks
-from harness.sandbox.pool import ForkedSubject, ZygotePool
+from harness.sandbox.pool import Fork, ZygotePool
+from harness.sandbox.subject import Subject
 
 CATALOGUE = Path(mutants.__file__).parent / "catalogue.json"
 TABLES = Path(PACKAGES_ROOT) / "docs" / "checks.md"  # the page that holds the two derived tables
@@ -48,7 +49,7 @@ def measure(targets: dict[str, str], jobs: int = 2) -> dict:
     try:
         def one(spec):
             with zygotes.take() as zygote:
-                make = lambda: ForkedSubject(zygote, spec)
+                make = lambda: Subject(spec, start=Fork(zygote))
                 return run_checks(spec, Options(diagnose=False), subject=make(), make_subject=make)
 
         with ThreadPoolExecutor(jobs) as pool:

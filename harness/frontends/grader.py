@@ -22,8 +22,9 @@ from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
 from harness.sandbox import limits as sandbox
 from harness.sandbox import syscalls as linux
-from harness.sandbox.pool import ForkedSubject, Zygote, ZygoteError
-from harness.sandbox.template import META_ZYGOTE
+from harness.sandbox.pool import Fork, Zygote, ZygoteError
+from harness.sandbox.subject import Subject
+from harness.wire.control import META_ZYGOTE
 from harness.wire.errors import ChildEnd
 from harness.wire.target import Target
 
@@ -80,10 +81,8 @@ class Grader:
             for _attempt in (1, 2):  # a dead zygote is replaced, a child killed before its confinement started
                 # again: graded once more; twice, the row says mha-check could not grade it (never the student's)
                 try:
-                    make = lambda: ForkedSubject(self.zygote,  # the zygote of the moment, replaced or not
-                                                 spec, submission=folder, seed=run.seed, limits=limits,
-                                                 allow_unconfined=options["allow_unconfined"], grading=True,
-                                                 **_binding(run))
+                    # the zygote of the moment, replaced or not
+                    make = lambda: self.forked(self.zygote, spec, folder, options)
                     report = run_checks(spec, run, subject=make(), make_subject=make,
                                         make_meta_subject=lambda: self.meta_subject(spec, folder, options, limits))
                     break
@@ -116,9 +115,7 @@ class Grader:
         if any(p.kind is ChildEnd.GRADER_ERROR for p in report.adapter.process):
             instructor.not_run(report, suite, "mha-check's grading process broke on this submission", ours=True)
             return
-        run: Options = options["run"]
-        make = lambda: ForkedSubject(self.zygote, spec, submission=folder, seed=run.seed, limits=limits,
-                                     allow_unconfined=options["allow_unconfined"], grading=True, **_binding(run))
+        make = lambda: self.forked(self.zygote, spec, folder, options)
         try:
             instructor.add_to(report, suite, make, instructor.test_seconds(limits))
         except ZygoteError as e:
@@ -131,7 +128,14 @@ class Grader:
             report.checks = [c for c in report.checks if c.kind != instructor.KIND]
             instructor.not_run(report, suite, f"mha-check could not start a confined process ({e})", ours=True)
 
-    def meta_subject(self, spec: str, folder: str, options: dict, limits: sandbox.Limits) -> ForkedSubject | None:
+    def forked(self, zygote: Zygote, spec: str, folder: str, options: dict) -> Subject:
+        """A child for this submission forked from `zygote`, to grade from: fit to grade or refused
+        (`allow_unconfined` aside), with the batch's seed, limits, --arg and --map."""
+        run: Options = options["run"]
+        return Subject(spec, start=Fork(zygote), submission=folder, seed=run.seed, limits=run.limits,
+                       allow_unconfined=options["allow_unconfined"], grading=True, **_binding(run))
+
+    def meta_subject(self, spec: str, folder: str, options: dict, limits: sandbox.Limits) -> Subject | None:
         """A second child for this submission, forked from the meta template, for the one run on the meta device
         (harness.engine.context.Context.meta_forward); None where there is none to be had (no template, or it
         could not give one): the run then stays in the submission's own child, as in a single run."""
@@ -140,9 +144,7 @@ class Grader:
         try:
             if self.meta_zygote is None:
                 self.meta_zygote = Zygote(limits, self.template, fallback=False, kind=META_ZYGOTE)
-            run: Options = options["run"]
-            return ForkedSubject(self.meta_zygote, spec, submission=folder, seed=run.seed, limits=limits,
-                                 allow_unconfined=options["allow_unconfined"], grading=True, **_binding(run))
+            return self.forked(self.meta_zygote, spec, folder, options)
         except (ZygoteError, isolation.IsolationFailed):
             self.drop_meta_zygote()
             self.no_meta = True

@@ -26,7 +26,7 @@ def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d:
     takes); the arithmetic is for width `d` (default 8), `heads` heads (default 2), Q/K/V biases or not, and a
     score tensor of `batch` sequences of `n` tokens.  `make_subject(spec, overrides=, seed=, weight_map=)` starts
     the child: a single run's by default (`harness.sandbox.pool.single_run`); tracing many targets can fork each
-    from a warm zygote instead (`harness.sandbox.pool.ForkedSubject`)."""
+    from a warm zygote instead (`Subject(spec, start=harness.sandbox.pool.Fork(zygote), ...)`)."""
     a_d, a_heads = d or WORKED["d"], heads or WORKED["heads"]
     with resolved_target(target, source) as resolved:
         subject = make_subject(resolved.spec, overrides=dict(args or {}), seed=seed,

@@ -8,6 +8,7 @@ ended.  Never imports torch or the student's code.
 - `isolation`: which mechanism works here, starting a single run's child, the report's isolation block, and
   whether a root grader may start a batch at all.
 - `scratch`: worker slots (one uid each), the private scratch folder with the copy of a submission, cleanup.
-- `subject` and `pool`: the child as the engine sees it (a single run's, or one forked from the batch zygote).
+- `subject`: the child as the engine sees it (`Subject`), started by a `Start` (`Spawn`: a single run's; `pool.Fork`:
+  forked from a warm zygote, the batch's or a single run's own).
 - `trusted`: every trusted module loaded before a child is given a submission.
 """

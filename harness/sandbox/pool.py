@@ -1,8 +1,9 @@
 """Batch grading with one warm torch import: `Zygote` (a warm process per worker slot, forked from the batch's
-`harness.sandbox.template.Template`, so that torch is imported once, not once per slot) and `ForkedSubject` (a
-Subject whose worker is forked from a zygote instead of started from scratch, which saves the ~1.5 s torch import
-per submission).  `single_run` gives a single run the same saving when a warm template is listening at the path
-in $MHA_CHECK_TEMPLATE (how the test suite's hundreds of `mha-check` runs share one torch import).
+`harness.sandbox.template.Template`, so that torch is imported once, not once per slot) and `Fork` (the `Start` of
+a Subject whose worker is forked from a zygote instead of started from scratch, which saves the ~1.5 s torch import
+per submission: `Subject(spec, start=Fork(zygote))`).  `single_run` gives a single run the same saving when a warm
+template is listening at the path in $MHA_CHECK_TEMPLATE (how the test suite's hundreds of `mha-check` runs share
+one torch import).
 
 A zygote holds one worker slot for its life (one uid, one submission at a time): each child it forks confines
 itself (`harness.sandbox.confine`, the builtin mechanism: bubblewrap cannot confine a process that already runs)
@@ -20,12 +21,15 @@ import signal
 import socket
 import subprocess
 import threading
+from typing import BinaryIO
 
 from harness.sandbox import isolation, scratch
 from harness.sandbox.limits import Limits
 from harness.sandbox.channel import write_until
-from harness.sandbox.subject import Subject
-from harness.sandbox.template import TEMPLATE_VARIABLE, ZYGOTE, Template, launch, template_at
+from harness.sandbox.policy import Policy
+from harness.sandbox.subject import Subject, kill_tree, log_tail
+from harness.sandbox.template import TEMPLATE_VARIABLE, Template, launch, template_at
+from harness.wire.control import ZYGOTE
 
 
 class ZygoteError(RuntimeError):
@@ -44,7 +48,7 @@ class Zygote:
         self.slot = scratch.claim_slot()
         self.proc: subprocess.Popen | None = None
         self._pidfd: int | None = None
-        self.root_only = False  # its children can run only as root (see ForkedSubject._spawn)
+        self.root_only = False  # its children can run only as root (see Fork.start)
         self._lock = threading.Lock()  # one request at a time on the control socket, whatever thread asks
         try:
             self.info = self._forked(template) if template is not None else None
@@ -154,45 +158,50 @@ class ZygotePool:
             self.template.close()
 
 
-class ForkedSubject(Subject):
-    """A Subject whose worker is forked from a warm `Zygote`, in the zygote's slot.  With `allow_unconfined`
-    False (batch grading as root) a child that cannot be dropped to the slot's uid does not run: IsolationFailed."""
+class Fork:
+    """`Start` (harness.sandbox.subject): the worker forked from a warm `Zygote`, in the zygote's slot, confining
+    itself (`harness.sandbox.confine`) before anything of the submission runs and reporting what is in force on a
+    pipe of its own.  With `allow_unconfined` False (batch grading as root) a child that cannot be dropped to the
+    slot's uid does not run: IsolationFailed.  `own`: the zygote serves this child alone (a single run's) and is
+    closed with it; else it is the grader's, for its next submission."""
 
-    def __init__(self, zygote: Zygote, spec: str, **kwargs):
-        self.zygote = zygote
+    announces_ready = False  # forked from a process that has imported torch already
+
+    def __init__(self, zygote: Zygote, own: bool = False):
+        self.zygote, self.own = zygote, own
+        self.pid = 0
+        self.sock: socket.socket | None = None
+        self.record: dict = {}
+        self.cpu: float | None = None
         self._status: int | None = None
-        super().__init__(spec, **kwargs)
 
-    def _claim_slot(self) -> scratch.Slot:
-        return self.zygote.slot
+    def lent_slot(self) -> scratch.Slot | None:
+        return self.zygote.slot  # the zygote's, for its next submission
 
-    def _release_slot(self) -> None:
-        pass  # the zygote's, for its next submission
-
-    def _spawn(self) -> None:
+    def start(self, policy: Policy, log: BinaryIO, limits: Limits, allow_unconfined: bool) -> tuple[int, int, dict]:
         """Fork and confine the child.  With `allow_unconfined`, as root, where the slot's uid cannot be used (no
         CAP_SETUID, or a Python it cannot read without a mount namespace), the child runs as root without
         capabilities instead, as a single run would; the zygote remembers it, and the report says ROOT."""
-        policy = isolation.self_applied(self.policy)
-        if not (self.allow_unconfined and os.geteuid() == 0):
-            return self._fork(policy)
+        policy = isolation.self_applied(policy)
+        if not (allow_unconfined and os.geteuid() == 0):
+            return self._fork(policy, log, limits)
         if not self.zygote.root_only:
-            mark = self.log.tell()
+            mark = log.tell()
             try:
-                return self._fork(policy)
+                return self._fork(policy, log, limits)
             except isolation.IsolationFailed:
                 self.zygote.root_only = True
-                self.log.seek(mark)
-                self.log.truncate()
-        scratch.give(self.room.path, 0, 0)  # it runs as root: its scratch is root's
-        return self._fork(dataclasses.replace(policy, uid=0, gid=0, require_drop=False))
+                log.seek(mark)
+                log.truncate()
+        scratch.give(policy.cwd, 0, 0)  # it runs as root: its scratch is root's
+        return self._fork(dataclasses.replace(policy, uid=0, gid=0, require_drop=False), log, limits)
 
-    def _fork(self, policy) -> None:
+    def _fork(self, policy: Policy, log: BinaryIO, limits: Limits) -> tuple[int, int, dict]:
         self._status = None
         ours, theirs = socket.socketpair()
         status_r, status_w = os.pipe()
         try:
-            self.pid = self.zygote.spawn(theirs.fileno(), self.log.fileno(), status_w, policy)
+            self.pid = self.zygote.spawn(theirs.fileno(), log.fileno(), status_w, policy)
         except BaseException:
             os.close(status_r)
             ours.close()
@@ -201,44 +210,38 @@ class ForkedSubject(Subject):
             theirs.close()
             os.close(status_w)
         self.sock = ours
-        self._out_fd = ours.fileno()
-        self.record = isolation.read_record(status_r, self.limits.call_seconds + 30) or {}
+        self.record = isolation.read_record(status_r, limits.call_seconds + 30) or {}
         if not self.record:
-            self._kill()
+            self.kill()
             self.sock.close()
-            raise isolation.IsolationFailed(f"the child could not be confined: {self.stderr_tail(300).strip()}")
+            raise isolation.IsolationFailed(f"the child could not be confined: {log_tail(log, 300).strip()}")
+        return self.pid, ours.fileno(), self.record
 
-    def _send(self, data: bytes, deadline: float) -> None:
+    def send(self, data: bytes, deadline: float) -> None:
         write_until(self.sock.fileno(), data, deadline)
 
-    def _wait(self, timeout: float) -> int | None:
+    def wait(self, timeout: float) -> int | None:
+        """Asked of the zygote, whose child it is (with its CPU time)."""
         if self._status is None:
             reply = self.zygote.wait(self.pid, timeout)
             self._status, self.cpu = reply.get("status"), reply.get("cpu")
         return self._status
 
-    def _alive(self) -> bool:
-        return self._wait(0) is None
+    def kill(self) -> None:
+        kill_tree(self.pid, self.record, self.wait)
 
-    def protections(self) -> list[str]:
-        out = list(super().protections())
+    def protections(self, limits: Limits) -> list[str]:
+        out = isolation.protections(limits)
         if self.zygote.info.get("subreaper"):
             out.append("leftover processes killed after the submission (child subreaper)")
         return out
 
     def close(self) -> None:
-        super().close()
-        self.sock.close()
-
-
-class _OwnZygoteSubject(ForkedSubject):
-    """A single run's ForkedSubject: its zygote serves it alone and is closed with it."""
-
-    def close(self) -> None:
         try:
-            super().close()
+            self.sock.close()
         finally:
-            self.zygote.close()
+            if self.own:
+                self.zygote.close()
 
 
 def single_run(spec: str, **kwargs) -> Subject:
@@ -258,7 +261,7 @@ def single_run(spec: str, **kwargs) -> Subject:
         except ZygoteError:
             return Subject(spec, **kwargs)
     try:
-        subject = _OwnZygoteSubject(zygote, spec, **kwargs)
+        subject = Subject(spec, start=Fork(zygote, own=True), **kwargs)
     except isolation.IsolationFailed:  # unfit to grade as forked here: a fresh start says why, or does better
         zygote.close()
         return Subject(spec, **kwargs)

@@ -1,13 +1,16 @@
 """Trusted side: the student's module as seen from outside, through a confined child process.
 
 `Subject` claims a worker slot (and with it the child's uid), copies the submission into the slot's private
-scratch folder, starts the worker confined by `harness.sandbox.policy` (bubblewrap where it works, else our own
-namespaces; see `harness.sandbox.isolation`), sends requests and parses the replies strictly, each under a
-wall-clock deadline (`harness.sandbox.channel`; what is copied where: `harness.sandbox.placement`).  `Instance`
-(`harness.sandbox.instance`) is one built module in the child.  Nothing here imports torch or the student's code;
-errors raised by student code come back as `TargetFailure`; a child that hangs, dies or exceeds a limit becomes a
-`WorkerDied` whose `kind` says which.  Every trusted module is imported before the child is given the submission
-(`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder behind.
+scratch folder, has the worker started confined by `harness.sandbox.policy`, sends requests and parses the replies
+strictly, each under a wall-clock deadline (`harness.sandbox.channel`; what is copied where:
+`harness.sandbox.placement`).  How the worker is started, reached, waited for and stopped is the one thing that
+differs between children, and it is not the Subject's: a `Start` given to it does that (`Spawn` here: a fresh
+interpreter, bubblewrap where it works, else our own namespaces, see `harness.sandbox.isolation`;
+`harness.sandbox.pool.Fork`: forked from a warm zygote; `harness.child.inprocess.InProcess`: a thread, for tests of
+our own code).  `Instance` (`harness.sandbox.instance`) is one built module in the child.  Nothing here imports
+torch or the student's code; errors raised by student code come back as `TargetFailure`; a child that hangs, dies or
+exceeds a limit becomes a `WorkerDied` whose `kind` says which.  Every trusted module is imported before the child
+is given the submission (`harness.sandbox.trusted`), and `close()` leaves no process, slot or scratch folder behind.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from typing import BinaryIO, Callable, Protocol, runtime_checkable
 
 from harness import OUTPUT_CUT_MARK
 
@@ -30,7 +34,7 @@ from harness.sandbox.channel import WATCH_SECONDS, DeadlineReader, write_until
 from harness.sandbox.instance import Instance
 from harness.sandbox.placement import own_code, placement
 from harness.sandbox.limits import MB, Limits
-from harness.sandbox.policy import is_slot_uid, make_policy
+from harness.sandbox.policy import Policy, is_slot_uid, make_policy
 from harness.sandbox import syscalls as linux
 from harness.wire.config import Config
 from harness.wire.target import Target
@@ -45,83 +49,69 @@ SENT_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.
                           signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM})
 
 
-class Subject:
-    """One confined child process running one target.  `submission`: the folder to copy into the child's scratch
-    (batch grading: the student's folder); by default the folder holding the target file (or, for a module
-    target, `cwd`).  `allow_unconfined`: as root, run the child as root when no mechanism can drop it to the slot's
-    uid (the report says so) instead of failing.  `grading`: a grade will come from this child, so it must be fit
-    for it (`isolation.unfit_to_grade`): unless `allow_unconfined` accepts it (the isolation block then says so),
-    a child that is not raises IsolationFailed before any of the submission's code runs."""
+@runtime_checkable
+class Start(Protocol):
+    """How a Subject's child is started, reached, waited for and stopped: everything that differs between a single
+    run's child (`Spawn`), a batch's (`harness.sandbox.pool.Fork`: forked from a warm zygote, its own or the
+    grader's) and the one of our own tests (`harness.child.inprocess.InProcess`: a thread of this process).  The
+    rest (frames, instances, limits, the start of the time limit, how the child ended) is the Subject's, the same
+    for every child.  One object per Subject: it holds the child once started.  The Subject calls `lent_slot` and
+    `start` once, in that order, and `close` once, after the child is killed and its scratch released."""
 
-    gather = None  # harness.engine.together.Together, while configurations are asked together
+    announces_ready: bool  # its worker sends Ready after its own start-up (importing torch), which the limits exclude
+    cpu: float | None  # the child's CPU seconds, once its exit reached us with them (None: not known)
 
-    def __init__(self, spec: str, overrides: dict | None = None, seed: int = 0, cwd: str | None = None,
-                 weight_map: dict | None = None, limits: Limits | None = None, submission: str | None = None,
-                 allow_unconfined: bool = True, grading: bool = False):
-        self.spec, self.overrides, self.seed = spec, overrides or {}, seed
-        self.weight_map = weight_map or {}
-        self.limits = limits or Limits()
-        self.search_dir = os.path.abspath(cwd or submission or os.getcwd())
-        self.allow_unconfined = allow_unconfined
-        self.grading = grading
-        self.accepted = ""  # "--allow-unconfined": a grading child unfit to grade, accepted knowingly
-        self._builds: dict[tuple, Instance] = {}
-        self.loaded: m.Loaded | None = None
-        self.notes: list[str] = []  # what loading left out (a notebook's cells), known even when loading failed
-        self.dead: WorkerDied | None = None
+    def lent_slot(self) -> scratch.Slot | None:
+        """The worker slot the child runs in when the strategy holds one (a zygote's, kept for its next
+        submission), else None: the Subject claims a slot of its own and releases it at close."""
+
+    def start(self, policy: Policy, log: BinaryIO, limits: Limits, allow_unconfined: bool) -> tuple[int, int, dict]:
+        """Start the worker confined by `policy` (its scratch folder: `policy.cwd`), its output to `log`: (the pid
+        whose process group is the child, the fd its replies are read from, the isolation record: what confined
+        it, measured inside it; {} for none).  Raises isolation.IsolationFailed when it cannot be confined (as
+        root, `allow_unconfined` lets it run as root without capabilities instead); nothing of the submission has
+        run then."""
+
+    def send(self, data: bytes, deadline: float) -> None:
+        """Write a frame to the worker by `deadline` (TimeoutError if it does not read it)."""
+
+    def wait(self, timeout: float) -> int | None:
+        """The worker's exit status (negative: killed by that signal), or None if it still runs after `timeout`."""
+
+    def kill(self) -> None:
+        """The child and everything it started, without asking it; returns once they are gone."""
+
+    def protections(self, limits: Limits) -> list[str]:
+        """The report's list of the limits and habits this child has (`isolation.protections`)."""
+
+    def close(self) -> None:
+        """What the strategy itself holds (a socket, a zygote of its own), after the child is gone."""
+
+
+class Spawn:
+    """`Start`: a fresh interpreter running `worker_code()`, confined from outside by the strongest mechanism that
+    works here (`isolation.start`: bubblewrap, else our own namespaces through a launcher).  A single run's child."""
+
+    announces_ready = True  # it imports torch first, which is not the student's time
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
         self.record: dict = {}
-        self.cpu: float | None = None  # the worker's CPU seconds, when its exit reached us with them
-        self.log = tempfile.TemporaryFile()
-        self.slot = self._claim_slot()
-        self.room = None
-        self._measured = 0.0  # when the scratch was last measured (an unbounded one: see _watch)
-        try:
-            target = Target.parse(spec)
-            copy_root, rel, path = placement(target, self.search_dir, submission)
-            self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB,
-                                                  self.limits.scratch_mb * MB, self.limits.scratch_files)
-            copied = os.path.join(self.room.path, rel) if rel and not os.path.isabs(rel) else None
-            # a missing file whose folder was copied is named in the copy, so that the child lists what is there
-            seen = copied is not None and (os.path.lexists(copied) or os.path.isdir(os.path.dirname(copied))
-                                           and os.path.isdir(copy_root))
-            self.child_spec = spec if path is None else str(target.at(rel if seen else path))  # not copied: as given
-            self.submission_code = not own_code(target.where, path)  # a submission's: our packages hidden from it
-            self.policy = make_policy(self.room.path, self.slot.number, self.limits, own_code=not self.submission_code)
-            self.started = self.spawned = time.monotonic()
-            self._awaiting_ready = False  # set by a spawn whose worker announces the end of its own start-up
-            self._spawn()
-            self._fit_or_refuse()
-        except BaseException:
-            self._release()
-            raise
+        self.cpu: float | None = None
 
-    def _fit_or_refuse(self) -> None:
-        """A grading child that is not fit to grade: killed before the submission is handed over (nothing of it has
-        run yet), unless allowed; allowed, its isolation block says it was accepted."""
-        unfit = isolation.unfit_to_grade(self.record) if self.grading else ""
-        if unfit and not self.allow_unconfined:
-            self._kill()
-            raise isolation.IsolationFailed(unfit)
-        self.accepted = "--allow-unconfined" if unfit else ""
+    def lent_slot(self) -> scratch.Slot | None:
+        return None
 
-    def _claim_slot(self) -> scratch.Slot:
-        return scratch.claim_slot()
+    def start(self, policy: Policy, log: BinaryIO, limits: Limits, allow_unconfined: bool) -> tuple[int, int, dict]:
+        self.proc, self.record = isolation.start(policy, worker_code(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                 stderr=log, unconfined_fallback=allow_unconfined)
+        return self.proc.pid, self.proc.stdout.fileno(), self.record
 
-    def _spawn(self) -> None:
-        """Start the worker in its walls (the batch pool forks it from a warm zygote instead)."""
-        self.proc, self.record = isolation.start(
-            self.policy, worker_code(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-            unconfined_fallback=self.allow_unconfined)
-        self.pid = self.proc.pid
-        self._out_fd = self.proc.stdout.fileno()
-        self._awaiting_ready = True
-
-    def _send(self, data: bytes, deadline: float) -> None:
+    def send(self, data: bytes, deadline: float) -> None:
         write_until(self.proc.stdin.fileno(), data, deadline)
 
-    def _wait(self, timeout: float) -> int | None:
-        """The worker's exit status (negative: killed by that signal), or None if it is still running; wait4 also
-        gives its CPU time (through the launcher's relay; bubblewrap does not pass it on)."""
+    def wait(self, timeout: float) -> int | None:
+        """wait4 also gives the worker's CPU time (through the launcher's relay; bubblewrap does not pass it on)."""
         if self.proc.returncode is not None:
             return self.proc.returncode
         end = time.monotonic() + timeout
@@ -139,8 +129,86 @@ class Subject:
                 return None
             linux.until_exited(self.proc.pid, end)
 
+    def kill(self) -> None:
+        kill_tree(self.proc.pid, self.record, self.wait)
+
+    def protections(self, limits: Limits) -> list[str]:
+        return isolation.protections(limits)
+
+    def close(self) -> None:
+        pass  # its pipes go with the Popen
+
+
+class Subject:
+    """One confined child process running one target.  `submission`: the folder to copy into the child's scratch
+    (batch grading: the student's folder); by default the folder holding the target file (or, for a module
+    target, `cwd`).  `allow_unconfined`: as root, run the child as root when no mechanism can drop it to the slot's
+    uid (the report says so) instead of failing.  `grading`: a grade will come from this child, so it must be fit
+    for it (`isolation.unfit_to_grade`): unless `allow_unconfined` accepts it (the isolation block then says so),
+    a child that is not raises IsolationFailed before any of the submission's code runs.  `start`: how the child
+    is started (`Start`; by default `Spawn()`, a fresh interpreter), kept as `child`."""
+
+    gather = None  # harness.engine.together.Together, while configurations are asked together
+
+    def __init__(self, spec: str, overrides: dict | None = None, seed: int = 0, cwd: str | None = None,
+                 weight_map: dict | None = None, limits: Limits | None = None, submission: str | None = None,
+                 allow_unconfined: bool = True, grading: bool = False, start: Start | None = None):
+        self.spec, self.overrides, self.seed = spec, overrides or {}, seed
+        self.weight_map = weight_map or {}
+        self.limits = limits or Limits()
+        self.search_dir = os.path.abspath(cwd or submission or os.getcwd())
+        self.allow_unconfined = allow_unconfined
+        self.grading = grading
+        self.accepted = ""  # "--allow-unconfined": a grading child unfit to grade, accepted knowingly
+        self._builds: dict[tuple, Instance] = {}
+        self.loaded: m.Loaded | None = None
+        self.notes: list[str] = []  # what loading left out (a notebook's cells), known even when loading failed
+        self.dead: WorkerDied | None = None
+        self.record: dict = {}
+        self.child: Start = start or Spawn()
+        self.log = tempfile.TemporaryFile()
+        lent = self.child.lent_slot()
+        self._own_slot = lent is None  # released at close; a lent one is its lender's
+        self.slot = lent or scratch.claim_slot()
+        self.room = None
+        self._measured = 0.0  # when the scratch was last measured (an unbounded one: see _watch)
+        try:
+            target = Target.parse(spec)
+            copy_root, rel, path = placement(target, self.search_dir, submission)
+            self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB,
+                                                  self.limits.scratch_mb * MB, self.limits.scratch_files)
+            copied = os.path.join(self.room.path, rel) if rel and not os.path.isabs(rel) else None
+            # a missing file whose folder was copied is named in the copy, so that the child lists what is there
+            seen = copied is not None and (os.path.lexists(copied) or os.path.isdir(os.path.dirname(copied))
+                                           and os.path.isdir(copy_root))
+            self.child_spec = spec if path is None else str(target.at(rel if seen else path))  # not copied: as given
+            self.submission_code = not own_code(target.where, path)  # a submission's: our packages hidden from it
+            self.policy = make_policy(self.room.path, self.slot.number, self.limits, own_code=not self.submission_code)
+            self.started = self.spawned = time.monotonic()
+            self.pid, self._out_fd, self.record = self.child.start(self.policy, self.log, self.limits,
+                                                                   self.allow_unconfined)
+            self._awaiting_ready = self.child.announces_ready
+            self._fit_or_refuse()
+        except BaseException:
+            self._release()
+            raise
+
+    def _fit_or_refuse(self) -> None:
+        """A grading child that is not fit to grade: killed before the submission is handed over (nothing of it has
+        run yet), unless allowed; allowed, its isolation block says it was accepted."""
+        unfit = isolation.unfit_to_grade(self.record) if self.grading else ""
+        if unfit and not self.allow_unconfined:
+            self.child.kill()
+            raise isolation.IsolationFailed(unfit)
+        self.accepted = "--allow-unconfined" if unfit else ""
+
+    @property
+    def cpu(self) -> float | None:
+        """The worker's CPU seconds, when its exit reached us with them."""
+        return self.child.cpu
+
     def _alive(self) -> bool:
-        return self._wait(0) is None
+        return self.child.wait(0) is None
 
     def calls(self, requests: list[m.Request]) -> list[m.Reply]:
         """Send requests in one frame and return their replies; the first failure raises (TargetFailure for the
@@ -221,7 +289,7 @@ class Subject:
         seconds = self.limits.call_seconds * max(1, rounds)
         deadline = min(now + seconds, self.started + self.limits.total_seconds)
         try:
-            self._send(m.encode_batch(requests), deadline)
+            self.child.send(m.encode_batch(requests), deadline)
             builds = sum(isinstance(r, m.Build) for r in requests)  # each answer lists a module's names: its own room
             configs = {inst.handle: inst.cfg for inst in self._builds.values()}
             replies = m.decode_replies(*protocol.decode(DeadlineReader(self._out_fd, deadline, self._watch()),
@@ -236,13 +304,13 @@ class Subject:
             if self._watch() is not None and time.monotonic() - self._measured >= WATCH_SECONDS:
                 self._watch()()  # also between quick frames: a child may fill its folder and answer at once
         except scratch.ScratchFull as e:
-            self._kill()
+            self.child.kill()
             self.dead = WorkerDied("disk", f"disk limit: your code wrote {e} in the folder it runs in, during {op} "
                                            "(it holds the copy of your submission and what your code writes)")
             raise self.dead from None
         except TimeoutError:
             stopped = linux.stopped_in_tree(self.pid)
-            self._kill()
+            self.child.kill()
             total = deadline >= self.started + self.limits.total_seconds
             limit = f"{self.limits.total_seconds:g} s in all" if total else f"{seconds:g} s"
             if stopped:
@@ -260,7 +328,7 @@ class Subject:
             self.dead = self._classify_death(op, e)
             raise self.dead from None
         except BaseException:  # interrupted (Ctrl-C, a grader stopped): the child is stopped where it is, so that
-            self._kill()       # closing needs no answer from it (it may be deep in the student's loop)
+            self.child.kill()       # closing needs no answer from it (it may be deep in the student's loop)
             self.dead = WorkerDied("interrupted", f"mha-check was stopped during {op}")
             raise
         return replies
@@ -281,7 +349,7 @@ class Subject:
         op = request.op
         deadline = lambda: min(time.monotonic() + seconds_each, self.started + self.limits.total_seconds)
         try:
-            self._send(m.encode_batch([request]), deadline())
+            self.child.send(m.encode_batch([request]), deadline())
             while True:
                 end = deadline()
                 replies = m.decode_replies(*protocol.decode(DeadlineReader(self._out_fd, end, self._watch()),
@@ -295,11 +363,11 @@ class Subject:
                 if not isinstance(reply, more):
                     return
         except scratch.ScratchFull as e:
-            self._kill()
+            self.child.kill()
             self.dead = WorkerDied("disk", f"disk limit: your code wrote {e} in the folder it runs in, during {op}")
             raise self.dead from None
         except TimeoutError:
-            self._kill()
+            self.child.kill()
             total = time.monotonic() + 1 >= self.started + self.limits.total_seconds
             limit = f"{self.limits.total_seconds:g} s in all" if total else f"{seconds_each:g} s"
             self.dead = WorkerDied("time", f"time limit: your code did not let the test finish within {limit} (an "
@@ -309,11 +377,11 @@ class Subject:
             self.dead = self._classify_death(op, e)
             raise self.dead from None
         except GeneratorExit:
-            self._kill()  # the caller stopped listening: what the child still sends is nobody's
+            self.child.kill()  # the caller stopped listening: what the child still sends is nobody's
             self.dead = WorkerDied("interrupted", f"mha-check stopped reading during {op}")
             raise
         except BaseException:
-            self._kill()
+            self.child.kill()
             self.dead = WorkerDied("interrupted", f"mha-check was stopped during {op}")
             raise
 
@@ -341,13 +409,13 @@ class Subject:
             if [type(r) for r in replies] != [m.Ready]:
                 raise protocol.ProtocolError(f"{type(replies[0]).__name__} instead of Ready")
         except TimeoutError:
-            self._kill()
+            self.child.kill()
             self.dead = WorkerDied("startup", f"mha-check's worker did not finish its own start (importing torch) "
                                               f"within {STARTUP_SECONDS} s: the machine is overloaded")
             raise self.dead from None
         except (EOFError, OSError, protocol.ProtocolError) as e:
-            code = self._wait(5)
-            self._kill()
+            code = self.child.wait(5)
+            self.child.kill()
             self.dead = WorkerDied("startup", f"mha-check's worker ended before any of your code ran ({e}; status "
                                               f"{code}; last output: {self._last_line()!r}): its Python cannot "
                                               f"import torch under these limits?")
@@ -364,12 +432,12 @@ class Subject:
             return CannotDrive(failed.message[:4000])
         failure = TargetFailure(failed.stage[:40], failed.message[:4000])
         if failure.out_of_memory:
-            self._kill()
+            self.child.kill()
             self.dead = WorkerDied("memory", f"memory limit: your code tried to use more than "
                                              f"{self.limits.memory_mb} MB ({failure.message[:300]})")
             return self.dead
         if failure.over_output_limit:
-            self._kill()
+            self.child.kill()
             self.dead = WorkerDied("output", f"output limit: your code wrote more than {self.limits.file_mb} MB "
                                              f"(printing, most likely; mha-check keeps what it writes up to that "
                                              f"size): {failure.message[:200]}")
@@ -378,21 +446,21 @@ class Subject:
 
     def _classify_death(self, op: str, error: Exception) -> WorkerDied:
         if isinstance(error, protocol.FrameTooLarge):  # refused unread: our worker never sends more than was asked
-            self._kill()
+            self.child.kill()
             room = f"at most {error.allowed / MB:.1f} MB" if error.allowed else "none"
             return WorkerDied("channel", f"your code corrupted the channel to mha-check during {op}: its answer "
                                          f"declared {error.declared / MB:.1f} MB of arrays where {room} can be "
                                          "needed (mha-check's worker patched to pad its replies?); mha-check read "
                                          "none of it")
         if isinstance(error, protocol.ProtocolError):  # garbage on the channel: no answer can be trusted now
-            self._kill()
+            self.child.kill()
             return WorkerDied("channel", f"your code corrupted the channel to mha-check during {op} ({error}): "
                                          "it writes to file descriptors it does not own")
-        code = self._wait(5)
+        code = self.child.wait(5)
         if code is None:  # the channel closed but the process lives on
-            self._kill()
+            self.child.kill()
             return WorkerDied("crash", f"your code closed its channel to mha-check during {op} ({error})")
-        self._kill()
+        self.child.kill()
         sig = -code if code < 0 else code - 128 if code > 128 else 0
         if sig == signal.SIGXCPU or sig == signal.SIGKILL and self._cpu_limit_reached():
             return WorkerDied("cpu", f"CPU time limit ({self.limits.cpu_seconds} s) exceeded during {op}")
@@ -416,24 +484,9 @@ class Subject:
     def _cpu_limit_reached(self) -> bool:
         """A SIGKILL we did not send: the CPU limit (hard == soft kills outright), if the worker's CPU time says so
         or, where it is unknown (bubblewrap), if enough time has passed for the limit to be reached at all."""
-        if self.cpu is not None:
-            return self.cpu >= self.limits.cpu_seconds - 1
+        if self.child.cpu is not None:
+            return self.child.cpu >= self.limits.cpu_seconds - 1
         return (time.monotonic() - self.spawned) * (os.cpu_count() or 1) >= self.limits.cpu_seconds - 1
-
-    def _kill(self) -> None:
-        """The whole process group, and with it (PID namespace) everything the child started.  Without a PID
-        namespace a single run's child has a keeper (confine._fork_keeper), asked first: it kills the child and
-        every process the child left, and exits only then."""
-        if self.record.get("keeper") and self._wait(0) is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.pid, signal.SIGTERM)
-            if self._wait(10) is not None:
-                return
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self._wait(5)
 
     def load(self) -> m.Loaded:
         """Give the child the submission (its copy in the scratch folder): from here on, code of the student's runs
@@ -456,14 +509,7 @@ class Subject:
         return self._builds[key]
 
     def stderr_tail(self, n: int = 2000) -> str:
-        try:
-            self.log.seek(0, os.SEEK_END)
-            size = self.log.tell()
-            self.log.seek(max(0, size - n))
-            kept = self.log.read().decode("utf-8", "replace")
-            return kept if size <= n else f"{OUTPUT_CUT_MARK}{n} of {size} bytes]\n{kept}"
-        except (ValueError, OSError):
-            return ""
+        return log_tail(self.log, n)
 
     def output_mark(self) -> int:
         """Where the child's output ends now (see output_after)."""
@@ -492,7 +538,7 @@ class Subject:
             pass
 
     def protections(self) -> list[str]:
-        return isolation.protections(self.limits)
+        return self.child.protections(self.limits)
 
     @property
     def isolation(self) -> dict:
@@ -512,9 +558,12 @@ class Subject:
                     pass
         finally:
             try:
-                self._kill()
+                self.child.kill()
             finally:
-                self._release()
+                try:
+                    self._release()
+                finally:
+                    self.child.close()
 
     def _release(self) -> None:
         """Nothing of the child survives: leftover processes of its uid (only possible without a PID namespace),
@@ -525,11 +574,37 @@ class Subject:
         if self.room is not None:
             self.room.remove()
             self.room = None
-        self._release_slot()
+        if self._own_slot:
+            self.slot.release()
         self.log.close()
 
-    def _release_slot(self) -> None:
-        self.slot.release()
+
+def kill_tree(pid: int, record: dict, wait: Callable[[float], int | None]) -> None:
+    """The whole process group of `pid`, and with it (PID namespace) everything the child started; `wait` as in
+    `Start.wait`.  Without a PID namespace a single run's child has a keeper (confine._fork_keeper), asked first: it
+    kills the child and every process the child left, and exits only then."""
+    if record.get("keeper") and wait(0) is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+        if wait(10) is not None:
+            return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    wait(5)
+
+
+def log_tail(log: BinaryIO, n: int = 2000) -> str:
+    """The last `n` bytes a child wrote to its log, marked as cut when there was more."""
+    try:
+        log.seek(0, os.SEEK_END)
+        size = log.tell()
+        log.seek(max(0, size - n))
+        kept = log.read().decode("utf-8", "replace")
+        return kept if size <= n else f"{OUTPUT_CUT_MARK}{n} of {size} bytes]\n{kept}"
+    except (ValueError, OSError):
+        return ""
 
 
 def worker_code() -> str:

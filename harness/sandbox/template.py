@@ -15,8 +15,6 @@ from harness.sandbox.policy import clean_env
 from harness.wire import names
 
 TEMPLATE_VARIABLE = "MHA_CHECK_TEMPLATE"  # the path of a listening `Template(address=...)` for single runs
-# what a grader asks the template for: a zygote, or one of the meta template (its children have the meta device warm)
-ZYGOTE, META_ZYGOTE = b"zygote", b"meta-zygote"
 # glibc's malloc asks for transparent huge pages (glibc 2.35 and later; ignored before): most of torch's 180 MB of
 # heap then sits in 2 MB pages, whose page-table entries a fork copies 512 at a time (see zygote._huge_pages)
 HUGE_PAGE_MALLOC = "glibc.malloc.hugetlb=1"

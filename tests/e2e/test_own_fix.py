@@ -16,7 +16,8 @@ from conftest import ZOO, zoo_constants
 from harness.engine import rewrite
 from harness.engine.records import Diagnosis
 from harness.frontends.trace import trace
-from harness.sandbox.pool import ForkedSubject
+from harness.sandbox.pool import Fork
+from harness.sandbox.subject import Subject
 
 pytestmark = pytest.mark.slow
 OWN = sorted((ZOO / "buggy").glob("own_*.py"))
@@ -65,7 +66,7 @@ def fixed(reports, tmp_path_factory):
 def traced(reports):
     def one(path):
         with reports.zygotes.take() as zygote:
-            return trace(target(path), make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+            return trace(target(path), make_subject=lambda spec, **kw: Subject(spec, start=Fork(zygote), **kw))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(OWN, pool.map(one, OWN)))
@@ -157,7 +158,7 @@ def test_a_dropout_that_follows_the_mode_and_a_mask_made_on_the_inputs_device_ar
     path = tmp_path / "careful.py"
     path.write_text(FOLLOWS_THE_MODE)
     with reports.zygotes.take() as zygote:
-        result = trace(f"{path}:Careful", make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+        result = trace(f"{path}:Careful", make_subject=lambda spec, **kw: Subject(spec, start=Fork(zygote), **kw))
     assert result.error is None and result.mistakes == []
     assert [s.label for s in result.steps].count("dropout") == 2
 
@@ -171,7 +172,7 @@ def traced_zoo(reports):
 
     def one(path):
         with reports.zygotes.take() as zygote:
-            return trace(target(path), make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+            return trace(target(path), make_subject=lambda spec, **kw: Subject(spec, start=Fork(zygote), **kw))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(BUGGY, pool.map(one, BUGGY)))

@@ -14,7 +14,8 @@ from harness.engine.trace.result import arithmetic
 from harness.engine.trace.vocabulary import LESSON_STEPS
 from harness.frontends.trace import main, trace
 from harness.render.trace_text import render
-from harness.sandbox.pool import ForkedSubject
+from harness.sandbox.pool import Fork
+from harness.sandbox.subject import Subject
 
 pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
 
@@ -100,7 +101,7 @@ def swept(reports):
     child, is traced by the tests above)."""
     def one(target):
         with reports.zygotes.take() as zygote:
-            return trace(target, make_subject=lambda spec, **kw: ForkedSubject(zygote, spec, **kw))
+            return trace(target, make_subject=lambda spec, **kw: Subject(spec, start=Fork(zygote), **kw))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip([t for t, _, _ in SWEEP], pool.map(one, [t for t, _, _ in SWEEP])))

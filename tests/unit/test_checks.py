@@ -11,7 +11,8 @@ from conftest import ROOT
 from checks.mask_buffer import _mask_like
 from checks.view_order import mistakes as view_order_mistakes
 from harness.engine.runner import Options, run_checks
-from harness.child.inprocess import InProcessSubject
+from harness.child.inprocess import InProcess
+from harness.sandbox.subject import Subject
 from harness.wire.config import Config
 from harness.wire.messages import Mix
 
@@ -22,7 +23,7 @@ MADE_FOR = {c.id: sorted(m for m, e in mutants.catalogue().items() if e["killed_
 
 def run(target: str, only: list[str], **options):
     opts = Options(only=only, examples=2, diagnose=False, **options)
-    return run_checks(target, opts, subject=InProcessSubject(target, opts.overrides, opts.seed))
+    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=[c.id for c in CHECKS])

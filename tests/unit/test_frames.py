@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import mutants
-from harness.child.inprocess import InProcessSubject
+from harness.child.inprocess import InProcess
+from harness.sandbox.subject import Subject
 from harness.engine import search
 from harness.engine.runner import Options, run_checks
 from harness.sandbox.limits import Limits
@@ -43,7 +44,7 @@ def _subject(tmp_path):
     log = tmp_path / "built.log"
     target = tmp_path / "three.py"
     target.write_text(FAILS_FROM_THREE.format(log=str(log)))
-    return InProcessSubject(f"{target}:CausalMHA"), log
+    return Subject(f"{target}:CausalMHA", start=InProcess()), log
 
 
 def _cfg(heads: int, n: int = 2) -> Config:
@@ -106,7 +107,7 @@ def test_configurations_sent_together_keep_each_its_own_time_limit(tmp_path):
     one request's time."""
     target = tmp_path / "slow.py"
     target.write_text(SLOW)
-    subject = InProcessSubject(f"{target}:CausalMHA", limits=Limits(call_seconds=0.5, total_seconds=30.0))
+    subject = Subject(f"{target}:CausalMHA", limits=Limits(call_seconds=0.5, total_seconds=30.0), start=InProcess())
     try:
         modules = [subject.build(_cfg(h)) for h in (1, 2, 4)]
         subject.build_ahead(modules)
@@ -116,7 +117,7 @@ def test_configurations_sent_together_keep_each_its_own_time_limit(tmp_path):
         assert [y.shape for y in modules[0].forward_many([x, x])] == [(2, 2, 12)] * 2  # 0.8 s: within 1 s
         with pytest.raises(WorkerDied, match="within 0.5 s"):
             modules[0].forward(np.zeros((1, 2, 12)))  # 0.7 s alone
-        subject._thread.join(5)  # the worker thread ends its sleep before the process may exit
+        subject.child._thread.join(5)  # the worker thread ends its sleep before the process may exit
     finally:
         subject.close()
 
@@ -175,7 +176,7 @@ def test_one_instance_in_several_groups_of_a_frame_is_built_once(tmp_path):
 
 def _verdicts(target: str) -> list[tuple]:
     opts = Options(diagnose=False)
-    report = run_checks(target, opts, subject=InProcessSubject(target, opts.overrides, opts.seed))
+    report = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
     return [(c.id, c.status, c.message, c.details.get("finding")) for c in report.checks]
 
 
@@ -226,7 +227,7 @@ def test_builds_sent_together_have_each_the_room_one_has_alone(tmp_path):
     correct layer with thousands of buffers was told it corrupted the channel)."""
     target = tmp_path / "many.py"
     target.write_text(MANY_NAMES.replace("{{", "{").replace("}}", "}"))
-    subject = InProcessSubject(f"{target}:CausalMHA")
+    subject = Subject(f"{target}:CausalMHA", start=InProcess())
     try:
         modules = [subject.build(_cfg(h)) for h in (1, 2, 4)]
         subject.build_ahead(modules)

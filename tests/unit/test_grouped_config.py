@@ -169,10 +169,11 @@ class Attn(nn.Module):
 
 
 def _checked(path, only):
-    from harness.child.inprocess import InProcessSubject
+    from harness.child.inprocess import InProcess
+    from harness.sandbox.subject import Subject
     from harness.engine.runner import Options, run_checks
     opts = Options(only=only, examples=1, diagnose=False)
-    return run_checks(path, opts, subject=InProcessSubject(path, opts.overrides, opts.seed))
+    return run_checks(path, opts, subject=Subject(path, opts.overrides, opts.seed, start=InProcess()))
 
 
 def test_a_config_layer_that_refuses_the_grouped_probe_is_checked_as_plain_attention(tmp_path):

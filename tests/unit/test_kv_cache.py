@@ -11,7 +11,8 @@ import torch
 import mutants
 from conftest import ROOT
 from harness.child import cache, worker
-from harness.child.inprocess import InProcessSubject
+from harness.child.inprocess import InProcess
+from harness.sandbox.subject import Subject
 from harness.engine.runner import Options, run_checks
 from harness.wire import budget, protocol
 from harness.wire import messages as m
@@ -80,7 +81,7 @@ class Attn(nn.Module):
 
 def run(target: str, **options):
     opts = Options(only=["kv-cache"], examples=2, diagnose=False, **options)
-    return run_checks(target, opts, subject=InProcessSubject(target, opts.overrides, opts.seed))["kv-cache"]
+    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))["kv-cache"]
 
 
 def _written(tmp_path, source: str, name: str = "attn.py") -> str:

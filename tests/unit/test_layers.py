@@ -1,6 +1,8 @@
-"""The floor plan, enforced: the trust boundary, the layer order, no import circles, and function-local imports only
-where a comment says why (an optional dependency, or start-up time)."""
+"""The floor plan, enforced: the trust boundary, the layer order (exactly the table in docs/architecture.md), no
+import circles, and function-local imports only where a comment says why (an optional dependency, or start-up
+time)."""
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +14,15 @@ from harness.engine import rewrite
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("harness", "checks", "reference", "mutants")
 
-# what each part may import from the project (a prefix matches the module and its submodules)
+# the sandbox's confinement, which a forked child applies to itself (harness.child.zygote): the only part of the
+# trusted sandbox the child side may import, and so made of the standard library, wire and itself alone
+CONFINEMENT = tuple(f"harness.sandbox.{m}" for m in ("confine", "seccomp", "landlock", "syscalls",
+                                                     "policy", "limits"))
+# what each part may import from the project (a prefix matches the module and its submodules): the table of
+# docs/architecture.md, row by row ("harness" is harness/__init__ alone, which every part may import)
 ALLOWED = {
     "harness.wire": ("harness.wire", "harness"),
-    "harness.child": ("harness.child", "harness.wire", "harness", "harness.sandbox"),  # confinement runs in the
-    # child (the forked worker applies its own limits), so the child may use the sandbox's stdlib-only code
+    "harness.child": ("harness.child", "harness.wire", "harness", *CONFINEMENT),  # never the rest of the sandbox
     "harness.sandbox": ("harness.sandbox", "harness.wire", "harness"),  # never the child side
     "reference": ("reference",),
     "mutants": ("mutants", "reference", "harness.engine.trace.detectors"),  # MutantInfo checks `trace=` at import
@@ -35,6 +41,7 @@ ALLOWED = {
 TRACE_PURE = tuple(f"harness.engine.trace.{m}" for m in ("vocabulary", "naming", "registry", "detect_layout",
                                                          "detect_scores", "detect_mask", "detect_output", "detectors"))
 ALLOWED.update(dict.fromkeys(TRACE_PURE, TRACE_PURE))
+ALLOWED.update(dict.fromkeys(CONFINEMENT, (*CONFINEMENT, "harness.wire", "harness")))
 LOCAL_IMPORT_REASONS = ("optional dependency", "start-up", "PLC0415")  # what the comment on the line must say
 
 
@@ -161,12 +168,63 @@ def test_nothing_in_the_product_runs_code_in_process_but_tests_and_mutation_test
 
 
 def test_the_child_side_never_imports_the_trusted_side():
-    """The child holds no verdict: nothing of the engine, the checks, the reference values or the catalogue."""
-    for module, path in MODULES.items():
-        if module.startswith("harness.child"):
-            assert not [t for t, _, _ in imports(path, module) if t.startswith(("harness.engine", "checks",
-                                                                               "reference", "mutants",
-                                                                               "harness.render"))], module
+    """The child holds no verdict and no process control: nothing of the engine, the checks, the reference values,
+    the catalogue, the front ends, nor of the sandbox but its confinement, directly or through what it imports (the
+    imports a module makes when it is imported: a function's own, run only when called, aside)."""
+    graph = {m: {t for t, _, local in imports(p, m) if not local} for m, p in MODULES.items()}
+    reached, todo = set(), [m for m in MODULES if m.startswith("harness.child")]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += graph.get(module, ())
+    allowed = ALLOWED["harness.child"]
+    outside = sorted(m for m in reached if m != "harness" and not any(m == a or m.startswith(a + ".")
+                                                                      for a in allowed if a != "harness"))
+    assert outside == [], f"the child side reaches {outside}"
+
+
+# the words the table of docs/architecture.md names the parts by
+PARTS = {"wire": "harness.wire", "child": "harness.child", "sandbox": "harness.sandbox", "engine": "harness.engine",
+         "render": "harness.render", "frontends": "harness.frontends", "checks": "checks", "reference": "reference",
+         "mutants": "mutants"}
+
+
+def _table() -> dict[str, str]:
+    """{layer: its "may import" cell} from the Layers table of docs/architecture.md."""
+    section = (ROOT / "docs" / "architecture.md").read_text().split("\n## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[re.match(r"`([\w/]+)`", cells[0]).group(1).replace("/", ".")] = cells[1]
+    return rows
+
+
+def _part_of(module: str) -> str:
+    return next(p for p in PARTS.values() if module == p or module.startswith(p + "."))
+
+
+@pytest.mark.parametrize("layer", sorted(_table()))
+def test_the_layer_rules_are_the_table_of_the_architecture(layer):
+    """ALLOWED says what the table says, no more and no less: the parts a row names are the parts its layer may
+    import; where it names modules of a part ("the engine's report, leakage and trace"), exactly those; and a
+    single module it names elsewhere (the trace detectors) by its path."""
+    cell = _table()[layer]
+    allowed = [a for a in ALLOWED[layer] if a != "harness" and _part_of(a) != layer]
+    assert {PARTS[w] for w in re.findall(r"\w+", cell) if w in PARTS} - {layer} == {_part_of(a) for a in allowed}
+    listed = {}
+    for owner, names in re.findall(r"the (\w+)'s ([^;(]*)", cell):
+        listed[PARTS[owner]] = {f"{PARTS[owner]}.{n.strip('` ')}" for n in re.split(r",\s*|\s+and\s+", names.strip())}
+    for part, modules in listed.items():
+        assert modules == {a for a in allowed if a.startswith(part + ".")}, (layer, part)
+    for module in allowed:
+        if module not in PARTS.values() and _part_of(module) not in listed:
+            assert module.replace(".", "/") in cell, (layer, module)
+
+
+def test_every_layer_has_its_row_in_the_table():
+    assert set(_table()) == set(ALLOWED) - set(TRACE_PURE) - set(CONFINEMENT)
 
 
 def test_a_check_reaches_the_child_only_through_its_context():

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.child.inprocess import InProcessSubject
+from harness.child.inprocess import InProcess
 from harness.engine import fitting, rewrite
 from harness.engine.compare import same
 from harness.engine.runner import Options, run_checks
+from harness.sandbox.subject import Subject
 from reference import numpy_ref, variants
 
 
@@ -99,7 +100,7 @@ def _report(tmp_path, default, masking):
     path.write_text(LAYER.replace("DEFAULT", default).replace("MASKING", masking))
     target = f"{path}:Attn"
     opts = Options(only=["causal-leakage", "reference-match"], examples=2)
-    return run_checks(target, opts, subject=InProcessSubject(target, opts.overrides, opts.seed))
+    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
 
 
 @pytest.mark.parametrize("default, masking, call", [
@@ -142,8 +143,8 @@ def _marks(tmp_path, default, masking) -> list[str]:
     from harness.frontends.trace import trace
     path = tmp_path / "layer.py"
     path.write_text(LAYER.replace("DEFAULT", default).replace("MASKING", masking))
-    result = trace(f"{path}:Attn", make_subject=lambda spec, overrides, seed, weight_map: InProcessSubject(
-        spec, overrides, seed))
+    result = trace(f"{path}:Attn", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
     assert result.error is None
     return [m["id"] for m in result.mistakes]
 

@@ -16,16 +16,18 @@ import time
 import pytest
 
 from conftest import ROOT
+from harness.child.inprocess import InProcess
 from harness.engine.runner import Options, run_checks
 from harness.sandbox import pool as pool_module
-from harness.sandbox.pool import ForkedSubject, Zygote, ZygotePool, single_run
+from harness.sandbox.pool import Fork, Zygote, ZygotePool, single_run
 from harness.frontends import grader as grader_module
 from harness.frontends.pick import spec_for
 from harness.sandbox.limits import Limits
-from harness.sandbox.template import META_ZYGOTE, TEMPLATE_VARIABLE, Template
+from harness.sandbox.template import TEMPLATE_VARIABLE, Template
+from harness.wire.control import META_ZYGOTE
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
-from harness.sandbox.subject import Instance, Subject
+from harness.sandbox.subject import Instance, Spawn, Start, Subject
 
 CORRECT = str(ROOT / "tests" / "zoo" / "correct" / "lesson.py")
 BUGGY = str(ROOT / "examples" / "buggy_attention.py")
@@ -82,7 +84,7 @@ def test_zygotes_share_one_template_serve_and_leave_nothing_behind():
             assert len(_sockets(pid)) == 1 and not _sockets(pid) & _sockets(template)
         assert not _sockets(zygotes[0]) & _sockets(zygotes[1])
         for zygote in pool.all:
-            subject = ForkedSubject(zygote, CORRECT)
+            subject = Subject(CORRECT, start=Fork(zygote))
             try:
                 assert subject.load().name == "CausalMHA"
                 if os.geteuid() == 0:  # confined as the children of a zygote started on its own are
@@ -94,9 +96,17 @@ def test_zygotes_share_one_template_serve_and_leave_nothing_behind():
     assert all(_gone(pid) for pid in [template, *zygotes])
 
 
+def test_every_start_is_a_whole_start():
+    """Each way of starting a child has every hook of the one protocol the Subject calls (a missing one would show
+    only on the path that calls it: a time-out, a kill, a close), and nothing of the session."""
+    for start in (Spawn(), Fork(zygote=None), InProcess()):
+        assert isinstance(start, Start), type(start).__name__
+        assert not {"calls", "frame", "load", "build"} & set(dir(start))
+
+
 def _serves(zygote: Zygote) -> None:
     """The zygote forks a confined child that loads the target."""
-    subject = ForkedSubject(zygote, CORRECT)
+    subject = Subject(CORRECT, start=Fork(zygote))
     try:
         assert subject.load().name == "CausalMHA"
     finally:
@@ -160,7 +170,7 @@ def test_meta_zygotes_come_from_one_meta_template_made_at_the_first_request_for_
         for i, a in enumerate(pids):  # no socket held by two of them: each zygote's death reaches its grader
             for b in pids[i + 1:]:
                 assert not _sockets(a) & _sockets(b), (a, b)
-        subject = ForkedSubject(zygotes[1], MASK_ON_CPU)
+        subject = Subject(MASK_ON_CPU, start=Fork(zygotes[1]))
         try:
             with pytest.raises(TargetFailure, match="expected device"):
                 subject.build(Config(d_in=6, d_out=6, heads=2, context_length=7, batch=2, n=4)).meta_forward((2, 4, 6))
@@ -220,9 +230,9 @@ def test_a_single_run_forks_from_a_listening_template_and_reports_what_a_fresh_r
     try:
         monkeypatch.setenv(TEMPLATE_VARIABLE, template.address)
         subject = single_run(CORRECT)
-        zygote = subject.zygote.info["pid"]
+        zygote = subject.child.zygote.info["pid"]
         try:
-            assert isinstance(subject, ForkedSubject) and _parent(zygote) == template.proc.pid
+            assert isinstance(subject.child, Fork) and subject.child.own and _parent(zygote) == template.proc.pid
             assert subject.load().name == "CausalMHA"
             if os.geteuid() == 0:
                 assert subject.isolation["uid"] != 0 and subject.isolation["capabilities_dropped"]
@@ -243,7 +253,7 @@ def test_a_single_run_starts_afresh_when_no_template_answers(tmp_path, monkeypat
     monkeypatch.setenv(TEMPLATE_VARIABLE, str(tmp_path / "nobody-listens-here"))
     subject = single_run(CORRECT)
     try:
-        assert type(subject) is Subject
+        assert isinstance(subject.child, Spawn)
     finally:
         subject.close()
     if os.geteuid() == 0:  # a socket of another user's is never asked (whoever serves it would fork our children)
@@ -254,7 +264,7 @@ def test_a_single_run_starts_afresh_when_no_template_answers(tmp_path, monkeypat
         try:
             subject = single_run(CORRECT)
             try:
-                assert type(subject) is Subject
+                assert isinstance(subject.child, Spawn)
             finally:
                 subject.close()
             foreign.setblocking(False)
@@ -276,7 +286,7 @@ def test_a_single_run_starts_afresh_when_no_template_answers(tmp_path, monkeypat
     try:
         subject = single_run(CORRECT)
         try:
-            assert type(subject) is Subject and subject.load().name == "CausalMHA"
+            assert isinstance(subject.child, Spawn) and subject.load().name == "CausalMHA"
         finally:
             subject.close()
     finally:
@@ -310,7 +320,7 @@ def test_a_single_run_does_not_use_a_template_its_child_could_reach(tmp_path, mo
     try:
         subject = single_run(CORRECT)
         try:
-            assert forked and type(subject) is Subject  # asked the template, then started afresh
+            assert forked and isinstance(subject.child, Spawn)  # asked the template, then started afresh
             assert subject.load().name == "CausalMHA"
         finally:
             subject.close()
@@ -356,7 +366,7 @@ def _disturbed_at_first_forward(zygote: Zygote, options: Options, disturb):
     done = []
 
     def make():
-        subject = ForkedSubject(zygote, CORRECT, limits=options.limits)
+        subject = Subject(CORRECT, limits=options.limits, start=Fork(zygote))
         calls = subject._exchange
 
         def disturbed(requests, **how):
@@ -400,8 +410,8 @@ def test_a_child_killed_from_outside_costs_no_verdict_but_one_that_kills_itself_
     try:
         make = _disturbed_at_first_forward(zygote, options, kill)
         report = run_checks(CORRECT, options, subject=make(), make_subject=make)
-        clean = run_checks(CORRECT, options, subject=ForkedSubject(zygote, CORRECT),
-                           make_subject=lambda: ForkedSubject(zygote, CORRECT))
+        clean = run_checks(CORRECT, options, subject=Subject(CORRECT, start=Fork(zygote)),
+                           make_subject=lambda: Subject(CORRECT, start=Fork(zygote)))
     finally:
         zygote.close()
     assert killed and [(c.id, c.status, c.message) for c in report.checks] == \
@@ -430,7 +440,7 @@ def test_a_meta_zygote_killed_during_the_twins_run_costs_no_verdict(monkeypatch)
     meta_forward = Instance.meta_forward
 
     def killing(self, shape):  # the twin's run, with its zygote killed from outside first
-        if self.subject.zygote is zygote and not killed:
+        if getattr(self.subject.child, "zygote", None) is zygote and not killed:
             killed.append(zygote.info["pid"])
             os.kill(zygote.info["pid"], signal.SIGKILL)
             while not _gone(zygote.info["pid"]):
@@ -440,7 +450,7 @@ def test_a_meta_zygote_killed_during_the_twins_run_costs_no_verdict(monkeypatch)
     monkeypatch.setattr(Instance, "meta_forward", killing)
     try:
         report = run_checks(MASK_ON_CPU, Options(only=["mask-buffer"]),
-                            make_meta_subject=lambda: ForkedSubject(zygote, MASK_ON_CPU))
+                            make_meta_subject=lambda: Subject(MASK_ON_CPU, start=Fork(zygote)))
     finally:
         with contextlib.suppress(Exception):
             zygote.close()
@@ -458,7 +468,7 @@ def test_a_child_killed_before_it_is_confined_is_started_again(tmp_path, monkeyp
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "attention.py").write_text(Path(CORRECT).read_text())
     zygote = Zygote()
-    real, made = grader_module.ForkedSubject, []
+    real, made = grader_module.Subject, []
 
     def flaky(*args, **kwargs):  # the first child dies before its confinement is done
         made.append(1)
@@ -466,7 +476,7 @@ def test_a_child_killed_before_it_is_confined_is_started_again(tmp_path, monkeyp
             raise isolation.IsolationFailed("the child could not be confined: ")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(grader_module, "ForkedSubject", flaky)
+    monkeypatch.setattr(grader_module, "Subject", flaky)
     options = {"run": Options(), "format": "json", "rubric": None, "missing_fix": "", "allow_unconfined": True}
     try:
         folder = str(tmp_path / "sub")

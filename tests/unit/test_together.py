@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from checks import failed
-from harness.child.inprocess import InProcessSubject
+from harness.child.inprocess import InProcess
 from harness.engine import search
 from harness.engine.together import _Worker
+from harness.sandbox.subject import Subject
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
 
@@ -53,7 +54,7 @@ def child(tmp_path):
     log = tmp_path / "built.log"
     target = tmp_path / "layer.py"
     target.write_text(LAYER.format(log=str(log)))
-    subject = InProcessSubject(f"{target}:CausalMHA")
+    subject = Subject(f"{target}:CausalMHA", start=InProcess())
     subject.load()
     sent = []
     exchange = subject._exchange

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.child.inprocess import InProcessSubject
+from harness.child.inprocess import InProcess
+from harness.sandbox.subject import Subject
 from harness.engine.runner import Options, run_checks
 from harness.render import view
 from harness.engine.unproven_call import CAUSAL, LEAKS, MASKS_SOME, UNCLEAR, WRONG_SHAPE, CallEvidence, judge
@@ -82,7 +83,7 @@ def _report(tmp_path, default=OWN_MASK, masking=FILL, ret=MERGE, only=("causal-l
     path.write_text(LAYER.replace("DEFAULT", default).replace("MASKING", masking).replace("RETURN", ret))
     target = f"{path}:NoProjection"
     opts = Options(only=list(only), examples=2, diagnose=False)
-    return run_checks(target, opts, subject=InProcessSubject(target, opts.overrides, opts.seed))
+    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
 
 
 def test_a_layer_that_masks_itself_is_judged_under_the_plain_call(tmp_path):
