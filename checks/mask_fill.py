@@ -6,9 +6,20 @@ convention written additively) passes all of that in float64, yet it is not the 
 its size outweighs it, and -1e9 does not fit in half precision.  Only future tokens of size 1e30 show it, so this
 rule perturbs with exactly those, on weights of its own where they are mapped, and is judged only where
 causal-leakage passed (for a leaking layer, that check already says what is wrong).
+
+A finite fill (`scores.masked_fill(mask, -1e9)`) replaces the future scores whatever the tokens, so no future token
+gets past it; it fails when the allowed scores fall below it instead.  Where the weights are mapped, a second probe
+sets W_k = -W_q (every query's score with its own token is then -|q|^2) and makes the tokens 1e6 times larger: the
+first token's only allowed score is about -1e12, any finite fill wins the softmax, and its output follows the future
+tokens.  A student found this gap: `masked_fill(mask, -1e9)` passed the rule that says "-inf, not a finite value".
 """
+import numpy as np
+from dataclasses import replace
+
 from checks import check, failed, passed
 from checks.causal_leakage import causal_leakage, moved, perturbed
+
+BELOW_ANY_FILL = 1e6  # the tokens' scale in the second probe: scores of order -1e12, below any finite fill in use
 
 
 @check(
@@ -19,14 +30,17 @@ from checks.causal_leakage import causal_leakage, moved, perturbed
     same numbers while every score stays far below its size, and a different layer when one does not: tokens of
     size 1e30 push a future score past it. In half precision -1e9 is out of range altogether.""",
     fix="""`scores = scores.masked_fill(mask[:n, :n], float("-inf"))` (or `is_causal=True` in
-    scaled_dot_product_attention) instead of adding a large negative number to the scores.""",
+    scaled_dot_product_attention): -inf, not a large negative number added to the scores or filled in.""",
     needs=(causal_leakage,),
     kind="rule",
     example="""x: (2, 5, 8); the tokens after position 0 are replaced by noise of size 1e30
     y[:, 0] must stay bit-identical (position 0 sees only itself)
     scores + where(mask, -1e9, 0): the score of token 0 with token 1 is about 1e30, and 1e30 - 1e9 = 1e30 wins the
       softmax: y[:, 0] becomes token 1's value
-    masked_fill(mask, -inf): the future gets weight 0, y[:, 0] does not change""",
+    masked_fill(mask, -inf): the future gets weight 0, y[:, 0] does not change
+    second probe (weights mapped): W_k = -W_q and every token 1e6 times larger, the future changed
+    token 0's only allowed score q0.k0 = -|q0|^2 is about -1e12; masked_fill(mask, -1e9) gives the future -1e9,
+      which wins the softmax: y[:, 0] becomes the mean of the future values and moves with them""",
 )
 def mask_fill(ctx):
     def holds(cfg):
@@ -35,11 +49,36 @@ def mask_fill(ctx):
             ctx.transplant(inst, ctx.weights_for(inst, "mask-fill"))
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill"), cfg, ctx, ("huge",))
         outcome = moved(inst.forward_many(inputs), labels)
+        if outcome is not None:
+            return failed(outcome.message.replace(": the future leaks into the past", "") + ": the future is masked "
+                          "by a finite value that large scores get past (a -inf fill never lets them)",
+                          observed=outcome.observed, expected=outcome.expected, finding="finite mask")
+        if inst.layout is None:
+            return None
+        ctx.transplant(inst, _scores_below_any_fill(ctx.weights_for(inst, "mask-fill-low"), cfg.heads))
+        inputs, labels = perturbed(ctx.input(cfg, "mask-fill-low"), cfg, ctx, ("ordinary",))
+        outcome = moved(inst.forward_many([x * BELOW_ANY_FILL for x in inputs]), labels,
+                        why=" with every query's score for its own token about -1e12 (W_k = -W_q, tokens 1e6 times "
+                            "larger)", kinds=("ordinary",))
         if outcome is None:
             return None
         return failed(outcome.message.replace(": the future leaks into the past", "") + ": the future is masked by a "
-                      "finite value that large scores get past (a -inf fill never lets them)",
-                      observed=outcome.observed, expected=outcome.expected, finding="finite mask")
+                      "finite value that scores below it lose to (a -inf fill never lets the future in)",
+                      observed=outcome.observed, expected=outcome.expected, finding="finite fill")
 
     return ctx.find_failure(holds, generated=False) or passed(
-        "future tokens of size 1e30 leave earlier outputs unchanged: the mask holds whatever the scores")
+        "future tokens of size 1e30, and allowed scores of about -1e12 where the weights could be set, leave earlier "
+        "outputs unchanged: the mask holds whatever the scores")
+
+
+def _scores_below_any_fill(w, heads: int):
+    """`w` with W_k = -W_q (and b_k = -b_q): each query's score with its own token is -|q|^2 / sqrt(dh), so scaled
+    tokens push the first token's only allowed score below any finite fill.  Grouped keys (fewer key heads): each
+    query head is made its key head's negation, which gives the same."""
+    if w.wk.shape == w.wq.shape:
+        return replace(w, wk=-w.wq, bk=None if w.bq is None else -w.bq)
+    dh = w.wq.shape[0] // heads
+    group = heads // (w.wk.shape[0] // dh)  # query heads per key head
+    rows = np.arange(w.wq.shape[0])
+    kv_row = (rows // dh) // group * dh + rows % dh  # the key row each query row is matched with
+    return replace(w, wq=-w.wk[kv_row], bq=None if w.bk is None else -w.bk[kv_row])
