@@ -30,10 +30,14 @@ def test_zoo_is_big_enough():
 
 @pytest.mark.parametrize("path", CORRECT, ids=[p.stem for p in CORRECT])
 def test_correct_implementation_passes_every_check(path, reports):
+    """Every check of the math passes; of the lesson's rules, all but those the file says it breaks (RULES_BROKEN:
+    a finite fill, which the layer's numbers never show, is still not the lesson's -inf)."""
     report = reports(target(path))
-    assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"] == []
+    broken = set(zoo_constants(path).get("RULES_BROKEN", ()))
+    assert [(c.id, c.status, c.message) for c in report.checks if c.status != "pass" and c.id not in broken] == []
+    assert {c.id for c in report.checks if c.id in broken and c.status == "fail" and c.kind == "rule"} == broken
     assert report.adapter.mapping["proof"] == "reference", report.adapter
-    assert report.diagnosis is None
+    assert report.diagnosis is None or (broken and report.diagnosis.mutant is None)  # no mistake named
 
 
 @pytest.mark.parametrize("path", BUGGY, ids=[p.stem for p in BUGGY])

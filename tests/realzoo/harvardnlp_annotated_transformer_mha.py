@@ -13,14 +13,14 @@ import copy
 TARGET = "MultiHeadedAttention"
 TRUTH = "correct"
 BUG = None
-RULE_GAPS = ()
+RULE_GAPS = ('mask-fill',)
 FORWARD = "query, key, value, mask=None"
 NOTES = "Constructor MultiHeadedAttention(h, d_model, dropout=0.1) - heads FIRST and dropout 0.1 by default (use eval() or dropout=0.0). Causal only with a mask: mask is bool/0-1 with 1/True = KEEP (tril), shape (1, n, n) or (B, n, n) (it is unsqueezed at dim 1 for heads); subsequent_mask(n) builds it. Weights in self.linears[0..3] = q, k, v, out (all with bias). Masked scores are filled with -1e9, not -inf. Stores the attention map in self.attn."
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
-OUTCOME = 'pass'
+OUTCOME = 'rules'
 DIAGNOSIS = None
-EXPECTED_BECAUSE = 'causal once called with a (1, n, n) keep-mask, which mha-check finds by reproduction'
+EXPECTED_BECAUSE = 'causal once called with a (1, n, n) keep-mask, which mha-check finds by reproduction; its -1e9 fill breaks the lesson rule mask-fill (allowed scores below -1e9 let the future in)'
 
 
 def clones(module, N):
