@@ -146,6 +146,10 @@ def expand(right: str, path: str, hidden: list[str]) -> list[tuple[str, str]]:
     contents do not."""
     if any(_under(path, h) for h in hidden):
         return []
+    real = os.path.realpath(path)
+    if real != path and any(_under(real, h) or _under(h, real) for h in hidden):
+        return []  # a link into what hides (a venv's lib64 -> lib): a rule on it would cover its target whole, and
+        # the target is reached, hidden paths and all, by its own name (a red team's wheel install read reference/)
     if right == "list" or not any(_under(h, path) for h in hidden):
         return [(right, path)]
     out = [("list", path)]

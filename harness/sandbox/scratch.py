@@ -199,8 +199,18 @@ class Scratch:
                 "bounded": self.bounded or "no: a folder of the shared disk (files up to the file-size limit)"}
 
     def remove(self) -> None:
-        remove_tree(self.root)
+        """Gone, or tried again for up to 2 s: the processes of a child killed in a PID namespace die after its
+        first process, and one still inside a write can make a file after the tree was walked (a disk filler's
+        scratch outlived its run once, on a loaded machine)."""
+        for pause in REMOVE_PAUSES:
+            time.sleep(pause)
+            remove_tree(self.root)
+            if not os.path.lexists(self.root):
+                break
         _LIVE.discard(self.root)
+
+
+REMOVE_PAUSES = (0.0, 0.05, 0.2, 0.5, 1.2)  # seconds before each try of Scratch.remove
 
 
 def _mount_bounded(path: str, size: int, inodes: int, owner: tuple[int, int]) -> str:

@@ -49,6 +49,24 @@ def test_expand_hides_a_folder_below_an_allowed_one(tmp_path):
     assert landlock.expand("read", str(site / "reference"), hidden) == []
 
 
+def test_a_link_into_a_folder_that_hides_is_no_rule(tmp_path):
+    """`python -m venv` makes lib64 a link to lib: a rule opened on lib64 (O_PATH follows it) covered all of lib,
+    our packages of a wheel install included (a red team read reference/ through it, 19/19).  The link is no rule;
+    lib is reached by its own name, expanded around what hides."""
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    for name in ("torch", "reference", "harness/child"):
+        (site / name).mkdir(parents=True)
+    (venv / "lib64").symlink_to("lib")
+    (venv / "bin").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (venv / "bin" / "out").symlink_to(tmp_path / "elsewhere")  # a link to a folder that holds nothing hidden: kept
+    rules = landlock.expand("exec", str(venv), [str(site / "reference")])
+    assert not any(path.startswith(str(venv / "lib64")) for _, path in rules), rules
+    assert not _covers(rules, str(site / "reference" / "causal_mha.py")) and _covers(rules, str(site / "torch"))
+    assert ("exec", str(venv / "bin")) in rules
+
+
 def test_a_submissions_rules_reach_no_layer_of_ours():
     """What a submission's child may read: the interpreter, site-packages and harness's child, wire and sandbox;
     never reference/, mutants/, checks/, tests/ (the zoo of correct layers) or the trusted parts of harness, even

@@ -214,6 +214,17 @@ def wall_new_session(ctx):
     return False, "setsid worked: a session of its own, an autogroup of its own"
 
 
+def wall_memfd(ctx):
+    """Memory written into a memfd is shared memory counted against no process's limit (a red team held 3.8 GB past
+    a 1 GB --memory-mb this way)."""
+    try:
+        fd = os.memfd_create("hoard")
+    except OSError as e:
+        return True, f"memfd_create refused: {e}"
+    os.close(fd)
+    return False, "memfd_create worked: memory beyond the limit can be held"
+
+
 def wall_join_namespace(ctx):
     """setns() into the namespaces of any process whose /proc/PID/ns entry we can open (the grader's network
     namespace was once joinable)."""
