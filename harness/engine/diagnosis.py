@@ -74,7 +74,7 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
                 and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
-    marks = _marks(ctx) if ctx is not None else []
+    marks, recorded = _marks(ctx) if ctx is not None else ([], False)
     numbers = _numeric(ctx, possible) if ctx is not None else None  # None: the numbers could not be asked
     if numbers:
         best = _by_marks(numbers, marks, catalogue)
@@ -82,7 +82,8 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
             return _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
                                            "weights and inputs", catalogue, marks, report)
     mine = set(findings(report))
-    matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine]
+    matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine
+                and not _trace_refutes(catalogue[m], marks, recorded)]
     maximal = [m for m in matching if not any(set(catalogue[m]["signature"]) < set(catalogue[o]["signature"])
                                               for o in matching)]
     for narrower in (lambda ms: [m for m in ms if m in strict],  # all its checks fail here, not only its own
@@ -180,12 +181,25 @@ def _by_marks(candidates: list[str], marks: list[dict], catalogue: dict, strict:
     return None
 
 
-def _marks(ctx) -> list[dict]:
-    """The known-mistake patterns in one recorded forward pass, with the student's file:line."""
+def _trace_refutes(entry: dict, marks: list[dict], recorded: bool) -> bool:
+    """A leak pattern is shared by mistakes written differently: a mask that hides the past (`tril(ones, -1)` used as
+    True = masked) leaks exactly as a True = masked mask handed to scaled_dot_product_attention does.  Where the
+    forward pass was recorded, marks another known mistake's line, and marks none of this mistake's own (an SDPA
+    call with such a mask), the pattern is not this mistake's: a student's trial was told it passed its mask to
+    SDPA, in a layer that never calls it.  A trace that marks nothing refutes nothing (its detectors miss some ways
+    of writing a mistake: dropout left on through F.dropout's training flag, say)."""
+    own = set(entry.get("trace", ()))
+    seen = {k["id"] for k in marks if k.get("mutant")}
+    return recorded and bool(own) and bool(seen) and not own & seen
+
+
+def _marks(ctx) -> tuple[list[dict], bool]:
+    """The known-mistake patterns in one recorded forward pass, with the student's file:line; and whether the pass
+    was recorded at all (no marks then says something)."""
     try:
         result = ctx.recorded()
     except Exception:  # noqa: BLE001 - a trace is evidence when it works, never a reason to fail
-        return []
+        return [], False
     steps = {s.index: s for s in result.steps}
     out = []
     for m in result.mistakes:
@@ -193,7 +207,7 @@ def _marks(ctx) -> list[dict]:
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
                     "at": step.at if step else None, "code": step.code if step else None,
                     **{k: m[k] for k in ("title", "symptom") if k in m}})
-    return out
+    return out, True
 
 
 def _numeric(ctx, possible: list[str]) -> list[str] | None:

@@ -191,6 +191,10 @@ def test_trace_and_the_report_never_disagree_on_the_buggy_zoo(traced_zoo, report
         named = {mutant for mutant, _ in marks}
         # several marks (a leak and a missing projection): the report's root cause is one of them
         wrong_line = root.at and (root.mutant, root.at) not in marks
-        if (named and root.mutant not in named) or wrong_line:
+        # a file whose mistake no mutant is exactly (UNNAMED_OK) may be named nothing, the report pointing at trace's
+        # mark (a mask hiding the past is marked as one that keeps the future: the line, not its numbers)
+        pointed = root.mutant is None and zoo_constants(path).get("UNNAMED_OK") and "trace marks" in (root.message or
+                                                                                                 "")
+        if (named and root.mutant not in named and not pointed) or wrong_line:
             disagree.append((path.stem, root.mutant, root.at, sorted(marks, key=str)))
     assert disagree == []
