@@ -24,6 +24,8 @@ from harness.wire.errors import PLATFORM_HELP, CannotDrive, ChildEnd, HarnessFai
 from harness.wire.status import Status
 
 MAX_RESTARTS = 3
+DISK_FULL_HELP = ("nothing in your code, unless it fills the disk itself: run it again once the disk has room (in a "
+                  "batch, another submission may have filled it; the grader sees this row marked for review)")
 LIMIT_HELP = {  # what would help, by the limit reached: the code may be right, only slow, large or loud
     ChildEnd.TIME: "make forward faster (no endless loop, no sleep, no work beyond the lesson's layer); where you "
                    "run mha-check yourself, --time-limit gives it longer",
@@ -253,5 +255,7 @@ def _death(died: WorkerDied) -> Outcome:
     if died.ours:  # one of our limits: the code may be right, only slow or large
         if died.kind is ChildEnd.TIME and died.op == "load":  # a hang at import, never "make forward faster"
             return cannot_tell(died.message, help=IMPORT_HANG_HELP, process=died.kind, stage="import")
+        if died.kind is ChildEnd.DISK and died.message.startswith("disk full"):  # the machine's, not the folder's
+            return cannot_tell(died.message, help=DISK_FULL_HELP, process=died.kind)
         return cannot_tell(died.message, help=LIMIT_HELP.get(died.kind, LIMIT_HELP[ChildEnd.TIME]), process=died.kind)
     return failed(died.message, process=died.kind)

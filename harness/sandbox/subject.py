@@ -442,6 +442,11 @@ class Subject:
                                              f"(printing, most likely; mha-check keeps what it writes up to that "
                                              f"size): {failure.message[:200]}")
             return self.dead
+        if failure.disk_full:  # the machine's disk, never the student's failure: cannot tell, as the disk limit is
+            self.child.kill()
+            self.dead = WorkerDied("disk", f"disk full: the disk your code runs on had no room left, which mha-check "
+                                           f"cannot tell from a mistake ({failure.message[:300]})")
+            return self.dead
         return failure
 
     def _classify_death(self, op: str, error: Exception) -> WorkerDied:

@@ -14,6 +14,8 @@ from harness.wire.status import StrEnum
 
 MEMORY_WORDS = ("MemoryError", "can't allocate memory", "not enough memory", "out of memory", "bad_alloc")
 OUTPUT_WORDS = ("File too large", "[Errno 27]")  # a write past the file-size limit (the captured output counts)
+DISK_FULL_WORDS = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "[Errno 122]")  # the machine's
+# disk, not the code: full, maybe by another submission of the batch (a red team's made a classmate's print fail)
 
 
 class ChildEnd(StrEnum):
@@ -73,6 +75,10 @@ class TargetFailure(Exception):
     @property
     def over_output_limit(self) -> bool:
         return any(w in self.message for w in OUTPUT_WORDS)
+
+    @property
+    def disk_full(self) -> bool:
+        return any(w in self.message for w in DISK_FULL_WORDS)
 
 
 class HarnessFailure(Exception):

@@ -181,3 +181,12 @@ def test_where_no_filesystem_can_be_mounted_the_scratch_is_measured_and_a_filler
     assert statuses["construct"][0] == "cannot_tell" and "disk limit" in statuses["construct"][1], statuses
     assert report.adapter.process[0].kind == "disk" and report.adapter.process[0].ours
     assert sorted(p.name for p in small_disk.iterdir()) == ["submission"]  # its scratch removed with it
+
+
+def test_a_full_disk_met_by_a_submission_is_never_its_failure():
+    """ENOSPC raised in the student's code (a disk a classmate filled, where no scratch can be mounted) is a
+    limit of the machine: cannot tell with the disk named, marked for review, no check failed."""
+    report = run_checks(f"{ROOT}/tests/bad/disk_full.py:MultiHeadAttention", Options())
+    assert [c.id for c in report.checks if c.status == "fail"] == []
+    undecided = [c for c in report.checks if c.status == "cannot_tell"]
+    assert undecided and "disk full" in undecided[0].message and report.needs_review
