@@ -45,7 +45,10 @@ def connect(host, port):
 if CONTEXT.get("port"):
     attempt("the grader's localhost service", lambda: connect("127.0.0.1", CONTEXT["port"]))
 attempt("the internet", lambda: connect("1.1.1.1", 53))
-interfaces = sorted(name for _, name in socket.if_nameindex())
+try:
+    interfaces = sorted(name for _, name in socket.if_nameindex())
+except OSError:  # no socket to ask with (seccomp refuses socket()): nothing listed, nothing reached
+    interfaces = ["lo"]
 if interfaces != ["lo"]:
     ESCAPED.append(f"interfaces {interfaces}")
 attempt("a raw socket", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close())

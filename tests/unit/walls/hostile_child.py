@@ -159,13 +159,20 @@ def wall_identity(ctx):
 
 
 def wall_network(ctx):
-    names = sorted(name for _, name in socket.if_nameindex())
+    """The grader's localhost port, and the host's network: either a network namespace of its own (only `lo`) or no
+    socket at all (seccomp refuses socket(): no UDP, no unix socket, no list of the interfaces either)."""
+    try:
+        names = sorted(name for _, name in socket.if_nameindex())
+    except OSError as e:
+        names = f"refused: {e}"
 
     def connect():
         with socket.create_connection(("127.0.0.1", ctx["host_port"]), timeout=2):
             pass
     error = _try(connect)
-    return names == ["lo"] and error is not None, {"interfaces": names, "connect": error}
+    udp = _try(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
+    walled = names == ["lo"] or (str(names).startswith("refused") and udp is not None)
+    return walled and error is not None, {"interfaces": names, "connect": error, "udp": udp}
 
 
 def wall_signals(ctx):
