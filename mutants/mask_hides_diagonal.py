@@ -16,8 +16,9 @@ INFO = MutantInfo(
     trace=("mask-includes-diagonal",),
     symptom=("A token cannot attend to itself, and the first token has nothing left to attend to: its softmax row "
              "is all -inf and its output is NaN."),
-    remedy=("Build the mask with torch.triu(..., diagonal=1): a token must see itself, only the strictly later "
-            "tokens are hidden."),
+    remedy=("Build the mask so that a token sees itself and only the strictly later tokens are hidden: "
+            "torch.triu(..., diagonal=1) where True means masked, or torch.tril(...) with diagonal=0 where 1 means "
+            "keep (a tril mask used with == 0)."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
     variant={"mask": "hide-diagonal"},
     example=(

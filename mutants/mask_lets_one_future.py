@@ -16,7 +16,8 @@ INFO = MutantInfo(
     trace=("mask-one-token-late",),
     symptom=("Each token also attends to the token right after it, so the model can read the answer it is "
              "supposed to predict; outputs differ from the reference."),
-    remedy="Build the mask with torch.triu(..., diagonal=1), so the very next token is hidden too.",
+    remedy=("Build the mask so that the very next token is hidden too: torch.triu(..., diagonal=1) where True means "
+            "masked, or torch.tril(...) with diagonal=0 where 1 means keep (a tril mask used with == 0)."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
     variant={"mask": "one-future"},
     example=(

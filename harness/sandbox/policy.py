@@ -166,7 +166,8 @@ def _landlock_static(prefixes: tuple[str, ...], readable: tuple[str, ...], own_c
     wanted += [("read", os.path.realpath(p)) for p in (*tool_paths(root, own_code), *readable)]
     if not any(_covered(root, [p]) for _, p in wanted):  # a checkout: its folder listed, so imports find harness
         wanted.append(("list", root))
-    wanted += [("read", p) for p in (*ETC_FILES, *SYS_PATHS, "/proc/self") if os.path.lexists(p)]
+    # torch reads /proc/cpuinfo as it starts a thread pool: refused, it printed an error shown as the student's output
+    wanted += [("read", p) for p in (*ETC_FILES, *SYS_PATHS, "/proc/self", "/proc/cpuinfo") if os.path.lexists(p)]
     wanted += [("device", f"/dev/{name}") for name in DEVICES]
     wanted += [("private", "/tmp"), ("private", "/dev/shm"), ("own", "/proc")]
     wanted += [("own", p) for p in IDENTITY_FILES]  # the view's generated ones; the host's name its users
