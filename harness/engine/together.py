@@ -29,6 +29,7 @@ asking, or after the verdict.
 """
 from __future__ import annotations
 
+import os
 import threading
 
 _here = threading.local()  # .run: the configuration whose property this thread runs
@@ -90,6 +91,17 @@ class _Worker:
     def free(self) -> None:
         with _Worker._lock:
             _Worker._idle.append(self)
+
+
+def _forget_workers_after_fork() -> None:
+    """A forked process has only the thread that forked: the idle workers listed are threads it does not have, and
+    a search handed to one would wait forever (mutmut forks a process per mutant from one that ran the checks: the
+    mutation run's mutants of the reference all timed out)."""
+    _Worker._idle = []
+    _Worker._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers_after_fork)
 
 
 class _Run:

@@ -2,8 +2,13 @@
 sends one frame per step however many configurations there are, and gives the verdict of asking one at a time, in
 order: the first configuration that fails or raises decides, a failing request ends the frame where it would have
 ended the calls, and no property is left running."""
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
+import torch
 
 from checks import failed
 from harness.child.inprocess import InProcess
@@ -153,3 +158,30 @@ def test_a_later_configuration_answered_in_the_deciding_frame_is_kept_for_the_sh
     assert {cfg.heads: getattr(outcome, "message", outcome) for cfg, outcome in answers.items()} == \
         {1: "one head", 2: None}
     assert sent == [["build", "forward"] * 3]
+
+
+def test_a_forked_process_searches_with_threads_of_its_own(child):
+    """mutmut forks a process per mutant from one that ran the checks: the idle workers it inherited listed threads
+    it does not have, and its first search waited forever (every mutant of the reference timed out)."""
+    subject, _, _ = child
+
+    def prop(cfg):
+        subject.build(cfg).forward(np.ones((2, cfg.n, 12)))
+        return None
+    assert _search(subject, prop, [_cfg(1), _cfg(2)]) is None and _Worker.idle() > 0
+    torch.set_num_threads(1)  # as mutmut's runner does: OpenMP's pool does not survive a fork
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked process
+        signal.alarm(60)
+        os._exit(0 if _search(subject, prop, [_cfg(1), _cfg(2), _cfg(4)]) is None else 1)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked process's search never ended")
+    assert os.waitstatus_to_exitcode(status) == 0
