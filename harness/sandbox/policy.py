@@ -47,6 +47,7 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
 SYS_PATHS = ("/sys/devices/system/cpu",)  # CPU topology for torch's cpuinfo; read-only, harmless
 DEVICES = ("null", "zero", "full", "random", "urandom")
 IDENTITY_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts")  # generated for the view: only root, nobody, the slot
+VIEW_OWN = ("private", "own")  # Landlock rights on the view's own mounts, given only inside a mount namespace
 CHILD_PARTS = ("__init__.py", "__pycache__", "child", "wire", "sandbox")  # of harness/, what a child imports (no
 # engine, frontends, render: tests/unit/test_layers.py): all a submission's child may read of mha-check under Landlock
 INHERITED_ENV = ("MUTANT_UNDER_TEST",)  # mutmut's switch, for the mutation tests of mha-check itself
@@ -172,8 +173,9 @@ def _landlock_static(prefixes: tuple[str, ...], readable: tuple[str, ...], own_c
     wanted += [("private", "/tmp"), ("private", "/dev/shm"), ("own", "/proc")]
     wanted += [("own", p) for p in IDENTITY_FILES]  # the view's generated ones; the host's name its users
     rules = []
-    for right, path in wanted:
-        for rule in landlock.expand(right, path, hidden):
+    for right, path in wanted:  # the view's own mounts (a fresh /tmp, /proc) hold nothing of ours to hide: a
+        # checkout below the host's /tmp (a CI clone) made /tmp a list of the host's entries, none of them writable
+        for rule in landlock.expand(right, path, [] if right in VIEW_OWN else hidden):
             if not any(r == rule[0] and _covered(rule[1], [p]) for r, p in rules):  # /bin: /usr/bin, under /usr
                 rules.append(rule)
     return tuple(rules)

@@ -7,12 +7,13 @@ import errno
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
-from harness.sandbox import landlock
+from harness.sandbox import landlock, policy
 from harness.sandbox import syscalls as linux
 from harness.sandbox.policy import make_policy
 
@@ -162,3 +163,21 @@ def test_tcp_and_signals_beyond_its_own_processes_are_refused_where_the_kernel_c
     assert fence["tcp_refused"] is (fence["abi"] >= 4) and fence["signals_scoped"] is (fence["abi"] >= 6)
     assert got["connect"] == ("EACCES" if fence["tcp_refused"] else None)
     assert got["signal"] == ("EPERM" if fence["signals_scoped"] else None)
+
+
+def test_a_checkout_below_tmp_leaves_the_views_own_tmp_whole(tmp_path, monkeypatch):
+    """A CI clone lives below the host's /tmp: hiding its reference/ made the view's /tmp (a fresh tmpfs) a list of
+    the host's entries, so the child could write none of its own /tmp and could list every folder below the host's
+    (a classmate's) where no namespace drops that rule."""
+    root = tmp_path / "clone"
+    for name in ("harness/child", "harness/wire", "harness/sandbox", "harness/engine", "reference", "tests"):
+        (root / name).mkdir(parents=True)
+    (root / "harness" / "__init__.py").write_text("")
+    monkeypatch.setattr(policy, "PACKAGES_ROOT", str(root))
+    policy._landlock_static.cache_clear()
+    try:
+        rules = policy.landlock_rules(str(tmp_path / "scratch"), [sys.prefix], [], False)
+    finally:
+        policy._landlock_static.cache_clear()
+    assert ("private", "/tmp") in rules and ("list", "/tmp") not in rules
+    assert not _covers([r for r in rules if r[0] != "private"], str(root / "reference" / "x.py"))
