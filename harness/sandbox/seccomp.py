@@ -34,6 +34,11 @@ _DENIED = {
     # no socket of its own: the channel to mha-check is inherited, and a layer needs none; without a network
     # namespace it reached the host's UDP and any pathname unix socket (Landlock does not govern connecting to one)
     "socket": (41, 198),
+    # System V IPC: a segment outlives its process and its creator's memory limit (a red team left 20 segments,
+    # 5 GB, after the grader had exited, in a container where no IPC namespace ends them); torch needs none of it
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197),
+    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
 }
 _CLONE, _CLONE3 = (56, 220), (435, 435)
 _NEW_NAMESPACES = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET

@@ -232,6 +232,18 @@ def wall_memfd(ctx):
     return False, "memfd_create worked: memory beyond the limit can be held"
 
 
+def wall_sysv_ipc(ctx):
+    """A System V shared memory segment outlives its process and counts against no process's memory limit: without
+    an IPC namespace a red team left 5 GB of them behind after the grader had exited."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    ipc_private, ipc_creat = 0, 0o1000
+    shmid = libc.shmget(ipc_private, 1 << 20, ipc_creat | 0o600)
+    if shmid < 0:
+        return True, f"shmget refused: {os.strerror(ctypes.get_errno())}"
+    libc.shmctl(shmid, 0, None)  # IPC_RMID: leave nothing behind even when the wall is missing
+    return False, "shmget worked: memory can outlive the child"
+
+
 def wall_join_namespace(ctx):
     """setns() into the namespaces of any process whose /proc/PID/ns entry we can open (the grader's network
     namespace was once joinable)."""
