@@ -412,10 +412,23 @@ def decode_replies(header: dict, arrays: dict) -> list[Reply]:
     return out
 
 
+# The most readings of the parameters and ways to call forward a Built may offer, and their product: the trusted
+# parent tries each pair against the reference and every catalogued mistake, so a worker patched to repeat one reading
+# 2,000 times made it spend 75 s (a red team's trial; unbounded by any limit of the child's).  Our worker offers at
+# most 16 readings, 13 styles and 208 pairs on the zoos (tests/unit/test_messages.py measures them).
+MAX_LAYOUTS, MAX_CALL_STYLES, MAX_READINGS_TRIED = 64, 32, 512
+
+
 def check_answer(request: Request, reply: Reply) -> Reply:
     """A reply of the kind the request asks for (or Failed); anything else is a protocol error."""
     if not isinstance(reply, (Failed,) + ANSWERS[type(request)]):
         raise ProtocolError(f"{request.op} answered with {type(reply).__name__}")
+    if isinstance(reply, Built):
+        layouts, styles = len(reply.layouts), len(reply.call_styles)
+        if layouts > MAX_LAYOUTS or styles > MAX_CALL_STYLES or layouts * styles > MAX_READINGS_TRIED:
+            raise ProtocolError(f"{layouts} readings of the parameters and {styles} ways to call forward offered, "
+                                f"where mha-check's worker offers at most {MAX_LAYOUTS}, {MAX_CALL_STYLES} and "
+                                f"{MAX_READINGS_TRIED} pairs")
     if isinstance(request, Build) and isinstance(reply, Built) and request.handle not in (None, reply.handle):
         raise ProtocolError(f"build {request.handle} answered as {reply.handle}")
     return reply

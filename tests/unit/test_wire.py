@@ -86,6 +86,20 @@ def test_a_reply_of_the_wrong_kind_for_its_request_is_refused():
     assert m.check_answer(m.Forward(0, np.zeros((1, 1, 1))), m.Failed("forward", "x"))
 
 
+def test_a_description_larger_than_our_worker_gives_is_refused():
+    """The parent tries every reading of the parameters with every way to call forward: a patched worker offering
+    thousands of them made it spend minutes of its own CPU (a red team's trial)."""
+    layout = m.LayoutInfo(how="named", roles={"wq": "W_query.weight"})
+    def built(layouts, styles):
+        return m.Built(handle=0, param_count=0, params=[], buffers=[], state_dict=[], plain_tensors=[], containers=[],
+                       dropout_modules=0, layouts=[layout] * layouts, call_styles=["x"] * styles)
+    build = m.Build({"d_in": 8})
+    for layouts, styles in ((m.MAX_LAYOUTS + 1, 1), (1, m.MAX_CALL_STYLES + 1), (32, 32)):
+        with pytest.raises(protocol.ProtocolError, match="readings of the parameters"):
+            m.check_answer(build, built(layouts, styles))
+    assert m.check_answer(build, built(16, 13)).layouts  # the zoos' largest: 16 readings, 13 styles
+
+
 def test_a_bad_item_is_named_by_its_exact_place():
     header = {"batch": [{"type": "MetaResult", "device": "meta", "shape": [1, "2"]}]}
     with pytest.raises(protocol.ProtocolError, match=r"reply 0 \(MetaResult\)\.shape\[1\]: expected int, got str"):

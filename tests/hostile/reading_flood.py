@@ -1,0 +1,39 @@
+"""Hostile: patches mha-check's worker in its own child so that the module's description offers the same reading of
+its parameters 2,000 times (found by a red team: the trusted parent tried every reading against the reference and
+every catalogued mistake, in its own process, with no limit of the child's: 75 s for one submission, hours with more
+ways to call forward); and is wrong (scores divided by the head width), so no reading ends the search early.  The
+parent refuses a description larger than its worker ever gives, as a corrupted channel."""
+import sys
+
+import torch
+import torch.nn as nn
+
+_layouts = sys.modules.get("harness.child.layouts")
+if _layouts is not None:
+    _honest = _layouts.discover
+
+    def _flooded(*args, _honest=_honest, **kwargs):
+        found, problem = _honest(*args, **kwargs)
+        return (found * 2000 if found else found), problem
+
+    _layouts.discover = _flooded
+
+
+class MyAttn(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        assert d_out % num_heads == 0
+        self.h, self.dh = num_heads, d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = (w(x).view(b, n, self.h, self.dh).transpose(1, 2) for w in (self.W_query, self.W_key, self.W_value))
+        scores = (q @ k.transpose(2, 3) / self.dh).masked_fill(self.mask[:n, :n], float("-inf"))  # WRONG: dh
+        ctx = self.dropout(torch.softmax(scores, dim=-1)) @ v
+        return self.out_proj(ctx.transpose(1, 2).contiguous().view(b, n, self.h * self.dh))
