@@ -22,11 +22,12 @@ __all__ = ["WRITE_FAILED", "BatchFiles", "csv_cell", "summary_text", "write_summ
 
 def csv_cell(value):
     """A text cell as read by people (`cat`) and spreadsheets: terminal control characters shown, not obeyed, and a
-    leading = + - @ quoted so that a file name is never run as a formula.  Names come from students' files."""
+    leading = + - @ quoted so that a file name is never run as a formula, and a leading tab or carriage return too
+    (OWASP's list: a spreadsheet may drop them and read the formula after them).  Names come from students' files."""
     if not isinstance(value, str):
         return value
     text = clean(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def summary_text(rows: list[dict]) -> str:

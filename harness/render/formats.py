@@ -119,9 +119,9 @@ _KIND_WORDS = {"rule": "lesson rule", "instructor": "instructor's test"}
 
 
 def _public_summary(public: view.ReportView) -> list[str]:
-    summary = [f"**{public.verdict}**"]
+    summary = [f"**{literal(public.verdict)}**"]  # a verdict quotes what the code raised: the student's words
     if public.root:
-        summary.append(f"Root cause: **{public.root.title}**" + (f" (at {code_span(public.root.at)})"
+        summary.append(f"Root cause: **{literal(public.root.title)}**" + (f" (at {code_span(public.root.at)})"
                                                                  if public.root.at else ""))
         summary.append(f"Fix: {code_span(public.root.fix) if public.root.fix_is_code else literal(public.root.fix)}")
     return summary

@@ -163,6 +163,19 @@ def test_a_students_markdown_shows_as_typed_on_gradescope():
         assert " ".join(piece.split()) in seen, (piece, seen)
 
 
+def test_a_students_markdown_shows_as_typed_in_gradescopes_headline():
+    """The results' summary quotes what the code raised in its verdict (a red team ended the grader's bold early and
+    added its own code spans, emphasis and strikethrough there): it renders the bold of mha-check's own words only."""
+    words = " ".join(p for p in MARKDOWN_PIECES if "\n" not in p)
+    report = report_saying("forward raised ValueError: " + words)
+    report.checks[[c.id for c in report.checks].index("output-shape")].details["raised"] = {
+        "kind": "ValueError", "text": "** " + words + " **", "at": "attention.py:9"}
+    page = rendered(formats.gradescope(report)["output"])
+    assert "your code raised ValueError" in page
+    assert set(MARKDOWN_TAGS.findall(page)) <= {"<strong>", "</strong>"}, page
+    assert page.count("<strong>") == 1 + ("Root cause" in page), page
+
+
 OUTPUT_SHAPE_MUTANT = f"{ROOT / 'mutants' / 'mask_size_fixed.py'}:CausalMHA"  # output-shape fails; 9 checks need it
 BUGGY = f"{ROOT / 'examples' / 'buggy_attention.py'}"  # split-view-order: view-order and three other checks fail
 

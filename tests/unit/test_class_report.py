@@ -180,6 +180,13 @@ def test_a_gradebook_cell_is_never_a_formula(tmp_path):
     assert who.startswith("'=")
 
 
+@pytest.mark.parametrize("name", ["=HYPERLINK(\"x\")", "+1", "-1", "@SUM(A1)", "\t=HYPERLINK(\"x\")",
+                                  "\r=HYPERLINK(\"x\")"])
+def test_no_cell_of_the_summary_starts_as_a_formula(name):
+    cell = batch_files.csv_cell(name)
+    assert cell.startswith("'") or cell.startswith("\\x0d"), cell  # a carriage return is shown as an escape
+
+
 def test_a_shard_writes_its_own_class_view(tmp_path):
     page, table = class_view.write(tmp_path, klass(), "json", shard=(2, 3))
     assert (page.name, table.name) == ("class-report-2-of-3.html", "class-mistakes-2-of-3.csv")
