@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from harness.child import rehearsal, worker  # imports torch (one thread) once, for every forked child to inherit
+from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
 from harness.sandbox.syscalls import die_with_parent, status_fields, until_exited
@@ -138,31 +138,35 @@ def _child(channel: int, log: int, status: int, request: dict, control: socket.s
 
 def _warm_up() -> None:
     """Pay the lazy first-use costs once, here, instead of in every forked child: vectorised backward passes (for
-    Jacobians), then a rehearsal of every kind of request on a causal layer (`harness.child.rehearsal`).  (Not the
+    Jacobians), then a rehearsal of every kind of request on a causal layer (`harness.warmup.rehearsal`).  (Not the
     meta device: its 0.7 s of imports is needed only by the few submissions that build tensors without device=,
     and would delay every grader's start.)  Last, the warm heap is frozen out of the garbage collector's reach
     (`_freeze_heap`), once the rehearsal's layer is gone (`_forget_rehearsal`)."""
     worker.warm_batched_jacobian()
-    _forget_rehearsal(rehearsal.rehearse)
+    _forget_rehearsal(lambda rehearsal: rehearsal.rehearse())
     _freeze_heap()
     _huge_pages()
 
 
 def _forget_rehearsal(rehearse) -> None:
-    """Run `rehearse` and leave no layer of ours for a forked submission to find: the rehearsal's module leaves
-    sys.modules (a submission cannot import it again: `harness.child.target._SubmissionsOwn`) and its layer class,
-    made anew for each rehearsal, is collected (a class is part of reference cycles, and a frozen heap would keep
-    it, listed by nn.Module.__subclasses__(), in every child).  The collector is off while the rehearsal runs, so
-    everything it made is still in the youngest generation, and collecting that one alone finds the class: a full
-    collection would walk torch's whole heap (2.4 s on a loaded machine).  The module object stays referenced here
-    for the meta template's rehearsal, and makes only a deliberately wrong layer."""
+    """Import the rehearsal, run `rehearse(module)` and leave nothing of it for a forked submission to find: its
+    module (a layer a token from right, in a package hidden from the child's view: `harness.warmup`) is imported
+    here and nowhere else, so no name of ours holds it, and it leaves sys.modules and its package's namespace;
+    its layer class, made anew for each rehearsal, is collected with it (a class is part of reference cycles, and
+    a frozen heap would keep it, listed by nn.Module.__subclasses__(), in every child).  The collector is off
+    while the rehearsal runs, so everything it made is still in the youngest generation, and collecting that one
+    alone finds the class and the module: a full collection would walk torch's whole heap (2.4 s on a loaded
+    machine).  The meta template imports it once more for its own rehearsal (from the page cache: milliseconds)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        rehearse()
+        from harness.warmup import rehearsal  # noqa: PLC0415 - start-up: for the rehearsal alone, forgotten below
+        rehearse(rehearsal)
+        del rehearsal
     finally:
-        sys.modules.pop(rehearsal.__name__, None)
-        sys.modules["harness.child"].__dict__.pop("rehearsal", None)
+        for name in [n for n in sys.modules if n == "harness.warmup" or n.startswith("harness.warmup.")]:
+            del sys.modules[name]
+        sys.modules["harness"].__dict__.pop("warmup", None)
         gc.collect(0)
         if was_enabled:
             gc.enable()
@@ -296,7 +300,7 @@ def _meta_template(control: socket.socket, pending: list[int]) -> socket.socket:
     return ours
 
 
-def _rehearse_meta() -> None:
+def _rehearse_meta(rehearsal) -> None:
     """`rehearsal.rehearse_meta`, without the empty cache folder that torch's imports for the meta device make in the
     temp dir (torchinductor_<user>), which would outlive every batch; one that was there before is left alone."""
     temp = tempfile.gettempdir()

@@ -265,10 +265,10 @@ def _unfenced(report: dict) -> bool:
 
 def test_no_correct_layer_of_ours_within_a_submissions_reach(world, tmp_path):
     """Importing (reference, mutants, the checks' numpy reference, the engine, the template's warm-up layer),
-    loading by path (reference/causal_mha.py, a mutant with its bug undone, harness/child/rehearsal.py) and looking
-    in memory (a child forked from the warm template): each gets no correct layer of ours, in a single run and in
-    `grade`'s forked children.  Without a mount namespace and without Landlock the files of reference/ and mutants/
-    stay readable by path: docs/threat-model.md says so, and this test then asserts exactly that gap."""
+    loading by path (reference/causal_mha.py, a mutant with its bug undone, harness/warmup/rehearsal.py put right)
+    and looking in memory (a child forked from the warm template): each gets no correct layer of ours, in a single
+    run and in `grade`'s forked children.  Without a mount namespace and without Landlock the files of reference/
+    and mutants/ stay readable by path: docs/threat-model.md says so, and this test then asserts exactly that gap."""
     for name in ("ours_imports", "ours_by_path"):
         run = single_run(world, ROOT / "tests" / "hostile" / f"{name}.py")
         report = json.loads(run.stdout)

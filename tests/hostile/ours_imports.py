@@ -1,7 +1,7 @@
 """Hostile: imports a correct layer of mha-check's own, every way a module name allows: the reference (`reference`,
 `reference.causal_mha`, through importlib and with mha-check's folder put first on sys.path), the mutants (one of
 them made right by subclassing), the checks' numpy reference, and the template's warm-up layer
-(`harness.child.rehearsal`), and subclasses the first it gets; gets full marks only if one of them imports."""
+(`harness.warmup.rehearsal`), and subclasses the first it gets; gets full marks only if one of them imports."""
 import importlib
 import os
 import sys
@@ -32,7 +32,7 @@ attempt("importlib reference.causal_mha", lambda: importlib.import_module("refer
 attempt("import mutants", lambda: importlib.import_module("mutants.no_scaling").CausalMHA)
 attempt("import reference.numpy_ref", lambda: importlib.import_module("reference.numpy_ref").forward)
 attempt("import harness.engine", lambda: importlib.import_module("harness.engine.context").numpy_ref.forward)
-attempt("import harness.child.rehearsal", lambda: warm_up_layer(importlib.import_module("harness.child.rehearsal")))
+attempt("import harness.warmup.rehearsal", lambda: warm_up_layer(importlib.import_module("harness.warmup.rehearsal")))
 sys.path.insert(0, ROOT)
 for name in ("reference", "reference.causal_mha", "mutants"):
     sys.modules.pop(name, None)

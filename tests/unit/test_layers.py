@@ -22,7 +22,9 @@ CONFINEMENT = tuple(f"harness.sandbox.{m}" for m in ("confine", "seccomp", "land
 # docs/architecture.md, row by row ("harness" is harness/__init__ alone, which every part may import)
 ALLOWED = {
     "harness.wire": ("harness.wire", "harness"),
-    "harness.child": ("harness.child", "harness.wire", "harness", *CONFINEMENT),  # never the rest of the sandbox
+    "harness.child": ("harness.child", "harness.wire", "harness", "harness.warmup", *CONFINEMENT),  # never the rest
+    # of the sandbox; warmup only inside the zygote's rehearsal (a function's import, forgotten before any fork)
+    "harness.warmup": ("harness.warmup", "harness.child", "harness.wire", "harness"),
     "harness.sandbox": ("harness.sandbox", "harness.wire", "harness"),  # never the child side
     "reference": ("reference",),
     "mutants": ("mutants", "reference", "harness.engine.trace.detectors"),  # MutantInfo checks `trace=` at import
@@ -148,8 +150,9 @@ def test_function_local_imports_say_why():
 
 
 def test_the_trusted_side_never_imports_torch():
-    """Everything but the child side (and the zygote the children fork from) imports without torch."""
-    trusted = [m for m in MODULES if not m.startswith("harness.child")
+    """Everything but the child side (and the zygote the children fork from, with its rehearsal) imports without
+    torch."""
+    trusted = [m for m in MODULES if not m.startswith(("harness.child", "harness.warmup"))
                and m not in ("reference.causal_mha", "reference.causal_attention", "reference.rotary_mha",
                              "reference.cached_mha", "reference.grouped_mha", "reference.cached_rotary_mha")
                and not (m.startswith("mutants.") and not m.startswith("mutants._"))
@@ -185,7 +188,8 @@ def test_the_child_side_never_imports_the_trusted_side():
 
 
 # the words the table of docs/architecture.md names the parts by
-PARTS = {"wire": "harness.wire", "child": "harness.child", "sandbox": "harness.sandbox", "engine": "harness.engine",
+PARTS = {"wire": "harness.wire", "child": "harness.child", "warmup": "harness.warmup",
+         "sandbox": "harness.sandbox", "engine": "harness.engine",
          "render": "harness.render", "frontends": "harness.frontends", "checks": "checks", "reference": "reference",
          "mutants": "mutants"}
 

@@ -257,7 +257,8 @@ class World:
         ours = [ROOT / "reference" / "causal_mha.py", ROOT / "mutants" / "finite_fill_100.py",
                 ROOT / "tests" / "zoo" / "correct" / "book_style.py"]
         if not (policy.namespaces and ENGINE_IN_VIEW_TMP):  # see ENGINE_IN_VIEW_TMP: a stated gap, no correct layer
-            ours.append(self.tool / "engine" / "runner.py")
+            ours += [self.tool / "engine" / "runner.py", self.tool / "warmup" / "rehearsal.py"]  # the warm-up layer:
+            # a token from right
         return {"tool_dir": str(self.tool / "child"), "tool_module": str(self.tool / "child" / "worker.py"),
                 "ours": [str(p) for p in ours],
                 "site_packages": self.site, "site_module": self.site_module, "classmate_dir": self.classmate.path,

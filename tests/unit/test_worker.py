@@ -15,7 +15,7 @@ torch.set_default_dtype(_DTYPE)  # ...which the rest of the suite does not expec
 
 import mutants  # noqa: E402
 from harness import PACKAGES_ROOT  # noqa: E402
-from harness.child import rehearsal  # noqa: E402
+from harness.warmup import rehearsal  # noqa: E402
 from harness.wire import messages as m  # noqa: E402
 from reference.causal_mha import CausalMHA  # noqa: E402
 
@@ -100,7 +100,7 @@ def test_the_warm_up_layer_is_wrong_and_gone_before_any_fork():
     code = ("import sys, torch.nn as nn; from harness.child import zygote; zygote._warm_up()\n"
             "def subs(c):\n    for s in c.__subclasses__():\n        yield s\n        yield from subs(s)\n"
             "print([c.__qualname__ for c in subs(nn.Module) if c.__module__.startswith('harness')], "
-            "'harness.child.rehearsal' in sys.modules)")
+            "any(n.startswith('harness.warmup') for n in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=PACKAGES_ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["[]", "False"], out.stderr[-2000:]
     layer = rehearsal._rehearsal_layer()(8, 8, 4, 2).double().eval()
@@ -120,7 +120,8 @@ def test_the_warm_template_freezes_its_heap_and_only_the_meta_template_warms_the
     a submission that needs the meta device imports enough of torch to trigger several.  That import is the meta
     template's (harness.child.zygote._meta_template), never the template's: every fork of a larger process costs
     more."""
-    code = ("import gc, sys; from harness.child import rehearsal, zygote; zygote._warm_up(); "
+    code = ("import gc, sys; from harness.child import zygote; zygote._warm_up(); "
+            "from harness.warmup import rehearsal; "
             "print(gc.get_freeze_count(), len(gc.get_objects()), 'torch._dynamo' in sys.modules); "
             "r = rehearsal.rehearse_meta(); print(type(r).__name__, r.device, 'torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=PACKAGES_ROOT, capture_output=True, text=True, timeout=120)

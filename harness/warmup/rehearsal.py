@@ -13,10 +13,13 @@ expected value of any check, and all of it is dropped before the first fork.  It
 put a module in sys.modules and a folder on sys.path that a submission would then find).
 
 That layer is deliberately WRONG (its scores are divided by the head width, not its square root: the same
-operations, so the same code is warmed), because a submission once subclassed it and got full marks.  It is not
-importable from a submission (`harness.child.target._SubmissionsOwn` refuses harness modules not imported yet), its
-class is made anew for each rehearsal and collected before the template forks (`harness.child.zygote._warm_up`), and
-whoever loads this file by its path or finds the class in memory gets a layer that fails reference-match.
+operations, so the same code is warmed), because a submission once subclassed it and got full marks; and since a red
+team then read this file and changed that one token, it is out of the child's reach as well: this package is hidden
+from a submission's view (`harness.warmup`), it is not importable from a submission (`harness.child.target.
+_SubmissionsOwn` refuses harness modules not imported yet), and its module and the class, made anew for each
+rehearsal, are forgotten and collected before the template forks (`harness.child.zygote._forget_rehearsal`).  Where
+neither Landlock nor a mount namespace exists, every file of mha-check is readable by its permissions, this one too
+(docs/threat-model.md says so); the layer it makes still fails reference-match.
 """
 from __future__ import annotations
 
