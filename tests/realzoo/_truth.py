@@ -1390,6 +1390,69 @@ def _(mod):
         "embed 24, 3 heads (dh 8); 32, 4 heads, 2 kv heads; is_causal=True"
 
 
+@check("jadore_mha_temperature_d_model_pre_fix.py")
+def _(mod):
+    """LayerNorm(x + MHA(x)) with the scores / sqrt(d_model): the lesson's function with W_q scaled by
+    sqrt(d_k / d_model), inside the post-LN residual; the right scaling differs."""
+    m = randomize(mod.MultiHeadAttention(3, 12, 4, 4, dropout=0.0)).eval()
+    ws = lambda f: (m.w_qs.weight * f, m.w_ks.weight, m.w_vs.weight, m.fc.weight, m.w_qs.bias * f, m.w_ks.bias,
+                    m.w_vs.bias, m.fc.bias)
+    post_ln = lambda f: (lambda x: m.layer_norm(x + mha_forward(x, 3, *ws(f))))
+    call = lambda x: m(x, x, x, _future_true(x.shape[1]).expand(x.shape[0], -1, -1))[0]
+    err, leak = cmp(call, post_ln((4 / 12) ** 0.5), 12)
+    err_right, _ = cmp(call, post_ln(1.0), 12, shapes=[(2, 7)])
+    try:
+        m(torch.randn(2, 5, 12), torch.randn(2, 5, 12), torch.randn(2, 5, 12))
+        no_mask = "ran without a mask"
+    except AttributeError:
+        no_mask = "without a mask it raises (mask.repeat on None)"
+    good, msg = ok_line(err, leak)
+    return (good and err_right > 1e-3 and m.attention.temperature == 12 ** 0.5,
+            msg + f" against LayerNorm(x + MHA(x)) with scores / sqrt(d_model); with / sqrt(d_k) (the fix e108f0f): "
+                  f"{err_right:.1e}; {no_mask}", "n_head=3 d_model=12 d_k=d_v=4, mask (B, n, n) True = masked")
+
+
+def _negate_second_halves(w, heads):
+    """Rows of W (out, in) with the second half of every head's rows negated."""
+    dh = w.shape[0] // heads
+    sign = torch.cat([torch.ones(dh // 2), -torch.ones(dh - dh // 2)]).repeat(heads)
+    return w * sign[:, None]
+
+
+@check("modded_nanogpt_rotary_negative_angle.py")
+def _(mod):
+    """Rotate-half RoPE turned by -angle = the usual rotate-half RoPE with the second half of each head of W_q and
+    W_k negated (float32 cos/sin tables: relative 1e-5).  And the latent cache bug: cos/sin kept in plain attributes,
+    recomputed only when the sequence length changes, so after .to(device) at the same length the old device's
+    tensors are used."""
+    cfg = mod.GPTConfig(vocab_size=5, n_layer=1, n_head=3, n_embd=12)
+    m = randomize(mod.CausalSelfAttention(cfg)).eval()
+    W = m.c_attn.weight
+    wq, wk, wv = W[:12], W[12:24], W[24:]
+    ref = lambda x: rope_mha_forward(x, 3, _negate_second_halves(wq, 3), _negate_second_halves(wk, 3), wv,
+                                     m.c_proj.weight, convention="half")
+    err, leak = cmp(m, ref, 12)
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err_half, _ = cmp(m, lambda x: rope_mha_forward(x, 3, wq, wk, wv, m.c_proj.weight, convention="half"), 12,
+                      shapes=[(2, 7)])
+    err_inter, _ = cmp(m, lambda x: rope_mha_forward(x, 3, wq, wk, wv, m.c_proj.weight, convention="interleaved"),
+                       12, shapes=[(2, 7)])
+    fresh = mod.CausalSelfAttention(cfg).to("meta")
+    fresh(torch.randn(2, 5, 12, device="meta"))  # a module moved before its first forward works on the new device
+    stale = mod.CausalSelfAttention(cfg)
+    stale(torch.randn(2, 5, 12))  # caches cos/sin for length 5 on the CPU
+    stale.to("meta")
+    try:
+        stale(torch.randn(2, 5, 12, device="meta"))
+        moved = "ran after .to(meta)"
+    except RuntimeError as e:
+        moved = f"after a CPU forward and .to(meta), the same length raises RuntimeError ({str(e)[:48]}...)"
+    good = err / scale < FLOAT32_TOL and leak < TOL and err_half > 1e-3 and err_inter > 1e-3 and "raises" in moved
+    return good, (f"max|out-ref|={err:.1e} (relative {err / scale:.1e}) future-leak={leak:.1e} against rotate-half RoPE "
+                  f"with W_q, W_k second halves negated; plain rotate-half: {err_half:.1e}, interleaved: "
+                  f"{err_inter:.1e}; {moved}"), "n_embd=12 n_head=3 (dh 4), FLOAT32_TOL relative"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -89,6 +89,15 @@ def test_parameter_names_are_read_by_their_words(name, key):
     assert key_of(name) == key
 
 
+def test_the_papers_value_width_d_v_is_a_head_width_as_d_k():
+    """jadore801120's MultiHeadAttention(n_head, d_model, d_k, d_v) (tests/realzoo/jadore_mha_temperature_d_model_
+    pre_fix.py): d_k and d_v are the paper's per-head widths; d_v unbound left the class unbuildable (cannot tell,
+    "no value for required parameter(s) d_v")."""
+    s = _sig(lambda n_head, d_model, d_k, d_v, dropout=0.1: None)
+    assert not s.unfillable and s.derived == {"d_k": "head_width", "d_v": "head_width"}
+    assert s.accepts == {"heads": "n_head", "width": "d_model", "dropout": "dropout"}
+
+
 def test_a_class_with_its_own_vocabulary_needs_no_arg():
     s = _sig(lambda input_dimension, output_dimension, number_of_heads, context_length, dropout=0.0: None)
     assert s.separate_widths and not s.unfillable
