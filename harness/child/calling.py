@@ -128,7 +128,9 @@ def styles_for(module: torch.nn.Module) -> Calling:
     if mask is None:
         return _with_positions(Calling([Style(data, None)] + flagged), pos)
     where = (mask.name, mask.kind == mask.KEYWORD_ONLY)
-    with_mask = [Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES))]
+    last = SHAPES.index("(B, n, n)")  # tried last: a layer that takes a shared mask proves its style first, as before
+    with_mask = ([Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES)) if s != last]
+                 + [Style(data, c, last, where) for c in range(len(CONVENTIONS))])
     return _with_positions(Calling(([] if mask.default is mask.empty else [Style(data, None)]) + flagged + with_mask),
                            pos)
 
