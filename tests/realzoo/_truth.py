@@ -1453,6 +1453,34 @@ def _(mod):
                   f"{err_inter:.1e}; {moved}"), "n_embd=12 n_head=3 (dh 4), FLOAT32_TOL relative"
 
 
+@check("hf_openai_transformer_lm_attention_scale_flag.py")
+def _(mod):
+    """Default scale=False: the lesson's function with W_q, b_q multiplied by sqrt(dh) (unscaled scores); scale=True
+    (the repository's model): the lesson's function.  Conv1D weights (nx, nf) are read as W = w.T."""
+    class Cfg:
+        n_head, attn_pdrop, resid_pdrop = 3, 0.0, 0.0
+
+    def refs(m, f):
+        w, b = m.c_attn.w, m.c_attn.b
+        return lambda x: mha_forward(x, 3, w[:, :12].T * f, w[:, 12:24].T, w[:, 24:].T, m.c_proj.w.T,
+                                     b[:12] * f, b[12:24], b[24:], m.c_proj.b)
+    m = randomize(mod.Attention(12, CTX, Cfg())).eval()
+    err, leak = cmp(m, refs(m, 4 ** 0.5), 12)
+    err_scaled_ref, _ = cmp(m, refs(m, 1.0), 12, shapes=[(2, 7)])
+    s = randomize(mod.Attention(12, CTX, Cfg(), scale=True)).eval()
+    err_s, leak_s = cmp(s, refs(s, 1.0), 12)
+    x = torch.randn(5, 2, 12).transpose(0, 1)  # a non-contiguous (2, 5, 12) input
+    try:
+        m(x)
+        noncontig = "a non-contiguous input ran"
+    except RuntimeError:
+        noncontig = "a non-contiguous input raises in Conv1D's x.view"
+    good = err < TOL and leak < TOL and err_scaled_ref > 1e-3 and err_s < TOL and leak_s < TOL and "raises" in noncontig
+    return good, (f"default scale=False: unscaled reference max|out-ref|={err:.1e} leak={leak:.1e}, the lesson's "
+                  f"scaled one differs by {err_scaled_ref:.1e}; scale=True: max|out-ref|={err_s:.1e} leak={leak_s:.1e} "
+                  f"(-1e9 fill exact here); {noncontig}"), "nx=12 n_ctx=10 n_head=3, W = Conv1D w.T"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
