@@ -1481,6 +1481,42 @@ def _(mod):
                   f"(-1e9 fill exact here); {noncontig}"), "nx=12 n_ctx=10 n_head=3, W = Conv1D w.T"
 
 
+def _no_mask_forward(x, nheads, wq, wk, wv, wo, bq, bk, bv, bo, scaled):
+    """The lesson's function without its causal mask (and, scaled=False, without the 1/sqrt(dh)), per head."""
+    B, n, _ = x.shape
+    lin = torch.nn.functional.linear
+    dh = wq.shape[0] // nheads
+    split = lambda t: t.view(B, n, nheads, dh).transpose(1, 2)
+    q, k, v = split(lin(x, wq, bq)), split(lin(x, wk, bk)), split(lin(x, wv, bv))
+    scores = q @ k.transpose(2, 3) / (dh ** 0.5 if scaled else 1.0)
+    return lin((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, n, -1), wo, bo)
+
+
+@check("hf_openai_transformer_lm_mask_index_not_slice.py")
+def _(mod):
+    class Cfg:
+        n_head, attn_pdrop, resid_pdrop = 3, 0.0, 0.0
+
+    def unmasked(m, scaled):
+        w, b = m.c_attn.w, m.c_attn.b
+        return lambda x: _no_mask_forward(x, 3, w[:, :12].T, w[:, 12:24].T, w[:, 24:].T, m.c_proj.w.T,
+                                          b[:12], b[12:24], b[24:], m.c_proj.b, scaled)
+    m = randomize(mod.Attention(12, CTX, Cfg())).eval()
+    s = randomize(mod.Attention(12, CTX, Cfg(), scale=True)).eval()
+    shapes = [(2, 7), (3, 5), (2, 9)]  # n < n_ctx
+    err, leak = cmp(m, unmasked(m, False), 12, shapes=shapes)
+    err_s, _ = cmp(s, unmasked(s, True), 12, shapes=shapes)
+    try:
+        m(torch.randn(2, CTX, 12))
+        full = "n == n_ctx ran"
+    except IndexError:
+        full = "n == n_ctx raises IndexError"
+    good = err < TOL and err_s < TOL and leak > 1e-3 and "raises" in full
+    return good, (f"n < n_ctx: the unmasked (unscaled) function reproduces it, max {err:.1e}, future-leak={leak:.1e}; "
+                  f"scale=True: the unmasked scaled function, max {err_s:.1e}; {full}"), \
+        "nx=12 n_ctx=10 n_head=3, W = Conv1D w.T"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
