@@ -28,7 +28,8 @@ FLAG_WORDS = ("causal", "mask", "decoder", "future", "autoregressive")  # a bool
 KEY_NAMES = {"k", "key", "keys", "key_input", "memory", "context", "xa", "kv", "k_input"}
 VALUE_NAMES = {"v", "value", "values", "value_input", "v_input", "memory_values"}
 CONVENTIONS = ("bool, True = masked", "bool, True = keep", "additive, -inf = masked", "float, 1 = keep, 0 = masked")
-SHAPES = ("(n, n)", "(1, n, n)", "(1, 1, n, n)")
+SHAPES = ("(n, n)", "(1, n, n)", "(1, 1, n, n)", "(B, n, n)")  # (B, n, n): one mask per sequence, as a layer that
+# reshapes it with the batch (mask.unsqueeze(1).repeat(1, H, 1, 1).view(B * H, n, n)) needs
 POSITION_NAMES = {"token_positions", "positions", "pos", "position_ids", "input_pos", "pos_ids", "positions_ids",
                   "token_pos", "position", "seq_pos", "position_idx", "pos_idx"}  # a rotary layer's positions
 POS_SHAPES = ("(n,)", "(1, n)", "(B, n)")
@@ -66,7 +67,7 @@ class Style:
         args = tuple(x for _, kw in self.data if not kw)
         kwargs = {name: x for name, kw in self.data if kw}
         if self.convention is not None:
-            kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype)
+            kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype, x.shape[0])
         if self.flag is not None:
             kwargs[self.flag] = True
         if self.positions is not None:  # only the layout asked for: each operation shows in a recorded forward
@@ -76,10 +77,12 @@ class Style:
         return args, kwargs
 
 
-def causal_mask(n: int, convention: int, shape: int, device, dtype) -> torch.Tensor:
+def causal_mask(n: int, convention: int, shape: int, device, dtype, batch: int = 1) -> torch.Tensor:
     future = torch.triu(torch.ones(n, n, dtype=torch.bool, device=device), 1)
     mask = [future, ~future, torch.zeros(n, n, dtype=dtype, device=device).masked_fill(future, float("-inf")),
             (~future).to(dtype)][convention]
+    if SHAPES[shape] == "(B, n, n)":
+        return mask.expand(batch, n, n).clone()
     return mask.reshape((1,) * shape + (n, n))
 
 
@@ -125,7 +128,9 @@ def styles_for(module: torch.nn.Module) -> Calling:
     if mask is None:
         return _with_positions(Calling([Style(data, None)] + flagged), pos)
     where = (mask.name, mask.kind == mask.KEYWORD_ONLY)
-    with_mask = [Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES))]
+    last = SHAPES.index("(B, n, n)")  # tried last: a layer that takes a shared mask proves its style first, as before
+    with_mask = ([Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES)) if s != last]
+                 + [Style(data, c, last, where) for c in range(len(CONVENTIONS))])
     return _with_positions(Calling(([] if mask.default is mask.empty else [Style(data, None)]) + flagged + with_mask),
                            pos)
 

@@ -1224,6 +1224,299 @@ def _(mod):
         "embed_dim=16 num_heads=4 causal=True"
 
 
+# ----------------------------------------------------------------------------------------------- issue 28 item 7, batch 2
+def _future_true(n):
+    return torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+
+
+@check("sooftware_attentions_mha_no_out_proj.py")
+def _(mod):
+    """No output projection: the lesson's function with W_o = I, b_o = 0, called with a (B, n, n) True-is-masked mask."""
+    m = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    ref = lambda x: mha_forward(x, 3, m.query_proj.weight, m.key_proj.weight, m.value_proj.weight, torch.eye(12),
+                                m.query_proj.bias, m.key_proj.bias, m.value_proj.bias, None)
+    call = lambda x: m(x, x, x, _future_true(x.shape[1]).expand(x.shape[0], -1, -1))[0]
+    err, leak = cmp(call, ref, 12)
+    _, leak_nomask = cmp(lambda x: m(x, x, x)[0], ref, 12, shapes=[(2, 7)])
+    try:
+        m(torch.randn(2, 5, 12), torch.randn(2, 5, 12), torch.randn(2, 5, 12), _future_true(5)[None])
+        one_mask = "a (1, n, n) mask ran"
+    except RuntimeError:
+        one_mask = "a (1, n, n) mask raises for B=2 (mask.view(score.size()))"
+    good, msg = ok_line(err, leak)
+    params = sum(p.numel() for p in m.parameters())
+    return (good and leak_nomask > 1e-3 and params == 3 * (12 * 12 + 12),
+            msg + f"; without the mask: leak={leak_nomask:.1e}; {params} parameters = 3 (d^2 + d), no W_o; {one_mask}",
+            "d_model=12 num_heads=3, mask (B, n, n) True = masked, W_o = I")
+
+
+@check("decision_transformer_atari_keys_first_config.py")
+def _(mod):
+    cfg = mod.GPTConfig(vocab_size=5, block_size=CTX, n_embd=12, n_head=3, attn_pdrop=0.0, resid_pdrop=0.0)
+    m = randomize(mod.CausalSelfAttention(cfg)).eval()
+    ref = lambda x: mha_forward(x, 3, m.query.weight, m.key.weight, m.value.weight, m.proj.weight,
+                                m.query.bias, m.key.bias, m.value.bias, m.proj.bias)
+    swapped = lambda x: mha_forward(x, 3, m.key.weight, m.query.weight, m.value.weight, m.proj.weight,
+                                    m.key.bias, m.query.bias, m.value.bias, m.proj.bias)
+    err, leak = cmp(m, ref, 12)
+    err_pos, _ = cmp(m, swapped, 12, shapes=[(2, 7)])
+    good, msg = ok_line(err, leak)
+    return (good and err_pos > 1e-3 and tuple(m.mask.shape) == (1, 1, CTX + 1, CTX + 1),
+            msg + f"; read by declaration order (key as W_q): {err_pos:.1e}; mask buffer {tuple(m.mask.shape)}",
+            "GPTConfig(5, block_size=10, n_embd=12, n_head=3), dropouts 0")
+
+
+@check("karpathy_makemore_dataclass_config.py")
+def _(mod):
+    m = randomize(mod.CausalSelfAttention(mod.ModelConfig(block_size=CTX, vocab_size=5, n_embd=12, n_head=3))).eval()
+    W, b = m.c_attn.weight, m.c_attn.bias
+    ref = lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.c_proj.weight, b[:12], b[12:24], b[24:], m.c_proj.bias)
+    return ok_line(*cmp(m, ref, 12)) + ("ModelConfig(block_size=10, n_embd=12, n_head=3), fused [q;k;v]",)
+
+
+@check("open_clip_attention_seq_first_additive_mask.py")
+def _(mod):
+    """Sequence first: the layer gets x.transpose(0, 1) (n, B, d) and its output is transposed back."""
+    m = randomize(mod.Attention(12, num_heads=3)).eval()
+    W, b = m.in_proj_weight, m.in_proj_bias
+    ref = lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.out_proj.weight, b[:12], b[12:24], b[24:], m.out_proj.bias)
+    additive = lambda n: torch.zeros(n, n).masked_fill(_future_true(n), float("-inf"))
+    seq_first = lambda mask: (lambda x: m(x.transpose(0, 1), mask(x.shape[1])).transpose(0, 1))
+    err, leak = cmp(seq_first(additive), ref, 12)
+    err_b, leak_b = cmp(seq_first(_future_true), ref, 12)
+    x = torch.randn(4, 4, 12)
+    batch_first = (m(x, additive(4)) - ref(x)).abs().max().item()  # (B, n, d) read as n sequences of length B
+    good, msg = ok_line(max(err, err_b), max(leak, leak_b))
+    return (good and batch_first > 1e-3,
+            msg + f" (additive -inf mask and bool True = masked); a batch-first input read as sequence-first: "
+                  f"{batch_first:.1e}", "dim=12 num_heads=3, x (n, B, d), mask (n, n)")
+
+
+@check("lyeoni_gpt_mha_fill_minus_1e9.py")
+def _(mod):
+    m = randomize(mod.MultiHeadAttention(12, 3, 0.0)).eval()
+    ref = lambda x: mha_forward(x, 3, m.WQ.weight, m.WK.weight, m.WV.weight, m.linear.weight,
+                                m.WQ.bias, m.WK.bias, m.WV.bias, m.linear.bias)
+    mask = lambda x: torch.ones(x.shape[0], x.shape[1], x.shape[1]).triu(diagonal=1) > 0  # as GPT.forward builds it
+    err, leak = cmp(lambda x: m(x, x, x, mask(x))[0], ref, 12)
+    # the finite fill: scores below -1e9 (W_k = -W_q, huge tokens) let the future in
+    big = randomize(mod.MultiHeadAttention(12, 3, 0.0), seed=1).eval()
+    with torch.no_grad():
+        big.WK.weight.copy_(-big.WQ.weight)
+        big.WK.bias.copy_(-big.WQ.bias)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 4, 12, generator=g) * 1e5
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(1, 3, 12, generator=g) * 1e5
+    with torch.no_grad():
+        huge_leak = (big(x, x, x, mask(x))[0][:, 0] - big(x2, x2, x2, mask(x2))[0][:, 0]).abs().max().item()
+    good, msg = ok_line(err, leak)
+    return (good and huge_leak > 1e-3,
+            msg + f"; with W_k = -W_q and tokens x1e5 (own scores far below -1e9) the future changes position 0 by "
+                  f"{huge_leak:.1e}", "d_model=12 n_heads=3 attn_pdrop=0, mask (B, n, n) True = masked, -1e9 fill")
+
+
+def _fkodom_shim_ok(mod):
+    """The einops shim against index formulas, for the patterns the module uses."""
+    t = torch.randn(2, 6, 5, 4)  # (b, (h g), n, d) with h=3, g=2
+    out = mod.rearrange(t, "b (h g) n d -> b g h n d", g=2)
+    ok = all(torch.equal(out[:, g, h], t[:, h * 2 + g]) for h in range(3) for g in range(2))
+    x = torch.randn(2, 5, 12)
+    ok &= torch.equal(mod.rearrange(x, "b n (h d) -> b n h d", h=3)[:, :, 1, 2], x[:, :, 1 * 4 + 2])
+    y = torch.randn(2, 5, 3, 4)
+    ok &= torch.equal(mod.rearrange(y, "b n h d -> b n (h d)")[:, :, 1 * 4 + 2], y[:, :, 1, 2])
+    ok &= torch.equal(mod.rearrange(y, "b n h d -> b h n d")[:, 2, 1], y[:, 1, 2])
+    a, c = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 6, 4)
+    ok &= torch.allclose(mod.einsum(a, c, "b h n d, b h s d -> b h n s"), a @ c.transpose(-1, -2))
+    return bool(ok)
+
+
+def _fkodom_group_sum(x, m, H, KV):
+    """The pre-fix module written out per head: score of kv head j = sum over its G query heads h = j*G + g of
+    q_h . k_j / dh; KV output heads; then norm (if any) and out_proj."""
+    B, n, _ = x.shape
+    dh = m.q_proj.weight.shape[0] // H
+    G = H // KV
+    q = torch.nn.functional.linear(x, m.q_proj.weight, m.q_proj.bias)
+    k = torch.nn.functional.linear(x, m.k_proj.weight, m.k_proj.bias)
+    v = torch.nn.functional.linear(x, m.v_proj.weight, m.v_proj.bias)
+    heads = []
+    for j in range(KV):
+        kj, vj = k[..., j * dh:(j + 1) * dh], v[..., j * dh:(j + 1) * dh]
+        s = sum(q[..., (j * G + g) * dh:(j * G + g + 1) * dh] @ kj.transpose(1, 2) for g in range(G)) / dh
+        s = s.masked_fill(_future_true(n), float("-inf"))
+        heads.append(torch.softmax(s, dim=-1) @ vj)
+    ctx = torch.cat(heads, dim=-1)
+    if m.norm is not None:
+        ctx = m.norm(ctx)
+    return m.out_proj(ctx)
+
+
+@check("fkodom_gqa_groups_summed_pre_fix.py")
+def _(mod):
+    E, H = 24, 3  # head width 8: the constructor refuses widths that are not a multiple of 8
+    call = lambda m: (lambda x: m(x, x, x, is_causal=True)[0])
+    # 1) query_heads == kv_heads, layer_norm=False: the lesson's layer with the scores divided by dh, not sqrt(dh)
+    m = randomize(mod.MultiheadGQA(E, H, H, layer_norm=False)).eval()
+    dh = E // H
+    as_dh = lambda x: mha_forward(x, H, m.q_proj.weight / dh ** 0.5, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight,
+                                  m.q_proj.bias / dh ** 0.5, m.k_proj.bias, m.v_proj.bias, m.out_proj.bias)
+    right = lambda x: mha_forward(x, H, m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight,
+                                  m.q_proj.bias, m.k_proj.bias, m.v_proj.bias, m.out_proj.bias)
+    err_dh, leak = cmp(call(m), as_dh, E)
+    err_right, _ = cmp(call(m), right, E, shapes=[(2, 7)])
+    # 2) 4 query heads, 2 kv heads: the group's query heads summed; the lesson's grouping differs
+    g = randomize(mod.MultiheadGQA(32, 4, 2, layer_norm=False)).eval()
+    err_sum, leak_g = cmp(call(g), lambda x: _fkodom_group_sum(x, g, 4, 2), 32)
+    gq = lambda x: gqa_forward(x, 4, g.q_proj.weight, g.k_proj.weight, g.v_proj.weight, torch.eye(16, 32),
+                               g.q_proj.bias, g.k_proj.bias, g.v_proj.bias, None)
+    widths = (g.out_proj.weight.shape[1], tuple(gq(torch.randn(1, 3, 32)).shape))
+    # 3) the default layer_norm=True puts LayerNorm(kv_embed_dim) before out_proj (MAGNETO): written out the same way
+    d = randomize(mod.MultiheadGQA(E, H, H)).eval()
+    err_ln, _ = cmp(call(d), lambda x: _fkodom_group_sum(x, d, H, H), E, shapes=[(2, 7)])
+    _, leak_flag = cmp(lambda x: d(x, x, x)[0], lambda x: _fkodom_group_sum(x, d, H, H), E, shapes=[(2, 7)])
+    try:
+        mod.MultiheadGQA(8, 4, 4)
+        refuses = "head width 2 accepted"
+    except ValueError:
+        refuses = "head width 2 refused (ValueError: must be divisible by 8)"
+    shim = _fkodom_shim_ok(mod)
+    shown = (err_dh < TOL and leak < TOL and err_right > 1e-3 and err_sum < TOL and leak_g < TOL and err_ln < TOL
+             and leak_flag > 1e-3 and shim and widths[0] == 16)
+    return shown, (f"KV=H: scores / dh reproduce it (max {err_dh:.1e}, leak {leak:.1e}), the lesson's / sqrt(dh) differs by "
+                   f"{err_right:.1e}; KV=2 of 4: group-summed per-head formula {err_sum:.1e} (leak {leak_g:.1e}), out_proj "
+                   f"takes {widths[0]} features (2 heads), not 32; layer_norm default written out: {err_ln:.1e}; "
+                   f"is_causal=False leaks {leak_flag:.1e}; {refuses}; shim = index formulas: {shim}"), \
+        "embed 24, 3 heads (dh 8); 32, 4 heads, 2 kv heads; is_causal=True"
+
+
+@check("jadore_mha_temperature_d_model_pre_fix.py")
+def _(mod):
+    """LayerNorm(x + MHA(x)) with the scores / sqrt(d_model): the lesson's function with W_q scaled by
+    sqrt(d_k / d_model), inside the post-LN residual; the right scaling differs."""
+    m = randomize(mod.MultiHeadAttention(3, 12, 4, 4, dropout=0.0)).eval()
+    ws = lambda f: (m.w_qs.weight * f, m.w_ks.weight, m.w_vs.weight, m.fc.weight, m.w_qs.bias * f, m.w_ks.bias,
+                    m.w_vs.bias, m.fc.bias)
+    post_ln = lambda f: (lambda x: m.layer_norm(x + mha_forward(x, 3, *ws(f))))
+    call = lambda x: m(x, x, x, _future_true(x.shape[1]).expand(x.shape[0], -1, -1))[0]
+    err, leak = cmp(call, post_ln((4 / 12) ** 0.5), 12)
+    err_right, _ = cmp(call, post_ln(1.0), 12, shapes=[(2, 7)])
+    try:
+        m(torch.randn(2, 5, 12), torch.randn(2, 5, 12), torch.randn(2, 5, 12))
+        no_mask = "ran without a mask"
+    except AttributeError:
+        no_mask = "without a mask it raises (mask.repeat on None)"
+    good, msg = ok_line(err, leak)
+    return (good and err_right > 1e-3 and m.attention.temperature == 12 ** 0.5,
+            msg + f" against LayerNorm(x + MHA(x)) with scores / sqrt(d_model); with / sqrt(d_k) (the fix e108f0f): "
+                  f"{err_right:.1e}; {no_mask}", "n_head=3 d_model=12 d_k=d_v=4, mask (B, n, n) True = masked")
+
+
+def _negate_second_halves(w, heads):
+    """Rows of W (out, in) with the second half of every head's rows negated."""
+    dh = w.shape[0] // heads
+    sign = torch.cat([torch.ones(dh // 2), -torch.ones(dh - dh // 2)]).repeat(heads)
+    return w * sign[:, None]
+
+
+@check("modded_nanogpt_rotary_negative_angle.py")
+def _(mod):
+    """Rotate-half RoPE turned by -angle = the usual rotate-half RoPE with the second half of each head of W_q and
+    W_k negated (float32 cos/sin tables: relative 1e-5).  And the latent cache bug: cos/sin kept in plain attributes,
+    recomputed only when the sequence length changes, so after .to(device) at the same length the old device's
+    tensors are used."""
+    cfg = mod.GPTConfig(vocab_size=5, n_layer=1, n_head=3, n_embd=12)
+    m = randomize(mod.CausalSelfAttention(cfg)).eval()
+    W = m.c_attn.weight
+    wq, wk, wv = W[:12], W[12:24], W[24:]
+    ref = lambda x: rope_mha_forward(x, 3, _negate_second_halves(wq, 3), _negate_second_halves(wk, 3), wv,
+                                     m.c_proj.weight, convention="half")
+    err, leak = cmp(m, ref, 12)
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err_half, _ = cmp(m, lambda x: rope_mha_forward(x, 3, wq, wk, wv, m.c_proj.weight, convention="half"), 12,
+                      shapes=[(2, 7)])
+    err_inter, _ = cmp(m, lambda x: rope_mha_forward(x, 3, wq, wk, wv, m.c_proj.weight, convention="interleaved"),
+                       12, shapes=[(2, 7)])
+    fresh = mod.CausalSelfAttention(cfg).to("meta")
+    fresh(torch.randn(2, 5, 12, device="meta"))  # a module moved before its first forward works on the new device
+    stale = mod.CausalSelfAttention(cfg)
+    stale(torch.randn(2, 5, 12))  # caches cos/sin for length 5 on the CPU
+    stale.to("meta")
+    try:
+        stale(torch.randn(2, 5, 12, device="meta"))
+        moved = "ran after .to(meta)"
+    except RuntimeError as e:
+        moved = f"after a CPU forward and .to(meta), the same length raises RuntimeError ({str(e)[:48]}...)"
+    good = err / scale < FLOAT32_TOL and leak < TOL and err_half > 1e-3 and err_inter > 1e-3 and "raises" in moved
+    return good, (f"max|out-ref|={err:.1e} (relative {err / scale:.1e}) future-leak={leak:.1e} against rotate-half RoPE "
+                  f"with W_q, W_k second halves negated; plain rotate-half: {err_half:.1e}, interleaved: "
+                  f"{err_inter:.1e}; {moved}"), "n_embd=12 n_head=3 (dh 4), FLOAT32_TOL relative"
+
+
+@check("hf_openai_transformer_lm_attention_scale_flag.py")
+def _(mod):
+    """Default scale=False: the lesson's function with W_q, b_q multiplied by sqrt(dh) (unscaled scores); scale=True
+    (the repository's model): the lesson's function.  Conv1D weights (nx, nf) are read as W = w.T."""
+    class Cfg:
+        n_head, attn_pdrop, resid_pdrop = 3, 0.0, 0.0
+
+    def refs(m, f):
+        w, b = m.c_attn.w, m.c_attn.b
+        return lambda x: mha_forward(x, 3, w[:, :12].T * f, w[:, 12:24].T, w[:, 24:].T, m.c_proj.w.T,
+                                     b[:12] * f, b[12:24], b[24:], m.c_proj.b)
+    m = randomize(mod.Attention(12, CTX, Cfg())).eval()
+    err, leak = cmp(m, refs(m, 4 ** 0.5), 12)
+    err_scaled_ref, _ = cmp(m, refs(m, 1.0), 12, shapes=[(2, 7)])
+    s = randomize(mod.Attention(12, CTX, Cfg(), scale=True)).eval()
+    err_s, leak_s = cmp(s, refs(s, 1.0), 12)
+    x = torch.randn(5, 2, 12).transpose(0, 1)  # a non-contiguous (2, 5, 12) input
+    try:
+        m(x)
+        noncontig = "a non-contiguous input ran"
+    except RuntimeError:
+        noncontig = "a non-contiguous input raises in Conv1D's x.view"
+    good = err < TOL and leak < TOL and err_scaled_ref > 1e-3 and err_s < TOL and leak_s < TOL and "raises" in noncontig
+    return good, (f"default scale=False: unscaled reference max|out-ref|={err:.1e} leak={leak:.1e}, the lesson's "
+                  f"scaled one differs by {err_scaled_ref:.1e}; scale=True: max|out-ref|={err_s:.1e} leak={leak_s:.1e} "
+                  f"(-1e9 fill exact here); {noncontig}"), "nx=12 n_ctx=10 n_head=3, W = Conv1D w.T"
+
+
+def _no_mask_forward(x, nheads, wq, wk, wv, wo, bq, bk, bv, bo, scaled):
+    """The lesson's function without its causal mask (and, scaled=False, without the 1/sqrt(dh)), per head."""
+    B, n, _ = x.shape
+    lin = torch.nn.functional.linear
+    dh = wq.shape[0] // nheads
+    split = lambda t: t.view(B, n, nheads, dh).transpose(1, 2)
+    q, k, v = split(lin(x, wq, bq)), split(lin(x, wk, bk)), split(lin(x, wv, bv))
+    scores = q @ k.transpose(2, 3) / (dh ** 0.5 if scaled else 1.0)
+    return lin((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, n, -1), wo, bo)
+
+
+@check("hf_openai_transformer_lm_mask_index_not_slice.py")
+def _(mod):
+    class Cfg:
+        n_head, attn_pdrop, resid_pdrop = 3, 0.0, 0.0
+
+    def unmasked(m, scaled):
+        w, b = m.c_attn.w, m.c_attn.b
+        return lambda x: _no_mask_forward(x, 3, w[:, :12].T, w[:, 12:24].T, w[:, 24:].T, m.c_proj.w.T,
+                                          b[:12], b[12:24], b[24:], m.c_proj.b, scaled)
+    m = randomize(mod.Attention(12, CTX, Cfg())).eval()
+    s = randomize(mod.Attention(12, CTX, Cfg(), scale=True)).eval()
+    shapes = [(2, 7), (3, 5), (2, 9)]  # n < n_ctx
+    err, leak = cmp(m, unmasked(m, False), 12, shapes=shapes)
+    err_s, _ = cmp(s, unmasked(s, True), 12, shapes=shapes)
+    try:
+        m(torch.randn(2, CTX, 12))
+        full = "n == n_ctx ran"
+    except IndexError:
+        full = "n == n_ctx raises IndexError"
+    good = err < TOL and err_s < TOL and leak > 1e-3 and "raises" in full
+    return good, (f"n < n_ctx: the unmasked (unscaled) function reproduces it, max {err:.1e}, future-leak={leak:.1e}; "
+                  f"scale=True: the unmasked scaled function, max {err_s:.1e}; {full}"), \
+        "nx=12 n_ctx=10 n_head=3, W = Conv1D w.T"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

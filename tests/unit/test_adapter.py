@@ -80,6 +80,7 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
     ("head_dimension", "head_width"), ("num_kv_heads", "kv_heads"), ("dropoutRate", "dropout"), ("p", "dropout"),
     ("attn_p", "dropout"), ("use_bias", "all_bias"), ("qkvBias", "qkv_bias"), ("key_value_heads", "kv_heads"),
     ("inputSize", "d_in"), ("attention_dim", None),
+    ("nx", "width"),  # OpenAI's GPT-1/GPT-2 ports: Attention(nx, n_ctx, cfg, scale=False), tests/realzoo/hf_openai_...
     # a word mha-check does not know: something else, left alone
     ("rope_theta", None), ("max_batch_size", None), ("n_local_heads", None), ("vocab_size", None),
     ("layer_idx", None), ("d_ff", None), ("out_proj_bias", None), ("key_dim", None), ("model", None),
@@ -87,6 +88,15 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
 ])
 def test_parameter_names_are_read_by_their_words(name, key):
     assert key_of(name) == key
+
+
+def test_the_papers_value_width_d_v_is_a_head_width_as_d_k():
+    """jadore801120's MultiHeadAttention(n_head, d_model, d_k, d_v) (tests/realzoo/jadore_mha_temperature_d_model_
+    pre_fix.py): d_k and d_v are the paper's per-head widths; d_v unbound left the class unbuildable (cannot tell,
+    "no value for required parameter(s) d_v")."""
+    s = _sig(lambda n_head, d_model, d_k, d_v, dropout=0.1: None)
+    assert not s.unfillable and s.derived == {"d_k": "head_width", "d_v": "head_width"}
+    assert s.accepts == {"heads": "n_head", "width": "d_model", "dropout": "dropout"}
 
 
 def test_a_class_with_its_own_vocabulary_needs_no_arg():
@@ -165,12 +175,43 @@ def test_forward_with_only_x_is_called_plainly():
 
 def test_forward_with_a_required_mask_gets_every_convention_and_no_plain_call():
     styles, _ = _calls(lambda self, x, mask: x)
-    assert len(styles) == 12 and all("mask=causal mask" in s for s in styles)
+    assert len(styles) == 16 and all("mask=causal mask" in s for s in styles)
 
 
 def test_forward_query_key_value_with_an_optional_mask():
     styles, _ = _calls(lambda self, query, key, value, attn_mask=None: query)
-    assert styles[0] == "forward(x, x, x)" and len(styles) == 13
+    assert styles[0] == "forward(x, x, x)" and len(styles) == 17
+
+
+class _MaskFoldedWithTheBatch(nn.Module):
+    """sooftware/attentions' way (tests/realzoo/sooftware_attentions_mha_no_out_proj.py): the (B, n, n) mask is
+    repeated over the heads and viewed as the (B*H, n, n) scores, so a mask without the batch axis cannot be used."""
+
+    def forward(self, query, key, value, mask=None):
+        scores = torch.bmm(query.repeat(2, 1, 1), key.repeat(2, 1, 1).transpose(1, 2))  # 2 heads folded in
+        if mask is not None:
+            scores.masked_fill_(mask.unsqueeze(1).repeat(1, 2, 1, 1).view(scores.size()), float("-inf"))
+        return torch.bmm(scores.softmax(-1), value.repeat(2, 1, 1))[: query.shape[0]]
+
+
+def test_a_mask_the_layer_folds_with_the_batch_is_also_offered_per_sequence():
+    """Without a (B, n, n) style every masked call of such a layer raised for B > 1, only the maskless call ran, and
+    its leak was blamed on the student (no-mask) though the layer masks the future right when given the mask."""
+    found = styles_for(_MaskFoldedWithTheBatch())
+    x = torch.randn(3, 4, 5)
+    ran = []
+    for style in found.styles:
+        args, kwargs = style.arguments(x)
+        try:
+            _MaskFoldedWithTheBatch()(*args, **kwargs)
+        except RuntimeError:
+            continue
+        ran.append(style.describe())
+    assert ran == ["forward(x, x, x)", "forward(x, x, x, mask=causal mask (B, n, n), bool, True = masked)",
+                   "forward(x, x, x, mask=causal mask (B, n, n), bool, True = keep)"]
+    style = next(s for s in found.styles if s.describe() == ran[1])
+    mask = style.arguments(x)[1]["mask"]
+    assert mask.shape == (3, 4, 4) and all(torch.equal(m, torch.ones(4, 4, dtype=torch.bool).triu(1)) for m in mask)
 
 
 def test_keyword_only_inputs_are_passed_by_keyword():
