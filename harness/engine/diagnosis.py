@@ -200,12 +200,10 @@ def _marks(ctx) -> tuple[list[dict], bool]:
         result = ctx.recorded()
     except Exception:  # noqa: BLE001 - a trace is evidence when it works, never a reason to fail
         return [], False
-    steps = {s.index: s for s in result.steps}
     out = []
     for m in result.mistakes:
-        step = steps.get(m.get("step"))
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
-                    "at": step.at if step else None, "code": step.code if step else None,
+                    **dict(zip(("at", "code"), result.where(m))),
                     **{k: m[k] for k in ("title", "symptom") if k in m}})
     return out, True
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import ADDS, CREATORS, MULTIPLIES, SCORES_LIKE, WORKED, number, square_pattern
+from harness.engine.trace.vocabulary import (ADDS, CREATORS, MULTIPLIES, PASS_THROUGH, SCORES_LIKE, VIEWS, WORKED,
+                                             number, square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 VISIBLE_FILL = -50.0  # above this, the future's weight (exp(fill)) shows in ordinary forward values
@@ -96,8 +97,69 @@ def mask_shape(f: Findings) -> None:
     else:
         mid, text = "mask-wrong", "the mask does not hide exactly the future positions (s > t)"
     rows = "; ".join("".join("x" if v else "." for v in row) for row in hidden)
-    f.mark(applied[-1], {"id": mid, "text": f"{text} (hidden, row by row: {rows}; expected .xx; ..x; ...)"},
-           keep_earlier=True)
+    mark = {"id": mid, "text": f"{text} (hidden, row by row: {rows}; expected .xx; ..x; ...)"}
+    made = _made_at(f, applied[-1])
+    if made is not None:  # the mask is right in forward's use of it, wrong where it was made: that line to change
+        mark.update(at=made["at"], code=made["code"],
+                    text=f"{mark['text']}; the mask is made wrongly at {made['at']} ({made['code']}), not where it "
+                         "is applied")
+    f.mark(applied[-1], mark, keep_earlier=True)
+
+
+SHAPERS = {"tril", "triu", "tril_", "triu_"}  # what decides which positions a mask marks
+FILLED = {"ones", "ones_like", "new_ones", "full", "full_like"}  # a tensor of one nonzero value, for a shaper
+CARRIES = PASS_THROUGH | VIEWS | {"eq", "__eq__", "ne", "__ne__", "gt", "__gt__", "lt", "__lt__", "ge", "__ge__",
+                                  "le", "__le__", "logical_not", "__invert__", "bitwise_not", "__rsub__", "rsub",
+                                  "sub", "__sub__", "mul", "__mul__", "__rmul__"}  # with numbers only: they keep
+# which positions a mask marks (or swap marked and unmarked), and choose none
+
+
+def _made_at(f: Findings, m: int) -> dict | None:
+    """{"at", "code"} of the line that made the mask mask operation `m` applies, when the mistake is there and not
+    at `m`: the mask marks neither right convention (1 = may look, torch.tril(ones); 1 = hidden,
+    torch.triu(ones, 1)), and between where it was made and `m` it is only sliced, cast, viewed, compared with a
+    number or inverted.  Made in __init__ (a buffer or tensor attribute: the child records where, `made`, and what
+    it marks, `nonzero`) or in forward by one tril/triu of ones.  A right mask used the wrong way round (`tril`
+    with `== 1`) is the applying line's mistake: None."""
+    made, ops = [], set()
+    for t in f.ops[m]["in"]:
+        if f.namer.derives_from(t, ("project", "scores", "softmax")) or t.get("name") == "x":
+            continue  # the scores' side
+        if "made" in t and t["shape"]:
+            made.append(t["made"])
+        if t.get("src") is not None:
+            ops |= f.namer.ancestors(t["src"]) | {t["src"]}
+    shapers = []
+    for a in ops:
+        op = f.ops[a]
+        if op["op"] in SHAPERS:
+            shapers.append(a)
+        elif op["op"] not in CARRIES and not (op["op"] in FILLED and all(not t["shape"] for t in op["in"])):
+            return None  # something else chose the positions: the line that applies the mask is the one to read
+        if op["op"] in CARRIES and len([t for t in op["in"] if t["shape"]]) > 1:
+            return None
+        made += [t["made"] for t in op["in"] if "made" in t and t["shape"]]
+    if len(made) + len(shapers) != 1:
+        return None
+    n = f.cfg["n"]
+    if made:
+        where, marks = made[0], made[0].get("nonzero")
+        marks = np.array(marks, bool) if marks is not None else None
+    else:
+        op = f.ops[shapers[0]]
+        source = op["in"][0] if op["in"] else {}
+        if source.get("src") is None or f.ops[source["src"]]["op"] not in FILLED:
+            return None
+        raw = op["kwargs"].get("diagonal", op["args"][1] if len(op["args"]) > 1 else "0")
+        diagonal = number(raw)
+        if diagonal is None or diagonal != int(diagonal):
+            return None
+        shape = np.tril if op["op"].startswith("tril") else np.triu
+        where, marks = op, shape(np.ones((n, n), bool), int(diagonal))
+    if marks is None or marks.shape != (n, n) or np.array_equal(marks, np.tril(np.ones((n, n), bool))) or \
+            np.array_equal(marks, np.triu(np.ones((n, n), bool), 1)) or where.get("at", "?") == "?":
+        return None
+    return {"at": where["at"], "code": where.get("code", "")}
 
 
 def _mask_pattern(namer: Namer, op: dict) -> list | None:
