@@ -80,7 +80,8 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         best = _by_marks(numbers, marks, catalogue)
         if best:
             return _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
-                                           "weights and inputs", catalogue, marks, report)
+                                           "weights and inputs", catalogue, marks + fitting.told(ctx, best, marks),
+                          report)  # (a fill no line tells: its value read off the outputs, in the title)
     mine = set(findings(report))
     matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine
                 and not _trace_refutes(catalogue[m], marks, recorded)]

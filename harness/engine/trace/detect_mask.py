@@ -62,7 +62,7 @@ def finite_fill(f: Findings) -> None:
         fill = _fill_value(f.ops[m])
         if fill is not None and math.isfinite(fill) and f.ops[m]["op"] != "__add__":
             if fill > SAFE_FILL:
-                f.mark(m, _finite_fill(fill), keep_earlier=True)
+                f.mark(m, fill_mark(fill), keep_earlier=True)
             else:
                 f.notes.append(f"step {m + 1}: the mask fills with {fill:g}; that underflows to an exact 0 after the "
                                "softmax, but float('-inf') says what is meant")
@@ -202,21 +202,27 @@ def _fill_value(op: dict) -> float | None:
     return None
 
 
-def _finite_fill(fill: float) -> dict:
+def fill_mark(fill: float, at_least: bool = False) -> dict:
     """A finite fill value.  The catalogued mistakes are told with -10 and -100; another value says itself how
-    large its leak is (`title`, `symptom`), so that a fill of 0 is never called "-10.0" or "small"."""
+    large its leak is (`title`, `symptom`), so that a fill of 0 is never called "-10.0" or "small", nor +17 "barely
+    hidden".  `at_least`: the value was read off the outputs, which any larger fill gives too (the future outweighs
+    every past score), so it is told as "fill or more".  Shared with harness.engine.fitting, which tells a fill
+    found only by its numbers with the same words."""
     mark_id = "fill-leaks-visibly" if fill > VISIBLE_FILL else "fill-leaks-invisibly"
-    weight = math.exp(fill)
-    size = ("about as much as a past token's: the future is barely hidden" if fill >= -1 else
+    weight = f"e^{fill:g} = {math.exp(fill):.2g}" if fill < 700 else f"e^{fill:g}, beyond any float"
+    size = ("more than any past token's: each token reads mostly the tokens after it" if fill > 1 else
+            "about as much as a past token's: the future is barely hidden" if fill >= -1 else
             "a clearly visible leak" if fill >= -7 else "small, but the outputs differ from the reference"
             if fill > VISIBLE_FILL else "invisible in ordinary outputs, but the gradient shows it")
+    value = f"{fill:.3g} or more" if at_least else f"{fill:g}"
     mark = {"id": mark_id, "text": (
-        f"the masked scores are filled with {fill:g}, a finite value: after the softmax the future keeps a weight "
-        f"of about e^{fill:g} = {weight:.2g} against a score of 0 ({size}); fill with float('-inf')")}
-    if fill not in CATALOGUED_FILLS:
-        mark["title"] = f"Masked scores filled with {fill:g} instead of -inf"
-        mark["symptom"] = (f"Future tokens keep a weight of about e^{fill:g} = {weight:.2g} relative to a score of 0: "
-                           f"{size}; the future influences the past.")
+        f"the masked scores are filled with {value}, a finite value: after the softmax the future keeps a weight "
+        f"of about {weight}{' or more' if at_least else ''} against a score of 0 ({size}); fill with "
+        "float('-inf')")}
+    if fill not in CATALOGUED_FILLS or at_least:
+        mark["title"] = f"Masked scores filled with {value} instead of -inf"
+        mark["symptom"] = (f"Future tokens keep a weight of about {weight}{' or more' if at_least else ''} relative "
+                           f"to a score of 0: {size}; the future influences the past.")
     return mark
 
 
