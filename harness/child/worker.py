@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import random
 import sys
 import warnings
 
@@ -332,16 +333,21 @@ class Worker:
         "code", "nonzero"} (`nonzero`: what its first n x n positions mark, for a mask).  Learnt by building the
         module once more under an `OriginRecorder` (the traced one was built before anyone asked, and moved to float64
         since) and matching tensors by their attribute path.  The generator's state is put back, so the build draws
-        nothing from what follows; a constructor that raises this time leaves the lines unknown, nothing else."""
+        nothing from what follows (torch's, Python's and numpy's generators); a constructor that raises this time leaves
+        the lines unknown, nothing else."""
         recorder = OriginRecorder(self.target.module_file)
-        state = torch.random.get_rng_state()
+        numpy = sys.modules.get("numpy")
+        states = (torch.random.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy else None)
         try:
             with recorder:
                 twin = construct.build(self.target.obj, inst["cfg"], self.overrides, self.signature, set())
         except Exception:  # noqa: BLE001 - the lines are a help, never a reason to fail the trace
             return {}
-        finally:
-            torch.random.set_rng_state(state)
+        finally:  # the generators a constructor may draw from, as they were
+            torch.random.set_rng_state(states[0])
+            random.setstate(states[1])
+            if numpy is not None:
+                numpy.random.set_state(states[2])
         if not isinstance(twin, nn.Module):
             return {}
         theirs = dict(_tensor_attributes(inst["module"]))
