@@ -116,8 +116,8 @@ def test_most_fixes_are_the_students_own_line(reports):
     own = [p.stem for p in OWN if (reports(target(p)).diagnosis or NOTHING).fix !=
            mutants.catalogue()[zoo_constants(p)["DIAGNOSIS"]]["remedy"]]
     assert len(own) >= 19, own  # all but zero-after-softmax, mask-no-device (their remedies span two lines) and
-    # the masks built wrongly in __init__ (mask-hides-diagonal, mask-lets-one-future: their remedies say which
-    # diagonal for either convention): those are told in words
+    # the masks built wrongly in __init__ were told in words until their mutants declared rewrite="diagonal" (their
+    # tril/triu corrected, once the catalogue carries it)
 
 
 @pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
