@@ -13,6 +13,7 @@ INFO = MutantInfo(
             "1) is True strictly "
             "above the diagonal, so a token may attend to itself."),
     killed_by=("output-shape", "causal-leakage", "reference-match", "gradient-match"),
+    rewrite="diagonal",
     trace=("mask-includes-diagonal",),
     symptom=("A token cannot attend to itself, and the first token has nothing left to attend to: its softmax row "
              "is all -inf and its output is NaN."),

@@ -13,6 +13,7 @@ INFO = MutantInfo(
             "torch.triu(..., 1) is True strictly "
             "above the diagonal."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
+    rewrite="diagonal",
     trace=("mask-one-token-late",),
     symptom=("Each token also attends to the token right after it, so the model can read the answer it is "
              "supposed to predict; outputs differ from the reference."),

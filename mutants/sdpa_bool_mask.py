@@ -7,7 +7,8 @@ from mutants._info import MutantInfo
 
 INFO = MutantInfo(
     id="sdpa-bool-mask",
-    task="The last token's output is all zeros, and each token's output depends on later tokens.",
+    task=("The last token's output is the same whatever the input, and each token's output depends on later "
+          "tokens."),
     topic="the causal mask",
     title="The triu mask (True = masked) passed to scaled_dot_product_attention as attn_mask, where True means attend",
     lesson=('Engineering implications: fused kernels "that never store" the scores; the causal mask M (lesson '
@@ -16,7 +17,8 @@ INFO = MutantInfo(
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
     trace=("sdpa-mask-keeps-future",),
     symptom=("Every token attends only to the tokens after it: the mask is read the other way round. The last token "
-             "attends to nothing and gets zeros; no NaN shows, so nothing crashes."),
+             "attends to nothing: its attention output is zeros, so its output is the output projection's bias alone, "
+             "whatever the input; no NaN shows, so nothing crashes."),
     rewrite="invert",
     remedy="A boolean attn_mask says which positions to keep: pass is_causal=True, or the inverted mask (~mask).",
     fix="w = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # or attn_mask=~self.mask[:n, :n]",
@@ -24,8 +26,9 @@ INFO = MutantInfo(
     example=(
         "mask = triu(ones(3, 3), 1).bool() = [[F, T, T], [F, F, T], [F, F, F]]  (True = a future position)\n"
         "scaled_dot_product_attention reads True as 'may attend': row 0 attends to tokens 1 and 2 only,\n"
-        "  row 1 to token 2 only, row 2 to nothing (its output is 0)\n"
-        "so y[:, 0] depends on x[:, 1] and x[:, 2], and never on x[:, 0]\n"
+        "  row 1 to token 2 only, row 2 to nothing (its attention output is 0)\n"
+        "so y[:, 0] depends on x[:, 1] and x[:, 2], and on x[:, 0] through its query (which weighs tokens 1 and 2);\n"
+        "  y[:, 1] only on x[:, 2] (one key left: weight 1 whatever the query), and y[:, 2] on none\n"
         "right: is_causal=True, or attn_mask=~mask (True on and below the diagonal)"
     ),
 )

@@ -152,10 +152,11 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
 
     INPLACE_DUNDER = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__idiv__"}
 
-    def __init__(self, student_file, names: dict, limit: int = 400):
+    def __init__(self, student_file, names: dict, limit: int = 400, made: dict | None = None):
         super().__init__()
         self.student_file = os.path.abspath(student_file) if student_file else None
         self.names = names
+        self.made = made or {}  # id of a module tensor -> where the constructor made it (OriginRecorder.origin)
         self.limit = limit
         self.ops: list[dict] = []
         self.producer: dict[int, int] = {}
@@ -227,6 +228,8 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
             info["src"] = self.producer[id(t)]
         elif id(t) in self.names:
             info["name"] = self.names[id(t)]
+        if "src" not in info and id(t) in self.made:
+            info["made"] = self.made[id(t)]
         if t.device.type == "meta":
             return info
         if t.numel() == 1:
@@ -267,3 +270,62 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
             return {"at": f"{os.path.basename(filename)}:{fallback.f_lineno}",
                     "code": linecache.getline(filename, fallback.f_lineno).strip()[:160]}
         return {"at": "?", "code": ""}
+
+
+class OriginRecorder(TraceRecorder):
+    """Where the student's constructor made each tensor: the innermost line of the student's files for every torch
+    operation run while the module is built, and which tensors each was made from.  A mask buffer built wrongly in
+    __init__ (`torch.triu(torch.ones(n, n))`) shows its mistake in forward, at the masked_fill that uses it; the line
+    to change is the one that built it (`origin`).  Only observes, like the trace."""
+
+    SHAPERS = {"tril", "triu", "tril_", "triu_"}  # the operations that decide which positions a mask marks
+
+    def __init__(self, student_file, limit: int = 2000):
+        super().__init__(student_file, {}, limit)
+        self.made_by: dict[int, dict] = {}  # id(tensor) -> {"op", "at", "code", "from": [ids of its inputs]}
+
+    def _record(self, func, args, kwargs, result, raised: str | None = None):
+        if raised is not None or len(self.made_by) >= self.limit:
+            return
+        name = getattr(func, "__name__", "") or str(func)
+        outs = [result] if isinstance(result, torch.Tensor) else (
+            [r for r in result if isinstance(r, torch.Tensor)] if isinstance(result, (tuple, list)) else [])
+        if name.endswith("_") and not name.startswith("_") and args and isinstance(args[0], torch.Tensor):
+            outs = [args[0]]  # in place: the tensor itself is remade
+        if not outs:
+            return
+        inputs = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+        record = {"op": name, **self._where(), "from": [id(a) for a in inputs if a is not outs[0]]}
+        for t in outs:
+            self.made_by[id(t)] = record
+            self.keep.append(t)
+        self.keep.extend(inputs)
+
+    def origin(self, t: torch.Tensor) -> dict | None:
+        """{"at", "code"} of the student's line that made `t`: the tril/triu that shaped it if one did (not the
+        `.bool()` or `register_buffer` line after it), otherwise the operation that made it; None when none of the
+        student's lines did."""
+        first = self.made_by.get(id(t))
+        if first is None:
+            return None
+        seen, todo = set(), [id(t)]
+        while todo:
+            made = self.made_by.get(todo.pop(0))
+            if made is None or id(made) in seen:
+                continue
+            seen.add(id(made))
+            if made["op"] in self.SHAPERS and made["at"] != "?":
+                return {"at": made["at"], "code": made["code"]}
+            todo.extend(made["from"])
+        return {"at": first["at"], "code": first["code"]} if first["at"] != "?" else None
+
+
+def square_nonzero(t: torch.Tensor, n: int) -> list | None:
+    """Which of the first n x n positions of a mask-like tensor (..., L, L), leading axes of size 1, are nonzero
+    (1) or zero (0): what a mask buffer marks, whatever its dtype (-inf counts as marked)."""
+    if t.device.type == "meta" or t.dim() < 2 or t.shape[-1] < n or t.shape[-2] < n or t.is_complex():
+        return None
+    top = t[..., :n, :n].reshape(-1, n, n)
+    if top.shape[0] != 1:
+        return None
+    return (top[0] != 0).to(torch.int64).tolist()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import random
 import sys
 import warnings
 
@@ -34,7 +35,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 from harness.child import cache, calling, construct, layouts  # noqa: E402
-from harness.child.recorders import DeviceRecorder, TraceRecorder  # noqa: E402
+from harness.child.recorders import DeviceRecorder, OriginRecorder, TraceRecorder, square_nonzero  # noqa: E402
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
 from harness.child import torch_limits  # noqa: E402
 from harness.wire import messages as m  # noqa: E402
@@ -317,7 +318,7 @@ class Worker:
         names = {id(p): n for n, p in module.named_parameters()}
         names.update({id(b): n for n, b in module.named_buffers()})
         names[id(x)] = "x"
-        recorder = TraceRecorder(self.target.module_file, names, request.limit)
+        recorder = TraceRecorder(self.target.module_file, names, request.limit, self._origins(inst, x.shape[1]))
         raised, output = None, None
         try:
             with torch.no_grad(), recorder:
@@ -326,6 +327,36 @@ class Worker:
         except StudentError as e:
             raised = e.text
         return m.TraceResult(recorder.ops, recorder.truncated, raised, output)
+
+    def _origins(self, inst: dict, n: int) -> dict[int, dict]:
+        """Where the constructor made each buffer and plain tensor attribute of the traced module: id -> {"at",
+        "code", "nonzero"} (`nonzero`: what its first n x n positions mark, for a mask).  Learnt by building the
+        module once more under an `OriginRecorder` (the traced one was built before anyone asked, and moved to float64
+        since) and matching tensors by their attribute path.  The generator's state is put back, so the build draws
+        nothing from what follows (torch's, Python's and numpy's generators); a constructor that raises this time leaves
+        the lines unknown, nothing else."""
+        recorder = OriginRecorder(self.target.module_file)
+        numpy = sys.modules.get("numpy")
+        states = (torch.random.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy else None)
+        try:
+            with recorder:
+                twin = construct.build(self.target.obj, inst["cfg"], self.overrides, self.signature, set())
+        except Exception:  # noqa: BLE001 - the lines are a help, never a reason to fail the trace
+            return {}
+        finally:  # the generators a constructor may draw from, as they were
+            torch.random.set_rng_state(states[0])
+            random.setstate(states[1])
+            if numpy is not None:
+                numpy.random.set_state(states[2])
+        if not isinstance(twin, nn.Module):
+            return {}
+        theirs = dict(_tensor_attributes(inst["module"]))
+        out = {}
+        for path, t in _tensor_attributes(twin):
+            where, mine = recorder.origin(t), theirs.get(path)
+            if where is not None and mine is not None:
+                out[id(mine)] = {**where, "nonzero": square_nonzero(mine, n)}
+        return out
 
     def cached(self, request: m.CacheRun) -> m.Reply:
         """Decode with the layer's KV cache (harness.child.cache), in eval mode without gradients; what the
@@ -414,6 +445,16 @@ def _plain_tensor_attributes(module: nn.Module) -> list[str]:
             # a 0-d tensor (a scale factor) is fine: PyTorch mixes CPU scalars with tensors on any device
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.dim() > 0:
                 found.append(f"{name + '.' if name else ''}{attr}")
+    return found
+
+
+def _tensor_attributes(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """The module's buffers and plain tensor attributes (not parameters), by their attribute path."""
+    found = list(module.named_buffers())
+    for name, mod in module.named_modules():
+        for attr, value in vars(mod).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                found.append((f"{name + '.' if name else ''}{attr}", value))
     return found
 
 

@@ -80,7 +80,8 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         best = _by_marks(numbers, marks, catalogue)
         if best:
             return _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
-                                           "weights and inputs", catalogue, marks, report)
+                                           "weights and inputs", catalogue, marks + fitting.told(ctx, best, marks),
+                          report)  # (a fill no line tells: its value read off the outputs, in the title)
     mine = set(findings(report))
     matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine
                 and not _trace_refutes(catalogue[m], marks, recorded)]
@@ -200,12 +201,10 @@ def _marks(ctx) -> tuple[list[dict], bool]:
         result = ctx.recorded()
     except Exception:  # noqa: BLE001 - a trace is evidence when it works, never a reason to fail
         return [], False
-    steps = {s.index: s for s in result.steps}
     out = []
     for m in result.mistakes:
-        step = steps.get(m.get("step"))
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
-                    "at": step.at if step else None, "code": step.code if step else None,
+                    **dict(zip(("at", "code"), result.where(m))),
                     **{k: m[k] for k in ("title", "symptom") if k in m}})
     return out, True
 

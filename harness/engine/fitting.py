@@ -9,22 +9,34 @@ caller then asks what it asks of every variant: is the variant, with that value,
 within tolerance (`compare.same`)?  The fit only proposes the value; the evidence is that comparison, never a
 small residual.
 
-The fit is a scalar search: the variant on a coarse grid of values (a future score from -40 to +40: below that its
-weight is 0 in float64, above it the future outweighs everything), then Gauss-Newton steps from the best point.
-Values that do not depend on the knob (rows with nothing masked) must already be the module's, else nothing is
-fitted: two evaluations reject a reading of the parameters or a call that is not this mistake's.  A value under
+The fit is a scalar search: the variant on a grid of values (dense from -40 to +40, where the scores of
+init-scale weights compete with the fill; sparse out to ±1e4 for layers whose scores are large), then Gauss-Newton
+steps from its best points; where scores are large the cost is steep only near the module's value and flat between
+grid values, so if no start reaches the output, the grid is refined around its best point and the steps start
+again.  A fill above every score gives the same outputs as any larger one: such a value is read as "this or more"
+(`told`).  Values that do not depend on the knob (rows with nothing masked: the same under fills of -1e6 and +1e6)
+must already be the module's, else nothing is fitted: two evaluations reject a reading of the parameters or a call
+that is not this mistake's.  A value under
 which the mask changes nothing (0 added to the scores) is not this mistake but no mask at all, and is not used.
 """
 from __future__ import annotations
 
 import numpy as np
 
+import mutants
 from harness.engine.compare import same
+from harness.engine.trace.detect_mask import fill_mark
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from reference import variants
+from reference.rotary import with_rope
 
+ENDS = (-1e6, 1e6)  # beyond every score: what these two agree on does not depend on the knob
 GRID = (-40.0, 40.0, -32.0, -26.0, -21.0, -17.0, -14.0, -11.0, -9.0, -7.0, -5.0, -3.5, -2.0, -1.0, 0.0, 1.0, 2.0,
-        3.5, 5.0, 7.0, 10.0, 15.0, 25.0)  # the two ends first: what they agree on does not depend on the knob
+        3.5, 5.0, 7.0, 10.0, 15.0, 20.0, 25.0, 32.0, -60.0, 60.0, -100.0, 100.0, -200.0, 200.0, -500.0, 500.0, -1e3,
+        1e3, -1e4, 1e4)  # dense where scores of init-scale weights compete; wider for layers whose scores are large
 STEPS = 25  # Gauss-Newton steps at most (each two evaluations); a few suffice from the grid's best point
+STARTS = 3  # the grid's best points the steps start from, in turn, until one reaches the module's output
+ZOOMS = 8  # then, if none did, refinements of the grid around its best point (each 7 evaluations)
 
 
 def output(x, heads: int, w, knobs: dict, free: tuple[str, ...], y) -> np.ndarray:
@@ -50,22 +62,55 @@ def fit(x, heads: int, w, knobs: dict, knob: str, y) -> float | None:
         return None
     scale = max(1.0, float(np.abs(y).max(initial=0.0)))
     f = lambda v: variants.forward(x, heads, w, **{**knobs, knob: float(v)})
-    low, high = f(GRID[0]), f(GRID[1])
+    low, high = f(ENDS[0]), f(ENDS[1])
     fixed = np.isclose(low, high, rtol=1e-12, atol=1e-12 * scale)  # values the knob does not move
     if not same(y[fixed], low[fixed]):
         return None
     cost = lambda out: float(np.sum(((out - y) / scale) ** 2)) if np.isfinite(out).all() else np.inf
-    outs = {GRID[0]: low, GRID[1]: high, **{v: f(v) for v in GRID[2:]}}
-    best, v = min((cost(out), v) for v, out in outs.items())
-    if not np.isfinite(best):
+    outs = {ENDS[0]: low, ENDS[1]: high, **{v: f(v) for v in GRID}}
+    starts = sorted((cost(out), v) for v, out in outs.items())[:STARTS]
+    if not np.isfinite(starts[0][0]):
         return None
-    at = outs[v]
+    found = []
+    for best, v in starts:  # from the best grid points: large scores make the cost rise and fall between them
+        if not np.isfinite(best):
+            break
+        v, best = _descend(f, cost, y, v, outs[v], best)
+        found.append((best, v))
+        if same(f(v), y):
+            return v
+    v = _zoom(f, cost, outs)  # where scores are large the cost is steep only near the value, flat between grid points
+    best, v = min(found + [_descend(f, cost, y, v, outs[v], cost(outs[v]))[::-1]])
+    return v
+
+
+def _zoom(f, cost, outs: dict) -> float:
+    """The grid refined around its best point, ZOOMS times (each time 7 values between its two neighbours): the
+    best value found (`outs` gains the outputs computed)."""
+    costs = {v: cost(out) for v, out in outs.items()}
+    for _ in range(ZOOMS):
+        values = sorted(costs)
+        i = values.index(min(values, key=costs.get))
+        lo, hi = values[max(i - 1, 0)], values[min(i + 1, len(values) - 1)]
+        if hi - lo < 1e-3 * (1.0 + abs(values[i])):
+            break
+        for v in np.linspace(lo, hi, 9)[1:-1]:
+            if float(v) not in outs:
+                outs[float(v)] = f(v)
+                costs[float(v)] = cost(outs[float(v)])
+    return min(costs, key=costs.get)
+
+
+def _descend(f, cost, y, v: float, at: np.ndarray, best: float) -> tuple[float, float]:
+    """Gauss-Newton steps from `v` (whose output is `at`, its cost `best`): (the value reached, its cost)."""
     for _ in range(STEPS):
-        h = 1e-3  # a forward difference: each step still gains about three orders of magnitude
+        h = 1e-3 * max(1.0, abs(v) / 100)  # a forward difference: each step still gains about three orders of
+        # magnitude (relative to the value far from 0, where the output changes as slowly)
         slope = ((f(v + h) - at) / h).ravel()
         if not np.isfinite(slope).all() or not slope.any():
             break
-        step = max(-5.0, min(5.0, -float(slope @ (at - y).ravel()) / float(slope @ slope)))
+        reach = max(5.0, abs(v) / 4)  # a step of at most 5 near 0, a quarter of the value far from it
+        step = max(-reach, min(reach, -float(slope @ (at - y).ravel()) / float(slope @ slope)))
         while abs(step) > 1e-12 * (1.0 + abs(v)):
             nxt = f(v + step)
             if cost(nxt) <= best:
@@ -77,4 +122,57 @@ def fit(x, heads: int, w, knobs: dict, knob: str, y) -> float | None:
         v, at, best = v + step, nxt, cost(nxt)
         if stalled or abs(step) < 1e-10 * (1.0 + abs(v)):
             break
-    return v
+    return v, best
+
+
+def told(ctx, mid: str, marks: list[dict]) -> list[dict]:
+    """The mark a fill mistake named from the numbers alone tells itself with, its title and symptom saying the fill
+    read off the output (on the base configuration, under the diagnosis's weights and input), as a line of the trace
+    would (`fill_mark`); [] when a mark of the trace names it already (the line tells its own value), when the
+    mistake is no fill, or the fit does not reproduce the output.  A fill whose output any larger fill gives too (the
+    future outweighs every score) is told as the least such value, "or more"."""
+    knobs = mutants.variants().get(mid, {})
+    if "fill" not in mutants.fitted().get(mid, ()) or knobs.get("mask_op", "fill") != "fill" or \
+            any(m.get("mutant") == mid for m in marks):
+        return []
+    try:
+        cfg = ctx.base
+        inst = ctx.build(cfg)
+        w = ctx.weights_for(inst, "diagnosis")
+        ctx.transplant(inst, w)
+        x = ctx.input(cfg, "diagnosis")
+        y = inst.forward(x)
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return []
+    knobs = with_rope(knobs, ctx.rope)
+    f = lambda v: variants.forward(x, cfg.heads, w, **{**knobs, "fill": float(v)})
+    value = fit(x, cfg.heads, w, knobs, "fill", y)
+    if value is None or not same(f(value), y):
+        return []
+    at_least = value > 0 and same(f(ENDS[1]), y)
+    mark = fill_mark(_least(f, y, value) if at_least else value, at_least)
+    if "title" not in mark:
+        return []  # a catalogued fill (-10, -100): the catalogue's own words
+    return [{"id": "fitted", "mutant": mid, "text": mark["text"], "at": None, "code": None,
+             "title": mark["title"], "symptom": mark["symptom"]}]
+
+
+def _least(f, y, value: float) -> float:
+    """The least fill whose output is still `y`, below `value` (which gives it): found by halving the bracket."""
+    low = value
+    for _ in range(40):  # a value below that gives another output
+        low -= max(1.0, abs(low))
+        if not same(f(low), y):
+            break
+    else:
+        return value
+    high = value
+    for _ in range(40):
+        mid = (low + high) / 2
+        if same(f(mid), y):
+            high = mid
+        else:
+            low = mid
+        if high - low < 1e-3 * max(1.0, abs(high)):
+            break
+    return high

@@ -115,8 +115,9 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
                         continue  # a grouped layer's mistake on plain weights, or keys from W_q on narrower W_k
                     if rope is None and "rope" in knobs:
                         continue  # a rotary mistake is tried under the rotary conventions
-                    free = mutants.fitted().get(mid, ()) if rope is None else ()  # a value read off the output
-                    # (a fill of -1e-12 as much as -10), on the lesson's layer only: three times the work otherwise
+                    free = mutants.fitted().get(mid, ())  # a value read off the output (a fill of -1e-12 as much
+                    # as -10), under the rotary conventions too: a reading that is not the mistake's costs two
+                    # evaluations (fitting rejects it when what no fill moves differs), a rotary layer's fill is fitted
                     theirs = fitting.output(x, heads, w, with_rope(knobs, rope), free, own)
                     if same(own, theirs) and not same(theirs, ref):  # NaN where the mistake has NaN
                         matches.setdefault((style, i), []).append(mid)
@@ -140,7 +141,7 @@ def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -
         if mutants.form(mid) != form or not MASKING_KNOBS & set(knobs) or not variants.applies(w, heads, knobs) \
                 or (rope is None and "rope" in knobs):
             continue
-        free = mutants.fitted().get(mid, ()) if rope is None else ()
+        free = mutants.fitted().get(mid, ())
         theirs = fitting.output(x, heads, w, with_rope(knobs, rope), free, own)
         if same(own, theirs) and not same(theirs, ref):
             wrong.append(mid)

@@ -27,7 +27,7 @@ def parse(source: str) -> ast.Module:
 KINDS = {"split": "", "split-all": " # and the keys and values alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
-         "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": ""}
+         "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -44,8 +44,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     it marks inverted, in masked_fill or in a fused attention's boolean attn_mask; only when `told`, the trace mark's
     text, says it hides exactly the past and the diagonal), "keys" (the keys transposed on other axes than their
     last two) and "additive" (a mask of -1e9 added to the scores, made by where or masked_fill: -inf instead; not
-    for a product such as (1 - tril) * -1e9, where -inf times 0 is NaN) and "multiply" (the scores multiplied by a
-    mask that is 1 where a token may look: masked_fill where it is 0)."""
+    for a product such as (1 - tril) * -1e9, where -inf times 0 is NaN), "multiply" (the scores multiplied by a
+    mask that is 1 where a token may look: masked_fill where it is 0) and "diagonal" (a mask made by triu or tril
+    with the wrong diagonal: triu marks what is hidden, from diagonal 1; tril what a token may see, to diagonal 0)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -328,5 +329,32 @@ def _multiply(line: str, tree: ast.Module) -> str | None:
     return f'{target} = {target}.masked_fill({keep} == 0, float("-inf"))'
 
 
+def _diagonal(line: str, tree: ast.Module) -> str | None:
+    """torch.triu(torch.ones(n, n))  ->  torch.triu(torch.ones(n, n), diagonal=1);  torch.tril(ones, diagonal=-1)
+    ->  torch.tril(ones, diagonal=0);  m.triu(2)  ->  m.triu(1).  A triu marks the hidden positions (the future:
+    from diagonal 1), a tril those a token may see (the past and itself: up to diagonal 0), whichever way the line
+    writes it; the line that made the mask, which trace points to when the mask is made wrongly (issue 28)."""
+    calls = _calls(tree, "triu", "tril", "triu_", "tril_")
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    want = "1" if getattr(call.func, "attr", getattr(call.func, "id", "")).startswith("triu") else "0"
+    method = isinstance(call.func, ast.Attribute) and _text(line, call.func.value) not in FUNCTION_HOMES
+    told = next((k.value for k in call.keywords if k.arg == "diagonal"), None)
+    if told is None and len(call.args) > (0 if method else 1):
+        told = call.args[0 if method else 1]
+    if told is not None:
+        try:
+            if str(ast.literal_eval(told)) == want:
+                return None  # the diagonal is right: the mistake is elsewhere
+        except ValueError:
+            pass
+        return line[:told.col_offset] + want + line[told.end_col_offset:]
+    if want == "0":
+        return None  # tril's default is 0 already
+    end = call.end_col_offset - 1  # the closing parenthesis
+    return line[:end].rstrip() + (", " if call.args or call.keywords else "") + "diagonal=1" + line[end:]
+
+
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
-         "keys": _keys, "additive": _additive, "multiply": _multiply}
+         "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal}

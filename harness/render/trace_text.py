@@ -45,9 +45,10 @@ def render(result: TraceResult, wide: bool = False) -> str:
     if result.mistakes:
         where: dict[str, list] = {}
         for m in result.mistakes:
-            where.setdefault(m.get("mutant") or m["id"], []).append(m["step"])
-        found = "; ".join(mid + (" (step " + ", ".join(str(s) for s in at if s is not None) + ")"
-                                 if any(s is not None for s in at) else "") for mid, at in where.items())
+            made = f", the line to change: {m['at']}" if m.get("at") else ""  # a mask made wrongly elsewhere
+            where.setdefault(m.get("mutant") or m["id"], []).append((m["step"], made))
+        found = "; ".join(mid + (" (step " + ", ".join(str(s) + made for s, made in at if s is not None) + ")"
+                                 if any(s is not None for s, _ in at) else "") for mid, at in where.items())
         lines += _wrap(f"known mistakes marked: {found}", "  ", "", wide)
         explain = [m["mutant"] for m in result.mistakes if m.get("mutant")]  # a mark with no catalogued mistake
         # (wrong-scale: a factor no mutant has) has no story to explain, and `explain` would say it does not know it

@@ -16,6 +16,7 @@ from conftest import ZOO, zoo_constants
 from harness.engine import rewrite
 from harness.engine.records import Diagnosis
 from harness.frontends.trace import trace
+from harness.render.trace_text import render
 from harness.sandbox.pool import Fork
 from harness.sandbox.subject import Subject
 
@@ -93,7 +94,7 @@ def test_trace_marks_the_same_mistake_at_the_same_line(path, traced):
     """`trace` once called the softmax-then-`wei * tril` layer no-mask while the report said zero-after-softmax."""
     want = zoo_constants(path)
     result = traced[path]
-    marks = [(m["mutant"], result.steps[m["step"] - 1].at if m.get("step") else None) for m in result.mistakes]
+    marks = [(m["mutant"], result.where(m)[0]) for m in result.mistakes]  # a mask made in __init__: that line
     assert {mutant for mutant, _ in marks} == {want["DIAGNOSIS"]}, marks  # the keys' and values' lines too, if
     assert marks[0][1] == f"{path.name}:{want['LINE']}", marks  # the same mistake is there; the report's first
 
@@ -115,7 +116,8 @@ def test_most_fixes_are_the_students_own_line(reports):
     own = [p.stem for p in OWN if (reports(target(p)).diagnosis or NOTHING).fix !=
            mutants.catalogue()[zoo_constants(p)["DIAGNOSIS"]]["remedy"]]
     assert len(own) >= 19, own  # all but zero-after-softmax, mask-no-device (their remedies span two lines) and
-    # mask-hides-diagonal (its mistake is in __init__, its trace line in forward): those are told in words
+    # the masks built wrongly in __init__ were told in words until their mutants declared rewrite="diagonal" (their
+    # tril/triu corrected, once the catalogue carries it)
 
 
 @pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
@@ -186,8 +188,7 @@ def test_trace_and_the_report_never_disagree_on_the_buggy_zoo(traced_zoo, report
     for path in BUGGY:
         root = reports(target(path)).diagnosis or NOTHING
         result = traced_zoo[path]
-        marks = {(m["mutant"], result.steps[m["step"] - 1].at if m.get("step") else None)
-                 for m in result.mistakes if m.get("mutant")}
+        marks = {(m["mutant"], result.where(m)[0]) for m in result.mistakes if m.get("mutant")}
         named = {mutant for mutant, _ in marks}
         # several marks (a leak and a missing projection): the report's root cause is one of them
         wrong_line = root.at and (root.mutant, root.at) not in marks
@@ -198,3 +199,13 @@ def test_trace_and_the_report_never_disagree_on_the_buggy_zoo(traced_zoo, report
         if (named and root.mutant not in named and not pointed) or wrong_line:
             disagree.append((path.stem, root.mutant, root.at, sorted(marks, key=str)))
     assert disagree == []
+
+
+def test_trace_shows_the_line_that_made_a_wrong_mask_buffer(traced):
+    """A mask buffer built wrongly in __init__ (triu(ones) with diagonal 0) shows at the masked_fill in forward; the
+    line to change, which the report gives too, is the one that built it, and trace says so in its text."""
+    path = ZOO / "buggy" / "own_mask_hides_diagonal.py"
+    text = render(traced[path])
+    assert f"the line to change: {path.name}:21" in text.replace("\n  ", " ")
+    assert traced[path].where(traced[path].mistakes[0]) == (
+        f"{path.name}:21", 'self.register_buffer("mask", torch.triu(torch.ones(max_seq_len, max_seq_len)).bool())')

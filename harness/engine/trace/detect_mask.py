@@ -9,7 +9,8 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import ADDS, CREATORS, MULTIPLIES, SCORES_LIKE, WORKED, number, square_pattern
+from harness.engine.trace.vocabulary import (ADDS, CREATORS, MULTIPLIES, PASS_THROUGH, SCORES_LIKE, VIEWS, WORKED,
+                                             number, square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 VISIBLE_FILL = -50.0  # above this, the future's weight (exp(fill)) shows in ordinary forward values
@@ -61,7 +62,7 @@ def finite_fill(f: Findings) -> None:
         fill = _fill_value(f.ops[m])
         if fill is not None and math.isfinite(fill) and f.ops[m]["op"] != "__add__":
             if fill > SAFE_FILL:
-                f.mark(m, _finite_fill(fill), keep_earlier=True)
+                f.mark(m, fill_mark(fill), keep_earlier=True)
             else:
                 f.notes.append(f"step {m + 1}: the mask fills with {fill:g}; that underflows to an exact 0 after the "
                                "softmax, but float('-inf') says what is meant")
@@ -96,8 +97,69 @@ def mask_shape(f: Findings) -> None:
     else:
         mid, text = "mask-wrong", "the mask does not hide exactly the future positions (s > t)"
     rows = "; ".join("".join("x" if v else "." for v in row) for row in hidden)
-    f.mark(applied[-1], {"id": mid, "text": f"{text} (hidden, row by row: {rows}; expected .xx; ..x; ...)"},
-           keep_earlier=True)
+    mark = {"id": mid, "text": f"{text} (hidden, row by row: {rows}; expected .xx; ..x; ...)"}
+    made = _made_at(f, applied[-1])
+    if made is not None:  # the mask is right in forward's use of it, wrong where it was made: that line to change
+        mark.update(at=made["at"], code=made["code"],
+                    text=f"{mark['text']}; the mask is made wrongly at {made['at']} ({made['code']}), not where it "
+                         "is applied")
+    f.mark(applied[-1], mark, keep_earlier=True)
+
+
+SHAPERS = {"tril", "triu", "tril_", "triu_"}  # what decides which positions a mask marks
+FILLED = {"ones", "ones_like", "new_ones", "full", "full_like"}  # a tensor of one nonzero value, for a shaper
+CARRIES = PASS_THROUGH | VIEWS | {"eq", "__eq__", "ne", "__ne__", "gt", "__gt__", "lt", "__lt__", "ge", "__ge__",
+                                  "le", "__le__", "logical_not", "__invert__", "bitwise_not", "__rsub__", "rsub",
+                                  "sub", "__sub__", "mul", "__mul__", "__rmul__"}  # with numbers only: they keep
+# which positions a mask marks (or swap marked and unmarked), and choose none
+
+
+def _made_at(f: Findings, m: int) -> dict | None:
+    """{"at", "code"} of the line that made the mask mask operation `m` applies, when the mistake is there and not
+    at `m`: the mask marks neither right convention (1 = may look, torch.tril(ones); 1 = hidden,
+    torch.triu(ones, 1)), and between where it was made and `m` it is only sliced, cast, viewed, compared with a
+    number or inverted.  Made in __init__ (a buffer or tensor attribute: the child records where, `made`, and what
+    it marks, `nonzero`) or in forward by one tril/triu of ones.  A right mask used the wrong way round (`tril`
+    with `== 1`) is the applying line's mistake: None."""
+    made, ops = [], set()
+    for t in f.ops[m]["in"]:
+        if f.namer.derives_from(t, ("project", "scores", "softmax")) or t.get("name") == "x":
+            continue  # the scores' side
+        if "made" in t and t["shape"]:
+            made.append(t["made"])
+        if t.get("src") is not None:
+            ops |= f.namer.ancestors(t["src"]) | {t["src"]}
+    shapers = []
+    for a in ops:
+        op = f.ops[a]
+        if op["op"] in SHAPERS:
+            shapers.append(a)
+        elif op["op"] not in CARRIES and not (op["op"] in FILLED and all(not t["shape"] for t in op["in"])):
+            return None  # something else chose the positions: the line that applies the mask is the one to read
+        if op["op"] in CARRIES and len([t for t in op["in"] if t["shape"]]) > 1:
+            return None
+        made += [t["made"] for t in op["in"] if "made" in t and t["shape"]]
+    if len(made) + len(shapers) != 1:
+        return None
+    n = f.cfg["n"]
+    if made:
+        where, marks = made[0], made[0].get("nonzero")
+        marks = np.array(marks, bool) if marks is not None else None
+    else:
+        op = f.ops[shapers[0]]
+        source = op["in"][0] if op["in"] else {}
+        if source.get("src") is None or f.ops[source["src"]]["op"] not in FILLED:
+            return None
+        raw = op["kwargs"].get("diagonal", op["args"][1] if len(op["args"]) > 1 else "0")
+        diagonal = number(raw)
+        if diagonal is None or diagonal != int(diagonal):
+            return None
+        shape = np.tril if op["op"].startswith("tril") else np.triu
+        where, marks = op, shape(np.ones((n, n), bool), int(diagonal))
+    if marks is None or marks.shape != (n, n) or np.array_equal(marks, np.tril(np.ones((n, n), bool))) or \
+            np.array_equal(marks, np.triu(np.ones((n, n), bool), 1)) or where.get("at", "?") == "?":
+        return None
+    return {"at": where["at"], "code": where.get("code", "")}
 
 
 def _mask_pattern(namer: Namer, op: dict) -> list | None:
@@ -140,21 +202,27 @@ def _fill_value(op: dict) -> float | None:
     return None
 
 
-def _finite_fill(fill: float) -> dict:
+def fill_mark(fill: float, at_least: bool = False) -> dict:
     """A finite fill value.  The catalogued mistakes are told with -10 and -100; another value says itself how
-    large its leak is (`title`, `symptom`), so that a fill of 0 is never called "-10.0" or "small"."""
+    large its leak is (`title`, `symptom`), so that a fill of 0 is never called "-10.0" or "small", nor +17 "barely
+    hidden".  `at_least`: the value was read off the outputs, which any larger fill gives too (the future outweighs
+    every past score), so it is told as "fill or more".  Shared with harness.engine.fitting, which tells a fill
+    found only by its numbers with the same words."""
     mark_id = "fill-leaks-visibly" if fill > VISIBLE_FILL else "fill-leaks-invisibly"
-    weight = math.exp(fill)
-    size = ("about as much as a past token's: the future is barely hidden" if fill >= -1 else
+    weight = f"e^{fill:g} = {math.exp(fill):.2g}" if fill < 700 else f"e^{fill:g}, beyond any float"
+    size = ("more than any past token's: each token reads mostly the tokens after it" if fill > 1 else
+            "about as much as a past token's: the future is barely hidden" if fill >= -1 else
             "a clearly visible leak" if fill >= -7 else "small, but the outputs differ from the reference"
             if fill > VISIBLE_FILL else "invisible in ordinary outputs, but the gradient shows it")
+    value = f"{fill:.3g} or more" if at_least else f"{fill:g}"
     mark = {"id": mark_id, "text": (
-        f"the masked scores are filled with {fill:g}, a finite value: after the softmax the future keeps a weight "
-        f"of about e^{fill:g} = {weight:.2g} against a score of 0 ({size}); fill with float('-inf')")}
-    if fill not in CATALOGUED_FILLS:
-        mark["title"] = f"Masked scores filled with {fill:g} instead of -inf"
-        mark["symptom"] = (f"Future tokens keep a weight of about e^{fill:g} = {weight:.2g} relative to a score of 0: "
-                           f"{size}; the future influences the past.")
+        f"the masked scores are filled with {value}, a finite value: after the softmax the future keeps a weight "
+        f"of about {weight}{' or more' if at_least else ''} against a score of 0 ({size}); fill with "
+        "float('-inf')")}
+    if fill not in CATALOGUED_FILLS or at_least:
+        mark["title"] = f"Masked scores filled with {value} instead of -inf"
+        mark["symptom"] = (f"Future tokens keep a weight of about {weight}{' or more' if at_least else ''} relative "
+                           f"to a score of 0: {size}; the future influences the past.")
     return mark
 
 

@@ -28,6 +28,15 @@ class TraceResult:
     def ok(self) -> bool:
         return self.error is None and not self.mistakes
 
+    def where(self, mark: dict) -> tuple[str | None, str | None]:
+        """(file:line, code) of a marked mistake: the line to change, which is the marked step's own, except for a
+        mask made wrongly elsewhere (in __init__, say), whose mark says where (`at`, `code`); (None, None) for a mark
+        on the forward as a whole.  The report's line is read here too, so that trace and report never disagree."""
+        if mark.get("at"):
+            return mark["at"], mark.get("code", "")
+        step = next((s for s in self.steps if s.index == mark.get("step")), None)
+        return (step.at, step.code) if step else (None, None)
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out["tool"], out["ok"] = "mha-check trace", self.ok

@@ -1,0 +1,60 @@
+"""Where the constructor made a module's tensors (harness.child.recorders.OriginRecorder, Worker._origins): the
+line that shaped a mask buffer (its tril/triu, not the `.bool()` or `register_buffer` after it), what its first
+n x n positions mark, and no trace of the extra build in the generators the constructor drew from."""
+import random
+
+import numpy as np
+import torch
+
+_DTYPE = torch.get_default_dtype()
+from harness.child import worker  # noqa: E402 - sets float64 as the process's default dtype...
+
+torch.set_default_dtype(_DTYPE)  # ...which the rest of the suite does not expect
+
+from harness.wire import messages as m  # noqa: E402
+from harness.wire.config import Config  # noqa: E402
+
+LAYER = '''import random
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class Attn(nn.Module):
+    def __init__(self, d_model, n_heads, block_size):
+        super().__init__()
+        self.h = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.noise = torch.randn(1) + random.random() + float(np.random.rand())  # draws from every generator
+        keep = torch.tril(torch.ones(block_size, block_size), diagonal=1)
+        self.register_buffer("keep", keep.bool())
+        self.hidden = torch.triu(torch.ones(block_size, block_size), 1)  # a plain attribute, right
+
+    def forward(self, x):
+        return self.proj(x)
+'''
+
+
+def test_a_buffers_line_is_the_one_that_shaped_it_and_the_generators_are_left_as_they_were(tmp_path):
+    path = tmp_path / "attn.py"
+    path.write_text(LAYER)
+    torch.set_default_dtype(torch.float64)
+    try:
+        w = worker.Worker(own_process=False)
+        w.answer(m.Load(f"{path}:Attn", str(tmp_path)))
+        handle = w.answer(m.Build(Config(8, 8, 2, 7).to_dict(), handle=0)).handle
+        inst = w.instances[handle]
+        before = (torch.random.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
+        origins = w._origins(inst, 3)
+        after = (torch.random.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
+    finally:
+        torch.set_default_dtype(_DTYPE)
+    assert torch.equal(before[0], after[0]) and before[1] == after[1] and np.array_equal(before[2], after[2])
+    module = inst["module"]
+    keep, hidden = origins[id(module.keep)], origins[id(module.hidden)]
+    assert keep["at"] == "attn.py:15" and keep["code"].startswith("keep = torch.tril(")
+    assert keep["nonzero"] == [[1, 1, 0], [1, 1, 1], [1, 1, 1]]
+    assert hidden["at"] == "attn.py:17" and hidden["nonzero"] == [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
+    assert id(module.qkv.weight) not in origins  # parameters are the student's weights, not masks
