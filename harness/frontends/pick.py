@@ -2,6 +2,8 @@
 
 A submission's folder may hold several code files, a zipped sub-folder, links, devices or huge notebooks; `spec_for`
 names the one file (and class) to check, or says why there is none, so that a wrong pick shows in the report.
+A link is followed only to a file of the same submission; one that leads out of it (a classmate's file, the
+machine's) is never read, and the row says so in one line, for a person to look at.
 """
 from __future__ import annotations
 
@@ -77,9 +79,50 @@ def _readable(path: Path) -> bool:
 
 
 def _code_files(folder: Path) -> list[Path]:
-    """The submission's code files: those at its top, else those in its sub-folders (a folder zipped with it)."""
-    top = sorted(p for p in folder.iterdir() if submissions.is_code(p) and _readable(p))
-    return top or submissions.nested_code(folder, _readable)
+    """The submission's code files: those at its top (a link at its top as the file it leads to, when that is a
+    file of this same submission), else those in its sub-folders (a folder zipped with it)."""
+    top = {p for p in folder.iterdir() if submissions.is_code(p) and _readable(p)}
+    top |= {inside for p in folder.iterdir() if submissions.is_code(p) and p.is_symlink()
+            if (inside := _link_inside(p, folder)) is not None}
+    return sorted(top) or submissions.nested_code(folder, _readable)
+
+
+def _link_inside(path: Path, folder: Path) -> Path | None:
+    """The file the link `path` leads to (as a path in `folder`), when it is a regular code file of this same
+    submission; None when it leads out of it (a classmate's file, the machine's), nowhere, or to anything else.
+    A link is followed here only within the submission: its copy in the child's scratch holds both ends."""
+    top = os.path.realpath(folder)
+    real = os.path.realpath(path)
+    if not real.startswith(top.rstrip("/") + "/") or not submissions.is_code(Path(real)) or not _readable(Path(real)):
+        return None
+    return folder / os.path.relpath(real, top)
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """A link's text as the student wrote it, printable and short (it is shown in every output format)."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def link_problem(path: Path, folder: Path) -> str:
+    """One line for a link of a submission that mha-check does not follow."""
+    try:
+        leads = _shown(os.readlink(path))
+    except OSError:
+        leads = "?"
+    out = not os.path.realpath(path).startswith(os.path.realpath(folder).rstrip("/") + "/")
+    where = "outside this submission (mha-check never follows a link out of a submission: it could lead into a " \
+        "classmate's files)" if out else "which is no code file of this submission"
+    return f"{_rel(path, folder)} is a symbolic link to {leads}, {where}; hand in the file itself, not a link"
+
+
+def _links(folder: Path) -> list[Path]:
+    """The links at the top of the submission that no file was found through."""
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_symlink() and not p.name.startswith(".") and
+                      _link_inside(p, folder) is None)
+    except OSError:
+        return []
 
 
 def _rel(path: Path, folder: Path) -> str:
@@ -112,6 +155,13 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
     asked = Target.parse(target)
     file_part, suffix = (asked.where if target else ""), asked.suffix
     if target and not flat:
+        given = folder / file_part
+        if given.is_symlink():  # attention.py -> src/attention.py is checked there; a link out of it is not
+            inside = _link_inside(given, folder)
+            if inside is None:
+                return Pick(None, link_problem(given, folder), review=True)
+            found = _rel(inside, folder)
+            return Pick(found + suffix, note=f"{found} was checked: --target's {file_part} is a link to it")
         inside = [] if os.path.lexists(folder / file_part) else [
             p for p in submissions.nested_code(folder, _readable) if p.name == Path(file_part).name]
         if len(inside) == 1:  # hw3/attention.py: the student zipped the folder that holds it
@@ -139,6 +189,10 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
                           f"class; grade with --target FILE:Class to choose", review=True)
     if _archives(folder):
         return _archive_pick(folder)
+    links = _links(folder)
+    if links:  # a link out of the submission (a classmate's file, a folder elsewhere): one line, for a person
+        return Pick(None, link_problem(links[0], folder) + (f" ({len(links) - 1} more such links)"
+                                                             if len(links) > 1 else ""), review=True)
     others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     unread = [name for name in others if submissions.is_code(Path(name))]
     if unread:

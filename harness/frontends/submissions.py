@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -175,10 +176,10 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     name helps read flat names); `defines`: whether a file defines an nn.Module class (tells one student's folder
     from a flat export)."""
     entries = sorted(p for p in root.iterdir() if _visible(p))
-    links = [p.name for p in entries if p.is_symlink() and p.is_dir()]  # never followed out of the export
-    folders = [p for p in entries if p.is_dir() and p.name not in links]
-    flat = [p for p in entries if p.is_file()]
-    odd = [p.name for p in entries if not p.is_dir() and not p.is_file()]
+    links = [p for p in entries if p.is_symlink()]  # never followed: out of the export, or into a classmate's
+    folders = [p for p in entries if p.is_dir() and p not in links]
+    flat = [p for p in entries if p.is_file() and p not in links]
+    odd = [p.name for p in entries if not p.is_dir() and not p.is_file() and p not in links]
     target_file = Path(Target.parse(target).where).name
     if not folders and pattern is None and _one_student(flat, target_file, defines):
         return Found(root, "one", [Submission(exports.safe_name(root.name), folder=root)], [])
@@ -187,8 +188,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     metadata = {"submission_metadata.yml"} if folders and (root / "submission_metadata.yml").is_file() else set()
     flat = [p for p in flat if p.name not in metadata]
     named, unnamed = _flat_names(flat, pattern, Path(target_file).stem)
-    not_graded = [NotGraded(n, "not a regular file", False) for n in odd] + [
-        NotGraded(n, "a symbolic link to a folder (not followed: it may lead out of the export)", True) for n in links]
+    not_graded = [NotGraded(n, "neither a regular file nor a folder", False) for n in odd] + [
+        NotGraded(p.name, link_reason(p, root), True) for p in links]
     students: dict[str, list[tuple[Path, exports.Named]]] = {}
     names = exports.told_apart([(exports.safe_name(v.student), v.uid) for v in named.values()])
     for p in flat:
@@ -217,14 +218,31 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     if rest:
         left.append(f"files that are not .py or .ipynb ({_kinds(rest)})" + (
             "; unzip an export first" if any(n.lower().endswith(".zip") for n in rest) else ""))
-    if odd or links:
-        left.append(f"{len(odd) + len(links)} entries that are not regular files or folders ({_some(odd + links)})")
+    if links:
+        left.append(f"{len(links)} symbolic link{'s' if len(links) > 1 else ''}, not followed "
+                    f"({_some([p.name for p in links])})")
+    if odd:
+        left.append(f"{len(odd)} entries that are neither regular files nor folders ({_some(odd)})")
     layout = "mixed" if folders and len(subs) > len(taken) else "folders" if folders else "files"
     if not subs:
         return Found(root, "none", [], left or ["the folder is empty"], pattern.pattern if pattern else "",
                      not_graded)
     return Found(root, layout, sorted(subs, key=lambda s: s.name), left, pattern.pattern if pattern else "",
                  not_graded)
+
+
+def link_reason(path: Path, root: Path) -> str:
+    """Why a link among the submissions got no row, in one line: where it leads (a classmate's submission, a place
+    outside the export), and what to do."""
+    try:
+        text = "".join(c if c.isprintable() else "?" for c in os.readlink(path))[:80]
+    except OSError:
+        text = "?"
+    real, top = os.path.realpath(path), os.path.realpath(root).rstrip("/") + "/"
+    where = "nothing (a broken link)" if not os.path.exists(real) else \
+        f"{Path(real).relative_to(top).parts[0]}'s submission" if real.startswith(top) else "a place outside the export"
+    return (f"a symbolic link to {text}, which leads to {where}: mha-check never follows a link among the "
+            f"submissions; put the student's own files in its place and grade again (--only {path.name})")
 
 
 def _one_student(flat: list[Path], target_file: str, defines) -> bool:

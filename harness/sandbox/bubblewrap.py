@@ -75,12 +75,15 @@ def command(policy: Policy, argv: list[str], variant: str | None = None) -> tupl
     else:
         args += ["--cap-drop", "ALL", *(x for cap in _KEPT_BY_ROOT for x in ("--cap-add", cap))]
     made: set[str] = set()
+    binds: list[str] = []
     for m in policy.view:
         for parent in _ancestors(m.dest):  # bwrap would create missing parents with the host folder's mode
-            if parent not in made:
+            if parent not in made and not any(parent.startswith(d + "/") for d in binds):  # a bind's own folder
                 args += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
         made.add(m.dest)
+        if m.kind in ("ro", "rw"):
+            binds.append(m.dest.rstrip("/"))
         if m.kind == "ro":
             args += ["--ro-bind", m.source, m.dest]
         elif m.kind == "rw":
@@ -92,6 +95,8 @@ def command(policy: Policy, argv: list[str], variant: str | None = None) -> tupl
             args += ["--perms", f"{m.mode:o}", "--ro-bind-data", str(fds[-1]), m.dest]
         elif m.kind == "tmpfs":
             args += ["--perms", f"{m.mode:o}", "--size", str(max(m.size_mb, 1) * MB), "--tmpfs", m.dest]
+        elif m.kind == "empty":
+            args += ["--perms", f"{m.mode:o}", "--size", str(MB), "--tmpfs", m.dest, "--remount-ro", m.dest]
         elif m.kind == "proc":
             args += ["--proc", m.dest]
         elif m.kind == "dev":

@@ -257,6 +257,9 @@ def _build_view(policy: Policy) -> None:
             os.chmod(target, m.mode)
         elif m.kind == "tmpfs":
             _tmpfs(target, m.mode, m.size_mb, m.files)
+        elif m.kind == "empty":  # over a folder of ours inside a read-only bind: it exists there already
+            linux.mount("tmpfs", target, "tmpfs", linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV |
+                        linux.MS_NOEXEC, f"mode={m.mode:o},size={MB},nr_inodes=16")
         elif m.kind == "proc":  # only pid 1 of the new namespace may mount the proc that shows that namespace
             os.makedirs(target, mode=0o755, exist_ok=True)
             linux.mount("proc", target, "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)

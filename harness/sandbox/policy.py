@@ -5,8 +5,9 @@ explicit binds).
 
 What the child may see (paths keep their host names inside, so nothing else has to translate them)
   read-only : /usr and the /bin, /sbin, /lib* links or folders; the Python installation (venv and base prefix);
-              mha-check's worker (harness; checks, reference and mutants only for our own code, never for a
-              submission: no correct layer of ours to load by its path); the few /etc files the dynamic
+              mha-check's worker (harness's CHILD_PARTS; checks, reference, mutants and the rest of harness
+              only for our own code, never for a submission: no correct layer of ours to load by its path, empty
+              read-only folders over those that lie inside a bind, `hidden_paths`); the few /etc files the dynamic
               loader needs; a generated /etc/passwd, /etc/group, /etc/hosts naming only root, nobody and the slot
   read-write: its scratch folder, holding a COPY of its submission (never the original, never a classmate's);
               a small private /tmp and /dev/shm
@@ -58,7 +59,8 @@ class Mount:
     """One entry of the child's filesystem view, applied in order.
 
     kind: ro | rw (bind of host `source` on `dest`), symlink (`source` is the link text), tmpfs, proc, dev,
-    file (`source` is the text to write)."""
+    file (`source` is the text to write), empty (an empty read-only folder over `dest`: what hides a folder of
+    ours inside a bind)."""
     kind: str
     dest: str
     source: str = ""
@@ -127,9 +129,10 @@ def interpreter_prefixes() -> list[str]:
     return found
 
 
-def tool_paths(root: str = PACKAGES_ROOT, own_code: bool = False) -> list[str]:
+def tool_paths(root: str | None = None, own_code: bool = False) -> list[str]:
     """mha-check's packages a child sees: harness (the worker) for a submission; with them the reference, the
-    mutants and the checks for our own code (a mutant imports mutants._info)."""
+    mutants and the checks for our own code (a mutant imports mutants._info).  `root`: PACKAGES_ROOT."""
+    root = root or PACKAGES_ROOT
     seen = names.OURS if own_code else names.SUBMISSION_VISIBLE  # harness.wire.names: defence 4
     return [os.path.join(root, name) for name in seen if os.path.exists(os.path.join(root, name))]
 
@@ -155,13 +158,43 @@ def _site_folders() -> list[str]:
     return [os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and any(n in parts for n in p.split("/"))]
 
 
+@functools.lru_cache(maxsize=4)
+def hidden_paths(root: str, own_code: bool) -> tuple[str, ...]:
+    """What of mha-check's install a submission's child must not read, though it lies below what it may read: the
+    correct layers and the checks (names.CHILD_HIDDEN), our tests, and the trusted parts of harness (all but
+    CHILD_PARTS).  None for our own code."""
+    if own_code:
+        return ()
+    tool = os.path.join(root, "harness")
+    return (*(os.path.join(root, n) for n in (*names.CHILD_HIDDEN, "tests")),
+            *(os.path.join(tool, n) for n in sorted(os.listdir(tool)) if n not in CHILD_PARTS))
+
+
+def _masks(hidden: tuple[str, ...], view: list[Mount]) -> list[Mount]:
+    """An empty read-only folder (or /dev/null) over each hidden path that a read-only bind of `view` holds.
+
+    Why not Landlock alone: the view's own /tmp is one Landlock rule with every right, and a rule covers what is
+    mounted beneath it; with mha-check installed below the host's /tmp (a CI clone, a venv there) its bind lands
+    below the view's /tmp and the trusted parts of harness were readable.  A mask is a wall of the view itself, in
+    any layout, with or without Landlock.  A hidden path holding another entry of the view is left alone (the
+    entry would vanish under the mask; Landlock still hides the rest)."""
+    binds = [m.dest for m in view if m.kind == "ro"]
+    dests = [m.dest for m in view]
+    out = []
+    for path in hidden:
+        if not os.path.lexists(path) or os.path.islink(path) or not _covered(path, binds):
+            continue
+        if any(_covered(d, [path]) for d in dests):
+            continue
+        out.append(Mount("empty", path, mode=0o555) if os.path.isdir(path) else Mount("ro", path, os.devnull))
+    return out
+
+
 @functools.lru_cache(maxsize=8)
 def _landlock_static(prefixes: tuple[str, ...], readable: tuple[str, ...], own_code: bool) -> tuple:
     """Every rule but the scratch's (see `landlock_rules`); cached: the listings of expanded folders are read once."""
     root = os.path.realpath(PACKAGES_ROOT)
-    tool = os.path.join(root, "harness")
-    hidden = [] if own_code else [os.path.join(root, n) for n in (*names.CHILD_HIDDEN, "tests")] + \
-        [os.path.join(tool, n) for n in sorted(os.listdir(tool)) if n not in CHILD_PARTS]
+    hidden = hidden_paths(root, own_code)
     wanted = [("exec", os.path.realpath(p)) for p in (*prefixes, *SYSTEM_PATHS) if os.path.lexists(p)]
     wanted += [("read", p) for p in _site_folders()]
     wanted += [("read", os.path.realpath(p)) for p in (*tool_paths(root, own_code), *readable)]
@@ -175,7 +208,7 @@ def _landlock_static(prefixes: tuple[str, ...], readable: tuple[str, ...], own_c
     rules = []
     for right, path in wanted:  # the view's own mounts (a fresh /tmp, /proc) hold nothing of ours to hide: a
         # checkout below the host's /tmp (a CI clone) made /tmp a list of the host's entries, none of them writable
-        for rule in landlock.expand(right, path, [] if right in VIEW_OWN else hidden):
+        for rule in landlock.expand(right, path, [] if right in VIEW_OWN else list(hidden)):
             if not any(r == rule[0] and _covered(rule[1], [p]) for r, p in rules):  # /bin: /usr/bin, under /usr
                 rules.append(rule)
     return tuple(rules)
@@ -241,6 +274,7 @@ def make_policy(scratch: str, slot: int, limits: Limits | None = None, *, readab
             view.append(Mount("ro", path, os.path.realpath(path)))  # /etc/localtime: bind what it points to
     view += _identity_files(uid, gid, scratch)
     view.append(Mount("rw", scratch, scratch))
+    view += _masks(hidden_paths(os.path.realpath(PACKAGES_ROOT), own_code), view)  # last: on top of their binds
     rlimits = limits.rlimits()
     if os.geteuid() != 0:  # the user's own uid: its other processes count too (best effort, see docs/threat-model.md)
         rlimits["RLIMIT_NPROC"] += _processes_of(uid)

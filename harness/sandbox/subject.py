@@ -392,10 +392,18 @@ class Subject:
 
         def measure() -> None:
             self._measured = time.monotonic()
-            over = self.room.overflow()
+            over = self.room.overflow(self._processes())
             if over is not None:
                 raise scratch.ScratchFull(over)
         return measure
+
+    def _processes(self) -> list[int]:
+        """The child's processes now: every process of the slot's uid (none but the child's), else the tree below
+        the process we started (the user's own uid is also the grader's)."""
+        uid = self.record.get("uid") if self.record else None
+        if uid is not None and is_slot_uid(uid):
+            return scratch.processes_of(uid)
+        return scratch.tree_of(self.pid) if self.pid else []
 
     def _until_ready(self) -> None:
         """Wait for the worker's `Ready` (its imports done, no code of the student's run yet) and move the start of

@@ -20,11 +20,15 @@ class Target:
     @classmethod
     def parse(cls, spec: str | None) -> Target:
         """'a/b.py:Cls' -> (a/b.py, Cls); 'mod:Cls' -> (mod, Cls); 'a/b.py' -> (a/b.py, None); 'C:x.py' stays a
-        path (a drive letter is not a separator)."""
+        path (a drive letter is not a separator), and so does 'my:attn.py' (a colon is legal in a file name: what
+        follows the last colon is a class only if it is a Python name, `Outer.Inner` included, and not a file's
+        name: `attn.py` would be the class `py` of `attn`)."""
         spec = spec or ""
         if ":" in spec:
             where, _, name = spec.rpartition(":")
-            if not (len(where) == 1 and where.isalpha()):
+            named = not name or all(part.isidentifier() for part in name.split(".")) and \
+                not name.lower().endswith(CODE_SUFFIXES)
+            if named and not (len(where) == 1 and where.isalpha()):
                 return cls(where, name or None)
         return cls(spec, None)
 

@@ -190,3 +190,29 @@ def test_a_full_disk_met_by_a_submission_is_never_its_failure():
     assert [c.id for c in report.checks if c.status == "fail"] == []
     undecided = [c for c in report.checks if c.status == "cannot_tell"]
     assert undecided and "disk full" in undecided[0].message and report.needs_review
+
+
+def test_where_no_filesystem_can_be_mounted_files_deleted_but_held_are_measured_too(small_disk, monkeypatch):
+    """Found by an attacker's trial: a child that deletes each file it writes and keeps it open (or mapped) held
+    1.6 GB of the shared disk against a 64 MB budget, unseen by a walk of its folder.  The measure adds what the
+    child's processes hold that has no name left: tests/hostile/hidden_disk.py (180 MB so held, half of it by
+    mappings alone) is stopped while it holds the disk, as a disk limit (cannot tell, ours), and its space is freed
+    with it.  (Before: it held the space to the end of its sleep and got a plain fail.)"""
+    monkeypatch.setattr(scratch, "_mount_bounded", lambda *args: "")  # as where mount() is refused
+    monkeypatch.setattr(tempfile, "tempdir", str(small_disk))
+    sub = small_disk / "submission"
+    sub.mkdir()
+    (sub / "attention.py").write_text((ROOT / "tests" / "hostile" / "hidden_disk.py").read_text())
+    (sub / "hold.txt").write_text("40")
+    started = time.monotonic()
+    report = run_checks(f"{sub}/attention.py:MyAttn", Options(limits=Limits(call_seconds=60, total_seconds=90)))
+    assert time.monotonic() - started < 35  # stopped while it held the disk, not at the end of its 40 s hold
+    statuses = {c.id: (c.status, c.message) for c in report.checks}
+    assert statuses["construct"][0] == "cannot_tell" and "disk limit" in statuses["construct"][1], statuses
+    assert "deleted but kept open" in statuses["construct"][1]
+    assert report.adapter.process[0].kind == "disk" and report.adapter.process[0].ours and report.needs_review
+    assert sorted(p.name for p in small_disk.iterdir()) == ["submission"]
+    end = time.monotonic() + 10  # the held files die with their processes (a PID namespace's take a moment)
+    while shutil.disk_usage(small_disk).used >= 16 << 20 and time.monotonic() < end:
+        time.sleep(0.1)
+    assert shutil.disk_usage(small_disk).used < 16 << 20

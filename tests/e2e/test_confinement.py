@@ -441,3 +441,46 @@ def test_a_grade_in_a_container_walls_in_every_forked_child(world):
         _walled_in(json.loads((out / f"{name}.json").read_text()), name)
     alice = json.loads((out / "alice.json").read_text())
     assert alice["passed"] and alice["isolation"]["landlock"]["in_force"], alice["isolation"]
+
+
+@pytest.mark.parametrize("who", ["root", "user"])
+def test_in_a_container_files_deleted_but_held_count_against_the_disk_budget(world, who):
+    """In a container no tmpfs can be mounted for the scratch: it is a folder of the shared disk, measured while the
+    child works.  tests/hostile/hidden_disk.py deletes each 15 MB file it writes and holds it (an open descriptor, or
+    a mapping alone), 180 MB against a 64 MB budget that a walk of its folder never sees: found in the child's
+    processes (the slot's uid as root; the tree below the child for an ordinary user), it is stopped as a disk
+    limit (cannot tell, for review), its space freed.  Its scratch lies on a 256 MB disk of the test's own."""
+    python = readable_python(world)
+    prefix, owner = (CONTAINER, None) if who == "root" else ([*CONTAINER, *AS_USER], USER)
+    base = Path(tempfile.mkdtemp(prefix=f"hidden-disk-{who}-", dir=world / "home"))
+    disk = base / "disk"
+    disk.mkdir()
+    ids = f",uid={owner},gid={owner}" if owner else ""
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=256m,mode=0755{ids}", "tmpfs", str(disk)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        sub = base / "submission"
+        sub.mkdir()
+        (sub / "attention.py").write_text((HOSTILE / "hidden_disk.py").read_text())
+        (sub / "hold.txt").write_text("40")
+        for p in (base, sub, sub / "attention.py", sub / "hold.txt"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+            if owner is not None:
+                os.chown(p, owner, owner)
+        started = time.monotonic()
+        run = mha(prefix, python, f"{sub}/attention.py:MyAttn", "--format", "json", "--time-limit", "90",
+                  cwd=base, home=disk)
+        assert run.returncode == 1, run.stderr[-2000:]
+        assert time.monotonic() - started < 60  # stopped while it held the disk, not after its 40 s hold
+        report = json.loads(run.stdout)
+        assert report["isolation"]["namespaces"] == [] and report["isolation"]["submission_copy"]["bounded"][:3] == \
+            "no:"
+        construct = next(c for c in report["checks"] if c["id"] == "construct")
+        assert construct["status"] == "cannot_tell" and "deleted but kept open" in construct["message"], construct
+        assert report["needs_review"] is True and [c for c in report["checks"] if c["status"] == "fail"] == []
+        assert shutil.disk_usage(disk).used < 16 << 20  # an ordinary user's slot locks stay in its TMPDIR
+        assert [p.name for p in disk.iterdir() if not p.name.startswith("mha-check-slots-")] == []
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -438,3 +438,29 @@ def test_files_and_folders_named_like_our_packages_are_graded_as_the_students(tm
         assert verdicts[name] == verdicts["frank"], (name, json.loads((out / f"{name}.json").read_text())["checks"])
     assert rows["frank"]["passed"] == "True" and rows["alice"]["target"] == "checks.py:MultiHeadAttention"
     assert verdicts["gina"] == verdicts["hank"] and rows["gina"]["diagnosis"] == "split-view-order"
+
+
+def test_grade_checks_a_file_named_with_a_colon_and_says_in_one_line_why_a_link_is_not(tmp_path):
+    """`my:attn.py` is a legal file name: it was read as the module `my` and the student failed construct on our
+    own parse of FILE:Class.  A submission whose file is a link to a classmate's got "attention.py not read (a code
+    file must be a regular file, ...)" as a plain failure; a student's folder that is a link to a classmate's, "not
+    a regular file".  Now the colon's file is checked, and each link is one line that says where it leads, never
+    followed, for a person to look at."""
+    subs = tmp_path / "subs"
+    for name in ("ann", "bob", "carl"):
+        (subs / name).mkdir(parents=True)
+    shutil.copy(ZOO / "correct" / "book_style.py", subs / "ann" / "my:attn.py")
+    shutil.copy(ZOO / "correct" / "book_style.py", subs / "bob" / "attention.py")
+    os.symlink("../bob/attention.py", subs / "carl" / "attention.py")
+    os.symlink("bob", subs / "dan")
+    out = tmp_path / "out"
+    run = grade(str(subs), "--out", str(out), "--jobs", "2")
+    assert run.returncode == 3 and "Traceback" not in run.stderr, run.stderr[-2000:]  # dan's folder got no row
+    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    assert rows["ann"]["passed"] == "True" and rows["ann"]["target"] == "my:attn.py:MultiHeadAttention", rows["ann"]
+    assert rows["carl"]["needs_review"] == "True" and rows["dan"]["needs_review"] == "True"
+    carl = json.loads((out / "carl.json").read_text())["checks"][0]["message"]
+    assert carl.startswith("attention.py is a symbolic link to ../bob/attention.py, outside this submission"), carl
+    assert rows["dan"]["not_graded"].startswith("a symbolic link to bob, which leads to bob's submission")
+    said = [ln for ln in run.stderr.splitlines() if "dan" in ln]
+    assert len(said) == 1 and "never follows a link" in said[0], run.stderr

@@ -183,3 +183,30 @@ def test_a_checkout_below_tmp_leaves_the_views_own_tmp_whole(tmp_path, monkeypat
         policy._landlock_static.cache_clear()
     assert ("private", "/tmp") in rules and ("list", "/tmp") not in rules
     assert not _covers([r for r in rules if r[0] != "private"], str(root / "reference" / "x.py"))
+
+
+def test_a_checkout_below_tmp_hides_the_trusted_harness_in_the_view_itself(tmp_path, monkeypatch):
+    """The view's own /tmp is one Landlock rule with every right, and it covers what is bound beneath it: with a
+    checkout below the host's /tmp (the CI rehearsal's clone) harness/engine was readable in the namespaced view.
+    Each hidden folder inside a read-only bind now gets an empty read-only folder over it, after the bind."""
+    root = tmp_path / "clone"
+    for name in ("harness/child", "harness/wire", "harness/sandbox", "harness/engine", "harness/frontends",
+                 "reference", "tests"):
+        (root / name).mkdir(parents=True)
+    (root / "harness" / "__init__.py").write_text("")
+    (root / "harness" / "notes.txt").write_text("")
+    monkeypatch.setattr(policy, "PACKAGES_ROOT", str(root))
+    policy._landlock_static.cache_clear()
+    try:
+        view = make_policy(str(tmp_path / "scratch"), 0).view
+    finally:
+        policy._landlock_static.cache_clear()
+    dests = [m.dest for m in view]
+    harness = str(root / "harness")
+    assert ("ro", harness) in [(m.kind, m.dest) for m in view]
+    masks = {m.dest: m for m in view if m.dest.startswith(harness + "/")}
+    assert {p: (m.kind, m.source) for p, m in masks.items()} == {
+        f"{harness}/engine": ("empty", ""), f"{harness}/frontends": ("empty", ""),
+        f"{harness}/notes.txt": ("ro", os.devnull)}
+    assert all(dests.index(p) > dests.index(harness) for p in masks)
+    assert not any(d.startswith(str(root / "reference")) for d in dests)  # never bound: nothing to mask

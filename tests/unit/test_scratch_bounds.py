@@ -1,6 +1,7 @@
 """A child's scratch on the shared disk is measured against its budget, and a disk with no room for a copy is never
 a submission cut short (harness.sandbox.scratch)."""
 import errno
+import mmap
 import os
 
 import pytest
@@ -57,3 +58,55 @@ def test_a_copy_the_disk_has_no_room_for_is_refused_whole_not_cut_short(tmp_path
     monkeypatch.setattr(scratch.os, "write", no_space)
     with pytest.raises(scratch.NoRoom, match="No space left on device.*not the student's doing"):
         scratch.copy_submission(str(source), str(tmp_path / "dest"), (os.getuid(), os.getgid()), 1 << 20)
+
+
+def _written(path, size: int) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.write(fd, b"x" * size)
+    os.fsync(fd)
+    return fd
+
+
+def test_files_deleted_but_held_open_or_mapped_count_against_the_budget(tmp_path, monkeypatch):
+    """Found by an attacker's trial: a child that deletes what it wrote and keeps it open (or mapped, the descriptor
+    closed) held 1.6 GB of the shared disk against a 64 MB budget while a walk of its folder found nothing.  The
+    measure now adds, for the child's processes, every file with no name left on the scratch's filesystem."""
+    monkeypatch.setattr(scratch, "_mount_bounded", lambda *args: "")
+    monkeypatch.setattr(scratch, "_PARENT", str(tmp_path))
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "attention.py").write_text("x = 1\n")
+    room = scratch.Scratch.with_copy(7, str(source), 1 << 20, room_bytes=1 << 20, room_files=20)
+    dev, me = os.stat(room.path).st_dev, [os.getpid()]
+    held, named = _written(os.path.join(room.path, "held"), 2 << 20), _written(os.path.join(room.path, "named"), 4096)
+    try:
+        os.unlink(os.path.join(room.path, "held"))
+        assert room.overflow() is None  # a walk alone saw nothing
+        assert scratch.held_unlinked(me, dev) >= 2 << 20  # the named file counts in the walk, not here
+        assert scratch.held_unlinked(me, dev + 1) == 0  # another filesystem is not the scratch's
+        said = room.overflow(me)
+        assert said and "2 MB of it in files it deleted but kept open" in said, said
+        mapped = mmap.mmap(held, 2 << 20)
+        os.close(held)
+        held = -1
+        assert scratch.held_unlinked(me, dev) >= 2 << 20 and room.overflow(me)  # the mapping alone holds it
+        mapped.close()
+        assert scratch.held_unlinked(me, dev) == 0 and room.overflow(me) is None  # released: nothing held
+    finally:
+        for fd in (held, named):
+            if fd >= 0:
+                os.close(fd)
+        room.remove()
+
+
+def test_the_process_tree_of_a_child_holds_its_descendants_only():
+    pid = os.fork()
+    if pid == 0:
+        os.execvp("sleep", ["sleep", "30"])
+    try:
+        tree = scratch.tree_of(os.getpid())
+        assert os.getpid() in tree and pid in tree and 1 not in tree
+        assert scratch.tree_of(pid) == [pid]
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)

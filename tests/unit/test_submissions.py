@@ -176,3 +176,56 @@ def test_an_archive_is_never_opened_nor_graded_as_a_failure_of_the_code(tmp_path
     (tmp_path / "kim_lee" / "hw3.zip").write_bytes(b"PK\x05\x06" + bytes(18))
     pick = spec_for(tmp_path / "kim_lee", target, flat=False)
     assert pick.spec is None and pick.review and "archive (hw3.zip)" in pick.problem and "unpack" in pick.problem
+
+
+MODULE = "import torch.nn as nn\nclass Attn(nn.Module):\n    pass\n"
+
+
+def test_a_link_out_of_a_submission_is_one_line_for_a_person_and_never_followed(tmp_path):
+    """A submission's code file (or folder) that is a symbolic link: within the submission it is checked where it
+    leads (its copy holds both ends); out of it (a classmate's file, a host file, a folder elsewhere) it is never
+    read, and the row says so in one line and asks for a person, never a bare 'not read' failure."""
+    subs = tmp_path / "subs"
+    for name in ("bob", "carl", "eve", "gus", "hal/src"):
+        (subs / name).mkdir(parents=True)
+    (subs / "bob" / "attention.py").write_text(MODULE)
+    (subs / "hal" / "src" / "attention.py").write_text(MODULE)
+    os.symlink("../bob/attention.py", subs / "carl" / "attention.py")  # a classmate's file
+    os.symlink("/etc/passwd", subs / "eve" / "attention.py")  # the machine's
+    os.symlink(tmp_path, subs / "gus" / "hw")  # a folder out of the export
+    os.symlink("src/attention.py", subs / "hal" / "attention.py")  # its own file: followed
+    os.symlink(subs / "hal" / "src" / "attention.py", subs / "hal" / "again.py")  # the same, by its absolute path
+    for name, leads in (("carl", "../bob/attention.py"), ("eve", "/etc/passwd"), ("gus", str(tmp_path))):
+        for target in (None, "attention.py:Attn"):
+            pick = spec_for(subs / name, target, flat=False)
+            shown = "hw" if name == "gus" and target is None else "attention.py"
+            if name == "gus" and target:
+                continue  # --target names a file that is not there: the child says so
+            assert pick.spec is None and pick.review, (name, target, pick)
+            assert pick.problem.startswith(f"{shown} is a symbolic link to {leads}, outside this submission")
+            assert "\n" not in pick.problem and "hand in the file itself" in pick.problem
+    pick = spec_for(subs / "hal", None, flat=False)
+    assert pick.spec == "src/attention.py" and not pick.review
+    pick = spec_for(subs / "hal", "attention.py:Attn", flat=False)
+    assert pick.spec == "src/attention.py:Attn" and "is a link to it" in pick.note
+
+
+def test_links_among_the_submissions_get_no_row_and_say_where_they_lead(tmp_path):
+    """A student's folder that is a link (to a classmate's folder, out of the export, nowhere) is never graded: the
+    link would hand a classmate's code in under another name.  One line each, for a person, and one in the summary."""
+    subs = tmp_path / "subs"
+    (subs / "bob").mkdir(parents=True)
+    (subs / "bob" / "attention.py").write_text(MODULE)
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink("bob", subs / "alice")
+    os.symlink(tmp_path / "elsewhere", subs / "fay")
+    os.symlink("nowhere", subs / "ivy")
+    os.symlink("bob/attention.py", subs / "jo_attention.py")
+    found = find(subs, DEFAULT)
+    assert [s.name for s in found.submissions] == ["bob"]
+    reasons = {n.item: n.reason for n in found.not_graded}
+    assert set(reasons) == {"alice", "fay", "ivy", "jo_attention.py"} and all(n.missing for n in found.not_graded)
+    assert reasons["alice"].startswith("a symbolic link to bob, which leads to bob's submission: mha-check never")
+    assert "leads to a place outside the export" in reasons["fay"] and "nothing (a broken link)" in reasons["ivy"]
+    assert "leads to bob's submission" in reasons["jo_attention.py"]
+    assert "4 symbolic links, not followed (alice, fay, ivy, ...)" in found.describe()

@@ -12,6 +12,11 @@ from harness.wire.target import Target
     ("pkg.mod", "pkg.mod", None, False),
     ("C:attention.py", "C:attention.py", None, True),  # a drive letter, not a separator
     ("hw3/attention.py:", "hw3/attention.py", None, True),
+    ("my:attn.py", "my:attn.py", None, True),  # a colon is legal in a file name: attn.py is no class
+    ("my:attn.py:Attn", "my:attn.py", "Attn", True),
+    ("hw:3/lab.IPYNB:Outer.Inner", "hw:3/lab.IPYNB", "Outer.Inner", True),
+    ("week 3:attention.py", "week 3:attention.py", None, True),
+    ("pkg.mod:Outer.Inner", "pkg.mod", "Outer.Inner", False),
     (None, "", None, False),
 ])
 def test_a_target_is_split_at_its_last_colon(spec, where, name, is_file):

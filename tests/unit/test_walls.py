@@ -56,10 +56,6 @@ LANDLOCK_CLOSES = {"ours_by_path", "host_files", "proc_parent", "proc_mem", "tmp
 # the kernel has Landlock (the record says so): the child reads only the policy's paths and writes only its scratch;
 # with Landlock's ABI 6 "signals" too (scoped to its own processes).  "network" is no gap anywhere: seccomp refuses
 # socket() (no UDP, no unix socket, no TCP), the channel to mha-check being inherited
-# A checkout below the host's /tmp (a CI clone) is bound below the view's own /tmp, whose Landlock rule covers what is
-# mounted beneath it: the trusted parts of harness (engine, frontends) are then readable in the namespaced view, as
-# they were before Landlock; the view still holds no reference/, mutants/ or tests/ (docs/threat-model.md)
-ENGINE_IN_VIEW_TMP = str(ROOT).startswith("/tmp/")
 BWRAP_GAPS = {"tmp_files"}  # bwrap's --tmpfs takes a size, not nr_inodes: the private /tmp is bounded in bytes only
 
 if os.geteuid() != 0:
@@ -255,10 +251,8 @@ class World:
                      and not os.path.isdir(f"/dev/{d}") and os.stat(f"/dev/{d}").st_rdev == os.stat("/").st_dev),
                     "/dev/sda")
         ours = [ROOT / "reference" / "causal_mha.py", ROOT / "mutants" / "finite_fill_100.py",
-                ROOT / "tests" / "zoo" / "correct" / "book_style.py"]
-        if not (policy.namespaces and ENGINE_IN_VIEW_TMP):  # see ENGINE_IN_VIEW_TMP: a stated gap, no correct layer
-            ours += [self.tool / "engine" / "runner.py", self.tool / "warmup" / "rehearsal.py"]  # the warm-up layer:
-            # a token from right
+                ROOT / "tests" / "zoo" / "correct" / "book_style.py", self.tool / "engine" / "runner.py",
+                self.tool / "warmup" / "rehearsal.py"]  # the warm-up layer: a token from right
         return {"tool_dir": str(self.tool / "child"), "tool_module": str(self.tool / "child" / "worker.py"),
                 "ours": [str(p) for p in ours],
                 "site_packages": self.site, "site_module": self.site_module, "classmate_dir": self.classmate.path,

@@ -1,0 +1,75 @@
+"""Hostile: fills the disk where a walk of its folder cannot see it: files just under the file-size limit, each
+deleted as soon as written and held, half by an open descriptor and half by a mapping alone (the descriptor
+closed), 180 MB in all, while its classmates are graded (found by an attacker's trial: without a filesystem of its
+own for the scratch, 1.6 GB held against a 64 MB budget went unseen); and is wrong.  Where mha-check mounts a tmpfs
+of its own for the folder, it fills only that."""
+import mmap
+import os
+import time
+
+import torch
+import torch.nn as nn
+
+CHUNK = b"\1" * (1 << 20)
+HELD = []  # open files and mappings: the disk stays taken while they live
+
+
+def _hide(i: int) -> None:
+    name = f"hidden{i}"
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(15):  # 15 MB: below the file-size limit
+            os.write(fd, CHUNK)
+        if i % 2:
+            HELD.append(mmap.mmap(fd, 15 << 20))  # the mapping alone keeps it
+            os.close(fd)
+        else:
+            HELD.append(fd)
+    finally:
+        os.unlink(name)
+
+
+def _fill() -> None:
+    for i in range(12):
+        try:
+            _hide(i)
+        except OSError:  # its own tmpfs is full (or the file-size limit): it holds what it could
+            break
+
+
+def _hold() -> float:
+    """Seconds to hold the space: hold.txt beside it says (a test gives its classmates time to be graded)."""
+    try:
+        with open("hold.txt") as f:
+            return float(f.read())
+    except (OSError, ValueError):
+        return 3.0
+
+
+_fill()
+time.sleep(_hold())
+
+
+class MyAttn(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        assert d_out % num_heads == 0
+        self.h, self.dh = num_heads, d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())
+
+    def attend(self, x):
+        B, n, _ = x.shape
+        split = lambda t: t.view(B, n, self.h, self.dh).transpose(1, 2)
+        q, k, v = split(self.W_query(x)), split(self.W_key(x)), split(self.W_value(x))
+        s = (q @ k.transpose(2, 3) / self.dh ** 0.5).masked_fill(self.mask[:n, :n], float("-inf"))
+        w = self.dropout(torch.softmax(s, dim=-1))
+        return self.out_proj((w @ v).transpose(1, 2).contiguous().view(B, n, self.h * self.dh))
+
+    def forward(self, x):
+        return self.attend(x) * 2
+        return self.attend(x)
