@@ -7,6 +7,7 @@ imported with one thread, before anything is forked from this module (OpenMP thr
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import random
@@ -47,6 +48,25 @@ from harness.wire.errors import PLATFORM_MARK  # noqa: E402
 torch.set_num_threads(1)
 torch.set_default_dtype(torch.float64)
 sys.dont_write_bytecode = True  # leave no __pycache__ in the student's folder
+
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32}  # a configuration's dtype (harness.wire.config)
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype):
+    """torch's default dtype while the student's code builds or runs a module of `dtype`: float64 is this process's
+    own (set at import), float32 is what a layer trained in float32 runs under (a tensor its forward makes without a
+    dtype is then float32, as in training)."""
+    if dtype is torch.float64:
+        yield
+        return
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 class StudentError(Exception):
@@ -134,11 +154,18 @@ class Worker:
         training = mode == "train"
         if any(mod.training != training for mod in module.modules()):  # as a training loop does: once, not per call
             self._student("forward", module.train, training)
-        return self._output(self._student("forward", module, *args, **kwargs))
+        with default_dtype(inst["dtype"]):
+            return self._output(self._student("forward", module, *args, **kwargs))
 
     @staticmethod
     def _tensor(array) -> torch.Tensor:
         return torch.from_numpy(array.copy())
+
+    def _input(self, inst: dict, array) -> torch.Tensor:
+        """An array of the trusted side's (float64 on the wire) as the instance's dtype: float32 for a module built
+        for a float32 configuration, as a layer trained in float32 is fed."""
+        t = self._tensor(array)
+        return t if inst["dtype"] is torch.float64 else t.to(inst["dtype"])
 
     # -- operations ----------------------------------------------------------------------------------------------
     def load(self, request: m.Load) -> m.Reply:
@@ -163,9 +190,11 @@ class Worker:
         # captured stack, on every build (a millisecond each, twenty builds per submission)
         torch.random.default_generator.manual_seed(request.seed)
         reads: set = set()
+        dtype = DTYPES[cfg.dtype]
         try:
-            module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides,
-                                   self.signature, reads)
+            with default_dtype(dtype):  # a float32 configuration is built as a layer trained in float32 is
+                module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides,
+                                       self.signature, reads)
         except StudentError as e:
             why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__, e.text)
             if why is None:
@@ -175,9 +204,9 @@ class Worker:
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
         if _has_complex(module):  # module.to(float64) would drop the imaginary part of a rotary freqs_cis buffer
-            self._student("construct", module._apply, _to_float64)
+            self._student("construct", module._apply, _to_float64 if dtype is torch.float64 else _to_float32)
         else:
-            self._student("construct", module.to, torch.float64)
+            self._student("construct", module.to, dtype)
         if request.force_dropout is not None:
             for mod in module.modules():
                 if isinstance(mod, nn.Dropout):
@@ -186,7 +215,7 @@ class Worker:
                                           out_proj=form_of(self.signature, self.overrides).out_proj)
         ways = calling.styles_for(module)
         handle = request.handle if request.handle is not None else len(self.instances)
-        self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways}
+        self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways, "dtype": dtype}
         return m.Built(
             handle=handle,
             param_count=sum(p.numel() for p in module.parameters()),
@@ -206,25 +235,25 @@ class Worker:
 
     def forward(self, request: m.Forward) -> m.Reply:
         inst = self._inst(request)
-        x = self._tensor(request.x)
+        x = self._input(inst, request.x)
         if request.noncontig:
             x = x.transpose(0, 1).contiguous().transpose(0, 1)  # same values, non-contiguous strides
         with torch.no_grad():
             y = self._forward(inst, x, request.mode, request.style)
         return m.Output(y.detach().to(torch.float64).numpy(), x.is_contiguous(),
-                        x.detach().numpy() if request.want_x_after else None)
+                        x.detach().to(torch.float64).numpy() if request.want_x_after else None)
 
     def vjp(self, request: m.Vjp) -> m.Reply:
         """One forward and one backward of sum(gy * y): gradients for x and, through a layout, every role."""
         inst = self._inst(request)
         module = inst["module"]
-        x = self._tensor(request.x).requires_grad_(True)
+        x = self._input(inst, request.x).requires_grad_(True)
         module.zero_grad(set_to_none=True)
         y = self._forward(inst, x, request.mode, request.style)
         if not y.requires_grad:
             return m.Gradients(no_graph=True, y=y.detach().to(torch.float64).numpy(),
                                unused=[n for n, _ in module.named_parameters()])
-        gy = self._tensor(request.gy)
+        gy = self._input(inst, request.gy)
         if tuple(gy.shape) != tuple(y.shape):
             raise StudentError("forward", f"output has shape {tuple(y.shape)}, expected {tuple(gy.shape)}")
         # A scalar loss, not y.backward(gy): the latter imports sympy on first use (0.3 s).
@@ -239,8 +268,8 @@ class Worker:
     def jacobian(self, request: m.Jacobian) -> m.Reply:
         """J[b, t, c, s, :] = d (r · y[b, t]) / d x[c, s, :] for every output position (b, t)."""
         inst = self._inst(request)
-        x = self._tensor(request.x).requires_grad_(True)
-        r = self._tensor(request.r)
+        x = self._input(inst, request.x).requires_grad_(True)
+        r = self._input(inst, request.r)
         y = self._forward(inst, x, request.mode, request.style)
         B, n = x.shape[:2]
         if not y.requires_grad or y.shape[:2] != (B, n) or y.shape[-1] != r.shape[0]:
@@ -295,14 +324,14 @@ class Worker:
         inst = self._inst(request)
         module = self._student("meta", copy.deepcopy, inst["module"])
         self._student("meta", module.to, "meta")
-        x = torch.empty(tuple(request.shape), device="meta", dtype=torch.float64)
+        x = torch.empty(tuple(request.shape), device="meta", dtype=inst["dtype"])
         y = self._forward({**inst, "module": module}, x, "eval", request.style)
         return m.MetaResult(str(y.device), list(y.shape))
 
     def devices(self, request: m.Devices) -> m.Reply:
         """Run forward following which tensors would move with the module and which would stay on the CPU."""
         inst = self._inst(request)
-        module, x = inst["module"], self._tensor(request.x)
+        module, x = inst["module"], self._input(inst, request.x)
         recorder = DeviceRecorder(self.target.module_file, [x, *module.parameters(), *module.buffers()])
         with torch.no_grad(), recorder:
             self._forward(inst, x, "eval", request.style)
@@ -314,7 +343,7 @@ class Worker:
         student's line that called it.  Labelling the steps is the trusted side's job (harness.engine.trace)."""
         inst = self._inst(request)
         module = inst["module"]
-        x = self._tensor(request.x)
+        x = self._input(inst, request.x)
         names = {id(p): n for n, p in module.named_parameters()}
         names.update({id(b): n for n, b in module.named_buffers()})
         names[id(x)] = "x"
@@ -372,12 +401,12 @@ class Worker:
         style = styles[request.style]
         if not style.bare and any(c > 1 for c in request.chunks[1:]):  # only a prompt and single tokens are masked
             raise AdapterError("chunks of several tokens after the first need a mask offset by the cached tokens")
-        x = self._tensor(request.x)
+        x = self._input(inst, request.x)
         if sum(request.chunks) != x.shape[1] or any(c < 1 for c in request.chunks):
             raise ValueError(f"chunks {request.chunks} do not cover {x.shape[1]} tokens")
         if any(mod.training for mod in module.modules()):
             self._student("forward", module.train, False)
-        with torch.no_grad():
+        with torch.no_grad(), default_dtype(inst["dtype"]):
             run = cache.decode(module, api, style.arguments, x, list(request.chunks), request.reset,
                                lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
         raised = ""
@@ -508,3 +537,10 @@ def _to_float64(t: torch.Tensor) -> torch.Tensor:
     if t.is_complex():
         return t.to(torch.complex128)
     return t.to(torch.float64) if t.is_floating_point() else t
+
+
+def _to_float32(t: torch.Tensor) -> torch.Tensor:
+    """float32 for real floating tensors, complex64 for complex ones, others unchanged: a float32 configuration."""
+    if t.is_complex():
+        return t.to(torch.complex64)
+    return t.to(torch.float32) if t.is_floating_point() else t

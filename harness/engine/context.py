@@ -24,7 +24,7 @@ from harness.sandbox.pool import ZygoteError
 from harness.sandbox.subject import Instance, Subject
 from harness.wire import messages as m
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
-from harness.wire.config import Config
+from harness.wire.config import FLOAT32, Config
 from harness.wire.form import Form, form_of
 from reference import numpy_ref
 
@@ -146,7 +146,7 @@ class Context:
     def input(self, cfg: Config, tag: str = "x") -> np.ndarray:
         """The same array for the same (tag, configuration), as a copy of its own: a check may change it."""
         if (tag, cfg) not in self._inputs:
-            self._inputs[tag, cfg] = self.rng(tag, cfg).standard_normal((cfg.batch, cfg.n, cfg.d_in))
+            self._inputs[tag, cfg] = _made_of(cfg, self.rng(tag, cfg).standard_normal((cfg.batch, cfg.n, cfg.d_in)))
         return self._inputs[tag, cfg].copy()
 
     def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:
@@ -160,11 +160,12 @@ class Context:
         return inst
 
     # -- configurations -------------------------------------------------------------------------------------------
-    def find_failure(self, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None):
+    def find_failure(self, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None,
+                     after=()):
         """`prop(cfg)` (None: fine; an Outcome: broken) asked of the required configurations and `examples` drawn
-        ones, all together (harness.engine.together: their round trips in one frame per step), and the smallest
-        failing configuration found, or None (harness.engine.search.find_failure)."""
-        return search.find_failure(self, prop, min_heads, min_n, generated, required)
+        ones (and `after`, judged last), all together (harness.engine.together: their round trips in one frame per
+        step), and the smallest failing configuration found, or None (harness.engine.search.find_failure)."""
+        return search.find_failure(self, prop, min_heads, min_n, generated, required, after)
 
     # -- the child, for checks that do not call the module the proven way (they count, inspect or batch) --------
     def load(self) -> m.Loaded:
@@ -278,9 +279,11 @@ class Context:
         cfg = inst.cfg
         w = numpy_ref.random_weights(self.rng(tag, cfg), cfg.d_in, cfg.d_out, qkv_bias=True,
                                      d_kv=layout.kv_width if layout is not None else None)
-        for r in numpy_ref.ROLES[4:]:
-            if r not in roles:
+        for r in numpy_ref.ROLES:
+            if r in numpy_ref.ROLES[4:] and r not in roles:
                 setattr(w, r, None)
+            elif getattr(w, r) is not None:
+                setattr(w, r, _made_of(cfg, getattr(w, r)))
         return self.completed(w)
 
     def completed(self, w: numpy_ref.Weights) -> numpy_ref.Weights:
@@ -302,6 +305,13 @@ class Context:
                               f"{inst.cfg.describe()} ({inst.info.layout_problem or 'no layout'})")
         roles = inst.layouts[inst.layout].roles
         return {r: getattr(w, r) if getattr(w, r) is not None else w.bias(r) for r in roles}
+
+
+def _made_of(cfg: Config, a: np.ndarray) -> np.ndarray:
+    """`a` as the child will hold it for `cfg`: a float32 configuration's inputs and weights rounded to float32 (and
+    kept in float64 here), so that the float64 reference computes on exactly the numbers the module was given and
+    only the module's own float32 arithmetic is left between the two."""
+    return a.astype(np.float32).astype(np.float64) if cfg.dtype == FLOAT32 else a
 
 
 def _close_twin(subject: Subject) -> None:

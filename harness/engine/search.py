@@ -25,6 +25,7 @@ import numpy as np
 
 from harness.engine.together import Together
 from harness.wire.config import Config
+from harness.wire.status import Status
 
 
 def draws(separate: bool, qkv_bias: bool, min_heads: int = 1, min_n: int = 1, examples: int = 6,
@@ -78,16 +79,20 @@ def _fixed_heads(ctx) -> int | None:
     return getattr(form, "heads", None)
 
 
-def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None):
+def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None, after=()):
     """The required configurations and the drawn ones are asked together (`together`: their round trips in one
-    frame per step, with the verdict of asking one at a time, in this order); a shrink asks one at a time."""
+    frame per step, with the verdict of asking one at a time, in this order); a shrink asks one at a time.
+    `after`: configurations asked in the same frames, judged after the drawn ones (reference-match's float32
+    probe: a failure of the float64 configurations is the one reported, as before it existed); a failing one is
+    shrunk, an undecided one (cannot tell) is returned as it is."""
     asked: dict[Config, object] = {}  # every configuration is asked about once, drawn or tried while shrinking
     fixed = _fixed_heads(ctx)
     min_heads = fixed or min_heads  # shrinking never goes below it, and never changes a fixed number
     required = list(required if required is not None else ctx.required_configs())
     drawn = draws(ctx.separate_widths, ctx.accepts("qkv_bias"), min_heads, min_n, ctx.examples, fixed) \
         if generated else []
-    early = together(ctx, prop, list(dict.fromkeys(required + drawn)))
+    after = list(after)
+    early = together(ctx, prop, list(dict.fromkeys(required + drawn + after)))
 
     def answer(cfg: Config):  # what the configurations asked together said, else asked now
         found = early.pop(cfg) if cfg in early else prop(cfg)
@@ -110,6 +115,11 @@ def find_failure(ctx, prop, min_heads: int = 1, min_n: int = 1, generated: bool 
         outcome = ask(cfg)
         if outcome is not None:
             return shrink(outcome, cfg, answer, min_heads, min_n, ctx.separate_widths, asked)
+    for cfg in after:
+        outcome = ask(cfg)
+        if outcome is not None:
+            return shrink(outcome, cfg, answer, min_heads, min_n, ctx.separate_widths, asked) \
+                if outcome.status == Status.FAIL else outcome
     return None
 
 
@@ -148,8 +158,8 @@ def shrink(outcome, cfg: Config, prop, min_heads: int, min_n: int, separate: boo
         if candidate not in answers:
             found = prop(candidate)
             answers[candidate] = None if found is None else _attach(found, candidate)
-        if answers[candidate] is None:
-            return False
+        if answers[candidate] is None or answers[candidate].status != outcome.status:  # a failure shrinks to a
+            return False  # smaller failure, never to a configuration mha-check could not decide (float32: raised)
         best = candidate
         return True
 
@@ -217,7 +227,7 @@ def _with(cfg: Config, separate: bool, **change) -> Config | None:
     d_in = heads * value["per_head"] if separate and value["per_head"] else (cfg.d_in if separate else heads * width)
     return Config(d_in=d_in, d_out=heads * width, heads=heads, context_length=value["context_length"],
                   batch=value["batch"], n=value["n"], dropout=cfg.dropout, qkv_bias=bool(value["qkv_bias"]),
-                  kv_heads=_kv_kept(cfg, heads))
+                  kv_heads=_kv_kept(cfg, heads), dtype=cfg.dtype)
 
 
 def _kv_kept(cfg: Config, heads: int) -> int | None:

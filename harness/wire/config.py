@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+FLOAT64, FLOAT32 = "float64", "float32"
+DTYPES = (FLOAT64, FLOAT32)  # what a configuration's module and input may be made of in the child
+
 
 @dataclass(frozen=True)
 class Config:
@@ -15,12 +18,15 @@ class Config:
     dropout: float = 0.0
     qkv_bias: bool = False
     kv_heads: int | None = None  # key/value heads of a grouped-query layer; None: as many as heads (plain MHA)
+    dtype: str = FLOAT64  # what the module and its input are made of in the child: float64, or float32 as in
+    # training (the float32 probe of reference-match); the trusted side computes in float64 either way
 
     def __repr__(self) -> str:
-        """As the dataclass would write it, with kv_heads only when set: the seeds of every draw are taken from this
-        text (Context.rng), so plain configurations draw exactly what they drew before grouped-query existed."""
+        """As the dataclass would write it, with kv_heads only when set and dtype only when not float64: the seeds
+        of every draw are taken from this text (Context.rng), so plain configurations draw exactly what they drew
+        before grouped-query and float32 existed."""
         shown = [f"{name}={getattr(self, name)!r}" for name in _FIELDS
-                 if name != "kv_heads" or self.kv_heads is not None]
+                 if (name != "kv_heads" or self.kv_heads is not None) and (name != "dtype" or self.dtype != FLOAT64)]
         return f"Config({', '.join(shown)})"
 
     @property
@@ -49,12 +55,15 @@ class Config:
 
     def ctor_key(self) -> tuple:
         """What the constructor sees: configs equal here can share one built module."""
-        return (self.d_in, self.d_out, self.heads, self.context_length, self.dropout, self.qkv_bias, self.kv_heads)
+        return (self.d_in, self.d_out, self.heads, self.context_length, self.dropout, self.qkv_bias, self.kv_heads,
+                self.dtype)
 
     def to_dict(self) -> dict:
         out = {name: getattr(self, name) for name in _FIELDS}  # asdict's deep copies cost more, for plain values
         if out["kv_heads"] is None:  # plain multi-head attention: said as before the grouped form existed
             del out["kv_heads"]
+        if out["dtype"] == FLOAT64:  # float64, as every configuration was before the float32 probe
+            del out["dtype"]
         return out
 
     def describe(self) -> str:
@@ -63,9 +72,10 @@ class Config:
             [", qkv_bias=True" if self.qkv_bias else "", f", dropout={self.dropout}" if self.dropout else ""]
         )
         kv = f", kv_heads={self.kv_heads}" if self.kv_heads is not None else ""
+        dtype = f", module and input in {self.dtype}" if self.dtype != FLOAT64 else ""
         return (
             f"{width}, heads={self.heads}{kv} (head width {self.head_width if self.heads else '?'}), "
-            f"context_length={self.context_length}, input (B={self.batch}, n={self.n}, {self.d_in}){extra}"
+            f"context_length={self.context_length}, input (B={self.batch}, n={self.n}, {self.d_in}){extra}{dtype}"
         )
 
 

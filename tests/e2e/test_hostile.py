@@ -247,6 +247,21 @@ def test_a_child_replaying_its_own_answers_fails_the_check_of_its_mistake(name, 
     world.assert_untouched()
 
 
+def test_a_layer_wrong_only_in_float32_fails_reference_match(world):
+    """Right in float64, wrong in float32 (no mask, scores / dh) behind a branch on x.dtype: every configuration of
+    float64 sees the lesson's layer, and only reference-match's float32 probe (module and input in float32, batch 4,
+    48 tokens, against the parent's float64 reference) shows it, as a failure that says which dtype and by how
+    much beyond which tolerance.  Before that probe it got full marks."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "float32_only.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail", outcome["message"]
+    assert "in float32" in outcome["message"] and "relative 0.0001" in outcome["message"], outcome["message"]
+    assert outcome["config"]["dtype"] == "float32", outcome["config"]
+    assert report["passed"] is False
+    assert [c["id"] for c in report["checks"] if c["status"] != "pass"] == ["reference-match"]  # nothing else sees it
+    world.assert_untouched()
+
+
 OURS = ("ours_imports", "ours_by_path", "ours_in_memory")  # a correct layer of mha-check's own, reached three ways
 
 
