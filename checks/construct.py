@@ -5,11 +5,18 @@ mha-check has no value for, sizes read from module-level globals, or several equ
 are mha-check's limits: *cannot tell*, with the option that helps.  So is a refusal caused by mha-check's own
 inputs, which the child shows on evidence (harness.child.construct.ours): a setting its config object lacks, or a
 parameter it left at its default that, set from the configuration, lets the class build.
+
+A class that refuses the lesson's narrow heads by design (`assert head_dim % 8 == 0`) but builds every required
+configuration with wider heads and the same numbers of heads is checked there: every check then uses heads that wide
+(Context.head_width).  Inverted divisibility is named only on its numbers: the class refuses the divisible width at
+every head width tried and builds one the heads do not divide.  A class that builds nothing mha-check makes, with a
+guard of its own, is cannot-tell.  Only a class that refuses pays for these builds.
 """
 import re
 
 from checks import cannot_tell, check, failed, passed
 from harness.wire import raised
+from harness.wire.config import Config
 from harness.wire.errors import PLATFORM_HELP, CannotDrive, TargetFailure
 
 ARG = re.compile(r"--arg (?!NAME=)[\w.]+=[@\w.]+")  # a named one: the generic advice says NAME=VALUE
@@ -45,6 +52,22 @@ def construct(ctx):
         read = ", ".join(f"{k} = {v}" for k, v in loaded.settings.items())
         return cannot_tell(f"{loaded.name} reads its sizes from module-level settings ({read}), so mha-check cannot "
                            "build it with its own widths, heads and context lengths", help=FACTORY_HELP)
+    found = _build_required(ctx, loaded)
+    if not isinstance(found, tuple):
+        return found
+    built, note = found
+    sig = loaded.signature
+    spelt = ", ".join([f"{p}=the {KEY_WORDS.get(k, k)}" for k, p in sig.accepts.items()] +
+                      [f"{p}=the {KEY_WORDS.get(k, k)}" for p, k in sig.derived.items()])
+    if sig.config_param:
+        spelt += (", " if spelt else "") + f"{sig.config_param}=an object holding every setting"
+    return passed(f"built {loaded.name} ({spelt or 'no arguments'}){note}", built=built)
+
+
+def _build_required(ctx, loaded):
+    """(the configurations built, a note), or the outcome that ends construct: every required configuration is
+    built, as square widths where the class refuses d_in != d_out, and with wider heads where it refuses the
+    lesson's narrow ones by design (_wider_heads)."""
     built, note = [], ""
     ctx.build_ahead([ctx.built(cfg) for cfg in ctx.required_configs()])  # one round trip
     for i in range(len(ctx.required_configs())):
@@ -59,20 +82,98 @@ def construct(ctx):
                                help=named.group(0) if named else
                                "--arg NAME=VALUE (or NAME=@d_out to bind it to the width), or " + FACTORY_HELP)
         except TargetFailure as e:
-            if not ctx.separate_widths or not _square_works(ctx, i):
-                finding = "refuses valid widths as not divisible" if "divisible" in e.message else \
-                    "refuses valid widths"
-                return failed(f"{loaded.name}(...) failed for {cfg.describe()}: {e.message}", config=cfg,
-                              finding=finding, **_raised(e))
-            note = f"; it refuses d_in != d_out ({e.message[:160]}), so every check uses d_in = d_out"
-            cfg = ctx.required_configs()[i]
+            if ctx.separate_widths and _square_works(ctx, i):
+                note = f"; it refuses d_in != d_out ({e.message[:160]}), so every check uses d_in = d_out"
+                cfg = ctx.required_configs()[i]
+            elif ctx.head_width is None and _wider_heads(ctx):
+                found = _build_required(ctx, loaded)
+                if not isinstance(found, tuple):
+                    return found
+                return found[0], found[1] + (
+                    f"; it refuses heads of width {cfg.head_width} ({_said(e)}) and builds heads of width "
+                    f"{ctx.head_width} with the same numbers of heads, so every check uses heads that wide")
+            else:
+                return _refused(ctx, loaded, cfg, e)
         built.append(cfg.describe())
-    sig = loaded.signature
-    spelt = ", ".join([f"{p}=the {KEY_WORDS.get(k, k)}" for k, p in sig.accepts.items()] +
-                      [f"{p}=the {KEY_WORDS.get(k, k)}" for p, k in sig.derived.items()])
-    if sig.config_param:
-        spelt += (", " if spelt else "") + f"{sig.config_param}=an object holding every setting"
-    return passed(f"built {loaded.name} ({spelt or 'no arguments'}){note}", built=built)
+    return built, note
+
+
+WIDER = (8, 16, 32, 64, 128)  # head widths tried, keeping the heads, when the lesson's narrow heads are refused
+
+
+def _wider_heads(ctx) -> bool:
+    """Does the class build every required configuration with wider heads (the same numbers of heads and key/value
+    heads)?  Then it refuses narrow heads by design (`assert head_dim % 8 == 0`, a kernel's tile), and every check
+    runs at the narrowest width it builds (Context.head_width).  Paid only by a class that refused: one round trip
+    per width tried, up to the first it builds."""
+    for wide in WIDER:
+        ctx.head_width = wide
+        configs = ctx.required_configs()
+        ctx.build_ahead([ctx.built(cfg) for cfg in configs])
+        try:
+            for cfg in configs:
+                ctx.built(cfg).info  # noqa: B018 - built now, to see whether it raises
+            return True
+        except (TargetFailure, CannotDrive):
+            continue
+    ctx.head_width = None
+    return False
+
+
+DELIBERATE = ("ValueError", "AssertionError", "NotImplementedError")  # a guard's refusal, not a crash
+
+
+def _refused(ctx, loaded, cfg, e: TargetFailure):
+    """The verdict on a constructor that refused a valid configuration at every head width tried, from what else it
+    builds.  Inverted divisibility (catalogued: divisibility-inverted) only on its numbers: it refuses the divisible
+    width and builds an indivisible one.  A class that builds some valid configurations and refuses others fails
+    (a bug of its own, nothing named).  A class that refuses everything mha-check tried, divisible or not, with a
+    guard of its own is cannot-tell: its sizes are not ones mha-check makes, which says nothing of its math."""
+    probe = indivisible(ctx)[0]
+    try:
+        ctx.built(probe).info  # noqa: B018 - built now, to see whether it raises
+        inverted = True
+    except (TargetFailure, CannotDrive):
+        inverted = False
+    if inverted or any(_builds(ctx, other) for other in ctx.required_configs() if other != cfg):
+        finding = "refuses valid widths as not divisible" if inverted and "divisible" in e.message else \
+            "refuses valid widths"
+        also = f"; it builds {probe.d_out} with {probe.heads} heads, which do not divide it" if inverted else ""
+        return failed(f"{loaded.name}(...) failed for {cfg.describe()}: {e.message}{also}", config=cfg,
+                      finding=finding, **_raised(e))
+    read = raised.parse(e.message)
+    if read is None or read.kind.rsplit(".", 1)[-1] not in DELIBERATE:
+        return failed(f"{loaded.name}(...) failed for {cfg.describe()}: {e.message}", config=cfg,
+                      finding="refuses valid widths", **_raised(e))
+    return cannot_tell(
+        f"{loaded.name}(...) refuses every configuration mha-check makes: {cfg.describe()} ({_said(e)}), the same "
+        f"numbers of heads with heads of width {', '.join(map(str, WIDER))}, and a width the heads do not divide "
+        f"({probe.d_out} with {probe.heads} heads); its own guard decides which sizes it takes, which says nothing "
+        "of its math",
+        help="--arg NAME=VALUE for the setting of your class that lets it build heads of width 2 to 128 (or "
+             "NAME=@d_out to bind it to the width), or " + FACTORY_HELP)
+
+
+def indivisible(ctx) -> list[Config]:
+    """Widths the heads do not divide: d_out = 8 with 3 heads and 10 with 4 (heads of width 2, two features left
+    over).  Where the class refuses narrow heads by design (Context.head_width, e.g. a multiple of 8), the heads
+    are that wide and two features are left over (d_out = 26 with 3 heads, 34 with 4): a class whose only guard is
+    on the head width `d_out // H` builds them, as it would build 8 with 3 heads if it took narrow heads."""
+    sep, wide = ctx.separate_widths, getattr(ctx, "head_width", None) or 2
+    return [Config(d_in=5 if sep else heads * wide + 2, d_out=heads * wide + 2, heads=heads, context_length=6,
+                   batch=2, n=3) for heads in (3, 4)]
+
+
+def _builds(ctx, cfg) -> bool:
+    try:
+        ctx.built(cfg).info  # noqa: B018 - built now, to see whether it raises
+        return True
+    except (TargetFailure, CannotDrive):
+        return False
+
+
+def _said(e: TargetFailure) -> str:
+    return e.message.split(" (at ")[0][:160]
 
 
 KEY_WORDS = {"d_in": "input width", "d_out": "output width", "width": "width", "heads": "number of heads",

@@ -1,7 +1,6 @@
 """divisibility (a lesson rule): a width not divisible by the number of heads is refused at construction."""
 from checks import check, failed, passed
-from checks.construct import construct
-from harness.wire.config import Config
+from checks.construct import construct, indivisible
 from harness.wire.errors import TargetFailure
 
 
@@ -23,9 +22,9 @@ from harness.wire.errors import TargetFailure
     kind="rule",
 )
 def divisibility(ctx):
-    sep = ctx.separate_widths
-    for d_out, heads in ((8, 3), (10, 4)):
-        cfg = Config(d_in=5 if sep else d_out, d_out=d_out, heads=heads, context_length=6, batch=2, n=3)
+    configs = indivisible(ctx)
+    for cfg in configs:
+        d_out, heads = cfg.d_out, cfg.heads
         try:
             inst = ctx.built(cfg)
             inst.info  # noqa: B018 - built now: the constructor must refuse this configuration
@@ -37,4 +36,7 @@ def divisibility(ctx):
             f"{d_out // heads} cover only {width} of the {d_out} features",
             config=cfg, observed=f"constructed ({inst.info.param_count} parameters)",
             expected="an exception from the constructor", finding="no divisibility check")
-    return passed("refused d_out=8 with 3 heads and d_out=10 with 4 heads")
+    first, second = configs
+    return passed(f"refused d_out={first.d_out} with {first.heads} heads and d_out={second.d_out} with "
+                  f"{second.heads} heads")
+

@@ -42,11 +42,14 @@ def head_invariance(ctx):
 
 
 def _same_count(ctx, kv_of: dict, grouping: str = ""):
-    """Build d_out = 12 with each number of heads (and key/value heads `kv_of[heads]`) and compare the counts."""
-    sep = ctx.separate_widths
+    """Build d_out = 12 with each number of heads (and key/value heads `kv_of[heads]`) and compare the counts.  A
+    class that refuses narrow heads by design (Context.head_width = W, e.g. 8) is built with d_out = 6·W (heads of
+    width 6·W, 3·W, 2·W, 1.5·W and W), and judged on the widths that are multiples of W."""
+    sep, wide = ctx.separate_widths, getattr(ctx, "head_width", None)
+    d_out, step = (6 * wide, wide) if wide else (12, 2)
     counts, failures = {}, {}
-    modules = {heads: ctx.built(Config(d_in=24 if sep else 12, d_out=12, heads=heads, context_length=5,
-                                               batch=2, n=3, kv_heads=kv)) for heads, kv in kv_of.items()}
+    modules = {heads: ctx.built(Config(d_in=2 * d_out if sep else d_out, d_out=d_out, heads=heads, context_length=5,
+                                       batch=2, n=3, kv_heads=kv)) for heads, kv in kv_of.items()}
     ctx.build_ahead(list(modules.values()))  # one round trip
     for heads, inst in modules.items():
         try:
@@ -56,22 +59,26 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
             failures[heads] = e.message
     built = {h: c for h, c in counts.items() if c is not None}
     table = ", ".join(f"H={h}: {c if c is not None else 'failed to build'}" for h, c in counts.items())
-    refused = {h: msg for h, msg in failures.items() if (12 // h) % 2 == 0}  # odd head widths aside
+    refused = {h: msg for h, msg in failures.items() if (d_out // h) % step == 0}  # odd head widths aside
     if refused:
         h, msg = next(iter(refused.items()))
-        return failed(f"could not build with {h} heads{grouping} for d_out=12: {msg}", observed=table)
+        return failed(f"could not build with {h} heads{grouping} for d_out={d_out}: {msg}", observed=table)
     note = ""
-    if failures:  # refused only where the head width is odd: rotary embeddings must, and the lesson's configurations
-        # keep head widths even (docs/checks.md), so this is judged on the even ones
+    if failures and not wide:  # refused only where the head width is odd: rotary embeddings must, and the lesson's
+        # configurations keep head widths even (docs/checks.md), so this is judged on the even ones
         h, msg = next(iter(failures.items()))
         note = (f"; it refuses heads of odd width ({', '.join(f'H={h}' for h in failures)}, width {12 // h}: "
                 f"{msg.split(' (at ')[0][:160]}), as rotary embeddings must, so only even head widths are compared")
+    elif failures:  # refused where the head width is not a multiple of the one construct found it builds
+        h, msg = next(iter(failures.items()))
+        note = (f"; it refuses heads whose width is not a multiple of {wide} ({', '.join(f'H={h}' for h in failures)}"
+                f", width {d_out // h}: {msg.split(' (at ')[0][:160]}), so only multiples of {wide} are compared")
     if len(set(built.values())) > 1:
         first = next(iter(built))
-        return failed(f"parameter count changes with the number of heads{grouping} (d_out=12): {table}{note}",
+        return failed(f"parameter count changes with the number of heads{grouping} (d_out={d_out}): {table}{note}",
                       observed=table, expected=f"the same count for all, {built[first]} as with "
                       f"{'one head' if first == 1 else f'{first} heads'}", finding="count grows with heads")
     heads = [str(h) for h in built]
     first = next(iter(built))
     return passed(f"{built[first]} parameters for {', '.join(heads[:-1])} and {heads[-1]} heads{grouping} "
-                  f"(d_out=12){note}")
+                  f"(d_out={d_out}){note}")

@@ -47,6 +47,8 @@ class Context:
         self.call_evidence: unproven_call.CallEvidence | None = None  # how forward is called where no proof said
         self._recorded: TraceResult | None = None
         self.square_only = False  # set by `construct` when the constructor refuses d_in != d_out
+        self.head_width: int | None = None  # set by `construct` when the class refuses narrow heads by design: the
+        # head width every configuration mha-check makes then has at least (`fitted`)
         self._inputs: dict[tuple, np.ndarray] = {}  # drawn once per (tag, configuration): most checks ask again
         self._readings: dict[str, frozenset] = {}  # _same_layout: a few dozen texts, asked about a thousand times
         self._config_reads: dict[str, str] | None = None  # what a config object was read for (grouped), once
@@ -88,12 +90,23 @@ class Context:
         mask whose size is hard-coded to a small number shows there."""
         sep = self.separate_widths
         if self.grouped:  # grouped-query: kv_heads below the heads, and equal (harness.engine.grouped)
-            return grouped.configs(sep, grouped.preferred_kv(self.signature, self.subject.overrides,
-                                                             self._config_reads))
-        return [self.shaped(cfg) for cfg in (
+            return [self.fitted(cfg) for cfg in grouped.configs(sep, grouped.preferred_kv(
+                self.signature, self.subject.overrides, self._config_reads))]
+        return [self.fitted(self.shaped(cfg)) for cfg in (
                 Config(d_in=6 if sep else 8, d_out=8, heads=2, context_length=7, batch=2, n=5),
                 Config(d_in=9 if sep else 6, d_out=6, heads=3, context_length=4, batch=2, n=4),
                 Config(d_in=12 if sep else 8, d_out=8, heads=4, context_length=64, batch=1, n=64))]
+
+    def fitted(self, cfg: Config) -> Config:
+        """`cfg` with heads as wide as the class accepts (`head_width`, found by construct when the class refuses
+        narrow heads by design, e.g. `assert head_dim % 8 == 0`): the same heads, key/value heads, tokens and
+        context, d_out = heads * head_width (d_in too where it equals d_out).  Unchanged for every class that
+        builds the lesson's narrow heads, which is every class that does not refuse them: only a refusal pays."""
+        wide = self.head_width
+        if wide is None or cfg.heads <= 0 or cfg.d_out % cfg.heads or cfg.head_width % wide == 0:
+            return cfg
+        d_out = cfg.heads * wide
+        return dataclasses.replace(cfg, d_out=d_out, d_in=d_out if cfg.d_in == cfg.d_out else cfg.d_in)
 
     @property
     def grouped(self) -> bool:

@@ -53,8 +53,7 @@ NOTES = ("MultiheadGQA(embed_dim, query_heads, kv_heads, dropout=0.0, bias=True,
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
 DIAGNOSIS = None
-EXPECTED_BECAUSE = "real bug (scores / dh; with kv_heads < heads the group's query heads are summed): once built with head widths it accepts (multiples of 8), the output matches no reading of the lesson's layer and param-count differs (the default LayerNorm); no single catalogued mistake explains all of it"
-KNOWN_WRONG = "issue 28 item 2: the class refuses head widths that are not a multiple of 8 by design; mha-check builds it only with small head widths (d=8, heads=4, kv_heads=2: head width 2), so construct FAILS and divisibility-inverted is named, which the layer does not have (its guard raises only for head widths % 8 != 0 or > 128; it builds at d=24, heads=3). Root cause: the engine's configuration search (harness/engine/search.py) has no way to learn a class's head-width restriction, and harness.child.construct.ours() does not recognise 'refuses this head width but builds a wider one with the same heads' as mha-check's own limit"
+EXPECTED_BECAUSE = "real bug (scores / dh; with kv_heads < heads the group's query heads are summed): construct finds that it refuses heads of width 2 and builds heads of width 8 with the same heads, so every check runs there; the output matches no reading of the lesson's layer (out_proj takes the KV heads' width: weight checks cannot tell) and param-count differs (the default LayerNorm, the narrow out_proj); no single catalogued mistake explains all of it. With --arg layer_norm=False --arg kv_heads=@heads it is the lesson's layer with scores / dh: reference-match and gradient-match fail and scale-by-dh is named (tests/e2e/test_head_width.py)"
 
 
 def scaled_dot_product_gqa(

@@ -141,3 +141,24 @@ def test_an_outcome_that_names_its_own_configuration_keeps_it():
         return Outcome("fail", "broken", config={"shown": cfg.n})
     out = find_failure(Ctx(), prop, generated=False)
     assert out.config == {"shown": 5}
+
+
+class WideCtx(Ctx):
+    """A class that refuses heads narrower than 8 by design (Context.head_width, found by construct)."""
+    head_width = 8
+
+
+def test_a_class_refusing_narrow_heads_is_asked_and_shrunk_only_at_head_widths_it_accepts():
+    wide = [Config(d_in=16, d_out=16, heads=2, context_length=7, batch=2, n=5)]
+    prop, asked = recording(lambda cfg: cfg.n >= 2)
+    out = find_failure(WideCtx(wide), prop)
+    assert all(cfg.head_width in (8, 16) for cfg in asked), asked  # never a head the class refuses
+    assert out.config == Config(d_in=8, d_out=8, heads=1, context_length=2, batch=2, n=2).to_dict()
+    drawn = draws(False, False, head_width=8)
+    assert drawn[0].head_width == 8 and {cfg.head_width for cfg in drawn} <= {8, 16}
+
+
+def test_draws_are_unchanged_for_every_class_that_accepts_narrow_heads():
+    drawn = draws(False, True, 2, 2)
+    assert drawn[0] == Config(d_in=4, d_out=4, heads=2, context_length=2, batch=2, n=2)  # the smallest, as always
+    assert {cfg.head_width for cfg in drawn} <= {2, 4}
