@@ -18,8 +18,10 @@ symptoms.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import mutants
-from harness.engine import fitting, rewrite
+from harness.engine import fitting, pairs, rewrite
 from harness.engine.compare import same
 from harness.engine.records import Diagnosis
 from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
@@ -75,12 +77,17 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks, recorded = _marks(ctx) if ctx is not None else ([], False)
-    numbers = _numeric(ctx, possible) if ctx is not None else None  # None: the numbers could not be asked
+    samples = _samples(ctx) if ctx is not None else None
+    numbers = _numeric(ctx, samples, possible)  # None: the numbers could not be asked
     if numbers:
         best = _by_marks(numbers, marks, catalogue)
         if best:
             return _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
                                            "weights and inputs", catalogue, marks, report)
+    elif numbers == []:  # no one mistake is the outputs: two at once may be
+        both = _pair(ctx, samples, possible, marks, catalogue)
+        if both:
+            return _named_pair(both, catalogue, marks, report)
     mine = set(findings(report))
     matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine
                 and not _trace_refutes(catalogue[m], marks, recorded)]
@@ -158,6 +165,16 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
                      code=where["code"] if where else None, follows=tuple(_follows(mid, catalogue, report)))
 
 
+def _named_pair(both: tuple[str, str], catalogue: dict, marks: list[dict], report) -> Diagnosis:
+    """Two mistakes, each with its own line, fix and the failing checks it explains: the first (the earlier in the
+    forward) is the root cause, the second rides along as `also`; a check both explain is the first's."""
+    evidence = ("your outputs equal those of these two mistakes made together, number for number, under the same "
+                "weights and inputs; neither alone computes them")
+    first, second = (_named(m, "numbers", evidence, catalogue, marks, report) for m in both)
+    second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
+    return dataclasses.replace(first, also=second)
+
+
 def _follows(mid: str, catalogue: dict, report) -> list[str]:
     """The failing checks this mistake explains (those its mutant fails too): first those made to catch it, in the
     order its mutant names them (the most specific first), then the others in report order."""
@@ -210,17 +227,16 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     return out, True
 
 
-def _numeric(ctx, possible: list[str]) -> list[str] | None:
-    """Mutants whose variant reproduces the target's outputs on every required configuration, under transplanted
-    weights (and differs from the reference there); None when they could not be asked (the weights are not mapped
-    with certainty, or no configuration ran)."""
+def _samples(ctx) -> list[pairs.Sample] | None:
+    """The module's outputs on every required configuration that ran, under transplanted weights, beside the
+    reference's; None when they could not be asked (the weights are not mapped with certainty, the worker died, or
+    no configuration ran)."""
     try:
         if not ctx.mapping.certain:
             return None
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
-    knobs = {m: k for m, k in mutants.variants().items() if m in possible}
-    matching, used, shown = set(knobs), 0, set()  # shown: the mistake's own numbers seen somewhere, not only neutral
+    out = []
     for cfg in ctx.required_configs():
         try:
             inst = ctx.build(cfg)
@@ -232,13 +248,33 @@ def _numeric(ctx, possible: list[str]) -> list[str] | None:
             continue
         except WorkerDied:
             return None
-        used += 1
-        expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
-        fits = {m: _fits(y, x, cfg.heads, w, with_rope(knobs[m], ctx.rope), expected, mutants.fitted().get(m, ()))
-                for m in matching}
+        out.append(pairs.Sample(x, cfg.heads, w, y, numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)))
+    return out or None
+
+
+def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> list[str] | None:
+    """Mutants whose variant reproduces the target's outputs on every sample (every required configuration), under
+    transplanted weights (and differs from the reference there); None when they could not be asked."""
+    if samples is None:
+        return None
+    knobs = {m: k for m, k in mutants.variants().items() if m in possible}
+    matching, shown = set(knobs), set()  # shown: the mistake's own numbers seen somewhere, not only neutral
+    for s in samples:
+        fits = {m: _fits(s.y, s.x, s.heads, s.w, with_rope(knobs[m], ctx.rope), s.expected,
+                         mutants.fitted().get(m, ())) for m in matching}
         matching = {m for m, fit in fits.items() if fit}
         shown |= {m for m, fit in fits.items() if fit == "shown"}
-    return sorted(matching & shown) if used else None
+    return sorted(matching & shown)
+
+
+def _pair(ctx, samples: list[pairs.Sample] | None, possible: list[str], marks: list[dict],
+          catalogue: dict) -> tuple[str, str] | None:
+    """Two mistakes at once whose composed variant reproduces the outputs (harness.engine.pairs), among those
+    plausible here; None when there is none, or several the trace cannot tell apart."""
+    if not samples:
+        return None
+    knobs = {m: k for m, k in mutants.variants().items() if m in possible}
+    return pairs.choose(pairs.reproducing(samples, knobs, mutants.fitted(), ctx.rope), marks, catalogue)
 
 
 def _fits(y, x, heads: int, w, knobs: dict, expected, free: tuple[str, ...] = ()) -> str:
