@@ -84,7 +84,8 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         if best:
             return _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
                                            "weights and inputs", catalogue, marks, report)
-    elif numbers == []:  # no one mistake is the outputs: two at once may be
+    elif numbers == [] and not report.math_correct:  # no one mistake is the outputs: two at once may be (never
+        # asked of a layer whose math passed: its outputs are the reference's)
         both = _pair(ctx, samples, possible, marks, catalogue)
         if both:
             return _named_pair(both, catalogue, marks, report)
