@@ -13,9 +13,9 @@ A pair is named only when all of these hold, on every sample:
    the reference on at least one sample;
 2. each of the two shows: the composed output differs from the other mistake alone on some sample (a pair whose
    second mistake changes nothing is the first one alone, or neither);
-3. neither mistake is the mirror of a correct module: a mistake whose variant the reference computes under another
-   reading of the same-shaped projections (queries and keys swapped is the lesson's layer with W_q and W_k read the
-   other way round) proves nothing about the student's code;
+3. neither mistake, nor the two together, is the mirror of a correct module: a variant the reference computes under
+   another reading of the same-shaped projections (queries and keys swapped is the lesson's layer with W_q and W_k
+   read the other way round) proves nothing about the student's code;
 4. it is the only such pair, or the only one whose two mistakes the recorded forward marks (a fill of 0 is both
    finite-fill's and mask-multiplied's number: the line tells which).
 
@@ -96,7 +96,7 @@ def reproducing(samples: list[Sample], knobs: dict[str, dict], fitted: dict[str,
                     alone = _output(s, knobs[other], fitted.get(other, ()), rope)
                     each[one] = alone is None or alone.shape != theirs.shape or not same(alone, theirs)
         else:
-            if shown and all(each.values()) and not any(_mirror(samples, knobs[m], rope) for m in (a, b)):
+            if shown and all(each.values()) and not any(_mirror(samples, k, rope) for k in (knobs[a], knobs[b], both)):
                 found.append((a, b))
     return found
 
