@@ -141,7 +141,8 @@ def _field(name: str, value: str, cols: int, pad: int = 14) -> list[str]:
     return wrap(value, " " * (2 + pad), f"  {name + ':':<{pad}}", cols)
 
 
-def _mistake(r, head: str, cols: int) -> list[str]:
+def _mistake(r, head: str, cols: int, said: str = "") -> list[str]:
+    """One named mistake's lines; `said`: the evidence already given (two mistakes share theirs)."""
     out = wrap(r.title, "  ", head, cols)
     if r.at:
         out += _field("where", r.at, cols)
@@ -149,7 +150,8 @@ def _mistake(r, head: str, cols: int) -> list[str]:
         out += _field("you wrote", r.code, cols)
     out += _field("fix", r.fix, cols)
     out += _field("what happens", r.symptom, cols)
-    out += _field("how we know", r.evidence, cols)
+    if r.evidence != said:
+        out += _field("how we know", r.evidence, cols)
     return out
 
 
@@ -157,7 +159,7 @@ def _root(view: ReportView, colour: bool, cols: int) -> list[str]:
     r = view.root
     out = _mistake(r, "Root cause: ", cols)
     if r.also:  # two mistakes at once: each with its line and fix, the failing checks after both
-        out += _mistake(r.also, "and a second mistake: ", cols)
+        out += _mistake(r.also, "and a second mistake: ", cols, said=r.evidence)
     if view.follows:
         out.append(f"  {'they make' if r.also else 'it makes'} {len(view.follows)} "
                    f"check{'s' if len(view.follows) != 1 else ''} fail:")
@@ -234,9 +236,9 @@ def _section(lines: list[CheckLine], width: int, all_passed: bool, colour: bool,
 def _quiet(view: ReportView, width: int, colour: bool, cols: int) -> str:
     out = wrap(view.verdict, "  ", "", cols)
     if view.root:
-        for r in (view.root, view.root.also):
+        for head, r in (("root cause", view.root), ("second mistake", view.root.also)):
             if r:
-                out.append("  " + one_line(f"root cause: {r.title}" + (f" (at {r.at})" if r.at else ""), cols - 2))
+                out.append("  " + one_line(f"{head}: {r.title}" + (f" (at {r.at})" if r.at else ""), cols - 2))
     for c in view.lines:
         row = f"{c.label:<10} {c.id:<{width}}  "
         row += one_line(c.text, cols - len(row))
