@@ -59,11 +59,21 @@ def test_a_single_mistake_is_no_pair_with_a_mistake_that_changes_nothing():
     assert found(scale="none") == []
 
 
-def test_knobs_that_overlap_do_not_compose():
+def test_knobs_compose_where_both_mistakes_can_be_in_one_layer():
     knobs = multi_head()
-    assert not pairs.composable(knobs["finite-fill"], knobs["mask-multiplied"])
-    assert not pairs.composable(knobs["split-view-order"], knobs["split-view-order-keys"])
-    assert pairs.composable(knobs["split-view-order"], knobs["merge-no-transpose"])
+    assert variants.compose(knobs["finite-fill"], knobs["mask-multiplied"]) is None  # one fill
+    assert variants.compose(knobs["split-view-order"], knobs["split-view-order-keys"]) is None  # the keys' twice
+    assert variants.compose(knobs["split-view-order"], knobs["merge-no-transpose"]) == {
+        "split": "view-bhnd", "merge": "no-transpose"}
+    assert variants.compose(knobs["split-view-order-queries"], knobs["split-view-order-keys"]) == {
+        "split": "view-bhnd:qk"}
+    assert variants.compose(knobs["split-view-order-queries"], knobs["split-view-order-keys-values"]) == {
+        "split": "view-bhnd"}
+
+
+def test_the_queries_and_the_keys_split_in_the_wrong_order_are_those_two_mistakes():
+    """No catalogued mistake has the queries' and the keys' views wrong and the values' right: the two are named."""
+    assert found(split="view-bhnd:qk") == [("split-view-order-keys", "split-view-order-queries")]
 
 
 def test_several_pairs_are_told_apart_only_by_what_trace_marks():
