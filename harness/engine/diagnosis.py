@@ -4,7 +4,8 @@ Evidence, strongest first, all computed in the trusted process:
 
 1. numbers: under the same transplanted weights and inputs, on every required configuration, the target's output
    equals what a catalogued mistake's numeric variant computes (`reference.variants`), and differs from the
-   reference.  Where several mistakes compute the same numbers, the recorded forward (trace marks) decides.
+   reference.  Where several mistakes compute the same numbers, the recorded forward (trace marks) decides.  Where
+   no single mistake does, two made together may (`harness.engine.pairs`: both named, each at its own line).
 2. a signature: the specific findings of the failing checks (a leak pattern, a parameter-count pattern, an
    unregistered container...) contain a catalogued mistake's measured signature, and no other mistake's.
 3. a trace mark: the recorded forward shows a pattern that exactly one catalogued mistake declares, the check
