@@ -4,7 +4,11 @@ import numpy as np
 import pytest
 
 import mutants
+from checks import Outcome, all_checks
 from harness.engine import pairs
+from harness.engine.records import Diagnosis
+from harness.engine.report import CheckResult, Report
+from harness.render import formats, html, text, view
 from reference import numpy_ref, variants
 
 SHAPES = ((2, 5, 8, 2), (1, 7, 12, 3), (2, 4, 6, 3))  # (batch, n, d, heads): n, heads and head width distinct
@@ -86,3 +90,33 @@ def test_several_pairs_are_told_apart_only_by_what_trace_marks():
              {"id": catalogue["finite-fill"]["trace"][0], "mutant": "finite-fill"}]
     assert pairs.choose(both, marks, catalogue) == ("no-scaling", "finite-fill")
     assert pairs.choose(both[:1], [], catalogue) == ("finite-fill", "no-scaling")
+
+
+def _two_mistake_report():
+    """A report built by hand: no scale and a finite fill, each with its line, the leak the fill's alone."""
+    failing = {"reference-match", "gradient-match", "causal-leakage"}
+    checks = [CheckResult.of(c, Outcome("fail" if c.id in failing else "pass", f"{c.id} says", details={}))
+              for c in all_checks()]
+    fill = Diagnosis("finite-fill", "numbers", title="fill", fix='att = att.masked_fill(m, float("-inf"))',
+                     at="a.py:30", code="att = att.masked_fill(m, -1e-9)", follows=("causal-leakage",))
+    scale = Diagnosis("no-scaling", "numbers", title="scale", fix="att = q @ k.mT / q.size(-1) ** 0.5",
+                      at="a.py:29", code="att = q @ k.mT", follows=("reference-match", "gradient-match"),
+                      also=fill)
+    return Report("a.py:Attn", checks, diagnosis=scale)
+
+
+def test_each_failing_check_shows_the_fix_of_the_mistake_that_explains_it():
+    shown = view.build(_two_mistake_report())
+    fixes = {ln.id: ln.fix for ln in shown.lines if ln.status == "fail"}
+    assert fixes == {"reference-match": shown.root.fix, "gradient-match": shown.root.fix,
+                     "causal-leakage": shown.root.also.fix}
+    assert [ln.id for ln in shown.follows] == ["reference-match", "gradient-match", "causal-leakage"]
+
+
+def test_the_second_mistake_survives_json_and_every_report_says_both():
+    report = Report.from_dict(_two_mistake_report().to_dict())
+    assert report.diagnosis.also.mutant == "finite-fill" and report.diagnosis.also.at == "a.py:30"
+    shown = view.build(report)
+    for words in (text.render(shown), text.render(shown, quiet=True), html.render(shown),
+                  formats.render(report, "gradescope", None)):
+        assert "a.py:29" in words and "a.py:30" in words, words[:400]
