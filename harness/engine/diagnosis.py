@@ -30,6 +30,7 @@ from harness.wire.status import Status
 from reference import numpy_ref, variants
 from reference.rotary import with_rope
 
+GROUPED_ONLY = ("gqa-", "mqa-")  # mistakes of the grouped-query layer (mutants.FAMILY): in no plain layer
 GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
            "refuses valid widths"}
 
@@ -71,9 +72,11 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     catalogue = mutants.catalogue()
     status = {c.id: c.status for c in report.checks}
     kinds = {c.id: c.kind for c in report.checks}
-    form = _form(ctx)
+    form, grouped = _form(ctx), _grouped(ctx)
     possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in (Status.PASS, None)
                 and (form is None or mutants.form(m) == form)  # a mistake of the layer's own form (single head)
+                and (grouped is not False or not m.startswith(GROUPED_ONLY))  # a grouped-query mistake only in a
+                # layer that has key/value heads of its own (a plain layer's leak was named gqa-mask-one-group)
                 and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
@@ -133,6 +136,15 @@ def _form(ctx) -> str | None:
     """The form the target was checked as (harness.wire.form), or None when unknown (no context, not loaded)."""
     try:
         return ctx.form.name if ctx is not None else None
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+
+
+def _grouped(ctx) -> bool | None:
+    """Whether the target was checked as a grouped-query layer (its constructor or config takes key/value heads);
+    None when unknown (no context, not loaded)."""
+    try:
+        return bool(ctx.grouped) if ctx is not None else None
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
 
