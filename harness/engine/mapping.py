@@ -128,7 +128,8 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
 def _pair_mistakes(own, weights: dict, x, heads: int, form: str) -> dict[int, tuple[str, str]]:
     """Reading -> the one pair of known mistakes whose composed variant reproduces the module's output under it
     (harness.engine.pairs, its rules of evidence on this one input: a mirror of a correct layer is never half of a
-    pair), for a plain layer (no mask to pass, no rotary embedding) no single mistake reproduces.  A fused q/k/v
+    pair; each mistake at its catalogued value), for a plain layer (no mask to pass, no rotary embedding) no single
+    mistake reproduces.  A fused q/k/v
     projection with the view order wrong in both the split and the merge is mapped so, then diagnosed on every
     configuration; a reading with several pairs that its numbers cannot tell apart is no proof."""
     out = {}
@@ -137,8 +138,9 @@ def _pair_mistakes(own, weights: dict, x, heads: int, form: str) -> dict[int, tu
         if own.shape != expected.shape:
             continue
         knobs = {m: k for m, k in mutants.variants().items() if mutants.form(m) == form and "rope" not in k}
-        pair = pairs.choose(pairs.reproducing([pairs.Sample(x, heads, w, own, expected)], knobs, mutants.fitted()),
-                            [], mutants.catalogue())
+        pair = pairs.choose(pairs.reproducing([pairs.Sample(x, heads, w, own, expected)], knobs, {}),
+                            [], mutants.catalogue())  # the catalogue's values, none read off the output: a value
+        # fitted to its extreme (+40 added to the future and the diagonal) mimics a mask that hides the past
         if pair:
             out[i] = pair
     return out
