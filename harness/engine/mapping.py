@@ -129,9 +129,9 @@ def _pair_mistakes(own, weights: dict, x, heads: int, form: str) -> dict[int, tu
     """Reading -> the one pair of known mistakes whose composed variant reproduces the module's output under it
     (harness.engine.pairs, its rules of evidence on this one input: a mirror of a correct layer is never half of a
     pair; each mistake at its catalogued value), for a plain layer (no mask to pass, no rotary embedding) no single
-    mistake reproduces.  A fused q/k/v
-    projection with the view order wrong in both the split and the merge is mapped so, then diagnosed on every
-    configuration; a reading with several pairs that its numbers cannot tell apart is no proof."""
+    mistake reproduces.  A fused q/k/v projection with the view order wrong in both the split and the merge is mapped
+    so, then diagnosed on every configuration; a reading with several pairs its numbers cannot tell apart is no
+    proof."""
     out = {}
     for i, w in weights.items():
         expected = numpy_ref.forward(x, heads, w)
