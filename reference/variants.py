@@ -52,6 +52,28 @@ def applies(w: Weights, heads: int, knobs: dict) -> bool:
     return grouped_w or not set(NARROW_KNOBS) & set(knobs)
 
 
+def compose(a: dict, b: dict) -> dict | None:
+    """The knobs of a layer with both mistakes `a` and `b`, or None when they cannot both be in one layer (two scales,
+    two masks, one projection's split twice).  Knobs set apart merge; the split's view order on some projections
+    merges with it on the others (the queries' and the keys' views both wrong: "view-bhnd:qk")."""
+    shared = set(a) & set(b)
+    if shared - {"split"}:
+        return None
+    both = {**a, **b}
+    if shared:
+        mine, theirs = _viewed(a["split"]), _viewed(b["split"])
+        if not mine or not theirs or mine & theirs:
+            return None
+        roles = "".join(r for r in "qkv" if r in mine | theirs)
+        both["split"] = "view-bhnd" if roles == "qkv" else f"view-bhnd:{roles}"
+    return both
+
+
+def _viewed(split: str) -> set[str]:
+    """The projections split with view(B, H, n, dh) under `split`."""
+    return {r for r in "qkv" if split_for(split, r) == "view-bhnd"}
+
+
 def _future(n: int, mask: str) -> np.ndarray:
     ones = np.ones((n, n), dtype=bool)
     return {"causal": np.triu(ones, 1), "hide-diagonal": np.triu(ones, 0), "one-future": np.triu(ones, 2),

@@ -4,7 +4,8 @@ Evidence, strongest first, all computed in the trusted process:
 
 1. numbers: under the same transplanted weights and inputs, on every required configuration, the target's output
    equals what a catalogued mistake's numeric variant computes (`reference.variants`), and differs from the
-   reference.  Where several mistakes compute the same numbers, the recorded forward (trace marks) decides.
+   reference.  Where several mistakes compute the same numbers, the recorded forward (trace marks) decides.  Where
+   no single mistake does, two made together may (`harness.engine.pairs`: both named, each at its own line).
 2. a signature: the specific findings of the failing checks (a leak pattern, a parameter-count pattern, an
    unregistered container...) contain a catalogued mistake's measured signature, and no other mistake's.
 3. a trace mark: the recorded forward shows a pattern that exactly one catalogued mistake declares, the check
@@ -18,8 +19,10 @@ symptoms.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import mutants
-from harness.engine import fitting, rewrite
+from harness.engine import fitting, pairs, rewrite
 from harness.engine.compare import same
 from harness.engine.records import Diagnosis
 from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
@@ -27,6 +30,7 @@ from harness.wire.status import Status
 from reference import numpy_ref, variants
 from reference.rotary import with_rope
 
+GROUPED_ONLY = ("gqa-", "mqa-")  # mistakes of the grouped-query layer (mutants.FAMILY): in no plain layer
 GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
            "refuses valid widths"}
 
@@ -68,20 +72,28 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     catalogue = mutants.catalogue()
     status = {c.id: c.status for c in report.checks}
     kinds = {c.id: c.kind for c in report.checks}
-    form = _form(ctx)
+    form, grouped = _form(ctx), _grouped(ctx)
     possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in (Status.PASS, None)
                 and (form is None or mutants.form(m) == form)  # a mistake of the layer's own form (single head)
+                and (grouped is not False or not m.startswith(GROUPED_ONLY))  # a grouped-query mistake only in a
+                # layer that has key/value heads of its own (a plain layer's leak was named gqa-mask-one-group)
                 and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks, recorded = _marks(ctx) if ctx is not None else ([], False)
-    numbers = _numeric(ctx, possible) if ctx is not None else None  # None: the numbers could not be asked
+    samples = _samples(ctx) if ctx is not None else None
+    numbers = _numeric(ctx, samples, possible)  # None: the numbers could not be asked
     if numbers:
         best = _by_marks(numbers, marks, catalogue)
         if best:
             return _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
                                            "weights and inputs", catalogue, marks + fitting.told(ctx, best, marks),
                           report)  # (a fill no line tells: its value read off the outputs, in the title)
+    elif numbers == [] and not report.math_correct:  # no one mistake is the outputs: two at once may be (never
+        # asked of a layer whose math passed: its outputs are the reference's)
+        both = _pair(ctx, samples, possible, marks, catalogue)
+        if both:
+            return _named_pair(both, catalogue, marks, report)
     mine = set(findings(report))
     matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine
                 and not _trace_refutes(catalogue[m], marks, recorded)]
@@ -129,6 +141,15 @@ def _form(ctx) -> str | None:
         return None
 
 
+def _grouped(ctx) -> bool | None:
+    """Whether the target was checked as a grouped-query layer (its constructor or config takes key/value heads);
+    None when unknown (no context, not loaded)."""
+    try:
+        return bool(ctx.grouped) if ctx is not None else None
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+
+
 def _contradicted(entry: dict, mine: set) -> bool:
     """A check made for this mistake found another mistake's specific pattern (a rounding-level "small leak" where
     a missing mask leaks everything): the code may well show the mistake's trace pattern (no mask op), but the
@@ -157,6 +178,16 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
                      fix_is_code=bool(own) or not entry.get("remedy"),  # words are shown as words, a line as code
                      lesson=entry["lesson"], evidence=evidence, at=where["at"] if where else None,
                      code=where["code"] if where else None, follows=tuple(_follows(mid, catalogue, report)))
+
+
+def _named_pair(both: tuple[str, str], catalogue: dict, marks: list[dict], report) -> Diagnosis:
+    """Two mistakes, each with its own line, fix and the failing checks it explains: the first (the earlier in the
+    forward) is the root cause, the second rides along as `also`; a check both explain is the first's."""
+    evidence = ("your outputs equal those of these two mistakes made together, number for number, under the same "
+                "weights and inputs; neither alone computes them")
+    first, second = (_named(m, "numbers", evidence, catalogue, marks, report) for m in both)
+    second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
+    return dataclasses.replace(first, also=second)
 
 
 def _follows(mid: str, catalogue: dict, report) -> list[str]:
@@ -209,17 +240,16 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     return out, True
 
 
-def _numeric(ctx, possible: list[str]) -> list[str] | None:
-    """Mutants whose variant reproduces the target's outputs on every required configuration, under transplanted
-    weights (and differs from the reference there); None when they could not be asked (the weights are not mapped
-    with certainty, or no configuration ran)."""
+def _samples(ctx) -> list[pairs.Sample] | None:
+    """The module's outputs on every required configuration that ran, under transplanted weights, beside the
+    reference's; None when they could not be asked (the weights are not mapped with certainty, the worker died, or
+    no configuration ran)."""
     try:
         if not ctx.mapping.certain:
             return None
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
-    knobs = {m: k for m, k in mutants.variants().items() if m in possible}
-    matching, used, shown = set(knobs), 0, set()  # shown: the mistake's own numbers seen somewhere, not only neutral
+    out = []
     for cfg in ctx.required_configs():
         try:
             inst = ctx.build(cfg)
@@ -231,13 +261,33 @@ def _numeric(ctx, possible: list[str]) -> list[str] | None:
             continue
         except WorkerDied:
             return None
-        used += 1
-        expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
-        fits = {m: _fits(y, x, cfg.heads, w, with_rope(knobs[m], ctx.rope), expected, mutants.fitted().get(m, ()))
-                for m in matching}
+        out.append(pairs.Sample(x, cfg.heads, w, y, numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)))
+    return out or None
+
+
+def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> list[str] | None:
+    """Mutants whose variant reproduces the target's outputs on every sample (every required configuration), under
+    transplanted weights (and differs from the reference there); None when they could not be asked."""
+    if samples is None:
+        return None
+    knobs = {m: k for m, k in mutants.variants().items() if m in possible}
+    matching, shown = set(knobs), set()  # shown: the mistake's own numbers seen somewhere, not only neutral
+    for s in samples:
+        fits = {m: _fits(s.y, s.x, s.heads, s.w, with_rope(knobs[m], ctx.rope), s.expected,
+                         mutants.fitted().get(m, ())) for m in matching}
         matching = {m for m, fit in fits.items() if fit}
         shown |= {m for m, fit in fits.items() if fit == "shown"}
-    return sorted(matching & shown) if used else None
+    return sorted(matching & shown)
+
+
+def _pair(ctx, samples: list[pairs.Sample] | None, possible: list[str], marks: list[dict],
+          catalogue: dict) -> tuple[str, str] | None:
+    """Two mistakes at once whose composed variant reproduces the outputs (harness.engine.pairs), among those
+    plausible here; None when there is none, or several the trace cannot tell apart."""
+    if not samples:
+        return None
+    knobs = {m: k for m, k in mutants.variants().items() if m in possible}
+    return pairs.choose(pairs.reproducing(samples, knobs, mutants.fitted(), ctx.rope), marks, catalogue)
 
 
 def _fits(y, x, heads: int, w, knobs: dict, expected, free: tuple[str, ...] = ()) -> str:

@@ -9,7 +9,8 @@ this module looks for the pair under which
 1. the lesson's reference reproduces the module's own output: the mapping is *reproduced*, the module computes the
    right function under it; or else
 2. exactly one known mistake's numeric variant reproduces it: the mapping is proven *and* the mistake identified; or
-   else
+   else, for a layer that takes only x, two known mistakes made together do, under one reading only
+   (`harness.engine.pairs`: a fused q/k/v with the view order wrong in both the split and the merge); or else
 3. the layout is the only possible reading of the parameters (named nn.Linear layers, nn.MultiheadAttention or the
    user's --map, covering every parameter) and forward takes only x: certain *by structure*.
 
@@ -22,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 import mutants
-from harness.engine import fitting
+from harness.engine import fitting, pairs
 from harness.engine.compare import close, same
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
@@ -123,6 +124,27 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
                         matches.setdefault((style, i), []).append(mid)
                         rope_of[style, i] = rope
     return matches, rope_of
+
+
+def _pair_mistakes(own, weights: dict, x, heads: int, form: str) -> dict[int, tuple[str, str]]:
+    """Reading -> the one pair of known mistakes whose composed variant reproduces the module's output under it
+    (harness.engine.pairs, its rules of evidence on this one input: a mirror of a correct layer is never half of a
+    pair; each mistake at its catalogued value), for a plain layer (no mask to pass, no rotary embedding) no single
+    mistake reproduces.  A fused q/k/v projection with the view order wrong in both the split and the merge is mapped
+    so, then diagnosed on every configuration; a reading with several pairs its numbers cannot tell apart is no
+    proof."""
+    out = {}
+    for i, w in weights.items():
+        expected = numpy_ref.forward(x, heads, w)
+        if own.shape != expected.shape:
+            continue
+        knobs = {m: k for m, k in mutants.variants().items() if mutants.form(m) == form and "rope" not in k}
+        pair = pairs.choose(pairs.reproducing([pairs.Sample(x, heads, w, own, expected)], knobs, {}),
+                            [], mutants.catalogue())  # the catalogue's values, none read off the output: a value
+        # fitted to its extreme (+40 added to the future and the diagonal) mimics a mask that hides the past
+        if pair:
+            out[i] = pair
+    return out
 
 
 def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -> list[str]:
@@ -233,6 +255,13 @@ def _prove(ctx) -> Mapping:
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
         return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
+    if not matches and plain and 0 in outputs and not _rotary_evidence(ctx, info):  # 2b. two mistakes at once do
+        both = _pair_mistakes(outputs[0], weights, x, cfg.heads, ctx.form.name)
+        if len(both) == 1:  # under one reading only (a fused projection read in blocks and per head, say)
+            (i, pair), = both.items()
+            proof = found(0, i, "mistake", list(pair))
+            proof.note = f"that known mistake is two made together ({' and '.join(pair)})"
+            return proof
     structural = [i for i, lay in enumerate(info.layouts) if lay.certain]
     rotary = _rotary_evidence(ctx, info)  # a rotary layer no known form reproduces: its reference is unknown
     if plain and 0 in outputs and len(info.layouts) == 1 and structural and not rotary:  # 3. the only reading

@@ -104,6 +104,8 @@ class Diagnosis:
     at: str | None = None  # the student's file:line, where the trace marks it
     code: str | None = None  # that line as written
     follows: tuple[str, ...] = ()  # the failing checks it explains, the most specific first
+    also: Diagnosis | None = None  # a second mistake made together with this one (harness.engine.pairs): its own
+    # line, fix and the failing checks it alone explains; None for one mistake
 
     @property
     def named(self) -> bool:
@@ -114,7 +116,8 @@ class Diagnosis:
             return {"mutant": self.mutant, "match": self.match, "title": self.title, "symptom": self.symptom,
                     "fix": self.fix, "fix_is_code": self.fix_is_code, "lesson": self.lesson,
                     "evidence": self.evidence, "at": self.at, "code": self.code, "follows": list(self.follows),
-                    "failing": list(self.failing), "findings": list(self.findings)}
+                    "failing": list(self.failing), "findings": list(self.findings),
+                    **({"also": self.also.to_dict()} if self.also else {})}  # absent for one mistake, as before
         out = {"mutant": None, "match": self.match, "message": self.message, "failing": list(self.failing),
                "findings": list(self.findings)}
         if self.marks is not None:
@@ -130,7 +133,8 @@ class Diagnosis:
                    tuple(data.get("findings") or ()), data.get("message") or "",
                    tuple(marks) if marks is not None else None, data.get("title") or "", data.get("symptom") or "",
                    data.get("fix") or "", bool(data.get("fix_is_code", True)), data.get("lesson") or "",
-                   data.get("evidence") or "", data.get("at"), data.get("code"), tuple(data.get("follows") or ()))
+                   data.get("evidence") or "", data.get("at"), data.get("code"), tuple(data.get("follows") or ()),
+                   cls.from_dict(data.get("also")))
 
 
 # -- isolation: what confined the child ----------------------------------------------------------------------------

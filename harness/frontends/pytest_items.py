@@ -85,13 +85,16 @@ def _failure_text(report, result) -> str:
     shown = view.build(report)
     line = next(ln for ln in shown.lines if ln.id == result.id)
     out = []
+    for r in (shown.root, shown.root.also if shown.root else None):  # and a second mistake made with it
+        if not r:
+            continue
+        out += text.wrap(r.title, "  ", "root cause: ")
+        if r.at:
+            out += text.wrap(r.at, "    ", "  where: ")
+        if r.code:
+            out += text.wrap(r.code, "    ", "  you wrote: ")
+        out += text.wrap(r.fix, "    ", "  fix: ")
     if shown.root:
-        out += text.wrap(shown.root.title, "  ", "root cause: ")
-        if shown.root.at:
-            out += text.wrap(shown.root.at, "    ", "  where: ")
-        if shown.root.code:
-            out += text.wrap(shown.root.code, "    ", "  you wrote: ")
-        out += text.wrap(shown.root.fix, "    ", "  fix: ")
         if line.follows_root:
             out.append("this check fails because of it:")
     line.follows_root = False  # here the check's own detail is wanted

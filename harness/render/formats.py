@@ -24,7 +24,7 @@ def detail(line: view.CheckLine, root: view.RootCause | None, finding=str) -> st
     parts = [finding(line.text)]
     if line.status == Status.FAIL:
         if line.follows_root and root:
-            parts.append(f"This follows from the root cause: **{root.title}**.")
+            parts.append(f"This follows from the root cause: **{(root.owner(line.id) or root).title}**.")
         if line.config:
             parts.append("Smallest failing configuration: " + line.config)
         if line.fix:
@@ -124,6 +124,11 @@ def _public_summary(public: view.ReportView) -> list[str]:
         summary.append(f"Root cause: **{literal(public.root.title)}**" + (f" (at {code_span(public.root.at)})"
                                                                  if public.root.at else ""))
         summary.append(f"Fix: {code_span(public.root.fix) if public.root.fix_is_code else literal(public.root.fix)}")
+        also = public.root.also  # a second mistake made with it: its line and its own fix
+        if also:
+            summary.append(f"And a second mistake: **{also.title}**" + (f" (at {code_span(also.at)})" if also.at
+                                                                      else ""))
+            summary.append(f"Fix: {code_span(also.fix) if also.fix_is_code else literal(also.fix)}")
     return summary
 
 

@@ -33,15 +33,21 @@ def render(view: ReportView, notes: list[str] = ()) -> str:
            f'<b style="color:{colour}">{e(view.verdict)}</b></p>']
     r = view.root
     if r:
-        rows = [("where", f"<code>{e(r.at)}</code>" if r.at else ""),
-                ("you wrote", f"<code>{e(r.code)}</code>" if r.code else ""),
-                ("fix", f"<code>{e(r.fix)}</code>" if r.fix_is_code else e(r.fix)),
-                ("what happens", e(r.symptom)), ("how we know", e(r.evidence))]
+        def rows(r):
+            return [("where", f"<code>{e(r.at)}</code>" if r.at else ""),
+                    ("you wrote", f"<code>{e(r.code)}</code>" if r.code else ""),
+                    ("fix", f"<code>{e(r.fix)}</code>" if r.fix_is_code else e(r.fix)),
+                    ("what happens", e(r.symptom)), ("how we know", e(r.evidence))]
+        second = (f"</p><p><b>And a second mistake:</b> {e(r.also.title)}<br>"
+                  + "<br>".join(f"{name}: {value}" for name, value in rows(r.also)
+                                if value and not (name == "how we know" and r.also.evidence == r.evidence))
+                  ) if r.also else ""  # the evidence the two share is said once
         follows = "".join(f'<li><b style="color:{STATUS_COLOURS[Status.FAIL]}">{e(ln.label)}</b> '
                           f"<code>{e(ln.id)}</code>: {e(ln.text)}</li>" for ln in view.follows)
         out.append(f"<p><b>Root cause:</b> {e(r.title)}<br>"
-                   + "<br>".join(f"{name}: {value}" for name, value in rows if value)
-                   + (f"</p><p>It makes {len(view.follows)} check{'s' if len(view.follows) != 1 else ''} fail:</p>"
+                   + "<br>".join(f"{name}: {value}" for name, value in rows(r) if value) + second
+                   + (f"</p><p>{'They make' if r.also else 'It makes'} {len(view.follows)} "
+                      f"check{'s' if len(view.follows) != 1 else ''} fail:</p>"
                       f"<ul>{follows}</ul><p>" if view.follows else "<br>")
                    + "<small>" + "; ".join(f"<code>{e(c)}</code>: {e(what)}" for c, what in r.commands)
                    + "</small></p>")

@@ -141,23 +141,34 @@ def _field(name: str, value: str, cols: int, pad: int = 14) -> list[str]:
     return wrap(value, " " * (2 + pad), f"  {name + ':':<{pad}}", cols)
 
 
-def _root(view: ReportView, colour: bool, cols: int) -> list[str]:
-    r = view.root
-    out = wrap(r.title, "  ", "Root cause: ", cols)
+def _mistake(r, head: str, cols: int, said: str = "") -> list[str]:
+    """One named mistake's lines; `said`: the evidence already given (two mistakes share theirs)."""
+    out = wrap(r.title, "  ", head, cols)
     if r.at:
         out += _field("where", r.at, cols)
     if r.code:
         out += _field("you wrote", r.code, cols)
     out += _field("fix", r.fix, cols)
     out += _field("what happens", r.symptom, cols)
-    out += _field("how we know", r.evidence, cols)
+    if r.evidence != said:
+        out += _field("how we know", r.evidence, cols)
+    return out
+
+
+def _root(view: ReportView, colour: bool, cols: int) -> list[str]:
+    r = view.root
+    out = _mistake(r, "Root cause: ", cols)
+    if r.also:  # two mistakes at once: each with its line and fix, the failing checks after both
+        out += _mistake(r.also, "and a second mistake: ", cols, said=r.evidence)
     if view.follows:
-        out.append(f"  it makes {len(view.follows)} check{'s' if len(view.follows) != 1 else ''} fail:")
+        out.append(f"  {'they make' if r.also else 'it makes'} {len(view.follows)} "
+                   f"check{'s' if len(view.follows) != 1 else ''} fail:")
         width = max(len(ln.id) for ln in view.follows)
         for ln in view.follows:
             lead = f"    FAIL {ln.id:<{width}}  "
             out.append(lead.replace("FAIL", _paint("FAIL", "fail", colour), 1) + one_line(ln.text, cols - len(lead)))
-    for i, (command, what) in enumerate(r.commands):
+    commands = r.commands + (r.also.commands[:1] if r.also else [])  # the second's worked example too
+    for i, (command, what) in enumerate(commands):
         out += wrap(f"{command.replace(' ', GLUE)}: {what}", " " * 16, f"  {'see also:' if i == 0 else '':<14}",
                     cols)  # a command is never split: it is copied as a whole
     return out
@@ -225,8 +236,9 @@ def _section(lines: list[CheckLine], width: int, all_passed: bool, colour: bool,
 def _quiet(view: ReportView, width: int, colour: bool, cols: int) -> str:
     out = wrap(view.verdict, "  ", "", cols)
     if view.root:
-        out.append("  " + one_line(f"root cause: {view.root.title}" + (f" (at {view.root.at})" if view.root.at
-                                                                        else ""), cols - 2))
+        for head, r in (("root cause", view.root), ("second mistake", view.root.also)):
+            if r:
+                out.append("  " + one_line(f"{head}: {r.title}" + (f" (at {r.at})" if r.at else ""), cols - 2))
     for c in view.lines:
         row = f"{c.label:<10} {c.id:<{width}}  "
         row += one_line(c.text, cols - len(row))

@@ -58,6 +58,17 @@ class RootCause:
     follows: list[str] = field(default_factory=list)  # ids of the failing checks it explains
     commands: list[tuple[str, str]] = field(default_factory=list)  # (command, what it shows): where to look next
     fix_is_code: bool = True  # the student's line corrected (shown as code), or a remedy in words (shown as words)
+    also: RootCause | None = None  # a second mistake made together with this one, with its own line and fix; its
+    # `follows` are the failing checks it explains and this one does not
+
+    def owner(self, check_id: str) -> RootCause | None:
+        """The mistake a failing check follows from (this one first), whose fix it shows; None: neither."""
+        return self if check_id in self.follows else self.also.owner(check_id) if self.also else None
+
+    @property
+    def explains(self) -> list[str]:
+        """Every failing check the mistake(s) explain: this one's, then the second's."""
+        return self.follows + (self.also.explains if self.also else [])
 
 
 @dataclass
@@ -192,7 +203,8 @@ def unnamed(text: str, hidden) -> str:
 
 
 def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLine:
-    follows = root is not None and c.status == Status.FAIL and c.id in root.follows
+    owner = root.owner(c.id) if root is not None and c.status == Status.FAIL else None  # its fix is the mistake's
+    follows = owner is not None
     text = c.message or c.claim
     if c.status == Status.SKIP:  # the engine's words name the check it needs (failed and cannot-tell messages are
         # the checks' own findings, and a hidden check's name in them would be a student's word)
@@ -205,7 +217,7 @@ def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLi
     # why the claim does not apply, in place of a claim the report would otherwise seem to have checked
     return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), clean(claim), _config_text(c.config),
                      clean(f"{c.observed}; expected: {c.expected}") if (c.observed or c.expected) else "",
-                     c.explanation, root.fix if follows else c.fix, help_, follows)
+                     c.explanation, owner.fix if owner else c.fix, help_, follows)
 
 
 NOT_APPLICABLE = "does not apply"  # how a check that had nothing to judge begins its pass message
@@ -283,25 +295,31 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
             "it could check is wrong" + (f"; {broken_rules} lesson rule(s) not followed" if broken_rules else ""))
 
 
+def _root(d, hidden, target: str) -> RootCause | None:
+    """The named mistake as the view shows it (and the second one made with it), or None when only a hidden check
+    would tell it; hiding a check never takes away a root cause that a visible check supports."""
+    supported = [f for f in d.follows if f not in hidden]  # the visible checks it explains
+    if not supported and set(d.follows) & set(hidden):
+        return None
+    return RootCause(d.mutant, clean(d.title), clean(unnamed(d.evidence, hidden)),
+                     clean(d.fix), clean(d.symptom), clean(d.lesson),
+                     where(clean(d.at) if d.at else None, target),
+                     clean(d.code).strip() if d.code else None,
+                     supported,
+                     [(f"mha-check explain {d.mutant}", "a worked example of the mistake")]
+                     + ([(f"mha-check trace {target}", "every step of your forward")]
+                        if "(" not in target else []),  # "(from its source)": no command line reaches it
+                     d.fix_is_code,
+                     _root(d.also, hidden, target) if d.also and d.also.named else None)
+
+
 def build(report, hidden: frozenset = frozenset()) -> ReportView:
     """The view of `report`; checks in `hidden` (a rubric's hidden checks) are left out entirely, and so is a
     diagnosis that only they would reveal."""
     d = report.diagnosis
     shown = [c for c in report.checks if c.id not in hidden]
-    root = None
     target = clean(report.target)
-    supported = [f for f in d.follows if f not in hidden] if d else []  # the visible checks it explains
-    if d and d.named and (supported or not set(d.follows) & set(hidden)):  # else only a hidden check would tell it;
-        # hiding a check never takes away a root cause that a visible check supports
-        root = RootCause(d.mutant, clean(d.title), clean(unnamed(d.evidence, hidden)),
-                         clean(d.fix), clean(d.symptom), clean(d.lesson),
-                         where(clean(d.at) if d.at else None, target),
-                         clean(d.code).strip() if d.code else None,
-                         supported,
-                         [(f"mha-check explain {d.mutant}", "a worked example of the mistake")]
-                         + ([(f"mha-check trace {target}", "every step of your forward")]
-                            if "(" not in target else []),  # "(from its source)": no command line reaches it
-                         d.fix_is_code)
+    root = _root(d, hidden, target) if d and d.named else None
     unmatched = clean(d.message) if d and not d.named else ""
     lines = [_line(c, root, frozenset(hidden)) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}
@@ -326,7 +344,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
         else ""
     return ReportView(target, verdict(report, frozenset(hidden)), report.passed,
                       clean(report.adapter.construction or ""), mapping, root,
-                      sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.follows.index(ln.id)),
+                      sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.explains.index(ln.id)),
                       unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
                       summary, notes, report.needs_review, isolation,

@@ -14,9 +14,11 @@ def target(path):
     return f"{path}:{zoo_constants(path)['TARGET']}"
 
 
-def _named(report) -> str | None:
-    """The mistake the report names, None when it names none (or nothing failed)."""
-    return report.diagnosis.mutant if report.diagnosis else None
+def _named(report) -> str | tuple[str, str] | None:
+    """The mistake the report names, None when it names none (or nothing failed); two made together (two_*.py) as
+    a pair, as their files' DIAGNOSIS declares them."""
+    d = report.diagnosis
+    return None if d is None else (d.mutant, d.also.mutant) if d.also else d.mutant
 
 
 @pytest.fixture(scope="module", autouse=True)

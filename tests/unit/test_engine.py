@@ -50,6 +50,21 @@ def test_a_mistake_is_named_on_its_signature_and_only_then():
     assert generic.mutant is None and "no known mistake matches" in generic.message
 
 
+def test_a_grouped_query_mistake_is_never_named_in_a_plain_layer():
+    """A plain layer (no key/value heads of its own) that leaks every future position shows gqa-mask-one-group's
+    leak signature: a layer without an output projection, no scale and a fill of -1e-9 was told it masked only the
+    first group of query heads.  Its key/value heads are its heads: that mistake cannot be in it."""
+    from types import SimpleNamespace
+
+    def ctx(grouped):
+        return SimpleNamespace(form=SimpleNamespace(name="multi-head"), grouped=grouped,
+                               mapping=SimpleNamespace(certain=False), recorded=lambda: 1 / 0)
+
+    leak = report(("causal-leakage", "leak:all-future"), ("reference-match", None))
+    assert diagnosis.diagnose(leak, ctx(grouped=True)).mutant == "gqa-mask-one-group"
+    assert diagnosis.diagnose(leak, ctx(grouped=False)).mutant is None
+
+
 def test_no_mistake_is_named_for_a_module_that_could_not_be_built_or_a_dead_process():
     broken = report(("construct", "load:import"), construct="fail")
     assert diagnosis.diagnose(broken).mutant is None

@@ -1,0 +1,113 @@
+"""Two catalogued mistakes at once, named from the numbers (issue 28: a layer with the wrong `view` order in both the
+head split and the head merge was named by nothing, and its leak was sent to the mask).
+
+Asked only when no single mistake's variant reproduces the module's output (`diagnosis._numeric` found none), on
+the samples that search already took (the same transplanted weights, inputs and outputs: no second run of the
+student's code).  A pair is two mistakes whose knobs of `reference.variants` compose (`variants.compose`: knobs set
+apart, or the split's view order on different projections), so that the composed variant is both at once; it is
+tried only when both mistakes are plausible here (each one's own check did not pass: `diagnosis.diagnose`'s
+`possible`), which keeps the search to at most a few hundred numpy evaluations on small arrays (0.16 s measured with
+every plain multi-head mistake plausible).
+
+A pair is named only when all of these hold, on every sample:
+
+1. the composed variant is the module's output, value for value within `compare.same`'s tolerance, and differs from
+   the reference on at least one sample;
+2. each of the two shows: the composed output differs from the other mistake alone on some sample (a pair whose
+   second mistake changes nothing is the first one alone, or neither);
+3. neither mistake, nor the two together, is the mirror of a correct module: a variant the reference computes under
+   another reading of the same-shaped projections (queries and keys swapped is the lesson's layer with W_q and W_k
+   read the other way round) proves nothing about the student's code;
+4. it is the only such pair, or the only one whose two mistakes the recorded forward marks (a fill of 0 is both
+   finite-fill's and mask-multiplied's number: the line tells which).
+
+A mistake whose effect hides the other's (no mask at all makes a finite fill invisible) does not reproduce as a pair
+by rule 2, and is not named as one: the single mistake that reproduces is.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.engine import fitting
+from harness.engine.compare import same
+from reference import numpy_ref, variants
+from reference.rotary import with_rope
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One required configuration, as the single-mistake search saw it: input, transplanted weights, the module's
+    output and the reference's."""
+    x: np.ndarray
+    heads: int
+    w: numpy_ref.Weights
+    y: np.ndarray
+    expected: np.ndarray
+
+
+def _output(s: Sample, knobs: dict, free: tuple[str, ...], rope):
+    knobs = with_rope(knobs, rope)
+    if not variants.applies(s.w, s.heads, knobs):
+        return None
+    return fitting.output(s.x, s.heads, s.w, knobs, free, s.y)
+
+
+def _mirror(samples: list[Sample], knobs: dict, rope) -> bool:
+    """The mistake's variant is the reference under another reading of the same-shaped W_q, W_k, W_v (on the first
+    sample: a reading that reproduces is a reading on every one)."""
+    s = samples[0]
+    mine = _output(s, knobs, (), rope)
+    if mine is None or same(mine, s.expected):
+        return False
+    roles = ("wq", "wk", "wv")
+    for order in itertools.permutations(roles):
+        if order == roles or len({getattr(s.w, r).shape for r in roles}) != 1:
+            continue
+        moved = {k + r[1]: getattr(s.w, k + o[1]) for r, o in zip(roles, order) for k in "wb"}  # and their biases
+        other = numpy_ref.Weights(**{**vars(s.w), **moved})
+        if same(mine, numpy_ref.forward(s.x, s.heads, other, rope=rope)):
+            return True
+    return False
+
+
+def reproducing(samples: list[Sample], knobs: dict[str, dict], fitted: dict[str, tuple[str, ...]],
+                rope=None) -> list[tuple[str, str]]:
+    """Every pair of mistakes (ids in `knobs`, with their variants' knobs) that meets rules 1 to 3 on `samples`."""
+    found = []
+    for a, b in itertools.combinations(sorted(knobs), 2):
+        both = variants.compose(knobs[a], knobs[b])
+        if both is None:
+            continue
+        free = fitted.get(a, ()) + fitted.get(b, ())
+        shown, each = False, {a: False, b: False}
+        for s in samples:
+            theirs = _output(s, both, free, rope)
+            if theirs is None or theirs.shape != s.y.shape or not same(s.y, theirs):
+                break
+            shown |= not same(theirs, s.expected)
+            for one, other in ((a, b), (b, a)):  # does `one` show beside `other` alone?
+                if not each[one]:
+                    alone = _output(s, knobs[other], fitted.get(other, ()), rope)
+                    each[one] = alone is None or alone.shape != theirs.shape or not same(alone, theirs)
+        else:
+            if shown and all(each.values()) and not any(_mirror(samples, k, rope) for k in (knobs[a], knobs[b], both)):
+                found.append((a, b))
+    return found
+
+
+def choose(found: list[tuple[str, str]], marks: list[dict], catalogue: dict) -> tuple[str, str] | None:
+    """Rule 4: the one pair, or the one whose two mistakes the trace marks; in the order the forward reaches their
+    lines (the first marked first), else the catalogue's."""
+    if not found:
+        return None
+    shown = {m["id"] for m in marks}
+    traced = lambda mid: bool(set(catalogue[mid].get("trace", ())) & shown)
+    if len(found) > 1:
+        found = [p for p in found if all(traced(m) for m in p)]
+        if len(found) != 1:
+            return None
+    step = {m["mutant"]: i for i, m in reversed(list(enumerate(marks))) if m.get("mutant")}
+    return tuple(sorted(found[0], key=lambda m: (step.get(m, len(marks)), m)))

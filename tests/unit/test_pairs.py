@@ -1,0 +1,122 @@
+"""Two catalogued mistakes at once (harness.engine.pairs), on numbers alone: a composed variant is named only when it
+reproduces every sample, each mistake shows, and neither is the mirror of a correct layer under another reading."""
+import numpy as np
+import pytest
+
+import mutants
+from checks import Outcome, all_checks
+from harness.engine import pairs
+from harness.engine.records import Diagnosis
+from harness.engine.report import CheckResult, Report
+from harness.render import formats, html, text, view
+from reference import numpy_ref, variants
+
+SHAPES = ((2, 5, 8, 2), (1, 7, 12, 3), (2, 4, 6, 3))  # (batch, n, d, heads): n, heads and head width distinct
+
+
+def multi_head() -> dict[str, dict]:
+    """The plain multi-head layer's mistakes with a variant (no rotary, no grouped-query one)."""
+    return {m: k for m, k in mutants.variants().items() if mutants.form(m) == "multi-head" and "rope" not in k
+            and not set(k) & {"kv_pairing", "kv_expand", "kv_mask"}}
+
+
+def samples(**knobs) -> list[pairs.Sample]:
+    """The module's outputs as the layer with `knobs` computes them, on three configurations."""
+    out = []
+    for i, (b, n, d, h) in enumerate(SHAPES):
+        rng = np.random.default_rng(i)
+        w = numpy_ref.random_weights(rng, d, d, qkv_bias=True)
+        x = rng.standard_normal((b, n, d))
+        out.append(pairs.Sample(x, h, w, variants.forward(x, h, w, **knobs), numpy_ref.forward(x, h, w)))
+    return out
+
+
+def found(**knobs) -> list[tuple[str, str]]:
+    return pairs.reproducing(samples(**knobs), multi_head(), mutants.fitted())
+
+
+def test_the_view_order_in_both_the_split_and_the_merge_is_that_pair_and_no_other():
+    assert found(split="view-bhnd", merge="no-transpose") == [("merge-no-transpose", "split-view-order")]
+
+
+@pytest.mark.parametrize("knobs, pair", [
+    ({"scale": "none", "fill": -1e-9}, ("finite-fill", "no-scaling")),  # the fill read off the outputs
+    ({"split": "view-bhnd", "scale": "sqrt-d"}, ("scale-by-sqrt-d", "split-view-order")),
+    ({"softmax_axis": -2, "merge": "no-transpose"}, ("merge-no-transpose", "softmax-wrong-axis")),
+])
+def test_other_pairs_are_found_from_their_numbers(knobs, pair):
+    assert pair in found(**knobs)
+
+
+def test_a_mirror_of_a_correct_layer_is_never_half_of_a_pair():
+    """Queries and keys swapped is the lesson's layer with W_q and W_k read the other way round: with a missing
+    scale, the pair (no-scaling, swapped-q-k) reproduces, and proves nothing about a swap."""
+    assert found(keys="swap", scale="none") == []
+
+
+def test_a_mistake_the_other_hides_is_not_named_beside_it():
+    """Without a mask no fill shows: the outputs are no-mask's alone, and no pair holds no-mask with a fill."""
+    assert not [p for p in found(mask="none") if "no-mask" in p]
+
+
+def test_a_single_mistake_is_no_pair_with_a_mistake_that_changes_nothing():
+    assert found(scale="none") == []
+
+
+def test_knobs_compose_where_both_mistakes_can_be_in_one_layer():
+    knobs = multi_head()
+    assert variants.compose(knobs["finite-fill"], knobs["mask-multiplied"]) is None  # one fill
+    assert variants.compose(knobs["split-view-order"], knobs["split-view-order-keys"]) is None  # the keys' twice
+    assert variants.compose(knobs["split-view-order"], knobs["merge-no-transpose"]) == {
+        "split": "view-bhnd", "merge": "no-transpose"}
+    assert variants.compose(knobs["split-view-order-queries"], knobs["split-view-order-keys"]) == {
+        "split": "view-bhnd:qk"}
+    assert variants.compose(knobs["split-view-order-queries"], knobs["split-view-order-keys-values"]) == {
+        "split": "view-bhnd"}
+
+
+def test_the_queries_and_the_keys_split_in_the_wrong_order_are_those_two_mistakes():
+    """No catalogued mistake has the queries' and the keys' views wrong and the values' right: the two are named."""
+    assert found(split="view-bhnd:qk") == [("split-view-order-keys", "split-view-order-queries")]
+
+
+def test_several_pairs_are_told_apart_only_by_what_trace_marks():
+    """A fill of 0 is finite-fill's value and mask-multiplied's: only the marked line decides, and the pair is told
+    in the order the forward reaches its lines."""
+    catalogue = mutants.catalogue()
+    both = [("finite-fill", "no-scaling"), ("mask-multiplied", "no-scaling")]
+    assert pairs.choose(both, [], catalogue) is None
+    marks = [{"id": catalogue["no-scaling"]["trace"][0], "mutant": "no-scaling"},
+             {"id": catalogue["finite-fill"]["trace"][0], "mutant": "finite-fill"}]
+    assert pairs.choose(both, marks, catalogue) == ("no-scaling", "finite-fill")
+    assert pairs.choose(both[:1], [], catalogue) == ("finite-fill", "no-scaling")
+
+
+def _two_mistake_report():
+    """A report built by hand: no scale and a finite fill, each with its line, the leak the fill's alone."""
+    failing = {"reference-match", "gradient-match", "causal-leakage"}
+    checks = [CheckResult.of(c, Outcome("fail" if c.id in failing else "pass", f"{c.id} says", details={}))
+              for c in all_checks()]
+    fill = Diagnosis("finite-fill", "numbers", title="fill", fix='att = att.masked_fill(m, float("-inf"))',
+                     at="a.py:30", code="att = att.masked_fill(m, -1e-9)", follows=("causal-leakage",))
+    scale = Diagnosis("no-scaling", "numbers", title="scale", fix="att = q @ k.mT / q.size(-1) ** 0.5",
+                      at="a.py:29", code="att = q @ k.mT", follows=("reference-match", "gradient-match"),
+                      also=fill)
+    return Report("a.py:Attn", checks, diagnosis=scale)
+
+
+def test_each_failing_check_shows_the_fix_of_the_mistake_that_explains_it():
+    shown = view.build(_two_mistake_report())
+    fixes = {ln.id: ln.fix for ln in shown.lines if ln.status == "fail"}
+    assert fixes == {"reference-match": shown.root.fix, "gradient-match": shown.root.fix,
+                     "causal-leakage": shown.root.also.fix}
+    assert [ln.id for ln in shown.follows] == ["reference-match", "gradient-match", "causal-leakage"]
+
+
+def test_the_second_mistake_survives_json_and_every_report_says_both():
+    report = Report.from_dict(_two_mistake_report().to_dict())
+    assert report.diagnosis.also.mutant == "finite-fill" and report.diagnosis.also.at == "a.py:30"
+    shown = view.build(report)
+    for words in (text.render(shown), text.render(shown, quiet=True), html.render(shown),
+                  formats.render(report, "gradescope", None)):
+        assert "a.py:29" in words and "a.py:30" in words, words[:400]
