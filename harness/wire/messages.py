@@ -413,10 +413,13 @@ def decode_replies(header: dict, arrays: dict) -> list[Reply]:
 
 
 # The most readings of the parameters and ways to call forward a Built may offer, and their product: the trusted
-# parent tries each pair against the reference and every catalogued mistake, so a worker patched to repeat one reading
-# 2,000 times made it spend 75 s (a red team's trial; unbounded by any limit of the child's).  Our worker offers at
-# most 16 readings, 17 styles and 272 pairs on the zoos and the real-code zoo (measured with each file's Build).
-MAX_LAYOUTS, MAX_CALL_STYLES, MAX_READINGS_TRIED = 64, 32, 512
+# parent tries each pair against the reference and every catalogued mistake (about 40 ms a pair), so a worker patched
+# to repeat one reading 200,000 times would have held it for hours (a red team's trial: 2,000 took 75 s; no limit of
+# the child's counts it).  Our worker offers at most 16 readings, 68 styles (a layer taking position ids: every
+# convention of positions and masks) and 272 pairs on the zoos and the real-code zoo (measured with each file's
+# Build): the bounds leave room for 16 readings of a layer with that many styles, and cap the parent's work at
+# about a minute and a half.
+MAX_LAYOUTS, MAX_CALL_STYLES, MAX_READINGS_TRIED = 64, 256, 2048
 
 
 def check_answer(request: Request, reply: Reply) -> Reply:

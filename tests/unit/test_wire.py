@@ -94,10 +94,10 @@ def test_a_description_larger_than_our_worker_gives_is_refused():
         return m.Built(handle=0, param_count=0, params=[], buffers=[], state_dict=[], plain_tensors=[], containers=[],
                        dropout_modules=0, layouts=[layout] * layouts, call_styles=["x"] * styles)
     build = m.Build({"d_in": 8})
-    for layouts, styles in ((m.MAX_LAYOUTS + 1, 1), (1, m.MAX_CALL_STYLES + 1), (32, 32)):
+    for layouts, styles in ((m.MAX_LAYOUTS + 1, 1), (1, m.MAX_CALL_STYLES + 1), (64, 64)):
         with pytest.raises(protocol.ProtocolError, match="readings of the parameters"):
             m.check_answer(build, built(layouts, styles))
-    assert m.check_answer(build, built(16, 17)).layouts  # the zoos' largest: 16 readings, 17 styles
+    assert m.check_answer(build, built(16, 68)).layouts  # the zoos' largest: 16 readings; 68 styles (position ids)
 
 
 def test_a_bad_item_is_named_by_its_exact_place():
