@@ -23,9 +23,10 @@ NOTES = ("Attention(nx, n_ctx, cfg, scale=False): nx is the width, n_ctx the con
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
-DIAGNOSIS = None
+DIAGNOSIS = 'no-scaling'
 EXPECTED_BECAUSE = ('a real bug: at n == context_length forward raises IndexError (output-shape fails); for every shorter sequence '
-                    'nothing is masked, which a complete report would name (no-mask), but causal-leakage waits for output-shape')
+                    'nothing is masked and nothing scaled (scale=False by default): its outputs are those of no-scaling and '
+                    'no-mask together, both named from the numbers; causal-leakage itself waits for output-shape')
 
 
 class Conv1D(nn.Module):
