@@ -4,6 +4,21 @@ from checks.construct import construct, indivisible
 from harness.wire.errors import TargetFailure
 
 
+def own_fix(signature) -> str:
+    """The general fix in the constructor's own names (`if d_model % n_head: ...`): the lesson's `d_out` and
+    `num_heads`, pasted into a class that takes `d_model` and `n_head`, raised NameError in a student's trial.  In
+    words when the constructor's names for the width and the heads are not both known."""
+    width = signature.accepts.get("d_out") or signature.accepts.get("width")
+    heads = signature.accepts.get("heads")
+    if not (width and heads and width.isidentifier() and heads.isidentifier()):
+        return ("At the top of __init__, raise a ValueError (or assert) when the width is not divisible by the number "
+                "of heads.")
+    if signature.config_param:
+        width, heads = f"{signature.config_param}.{width}", f"{signature.config_param}.{heads}"
+    return (f'At the top of __init__: `if {width} % {heads}: raise ValueError(f"{width}={{{width}}} is not '
+            f'divisible by {heads}={{{heads}}}")` (an assert also works).')
+
+
 @check(
     id="divisibility",
     claim="a width not divisible by the number of heads is refused at construction with an error",
@@ -35,7 +50,8 @@ def divisibility(ctx):
             f"built a module for d_out={d_out} with {heads} heads instead of refusing it; heads of width "
             f"{d_out // heads} cover only {width} of the {d_out} features",
             config=cfg, observed=f"constructed ({inst.info.param_count} parameters)",
-            expected="an exception from the constructor", finding="no divisibility check")
+            expected="an exception from the constructor", finding="no divisibility check",
+            fix=own_fix(ctx.signature))
     first, second = configs
     return passed(f"refused d_out={first.d_out} with {first.heads} heads and d_out={second.d_out} with "
                   f"{second.heads} heads")

@@ -24,7 +24,7 @@ def parse(source: str) -> ast.Module:
 
 
 # INFO.rewrite kinds, with the note a line needs when the same mistake is also on other lines
-KINDS = {"split": "", "split-all": " # and the keys and values alike",
+KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": ""}

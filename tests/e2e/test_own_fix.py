@@ -22,7 +22,7 @@ from harness.sandbox.subject import Subject
 
 pytestmark = pytest.mark.slow
 OWN = sorted((ZOO / "buggy").glob("own_*.py"))
-NOTE = rewrite.KINDS["split-all"]  # "# and the keys and values alike": the same change on their lines too
+NOTE = rewrite.KINDS["split-all"]  # "# and the other two projections alike": the same change on their lines too
 NOTHING = Diagnosis(None, "none")  # what an unnamed report is read as: no mistake, no line, no fix
 
 

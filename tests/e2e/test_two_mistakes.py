@@ -20,7 +20,7 @@ from harness.sandbox.subject import Subject
 
 pytestmark = pytest.mark.slow
 TWO = sorted((ZOO / "buggy").glob("two_*.py"))
-NOTE = rewrite.KINDS["split-all"]  # "# and the keys and values alike": the same change on their lines too
+NOTE = rewrite.KINDS["split-all"]  # "# and the other two projections alike": the same change on their lines too
 
 
 def target(path: Path) -> str:

@@ -8,11 +8,13 @@ import pytest
 import checks
 import mutants
 from conftest import ROOT
+from checks.divisibility import own_fix
 from checks.mask_buffer import _mask_like
 from checks.view_order import mistakes as view_order_mistakes
 from harness.engine.runner import Options, run_checks
 from harness.child.inprocess import InProcess
 from harness.sandbox.subject import Subject
+from harness.wire.messages import Signature
 from harness.wire.config import Config
 from harness.wire.messages import Mix
 
@@ -188,3 +190,16 @@ def test_a_mask_that_stops_short_of_the_long_sequence_leaks_there_and_is_caught(
     result = run(target, ["causal-leakage"])["causal-leakage"]
     assert result.status == "fail" and "changing the tokens after position" in result.message, result.message
     assert int(result.message.split("after position ")[1].split()[0]) >= 21  # (shrunk: n down to 23)
+
+
+def test_the_divisibility_fix_is_written_in_the_constructors_own_names():
+    """A student pasted the lesson's `if d_out % num_heads: ...` into a class taking d_model and n_head: NameError."""
+    def signature(accepts, config_param=None):
+        return Signature(params=list(accepts.values()), separate_widths=False, accepts=accepts,
+                         config_param=config_param, unfillable=[])
+
+    assert "`if d_model % n_head: raise ValueError(f\"d_model={d_model}" in own_fix(
+        signature({"width": "d_model", "heads": "n_head"}))
+    assert "`if d_out % num_heads:" in own_fix(signature({"d_in": "d_in", "d_out": "d_out", "heads": "num_heads"}))
+    assert "`if cfg.n_embd % cfg.n_head:" in own_fix(signature({"width": "n_embd", "heads": "n_head"}, "cfg"))
+    assert "`" not in own_fix(signature({"width": "d_model"}))  # the heads' name unknown: words, no code

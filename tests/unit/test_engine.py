@@ -162,7 +162,7 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
 @pytest.mark.parametrize("kind, line, fixed", [
     ("split-all", "queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)  # (b, h, n, hd)",
      "queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)"
-     " # and the keys and values alike"),
+     " # and the other two projections alike"),
     ("split", "v = v.reshape(B, self.n_head, T, hs)",
      "v = v.reshape(B, T, self.n_head, hs).transpose(1, 2)"),
     ("merge", "ctx = (w @ v).contiguous().view(B, n, d)  # BUG",
