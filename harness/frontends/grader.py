@@ -103,6 +103,8 @@ class Grader:
             self.instructor_tests(report, suite, spec, folder, options, limits, pick)
         if pick.note:
             report.adapter = replace(report.adapter, notes=(pick.note, *report.adapter.notes))
+        if spec is not None and pick.review:  # a file chosen for --target's missing one: checked, and for a person
+            report.adapter = replace(report.adapter, review=(*report.adapter.review, pick.note))
         return graded(name, spec, report, options, time.monotonic() - started)
 
     def instructor_tests(self, report: Report, suite, spec: str | None, folder: str, options: dict,

@@ -147,6 +147,22 @@ class Pick:
     review: bool = False
 
 
+def _instead_of_target(folder: Path, file_part: str, suffix: str) -> Pick | None:
+    """--target's file is not in this submission, but other code is: its one candidate file checked, or none, and
+    either way a person asked to look.  An instructor's trial: a notebook handed in where --target named
+    attention.py got 0 points and no review flag, though the message said the folder held the notebook."""
+    code = _code_files(folder)
+    found = find_target(folder) or (_rel(code[0], folder) if len(code) == 1 else None)
+    if found:
+        return Pick(found + suffix, note=f"{found} was checked: --target's {file_part} is not in this submission",
+                    review=True)
+    if code:
+        return Pick(None, f"--target's {file_part} is not in this submission, which has "
+                          f"{', '.join(_rel(p, folder) for p in code)}: grade it with --target FILE:Class naming one "
+                          "of them", review=True)
+    return None
+
+
 def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
     """One folder per student: --target as given, else the single file that defines an nn.Module class, else the
     folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files:
@@ -169,6 +185,8 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
             return Pick(found + suffix, note=f"{found} was checked: --target's {file_part} is in a sub-folder")
         if not inside and not os.path.lexists(folder / file_part) and _archives(folder):
             return _archive_pick(folder)
+        if not inside and not os.path.lexists(folder / file_part):
+            return _instead_of_target(folder, file_part, suffix) or Pick(target)
         return Pick(target)
     code = _code_files(folder)
     named = [p for p in code if file_part and p.name.endswith(file_part)]

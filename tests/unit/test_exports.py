@@ -222,3 +222,20 @@ def test_the_target_is_found_in_the_folder_the_student_zipped(tmp_path):
     (tmp_path / "a" / "x" / "attention.py").write_text("")
     (tmp_path / "a" / "y" / "attention.py").write_text("")
     assert spec_for(tmp_path / "a", TARGET, flat=False).spec == TARGET  # two: not guessed (the report says so)
+
+
+def test_a_submission_without_the_targets_file_is_checked_in_its_own_file_and_marked_for_a_person(tmp_path):
+    """An instructor's trial: a notebook handed in where --target named attention.py got 0 points and no review
+    flag; its one candidate file is now checked, and a person is asked to look; several candidates: none guessed."""
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "my attention.py").write_text("import torch.nn as nn\n\nclass MultiHeadAttention(nn.Module):\n    pass\n")
+    pick = spec_for(one, "attention.py:MultiHeadAttention", flat=False)
+    assert pick.spec == "my attention.py:MultiHeadAttention" and pick.review and "is not in this submission" in \
+        pick.note
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "a.py").write_text("x = 1\n")
+    (two / "b.py").write_text("y = 2\n")
+    pick = spec_for(two, "attention.py:MultiHeadAttention", flat=False)
+    assert pick.spec is None and pick.review and "a.py, b.py" in pick.problem
