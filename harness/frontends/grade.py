@@ -350,6 +350,6 @@ def _short_of_policy(rows: list[dict]) -> str:
         return ""
     worst = max(set(short), key=short.count)
     return (f"; WARNING: {len(short)} of {len(rows)} ran with less than the full confinement policy ({worst}; see "
-            "the isolation column)")
+            "the isolation column, and docs/threat-model.md for what holds there and what gives the rest)")
 
 
