@@ -8,7 +8,7 @@ INFO = MutantInfo(
     id="mask-hides-diagonal",
     task="The output of the first token is NaN.",
     topic="the causal mask",
-    title="Causal mask built with triu(ones) (offset 0): the diagonal is masked too",
+    title="Causal mask hides the diagonal: a token cannot attend to itself (triu(ones) at offset 0, tril at -1)",
     lesson=("The causal mask (lesson LM3-T4, causal masking) hides only future positions s > t; torch.triu(..., "
             "1) is True strictly "
             "above the diagonal, so a token may attend to itself."),

@@ -117,8 +117,10 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
               and not _numbers_refute(m, numbers, marks)]
     # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected)
     if len(set(traced)) == 1:
-        return _named(traced[0], "trace", "your forward pass shows this mistake's pattern at the marked line, and "
-                                          "the check made for it fails", catalogue, marks, report)
+        lined = any(mark["mutant"] == traced[0] and mark.get("at") for mark in marks)  # a missing step has no line
+        return _named(traced[0], "trace", "your forward pass shows this mistake's pattern" +
+                      (" at the marked line" if lined else "") + ", and the check made for it fails", catalogue,
+                      marks, report)
     only_rules = all(c.kind == "rule" for c in report.checks if c.status == Status.FAIL)  # the verdict line says so
     unnamed = "no known mistake matches: the failing checks below describe what is wrong"
     if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look
