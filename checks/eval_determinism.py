@@ -15,6 +15,7 @@ from checks import check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.compare import compare, same, worst_difference
 from harness.wire.config import Config
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure
 from reference import numpy_ref
 
 
@@ -54,9 +55,15 @@ def eval_determinism(ctx):
     replies = ctx.frame_or_raise(groups)
     first, second = replies[0][0].y, replies[0][1].y
     if not np.array_equal(first, second, equal_nan=True):
-        return failed(f"with {how}, two forward passes in eval() mode gave different outputs: "
-                      + worst_difference(second, first, ("second pass", "first pass"))
-                      + "; dropout is still active in eval mode",
+        differ = f"with {how}, two forward passes in eval() mode gave different outputs: " + \
+            worst_difference(second, first, ("second pass", "first pass"))
+        if _random_without_dropout(ctx, by_arg):
+            return failed(differ + "; built with dropout=0 its outputs differ too, so it is not dropout: something "
+                          "in forward is random at every call (a layer or weights created in forward, torch.rand or "
+                          "torch.randn, F.dropout with training=True and a p of its own)", config=cfg,
+                          observed="different outputs, with dropout=0 too", expected="identical outputs",
+                          finding="random in eval", fix=RANDOM_FIX)
+        return failed(differ + "; dropout is still active in eval mode",
                       config=cfg, observed="different outputs", expected="identical outputs",
                       finding="dropout in eval")
     if not mapped:
@@ -64,6 +71,24 @@ def eval_determinism(ctx):
                       "mapped, so the output was not compared with the reference: this rests on the module's "
                       "answers agreeing with each other")
     return _judge(ctx, cfg, how, replies, probe, own, xa, xb)
+
+
+RANDOM_FIX = ("Make every weight once in __init__ (self.proj = nn.Linear(d_out, d_out), registered) and only call it "
+              "in forward; draw nothing random in forward except through dropout that follows self.training.")
+
+
+def _random_without_dropout(ctx, by_arg: bool) -> bool:
+    """Whether the module built with dropout=0 (every nn.Dropout set to p=0 where no argument sets it) also gives two
+    different outputs for one input in eval() mode: then the randomness is not dropout's (asked only after a
+    failure, so a passing module costs nothing more)."""
+    base = ctx.base.to_dict()
+    plain = ctx.build(Config(**{**base, "dropout": 0.0}), force_dropout=None if by_arg else 0.0)
+    x = ctx.input(ctx.base, "eval-random")
+    try:
+        replies = ctx.frame_or_raise([(plain, [plain.forward_request(x), plain.forward_request(x)])])
+    except (TargetFailure, CannotDrive, HarnessFailure):  # not built or run with dropout=0: no second look
+        return False
+    return not np.array_equal(replies[0][0].y, replies[0][1].y, equal_nan=True)
 
 
 def _judge(ctx, cfg, how, replies, probe, own, xa, xb):

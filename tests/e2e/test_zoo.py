@@ -139,3 +139,13 @@ def test_a_config_object_layer_that_reads_its_key_value_heads_is_checked_as_grou
     checks = {c.id: c for c in report.checks}
     assert "grouped-query" in checks["param-count"].message
     assert "in groups of 2" in checks["head-invariance"].message
+
+
+def test_a_forward_random_without_dropout_is_not_told_as_dropout_left_on(reports):
+    """A layer created in forward draws new weights at every call: eval-determinism fails, but built with dropout=0
+    it is random too, so the message says something in forward is random, not that dropout is still active."""
+    report = reports(target(ZOO / "buggy" / "own_layer_in_forward.py"))
+    check = next(c for c in report.checks if c.id == "eval-determinism")
+    assert check.status == "fail" and check.details["finding"] == "random in eval", check.message
+    assert "dropout is still active" not in check.message and "random at every call" in check.message
+    assert "__init__" in check.fix and "nn.Dropout" not in check.fix

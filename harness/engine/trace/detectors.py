@@ -14,19 +14,21 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   mask-includes-diagonal, mask-keeps-future, mask-one-token-late, mask-hides-nothing, mask-wrong;
   mask-multiplied, mask-added; mask-made-without-device; additive-finite-mask
 - detect_output: heads-not-projected
+- detect_params: layer-made-in-forward
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants
 themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a mutant.
 """
 from __future__ import annotations
 
-from harness.engine.trace import detect_layout, detect_mask, detect_output, detect_scores
+from harness.engine.trace import detect_layout, detect_mask, detect_output, detect_params, detect_scores
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import DETECTORS, ORDER, Detector, Findings, run
 
 __all__ = ["DETECTORS", "MODULES", "find", "in_order"]
 
-MODULES = (detect_layout, detect_scores, detect_mask, detect_output)  # the order they run in (see the docstring)
+MODULES = (detect_layout, detect_scores, detect_mask, detect_output, detect_params)  # the order they run in (see the
+# docstring)
 
 
 def in_order() -> list[Detector]:

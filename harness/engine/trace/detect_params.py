@@ -1,0 +1,45 @@
+"""The detector of parameters made inside forward: `nn.Linear(d, d)` (or `torch.randn(d, d)` used as a weight)
+written in forward instead of __init__ builds new random weights at every call.  The recorder sees the layer's
+construction itself: its random initialisation (`kaiming_uniform_`, `uniform_`...) runs at the student's line in
+forward, and the tensor it fills is then used as a weight (linear's weight, a matmul's operand).  A random tensor
+that is compared or multiplied first (a hand-written dropout mask, `torch.rand(...) < p`) is not a weight."""
+from __future__ import annotations
+
+from harness.engine.trace.registry import Findings, detector
+
+INITS = {"kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "uniform_", "normal_",
+         "trunc_normal_", "orthogonal_"}  # what nn.Linear / nn.init fill new weights with
+DRAWS = {"randn", "rand"}  # a tensor of weights drawn in forward
+WEIGHT_USERS = {"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum"}
+SAME_TENSOR = {"t", "T", "mT", "transpose", "to", "requires_grad_", "float", "double", "detach", "type_as",
+               "contiguous"}  # the weight itself, seen another way
+
+
+def _used_as_weight(f: Findings, c: int) -> bool:
+    """Whether what operation `c` made reaches a linear layer or a matrix product as it is (only transposed, cast
+    or moved on the way)."""
+    reach = {c}
+    for op in f.ops[c + 1:]:
+        if not any(t.get("src") in reach for t in op["in"]):
+            continue
+        if op["op"] in WEIGHT_USERS:
+            return True
+        if op["op"] in SAME_TENSOR:
+            reach.add(op["i"])
+    return False
+
+
+@detector("layer-made-in-forward")
+def layer_made_in_forward(f: Findings) -> None:
+    """A weight drawn at random during forward (a layer constructed there, or randn weights) and then used: every
+    call computes with new weights, which are no registered parameter of the module."""
+    for op in f.ops:
+        made = op["op"] in INITS and op["inplace"] and op["in"] and (op.get("out") or {}).get("shape") or \
+            op["op"] in DRAWS and not op["in"] and len((op.get("out") or {}).get("shape") or ()) == 2
+        if made and _used_as_weight(f, op["i"]):
+            f.mark(op["i"], {"id": "layer-made-in-forward", "text": (
+                "new random weights are made here, inside forward (a layer constructed, or weights drawn, at every "
+                "call): the output changes from call to call, and these weights are no registered parameter, so "
+                "they never train and do not move with .to(device); create the layer once in __init__ (self.proj "
+                "= nn.Linear(...)) and call it in forward")}, keep_earlier=True)
+            return
