@@ -46,6 +46,25 @@ def zoo_constants(path: Path) -> dict:
     return out
 
 
+SAME_ON_OTHER_LINES = rewrite.KINDS["split-all"]  # "# and the other two projections alike"
+
+
+def pasted(path: Path, fixes: list[tuple[int, str, str]]) -> str:
+    """The file with each (line, fix, rewrite kind) pasted in as a student would, indentation kept; a fix that ends
+    with SAME_ON_OTHER_LINES is made on those lines too (each rewritten by its own line's fix)."""
+    lines = path.read_text().splitlines()
+    for number, fix, kind in fixes:
+        if fix.endswith(SAME_ON_OTHER_LINES):
+            fix = fix.removesuffix(SAME_ON_OTHER_LINES).rstrip()
+            for i, line in enumerate(lines):
+                same = rewrite.own_line_fix(kind, line)
+                if i != number - 1 and same is not None:
+                    lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(SAME_ON_OTHER_LINES).rstrip()
+        old = lines[number - 1]
+        lines[number - 1] = old[:len(old) - len(old.lstrip())] + fix
+    return "\n".join(lines) + "\n"
+
+
 @functools.lru_cache(maxsize=None)
 def unreadable_checkout(uid: int = 61950) -> str | None:
     """Why an unprivileged uid cannot read this checkout (None: it can, or this is not root).  Without namespaces

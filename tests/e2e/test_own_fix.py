@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import mutants
-from conftest import ZOO, zoo_constants
+from conftest import ZOO, pasted, zoo_constants
 from harness.engine import rewrite
 from harness.engine.records import Diagnosis
 from harness.frontends.trace import trace
@@ -22,28 +22,11 @@ from harness.sandbox.subject import Subject
 
 pytestmark = pytest.mark.slow
 OWN = sorted((ZOO / "buggy").glob("own_*.py"))
-NOTE = rewrite.KINDS["split-all"]  # "# and the other two projections alike": the same change on their lines too
 NOTHING = Diagnosis(None, "none")  # what an unnamed report is read as: no mistake, no line, no fix
 
 
 def target(path: Path) -> str:
     return f"{path}:{zoo_constants(path)['TARGET']}"
-
-
-def corrected(path: Path, fix: str, kind: str) -> str:
-    """The file with the student's line replaced by the fix (its indentation kept); a fix that says "and the keys
-    and values alike" is made on those lines too, as the student would."""
-    lines = path.read_text().splitlines()
-    number = zoo_constants(path)["LINE"]
-    if fix.endswith(NOTE):
-        fix = fix.removesuffix(NOTE).rstrip()
-        for i, line in enumerate(lines):
-            same = rewrite.own_line_fix(kind, line)
-            if i != number - 1 and same is not None:
-                lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(NOTE).rstrip()
-    old = lines[number - 1]
-    lines[number - 1] = old[:len(old) - len(old.lstrip())] + fix
-    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +40,7 @@ def fixed(reports, tmp_path_factory):
         entry = mutants.catalogue().get(root.mutant, {})
         if root.fix and root.fix != entry.get("remedy"):
             copy = folder / path.name
-            copy.write_text(corrected(path, root.fix, entry["rewrite"]))
+            copy.write_text(pasted(path, [(zoo_constants(path)["LINE"], root.fix, entry["rewrite"])]))
             copies[path] = f"{copy}:{zoo_constants(path)['TARGET']}"
     reports.want(list(copies.values()))
     return copies

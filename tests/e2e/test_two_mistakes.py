@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 import mutants
-from conftest import ZOO, zoo_constants
-from harness.engine import rewrite
+from conftest import ZOO, pasted, zoo_constants
 from harness.frontends.trace import trace
 from harness.render import text, view
 from harness.sandbox.pool import Fork
@@ -20,27 +19,10 @@ from harness.sandbox.subject import Subject
 
 pytestmark = pytest.mark.slow
 TWO = sorted((ZOO / "buggy").glob("two_*.py"))
-NOTE = rewrite.KINDS["split-all"]  # "# and the other two projections alike": the same change on their lines too
 
 
 def target(path: Path) -> str:
     return f"{path}:{zoo_constants(path)['TARGET']}"
-
-
-def corrected(path: Path, fixes: list[tuple[int, str, str]]) -> str:
-    """The file with each (line, fix, rewrite kind) pasted in, indentation kept; a fix that says "and the keys and
-    values alike" is made on those lines too, as the student would."""
-    lines = path.read_text().splitlines()
-    for number, fix, kind in fixes:
-        if fix.endswith(NOTE):
-            fix = fix.removesuffix(NOTE).rstrip()
-            for i, line in enumerate(lines):
-                same = rewrite.own_line_fix(kind, line)
-                if i != number - 1 and same is not None:
-                    lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(NOTE).rstrip()
-        old = lines[number - 1]
-        lines[number - 1] = old[:len(old) - len(old.lstrip())] + fix
-    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -103,7 +85,7 @@ def fixed(reports, tmp_path_factory):
         root = reports(target(path)).diagnosis
         kinds = {m: mutants.catalogue()[m]["rewrite"] for m in want["DIAGNOSIS"]}
         copy = folder / path.name
-        copy.write_text(corrected(path, [(n, d.fix, kinds[d.mutant])
+        copy.write_text(pasted(path, [(n, d.fix, kinds[d.mutant])
                                          for n, d in zip(want["LINES"], (root, root.also))]))
         copies[path] = f"{copy}:{want['TARGET']}"
     reports.want(list(copies.values()))
