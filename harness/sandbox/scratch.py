@@ -189,25 +189,6 @@ def _deleted_mappings(pid: int, dev: int) -> list[tuple[str, int, int]]:
     return found
 
 
-def tree_of(pid: int) -> list[int]:
-    """`pid` and every process descending from it (a PID namespace's orphans are adopted inside it)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo += parents.get(p, [])
-    return found
-
-
 @dataclass
 class Scratch:
     """A child's private folder: `path` (its working directory and home), inside `root` (removed with it);

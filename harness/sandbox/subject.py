@@ -403,7 +403,7 @@ class Subject:
         uid = self.record.get("uid") if self.record else None
         if uid is not None and is_slot_uid(uid):
             return scratch.processes_of(uid)
-        return scratch.tree_of(self.pid) if self.pid else []
+        return linux.process_tree(self.pid) if self.pid else []
 
     def _until_ready(self) -> None:
         """Wait for the worker's `Ready` (its imports done, no code of the student's run yet) and move the start of

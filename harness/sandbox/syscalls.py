@@ -148,9 +148,8 @@ def until_exited(pid: int, end: float, fallback: float = 0.005) -> None:
         os.close(fd)
 
 
-def stopped_in_tree(root: int) -> bool:
-    """Whether `root` or a process below it is stopped (SIGSTOP, SIGTSTP; state T or t in /proc/PID/stat): such a
-    process answers nothing, whatever its code does."""
+def _states_and_parents() -> tuple[dict[int, str], dict[int, int]]:
+    """Every process's state letter and parent pid, from /proc/PID/stat (a process gone meanwhile is left out)."""
     parent, state = {}, {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -160,9 +159,25 @@ def stopped_in_tree(root: int) -> bool:
                 state[int(entry)], parent[int(entry)] = fields[0], int(fields[1])
             except (OSError, IndexError, ValueError):
                 continue
-    tree, frontier = {root}, [root]
+    return state, parent
+
+
+def _tree(root: int, parent: dict[int, int]) -> list[int]:
+    tree, frontier = [root], [root]
     while frontier:
         below = [pid for pid, ppid in parent.items() if ppid in frontier and pid not in tree]
-        tree.update(below)
+        tree += below
         frontier = below
-    return any(state.get(pid) in ("T", "t") for pid in tree)
+    return tree
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process descending from it (a PID namespace's orphans are adopted inside it)."""
+    return _tree(root, _states_and_parents()[1])
+
+
+def stopped_in_tree(root: int) -> bool:
+    """Whether `root` or a process below it is stopped (SIGSTOP, SIGTSTP; state T or t in /proc/PID/stat): such a
+    process answers nothing, whatever its code does."""
+    state, parent = _states_and_parents()
+    return any(state.get(pid) in ("T", "t") for pid in _tree(root, parent))

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from harness.sandbox import scratch
+from harness.sandbox import syscalls as linux
 
 
 def test_usage_counts_blocks_and_entries_and_stops_counting_past_the_budget(tmp_path):
@@ -104,9 +105,9 @@ def test_the_process_tree_of_a_child_holds_its_descendants_only():
     if pid == 0:
         os.execvp("sleep", ["sleep", "30"])
     try:
-        tree = scratch.tree_of(os.getpid())
+        tree = linux.process_tree(os.getpid())
         assert os.getpid() in tree and pid in tree and 1 not in tree
-        assert scratch.tree_of(pid) == [pid]
+        assert linux.process_tree(pid) == [pid]
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
