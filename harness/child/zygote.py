@@ -31,7 +31,7 @@ import time
 from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
-from harness.sandbox.syscalls import die_with_parent, status_fields, until_exited
+from harness.sandbox.syscalls import children, die_with_parent, status_fields, until_exited
 from harness.wire.control import META_ZYGOTE, ZYGOTE
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -44,25 +44,11 @@ def _become_subreaper() -> bool:
         return False
 
 
-def _children() -> list[int]:
-    me, found = os.getpid(), []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if int(fields[1]) == me:
-                    found.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
 def _reap_leftovers(seconds: float = 2.0) -> int:
     """Kill and reap every remaining child: they can only be leftovers of the submission just finished."""
     killed, end = 0, time.monotonic() + seconds
     while time.monotonic() < end:
-        kids = _children()
+        kids = children()
         if not kids:
             break
         for pid in kids:

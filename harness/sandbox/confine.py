@@ -119,25 +119,11 @@ def _fork_init() -> None:
             _exit_like(raw)
 
 
-def _children() -> list[int]:
-    """Our own children, from /proc (a process left behind is ours once its parent is gone: we are a subreaper)."""
-    me, found = os.getpid(), []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
-                        found.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
 def _sweep(seconds: float = 5.0) -> None:
     """Kill and reap every child until none is left (or `seconds` pass): each one a leftover of the worker."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        kids = _children()
+        kids = linux.children()
         for pid in kids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

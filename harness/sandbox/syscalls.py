@@ -171,6 +171,13 @@ def _tree(root: int, parent: dict[int, int]) -> list[int]:
     return tree
 
 
+def children() -> list[int]:
+    """Our own children, from /proc (a process left behind is ours once its parent is gone, where we are a
+    subreaper: the zygote, a single run's keeper)."""
+    me = os.getpid()
+    return [pid for pid, ppid in _states_and_parents()[1].items() if ppid == me]
+
+
 def process_tree(root: int) -> list[int]:
     """`root` and every process descending from it (a PID namespace's orphans are adopted inside it)."""
     return _tree(root, _states_and_parents()[1])
