@@ -32,8 +32,8 @@ from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summar
 # summary's writer, named here as before
 from harness.frontends.grade_pool import grade_all
 from harness.frontends.pick import defines_module, missing_fix
-from harness.frontends.shards import in_shard, merge, parse_shard
-from harness.frontends.writing import reason
+from harness.frontends.shards import MergeError, in_shard, merge, merge_error, merged_text, parse_shard, read_shards
+from harness.frontends.writing import reason, write_atomic
 from harness.render import rubric as rubrics
 from harness.sandbox import isolation, scratch
 from harness.sandbox.template import Template
@@ -45,6 +45,7 @@ LIFE_CYCLE = ("Nothing in --out is replaced without saying so: grading into a fo
               "reports graded so far kept: go on with --resume.")
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
 MAX_JOBS = 256
+DEFAULT_OUT = "mha-check-results"
 
 
 def main(argv: list[str], template: Template | None = None) -> int:
@@ -74,7 +75,8 @@ def _main(argv: list[str], early: Template | None) -> int:
     p = _parser()
     args = p.parse_args(argv[1:])
     if args.merge:
-        return merge(args.merge, sys.stdout)
+        return _merge(args) if args.out else merge(args.merge, sys.stdout)
+    args.out = args.out or DEFAULT_OUT
     if not args.submissions or not os.path.isdir(args.submissions):
         zipped = bool(args.submissions) and args.submissions.endswith(".zip") and os.path.isfile(args.submissions)
         p.error(f"{args.submissions!r} is not a folder of submissions" + ("; unzip it first" if zipped else ""))
@@ -141,14 +143,16 @@ def _parser() -> argparse.ArgumentParser:
                         "or --only, grade refuses to write over them)")
     p.add_argument("--rubric", help="TOML file: points and visibility per check, and the target")
     option_rules.add_shared(p, ("tests",))
-    p.add_argument("--out", default="mha-check-results",
-                   help="folder for the reports, summary.csv and the class view, class-report.html (default "
-                        "mha-check-results)")
+    p.add_argument("--out", help="folder for the reports, summary.csv and the class view, class-report.html "
+                                 f"(default {DEFAULT_OUT}); with --merge, where the merged summary.csv and its class "
+                                 "view are written (the folder that holds the shards' reports, for its links)")
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
     p.add_argument("--shard", type=parse_shard, help="grade only shard I of N (by a hash of the submission's name)")
     option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb"), per="each submission")
-    p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
+    p.add_argument("--merge", nargs="+", metavar="CSV",
+                   help="join shard summaries into one CSV: on stdout, or with --out as summary.csv and the class "
+                        "view of the whole course in that folder")
     p.add_argument("--allow-unconfined", action="store_true",
                    help="grade even where submissions would run as root or as your own uid with your files in "
                         "view (every report then says so)")
@@ -298,14 +302,15 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     return 3 if (missing and not args.allow_missing) or view_failed else 0
 
 
-def _class_view(out: Path, rows: list[dict], args, banner: str) -> bool:
+def _class_view(out: Path, rows: list[dict], args, banner: str, notes: list[str] | None = None) -> bool:
     """Write the class view (harness.frontends.class_view) and say where, or say in one line that it could not be
     written (False).  The verdicts are all in the reports and the summary either way."""
+    if notes is None:
+        notes = [f"submissions: {os.path.abspath(args.submissions)}; seed {args.seed}"
+                 + (f"; rubric {args.rubric}" if args.rubric else "")
+                 + (f"; shard {args.shard[0]}/{args.shard[1]}: only this shard's submissions" if args.shard else "")]
     try:
-        page, table = class_view.write(out, rows, EXTENSIONS[args.format], args.shard, banner=banner, notes=[
-            f"submissions: {os.path.abspath(args.submissions)}; seed {args.seed}"
-            + (f"; rubric {args.rubric}" if args.rubric else "")
-            + (f"; shard {args.shard[0]}/{args.shard[1]}: only this shard's submissions" if args.shard else "")])
+        page, table = class_view.write(out, rows, EXTENSIONS[args.format], args.shard, banner=banner, notes=notes)
     except OSError as e:
         print(f"mha-check grade: error: could not write the class view in {out}/ ({reason(e)})", file=sys.stderr)
         return False
@@ -315,6 +320,31 @@ def _class_view(out: Path, rows: list[dict], args, banner: str) -> bool:
         sys.exit(130)
     print(f"class view: {page} (its table of mistakes for the gradebook: {table})")
     return True
+
+
+def _merge(args) -> int:
+    """`--merge CSV... --out DIR`: the shards' summaries joined into DIR/summary.csv, and the class view of the whole
+    course beside it (each shard's own view shows only its shard), linking the reports that are in DIR: where a
+    job array's shards wrote them, or where a CI workflow gathered its matrix's artifacts.  An earlier summary.csv
+    there is replaced only with --overwrite, as grade's own is."""
+    try:
+        rows, fields = read_shards(args.merge)
+    except MergeError as e:
+        return merge_error(str(e))
+    out = Path(args.out.rstrip("/") or "/")
+    summary = out / "summary.csv"
+    if os.path.lexists(summary) and not args.overwrite:
+        return merge_error(f"{summary} already exists; add --overwrite to replace it with the merged summary")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(summary, merged_text(rows, fields))
+    except OSError as e:
+        return merge_error(f"could not write {summary} ({reason(e)})")
+    graded = sum(1 for r in rows if not r.get("not_graded"))
+    print(f"merged {len(args.merge)} summaries: {graded} submission{'s' * (graded != 1)} graded"
+          + (f" and {len(rows) - graded} not graded" if len(rows) > graded else "") + f", summary in {summary}")
+    shards = ", ".join(os.path.basename(p) for p in args.merge)
+    return 0 if _class_view(out, rows, args, "", notes=[f"merged from {shards}"]) else 3
 
 
 def _earlier_results(files: BatchFiles, todo: list) -> str:

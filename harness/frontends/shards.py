@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import io
 import os
 import re
 import sys
@@ -34,9 +35,13 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 
-def merge(paths: list[str], out) -> int:
-    """`--merge`: the shards' summaries as one CSV on `out`, sorted by submission, every column of any of them;
-    2 (with the reason on stderr) for a file that is not such a summary or a set that is not whole."""
+class MergeError(ValueError):
+    """The summaries given to --merge are not one whole set of shard summaries (the message says why)."""
+
+
+def read_shards(paths: list[str]) -> tuple[list[dict], list[str]]:
+    """The rows of the shards' summaries, sorted by submission, and every column of any of them in the order the
+    summaries first name it.  MergeError for a file that is not such a summary or a set that is not whole."""
     rows = []
     for p in paths:
         try:
@@ -44,26 +49,44 @@ def merge(paths: list[str], out) -> int:
                 reader = csv.DictReader(f)
                 found, columns = list(reader), reader.fieldnames or []
         except OSError as e:
-            return _merge_error(f"cannot read {p}: {e.strerror or e}")
+            raise MergeError(f"cannot read {p}: {e.strerror or e}") from None
         except (csv.Error, UnicodeDecodeError) as e:
-            return _merge_error(f"{p} is not a CSV file ({e})")
+            raise MergeError(f"{p} is not a CSV file ({e})") from None
         if "submission" not in columns or any(None in r or not r["submission"] for r in found):
-            return _merge_error(f"{p} is not a summary written by mha-check grade (a 'submission' column, one "
-                                "value per column in every row)")
+            raise MergeError(f"{p} is not a summary written by mha-check grade (a 'submission' column, one value per "
+                             "column in every row)")
         rows += found
     missing = missing_shards(paths)
     if missing:
-        return _merge_error(missing)
+        raise MergeError(missing)
     names = [r["submission"] for r in rows]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        return _merge_error(f"submissions graded twice: {', '.join(duplicates)}")
+        raise MergeError(f"submissions graded twice: {', '.join(duplicates)}")
     fields = []
     for row in rows:
         fields += [k for k in row if k not in fields]
-    writer = csv.DictWriter(out, fieldnames=fields)
+    return sorted(rows, key=lambda r: r["submission"]), fields
+
+
+def merged_text(rows: list[dict], fields: list[str]) -> str:
+    """The merged summary as CSV.  The cells are written as the shards wrote them (already made safe for
+    spreadsheets by batch_files.csv_cell), so that nothing is quoted twice."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=fields)
     writer.writeheader()
-    writer.writerows(sorted(rows, key=lambda r: r["submission"]))
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def merge(paths: list[str], out) -> int:
+    """`--merge` without --out: the shards' summaries as one CSV on `out`, sorted by submission, every column of
+    any of them; 2 (with the reason on stderr) for a file that is not such a summary or a set that is not whole."""
+    try:
+        rows, fields = read_shards(paths)
+    except MergeError as e:
+        return merge_error(str(e))
+    out.write(merged_text(rows, fields))
     return 0
 
 
@@ -81,7 +104,7 @@ def missing_shards(paths: list[str]) -> str:
     return f"missing shards: {', '.join(f'{i}/{count}' for i in absent)}" if absent else ""
 
 
-def _merge_error(message: str) -> int:
+def merge_error(message: str) -> int:
     print(f"mha-check grade --merge: error: {message}", file=sys.stderr)
     return 2
 

@@ -138,8 +138,19 @@ def test_shards_cover_the_batch_once(tmp_path):
         assert run.returncode == 0, run.stderr[-2000:]
         seen += [r["submission"] for r in csv.DictReader(open(out / f"summary-{shard.replace('/', '-of-')}.csv"))]
     assert sorted(seen) == [f"s{i}" for i in range(6)]
-    merged = grade("--merge", str(out / "summary-1-of-2.csv"), str(out / "summary-2-of-2.csv"))
+    shards = [str(out / "summary-1-of-2.csv"), str(out / "summary-2-of-2.csv")]
+    merged = grade("--merge", *shards)
     assert merged.returncode == 0 and len(merged.stdout.strip().splitlines()) == 7
+    # with --out: the merged summary and the class view of the whole course, its links to every shard's reports
+    written = grade("--merge", *shards, "--out", str(out))
+    assert written.returncode == 0, written.stderr
+    assert "merged 2 summaries: 6 submissions graded" in written.stdout and "class view:" in written.stdout
+    assert (out / "summary.csv").read_text() == merged.stdout
+    page = (out / "class-report.html").read_text()
+    assert all(f'href="./s{i}.json"' in page for i in range(6)) and "merged from summary-1-of-2.csv" in page
+    again = grade("--merge", *shards, "--out", str(out))  # an earlier merged summary is replaced only when asked
+    assert again.returncode == 2 and "add --overwrite" in again.stderr
+    assert grade("--merge", *shards, "--out", str(out), "--overwrite").returncode == 0
 
 
 CORRECT, BUGGY = ROOT / "examples" / "correct_attention.py", ROOT / "examples" / "buggy_attention.py"
