@@ -82,6 +82,7 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks, recorded = _marks(ctx) if ctx is not None else ([], False)
+    marks = [k for k in marks if not _checks_refute(k, status, catalogue)]
     samples = _samples(ctx) if ctx is not None else None
     numbers = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # None: the numbers could not be
     # asked
@@ -142,6 +143,15 @@ def _by_numbers(possible: list[str], status: dict, catalogue: dict) -> list[str]
         return possible
     widened = [m for m, e in catalogue.items() if m not in possible and e["killed_by"][0] == "param-count"]
     return possible + widened
+
+
+def _checks_refute(mark: dict, status: dict, catalogue: dict) -> bool:
+    """A mark of a known mistake is no evidence, not even "where to look", when every check made to catch that
+    mistake passed: the outputs are not that mistake's.  A student's trial: a learnable temperature initialised to
+    1/sqrt(dh) (`scores * self.log_tau.exp()`) was marked "the scores are never scaled" while reference-match and
+    gradient-match passed, and adding the division the mark asked for broke a correct layer."""
+    entry = catalogue.get(mark.get("mutant") or "")
+    return bool(entry) and all(status.get(k) == Status.PASS for k in entry["killed_by"])
 
 
 def _numbers_refute(mid: str, numbers: list[str] | None, marks: list[dict]) -> bool:

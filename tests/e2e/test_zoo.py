@@ -149,3 +149,12 @@ def test_a_forward_random_without_dropout_is_not_told_as_dropout_left_on(reports
     assert check.status == "fail" and check.details["finding"] == "random in eval", check.message
     assert "dropout is still active" not in check.message and "random at every call" in check.message
     assert "__init__" in check.fix and "nn.Dropout" not in check.fix
+
+
+def test_a_trace_mark_the_checks_refute_is_not_where_to_look(reports):
+    """A student's trial: `scores * self.log_tau.exp()` (a learnable temperature of 1/sqrt(dh)) was marked "the scores
+    are never scaled", and the report sent the student to that mark, while reference-match and gradient-match (the
+    checks made for no-scaling) passed.  A mark of a mistake every check of which passed is not shown."""
+    root = reports(target(ZOO / "buggy" / "per_head_temperature.py")).diagnosis
+    assert root.mutant is None and "trace marks" not in root.message, root.message
+    assert not any(m["mutant"] == "no-scaling" for m in root.marks or ()), root.marks
