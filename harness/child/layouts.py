@@ -47,7 +47,8 @@ def role_of(name: str) -> str | None:
     W_q, and the correct layer was told it had swapped its queries and keys."""
     toks = _tokens(name)
     joined = "".join(t for t in toks if t not in _KIND_TOKENS) or "".join(toks)
-    for candidate in (joined, "".join(toks)):
+    plural = [joined[:-1]] if len(joined) > 1 and joined.endswith("s") else []  # qs, ks, vs: one Linear a head
+    for candidate in (joined, "".join(toks), *plural):
         for role, names in _ROLE_NAMES.items():
             if candidate in names:
                 return role
@@ -488,10 +489,11 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
     modules = dict(module.named_modules())
     roles: dict[str, list[Piece]] = {}
     dh = d_out // heads
-    for role, target in mapping.items():
-        role = {"q": "wq", "k": "wk", "v": "wv", "o": "wo", "out": "wo", "qkv": "wqkv"}.get(role, role)
+    for given, target in mapping.items():
+        role = {"q": "wq", "k": "wk", "v": "wv", "o": "wo", "out": "wo", "qkv": "wqkv"}.get(given, given)
         transpose = target.endswith(".T")
         name = target[:-2] if transpose else target
+        heads_of = _per_head_modules(modules.get(name)) if role.startswith("w") else []
         if name in params:
             found = {role: params[name]}
         elif name in modules and isinstance(getattr(modules[name], "weight", None), torch.Tensor):
@@ -499,8 +501,15 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
             found = {role: m.weight}
             if getattr(m, "bias", None) is not None and role.startswith("w"):
                 found["b" + role[1:]] = m.bias
+        elif heads_of and role != "wqkv":  # one Linear a head (nn.ModuleList qs): its weights joined, heads in order
+            axis = 1 if role == "wo" else 0
+            roles[role] = [Piece(m.weight, f"{name}.{i}.weight", transpose, axis=axis) for i, m in enumerate(heads_of)]
+            if all(getattr(m, "bias", None) is not None for m in heads_of) and axis == 0:
+                roles["b" + role[1:]] = [Piece(m.bias, f"{name}.{i}.bias") for i, m in enumerate(heads_of)]
+            continue
         else:
-            return {}, f"--map {role}={target}: no parameter or module of that name (parameters: {', '.join(params)})"
+            return {}, (f"--map {given}={target}: no parameter or module of that name, nor a list of one Linear a head "
+                        f"(parameters: {', '.join(params)})")
         for r, p in found.items():
             qual = name if r == role else name + ".bias"
             if r in ("wqkv", "bqkv"):
@@ -512,6 +521,17 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
                 roles[r] = [Piece(p, qual, transpose and p.dim() == 2)]
     problem = _validate(roles, d_in, d_out, d_kv, out_proj)
     return roles, (f"--map: {problem}" if problem else "")
+
+
+def _per_head_modules(module: nn.Module | None) -> list[nn.Module]:
+    """The children of a container that each hold one weight matrix (nn.ModuleList of per-head Linear layers), in
+    order; [] for anything else."""
+    if module is None or isinstance(getattr(module, "weight", None), torch.Tensor):
+        return []
+    children = list(module.children())
+    ok = children and all(isinstance(getattr(c, "weight", None), torch.Tensor) and c.weight.dim() == 2
+                          for c in children)
+    return children if ok else []
 
 
 def discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dict[str, str] | None = None,

@@ -334,6 +334,28 @@ def test_a_fused_projection_named_with_map_is_read_both_ways_and_never_certain()
     assert len(single) == 1 and single[0].certain  # one head: one reading
 
 
+def test_a_list_of_one_linear_a_head_is_read_by_its_plural_name_and_by_map():
+    """A student's trial: `self.qs = nn.ModuleList(Linear(d, dh) ...)` was read nowhere (every weight check
+    cannot-tell), and `--map q=qs` answered "--map wq=qs: no parameter or module of that name" (a role the student
+    never typed, for a module that is there)."""
+    class Lists(nn.Module):
+        def __init__(self, names=("qs", "ks", "vs")):
+            super().__init__()
+            for name in names:
+                setattr(self, name, nn.ModuleList(nn.Linear(8, 4, bias=False) for _ in range(2)))
+            self.out_proj = nn.Linear(8, 8)
+
+    assert [role_of(n) for n in ("qs", "ks", "vs", "heads", "bs")] == ["q", "k", "v", None, None]
+    plural, problem = discover(Lists(), 8, 8, 2)
+    assert problem == "" and plural
+    anonymous = Lists(("aa", "bb", "cc"))
+    mapped, problem = discover(anonymous, 8, 8, 2, mapping={"q": "aa", "k": "bb", "v": "cc", "o": "out_proj"})
+    assert problem == "" and len(mapped) == 1 and mapped[0].certain
+    assert [p.name for p in mapped[0].roles["wq"]] == ["aa.0.weight", "aa.1.weight"]
+    _, problem = discover(anonymous, 8, 8, 2, mapping={"q": "zz"})
+    assert problem.startswith("--map q=zz: no parameter or module of that name"), problem
+
+
 def test_a_generic_linear_inside_a_named_module_takes_the_modules_role():
     """labml's `self.query = PrepareForMultiHeadAttention(...)` keeps its weights in `.linear`: the role is in the
     module's name, one level up."""
