@@ -45,7 +45,8 @@ NEGATIVE_SCORES = 300.0  # W_k = -W_q scaled: real scores of about -5e4, the siz
 
 LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
     "nan": "a row with every score masked gives NaN: the mask also hides the diagonal (use triu(..., 1))",
-    "inverted": "the mask is inverted: it hides the past and shows the future (masked_fill(~mask, ...))",
+    "inverted": ("the mask is inverted: it hides the past and shows the future (as tril where triu belongs would, "
+                 "or masked_fill with ~mask)"),
     "small-leak": ("a small leak: the future's influence is tiny but not exactly zero, as it is behind a "
                     "float('-inf') mask; the usual cause is a finite fill such as -10 or -100 (or no mask at all, "
                     "where the weights' effect almost cancels)"),

@@ -128,8 +128,11 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
                       marks, report)
     only_rules = all(c.kind == "rule" for c in report.checks if c.status == Status.FAIL)  # the verdict line says so
     unnamed = "no known mistake matches: the failing checks below describe what is wrong"
-    if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look
-        unnamed += "; mha-check trace marks the step that looks wrong"
+    if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look, and the line
+        # itself where it has one (a student's trial: the report said only "trace marks", while trace named a line)
+        lines = list(dict.fromkeys(k["at"] for k in marks if k.get("at")))
+        unnamed += "; mha-check trace marks the step that looks wrong" + (
+            f" ({', '.join(lines[:3])})" if lines else "")
     return _no_evidence("" if only_rules else unnamed, report, marks)
 
 

@@ -158,3 +158,15 @@ def test_a_trace_mark_the_checks_refute_is_not_where_to_look(reports):
     root = reports(target(ZOO / "buggy" / "per_head_temperature.py")).diagnosis
     assert root.mutant is None and "trace marks" not in root.message, root.message
     assert not any(m["mutant"] == "no-scaling" for m in root.marks or ()), root.marks
+
+
+def test_the_report_gives_the_marked_line_of_a_mistake_it_does_not_name(reports):
+    """A student's trial: the report said "mha-check trace marks the step that looks wrong" without the line, while
+    trace named the line (the student's tril where triu belongs); and causal-leakage told them of a `~mask` they had
+    never written."""
+    report = reports(target(ZOO / "buggy" / "student_mask_hides_past.py"))
+    root = report.diagnosis
+    assert root.mutant is None and root.message.endswith("marks the step that looks wrong "
+                                                          "(student_mask_hides_past.py:21)"), root.message
+    leak = next(c for c in report.checks if c.id == "causal-leakage")
+    assert "as tril where triu belongs would" in leak.message
