@@ -51,10 +51,13 @@ def scale(f: Findings) -> None:
     """The product of the numbers the scores are multiplied by on the way to each softmax (q and k may be scaled
     apart; a fused attention scales by its own) is not 1/sqrt(dh), dh the width of the queries dotted with the keys
     (a layer of full-width heads, d each, rightly divides by sqrt(d): its mistake is the heads' width, not the scale,
-    and a mark here would name the wrong one)."""
+    and a mark here would name the wrong one).  Scores scaled by a tensor of the layer's own (a learned temperature)
+    are not judged: reference-match tells whether its value is the lesson's."""
     softmaxes = f.named("softmax")
     for target in (softmaxes or ([f.namer.fused[0]] if f.fused_sdpa else [])):
         ancestors = f.namer.ancestors(target)
+        if any(i in ancestors for i in f.namer.unread_scales):  # a learned scale: its value is the numbers' to judge
+            continue
         dh = _queries_width(f, ancestors, f.cfg["d"] // f.cfg["heads"])
         factors = [(i, k) for i, k in f.namer.scale_factors if i in ancestors]
         total = math.prod(k for _, k in factors) * (_fused_scale(f, dh) if target in f.namer.fused else 1.0)

@@ -46,6 +46,9 @@ class Namer:
         self.pats = {shape: name for name, shape in reversed(patterns(B, n, d, H, self.dh, L))}
         self.labels: list[str] = []
         self.scale_factors: list[tuple[int, float]] = []  # (operation, the number it multiplies the scores by)
+        self.unread_scales: list[int] = []  # operations scaling the scores by a tensor of the layer's own (a learned
+        # temperature, one a head): a scale whose value the trace does not judge (the numbers do)
+        self.heads = H
         self.mask_ops: list[int] = []  # operations that apply a mask to the scores
         self.fused: list[int] = []  # fused attentions (scaled_dot_product_attention, nn.MultiheadAttention)
 
@@ -158,6 +161,12 @@ class Namer:
         factor = self._scalar_factor(op)
         if factor is not None and not self.derives_from(data, ("softmax",)) and self.derives_from(data, ("project",)):
             self.scale_factors.append((op["i"], factor))
+            return "scale"
+        other = op["in"][1] if len(op["in"]) == 2 else None
+        if factor is None and other is not None and other.get("name") != "x" and \
+                math.prod(other.get("shape") or [1]) <= self.heads and not self.derives_from(other, ("project",)) \
+                and not self.derives_from(data, ("softmax",)) and self.derives_from(data, ("project",)):
+            self.unread_scales.append(op["i"])  # `scores * self.log_tau.exp()`, log_tau of shape (H, 1, 1)
             return "scale"
         return None
 
