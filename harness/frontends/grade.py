@@ -35,7 +35,7 @@ from harness.frontends.pick import defines_module, missing_fix
 from harness.frontends.shards import in_shard, merge, parse_shard
 from harness.frontends.writing import reason
 from harness.render import rubric as rubrics
-from harness.sandbox import isolation, scratch
+from harness.sandbox import isolation, reaper, scratch, stale
 from harness.sandbox.template import Template
 from harness.wire.errors import ChildEnd
 
@@ -66,6 +66,7 @@ def main(argv: list[str], template: Template | None = None) -> int:
             print("\nmha-check grade: interrupted; the batch had ended by then: every report and the summary are "
                   "written", file=sys.stderr)
             status = 130
+        reaper.settle()  # (cli.main's own call comes too late when the next line ends the process)
         stop.exit_now_if_stuck(status)  # a pool's thread still running would hold the interpreter's exit
     return status
 
@@ -99,6 +100,9 @@ def _main(argv: list[str], early: Template | None) -> int:
         p.error(str(e))
     # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
     # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
+    swept = scratch.sweep_stale()  # what graders killed outright (SIGKILL) left in the temp dir: never a live one's
+    if swept:
+        print(swept, file=sys.stderr)
     template = early or _start_template()
     try:
         _refuse_without_walls(args, p)
@@ -225,8 +229,9 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                             stamps.load_key())
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list
-    batch = tempfile.mkdtemp(prefix="mha-check-grade-")
+    batch = tempfile.mkdtemp(prefix=f"{stale.PREFIX}grade-")
     try:
+        stale.hold(batch)  # a grade killed outright leaves it: the next start sweeps it (scratch.sweep_stale)
         os.chmod(batch, 0o711)
         staging, scratch_parent = os.path.join(batch, "staging"), os.path.join(batch, "scratch")
         os.mkdir(staging, 0o700)
@@ -248,6 +253,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                                           seal)
     finally:
         scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
+        stale.let_go(batch)
     missing = [n for n in found.not_graded if n.missing and in_shard(n.item, args.shard)]
     resumed = files.kept
     if interrupted:
