@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rules", action="store_true", help="the lesson's rules (divisibility, mask-fill, "
                                                            "out-proj-bias) are reported but do not count toward "
                                                            "passing")
-    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb"))
+    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "output-limit"))
     p.add_argument("--plot", metavar="FILE.png", help="also draw the leakage map (needs mha-check[plot])")
     p.add_argument("--list-checks", action="store_true", help="list the check ids with their claims and exit")
     p.add_argument("--show-output", action="store_true", help="print what your code wrote to stdout/stderr")

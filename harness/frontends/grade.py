@@ -151,7 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
     p.add_argument("--shard", type=parse_shard, help="grade only shard I of N (by a hash of the submission's name)")
-    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb"), per="each submission")
+    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "output-limit"),
+                           per="each submission")
     p.add_argument("--merge", nargs="+", metavar="CSV", help="join shard summaries into one CSV on stdout")
     p.add_argument("--allow-unconfined", action="store_true",
                    help="grade even where submissions would run as root or as your own uid with your files in "
