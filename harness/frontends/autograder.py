@@ -119,7 +119,7 @@ def _check_options(args, parser) -> list[str]:
     options.from_args(args)
     out = [word for item in args.arg for word in ("--arg", item)] + \
         [word for item in args.map for word in ("--map", item)]
-    for dest in ("time_limit", "memory_mb", "seed", "examples"):
+    for dest in ("time_limit", "memory_mb", "output_limit", "seed", "examples"):
         value = getattr(args, dest)
         if value != parser.get_default(dest):
             out += ["--" + dest.replace("_", "-"), f"{value:g}" if isinstance(value, float) else str(value)]
@@ -294,8 +294,9 @@ def main(argv: list[str]) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mha-check autograder", description=__doc__.split("\n\n")[0],
-                                epilog="run_autograder passes on --arg, --map, --time-limit, --memory-mb, --seed "
-                                       "and --examples to every check, as mha-check's own options.")
+                                epilog="run_autograder passes on --arg, --map, --time-limit, --memory-mb, "
+                                       "--output-limit, --seed and --examples to every check, as mha-check's own "
+                                       "options.")
     p.add_argument("--target", help="FILE.py:ClassName: the file students hand in and its class (default: the "
                                     "rubric's target)")
     p.add_argument("--rubric", metavar="FILE.toml", help="points and visibility per check (default: one point "
@@ -314,5 +315,5 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", metavar="SUBMISSION", help="run the zip's run_autograder on this submission (a "
                                                            "folder, or one file) and print its results.json")
     p.add_argument("--zip", default="autograder.zip", help="the zip a dry run uses (default autograder.zip)")
-    options.add_shared(p, ("arg", "map", "time-limit", "memory-mb", "seed", "examples"))
+    options.add_shared(p, ("arg", "map", "time-limit", "memory-mb", "output-limit", "seed", "examples"))
     return p

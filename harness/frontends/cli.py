@@ -20,6 +20,7 @@ if __name__ == "__main__":  # `python -m harness.frontends.cli` put the working 
 
 from harness.engine.report import VERSION  # after trusted_path, above
 from harness.frontends import options as option_rules
+from harness.sandbox import reaper
 
 SUBCOMMANDS = {  # name -> (module, one line for --help)
     "grade": ("harness.frontends.grade", "grade a folder of submissions (reports, summary.csv, class-report.html)"),
@@ -63,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rules", action="store_true", help="the lesson's rules (divisibility, mask-fill, "
                                                            "out-proj-bias) are reported but do not count toward "
                                                            "passing")
-    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb"))
+    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "output-limit"))
     p.add_argument("--plot", metavar="FILE.png", help="also draw the leakage map (needs mha-check[plot])")
     p.add_argument("--list-checks", action="store_true", help="list the check ids with their claims and exit")
     p.add_argument("--show-output", action="store_true", help="print what your code wrote to stdout/stderr")
@@ -113,6 +114,7 @@ def main(argv=None) -> int:
     deferred, previous = _Deferred(), {}
     if threading.current_thread() is threading.main_thread():
         previous = {signum: signal.signal(signum, deferred) for signum in (signal.SIGINT, signal.SIGTERM)}
+    reaper.adopt()  # every process of ours is gone when this returns, a zygote whose grader ended too (settle)
     try:
         return _main(argv, deferred)
     except BrokenPipeError:  # `mha-check mutants | head`: the reader left; end quietly like any other command
@@ -122,6 +124,7 @@ def main(argv=None) -> int:
         print("\nmha-check: interrupted", file=sys.stderr)
         return 130
     finally:
+        reaper.settle()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

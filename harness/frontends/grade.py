@@ -35,7 +35,7 @@ from harness.frontends.pick import defines_module, missing_fix
 from harness.frontends.shards import MergeError, in_shard, merge, merge_error, merged_text, parse_shard, read_shards
 from harness.frontends.writing import reason, write_atomic
 from harness.render import rubric as rubrics
-from harness.sandbox import isolation, scratch
+from harness.sandbox import isolation, reaper, scratch, stale
 from harness.sandbox.template import Template
 from harness.wire.errors import ChildEnd
 
@@ -67,6 +67,7 @@ def main(argv: list[str], template: Template | None = None) -> int:
             print("\nmha-check grade: interrupted; the batch had ended by then: every report and the summary are "
                   "written", file=sys.stderr)
             status = 130
+        reaper.settle()  # (cli.main's own call comes too late when the next line ends the process)
         stop.exit_now_if_stuck(status)  # a pool's thread still running would hold the interpreter's exit
     return status
 
@@ -101,6 +102,9 @@ def _main(argv: list[str], early: Template | None) -> int:
         p.error(str(e))
     # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
     # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
+    swept = scratch.sweep_stale()  # what graders killed outright (SIGKILL) left in the temp dir: never a live one's
+    if swept:
+        print(swept, file=sys.stderr)
     template = early or _start_template()
     try:
         _refuse_without_walls(args, p)
@@ -149,7 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
     p.add_argument("--shard", type=parse_shard, help="grade only shard I of N (by a hash of the submission's name)")
-    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb"), per="each submission")
+    option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "output-limit"),
+                           per="each submission")
     p.add_argument("--merge", nargs="+", metavar="CSV",
                    help="join shard summaries into one CSV: on stdout, or with --out as summary.csv and the class "
                         "view of the whole course in that folder")
@@ -229,8 +234,9 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                             stamps.load_key())
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list
-    batch = tempfile.mkdtemp(prefix="mha-check-grade-")
+    batch = tempfile.mkdtemp(prefix=f"{stale.PREFIX}grade-")
     try:
+        stale.hold(batch)  # a grade killed outright leaves it: the next start sweeps it (scratch.sweep_stale)
         os.chmod(batch, 0o711)
         staging, scratch_parent = os.path.join(batch, "staging"), os.path.join(batch, "scratch")
         os.mkdir(staging, 0o700)
@@ -252,6 +258,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
                                           seal)
     finally:
         scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
+        stale.let_go(batch)
     missing = [n for n in found.not_graded if n.missing and in_shard(n.item, args.shard)]
     resumed = files.kept
     if interrupted:

@@ -54,20 +54,25 @@ def weight_map(items, parser=None) -> dict:
 
 
 def limits(time_limit: float, memory_mb: int, examples: int | None = None, seed: int | None = None,
-           parser=None) -> None:
-    """The limits a run may be given: positive, finite, and enough memory for torch to import."""
+           parser=None, output_mb: int = Limits.file_mb) -> None:
+    """The limits a run may be given: positive, finite, enough memory for torch to import, and no more output than
+    a grader's disk can hold for every child at once."""
     if not (math.isfinite(time_limit) and time_limit > 0):
         _error(parser, f"--time-limit must be a positive number of seconds, not {time_limit}")
     if memory_mb < MEMORY_FLOOR_MB:
         _error(parser, f"--memory-mb must be at least {MEMORY_FLOOR_MB} (importing torch alone needs about 220 MB, "
                        f"and the checks' tensors more), not {memory_mb}")
+    if not 1 <= output_mb <= OUTPUT_CEILING_MB:
+        _error(parser, f"--output-limit must be between 1 and {OUTPUT_CEILING_MB} MB (what the code may print, and "
+                       f"the largest file it may write), not {output_mb}")
     if examples is not None and examples < 1:
         _error(parser, f"--examples must be at least 1, not {examples}")
     if seed is not None and not 0 <= seed < 2 ** 32:
         _error(parser, f"--seed must be between 0 and {2 ** 32 - 1}, not {seed}")
 
 
-SHARED = ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "tests")
+SHARED = ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "output-limit", "tests")
+OUTPUT_CEILING_MB = 1024  # --output-limit's largest: each child's printed output lies on the grader's disk
 
 
 def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
@@ -89,6 +94,10 @@ def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
                                f"most {Limits.call_seconds:g})"},
         "memory-mb": {"type": int, "default": Limits.memory_mb,
                       "help": f"memory in MB for {per} (default {Limits.memory_mb}; torch's libraries come on top)"},
+        "output-limit": {"type": int, "default": Limits.file_mb, "metavar": "MB",
+                         "help": f"what the code may print, in MB, in {per} (default {Limits.file_mb}, at most "
+                                 f"{OUTPUT_CEILING_MB}); also the largest file it may write.  Past it the run stops "
+                                 "and its checks cannot tell (needs review): raise it for code that prints a lot"},
         "tests": {**many, "metavar": "PATH",
                   "help": "the instructor's own pytest file, or a folder of them (repeatable): run beside the checks "
                           "in the same confinement, the class checked given as the student_class fixture; each test "
@@ -104,14 +113,17 @@ def from_args(args, parser=None, **more) -> Options:
     has (a single run's --only, --skip, --plot, --debug), by keyword.  A bad value ends through `parser` (status 2),
     or raises OptionError without one."""
     overrides, roles = constructor_args(args.arg, parser), weight_map(args.map, parser)
-    limits(args.time_limit, args.memory_mb, args.examples, args.seed, parser)
+    output_mb = getattr(args, "output_limit", Limits.file_mb)  # (a front end without the option: the default)
+    limits(args.time_limit, args.memory_mb, args.examples, args.seed, parser, output_mb)
     return Options(seed=args.seed, examples=args.examples, overrides=overrides, weight_map=roles,
-                   limits=run_limits(args.time_limit, args.memory_mb), **more)
+                   limits=run_limits(args.time_limit, args.memory_mb, output_mb), **more)
 
 
-def run_limits(time_limit: float, memory_mb: int) -> Limits:
-    """--time-limit and --memory-mb as the child's limits: one request gets at most 30 s of the whole."""
-    return Limits(call_seconds=min(Limits.call_seconds, time_limit), total_seconds=time_limit, memory_mb=memory_mb)
+def run_limits(time_limit: float, memory_mb: int, output_mb: int = Limits.file_mb) -> Limits:
+    """--time-limit, --memory-mb and --output-limit as the child's limits: one request gets at most 30 s of the
+    whole; what it prints counts against the file-size limit (RLIMIT_FSIZE: its captured output is a file)."""
+    return Limits(call_seconds=min(Limits.call_seconds, time_limit), total_seconds=time_limit, memory_mb=memory_mb,
+                  file_mb=output_mb)
 
 
 def _error(parser, message: str):

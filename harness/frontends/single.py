@@ -33,6 +33,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     isolation = pool.isolation  # the walls' verdicts on a child (imported by pool already)
     a_grade = args.grading or args.format in GRADING_FORMATS  # (`grading` below is the rubric)
     if args.target and not args.list_checks:
+        swept = pool.scratch.sweep_stale()  # what runs killed outright (SIGKILL) left in the temp dir: never a
+        if swept:  # live one's (harness.sandbox.stale)
+            print(swept, file=sys.stderr)
         make = lambda: pool.single_run(args.target, overrides=run_options.overrides, seed=run_options.seed,
                                        weight_map=run_options.weight_map, limits=run_options.limits,
                                        grading=a_grade, allow_unconfined=args.allow_unconfined or not a_grade)

@@ -14,6 +14,8 @@
   Elsewhere (a container without CAP_SYS_ADMIN) the folder stays on the shared disk, each file bounded by the
   file-size limit, and the trusted side measures it while it waits for the child (`Scratch.overflow`): past the same
   budget the child is stopped, and its folder removed with it.
+- `sweep_stale`: at the start of a grade or a single run, the scratch and batch folders (and their tmpfs) of graders
+  killed outright (SIGKILL) are unmounted and removed, never a live grader's (`harness.sandbox.stale`).
 - `kill_leftovers`: without a PID namespace a child may leave processes behind; they are killed by uid (from a
   process of that uid, as isolate does) before the verdict is written and the slot used again.
 """
@@ -29,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from harness.sandbox import stale
 from harness.sandbox import syscalls as linux
 from harness.sandbox.policy import SLOTS, identity
 
@@ -106,6 +109,27 @@ def remove_live() -> None:
     for root in list(_LIVE):
         remove_tree(root)
         _LIVE.discard(root)
+        stale.let_go(root)
+
+
+def sweep_stale() -> str:
+    """Unmount (lazily: a process may still have it open) and remove every folder of ours in the temp dir whose
+    maker has ended without removing it (`harness.sandbox.stale`: a grader or single run killed outright); never a
+    live grader's.  What was swept, in one line ("" for nothing)."""
+    swept, mounts, left = [], 0, []
+    for path, lock in stale.orphans(tempfile.gettempdir()):
+        try:
+            mounts += len(tmpfs_below(path))
+            remove_tree(path)
+            (left if os.path.lexists(path) else swept).append(path)
+        finally:
+            os.close(lock)
+    if not swept and not left:
+        return ""
+    named = ", ".join(swept[:3]) + (f" and {len(swept) - 3} more" if len(swept) > 3 else "")
+    return (f"mha-check: removed {len(swept)} folder{'s' * (len(swept) != 1)} of earlier runs that were killed before "
+            "they could clean up" + (f" ({mounts} tmpfs unmounted)" if mounts else "") +
+            (f": {named}" if swept else "") + (f"; could not remove {', '.join(left)}" if left else ""))
 
 
 class ScratchFull(Exception):
@@ -204,10 +228,11 @@ class Scratch:
     def empty(cls, slot: int, room_bytes: int | None = None, room_files: int | None = None) -> "Scratch":
         """A fresh scratch; with `room_bytes` and `room_files`, a tmpfs of that size and that many inodes on top of
         the largest copy of a submission, where this process may mount one."""
-        root = tempfile.mkdtemp(prefix="mha-check-", dir=_PARENT)
+        root = tempfile.mkdtemp(prefix=stale.PREFIX, dir=_PARENT)
         _LIVE.add(root)
         bounded = ""
         try:
+            stale.hold(root)  # before anything is mounted or copied: a sweep knows it for ours, and alive
             os.chmod(root, 0o711)  # the slot's uid may pass through, not list
             path = os.path.join(root, "scratch")
             os.mkdir(path, 0o700)
@@ -217,6 +242,8 @@ class Scratch:
                 os.chown(path, *identity(slot))
         except BaseException:
             remove_tree(root)
+            _LIVE.discard(root)
+            stale.let_go(root)
             raise
         return cls(root, path, bounded=bounded)
 
@@ -270,6 +297,7 @@ class Scratch:
             if not os.path.lexists(self.root):
                 break
         _LIVE.discard(self.root)
+        stale.let_go(self.root)  # one not removed after all is the next start's to sweep
 
 
 REMOVE_PAUSES = (0.0, 0.05, 0.2, 0.5, 1.2)  # seconds before each try of Scratch.remove
@@ -291,17 +319,22 @@ def unmount_below(path: str) -> None:
     deepest first, so that removing the folder removes it all.  Only root mounts scratches."""
     if os.geteuid() != 0:
         return
+    for point in tmpfs_below(path):
+        try:
+            linux.umount2(point, linux.MNT_DETACH)
+        except OSError:
+            pass
+
+
+def tmpfs_below(path: str) -> list[str]:
+    """The tmpfs mounted at or below `path`, deepest first."""
     top = os.path.realpath(path).rstrip("/") + "/"
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
             points = [line.split()[4].replace("\\040", " ") for line in f if " - tmpfs " in line]
     except OSError:
-        return
-    for point in sorted((p for p in points if (p + "/").startswith(top)), key=len, reverse=True):
-        try:
-            linux.umount2(point, linux.MNT_DETACH)
-        except OSError:
-            pass
+        return []
+    return sorted((p for p in points if (p + "/").startswith(top)), key=len, reverse=True)
 
 
 def give(path: str, uid: int, gid: int) -> None:

@@ -11,7 +11,7 @@ from harness.frontends import options as option_rules
 from harness.sandbox.limits import Limits
 
 SHARED = ["--seed", "7", "--examples", "3", "--arg", "widget=3", "--arg", "name=@d_out", "--map", "q=wq.T",
-          "--time-limit", "12.5", "--memory-mb", "2048"]
+          "--time-limit", "12.5", "--memory-mb", "2048", "--output-limit", "48"]
 
 
 def test_a_run_is_built_by_keyword_only():
@@ -29,7 +29,7 @@ def test_every_front_end_reads_the_shared_options_into_the_same_run():
     assert single == graded == option_rules.from_args(instructor)
     assert single.seed == 7 and single.examples == 3 and single.overrides == {"widget": 3, "name": "@d_out"}
     assert single.weight_map == {"q": "wq.T"}
-    assert single.limits == Limits(call_seconds=12.5, total_seconds=12.5, memory_mb=2048)
+    assert single.limits == Limits(call_seconds=12.5, total_seconds=12.5, memory_mb=2048, file_mb=48)
     # what the autograder passes on to each submission's run is read back into that same run
     passed_on = autograder._check_options(instructor, autograder._parser())
     assert option_rules.from_args(cli._parser().parse_args(["attn.py", *passed_on])) == single
@@ -44,7 +44,9 @@ def test_the_defaults_are_a_default_run():
                                               (["--map", "z=w"], "--map expects ROLE=NAME"),
                                               (["--examples", "0"], "--examples must be at least 1"),
                                               (["--memory-mb", "10"], "--memory-mb must be at least"),
-                                              (["--time-limit", "nan"], "--time-limit must be a positive")])
+                                              (["--time-limit", "nan"], "--time-limit must be a positive"),
+                                              (["--output-limit", "0"], "--output-limit must be between 1 and 1024"),
+                                              (["--output-limit", "4096"], "--output-limit must be between 1 and")])
 def test_a_bad_value_names_its_option(words, named):
     with pytest.raises(option_rules.OptionError, match=named):
         option_rules.from_args(autograder._parser().parse_args(words))
