@@ -14,8 +14,8 @@ INFO = MutantInfo(
     killed_by=("eval-determinism",),
     symptom=("After model.eval() the layer is still random: two forwards on the same input give different "
              "outputs, and evaluation scores are noisy."),
-    remedy=("Let dropout follow the module's mode: use an nn.Dropout module, or pass training=self.training to "
-            "F.dropout."),
+    remedy=("Let dropout follow the module's mode: use an nn.Dropout module, pass training=self.training to "
+            "F.dropout, or give scaled_dot_product_attention dropout_p=p if self.training else 0.0."),
     rewrite="dropout",
     trace=("dropout-always-on",),
     fix="w = self.dropout(w)",
