@@ -221,10 +221,13 @@ def read_signature(factory, overrides: dict) -> Signature:
     if config_param is None and not accepts and len(unfillable) == 1:
         config_param = unfillable.pop()  # a single unknown required parameter: most likely a config object
     widths = [k for k in ("d_in", "d_out", "width") if k in accepts]
-    separate = len(widths) >= 2
+    bound = {overrides[p.name][1:] for p in params if overrides.get(p.name) in ("@d_in", "@d_out")}  # --arg
+    # d_in=@d_in: a width of its own still (bound so, it had made the layer single-width, and a scale taken from
+    # x.shape, wrong only where d_in != d_out, passed)
+    separate = len(set(widths) | bound) >= 2
     if separate and "width" in accepts:  # (d, d_out): d is the input width; (d, d_in): d is the output width
-        accepts["d_out" if "d_in" in accepts else "d_in"] = accepts.pop("width")
-    elif len(widths) == 1 and widths[0] != "width":  # a single width, whatever its name
+        accepts["d_out" if "d_in" in accepts or "d_in" in bound else "d_in"] = accepts.pop("width")
+    elif not separate and len(widths) == 1 and widths[0] != "width":  # a single width, whatever its name
         accepts["width"] = accepts.pop(widths[0])
     names = [p.name for p in params]
     unknown = [] if takes_kwargs or config_param else [k for k in overrides if k not in names]
@@ -260,6 +263,20 @@ def require_bindable(signature: Signature) -> None:
         names = ", ".join(signature.unfillable)
         raise Unbindable(f"mha-check has no value for required parameter(s) {names}: pass them with "
                         f"--arg NAME=VALUE (or --arg NAME=@d_out to bind one to the width)")
+
+
+def require_free_widths(factory, overrides: dict) -> None:
+    """Raise Unbindable when --arg gives a width parameter a number: mha-check chooses the widths of each
+    configuration and feeds inputs of that width, so a fixed d_in=6 met inputs of width 8, and the student's
+    first Linear was blamed for the shapes (a student's trial).  A width bound to the configuration (@d_in) is fine."""
+    for p in _parameters(factory)[0]:
+        value = overrides.get(p.name)
+        if p.name in overrides and key_of(p.name) in ("d_in", "d_out", "width") and \
+                not (isinstance(value, str) and value.startswith("@")):
+            role = key_of(p.name) if key_of(p.name) != "width" else "d_out"
+            raise Unbindable(f"{p.name} is a width that mha-check chooses itself for each configuration (it "
+                             f"feeds inputs of that width): bind it with --arg {p.name}=@{role}, or leave it out; "
+                             f"a number ({p.name}={value!r}) fixes it")
 
 
 def _nullable(factory, name: str) -> bool:

@@ -184,6 +184,7 @@ class Worker:
         cfg = Config(**request.cfg)
         try:
             construct.require_bindable(self.signature)
+            construct.require_free_widths(self.target.obj, self.overrides)
         except construct.Unbindable as e:
             raise AdapterError(str(e)) from None
         # the CPU generator, where every module is built: torch.manual_seed would also queue a CUDA seeding, with a

@@ -5,7 +5,8 @@ import torch
 import torch.nn as nn
 
 from harness.child.calling import styles_for
-from harness.child.construct import Unbindable, build, config_bag, key_of, ours, read_signature, require_bindable
+from harness.child.construct import (Unbindable, build, config_bag, key_of, ours, read_signature, require_bindable,
+                                     require_free_widths)
 from harness.child.layouts import discover, role_of
 from harness.child.target import TargetError, load_target, settings_from_globals
 
@@ -54,6 +55,20 @@ def test_signature_config_object_and_unknown_required():
     assert bound.accepts == {"heads": "num_heads"} and bound.unfillable == []
     book = _sig(lambda d_in, d_out, num_heads, context_length: None, d_in="@d_out")  # d_out keeps its own slot
     assert book.accepts["width"] == "d_out" and not book.separate_widths and book.unfillable == []
+    # a student's trial: d_in bound to the input width by --arg kept the layer two-width (it had made it one-width,
+    # and a scale from x.shape, wrong only where d_in != d_out, passed)
+    own = _sig(lambda d_in, d_out, num_heads, context_length: None, d_in="@d_in")
+    assert own.separate_widths and own.accepts["d_out"] == "d_out"
+
+
+def test_a_width_fixed_to_a_number_by_arg_is_refused_with_the_binding_that_helps():
+    """--arg d_in=6 met inputs of the width mha-check chose (8), and the student's first Linear was blamed."""
+    def layer(d_in, d_out, num_heads, context_length):
+        return None
+
+    with pytest.raises(Unbindable, match=r"bind it with --arg d_in=@d_in, or leave it out; a number \(d_in=6\)"):
+        require_free_widths(layer, {"d_in": 6})
+    require_free_widths(layer, {"d_in": "@d_in", "num_heads": 1, "context_length": 16})  # bound, or not a width
 
 
 
