@@ -209,8 +209,9 @@ def _passed(unreferenced: set):
                       "scores near -5e4)")
     why = ("the weights could not be mapped, so nothing was compared with the reference" if "unmapped" in
            unreferenced else "the output differs from the reference's (reference-match reports that)")
-    return passed("no leak in the gradients the module reported (eval and train mode, every batch element) nor in "
-                  f"its outputs under forward perturbations; {why}: this rests on the module's answers agreeing "
+    return passed("no leak in the gradients of its outputs (computed in the process that runs your code; eval and "
+                  "train mode, every batch element) nor in its outputs under forward perturbations; "
+                  f"{why}: this rests on the module's answers agreeing "
                   "with each other")
 
 
