@@ -331,14 +331,21 @@ def _may_ask(sender: tuple[int, int, int] | None) -> bool:
     under seccomp and no_new_privs.  Where the kernel lets a child reach a listening template's socket (our uid and
     no mount namespace, or a root child that may enter any root-owned folder), the template itself refuses it, or it
     would get a process outside its walls.  (The kernel vouches for the sender's pid and uid; its status is read at
-    once, while the sender waits for the answer.)"""
+    once, while the sender waits for the answer.)  "Unconfined" is measured against the template's own confinement:
+    in a container whose profile filters every process (Docker's default seccomp), the graders are as filtered as
+    the template, and a child always has one filter more (a filter, once installed, is never removed), so the
+    count of filters tells them apart; refusing every filtered sender had left the template unused there, each
+    grader importing torch itself.  A kernel that does not count filters (before 5.9) keeps the old rule."""
     if sender is None or sender[1] != os.geteuid():
         return False
     try:
-        status = status_fields(sender[0])
+        status, own = status_fields(sender[0]), status_fields()
     except OSError:
         return False
-    return status.get("Seccomp", "0").strip() == "0" and status.get("NoNewPrivs", "0").strip() == "0"
+    fields = ("Seccomp", "NoNewPrivs", "Seccomp_filters")
+    if own.get("Seccomp", "0").strip() != "0" and "Seccomp_filters" not in own:
+        return False  # confined from the start (a container's profile), on a kernel that cannot count filters
+    return all(status.get(f, "0").strip() == own.get(f, "0").strip() for f in fields)
 
 
 def _serve(control_fd: int) -> None:

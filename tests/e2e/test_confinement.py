@@ -568,3 +568,16 @@ def test_in_a_container_a_killed_runs_scratch_folder_is_swept_at_the_next_start(
     swept = [ln for ln in err.splitlines() if ln.startswith("mha-check: removed")]
     assert len(swept) == 1 and str(left[0]) in swept[0] and "tmpfs" not in swept[0], err
     assert [p for p in tmp.iterdir() if p.name.startswith("mha-check-")] == []
+
+
+def test_in_a_container_the_graders_zygotes_come_from_the_warm_template():
+    """Docker's default seccomp profile filters every process, the grader and the template too: the template refused
+    every filtered sender, so each grader imported torch itself (1.5 to 2 s of CPU each).  It now tells a grader (as
+    filtered as itself) from a submission's child (one filter more), and serves the grader."""
+    code = ("from harness.sandbox.pool import ZygotePool\n"
+            "pool = ZygotePool(2)\n"
+            "try:\n    print(sum(z.proc is None for z in pool.all))\nfinally:\n    pool.close()\n")
+    run = subprocess.run([*CONTAINER, sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["2"], (run.stdout, run.stderr[-2000:])
