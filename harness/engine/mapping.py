@@ -36,9 +36,19 @@ MAPPED_HELP = ("the parameters named with --map were tried (a fused one both as 
                "lesson's in a way no known mistake explains (the failing checks say where)")
 
 
-def map_help(ctx) -> str:
-    """What would help when no mapping is certain: --map, or, when --map was given, what that did not settle."""
-    return MAPPED_HELP if getattr(ctx.subject, "weight_map", None) else MAP_HELP
+REFUSED_HELP = ("the parameters named with --map could not be read as those roles (see why above), so no reading "
+                "was tried: give each of q, k, v, o a module or parameter name (NAME.T for a matrix used as x @ W; a "
+                "3-D parameter with a heads axis, as used in einsum('btd,hde->bhte', x, W), is read as one matrix per "
+                "head), or --map qkv=NAME for a fused projection")
+
+
+def map_help(ctx, problem: str = "") -> str:
+    """What would help when no mapping is certain: --map, or, when --map was given, what that did not settle.  A
+    --map that could not even be read (`problem` says so: a name that is not there, sizes that are not the role's)
+    was never tried: saying that no reading reproduced the output would send the student to check their forward."""
+    if not getattr(ctx.subject, "weight_map", None):
+        return MAP_HELP
+    return REFUSED_HELP if problem.startswith("--map") else MAPPED_HELP
 
 
 @dataclass
