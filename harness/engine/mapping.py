@@ -27,7 +27,7 @@ from harness.engine import fitting, pairs
 from harness.engine.compare import close, same
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
-from reference.rotary import CONVENTIONS, OTHER_THETAS, THETA, Rope, with_rope
+from reference.rotary import CONVENTIONS, NEGATED, OTHER_THETAS, THETA, Rope, with_rope
 
 MAP_HELP = ("say which parameters play the roles: --map q=NAME --map k=NAME --map v=NAME --map o=NAME (a module or "
             "parameter name; NAME.T for a matrix used as x @ W; --map qkv=NAME for a fused projection)")
@@ -246,7 +246,9 @@ def _prove(ctx) -> Mapping:
 
     thetas = _thetas(ctx)
     ropes = [None] + [Rope(c, t) for t in thetas for c in CONVENTIONS]  # the lesson's layer, or rotary (RoPE)
-    for rope in ropes:  # 1. the reference reproduces the module's output
+    negated = [Rope(c + NEGATED, t) for t in thetas for c in CONVENTIONS] if _rotary_evidence(ctx, info) else []
+    for rope in ropes + negated:  # 1. the reference reproduces the module's output (a rotary layer's also turned the
+        # other way: the mirror image of a correct rotation is a correct rotation; no mistake is named under it)
         for style, own in outputs.items():
             for i, w in weights.items():
                 if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):
