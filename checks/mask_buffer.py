@@ -1,6 +1,8 @@
 """mask-buffer: the causal mask travels with the module.  Judged by what happens after `.to("meta")`, PyTorch's
 device without data: a mask kept as a plain attribute, in a dict or a list, or made in forward without `device=`,
 stays on the CPU and the forward fails there exactly as it would on a GPU."""
+import re
+
 from checks import cannot_tell, check, failed, passed
 from checks.output_shape import output_shape
 from harness.wire.errors import TargetFailure
@@ -34,7 +36,12 @@ def mask_buffer(ctx):
                       "register it as a buffer", observed="mask as parameter", expected="buffer",
                       finding="mask as parameter")
     followed = inst.devices(ctx.input(cfg))
+    caller = _callers_mask(inst)
     if not followed.mixes:  # every tensor that meets the input's moves with the module: no device run needed
+        if caller:
+            return passed(_not_the_layers(caller, "every tensor of the layer's own that your forward combines with "
+                                                  "the input moves with the module (registered buffers and "
+                                                  "parameters, or made on the input's device)"))
         return passed("every tensor your forward combines with the input moves with the module (registered "
                       "buffers and parameters, or made on the input's device)")
     where = "; ".join(f"{m.op} at {m.at} uses a {tuple(m.shape)} tensor that stays on the CPU" for m in
@@ -57,8 +64,28 @@ def mask_buffer(ctx):
         return failed(f"weights the module does not register stay on the CPU when it moves: {where}",
                       observed="unregistered parameters on the CPU", expected="registered parameters",
                       finding="weights stay on the CPU")
+    if caller:
+        return passed(_not_the_layers(caller, "the module runs after .to('meta')"))
     return passed("the module runs after .to('meta'): its mask moves with it (a registered buffer, or made on the "
                   "input's device)")
+
+
+def _callers_mask(inst) -> str | None:
+    """The argument through which forward is given its causal mask in the proven call (`mask`, `attn_mask`), or None
+    when forward makes or keeps its own (called with x alone, or with a flag such as is_causal=True)."""
+    styles = inst.info.call_styles
+    found = re.search(r"(\w+)=causal mask", styles[inst.style]) if 0 <= inst.style < len(styles) else None
+    return found.group(1) if found else None
+
+
+def _not_the_layers(argument: str, checked: str) -> str:
+    """A layer whose forward takes the mask from its caller keeps no mask to move: mha-check passes it one made on
+    the input's device, so "the mask moves with the module" would pass without evidence.  What the check still
+    shows is that nothing else the forward uses (positions, rotary tables, a mask of its own besides) stays behind;
+    a failure there is a real bug (modded-nanogpt's rotary cache).  A skip would be no better: the claim is not
+    broken, and a skipped check of the math makes a correct layer "cannot tell"."""
+    return (f"does not apply to the mask: your forward takes its causal mask from the caller ({argument}=, which "
+            f"mha-check made on the input's device), so moving it is the caller's job; checked instead: {checked}")
 
 
 TENSOR_FIX = """Make every tensor your forward creates on the input's device (`torch.arange(n, device=x.device)`),

@@ -20,7 +20,7 @@ def out_proj_bias(ctx):
     inst = ctx.built(ctx.base)
     if not inst.layouts:
         return cannot_tell("mha-check could not find your output projection among your parameters "
-                           f"({inst.info.layout_problem})", help=map_help(ctx))
+                           f"({inst.info.layout_problem})", help=map_help(ctx, inst.info.layout_problem))
     has = {"bo" in layout.roles for layout in inst.layouts}
     if has == {True}:
         return passed("the output projection has a bias")

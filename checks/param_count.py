@@ -4,6 +4,8 @@ The lesson: "count parameters with the setting you actually use".  So the biases
 of b_q, b_k, b_v, b_o it has); a missing or extra weight matrix, or a bias that contradicts an explicit qkv_bias
 argument, is a failure.  Whether the output projection *should* have a bias is a lesson rule (out-proj-bias).
 """
+import math
+import re
 from dataclasses import replace
 
 from checks import check, failed, passed
@@ -37,6 +39,27 @@ def _explain_difference(extra: int, cfg) -> tuple[str, str]:
 EXTRA_FIX = """The lesson's layer has W_q, W_k, W_v and one output projection. A further Linear(d_out, d_out) after
     it (say, after nn.MultiheadAttention, which has its own out_proj) adds d_out² + d_out parameters and computes
     nothing two linear maps in a row cannot: keep one output projection."""
+
+
+def _no_role(inst) -> list[tuple[str, int]]:
+    """The parameters (name, size) that no reading of the module takes for W_q, W_k, W_v, W_o or a bias: a LayerNorm
+    kept inside the layer, a gate, a scale.  Empty when nothing was read."""
+    if not inst.layouts:
+        return []
+    read = {re.sub(r"\[.*?\]|\.T$", "", piece.strip()) for layout in inst.layouts
+            for text in layout.roles.values() for piece in text.split("+")}
+    return [(p.name, math.prod(p.shape)) for p in inst.info.params if p.name not in read]
+
+
+def _extra_fix(extra: list[tuple[str, int]], difference: int) -> str:
+    """The fix in the student's own names when the parameters beyond the count are exactly those that play no role
+    (jadore's post-LN sublayer: layer_norm.weight and layer_norm.bias are the +16); the check's general fix speaks of
+    qkv_bias and full-width heads, which such a class has neither of."""
+    names = ", ".join(f"{name} ({size})" for name, size in extra)
+    return (f"The {difference} parameters beyond the lesson's count are {names}: none of them is W_q, W_k, W_v, "
+            "the output projection or one of their biases, which are the whole of the lesson's layer. Keep what "
+            "they compute (a normalisation, a residual connection, ...) outside the attention layer, in the block "
+            "that uses it.")
 
 
 BIAS_SETS = [set(), {"bo"}, {"bq", "bk", "bv"}, {"bq", "bk", "bv", "bo"}, {"bq", "bv", "bo"}]  # whisper: no b_k
@@ -116,15 +139,21 @@ def param_count(ctx):
             looks_like, code = (f"W_k and W_v of {cfg.d_out} rows, one key/value head per query head: the number of "
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",
                                 "count: kv heads ignored")
+        fix = EXTRA_FIX if code == "count: extra projection" else ""
+        extra = _no_role(inst)
+        if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
+            fix = _extra_fix(extra, got - want)
         which = (f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
                  " with any set of biases")
         shown = formula.format(cfg.d_in, cfg.d_out) if kv is None or kv == cfg.d_out else \
             (f"{cfg.d_in}·{cfg.d_out} + 2·{cfg.d_in}·{kv} (K/V of {kv // cfg.head_width} key/value heads) + "
              f"{cfg.d_out}² + biases")
         return failed(f"{got} parameters; {shown} gives {want}{which} "
-                      f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else ""),
+                      f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else "")
+                      + (f": exactly {', '.join(name for name, _ in extra)}, which play no role in the lesson's layer"
+                         if fix and fix != EXTRA_FIX else ""),
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
-                      finding=code, fix=EXTRA_FIX if code == "count: extra projection" else "")
+                      finding=code, fix=fix)
 
     # the required configurations only: counting is exact, and widths of 1 or 2 (where a shrink would go)
     # make different mistakes give the same difference

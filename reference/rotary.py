@@ -18,6 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 CONVENTIONS = ("interleaved", "half")
+NEGATED = "-negated"  # a convention's name + NEGATED: the same pairs turned by minus the angle (modded-nanogpt's
+# rotary: y1 = x1 cos + x2 sin).  Scores still depend on t - s only, and the layer is the usual one with one coordinate
+# of every pair of W_q's and W_k's rows negated: a correct rotary layer under another reading of its weights.
 THETA = 10000.0  # the paper's base, and every usual default
 OTHER_THETAS = (500000.0, 1000000.0)  # llama 3's and Qwen's: tried when a layer takes no theta parameter
 
@@ -34,8 +37,10 @@ def rotate(t: np.ndarray, convention: str, theta: float = THETA, positions: np.n
     n, w = t.shape[-2], t.shape[-1]
     if w % 2:
         raise ValueError(f"rotary embeddings need an even width, got {w}")
+    turn = -1.0 if convention.endswith(NEGATED) else 1.0
+    convention = convention.removesuffix(NEGATED)
     pos = np.arange(n, dtype=float) if positions is None else np.asarray(positions, dtype=float)
-    ang = pos[:, None] * frequencies(w // 2, freq_width or w, theta)[None, :]  # (n, w/2)
+    ang = turn * pos[:, None] * frequencies(w // 2, freq_width or w, theta)[None, :]  # (n, w/2)
     cos, sin = np.cos(ang), np.sin(ang)
     if convention == "interleaved":
         a, b = t[..., 0::2], t[..., 1::2]
@@ -69,8 +74,11 @@ class Rope:
         return {"rope": self.convention, "rope_theta": self.theta}
 
     def describe(self) -> str:
-        how = "interleaved pairs (x0, x1), (x2, x3), ..." if self.convention == "interleaved" else \
+        how = "interleaved pairs (x0, x1), (x2, x3), ..." if self.convention.startswith("interleaved") else \
             "rotate-half pairs (x_i, x_i+dh/2)"
+        if self.convention.endswith(NEGATED):
+            how += (" turned by minus the usual angle (positions still enter the scores as t - s only: the usual "
+                    "rotation with one coordinate of each pair of W_q's and W_k's rows negated)")
         return f"rotary position embedding, {how}, theta = {self.theta:g}"
 
 

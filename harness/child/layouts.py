@@ -9,6 +9,7 @@ Every role is stored in nn.Linear convention: weights (out, in), read and writte
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -67,7 +68,8 @@ def _generic(name: str) -> bool:
 
 @dataclass
 class Piece:
-    """Part of a role in nn.Linear convention: `param` (or its slice `param[index]`, for per-head 3-D parameters),
+    """Part of a role in nn.Linear convention: `param` (or, for per-head 3-D parameters, its head `index` along
+    `head_axis`: `param[index]` for (H, ., .), `param[:, index]` for (d, H, dh) as in einsum('btd,dhe->bhte')),
     transposed when `transpose`, rows `rows` of it; the pieces of a role are joined along `axis` (0: stacked output
     rows, as heads of Q/K/V are; 1: side by side input columns, as heads of a per-head output projection are)."""
 
@@ -77,9 +79,10 @@ class Piece:
     rows: slice | None = None
     index: int | None = None
     axis: int = 0
+    head_axis: int = 0
 
     def _select(self, t: torch.Tensor) -> torch.Tensor:
-        t = t if self.index is None else t[self.index]
+        t = t if self.index is None else t.select(self.head_axis, self.index)
         t = t.t() if self.transpose else t
         return t if self.rows is None else t[self.rows]
 
@@ -91,7 +94,8 @@ class Piece:
         return torch.zeros_like(self.view()) if g is None else self._select(g)
 
     def describe(self) -> str:
-        s = self.name + (f"[{self.index}]" if self.index is not None else "") + (".T" if self.transpose else "")
+        head = "" if self.index is None else f"[{', '.join([':'] * self.head_axis + [str(self.index)])}]"
+        s = self.name + head + (".T" if self.transpose else "")
         if self.rows is not None:
             s += f"[{self.rows.start}:{self.rows.stop}" + (f":{self.rows.step}]" if self.rows.step else "]")
         return s
@@ -204,7 +208,9 @@ class _Entry:
     name: str
     linear: bool  # nn.Linear weight (out, in): orientation known
     head: int | None
-    per_head: bool = False  # a 3-D raw parameter (H, ., .): one matrix per head
+    per_head: bool = False  # a 3-D raw parameter with a heads axis: one matrix per head
+    head_axes: tuple[int, ...] = (0,)  # the axes of a 3-D parameter as long as the number of heads (tried in order)
+    head_axis: int = 0  # the one read as the heads axis in this reading
 
 
 def _head_index(module: nn.Module, qualname: str, heads: int) -> int | None:
@@ -242,11 +248,40 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
             label = pname
             kind = "w" if p.dim() >= 2 else "b"
         role = role_of(label)
-        if role is None or p.dim() > 3 or (p.dim() == 3 and (p.shape[0] != heads or role == "qkv")):
+        axes = tuple(a for a in range(3) if p.shape[a] == heads) if p.dim() == 3 else ()
+        if role is None or p.dim() > 3 or (p.dim() == 3 and (not axes or role == "qkv")):
             unknown.append(qual)
             continue
-        entries.append(_Entry(role, kind, p, qual, is_linear, _head_index(module, qual, heads), p.dim() == 3))
+        entries.append(_Entry(role, kind, p, qual, is_linear, _head_index(module, qual, heads), p.dim() == 3,
+                              axes or (0,), axes[0] if axes else 0))
     return entries, unknown
+
+
+def _head_axis_choices(entries: list[_Entry]) -> list[list[_Entry]]:
+    """The entries once per reading of the heads axis of their 3-D per-head parameters: (H, d, dh) as in
+    einsum('btd,hde->bhte'), (d, H, dh) as in einsum('btd,dhe->bhte'), (d, dh, H)...  Q, K and V share one axis (they
+    are written alike), the output projection has its own; the first axis as long as the heads comes first, so a
+    layer whose heads lead is read as before.  Where the sizes leave one axis (the usual case) there is one reading."""
+    groups = {"in": [i for i, e in enumerate(entries) if e.per_head and e.role != "o"],
+              "o": [i for i, e in enumerate(entries) if e.per_head and e.role == "o"]}
+    options = []
+    for members in groups.values():
+        common = [a for a in entries[members[0]].head_axes if all(a in entries[i].head_axes for i in members)] \
+            if members else [None]
+        options.append(common or [entries[members[0]].head_axes[0]])
+    choices = []
+    for axis_in, axis_o in itertools.product(*options):
+        choice = list(entries)
+        for group, axis in zip(groups.values(), (axis_in, axis_o)):
+            for i in group:
+                choice[i] = dataclasses.replace(entries[i], head_axis=axis)
+        choices.append(choice)
+    return choices
+
+
+def _without_heads(e: _Entry) -> tuple[int, ...]:
+    """The shape of one head's matrix of a per-head 3-D parameter (the heads axis taken out)."""
+    return tuple(n for a, n in enumerate(e.param.shape) if a != e.head_axis)
 
 
 def _reading(roles: dict[str, list[Piece]]) -> tuple:
@@ -419,7 +454,7 @@ def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int,
             rows = e.param.shape[0] if e.param.shape[1] == d_in else e.param.shape[1]
         if e.per_head:  # one (dh, d_in) block per head for Q/K/V, one (d_out, dh) column block for the output
             rows, cols = (d_out, d_out // heads) if e.role == "o" else (d_out // heads, d_in)
-        shape = tuple(e.param.shape[1:] if e.per_head else e.param.shape)
+        shape = _without_heads(e) if e.per_head else tuple(e.param.shape)
         if shape == (rows, cols) and shape != (cols, rows):
             fixed[i] = False
         elif shape == (cols, rows) and shape != (rows, cols):
@@ -445,9 +480,10 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
         piece = Piece(e.param, e.name, transpose=flags[i])
         order = (e.head if e.head is not None else 0,)
         if e.per_head:
-            for h in range(e.param.shape[0]):
+            for h in range(e.param.shape[e.head_axis]):
                 roles.setdefault(e.kind + e.role, []).append(
-                    ((h,), Piece(e.param, e.name, flags[i], index=h, axis=1 if e.role == "o" else 0)))
+                    ((h,), Piece(e.param, e.name, flags[i], index=h, axis=1 if e.role == "o" else 0,
+                                 head_axis=e.head_axis)))
         elif e.role == "qkv" and per_head_qkv:
             for h in range(heads):
                 for j, r in enumerate("qkv"):
@@ -476,18 +512,23 @@ def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
     readings = [False, True] if heads > 1 and fused and d_kv is None else [False]
     layouts = []
     for per_head in readings:
-        roles, problem = _explicit_roles(module, mapping, d_in, d_out, heads, per_head, d_kv, out_proj)
+        found, problem = _explicit_roles(module, mapping, d_in, d_out, heads, per_head, d_kv, out_proj)
         if problem:
             return [], problem
-        layouts.append(Layout(roles, "as given by --map" + (" (fused q/k/v, per head)" if per_head else "")))
+        layouts += [Layout(roles, "as given by --map" + (" (fused q/k/v, per head)" if per_head else ""))
+                    for roles in found]
     return layouts, ""
 
 
 def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int, heads: int,
-                    per_head: bool, d_kv: int | None = None, out_proj: bool = True) -> tuple[dict, str]:
+                    per_head: bool, d_kv: int | None = None, out_proj: bool = True) -> tuple[list[dict], str]:
+    """The readings of the user's mapping: one, or one per way of reading a 3-D per-head parameter where its sizes
+    allow several (with one head, (d, 1, dh) has two axes of length 1: the proof on the base configuration decides,
+    and the same reading is then found on the others)."""
     params = dict(module.named_parameters())
     modules = dict(module.named_modules())
     roles: dict[str, list[Piece]] = {}
+    per_head_options: dict[str, list[list[Piece]]] = {}
     dh = d_out // heads
     for given, target in mapping.items():
         role = {"q": "wq", "k": "wk", "v": "wv", "o": "wo", "out": "wo", "qkv": "wqkv"}.get(given, given)
@@ -508,7 +549,7 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
                 roles["b" + role[1:]] = [Piece(m.bias, f"{name}.{i}.bias") for i, m in enumerate(heads_of)]
             continue
         else:
-            return {}, (f"--map {given}={target}: no parameter or module of that name, nor a list of one Linear a head "
+            return [], (f"--map {given}={target}: no parameter or module of that name, nor a list of one Linear a head "
                         f"(parameters: {', '.join(params)})")
         for r, p in found.items():
             qual = name if r == role else name + ".bias"
@@ -517,10 +558,53 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
                     rows = [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)] if per_head else \
                         [slice(i * d_out, (i + 1) * d_out)] if d_kv is None else [_grouped_rows(d_out, d_kv)[i]]
                     roles.setdefault(r[0] + sub, [Piece(p, qual, transpose and p.dim() == 2, cut) for cut in rows])
+            elif p.dim() == 3 and r in ("wq", "wk", "wv", "wo"):
+                options = _per_head_pieces(p, qual, r, transpose, d_in, d_out, heads, d_kv)
+                if not options:
+                    return [], (f"--map {given}={target}: a 3-D parameter of shape {tuple(p.shape)} is not one "
+                                f"matrix per head for {ROLE_NAMES[r]} with {heads} heads of width {dh}")
+                roles[r], per_head_options[r] = options[0], options
             elif r not in roles or r == role:
                 roles[r] = [Piece(p, qual, transpose and p.dim() == 2)]
     problem = _validate(roles, d_in, d_out, d_kv, out_proj)
-    return roles, (f"--map: {problem}" if problem else "")
+    if problem:
+        return [], f"--map: {problem}"
+    groups = [[r for r in per_head_options if r != "wo"], [r for r in per_head_options if r == "wo"]]
+    readings = []
+    for picked in itertools.product(*[_shared_ways(per_head_options, g) for g in groups if g]):
+        readings.append({**roles, **{r: pieces for way in picked for r, pieces in way.items()}})
+    return readings, ""
+
+
+def _shared_ways(options: dict[str, list[list[Piece]]], group: list[str]) -> list[dict[str, list[Piece]]]:
+    """The readings of W_q, W_k, W_v named with --map as 3-D parameters that read them alike (the same heads axis
+    and orientation, as they are written alike): with one head every axis may fit, and each role read its own way
+    made 216 readings of one layer."""
+    def way(pieces: list[Piece]) -> tuple:
+        return pieces[0].head_axis, pieces[0].transpose
+    common = [w for w in (way(o) for o in options[group[0]]) if all(w in map(way, options[r]) for r in group)]
+    if not common:  # nothing read alike: each role its own first reading
+        return [{r: options[r][0] for r in group}]
+    return [{r: next(o for o in options[r] if way(o) == w) for r in group} for w in common]
+
+
+def _per_head_pieces(p: torch.Tensor, name: str, role: str, transpose: bool, d_in: int, d_out: int, heads: int,
+                     d_kv: int | None) -> list[Piece]:
+    """A 3-D parameter named with --map for one role, read as one matrix per head: its heads axis is the first as
+    long as the number of heads whose other two sizes make one head's block ((dh, d_in) for W_q, W_k, W_v and
+    (d_out, dh) for W_o, in either orientation); the orientation is the one the sizes allow.  Every heads axis and
+    orientation that fits gives a reading (several only where sizes coincide, `.T`'s first: each head's matrix used
+    as x @ W[h]); none: []."""
+    kv = d_out if d_kv is None else d_kv
+    block = (d_out, d_out // heads) if role == "wo" else ((d_out if role == "wq" else kv) // heads, d_in)
+    readings = []
+    for axis in (a for a in range(3) if p.shape[a] == heads):
+        rest = tuple(n for a, n in enumerate(p.shape) if a != axis)
+        fits = [t for t in (False, True) if (rest[::-1] if t else rest) == block]
+        for flip in sorted(fits, key=lambda t: t != transpose):
+            readings.append([Piece(p, name, flip, index=h, axis=1 if role == "wo" else 0, head_axis=axis)
+                             for h in range(heads)])
+    return readings
 
 
 def _per_head_modules(module: nn.Module | None) -> list[nn.Module]:
@@ -574,18 +658,19 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
                 layout.notes.append("parameters outside the nn.MultiheadAttention play no role in this mapping")
             return [layout], ""
         return [], f"found an nn.MultiheadAttention but: {problem}"
-    entries, unknown = _collect(module, heads)
+    collected, unknown = _collect(module, heads)
     tried = []
-    if entries:
-        fused = any(e.role == "qkv" for e in entries)
-        for per_head_qkv in ((False, True) if fused and heads > 1 and d_kv is None else (False,)):
+    if collected:
+        fused = any(e.role == "qkv" for e in collected)
+        for per_head_qkv, entries in itertools.product(
+                (False, True) if fused and heads > 1 and d_kv is None else (False,), _head_axis_choices(collected)):
             for flags in _orientations(entries, d_in, d_out, heads, d_kv):
                 roles = _assemble(entries, flags, d_out, heads, per_head_qkv, d_kv)
                 problem = _validate(roles, d_in, d_out, d_kv, out_proj)
                 if problem is None:
                     notes = [f"parameters with no role: {', '.join(unknown)}"] if unknown else []
                     how = "by parameter names" + (
-                        " (per-head modules)" if any(e.head is not None for e in entries) else
+                        " (per-head modules)" if any(e.head is not None for e in collected) else
                         " (per-head matrices)" if any(e.per_head for e in entries) else
                         " (fused q/k/v, per head)" if per_head_qkv else " (fused q/k/v)" if fused else "")
                     tried.append(Layout(roles, how, notes))

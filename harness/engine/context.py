@@ -29,12 +29,14 @@ from harness.wire.form import Form, form_of
 from reference import numpy_ref
 
 
-_SIZES = re.compile(r"\[\d+(:\d+)?\]")
+_SIZES = re.compile(r"\[((?::, )*)\d+(:\d+)?\]")  # W_q[0], c_attn.weight[8:16]; W_q[:, 0] (heads second) keeps
+# its axis: W_q[:, ]
 
 
 def _reading(text: str) -> frozenset:
     """A role's reading without sizes: which parameters, and which of them transposed."""
-    return frozenset(_SIZES.sub("", piece.strip()) for piece in text.split("+"))
+    return frozenset(_SIZES.sub(lambda m: f"[{m.group(1)}]" if m.group(1) else "", piece.strip())
+                     for piece in text.split("+"))
 
 
 class Context:

@@ -27,7 +27,7 @@ from harness.engine import fitting, pairs
 from harness.engine.compare import close, same
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
-from reference.rotary import CONVENTIONS, OTHER_THETAS, THETA, Rope, with_rope
+from reference.rotary import CONVENTIONS, NEGATED, OTHER_THETAS, THETA, Rope, with_rope
 
 MAP_HELP = ("say which parameters play the roles: --map q=NAME --map k=NAME --map v=NAME --map o=NAME (a module or "
             "parameter name; NAME.T for a matrix used as x @ W; --map qkv=NAME for a fused projection)")
@@ -36,9 +36,19 @@ MAPPED_HELP = ("the parameters named with --map were tried (a fused one both as 
                "lesson's in a way no known mistake explains (the failing checks say where)")
 
 
-def map_help(ctx) -> str:
-    """What would help when no mapping is certain: --map, or, when --map was given, what that did not settle."""
-    return MAPPED_HELP if getattr(ctx.subject, "weight_map", None) else MAP_HELP
+REFUSED_HELP = ("the parameters named with --map could not be read as those roles (see why above), so no reading "
+                "was tried: give each of q, k, v, o a module or parameter name (NAME.T for a matrix used as x @ W; a "
+                "3-D parameter with a heads axis, as used in einsum('btd,hde->bhte', x, W), is read as one matrix per "
+                "head), or --map qkv=NAME for a fused projection")
+
+
+def map_help(ctx, problem: str = "") -> str:
+    """What would help when no mapping is certain: --map, or, when --map was given, what that did not settle.  A
+    --map that could not even be read (`problem` says so: a name that is not there, sizes that are not the role's)
+    was never tried: saying that no reading reproduced the output would send the student to check their forward."""
+    if not getattr(ctx.subject, "weight_map", None):
+        return MAP_HELP
+    return REFUSED_HELP if problem.startswith("--map") else MAPPED_HELP
 
 
 @dataclass
@@ -236,7 +246,9 @@ def _prove(ctx) -> Mapping:
 
     thetas = _thetas(ctx)
     ropes = [None] + [Rope(c, t) for t in thetas for c in CONVENTIONS]  # the lesson's layer, or rotary (RoPE)
-    for rope in ropes:  # 1. the reference reproduces the module's output
+    negated = [Rope(c + NEGATED, t) for t in thetas for c in CONVENTIONS] if _rotary_evidence(ctx, info) else []
+    for rope in ropes + negated:  # 1. the reference reproduces the module's output (a rotary layer's also turned the
+        # other way: the mirror image of a correct rotation is a correct rotation; no mistake is named under it)
         for style, own in outputs.items():
             for i, w in weights.items():
                 if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):

@@ -165,7 +165,7 @@ def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
         if not proof.certain:
             return cannot_tell("mha-check could not tell with certainty which of your parameters are W_q, W_k, "
                                f"W_v and W_o ({proof.problem}), so it does not judge this on a guess",
-                               help=map_help(ctx), tried=proof.tried)
+                               help=map_help(ctx, proof.problem), tried=proof.tried)
     return None
 
 

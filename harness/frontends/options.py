@@ -88,7 +88,8 @@ def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
                         "the configuration's width (also @d_in, @heads, @context_length, @dropout, @qkv_bias)"},
         "map": {**many, "metavar": "ROLE=NAME",
                 "help": "say which parameter plays a role when mha-check cannot tell: ROLE is q, k, v, o, qkv "
-                        "(fused), bq, bk, bv, bo; NAME a parameter or module name, NAME.T for a matrix used as x @ W"},
+                        "(fused), bq, bk, bv, bo; NAME a parameter or module name, NAME.T for a matrix used as x @ W "
+                        "(a 3-D parameter with a heads axis is read as one matrix per head)"},
         "time-limit": {"type": float, "default": Limits.total_seconds, "metavar": "SECONDS",
                        "help": f"wall-clock seconds for {per} (default {Limits.total_seconds:g}; one request gets at "
                                f"most {Limits.call_seconds:g})"},

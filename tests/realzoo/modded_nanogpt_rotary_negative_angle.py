@@ -23,7 +23,7 @@ NOTES = ("CausalSelfAttention(config): config.n_head, config.n_embd (GPTConfig d
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
 DIAGNOSIS = None
-EXPECTED_BECAUSE = "correct RoPE math (rotate-half turned by -angle, which no reading mha-check knows reproduces: the weight checks are cannot-tell), but a real latent defect: the rotary cos/sin cache is a plain attribute keyed by sequence length only, so after module.to(device) a forward at the same length uses the old device's tensors (mask-buffer fails); it is not the catalogued mask-plain-attribute (a mask), so no mistake is named; out-proj-bias rule fails too (bias=False)"
+EXPECTED_BECAUSE = "correct RoPE math (rotate-half turned by -angle: scores still depend on t - s only, and it is the usual rotation with half of each head's W_q and W_k rows negated, so not a bug; the reference turned the other way reproduces it and the weight checks pass, see tests/unit/test_rotary_negated.py), but a real latent defect: the rotary cos/sin cache is a plain attribute keyed by sequence length only, so after module.to(device) a forward at the same length uses the old device's tensors (mask-buffer fails); it is not the catalogued mask-plain-attribute (a mask), so no mistake is named; out-proj-bias rule fails too (bias=False)"
 
 
 class Rotary(torch.nn.Module):
