@@ -106,6 +106,22 @@ def warm_batched_jacobian() -> None:
     BATCHED_JACOBIAN = True
 
 
+
+def _within_bounds(found: list, ways) -> list:
+    """The readings and call styles within what the trusted side accepts from a worker (harness.wire.messages:
+    MAX_LAYOUTS, MAX_CALL_STYLES, MAX_READINGS_TRIED), the first ones kept: past them the parent refuses the reply
+    as a corrupted channel, so a layer with very many same-shaped parameters would have been told its code
+    corrupted the channel (our limit, not the student's mistake); cut here, the readings not offered leave the
+    weight checks cannot-tell at worst.  `ways.styles` is cut in place."""
+    del ways.styles[m.MAX_CALL_STYLES:]
+    room = max(1, min(m.MAX_LAYOUTS, m.MAX_READINGS_TRIED // max(1, len(ways.styles))))
+    if len(found) > room:
+        for lay in found:
+            lay.certain = False
+        found[0].notes.append(f"only the first {room} of {len(found)} readings of the parameters were tried")
+        del found[room:]
+    return found
+
 class Worker:
     def __init__(self, own_process: bool = True):
         self.own_process = own_process  # False: a thread of the caller's process (inprocess), which keeps its imports
@@ -215,6 +231,7 @@ class Worker:
         found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads,
                                           out_proj=form_of(self.signature, self.overrides).out_proj)
         ways = calling.styles_for(module)
+        found = _within_bounds(found, ways)
         handle = request.handle if request.handle is not None else len(self.instances)
         self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways, "dtype": dtype}
         return m.Built(

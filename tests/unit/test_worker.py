@@ -9,7 +9,7 @@ import pytest
 import torch
 
 _DTYPE = torch.get_default_dtype()
-from harness.child import worker  # noqa: E402 - sets float64 as the process's default dtype...
+from harness.child import calling, layouts, worker  # noqa: E402 - sets float64 as the process's default dtype...
 
 torch.set_default_dtype(_DTYPE)  # ...which the rest of the suite does not expect
 
@@ -128,3 +128,18 @@ def test_the_warm_template_freezes_its_heap_and_only_the_meta_template_warms_the
     (frozen, still_tracked, dynamo), meta = (line.split() for line in out.stdout.splitlines())
     assert int(frozen) > 100_000 and int(still_tracked) < 1_000, out.stderr[-2000:]
     assert dynamo == "False" and meta == ["MetaResult", "meta", "True"]
+
+
+def test_a_worker_offers_no_more_readings_than_the_trusted_side_accepts():
+    """Past the bounds of harness.wire.messages the parent refuses a Built as a corrupted channel: an honest worker
+    cuts its offer first, so a layer with very many same-shaped parameters is never told its code corrupted the
+    channel (readings28's 216 readings of one --map did exactly that)."""
+    many = [layouts.Layout({}, f"reading {i}") for i in range(300)]
+    ways = calling.Calling([calling.Style(((f"x{i}", False),), None) for i in range(40)])
+    kept = worker._within_bounds(many, ways)
+    assert len(ways.styles) == 40 and len(kept) * len(ways.styles) <= m.MAX_READINGS_TRIED
+    assert len(kept) == m.MAX_READINGS_TRIED // 40 and not any(lay.certain for lay in kept)
+    assert "only the first 51 of 300 readings" in kept[0].notes[-1]
+    few = [layouts.Layout({}, "one")]
+    styles = calling.Calling([calling.Style(((f"x{i}", False),), None) for i in range(300)])
+    assert worker._within_bounds(few, styles) == few and len(styles.styles) == m.MAX_CALL_STYLES
