@@ -284,6 +284,39 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         return {"at": "?", "code": ""}
 
 
+class ReturnLine:
+    """Where the student's forward returns: the line of its `return` (`return ctx` runs no torch operation, so the
+    trace has no step there).  What a missing output projection is told at: the place to apply it.  A profile hook,
+    on for one forward pass only, that looks at returns from the module's own forward and nothing else."""
+
+    def __init__(self, module, student_file):
+        forward = getattr(type(module), "forward", None)
+        self.code = getattr(forward, "__code__", None)
+        self.student_file = os.path.abspath(student_file) if student_file else None
+        self.found: dict | None = None
+        self.before = None
+
+    def _hook(self, frame, event, arg):
+        if event == "return" and frame.f_code is self.code:
+            filename = frame.f_code.co_filename
+            if self.student_file and os.path.abspath(filename) == self.student_file:
+                self.found = {"at": location(filename, frame.f_lineno),
+                              "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
+        if self.before is not None:
+            self.before(frame, event, arg)
+
+    def __enter__(self):
+        if self.code is not None:
+            self.before = sys.getprofile()
+            sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        if self.code is not None:
+            sys.setprofile(self.before)
+        return False
+
+
 class OriginRecorder(TraceRecorder):
     """Where the student's constructor made each tensor: the innermost line of the student's files for every torch
     operation run while the module is built, and which tensors each was made from.  A mask buffer built wrongly in

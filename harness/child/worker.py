@@ -36,7 +36,8 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 from harness.child import cache, calling, construct, layouts  # noqa: E402
-from harness.child.recorders import DeviceRecorder, OriginRecorder, TraceRecorder, square_nonzero  # noqa: E402
+from harness.child.recorders import (DeviceRecorder, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
+                                     square_nonzero)
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
 from harness.child import torch_limits  # noqa: E402
 from harness.wire import messages as m  # noqa: E402
@@ -352,10 +353,12 @@ class Worker:
         names[id(x)] = "x"
         recorder = TraceRecorder(self.target.module_file, names, request.limit, self._origins(inst, x.shape[1]))
         raised, output = None, None
+        returned = ReturnLine(module, self.target.module_file)
         try:
-            with torch.no_grad(), recorder:
+            with torch.no_grad(), recorder, returned:
                 y = self._forward(inst, x, "eval", request.style)
-            output = {"shape": list(y.shape), "src": recorder.producer.get(id(y))}
+            output = {"shape": list(y.shape), "src": recorder.producer.get(id(y)),
+                      **({"returned": returned.found} if returned.found else {})}
         except StudentError as e:
             raised = e.text
         return m.TraceResult(recorder.ops, recorder.truncated, raised, output)
