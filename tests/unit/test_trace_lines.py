@@ -100,3 +100,16 @@ def test_key_value_heads_repeated_each_in_turn_are_not_marked(tmp_path):
 def test_with_as_many_key_value_heads_as_heads_a_repeat_shows_nothing_to_mark(tmp_path):
     """Why a grouped layer is traced grouped: with KV = H the repeat is by 1, and tiling is not wrong there."""
     assert _lines(_traced(tmp_path, HEAD + TILED + TAIL + "        return self.proj(out)\n", heads=2, kv=2)) == []
+
+
+def test_a_fill_of_minus_1e4_is_marked_with_its_own_value_and_told_by_the_scores_it_needs():
+    """causal-leakage finds early GPT-2's -1e4 (its probe pushes real scores near -5e4) and the report named
+    finite-fill-100 with no line and a story of -100; the trace now marks the fill at its line, with its value."""
+    from harness.engine.trace.detect_mask import PROBED_FILL, fill_mark
+
+    mark = fill_mark(-1e4)
+    assert mark["id"] == "fill-leaks-invisibly" and mark["title"] == "Masked scores filled with -10000 instead of -inf"
+    assert "e^-10000 rounds to 0 while the scores are small" in mark["symptom"]
+    assert "real scores fall near -10000" in mark["text"] and "= 0 " not in mark["text"]
+    assert PROBED_FILL < -1e4 < -100  # marked, as -100 is; -1e9 stays a note (the lesson's rule)
+    assert "title" not in fill_mark(-100.0)  # the catalogue's own story tells -100
