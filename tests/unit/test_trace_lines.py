@@ -109,7 +109,7 @@ def test_a_fill_of_minus_1e4_is_marked_with_its_own_value_and_told_by_the_scores
 
     mark = fill_mark(-1e4)
     assert mark["id"] == "fill-leaks-invisibly" and mark["title"] == "Masked scores filled with -10000 instead of -inf"
-    assert "e^-10000 rounds to 0 while the scores are small" in mark["symptom"]
+    assert "e^-10000, rounds to 0 while the scores are small" in mark["symptom"]
     assert "real scores fall near -10000" in mark["text"] and "= 0 " not in mark["text"]
     assert PROBED_FILL < -1e4 < -100  # marked, as -100 is; -1e9 stays a note (the lesson's rule)
     assert "title" not in fill_mark(-100.0)  # the catalogue's own story tells -100
