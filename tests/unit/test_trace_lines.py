@@ -113,3 +113,14 @@ def test_a_fill_of_minus_1e4_is_marked_with_its_own_value_and_told_by_the_scores
     assert "real scores fall near -10000" in mark["text"] and "= 0 " not in mark["text"]
     assert PROBED_FILL < -1e4 < -100  # marked, as -100 is; -1e9 stays a note (the lesson's rule)
     assert "title" not in fill_mark(-100.0)  # the catalogue's own story tells -100
+
+
+def test_the_fix_of_tiled_key_value_heads_is_the_students_line_with_repeat_interleave():
+    from harness.engine.rewrite import KINDS, own_line_fix
+
+    assert own_line_fix("repeat", "k = k.repeat(1, self.n_rep, 1, 1)  # BUG") == \
+        "k = k.repeat_interleave(self.n_rep, dim=1)" + KINDS["repeat"]  # the values' line is to be fixed too
+    assert own_line_fix("repeat", "k, v = (t.repeat(1, self.group, 1, 1) for t in (k, v))") == \
+        "k, v = (t.repeat_interleave(self.group, dim=1) for t in (k, v))"
+    assert own_line_fix("repeat", "return x.repeat(1, 1, n_rep, 1)") == "return x.repeat_interleave(n_rep, dim=2)"
+    assert own_line_fix("repeat", "k = k.repeat(2, 2, 1, 1)") is None  # two axes grown: not this mistake's line
