@@ -16,9 +16,11 @@ INFO = MutantInfo(
             "guarantees it."),
     killed_by=("causal-leakage",),
     trace=("fill-leaks-invisibly",),
-    symptom=("Future tokens get a weight of about e^-100 (~1e-44): the outputs agree with the reference to every "
-             "digit, but the gradient shows that the future still reaches the past, and the leak grows wherever "
-             "scores get large (with -1e4, as in early GPT-2 code, once real scores reach -1e4)."),
+    symptom=("Future tokens keep a weight of e^fill against a score of 0. With -100 that is about 1e-44: the outputs "
+             "agree with the reference to every digit, but the gradient shows that the future still reaches the "
+             "past. With -1e4 (early GPT-2 code) it rounds to 0 while the scores are small, and the future gets a "
+             "real weight once real scores fall near -1e4 (large activations, half precision). Whatever the finite "
+             "value, real scores below it let the future through."),
     remedy=("Fill the masked scores with float(\"-inf\") instead of a finite number, so the future gets a weight of"
             " exactly 0."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
@@ -28,7 +30,9 @@ INFO = MutantInfo(
         "  = [1.0, 3.7e-44, 3.7e-44]: e^-100 ≈ 3.7e-44 of weight on each future token\n"
         "in float64 1 + 3.7e-44 == 1, so y equals the reference's to every digit (difference exactly 0)\n"
         "but the gradient d y[b, 0] / d x[b, 2] is of order 1e-44, not exactly 0: the future still reaches the past\n"
-        "right: fill -inf gives weight exactly 0 and gradient exactly 0"
+        "with -1e4 (early GPT-2): softmax([0, -1e4, -1e4]) = [1, 0, 0] (e^-10000 rounds to 0), but with real\n"
+        "  scores near -5e4: softmax([-5e4, -1e4, -1e4]) = [0, 0.5, 0.5]: all the weight on the future tokens\n"
+        "right: fill -inf gives weight exactly 0 and gradient exactly 0, at every magnitude of the scores"
     ),
 )
 

@@ -15,6 +15,8 @@ INFO = MutantInfo(
             "h uses key/value head h // group, which repeat_interleave(group, dim=1) gives; .repeat(1, group, 1, 1) "
             "tiles the heads instead (h % kv_heads)."),
     killed_by=("reference-match", "gradient-match"),
+    trace=("kv-heads-tiled",),
+    rewrite="repeat",
     symptom=("Query heads read the keys and values of another group: with 4 heads and 2 key/value heads, heads 1 "
              "and 2 use the wrong ones. The shapes are right, so nothing crashes, and with one key/value head (or "
              "as many as the heads) the output is even correct."),

@@ -47,19 +47,23 @@ def zoo_constants(path: Path) -> dict:
 
 
 SAME_ON_OTHER_LINES = rewrite.KINDS["split-all"]  # "# and the other two projections alike"
+OTHER_LINES_NOTES = tuple(note for note in rewrite.KINDS.values() if note.startswith(" # and the other"))  # the
+# fixes made on the other lines too (split-all's, repeat's: the keys' and the values' .repeat on lines of their own)
 
 
 def pasted(path: Path, fixes: list[tuple[int, str, str]]) -> str:
     """The file with each (line, fix, rewrite kind) pasted in as a student would, indentation kept; a fix that ends
-    with SAME_ON_OTHER_LINES is made on those lines too (each rewritten by its own line's fix)."""
+    with one of OTHER_LINES_NOTES (SAME_ON_OTHER_LINES, say) is made on those lines too (each rewritten by its own
+    line's fix)."""
     lines = path.read_text().splitlines()
     for number, fix, kind in fixes:
-        if fix.endswith(SAME_ON_OTHER_LINES):
-            fix = fix.removesuffix(SAME_ON_OTHER_LINES).rstrip()
+        note = next((n for n in OTHER_LINES_NOTES if fix.endswith(n)), None)
+        if note is not None:
+            fix = fix.removesuffix(note).rstrip()
             for i, line in enumerate(lines):
                 same = rewrite.own_line_fix(kind, line)
                 if i != number - 1 and same is not None:
-                    lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(SAME_ON_OTHER_LINES).rstrip()
+                    lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(note).rstrip()
         old = lines[number - 1]
         lines[number - 1] = old[:len(old) - len(old.lstrip())] + fix
     return "\n".join(lines) + "\n"

@@ -126,6 +126,12 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
         return "?"
 
 
+def _memory(t: torch.Tensor) -> tuple:
+    """Where a tensor's values are (its memory, shape and strides): nn.Parameter(w) wraps w's memory in a new
+    object, so this, not id(), tells that a parameter made in forward holds what an earlier operation computed."""
+    return t.data_ptr(), tuple(t.shape), t.stride()
+
+
 def _trace_scalar(value) -> str:
     """A short, JSON-safe text for a non-tensor argument (floats keep repr: '-inf', '0.5', '-1e+09')."""
     if isinstance(value, (bool, int, float, str)) or value is None:
@@ -160,6 +166,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         self.limit = limit
         self.ops: list[dict] = []
         self.producer: dict[int, int] = {}
+        self.memory: dict[tuple, int] = {}  # (data_ptr, shape, strides) of a tensor made -> the operation that made it
         self.keep: list = []
         self.truncated = False
 
@@ -218,6 +225,8 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         for t in tensors_out:
             self.producer[id(t)] = index
             self.keep.append(t)
+            if t.device.type != "meta":
+                self.memory[_memory(t)] = index
         if inplace and args and isinstance(args[0], torch.Tensor):
             self.producer[id(args[0])] = index
             self.keep.append(args[0])
@@ -228,6 +237,9 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
             info["src"] = self.producer[id(t)]
         elif id(t) in self.names:
             info["name"] = self.names[id(t)]
+        elif isinstance(t, torch.nn.Parameter) and t.device.type != "meta" and _memory(t) in self.memory:
+            info["src"] = self.memory[_memory(t)]  # nn.Parameter(tensor) made in forward: a new tensor object on
+            # the same memory, made by no torch operation the mode sees; its data is what the operation made
         if "src" not in info and id(t) in self.made:
             info["made"] = self.made[id(t)]
         if t.device.type == "meta":
@@ -270,6 +282,39 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
             return {"at": f"{os.path.basename(filename)}:{fallback.f_lineno}",
                     "code": linecache.getline(filename, fallback.f_lineno).strip()[:160]}
         return {"at": "?", "code": ""}
+
+
+class ReturnLine:
+    """Where the student's forward returns: the line of its `return` (`return ctx` runs no torch operation, so the
+    trace has no step there).  What a missing output projection is told at: the place to apply it.  A profile hook,
+    on for one forward pass only, that looks at returns from the module's own forward and nothing else."""
+
+    def __init__(self, module, student_file):
+        forward = getattr(type(module), "forward", None)
+        self.code = getattr(forward, "__code__", None)
+        self.student_file = os.path.abspath(student_file) if student_file else None
+        self.found: dict | None = None
+        self.before = None
+
+    def _hook(self, frame, event, arg):
+        if event == "return" and frame.f_code is self.code:
+            filename = frame.f_code.co_filename
+            if self.student_file and os.path.abspath(filename) == self.student_file:
+                self.found = {"at": location(filename, frame.f_lineno),
+                              "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
+        if self.before is not None:
+            self.before(frame, event, arg)
+
+    def __enter__(self):
+        if self.code is not None:
+            self.before = sys.getprofile()
+            sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        if self.code is not None:
+            sys.setprofile(self.before)
+        return False
 
 
 class OriginRecorder(TraceRecorder):

@@ -36,7 +36,8 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 from harness.child import cache, calling, construct, layouts  # noqa: E402
-from harness.child.recorders import DeviceRecorder, OriginRecorder, TraceRecorder, square_nonzero  # noqa: E402
+from harness.child.recorders import (DeviceRecorder, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
+                                     square_nonzero)
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
 from harness.child import torch_limits  # noqa: E402
 from harness.wire import messages as m  # noqa: E402
@@ -208,8 +209,9 @@ class Worker:
         torch.random.default_generator.manual_seed(request.seed)
         reads: set = set()
         dtype = DTYPES[cfg.dtype]
+        recorder = OriginRecorder(self.target.module_file) if request.origins else contextlib.nullcontext()
         try:
-            with default_dtype(dtype):  # a float32 configuration is built as a layer trained in float32 is
+            with default_dtype(dtype), recorder:  # a float32 configuration is built as a layer trained in float32 is
                 module = self._student("construct", construct.build, self.target.obj, cfg, self.overrides,
                                        self.signature, reads)
         except StudentError as e:
@@ -220,6 +222,7 @@ class Worker:
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
+        origins = _made_at(recorder, module) if request.origins and isinstance(module, nn.Module) else None
         if _has_complex(module):  # module.to(float64) would drop the imaginary part of a rotary freqs_cis buffer
             self._student("construct", module._apply, _to_float64 if dtype is torch.float64 else _to_float32)
         else:
@@ -233,7 +236,8 @@ class Worker:
         ways = calling.styles_for(module)
         found = _within_bounds(found, ways)
         handle = request.handle if request.handle is not None else len(self.instances)
-        self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways, "dtype": dtype}
+        self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways, "dtype": dtype,
+                                  **({"origins": origins} if origins is not None else {})}
         return m.Built(
             handle=handle,
             param_count=sum(p.numel() for p in module.parameters()),
@@ -367,21 +371,29 @@ class Worker:
         names[id(x)] = "x"
         recorder = TraceRecorder(self.target.module_file, names, request.limit, self._origins(inst, x.shape[1]))
         raised, output = None, None
+        returned = ReturnLine(module, self.target.module_file)
         try:
-            with torch.no_grad(), recorder:
+            with torch.no_grad(), recorder, returned:
                 y = self._forward(inst, x, "eval", request.style)
-            output = {"shape": list(y.shape), "src": recorder.producer.get(id(y))}
+            output = {"shape": list(y.shape), "src": recorder.producer.get(id(y)),
+                      **({"returned": returned.found} if returned.found else {})}
         except StudentError as e:
             raised = e.text
         return m.TraceResult(recorder.ops, recorder.truncated, raised, output)
 
     def _origins(self, inst: dict, n: int) -> dict[int, dict]:
         """Where the constructor made each buffer and plain tensor attribute of the traced module: id -> {"at",
-        "code", "nonzero"} (`nonzero`: what its first n x n positions mark, for a mask).  Learnt by building the
-        module once more under an `OriginRecorder` (the traced one was built before anyone asked, and moved to float64
-        since) and matching tensors by their attribute path.  The generator's state is put back, so the build draws
-        nothing from what follows (torch's, Python's and numpy's generators); a constructor that raises this time leaves
-        the lines unknown, nothing else."""
+        "code", "nonzero"} (`nonzero`: what its first n x n positions mark, for a mask), matched by attribute path
+        (the module was moved to float64 since it was built: other tensors, same paths).  Noted while the module
+        was built when the Build asked for it (`Build.origins`: a trace's own instance), so the constructor runs
+        once.  An instance built earlier without it (a check's, which the report's trace reuses) is built once more
+        under an `OriginRecorder`; the generator's state is put back, so that build draws nothing from what follows
+        (torch's, Python's and numpy's generators), and a constructor that raises this time leaves the lines unknown,
+        nothing else."""
+        if "origins" in inst:
+            theirs = dict(_tensor_attributes(inst["module"]))
+            return {id(theirs[path]): {**where, "nonzero": square_nonzero(theirs[path], n)}
+                    for path, where in inst["origins"].items() if path in theirs}
         recorder = OriginRecorder(self.target.module_file)
         numpy = sys.modules.get("numpy")
         states = (torch.random.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy else None)
@@ -493,6 +505,17 @@ def _plain_tensor_attributes(module: nn.Module) -> list[str]:
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.dim() > 0:
                 found.append(f"{name + '.' if name else ''}{attr}")
     return found
+
+
+def _made_at(recorder: OriginRecorder, module: nn.Module) -> dict[str, dict]:
+    """Attribute path -> {"at", "code"}: the student's line that made each buffer and plain tensor attribute, read
+    from the recorder the module was built under."""
+    out = {}
+    for path, t in _tensor_attributes(module):
+        where = recorder.origin(t)
+        if where is not None:
+            out[path] = where
+    return out
 
 
 def _tensor_attributes(module: nn.Module) -> list[tuple[str, torch.Tensor]]:

@@ -27,7 +27,8 @@ def parse(source: str) -> ast.Module:
 KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
-         "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": ""}
+         "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
+         "repeat": " # and the other key/value heads' repeat alike"}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -46,7 +47,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     last two) and "additive" (a mask of -1e9 added to the scores, made by where or masked_fill: -inf instead; not
     for a product such as (1 - tril) * -1e9, where -inf times 0 is NaN), "multiply" (the scores multiplied by a
     mask that is 1 where a token may look: masked_fill where it is 0) and "diagonal" (a mask made by triu or tril
-    with the wrong diagonal: triu marks what is hidden, from diagonal 1; tril what a token may see, to diagonal 0)."""
+    with the wrong diagonal: triu marks what is hidden, from diagonal 1; tril what a token may see, to diagonal 0)
+    and "repeat" (a grouped-query layer's key/value heads tiled with .repeat along the heads axis: repeat_interleave
+    on that axis, by the same number)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -356,5 +359,24 @@ def _diagonal(line: str, tree: ast.Module) -> str | None:
     return line[:end].rstrip() + (", " if call.args or call.keywords else "") + "diagonal=1" + line[end:]
 
 
+def _repeat(line: str, tree: ast.Module) -> str | None:
+    """k.repeat(1, self.n_rep, 1, 1)  ->  k.repeat_interleave(self.n_rep, dim=1), each such call on the line (the
+    keys and the values on one line, or a generator over both); with one call, the other is on a line of its own."""
+    calls = [n for n in _calls(tree, "repeat") if isinstance(n.func, ast.Attribute) and not n.keywords and
+             len(n.args) >= 2 and not any(isinstance(a, ast.Starred) for a in n.args)]
+    if not calls or len(calls) != len(_calls(tree, "repeat", "tile")):
+        return None
+    for call in sorted(calls, key=lambda c: c.col_offset, reverse=True):
+        grown = [(i, a) for i, a in enumerate(call.args) if not (isinstance(a, ast.Constant) and a.value == 1)]
+        if len(grown) != 1:
+            return None
+        axis, times = grown[0]
+        line = (line[:call.func.value.end_col_offset] + f".repeat_interleave({_text(line, times)}, dim={axis})" +
+                line[call.end_col_offset:])
+    shared = len(calls) > 1 or any(isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.Return)) for n in ast.walk(tree))
+    # (a helper's `return x.repeat(...)` serves the keys and the values alike)
+    return line + ("" if shared else KINDS["repeat"])
+
+
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
-         "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal}
+         "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat}

@@ -20,8 +20,9 @@ def render(result: TraceResult, wide: bool = False) -> str:
     lines = [f"mha-check trace {result.target}"]
     if result.construction:
         lines += _wrap(f"built as {result.construction}", "    ", "  ", wide)
+    kv = f" sharing KV={c['kv_heads']} key/value heads" if c.get("kv_heads") else ""  # a grouped-query layer
     lines += _wrap(f"one forward pass of the lesson's worked example: d={c['d']}, H={c['heads']} heads of width "
-                   f"dh={c['d'] // c['heads']}, n={c['n']} tokens, batch B={c['batch']}: x has shape "
+                   f"dh={c['d'] // c['heads']}{kv}, n={c['n']} tokens, batch B={c['batch']}: x has shape "
                    f"({c['batch']}, {c['n']}, {c['d']})", "    ", "  ", wide)
     lines.append("")
     if result.steps:
@@ -41,14 +42,17 @@ def render(result: TraceResult, wide: bool = False) -> str:
         lines += _wrap("the lesson: " + " -> ".join(LESSON_STEPS), "    ", "  ", wide)
         lines.append("")
     for m in (m for m in result.mistakes if m.get("step") is None):
-        lines += _wrap(f"MISTAKE [{m.get('mutant') or m['id']}]: {m['text']}", "  ", "", wide)
+        place = f" (at {m['at']}: {m['code']})" if m.get("at") else ""  # where the missing step belongs
+        lines += _wrap(f"MISTAKE [{m.get('mutant') or m['id']}]: {m['text']}{place}", "  ", "", wide)
     if result.mistakes:
         where: dict[str, list] = {}
         for m in result.mistakes:
             made = f", the line to change: {m['at']}" if m.get("at") else ""  # a mask made wrongly elsewhere
             where.setdefault(m.get("mutant") or m["id"], []).append((m["step"], made))
         found = "; ".join(mid + (" (step " + ", ".join(str(s) + made for s, made in at if s is not None) + ")"
-                                 if any(s is not None for s, _ in at) else "") for mid, at in where.items())
+                                 if any(s is not None for s, _ in at) else
+                                 " (" + made.removeprefix(", ") + ")" if any(made for _, made in at) else "")
+                          for mid, at in where.items())
         lines += _wrap(f"known mistakes marked: {found}", "  ", "", wide)
         explain = [m["mutant"] for m in result.mistakes if m.get("mutant")]  # a mark with no catalogued mistake
         # (wrong-scale: a factor no mutant has) has no story to explain, and `explain` would say it does not know it

@@ -6,6 +6,7 @@ is framed, timed and survived is the subject's business, reached through one met
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 import numpy as np
@@ -160,5 +161,9 @@ class Instance:
         return self.call(m.Devices(self.handle, x, self.style))
 
     def trace(self, x: np.ndarray, limit: int = 400) -> m.TraceResult:
-        """Every torch operation of one forward pass, recorded in the child (see harness.child.recorders)."""
+        """Every torch operation of one forward pass, recorded in the child (see harness.child.recorders).  An
+        instance not built yet is built noting where its constructor made each tensor (`Build.origins`), so that
+        the child need not run the constructor a second time to learn the lines."""
+        if self._build is not None and not self._build.origins:
+            self._build = dataclasses.replace(self._build, origins=True)
         return self.call(m.Trace(self.handle, x, limit, self.style))

@@ -77,6 +77,8 @@ class Build(Request):
     seed: int = 0
     force_dropout: float | None = None  # set every nn.Dropout's p to this after construction (None: leave them)
     handle: int | None = None  # the number later requests call it by, chosen by the trusted side (None: the next)
+    origins: bool = False  # note where the constructor made each tensor attribute (for a trace): built once, not
+    # twice (a constructor that prints would print twice)
 
 
 @dataclass

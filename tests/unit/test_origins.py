@@ -58,3 +58,44 @@ def test_a_buffers_line_is_the_one_that_shaped_it_and_the_generators_are_left_as
     assert keep["nonzero"] == [[1, 1, 0], [1, 1, 1], [1, 1, 1]]
     assert hidden["at"] == "attn.py:17" and hidden["nonzero"] == [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
     assert id(module.qkv.weight) not in origins  # parameters are the student's weights, not masks
+
+
+COUNTING = '''import torch
+import torch.nn as nn
+
+BUILT = []
+
+
+class Attn(nn.Module):
+    def __init__(self, d_model, n_heads, block_size):
+        super().__init__()
+        BUILT.append(block_size)  # a constructor with a side effect (a print, say): it must run once per build
+        self.proj = nn.Linear(d_model, d_model)
+        self.register_buffer("mask", torch.triu(torch.ones(block_size, block_size), 1).bool())
+
+    def forward(self, x):
+        n = x.shape[1]
+        w = torch.softmax((x @ x.transpose(1, 2)).masked_fill(self.mask[:n, :n], float("-inf")), dim=-1)
+        return self.proj(w @ x)
+'''
+
+
+def test_a_traced_build_notes_its_lines_as_it_is_built_so_the_constructor_runs_once(tmp_path):
+    """`mha-check trace` ran the student's constructor twice for the traced module (the build, then a twin to learn
+    where the mask was made): a constructor that prints printed twice.  A Build that asks for its origins notes
+    the lines while it builds; the trace reads them and builds nothing more."""
+    path = tmp_path / "attn.py"
+    path.write_text(COUNTING)
+    torch.set_default_dtype(torch.float64)
+    try:
+        w = worker.Worker(own_process=False)
+        w.answer(m.Load(f"{path}:Attn", str(tmp_path)))
+        handle = w.answer(m.Build(Config(8, 8, 2, 7).to_dict(), handle=0, origins=True)).handle
+        built = w.target.obj.__init__.__globals__["BUILT"]
+        assert built == [7]
+        reply = w.answer(m.Trace(handle, np.random.default_rng(0).standard_normal((2, 3, 8)), 400, 0))
+    finally:
+        torch.set_default_dtype(_DTYPE)
+    assert built == [7]  # the trace built no twin
+    mask = next(t for op in reply.ops for t in op["in"] if t.get("name") == "mask")
+    assert mask["made"]["at"] == "attn.py:12" and mask["made"]["nonzero"] == [[0, 1, 1], [0, 0, 1], [0, 0, 0]]

@@ -37,17 +37,26 @@ class Attention(nn.Module):
         if self.lazy == "randn":
             W_o = torch.randn(d, d)  # the line marked
             return ctx @ W_o
+        if self.lazy == "parameter":
+            W_o = nn.Parameter(torch.randn(d, d) / d ** 0.5)  # the line marked
+            return ctx @ W_o
+        if self.lazy == "transposed weight":  # made once in __init__, applied by hand: right
+            return ctx @ self.out.weight.T + self.out.bias
         return self.out(ctx)
 
 
-def _marks(lazy: str) -> list[tuple[str, str]]:
-    """(mark id, the marked line's code) of one recorded forward of Attention(lazy)."""
+def _marks(lazy: str, whole: bool = False) -> list[tuple[str, str]]:
+    """(mark id, the marked line's code) of one recorded forward of Attention(lazy); `whole`: with the marks on the
+    forward as a whole (code "")."""
     module = Attention(lazy)
-    recorder = TraceRecorder(inspect.getsourcefile(Attention), {})
+    x = torch.randn(2, 3, 8)
+    names = {id(p): n for n, p in module.named_parameters()} | {id(x): "x"}  # as the worker names them
+    recorder = TraceRecorder(inspect.getsourcefile(Attention), names)
     with torch.no_grad(), recorder:
-        module(torch.randn(2, 3, 8))
+        module(x)
     _, found, _ = analyse(recorder.ops, dict(WORKED))
-    return [(m["id"], recorder.ops[m["step"] - 1]["code"]) for m in found if m.get("step")]
+    return [(m["id"], recorder.ops[m["step"] - 1]["code"] if m.get("step") else "") for m in found
+            if m.get("step") or whole]
 
 
 def test_a_linear_layer_constructed_in_forward_is_marked_at_its_line():
@@ -61,3 +70,16 @@ def test_weights_drawn_with_randn_in_forward_are_marked_at_their_line():
 def test_a_dropout_mask_drawn_by_hand_and_layers_made_in_init_are_not_marked():
     for lazy in ("", "dropout by hand"):
         assert [i for i, _ in _marks(lazy) if i == "layer-made-in-forward"] == [], lazy
+
+
+def test_weights_drawn_as_an_nn_parameter_in_forward_are_marked_at_their_line_and_project_the_heads():
+    """nn.Parameter(w) wraps w's memory in a new tensor that no torch operation makes: the trace lost it, so the
+    weight drawn in forward was not marked, and its product with the merged heads was read as a mixing of values
+    ("no output projection" was marked instead, and named by the report)."""
+    marks = _marks("parameter", whole=True)
+    assert ("layer-made-in-forward", "W_o = nn.Parameter(torch.randn(d, d) / d ** 0.5)  # the line marked") in marks
+    assert "heads-not-projected" not in [i for i, _ in marks]
+
+
+def test_a_weight_of_init_applied_by_hand_transposed_is_an_output_projection():
+    assert _marks("transposed weight", whole=True) == []

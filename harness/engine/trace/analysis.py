@@ -7,11 +7,14 @@ from harness.engine.trace.naming import Namer
 from harness.engine.trace.steps import Step
 
 
-def analyse(ops: list[dict], cfg: dict, complete: bool = True) -> tuple[list[Step], list[dict], list[str]]:
+def analyse(ops: list[dict], cfg: dict, complete: bool = True,
+            output: dict | None = None) -> tuple[list[Step], list[dict], list[str]]:
     """Name the recorded operations and find the known mistakes: (steps, mistakes, notes).  `complete`: the
-    forward ran to the end (otherwise what is missing after the failing step is not a finding)."""
+    forward ran to the end (otherwise what is missing after the failing step is not a finding); `output`: what the
+    forward returned, as the child saw it ("src": the operation that made it, "returned": the student's line of
+    the `return`), when known."""
     namer = Namer(ops, cfg)
     namer.run()
-    found = detectors.find(namer, ops, cfg, complete)
+    found = detectors.find(namer, ops, cfg, complete, output)
     listed = [{**m, "step": i + 1} for i, m in sorted(found.at.items())]
     return steps.build(namer, ops, found.at), listed + found.whole, found.notes

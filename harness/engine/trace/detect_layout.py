@@ -1,5 +1,6 @@
 """Detectors of how the data is laid out: heads split or merged by a view without the transpose (on every
-projection, or on some only), an operation that raised (and what its tensors say of why), the caller's input changed
+projection, or on some only), a grouped-query layer's key/value heads tiled instead of repeated, an operation that
+raised (and what its tensors say of why), the caller's input changed
 in place.  They run first: the later detectors read the scores, the softmax and the mask."""
 from __future__ import annotations
 
@@ -86,6 +87,43 @@ def split_roles(f: Findings) -> None:
             + (f" (and so are the {names(also)})" if also else "") + f", while the {names(right)} are split the "
             f"lesson's way: the {names(split_wrong)}' 'positions' are cut across several tokens, mixing tokens and "
             f"features; split them too with view(B, n, H, dh) and then transpose(1, 2)")})
+
+
+TILES = {"repeat", "tile"}  # copy a whole tensor side by side: [k0, k1, k0, k1] along the axis repeated
+
+
+@detector("kv-heads-tiled")
+def kv_heads_tiled(f: Findings) -> None:
+    """A grouped-query layer (traced with KV key/value heads for H query heads, KV > 1) whose key/value heads are
+    copied with `.repeat` (or `.tile`) along the heads axis: [k0, k1, k0, k1], so query head h meets key/value head
+    h % KV, where its group's is h // (H / KV) (repeat_interleave, or expand then reshape, gives [k0, k0, k1, k1]).
+    Read from the shapes: the one axis repeated goes from KV to H, in a tensor made from a projection."""
+    heads, kv = f.cfg.get("heads"), f.cfg.get("kv_heads")
+    if not kv or not heads or not 1 < kv < heads or heads % kv:
+        return
+    for op in f.ops:
+        if op["op"] not in TILES or op.get("raised") or not op["in"] or not f.namer.derives_from(op["in"][0],
+                                                                                                 ("project",)):
+            continue
+        before, after = op["in"][0].get("shape") or [], (op.get("out") or {}).get("shape") or []
+        repeats = [number(a) for a in _sizes(op)]
+        if len(repeats) != len(before) or len(after) != len(before):
+            continue
+        grown = [a for a, r in enumerate(repeats) if r != 1]
+        if len(grown) == 1 and before[grown[0]] == kv and after[grown[0]] == heads:
+            f.mark(op["i"], {"id": "kv-heads-tiled", "text": (
+                f"the {kv} key/value heads are copied with .{op['op']}, which tiles them ([k0, k1, k0, k1]): query "
+                f"head h meets key/value head h % {kv}, not its group's h // {heads // kv}; repeat each one with "
+                f".repeat_interleave({heads // kv}, dim={grown[0]})")},
+                keep_earlier=True)
+
+
+def _sizes(op: dict) -> list[str]:
+    """The sizes a repeat/tile was given, however written: repeat(1, 2, 1, 1), repeat((1, 2, 1, 1)), tile(x, dims)."""
+    args = [a for a in op["args"] if not str(a).startswith("<T")] or list(op["kwargs"].values())
+    if len(args) == 1 and str(args[0]).startswith(("(", "[")):
+        return [a for a in str(args[0]).strip("()[]").replace(" ", "").split(",") if a]
+    return [str(a) for a in args]
 
 
 @detector("view-on-transposed", *SLICE_DETECTORS, "mask-size-not-n", "keys-transposed-wrong", "raised")

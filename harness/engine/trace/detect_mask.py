@@ -13,6 +13,9 @@ from harness.engine.trace.vocabulary import (ADDS, CREATORS, MULTIPLIES, PASS_TH
                                              number, square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
+PROBED_FILL = -5e4  # causal-leakage's probe pushes real scores near -5e4 (the size fp16 activations reach): a fill
+# above it leaks there (early GPT-2's -1e4), a fill below it (-1e9) only under the 1e30 probe (the lesson's rule)
+UNDERFLOW = -745.0  # e^fill is 0 in float64 below this: the leak shows only once real scores come near the fill
 VISIBLE_FILL = -50.0  # above this, the future's weight (exp(fill)) shows in ordinary forward values
 CATALOGUED_FILLS = (-10.0, -100.0)  # the fills the finite-fill mutants are told with
 
@@ -56,12 +59,13 @@ def mask_placement(f: Findings) -> None:
 
 @detector("fill-leaks-visibly", "fill-leaks-invisibly")
 def finite_fill(f: Findings) -> None:
-    """A mask that fills with a finite number instead of -inf; one low enough to underflow is only a note."""
+    """A mask that fills with a finite number instead of -inf: marked when it leaks at the magnitudes real scores
+    reach (above PROBED_FILL, where causal-leakage finds it: -100, -1e4); one below them (-1e9) is only a note."""
     uses = _mask_uses(f)
     for m in uses[0] if uses else []:
         fill = _fill_value(f.ops[m])
         if fill is not None and math.isfinite(fill) and f.ops[m]["op"] != "__add__":
-            if fill > SAFE_FILL:
+            if fill > PROBED_FILL:
                 f.mark(m, fill_mark(fill), keep_earlier=True)
             else:
                 f.notes.append(f"step {m + 1}: the mask fills with {fill:g}; that underflows to an exact 0 after the "
@@ -213,8 +217,12 @@ def fill_mark(fill: float, at_least: bool = False) -> dict:
     size = ("more than any past token's: each token reads mostly the tokens after it" if fill > 1 else
             "about as much as a past token's: the future is barely hidden" if fill >= -1 else
             "a clearly visible leak" if fill >= -7 else "small, but the outputs differ from the reference"
-            if fill > VISIBLE_FILL else "invisible in ordinary outputs, but the gradient shows it")
+            if fill > VISIBLE_FILL else "invisible in ordinary outputs, but the gradient shows it" if fill > UNDERFLOW
+            else f"exact at ordinary scores, but once real scores fall near {fill:g} (large activations, half "
+                 "precision) the future gets a real weight")
     value = f"{fill:.3g} or more" if at_least else f"{fill:g}"
+    if fill <= UNDERFLOW:  # e^fill is an exact 0 against a score of 0: the leak is told by the scores it needs
+        return _underflowing_fill(mark_id, fill, value, size)
     mark = {"id": mark_id, "text": (
         f"the masked scores are filled with {value}, a finite value: after the softmax the future keeps a weight "
         f"of about {weight}{' or more' if at_least else ''} against a score of 0 ({size}); fill with "
@@ -224,6 +232,17 @@ def fill_mark(fill: float, at_least: bool = False) -> dict:
         mark["symptom"] = (f"Future tokens keep a weight of about {weight}{' or more' if at_least else ''} relative "
                            f"to a score of 0: {size}; the future influences the past.")
     return mark
+
+
+def _underflowing_fill(mark_id: str, fill: float, value: str, size: str) -> dict:
+    """A fill so low that e^fill rounds to 0 against ordinary scores (early GPT-2's -1e4): its leak needs real
+    scores near the fill, which causal-leakage's probe gives them."""
+    return {"id": mark_id, "text": (
+        f"the masked scores are filled with {value}, a finite value: after the softmax the future's weight e^{fill:g} "
+        f"rounds to 0 while the scores are small, {size}; fill with float('-inf')"),
+        "title": f"Masked scores filled with {value} instead of -inf",
+        "symptom": (f"The future's weight after the softmax, e^{fill:g}, rounds to 0 while the scores are small: "
+                    f"{size}, and the future influences the past.")}
 
 
 @detector("mask-multiplied", "mask-added")

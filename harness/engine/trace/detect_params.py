@@ -6,25 +6,27 @@ that is compared or multiplied first (a hand-written dropout mask, `torch.rand(.
 from __future__ import annotations
 
 from harness.engine.trace.registry import Findings, detector
+from harness.engine.trace.vocabulary import DIVIDES, MULTIPLIES
 
 INITS = {"kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "uniform_", "normal_",
          "trunc_normal_", "orthogonal_"}  # what nn.Linear / nn.init fill new weights with
 DRAWS = {"randn", "rand"}  # a tensor of weights drawn in forward
 WEIGHT_USERS = {"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum"}
+SCALINGS = DIVIDES | MULTIPLIES  # with a plain number: the draw's scale (randn(d, d) / d ** 0.5, * 0.02)
 SAME_TENSOR = {"t", "T", "mT", "transpose", "to", "requires_grad_", "float", "double", "detach", "type_as",
                "contiguous"}  # the weight itself, seen another way
 
 
 def _used_as_weight(f: Findings, c: int) -> bool:
-    """Whether what operation `c` made reaches a linear layer or a matrix product as it is (only transposed, cast
-    or moved on the way)."""
+    """Whether what operation `c` made reaches a linear layer or a matrix product as it is (only transposed, cast,
+    moved, or scaled by a plain number on the way: `nn.Parameter(torch.randn(d, d) / d ** 0.5)`)."""
     reach = {c}
     for op in f.ops[c + 1:]:
         if not any(t.get("src") in reach for t in op["in"]):
             continue
         if op["op"] in WEIGHT_USERS:
             return True
-        if op["op"] in SAME_TENSOR:
+        if op["op"] in SAME_TENSOR or op["op"] in SCALINGS and len(op["in"]) == 1:  # one tensor: times a number
             reach.add(op["i"])
     return False
 
@@ -41,5 +43,17 @@ def layer_made_in_forward(f: Findings) -> None:
                 "new random weights are made here, inside forward (a layer constructed, or weights drawn, at every "
                 "call): the output changes from call to call, and these weights are no registered parameter, so "
                 "they never train and do not move with .to(device); create the layer once in __init__ (self.proj "
-                "= nn.Linear(...)) and call it in forward")}, keep_earlier=True)
+                "= nn.Linear(...)) and call it in forward"), **(DRAWN if op["op"] in DRAWS else {})},
+                keep_earlier=True)
             return
+
+
+DRAWN = {  # the mistake as this line tells it: weights drawn (nn.Parameter(torch.randn(...))), not an nn.Linear,
+    # whose matrix product with CPU weights the meta device lets through: mask-buffer finds "weights stay on the
+    # CPU", not the catalogue's "a tensor stays on the CPU" (the mark's own title says which variant it is)
+    "title": "Weights drawn inside forward (torch.randn, nn.Parameter(...)): new random weights at every call, never "
+             "registered",
+    "symptom": ("Every call draws new random weights: the output changes from call to call even in eval() mode on "
+                "the same input, the weights are none of the module's parameters (the count is short), so the "
+                "optimizer never trains them, and .to(device) leaves them on the CPU."),
+}

@@ -6,6 +6,7 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   keys-split-without-transpose, values-split-without-transpose, queries-and-keys-split-without-transpose,
   queries-and-values-split-without-transpose, keys-and-values-split-without-transpose (the split without transpose
   on those projections only, read from the data flow into the scores q @ kᵀ and the mixing weights @ v);
+  kv-heads-tiled (a grouped-query layer's key/value heads copied with .repeat along the heads axis);
   view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong, raised (the
   operation that raised, and what its tensors say of why); input-changed-in-place
 - detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
@@ -41,6 +42,6 @@ def in_order() -> list[Detector]:
     return sorted(ORDER, key=lambda d: rank[d.find.__module__])
 
 
-def find(namer: Namer, ops: list[dict], cfg: dict, complete: bool) -> Findings:
-    """Every detector on one named forward (`complete`: it ran to the end)."""
-    return run(namer, ops, cfg, complete, in_order())
+def find(namer: Namer, ops: list[dict], cfg: dict, complete: bool, output: dict | None = None) -> Findings:
+    """Every detector on one named forward (`complete`: it ran to the end; `output`: what it returned)."""
+    return run(namer, ops, cfg, complete, in_order(), output)

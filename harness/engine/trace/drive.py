@@ -3,9 +3,12 @@ here (`analysis`), its marks named after the known mistakes that declare them (f
 module's own parameter count for the lesson's arithmetic."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 import mutants
+from harness.engine import grouped
 from harness.engine.trace.analysis import analyse
 from harness.engine.trace.result import TraceResult
 from harness.engine.trace.steps import lesson_order
@@ -13,6 +16,7 @@ from harness.engine.trace.vocabulary import LESSON_STEPS, WORKED
 from harness.wire.config import Config
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
+GROUPED_HEADS = 4  # a grouped-query layer's trace: 4 query heads, 2 key/value heads (harness.engine.grouped.configs)
 WORKED_CONFIG = Config(d_in=WORKED["d"], d_out=WORKED["d"], heads=WORKED["heads"],
                        context_length=WORKED["context_length"], batch=WORKED["batch"], n=WORKED["n"])
 
@@ -46,8 +50,9 @@ def record(ctx, display: str = "") -> TraceResult:
     result = TraceResult(display or ctx.subject.spec, "", worked)
     try:
         form = ctx.form  # the worked example of the layer's own form: one head, no output projection for single
-        cfg = ctx.shaped(cfg)
-        worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}))
+        cfg = _grouped(ctx, ctx.shaped(cfg))
+        worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}),
+                      **({"kv_heads": cfg.kv_heads} if cfg.kv_heads else {}))
         result.construction = ctx.construction(cfg)
         inst = ctx.build(cfg)
         x = np.random.default_rng([ctx.seed, 31337]).standard_normal((cfg.batch, cfg.n, cfg.d_in))
@@ -60,7 +65,8 @@ def record(ctx, display: str = "") -> TraceResult:
         result.error = f"your forward raised {reply.raised}"
     if reply.output:
         result.output_shape = reply.output.get("shape")
-    steps, found, notes = analyse(reply.ops, worked, complete=not reply.raised and not result.truncated)
+    steps, found, notes = analyse(reply.ops, worked, complete=not reply.raised and not result.truncated,
+                                  output=reply.output)
     result.steps, result.mistakes = steps, name_mistakes(found, form.name)
     name_mistakes([s.mistake for s in steps if s.mistake], form.name)
     result.notes += notes
@@ -70,6 +76,20 @@ def record(ctx, display: str = "") -> TraceResult:
         result.notes.append(f"the output has shape {tuple(result.output_shape)}, expected "
                             f"({cfg.batch}, {cfg.n}, {cfg.d_out})")
     return result
+
+
+def _grouped(ctx, cfg: Config) -> Config:
+    """A grouped-query layer is traced grouped, as its first required configuration is checked: 4 query heads
+    sharing 2 key/value heads (or the number given with --arg where it divides 4), so that the forward shows how
+    the key/value heads are shared (with as many as the heads, `.repeat` and `.repeat_interleave` look the same)."""
+    try:
+        if not ctx.grouped:
+            return cfg
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return cfg
+    heads = GROUPED_HEADS
+    kv = grouped.preferred_kv(ctx.signature, ctx.subject.overrides, ctx._config_reads)
+    return dataclasses.replace(cfg, heads=heads, kv_heads=kv if kv and heads % kv == 0 and kv < heads else 2)
 
 
 def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[int | None, str]:

@@ -68,6 +68,19 @@ class Namer:
                     todo.append(src)
         return seen
 
+    def weight_like(self, info: dict) -> bool:
+        """A parameter or buffer, or a matrix computed from them and from constants only, never from the input:
+        `self.W_o.T`, or a weight drawn in forward (`nn.Parameter(torch.randn(d, d))`, marked by detect_params).
+        Multiplied with the data, it projects it (`ctx @ self.W_o.T` is the output projection, not a mixing of
+        values)."""
+        if is_weight(info):
+            return True
+        src = info.get("src")
+        if src is None or len(info.get("shape") or ()) != 2:
+            return False
+        return not any(t.get("name") == "x" or t.get("src") is None and not t.get("name")
+                       for a in self.ancestors(src) | {src} for t in self.ops[a]["in"])
+
     def label_of(self, info: dict) -> str:
         """The name of the step that made a tensor ("" for the input, a weight, or an unnamed step)."""
         src = info.get("src")
@@ -108,9 +121,9 @@ class Namer:
         """A weight parameter meets the data: a projection, the output's once the data went through the attention."""
         name, ins = op["op"], op["in"]
         data = ins[0] if ins else None
-        params = [t for t in ins if is_weight(t)]
+        params = [t for t in ins if self.weight_like(t)]
         if (name == "linear" or (name in MATMULS and any(len(p["shape"]) == 2 for p in params))) and data:
-            source = next((t for t in ins if not is_weight(t)), data)
+            source = next((t for t in ins if not self.weight_like(t)), data)
             if self.derives_from(source, ("mix values", "attention (fused)", "merge")):
                 return "output projection"
             return "project"

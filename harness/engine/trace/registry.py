@@ -34,6 +34,18 @@ class Findings:
     whole: list[dict] = field(default_factory=list)  # {"id", "step": None, "text"}
     notes: list[str] = field(default_factory=list)
     allowed: tuple[str, ...] = ()  # the ids the running detector registered
+    output: dict = field(default_factory=dict)  # what the forward returned: "src" (the operation that made it),
+    # "returned" ({"at", "code"}: the student's `return` line), each when known
+
+    @property
+    def returned_at(self) -> dict:
+        """{"at", "code"}: the student's line where forward returns, else the line of the operation that made the
+        output, else {} (the place to apply a step that is missing at the end)."""
+        if self.output.get("returned"):
+            return dict(self.output["returned"])
+        src = self.output.get("src")
+        op = self.ops[src] if isinstance(src, int) and 0 <= src < len(self.ops) else None
+        return {"at": op["at"], "code": op.get("code", "")} if op and op.get("at") not in (None, "?") else {}
 
     def mark(self, i: int, found: dict, keep_earlier: bool = False) -> None:
         """Mark operation `i`; `keep_earlier`: unless an earlier detector already marked it."""
@@ -43,10 +55,11 @@ class Findings:
         else:
             self.at[i] = found
 
-    def mark_whole(self, detector_id: str, text: str) -> None:
-        """Mark the forward as a whole (something it never does)."""
+    def mark_whole(self, detector_id: str, text: str, where: dict | None = None) -> None:
+        """Mark the forward as a whole (something it never does); `where` ({"at", "code"}): the student's line
+        where the missing step belongs, when one does."""
         self._registered(detector_id)
-        self.whole.append({"id": detector_id, "step": None, "text": text})
+        self.whole.append({"id": detector_id, "step": None, "text": text, **(where or {})})
 
     def named(self, label: str) -> list[int]:
         """The operations the namer named `label`, in order."""
@@ -104,9 +117,10 @@ def detector(*ids: str) -> Callable:
     return register
 
 
-def run(namer: Namer, ops: list[dict], cfg: dict, complete: bool, detectors: list[Detector]) -> Findings:
+def run(namer: Namer, ops: list[dict], cfg: dict, complete: bool, detectors: list[Detector],
+        output: dict | None = None) -> Findings:
     """These detectors on one named forward, in this order."""
-    findings = Findings(namer, ops, cfg, complete)
+    findings = Findings(namer, ops, cfg, complete, output=output or {})
     for entry in detectors:
         findings.allowed = entry.ids
         entry.find(findings)
