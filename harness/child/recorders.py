@@ -268,15 +268,20 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
     def _where(self) -> dict:
         """The student's line that led to this operation (the innermost frame in the student's files)."""
         frame = sys._getframe(3)
-        fallback = None
+        fallback, ours = None, None
         while frame is not None:
             filename = frame.f_code.co_filename
             if self.student_file and self._students(os.path.abspath(filename)):
                 return {"at": location(filename, frame.f_lineno),
                         "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
-            if fallback is None and "torch" not in filename.split(os.sep) and "harness" not in filename.split(os.sep):
+            parts = filename.split(os.sep)
+            if fallback is None and ours is None and "harness" in parts and "torch" not in parts:
+                ours = frame  # mha-check's own code, before any of the student's: the causal mask it passes
+            if fallback is None and "torch" not in parts and "harness" not in parts:
                 fallback = frame
             frame = frame.f_back
+        if ours is not None:  # (the outermost frame, `python -c`'s <string>, had been shown as its line)
+            return {"at": "mha-check", "code": "made by mha-check to call your forward (the causal mask it passes)"}
         if fallback is not None:
             filename = fallback.f_code.co_filename
             return {"at": f"{os.path.basename(filename)}:{fallback.f_lineno}",

@@ -164,3 +164,13 @@ def test_the_table_fits_100_columns_with_the_students_line_on_its_own_row(swept,
             assert any(ln.rstrip().endswith(f"{s.at}  {s.code}".rstrip()) and f"{s.index:>3}  " in ln for ln in wide)
     marked = render(swept[mutant("no_mask")])
     assert "^ MISTAKE [no-mask]:" in marked and "mha-check explain no-mask" in marked
+
+
+def test_the_mask_mha_check_passes_is_shown_as_ours_not_as_a_line_of_code():
+    """A student's trial: a forward that takes its causal mask from the caller showed mha-check's own making of that
+    mask under `<string>:1`, as if it were a line of code somewhere."""
+    r = trace(str(ROOT / "tests" / "zoo" / "correct" / "caller_future_mask.py") + ":DecoderSelfAttention")
+    made = [s for s in r.steps if s.at == "mha-check"]
+    assert made and all(s.label == "mask" for s in made), render(r)
+    assert not any("<string>" in (s.at or "") for s in r.steps)
+    assert "made by mha-check to call your forward" in render(r)
