@@ -56,10 +56,12 @@ def _extra_fix(extra: list[tuple[str, int]], difference: int) -> str:
     (jadore's post-LN sublayer: layer_norm.weight and layer_norm.bias are the +16); the check's general fix speaks of
     qkv_bias and full-width heads, which such a class has neither of."""
     names = ", ".join(f"{name} ({size})" for name, size in extra)
-    return (f"The {difference} parameters beyond the lesson's count are {names}: none of them is W_q, W_k, W_v, "
-            "the output projection or one of their biases, which are the whole of the lesson's layer. Keep what "
-            "they compute (a normalisation, a residual connection, ...) outside the attention layer, in the block "
-            "that uses it.")
+    one = difference == 1
+    return (f"The {difference} parameter{'' if one else 's'} beyond the lesson's count {'is' if one else 'are'} "
+            f"{names}: {'it is not' if one else 'none of them is'} W_q, W_k, W_v, the output projection or one of "
+            "their biases, which are the whole of the lesson's layer. Keep what "
+            f"{'it computes' if one else 'they compute'} (a normalisation, a residual connection, a learned "
+            "temperature, ...) outside the attention layer, or follow the lesson's layer exactly.")
 
 
 BIAS_SETS = [set(), {"bo"}, {"bq", "bk", "bv"}, {"bq", "bk", "bv", "bo"}, {"bq", "bv", "bo"}]  # whisper: no b_k
@@ -150,7 +152,8 @@ def param_count(ctx):
              f"{cfg.d_out}² + biases")
         return failed(f"{got} parameters; {shown} gives {want}{which} "
                       f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else "")
-                      + (f": exactly {', '.join(name for name, _ in extra)}, which play no role in the lesson's layer"
+                      + (f": exactly {', '.join(name for name, _ in extra)}, which "
+                         f"{'plays' if len(extra) == 1 else 'play'} no role in the lesson's layer"
                          if fix and fix != EXTRA_FIX else ""),
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
                       finding=code, fix=fix)
