@@ -1517,6 +1517,25 @@ def _(mod):
         "nx=12 n_ctx=10 n_head=3, W = Conv1D w.T"
 
 
+@check("autoformer_attention_layer_inner_module.py")
+def _(mod):
+    """AttentionLayer(FullAttention(True)) called as the Transformer decoder calls it, attn_mask=None: the lesson's
+    layer (heads on axis 2, einsum scores, fill on the raw scores, scale inside the softmax)."""
+    m = randomize(mod.build(12, 3)).eval()
+    ref = lambda x: mha_forward(x, 3, m.query_projection.weight, m.key_projection.weight, m.value_projection.weight,
+                                m.out_projection.weight, m.query_projection.bias, m.key_projection.bias,
+                                m.value_projection.bias, m.out_projection.bias)
+    err, leak = cmp(lambda x: m(x, x, x, None)[0], ref, 12)
+    try:
+        x = torch.randn(2, 5, 12)
+        m(x, x, x, torch.ones(5, 5, dtype=torch.bool).triu(1))
+        tensor_mask = "a tensor mask ran"
+    except AttributeError:
+        tensor_mask = "a tensor mask raises AttributeError (it wants an object with .mask)"
+    good, msg = ok_line(err, leak)
+    return good and "raises" in tensor_mask, msg + f"; {tensor_mask}", "d_model=12 n_heads=3, attn_mask=None"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
