@@ -1536,6 +1536,25 @@ def _(mod):
     return good and "raises" in tensor_mask, msg + f"; {tensor_mask}", "d_model=12 n_heads=3, attn_mask=None"
 
 
+@check("torchtitan_llama3_attention_gqa_rope_config.py")
+def _(mod):
+    """GQA + interleaved (complex) RoPE through the factory, for 2, 1 and 4 key/value heads of 4, against the
+    independent _gqa_rope_ref (float32 tables: relative 1e-5); without RoPE the output differs."""
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        m = randomize(mod.make_gqa_rope(16, 4, kv, CTX)).eval()
+        a = m.attention
+        ref = lambda x: _gqa_rope_ref(x, 4, kv, a.wq.weight, a.wk.weight, a.wv.weight, a.wo.weight)
+        err, leak = cmp(m, ref, 16)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err_norope, _ = cmp(m, lambda x: gqa_forward(x, 4, a.wq.weight, a.wk.weight, a.wv.weight, a.wo.weight), 16,
+                            shapes=[(2, 7)])
+        good &= err / scale < FLOAT32_TOL and leak < TOL and err_norope > 1e-3
+        msgs.append(f"KV={kv}: max|out-ref|={err:.1e} (relative {err / scale:.1e}) leak={leak:.1e}, "
+                    f"without RoPE {err_norope:.1e}")
+    return good, "; ".join(msgs), "dim=16 n_heads=4, FLOAT32_TOL relative"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
