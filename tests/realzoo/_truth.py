@@ -1555,6 +1555,30 @@ def _(mod):
     return good, "; ".join(msgs), "dim=16 n_heads=4, FLOAT32_TOL relative"
 
 
+@check("lucidrains_dalle_attention_padding_mask_arg.py")
+def _(mod):
+    """causal=True by default, no mask: the lesson's function with the fused [W_q; W_k; W_v] rows, head width dim_head
+    (here 5 with 3 heads on dim 12: inner 15), out projection with bias.  The -finfo.max fill is exact (exp underflows
+    to 0).  Its `mask` is a (B, n) padding keep-mask: a (n, n) causal mask given there raises for B != n."""
+    m = randomize(mod.Attention(12, CTX, heads=3, dim_head=5)).eval()
+    W = m.to_qkv.weight
+    ref = lambda x: mha_forward(x, 3, W[:15], W[15:30], W[30:], m.to_out[0].weight, None, None, None, m.to_out[0].bias)
+    err, leak = cmp(m, ref, 12)
+    x = torch.randn(2, 5, 12)
+    keep = torch.ones(2, 5, dtype=torch.bool)
+    with torch.no_grad():
+        same_with_full_padding = (m(x, mask=keep) - m(x)).abs().max().item()
+    try:
+        m(x, mask=torch.ones(5, 5, dtype=torch.bool).tril())
+        causal_as_mask = "a (n, n) mask ran"
+    except RuntimeError:
+        causal_as_mask = "a (n, n) causal mask given as `mask` raises (it is read as (B, n) padding)"
+    good, msg = ok_line(err, leak)
+    return (good and same_with_full_padding < TOL and "raises" in causal_as_mask,
+            msg + f"; an all-keep (B, n) padding mask changes nothing ({same_with_full_padding:.1e}); {causal_as_mask}",
+            "dim=12 heads=3 dim_head=5 (inner 15), causal=True")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
