@@ -1579,6 +1579,27 @@ def _(mod):
             "dim=12 heads=3 dim_head=5 (inner 15), causal=True")
 
 
+@check("lucidrains_palm_mqa_rope_prenorm_inside.py")
+def _(mod):
+    """LayerNorm (gamma, zero beta) then multi-query attention: the ONE key/value head of to_kv written as the lesson's
+    W_k, W_v with that head's rows repeated for every query head, rotate-half RoPE (relative 1e-5: the rotary table
+    is float32), to_out without bias.  Without the norm, or with the usual per-head key rows, it differs."""
+    m = randomize(mod.Attention(12, dim_head=4, heads=3)).eval()
+    kv = m.to_kv.weight
+    wk, wv = kv[:4].repeat(3, 1), kv[4:].repeat(3, 1)
+    ln = lambda x: torch.nn.functional.layer_norm(x, (12,), m.norm.gamma, None)
+    ref = lambda x: rope_mha_forward(ln(x), 3, m.to_q.weight, wk, wv, m.to_out.weight, convention="half")
+    err, leak = cmp(m, ref, 12)
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err_no_norm, _ = cmp(m, lambda x: rope_mha_forward(x, 3, m.to_q.weight, wk, wv, m.to_out.weight,
+                                                       convention="half"), 12, shapes=[(2, 7)])
+    n_params = sum(p.numel() for p in m.parameters())
+    good = err / scale < FLOAT32_TOL and leak < TOL and err_no_norm > 1e-3 and n_params == 12 * 12 + 8 * 12 + 12 * 12 + 12
+    return good, (f"max|out-ref|={err:.1e} (relative {err / scale:.1e}) future-leak={leak:.1e} against MQA-RoPE(LayerNorm(x)); "
+                  f"without the norm {err_no_norm:.1e}; {n_params} parameters (q 144, one k/v head 96, out 144, gamma 12)"), \
+        "dim=12 heads=3 dim_head=4, FLOAT32_TOL relative"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
