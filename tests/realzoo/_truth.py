@@ -1600,6 +1600,39 @@ def _(mod):
         "dim=12 heads=3 dim_head=4, FLOAT32_TOL relative"
 
 
+def _litgpt_rows(W, heads, kv, dh):
+    """[Q; K; V] rows of litgpt's fused attn weight (or bias), laid out group after group as [q..; k; v]."""
+    g, width = heads // kv, (heads // kv + 2) * dh
+    take = lambda a, b: torch.cat([W[j * width + a:j * width + b] for j in range(kv)])
+    return take(0, g * dh), take(g * dh, (g + 1) * dh), take((g + 1) * dh, (g + 2) * dh)
+
+
+@check("litgpt_causal_self_attention_grouped_qkv.py")
+def _(mod):
+    """Through the factory (rotary_percentage 1.0, cos/sin as GPT.forward passes them): GQA with rotate-half RoPE
+    whose fused rows are per group [q..; k; v]; key/value head g serves query heads g*q_per_kv ..; 2, 1 and 4
+    key/value groups of 4 heads (float32 tables: relative 1e-5).  The [Q; K; V] block reading differs."""
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        m = randomize(mod.make_gqa_rope(16, 4, kv, CTX)).eval()
+        a = m.attention
+        (wq, wk, wv), (bq, bk, bv) = _litgpt_rows(a.attn.weight, 4, kv, 4), _litgpt_rows(a.attn.bias, 4, kv, 4)
+        rep = lambda t: t.reshape(kv, 4, *t.shape[1:]).repeat_interleave(4 // kv, 0).reshape(16, *t.shape[1:])
+        ref = lambda x: rope_mha_forward(x, 4, wq, rep(wk), rep(wv), a.proj.weight, bq, rep(bk), rep(bv), a.proj.bias,
+                                         convention="half")
+        err, leak = cmp(m, ref, 16)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        W, b = a.attn.weight, a.attn.bias
+        blocks = lambda x: rope_mha_forward(x, 4, W[:16], rep(W[16:16 + 4 * kv]), rep(W[16 + 4 * kv:]), a.proj.weight,
+                                            b[:16], rep(b[16:16 + 4 * kv]), rep(b[16 + 4 * kv:]), a.proj.bias,
+                                            convention="half")
+        err_blocks, _ = cmp(m, blocks, 16, shapes=[(2, 7)])
+        good &= err / scale < FLOAT32_TOL and leak < TOL and (kv == 1 or err_blocks > 1e-3)
+        msgs.append(f"KV={kv}: max|out-ref|={err:.1e} (relative {err / scale:.1e}) leak={leak:.1e}, "
+                    f"read as [Q; K; V] blocks {err_blocks:.1e}")
+    return good, "; ".join(msgs), "n_embd=16 n_head=4 (hs 4), rotary_percentage 1.0, FLOAT32_TOL relative"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
