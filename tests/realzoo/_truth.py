@@ -1633,6 +1633,30 @@ def _(mod):
     return good, "; ".join(msgs), "n_embd=16 n_head=4 (hs 4), rotary_percentage 1.0, FLOAT32_TOL relative"
 
 
+@check("hf_ctrl_mha_values_first_additive_1e4.py")
+def _(mod):
+    """Called as CTRLModel calls it, m(x, x, x, triu(ones(n, n), 1)) (values first; all three x here): the lesson's
+    function for scores of ordinary size (exp(-1e4) is 0 in float64), and the future leaks in once a future score
+    exceeds the query's own by about 1e4 (tokens x1e4, the same weights)."""
+    m = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    ref = lambda x: mha_forward(x, 3, m.Wq.weight, m.Wk.weight, m.Wv.weight, m.dense.weight, m.Wq.bias, m.Wk.bias,
+                                m.Wv.bias, m.dense.bias)
+    mask = lambda x: torch.triu(torch.ones(x.shape[1], x.shape[1]), 1)
+    call = lambda x: m(x, x, x, mask(x))[0]
+    err, leak = cmp(call, ref, 12)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 6, 12, generator=g) * 1e4
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(2, 5, 12, generator=g) * 1e4
+    with torch.no_grad():
+        big_leak = (call(x)[:, 0] - call(x2)[:, 0]).abs().max().item()
+        big_ref = (ref(x)[:, 0] - ref(x2)[:, 0]).abs().max().item()
+    good, msg = ok_line(err, leak)
+    return (good and big_leak > 1e-3 and big_ref < TOL,
+            msg + f" with the (n, n) 1-is-masked mask; tokens x1e4: the future changes position 0 by {big_leak:.1e} "
+                  f"(the reference's -inf: {big_ref:.1e})", "d_model_size=12 num_heads=3, mask * -1e4 added")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
