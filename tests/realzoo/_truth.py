@@ -1657,6 +1657,52 @@ def _(mod):
                   f"(the reference's -inf: {big_ref:.1e})", "d_model_size=12 num_heads=3, mask * -1e4 added")
 
 
+def _palm_lite_block(x, m, heads, dh, doubled):
+    """PaLM lite's block written out per head: RMSNorm (norm * dim**-0.5 of the L2 norm, gain g), the fused rows split
+    (queries of every head, ONE key/value head used as both keys and values, feed-forward input), scores q . kv *
+    dh**-0.5 (twice that when `doubled`, the cached ALiBi branch), plus ALiBi slopes * -|j - i|, causal -inf,
+    softmax, @ kv, attn_out, plus SwiGLU feed-forward."""
+    B, n, d = x.shape
+    xn = x / (x.norm(dim=-1, keepdim=True) * d ** -0.5).clamp(min=1e-8) * m.norm.g
+    W = m.fused_attn_ff_proj.weight
+    q_all, kv, ff = (torch.nn.functional.linear(xn, W[a:b]) for a, b in
+                     ((0, heads * dh), (heads * dh, heads * dh + dh), (heads * dh + dh, W.shape[0])))
+    slopes = m.alibi_pos_biases.slopes.reshape(-1)
+    pos = torch.arange(n, dtype=x.dtype)
+    heads_out = []
+    for h in range(heads):
+        q = q_all[..., h * dh:(h + 1) * dh]
+        s = (q * dh ** -0.5) @ kv.transpose(1, 2)
+        s = (2 * s if doubled else s) - slopes[h] * (pos[None, :] - pos[:, None]).abs()
+        s = s.masked_fill(_future_true(n), float("-inf"))
+        heads_out.append(torch.softmax(s, -1) @ kv)
+    a, gate = ff.chunk(2, dim=-1)
+    return m.attn_out(torch.cat(heads_out, -1)) + m.ff_out[1](torch.nn.functional.silu(gate) * a)
+
+
+@check("lucidrains_palm_lite_alibi_cache_pre_fix.py")
+def _(mod):
+    """The first forward = the block with scores + ALiBi; every later one (same input) = the block with 2 * scores +
+    ALiBi (the cached branch returns qk_sim + bias): the module's output depends on how often it was called."""
+    m = randomize(mod.ParallelTransformerBlock(12, dim_head=4, heads=3, ff_mult=2)).eval()
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        first, second, third = m(x), m(x), m(x)
+        err1 = (first - _palm_lite_block(x, m, 3, 4, doubled=False)).abs().max().item()
+        err2 = max((y - _palm_lite_block(x, m, 3, 4, doubled=True)).abs().max().item() for y in (second, third))
+        drift = (second - first).abs().max().item()
+    leak = 0.0  # causal in the cached branch (every call after the first at this length takes it)
+    with torch.no_grad():
+        for t in range(5):
+            x2 = x.clone()
+            x2[:, t + 1:] = torch.randn(2, 5 - t, 12)
+            leak = max(leak, (m(x2)[:, :t + 1] - third[:, :t + 1]).abs().max().item())
+    good = err1 < TOL and err2 < TOL and drift > 1e-3 and leak < TOL
+    return good, (f"first call = block with scores + ALiBi ({err1:.1e}); second and third = block with 2 * scores + "
+                  f"ALiBi ({err2:.1e}); first vs second differ by {drift:.1e}; future-leak={leak:.1e}"), \
+        "dim=12 heads=3 dim_head=4 ff_mult=2"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
