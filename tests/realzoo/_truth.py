@@ -1703,6 +1703,21 @@ def _(mod):
         "dim=12 heads=3 dim_head=4 ff_mult=2"
 
 
+@check("chadgpt_mha_no_proj_scale_n_embed.py")
+def _(mod):
+    """Heads side by side with no W_o, each scaled by n_embed**-0.5: mha_forward with W_o = I, b_o = 0 and W_q scaled
+    by sqrt(head_size / n_embed), exact; with the lesson's scale it differs."""
+    m = randomize(mod.MultiHeadAttention(num_heads=3, n_embed=12, head_size=4, block_size=CTX)).eval()
+    cat = lambda a: torch.cat([getattr(h, a).weight for h in m.heads], 0)
+    ref = lambda f: (lambda x: mha_forward(x, 3, cat("query") * f, cat("key"), cat("value"), torch.eye(12)))
+    err, leak = cmp(m, ref((4 / 12) ** 0.5), 12)
+    err_lesson, _ = cmp(m, ref(1.0), 12, shapes=[(2, 7)])
+    good, msg = ok_line(err, leak)
+    return (good and err_lesson > 1e-3,
+            msg + f" against no W_o and scores / sqrt(n_embed); with / sqrt(head_size): {err_lesson:.1e}",
+            "num_heads=3 n_embed=12 head_size=4")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

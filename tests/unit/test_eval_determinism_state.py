@@ -42,3 +42,40 @@ def test_a_layer_without_dropout_whose_output_changes_between_calls_is_not_blame
     check = result["eval-determinism"]
     assert check.status == "fail" and check.details["finding"] == "differs between calls", check.message
     assert "no dropout to blame" in check.message and "dropout is still active" not in check.message
+
+
+MULTI_QUERY = '''
+import torch
+import torch.nn as nn
+
+
+class Attn(nn.Module):
+    """One key/value head of width d_out // H shared by every query head: fewer parameters the more heads."""
+
+    def __init__(self, d_in, d_out, context_length, num_heads):
+        super().__init__()
+        self.h, self.dh = num_heads, d_out // num_heads
+        self.to_q = nn.Linear(d_in, d_out, bias=False)
+        self.to_kv = nn.Linear(d_in, 2 * self.dh, bias=False)
+        self.to_out = nn.Linear(d_out, d_out)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q = self.to_q(x).view(b, n, self.h, self.dh).transpose(1, 2)
+        k, v = self.to_kv(x).chunk(2, dim=-1)
+        s = (q @ k.transpose(1, 2)[:, None] / self.dh ** 0.5).masked_fill(
+            torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        return self.to_out((s.softmax(-1) @ v[:, None]).transpose(1, 2).reshape(b, n, -1))
+'''
+
+
+def test_a_count_that_shrinks_with_the_heads_is_not_the_full_width_heads_pattern(tmp_path):
+    """PaLM lite (tests/realzoo/lucidrains_palm_lite_alibi_cache_pre_fix.py) was diagnosed full-width-heads from
+    head-invariance's "count grows with heads", though its count falls as H rises."""
+    path = tmp_path / "attn.py"
+    path.write_text(MULTI_QUERY)
+    target = f"{path}:Attn"
+    opts = Options(only=["head-invariance"], examples=2, diagnose=False)
+    result = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
+    check = result["head-invariance"]
+    assert check.status == "fail" and check.details["finding"] == "count shrinks with heads", check.message
