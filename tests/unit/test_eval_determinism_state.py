@@ -79,3 +79,14 @@ def test_a_count_that_shrinks_with_the_heads_is_not_the_full_width_heads_pattern
     result = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
     check = result["head-invariance"]
     assert check.status == "fail" and check.details["finding"] == "count shrinks with heads", check.message
+
+
+def test_an_output_that_changes_between_calls_is_not_blamed_on_the_strides(tmp_path):
+    """PaLM lite failed contiguity ("the output changes when the same input is given with non-contiguous strides")
+    because the non-contiguous call came second, after its first call had filled the ALiBi cache."""
+    path = tmp_path / "attn.py"
+    path.write_text(STATEFUL)
+    target = f"{path}:Attn"
+    opts = Options(only=["contiguity"], examples=2, diagnose=False)
+    result = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
+    assert result["contiguity"].status == "pass", result["contiguity"].message
