@@ -57,6 +57,11 @@ def eval_determinism(ctx):
     if not np.array_equal(first, second, equal_nan=True):
         differ = f"with {how}, two forward passes in eval() mode gave different outputs: " + \
             worst_difference(second, first, ("second pass", "first pass"))
+        if not by_arg and not inst.info.dropout_modules:  # nothing to set: no dropout can be to blame
+            return failed(differ + "; there is no dropout to blame: forward changes from one call to the next "
+                          "(state it keeps between calls, such as a cached bias or mask it rewrites, or something "
+                          "random drawn at every call)", config=base, observed="different outputs for one input",
+                          expected="identical outputs", finding="differs between calls", fix=STATE_FIX)
         if _random_without_dropout(ctx, by_arg):
             return failed(differ + "; built with dropout=0 its outputs differ too, so it is not dropout: something "
                           "in forward is random at every call (a layer or weights created in forward, torch.rand or "
@@ -75,6 +80,11 @@ def eval_determinism(ctx):
 
 RANDOM_FIX = ("Make every weight once in __init__ (self.proj = nn.Linear(d_out, d_out), registered) and only call it "
               "in forward; draw nothing random in forward except through dropout that follows self.training.")
+
+
+STATE_FIX = ("Make forward a function of its input and weights: what it caches between calls (a mask, a position bias, "
+             "rotary tables) must give the numbers it would compute afresh, and nothing random may be drawn in forward "
+             "except through dropout that follows self.training.")
 
 
 def _random_without_dropout(ctx, by_arg: bool) -> bool:

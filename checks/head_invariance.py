@@ -75,9 +75,13 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
                 f", width {d_out // h}: {msg.split(' (at ')[0][:160]}), so only multiples of {wide} are compared")
     if len(set(built.values())) > 1:
         first = next(iter(built))
+        fewest, most = built[min(built)], built[max(built)]
+        # full-width heads grow with H; a count that shrinks (one key/value head of width d_out // H, PaLM's
+        # multi-query layers) is another pattern, which no known mistake has
+        finding = "count grows with heads" if most > fewest else "count shrinks with heads"
         return failed(f"parameter count changes with the number of heads{grouping} (d_out={d_out}): {table}{note}",
                       observed=table, expected=f"the same count for all, {built[first]} as with "
-                      f"{'one head' if first == 1 else f'{first} heads'}", finding="count grows with heads")
+                      f"{'one head' if first == 1 else f'{first} heads'}", finding=finding)
     heads = [str(h) for h in built]
     first = next(iter(built))
     return passed(f"{built[first]} parameters for {', '.join(heads[:-1])} and {heads[-1]} heads{grouping} "

@@ -112,6 +112,13 @@ def holds(tensors: list[torch.Tensor], tokens: int) -> bool:
     return any(tokens in tuple(t.shape)[1:] for t in tensors)
 
 
+def _attention_weights(value, queries: int, keys: int) -> bool:
+    """One tensor whose last two axes are (this call's queries, every key so far): the attention weights a layer
+    returns beside its output (CTRL, whisper), not a cache, which holds keys and values along a feature axis.  Handed
+    back as the cache it makes a correct layer raise (CTRL's layer_past.update)."""
+    return isinstance(value, torch.Tensor) and value.dim() >= 2 and tuple(value.shape[-2:]) == (queries, keys)
+
+
 @dataclass
 class Decoded:
     outputs: list[torch.Tensor]  # one per chunk
@@ -153,7 +160,7 @@ def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks
         fed += size
         if api.kind == "argument":
             rest = result[1:] if isinstance(result, (tuple, list)) else ()
-            cache = next((r for r in rest if cached_tensors(r)), None)
+            cache = next((r for r in rest if cached_tensors(r) and not _attention_weights(r, size, fed)), None)
             grows = grows and cache is not None and holds(cached_tensors(cache), fed)
         elif api.kind == "internal":
             grows = grows and holds(internal_tensors(module), fed)

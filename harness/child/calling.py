@@ -43,7 +43,7 @@ class Style:
     data: tuple[tuple[str, bool], ...]  # (parameter name, keyword-only?) that receive x
     convention: int | None  # index in CONVENTIONS, None: no mask argument given
     shape: int = 0  # index in SHAPES
-    mask: tuple[str, bool] | None = None  # (parameter name, keyword-only?)
+    mask: tuple[str, bool] | None = None  # (parameter name, keyword-only?); with convention None: given None
     flag: str | None = None  # a boolean forward parameter given as True (forward(x, causal_mask=True))
     positions: str | None = None  # a parameter given the token positions 0..n-1 (by keyword)
     pos_shape: int = 0  # index in POS_SHAPES
@@ -60,13 +60,15 @@ class Style:
         if self.flag is not None:
             return f"forward({inputs}, {self.flag}=True)"
         if self.convention is None:
-            return f"forward({inputs})"
+            return f"forward({inputs}, {self.mask[0]}=None)" if self.mask is not None else f"forward({inputs})"
         return f"forward({inputs}, {self.mask[0]}=causal mask {SHAPES[self.shape]}, {CONVENTIONS[self.convention]})"
 
     def arguments(self, x: torch.Tensor) -> tuple[tuple, dict]:
         args = tuple(x for _, kw in self.data if not kw)
         kwargs = {name: x for name, kw in self.data if kw}
-        if self.convention is not None:
+        if self.convention is None and self.mask is not None:
+            kwargs[self.mask[0]] = None  # a required mask parameter given None: the layer's own default
+        elif self.convention is not None:
             kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype, x.shape[0])
         if self.flag is not None:
             kwargs[self.flag] = True
@@ -131,8 +133,10 @@ def styles_for(module: torch.nn.Module) -> Calling:
     last = SHAPES.index("(B, n, n)")  # tried last: a layer that takes a shared mask proves its style first, as before
     with_mask = ([Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES)) if s != last]
                  + [Style(data, c, last, where) for c in range(len(CONVENTIONS))])
-    return _with_positions(Calling(([] if mask.default is mask.empty else [Style(data, None)]) + flagged + with_mask),
-                           pos)
+    if mask.default is mask.empty:  # required, yet None may be its "build the causal mask yourself" (Autoformer's
+        # FullAttention wants an object with a .mask, not a tensor): offered last, used only once the proof holds
+        return _with_positions(Calling(flagged + with_mask + [Style(data, None, mask=where)]), pos)
+    return _with_positions(Calling([Style(data, None)] + flagged + with_mask), pos)
 
 
 def _with_positions(calling: Calling, pos) -> Calling:

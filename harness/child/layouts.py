@@ -308,7 +308,7 @@ def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int, d_kv: int
     if not out_proj:
         return _by_position_no_out(linears, d_in, d_out, orders)
     if d_kv is not None:
-        return _fused_grouped(linears, d_in, d_out, d_kv)
+        return _fused_grouped(linears, d_in, d_out, d_kv, heads)
     fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (3 * d_out, d_in)]
     square = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_out)]
     proj = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_in)]
@@ -420,18 +420,41 @@ def _separate_orders(qkv: list, how: str, orders: tuple[str, ...]) -> list[tuple
 _ROLE_RANK = {name: i for i, name in enumerate(WEIGHTS + BIASES)}
 
 
-def _fused_grouped(linears: list, d_in: int, d_out: int, d_kv: int) -> list[tuple[dict[str, list[Piece]], str]]:
+def _fused_grouped(linears: list, d_in: int, d_out: int, d_kv: int,
+                   heads: int) -> list[tuple[dict[str, list[Piece]], str]]:
+    """A grouped layer's one fused Linear(d_in, d_out + 2·d_kv), read as [Q; K; V] blocks (gpt-fast, mamba) and,
+    with several key/value groups, per group as [its query heads; its key head; its value head] (litgpt's
+    (n_query_groups, q_per_kv + 2, head_size) view): the proof decides between them."""
     fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out + 2 * d_kv, d_in)]
     square = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (d_out, d_out)]
     if not (len(fused) == 1 and len(square) == 1 and len(linears) == 2):
         return []
     (fn, f), (on, o) = fused[0], square[0]
+    how = "by position of the nn.Linear layers (names not recognised) (fused q/k/v, grouped"
     cuts = _grouped_rows(d_out, d_kv)
-    roles = _fused_roles(f, fn, lambda i: [cuts[i]], "qkv")
-    roles["wo"] = [Piece(o.weight, on + ".weight")]
-    if o.bias is not None:
-        roles["bo"] = [Piece(o.bias, on + ".bias")]
-    return [(roles, "by position of the nn.Linear layers (names not recognised) (fused q/k/v, grouped)")]
+    blocks = [(lambda i: [cuts[i]], how + ")")]
+    dh = d_out // heads
+    kv = d_kv // dh if dh else 0
+    if kv >= 1 and kv * dh == d_kv and heads % kv == 0:  # (one group: the same rows as [Q; K; V], kept under its own
+        # name so that a layout proven with several groups is found again with one: see Context._same_layout)
+        blocks.append((lambda i: _per_group_rows(i, kv, heads // kv, dh), how + ", per group [q..; k; v])"))
+    readings = []
+    for rows_of, text in blocks:
+        roles = _fused_roles(f, fn, rows_of, "qkv")
+        roles["wo"] = [Piece(o.weight, on + ".weight")]
+        if o.bias is not None:
+            roles["bo"] = [Piece(o.bias, on + ".bias")]
+        readings.append((roles, text))
+    return readings
+
+
+def _per_group_rows(role: int, groups: int, per_group: int, dh: int) -> list[slice]:
+    """Rows of role `role` (0 = q, 1 = k, 2 = v) when each key/value group's rows are [its per_group query heads;
+    its key head; its value head], group after group."""
+    width = (per_group + 2) * dh
+    start = 0 if role == 0 else (per_group + role - 1) * dh
+    size = per_group * dh if role == 0 else dh
+    return [slice(g * width + start, g * width + start + size) for g in range(groups)]
 
 
 def _grouped_rows(d_out: int, d_kv: int) -> tuple[slice, slice, slice]:

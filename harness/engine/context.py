@@ -39,6 +39,13 @@ def _reading(text: str) -> frozenset:
                      for piece in text.split("+"))
 
 
+def _row_family(how: str) -> str:
+    """How a fused projection's rows are grouped, whatever found them: a grouped layer's rows laid out per key/value
+    group ([q..; k; v], litgpt) are, where there are as many groups as heads (kv_heads = heads: a plain layer,
+    whose readings are named otherwise), the per-head layout [q_h; k_h; v_h]."""
+    return "per head" if "per group" in how or "per head" in how else how[how.find("(fused"):]
+
+
 class Context:
     def __init__(self, subject: Subject, seed: int = 0, examples: int = 6, meta_subject=None):
         self.subject = subject
@@ -219,7 +226,8 @@ class Context:
         def agreement(i: int) -> tuple:
             layout = layouts[i]
             same = sum(reading(p) == reading(proven.description.get(r, "")) for r, p in layout.roles.items())
-            return same, layout.how == proven.layout_how, -i
+            return (same, layout.how == proven.layout_how, _row_family(layout.how) == _row_family(proven.layout_how),
+                    -i)
 
         return max(range(len(layouts)), key=agreement)
 

@@ -51,7 +51,7 @@ def configs(separate: bool, preferred: int | None = None) -> list[Config]:
     2 key/value heads: query heads 0 and 1 share key/value head 0, and `.repeat` pairs them differently), multi-query
     (3 heads, 1 key/value head) and plain (kv_heads = heads) on the long sequence.  With --arg, its number where it
     divides the heads, as many as the heads elsewhere."""
-    out = [Config(d_in=12 if separate else 8, d_out=8, heads=4, context_length=7, batch=2, n=5, kv_heads=2),
+    out = [Config(d_in=12 if separate else 16, d_out=16, heads=4, context_length=7, batch=2, n=5, kv_heads=2),
            Config(d_in=9 if separate else 6, d_out=6, heads=3, context_length=4, batch=2, n=4, kv_heads=1),
            Config(d_in=12 if separate else 8, d_out=8, heads=4, context_length=64, batch=1, n=64)]
     if preferred is not None:

@@ -72,10 +72,11 @@ def test_outcome_and_diagnosis(path, reports):
 
 def test_no_false_alarm_and_no_wrong_diagnosis_on_correct_code(reports):
     """A correct entry (by its independent ground truth) that follows the lesson's contract never fails a check of
-    the math, and no mistake of the math is ever named for it."""
+    the math, and no mistake of the math is ever named for it.  An entry that carries KNOWN_WRONG (a false alarm
+    mha-check is known to raise) is held by its strict xfail in test_outcome_and_diagnosis instead."""
     for path in ENTRIES:
         want = zoo_constants(path)
-        if want["TRUTH"] != "correct" or want["OUTCOME"] == "fail":
+        if want["TRUTH"] != "correct" or want["OUTCOME"] == "fail" or want.get("KNOWN_WRONG"):
             continue
         report = reports(target(path))
         assert not [c.id for c in report.checks if c.kind == "correctness" and c.status == "fail"], path.name

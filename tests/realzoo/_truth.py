@@ -1517,6 +1517,207 @@ def _(mod):
         "nx=12 n_ctx=10 n_head=3, W = Conv1D w.T"
 
 
+@check("autoformer_attention_layer_inner_module.py")
+def _(mod):
+    """AttentionLayer(FullAttention(True)) called as the Transformer decoder calls it, attn_mask=None: the lesson's
+    layer (heads on axis 2, einsum scores, fill on the raw scores, scale inside the softmax)."""
+    m = randomize(mod.build(12, 3)).eval()
+    ref = lambda x: mha_forward(x, 3, m.query_projection.weight, m.key_projection.weight, m.value_projection.weight,
+                                m.out_projection.weight, m.query_projection.bias, m.key_projection.bias,
+                                m.value_projection.bias, m.out_projection.bias)
+    err, leak = cmp(lambda x: m(x, x, x, None)[0], ref, 12)
+    try:
+        x = torch.randn(2, 5, 12)
+        m(x, x, x, torch.ones(5, 5, dtype=torch.bool).triu(1))
+        tensor_mask = "a tensor mask ran"
+    except AttributeError:
+        tensor_mask = "a tensor mask raises AttributeError (it wants an object with .mask)"
+    good, msg = ok_line(err, leak)
+    return good and "raises" in tensor_mask, msg + f"; {tensor_mask}", "d_model=12 n_heads=3, attn_mask=None"
+
+
+@check("torchtitan_llama3_attention_gqa_rope_config.py")
+def _(mod):
+    """GQA + interleaved (complex) RoPE through the factory, for 2, 1 and 4 key/value heads of 4, against the
+    independent _gqa_rope_ref (float32 tables: relative 1e-5); without RoPE the output differs."""
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        m = randomize(mod.make_gqa_rope(16, 4, kv, CTX)).eval()
+        a = m.attention
+        ref = lambda x: _gqa_rope_ref(x, 4, kv, a.wq.weight, a.wk.weight, a.wv.weight, a.wo.weight)
+        err, leak = cmp(m, ref, 16)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err_norope, _ = cmp(m, lambda x: gqa_forward(x, 4, a.wq.weight, a.wk.weight, a.wv.weight, a.wo.weight), 16,
+                            shapes=[(2, 7)])
+        good &= err / scale < FLOAT32_TOL and leak < TOL and err_norope > 1e-3
+        msgs.append(f"KV={kv}: max|out-ref|={err:.1e} (relative {err / scale:.1e}) leak={leak:.1e}, "
+                    f"without RoPE {err_norope:.1e}")
+    return good, "; ".join(msgs), "dim=16 n_heads=4, FLOAT32_TOL relative"
+
+
+@check("lucidrains_dalle_attention_padding_mask_arg.py")
+def _(mod):
+    """causal=True by default, no mask: the lesson's function with the fused [W_q; W_k; W_v] rows, head width dim_head
+    (here 5 with 3 heads on dim 12: inner 15), out projection with bias.  The -finfo.max fill is exact (exp underflows
+    to 0).  Its `mask` is a (B, n) padding keep-mask: a (n, n) causal mask given there raises for B != n."""
+    m = randomize(mod.Attention(12, CTX, heads=3, dim_head=5)).eval()
+    W = m.to_qkv.weight
+    ref = lambda x: mha_forward(x, 3, W[:15], W[15:30], W[30:], m.to_out[0].weight, None, None, None, m.to_out[0].bias)
+    err, leak = cmp(m, ref, 12)
+    x = torch.randn(2, 5, 12)
+    keep = torch.ones(2, 5, dtype=torch.bool)
+    with torch.no_grad():
+        same_with_full_padding = (m(x, mask=keep) - m(x)).abs().max().item()
+    try:
+        m(x, mask=torch.ones(5, 5, dtype=torch.bool).tril())
+        causal_as_mask = "a (n, n) mask ran"
+    except RuntimeError:
+        causal_as_mask = "a (n, n) causal mask given as `mask` raises (it is read as (B, n) padding)"
+    good, msg = ok_line(err, leak)
+    return (good and same_with_full_padding < TOL and "raises" in causal_as_mask,
+            msg + f"; an all-keep (B, n) padding mask changes nothing ({same_with_full_padding:.1e}); {causal_as_mask}",
+            "dim=12 heads=3 dim_head=5 (inner 15), causal=True")
+
+
+@check("lucidrains_palm_mqa_rope_prenorm_inside.py")
+def _(mod):
+    """LayerNorm (gamma, zero beta) then multi-query attention: the ONE key/value head of to_kv written as the lesson's
+    W_k, W_v with that head's rows repeated for every query head, rotate-half RoPE (relative 1e-5: the rotary table
+    is float32), to_out without bias.  Without the norm, or with the usual per-head key rows, it differs."""
+    m = randomize(mod.Attention(12, dim_head=4, heads=3)).eval()
+    kv = m.to_kv.weight
+    wk, wv = kv[:4].repeat(3, 1), kv[4:].repeat(3, 1)
+    ln = lambda x: torch.nn.functional.layer_norm(x, (12,), m.norm.gamma, None)
+    ref = lambda x: rope_mha_forward(ln(x), 3, m.to_q.weight, wk, wv, m.to_out.weight, convention="half")
+    err, leak = cmp(m, ref, 12)
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err_no_norm, _ = cmp(m, lambda x: rope_mha_forward(x, 3, m.to_q.weight, wk, wv, m.to_out.weight,
+                                                       convention="half"), 12, shapes=[(2, 7)])
+    n_params = sum(p.numel() for p in m.parameters())
+    good = err / scale < FLOAT32_TOL and leak < TOL and err_no_norm > 1e-3 and n_params == 12 * 12 + 8 * 12 + 12 * 12 + 12
+    return good, (f"max|out-ref|={err:.1e} (relative {err / scale:.1e}) future-leak={leak:.1e} against MQA-RoPE(LayerNorm(x)); "
+                  f"without the norm {err_no_norm:.1e}; {n_params} parameters (q 144, one k/v head 96, out 144, gamma 12)"), \
+        "dim=12 heads=3 dim_head=4, FLOAT32_TOL relative"
+
+
+def _litgpt_rows(W, heads, kv, dh):
+    """[Q; K; V] rows of litgpt's fused attn weight (or bias), laid out group after group as [q..; k; v]."""
+    g, width = heads // kv, (heads // kv + 2) * dh
+    take = lambda a, b: torch.cat([W[j * width + a:j * width + b] for j in range(kv)])
+    return take(0, g * dh), take(g * dh, (g + 1) * dh), take((g + 1) * dh, (g + 2) * dh)
+
+
+@check("litgpt_causal_self_attention_grouped_qkv.py")
+def _(mod):
+    """Through the factory (rotary_percentage 1.0, cos/sin as GPT.forward passes them): GQA with rotate-half RoPE
+    whose fused rows are per group [q..; k; v]; key/value head g serves query heads g*q_per_kv ..; 2, 1 and 4
+    key/value groups of 4 heads (float32 tables: relative 1e-5).  The [Q; K; V] block reading differs."""
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        m = randomize(mod.make_gqa_rope(16, 4, kv, CTX)).eval()
+        a = m.attention
+        (wq, wk, wv), (bq, bk, bv) = _litgpt_rows(a.attn.weight, 4, kv, 4), _litgpt_rows(a.attn.bias, 4, kv, 4)
+        rep = lambda t: t.reshape(kv, 4, *t.shape[1:]).repeat_interleave(4 // kv, 0).reshape(16, *t.shape[1:])
+        ref = lambda x: rope_mha_forward(x, 4, wq, rep(wk), rep(wv), a.proj.weight, bq, rep(bk), rep(bv), a.proj.bias,
+                                         convention="half")
+        err, leak = cmp(m, ref, 16)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        W, b = a.attn.weight, a.attn.bias
+        blocks = lambda x: rope_mha_forward(x, 4, W[:16], rep(W[16:16 + 4 * kv]), rep(W[16 + 4 * kv:]), a.proj.weight,
+                                            b[:16], rep(b[16:16 + 4 * kv]), rep(b[16 + 4 * kv:]), a.proj.bias,
+                                            convention="half")
+        err_blocks, _ = cmp(m, blocks, 16, shapes=[(2, 7)])
+        good &= err / scale < FLOAT32_TOL and leak < TOL and (kv == 1 or err_blocks > 1e-3)
+        msgs.append(f"KV={kv}: max|out-ref|={err:.1e} (relative {err / scale:.1e}) leak={leak:.1e}, "
+                    f"read as [Q; K; V] blocks {err_blocks:.1e}")
+    return good, "; ".join(msgs), "n_embd=16 n_head=4 (hs 4), rotary_percentage 1.0, FLOAT32_TOL relative"
+
+
+@check("hf_ctrl_mha_values_first_additive_1e4.py")
+def _(mod):
+    """Called as CTRLModel calls it, m(x, x, x, triu(ones(n, n), 1)) (values first; all three x here): the lesson's
+    function for scores of ordinary size (exp(-1e4) is 0 in float64), and the future leaks in once a future score
+    exceeds the query's own by about 1e4 (tokens x1e4, the same weights)."""
+    m = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    ref = lambda x: mha_forward(x, 3, m.Wq.weight, m.Wk.weight, m.Wv.weight, m.dense.weight, m.Wq.bias, m.Wk.bias,
+                                m.Wv.bias, m.dense.bias)
+    mask = lambda x: torch.triu(torch.ones(x.shape[1], x.shape[1]), 1)
+    call = lambda x: m(x, x, x, mask(x))[0]
+    err, leak = cmp(call, ref, 12)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 6, 12, generator=g) * 1e4
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(2, 5, 12, generator=g) * 1e4
+    with torch.no_grad():
+        big_leak = (call(x)[:, 0] - call(x2)[:, 0]).abs().max().item()
+        big_ref = (ref(x)[:, 0] - ref(x2)[:, 0]).abs().max().item()
+    good, msg = ok_line(err, leak)
+    return (good and big_leak > 1e-3 and big_ref < TOL,
+            msg + f" with the (n, n) 1-is-masked mask; tokens x1e4: the future changes position 0 by {big_leak:.1e} "
+                  f"(the reference's -inf: {big_ref:.1e})", "d_model_size=12 num_heads=3, mask * -1e4 added")
+
+
+def _palm_lite_block(x, m, heads, dh, doubled):
+    """PaLM lite's block written out per head: RMSNorm (norm * dim**-0.5 of the L2 norm, gain g), the fused rows split
+    (queries of every head, ONE key/value head used as both keys and values, feed-forward input), scores q . kv *
+    dh**-0.5 (twice that when `doubled`, the cached ALiBi branch), plus ALiBi slopes * -|j - i|, causal -inf,
+    softmax, @ kv, attn_out, plus SwiGLU feed-forward."""
+    B, n, d = x.shape
+    xn = x / (x.norm(dim=-1, keepdim=True) * d ** -0.5).clamp(min=1e-8) * m.norm.g
+    W = m.fused_attn_ff_proj.weight
+    q_all, kv, ff = (torch.nn.functional.linear(xn, W[a:b]) for a, b in
+                     ((0, heads * dh), (heads * dh, heads * dh + dh), (heads * dh + dh, W.shape[0])))
+    slopes = m.alibi_pos_biases.slopes.reshape(-1)
+    pos = torch.arange(n, dtype=x.dtype)
+    heads_out = []
+    for h in range(heads):
+        q = q_all[..., h * dh:(h + 1) * dh]
+        s = (q * dh ** -0.5) @ kv.transpose(1, 2)
+        s = (2 * s if doubled else s) - slopes[h] * (pos[None, :] - pos[:, None]).abs()
+        s = s.masked_fill(_future_true(n), float("-inf"))
+        heads_out.append(torch.softmax(s, -1) @ kv)
+    a, gate = ff.chunk(2, dim=-1)
+    return m.attn_out(torch.cat(heads_out, -1)) + m.ff_out[1](torch.nn.functional.silu(gate) * a)
+
+
+@check("lucidrains_palm_lite_alibi_cache_pre_fix.py")
+def _(mod):
+    """The first forward = the block with scores + ALiBi; every later one (same input) = the block with 2 * scores +
+    ALiBi (the cached branch returns qk_sim + bias): the module's output depends on how often it was called."""
+    m = randomize(mod.ParallelTransformerBlock(12, dim_head=4, heads=3, ff_mult=2)).eval()
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        first, second, third = m(x), m(x), m(x)
+        err1 = (first - _palm_lite_block(x, m, 3, 4, doubled=False)).abs().max().item()
+        err2 = max((y - _palm_lite_block(x, m, 3, 4, doubled=True)).abs().max().item() for y in (second, third))
+        drift = (second - first).abs().max().item()
+    leak = 0.0  # causal in the cached branch (every call after the first at this length takes it)
+    with torch.no_grad():
+        for t in range(5):
+            x2 = x.clone()
+            x2[:, t + 1:] = torch.randn(2, 5 - t, 12)
+            leak = max(leak, (m(x2)[:, :t + 1] - third[:, :t + 1]).abs().max().item())
+    good = err1 < TOL and err2 < TOL and drift > 1e-3 and leak < TOL
+    return good, (f"first call = block with scores + ALiBi ({err1:.1e}); second and third = block with 2 * scores + "
+                  f"ALiBi ({err2:.1e}); first vs second differ by {drift:.1e}; future-leak={leak:.1e}"), \
+        "dim=12 heads=3 dim_head=4 ff_mult=2"
+
+
+@check("chadgpt_mha_no_proj_scale_n_embed.py")
+def _(mod):
+    """Heads side by side with no W_o, each scaled by n_embed**-0.5: mha_forward with W_o = I, b_o = 0 and W_q scaled
+    by sqrt(head_size / n_embed), exact; with the lesson's scale it differs."""
+    m = randomize(mod.MultiHeadAttention(num_heads=3, n_embed=12, head_size=4, block_size=CTX)).eval()
+    cat = lambda a: torch.cat([getattr(h, a).weight for h in m.heads], 0)
+    ref = lambda f: (lambda x: mha_forward(x, 3, cat("query") * f, cat("key"), cat("value"), torch.eye(12)))
+    err, leak = cmp(m, ref((4 / 12) ** 0.5), 12)
+    err_lesson, _ = cmp(m, ref(1.0), 12, shapes=[(2, 7)])
+    good, msg = ok_line(err, leak)
+    return (good and err_lesson > 1e-3,
+            msg + f" against no W_o and scores / sqrt(n_embed); with / sqrt(head_size): {err_lesson:.1e}",
+            "num_heads=3 n_embed=12 head_size=4")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

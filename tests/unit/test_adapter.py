@@ -188,9 +188,36 @@ def test_forward_with_only_x_is_called_plainly():
     assert _calls(lambda self, x: x) == (["forward(x)"], "")
 
 
-def test_forward_with_a_required_mask_gets_every_convention_and_no_plain_call():
+def test_forward_with_a_required_mask_gets_every_convention_then_none_and_no_plain_call():
     styles, _ = _calls(lambda self, x, mask: x)
-    assert len(styles) == 16 and all("mask=causal mask" in s for s in styles)
+    assert len(styles) == 17 and all("mask=causal mask" in s for s in styles[:16])
+    assert styles[16] == "forward(x, mask=None)"
+
+
+class _MaskObjectOrNone(nn.Module):
+    """Autoformer's FullAttention (tests/realzoo/autoformer_attention_layer_inner_module.py): attn_mask is required,
+    None means "build the causal mask yourself", and a given mask must be an object with a .mask attribute."""
+
+    def forward(self, queries, keys, values, attn_mask):
+        n = queries.shape[1]
+        mask = torch.ones(n, n, dtype=torch.bool).triu(1) if attn_mask is None else attn_mask.mask
+        return torch.softmax((queries @ keys.transpose(1, 2)).masked_fill(mask, float("-inf")), -1) @ values
+
+
+def test_a_required_mask_that_takes_none_is_called_with_none_last():
+    """Every tensor mask raised AttributeError ('Tensor' object has no attribute 'mask'), and output-shape blamed
+    the student for a layer that is causal when given None, as its model calls it."""
+    found = styles_for(_MaskObjectOrNone())
+    x = torch.randn(2, 4, 3)
+    ran = []
+    for style in found.styles:
+        args, kwargs = style.arguments(x)
+        try:
+            _MaskObjectOrNone()(*args, **kwargs)
+        except AttributeError:
+            continue
+        ran.append((style.describe(), style.bare))
+    assert ran == [("forward(x, x, x, attn_mask=None)", True)]
 
 
 def test_forward_query_key_value_with_an_optional_mask():

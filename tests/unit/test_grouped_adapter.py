@@ -7,7 +7,7 @@ import torch.nn as nn
 from harness.child import construct, layouts
 from harness.engine import grouped
 from harness.wire.config import Config
-from reference.grouped_mha import GroupedMHA
+from reference.grouped_mha import GroupedMHA, gqa_forward
 
 
 class Rasbt(nn.Module):
@@ -83,3 +83,53 @@ def test_a_fused_grouped_projection_is_read_as_q_k_v_rows():
     assert found[0].describe()["wk"] == "qkv.weight[8:12]" and found[0].describe()["wv"] == "qkv.weight[12:16]"
     with torch.no_grad():
         assert found[0].read()["wq"].shape == (8, 8)
+
+
+class _PerGroupFused(nn.Module):
+    """litgpt's CausalSelfAttention (tests/realzoo/litgpt_causal_self_attention_grouped_qkv.py): one fused projection
+    whose rows are, group after group, [the group's query heads; its key head; its value head]."""
+
+    def __init__(self, d, heads, kv):
+        super().__init__()
+        self.heads, self.kv, self.dh = heads, kv, d // heads
+        self.qkv = nn.Linear(d, d + 2 * kv * self.dh)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        g = self.heads // self.kv
+        q, k, v = self.qkv(x).view(B, T, self.kv, g + 2, self.dh).permute(0, 2, 3, 1, 4).split((g, 1, 1), dim=2)
+        k, v = k.expand(B, self.kv, g, T, self.dh), v.expand(B, self.kv, g, T, self.dh)
+        q, k, v = (t.reshape(B, -1, T, self.dh) for t in (q, k, v))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+
+def test_a_fused_projection_laid_out_per_key_value_group_is_read():
+    """Before, only [Q; K; V] blocks were read for a grouped fused projection: no reading reproduced litgpt's layer
+    and it was "cannot tell" (blaming its rotary embedding)."""
+    torch.manual_seed(0)
+    m = _PerGroupFused(16, 4, 2).double()
+    found, _ = layouts.discover(m, 16, 16, 4, kv_heads=2)
+    per_group = [lay for lay in found if "per group" in lay.how]
+    assert len(per_group) == 1
+    w = lambda role: torch.cat([p.param[p.rows] for p in per_group[0].roles[role]])
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    with torch.no_grad():
+        ref = gqa_forward(x, 4, w("wq"), w("wk"), w("wv"), m.proj.weight, w("bq"), w("bk"), w("bv"), m.proj.bias)
+        assert torch.allclose(m(x), ref, atol=1e-12)
+
+
+def test_the_grouped_proof_configuration_tells_the_rotary_conventions_apart():
+    """Heads of width 2 hold one rotary pair, where rotating pairs (2i, 2i+1) and halves are the same rotation: the
+    convention proven there failed litgpt's rotate-half layer at every wider head (reference-match, gradient-match)."""
+    assert grouped.configs(False)[0].head_width >= 4 and grouped.configs(True)[0].head_width >= 4
+
+
+def test_a_per_group_layout_is_found_again_as_the_per_head_one_where_groups_are_heads():
+    """kv_heads = heads is a plain layer, whose fused readings are named [Q; K; V] and per head: the per-group layout
+    proven on the grouped configuration is the per-head one there (litgpt failed reference-match at heads = 2)."""
+    from harness.engine.context import _row_family
+    group = "by position of the nn.Linear layers (names not recognised) (fused q/k/v, grouped, per group [q..; k; v])"
+    assert _row_family(group) == _row_family("by parameter names (fused q/k/v, per head)")
+    assert _row_family(group) != _row_family("by parameter names (fused q/k/v)")

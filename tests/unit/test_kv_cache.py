@@ -180,6 +180,21 @@ def test_a_cache_argument_that_returns_no_cache_does_not_apply(tmp_path):
     assert result.status == "pass" and result.message.startswith("does not apply"), result.message
 
 
+def test_attention_weights_returned_beside_a_cache_object_argument_are_not_taken_for_the_cache(tmp_path):
+    """Hugging Face's CTRL (tests/realzoo/hf_ctrl_mha_values_first_additive_1e4.py): forward(x, layer_past=None, ...)
+    calls layer_past.update(k, v) (a transformers Cache object) and returns (out, attention weights).  The weights,
+    (B, H, n, n), hold every token fed, so they were handed back as layer_past and the second call raised
+    AttributeError: kv-cache failed a layer whose cache mha-check cannot make."""
+    source = HF_STYLE.replace("past_key_value=None, use_cache=False", "layer_past=None, use_cache=False").replace(
+        "if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)",
+        "if layer_past is not None:\n            k, v = layer_past.update(k, v)").replace(
+        "return out, ((k, v) if use_cache else None)", "return out, w")
+    assert "layer_past.update" in source and "return out, w" in source
+    result = run(_written(tmp_path, source))
+    assert result.status == "pass" and result.message.startswith("does not apply"), result.message
+
+
 def test_a_cache_whose_first_call_does_not_reproduce_the_reference_is_cannot_tell(tmp_path):
     source = HF_STYLE.replace("return out, ((k, v) if use_cache else None)",
                               "return (2 * out if use_cache else out), ((k, v) if use_cache else None)")

@@ -99,3 +99,11 @@ def test_importing_the_detectors_as_a_mutant_does_loads_no_catalogue_process_or_
             "('mutants', 'harness.engine.trace.drive', 'harness.wire', 'harness.sandbox', 'torch'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.stdout.strip() == "[]", done.stderr[-2000:]
+
+
+def test_a_numpy_scalar_argument_is_read_as_its_number():
+    """Hugging Face's CTRL divides its scores by np.sqrt(dk), recorded as div(np.float64(2.0)): read as no number, the
+    scale step was not seen and the trace marked no-scaling on the line before, on a layer that scales right."""
+    from harness.engine.trace.vocabulary import number
+    assert number("np.float64(2.0)") == 2.0 and number("np.float32(0.5)") == 0.5 and number("np.int64(3)") == 3.0
+    assert number("0.25") == 0.25 and number("np.sqrt") is None and number(None) is None

@@ -3,6 +3,8 @@ operation names grouped by what they do, and the worked example's shapes in the 
 readers of recorded values, nothing else: the naming, the detectors and the steps all speak this vocabulary."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 LESSON_STEPS = ("project", "split", "move heads forward", "scores", "scale", "mask", "softmax", "mix values",
@@ -48,12 +50,18 @@ def patterns(B: int, n: int, d: int, H: int, dh: int, L: int) -> list[tuple[str,
             ("3d, d", (3 * d, d)), ("d", (d,)), ("3d", (3 * d,)), ("n", (n,)), ("", ())]
 
 
+NUMPY_SCALAR = re.compile(r"^np\.(?:float|int|uint)\d*\((.*)\)$")  # numpy 2 writes its scalars as np.float64(2.0)
+
+
 def number(text) -> float | None:
-    """A recorded argument as a number (the recorder writes arguments as text), or None."""
+    """A recorded argument as a number (the recorder writes arguments as text), or None.  A numpy scalar counts:
+    `scores / np.sqrt(dk)` (Hugging Face's CTRL) is recorded as div(np.float64(2.0)), and was not seen as a scale."""
     if text is None:
         return None
+    text = str(text)
+    wrapped = NUMPY_SCALAR.match(text)
     try:
-        return float(str(text))
+        return float(wrapped.group(1) if wrapped else text)
     except ValueError:
         return None
 
