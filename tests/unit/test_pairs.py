@@ -120,3 +120,26 @@ def test_the_second_mistake_survives_json_and_every_report_says_both():
     for words in (text.render(shown), text.render(shown, quiet=True), html.render(shown),
                   formats.render(report, "gradescope", None)):
         assert "a.py:29" in words and "a.py:30" in words, words[:400]
+
+
+def test_the_summary_row_and_the_class_view_name_both_mistakes():
+    """grade's summary said only the first of two mistakes named together, and the class view counted only it: the
+    second (its own line and fix in every report) was invisible where a grader looks across the class."""
+    import csv
+    import io
+
+    from harness.frontends import batch_files
+    from harness.frontends.grader import graded
+    from harness.render import class_report
+
+    row = graded("bob", "a.py:Attn", _two_mistake_report(), {"format": "json"}, 0.0)["row"]
+    assert (row["diagnosis"], row["second_mistake"]) == ("no-scaling", "finite-fill")
+    one = dict(row, submission="cyd", diagnosis="finite-fill", second_mistake="")
+    read = list(csv.DictReader(io.StringIO(batch_files.summary_text([row, one]))))  # as --only reads it back
+    for rows in ([row, one], read):
+        shown = class_report.build(rows, [(c.id, c.claim) for c in all_checks()], mutants.catalogue(), {})
+        assert [(m.id, [s.name for s in m.students]) for m in shown.mistakes] == [
+            ("finite-fill", ["bob", "cyd"]), ("no-scaling", ["bob"])]
+        assert [s.named for s in shown.students] == ["no-scaling + finite-fill", "finite-fill"]
+        assert shown.unnamed == []
+        assert "no-scaling + finite-fill" in class_report.page(shown)
