@@ -143,3 +143,23 @@ def test_the_summary_row_and_the_class_view_name_both_mistakes():
         assert [s.named for s in shown.students] == ["no-scaling + finite-fill", "finite-fill"]
         assert shown.unnamed == []
         assert "no-scaling + finite-fill" in class_report.page(shown)
+
+
+def test_two_rotary_mistakes_compose_in_one_rotary_layer_and_are_that_pair():
+    """Every rotary mistake declares the layer it is made in (`rope`): compose refused any two of them as "the same
+    knob twice", so the values rotated with the keys left alone was no mistake and no pair, and no check failed."""
+    from reference.rotary import Rope
+
+    rope, knobs = Rope("interleaved"), mutants.variants()
+    assert variants.compose(knobs["rope-on-values"], knobs["rope-keys-not-rotated"]) == {
+        "rope": "interleaved", "rope_values": True, "rope_keys": False}
+    assert variants.compose(knobs["rope-on-values"], {"rope": "half", "rope_keys": False}) is None  # two rotations
+    out = []
+    for i, (b, n, d, h) in enumerate(SHAPES):
+        rng = np.random.default_rng(i)
+        w = numpy_ref.random_weights(rng, d, d, qkv_bias=True)
+        x = rng.standard_normal((b, n, d))
+        y = variants.forward(x, h, w, rope_values=True, rope_keys=False, **rope.knobs())
+        out.append(pairs.Sample(x, h, w, y, numpy_ref.forward(x, h, w, rope=rope)))
+    rotary = {**multi_head(), **{m: k for m, k in knobs.items() if m.startswith("rope-")}}
+    assert pairs.reproducing(out, rotary, mutants.fitted(), rope) == [("rope-keys-not-rotated", "rope-on-values")]
