@@ -85,6 +85,7 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     samples = _samples(ctx) if ctx is not None else None
     numbers = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # None: the numbers could not be
     # asked
+    several = []  # pairs that reproduce, refused as mirrors: said, not named
     if numbers:
         best = _by_marks(numbers, marks, catalogue)
         if best:
@@ -96,6 +97,7 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         both = _pair(ctx, samples, possible, marks, catalogue)
         if both:
             return _named_pair(both, catalogue, marks, report)
+        several = _several(ctx, samples, possible)  # two mistakes reproduce, one the mirror of a correct layer
     mine = set(findings(report))
     matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine
                 and not _trace_refutes(catalogue[m], marks, recorded)]
@@ -127,6 +129,11 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
                       marks, report)
     only_rules = all(c.kind == "rule" for c in report.checks if c.status == Status.FAIL)  # the verdict line says so
     unnamed = "no known mistake matches: the failing checks below describe what is wrong"
+    if numbers == [] and not report.math_correct and several:
+        unnamed = (f"more than one mistake may be present: your outputs equal {' and '.join(several[0])} made "
+                   "together, but one of them is the mirror image of a correct layer under another reading of your "
+                   "parameters (W_q and W_k exchanged, say), which proves nothing, so neither is named; the failing "
+                   "checks below describe what is wrong")
     if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look
         unnamed += "; mha-check trace marks the step that looks wrong"
     return _no_evidence("" if only_rules else unnamed, report, marks)
@@ -306,7 +313,26 @@ def _pair(ctx, samples: list[pairs.Sample] | None, possible: list[str], marks: l
     if not samples:
         return None
     knobs = {m: k for m, k in mutants.variants().items() if m in possible}
-    return pairs.choose(pairs.reproducing(samples, knobs, mutants.fitted(), ctx.rope), marks, catalogue)
+    return pairs.choose(pairs.reproducing(samples, knobs, mutants.fitted(), ctx.rope, _named_reading(ctx)), marks,
+                        catalogue)
+
+
+def _named_reading(ctx) -> bool:
+    """The weights are read the only way the parameters' names allow (the mapping by structure: named nn.Linear
+    layers covering every parameter, nn.MultiheadAttention, --map): no mirrored reading is plausible there."""
+    try:
+        return ctx.mapping.how == "structure"
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return False
+
+
+def _several(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> list[tuple[str, str]]:
+    """Pairs that reproduce the outputs but that rule 3 refuses (one is the mirror of a correct layer under another
+    reading): said in the report as "more than one mistake may be present", never named."""
+    if not samples or _named_reading(ctx):
+        return []
+    knobs = {m: k for m, k in mutants.variants().items() if m in possible}
+    return pairs.mirrored(samples, knobs, mutants.fitted(), ctx.rope)
 
 
 def _fits(y, x, heads: int, w, knobs: dict, expected, free: tuple[str, ...] = ()) -> str:

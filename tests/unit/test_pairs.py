@@ -54,6 +54,17 @@ def test_a_mirror_of_a_correct_layer_is_never_half_of_a_pair():
     assert found(keys="swap", scale="none") == []
 
 
+def test_a_mirror_pair_is_named_where_the_names_fix_the_reading_and_said_where_they_do_not():
+    """Under the one reading the parameters' names allow (W_query, W_key: the mapping by structure), a swap is the
+    student's own, as the single swapped-q-k is named there; under a reading the numbers chose, the pair is refused
+    and `mirrored` lets the report say that more than one mistake may be present."""
+    got = samples(keys="swap", scale="none")
+    assert pairs.reproducing(got, multi_head(), mutants.fitted(), named_reading=True) == [
+        ("no-scaling", "swapped-q-k")]
+    assert pairs.mirrored(got, multi_head(), mutants.fitted()) == [("no-scaling", "swapped-q-k")]
+    assert pairs.mirrored(samples(split="view-bhnd", merge="no-transpose"), multi_head(), mutants.fitted()) == []
+
+
 def test_a_mistake_the_other_hides_is_not_named_beside_it():
     """Without a mask no fill shows: the outputs are no-mask's alone, and no pair holds no-mask with a fill."""
     assert not [p for p in found(mask="none") if "no-mask" in p]
