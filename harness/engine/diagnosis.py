@@ -106,6 +106,9 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         matching = [m for m in matching if RANDOM in catalogue[m]["signature"]]
     maximal = [m for m in matching if not any(set(catalogue[m]["signature"]) < set(catalogue[o]["signature"])
                                               for o in matching)]
+    apart = _apart([m for m in maximal if m in strict], catalogue)
+    if apart:  # two mistakes, each with its own pattern in checks the other's does not touch
+        return _signature_pair(apart, catalogue, marks, report)
     for narrower in (lambda ms: [m for m in ms if m in strict],  # all its checks fail here, not only its own
                      lambda ms: [m for m in ms if set(catalogue[m].get("trace", [])) & {k["id"] for k in marks}],
                      # a mistake of the layer itself before one of its KV cache (kv-cache judges the cache only of a
@@ -232,6 +235,30 @@ def _named_pair(both: tuple[str, str], catalogue: dict, marks: list[dict], repor
     evidence = ("your outputs equal those of these two mistakes made together, number for number, under the same "
                 "weights and inputs; neither alone computes them")
     first, second = (_named(m, "numbers", evidence, catalogue, marks, report) for m in both)
+    second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
+    return dataclasses.replace(first, also=second)
+
+
+def _apart(candidates: list[str], catalogue: dict) -> tuple[str, str] | None:
+    """Exactly two mistakes whose signatures are both here, in checks the other's signature does not name: two
+    patterns, each its own mistake's (a book's wrapper of full-width heads with no projection, whose shape and counts
+    are that mistake's, and whose leak along the token axis is the softmax axis's).  One mistake making both patterns
+    would be a catalogued one whose signature holds both, and would be the larger match."""
+    if len(candidates) != 2:
+        return None
+    checks = [{f.split(":", 1)[0] for f in catalogue[m]["signature"]} for m in candidates]
+    return tuple(candidates) if not checks[0] & checks[1] else None
+
+
+def _signature_pair(both: tuple[str, str], catalogue: dict, marks: list[dict], report) -> Diagnosis:
+    """Two mistakes named from their own patterns, in the order the forward reaches their marked lines (a mistake
+    with a line first), each with the failing checks it explains."""
+    step = {m["mutant"]: i for i, m in reversed(list(enumerate(marks))) if m.get("mutant")}
+    first, second = (_named(m, "signature", "what " + ", ".join(sorted({s.split(":", 1)[0] for s in
+                                                                       catalogue[m]["signature"]})) +
+                            " found is this mistake's own pattern, which no other known mistake shows",
+                            catalogue, marks, report)
+                     for m in sorted(both, key=lambda m: (step.get(m, len(marks)), m)))
     second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
     return dataclasses.replace(first, also=second)
 
