@@ -106,7 +106,8 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         matching = [m for m in matching if RANDOM in catalogue[m]["signature"]]
     maximal = [m for m in matching if not any(set(catalogue[m]["signature"]) < set(catalogue[o]["signature"])
                                               for o in matching)]
-    apart = _apart([m for m in maximal if m in strict], catalogue)
+    apart = _apart([m for m in maximal if m in strict and kinds.get(catalogue[m]["killed_by"][0]) != "rule"],
+                   catalogue)  # (lesson rules not followed are listed, not named as two mistakes: the verdict says so)
     if apart:  # two mistakes, each with its own pattern in checks the other's does not touch
         return _signature_pair(apart, catalogue, marks, report)
     for narrower in (lambda ms: [m for m in ms if m in strict],  # all its checks fail here, not only its own
