@@ -106,8 +106,10 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         matching = [m for m in matching if RANDOM in catalogue[m]["signature"]]
     maximal = [m for m in matching if not any(set(catalogue[m]["signature"]) < set(catalogue[o]["signature"])
                                               for o in matching)]
-    apart = _apart([m for m in maximal if m in strict and kinds.get(catalogue[m]["killed_by"][0]) != "rule"],
-                   catalogue)  # (lesson rules not followed are listed, not named as two mistakes: the verdict says so)
+    apart = _apart([m for m in maximal if m in strict and kinds.get(catalogue[m]["killed_by"][0]) != "rule"
+                    and catalogue[m]["killed_by"][0] != "kv-cache"], catalogue)  # (lesson rules not followed are
+    # listed, not named as two mistakes: the verdict says so; kv-cache judges the cache only of a layer right without
+    # it, below)
     if apart:  # two mistakes, each with its own pattern in checks the other's does not touch
         return _signature_pair(apart, catalogue, marks, report)
     for narrower in (lambda ms: [m for m in ms if m in strict],  # all its checks fail here, not only its own
@@ -146,14 +148,16 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
 
 def _untested(named: Diagnosis, marks: list[dict], possible: list[str], status: dict, catalogue: dict) -> Diagnosis:
     """The named mistake, saying that more than one may be present where the recorded forward also marks another
-    known mistake whose own check never ran (skipped, or cannot tell, behind a forward that raised): a head split
+    known mistake, at a line, whose own check never ran (skipped behind a failing prerequisite): a head split
     with the wrong view order before a merge that raises for want of .contiguous() was named the missing
     .contiguous() alone, though trace marks both.  Not a second name: no number shows the other mistake."""
     others = []
     for mark in marks:
         mid = mark.get("mutant")
-        if mid and mid != named.mutant and mid in possible and mid not in [o for o, _ in others] and \
-                status.get(catalogue[mid]["killed_by"][0]) in (Status.SKIP, Status.CANNOT_TELL):
+        if mid and mark.get("at") and mid != named.mutant and mid in possible and \
+                mid not in [o for o, _ in others] and status.get(catalogue[mid]["killed_by"][0]) == Status.SKIP:
+            # skipped behind a failing prerequisite, at a line of theirs: not a step the trace found missing (a
+            # caller's mask), nor a check undecided for want of a reading (a scale the trace misreads: np.sqrt)
             others.append((mid, mark.get("at")))
     if not others:
         return named
