@@ -174,3 +174,18 @@ def test_two_rotary_mistakes_compose_in_one_rotary_layer_and_are_that_pair():
         out.append(pairs.Sample(x, h, w, y, numpy_ref.forward(x, h, w, rope=rope)))
     rotary = {**multi_head(), **{m: k for m, k in knobs.items() if m.startswith("rope-")}}
     assert pairs.reproducing(out, rotary, mutants.fitted(), rope) == [("rope-keys-not-rotated", "rope-on-values")]
+
+
+def test_two_patterns_in_checks_apart_are_two_mistakes_and_overlapping_ones_are_not():
+    """A wrapper of full-width heads with no projection (its shape and counts) and a softmax over the queries (its
+    leak along the token axis): each signature in checks the other's does not name, so both are named; two patterns
+    in one check are no such evidence."""
+    from harness.engine import diagnosis
+
+    catalogue = mutants.catalogue()
+    assert diagnosis._apart(["softmax-wrong-axis", "full-width-heads-no-projection"], catalogue) == (
+        "softmax-wrong-axis", "full-width-heads-no-projection")
+    overlapping = [m for m in catalogue if m != "softmax-wrong-axis" and catalogue[m]["signature"]
+                   and {s.split(":")[0] for s in catalogue[m]["signature"]} & {"causal-leakage"}]
+    assert overlapping and diagnosis._apart(["softmax-wrong-axis", overlapping[0]], catalogue) is None
+    assert diagnosis._apart(["softmax-wrong-axis"], catalogue) is None
