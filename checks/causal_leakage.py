@@ -30,7 +30,7 @@ the child's own answers.
 import numpy as np
 
 from checks import Status, cannot_tell, check, failed, passed
-from checks.output_shape import output_shape
+from checks.output_shape import output_shape, tokens_axes
 from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.mapping import map_help
@@ -118,6 +118,7 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
 def causal_leakage(ctx):
     unreferenced = set()  # why some deep configuration's pass rests on the child's answers alone
     huge_only = []  # configurations where only future tokens of size 1e30 moved earlier outputs (an additive mask)
+    off_shape = {"judged": [], "unclear": []}  # outputs of the wrong shape: judged by their token axis, or not
 
     def holds(cfg):
         inst = ctx.build(cfg)
@@ -126,6 +127,8 @@ def causal_leakage(ctx):
         inputs, labels = perturbed(x, cfg, ctx, ("ordinary", "huge") if cfg.n <= DEEP_MAX_N else ("ordinary",))
         jacobian, *outputs = inst.calls([inst.jacobian_request(x, r)] + [inst.forward_request(v) for v in inputs])
         outputs = [o.y for o in outputs]
+        if outputs[0].shape != (cfg.batch, cfg.n, cfg.d_out):  # output-shape failed: measured by the token axis
+            return _by_token_axis(ctx, inst, x, cfg, outputs, labels, off_shape)
         outcome = _leak_verdict(jacobian, cfg) or moved(outputs, labels, kinds=("ordinary",))
         huge = moved(outputs, labels, kinds=("huge",)) if outcome is None else None
         if huge is not None and _future_won(outputs, labels):
@@ -139,8 +142,61 @@ def causal_leakage(ctx):
             return outcome
         return _deep(ctx, inst, x, r, cfg, unreferenced)
 
-    outcome = ctx.find_failure(holds) or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
+    outcome = ctx.find_failure(holds)
+    if outcome is None and (off_shape["judged"] or off_shape["unclear"]):
+        outcome = _off_shape_verdict(off_shape)
+    outcome = outcome or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
     return _how_called(outcome, ctx.call_evidence)
+
+
+def _by_token_axis(ctx, inst, x, cfg, outputs, labels, off_shape: dict):
+    """An output of the wrong shape (output-shape fails: (B, H, n, dh) returned before the heads are merged, a width
+    other than d_out) still shows a leak where its tokens' axis is known: the batch first and exactly one other axis
+    as long as the sequence.  The gradient of each token's slice (every other axis flattened) with respect to every
+    input token, in eval and in train mode, and the forward perturbations read along that axis: a leak there is the
+    layer's whatever its output should look like (issue 28: a wrong shape must not hide a leak).  Where no single
+    axis is the tokens' (n equal to another size), this configuration judges nothing."""
+    shape = tuple(outputs[0].shape)
+    axes = tokens_axes(shape, cfg)
+    if len(axes) != 1:
+        off_shape["unclear"].append(shape)
+        return None
+    axis = axes[0]
+    r = ctx.rng("r-token-axis", cfg).standard_normal(int(np.prod(shape)) // (cfg.batch * cfg.n))
+    train = ctx.build(cfg, force_dropout=0.0)
+    (jacobian,), (in_train,) = ctx.frame_or_raise([(inst, [inst.jacobian_request(x, r, token_axis=axis)]),
+                                                   (train, [train.jacobian_request(x, r, "train", axis)])])
+    outcome = _leak_verdict(jacobian, cfg) or moved([np.moveaxis(y, axis, 1) for y in outputs], labels,
+                                                    kinds=("ordinary",)) \
+        or _leak_verdict(in_train, cfg, mode="train")
+    if outcome is None:
+        off_shape["judged"].append(shape)
+        return None
+    outcome.message += (f" (your output has shape {shape}, not (B, n, d_out): measured with its axis {axis} as the "
+                        "tokens', every other axis flattened)")
+    return outcome
+
+
+def along_tokens(outputs: list, cfg) -> list | None:
+    """Outputs with their tokens' axis second: as they are when of the shape (B, n, d_out); an output of another
+    shape by its one token axis (`tokens_axes`); None where no single axis is the tokens'."""
+    shape = tuple(outputs[0].shape)
+    if shape == (cfg.batch, cfg.n, cfg.d_out):
+        return outputs
+    axes = tokens_axes(shape, cfg)
+    return [np.moveaxis(y, axes[0], 1) for y in outputs] if len(axes) == 1 else None
+
+
+def _off_shape_verdict(off_shape: dict):
+    """No leak found on outputs of the wrong shape: a pass where their token axis was read on some configuration
+    (resting on the module's own answers: no reference has that shape), cannot tell where it never was."""
+    if not off_shape["judged"]:
+        return cannot_tell(f"your output has shape {off_shape['unclear'][0]}, not (B, n, d_out), and no single axis of "
+                           "it is the tokens' (the batch first, one axis as long as the sequence): no leak could be "
+                           "measured (output-shape reports the shape)")
+    return passed(f"no leak along the token axis of your output (shape {off_shape['judged'][0]}, not (B, n, d_out)): "
+                  "gradients in eval and train mode and forward perturbations; this rests on the module's answers "
+                  "agreeing with each other (output-shape reports the shape)")
 
 
 def _how_called(outcome, evidence):

@@ -17,7 +17,7 @@ import numpy as np
 from dataclasses import replace
 
 from checks import check, failed, passed
-from checks.causal_leakage import causal_leakage, moved, perturbed
+from checks.causal_leakage import along_tokens, causal_leakage, moved, perturbed
 
 BELOW_ANY_FILL = 1e6  # the tokens' scale in the second probe: scores of order -1e12, below any finite fill in use
 
@@ -48,7 +48,10 @@ def mask_fill(ctx):
         if inst.layout is not None:  # weights of its own: an earlier check's transplant may hide the leak (W_q = 0)
             ctx.transplant(inst, ctx.weights_for(inst, "mask-fill"))
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill"), cfg, ctx, ("huge",))
-        outcome = moved(inst.forward_many(inputs), labels)
+        outputs = along_tokens(inst.forward_many(inputs), cfg)  # an output of the wrong shape by its token axis
+        if outputs is None:  # (causal-leakage judged it so): no single axis is the tokens' here, nothing to judge
+            return None
+        outcome = moved(outputs, labels)
         if outcome is not None:
             return failed(outcome.message.replace(": the future leaks into the past", "") + ": the future is masked "
                           "by a finite value that large scores get past (a -inf fill never lets them)",
@@ -57,7 +60,10 @@ def mask_fill(ctx):
             return None
         ctx.transplant(inst, _scores_below_any_fill(ctx.weights_for(inst, "mask-fill-low"), cfg.heads))
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill-low"), cfg, ctx, ("ordinary",))
-        outcome = moved(inst.forward_many([x * BELOW_ANY_FILL for x in inputs]), labels,
+        outputs = along_tokens(inst.forward_many([x * BELOW_ANY_FILL for x in inputs]), cfg)
+        if outputs is None:
+            return None
+        outcome = moved(outputs, labels,
                         why=" with every query's score for its own token about -1e12 (W_k = -W_q, tokens 1e6 times "
                             "larger)", kinds=("ordinary",))
         if outcome is None:

@@ -46,10 +46,11 @@ def output_shape(ctx):
         want = (cfg.batch, cfg.n, cfg.d_out)
         if y.shape != want:
             finding = _shape_finding(y.shape, cfg)
+            tokens = {"usable_for": measurable(y.shape, cfg)} if measurable(y.shape, cfg) else {}
             return failed(f"output has shape {y.shape}{_letters(y.shape, cfg)}, expected {want}",
                           observed=str(y.shape),
                           expected=str(want), finding=finding, fix=MERGE_FIX if finding == "heads never merged" else
-                          SHAPE_FIX)
+                          SHAPE_FIX, **tokens)
         if not np.all(np.isfinite(y)):
             bad = np.argwhere(~np.isfinite(y))
             positions = sorted({int(t) for t in bad[:, 1]})
@@ -60,6 +61,29 @@ def output_shape(ctx):
         return None
 
     return ctx.find_failure(holds) or passed("shape (B, n, d_out) and finite values for every configuration tried")
+
+
+WEIGHT_FREE = ("batch-independence", "eval-determinism", "input-untouched", "mask-buffer")  # any output shape
+
+
+def measurable(shape, cfg) -> list[str]:
+    """The checks that still decide on an output of the wrong shape (issue 28: a wrong shape must not hide the
+    evidence of the checks that need no reading of the weights): with the batch first, batch independence, eval
+    determinism, the input left untouched and the mask's device; with an axis of the tokens too, causal leakage
+    (by gradient along that axis)."""
+    if len(tuple(shape)) < 1 or shape[0] != cfg.batch:
+        return []
+    return list(WEIGHT_FREE) + (["causal-leakage"] if tokens_axes(shape, cfg) else [])
+
+
+def tokens_axes(shape, cfg) -> list[int]:
+    """The axes after the batch's that may be the tokens' in an output of the wrong shape: the batch first, and an
+    axis as long as the sequence (two or more on a configuration where another size equals n: causal-leakage then
+    judges no leak there)."""
+    shape = tuple(shape)
+    if len(shape) < 2 or shape[0] != cfg.batch:
+        return []
+    return [axis for axis in range(1, len(shape)) if shape[axis] == cfg.n]
 
 
 def _raised(message: str, cfg, inst):

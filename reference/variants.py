@@ -52,11 +52,16 @@ def applies(w: Weights, heads: int, knobs: dict) -> bool:
     return grouped_w or not set(NARROW_KNOBS) & set(knobs)
 
 
+SETTINGS = ("rope", "rope_theta")  # what layer a mistake is made in (a rotary one), not the mistake itself
+
+
 def compose(a: dict, b: dict) -> dict | None:
     """The knobs of a layer with both mistakes `a` and `b`, or None when they cannot both be in one layer (two scales,
     two masks, one projection's split twice).  Knobs set apart merge; the split's view order on some projections
-    merges with it on the others (the queries' and the keys' views both wrong: "view-bhnd:qk")."""
-    shared = set(a) & set(b)
+    merges with it on the others (the queries' and the keys' views both wrong: "view-bhnd:qk"); a setting both
+    declare alike is the layer they are both made in (two rotary mistakes each say `rope`: the values rotated and
+    the keys' positions shifted are one rotary layer with both)."""
+    shared = {knob for knob in set(a) & set(b) if not (knob in SETTINGS and a[knob] == b[knob])}
     if shared - {"split"}:
         return None
     both = {**a, **b}

@@ -294,7 +294,11 @@ class Worker:
         r = self._input(inst, request.r)
         y = self._forward(inst, x, request.mode, request.style)
         B, n = x.shape[:2]
-        if not y.requires_grad or y.shape[:2] != (B, n) or y.shape[-1] != r.shape[0]:
+        axis = request.token_axis
+        if y.requires_grad and 0 < axis < y.dim() and y.shape[0] == B and y.shape[axis] == n:
+            y = y.movedim(axis, 1).reshape(B, n, -1)  # an output of another shape (B, H, n, dh), by its token axis
+        if not y.requires_grad or y.dim() != 3 or y.shape[:2] != (B, n) or y.shape[-1] != r.shape[0]:  # (B, 1, 1, d)
+            # from one head of one token is no (B, n, d) output
             return m.JacobianResult(no_graph=not y.requires_grad, shape=list(y.shape))
         proj = (y * r).sum(-1)
         jac = self._batched_jacobian(proj, x) if BATCHED_JACOBIAN else None

@@ -136,25 +136,36 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
     return matches, rope_of
 
 
-def _pair_mistakes(own, weights: dict, x, heads: int, form: str) -> dict[int, tuple[str, str]]:
-    """Reading -> the one pair of known mistakes whose composed variant reproduces the module's output under it
-    (harness.engine.pairs, its rules of evidence on this one input: a mirror of a correct layer is never half of a
-    pair; each mistake at its catalogued value), for a plain layer (no mask to pass, no rotary embedding) no single
+def _pair_mistakes(own, weights: dict, x, heads: int, form: str,
+                   ropes: list) -> dict[tuple[int, Rope | None], tuple[str, str]]:
+    """(reading, rotary embedding) -> the one pair of known mistakes whose composed variant reproduces the module's
+    output under it (harness.engine.pairs, its rules of evidence on this one input: a mirror of a correct layer is
+    never half of a pair; each mistake at its catalogued value), for a layer with no mask to pass that no single
     mistake reproduces.  A fused q/k/v projection with the view order wrong in both the split and the merge is mapped
-    so, then diagnosed on every configuration; a reading with several pairs its numbers cannot tell apart is no
-    proof."""
+    so, then diagnosed on every configuration; so is a rotary layer with two rotary mistakes (the values rotated and
+    the keys not: no rotary convention and no one mistake reproduced it, and every weight check was cannot-tell with
+    no check failing).  A reading with several pairs its numbers cannot tell apart is no proof."""
     out = {}
-    for i, w in weights.items():
-        expected = numpy_ref.forward(x, heads, w)
-        if own.shape != expected.shape:
-            continue
-        knobs = {m: k for m, k in mutants.variants().items() if mutants.form(m) == form and "rope" not in k}
-        pair = pairs.choose(pairs.reproducing([pairs.Sample(x, heads, w, own, expected)], knobs, {}),
-                            [], mutants.catalogue())  # the catalogue's values, none read off the output: a value
-        # fitted to its extreme (+40 added to the future and the diagonal) mimics a mask that hides the past
-        if pair:
-            out[i] = pair
+    for rope in ropes:
+        for i, w in weights.items():
+            expected = numpy_ref.forward(x, heads, w, rope=rope)
+            if own.shape != expected.shape:
+                continue
+            knobs = {m: k for m, k in mutants.variants().items() if mutants.form(m) == form
+                     and (rope is not None or "rope" not in k) and variants.applies(w, heads, k)}
+            pair = pairs.choose(pairs.reproducing([pairs.Sample(x, heads, w, own, expected)], knobs, {}, rope),
+                                [], mutants.catalogue())  # the catalogue's values, none read off the output: a
+            # value fitted to its extreme (+40 added to the future and the diagonal) mimics a mask that hides the past
+            if pair:
+                out[i, rope] = pair
     return out
+
+
+def _no_mask_to_pass(info) -> bool:
+    """Forward takes x alone, or x and the token positions (a rotary layer's): no mask or flag a caller passes, so
+    the plain call is the layer's own."""
+    bare = info.call_bare or [True] * len(info.call_styles)
+    return len(info.call_styles) == 1 or all(POSITIONS in s for s in info.call_styles) and all(bare)
 
 
 def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -> list[str]:
@@ -267,11 +278,14 @@ def _prove(ctx) -> Mapping:
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
         return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
-    if not matches and plain and 0 in outputs and not _rotary_evidence(ctx, info):  # 2b. two mistakes at once do
-        both = _pair_mistakes(outputs[0], weights, x, cfg.heads, ctx.form.name)
+    first = min(outputs)
+    if not matches and _no_mask_to_pass(info) and first == 0:  # 2b. two mistakes at once do
+        rotary = _rotary_evidence(ctx, info)  # a rotary layer's pair under the rotary conventions (first base only)
+        both = _pair_mistakes(outputs[first], weights, x, cfg.heads, ctx.form.name,
+                              ropes[1:1 + len(CONVENTIONS)] if rotary else [None])
         if len(both) == 1:  # under one reading only (a fused projection read in blocks and per head, say)
-            (i, pair), = both.items()
-            proof = found(0, i, "mistake", list(pair))
+            ((i, rope), pair), = both.items()
+            proof = found(first, i, "mistake", list(pair), rope=rope)
             proof.note = f"that known mistake is two made together ({' and '.join(pair)})"
             return proof
     structural = [i for i, lay in enumerate(info.layouts) if lay.certain]

@@ -74,8 +74,24 @@ def _mirror(samples: list[Sample], knobs: dict, rope) -> bool:
 
 
 def reproducing(samples: list[Sample], knobs: dict[str, dict], fitted: dict[str, tuple[str, ...]],
-                rope=None) -> list[tuple[str, str]]:
-    """Every pair of mistakes (ids in `knobs`, with their variants' knobs) that meets rules 1 to 3 on `samples`."""
+                rope=None, named_reading: bool = False) -> list[tuple[str, str]]:
+    """Every pair of mistakes (ids in `knobs`, with their variants' knobs) that meets rules 1 to 3 on `samples`.
+    `named_reading`: the weights are read the one way the parameters' names allow (`W_query`, `W_key`: the mapping
+    by structure), so no other reading of them is plausible and rule 3 has nothing to refuse: a swap of the queries
+    and keys is the student's own, as the single swapped-q-k is named under the same reading."""
+    return [p for p, mirror in _composed(samples, knobs, fitted, rope) if named_reading or not mirror]
+
+
+def mirrored(samples: list[Sample], knobs: dict[str, dict], fitted: dict[str, tuple[str, ...]],
+             rope=None) -> list[tuple[str, str]]:
+    """The pairs that meet rules 1 and 2 and are refused by rule 3 alone: the report says that more than one mistake
+    may be present, without naming one."""
+    return [p for p, mirror in _composed(samples, knobs, fitted, rope) if mirror]
+
+
+def _composed(samples: list[Sample], knobs: dict[str, dict], fitted: dict[str, tuple[str, ...]],
+              rope=None) -> list[tuple[tuple[str, str], bool]]:
+    """Every pair that meets rules 1 and 2, and whether rule 3 refuses it (a mirror of a correct layer in it)."""
     found = []
     for a, b in itertools.combinations(sorted(knobs), 2):
         both = variants.compose(knobs[a], knobs[b])
@@ -93,8 +109,8 @@ def reproducing(samples: list[Sample], knobs: dict[str, dict], fitted: dict[str,
                     alone = _output(s, knobs[other], fitted.get(other, ()), rope)
                     each[one] = alone is None or alone.shape != theirs.shape or not same(alone, theirs)
         else:
-            if shown and all(each.values()) and not any(_mirror(samples, k, rope) for k in (knobs[a], knobs[b], both)):
-                found.append((a, b))
+            if shown and all(each.values()):
+                found.append(((a, b), any(_mirror(samples, k, rope) for k in (knobs[a], knobs[b], both))))
     return found
 
 

@@ -158,7 +158,8 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> Adapter:
 def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
     for need in c.needs:
         got = results.get(need.id)
-        if got is None or (got.status != Status.PASS and not got.details.get("usable")):  # usable: failed, measurable
+        if got is None or (got.status != Status.PASS and not got.details.get("usable")  # usable: failed, measurable
+                           and c.id not in (got.details.get("usable_for") or ())):  # or measurable by this check
             return skipped("skipped: needs " + _chain(need, results))
     if c.weights:
         proof = ctx.mapping

@@ -42,7 +42,8 @@ def write(out: Path, rows: list[dict], extension: str, shard: tuple[int, int] | 
     when Ctrl-C stops the writing).  Some 20 ms per mistake the class made (its exercise is made from the mutant's
     source), and a few ms for the page."""
     catalogue = _catalogue()
-    diagnosed = sorted({str(r.get("diagnosis")) for r in rows if r.get("diagnosis") in catalogue})
+    diagnosed = sorted({str(r.get(k)) for r in rows for k in ("diagnosis", "second_mistake")
+                        if r.get(k) in catalogue})  # the second of two mistakes named together gets its exercise too
     made_folder = not (out / EXERCISES).exists()
     try:
         files = _exercises(out, diagnosed)

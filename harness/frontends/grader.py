@@ -192,11 +192,19 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
             "row": {"submission": name, "target": _checked(spec, report), "passed": report.passed,
                     "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
                     "diagnosis": (report.diagnosis.mutant or "") if report.diagnosis else "",
+                    "second_mistake": _second(report),  # two mistakes named at once: the other one, else ""
                     "process": "; ".join(p.kind for p in report.adapter.process),
                     "isolation": ("; ".join(report.isolation.short_of_policy) or "full") if report.isolation else "",
                     # what of the confinement policy was missing
                     "seconds": round(seconds, 2),
                     **{c.id: c.status for c in report.checks}}}
+
+
+def _second(report: Report) -> str:
+    """The second of two mistakes named together (`Diagnosis.also`), so that the summary says both as every report
+    does; "" for one mistake or none."""
+    also = report.diagnosis.also if report.diagnosis else None
+    return (also.mutant or "") if also else ""
 
 
 def _checked(spec: str | None, report: Report) -> str:

@@ -32,7 +32,7 @@ VERDICT_WORDS = {"pass": "pass every check", "fail": "a bug found (a check fails
                  "not_graded": "not graded: a student's file or folder with no row of its own (the reason below)"}
 COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a"}
 ROW_KEYS = ("submission", "target", "passed", "needs_review", "score", "max_score", "pass", "fail", "cannot_tell",
-            "skip", "diagnosis", "process", "isolation", "seconds", "other_attempts", "not_graded")
+            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "other_attempts", "not_graded")
 SCORE_BINS = 11  # 0-9 %, 10-19 %, ..., 90-99 %, and 100 % alone: full marks are a bar of their own
 
 
@@ -49,6 +49,17 @@ class Student:
     target: str
     link: str | None  # relative path of the student's report, as given (quoted when drawn)
     statuses: dict[str, str] = field(default_factory=dict)  # check id -> status
+    second: str = ""  # a second mistake named with the first (two at once), or ""
+
+    @property
+    def mistakes(self) -> list[str]:
+        """Every mistake named in the student's report: the root cause, and a second one made with it."""
+        return [m for m in (self.mistake, self.second) if m]
+
+    @property
+    def named(self) -> str:
+        """The mistakes as the page writes them: "a + b" for two made together."""
+        return " + ".join(self.mistakes)
 
     @property
     def fraction(self) -> float | None:
@@ -174,7 +185,8 @@ def build(rows: list[dict], checks: list[tuple[str, str]], catalogue: dict[str, 
         student = Student(name=name, verdict=_verdict(row), needs_review=_truth(row.get("needs_review")),
                           score=_number(row.get("score")), max_score=_number(row.get("max_score")),
                           mistake=str(row.get("diagnosis") or ""), why="", target=str(row.get("target") or ""),
-                          link=links.get(name), statuses=statuses)
+                          link=links.get(name), statuses=statuses,
+                          second=str(row.get("second_mistake") or "") if row.get("diagnosis") else "")
         student.why = _why(row, statuses) if student.needs_review or student.verdict == "not_graded" else ""
         (not_graded if student.verdict == "not_graded" else students).append(student)
     students.sort(key=lambda s: s.name)
@@ -190,8 +202,8 @@ def build(rows: list[dict], checks: list[tuple[str, str]], catalogue: dict[str, 
              for cid, claim in columns]
     made: dict[str, list[Student]] = {}
     for s in students:
-        if s.mistake:
-            made.setdefault(s.mistake, []).append(s)
+        for mid in s.mistakes:  # a student with two mistakes made together counts under each
+            made.setdefault(mid, []).append(s)
     mistakes = [Mistake(mid, who, **_described(catalogue.get(mid)), exercise=exercises.get(mid, (None, None))[0],
                         solution=exercises.get(mid, (None, None))[1])
                 for mid, who in sorted(made.items(), key=lambda item: (-len(item[1]), item[0]))]
@@ -362,7 +374,7 @@ def _review(view: ClassView) -> str:
 
 def _everyone(view: ClassView) -> str:
     rows = "".join(f"<tr><td>{_name(s)}</td><td>{_badge(s.verdict)}{' · review' if s.needs_review else ''}</td>"
-                   f"<td class=num>{_score(s)}</td><td>{_e(s.mistake)}</td><td><code>{_e(s.target)}</code></td></tr>"
+                   f"<td class=num>{_score(s)}</td><td>{_e(s.named)}</td><td><code>{_e(s.target)}</code></td></tr>"
                    for s in view.students)
     table = ('<table class="fixed"><thead><tr><th style="width:30%">student (report)</th><th style="width:14%">'
              'verdict</th><th style="width:10%">score</th><th style="width:18%">mistake</th><th>file checked</th>'

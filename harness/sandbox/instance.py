@@ -129,8 +129,8 @@ class Instance:
     def vjp_request(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval") -> m.Vjp:
         return m.Vjp(self.handle, x, gy, mode, self.layout, self.style)
 
-    def jacobian_request(self, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> m.Jacobian:
-        return m.Jacobian(self.handle, x, r, mode, self.style)
+    def jacobian_request(self, x: np.ndarray, r: np.ndarray, mode: str = "eval", token_axis: int = 0) -> m.Jacobian:
+        return m.Jacobian(self.handle, x, r, mode, self.style, token_axis)
 
     def forward(self, x: np.ndarray, mode: str = "eval", noncontig: bool = False) -> np.ndarray:
         return self.call(self.forward_request(x, mode, noncontig=noncontig)).y

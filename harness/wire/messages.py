@@ -111,6 +111,8 @@ class Jacobian(Request):
     r: np.ndarray
     mode: str = "eval"
     style: int = 0
+    token_axis: int = 0  # 0: the output as it is, (B, n, d_out); k: an output of another shape read by its k-th
+    # axis as the tokens' (moved after the batch, the other axes flattened): (B, H, n, dh) with k = 2
 
 
 @dataclass

@@ -68,6 +68,9 @@ def test_outcome_and_diagnosis(path, reports):
     got = (outcome(report), (report.diagnosis.mutant if report.diagnosis else None))
     detail = [(c.id, c.status, c.message[:200]) for c in report.checks if c.status != "pass"]
     assert got == (want["OUTCOME"], want["DIAGNOSIS"]), (want.get("EXPECTED_BECAUSE", ""), detail)
+    if "ALSO" in want:  # an entry with two mistakes named together declares the second
+        also = report.diagnosis.also if report.diagnosis else None
+        assert (also.mutant if also else None) == want["ALSO"], (want.get("EXPECTED_BECAUSE", ""), detail)
 
 
 def test_no_false_alarm_and_no_wrong_diagnosis_on_correct_code(reports):

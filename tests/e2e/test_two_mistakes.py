@@ -104,3 +104,16 @@ def test_the_text_report_shows_both_lines(path, reports):
     shown = text.render(view.build(reports(target(path))), cols=100)
     assert "Root cause: " in shown and "and a second mistake: " in shown
     assert all(f"{path.name}:{n}" in shown for n in zoo_constants(path)["LINES"])
+
+
+def test_a_mistake_hidden_behind_a_forward_that_raises_is_said_as_possibly_present(reports):
+    """A head split with the wrong view order before a merge that raises for want of .contiguous(): nothing after
+    the raise runs, so no number shows the split.  The report named the missing .contiguous() as if it were the only
+    mistake; now it also says that more than one may be present, with the split's line that trace marks."""
+    path = ZOO / "buggy" / "split_view_order_no_contiguous.py"
+    root = reports(target(path)).diagnosis
+    hidden, line = zoo_constants(path)["HIDDEN"]
+    assert (root.mutant, root.also) == ("view-without-contiguous", None)
+    assert "more than one mistake may be present" in root.evidence
+    assert f"{hidden} at {path.name}:{line}" in root.evidence, root.evidence
+    assert "more than one mistake may be present" in text.render(view.build(reports(target(path))), cols=100)

@@ -21,8 +21,11 @@ NOTES = ("Constructor MultiHeadAttentionWrapper(d_in, d_out, block_size, dropout
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
-DIAGNOSIS = 'full-width-heads-no-projection'
-EXPECTED_BECAUSE = "the book's first wrapper (full-width heads, no projection) hides the reported softmax-axis bug"
+DIAGNOSIS = 'softmax-wrong-axis'
+ALSO = 'full-width-heads-no-projection'  # the second mistake named with it (Diagnosis.also)
+EXPECTED_BECAUSE = ("the reported softmax-axis bug, measured along the token axis of the output of the wrong width (the "
+                    "book's first wrapper: full-width heads, no projection, named beside it); before, the wrong width "
+                    "skipped causal-leakage and hid the bug")
 
 
 # 定义一个带 dropout 的因果自注意力层

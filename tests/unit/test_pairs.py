@@ -54,6 +54,17 @@ def test_a_mirror_of_a_correct_layer_is_never_half_of_a_pair():
     assert found(keys="swap", scale="none") == []
 
 
+def test_a_mirror_pair_is_named_where_the_names_fix_the_reading_and_said_where_they_do_not():
+    """Under the one reading the parameters' names allow (W_query, W_key: the mapping by structure), a swap is the
+    student's own, as the single swapped-q-k is named there; under a reading the numbers chose, the pair is refused
+    and `mirrored` lets the report say that more than one mistake may be present."""
+    got = samples(keys="swap", scale="none")
+    assert pairs.reproducing(got, multi_head(), mutants.fitted(), named_reading=True) == [
+        ("no-scaling", "swapped-q-k")]
+    assert pairs.mirrored(got, multi_head(), mutants.fitted()) == [("no-scaling", "swapped-q-k")]
+    assert pairs.mirrored(samples(split="view-bhnd", merge="no-transpose"), multi_head(), mutants.fitted()) == []
+
+
 def test_a_mistake_the_other_hides_is_not_named_beside_it():
     """Without a mask no fill shows: the outputs are no-mask's alone, and no pair holds no-mask with a fill."""
     assert not [p for p in found(mask="none") if "no-mask" in p]
@@ -120,3 +131,61 @@ def test_the_second_mistake_survives_json_and_every_report_says_both():
     for words in (text.render(shown), text.render(shown, quiet=True), html.render(shown),
                   formats.render(report, "gradescope", None)):
         assert "a.py:29" in words and "a.py:30" in words, words[:400]
+
+
+def test_the_summary_row_and_the_class_view_name_both_mistakes():
+    """grade's summary said only the first of two mistakes named together, and the class view counted only it: the
+    second (its own line and fix in every report) was invisible where a grader looks across the class."""
+    import csv
+    import io
+
+    from harness.frontends import batch_files
+    from harness.frontends.grader import graded
+    from harness.render import class_report
+
+    row = graded("bob", "a.py:Attn", _two_mistake_report(), {"format": "json"}, 0.0)["row"]
+    assert (row["diagnosis"], row["second_mistake"]) == ("no-scaling", "finite-fill")
+    one = dict(row, submission="cyd", diagnosis="finite-fill", second_mistake="")
+    read = list(csv.DictReader(io.StringIO(batch_files.summary_text([row, one]))))  # as --only reads it back
+    for rows in ([row, one], read):
+        shown = class_report.build(rows, [(c.id, c.claim) for c in all_checks()], mutants.catalogue(), {})
+        assert [(m.id, [s.name for s in m.students]) for m in shown.mistakes] == [
+            ("finite-fill", ["bob", "cyd"]), ("no-scaling", ["bob"])]
+        assert [s.named for s in shown.students] == ["no-scaling + finite-fill", "finite-fill"]
+        assert shown.unnamed == []
+        assert "no-scaling + finite-fill" in class_report.page(shown)
+
+
+def test_two_rotary_mistakes_compose_in_one_rotary_layer_and_are_that_pair():
+    """Every rotary mistake declares the layer it is made in (`rope`): compose refused any two of them as "the same
+    knob twice", so the values rotated with the keys left alone was no mistake and no pair, and no check failed."""
+    from reference.rotary import Rope
+
+    rope, knobs = Rope("interleaved"), mutants.variants()
+    assert variants.compose(knobs["rope-on-values"], knobs["rope-keys-not-rotated"]) == {
+        "rope": "interleaved", "rope_values": True, "rope_keys": False}
+    assert variants.compose(knobs["rope-on-values"], {"rope": "half", "rope_keys": False}) is None  # two rotations
+    out = []
+    for i, (b, n, d, h) in enumerate(SHAPES):
+        rng = np.random.default_rng(i)
+        w = numpy_ref.random_weights(rng, d, d, qkv_bias=True)
+        x = rng.standard_normal((b, n, d))
+        y = variants.forward(x, h, w, rope_values=True, rope_keys=False, **rope.knobs())
+        out.append(pairs.Sample(x, h, w, y, numpy_ref.forward(x, h, w, rope=rope)))
+    rotary = {**multi_head(), **{m: k for m, k in knobs.items() if m.startswith("rope-")}}
+    assert pairs.reproducing(out, rotary, mutants.fitted(), rope) == [("rope-keys-not-rotated", "rope-on-values")]
+
+
+def test_two_patterns_in_checks_apart_are_two_mistakes_and_overlapping_ones_are_not():
+    """A wrapper of full-width heads with no projection (its shape and counts) and a softmax over the queries (its
+    leak along the token axis): each signature in checks the other's does not name, so both are named; two patterns
+    in one check are no such evidence."""
+    from harness.engine import diagnosis
+
+    catalogue = mutants.catalogue()
+    assert diagnosis._apart(["softmax-wrong-axis", "full-width-heads-no-projection"], catalogue) == (
+        "softmax-wrong-axis", "full-width-heads-no-projection")
+    overlapping = [m for m in catalogue if m != "softmax-wrong-axis" and catalogue[m]["signature"]
+                   and {s.split(":")[0] for s in catalogue[m]["signature"]} & {"causal-leakage"}]
+    assert overlapping and diagnosis._apart(["softmax-wrong-axis", overlapping[0]], catalogue) is None
+    assert diagnosis._apart(["softmax-wrong-axis"], catalogue) is None
