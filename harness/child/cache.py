@@ -116,7 +116,12 @@ def _attention_weights(value, queries: int, keys: int) -> bool:
     """One tensor whose last two axes are (this call's queries, every key so far): the attention weights a layer
     returns beside its output (CTRL, whisper), not a cache, which holds keys and values along a feature axis.  Handed
     back as the cache it makes a correct layer raise (CTRL's layer_past.update)."""
-    return isinstance(value, torch.Tensor) and value.dim() >= 2 and tuple(value.shape[-2:]) == (queries, keys)
+    if not (isinstance(value, torch.Tensor) and value.dim() >= 2 and tuple(value.shape[-2:]) == (queries, keys)):
+        return False
+    # and rows that sum to 1, as a softmax's do: keys and values stacked as (.., tokens, dh) have those sizes too
+    # where dh happens to equal the tokens (GPT-2's `present` with heads of width 2, decoded two tokens at first)
+    sums = value.detach().to(torch.float64).sum(-1)
+    return bool(value.is_floating_point() and torch.allclose(sums, torch.ones_like(sums), atol=1e-4))
 
 
 @dataclass

@@ -195,6 +195,19 @@ def test_attention_weights_returned_beside_a_cache_object_argument_are_not_taken
     assert result.status == "pass" and result.message.startswith("does not apply"), result.message
 
 
+def test_keys_and_values_stacked_with_a_head_width_equal_to_the_tokens_are_still_a_cache():
+    """GPT-2's `present` is torch.stack((k^T, v)): (2, B, H, tokens, dh).  With heads of width 2 and a prefix of two
+    tokens its last two axes are (2, 2), the shape of attention weights too: taken for weights, the cache was never
+    handed back and a correct layer failed kv-cache (tests/realzoo/hf_pytorch_pretrained_bert_gpt2_attention.py).
+    Weights are told by their rows, which sum to 1."""
+    torch.manual_seed(0)
+    stacked = torch.randn(2, 2, 3, 2, 2)
+    weights = torch.softmax(torch.randn(2, 3, 2, 2), dim=-1)
+    assert not cache._attention_weights(stacked, 2, 2)
+    assert cache._attention_weights(weights, 2, 2)
+    assert not cache._attention_weights(weights, 2, 3)
+
+
 def test_a_cache_whose_first_call_does_not_reproduce_the_reference_is_cannot_tell(tmp_path):
     source = HF_STYLE.replace("return out, ((k, v) if use_cache else None)",
                               "return (2 * out if use_cache else out), ((k, v) if use_cache else None)")
