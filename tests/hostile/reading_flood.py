@@ -2,7 +2,8 @@
 its parameters 2,000 times (found by a red team: the trusted parent tried every reading against the reference and
 every catalogued mistake, in its own process, with no limit of the child's: 75 s for one submission, hours with more
 ways to call forward); and is wrong (scores divided by the head width), so no reading ends the search early.  The
-parent refuses a description larger than its worker ever gives, as a corrupted channel."""
+parent refuses a description larger than its worker ever gives, as a corrupted channel (the worker's own cut to
+those bounds is patched away too)."""
 import sys
 
 import torch
@@ -17,6 +18,9 @@ if _layouts is not None:
         return (found * 2000 if found else found), problem
 
     _layouts.discover = _flooded
+_worker = sys.modules.get("harness.child.worker")
+if _worker is not None:  # past the worker's own cut (an honest worker offers no more than the parent accepts)
+    _worker._within_bounds = lambda found, ways: found
 
 
 class MyAttn(nn.Module):
