@@ -29,7 +29,9 @@ Knobs:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 
 import numpy as np
 
@@ -100,7 +102,7 @@ def _softmax(s: np.ndarray, axis: int) -> np.ndarray:
 
 def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
     k_ = _all_knobs(knobs)
-    return _finish(_scores(x, heads, w, k_), w, k_)
+    return _finish(_scores_of(x, heads, w, k_), w, k_)
 
 
 def by_fill(x: np.ndarray, heads: int, w: Weights, **knobs):
@@ -108,8 +110,53 @@ def by_fill(x: np.ndarray, heads: int, w: Weights, **knobs):
     projections, the split, the rotation, the scores and the mask) computed once: harness.engine.fitting evaluates
     a mistake at fifty and more fills per reading (issue 27)."""
     k_ = _all_knobs(knobs)
-    ahead = _scores(x, heads, w, k_)
+    ahead = _scores_of(x, heads, w, k_)
     return lambda fill: _finish(ahead, w, {**k_, "fill": fill})
+
+
+FINISH_ONLY = frozenset({"fill", "mask_op", "softmax_axis", "empty_rows", "merge", "out_proj"})  # read by _finish
+# alone: variants that differ only in these share their scores
+_held = threading.local()  # .scores: {key: (x, w, what _scores gave)} while `shared_scores` is on in this thread
+
+
+@contextlib.contextmanager
+def shared_scores():
+    """While on (in this thread), `forward` and `by_fill` compute the scores of each (x, heads, w, knobs before the
+    fill) once: diagnosis tries every catalogued mistake on the same input and weights, and most differ only in
+    how they mask, soften or merge (issue 27).  The same numbers; x and w must not change in place meanwhile (the
+    diagnosis's own input and transplanted weights, which nothing writes)."""
+    outer = getattr(_held, "scores", None)
+    if outer is None:
+        _held.scores = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _held.scores = None
+
+
+def sharing_scores(f):
+    """`f` run with `shared_scores` on."""
+    @functools.wraps(f)
+    def shared(*args, **kwargs):
+        with shared_scores():
+            return f(*args, **kwargs)
+    return shared
+
+
+def _scores_of(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_scores`, from what `shared_scores` holds when it is on."""
+    held = getattr(_held, "scores", None)
+    if held is None:
+        return _scores(x, heads, w, k_)
+    key = (id(x), id(w), heads, tuple(v for k, v in k_.items() if k not in FINISH_ONLY))
+    try:
+        got = held.get(key)
+    except TypeError:  # a knob's value that cannot be a key: computed as without sharing
+        return _scores(x, heads, w, k_)
+    if got is None or got[0] is not x or got[1] is not w:
+        got = held[key] = (x, w, _scores(x, heads, w, k_))
+    return got[2]
 
 
 def _all_knobs(knobs: dict) -> dict:

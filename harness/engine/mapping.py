@@ -97,6 +97,7 @@ def _caller_masks(info, style: int) -> bool:
     # positions they give are all bare: the forward takes no mask)
 
 
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
 def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, form: str):
     """(style, layout) -> the known mistakes whose numbers the module's output has, and the rotary embedding they
     were found under (a plain layer's mistakes are tried on rotary layers too, a rotary mistake only on those; a
@@ -126,6 +127,7 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
     return matches, rope_of
 
 
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
 def _pair_mistakes(own, weights: dict, x, heads: int, form: str) -> dict[int, tuple[str, str]]:
     """Reading -> the one pair of known mistakes whose composed variant reproduces the module's output under it
     (harness.engine.pairs, its rules of evidence on this one input: a mirror of a correct layer is never half of a
@@ -147,6 +149,7 @@ def _pair_mistakes(own, weights: dict, x, heads: int, form: str) -> dict[int, tu
     return out
 
 
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
 def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -> list[str]:
     """The known masking mistakes whose numbers a forward that takes an optional mask computes when called without
     one (its default mask of 0s and 1s added to the scores, say), where a caller's mask made it the reference: it
