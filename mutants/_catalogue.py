@@ -52,15 +52,32 @@ def _stored() -> dict[str, dict]:
     return json.loads(text)
 
 
+_read: dict[str, tuple[dict, dict]] = {}  # what variants() and fitted() read off the entries now in use
+
+
+def _read_once(what: str, read) -> dict:
+    """`read(entries)` of the entries in use, made once per entries: diagnosis asks for every mistake's knobs in
+    loops over readings and mistakes, thousands of times per submission (issue 27); a dict the caller treats as
+    read-only, as load()'s."""
+    entries = load()
+    held = _read.get(what)
+    if held is None or held[0] is not entries:
+        held = _read[what] = (entries, read(entries))
+    return held[1]
+
+
 def variants() -> dict[str, dict]:
-    """mutant id -> knobs of `reference.variants.forward` for every mutant that changes only what is computed."""
-    return {mid: _knobs(entry["variant"]) for mid, entry in load().items() if entry.get("variant")}
+    """mutant id -> knobs of `reference.variants.forward` for every mutant that changes only what is computed (the
+    same dict on every call while the entries are the same: treat it as read-only)."""
+    return _read_once("variants", lambda entries: {mid: _knobs(entry["variant"]) for mid, entry in entries.items()
+                                                   if entry.get("variant")})
 
 
 def fitted() -> dict[str, tuple[str, ...]]:
     """mutant id -> the knobs of its variant whose value is read off the module's output (`MutantInfo.fitted`), for
-    the mutants that have any."""
-    return {mid: tuple(entry["fitted"]) for mid, entry in load().items() if entry.get("fitted")}
+    the mutants that have any (the same dict on every call while the entries are the same: treat it as read-only)."""
+    return _read_once("fitted", lambda entries: {mid: tuple(entry["fitted"]) for mid, entry in entries.items()
+                                                 if entry.get("fitted")})
 
 
 def _knobs(variant: dict) -> dict:

@@ -29,6 +29,10 @@ Knobs:
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import threading
+
 import numpy as np
 
 from reference import grouped
@@ -79,11 +83,19 @@ def _viewed(split: str) -> set[str]:
     return {r for r in "qkv" if split_for(split, r) == "view-bhnd"}
 
 
+_HIDDEN = {"causal": lambda ones: np.triu(ones, 1), "hide-diagonal": lambda ones: np.triu(ones, 0),
+           "one-future": lambda ones: np.triu(ones, 2), "none": lambda ones: np.zeros(ones.shape, bool),
+           "inverted": lambda ones: ~np.triu(ones, 1), "after-softmax": lambda ones: np.triu(ones, 1)}
+
+
+@functools.lru_cache(maxsize=256)
 def _future(n: int, mask: str) -> np.ndarray:
-    ones = np.ones((n, n), dtype=bool)
-    return {"causal": np.triu(ones, 1), "hide-diagonal": np.triu(ones, 0), "one-future": np.triu(ones, 2),
-            "none": np.zeros((n, n), bool), "inverted": ~np.triu(ones, 1),
-            "after-softmax": np.triu(ones, 1)}[mask]
+    """The positions `mask` hides, read-only and made once per (n, mask): diagnosis and fitting call `forward`
+    thousands of times per submission on a few lengths, and building every mask anew each time (five np.triu) was
+    a third of the variants' cost (issue 27)."""
+    hidden = _HIDDEN[mask](np.ones((n, n), dtype=bool))
+    hidden.flags.writeable = False
+    return hidden
 
 
 def _softmax(s: np.ndarray, axis: int) -> np.ndarray:
@@ -94,10 +106,73 @@ def _softmax(s: np.ndarray, axis: int) -> np.ndarray:
 
 
 def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
+    k_ = _all_knobs(knobs)
+    return _finish(_scores_of(x, heads, w, k_), w, k_)
+
+
+def by_fill(x: np.ndarray, heads: int, w: Weights, **knobs):
+    """`fill -> forward(x, heads, w, **knobs, fill=fill)`, the same numbers, with what no fill changes (the
+    projections, the split, the rotation, the scores and the mask) computed once: harness.engine.fitting evaluates
+    a mistake at fifty and more fills per reading (issue 27)."""
+    k_ = _all_knobs(knobs)
+    ahead = _scores_of(x, heads, w, k_)
+    return lambda fill: _finish(ahead, w, {**k_, "fill": fill})
+
+
+FINISH_ONLY = frozenset({"fill", "mask_op", "softmax_axis", "empty_rows", "merge", "out_proj"})  # read by _finish
+# alone: variants that differ only in these share their scores
+_held = threading.local()  # .scores: {key: (x, w, what _scores gave)} while `shared_scores` is on in this thread
+
+
+@contextlib.contextmanager
+def shared_scores():
+    """While on (in this thread), `forward` and `by_fill` compute the scores of each (x, heads, w, knobs before the
+    fill) once: diagnosis tries every catalogued mistake on the same input and weights, and most differ only in
+    how they mask, soften or merge (issue 27).  The same numbers; x and w must not change in place meanwhile (the
+    diagnosis's own input and transplanted weights, which nothing writes)."""
+    outer = getattr(_held, "scores", None)
+    if outer is None:
+        _held.scores = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _held.scores = None
+
+
+def sharing_scores(f):
+    """`f` run with `shared_scores` on."""
+    @functools.wraps(f)
+    def shared(*args, **kwargs):
+        with shared_scores():
+            return f(*args, **kwargs)
+    return shared
+
+
+def _scores_of(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_scores`, from what `shared_scores` holds when it is on."""
+    held = getattr(_held, "scores", None)
+    if held is None:
+        return _scores(x, heads, w, k_)
+    key = (id(x), id(w), heads, tuple(v for k, v in k_.items() if k not in FINISH_ONLY))
+    try:
+        got = held.get(key)
+    except TypeError:  # a knob's value that cannot be a key: computed as without sharing
+        return _scores(x, heads, w, k_)
+    if got is None or got[0] is not x or got[1] is not w:
+        got = held[key] = (x, w, _scores(x, heads, w, k_))
+    return got[2]
+
+
+def _all_knobs(knobs: dict) -> dict:
     unknown = set(knobs) - set(DEFAULTS)
     if unknown:
         raise TypeError(f"unknown knobs {sorted(unknown)}")
-    k_ = {**DEFAULTS, **knobs}
+    return {**DEFAULTS, **knobs}
+
+
+def _scores(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The scaled scores (B, H, n, n), the values per head and the positions masked: everything before the fill."""
     d = w.d_out
     dh = d // heads
     q = x @ w.wq.T + w.bias("bq")
@@ -122,6 +197,12 @@ def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
     hidden = _future(n, k_["mask"])
     if k_["kv_mask"] == "first-group":  # only the query heads of the first key/value head are masked
         hidden = np.broadcast_to(hidden, (heads, n, n)) & (np.arange(heads) < heads // kv)[:, None, None]
+    return scores, V, hidden
+
+
+def _finish(ahead: tuple[np.ndarray, np.ndarray, np.ndarray], w: Weights, k_: dict) -> np.ndarray:
+    """The masked softmax, the values, the merge and the output projection (read-only use of `ahead`)."""
+    scores, V, hidden = ahead
     if k_["mask"] == "after-softmax":
         P = np.where(hidden, 0.0, _softmax(scores, k_["softmax_axis"]))
     else:

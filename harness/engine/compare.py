@@ -49,12 +49,7 @@ def compare(observed: np.ndarray, expected: np.ndarray, rtol: float = RTOL, atol
     comparing the module with itself, where NaN in the same places is the same."""
     if observed.shape != expected.shape:
         return Mismatch(tuple(observed.shape), tuple(expected.shape))
-    scale = max(1.0, float(np.nanmax(np.abs(expected), initial=0.0)) if expected.size else 1.0)
-    bound = atol * scale + rtol * np.abs(expected)
-    both_nan = np.isnan(observed) & np.isnan(expected) if nan_equal else np.zeros(observed.shape, bool)
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(observed - expected)
-        bad = ~both_nan & ~(diff <= bound)  # NaN differences count as differing
+    diff, bad = _differing(observed, expected, rtol, atol, nan_equal)
     if not bad.any():
         return None
     nonfinite = int((~np.isfinite(observed) & np.isfinite(expected)).sum())
@@ -66,14 +61,29 @@ def compare(observed: np.ndarray, expected: np.ndarray, rtol: float = RTOL, atol
                     tuple(int(i) for i in at), float(observed[at]), float(expected[at]), rtol, atol)
 
 
+def _differing(observed: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
+               nan_equal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """|observed - expected| and where it is beyond the tolerance (same shapes)."""
+    scale = max(1.0, float(np.nanmax(np.abs(expected), initial=0.0)) if expected.size else 1.0)
+    bound = atol * scale + rtol * np.abs(expected)
+    both_nan = np.isnan(observed) & np.isnan(expected) if nan_equal else np.zeros(observed.shape, bool)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(observed - expected)
+        bad = ~both_nan & ~(diff <= bound)  # NaN differences count as differing
+    return diff, bad
+
+
 def close(observed: np.ndarray, expected: np.ndarray) -> bool:
     """Equal up to float32 rounding, and finite."""
-    return np.all(np.isfinite(observed)) and compare(observed, expected) is None
+    return np.all(np.isfinite(observed)) and observed.shape == expected.shape and \
+        not _differing(observed, expected, RTOL, ATOL, False)[1].any()
 
 
 def same(a: np.ndarray, b: np.ndarray) -> bool:
-    """For comparing the module with itself: equal up to rounding, NaN where the other has NaN."""
-    return compare(a, b, nan_equal=True) is None
+    """For comparing the module with itself: equal up to rounding, NaN where the other has NaN.  `compare`'s
+    answer without the Mismatch it would describe (diagnosis asks this thousands of times per submission, mostly of
+    variants that differ: issue 27)."""
+    return a.shape == b.shape and not _differing(a, b, RTOL, ATOL, True)[1].any()
 
 
 def worst_difference(observed: np.ndarray, expected: np.ndarray, names=("yours", "reference")) -> str:

@@ -360,6 +360,7 @@ def _samples(ctx) -> list[pairs.Sample] | None:
     return out or None
 
 
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
 def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> list[str] | None:
     """Mutants whose variant reproduces the target's outputs on every sample (every required configuration), under
     transplanted weights (and differs from the reference there); None when they could not be asked."""
@@ -375,6 +376,7 @@ def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> li
     return sorted(matching & shown)
 
 
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
 def _pair(ctx, samples: list[pairs.Sample] | None, possible: list[str], marks: list[dict],
           catalogue: dict) -> tuple[str, str] | None:
     """Two mistakes at once whose composed variant reproduces the outputs (harness.engine.pairs), among those

@@ -61,7 +61,11 @@ def fit(x, heads: int, w, knobs: dict, knob: str, y) -> float | None:
     if not np.isfinite(y).all():
         return None
     scale = max(1.0, float(np.abs(y).max(initial=0.0)))
-    f = lambda v: variants.forward(x, heads, w, **{**knobs, knob: float(v)})
+    if knob == "fill":  # the same numbers, the scores computed once for every value tried (issue 27)
+        at = variants.by_fill(x, heads, w, **{k: v for k, v in knobs.items() if k != "fill"})
+        f = lambda v: at(float(v))
+    else:
+        f = lambda v: variants.forward(x, heads, w, **{**knobs, knob: float(v)})
     low, high = f(ENDS[0]), f(ENDS[1])
     fixed = np.isclose(low, high, rtol=1e-12, atol=1e-12 * scale)  # values the knob does not move
     if not same(y[fixed], low[fixed]):

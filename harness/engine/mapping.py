@@ -107,6 +107,7 @@ def _caller_masks(info, style: int) -> bool:
     # positions they give are all bare: the forward takes no mask)
 
 
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
 def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, form: str):
     """(style, layout) -> the known mistakes whose numbers the module's output has, and the rotary embedding they
     were found under (a plain layer's mistakes are tried on rotary layers too, a rotary mistake only on those; a
@@ -136,6 +137,7 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
     return matches, rope_of
 
 
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
 def _pair_mistakes(own, weights: dict, x, heads: int, form: str,
                    ropes: list) -> dict[tuple[int, Rope | None], tuple[str, str]]:
     """(reading, rotary embedding) -> the one pair of known mistakes whose composed variant reproduces the module's
@@ -168,6 +170,7 @@ def _no_mask_to_pass(info) -> bool:
     return len(info.call_styles) == 1 or all(POSITIONS in s for s in info.call_styles) and all(bare)
 
 
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
 def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -> list[str]:
     """The known masking mistakes whose numbers a forward that takes an optional mask computes when called without
     one (its default mask of 0s and 1s added to the scores, say), where a caller's mask made it the reference: it
