@@ -31,7 +31,8 @@ from reference import numpy_ref, variants
 from reference.rotary import with_rope
 
 GROUPED_ONLY = ("gqa-", "mqa-")  # mistakes of the grouped-query layer (mutants.FAMILY): in no plain layer
-RANDOM = "eval-determinism:random in eval"  # the module built with dropout=0 is random in eval() too
+RANDOM = {"eval-determinism:random in eval",  # the module built with dropout=0 is random in eval() too
+          "eval-determinism:differs between calls"}  # one with no dropout at all (weights drawn in forward)
 GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
            "refuses valid widths"}
 
@@ -102,9 +103,9 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     mine = set(findings(report))
     matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine
                 and not _trace_refutes(catalogue[m], marks, recorded)]
-    if RANDOM in mine:  # a forward random at every call makes any two outputs differ (alone and in the batch,
+    if RANDOM & mine:  # a forward random at every call makes any two outputs differ (alone and in the batch,
         # contiguous or not): those checks' patterns are its randomness, not another mistake's
-        matching = [m for m in matching if RANDOM in catalogue[m]["signature"]]
+        matching = [m for m in matching if RANDOM & set(catalogue[m]["signature"])]
     maximal = [m for m in matching if not any(set(catalogue[m]["signature"]) < set(catalogue[o]["signature"])
                                               for o in matching)]
     apart = _apart([m for m in maximal if m in strict and kinds.get(catalogue[m]["killed_by"][0]) != "rule"
