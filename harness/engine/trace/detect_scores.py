@@ -98,9 +98,17 @@ def _scores_product(f: Findings, ancestors: set[int], target: int) -> int:
 
 @detector("dropout-always-on")
 def dropout_in_eval(f: Findings) -> None:
-    """A dropout told training=True (F.dropout's default) while the module is in eval mode, as the trace runs it:
-    it stays on after model.eval()."""
+    """A dropout told training=True (F.dropout's default), or a scaled_dot_product_attention given a dropout_p above
+    0, while the module is in eval mode, as the trace runs it: it stays on after model.eval()."""
     for op in f.ops:
+        if op["op"] == "scaled_dot_product_attention":
+            p = number(op["kwargs"].get("dropout_p", op["args"][4] if len(op["args"]) > 4 else None))
+            if p:
+                f.mark(op["i"], {"id": "dropout-always-on", "text": (
+                    f"scaled_dot_product_attention is given dropout_p={p:g} although the module is in eval mode: "
+                    "SDPA does not know the module's mode, so its dropout stays on after model.eval(); pass "
+                    "dropout_p=p if self.training else 0.0")}, keep_earlier=True)
+            continue
         if op["op"] not in DROPOUTS or op["op"] == "native_dropout":
             continue
         raw = op["kwargs"].get("training", op["kwargs"].get("train",  # torch.dropout(x, p, train)

@@ -21,6 +21,10 @@ WORKED_CONFIG = Config(d_in=WORKED["d"], d_out=WORKED["d"], heads=WORKED["heads"
                        context_length=WORKED["context_length"], batch=WORKED["batch"], n=WORKED["n"])
 
 
+TRACE_DROPOUT = 0.5  # the trace runs the layer in eval mode, where a dropout rate changes nothing of a correct layer;
+# at 0 a dropout left on (F.dropout's training=True, SDPA's dropout_p=self.p) would be on at rate 0, unseen
+
+
 def declared_by(form: str = "multi-head") -> dict[str, list[str]]:
     """detector id -> the mutants of the layer's form (harness.wire.form) that declare it (`MutantInfo.trace`),
     from the catalogue: a single-head layer's mark is named after a single-head mutant, a multi-head one's after
@@ -50,7 +54,7 @@ def record(ctx, display: str = "") -> TraceResult:
     result = TraceResult(display or ctx.subject.spec, "", worked)
     try:
         form = ctx.form  # the worked example of the layer's own form: one head, no output projection for single
-        cfg = _grouped(ctx, ctx.shaped(cfg))
+        cfg = dataclasses.replace(_grouped(ctx, ctx.shaped(cfg)), dropout=TRACE_DROPOUT)
         worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}),
                       **({"kv_heads": cfg.kv_heads} if cfg.kv_heads else {}))
         result.construction = ctx.construction(cfg)
