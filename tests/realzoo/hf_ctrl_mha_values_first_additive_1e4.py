@@ -21,8 +21,8 @@ NOTES = ("MultiHeadAttention(d_model_size, num_heads, layer_idx=None). forward(v
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
-DIAGNOSIS = None
-EXPECTED_BECAUSE = 'causal-leakage fails: the -1e4 additive mask lets the future in once scores are large (a finite fill; the catalogue has no additive-penalty mistake to name); no divisibility check too'
+DIAGNOSIS = 'finite-fill-100'
+EXPECTED_BECAUSE = 'causal-leakage fails: the -1e4 additive mask lets the future in once scores are large, as a -1e4 fill does (early GPT-2: finite-fill-100, told with its own value, at the line that writes -1e4); no divisibility check too'
 
 
 def scaled_dot_product_attention(q, k, v, mask, attention_mask=None, head_mask=None):

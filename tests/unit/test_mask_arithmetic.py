@@ -156,7 +156,8 @@ def _marks(tmp_path, default, masking) -> list[str]:
     ('att = att.masked_fill(mask == 0, float("-inf"))', []),
     ('att = att + torch.zeros_like(mask).masked_fill(mask == 0, float("-inf"))', []),  # additive, 0 or -inf
     ("att = att + (1 - mask) * -1e9", ["additive-finite-mask"]),  # additive-finite-mask's, not a 0/1 mask
-], ids=["multiplied", "added-future", "added-past", "fill", "additive-inf", "additive-1e9"])
+    ("att = att + (1 - mask) * -1e4", ["fill-leaks-invisibly"]),  # CTRL's: it leaks at -5e4 as a -1e4 fill does
+], ids=["multiplied", "added-future", "added-past", "fill", "additive-inf", "additive-1e9", "additive-1e4"])
 def test_trace_marks_a_mask_multiplied_or_added_and_not_a_right_one(tmp_path, masking, marked):
     assert _marks(tmp_path, OWN, masking) == marked
 

@@ -70,6 +70,20 @@ def finite_fill(f: Findings) -> None:
             else:
                 f.notes.append(f"step {m + 1}: the mask fills with {fill:g}; that underflows to an exact 0 after the "
                                "softmax, but float('-inf') says what is meant")
+    added = _additive_fill(f)
+    if added is not None and added[1] > PROBED_FILL:  # CTRL's `scores + mask * -1e4`: it leaks where -1e4 filled in
+        # does (causal-leakage's probe finds both), so it is told as that fill, added
+        f.mark(added[0], _added(fill_mark(added[1])), keep_earlier=True)
+
+
+def _added(mark: dict) -> dict:
+    """A fill's mark told of a finite mask added to the scores (a hidden score s becomes s + fill, not fill)."""
+    out = dict(mark, text=mark["text"].replace("the masked scores are filled with", "the mask added to the scores "
+                                               "holds").replace(
+        "; fill with float('-inf')", "; write float('-inf') where the mask is set"))
+    if "title" in out:
+        out["title"] = out["title"].replace("Masked scores filled with", "A finite mask added to the scores:")
+    return out
 
 
 @detector("mask-includes-diagonal", "mask-keeps-future", "mask-one-token-late", "mask-hides-nothing", "mask-wrong")
@@ -324,9 +338,21 @@ def mask_device(f: Findings) -> None:
 
 @detector("additive-finite-mask")
 def additive_finite_mask(f: Findings) -> None:
-    """A mask added to the scores whose hidden entries are a finite number at or below SAFE_FILL (`torch.where(mask,
+    """A mask added to the scores whose hidden entries are a finite number at or below PROBED_FILL (`torch.where(mask,
     -1e9, 0)`, `(1 - tril) * -1e9`): exact at every realistic magnitude, but not -inf (the lesson's rule; it
-    overflows half precision).  Marked where the number is written, the line to change."""
+    overflows half precision).  Marked where the number is written, the line to change.  One between PROBED_FILL
+    and SAFE_FILL (CTRL's -1e4) leaks at realistic magnitudes: finite_fill marks it, as the fill it is."""
+    added = _additive_fill(f)
+    if added is not None and added[1] <= PROBED_FILL:  # (above it, a fill that leaks: finite_fill's)
+        f.mark(added[0], {"id": "additive-finite-mask", "text": (
+            f"the mask added to the scores hides the future with {added[1]:g}, a finite number, not -inf: exact "
+            "while every score stays far below it, but a larger score gets through and it overflows half "
+            "precision; write float('-inf') where the mask is set")}, keep_earlier=True)
+
+
+def _additive_fill(f: Findings) -> tuple[int, float] | None:
+    """(where the number is written, the number) of the first mask added to the scores before a softmax whose
+    hidden entries are a finite number at or below SAFE_FILL, or None."""
     uses = _mask_uses(f)
     for m in uses[0] if uses else []:
         op = f.ops[m]
@@ -339,11 +365,8 @@ def additive_finite_mask(f: Findings) -> None:
                 fill = _written_number(f.ops[a])
                 if fill is not None and -1e300 < fill <= SAFE_FILL:  # float64's own minimum (finfo(dtype).min,
                     # traced in float64) outweighs any score; -1e9 or float32's minimum does not
-                    f.mark(a, {"id": "additive-finite-mask", "text": (
-                        f"the mask added to the scores hides the future with {fill:g}, a finite number, not -inf: "
-                        "exact while every score stays far below it, but a larger score gets through and it "
-                        "overflows half precision; write float('-inf') where the mask is set")}, keep_earlier=True)
-                    return
+                    return a, fill
+    return None
 
 
 def _written_number(op: dict) -> float | None:
