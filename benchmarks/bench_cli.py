@@ -1,7 +1,10 @@
 """How much a full `mha-check` run costs next to a bare `python -c "import torch"`.
 
 Runs the two commands alternately (so machine noise hits both alike), `--rounds` times each, and prints the medians
-and their ratio.  The target: ratio <= 1.5.  A benchmark, not a test: timings on shared machines are noisy.
+and their ratio.  The target: ratio <= 1.5.  With --against OLD (an earlier checkout with its own .venv) it compares
+instead the single run of OLD and of this checkout on the same target file, alternately, the order swapped every
+round (issue 27: a slower single run is measured side by side or not at all).
+A benchmark, not a test: timings on shared machines are noisy.
 """
 from __future__ import annotations
 
@@ -27,8 +30,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--target", default="examples/correct_attention.py:MultiHeadAttention")
+    p.add_argument("--against", type=Path, help="an older checkout with its own .venv: compare single runs with it")
     args = p.parse_args()
     tool = shutil.which("mha-check") or str(Path(sys.executable).with_name("mha-check"))
+    if args.against:
+        return against(args.against.resolve(), tool, args.target, args.rounds)
     commands = {"import torch": [sys.executable, "-c", "import torch"], "mha-check": [tool, args.target]}
     for cmd in commands.values():  # warm the file cache
         timed(cmd)
@@ -42,6 +48,24 @@ def main() -> None:
     print(f"ratio mha-check / import torch: {med['mha-check'] / med['import torch']:.2f} (target <= 1.5)")
     report = subprocess.run([tool, args.target, "--format", "json"], cwd=ROOT, capture_output=True, text=True)
     print("isolation:", json.loads(report.stdout).get("isolation", {}).get("summary", "(none reported)"))
+
+
+def against(old: Path, tool: str, target: str, rounds: int) -> None:
+    """The same target (this checkout's file, by its absolute path) checked by OLD's mha-check and by this one."""
+    file, _, name = target.rpartition(":")
+    spec = f"{(ROOT / file).resolve()}:{name}"
+    commands = {"old": [str(old / ".venv" / "bin" / "mha-check"), spec], "new": [tool, spec]}
+    for cmd in commands.values():  # warm the file cache
+        timed(cmd)
+    samples = {name: [] for name in commands}
+    for i in range(rounds):
+        for which in (("old", "new") if i % 2 == 0 else ("new", "old")):
+            samples[which].append(timed(commands[which]))
+    med = {which: statistics.median(s) for which, s in samples.items()}
+    paired = [n / o for n, o in zip(samples["new"], samples["old"])]
+    print(f"{spec}: {rounds} rounds, median old {med['old']:.3f} s, new {med['new']:.3f} s: ratio "
+          f"{med['new'] / med['old']:.3f}; paired ratios median {statistics.median(paired):.3f}, range "
+          f"{min(paired):.2f} to {max(paired):.2f}")
 
 
 if __name__ == "__main__":
