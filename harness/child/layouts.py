@@ -325,9 +325,18 @@ def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int, d_kv: int
         for rows_of, order in blocks:
             for roles_order in (orders if "interleaved" not in order else orders[:1]):
                 readings.append((_fused_roles(f, fn, rows_of, roles_order), how + order + _order_note(roles_order)))
+    elif heads_read := _per_head_slots(module, d_in, d_out, heads):  # (with one head too: the reading proven with
+        # several is found again, by its name, on a configuration with one)
+        slots, kind = heads_read
+        used = {id(m) for slot in slots for _, m in slot}
+        rest = [(n, m) for n, m in linears if id(m) not in used]
+        if len(rest) != 1 or (rest[0][1].out_features, rest[0][1].in_features) != (d_out, d_out):
+            return []
+        readings += _separate_orders(slots, f"{how} ({kind})", orders)
+        (on, o), = rest
     elif len(linears) == 4 and (d_in != d_out and len(proj) == 3 and len(square) == 1
                                 or d_in == d_out and len(square) == 4):
-        readings += _separate_orders(linears[:3] if d_in == d_out else proj, how, orders)
+        readings += _separate_orders([[lin] for lin in (linears[:3] if d_in == d_out else proj)], how, orders)
         on, o = linears[3] if d_in == d_out else square[0]
     else:
         return []
@@ -383,7 +392,7 @@ def _by_position_no_out(linears: list, d_in: int, d_out: int,
                 + [(_fused_roles(f, n, dim_role, "qkv"), how + " (fused q/k/v, interleaved as (dim role))")])
     if shapes != [(d_out, d_in)] * 3:
         return []
-    return _separate_orders(linears, how, orders)
+    return _separate_orders([[lin] for lin in linears], how, orders)
 
 
 def _fused_roles(f: nn.Linear, name: str, rows_of, order: str) -> dict[str, list[Piece]]:
@@ -401,20 +410,59 @@ def _order_note(order: str) -> str:
     return "" if order == "qkv" else f" (declared as {', '.join(order)})"
 
 
-def _separate_orders(qkv: list, how: str, orders: tuple[str, ...]) -> list[tuple[dict[str, list[Piece]], str]]:
-    """Three same-shaped Linear layers whose names say nothing: every assignment of the roles q, k, v to them, the
+def _separate_orders(slots: list[list[tuple[str, nn.Linear]]], how: str,
+                     orders: tuple[str, ...]) -> list[tuple[dict[str, list[Piece]], str]]:
+    """Three same-shaped projections whose names say nothing: every assignment of the roles q, k, v to them, the
     declared order first.  Each is a plausible reading, so a correct layer is reproduced under one of them (keys
     declared first is as correct as queries first); read only in the declared order, it was told it had swapped its
-    queries and keys, the mirror image of a correct layer, which proves nothing."""
+    queries and keys, the mirror image of a correct layer, which proves nothing.  A projection (a slot) is one
+    Linear, or one Linear a head (`_per_head_slots`), whose weights are stacked in head order, as the heads' outputs
+    are concatenated."""
     readings = []
     for order in orders:
         roles = {}
-        for r, (n, m) in zip(order, qkv):
-            roles["w" + r] = [Piece(m.weight, n + ".weight")]
-            if m.bias is not None:
-                roles["b" + r] = [Piece(m.bias, n + ".bias")]
+        for r, slot in zip(order, slots):
+            roles["w" + r] = [Piece(m.weight, n + ".weight") for n, m in slot]
+            if all(m.bias is not None for _, m in slot):
+                roles["b" + r] = [Piece(m.bias, n + ".bias") for n, m in slot]
         readings.append((_in_lesson_order(roles), how + _order_note(order)))
     return readings
+
+
+def _per_head_slots(module: nn.Module, d_in: int, d_out: int,
+                    heads: int) -> tuple[list[list[tuple[str, nn.Linear]]], str] | None:
+    """Per-head projections whose names say nothing, as three slots of one Linear(d_in, d_out/H) a head (in head
+    order), and how they are held: an nn.ModuleList of H modules each holding three such Linear layers (Karpathy's
+    `heads[h].a/.b/.c`: a slot is the h-th module's i-th Linear, declared order), or three nn.ModuleLists of H of
+    them (`a[h]`, `b[h]`, `c[h]`: a slot per list).  None for anything else: as many heads as the configuration's
+    (with one head, a list of one), every projection the same shape."""
+    if heads < 1 or d_out % heads:
+        return None
+    shape = (d_out // heads, d_in)
+
+    def linears(m: nn.Module, prefix: str) -> list[tuple[str, nn.Linear]]:
+        return [(prefix + n, c) for n, c in m.named_modules() if isinstance(c, nn.Linear)]
+
+    modules, lists, inside = [], [], []
+    for name, node in module.named_modules():
+        prefix = f"{name}." if name else ""
+        if not isinstance(node, nn.ModuleList) or len(node) != heads or not linears(node, prefix) \
+                or any(prefix.startswith(outer) for outer in inside):  # (a list within a list of heads: its own)
+            continue
+        inside.append(prefix)
+        if all(isinstance(c, nn.Linear) for c in node):
+            lists.append([(f"{prefix}{i}", c) for i, c in enumerate(node)])
+        else:
+            modules.append([linears(c, f"{prefix}{i}.") for i, c in enumerate(node)])
+    if len(modules) == 1 and not lists and all(len(own) == 3 for own in modules[0]):
+        slots, kind = [list(slot) for slot in zip(*modules[0])], "per-head modules"
+    elif len(lists) == 3 and not modules:
+        slots, kind = lists, "per-head lists"
+    else:
+        return None
+    if any((m.out_features, m.in_features) != shape for slot in slots for _, m in slot):
+        return None
+    return slots, kind
 
 
 _ROLE_RANK = {name: i for i, name in enumerate(WEIGHTS + BIASES)}

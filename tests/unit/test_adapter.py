@@ -431,6 +431,77 @@ def test_three_unnamed_projections_are_read_in_every_order_declared_first():
     assert all(lay.describe()["wo"] == "d.weight" for lay in found) and not any(lay.certain for lay in found)
 
 
+class _Head(nn.Module):
+    """One head of Karpathy's layer with names that say no role: `lin1`, `lin2`, `lin3` (`count` of them)."""
+
+    def __init__(self, d_in=8, dh=4, count=3):
+        super().__init__()
+        for i in range(count):
+            setattr(self, f"lin{i + 1}", nn.Linear(d_in, dh, bias=False))
+
+
+class _Heads(nn.Module):
+    def __init__(self, heads=2, count=3, extra=False):
+        super().__init__()
+        self.heads = nn.ModuleList(_Head(dh=8 // heads, count=count) for _ in range(heads))
+        self.mix = nn.Linear(8, 8)
+        if extra:
+            self.gate = nn.Linear(8, 8)
+
+
+def _orders(found) -> list[tuple[str, str, str]]:
+    return [(lay.describe()["wq"], lay.describe()["wk"], lay.describe()["wv"]) for lay in found]
+
+
+def test_per_head_modules_whose_names_say_nothing_are_read_in_every_order_declared_first():
+    """Issue 28 item 1: Karpathy's ModuleList of heads, each with three Linear(d, d/H) named `a`, `b`, `c` or
+    `lin1`..`lin3`, had no reading (every weight check cannot-tell), though three unnamed Linear(d, d) are read in
+    every order.  Each order of the three per-head projections is a reading, declared order first, each stacked over
+    the heads in list order; the output projection is the one Linear left; none is certain (the proof decides)."""
+    layer = _Heads()
+    found, problem = discover(layer, 8, 8, 2)
+    slot = [" + ".join(f"heads.{h}.lin{i}.weight" for h in range(2)) for i in (1, 2, 3)]
+    assert problem == "" and _orders(found)[0] == tuple(slot) and len(set(_orders(found))) == 6 == len(found)
+    assert {tuple(sorted(o)) for o in _orders(found)} == {tuple(sorted(slot))}  # every role from the same three
+    assert all(lay.describe()["wo"] == "mix.weight" and not lay.certain for lay in found)
+    assert all("per-head modules" in lay.how for lay in found) and "declared as k, q, v" in found[1].how
+    wq = found[0].read()["wq"]
+    assert torch.equal(wq[4:], layer.heads[1].lin1.weight) and torch.equal(wq[:4], layer.heads[0].lin1.weight)
+    found[1].write({"wq": torch.ones(8, 8), "wk": torch.zeros(8, 8), "wv": torch.zeros(8, 8), "wo": torch.eye(8),
+                    "bo": torch.zeros(8)})
+    assert torch.equal(layer.heads[1].lin2.weight, torch.ones(4, 8))  # kqv: the second projection is W_q
+    one, _ = discover(_Heads(heads=1), 8, 8, 1)  # a list of one head: the same readings, under the same names (the
+    # order proven with two heads is found again on a configuration with one: Context._same_layout)
+    assert [lay.how for lay in one] == [lay.how for lay in found] and _orders(one)[1][0] == "heads.0.lin2.weight"
+
+
+def test_per_head_lists_whose_names_say_nothing_are_read_in_every_order_with_their_biases():
+    """Three ModuleLists of one Linear(d_in, d_out/H) a head, named `a`, `b`, `c`: the lists in every order, declared
+    first, each list's Linear layers stacked in order, their biases too."""
+    class Lists(nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name in "abc":
+                setattr(self, name, nn.ModuleList(nn.Linear(6, 4) for _ in range(2)))
+            self.o = nn.Linear(8, 8)
+
+    found, problem = discover(Lists(), 6, 8, 2)
+    assert problem == "" and len(set(_orders(found))) == 6 == len(found)
+    first = found[0].describe()
+    assert first["wq"] == "a.0.weight + a.1.weight" and first["bv"] == "c.0.bias + c.1.bias"
+    assert first["wo"] == "o.weight"
+    assert all("per-head lists" in lay.how for lay in found)
+
+
+@pytest.mark.parametrize("layer,heads", [(_Heads(count=2), 2), (_Heads(extra=True), 2), (_Heads(heads=4), 2)],
+                         ids=["two-projections-a-head", "a-linear-besides-the-output", "list-not-one-a-head"])
+def test_per_head_modules_are_read_by_position_only_as_three_projections_a_head_and_one_output(layer, heads):
+    """Two Linear a head, a Linear left over besides the output projection, a list that is not one module a head:
+    no reading by position (what each would be is a guess)."""
+    found, problem = discover(layer, 8, 8, heads)
+    assert found == [] and "by position" in problem
+
+
 def test_query_key_value_in_another_order_all_get_the_input():
     """OpenNMT-py's `forward(key, value, query, mask=None)`: self-attention gives x to each, whatever their order."""
     styles, problem = _calls(lambda self, key, value, query, mask=None: key)
