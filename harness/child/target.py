@@ -147,7 +147,21 @@ def _load_notebook(path: str):
     return module, loaded, notes
 
 
+def _opens(path: str) -> bool:
+    try:
+        with open(path, "rb"):
+            return True
+    except OSError:
+        return False
+
+
 def _load_file(path: str):
+    if os.path.islink(path) and not _opens(path):  # a link out of the submission: not in this run's view (or, seen,
+        # not readable under Landlock)
+        leads = "".join(c if c.isprintable() else "?" for c in os.readlink(path))[:80]
+        raise TargetError("import", f"{os.path.basename(path)} is a symbolic link to {leads}, which this run cannot "
+                                    "read (mha-check never follows a link out of a submission); hand in the file "
+                                    "itself, not a link")
     if not os.path.isfile(path):
         folder = os.path.dirname(os.path.abspath(path))
         there = sorted(f for f in os.listdir(folder) if f.lower().endswith((".py", ".ipynb"))) \

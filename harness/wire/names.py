@@ -67,11 +67,15 @@ def student_module(stem: str, path: str) -> str:
 
 def own_code(where: str, path: str | None) -> bool:
     """Defence 4: is the target mha-check's own code (a mutant, the reference), which may import our packages?
-    `path`: the target's file (None for a module target), judged by where it really is."""
+    `path`: the target's file (None for a module target), judged both by the path as given and by where it really
+    is: a submission's `attention.py` that is a symbolic link to reference/causal_mha.py really is there, and was
+    given the unhidden view and full marks (a red team, issue 27); a link is the student's, wherever it leads."""
     if path is None:
         return where.partition(".")[0] in CHILD_HIDDEN
-    real = os.path.realpath(path)
-    return any(real.startswith(os.path.join(os.path.realpath(PACKAGES_ROOT), d) + os.sep) for d in OWN_CODE_FOLDERS)
+    given, real = os.path.abspath(path), os.path.realpath(path)
+    roots = {os.path.abspath(PACKAGES_ROOT), os.path.realpath(PACKAGES_ROOT)}  # an install reached by a link
+    inside = lambda p: any(p.startswith(os.path.join(root, d) + os.sep) for root in roots for d in OWN_CODE_FOLDERS)
+    return inside(given) and inside(real)
 
 
 def is_ours(path: str) -> bool:

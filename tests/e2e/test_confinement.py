@@ -179,6 +179,26 @@ def test_root_with_namespaces_says_the_full_policy_held_to_staff_only(tmp_path):
     assert run.returncode == 0 and "WARNING" not in run.stdout, run.stdout + run.stderr[-2000:]
 
 
+@pytest.mark.parametrize("ours", ["reference/causal_mha.py", "tests/zoo/correct/book_style.py"])
+@pytest.mark.parametrize("where", ["namespaces", "container"])
+def test_a_link_to_our_own_correct_code_is_the_students_and_gets_no_marks(world, tmp_path, ours, where):
+    """A red team's submission (issue 27, rt3): attention.py, a symbolic link to reference/causal_mha.py, was judged
+    by where the link leads, mha-check's own code, given the unhidden view and full marks in Gradescope's format.  A
+    link is the student's, wherever it leads: not followed out of the submission, and the student is told why."""
+    folder = tmp_path / "student"
+    folder.mkdir(parents=True)
+    for p in (tmp_path, folder):
+        p.chmod(0o755)
+    (folder / "attention.py").symlink_to(ROOT / ours)
+    prefix, python = ([], sys.executable) if where == "namespaces" else (CONTAINER, readable_python(world))
+    target = f"{folder / 'attention.py'}:{'CausalMHA' if 'reference' in ours else 'MultiHeadAttention'}"
+    run = mha(prefix, python, target, "--format", "gradescope")
+    data = json.loads(run.stdout)
+    assert data["score"] == 0 and not full_marks(data), run.stdout[-2000:]
+    construct = next(t for t in data["tests"] if "construct" in t["name"])
+    assert "is a symbolic link to" in construct["output"] and "hand in the file itself" in construct["output"]
+
+
 def test_an_ordinary_user_without_user_namespaces_is_refused_to_grade(world):
     """The child could only be the grader's own uid with the host's files in view: `grade` and a PrairieLearn run
     refuse in one line (nothing is written); --allow-unconfined grades and the report says it was accepted."""
