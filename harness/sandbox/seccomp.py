@@ -29,8 +29,12 @@ _DENIED = {
     "acct": (163, 89), "swapon": (167, 224), "swapoff": (168, 225), "reboot": (169, 142), "syslog": (103, 116),
     # a new session is a new scheduler autogroup: 60 setsid spinners took 23x the CPU of a classmate's whole check
     "setsid": (112, 157),
-    # memory written to a memfd is counted against no process: 3.8 GB past a 1 GB limit in a red team's trial
-    "memfd_create": (319, 279),
+    # memory written to a memfd is counted against no process: 3.8 GB past a 1 GB limit in a red team's trial;
+    # memfd_secret's pages count against RLIMIT_MEMLOCK only while mapped (map, write, unmap: 2.4 GB from one process)
+    "memfd_create": (319, 279), "memfd_secret": (447, 447),
+    # fallocate with FALLOC_FL_KEEP_SIZE reserves disk blocks past RLIMIT_FSIZE: on its own output file (the grader's
+    # disk, outside the bounded scratch) a red team filled the disk and five classmates lost their grades
+    "fallocate": (285, 47),
     # no socket of its own: the channel to mha-check is inherited, and a layer needs none; without a network
     # namespace it reached the host's UDP and any pathname unix socket (Landlock does not govern connecting to one)
     "socket": (41, 198),

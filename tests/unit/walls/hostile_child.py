@@ -232,6 +232,34 @@ def wall_memfd(ctx):
     return False, "memfd_create worked: memory beyond the limit can be held"
 
 
+def wall_memfd_secret(ctx):
+    """memfd_secret's pages count against RLIMIT_MEMLOCK only while mapped: map, write, unmap, keep the fd, and a red
+    team held 2.4 GB past every limit from one process (issue 27, rt3)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.syscall(447, 0)  # memfd_secret (x86_64 and aarch64)
+    if fd < 0:
+        return True, f"memfd_secret refused: {os.strerror(ctypes.get_errno())}"
+    os.close(fd)
+    return False, "memfd_secret worked: unevictable memory no limit counts"
+
+
+def wall_fallocate(ctx):
+    """fallocate(fd, FALLOC_FL_KEEP_SIZE, ...) reserves disk blocks without growing the file, past RLIMIT_FSIZE: on
+    the child's own output file (the grader's disk, outside the bounded scratch) a red team filled the disk and cost
+    five classmates their grades (issue 27, rt3).  Tried on a file of the scratch, 1 MB."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    path = "reserved"  # in the working directory, the scratch
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        if libc.fallocate(fd, 1, 0, 1 << 20) != 0:  # FALLOC_FL_KEEP_SIZE
+            return True, f"fallocate refused: {os.strerror(ctypes.get_errno())}"
+        return False, "fallocate worked: disk blocks reserved past the file-size limit"
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 def wall_sysv_ipc(ctx):
     """A System V shared memory segment outlives its process and counts against no process's memory limit: without
     an IPC namespace a red team left 5 GB of them behind after the grader had exited."""
