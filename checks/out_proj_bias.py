@@ -17,8 +17,17 @@ from harness.engine.mapping import map_help
     nn.Linear(8, 8, bias=False): 64, and the whole layer 256 instead of 264""",
 )
 def out_proj_bias(ctx):
+    """A multi-head layer proven to have no output projection at all (read without one, W_o the identity, it computes
+    its own output: harness.engine.mapping) has no output bias either, a fact, not a guess: the rule fails, as part
+    of the missing projection param-count names.  Unproven readings without W_o are no evidence: cannot tell."""
     inst = ctx.built(ctx.base)
-    if not inst.layouts:
+    if inst.layouts and all("wo" not in layout.roles for layout in inst.layouts) and ctx.without_out_proj:
+        return failed("your layer has no output projection, so no output bias either: the lesson's layer ends with "
+                      "nn.Linear(d_out, d_out), which has one", observed="no output projection",
+                      expected="an output projection with a bias of width d_out", finding="no output projection",
+                      fix="Add `self.out_proj = nn.Linear(d_out, d_out)` (it has a bias) and apply it to the merged "
+                          "heads.")
+    if not inst.layouts or all("wo" not in layout.roles for layout in inst.layouts):  # read without W_o, unproven
         return cannot_tell("mha-check could not find your output projection among your parameters "
                            f"({inst.info.layout_problem})", help=map_help(ctx, inst.info.layout_problem))
     has = {"bo" in layout.roles for layout in inst.layouts}

@@ -88,10 +88,23 @@ def _kv_width(ctx, cfg, inst) -> int | None:
     return next(iter(found)) if len(found) == 1 else None
 
 
-def _biases(inst) -> set[str] | None:
-    """The biases the module has, when every candidate reading of its parameters agrees; None when unknown."""
-    found = {frozenset(r for r in layout.roles if r in BIASES) for layout in inst.layouts}
+def _biases(inst, out_proj: bool = True) -> set[str] | None:
+    """The biases the module has, when every candidate reading of its parameters agrees; None when unknown.  A
+    multi-head layer read without an output projection (harness.child.layouts.without_out_proj) whose every
+    parameter is one of W_q, W_k, W_v or their biases is counted against the lesson's layer with its output
+    projection's bias: the whole nn.Linear(d_out, d_out) is what it lacks.  With a parameter no reading takes (it
+    may be a projection mha-check did not recognise), the biases are unknown."""
+    missing = _without_out_proj(inst, out_proj)
+    if missing and _no_role(inst):
+        return None
+    found = {frozenset(r for r in layout.roles if r in BIASES) | ({"bo"} if missing else set())
+             for layout in inst.layouts}
     return set(next(iter(found))) if len(found) == 1 else None
+
+
+def _without_out_proj(inst, out_proj: bool) -> bool:
+    """The multi-head layer's readings have no W_o (harness.child.layouts.without_out_proj)."""
+    return out_proj and bool(inst.layouts) and all("wo" not in layout.roles for layout in inst.layouts)
 
 
 @check(
@@ -119,7 +132,7 @@ def param_count(ctx):
     def prop(cfg):
         inst = ctx.built(cfg)  # counting needs no forward pass
         got = inst.info.param_count
-        biases = _biases(inst)
+        biases = _biases(inst, out_proj)
         kv = _kv_width(ctx, cfg, inst)
         allowed = sorted({_expected(cfg, b, kv, out_proj) for b in bias_sets}) if biases is None else \
             [_expected(cfg, biases, kv, out_proj)]
@@ -145,7 +158,10 @@ def param_count(ctx):
         extra = _no_role(inst)
         if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
             fix = _extra_fix(extra, got - want)
-        which = (f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
+        which = (" with the output projection's bias and " + (f"{', '.join(sorted(biases - {'bo'}))}" if
+                                                              biases - {"bo"} else "no Q/K/V bias")
+                 if biases is not None and _without_out_proj(inst, out_proj) else
+                 f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
                  " with any set of biases")
         shown = formula.format(cfg.d_in, cfg.d_out) if kv is None or kv == cfg.d_out else \
             (f"{cfg.d_in}·{cfg.d_out} + 2·{cfg.d_in}·{kv} (K/V of {kv // cfg.head_width} key/value heads) + "

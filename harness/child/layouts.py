@@ -306,7 +306,7 @@ def _by_position(module: nn.Module, d_in: int, d_out: int, heads: int, d_kv: int
     name says which is which)."""
     linears = [(n, m) for n, m in module.named_modules() if isinstance(m, nn.Linear)]
     if not out_proj:
-        return _by_position_no_out(linears, d_in, d_out, orders)
+        return _by_position_no_out(linears, d_in, d_out, orders, heads)
     if d_kv is not None:
         return _fused_grouped(linears, d_in, d_out, d_kv, heads)
     fused = [(n, m) for n, m in linears if (m.out_features, m.in_features) == (3 * d_out, d_in)]
@@ -378,18 +378,26 @@ def _interleaved(d_out: int, heads: int) -> list[tuple]:
     return found
 
 
-def _by_position_no_out(linears: list, d_in: int, d_out: int,
-                        orders: tuple[str, ...]) -> list[tuple[dict[str, list[Piece]], str]]:
-    """The single-head form's readings by position: Q, K, V in each of the `orders` of three Linear(d_in, d_out), or
-    of the blocks of one fused Linear(d_in, 3·d_out), or its rows interleaved (`_interleaved`)."""
+def _by_position_no_out(linears: list, d_in: int, d_out: int, orders: tuple[str, ...],
+                        heads: int = 1) -> list[tuple[dict[str, list[Piece]], str]]:
+    """The readings by position of a layer without an output projection (the single-head form, or a multi-head
+    layer that has none: `without_out_proj`): Q, K, V in each of the `orders` of three Linear(d_in, d_out), or of
+    the blocks of one fused Linear(d_in, 3·d_out), or its rows interleaved (`_interleaved`; with several heads,
+    also [q_h; k_h; v_h] per head, as `_by_position` reads a fused projection)."""
     how = "by position of the nn.Linear layers (names not recognised)"
     shapes = [(m.out_features, m.in_features) for _, m in linears]
     if shapes == [(3 * d_out, d_in)]:
         (n, f), = linears
         block = lambda i: [slice(i * d_out, (i + 1) * d_out)]
         dim_role = lambda i: [slice(i, 3 * (d_out - 1) + i + 1, 3)]  # einops' '(d k)': W_q's rows 0, 3, 6, ...
-        return ([(_fused_roles(f, n, block, order), how + " (fused q/k/v)" + _order_note(order)) for order in orders]
-                + [(_fused_roles(f, n, dim_role, "qkv"), how + " (fused q/k/v, interleaved as (dim role))")])
+        found = ([(_fused_roles(f, n, block, order), how + " (fused q/k/v)" + _order_note(order)) for order in orders]
+                 + [(_fused_roles(f, n, dim_role, "qkv"), how + " (fused q/k/v, interleaved as (dim role))")])
+        if heads > 1 and d_out % heads == 0:
+            dh = d_out // heads
+            per_head = lambda i: [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)]
+            found += [(_fused_roles(f, n, per_head, order), how + " (fused q/k/v, per head)" + _order_note(order))
+                      for order in orders]
+        return found
     if shapes != [(d_out, d_in)] * 3:
         return []
     return _separate_orders([[lin] for lin in linears], how, orders)
@@ -706,6 +714,29 @@ def discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dict
             return found, ""
         first = first or problem
     return [], first
+
+
+NO_OUT_PROJ = " (no output projection found: W_q, W_k and W_v alone, W_o read as the identity)"
+
+
+def without_out_proj(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dict[str, str] | None = None,
+                     kv_heads: int | None = None) -> list[Layout]:
+    """The readings of a multi-head layer that has no output projection (the heads concatenated and returned, as
+    in CS224n's and many a course's first layer), offered where no reading with one exists: W_q, W_k and W_v alone,
+    as the single-head form is read.  Never certain, whatever the names say: the trusted side uses one only where,
+    with W_o taken as the identity (the lesson's layer without its last step), the reference or a known mistake
+    reproduces the module's own output (harness.engine.mapping); a layer whose projection mha-check did not
+    recognise is then not reproduced, and stays undecided.  None where a parameter's name says it is an output
+    projection (`to_out` beside a `to_kv` no name reads): the layer has one, and reading its Linear layers by
+    position as W_q, W_k, W_v would take that projection for one of them."""
+    if any(e.role == "o" for e in _collect(module, heads)[0]) or any(
+            r in ("o", "out", "wo", "bo") for r in (mapping or {})):
+        return []
+    found, _ = discover(module, d_in, d_out, heads, mapping, kv_heads, out_proj=False)
+    for layout in found:
+        layout.certain = False
+        layout.how += NO_OUT_PROJ
+    return found
 
 
 def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dict[str, str] | None,

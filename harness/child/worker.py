@@ -231,8 +231,12 @@ class Worker:
             for mod in module.modules():
                 if isinstance(mod, nn.Dropout):
                     mod.p = float(request.force_dropout)
+        out_proj = form_of(self.signature, self.overrides).out_proj
         found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads,
-                                          out_proj=form_of(self.signature, self.overrides).out_proj)
+                                          out_proj=out_proj)
+        if not found and out_proj:  # a multi-head layer with no output projection: read without one, to be proven
+            # (the problem stays: why no reading with a W_o exists)
+            found = layouts.without_out_proj(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
         ways = calling.styles_for(module)
         found = _within_bounds(found, ways)
         handle = request.handle if request.handle is not None else len(self.instances)

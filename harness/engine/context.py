@@ -296,25 +296,51 @@ class Context:
         return self.mapping.rope
 
     def weights_for(self, inst: Instance, tag: str = "w") -> numpy_ref.Weights:
-        """Random weights for the roles this module has (a role it lacks, e.g. a Q/K/V bias, is zero)."""
+        """Random weights for the roles this module has (a role it lacks, e.g. a Q/K/V bias, is zero); where it is
+        read without an output projection, W_o is the identity (`completed`)."""
+        layout = inst.layouts[inst.layout] if inst.layout is not None else None
+        return self.completed(self._drawn(inst, tag), layout is not None and "wo" not in layout.roles)
+
+    def lesson_weights_for(self, inst: Instance, tag: str) -> numpy_ref.Weights:
+        """`weights_for`, but with the lesson's random W_o and b_o kept where the module is read without an output
+        projection: the module never receives them (transplanting writes only the roles it has), so the reference
+        with them is the lesson's whole layer and the missing projection shows as no-output-projection's numbers,
+        beside any other mistake's (the diagnosis names both, harness.engine.pairs).  The checks of the math use
+        `weights_for`: they judge the rest of the layer, under W_o = I."""
+        return self._drawn(inst, tag)
+
+    def _drawn(self, inst: Instance, tag: str) -> numpy_ref.Weights:
         layout = inst.layouts[inst.layout] if inst.layout is not None else None
         roles = set(layout.roles) if layout is not None else set()
         cfg = inst.cfg
         w = numpy_ref.random_weights(self.rng(tag, cfg), cfg.d_in, cfg.d_out, qkv_bias=True,
                                      d_kv=layout.kv_width if layout is not None else None)
+        kept = {"bo"} if layout is not None and "wo" not in roles else set()  # the lesson's b_o, beside its W_o
         for r in numpy_ref.ROLES:
-            if r in numpy_ref.ROLES[4:] and r not in roles:
+            if r in numpy_ref.ROLES[4:] and r not in roles | kept:
                 setattr(w, r, None)
             elif getattr(w, r) is not None:
                 setattr(w, r, _made_of(cfg, getattr(w, r)))
-        return self.completed(w)
+        return self.completed(w) if not self.form.out_proj else w
 
-    def completed(self, w: numpy_ref.Weights) -> numpy_ref.Weights:
-        """`w` as the reference computes this form: without an output projection (single head), W_o is the
-        identity and b_o none, so that `numpy_ref` and `reference.variants` compute the form unchanged."""
-        if not self.form.out_proj:
+    def completed(self, w: numpy_ref.Weights, without_out_proj: bool = False) -> numpy_ref.Weights:
+        """`w` as the reference computes this form or reading: without an output projection (the single-head form,
+        or a multi-head layer read without one, `without_out_proj`), W_o is the identity and b_o none, so that
+        `numpy_ref` and `reference.variants` compute the layer unchanged."""
+        if not self.form.out_proj or without_out_proj:
             w.wo, w.bo = np.eye(w.d_out), None
         return w
+
+    @property
+    def without_out_proj(self) -> bool:
+        """The multi-head layer is proven under a reading without an output projection: W_o = I reproduced it (with
+        the lesson's math or a known mistake's), so the checks of the math judge the rest of the layer and the
+        missing projection is the mistake param-count names (harness.engine.mapping)."""
+        try:
+            proof = self.mapping
+        except (TargetFailure, CannotDrive, HarnessFailure):  # no proof: no such reading (the checks that need one
+            return False  # say why)
+        return self.form.out_proj and proof.certain and "wo" not in proof.description
 
     def transplant(self, inst: Instance, w: numpy_ref.Weights) -> None:
         """Write `w` into the module before its next request."""

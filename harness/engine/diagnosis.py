@@ -91,9 +91,12 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     if numbers:
         best = _by_marks(numbers, marks, catalogue)
         if best:
-            return _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
-                                           "weights and inputs", catalogue, marks + fitting.told(ctx, best, marks),
-                          report)  # (a fill no line tells: its value read off the outputs, in the title)
+            named = _named(best, "numbers", "your outputs equal this mistake's, number for number, under the same "
+                                            "weights and inputs", catalogue, marks + fitting.told(ctx, best, marks),
+                           report)  # (a fill no line tells: its value read off the outputs, in the title)
+            if best == NO_OUT_PROJ and _read_without_out_proj(ctx):
+                return _beside_missing_projection(named, possible, strict, kinds, catalogue, marks, recorded, report)
+            return named
     elif numbers == [] and not report.math_correct:  # no one mistake is the outputs: two at once may be (never
         # asked of a layer whose math passed: its outputs are the reference's)
         both = _pair(ctx, samples, possible, marks, catalogue)
@@ -149,6 +152,45 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         unnamed += "; mha-check trace marks the step that looks wrong" + (
             f" ({', '.join(lines[:3])})" if lines else "")
     return _no_evidence("" if only_rules else unnamed, report, marks)
+
+
+NO_OUT_PROJ = "no-output-projection"
+
+
+def _read_without_out_proj(ctx) -> bool:
+    """The multi-head layer was proven under a reading without an output projection (Context.without_out_proj)."""
+    try:
+        return ctx.without_out_proj
+    except WorkerDied:
+        return False
+
+
+def _beside_missing_projection(named: Diagnosis, possible: list[str], strict: list[str], kinds: dict,
+                               catalogue: dict, marks: list[dict], recorded: bool, report) -> Diagnosis:
+    """no-output-projection named from the numbers of a layer read without W_o, with the mistake whose own pattern
+    the checks it does not explain show, where exactly one does: the missing projection's numbers are that reading
+    itself, and say nothing of a mistake no number shows (a mask made on the CPU, found by mask-buffer, was named
+    before the layer had a reading, and would have been lost behind the projection after).  Held to the signature
+    path's rules: every one of its checks fails, its pattern is in checks the missing projection does not explain,
+    no other candidate's pattern holds it, the trace does not refute it.  The two are told in the order the forward
+    reaches their lines."""
+    explained = set(named.follows) | {f.split(":", 1)[0] for f in catalogue[NO_OUT_PROJ]["signature"]}
+    mine = set(findings(report))
+    others = [m for m in possible if m != NO_OUT_PROJ and m in strict and catalogue[m]["signature"]
+              and set(catalogue[m]["signature"]) <= mine and kinds.get(catalogue[m]["killed_by"][0]) != "rule"
+              and not {f.split(":", 1)[0] for f in catalogue[m]["signature"]} & explained
+              and not _trace_refutes(catalogue[m], marks, recorded)]
+    maximal = [m for m in others if not any(set(catalogue[m]["signature"]) < set(catalogue[o]["signature"])
+                                            for o in others)]
+    if len(maximal) != 1:
+        return named
+    shown = sorted({f.split(":", 1)[0] for f in catalogue[maximal[0]]["signature"]})
+    other = _named(maximal[0], "signature", f"what {', '.join(shown)} found is this mistake's own pattern, which no "
+                                            "other known mistake shows", catalogue, marks, report)
+    step = {m["mutant"]: i for i, m in reversed(list(enumerate(marks))) if m.get("mutant")}
+    first, second = sorted((named, other), key=lambda d: (step.get(d.mutant, len(marks)), d.mutant))
+    second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
+    return dataclasses.replace(first, also=second)
 
 
 def _untested(named: Diagnosis, marks: list[dict], possible: list[str], status: dict, catalogue: dict) -> Diagnosis:
@@ -339,7 +381,9 @@ def _marks(ctx) -> tuple[list[dict], bool]:
 def _samples(ctx) -> list[pairs.Sample] | None:
     """The module's outputs on every required configuration that ran, under transplanted weights, beside the
     reference's; None when they could not be asked (the weights are not mapped with certainty, the worker died, or
-    no configuration ran)."""
+    no configuration ran).  A multi-head layer read without an output projection is compared with the lesson's
+    whole layer, W_o included (`Context.lesson_weights_for`): its missing projection is then no-output-projection's
+    numbers, alone where the rest is right, or beside a second mistake (issue 28: ChadGPT's scale)."""
     try:
         if not ctx.mapping.certain:
             return None
@@ -349,7 +393,7 @@ def _samples(ctx) -> list[pairs.Sample] | None:
     for cfg in ctx.required_configs():
         try:
             inst = ctx.build(cfg)
-            w = ctx.weights_for(inst, "diagnosis")
+            w = ctx.lesson_weights_for(inst, "diagnosis")  # a layer read without W_o: the lesson's W_o kept
             ctx.transplant(inst, w)
             x = ctx.input(cfg, "diagnosis")
             y = inst.forward(x)

@@ -142,7 +142,7 @@ def told(ctx, mid: str, marks: list[dict]) -> list[dict]:
     try:
         cfg = ctx.base
         inst = ctx.build(cfg)
-        w = ctx.weights_for(inst, "diagnosis")
+        w = ctx.lesson_weights_for(inst, "diagnosis")  # as diagnosis's samples
         ctx.transplant(inst, w)
         x = ctx.input(cfg, "diagnosis")
         y = inst.forward(x)

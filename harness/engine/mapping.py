@@ -84,14 +84,32 @@ def prove(ctx) -> Mapping:
     report says so.  Never when its forward fails or its output has the wrong shape: that is a finding."""
     proof = _prove(ctx)
     if proof.certain or not ctx.separate_widths or not proof.runs or ctx.subject.build(ctx.base).layouts:
-        return proof
+        return _without_out_proj(ctx, proof)
     ctx.square_only = True
     square = _prove(ctx)
     if square.certain:
         square.note = ("your layer takes separate input and output widths but does not map Q, K, V from d_in to "
                        "d_out as the lesson does; it was checked with d_in = d_out")
-        return square
+        return _without_out_proj(ctx, square)
     ctx.square_only = False
+    return proof
+
+
+NO_OUT_PROJ_NOTE = ("your layer has no output projection: it was read as the lesson's layer without its last step "
+                    "(W_o the identity), under which {how} computes your output; the checks of the math judge the "
+                    "rest of the layer that way, and param-count the missing projection")
+
+
+def _without_out_proj(ctx, proof: Mapping) -> Mapping:
+    """A multi-head layer proven under a reading without W_o (harness.child.layouts.without_out_proj): the report
+    says so, beside what the proof already notes.  Proven as any reading is: the lesson's layer with W_o = I, or a
+    known mistake (one, or two made together) in it, computes the module's own output; otherwise there is no
+    mapping, and the weight checks stay cannot-tell."""
+    if not proof.certain or "wo" in proof.description or not ctx.form.out_proj:
+        return proof
+    how = "the lesson's math" if proof.how == "reference" else f"the known mistake {' and '.join(proof.mistakes)}"
+    note = NO_OUT_PROJ_NOTE.format(how=how)
+    proof.note = f"{note}; {proof.note}" if proof.note else note
     return proof
 
 
@@ -218,11 +236,22 @@ def _thetas(ctx) -> list[float]:
 
 
 def _weights(ctx, read: dict) -> numpy_ref.Weights:
-    """A reading's weights for the reference; a form without W_o (single head) gets the identity in its place."""
-    if "wo" not in read and not ctx.form.out_proj:
-        read = {**read, "wo": None}
-        return ctx.completed(numpy_ref.Weights(**read))
+    """A reading's weights for the reference; a reading without W_o (the single-head form, or a multi-head layer
+    that has no output projection) gets the identity in its place."""
+    if "wo" not in read:
+        return ctx.completed(numpy_ref.Weights(**{**read, "wo": None}), without_out_proj=True)
     return numpy_ref.Weights(**read)
+
+
+def _unreproduced(ctx, info) -> str:
+    """Why no reading proves the mapping, where readings were offered and none reproduced the module's output; for a
+    multi-head layer offered only readings without W_o (harness.child.layouts.without_out_proj), what was missing
+    first (no output projection), then that the layer without one was not reproduced either."""
+    if ctx.form.out_proj and all("wo" not in lay.roles for lay in info.layouts):
+        return (f"{info.layout_problem}; read without an output projection (W_o the identity), neither the lesson's "
+                "layer nor a known mistake reproduces your module's own output")
+    return ("no reading of your parameters lets the lesson's reference (or a known mistake) reproduce your module's "
+            "own output")
 
 
 def _prove(ctx) -> Mapping:
@@ -305,8 +334,7 @@ def _prove(ctx) -> Mapping:
     elif matches:
         problem = "several readings of your parameters reproduce different known mistakes"
     else:
-        problem = ("no reading of your parameters lets the lesson's reference (or a known mistake) reproduce your "
-                   "module's own output")
+        problem = _unreproduced(ctx, info)
     style = 0 if plain else None
     if style is None:
         problem += ("; and mha-check could not tell how to pass the causal mask to your forward (tried: "

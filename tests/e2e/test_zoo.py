@@ -64,8 +64,10 @@ UNTOUCHED = [p for p in BUGGY if zoo_constants(p).get("MUST_PASS")]
 
 @pytest.mark.parametrize("path", UNTOUCHED, ids=[p.stem for p in UNTOUCHED])
 def test_buggy_implementation_passes_the_checks_its_mistake_does_not_touch(path, reports):
-    """Issue 28: where the weights cannot be mapped (no output projection), the weight-free checks still run and
-    decide: a layer whose only mistake is a lesson rule, or a mask on the CPU, passes them; no cannot-tell."""
+    """Issue 28: a layer without an output projection is read without one (W_o the identity) once that reading
+    reproduces it (item 3), and the weight-free checks run and decide as before: a layer whose only mistake is the
+    missing projection, or a mask on the CPU beside it, passes the checks it does not touch, the weight checks among
+    them; no cannot-tell."""
     statuses = {c.id: c.status for c in reports(target(path)).checks}
     assert {cid: statuses[cid] for cid in zoo_constants(path)["MUST_PASS"] if statuses[cid] != "pass"} == {}
 

@@ -20,8 +20,13 @@ NOTES = ("MultiHeadAttention(*, num_heads, n_embed, head_size, block_size): keyw
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
-DIAGNOSIS = 'no-output-projection'
-EXPECTED_BECAUSE = 'two mistakes: no output projection (named, from param-count) and the scale 1/sqrt(n_embed) (not reported: without W_o no reading is certain, so reference-match cannot tell)'
+DIAGNOSIS = 'scale-by-sqrt-d'
+ALSO = 'no-output-projection'  # the second mistake named with it (Diagnosis.also)
+EXPECTED_BECAUSE = ('two mistakes, both named: read without an output projection (W_o the identity), the scale '
+                    '1/sqrt(n_embed) reproduces the layer, so reference-match and gradient-match judge it and fail, '
+                    'and the two made together are its outputs number for number; the scale comes first in the '
+                    'forward (issue 28 item 3: before, without W_o no reading was certain, reference-match could not '
+                    'tell, and only the missing projection was named)')
 
 
 class Head(nn.Module):

@@ -1,6 +1,8 @@
 """How forward is called where no reading of the parameters proves it (harness.engine.unproven_call, issue 28): by
-whether the future leaks, so that a layer without an output projection whose forward takes an optional mask gets
-the weight-free checks' verdicts instead of "cannot tell how to call your forward"."""
+whether the future leaks, so that a layer no reading reproduces whose forward takes an optional mask gets the
+weight-free checks' verdicts instead of "cannot tell how to call your forward".  The layer here has no output
+projection and a gain on its output that no role reads: read without W_o (issue 28 item 3), neither the lesson's
+layer nor a known mistake reproduces it, so no reading proves how to call it."""
 from __future__ import annotations
 
 import numpy as np
@@ -55,12 +57,13 @@ import torch.nn as nn
 
 
 class NoProjection(nn.Module):
-    """Three projections, heads split, no output projection; forward(x, mask=None)."""
+    """Three projections, heads split, no output projection, a gain on the output; forward(x, mask=None)."""
 
     def __init__(self, d_model, n_heads, block_size):
         super().__init__()
         self.h = n_heads
         self.query, self.key, self.value = (nn.Linear(d_model, d_model) for _ in range(3))
+        self.gain = nn.Parameter(torch.tensor(2.0))  # no role reads it: no reading reproduces the layer
         self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
 
     def forward(self, x, mask=None):
@@ -75,7 +78,7 @@ class NoProjection(nn.Module):
 '''
 OWN_MASK = "mask = self.tril[:T, :T]"
 FILL = 'att = att.masked_fill(mask == 0, float("-inf"))'
-MERGE = "return y.transpose(1, 2).contiguous().view(B, T, C)"
+MERGE = "return y.transpose(1, 2).contiguous().view(B, T, C) * self.gain"
 
 
 def _report(tmp_path, default=OWN_MASK, masking=FILL, ret=MERGE, only=("causal-leakage",)):

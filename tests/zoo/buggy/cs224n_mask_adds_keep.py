@@ -6,9 +6,10 @@ True = keep, which leaks (issue 28: the plain call is judged).
 Style: CS224n / minGPT-like course code: three nn.Linear named query, key, value (with biases), heads split with
 view(B, T, nh, hs).transpose(1, 2), forward(x, mask=None) whose optional mask (1 = may attend) defaults to the
 layer's own causal mask, and NO output projection: the merged heads are returned as they are (the lesson's rule,
-caught by param-count). No reading of the parameters as W_q, W_k, W_v, W_o exists, so the weight checks cannot tell
-and the weight-free ones (output shape, leakage by gradient, batch independence, eval determinism, input untouched,
-mask device) decide.
+caught by param-count). There is no W_o: the parameters are read as W_q, W_k, W_v alone (W_o the identity, the
+lesson's layer without its last step), a reading used once the lesson's math or a known mistake reproduces the layer
+under it (issue 28 item 3), so the weight checks judge the rest of the layer beside the weight-free ones (output
+shape, leakage by gradient, batch independence, eval determinism, input untouched, mask device).
 """
 import math
 
@@ -45,6 +46,7 @@ class CausalSelfAttention(nn.Module):
 
 
 TARGET = "CausalSelfAttention"
-EXPECT = ("causal-leakage", "param-count")
-DIAGNOSIS = "mask-added"  # the leak's own mistake, from causal-leakage's pattern and the line trace marks (issue 28);
-# param-count fails beside it (no output projection), so no reading of the weights lets the numbers decide
+EXPECT = ("causal-leakage", "reference-match", "param-count")
+DIAGNOSIS = ("mask-added", "no-output-projection")  # the leak's mistake, from the numbers read without W_o (W_o
+# the identity), and the missing projection beside it (issue 28 item 3: before, no reading was certain, the weight
+# checks could not tell, and the projection was not named)

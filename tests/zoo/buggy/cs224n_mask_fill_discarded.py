@@ -4,9 +4,11 @@ no mask at all, the future leaks with about the weight of the past.
 Style: CS224n / minGPT-like course code: three nn.Linear named query, key, value (with biases), heads split with
 view(B, T, nh, hs).transpose(1, 2), forward(x, mask=None) whose optional mask (1 = may attend) defaults to the
 layer's own causal mask, and NO output projection: the merged heads are returned as they are (the lesson's rule,
-caught by param-count). No reading of the parameters as W_q, W_k, W_v, W_o exists, so the weight checks cannot tell
-and the weight-free ones (output shape, leakage by gradient, batch independence, eval determinism, input untouched,
-mask device) decide: every way of calling forward tried leaks, so causal-leakage fails.
+caught by param-count). There is no W_o: the parameters are read as W_q, W_k, W_v alone (W_o the identity, the
+lesson's layer without its last step), a reading used once the lesson's math or a known mistake reproduces the layer
+under it (issue 28 item 3), so the weight checks judge the rest of the layer beside the weight-free ones (output
+shape, leakage by gradient, batch independence, eval determinism, input untouched, mask device): every way of
+calling forward tried leaks, so causal-leakage fails.
 """
 import math
 
@@ -43,5 +45,7 @@ class CausalSelfAttention(nn.Module):
 
 
 TARGET = "CausalSelfAttention"
-EXPECT = ("causal-leakage", "param-count")
-DIAGNOSIS = "no-mask"
+EXPECT = ("causal-leakage", "reference-match", "param-count")
+DIAGNOSIS = ("no-mask", "no-output-projection")  # the leak's mistake, from the numbers read without W_o (W_o
+# the identity), and the missing projection beside it (issue 28 item 3: before, no reading was certain, the weight
+# checks could not tell, and the projection was not named)

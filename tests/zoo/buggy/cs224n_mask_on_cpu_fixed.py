@@ -4,9 +4,10 @@ input's device), so every weight-free check passes.
 Style: CS224n / minGPT-like course code: three nn.Linear named query, key, value (with biases), heads split with
 view(B, T, nh, hs).transpose(1, 2), forward(x, mask=None) whose optional mask (1 = may attend) defaults to the
 layer's own causal mask, and NO output projection: the merged heads are returned as they are (the lesson's rule,
-caught by param-count). No reading of the parameters as W_q, W_k, W_v, W_o exists, so the weight checks cannot tell
-and the weight-free ones (output shape, leakage by gradient, batch independence, eval determinism, input untouched,
-mask device) decide.
+caught by param-count). There is no W_o: the parameters are read as W_q, W_k, W_v alone (W_o the identity, the
+lesson's layer without its last step), a reading used once the lesson's math or a known mistake reproduces the layer
+under it (issue 28 item 3), so the weight checks judge the rest of the layer beside the weight-free ones (output
+shape, leakage by gradient, batch independence, eval determinism, input untouched, mask device).
 """
 import math
 
@@ -45,4 +46,5 @@ TARGET = "CausalSelfAttention"
 EXPECT = ("param-count",)  # the missing output projection only
 DIAGNOSIS = "no-output-projection"
 MUST_PASS = ("output-shape", "causal-leakage", "batch-independence", "eval-determinism", "input-untouched",
-             "mask-buffer")  # the weight-free checks
+             "mask-buffer",  # the weight-free checks
+             "reference-match", "gradient-match", "view-order")  # and the weight checks, under the reading without W_o

@@ -7,9 +7,10 @@ leak is measured along the output's token axis (the batch first, one axis as lon
 Style: CS224n / minGPT-like course code: three nn.Linear named query, key, value (with biases), heads split with
 view(B, T, nh, hs).transpose(1, 2), forward(x, mask=None) whose optional mask (1 = may attend) defaults to the
 layer's own causal mask, and NO output projection: the merged heads are returned as they are (the lesson's rule,
-caught by param-count). No reading of the parameters as W_q, W_k, W_v, W_o exists, so the weight checks cannot tell
-and the weight-free ones (output shape, leakage by gradient, batch independence, eval determinism, input untouched,
-mask device) decide.
+caught by param-count). There is no W_o: the parameters are read as W_q, W_k, W_v alone (W_o the identity), a
+reading used only once the lesson's math or a known mistake reproduces the layer under it; with the output's shape
+wrong none does, the weight checks are skipped behind output-shape, and the weight-free ones (output shape, leakage
+by gradient, batch independence, eval determinism, input untouched, mask device) decide.
 """
 import math
 
