@@ -17,6 +17,7 @@ INFO = MutantInfo(
     remedy="Compute the keys with the key projection, not the query projection.",
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))",
     variant={"keys": "q"},
+    trace=("keys-from-query-weights",),
     example=(
         "q = split(W_q(x)), k = split(W_q(x)): both (2, 2, 3, 4) and equal\n"
         "scores[t, s] = q_t·q_s = scores[s, t]: symmetric before the mask (right: q_t·k_s, which is not)\n"

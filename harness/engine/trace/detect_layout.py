@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import MATMULS, REINDEX, SCORES_LIKE, TRANSPOSES, VIEWS, number
+from harness.engine.trace.vocabulary import MATMULS, REINDEX, SCORES_LIKE, TRANSPOSES, VIEWS, is_weight, number
 
 SLICE_DETECTORS = ("split-order-on-slice", "view-on-slice")  # a view of a slice raised: not a missing contiguous()
 ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
@@ -27,13 +27,19 @@ def _view(namer: Namer, op: dict, before: str, after: str) -> bool:
 
 @detector("split-without-transpose")
 def split_without_transpose(f: Findings) -> None:
-    """A view/reshape to (B, H, n, dh) straight from (B, n, d): the heads' positions cut across tokens."""
+    """A view/reshape to (B, H, n, dh) straight from (B, n, d), or from (B, n, H, dh) (a second reshape where the
+    transpose belongs, a student's trial): the heads' positions cut across tokens."""
     for op in f.ops:
         if _view(f.namer, op, "B, n, d", "B, H, n, dh"):
             f.mark(op["i"], {"id": "split-without-transpose", "text": (
                 "view/reshape to (B, H, n, dh) straight from (B, n, d): the heads' 'positions' are cut across "
                 "several tokens, mixing tokens and features; split with view(B, n, H, dh) and then "
                 "transpose(1, 2)")})
+        elif _view(f.namer, op, "B, n, H, dh", "B, H, n, dh"):
+            f.mark(op["i"], {"id": "split-without-transpose", "text": (
+                "view/reshape (B, n, H, dh) -> (B, H, n, dh): a reshape keeps the values in their order, so the "
+                "heads' 'positions' are cut across several tokens, mixing tokens and features; move the heads "
+                "forward with transpose(1, 2), not a reshape")})
 
 
 @detector("merge-without-transpose")
@@ -82,11 +88,40 @@ def split_roles(f: Findings) -> None:
     right = "".join(r for r in "qkv" if r not in split_wrong)
     for i, roles in feeds.items():
         also = "".join(r for r in split_wrong if r not in roles)
+        how = "by a reshape of (B, n, H, dh), not a transpose" if f.at[i]["text"].startswith(
+            "view/reshape (B, n, H, dh)") else "straight from (B, n, d)"
         f.mark(i, {"id": _role_id(split_wrong), "text": (
-            f"the {names(roles)} are split with view/reshape to (B, H, n, dh) straight from (B, n, d)"
+            f"the {names(roles)} are split with view/reshape to (B, H, n, dh) {how}"
             + (f" (and so are the {names(also)})" if also else "") + f", while the {names(right)} are split the "
             f"lesson's way: the {names(split_wrong)}' 'positions' are cut across several tokens, mixing tokens and "
             f"features; split them too with view(B, n, H, dh) and then transpose(1, 2)")})
+
+
+@detector("keys-from-query-weights")
+def keys_from_query_weights(f: Findings) -> None:
+    """The keys projected by a second call of the queries' projection (`K = heads(self.W_Q(x))`, a student's trial):
+    the key projection is never used.  Marked at the keys' projection, the line to change; a fused projection split
+    in three is one call, never marked."""
+    operands = _operands(f.namer, f.ops)
+    if not operands:
+        return
+    q, k = _projection(f, operands["q"]), _projection(f, operands["k"])
+    if q and k and q[0] != k[0] and q[1] == k[1]:
+        f.mark(k[0], {"id": "keys-from-query-weights", "text": (
+            f"the keys are projected with {q[1]}, the weight the queries are projected with: the key projection is "
+            "never used (it gets no gradient); project the keys with their own projection")})
+
+
+def _projection(f: Findings, t: dict) -> tuple[int, str] | None:
+    """(the operation, the weight's name) of the last projection by a parameter that a tensor comes from, or None."""
+    src = t.get("src")
+    if src is None:
+        return None
+    for a in sorted(f.namer.ancestors(src) | {src}, reverse=True):
+        if f.namer.labels[a] == "project":
+            weights = [w["name"] for w in f.ops[a]["in"] if is_weight(w)]
+            return (a, weights[0]) if weights else None
+    return None
 
 
 TILES = {"repeat", "tile"}  # copy a whole tensor side by side: [k0, k1, k0, k1] along the axis repeated

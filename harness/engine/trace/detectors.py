@@ -6,7 +6,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   keys-split-without-transpose, values-split-without-transpose, queries-and-keys-split-without-transpose,
   queries-and-values-split-without-transpose, keys-and-values-split-without-transpose (the split without transpose
   on those projections only, read from the data flow into the scores q @ kᵀ and the mixing weights @ v);
-  kv-heads-tiled (a grouped-query layer's key/value heads copied with .repeat along the heads axis);
+  keys-from-query-weights (a second call of the queries' projection made the keys); kv-heads-tiled (a
+  grouped-query layer's key/value heads copied with .repeat along the heads axis);
   view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong, raised (the
   operation that raised, and what its tensors say of why); input-changed-in-place
 - detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
