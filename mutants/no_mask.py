@@ -17,8 +17,9 @@ INFO = MutantInfo(
     trace=("mask-result-unused", "no-mask-applied", "sdpa-without-causal", "mask-hides-nothing"),
     symptom=("Every token attends to the whole sequence, future included: outputs at a position change when later "
              "tokens change."),
-    remedy=("Mask the scores before the softmax: assign the result of masked_fill (it is not in place), or pass "
-            "is_causal=True to the fused attention."),
+    remedy=("Mask the scores before the softmax: scores = scores.masked_fill(mask[:n, :n], float(\"-inf\")) with a "
+            "boolean mask that is True above the diagonal (registered as a buffer in __init__), the result assigned "
+            "(masked_fill is not in place); or pass is_causal=True to the fused attention."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"mask": "none"},
     example=(

@@ -83,10 +83,12 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks, recorded = _marks(ctx) if ctx is not None else ([], False)
-    marks = [k for k in marks if not _checks_refute(k, status, catalogue)]
     samples = _samples(ctx) if ctx is not None else None
     numbers = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # None: the numbers could not be
     # asked
+    marks = [k for k in marks if k.get("mutant") in (numbers or ()) or not _checks_refute(k, status, catalogue)]
+    # (a mark whose mistake the numbers reproduce stands, though its own check passed: an out_proj made and never
+    # applied passes param-count, and a student's trial got no line for it)
     several = []  # pairs that reproduce, refused as mirrors: said, not named
     if numbers:
         best = _by_marks(numbers, marks, catalogue)
@@ -201,7 +203,7 @@ def _untested(named: Diagnosis, marks: list[dict], possible: list[str], status: 
     others = []
     for mark in marks:
         mid = mark.get("mutant")
-        if mid and mark.get("at") and mid != named.mutant and mid in possible and \
+        if mid and mark.get("at") and not mark.get("missing") and mid != named.mutant and mid in possible and \
                 mid not in [o for o, _ in others] and status.get(catalogue[mid]["killed_by"][0]) == Status.SKIP:
             # skipped behind a failing prerequisite, at a line of theirs: not a step the trace found missing (a
             # caller's mask), nor a check undecided for want of a reading (a scale the trace misreads: np.sqrt)
@@ -374,7 +376,9 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     for m in result.mistakes:
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
                     **dict(zip(("at", "code"), result.where(m))),
-                    **{k: m[k] for k in ("title", "symptom") if k in m}})
+                    **{k: m[k] for k in ("title", "symptom") if k in m},
+                    **({"missing": True} if m.get("step") is None else {})})  # a step never taken: its line is
+        # where it belongs
     return out, True
 
 

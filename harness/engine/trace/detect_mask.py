@@ -54,7 +54,15 @@ def mask_placement(f: Findings) -> None:
     if f.complete and not applied and not after and not unused:
         f.mark_whole("no-mask-applied", (
             "no operation masks the scores before the softmax: every token sees the future; add "
-            "scores = scores.masked_fill(mask[:n, :n], float('-inf')) before the softmax"))
+            "scores = scores.masked_fill(mask[:n, :n], float('-inf')) before the softmax"), _softmax_line(f))
+
+
+def _softmax_line(f: Findings) -> dict | None:
+    """{"at", "code"} of the one softmax of the forward, where a missing mask belongs (the line before it): a
+    student's trial found no line for a mask never applied, though the place to add it is plain."""
+    softmaxes = f.named("softmax")
+    op = f.ops[softmaxes[0]] if len(softmaxes) == 1 else None
+    return {"at": op["at"], "code": op.get("code", "")} if op and op.get("at") not in (None, "?") else None
 
 
 @detector("fill-leaks-visibly", "fill-leaks-invisibly")
