@@ -178,7 +178,9 @@ def _said(e: TargetFailure) -> str:
 
 KEY_WORDS = {"d_in": "input width", "d_out": "output width", "width": "width", "heads": "number of heads",
              "context_length": "context length", "dropout": "dropout rate", "qkv_bias": "Q/K/V bias flag",
-             "head_width": "head width", "kv_heads": "number of key/value heads"}  # how a student would say them
+             "head_width": "head width", "kv_heads": "number of key/value heads", "kv_group": "query heads per "
+             "key/value head", "all_bias": "bias flag (every projection)", "causal": "causal flag",
+             "rope_theta": "rotary base"}  # how a student would say them (a student's trial read "bias=the all_bias")
 
 
 def _raised(e: TargetFailure) -> dict:
