@@ -36,6 +36,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
                 "resid_drop", "hidden_dropout", "hidden_dropout_prob", "out_dropout", "attn_drop_rate",
                 "proj_drop_rate", "dropout_attn", "dropout_rate_attn"),
     "head_width": ("head_dim", "head_size", "d_head", "dim_head", "head_width", "d_k", "dk", "d_v", "dv", "d_h", "dh",
+                   "d_queries", "d_keys", "d_values", "d_query", "d_key", "d_value",
                    "attention_head_size", "kv_channels", "headdim", "hs"),
     "kv_heads": ("n_kv_heads", "num_kv_heads", "num_key_value_heads", "n_kv_head", "kv_heads", "num_kv_head",
                  "n_kv", "num_kv_groups_heads", "num_kv_groups", "n_kv_groups", "num_query_groups", "kv_groups",

@@ -114,6 +114,15 @@ def test_the_papers_value_width_d_v_is_a_head_width_as_d_k():
     assert s.accepts == {"heads": "n_head", "width": "d_model", "dropout": "dropout"}
 
 
+def test_the_spelled_out_d_queries_and_d_values_are_head_widths_as_d_k_and_d_v():
+    """sgrvinod's tutorial MultiHeadAttention(d_model, n_heads, d_queries, d_values, dropout, in_decoder=False)
+    (tests/realzoo/sgrvinod_transformers_tutorial_mha_prenorm_lengths.py): "size of query vectors" per head, the
+    paper's d_k and d_v spelled out; unbound they left the class unbuildable (cannot tell, "no value for required
+    parameter(s) d_queries, d_values")."""
+    s = _sig(lambda d_model, n_heads, d_queries, d_values, dropout, in_decoder=False: None)
+    assert not s.unfillable and s.derived == {"d_queries": "head_width", "d_values": "head_width"}
+
+
 def test_a_class_with_its_own_vocabulary_needs_no_arg():
     s = _sig(lambda input_dimension, output_dimension, number_of_heads, context_length, dropout=0.0: None)
     assert s.separate_widths and not s.unfillable
