@@ -54,8 +54,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # whether Q/K/V then have biases is read off the module itself
     "all_bias": ("bias", "use_bias", "add_bias", "attn_bias", "with_bias", "biases"),
 }
-THETA_NAMES = ("theta", "rope_theta", "base", "rope_base", "theta_base", "rotary_base", "rope_freq_base", "freq_base",
-               "rotary_emb_base", "rotary_theta", "pos_base")  # a rotary embedding's base: its default, else 10000
+THETA_NAMES = ("theta", "rope_theta", "base", "rope_base", "re_base", "lm_re_base", "theta_base", "rotary_base",
+               "rope_freq_base", "freq_base", "rotary_emb_base", "rotary_theta", "pos_base")  # a rotary embedding's
+# base: its default, else 10000 (re_base: nanoVLM's lm_re_base)
 THETA = 10000.0
 DEVICE_NAMES = ("device", "dev", "torch_device")  # a required one gets "cpu" (Config.value)
 CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
