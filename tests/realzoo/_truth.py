@@ -1846,6 +1846,38 @@ def _(mod):
         "embed_dim=16 heads=4 kv=2,1,4 FLOAT32_TOL relative"
 
 
+@check("nanovlm_gqa_rope_cache_chunk_not_causal.py")
+def _(mod):
+    """Full forward = GQA with rotate-half RoPE (base 100000; float32 tables: relative 1e-5) for 2, 1 and 4 key/value
+    heads of 4; one token per call with the cache is right; BUG (latent at HEAD): 2 new tokens after a cached prompt
+    are not masked among themselves (T_curr != T_kv), so the first sees the second."""
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        m = randomize(mod.NanoVLMAttentionLayer(16, 4, kv, 32)).eval()
+        a = m.attn
+        rep = lambda t: t.reshape(kv, 4, *t.shape[1:]).repeat_interleave(4 // kv, 0).reshape(16, *t.shape[1:])
+        ref = lambda x: rope_mha_forward(x, 4, a.q_proj.weight, rep(a.k_proj.weight), rep(a.v_proj.weight),
+                                         a.out_proj.weight, convention="half", theta=100000.0)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err, leak = cmp(lambda x: m(x)[0], ref, 16)
+        state = {}
+        def step(c, m=m, state=state):
+            out, state["cache"] = m(c, block_kv_cache=state.get("cache"))
+            return out
+        reset = lambda state=state: state.clear()
+        cache = _cache_err(m, ref, step, reset, 16)
+        x = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(300))
+        chunked, raised = _chunk_decoded(step, reset, x, 3)
+        full = ref(x)
+        first = (chunked[:, 3] - full[:, 3]).abs().max().item() / scale  # the first new token sees the second
+        second = (chunked[:, 4] - full[:, 4]).abs().max().item() / scale  # the last of the chunk sees no later one
+        good &= err / scale < FLOAT32_TOL and leak < TOL and cache / scale < FLOAT32_TOL and first > 1e-3 \
+            and second < FLOAT32_TOL
+        msgs.append(f"KV={kv}: relative max|out-ref|={err / scale:.1e} leak={leak:.1e}, one token a call "
+                    f"{cache / scale:.1e}, 2 new tokens after 3 cached: first {first:.1e}, second {second:.1e}")
+    return good, "; ".join(msgs), "hidden_dim=16 heads=4 kv=2,1,4 FLOAT32_TOL relative"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
