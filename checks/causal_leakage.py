@@ -329,6 +329,16 @@ def _against_reference(cfg, negative, ordinary, unreferenced: set, rope=None):
     x_negative, w_negative, outputs = negative
     expected = numpy_ref.forward(x_negative, cfg.heads, w_negative, rope=rope)[:, :1]
     for y in outputs:
+        if not np.isfinite(y[:, :1]).all() and np.isfinite(expected).all():
+            bad = "nan" if np.isnan(y[:, :1]).any() else "inf"
+            return failed("with real scores near -5e4 (W_k = -300 W_q), output position 0, which may attend only to "
+                          f"itself, is not finite ({bad}) while the reference's is, and changing the later tokens "
+                          "did not move it: not a leak of the future, but a softmax that divides 0 by 0 or "
+                          "overflows once real scores are that large (a shift other than the row's maximum)",
+                          observed=f"position 0 = {bad}", expected="position 0 as the reference's (finite)",
+                          finding="non-finite-at-large-scores",
+                          fix="Subtract each row's own maximum (over its unmasked scores) before exp, as "
+                              "torch.softmax does, or call torch.softmax on the masked scores.")
         mismatch = compare(y[:, :1], expected)
         if mismatch is not None:
             what = mismatch.describe()
@@ -396,7 +406,9 @@ def moved(outputs, labels, why="", kinds=("ordinary", "huge")):
     for (split, kind), y2 in zip(labels, perturbed):
         if kind not in kinds:
             continue
-        moved = np.abs(y2[:, : split + 1] - y[:, : split + 1]).max()
+        before, after = y[:, : split + 1], y2[:, : split + 1]
+        same = (after == before) | (np.isnan(after) & np.isnan(before))  # a nan that stays a nan has not moved
+        moved = np.where(same, 0.0, np.abs(after - before)).max()
         if not np.isfinite(moved) or moved > 0:
             size = " to values of size 1e30" if kind == "huge" else ""
             return failed(f"changing the tokens after position {split}{size} changed the outputs at positions "

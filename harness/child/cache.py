@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 CACHE_ARGS = ("past_key_value", "past_key_values", "layer_past", "past_kv", "past", "kv_cache", "cache",
-              "past_key_values_tuple", "layer_cache", "kv")
+              "past_key_values_tuple", "layer_cache", "kv", "block_kv_cache")  # nanoVLM: a {'key', 'value'} dict
 FLAGS = ("use_cache", "use_kv_cache", "cache_enabled")
 POSITIONS = ("start_pos", "input_pos", "cache_position", "pos")
 RESETS = ("reset_cache", "clear_cache", "reset_kv_cache", "clear_kv_cache", "reset_caches")

@@ -36,6 +36,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
                 "resid_drop", "hidden_dropout", "hidden_dropout_prob", "out_dropout", "attn_drop_rate",
                 "proj_drop_rate", "dropout_attn", "dropout_rate_attn"),
     "head_width": ("head_dim", "head_size", "d_head", "dim_head", "head_width", "d_k", "dk", "d_v", "dv", "d_h", "dh",
+                   "d_queries", "d_keys", "d_values", "d_query", "d_key", "d_value",
                    "attention_head_size", "kv_channels", "headdim", "hs"),
     "kv_heads": ("n_kv_heads", "num_kv_heads", "num_key_value_heads", "n_kv_head", "kv_heads", "num_kv_head",
                  "n_kv", "num_kv_groups_heads", "num_kv_groups", "n_kv_groups", "num_query_groups", "kv_groups",
@@ -53,8 +54,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # whether Q/K/V then have biases is read off the module itself
     "all_bias": ("bias", "use_bias", "add_bias", "attn_bias", "with_bias", "biases"),
 }
-THETA_NAMES = ("theta", "rope_theta", "base", "rope_base", "theta_base", "rotary_base", "rope_freq_base", "freq_base",
-               "rotary_emb_base", "rotary_theta", "pos_base")  # a rotary embedding's base: its default, else 10000
+THETA_NAMES = ("theta", "rope_theta", "base", "rope_base", "re_base", "lm_re_base", "theta_base", "rotary_base",
+               "rope_freq_base", "freq_base", "rotary_emb_base", "rotary_theta", "pos_base")  # a rotary embedding's
+# base: its default, else 10000 (re_base: nanoVLM's lm_re_base)
 THETA = 10000.0
 DEVICE_NAMES = ("device", "dev", "torch_device")  # a required one gets "cpu" (Config.value)
 CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")

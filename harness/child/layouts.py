@@ -28,6 +28,7 @@ _ROLE_NAMES = {
     "v": {"v", "value", "values", "wv", "tov", "vproj", "valueproj", "vlinear", "linearv", "vnet", "valuenet"},
     "qkv": {"qkv", "wqkv", "toqkv", "qkvproj", "cattn", "inproj", "kqv", "fusedqkv", "qkvnet", "attn", "inprojection",
             "qkvlinear"},
+    "kv": {"kv", "tokv", "wkv", "kvproj", "kvlinear", "keysvalues", "keyvalue", "keyvalues", "kvnet"},
     "o": {"o", "out", "output", "proj", "projection", "cproj", "dense", "wo", "outproj", "oproj", "toout", "fcout",
           "outlinear", "linearout", "outputproj", "outputlinear", "wout", "projout", "outputprojection", "resid",
           "concatproj", "combine", "mix", "merge", "unifyheads", "final", "outnet", "o_proj"},
@@ -39,7 +40,8 @@ def _tokens(name: str) -> list[str]:
     return [t.lower() for t in re.split(r"[^A-Za-z0-9]+", name) if t]
 
 
-_PREFIXES = ("w", "b", "to", "proj")  # W_query, bq, tokeys (peterbloem/former: tokeys, toqueries), proj_q
+_PREFIXES = ("w", "b", "to", "proj", "cast")  # W_query, bq, tokeys (peterbloem/former: tokeys, toqueries), proj_q,
+# cast_queries (sgrvinod's tutorial: cast_queries, cast_keys_values, cast_output)
 
 
 def role_of(name: str) -> str | None:
@@ -249,7 +251,7 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
             kind = "w" if p.dim() >= 2 else "b"
         role = role_of(label)
         axes = tuple(a for a in range(3) if p.shape[a] == heads) if p.dim() == 3 else ()
-        if role is None or p.dim() > 3 or (p.dim() == 3 and (not axes or role == "qkv")):
+        if role is None or p.dim() > 3 or (p.dim() == 3 and (not axes or role in ("qkv", "kv"))):
             unknown.append(qual)
             continue
         entries.append(_Entry(role, kind, p, qual, is_linear, _head_index(module, qual, heads), p.dim() == 3,
@@ -527,7 +529,7 @@ def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int,
             fixed[i] = False
             continue
         kv = d_out if d_kv is None else d_kv
-        rows = {"qkv": d_out + 2 * kv, "o": d_out, "k": kv, "v": kv}.get(e.role, d_out)
+        rows = {"qkv": d_out + 2 * kv, "kv": 2 * kv, "o": d_out, "k": kv, "v": kv}.get(e.role, d_out)
         cols = d_out if e.role == "o" else d_in
         if e.head is not None:
             rows = e.param.shape[0] if e.param.shape[1] == d_in else e.param.shape[1]
@@ -572,6 +574,11 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
         elif e.role == "qkv" and d_kv is not None:
             for r, cut in zip("qkv", _grouped_rows(d_out, d_kv)):
                 roles.setdefault(e.kind + r, []).append((order, Piece(e.param, e.name, flags[i], cut)))
+        elif e.role == "kv":  # k, v = to_kv(x).chunk(2, dim=-1): [K; V] blocks
+            kv = d_out if d_kv is None else d_kv
+            for j, r in enumerate("kv"):
+                roles.setdefault(e.kind + r, []).append(
+                    (order, Piece(e.param, e.name, flags[i], slice(j * kv, (j + 1) * kv))))
         elif e.role == "qkv":
             for j, r in enumerate("qkv"):
                 roles.setdefault(e.kind + r, []).append(
@@ -779,8 +786,8 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
                 elif not tried:
                     problem_by_name = problem
         if tried:
-            if len(tried) == 1 and not fused:
-                tried[0].certain = tried[0].covers(module)
+            if len(tried) == 1 and not fused and not any(e.role == "kv" for e in collected):  # [K; V] is the
+                tried[0].certain = tried[0].covers(module)  # usual order of a fused key/value, not a proof
             if fused:  # `qkv = ModuleList([Linear, Linear, Linear])` is q, k, v, not three heads of a fused q/k/v
                 seen = {_reading(lay.roles) for lay in tried}  # (with 3 heads both read; the proof decides)
                 tried += [Layout(roles, how) for roles, how in _by_position(module, d_in, d_out, heads, d_kv,

@@ -1718,6 +1718,166 @@ def _(mod):
             "num_heads=3 n_embed=12 head_size=4")
 
 
+def _grads(fn, x, params):
+    """Gradients of sum(fn(x) * g) for a fixed upstream g, with respect to x and `params`."""
+    x = x.clone().requires_grad_(True)
+    y = fn(x)
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(7))
+    return torch.autograd.grad((y * g).sum(), [x, *params])
+
+
+@check("lucidrains_flash_attention_backward_double_scale.py")
+def _(mod):
+    """Forward = the lesson's layer (causal=True); the hand-written backward differs from autograd through the
+    reference (q scaled twice); with W_k = -300 W_q (real scores far below -745) position 0 is nan, the reference's
+    finite (the running maximum compared with row_sums)."""
+    m = randomize(mod.FlashAttention(dim=12, heads=3, dim_head=4, causal=True)).eval()
+    kv = m.to_kv.weight
+    ref = lambda x, wq=m.to_q.weight, wk=kv[:12]: mha_forward(x, 3, wq, wk, kv[12:], m.to_out.weight,
+                                                                None, None, None, m.to_out.bias)
+    good, msg = ok_line(*cmp(m, ref, 12))
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(3))
+    mine = _grads(m, x, [m.to_q.weight, m.to_kv.weight, m.to_out.weight])
+    with torch.no_grad():
+        wq, wk, wv, wo = (t.clone() for t in (m.to_q.weight, kv[:12], kv[12:], m.to_out.weight))
+    wq, wk, wv, wo = (t.requires_grad_(True) for t in (wq, wk, wv, wo))
+    theirs = _grads(lambda x: mha_forward(x, 3, wq, wk, wv, wo, None, None, None, m.to_out.bias), x, [wq, wk, wv, wo])
+    dx, dq, dkv, do = (a.abs().max().item() for a in (mine[0] - theirs[0], mine[1] - theirs[1],
+                                                        mine[2] - torch.cat([theirs[2], theirs[3]]), mine[3] - theirs[4]))
+    with torch.no_grad():
+        m.to_kv.weight[:12] = -300 * m.to_q.weight
+        y, r = m(x), ref(x, wk=-300 * m.to_q.weight)
+    nan_at_0 = torch.isnan(y[:, 0]).all().item() and torch.isfinite(r).all().item()
+    return (good and dx > 1e-3 and dq > 1e-3 and dkv > 1e-3 and do < TOL and nan_at_0,
+            msg + f"; gradients vs autograd through the reference: x {dx:.1e}, W_q {dq:.1e}, W_k/W_v {dkv:.1e}, "
+                  f"W_o {do:.1e}; W_k = -300 W_q: position 0 nan={nan_at_0} (reference finite)",
+            "dim=12 heads=3 dim_head=4 causal=True")
+
+
+@check("minimind_attention_gqa_rope_prefill_cache_pre_fix.py")
+def _(mod):
+    """Full forward = GQA with rotate-half RoPE (theta 1e6; float32 tables: relative 1e-5) for 2, 1 and 4 key/value
+    heads of 4 query heads, in both paths; one token per call with the cache is right; BUG (fixed upstream by
+    1279a61): 2 new tokens after a cached prompt are wrong with SDPA (is_causal aligned to the top left) and raise
+    in the manual path."""
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        for flash in (True, False):
+            m = randomize(mod.MiniMindAttentionLayer(16, 4, kv, 32, flash_attn=flash)).eval()
+            a = m.attn
+            rep = lambda t: t.reshape(kv, 4, *t.shape[1:]).repeat_interleave(4 // kv, 0).reshape(16, *t.shape[1:])
+            ref = lambda x: rope_mha_forward(x, 4, a.q_proj.weight, rep(a.k_proj.weight), rep(a.v_proj.weight),
+                                             a.o_proj.weight, convention="half", theta=1e6)
+            scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+            err, leak = cmp(lambda x: m(x)[0], ref, 16)
+            state = {}
+            def step(c, m=m, state=state):
+                out, state["past"] = m(c, past_key_value=state.get("past"), use_cache=True)
+                return out
+            reset = lambda state=state: state.clear()
+            cache = _cache_err(m, ref, step, reset, 16)
+            x = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(300))
+            chunked, raised = _chunk_decoded(step, reset, x, 3)
+            chunk = (chunked - ref(x)).abs().max().item() / scale if chunked is not None else float("nan")
+            bug = chunk > 1e-3 if flash else bool(raised)
+            good &= err / scale < FLOAT32_TOL and leak < TOL and cache / scale < FLOAT32_TOL and bug
+            if kv == 2:
+                msgs.append(f"flash={flash}: relative max|out-ref|={err / scale:.1e} leak={leak:.1e}, one token a call "
+                            f"{cache / scale:.1e}, 2 new tokens after 3 cached: "
+                            + (f"relative {chunk:.1e}" if chunked is not None else f"raises ({raised[:60]})"))
+    return good, "; ".join(msgs) + " (KV 1 and 4 alike)", "hidden_size=16 heads=4 kv=2,1,4 FLOAT32_TOL relative"
+
+
+@check("sgrvinod_transformers_tutorial_mha_prenorm_lengths.py")
+def _(mod):
+    """in_decoder=True, queries = keys/values = x, every length n: x + MHA(LayerNorm(x)) exactly, W_q = cast_queries,
+    [W_k; W_v] = cast_keys_values, W_o = cast_output; with in_decoder=False the future is seen."""
+    m = randomize(mod.MultiHeadAttention(12, 3, 4, 4, 0.0, in_decoder=True)).eval()
+    W, b = m.cast_keys_values.weight, m.cast_keys_values.bias
+    ref = lambda x: x + mha_forward(m.layer_norm(x), 3, m.cast_queries.weight, W[:12], W[12:], m.cast_output.weight,
+                                    m.cast_queries.bias, b[:12], b[12:], m.cast_output.bias)
+    call = lambda mm: (lambda x: mm(x, x, torch.full((x.shape[0],), x.shape[1], dtype=torch.long)))
+    good, msg = ok_line(*cmp(call(m), ref, 12))
+    m.in_decoder = False
+    _, leak_encoder = cmp(call(m), ref, 12, shapes=[(2, 7)])
+    return (good and leak_encoder > 1e-3, msg + f"; with in_decoder=False the future moves the past by {leak_encoder:.1e}",
+            "d_model=12 n_heads=3 d_queries=d_values=4, lengths = n")
+
+
+@check("openai_glide_xf_mha_per_head_qkv_no_mask.py")
+def _(mod):
+    """The lesson's function WITHOUT its mask, W_q, W_k, W_v the per-head rows [q_h; k_h; v_h] of c_qkv (the float32
+    softmax: relative 1e-5); the future moves the past; the [Q; K; V] block reading differs."""
+    m = randomize(mod.MultiheadAttention(CTX, 12, 3)).eval()
+    W, b = m.c_qkv.weight, m.c_qkv.bias
+    rows = lambda t, j: torch.cat([t[(3 * h + j) * 4:(3 * h + j + 1) * 4] for h in range(3)])
+    ref = lambda x: _no_mask_forward(x, 3, rows(W, 0), rows(W, 1), rows(W, 2), m.c_proj.weight, rows(b, 0),
+                                     rows(b, 1), rows(b, 2), m.c_proj.bias, scaled=True)
+    blocks = lambda x: _no_mask_forward(x, 3, W[:12], W[12:24], W[24:], m.c_proj.weight, b[:12], b[12:24], b[24:],
+                                        m.c_proj.bias, scaled=True)
+    err, leak = cmp(m, ref, 12)
+    err_blocks, _ = cmp(m, blocks, 12, shapes=[(2, 7)])
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    return (err / scale < FLOAT32_TOL and leak > 1e-3 and err_blocks > 1e-3,
+            f"relative max|out-no-mask-ref|={err / scale:.1e} (float32 softmax); future moves the past by {leak:.1e}; "
+            f"read as [Q; K; V] blocks {err_blocks:.1e}", "n_ctx=10 width=12 heads=3")
+
+
+@check("torchtune_causal_self_attention_dropout_in_eval.py")
+def _(mod):
+    """attn_dropout=0: GQA with interleaved-pair RoPE (q and k cast to float32: relative 1e-5) for 2, 1 and 4
+    key/value heads of 4; BUG (fixed upstream by 665ab3f, #1803): attn_dropout=0.5 is still applied in eval()."""
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        m = randomize(mod.llama2_self_attention(16, 4, kv, CTX)).eval()
+        ref = lambda x: _gqa_rope_ref(x, 4, kv, m.q_proj.weight, m.k_proj.weight, m.v_proj.weight,
+                                      m.output_proj.weight)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err, leak = cmp(m, ref, 16)
+        good &= err / scale < FLOAT32_TOL and leak < TOL
+        msgs.append(f"KV={kv}: relative max|out-ref|={err / scale:.1e} leak={leak:.1e}")
+    m = randomize(mod.llama2_self_attention(16, 4, 2, CTX, attn_dropout=0.5)).eval()
+    x = torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(5))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        drift = (m(x) - m(x)).abs().max().item()
+    good &= drift > 1e-3
+    return good, "; ".join(msgs) + f"; attn_dropout=0.5 in eval(): two calls differ by {drift:.1e}", \
+        "embed_dim=16 heads=4 kv=2,1,4 FLOAT32_TOL relative"
+
+
+@check("nanovlm_gqa_rope_cache_chunk_not_causal.py")
+def _(mod):
+    """Full forward = GQA with rotate-half RoPE (base 100000; float32 tables: relative 1e-5) for 2, 1 and 4 key/value
+    heads of 4; one token per call with the cache is right; BUG (latent at HEAD): 2 new tokens after a cached prompt
+    are not masked among themselves (T_curr != T_kv), so the first sees the second."""
+    msgs, good = [], True
+    for kv in (2, 1, 4):
+        m = randomize(mod.NanoVLMAttentionLayer(16, 4, kv, 32)).eval()
+        a = m.attn
+        rep = lambda t: t.reshape(kv, 4, *t.shape[1:]).repeat_interleave(4 // kv, 0).reshape(16, *t.shape[1:])
+        ref = lambda x: rope_mha_forward(x, 4, a.q_proj.weight, rep(a.k_proj.weight), rep(a.v_proj.weight),
+                                         a.out_proj.weight, convention="half", theta=100000.0)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err, leak = cmp(lambda x: m(x)[0], ref, 16)
+        state = {}
+        def step(c, m=m, state=state):
+            out, state["cache"] = m(c, block_kv_cache=state.get("cache"))
+            return out
+        reset = lambda state=state: state.clear()
+        cache = _cache_err(m, ref, step, reset, 16)
+        x = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(300))
+        chunked, raised = _chunk_decoded(step, reset, x, 3)
+        full = ref(x)
+        first = (chunked[:, 3] - full[:, 3]).abs().max().item() / scale  # the first new token sees the second
+        second = (chunked[:, 4] - full[:, 4]).abs().max().item() / scale  # the last of the chunk sees no later one
+        good &= err / scale < FLOAT32_TOL and leak < TOL and cache / scale < FLOAT32_TOL and first > 1e-3 \
+            and second < FLOAT32_TOL
+        msgs.append(f"KV={kv}: relative max|out-ref|={err / scale:.1e} leak={leak:.1e}, one token a call "
+                    f"{cache / scale:.1e}, 2 new tokens after 3 cached: first {first:.1e}, second {second:.1e}")
+    return good, "; ".join(msgs), "hidden_dim=16 heads=4 kv=2,1,4 FLOAT32_TOL relative"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

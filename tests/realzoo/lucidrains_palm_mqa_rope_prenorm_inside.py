@@ -41,11 +41,11 @@ NOTES = ("Attention(dim, dim_head=64, heads=8). forward(x). Weights norm.gamma (
 OUTCOME = 'cannot_tell'
 DIAGNOSIS = None
 EXPECTED_BECAUSE = 'correct multi-query rotary attention with a LayerNorm inside the module: no reference of mha-check reproduces it, and nothing in it is a bug'
-KNOWN_WRONG = ("issue 28 item 7 (fourth batch): a multi-query layer with ONE key/value head built in (to_kv = Linear(dim, "
-               "2 * dim_head), no kv_heads argument to bind) is read as the lesson's layer: FAIL param-count (200 "
-               "parameters, 'expected 256'; without the norm it even says 'looks like no output projection', though "
-               "to_out is there) and FAIL head-invariance (the count changes with H because the one k/v head is "
-               "dim // H wide), so a correct layer is failed")
+KNOWN_WRONG = ("issue 28 item 7 (fourth batch): FAIL param-count, a correctness failure for a correct layer. Until the "
+               "fifth batch the multi-query to_kv was not read at all (param-count said 200 parameters, 'expected 256', "
+               "and head-invariance failed); since to_kv is read as [W_k; W_v] of one shared head, head-invariance "
+               "passes and param-count fails only for norm.gamma (+8, 'plays no role in the lesson's layer'): the "
+               "LayerNorm inside the module, as for sgrvinod_transformers_tutorial_mha_prenorm_lengths.py")
 
 
 # normalization

@@ -114,6 +114,15 @@ def test_the_papers_value_width_d_v_is_a_head_width_as_d_k():
     assert s.accepts == {"heads": "n_head", "width": "d_model", "dropout": "dropout"}
 
 
+def test_the_spelled_out_d_queries_and_d_values_are_head_widths_as_d_k_and_d_v():
+    """sgrvinod's tutorial MultiHeadAttention(d_model, n_heads, d_queries, d_values, dropout, in_decoder=False)
+    (tests/realzoo/sgrvinod_transformers_tutorial_mha_prenorm_lengths.py): "size of query vectors" per head, the
+    paper's d_k and d_v spelled out; unbound they left the class unbuildable (cannot tell, "no value for required
+    parameter(s) d_queries, d_values")."""
+    s = _sig(lambda d_model, n_heads, d_queries, d_values, dropout, in_decoder=False: None)
+    assert not s.unfillable and s.derived == {"d_queries": "head_width", "d_values": "head_width"}
+
+
 def test_a_class_with_its_own_vocabulary_needs_no_arg():
     s = _sig(lambda input_dimension, output_dimension, number_of_heads, context_length, dropout=0.0: None)
     assert s.separate_widths and not s.unfillable
@@ -532,3 +541,38 @@ def test_a_fused_projection_is_also_read_with_its_rows_interleaved():
         x = torch.randn(8, 8)
         dkh[0].write({"wq": x, "wk": x + 1, "wv": x + 2, "wo": torch.eye(8)})
         assert torch.equal(dkh[0].read()["wk"], x + 1)  # strided rows are written and read back in place
+
+
+@pytest.mark.parametrize("name", ["to_kv", "kv", "W_kv", "kv_proj", "cast_keys_values"])
+def test_a_fused_key_value_projection_is_named_by_its_role(name):
+    """lucidrains' `to_kv` (chunked [K; V]) and sgrvinod's `cast_keys_values`: one Linear holding keys and values."""
+    assert role_of(name) == "kv"
+
+
+@pytest.mark.parametrize("name,role", [("cast_queries", "q"), ("cast_output", "o")])
+def test_cast_is_a_prefix_like_to(name, role):
+    assert role_of(name) == role
+
+
+class _SeparateQueryFusedKeyValue(nn.Module):
+    """lucidrains/memory-efficient-attention-pytorch's FlashAttention (tests/realzoo/
+    lucidrains_flash_attention_backward_double_scale.py): to_q apart, to_kv = [W_k; W_v] chunked in two."""
+
+    def __init__(self, d, kv_rows=None):
+        super().__init__()
+        self.to_q = nn.Linear(d, d, bias=False)
+        self.to_kv = nn.Linear(d, 2 * (kv_rows or d), bias=False)
+        self.to_out = nn.Linear(d, d)
+
+
+def test_a_fused_key_value_projection_is_read_as_key_rows_then_value_rows_and_not_certain():
+    found, problem = discover(_SeparateQueryFusedKeyValue(8), 8, 8, 2)
+    assert problem == "" and len(found) == 1
+    assert found[0].describe()["wk"] == "to_kv.weight[0:8]" and found[0].describe()["wv"] == "to_kv.weight[8:16]"
+    assert not found[0].certain  # [K; V] is the usual order, not a proof: the output must be reproduced first
+
+
+def test_a_fused_key_value_projection_of_one_shared_head_is_read_as_multi_query():
+    found, problem = discover(_SeparateQueryFusedKeyValue(8, kv_rows=4), 8, 8, 2)
+    assert problem == "" and found and found[0].kv_width == 4
+    assert found[0].describe()["wv"] == "to_kv.weight[4:8]"

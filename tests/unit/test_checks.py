@@ -203,3 +203,22 @@ def test_the_divisibility_fix_is_written_in_the_constructors_own_names():
     assert "`if d_out % num_heads:" in own_fix(signature({"d_in": "d_in", "d_out": "d_out", "heads": "num_heads"}))
     assert "`if cfg.n_embd % cfg.n_head:" in own_fix(signature({"width": "n_embd", "heads": "n_head"}, "cfg"))
     assert "`" not in own_fix(signature({"width": "d_model"}))  # the heads' name unknown: words, no code
+
+
+def test_an_output_that_turns_nan_at_large_scores_is_not_called_a_leak(tmp_path):
+    """lucidrains' first plain-PyTorch flash attention (tests/realzoo/lucidrains_flash_attention_backward_double_scale
+    .py) shifts its online softmax by max(row max, 0): a row whose scores all lie below about -745 gives 0 / 0.  The
+    probe with real scores near -5e4 then sees nan at position 0 whatever the later tokens are: the outputs did not
+    move, and no masked position got weight; causal-leakage must say what it saw, not name a finite fill."""
+    src = (ROOT / "reference" / "causal_mha.py").read_text()
+    old = "        w = torch.softmax(scores, dim=-1)\n"
+    assert old in src
+    src = src.replace(old, "        e = torch.exp(scores - scores.amax(-1, keepdim=True).clamp(min=0))\n"
+                           "        w = e / e.sum(-1, keepdim=True)\n")
+    path = tmp_path / "shift.py"
+    path.write_text(src)
+    result = run(f"{path}:CausalMHA", ["causal-leakage"])["causal-leakage"]
+    assert result.status == "fail", result.message
+    assert "leak" not in result.details.get("finding", "").split(":")[-1] and "finite fill" not in result.message
+    assert "nan" in result.message and "not finite" in result.message, result.message
+    assert "maximum" in result.fix and "masked_fill" not in result.fix

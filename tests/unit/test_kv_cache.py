@@ -335,3 +335,18 @@ def test_the_zoo_past_key_value_pair_against_an_independent_float64_computation(
             sees_next = _causal_truth(np.concatenate([x[:, :2], x[:, 3:4], x[:, 2:3]], axis=1), m, heads)[:, 3]
             np.testing.assert_allclose(chunked[:, 2], sees_next, rtol=1e-10, atol=1e-12)  # keys 0..3, order free
             np.testing.assert_allclose(chunked[:, 3], truth[:, 3], rtol=1e-10, atol=1e-12)  # the last sees all
+
+
+def test_a_cache_dict_passed_as_block_kv_cache_is_driven(tmp_path):
+    """nanoVLM's LanguageModelGroupedQueryAttention (tests/realzoo/nanovlm_gqa_rope_cache_chunk_not_causal.py):
+    forward(x, cos, sin, attention_mask=None, block_kv_cache=None) returns (y, {'key': k, 'value': v}), always;
+    the name was not known, so kv-cache said "does not apply" and its chunk bug went unseen."""
+    source = HF_STYLE.replace("past_key_value=None, use_cache=False", "block_kv_cache=None").replace(
+        "if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)",
+        "if block_kv_cache is not None:\n            k = torch.cat([block_kv_cache['key'], k], dim=2)\n"
+        "            v = torch.cat([block_kv_cache['value'], v], dim=2)").replace(
+        "return out, ((k, v) if use_cache else None)", "return out, {'key': k, 'value': v}")
+    assert "block_kv_cache['key']" in source and "'value': v}" in source
+    result = run(_written(tmp_path, source))
+    assert result.status == "pass" and "every position" in result.message, result.message

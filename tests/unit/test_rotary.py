@@ -139,6 +139,7 @@ def test_rotary_tables_in_forward_cannot_be_made_up():
     ("def f(d_model, n_heads, max_seq_len, base): pass", 10000.0),
     ("def f(d_model, n_heads, max_seq_len): pass", None),
     ("def f(d_model, n_heads, base=None): pass", None),
+    ("def f(hidden_dim, n_heads, n_kv_heads, re_base=100000): pass", 100000.0),  # nanoVLM's lm_re_base
 ])
 def test_theta_is_bound_and_reported(ctor, want):
     from harness.child.construct import build, read_signature
