@@ -81,17 +81,7 @@ def finite_fill(f: Findings) -> None:
     added = _additive_fill(f)
     if added is not None and added[1] > PROBED_FILL:  # CTRL's `scores + mask * -1e4`: it leaks where -1e4 filled in
         # does (causal-leakage's probe finds both), so it is told as that fill, added
-        f.mark(added[0], _added(fill_mark(added[1])), keep_earlier=True)
-
-
-def _added(mark: dict) -> dict:
-    """A fill's mark told of a finite mask added to the scores (a hidden score s becomes s + fill, not fill)."""
-    out = dict(mark, text=mark["text"].replace("the masked scores are filled with", "the mask added to the scores "
-                                               "holds").replace(
-        "; fill with float('-inf')", "; write float('-inf') where the mask is set"))
-    if "title" in out:
-        out["title"] = out["title"].replace("Masked scores filled with", "A finite mask added to the scores:")
-    return out
+        f.mark(added[0], fill_mark(added[1], added=True), keep_earlier=True)
 
 
 @detector("mask-includes-diagonal", "mask-keeps-future", "mask-one-token-late", "mask-hides-nothing", "mask-wrong")
@@ -228,12 +218,19 @@ def _fill_value(op: dict) -> float | None:
     return None
 
 
-def fill_mark(fill: float, at_least: bool = False) -> dict:
+TOLD_FILLED = ("the masked scores are filled with", "fill with float('-inf')", "Masked scores filled with")
+TOLD_ADDED = ("the mask added to the scores holds", "write float('-inf') where the mask is set",
+         "A finite mask added to the scores:")  # a hidden score s becomes s + fill, not fill
+
+
+def fill_mark(fill: float, at_least: bool = False, added: bool = False) -> dict:
     """A finite fill value.  The catalogued mistakes are told with -10 and -100; another value says itself how
     large its leak is (`title`, `symptom`), so that a fill of 0 is never called "-10.0" or "small", nor +17 "barely
     hidden".  `at_least`: the value was read off the outputs, which any larger fill gives too (the future outweighs
-    every past score), so it is told as "fill or more".  Shared with harness.engine.fitting, which tells a fill
-    found only by its numbers with the same words."""
+    every past score), so it is told as "fill or more".  `added`: a finite mask added to the scores (CTRL's
+    `mask * -1e4`), told in those words.  Shared with harness.engine.fitting, which tells a fill found only by its
+    numbers with the same words."""
+    how, remedy, title = TOLD_ADDED if added else TOLD_FILLED
     mark_id = "fill-leaks-visibly" if fill > VISIBLE_FILL else "fill-leaks-invisibly"
     weight = f"e^{fill:g} = {math.exp(fill):.2g}" if fill < 700 else f"e^{fill:g}, beyond any float"
     size = ("more than any past token's: each token reads mostly the tokens after it" if fill > 1 else
@@ -244,25 +241,25 @@ def fill_mark(fill: float, at_least: bool = False) -> dict:
                  "precision) the future gets a real weight")
     value = f"{fill:.3g} or more" if at_least else f"{fill:g}"
     if fill <= UNDERFLOW:  # e^fill is an exact 0 against a score of 0: the leak is told by the scores it needs
-        return _underflowing_fill(mark_id, fill, value, size)
+        return _underflowing_fill(mark_id, fill, value, size, added)
     mark = {"id": mark_id, "text": (
-        f"the masked scores are filled with {value}, a finite value: after the softmax the future keeps a weight "
-        f"of about {weight}{' or more' if at_least else ''} against a score of 0 ({size}); fill with "
-        "float('-inf')")}
+        f"{how} {value}, a finite value: after the softmax the future keeps a weight of about "
+        f"{weight}{' or more' if at_least else ''} against a score of 0 ({size}); {remedy}")}
     if fill not in CATALOGUED_FILLS or at_least:
-        mark["title"] = f"Masked scores filled with {value} instead of -inf"
+        mark["title"] = f"{title} {value} instead of -inf"
         mark["symptom"] = (f"Future tokens keep a weight of about {weight}{' or more' if at_least else ''} relative "
                            f"to a score of 0: {size}; the future influences the past.")
     return mark
 
 
-def _underflowing_fill(mark_id: str, fill: float, value: str, size: str) -> dict:
+def _underflowing_fill(mark_id: str, fill: float, value: str, size: str, added: bool) -> dict:
     """A fill so low that e^fill rounds to 0 against ordinary scores (early GPT-2's -1e4): its leak needs real
     scores near the fill, which causal-leakage's probe gives them."""
+    how, remedy, title = TOLD_ADDED if added else TOLD_FILLED
     return {"id": mark_id, "text": (
-        f"the masked scores are filled with {value}, a finite value: after the softmax the future's weight e^{fill:g} "
-        f"rounds to 0 while the scores are small, {size}; fill with float('-inf')"),
-        "title": f"Masked scores filled with {value} instead of -inf",
+        f"{how} {value}, a finite value: after the softmax the future's weight e^{fill:g} rounds to 0 while the "
+        f"scores are small, {size}; {remedy}"),
+        "title": f"{title} {value} instead of -inf",
         "symptom": (f"The future's weight after the softmax, e^{fill:g}, rounds to 0 while the scores are small: "
                     f"{size}, and the future influences the past.")}
 
