@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import sidebyside  # benchmarks/, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -57,15 +59,8 @@ def against(old: Path, tool: str, target: str, rounds: int) -> None:
     commands = {"old": [str(old / ".venv" / "bin" / "mha-check"), spec], "new": [tool, spec]}
     for cmd in commands.values():  # warm the file cache
         timed(cmd)
-    samples = {name: [] for name in commands}
-    for i in range(rounds):
-        for which in (("old", "new") if i % 2 == 0 else ("new", "old")):
-            samples[which].append(timed(commands[which]))
-    med = {which: statistics.median(s) for which, s in samples.items()}
-    paired = [n / o for n, o in zip(samples["new"], samples["old"])]
-    print(f"{spec}: {rounds} rounds, median old {med['old']:.3f} s, new {med['new']:.3f} s: ratio "
-          f"{med['new'] / med['old']:.3f}; paired ratios median {statistics.median(paired):.3f}, range "
-          f"{min(paired):.2f} to {max(paired):.2f}")
+    times = sidebyside.alternate(lambda which: timed(commands[which]), rounds)
+    print(f"{spec}: {rounds} rounds, {sidebyside.summary(times)}")
 
 
 if __name__ == "__main__":

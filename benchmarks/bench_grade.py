@@ -30,6 +30,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import sidebyside  # benchmarks/, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 BLOCKS = 5  # grades per round, each followed by count / BLOCKS single runs
 
@@ -60,29 +62,27 @@ def _verdicts(summary: Path) -> dict[str, dict[str, str]]:
 def against(old: Path, count: int, pairs: int, jobs: int) -> None:
     """`mha-check grade` by `old` and by this checkout, alternately, on the same submissions (see the docstring)."""
     trees = {"old": old.resolve(), "new": ROOT}
-    times: dict[str, list[float]] = {"old": [], "new": []}
     loads: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         subs = Path(tmp) / "subs"
         make_submissions(subs, count, trees["old"])
-        for i in range(pairs):
-            for which in (("old", "new") if i % 2 == 0 else ("new", "old")):
-                out = Path(tmp) / f"out-{which}"
-                shutil.rmtree(out, ignore_errors=True)
-                loads.append(os.getloadavg()[0])
-                start = time.perf_counter()
-                subprocess.run([str(trees[which] / ".venv" / "bin" / "python"), "-m", "harness.frontends.cli", "grade",
-                                str(subs), "--out", str(out), "--jobs", str(jobs)], cwd=trees[which],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-                times[which].append(time.perf_counter() - start)
-            print(f"pair {i + 1}: old {times['old'][-1]:.2f} s, new {times['new'][-1]:.2f} s, "
-                  f"ratio {times['new'][-1] / times['old'][-1]:.2f} (load {loads[-1]:.1f})", flush=True)
+
+        def grade(which: str) -> float:
+            out = Path(tmp) / f"out-{which}"
+            shutil.rmtree(out, ignore_errors=True)
+            loads.append(os.getloadavg()[0])
+            start = time.perf_counter()
+            subprocess.run([str(trees[which] / ".venv" / "bin" / "python"), "-m", "harness.frontends.cli", "grade",
+                            str(subs), "--out", str(out), "--jobs", str(jobs)], cwd=trees[which],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            return time.perf_counter() - start
+
+        times = sidebyside.alternate(grade, pairs, lambda i, t: print(
+            f"pair {i + 1}: old {t['old'][-1]:.2f} s, new {t['new'][-1]:.2f} s, "
+            f"ratio {t['new'][-1] / t['old'][-1]:.2f} (load {loads[-1]:.1f})", flush=True))
         old_rows, new_rows = (_verdicts(Path(tmp) / f"out-{which}" / "summary.csv") for which in ("old", "new"))
-    med = {which: statistics.median(t) for which, t in times.items()}
-    paired = [n / o for n, o in zip(times["new"], times["old"])]
     print(f"{count} submissions, --jobs {jobs}, {pairs} pairs, load {min(loads):.1f} to {max(loads):.1f}")
-    print(f"median old {med['old']:.2f} s, new {med['new']:.2f} s: ratio {med['new'] / med['old']:.3f}; paired "
-          f"ratios median {statistics.median(paired):.3f}, range {min(paired):.2f} to {max(paired):.2f}")
+    print(sidebyside.summary(times))
     both = lambda row, other: {c: v for c, v in row.items() if c in other}  # the columns both summaries have
     differ = sorted(name for name, row in old_rows.items()
                     if both(row, new_rows.get(name, {})) != both(new_rows.get(name, {}), row))
