@@ -66,3 +66,17 @@ def test_the_summary_keeps_its_format(tmp_path):
     batch_files.write_summary(ROWS, tmp_path / "summary.csv")
     data = (tmp_path / "summary.csv").read_bytes()
     assert data.startswith(b"submission,target,passed,needs_review,score,max_score\r\nada,")
+
+
+def test_the_summary_rewritten_from_its_remembered_lines_is_the_summary_written_anew():
+    """grade rewrites the summary after every report from each row's line as last written: a changed row, a row
+    with a new column, a row whose cell must be quoted and a new row all give exactly the text written from scratch."""
+    rows = [dict(r) for r in ROWS]
+    lines: dict = {}
+    assert summary_text(rows, lines) == summary_text(rows) and len(lines) == 2
+    rows[0]["score"] = 4.0
+    rows.append({"submission": "=cmd", "target": "a.py:A", "passed": True, "score": 1.0, "diagnosis": "no-mask"})
+    assert summary_text(rows, lines) == summary_text(rows)
+    assert "'=cmd" in summary_text(rows, lines) and "4.0" in summary_text(rows, lines)
+    rows.pop(1)
+    assert summary_text(rows, lines) == summary_text(rows) and "ada" not in summary_text(rows, lines)
