@@ -4,12 +4,11 @@ The lesson: "count parameters with the setting you actually use".  So the biases
 of b_q, b_k, b_v, b_o it has); a missing or extra weight matrix, or a bias that contradicts an explicit qkv_bias
 argument, is a failure.  Whether the output projection *should* have a bias is a lesson rule (out-proj-bias).
 """
-import math
-import re
 from dataclasses import replace
 
 from checks import check, failed, passed
 from checks.construct import construct
+from harness.engine.mapping import unread_parameters
 from harness.engine.search import find_failure
 from reference import param_count_formula
 
@@ -39,16 +38,6 @@ def _explain_difference(extra: int, cfg) -> tuple[str, str]:
 EXTRA_FIX = """The lesson's layer has W_q, W_k, W_v and one output projection. A further Linear(d_out, d_out) after
     it (say, after nn.MultiheadAttention, which has its own out_proj) adds d_out² + d_out parameters and computes
     nothing two linear maps in a row cannot: keep one output projection."""
-
-
-def _no_role(inst) -> list[tuple[str, int]]:
-    """The parameters (name, size) that no reading of the module takes for W_q, W_k, W_v, W_o or a bias: a LayerNorm
-    kept inside the layer, a gate, a scale.  Empty when nothing was read."""
-    if not inst.layouts:
-        return []
-    read = {re.sub(r"\[.*?\]|\.T$", "", piece.strip()) for layout in inst.layouts
-            for text in layout.roles.values() for piece in text.split("+")}
-    return [(p.name, math.prod(p.shape)) for p in inst.info.params if p.name not in read]
 
 
 def _extra_fix(extra: list[tuple[str, int]], difference: int) -> str:
@@ -95,7 +84,7 @@ def _biases(inst, out_proj: bool = True) -> set[str] | None:
     projection's bias: the whole nn.Linear(d_out, d_out) is what it lacks.  With a parameter no reading takes (it
     may be a projection mha-check did not recognise), the biases are unknown."""
     missing = _without_out_proj(inst, out_proj)
-    if missing and _no_role(inst):
+    if missing and unread_parameters(inst.info):
         return None
     found = {frozenset(r for r in layout.roles if r in BIASES) | ({"bo"} if missing else set())
              for layout in inst.layouts}
@@ -155,7 +144,7 @@ def param_count(ctx):
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",
                                 "count: kv heads ignored")
         fix = EXTRA_FIX if code == "count: extra projection" else ""
-        extra = _no_role(inst)
+        extra = unread_parameters(inst.info)
         if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
             fix = _extra_fix(extra, got - want)
         which = (" with the output projection's bias and " + (f"{', '.join(sorted(biases - {'bo'}))}" if

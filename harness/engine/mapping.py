@@ -19,6 +19,7 @@ Otherwise the mapping is unknown: the weight-dependent checks then say *cannot t
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -243,15 +244,39 @@ def _weights(ctx, read: dict) -> numpy_ref.Weights:
     return numpy_ref.Weights(**read)
 
 
+def unread_parameters(info) -> list[tuple[str, int]]:
+    """The parameters (name, size) that no reading of the module takes for W_q, W_k, W_v, W_o or a bias: a LayerNorm
+    kept inside the layer, a gate, a scale.  Empty when nothing was read."""
+    if not info.layouts:
+        return []
+    read = {re.sub(r"\[.*?\]|\.T$", "", piece.strip()) for layout in info.layouts
+            for text in layout.roles.values() for piece in text.split("+")}
+    return [(p.name, math.prod(p.shape)) for p in info.params if p.name not in read]
+
+
+def _beside_the_readings(info) -> str:
+    """What a reading cannot account for, when no reading reproduced the module: parameters none of them takes (a
+    LayerNorm inside the layer, as PaLM's pre-norm) compute something the lesson's layer does not, which alone keeps
+    every reading from reproducing it.  Said as a possible reason, with the names: a rotary layer's cannot-tell
+    blamed only its rotary convention when the norm beside it was the likelier cause."""
+    unread = unread_parameters(info)
+    if not unread:
+        return ""
+    names = ", ".join(name for name, _ in unread)
+    return (f"; your layer also keeps {names}, which no reading takes for W_q, W_k, W_v, W_o or a bias: what "
+            f"{'it computes' if len(unread) == 1 else 'they compute'} (a normalisation, a gate, a scale) is not in "
+            "the lesson's layer, and may be why nothing reproduces its output")
+
+
 def _unreproduced(ctx, info) -> str:
     """Why no reading proves the mapping, where readings were offered and none reproduced the module's output; for a
     multi-head layer offered only readings without W_o (harness.child.layouts.without_out_proj), what was missing
     first (no output projection), then that the layer without one was not reproduced either."""
     if ctx.form.out_proj and all("wo" not in lay.roles for lay in info.layouts):
         return (f"{info.layout_problem}; read without an output projection (W_o the identity), neither the lesson's "
-                "layer nor a known mistake reproduces your module's own output")
+                "layer nor a known mistake reproduces your module's own output") + _beside_the_readings(info)
     return ("no reading of your parameters lets the lesson's reference (or a known mistake) reproduce your module's "
-            "own output")
+            "own output") + _beside_the_readings(info)
 
 
 def _prove(ctx) -> Mapping:
@@ -330,7 +355,7 @@ def _prove(ctx) -> Mapping:
         problem = (f"your layer encodes positions with a rotary embedding ({rotary}), and neither convention "
                    f"(interleaved pairs, rotate-half) with base {' or '.join(f'{t:g}' for t in thetas)} nor a known "
                    f"mistake reproduces its output: mha-check has no reference for it (if its base differs, pass "
-                   f"--arg NAME=VALUE for the constructor's theta parameter)")
+                   f"--arg NAME=VALUE for the constructor's theta parameter)") + _beside_the_readings(info)
     elif matches:
         problem = "several readings of your parameters reproduce different known mistakes"
     else:
