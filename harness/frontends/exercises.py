@@ -103,8 +103,20 @@ def annotated(mutant_id: str) -> str:
     imports, cls = _parts(mutants.source_path(mid), mutants.class_name(mid))
     story = _docstring(f"Mutant {mid}: {entry['title']}.", f"Lesson: {entry['lesson']}",
                        f"What goes wrong: {entry['symptom']}", "Fix:", f"    {entry['fix']}",
-                       f"Caught by: {', '.join(entry['killed_by'])}.")
+                       f"Caught by: {caught_by(entry)}.")
     return "\n".join([story, *imports, "", "", *cls]) + "\n"
+
+
+def also_fails(p: dict) -> list[str]:
+    """The checks a mutant fails beyond those made for it, as measured (the catalogue's `failing`)."""
+    return [c for c in p["failing"] if c not in p["killed_by"]]
+
+
+def caught_by(p: dict) -> str:
+    """The checks made for a mutant, then what else it fails as measured: `explain query-for-keys` named only the
+    two made for it, while its unused W_k fails parameters-used too, as `mutants show` said."""
+    also = also_fails(p)
+    return ", ".join(p["killed_by"]) + (f" (also fails: {', '.join(also)})" if also else "")
 
 
 def _id(mutant_id: str) -> str:

@@ -78,11 +78,9 @@ def show(mutant_id: str, fmt: str = "text", wide: bool = False) -> str:
     if fmt == "json":
         return json.dumps({"id": mid, **{k: p[k] for k in ("title", "lesson", "symptom", "fix", "killed_by",
                                                            "failing", "variant")}, "diff": diff}, indent=2)
-    also = [c for c in p["failing"] if c not in p["killed_by"]]
     return _layout([(f"{mid}: {p['title']}", ""), "", (f"lesson:  {p['lesson']}", 9),
                     (f"symptom: {p['symptom']}", 9), (f"fix:     {p['fix']}", 9),
-                    (f"caught by: {', '.join(p['killed_by'])}" + (f" (also fails: {', '.join(also)})" if also
-                                                                  else ""), 11), "", diff.rstrip()], wide)
+                    (f"caught by: {exercises.caught_by(p)}", 11), "", diff.rstrip()], wide)
 
 
 def explain(item_id: str, fmt: str = "text", wide: bool = False) -> str:
@@ -92,7 +90,7 @@ def explain(item_id: str, fmt: str = "text", wide: bool = False) -> str:
     prints = load_fingerprints()
     if item_id in checks:
         c = checks[item_id]
-        kills = sorted(m for m, p in prints.items() if item_id in p["killed_by"])
+        kills = sorted(m for m, p in prints.items() if item_id in p["killed_by"] or item_id in p["failing"])
         data = {"id": c.id, "kind": "check", "claim": c.claim, "explanation": c.explanation,
                 "example": getattr(c, "example", ""), "fix": c.fix, "catches": kills}
         if fmt == "json":
@@ -106,12 +104,13 @@ def explain(item_id: str, fmt: str = "text", wide: bool = False) -> str:
     if fmt == "json":
         return json.dumps({"id": mid, "kind": "mutant", "title": p["title"], "lesson": p["lesson"],
                            "symptom": p["symptom"], "example": example, "fix": p["fix"], "remedy": p.get("remedy", ""),
-                           "caught_by": p["killed_by"], "diff": mutant_diff(mid)}, indent=2)
+                           "caught_by": p["killed_by"], "also_fails": exercises.also_fails(p),
+                           "diff": mutant_diff(mid)}, indent=2)
     return _layout([(f"{mid} (mistake): {p['title']}", ""), "", (f"The lesson: {p['lesson']}", ""), "",
                     (f"What goes wrong: {p['symptom']}", ""), "",
                     *(["Worked example:", example.rstrip(), ""] if example else []),
                     *([(f"Fix: {p['remedy']}", ""), (f"In the lesson's layer: {p['fix']}", 2)] if p.get("remedy")
-                      else [(f"Fix: {p['fix']}", "")]), "", (f"Caught by: {', '.join(p['killed_by'])}", ""), "",
+                      else [(f"Fix: {p['fix']}", "")]), "", (f"Caught by: {exercises.caught_by(p)}", ""), "",
                     mutant_diff(mid).rstrip()], wide)
 
 

@@ -6,6 +6,7 @@ import sys
 from checks import all_checks
 from conftest import ROOT
 from harness.frontends import cli as cli_module
+from harness.frontends import teach
 
 
 def cli(*args):
@@ -86,3 +87,13 @@ def test_a_reader_that_leaves_ends_explain_quietly(monkeypatch, capsys):
     monkeypatch.setattr(cli_module.os, "dup2", lambda *a: None)  # the real one would point the test's stdout at devnull
     assert cli_module.main(["explain", "causal-leakage"]) == 0
     assert "Broken pipe" not in capsys.readouterr().err
+
+
+def test_explain_names_every_check_a_mistake_fails_as_measured_not_only_those_made_for_it():
+    """query-for-keys is made for reference-match and gradient-match, and its unused W_k fails parameters-used too:
+    `explain` said only the first two while `mutants show` said all three; a check's explain lists the mistakes it
+    fails as measured."""
+    text = teach.explain("query-for-keys")
+    assert "Caught by: reference-match, gradient-match (also fails: parameters-used)" in " ".join(text.split())
+    assert json.loads(teach.explain("query-for-keys", "json"))["also_fails"] == ["parameters-used"]
+    assert "query-for-keys" in " ".join(teach.explain("parameters-used").split())
