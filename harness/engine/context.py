@@ -13,7 +13,7 @@ import zlib
 
 import numpy as np
 
-from harness.engine import grouped
+from harness.engine import grouped, head_order
 from harness.engine import mapping as mapping_proof
 from harness.engine import search
 from harness.engine import unproven_call
@@ -179,7 +179,32 @@ class Context:
         inst.style = proof.style if proof.style is not None else 0
         if proof.index is not None:  # picked when wanted: picking reads the Build's answer (see Instance)
             inst.choose_layout_later(lambda built: self._same_layout(built.layouts) if built.layouts else None)
+            if proof.head_order is not None and not inst.head_order_known:
+                self._order_heads(inst)
         return inst
+
+    def _order_heads(self, inst: Instance) -> None:
+        """The order in which this instance merges its heads, where the proof read the layer's heads in another
+        order (harness.engine.head_order): the proven order on the base configuration's module; on another, one
+        round trip (weights of ours written in the plain order, one forward) and the order its output shows, or the
+        plain order where none reproduces it (then the checks compare it so, and say where it differs).  Only for
+        such a layer: a layer read in the plain order pays nothing.  Two configurations sharing the instance may
+        both ask (harness.engine.together): the first answer stays, and both find the same."""
+        proof = self.mapping
+        if inst.cfg.ctor_key() == self.base.ctor_key():
+            inst.head_order, inst.head_order_known = proof.head_order, True
+            return
+        cfg = inst.cfg
+        try:
+            w = self.weights_for(inst, "head-order")
+            x = self.input(cfg, "head-order")
+            probe = m.WriteWeights(inst.handle, inst.layout, self.transplanted(inst, w))  # the plain order
+            y = inst.calls([probe, inst.forward_request(x)])[1].y
+            order = head_order.find(x, cfg.heads, w, y, self.rope, proof.head_order.on_out)
+        except (TargetFailure, CannotDrive):  # the checks meet the same failure and say what it is
+            order = None
+        if not inst.head_order_known:
+            inst.head_order, inst.head_order_known = order, True
 
     # -- configurations -------------------------------------------------------------------------------------------
     def find_failure(self, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None,

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 import mutants
-from harness.engine import fitting, pairs
+from harness.engine import fitting, head_order, pairs
 from harness.engine.compare import close, same
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
@@ -67,6 +67,8 @@ class Mapping:
     runs: bool = False  # the forward ran with some style and gave an output of the expected shape
     note: str = ""
     rope: Rope | None = None  # the rotary embedding under which the proof reproduced (None: the lesson's, none)
+    head_order: head_order.HeadOrder | None = None  # heads merged in another order, read on W_o (harness.engine.
+    # head_order): the order on the base configuration; every other one finds its own (Context.build)
 
     @property
     def certain(self) -> bool:
@@ -75,7 +77,8 @@ class Mapping:
     def to_dict(self) -> dict:
         return {"layout": self.description, "how": self.layout_how, "proof": self.how or "none",
                 "call": self.style_text, "mistakes": self.mistakes, "problem": self.problem, "tried": self.tried,
-                "note": self.note, **({"rope": self.rope.describe()} if self.rope else {})}
+                "note": self.note, **({"rope": self.rope.describe()} if self.rope else {}),
+                **({"head_order": self.head_order.to_dict()} if self.head_order else {})}
 
 
 def prove(ctx) -> Mapping:
@@ -315,20 +318,9 @@ def _prove(ctx) -> Mapping:
     thetas = _thetas(ctx)
     ropes = [None] + [Rope(c, t) for t in thetas for c in CONVENTIONS]  # the lesson's layer, or rotary (RoPE)
     negated = [Rope(c + NEGATED, t) for t in thetas for c in CONVENTIONS] if _rotary_evidence(ctx, info) else []
-    for rope in ropes + negated:  # 1. the reference reproduces the module's output (a rotary layer's also turned the
-        # other way: the mirror image of a correct rotation is a correct rotation; no mistake is named under it)
-        for style, own in outputs.items():
-            for i, w in weights.items():
-                if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):
-                    wrong = _own_mask_mistakes(info, outputs, w, x, cfg.heads, rope, ctx.form.name) if style else []
-                    if not wrong:
-                        return found(style, i, "reference", rope=rope)
-                    proof = found(0, i, "mistake", wrong, rope=rope)  # the plain call: what its default does
-                    proof.note = (f"called without a mask, your forward masks by itself and lets the future through "
-                                  f"(the numbers of {', '.join(wrong)}); called as {info.call_styles[style]} it "
-                                  f"computes the lesson's layer: the plain call is checked, as a caller who relies "
-                                  f"on your default mask gets it")
-                    return proof
+    proof = _reproduced(ctx, info, outputs, weights, x, ropes + negated, found)  # 1. and 1b.
+    if proof is not None:
+        return proof
     matches, rope_of = _mistakes(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)],
                                  ctx.form.name)  # 2. one known mistake does (named under the first rotary base only)
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
@@ -366,3 +358,41 @@ def _prove(ctx) -> Mapping:
                     + "; ".join(info.call_styles) + ")")
     return Mapping(None, style, problem=problem, tried=tried, runs=runs,
                    style_text=info.call_styles[0] if style is not None else "")
+
+
+def _reordered(info, outputs: dict, weights: dict, x, heads: int, ropes: list, found) -> Mapping | None:
+    """The reading under which the reference reproduces the module with its heads merged in another order
+    (harness.engine.head_order: decided by evidence, on W_o's input columns, or on the rows of W_q, W_k, W_v where
+    the layer is read without W_o), tried only where no reading in the plain order reproduced: a correct layer pays
+    nothing.  Tried before any known mistake, as every reading is: under it the math is the lesson's, and a mistake
+    reproduced under another reading would only be the mirror of a correct layer."""
+    for rope in ropes:
+        for style, own in outputs.items():
+            for i, w in weights.items():
+                order = head_order.find(x, heads, w, own, rope, "wo" in info.layouts[i].roles)
+                if order is not None:
+                    proof = found(style, i, "reference", rope=rope)
+                    proof.head_order, proof.note = order, order.describe()
+                    return proof
+    return None
+
+
+def _reproduced(ctx, info, outputs: dict, weights: dict, x, ropes: list, found) -> Mapping | None:
+    """The reading (and call) under which the lesson's reference reproduces the module's own output, in the plain
+    head order or else in another (`_reordered`); None where there is none."""
+    cfg = ctx.base
+    for rope in ropes:  # 1. the reference reproduces the module's output (a rotary layer's also turned the
+        # other way: the mirror image of a correct rotation is a correct rotation; no mistake is named under it)
+        for style, own in outputs.items():
+            for i, w in weights.items():
+                if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):
+                    wrong = _own_mask_mistakes(info, outputs, w, x, cfg.heads, rope, ctx.form.name) if style else []
+                    if not wrong:
+                        return found(style, i, "reference", rope=rope)
+                    proof = found(0, i, "mistake", wrong, rope=rope)  # the plain call: what its default does
+                    proof.note = (f"called without a mask, your forward masks by itself and lets the future through "
+                                  f"(the numbers of {', '.join(wrong)}); called as {info.call_styles[style]} it "
+                                  f"computes the lesson's layer: the plain call is checked, as a caller who relies "
+                                  f"on your default mask gets it")
+                    return proof
+    return _reordered(info, outputs, weights, x, cfg.heads, ropes, found)

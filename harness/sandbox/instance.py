@@ -41,6 +41,9 @@ class Instance:
         self._pending: dict | None = None  # weights to write with the next request (saves a round trip)
         self._layout: int | None = None
         self._choose_layout = None  # (Instance) -> layout index, asked once the layout is wanted (it reads `info`)
+        self.head_order = None  # heads merged in another order (harness.engine.head_order.HeadOrder): the lesson's
+        # roles are placed in the parameters, and read back, in that order; None: the plain order
+        self.head_order_known = False  # the order was decided for this instance (Context.build)
 
     @property
     def info(self) -> m.Built:
@@ -121,7 +124,15 @@ class Instance:
 
     def write_request(self, weights: dict[str, np.ndarray]) -> m.WriteWeights:
         """A transplant to place between requests of one round trip (`write_weights` puts one before the next)."""
-        return m.WriteWeights(self.handle, self.layout, dict(weights))
+        return m.WriteWeights(self.handle, self.layout, self._placed(weights))
+
+    def _placed(self, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The lesson's roles as this module holds them (its heads' order, `head_order`)."""
+        return self.head_order.placed(weights) if self.head_order is not None else dict(weights)
+
+    def _read(self, held: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """What the module's parameters (or their gradients) are as the lesson's roles (`head_order`)."""
+        return self.head_order.read(held) if self.head_order is not None and held else held
 
     def forward_request(self, x: np.ndarray, mode: str = "eval", **how) -> m.Forward:
         return m.Forward(self.handle, x, mode, style=self.style, **how)
@@ -140,19 +151,23 @@ class Instance:
         return [r.y for r in self.calls([self.forward_request(x, mode) for x in xs])]
 
     def vjp(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval") -> m.Gradients:
-        return self.call(self.vjp_request(x, gy, mode))
+        reply = self.call(self.vjp_request(x, gy, mode))
+        if isinstance(reply, m.Gradients) and reply.grads:
+            reply = dataclasses.replace(reply, grads=self._read(reply.grads))
+        return reply
 
     def jacobian(self, x: np.ndarray, r: np.ndarray, mode: str = "eval") -> m.JacobianResult:
         return self.call(self.jacobian_request(x, r, mode))
 
     def read_weights_many(self, layouts: list[int]) -> list[dict[str, np.ndarray]]:
         """The weights as each of these layouts reads them, in one round trip."""
-        return [r.weights for r in self.calls([m.ReadWeights(self.handle, i) for i in layouts])] if layouts else []
+        return [self._read(r.weights) for r in self.calls([m.ReadWeights(self.handle, i) for i in layouts])] \
+            if layouts else []
 
     def write_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Transplant before the next request, every time: the student's forward may have changed its own
         parameters since the last one."""
-        self._pending = dict(weights)
+        self._pending = self._placed(weights)
 
     def meta_forward(self, shape) -> m.MetaResult:
         return self.call(m.MetaForward(self.handle, list(shape), self.style))

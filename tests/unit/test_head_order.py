@@ -1,0 +1,100 @@
+"""Heads merged in another order (issue 28, "readings decided by evidence"): the order is read off one output of
+the module through W_o, proven by the reference reproducing it, and never found where the layer mixes tokens or
+features inside a head (the view-order mistakes), nor where the plain order already reproduces."""
+import itertools
+
+import numpy as np
+import pytest
+
+import mutants
+
+from harness.engine.head_order import HeadOrder, find
+from reference import numpy_ref, variants
+
+
+def _setup(heads: int, d: int = 12, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    w = numpy_ref.random_weights(rng, d, d, qkv_bias=True)
+    x = rng.standard_normal((2, 5, d))
+    return w, x
+
+
+def _merged_in(order, x, heads, w, on_out=True):
+    """The output of a layer that holds `w` as its parameters and puts head order[j] in block j of its merge (what
+    a student's `torch.cat([ctx[:, h] for h in order], -1)` computes); without W_o when not `on_out`."""
+    cache = {}
+    numpy_ref.forward(x, heads, w, cache=cache)
+    dh = w.d_out // heads
+    ctx = cache["ctx"]
+    merged = np.concatenate([ctx[..., h * dh:(h + 1) * dh] for h in order], axis=-1)
+    return merged @ w.wo.T + w.bias("bo") if on_out else merged
+
+
+@pytest.mark.parametrize("order", [(1, 0), (2, 1, 0), (2, 0, 1), (1, 2, 0), (3, 2, 1, 0), (1, 3, 0, 2)])
+def test_the_order_is_read_from_the_output_and_proven(order):
+    heads = len(order)
+    w, x = _setup(heads)
+    found = find(x, heads, w, _merged_in(order, x, heads, w))
+    assert found is not None and found.order == order and found.on_out
+    read = numpy_ref.Weights(**found.read(w.as_dict()))  # under it the reference computes the module's output
+    np.testing.assert_allclose(numpy_ref.forward(x, heads, read), _merged_in(order, x, heads, w), rtol=1e-10)
+
+
+def test_placing_then_reading_is_the_identity_and_the_module_computes_the_reference():
+    """What is written into the module (`placed`) makes it compute the reference with the lesson's weights, and its
+    parameters (or gradients) read back (`read`) are those weights."""
+    w, x = _setup(3)
+    order = HeadOrder((2, 0, 1), 4)
+    held = numpy_ref.Weights(**order.placed(w.as_dict()))
+    np.testing.assert_allclose(_merged_in(order.order, x, 3, held), numpy_ref.forward(x, 3, w), rtol=1e-10)
+    for role, value in order.read(order.placed(w.as_dict())).items():
+        np.testing.assert_array_equal(value, getattr(w, role))
+
+
+def test_without_an_output_projection_the_rows_of_q_k_v_are_read_in_that_order():
+    heads = 3
+    w, x = _setup(heads)
+    w.wo, w.bo = np.eye(w.d_out), None
+    own = _merged_in((2, 1, 0), x, heads, w, on_out=False)
+    found = find(x, heads, w, own, on_out=False)
+    assert found is not None and found.order == (2, 1, 0) and not found.on_out
+    held = numpy_ref.Weights(**found.placed(w.as_dict()))
+    assert np.array_equal(held.wo, w.wo)  # W_o (the identity) is not touched
+    np.testing.assert_allclose(_merged_in((2, 1, 0), x, heads, held, on_out=False), numpy_ref.forward(x, heads, w),
+                               rtol=1e-10)
+
+
+def test_the_plain_order_and_one_head_are_no_reading():
+    w, x = _setup(3)
+    assert find(x, 3, w, numpy_ref.forward(x, 3, w)) is None
+    w1, x1 = _setup(1)
+    assert find(x1, 1, w1, numpy_ref.forward(x1, 1, w1)) is None
+
+
+@pytest.mark.parametrize("mid", ["split-view-order", "split-view-order-keys", "merge-no-transpose", "no-scaling",
+                                 "no-mask", "swapped-q-k"])
+def test_mistakes_that_mix_tokens_or_change_the_math_are_no_head_order(mid):
+    """A view-order mistake mixes tokens and features inside the heads: no order of whole head blocks reproduces it
+    (with every head count from 2 to 4), so it stays the mistake it is; so does any mistake in the math."""
+    knobs = mutants.variants()[mid]
+    for heads in (2, 3, 4):
+        w, x = _setup(heads)
+        assert find(x, heads, w, variants.forward(x, heads, w, **knobs)) is None
+
+
+def test_a_mistake_made_with_the_heads_reordered_is_not_read_as_correct():
+    """Reversed heads and no scaling: the order alone does not reproduce it, so no reading is proven by it."""
+    heads = 3
+    w, x = _setup(heads)
+    cache = {}
+    numpy_ref.forward(x, heads, numpy_ref.Weights(**{**w.as_dict(), "wq": w.wq * np.sqrt(4)}), cache=cache)
+    merged = np.concatenate([cache["ctx"][..., h * 4:(h + 1) * 4] for h in (2, 1, 0)], axis=-1)
+    assert find(x, heads, w, merged @ w.wo.T + w.bias("bo")) is None
+
+
+def test_every_order_of_three_heads_is_found_with_one_solve():
+    """No order is tried blindly: each of the 3! orders is read in one pass (the plain one is no reading)."""
+    w, x = _setup(3)
+    for order in itertools.permutations(range(3)):
+        found = find(x, 3, w, _merged_in(order, x, 3, w))
+        assert (found.order if found else tuple(range(3))) == order
