@@ -44,7 +44,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
                  "num_heads_kv", "nheads_kv", "n_kv_head_count", "num_key_value_head", "multi_query_group_num"),
     # query heads per key/value head (group size): heads // kv_heads (Llama's n_rep, HF's num_key_value_groups)
     "kv_group": ("n_rep", "num_rep", "kv_group_size", "num_key_value_groups", "q_per_kv", "queries_per_kv",
-                 "num_queries_per_kv", "heads_per_kv", "heads_per_kv_group"),  # not `group_size`: GroupNorm's too
+                 "num_queries_per_kv", "heads_per_kv", "heads_per_kv_group", "gq_ratio", "gqa_ratio"),  # not
+    # `group_size`: GroupNorm's too (gq_ratio: tinyllama's query heads per group)
     "qkv_bias": ("qkv_bias", "qkv_biases", "use_qkv_bias", "proj_bias_qkv", "in_proj_bias", "qk_bias",
                  "bias_qkv"),
     # a flag that makes the layer causal (a class that can also attend both ways): always on

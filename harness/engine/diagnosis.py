@@ -75,11 +75,12 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     status = {c.id: c.status for c in report.checks}
     kinds = {c.id: c.kind for c in report.checks}
     form, grouped = _form(ctx), _grouped(ctx)
-    possible = [m for m, e in catalogue.items() if status.get(e["killed_by"][0]) not in (Status.PASS, None)
-                and (form is None or mutants.form(m) == form)  # a mistake of the layer's own form (single head)
-                and (grouped is not False or not m.startswith(GROUPED_ONLY))  # a grouped-query mistake only in a
-                # layer that has key/value heads of its own (a plain layer's leak was named gqa-mask-one-group)
-                and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
+    fits = [m for m, e in catalogue.items() if (form is None or mutants.form(m) == form)  # a mistake of the
+            # layer's own form (single head)
+            and (grouped is not False or not m.startswith(GROUPED_ONLY))  # a grouped-query mistake only in a
+            # layer that has key/value heads of its own (a plain layer's leak was named gqa-mask-one-group)
+            and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
+    possible = [m for m in fits if status.get(catalogue[m]["killed_by"][0]) not in (Status.PASS, None)]
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks, recorded = _marks(ctx) if ctx is not None else ([], False)
@@ -101,7 +102,7 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
             return named
     elif numbers == [] and not report.math_correct:  # no one mistake is the outputs: two at once may be (never
         # asked of a layer whose math passed: its outputs are the reference's)
-        both = _pair(ctx, samples, possible, marks, catalogue)
+        both = _pair(ctx, samples, _pairable(fits, possible, status, catalogue), marks, catalogue)
         if both:
             return _named_pair(both, catalogue, marks, report)
         several = _several(ctx, samples, possible)  # two mistakes reproduce, one the mirror of a correct layer
@@ -423,6 +424,16 @@ def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> li
         matching = {m for m, fit in fits.items() if fit}
         shown |= {m for m, fit in fits.items() if fit == "shown"}
     return sorted(matching & shown)
+
+
+def _pairable(fits: list[str], possible: list[str], status: dict, catalogue: dict) -> list[str]:
+    """The mistakes that may be half of a pair: the plausible ones, and those whose first check passed here but
+    another of their checks failed.  The other half can hide what a mistake alone guarantees: an inverted mask alone
+    makes the last row NaN (output-shape), a finite fill beside it makes that row a plain average, so output-shape
+    passes while causal-leakage fails (torchtext's generate_square_subsequent_mask with its -1e8 fill).  The pair
+    is still named only when the two together are the outputs, number for number (harness.engine.pairs)."""
+    return possible + [m for m in fits if m not in possible
+                       and any(status.get(k) == Status.FAIL for k in catalogue[m]["killed_by"])]
 
 
 @variants.sharing_scores  # every mistake on the same input and weights (issue 27)

@@ -19,7 +19,9 @@ A pair is named only when all of these hold, on every sample:
    another reading of the same-shaped projections (queries and keys swapped is the lesson's layer with W_q and W_k
    read the other way round) proves nothing about the student's code;
 4. it is the only such pair, or the only one whose two mistakes the recorded forward marks (a fill of 0 is both
-   finite-fill's and mask-multiplied's number: the line tells which).
+   finite-fill's and mask-multiplied's number: the line tells which); a mistake that every such pair has needs no
+   mark of its own (an inverted mask with a -1e4 fill reproduces with finite-fill's -10 and finite-fill-100's -100:
+   the marked fill tells which, the inverted mask is in both).
 
 A mistake whose effect hides the other's (no mask at all makes a finite fill invisible) does not reproduce as a pair
 by rule 2, and is not named as one: the single mistake that reproduces is.
@@ -122,7 +124,8 @@ def choose(found: list[tuple[str, str]], marks: list[dict], catalogue: dict) -> 
     shown = {m["id"] for m in marks}
     traced = lambda mid: bool(set(catalogue[mid].get("trace", ())) & shown)
     if len(found) > 1:
-        found = [p for p in found if all(traced(m) for m in p)]
+        common = set.intersection(*(set(p) for p in found))  # in every pair that reproduces: the numbers decided it
+        found = [p for p in found if all(traced(m) for m in p if m not in common)]
         if len(found) != 1:
             return None
     step = {m["mutant"]: i for i, m in reversed(list(enumerate(marks))) if m.get("mutant")}

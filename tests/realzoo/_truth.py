@@ -42,7 +42,10 @@ def consts(name):
     out = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper():
-            out[node.targets[0].id] = ast.literal_eval(node.value)
+            try:  # (copied code's own constants may be computed: tinyllama's DEVICE = torch.device(...))
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
     return out
 
 
@@ -1876,6 +1879,154 @@ def _(mod):
         msgs.append(f"KV={kv}: relative max|out-ref|={err / scale:.1e} leak={leak:.1e}, one token a call "
                     f"{cache / scale:.1e}, 2 new tokens after 3 cached: first {first:.1e}, second {second:.1e}")
     return good, "; ".join(msgs), "hidden_dim=16 heads=4 kv=2,1,4 FLOAT32_TOL relative"
+
+
+def _per_head_hidden(x, nheads, wq, wk, wv, wo, bq, bk, bv, bo, hidden, fill):
+    """Head by head (no split or merge reshapes): scores / sqrt(dh) with the positions `hidden` (n, n, True =
+    hidden) REPLACED by `fill`, softmax over the keys, then the output projection."""
+    lin = torch.nn.functional.linear
+    dh = wq.shape[0] // nheads
+    q, k, v = lin(x, wq, bq), lin(x, wk, bk), lin(x, wv, bv)
+    heads = []
+    for h in range(nheads):
+        cut = slice(h * dh, (h + 1) * dh)
+        s = (q[..., cut] @ k[..., cut].transpose(1, 2) / dh ** 0.5).masked_fill(hidden, fill)
+        heads.append(torch.softmax(s, -1) @ v[..., cut])
+    return lin(torch.cat(heads, -1), wo, bo)
+
+
+def _torchtext_weights(mha):
+    c = mha.in_proj_container
+    return (c.query_proj.weight, c.key_proj.weight, c.value_proj.weight, mha.out_proj.weight,
+            c.query_proj.bias, c.key_proj.bias, c.value_proj.bias, mha.out_proj.bias)
+
+
+@check("torchtext_mha_container_seq_first_fill_1e8.py")
+def _(mod):
+    """Sequence-first (n, B, d) in and out, given the (1, n, n) bool mask True above the diagonal (ScaledDotProduct's
+    documented convention, True = not allowed): the lesson's layer exactly (the -1e8 fill underflows to 0 at these
+    scores); without a mask the future moves the past."""
+    m = randomize(mod.build(12, 3)).eval()
+    mask = lambda n: torch.triu(torch.ones(n, n, dtype=torch.bool), 1)[None]
+    call = lambda x: m(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1),
+                       attn_mask=mask(x.shape[1]))[0].transpose(0, 1)
+    ref = lambda x: mha_forward(x, 3, *_torchtext_weights(m))
+    good, msg = ok_line(*cmp(call, ref, 12))
+    _, leak_unmasked = cmp(lambda x: m(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1))[0].transpose(0, 1),
+                           ref, 12, shapes=[(2, 7)])
+    return (good and leak_unmasked > 1e-3, msg + f"; with no attn_mask the future moves the past by {leak_unmasked:.1e}",
+            "embed_dim=12 num_heads=3, seq-first, attn_mask (1, n, n) True = masked")
+
+
+@check("torchtext_square_subsequent_mask_inverted.py")
+def _(mod):
+    """BUG: generate_square_subsequent_mask marks the lower triangle WITH the diagonal True, and True is 'not
+    allowed': each token sees only the tokens after it, the last one none (every score -1e8: a plain average of all
+    values).  The layer is exactly the per-head computation with that mask and fill; the future moves the past."""
+    m = randomize(mod.SubsequentMaskedSelfAttention(12, 3)).eval()
+    helper = mod.generate_square_subsequent_mask(1, 4)[0]
+    told = torch.equal(helper, torch.tril(torch.ones(4, 4, dtype=torch.bool)))  # what the helper returns
+    w = _torchtext_weights(m.mha)
+    inverted = lambda x: _per_head_hidden(x, 3, *w, torch.tril(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool)),
+                                          -1e8)
+    err, leak = cmp(m, inverted, 12)
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        off = (m(x) - mha_forward(x, 3, *w)).abs().max().item()
+    return (told and err < TOL and leak > 1e-3 and off > 1e-3,
+            f"helper(1, 4) = tril with diagonal: {told}; max|out - inverted-mask per-head|={err:.1e}; future moves "
+            f"the past by {leak:.1e}; off the lesson's layer by {off:.1e}", "embed_dim=12 num_heads=3, batch_first")
+
+
+@check("picogpt_multihead_rope_per_head.py")
+def _(mod):
+    """Per-head ModuleList (query/key/value of width 4 each, no bias) with interleaved-pair RoPE (theta 10000, cos/sin
+    tables made in float32: relative 1e-5), proj with bias: the rotary reference with the heads' weights stacked."""
+    m = randomize(mod.MultiHead(12, 3, CTX, 0.0, 10000.0)).eval()
+    cat = lambda a: torch.cat([getattr(h, a).weight for h in m.heads], 0)
+    ref = lambda x: rope_mha_forward(x, 3, cat("query"), cat("key"), cat("value"), m.proj.weight, bo=m.proj.bias,
+                                     convention="interleaved")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(m, ref, 12)
+    return (err / scale < FLOAT32_TOL and leak < TOL,
+            f"relative max|out-ref|={err / scale:.1e} (float32 RoPE tables) future-leak={leak:.1e}",
+            "n_embd=12 n_head=3 rope_base=10000 FLOAT32_TOL relative")
+
+
+@check("pytorch_dtensor_test_attention_positional_is_causal.py")
+def _(mod):
+    """wq/wk/wv/wo without bias, SDPA with is_causal passed POSITIONALLY (use_attn_mask=True): the lesson's layer
+    with no biases; with dropout_p=0.1 (ModelArgs' default) eval() is still exact; use_attn_mask=False leaks."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    ref = lambda x: mha_forward(x, 3, m.wq.weight, m.wk.weight, m.wv.weight, m.wo.weight)
+    good, msg = ok_line(*cmp(m, ref, 12))
+    d = randomize(mod.build(12, 3, CTX, dropout_p=0.1)).eval()
+    err_drop, _ = cmp(d, lambda x: mha_forward(x, 3, d.wq.weight, d.wk.weight, d.wv.weight, d.wo.weight), 12,
+                      shapes=[(2, 7)])
+    m.use_attn_mask = False
+    _, leak_off = cmp(m, ref, 12, shapes=[(2, 7)])
+    return (good and err_drop < TOL and leak_off > 1e-3,
+            msg + f"; dropout_p=0.1 in eval {err_drop:.1e}; use_attn_mask=False: future moves the past by {leak_off:.1e}",
+            "dim=12 n_heads=3")
+
+
+def _tinyllama_ref(x, m, emb, ctx, shift):
+    """tinyllama's heads, independently: head h has FULL-WIDTH q, k (shared by the heads of its group: the same
+    Linear objects) and v of width emb, rotated pair by pair (x_2i, x_2i+1) by position * 10000**(-2 (i - shift) /
+    emb); scores / sqrt(emb), causal softmax, the heads concatenated into `linear`."""
+    lin = torch.nn.functional.linear
+    B, n, _ = x.shape
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    ang = pos * 10000.0 ** (-2.0 * (torch.arange(emb // 2, dtype=torch.float64) - shift) / emb)
+
+    def rot(t):
+        a, b = t[..., 0::2], t[..., 1::2]
+        out = torch.empty_like(t)
+        out[..., 0::2], out[..., 1::2] = a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()
+        return out
+    outs = []
+    for h in m.heads:
+        q, k, v = rot(lin(x, h.w_q.weight, h.w_q.bias)), rot(lin(x, h.w_k.weight, h.w_k.bias)), lin(x, h.w_v.weight,
+                                                                                                  h.w_v.bias)
+        s = (q @ k.transpose(1, 2) / emb ** 0.5).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1),
+                                                              float("-inf"))
+        outs.append(torch.softmax(s, -1) @ v)
+    return lin(torch.cat(outs, -1), m.linear.weight, m.linear.bias)
+
+
+@check("tinyllama_rope_full_width_heads_shared_qk.py")
+def _(mod):
+    """BUG, three: (1) the rotation matrix's frequencies are 10000**(-2 (i - 1) / d), off by one (i - 1 for i): the
+    output equals the independent computation with that shift (the rotation matrix takes the default dtype) and
+    differs from the standard frequencies; (2) every head has the full width emb_dim (parameters grow with the
+    heads); (3) gq_ratio shares the QUERY and key projections within a group (the values stay per head), so the heads
+    of a group have identical attention weights."""
+    m = randomize(mod.roPEMultiAttentionHead(CTX, 12, 4, 2)).eval()
+    shifted = lambda x: _tinyllama_ref(x, m, 12, CTX, 1)
+    scale = max(shifted(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(lambda x: m(x, False), shifted, 12)
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        standard = (m(x, False) - _tinyllama_ref(x, m, 12, CTX, 0)).abs().max().item() / scale
+    shared = m.heads[0].w_q is m.heads[1].w_q and m.heads[0].w_k is m.heads[1].w_k and \
+        m.heads[0].w_v is not m.heads[1].w_v and m.heads[1].w_q is not m.heads[2].w_q
+    per_head = [sum(p.numel() for p in mod.roPEMultiAttentionHead(CTX, 12, h, 1).parameters()) for h in (1, 2, 4)]
+    return (err / scale < FLOAT32_TOL and leak < TOL and standard > 1e-3 and shared and per_head[0] < per_head[1]
+            < per_head[2],
+            f"relative max|out - shifted-frequency per-head ref|={err / scale:.1e} (float32 rotation) leak={leak:.1e}; "
+            f"with the standard frequencies {standard:.1e}; q/k shared in a group, v not: {shared}; parameters for "
+            f"1, 2, 4 heads: {per_head}", "context_window=10 emb_dim=12 n_heads=4 gq_ratio=2 FLOAT32_TOL relative")
+
+
+@check("nano_gpt_causal_self_attention_unused_bias.py")
+def _(mod):
+    """nanoGPT's fused c_attn [Q; K; V] with bias, SDPA is_causal=True, c_proj with bias: the lesson's layer exactly
+    (the registered tril buffer "bias" is never read)."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    W, b = m.c_attn.weight, m.c_attn.bias
+    ref = lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.c_proj.weight, b[:12], b[12:24], b[24:],
+                                m.c_proj.bias)
+    return ok_line(*cmp(m, ref, 12)) + ("n_embd=12 n_head=3 block_size=10",)
 
 
 def main():

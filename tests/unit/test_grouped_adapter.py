@@ -133,3 +133,15 @@ def test_a_per_group_layout_is_found_again_as_the_per_head_one_where_groups_are_
     group = "by position of the nn.Linear layers (names not recognised) (fused q/k/v, grouped, per group [q..; k; v])"
     assert _row_family(group) == _row_family("by parameter names (fused q/k/v, per head)")
     assert _row_family(group) != _row_family("by parameter names (fused q/k/v)")
+
+
+class TinyLlamaHeads(nn.Module):  # tinyllama's roPEMultiAttentionHead(context_window, emb_dim, n_heads, gq_ratio)
+    def __init__(self, context_window, emb_dim, n_heads, gq_ratio):
+        super().__init__()
+
+
+def test_a_grouped_query_ratio_is_a_group_size():
+    """tinyllama's gq_ratio (query heads per group) was a required parameter with no value: cannot tell at
+    construct.  It is a group size like Llama's n_rep: heads // kv_heads, 1 where every head has its own."""
+    sig = construct.read_signature(TinyLlamaHeads, {})
+    assert sig.derived == {"gq_ratio": "kv_group"} and not sig.unfillable

@@ -189,3 +189,15 @@ def test_two_patterns_in_checks_apart_are_two_mistakes_and_overlapping_ones_are_
                    and {s.split(":")[0] for s in catalogue[m]["signature"]} & {"causal-leakage"}]
     assert overlapping and diagnosis._apart(["softmax-wrong-axis", overlapping[0]], catalogue) is None
     assert diagnosis._apart(["softmax-wrong-axis"], catalogue) is None
+
+
+def test_a_mistake_every_reproducing_pair_shares_needs_no_mark_of_its_own():
+    """An inverted mask with a finite fill: the fill is finite-fill's -10 or finite-fill-100's -100 by the numbers
+    (both tried values reproduce a -1e4 fill), the inverted mask is in both pairs.  The marked fill decides which
+    pair; the inverted mask, in every pair that reproduces, needs no mark of its own (torchtext's -1e8 fill with its
+    inverted square subsequent mask)."""
+    catalogue = mutants.catalogue()
+    both = [("finite-fill", "mask-inverted"), ("finite-fill-100", "mask-inverted")]
+    assert pairs.choose(both, [], catalogue) is None
+    marks = [{"id": catalogue["finite-fill-100"]["trace"][0], "mutant": "finite-fill-100"}]
+    assert pairs.choose(both, marks, catalogue) == ("finite-fill-100", "mask-inverted")
