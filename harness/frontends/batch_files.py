@@ -20,6 +20,7 @@ from harness.render.view import clean
 
 SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_score")
 __all__ = ["WRITE_FAILED", "BatchFiles", "csv_cell", "report_file_name", "summary_text", "write_summary"]
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as the start of a formula
 MAX_REPORT_NAME = 200  # bytes: a file name holds 255, and write_atomic's temporary adds 18 around it
 
 
@@ -30,7 +31,13 @@ def csv_cell(value):
     if not isinstance(value, str):
         return value
     text = clean(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return "'" + text if text[:1] in FORMULA_STARTS else text
+
+
+def csv_uncell(value: str) -> str:
+    """A cell of our summary read back as the text `csv_cell` quoted ('=alice is =alice), so that a row read again
+    (--only keeps the others' rows) is found by its name and written once more as it was."""
+    return value[1:] if value[:1] == "'" and value[1:2] in FORMULA_STARTS else value
 
 
 def report_file_name(name: str, extension: str) -> str:

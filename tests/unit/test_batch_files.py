@@ -24,3 +24,15 @@ def test_a_name_too_long_for_the_file_system_still_gets_its_report_and_its_link(
         assert json.loads(files.report_path(name).read_text()) == {"who": name}
     links = class_view._links(out, [{"submission": n} for n in names], "results.json")
     assert links == {n: report_file_name(n, "results.json") for n in names}
+
+
+def test_only_regrades_a_student_whose_name_the_summary_quotes(tmp_path):
+    """A name beginning with = + - @ is quoted in summary.csv ('=alice: never run as a formula).  `--only =alice`
+    compared the quoted cell with the name, kept the old row and added the new one: the summary then held two rows for
+    one student, the stale score first (found by a red team).  The quoted cell is read back as the name it quotes."""
+    from harness.frontends.batch_files import write_summary
+    from harness.frontends.submissions import kept_rows
+    summary = tmp_path / "summary.csv"
+    write_summary([{"submission": "=alice", "score": 19.0}, {"submission": "-bob", "score": 3.0},
+                   {"submission": "carol", "score": 1.0}], summary)
+    assert [r["submission"] for r in kept_rows(summary, {"=alice"})] == ["-bob", "carol"]
