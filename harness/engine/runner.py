@@ -150,9 +150,20 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> Adapter:
                    construction=construction,
                    notes=tuple(ctx.subject.notes),  # what loading left out, also when loading or building then failed
                    # which member of the lesson's family it was checked as, and why
-                   form=Form(ctx.form.name, ctx.form.evidence) if built and ctx.form.evidence else None,
+                   form=_form(ctx) if built else None,
                    mapping=ctx._mapping.to_dict() if ctx._mapping is not None else None,
                    process=tuple(ProcessEvent.of(d) for d in deaths))
+
+
+def _form(ctx: Context) -> Form | None:
+    """The form the module was checked as, or None where it cannot be read any more: a child that died after
+    `construct` passed is replaced by a fresh one, which has loaded nothing and may die loading (a red team's child
+    stopped itself in every process: reading its form here raised out of run_checks)."""
+    try:
+        form = ctx.form
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+    return Form(form.name, form.evidence) if form.evidence else None
 
 
 def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:

@@ -9,7 +9,9 @@ what could not be written and why, and `grade` exits with a non-zero status.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -17,7 +19,9 @@ from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
 from harness.render.view import clean
 
 SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_score")
-__all__ = ["WRITE_FAILED", "BatchFiles", "csv_cell", "summary_text", "write_summary"]
+__all__ = ["WRITE_FAILED", "BatchFiles", "csv_cell", "report_file_name", "summary_text", "write_summary"]
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as the start of a formula
+MAX_REPORT_NAME = 200  # bytes: a file name holds 255, and write_atomic's temporary adds 18 around it
 
 
 def csv_cell(value):
@@ -27,7 +31,26 @@ def csv_cell(value):
     if not isinstance(value, str):
         return value
     text = clean(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return "'" + text if text[:1] in FORMULA_STARTS else text
+
+
+def csv_uncell(value: str) -> str:
+    """A cell of our summary read back as the text `csv_cell` quoted ('=alice is =alice), so that a row read again
+    (--only keeps the others' rows) is found by its name and written once more as it was."""
+    return value[1:] if value[:1] == "'" and value[1:2] in FORMULA_STARTS else value
+
+
+def report_file_name(name: str, extension: str) -> str:
+    """The file name of `name`'s report: `NAME.EXTENSION`, or where that is longer than a file name may be, the
+    name's beginning and a digest of all of it (a Gradescope group's names joined with " & ", or 127 letters of a
+    two-byte script, had no report, and cost the whole class its class view).  The summary keeps the whole name."""
+    whole = f"{name}.{extension}"
+    if len(os.fsencode(whole)) <= MAX_REPORT_NAME:
+        return whole
+    digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
+    room = MAX_REPORT_NAME - len(f"~{digest}.{extension}".encode())
+    start = os.fsencode(name)[:room].decode("utf-8", "ignore")  # never half a character
+    return f"{start}~{digest}.{extension}"
 
 
 def summary_text(rows: list[dict], lines: dict | None = None) -> str:
@@ -67,7 +90,7 @@ class BatchFiles:
         self.lines: dict = {}  # each row's CSV line as last written (summary_text)
 
     def report_path(self, name: str) -> Path:
-        return self.out / f"{name}.{self.extension}"
+        return self.out / report_file_name(name, self.extension)
 
     def report(self, name: str, text: str) -> None:
         """Write one submission's report, or keep it for later."""

@@ -19,7 +19,7 @@ import mutants
 from checks import all_checks
 from harness.engine.report import VERSION
 from harness.frontends import exercises
-from harness.frontends.batch_files import csv_cell
+from harness.frontends.batch_files import csv_cell, report_file_name
 from harness.frontends.writing import write_atomic
 from harness.render import class_report
 
@@ -80,8 +80,8 @@ def _links(out: Path, rows: list[dict], extension: str) -> dict[str, str]:
             continue
         for ext in dict.fromkeys((extension, *REPORT_EXTENSIONS)):
             try:
-                if (out / f"{name}.{ext}").is_file():
-                    links[name] = f"{name}.{ext}"
+                if (out / report_file_name(name, ext)).is_file():
+                    links[name] = report_file_name(name, ext)
                     break
             except (OSError, ValueError):  # a name the file system cannot hold: no report, no link
                 break

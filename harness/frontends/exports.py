@@ -221,12 +221,14 @@ def gradescope(metadata: str) -> dict[str, tuple[str, str]]:
                 current["sids"].append(value)
             elif not current["created"]:
                 current["created"] = value
-    names = {f: " & ".join(v["names"]) for f, v in folders.items() if v["names"]}
+    # told apart as file names: a name students type themselves (".Bob Smith", "Bob/Smith") must not become a
+    # classmate's once made safe, or one student's submission is graded as the other's
+    names = {f: safe_name(" & ".join(v["names"])) for f, v in folders.items() if v["names"]}
     twice = {n for n, k in Counter(names.values()).items() if k > 1}
     for f in names:
         if names[f] in twice:
-            names[f] += f" ({', '.join(folders[f]['sids']) or f})"
-    return {f: (safe_name(n), folders[f]["created"]) for f, n in names.items()}
+            names[f] = safe_name(f"{names[f]} ({', '.join(folders[f]['sids']) or f})")
+    return {f: (n, folders[f]["created"]) for f, n in names.items()}
 
 
 def classroom_prefix(root_name: str, folders: list[str], repositories: bool) -> str:

@@ -177,8 +177,14 @@ def start(limits: sandbox.Limits, template, scratch_parent: str) -> None:
 
 
 def grade_one(folder: str, pick: Pick, options: dict) -> dict:
-    """The task the pool sends: one submission, by this process's grader."""
-    return _GRADER.grade(folder, pick, options)
+    """The task the pool sends: one submission, by this process's grader.  A failure of ours comes back as a plain
+    RuntimeError that the pool can carry: mha-check's exceptions take more than one argument and cannot be
+    unpickled, and one the main process cannot unpickle broke the whole pool (every classmate in flight graded again,
+    and after four breaks given a row that says mha-check could not grade them), not one row."""
+    try:
+        return _GRADER.grade(folder, pick, options)
+    except Exception as e:  # noqa: BLE001 - one row, said in the words of the exception
+        raise RuntimeError(f"{type(e).__name__}: {e}") from None
 
 
 def graded(name: str, spec: str | None, report: Report, options: dict, seconds: float) -> dict:

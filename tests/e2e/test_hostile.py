@@ -35,7 +35,7 @@ QUICK = ("tool_files", "pth_planting", "proc_parent", "network", "raised_limits"
 TIME_LIMIT = 8  # the attacks' own seconds (context.json) and the checks, on a loaded machine (our start-up is not
 # counted: the limit starts when the worker is ready)
 # they end only at the limit: a short one will do
-HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading")
+HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading", "stops_itself")
 HANG_LIMIT = 2
 SLACK = 20  # interpreter start-up, restarts after a crash, and a loaded machine
 CLASSIFIED = {  # what happened is named as such, not as a generic error

@@ -239,3 +239,16 @@ def test_a_submission_without_the_targets_file_is_checked_in_its_own_file_and_ma
     (two / "b.py").write_text("y = 2\n")
     pick = spec_for(two, "attention.py:MultiHeadAttention", flat=False)
     assert pick.spec is None and pick.review and "a.py, b.py" in pick.problem
+
+
+def test_gradescope_names_equal_once_made_file_names_are_still_two_students():
+    """A student's own Gradescope name is theirs to type: a red team named itself ".Bob Smith" (file names lose the
+    leading dot), was taken for Bob Smith, and its later submission was graded as his while his own was listed as
+    "an earlier submission, not graded".  Names alike once made safe are told apart by their sids, as equal ones."""
+    text = "submission_1:\n  :submitters:\n  - :name: Bob Smith\n    :sid: '7'\n  :created_at: 2026-01-01\n" \
+           "submission_2:\n  :submitters:\n  - :name: \".Bob Smith\"\n    :sid: '8'\n  :created_at: 2026-01-02\n" \
+           "submission_3:\n  :submitters:\n  - :name: Ann/Lee\n    :sid: '9'\n" \
+           "submission_4:\n  :submitters:\n  - :name: Ann_Lee\n    :sid: '10'\n"
+    named = exports.gradescope(text)
+    assert len({name for name, _ in named.values()}) == 4, named
+    assert named["submission_1"][0] == "Bob Smith (7)" and named["submission_2"][0] == "Bob Smith (8)"

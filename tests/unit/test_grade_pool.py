@@ -52,3 +52,29 @@ def test_each_grader_has_the_next_submission_waiting_and_the_progress_line_count
     assert lost == [] and pool.most == 4  # two graders, each with one waiting
     assert [r["submission"] for r in rows] == list(folders)  # taken back in the order handed over
     assert len(progress.times) == len(folders) and not progress.running  # every one counted begun, then graded
+
+
+class _DyingGrader:
+    """A grader whose submission's child died in a way run_checks let through (found by a red team: a child that
+    stops itself with SIGSTOP in every process)."""
+
+    def grade(self, folder, pick, options):
+        from harness.wire.errors import ChildEnd, WorkerDied
+        raise WorkerDied(ChildEnd.TIME, "time limit", op="load")
+
+
+def test_a_failure_in_one_grader_costs_one_row_never_the_pool(monkeypatch):
+    """An exception the pool cannot carry back (WorkerDied takes two arguments: unpickling it failed in the main
+    process) broke the whole pool: every classmate in flight was graded again, and after four breaks given a row
+    that says mha-check could not grade them.  It must come back as an ordinary exception of that submission."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from harness.frontends import grader
+    monkeypatch.setattr(grader, "_GRADER", _DyingGrader())
+    with ProcessPoolExecutor(1, mp_context=get_context("fork")) as pool:
+        failed = pool.submit(grader.grade_one, "/nowhere/mallory", None, {})
+        error = failed.exception(timeout=60)
+        assert type(error).__name__ != "BrokenProcessPool", error
+        assert "time limit" in str(error)
+        assert pool.submit(pow, 2, 3).result(timeout=60) == 8  # the pool still grades the classmates

@@ -1,0 +1,38 @@
+"""grade's output files (harness.frontends.batch_files): every student's report can be written, whatever the name."""
+import json
+
+from harness.frontends import class_view
+from harness.frontends.batch_files import BatchFiles, report_file_name
+
+
+def test_a_name_too_long_for_the_file_system_still_gets_its_report_and_its_link(tmp_path):
+    """A red team's folders named with 255 bytes (a Gradescope group's names joined with " & ", or 127 letters of a
+    two-byte script) had no report ("File name too long"), and one such student cost the whole class its class view
+    and made grade exit 3.  The report's file name is shortened, told apart from its neighbours by a digest."""
+    out = tmp_path / "out"
+    out.mkdir()
+    files = BatchFiles(out, out / "summary.csv", "results.json")
+    names = ["L" * 255, "L" * 254, "é" * 127, "alice"]
+    for name in names:
+        files.report(name, json.dumps({"who": name}))
+    assert files.unwritten == {}
+    written = {report_file_name(n, "results.json") for n in names}
+    assert len(written) == len(names)  # two long names sharing a beginning are two files
+    assert all(len(w.encode()) <= 200 for w in written)
+    assert report_file_name("alice", "json") == "alice.json"  # a name that fits keeps it
+    for name in names:
+        assert json.loads(files.report_path(name).read_text()) == {"who": name}
+    links = class_view._links(out, [{"submission": n} for n in names], "results.json")
+    assert links == {n: report_file_name(n, "results.json") for n in names}
+
+
+def test_only_regrades_a_student_whose_name_the_summary_quotes(tmp_path):
+    """A name beginning with = + - @ is quoted in summary.csv ('=alice: never run as a formula).  `--only =alice`
+    compared the quoted cell with the name, kept the old row and added the new one: the summary then held two rows for
+    one student, the stale score first (found by a red team).  The quoted cell is read back as the name it quotes."""
+    from harness.frontends.batch_files import write_summary
+    from harness.frontends.submissions import kept_rows
+    summary = tmp_path / "summary.csv"
+    write_summary([{"submission": "=alice", "score": 19.0}, {"submission": "-bob", "score": 3.0},
+                   {"submission": "carol", "score": 1.0}], summary)
+    assert [r["submission"] for r in kept_rows(summary, {"=alice"})] == ["-bob", "carol"]
