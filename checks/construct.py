@@ -17,7 +17,7 @@ import re
 from checks import cannot_tell, check, failed, passed
 from harness.wire import raised
 from harness.wire.config import Config
-from harness.wire.errors import PLATFORM_HELP, CannotDrive, TargetFailure
+from harness.wire.errors import PLATFORM_HELP, SIZE_HELP, CannotDrive, TargetFailure
 
 ARG = re.compile(r"--arg (?!NAME=)[\w.]+=[@\w.]+")  # a named one: the generic advice says NAME=VALUE
 FACTORY_HELP = ("write a factory function in your file, e.g. `def make_attention(d, heads, context_length): return "
@@ -77,6 +77,8 @@ def _build_required(ctx, loaded):
         except CannotDrive as e:
             if e.platform:
                 return cannot_tell(e.message, help=PLATFORM_HELP)
+            if e.too_large:
+                return cannot_tell(e.message, help=SIZE_HELP)
             named = ARG.search(e.message)  # the option that helps, when the child found which (see construct.ours)
             return cannot_tell(f"mha-check could not call {loaded.name}(...): {e.message}",
                                help=named.group(0) if named else

@@ -44,7 +44,7 @@ from harness.wire import messages as m  # noqa: E402
 from harness.wire import protocol  # noqa: E402
 from harness.wire.config import Config  # noqa: E402
 from harness.wire.form import form_of  # noqa: E402
-from harness.wire.errors import PLATFORM_MARK  # noqa: E402
+from harness.wire.errors import PLATFORM_MARK, SIZE_MARK  # noqa: E402
 
 torch.set_num_threads(1)
 torch.set_default_dtype(torch.float64)
@@ -122,6 +122,24 @@ def _within_bounds(found: list, ways) -> list:
         found[0].notes.append(f"only the first {room} of {len(found)} readings of the parameters were tried")
         del found[room:]
     return found
+
+DESCRIPTION_ROOM = protocol.MAX_HEADER - (64 << 10)  # one module's description (Built) and a frame's other replies
+
+
+def _describable(built: m.Built) -> m.Built:
+    """`built` if the trusted side can read it: a module's description has one MAX_HEADER of room there, and a larger
+    header is refused as a corrupted channel.  A layer whose parameters' and buffers' names take more (20,000 tiny
+    parameters in a ParameterList, the fourth red team's) was told its code corrupted the channel; said here, it is
+    a limit of mha-check's (cannot tell)."""
+    size = len(m.encode_batch([built]))
+    if size <= DESCRIPTION_ROOM:
+        return built
+    many = lambda count, what: f"{count:,} {what}{'' if count == 1 else 's'}"
+    raise AdapterError(f"{SIZE_MARK}your module has {many(len(built.params), 'parameter')} and "
+                       f"{many(len(built.buffers), 'buffer')}, whose names and shapes take {size / (1 << 20):.1f} MB: "
+                       f"more than the {DESCRIPTION_ROOM / (1 << 20):.1f} MB mha-check reads of one module's "
+                       "description, so it cannot check it")
+
 
 class Worker:
     def __init__(self, own_process: bool = True):
@@ -242,7 +260,7 @@ class Worker:
         handle = request.handle if request.handle is not None else len(self.instances)
         self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways, "dtype": dtype,
                                   **({"origins": origins} if origins is not None else {})}
-        return m.Built(
+        return _describable(m.Built(
             handle=handle,
             param_count=sum(p.numel() for p in module.parameters()),
             params=[m.Param(n, list(p.shape)) for n, p in module.named_parameters()],
@@ -257,7 +275,7 @@ class Worker:
             call_problem=ways.problem,
             call_bare=[s.bare for s in ways.styles],
             config_reads=construct.config_reads(reads),
-        )
+        ))
 
     def forward(self, request: m.Forward) -> m.Reply:
         inst = self._inst(request)

@@ -94,6 +94,11 @@ PLATFORM_HELP = ("nothing to change in your code for this: mha-check runs it on 
                  "for mask-buffer), where torch cannot do this; the checks that do not need it decide")
 
 
+SIZE_MARK = "a limit of mha-check's, not a mistake in your code: "  # a module larger than mha-check reads
+SIZE_HELP = ("nothing is wrong with a module this large, only with checking it: one parameter holding many values, "
+             "rather than one parameter each, lets mha-check read it")
+
+
 class CannotDrive(Exception):
     """mha-check could not drive the module: a constructor argument it cannot bind, a forward that needs more than
     `x` and a mask, settings read from module-level globals, or a limit of torch where mha-check runs the code (no
@@ -107,6 +112,10 @@ class CannotDrive(Exception):
     @property
     def platform(self) -> bool:
         return self.message.startswith(PLATFORM_MARK)
+
+    @property
+    def too_large(self) -> bool:
+        return self.message.startswith(SIZE_MARK)
 
 
 class WorkerDied(Exception):

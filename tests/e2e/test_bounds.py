@@ -216,3 +216,16 @@ def test_where_no_filesystem_can_be_mounted_files_deleted_but_held_are_measured_
     while shutil.disk_usage(small_disk).used >= 16 << 20 and time.monotonic() < end:
         time.sleep(0.1)
     assert shutil.disk_usage(small_disk).used < 16 << 20
+
+
+def test_a_module_too_large_to_describe_is_cannot_tell_never_a_corrupted_channel():
+    """The fourth red team: a correct layer with 20,000 one-element parameters (their names and shapes over the 1 MB
+    the trusted side reads of one module's description) failed construct as "your code corrupted the channel", an
+    accusation for a limit of ours.  Our worker now says it cannot describe such a module: cannot tell, with the
+    number of parameters, and no process event held against the code."""
+    report = run_checks(f"{ROOT / 'tests' / 'bad' / 'many_tiny_parameters.py'}:MyAttn",
+                        Options(only=["construct"], diagnose=False))
+    construct = report["construct"]
+    assert construct.status == "cannot_tell", (construct.status, construct.message)
+    assert "20,00" in construct.message and "corrupted" not in construct.message
+    assert not report.passed and report.needs_review
