@@ -316,6 +316,11 @@ class Subject:
             if stopped:
                 self.dead = WorkerDied("killed", f"the process running your code was stopped (SIGSTOP) during {op} "
                                                  f"and did not answer within {limit}")
+            elif op == "load" and total and now + seconds > deadline + 1:  # the run's budget, nearly spent before
+                # this import began (a fresh child after a check ended the last one): no sign of a loop at import
+                self.dead = WorkerDied("time", f"time limit: the time for all checks ({limit}) ran out while your file "
+                                               "was imported again in a fresh process: the checks before it had used "
+                                               "nearly all of it")
             elif op == "load":  # a hang at import is said as one: the loop is at module level, not in forward
                 self.dead = WorkerDied("time", f"time limit: your file did not finish importing within {limit}: look "
                                                "for a loop at module level (code outside functions and classes runs "
