@@ -88,6 +88,7 @@ class BatchFiles:
         self.error: OSError | None = None  # the last write that failed
         self.kept: list[dict] = []  # rows not graded by this batch that its summary keeps (--resume's)
         self.lines: dict = {}  # each row's CSV line as last written (summary_text)
+        self.summary_written = False  # by `finish`: the summary of the whole batch is on disk
 
     def report_path(self, name: str) -> Path:
         return self.out / report_file_name(name, self.extension)
@@ -121,7 +122,7 @@ class BatchFiles:
                 del self.unwritten[path]
             except OSError as e:
                 self.error = e
-        summary_written = self.summary(rows, durable=True)
+        summary_written = self.summary_written = self.summary(rows, durable=True)
         if summary_written and not self.unwritten:
             return None
         why = reason(self.error) if self.error is not None else "unknown error"

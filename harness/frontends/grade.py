@@ -275,8 +275,9 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     elif args.only and not interrupted:
         running.unlink(missing_ok=True)
     view_failed = False
-    if not unwritten and not (interrupted and args.only):  # the class view of the summary just written (--only's:
-        # the whole class; interrupted, only those graded, as its summary)
+    if files.summary_written and not (interrupted and args.only):  # the class view of the summary just written
+        # (--only's: the whole class; interrupted, only those graded, as its summary), linking the reports on disk: a
+        # report that could not be written cost the whole class its view (red team 4, a 255-byte name)
         banner = f"interrupted: only the {len(rows)} of {len(todo)} submissions graded before the interruption"
         view_failed = not _class_view(out, listed, args, banner if interrupted else "")
     if interrupted:

@@ -475,3 +475,20 @@ def test_grade_checks_a_file_named_with_a_colon_and_says_in_one_line_why_a_link_
     assert rows["dan"]["not_graded"].startswith("a symbolic link to bob, which leads to bob's submission")
     said = [ln for ln in run.stderr.splitlines() if "dan" in ln]
     assert len(said) == 1 and "never follows a link" in said[0], run.stderr
+
+
+def test_a_report_that_cannot_be_written_costs_its_class_no_class_view(tmp_path):
+    """Red team 4: one report the output folder could not take (a name too long for the file system, then) left
+    every classmate without the class view.  The view is written whenever the summary is, linking the reports on
+    disk; the batch still ends with the write failure's status and says which report is missing."""
+    subs = tmp_path / "subs"
+    for name in ("ada", "bob"):
+        (subs / name).mkdir(parents=True)
+        shutil.copy(ZOO / "correct" / "lesson.py", subs / name / "attention.py")
+    out = tmp_path / "out"
+    (out / "ada.json").mkdir(parents=True)  # a folder where ada's report goes: replacing it fails
+    run = grade(str(subs), "--out", str(out), "--jobs", "2", "--overwrite")
+    assert run.returncode == 3 and "1 of 2 reports could not be written" in run.stderr, run.stderr[-2000:]
+    page = (out / "class-report.html").read_text()
+    assert 'href="./bob.json"' in page and 'href="./ada.json"' not in page and "<td>ada</td>" in page
+    assert "class view:" in run.stdout
