@@ -7,17 +7,23 @@ import math
 import numpy as np
 
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import DROPOUTS, FUSED_MHA, MATMULS, number, square_pattern
+from harness.engine.trace.vocabulary import DROPOUTS, FUSED_MHA, MATMULS, SCORES_LIKE, number, square_pattern
 
 
 @detector("softmax-not-last-axis")
 def softmax_axis(f: Findings) -> None:
-    """A softmax over another axis than the last (the keys')."""
+    """A softmax over another axis than the last (the keys'), where the trace knows the keys' axis: scores in one of
+    the lesson's layouts ((B, H, n, n), (B·H, n, n), (B, n, n)), whose keys are last, or any axis whose size is not
+    n, which holds no keys in any layout.  Scores of a layout of the student's own (an einsum to (B, n, n, H), heads
+    last) may keep the keys on another axis of size n: the numbers judge that softmax, not the trace."""
     for s in f.named("softmax"):
         op = f.ops[s]
         raw = op["kwargs"].get("dim", op["args"][1] if len(op["args"]) >= 2 else None)
-        dim, ndim = number(raw), len(op["in"][0]["shape"]) if op["in"] else 0
-        if dim is not None and ndim and int(dim) % ndim != ndim - 1:
+        shape = op["in"][0]["shape"] if op["in"] else []
+        dim, ndim = number(raw), len(shape)
+        if dim is None or not ndim or int(dim) % ndim == ndim - 1:
+            continue
+        if f.namer.sym(op["in"][0]) in SCORES_LIKE or shape[int(dim) % ndim] != f.cfg["n"]:
             f.mark(s, _softmax_axis(int(dim), ndim))
 
 

@@ -118,11 +118,13 @@ class Namer:
         return None
 
     def _projection(self, op: dict) -> str | None:
-        """A weight parameter meets the data: a projection, the output's once the data went through the attention."""
+        """A weight parameter meets the data: a projection, the output's once the data went through the attention.
+        The weight may be a matrix or hold one per head (`einsum("btd,hde->bhte", x, W_q)` with W_q of shape
+        (H, d, dh), or (3, H, d, dh) for q, k and v at once)."""
         name, ins = op["op"], op["in"]
         data = ins[0] if ins else None
         params = [t for t in ins if self.weight_like(t)]
-        if (name == "linear" or (name in MATMULS and any(len(p["shape"]) == 2 for p in params))) and data:
+        if (name == "linear" or (name in MATMULS and any(len(p["shape"]) >= 2 for p in params))) and data:
             source = next((t for t in ins if not self.weight_like(t)), data)
             if self.derives_from(source, ("mix values", "attention (fused)", "merge")):
                 return "output projection"
