@@ -27,7 +27,8 @@ def _view(namer: Namer, op: dict, before: str, after: str) -> bool:
 
 @detector("split-without-transpose")
 def split_without_transpose(f: Findings) -> None:
-    """A view/reshape to (B, H, n, dh) straight from (B, n, d), or from (B, n, H, dh) (a second reshape where the
+    """A view/reshape to (B, H, n, dh) straight from (B, n, d), or to (B·H, n, dh), the heads folded into the batch
+    for bmm (the same order in memory, a student's trial), or from (B, n, H, dh) (a second reshape where the
     transpose belongs, a student's trial): the heads' positions cut across tokens."""
     for op in f.ops:
         if _view(f.namer, op, "B, n, d", "B, H, n, dh"):
@@ -35,6 +36,11 @@ def split_without_transpose(f: Findings) -> None:
                 "view/reshape to (B, H, n, dh) straight from (B, n, d): the heads' 'positions' are cut across "
                 "several tokens, mixing tokens and features; split with view(B, n, H, dh) and then "
                 "transpose(1, 2)")})
+        elif _view(f.namer, op, "B, n, d", "B·H, n, dh"):
+            f.mark(op["i"], {"id": "split-without-transpose", "text": (
+                "view/reshape to (B·H, n, dh) straight from (B, n, d): in memory that is (B, H, n, dh), so the "
+                "heads' 'positions' are cut across several tokens, mixing tokens and features; split with "
+                "view(B, n, H, dh).transpose(1, 2) first, then reshape(B·H, n, dh)")})
         elif _view(f.namer, op, "B, n, H, dh", "B, H, n, dh"):
             f.mark(op["i"], {"id": "split-without-transpose", "text": (
                 "view/reshape (B, n, H, dh) -> (B, H, n, dh): a reshape keeps the values in their order, so the "

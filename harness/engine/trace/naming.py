@@ -16,6 +16,7 @@ RESHAPE_KINDS = {"view": VIEWS, "transpose": TRANSPOSES, "split": SPLITS, "slice
 RESHAPES = {  # the step a reshape from one of the lesson's shapes to another belongs to (a split: by its input)
     "view": {("B, n, d", "B, n, H, dh"): "split",
              ("B, n, d", "B, H, n, dh"): "split",  # without the transpose: detect_layout marks it
+             ("B, n, d", "B·H, n, dh"): "split",  # without the transpose, heads folded into the batch: marked too
              ("B, n, 3d", "B, n, 3, H, dh"): "split",
              ("B, n, H, dh", "B, n, d"): "merge",
              ("B, H, n, dh", "B, n, d"): "merge",  # without the transpose: detect_layout marks it
