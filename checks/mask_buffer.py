@@ -48,6 +48,9 @@ def mask_buffer(ctx):
                       followed.mixes[:3])
     finding, fix = ("mask stays on the CPU", "") if _mask_like(followed.mixes, cfg) else \
         ("a tensor stays on the CPU", TENSOR_FIX)  # positions, rotary tables: not the mask mistake
+    cached = _cached_by_forward(inst, followed)
+    if cached and finding == "mask stays on the CPU":
+        finding, fix = "mask cached by forward", CACHE_FIX.format(name=cached[0])
     try:  # the exact test: PyTorch's meta device, where a tensor left on the CPU fails as it would on a GPU
         meta = ctx.meta_forward(inst, ctx.input(cfg))
     except TargetFailure as e:
@@ -102,9 +105,27 @@ def _mask_like(mixes, cfg) -> bool:
     return any(m.op in MASK_OPS and len(m.shape) >= 2 and m.shape[-1] == m.shape[-2] for m in mixes)
 
 
+def _cached_by_forward(inst, followed) -> list[str]:
+    """Tensors that forward stored as plain attributes of the module (not there when it was built: a mask made
+    lazily and kept for the next calls), where that forward made nothing without device=.  Such a cache is made on
+    the device of the first input and stays there when the module moves: it is neither a mask made without device=
+    (mask-no-device, whose fix the student may well have applied) nor one stored in __init__."""
+    if followed.created:
+        return []
+    return [a for a in getattr(followed, "kept", []) if a not in inst.info.plain_tensors]
+
+
+CACHE_FIX = """Keep what forward caches in a buffer, which moves with the module: register it in __init__
+    (`self.register_buffer("{name}", None, persistent=False)`, or the whole mask for context_length) and assign it
+    in forward, or remake the cache whenever its device differs from x.device."""
+
+
 def _suspects(inst, followed) -> str:
-    """Where the tensor that stays behind comes from: plain attributes, containers, factories without device=."""
+    """Where the tensor that stays behind comes from: plain attributes (set in __init__, or by forward as a cache),
+    containers, factories without device=."""
     found = [f"plain attribute {a}" for a in inst.info.plain_tensors]
+    found += [f"plain attribute {a}, set by forward (a cache made on the first input's device)"
+              for a in _cached_by_forward(inst, followed)]
     found += [f"{c} is a plain list/dict" for c in inst.info.containers]
     found += [f"{c.call} of shape {tuple(c.shape)} at {c.at} " + (f"with device={c.device}, not the input's device"
                                                                    if c.device else "without device=")

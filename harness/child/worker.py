@@ -365,7 +365,8 @@ class Worker:
         recorder = DeviceRecorder(self.target.module_file, [x, *module.parameters(), *module.buffers()])
         with torch.no_grad(), recorder:
             self._forward(inst, x, "eval", request.style)
-        return m.DevicesResult([m.Created(**c) for c in recorder.created], [m.Mix(**c) for c in recorder.mixes])
+        return m.DevicesResult([m.Created(**c) for c in recorder.created], [m.Mix(**c) for c in recorder.mixes],
+                               _plain_tensor_attributes(module))
 
     def trace(self, request: m.Trace) -> m.Reply:
         """Run forward once (eval, no_grad) recording every torch operation: its name, the shapes of its tensor
