@@ -76,8 +76,8 @@ def mask_buffer(ctx):
 def _callers_mask(inst) -> str | None:
     """The argument through which forward is given its causal mask in the proven call (`mask`, `attn_mask`), or None
     when forward makes or keeps its own (called with x alone, or with a flag such as is_causal=True)."""
-    styles = inst.info.call_styles
-    found = re.search(r"(\w+)=causal mask", styles[inst.style]) if 0 <= inst.style < len(styles) else None
+    styles = inst.info.call_styles  # (a style index past them: the same call with x sequence first)
+    found = re.search(r"(\w+)=causal mask", styles[inst.style % len(styles)]) if styles and inst.style >= 0 else None
     return found.group(1) if found else None
 
 
