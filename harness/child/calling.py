@@ -66,7 +66,7 @@ class Style:
     def arguments(self, x: torch.Tensor, seq_first: bool = False) -> tuple[tuple, dict]:
         """forward's arguments for the input x (B, n, d); `seq_first`: the data given as (n, B, d), for a layer
         that reads its input sequence first (the mask and positions are the same: they are about the n tokens)."""
-        data = x.transpose(0, 1) if seq_first else x
+        data = sequence_first_input(x) if seq_first else x
         args = tuple(data for _, kw in self.data if not kw)
         kwargs = {name: data for name, kw in self.data if kw}
         if self.convention is None and self.mask is not None:
@@ -108,6 +108,11 @@ class Calling:
         if count <= index < 2 * count:
             return self.styles[index - count], True
         return None
+
+
+def sequence_first_input(x: torch.Tensor) -> torch.Tensor:
+    """x (B, n, d) given sequence first, (n, B, d).  (A function of its own: a trace names it by it.)"""
+    return x.transpose(0, 1)
 
 
 def seq_first_output(y: torch.Tensor) -> torch.Tensor:

@@ -198,3 +198,12 @@ def test_trace_marks_no_mistake_in_any_correct_zoo_layer(traced_correct):
     last, had their right softmax(dim=2) marked softmax-wrong-axis.  The report passed all of them."""
     marked = {p.stem: [m["mutant"] or m["id"] for m in r.mistakes] for p, r in traced_correct.items() if r.mistakes}
     assert marked == {}
+
+
+def test_a_sequence_first_layer_is_traced_as_checked_and_our_transposes_say_what_they_are():
+    """A sequence-first layer is traced called as the checks call it, x given as (n, B, d): mha-check's own
+    transposes of the input and the output are shown as such, not as "the causal mask it passes"."""
+    r = trace(str(ROOT / "tests" / "zoo" / "correct" / "seq_first_batch_first_false.py") + ":SeqFirstSelfAttention")
+    ours = [s.code for s in r.steps if s.at == "mha-check"]
+    assert r.mistakes == [] and len(ours) == 2, render(r)
+    assert "sequence first" in ours[0] and "read back as (B, n, d)" in ours[1] and "mask" not in " ".join(ours)
