@@ -36,6 +36,12 @@ def mask_buffer(ctx):
                       "register it as a buffer", observed="mask as parameter", expected="buffer",
                       finding="mask as parameter")
     followed = inst.devices(ctx.input(cfg))
+    if not followed.mixes:  # a module no forward has run: what a layer makes lazily, at its first call, shows there
+        inst = ctx.build(cfg, fresh="first forward followed")
+        followed = inst.devices(ctx.input(cfg))
+        first_call = ctx.build(cfg, fresh="first forward on meta") if followed.mixes else None
+    else:
+        first_call = None
     caller = _callers_mask(inst)
     if not followed.mixes:  # every tensor that meets the input's moves with the module: no device run needed
         if caller:
@@ -51,8 +57,9 @@ def mask_buffer(ctx):
     cached = _cached_by_forward(inst, followed)
     if cached and finding == "mask stays on the CPU":
         finding, fix = "mask cached by forward", CACHE_FIX.format(name=cached[0])
-    try:  # the exact test: PyTorch's meta device, where a tensor left on the CPU fails as it would on a GPU
-        meta = ctx.meta_forward(inst, ctx.input(cfg))
+    try:  # the exact test: PyTorch's meta device, where a tensor left on the CPU fails as it would on a GPU (for
+        # what a first forward makes, a module moved there before any: on a GPU, .cuda() before the first call)
+        meta = first_call.meta_forward(ctx.input(cfg).shape) if first_call else ctx.meta_forward(inst, ctx.input(cfg))
     except TargetFailure as e:
         if any(w in e.message.lower() for w in DEVICE_WORDS):
             return failed(f"after module.to(device) your forward fails: {where} ({_suspects(inst, followed)}): "
