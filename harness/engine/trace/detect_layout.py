@@ -50,13 +50,19 @@ def split_without_transpose(f: Findings) -> None:
 
 @detector("merge-without-transpose")
 def merge_without_transpose(f: Findings) -> None:
-    """A merge view/reshape (B, H, n, dh) -> (B, n, d) without the transpose first."""
+    """A merge view/reshape (B, H, n, dh) -> (B, n, d) without the transpose first, or (B·H, n, dh) -> (B, n, d),
+    the heads folded into the batch for bmm merged straight back (the same order in memory, a student's trial)."""
     for op in f.ops:
         if _view(f.namer, op, "B, H, n, dh", "B, n, d"):
             f.mark(op["i"], {"id": "merge-without-transpose", "text": (
                 "the heads are merged with view/reshape (B, H, n, dh) -> (B, n, d) without transpose(1, 2) "
                 "first: each output row mixes several positions of one head; use "
                 "transpose(1, 2).contiguous().view(B, n, d)")})
+        elif _view(f.namer, op, "B·H, n, dh", "B, n, d"):
+            f.mark(op["i"], {"id": "merge-without-transpose", "text": (
+                "the heads are merged with view/reshape (B·H, n, dh) -> (B, n, d): in memory that is (B, H, n, dh), "
+                "so each output row mixes several positions of one head; use view(B, H, n, dh).transpose(1, 2)"
+                ".reshape(B, n, d)")})
 
 
 def _operands(namer: Namer, ops: list[dict]) -> dict[str, dict] | None:

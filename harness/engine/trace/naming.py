@@ -21,7 +21,8 @@ RESHAPES = {  # the step a reshape from one of the lesson's shapes to another be
              ("B, n, H, dh", "B, n, d"): "merge",
              ("B, H, n, dh", "B, n, d"): "merge",  # without the transpose: detect_layout marks it
              ("B, H, n, dh", "B·H, n, dh"): "move heads forward",
-             ("B·H, n, dh", "B, H, n, dh"): "merge"},
+             ("B·H, n, dh", "B, H, n, dh"): "merge",
+             ("B·H, n, dh", "B, n, d"): "merge"},  # without the transpose: detect_layout marks it
     "transpose": {("B, n, H, dh", "B, H, n, dh"): "move heads forward",
                   ("B, n, 3, H, dh", "3, B, H, n, dh"): "move heads forward",
                   ("B, H, n, dh", "B, H, dh, n"): "scores",
