@@ -53,7 +53,7 @@ def _chunked(n: int, prefix: int) -> list[int] | None:
 
 def _alone(inst) -> bool:
     """forward is called with its input alone (no mask, no flag): a chunk of several new tokens can be fed."""
-    bare = inst.info.call_bare
+    bare = inst.info.call_bare  # (a style index past them, x sequence first: not driven through the cache)
     return 0 <= inst.style < len(bare) and bare[inst.style]
 
 

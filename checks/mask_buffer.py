@@ -36,6 +36,12 @@ def mask_buffer(ctx):
                       "register it as a buffer", observed="mask as parameter", expected="buffer",
                       finding="mask as parameter")
     followed = inst.devices(ctx.input(cfg))
+    if not followed.mixes:  # a module no forward has run: what a layer makes lazily, at its first call, shows there
+        inst = ctx.build(cfg, fresh="first forward followed")
+        followed = inst.devices(ctx.input(cfg))
+        first_call = ctx.build(cfg, fresh="first forward on meta") if followed.mixes else None
+    else:
+        first_call = None
     caller = _callers_mask(inst)
     if not followed.mixes:  # every tensor that meets the input's moves with the module: no device run needed
         if caller:
@@ -48,8 +54,12 @@ def mask_buffer(ctx):
                       followed.mixes[:3])
     finding, fix = ("mask stays on the CPU", "") if _mask_like(followed.mixes, cfg) else \
         ("a tensor stays on the CPU", TENSOR_FIX)  # positions, rotary tables: not the mask mistake
-    try:  # the exact test: PyTorch's meta device, where a tensor left on the CPU fails as it would on a GPU
-        meta = ctx.meta_forward(inst, ctx.input(cfg))
+    cached = _cached_by_forward(inst, followed)
+    if cached and finding == "mask stays on the CPU":
+        finding, fix = "mask cached by forward", CACHE_FIX.format(name=cached[0])
+    try:  # the exact test: PyTorch's meta device, where a tensor left on the CPU fails as it would on a GPU (for
+        # what a first forward makes, a module moved there before any: on a GPU, .cuda() before the first call)
+        meta = first_call.meta_forward(ctx.input(cfg).shape) if first_call else ctx.meta_forward(inst, ctx.input(cfg))
     except TargetFailure as e:
         if any(w in e.message.lower() for w in DEVICE_WORDS):
             return failed(f"after module.to(device) your forward fails: {where} ({_suspects(inst, followed)}): "
@@ -73,8 +83,8 @@ def mask_buffer(ctx):
 def _callers_mask(inst) -> str | None:
     """The argument through which forward is given its causal mask in the proven call (`mask`, `attn_mask`), or None
     when forward makes or keeps its own (called with x alone, or with a flag such as is_causal=True)."""
-    styles = inst.info.call_styles
-    found = re.search(r"(\w+)=causal mask", styles[inst.style]) if 0 <= inst.style < len(styles) else None
+    styles = inst.info.call_styles  # (a style index past them: the same call with x sequence first)
+    found = re.search(r"(\w+)=causal mask", styles[inst.style % len(styles)]) if styles and inst.style >= 0 else None
     return found.group(1) if found else None
 
 
@@ -102,9 +112,27 @@ def _mask_like(mixes, cfg) -> bool:
     return any(m.op in MASK_OPS and len(m.shape) >= 2 and m.shape[-1] == m.shape[-2] for m in mixes)
 
 
+def _cached_by_forward(inst, followed) -> list[str]:
+    """Tensors that forward stored as plain attributes of the module (not there when it was built: a mask made
+    lazily and kept for the next calls), where that forward made nothing without device=.  Such a cache is made on
+    the device of the first input and stays there when the module moves: it is neither a mask made without device=
+    (mask-no-device, whose fix the student may well have applied) nor one stored in __init__."""
+    if followed.created:
+        return []
+    return [a for a in getattr(followed, "kept", []) if a not in inst.info.plain_tensors]
+
+
+CACHE_FIX = """Keep what forward caches in a buffer, which moves with the module: register it in __init__
+    (`self.register_buffer("{name}", None, persistent=False)`, or the whole mask for context_length) and assign it
+    in forward, or remake the cache whenever its device differs from x.device."""
+
+
 def _suspects(inst, followed) -> str:
-    """Where the tensor that stays behind comes from: plain attributes, containers, factories without device=."""
+    """Where the tensor that stays behind comes from: plain attributes (set in __init__, or by forward as a cache),
+    containers, factories without device=."""
     found = [f"plain attribute {a}" for a in inst.info.plain_tensors]
+    found += [f"plain attribute {a}, set by forward (a cache made on the first input's device)"
+              for a in _cached_by_forward(inst, followed)]
     found += [f"{c} is a plain list/dict" for c in inst.info.containers]
     found += [f"{c.call} of shape {tuple(c.shape)} at {c.at} " + (f"with device={c.device}, not the input's device"
                                                                    if c.device else "without device=")

@@ -8,7 +8,8 @@ INFO = MutantInfo(
     id="mask-lets-one-future",
     task="Each token's output changes when the next token changes: the layer sees one step into the future.",
     topic="the causal mask",
-    title="Causal mask built with triu(ones, 2): each token can see one future token",
+    title=("Causal mask one diagonal off (triu(ones, 2) to hide, or tril(ones, 1) to keep): each token can see one "
+           "future token"),
     lesson=("The causal mask (lesson LM3-T4, causal masking) must hide every future position s > t; "
             "torch.triu(..., 1) is True strictly "
             "above the diagonal."),

@@ -51,17 +51,17 @@ OTHER_LINES_NOTES = tuple(note for note in rewrite.KINDS.values() if note.starts
 # fixes made on the other lines too (split-all's, repeat's: the keys' and the values' .repeat on lines of their own)
 
 
-def pasted(path: Path, fixes: list[tuple[int, str, str]]) -> str:
-    """The file with each (line, fix, rewrite kind) pasted in as a student would, indentation kept; a fix that ends
-    with one of OTHER_LINES_NOTES (SAME_ON_OTHER_LINES, say) is made on those lines too (each rewritten by its own
-    line's fix)."""
+def pasted(path: Path, fixes: list[tuple]) -> str:
+    """The file with each (line, fix, rewrite kind[, the trace mark's words]) pasted in as a student would,
+    indentation kept; a fix that ends with one of OTHER_LINES_NOTES (SAME_ON_OTHER_LINES, say) is made on those
+    lines too (each rewritten by its own line's fix, read with the same words)."""
     lines = path.read_text().splitlines()
-    for number, fix, kind in fixes:
+    for number, fix, kind, *told in fixes:
         note = next((n for n in OTHER_LINES_NOTES if fix.endswith(n)), None)
         if note is not None:
             fix = fix.removesuffix(note).rstrip()
             for i, line in enumerate(lines):
-                same = rewrite.own_line_fix(kind, line)
+                same = rewrite.own_line_fix(kind, line, *told)
                 if i != number - 1 and same is not None:
                     lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(note).rstrip()
         old = lines[number - 1]

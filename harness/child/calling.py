@@ -63,9 +63,12 @@ class Style:
             return f"forward({inputs}, {self.mask[0]}=None)" if self.mask is not None else f"forward({inputs})"
         return f"forward({inputs}, {self.mask[0]}=causal mask {SHAPES[self.shape]}, {CONVENTIONS[self.convention]})"
 
-    def arguments(self, x: torch.Tensor) -> tuple[tuple, dict]:
-        args = tuple(x for _, kw in self.data if not kw)
-        kwargs = {name: x for name, kw in self.data if kw}
+    def arguments(self, x: torch.Tensor, seq_first: bool = False) -> tuple[tuple, dict]:
+        """forward's arguments for the input x (B, n, d); `seq_first`: the data given as (n, B, d), for a layer
+        that reads its input sequence first (the mask and positions are the same: they are about the n tokens)."""
+        data = sequence_first_input(x) if seq_first else x
+        args = tuple(data for _, kw in self.data if not kw)
+        kwargs = {name: data for name, kw in self.data if kw}
         if self.convention is None and self.mask is not None:
             kwargs[self.mask[0]] = None  # a required mask parameter given None: the layer's own default
         elif self.convention is not None:
@@ -90,8 +93,31 @@ def causal_mask(n: int, convention: int, shape: int, device, dtype, batch: int =
 
 @dataclass
 class Calling:
+    """The styles, each offered twice: index i < len(styles) gives forward x as (B, n, d); len(styles) + i the same
+    call with x as (n, B, d), sequence first, and the output read back as (B, n, d) (nn.MultiheadAttention's
+    batch_first=False, labml's and open_clip's layers).  The trusted side tries the second only where the layer
+    shows it reads its input so, and uses it only once the reference, or a known mistake, reproduces its output."""
     styles: list[Style]
     problem: str = ""  # why forward cannot be driven (then `styles` is empty)
+
+    def pick(self, index: int) -> tuple[Style, bool] | None:
+        """(the style, sequence first?) of a call style index, or None when there is no such style."""
+        count = len(self.styles)
+        if 0 <= index < count:
+            return self.styles[index], False
+        if count <= index < 2 * count:
+            return self.styles[index - count], True
+        return None
+
+
+def sequence_first_input(x: torch.Tensor) -> torch.Tensor:
+    """x (B, n, d) given sequence first, (n, B, d).  (A function of its own: a trace names it by it.)"""
+    return x.transpose(0, 1)
+
+
+def seq_first_output(y: torch.Tensor) -> torch.Tensor:
+    """A sequence-first layer's output (n, B, ...) read back as (B, n, ...)."""
+    return y.transpose(0, 1) if y.dim() >= 2 else y
 
 
 def styles_for(module: torch.nn.Module) -> Calling:

@@ -148,6 +148,13 @@ def _trace_exception(exc: BaseException) -> str:
     return f"{safe_type_name(exc)}: {safe_message(exc)}"[:400]
 
 
+OURS = {  # what an operation of mha-check's own, shown in a trace, does: by the function of ours that made it
+    "causal_mask": "made by mha-check to call your forward (the causal mask it passes)",
+    "sequence_first_input": "made by mha-check to call your forward: x given sequence first, (n, B, d)",
+    "seq_first_output": "made by mha-check after your forward: its output read back as (B, n, d)",
+}
+
+
 class TraceRecorder(torch.overrides.TorchFunctionMode):
     """Records every torch operation of one forward pass (for `mha-check trace`).
 
@@ -281,7 +288,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
                 fallback = frame
             frame = frame.f_back
         if ours is not None:  # (the outermost frame, `python -c`'s <string>, had been shown as its line)
-            return {"at": "mha-check", "code": "made by mha-check to call your forward (the causal mask it passes)"}
+            return {"at": "mha-check", "code": OURS.get(ours.f_code.co_name, "made by mha-check to call your forward")}
         if fallback is not None:
             filename = fallback.f_code.co_filename
             return {"at": f"{os.path.basename(filename)}:{fallback.f_lineno}",

@@ -182,15 +182,17 @@ class Worker:
 
     def _forward(self, inst, x: torch.Tensor, mode: str, style: int = 0) -> torch.Tensor:
         module = inst["module"]
-        styles = inst["calling"].styles
-        if not 0 <= style < len(styles):
+        picked = inst["calling"].pick(style)
+        if picked is None:
             raise AdapterError(inst["calling"].problem or f"no call style {style}")
-        args, kwargs = styles[style].arguments(x)
+        way, seq_first = picked
+        args, kwargs = way.arguments(x, seq_first)
         training = mode == "train"
         if any(mod.training != training for mod in module.modules()):  # as a training loop does: once, not per call
             self._student("forward", module.train, training)
         with default_dtype(inst["dtype"]):
-            return self._output(self._student("forward", module, *args, **kwargs))
+            y = self._output(self._student("forward", module, *args, **kwargs))
+        return calling.seq_first_output(y) if seq_first else y
 
     @staticmethod
     def _tensor(array) -> torch.Tensor:
@@ -383,7 +385,8 @@ class Worker:
         recorder = DeviceRecorder(self.target.module_file, [x, *module.parameters(), *module.buffers()])
         with torch.no_grad(), recorder:
             self._forward(inst, x, "eval", request.style)
-        return m.DevicesResult([m.Created(**c) for c in recorder.created], [m.Mix(**c) for c in recorder.mixes])
+        return m.DevicesResult([m.Created(**c) for c in recorder.created], [m.Mix(**c) for c in recorder.mixes],
+                               _plain_tensor_attributes(module))
 
     def trace(self, request: m.Trace) -> m.Reply:
         """Run forward once (eval, no_grad) recording every torch operation: its name, the shapes of its tensor
@@ -448,13 +451,17 @@ class Worker:
         student's code raises is reported in the answer, with the chunk it happened at, for the trusted side to
         judge (on the first call it means mha-check did not find how to drive the cache)."""
         inst = self._inst(request)
-        module, styles = inst["module"], inst["calling"].styles
+        module = inst["module"]
         api, problem = cache.find_api(module)
         if api is None:
             return m.CacheResult(problem=problem)
-        if not 0 <= request.style < len(styles):
+        picked = inst["calling"].pick(request.style)
+        if picked is None:
             raise AdapterError(inst["calling"].problem or f"no call style {request.style}")
-        style = styles[request.style]
+        style, seq_first = picked
+        if seq_first:
+            raise AdapterError("mha-check does not decode with the KV cache of a layer that reads its input "
+                               "sequence first")
         if not style.bare and any(c > 1 for c in request.chunks[1:]):  # only a prompt and single tokens are masked
             raise AdapterError("chunks of several tokens after the first need a mask offset by the cached tokens")
         x = self._input(inst, request.x)

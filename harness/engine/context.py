@@ -171,10 +171,11 @@ class Context:
             self._inputs[tag, cfg] = _made_of(cfg, self.rng(tag, cfg).standard_normal((cfg.batch, cfg.n, cfg.d_in)))
         return self._inputs[tag, cfg].copy()
 
-    def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:
+    def build(self, cfg: Config, force_dropout: float | None = None, fresh: str = "") -> Instance:
         """The module built for `cfg`, called the proven way (style) and, when the mapping is certain, with the
-        layout that reads the parameters as the proof did."""
-        inst = self.subject.build(cfg, force_dropout)
+        layout that reads the parameters as the proof did.  `fresh`: a module of its own, under that name, that no
+        other check has run (`Subject.build`)."""
+        inst = self.subject.build(cfg, force_dropout, fresh) if fresh else self.subject.build(cfg, force_dropout)
         proof = self.mapping
         inst.style = proof.style if proof.style is not None else 0
         if proof.index is not None:  # picked when wanted: picking reads the Build's answer (see Instance)

@@ -7,9 +7,11 @@ or with a causal mask in one of the usual conventions).  On the base configurati
 this module looks for the pair under which
 
 1. the lesson's reference reproduces the module's own output: the mapping is *reproduced*, the module computes the
-   right function under it; or else
-2. exactly one known mistake's numeric variant reproduces it: the mapping is proven *and* the mistake identified; or
-   else, for a layer that takes only x, two known mistakes made together do, under one reading only
+   right function under it; or else (1b) it does with x given sequence first, (n, B, d), where the module shows it
+   reads its input so (`_sequence_first`), and every check then calls it so; or else
+2. exactly one known mistake's numeric variant reproduces it (the output read sequence first too, where that
+   holds and none reproduces it read the usual way): the mapping is proven *and* the mistake identified; or else,
+   for a layer that takes only x, two known mistakes made together do, under one reading only
    (`harness.engine.pairs`: a fused q/k/v with the view order wrong in both the split and the merge); or else
 3. the layout is the only possible reading of the parameters (named nn.Linear layers, nn.MultiheadAttention or the
    user's --map, covering every parameter) and forward takes only x: certain *by structure*.
@@ -121,10 +123,92 @@ MASKING_KNOBS = {"mask", "fill", "empty_rows"}  # a variant that changes how the
 POSITIONS = "=arange(n) "  # in a call style that gives forward the token positions (harness.child.calling)
 
 
+SEQ_FIRST = ", x given as (n, B, d), sequence first, its output read back as (B, n, d)"
+SEQ_FIRST_NOTE = ("your layer reads its input sequence first, as nn.MultiheadAttention with batch_first=False "
+                  "does: called so, {how} computes your output, and every check calls it so")
+
+
+def style_text(info, style: int) -> str:
+    """How forward is called, in words: a style of the child's, or the same call with x sequence first."""
+    count = len(info.call_styles)
+    return info.call_styles[style] if style < count else info.call_styles[style - count] + SEQ_FIRST
+
+
+def _sequence_first(inst, info, x, outputs: dict, cfg) -> dict[int, object]:
+    """The module's outputs with x given sequence first, (n, B, d), each style's under its index + the number of
+    styles (harness.child.calling.Calling.pick), where the module shows it reads its input so: called the usual
+    way, the last sequence alone gives another output than within the batch (the batch axis is read as the
+    tokens: a causal layer's last token sees the others), while called sequence first it gives the same (each
+    sequence on its own, as a layer must treat them).  {} otherwise: a layer whose batch is independent the usual
+    way is read the usual way, and a batch-first layer's own mistake is never excused as a layout."""
+    if not outputs or cfg.batch < 2:
+        return {}
+    first, count = min(outputs), len(info.call_styles)
+    try:
+        inst.style = first
+        if same(inst.forward(x[-1:]), outputs[first][-1:]):
+            return {}
+        inst.style = count + first
+        whole, last = inst.forward(x), inst.forward(x[-1:])
+    except TargetFailure:
+        return {}
+    if whole.shape != (cfg.batch, cfg.n, cfg.d_out) or not same(last, whole[-1:]):
+        return {}
+    found = {count + first: whole}
+    for style in outputs:
+        if style != first:
+            inst.style = count + style
+            try:
+                found[count + style] = inst.forward(x)
+            except TargetFailure:
+                continue
+    return found
+
+
+def _no_proof(ctx, info, rotary: str, matched: bool, thetas) -> str:
+    """Why no reading of the parameters is proven: none offered, a rotary layer of no known convention, several
+    readings reproducing different known mistakes, or none reproducing the module's output."""
+    if not info.layouts:
+        return info.layout_problem
+    if rotary and not matched:
+        return (f"your layer encodes positions with a rotary embedding ({rotary}), and neither convention "
+                f"(interleaved pairs, rotate-half) with base {' or '.join(f'{t:g}' for t in thetas)} nor a known "
+                f"mistake reproduces its output: mha-check has no reference for it (if its base differs, pass "
+                f"--arg NAME=VALUE for the constructor's theta parameter)") + _beside_the_readings(info)
+    if matched:
+        return "several readings of your parameters reproduce different known mistakes"
+    return _unreproduced(ctx, info)
+
+
+def _say_sequence_first(info, proof: Mapping) -> Mapping:
+    """A proof under a call with x sequence first says so in its note."""
+    if proof.style is not None and proof.style >= len(info.call_styles):
+        proof.note = SEQ_FIRST_NOTE.format(how="the lesson's layer" if proof.how == "reference" else
+                                           f"the known mistake {' and '.join(proof.mistakes)}")
+    return proof
+
+
+def _reference_reproduces(outputs: dict, weights: dict, x, heads: int) -> tuple[int, int] | None:
+    """(style, reading) of the first output the lesson's layer (no rotary embedding) reproduces, or None."""
+    return next(((style, i) for style, own in outputs.items() for i, w in weights.items()
+                 if close(own, numpy_ref.forward(x, heads, w))), None)
+
+
+def _mistakes_either_way(info, outputs: dict, seq_first: dict, weights: dict, x, heads: int, ropes: list, form: str):
+    """The known mistakes whose numbers the module's output has (`_mistakes`, named under the first rotary base
+    only); where none has, those its output read sequence first has (`_sequence_first`; no rotary layer is read
+    so)."""
+    matches, rope_of = _mistakes(info, outputs, weights, x, heads, ropes, form)
+    if matches or not seq_first:
+        return matches, rope_of
+    return _mistakes(info, seq_first, weights, x, heads, [None], form)
+
+
 def _caller_masks(info, style: int) -> bool:
     """This call gives forward only its input, though forward also takes a mask or a flag that turns masking on:
     a layer that leaves the mask to its caller is not "a layer that forgot the mask" when called without one."""
     bare = info.call_bare or [True] * len(info.call_styles)  # a child that did not say: every style counts
+    style %= len(info.call_styles)  # the same call with x sequence first (`SEQ_FIRST`) gives the same arguments
     return len(info.call_styles) > 1 and bare[style] and not all(bare)  # (styles that differ only in the token
     # positions they give are all bare: the forward takes no mask)
 
@@ -312,17 +396,22 @@ def _prove(ctx) -> Mapping:
 
     def found(style: int, index: int | None, how: str, mistakes=(), problem="", rope=None) -> Mapping:
         layout = info.layouts[index] if index is not None else None
-        return Mapping(index, style, how, dict(layout.roles) if layout else {}, layout.how if layout else "",
-                       info.call_styles[style], list(mistakes), problem, tried=tried, runs=runs, rope=rope)
+        return _say_sequence_first(info, Mapping(
+            index, style, how, dict(layout.roles) if layout else {}, layout.how if layout else "",
+            style_text(info, style), list(mistakes), problem, tried=tried, runs=runs, rope=rope))
 
     thetas = _thetas(ctx)
     ropes = [None] + [Rope(c, t) for t in thetas for c in CONVENTIONS]  # the lesson's layer, or rotary (RoPE)
     negated = [Rope(c + NEGATED, t) for t in thetas for c in CONVENTIONS] if _rotary_evidence(ctx, info) else []
-    proof = _reproduced(ctx, info, outputs, weights, x, ropes + negated, found)  # 1. and 1b.
+    proof = _reproduced(ctx, info, outputs, weights, x, ropes + negated, found)  # 1. and 1c. (heads reordered)
     if proof is not None:
         return proof
-    matches, rope_of = _mistakes(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)],
-                                 ctx.form.name)  # 2. one known mistake does (named under the first rotary base only)
+    seq_first = _sequence_first(inst, info, x, outputs, cfg)
+    reproduced = _reference_reproduces(seq_first, weights, x, cfg.heads)
+    if reproduced:  # 1b. read sequence first, (n, B, d), the reference reproduces it
+        return found(*reproduced, "reference")
+    matches, rope_of = _mistakes_either_way(info, outputs, seq_first, weights, x, cfg.heads,
+                                            ropes[:1 + len(CONVENTIONS)], ctx.form.name)  # 2. one known mistake does
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
@@ -341,17 +430,7 @@ def _prove(ctx) -> Mapping:
     rotary = _rotary_evidence(ctx, info)  # a rotary layer no known form reproduces: its reference is unknown
     if plain and 0 in outputs and len(info.layouts) == 1 and structural and not rotary:  # 3. the only reading
         return found(0, structural[0], "structure")
-    if not info.layouts:
-        problem = info.layout_problem
-    elif rotary and not matches:
-        problem = (f"your layer encodes positions with a rotary embedding ({rotary}), and neither convention "
-                   f"(interleaved pairs, rotate-half) with base {' or '.join(f'{t:g}' for t in thetas)} nor a known "
-                   f"mistake reproduces its output: mha-check has no reference for it (if its base differs, pass "
-                   f"--arg NAME=VALUE for the constructor's theta parameter)") + _beside_the_readings(info)
-    elif matches:
-        problem = "several readings of your parameters reproduce different known mistakes"
-    else:
-        problem = _unreproduced(ctx, info)
+    problem = _no_proof(ctx, info, rotary, bool(matches), thetas)
     style = 0 if plain else None
     if style is None:
         problem += ("; and mha-check could not tell how to pass the causal mask to your forward (tried: "

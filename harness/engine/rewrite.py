@@ -36,8 +36,10 @@ INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides w
 
 def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
-    "split" (one projection split with view(B, H, n, dh)), "split-all" (all three), "split-pair" (two of them),
-    "merge" (no transpose), "mask" (a masked_fill thrown away, SDPA not causal), "softmax" (over another axis than
+    "split" (one projection split with view(B, H, n, dh); or, when `told` says so, folded straight into the batch
+    with view(B * H, n, dh)), "split-all" (all three), "split-pair" (two of them),
+    "merge" (no transpose; heads folded into the batch, when `told` says so: unfolded first), "mask" (a
+    masked_fill thrown away, SDPA not causal), "softmax" (over another axis than
     the keys'), "fill" (a finite fill value), "scale" (scores scaled by another number than 1/sqrt(head width), or
     not at all: the queries' own last axis, `q.size(-1)`, is the head width), "dropout" (F.dropout left at its
     default training=True), "slice" (a context-length mask used whole: cut to the scores' size), "contiguous"
@@ -74,8 +76,11 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
              n.func.attr in ("view", "reshape") and not n.keywords and n.end_lineno == 1]
     if kind.startswith("split"):
         shared = any(isinstance(n, (ast.Lambda, ast.GeneratorExp, ast.ListComp)) for n in ast.walk(tree))
-        return _split(line, [c for c in calls if len(c.args) == 4], "" if shared else KINDS[kind])
-    return _merge(line, [c for c in calls if len(c.args) == 3])
+        note = "" if shared else KINDS[kind]
+        if FOLDED_SPLIT in told:
+            return _split_folded(line, [c for c in calls if len(c.args) == 3], note)
+        return _split(line, [c for c in calls if len(c.args) == 4], note)
+    return _merge(line, [c for c in calls if len(c.args) == 3], FOLDED in told)
 
 
 def _text(line: str, node: ast.AST) -> str:
@@ -93,8 +98,33 @@ def _split(line: str, views: list[ast.Call], note: str) -> str | None:
             line[call.end_col_offset:] + note)
 
 
-def _merge(line: str, views: list[ast.Call]) -> str | None:
-    """c.contiguous().view(B, n, d)  ->  c.transpose(1, 2).contiguous().view(B, n, d)"""
+FOLDED_SPLIT = "to (B·H, n, dh) straight from (B, n, d)"  # in the trace mark of a split folded into the batch
+
+
+def _split_folded(line: str, views: list[ast.Call], note: str) -> str | None:
+    """x.view(B * H, n, dh)  ->  x.view(B, n, H, dh).transpose(1, 2).reshape(B * H, n, dh): the heads split behind
+    the tokens and moved forward before they are folded into the batch (only where the first size is written as a
+    product of the batch and the heads, whose names the fix needs)."""
+    if len(views) != 1:
+        return None
+    call = views[0]
+    folded, tokens, width = call.args
+    if not (isinstance(folded, ast.BinOp) and isinstance(folded.op, ast.Mult)):
+        return None
+    batch, heads = _text(line, folded.left), _text(line, folded.right)
+    split = f"{batch}, {_text(line, tokens)}, {heads}, {_text(line, width)}"
+    start = call.args[0].col_offset
+    return (line[:start] + split + line[width.end_col_offset:call.end_col_offset] + ".transpose(1, 2).reshape("
+            + f"{_text(line, folded)}, {_text(line, tokens)}, {_text(line, width)})" + line[call.end_col_offset:]
+            + note)
+
+
+FOLDED = "(B·H, n, dh) -> (B, n, d)"  # in the trace mark of heads folded into the batch merged straight back
+
+
+def _merge(line: str, views: list[ast.Call], folded: bool = False) -> str | None:
+    """c.contiguous().view(B, n, d)  ->  c.transpose(1, 2).contiguous().view(B, n, d); heads folded into the batch,
+    (B·H, n, dh) (`folded`): c.view(B, n, d)  ->  c.unflatten(0, (B, -1)).transpose(1, 2).contiguous().view(B, n, d)"""
     if len(views) != 1:
         return None
     call = views[0]
@@ -106,6 +136,8 @@ def _merge(line: str, views: list[ast.Call]) -> str | None:
             receiver.func.attr in ("transpose", "permute"):
         return None  # a transpose is there already: the mistake is elsewhere
     added = ".transpose(1, 2)" + ("" if contiguous or call.func.attr == "reshape" else ".contiguous()")
+    if folded:  # (B·H, n, dh) unfolded to (B, H, n, dh) first, with the student's own batch size
+        added = f".unflatten(0, ({_text(line, call.args[0])}, -1))" + added
     at = receiver.end_col_offset
     while at < len(line) and line[at] in ") \t":  # past the brackets around `(w @ v)`, to the method's dot
         at += 1

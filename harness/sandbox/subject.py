@@ -516,10 +516,11 @@ class Subject:
             self.notes = list(self.loaded.notes)
         return self.loaded
 
-    def build(self, cfg: Config, force_dropout: float | None = None) -> Instance:
+    def build(self, cfg: Config, force_dropout: float | None = None, fresh: str = "") -> Instance:
         """The student's module for this constructor configuration, built once in the child: its Build goes with
-        the first request on it (see `Instance`)."""
-        key = cfg.ctor_key() + (force_dropout,)
+        the first request on it (see `Instance`).  `fresh`: another module of the same configuration, built once
+        under that name, which no other request has run (what a layer makes at its first forward shows in it)."""
+        key = cfg.ctor_key() + (force_dropout,) + ((fresh,) if fresh else ())
         self.load()  # the child builds only a target it has loaded
         if key not in self._builds:
             handle = len(self._builds)

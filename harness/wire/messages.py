@@ -308,6 +308,8 @@ class DevicesResult(Reply):
 
     created: list[Created]
     mixes: list[Mix]
+    kept: list[str] = field(default_factory=list)  # tensors held as plain attributes after that forward (a mask
+    # the forward cached on the module for its next calls is among them)
 
 
 @dataclass

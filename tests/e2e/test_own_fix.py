@@ -29,8 +29,15 @@ def target(path: Path) -> str:
     return f"{path}:{zoo_constants(path)['TARGET']}"
 
 
+def told(result, root) -> str:
+    """The words of the trace mark at the report's line, which the report's own-line fix reads too (heads folded
+    into the batch)."""
+    return next((m["text"] for m in result.mistakes if m["mutant"] == root.mutant and result.where(m)[0] == root.at),
+                "")
+
+
 @pytest.fixture(scope="module")
-def fixed(reports, tmp_path_factory):
+def fixed(reports, traced, tmp_path_factory):
     """The reports of the zoo files, then each file with its report's own-line fix pasted in (a copy)."""
     reports.want([target(p) for p in OWN])
     folder = tmp_path_factory.mktemp("own_fix")
@@ -40,7 +47,8 @@ def fixed(reports, tmp_path_factory):
         entry = mutants.catalogue().get(root.mutant, {})
         if root.fix and root.fix != entry.get("remedy"):
             copy = folder / path.name
-            copy.write_text(pasted(path, [(zoo_constants(path)["LINE"], root.fix, entry["rewrite"])]))
+            copy.write_text(pasted(path, [(zoo_constants(path)["LINE"], root.fix, entry["rewrite"],
+                                           told(traced[path], root))]))
             copies[path] = f"{copy}:{zoo_constants(path)['TARGET']}"
     reports.want(list(copies.values()))
     return copies
@@ -83,14 +91,14 @@ def test_trace_marks_the_same_mistake_at_the_same_line(path, traced):
 
 
 @pytest.mark.parametrize("path", OWN, ids=[p.stem for p in OWN])
-def test_the_fix_is_the_students_line_corrected_or_words_never_the_references_line(path, reports):
+def test_the_fix_is_the_students_line_corrected_or_words_never_the_references_line(path, reports, traced):
     root = reports(target(path)).diagnosis
     entry = mutants.catalogue()[root.mutant]
     assert root.fix != entry["fix"]
     if root.fix == entry["remedy"]:
         assert not entry["rewrite"] or rewrite.own_line_fix(entry["rewrite"], root.code) is None
         return
-    assert root.fix == rewrite.own_line_fix(entry["rewrite"], root.code)
+    assert root.fix == rewrite.own_line_fix(entry["rewrite"], root.code, told(traced[path], root))
     source = path.read_text()
     assert [w for w in ("self.dh", "self.mask", "scores", "(w @ v)") if w in root.fix and w not in source] == []
 

@@ -16,6 +16,7 @@ from harness.frontends.trace import main, trace
 from harness.render.trace_text import render
 from harness.sandbox.pool import Fork
 from harness.sandbox.subject import Subject
+from conftest import zoo_constants
 
 pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
 
@@ -174,3 +175,35 @@ def test_the_mask_mha_check_passes_is_shown_as_ours_not_as_a_line_of_code():
     assert made and all(s.label == "mask" for s in made), render(r)
     assert not any("<string>" in (s.at or "") for s in r.steps)
     assert "made by mha-check to call your forward" in render(r)
+
+
+CORRECT = sorted((ROOT / "tests" / "zoo" / "correct").glob("[a-z]*.py"))
+
+
+@pytest.fixture(scope="module")
+def traced_correct(reports):
+    def one(path):
+        name = zoo_constants(path)["TARGET"]
+        with reports.zygotes.take() as zygote:
+            return trace(f"{path}:{name}", make_subject=lambda spec, **kw: Subject(spec, start=Fork(zygote), **kw))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(CORRECT, pool.map(one, CORRECT)))
+
+
+def test_trace_marks_no_mistake_in_any_correct_zoo_layer(traced_correct):
+    """Students' trials: projections by a 3-D or 4-D weight through einsum (`btd,hde->bhte`) were not seen as
+    projections, so the scale after q @ kᵀ was not seen as a scale and the merged heads' W_o not as the output
+    projection (no-scaling, no-output-projection marked on correct code); and scores kept as (B, n, n, H), heads
+    last, had their right softmax(dim=2) marked softmax-wrong-axis.  The report passed all of them."""
+    marked = {p.stem: [m["mutant"] or m["id"] for m in r.mistakes] for p, r in traced_correct.items() if r.mistakes}
+    assert marked == {}
+
+
+def test_a_sequence_first_layer_is_traced_as_checked_and_our_transposes_say_what_they_are():
+    """A sequence-first layer is traced called as the checks call it, x given as (n, B, d): mha-check's own
+    transposes of the input and the output are shown as such, not as "the causal mask it passes"."""
+    r = trace(str(ROOT / "tests" / "zoo" / "correct" / "seq_first_batch_first_false.py") + ":SeqFirstSelfAttention")
+    ours = [s.code for s in r.steps if s.at == "mha-check"]
+    assert r.mistakes == [] and len(ours) == 2, render(r)
+    assert "sequence first" in ours[0] and "read back as (B, n, d)" in ours[1] and "mask" not in " ".join(ours)

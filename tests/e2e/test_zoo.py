@@ -187,3 +187,18 @@ def test_the_report_gives_the_marked_line_of_a_mistake_it_does_not_name(reports)
                                                           "(student_mask_hides_past.py:21)"), root.message
     leak = next(c for c in report.checks if c.id == "causal-leakage")
     assert "as tril where triu belongs would" in leak.message
+
+
+def test_a_mask_cached_in_forward_is_told_by_its_attribute_not_as_made_without_device(reports):
+    """A student's trial: the mask made in forward with device=x.device, but kept in a plain attribute for the next
+    calls; the report named mask-no-device ("made without device=") and its fix, which the student had applied."""
+    path = ZOO / "buggy" / "mask_cached_in_forward.py"
+    check = next(c for c in reports(target(path)).checks if c.id == "mask-buffer")
+    assert check.status == "fail" and "_mask" in check.message and "register_buffer" in (check.fix or ""), check
+
+
+def test_dropout_by_hand_left_on_is_titled_by_what_the_code_does(reports):
+    """A student's trial: a keep-mask drawn with torch.rand_like at every call was named dropout-in-eval under the
+    title "F.dropout(..., training=True)", a call the code never makes, and without its line."""
+    root = reports(target(ZOO / "buggy" / "own_dropout_in_eval_by_hand.py")).diagnosis
+    assert root.mutant == "dropout-in-eval" and "F.dropout" not in root.title and "rand_like" in root.title, root

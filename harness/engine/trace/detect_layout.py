@@ -27,7 +27,8 @@ def _view(namer: Namer, op: dict, before: str, after: str) -> bool:
 
 @detector("split-without-transpose")
 def split_without_transpose(f: Findings) -> None:
-    """A view/reshape to (B, H, n, dh) straight from (B, n, d), or from (B, n, H, dh) (a second reshape where the
+    """A view/reshape to (B, H, n, dh) straight from (B, n, d), or to (B·H, n, dh), the heads folded into the batch
+    for bmm (the same order in memory, a student's trial), or from (B, n, H, dh) (a second reshape where the
     transpose belongs, a student's trial): the heads' positions cut across tokens."""
     for op in f.ops:
         if _view(f.namer, op, "B, n, d", "B, H, n, dh"):
@@ -35,6 +36,11 @@ def split_without_transpose(f: Findings) -> None:
                 "view/reshape to (B, H, n, dh) straight from (B, n, d): the heads' 'positions' are cut across "
                 "several tokens, mixing tokens and features; split with view(B, n, H, dh) and then "
                 "transpose(1, 2)")})
+        elif _view(f.namer, op, "B, n, d", "B·H, n, dh"):
+            f.mark(op["i"], {"id": "split-without-transpose", "text": (
+                "view/reshape to (B·H, n, dh) straight from (B, n, d): in memory that is (B, H, n, dh), so the "
+                "heads' 'positions' are cut across several tokens, mixing tokens and features; split with "
+                "view(B, n, H, dh).transpose(1, 2) first, then reshape(B·H, n, dh)")})
         elif _view(f.namer, op, "B, n, H, dh", "B, H, n, dh"):
             f.mark(op["i"], {"id": "split-without-transpose", "text": (
                 "view/reshape (B, n, H, dh) -> (B, H, n, dh): a reshape keeps the values in their order, so the "
@@ -44,13 +50,19 @@ def split_without_transpose(f: Findings) -> None:
 
 @detector("merge-without-transpose")
 def merge_without_transpose(f: Findings) -> None:
-    """A merge view/reshape (B, H, n, dh) -> (B, n, d) without the transpose first."""
+    """A merge view/reshape (B, H, n, dh) -> (B, n, d) without the transpose first, or (B·H, n, dh) -> (B, n, d),
+    the heads folded into the batch for bmm merged straight back (the same order in memory, a student's trial)."""
     for op in f.ops:
         if _view(f.namer, op, "B, H, n, dh", "B, n, d"):
             f.mark(op["i"], {"id": "merge-without-transpose", "text": (
                 "the heads are merged with view/reshape (B, H, n, dh) -> (B, n, d) without transpose(1, 2) "
                 "first: each output row mixes several positions of one head; use "
                 "transpose(1, 2).contiguous().view(B, n, d)")})
+        elif _view(f.namer, op, "B·H, n, dh", "B, n, d"):
+            f.mark(op["i"], {"id": "merge-without-transpose", "text": (
+                "the heads are merged with view/reshape (B·H, n, dh) -> (B, n, d): in memory that is (B, H, n, dh), "
+                "so each output row mixes several positions of one head; use view(B, H, n, dh).transpose(1, 2)"
+                ".reshape(B, n, d)")})
 
 
 def _operands(namer: Namer, ops: list[dict]) -> dict[str, dict] | None:

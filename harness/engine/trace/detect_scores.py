@@ -7,17 +7,24 @@ import math
 import numpy as np
 
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import DROPOUTS, FUSED_MHA, MATMULS, number, square_pattern
+from harness.engine.trace.vocabulary import (DROPOUTS, FUSED_MHA, MATMULS, MULTIPLIES, SCORES_LIKE, number,
+                                             square_pattern)
 
 
 @detector("softmax-not-last-axis")
 def softmax_axis(f: Findings) -> None:
-    """A softmax over another axis than the last (the keys')."""
+    """A softmax over another axis than the last (the keys'), where the trace knows the keys' axis: scores in one of
+    the lesson's layouts ((B, H, n, n), (B·H, n, n), (B, n, n)), whose keys are last, or any axis whose size is not
+    n, which holds no keys in any layout.  Scores of a layout of the student's own (an einsum to (B, n, n, H), heads
+    last) may keep the keys on another axis of size n: the numbers judge that softmax, not the trace."""
     for s in f.named("softmax"):
         op = f.ops[s]
         raw = op["kwargs"].get("dim", op["args"][1] if len(op["args"]) >= 2 else None)
-        dim, ndim = number(raw), len(op["in"][0]["shape"]) if op["in"] else 0
-        if dim is not None and ndim and int(dim) % ndim != ndim - 1:
+        shape = op["in"][0]["shape"] if op["in"] else []
+        dim, ndim = number(raw), len(shape)
+        if dim is None or not ndim or int(dim) % ndim == ndim - 1:
+            continue
+        if f.namer.sym(op["in"][0]) in SCORES_LIKE or shape[int(dim) % ndim] != f.cfg["n"]:
             f.mark(s, _softmax_axis(int(dim), ndim))
 
 
@@ -118,6 +125,31 @@ def dropout_in_eval(f: Findings) -> None:
                 "this dropout is told training=True (F.dropout's default) although the module is in eval mode: it "
                 "stays on after model.eval(); pass training=self.training, or use an nn.Dropout module")},
                 keep_earlier=True)
+    _dropout_by_hand(f)
+
+
+RANDOM_DRAWS = {"rand_like", "rand", "bernoulli", "bernoulli_"}  # a keep-mask drawn by hand
+
+
+def _dropout_by_hand(f: Findings) -> None:
+    """A random draw (torch.rand_like, bernoulli) multiplied into the attention weights while the module is in eval
+    mode, as the trace runs it: dropout written by hand, with no `if self.training` around it."""
+    for op in f.ops:
+        if op["op"] not in RANDOM_DRAWS or op.get("raised"):
+            continue
+        into_weights = any(
+            later["op"] in MULTIPLIES and len(later["in"]) >= 2
+            and any(t.get("src") == op["i"] or t.get("src") is not None and op["i"] in f.namer.ancestors(t["src"])
+                    for t in later["in"][:2])
+            and any(f.namer.derives_from(t, ("softmax",)) for t in later["in"][:2])
+            for later in f.ops[op["i"] + 1:])
+        if into_weights:
+            f.mark(op["i"], {"id": "dropout-always-on", "title": (
+                f"Attention dropout drawn by hand (torch.{op['op']}) at every call, also after model.eval()"),
+                "text": (
+                f"this {op['op']} draws a dropout mask for the attention weights although the module is in eval "
+                "mode: written by hand, the dropout stays on after model.eval(); draw it only `if self.training:`, "
+                "or use an nn.Dropout module")}, keep_earlier=True)
 
 
 def _fused_scale(f: Findings, dh: int) -> float:

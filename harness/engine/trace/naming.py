@@ -16,11 +16,13 @@ RESHAPE_KINDS = {"view": VIEWS, "transpose": TRANSPOSES, "split": SPLITS, "slice
 RESHAPES = {  # the step a reshape from one of the lesson's shapes to another belongs to (a split: by its input)
     "view": {("B, n, d", "B, n, H, dh"): "split",
              ("B, n, d", "B, H, n, dh"): "split",  # without the transpose: detect_layout marks it
+             ("B, n, d", "B·H, n, dh"): "split",  # without the transpose, heads folded into the batch: marked too
              ("B, n, 3d", "B, n, 3, H, dh"): "split",
              ("B, n, H, dh", "B, n, d"): "merge",
              ("B, H, n, dh", "B, n, d"): "merge",  # without the transpose: detect_layout marks it
              ("B, H, n, dh", "B·H, n, dh"): "move heads forward",
-             ("B·H, n, dh", "B, H, n, dh"): "merge"},
+             ("B·H, n, dh", "B, H, n, dh"): "merge",
+             ("B·H, n, dh", "B, n, d"): "merge"},  # without the transpose: detect_layout marks it
     "transpose": {("B, n, H, dh", "B, H, n, dh"): "move heads forward",
                   ("B, n, 3, H, dh", "3, B, H, n, dh"): "move heads forward",
                   ("B, H, n, dh", "B, H, dh, n"): "scores",
@@ -118,11 +120,13 @@ class Namer:
         return None
 
     def _projection(self, op: dict) -> str | None:
-        """A weight parameter meets the data: a projection, the output's once the data went through the attention."""
+        """A weight parameter meets the data: a projection, the output's once the data went through the attention.
+        The weight may be a matrix or hold one per head (`einsum("btd,hde->bhte", x, W_q)` with W_q of shape
+        (H, d, dh), or (3, H, d, dh) for q, k and v at once)."""
         name, ins = op["op"], op["in"]
         data = ins[0] if ins else None
         params = [t for t in ins if self.weight_like(t)]
-        if (name == "linear" or (name in MATMULS and any(len(p["shape"]) == 2 for p in params))) and data:
+        if (name == "linear" or (name in MATMULS and any(len(p["shape"]) >= 2 for p in params))) and data:
             source = next((t for t in ins if not self.weight_like(t)), data)
             if self.derives_from(source, ("mix values", "attention (fused)", "merge")):
                 return "output projection"
