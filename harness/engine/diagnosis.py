@@ -192,8 +192,7 @@ def _beside_missing_projection(named: Diagnosis, possible: list[str], strict: li
                                             "other known mistake shows", catalogue, marks, report)
     step = {m["mutant"]: i for i, m in reversed(list(enumerate(marks))) if m.get("mutant")}
     first, second = sorted((named, other), key=lambda d: (step.get(d.mutant, len(marks)), d.mutant))
-    second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
-    return dataclasses.replace(first, also=second)
+    return _both(first, second, catalogue, marks)
 
 
 def _untested(named: Diagnosis, marks: list[dict], possible: list[str], status: dict, catalogue: dict) -> Diagnosis:
@@ -297,14 +296,27 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
                      code=where["code"] if where else None, follows=tuple(_follows(mid, catalogue, report)))
 
 
+def _both(first: Diagnosis, second: Diagnosis, catalogue: dict, marks: list[dict]) -> Diagnosis:
+    """`first` with `second` riding along (`also`): the checks both explain are the first's, and where the two
+    mistakes are on one line (an inverted mask filled with -1e4: one masked_fill), the second's fix is written on
+    the first's fixed line, so that the line the student pastes last carries both fixes (each pasted alone undid the
+    other)."""
+    second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
+    if first.at and first.at == second.at and first.fix_is_code and second.fix_is_code:
+        where = next((m for m in marks if m["mutant"] == second.mutant), {})
+        both = rewrite.own_line_fix(catalogue[second.mutant].get("rewrite", ""), first.fix, where.get("text", ""))
+        if both:
+            second = dataclasses.replace(second, fix=both)
+    return dataclasses.replace(first, also=second)
+
+
 def _named_pair(both: tuple[str, str], catalogue: dict, marks: list[dict], report) -> Diagnosis:
     """Two mistakes, each with its own line, fix and the failing checks it explains: the first (the earlier in the
     forward) is the root cause, the second rides along as `also`; a check both explain is the first's."""
     evidence = ("your outputs equal those of these two mistakes made together, number for number, under the same "
                 "weights and inputs; neither alone computes them")
     first, second = (_named(m, "numbers", evidence, catalogue, marks, report) for m in both)
-    second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
-    return dataclasses.replace(first, also=second)
+    return _both(first, second, catalogue, marks)
 
 
 def _apart(candidates: list[str], catalogue: dict) -> tuple[str, str] | None:
@@ -327,8 +339,7 @@ def _signature_pair(both: tuple[str, str], catalogue: dict, marks: list[dict], r
                             " found is this mistake's own pattern, which no other known mistake shows",
                             catalogue, marks, report)
                      for m in sorted(both, key=lambda m: (step.get(m, len(marks)), m)))
-    second = dataclasses.replace(second, follows=tuple(f for f in second.follows if f not in first.follows))
-    return dataclasses.replace(first, also=second)
+    return _both(first, second, catalogue, marks)
 
 
 def _follows(mid: str, catalogue: dict, report) -> list[str]:

@@ -101,7 +101,15 @@ def _narrow_table(result: TraceResult) -> list[str]:
             else:
                 said[text] = s.index
                 out += wrap(f"^ MISTAKE [{name}]: {text}", " " * 9, " " * 7)
+            for other in _beside(result, s):
+                out += wrap(f"^ and MISTAKE [{other.get('mutant') or other['id']}]: {other['text']}", " " * 9,
+                            " " * 7)
     return out
+
+
+def _beside(result: TraceResult, step) -> list[dict]:
+    """The marks of a second mistake at a marked step (registry.Findings.beside): shown under it too."""
+    return [m for m in result.mistakes if m.get("step") == step.index and m["id"] != step.mistake["id"]]
 
 
 def _wide_table(result: TraceResult) -> list[str]:
@@ -119,6 +127,7 @@ def _wide_table(result: TraceResult) -> list[str]:
                    f"{s.at}  {s.code}".rstrip())
         if s.mistake:
             out.append(f"       ^ MISTAKE [{s.mistake.get('mutant') or s.mistake['id']}]: {s.mistake['text']}")
+            out += [f"       ^ and MISTAKE [{m.get('mutant') or m['id']}]: {m['text']}" for m in _beside(result, s)]
     return out
 
 

@@ -16,5 +16,6 @@ def analyse(ops: list[dict], cfg: dict, complete: bool = True,
     namer = Namer(ops, cfg)
     namer.run()
     found = detectors.find(namer, ops, cfg, complete, output)
-    listed = [{**m, "step": i + 1} for i, m in sorted(found.at.items())]
+    listed = sorted([{**m, "step": i + 1} for i, m in found.at.items()] +
+                    [{**m, "step": i + 1} for i, m in found.beside], key=lambda m: m["step"])
     return steps.build(namer, ops, found.at), listed + found.whole, found.notes

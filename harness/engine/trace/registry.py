@@ -32,6 +32,8 @@ class Findings:
     complete: bool  # the forward ran to the end (otherwise what is missing after the failing step is not a finding)
     at: dict[int, dict] = field(default_factory=dict)  # operation index -> its mark {"id", "text"[, "title", ...]}
     whole: list[dict] = field(default_factory=list)  # {"id", "step": None, "text"}
+    beside: list[tuple[int, dict]] = field(default_factory=list)  # a second mistake's mark on an operation already
+    # marked for another (an inverted mask filled with -1e4: one masked_fill, two mistakes)
     notes: list[str] = field(default_factory=list)
     allowed: tuple[str, ...] = ()  # the ids the running detector registered
     output: dict = field(default_factory=dict)  # what the forward returned: "src" (the operation that made it),
@@ -51,7 +53,10 @@ class Findings:
         """Mark operation `i`; `keep_earlier`: unless an earlier detector already marked it."""
         self._registered(found["id"])
         if keep_earlier:
-            self.at.setdefault(i, found)
+            earlier = self.at.setdefault(i, found)
+            if earlier is not found and earlier["id"] != found["id"] and all(
+                    j != i or m["id"] != found["id"] for j, m in self.beside):
+                self.beside.append((i, found))  # both stand: the step shows the first, the mistakes list both
         else:
             self.at[i] = found
 

@@ -38,3 +38,4 @@ class MultiHeadAttention(nn.Module):
 TARGET = "MultiHeadAttention"
 EXPECT = ("causal-leakage", "reference-match")
 DIAGNOSIS = ("finite-fill-100", "mask-inverted")  # two mistakes at once: both named, each at its line
+LINES = (32, 32)  # one masked_fill holds both: its fill and its mask
