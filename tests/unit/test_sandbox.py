@@ -88,6 +88,7 @@ def test_the_copy_reads_only_regular_files_within_budgets(tmp_path):
     os.mkfifo(sub / "pipe.py")
     os.symlink("/dev/zero", sub / "zero.py")
     os.symlink("../../classmate/attention.py", sub / "theirs.py")
+    os.symlink(".", sub / "pkg" / "__pycache__")  # a cache as a link: Python would run its .pyc, not the source
     for skipped in (".git", "__pycache__", "venv"):
         (sub / skipped).mkdir()
         (sub / skipped / "x.py").write_text("")
@@ -104,6 +105,7 @@ def test_the_copy_reads_only_regular_files_within_budgets(tmp_path):
         assert os.readlink(copy / "zero.py") == "/dev/zero"  # links stay links: resolved in the child's own view
         assert os.readlink(copy / "theirs.py") == "../../classmate/attention.py"
         assert not any((copy / name).exists() for name in ("big.bin", "pipe.py", ".git", "__pycache__", "venv"))
+        assert not os.path.lexists(copy / "pkg" / "__pycache__")
         assert not list(copy.rglob("deepest.py"))
         assert any("big.bin" in s for s in room.skipped) and any("pipe.py" in s for s in room.skipped)
         assert oct(copy.stat().st_mode & 0o777) == "0o700" and oct(Path(room.root).stat().st_mode & 0o777) == "0o711"
