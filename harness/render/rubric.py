@@ -21,6 +21,9 @@ The total tells what the checks a student does not see earned (the total less th
 default it is shown no earlier than the most hidden check: at once when every check is visible, after the due date
 when the latest is after_due_date, and else when the grades are published (after_published).  `score_visibility`
 sets it (hidden, after_due_date, after_published or visible; an earlier one than the checks' lets the total tell).
+A check is shown no earlier than the checks it needs (mask-fill needs causal-leakage): one that a hidden check's
+failure skips would show that failure ("skipped: needs a check not shown yet", no points) where a passing one's
+shows a pass.
 
 Scoring rule, the same in every format: a check earns its points only when it passed; failed, skipped and
 cannot-tell checks earn nothing.  With `rules = false` the rule checks are left out of the score and the total.
@@ -28,6 +31,7 @@ The instructor's own tests (--tests) are scored by the same rule, each one item.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 
@@ -39,6 +43,15 @@ else:  # pragma: no cover - Python 3.10
 from harness.wire.status import Status
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+_SHOWN_FROM = ("visible", "after_due_date", "after_published", "hidden")  # earliest shown first
+
+
+@functools.lru_cache(maxsize=1)
+def _needs() -> dict[str, tuple[str, ...]]:
+    """Each check's prerequisites by id (a check they fail skips it); an instructor's test needs none."""
+    from checks import all_checks  # noqa: PLC0415 - the registry, read once, in the trusted process only
+
+    return {c.id: tuple(n.id for n in c.needs) for c in all_checks()}
 
 
 class RubricError(ValueError):
@@ -72,7 +85,9 @@ class Rubric:
         return self.points.get(check_id, self.default_points)
 
     def visibility_for(self, check_id: str) -> str:
-        return self.visibility.get(check_id, self.default_visibility)
+        """As the rubric says, or later: no earlier than any check it needs, whose failure its skip would show."""
+        own = self.visibility.get(check_id, self.default_visibility)
+        return max([own, *(self.visibility_for(n) for n in _needs().get(check_id, ()))], key=_SHOWN_FROM.index)
 
 
 def load_rubric(path: str | None, known_checks, known_tests=()) -> Rubric:

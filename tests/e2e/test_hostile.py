@@ -541,9 +541,19 @@ def test_a_hidden_check_never_shows_in_what_students_see(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads((out / "student.results.json").read_text())
     hidden = [t for t in results["tests"] if t["visibility"] == "hidden"]
-    assert [t["name"].split()[0] for t in hidden] == ["causal-leakage"] and hidden[0]["status"] == "failed"
+    assert [t["name"].split()[0] for t in hidden] == ["causal-leakage", "mask-fill"] and hidden[0]["status"] == "failed"
     visible = results["output"] + " ".join(t["name"] + t["output"] for t in results["tests"] if t not in hidden)
     for word in ("causal-leakage", "leak", "future", "-100", "-inf", "such as -10", "masked scores", "gpt-2"):
         assert word not in visible.lower(), word
     single = run_cli(f"{subs}/attention.py:MyAttn", "--format", "gradescope", "--rubric", str(rubric))
     assert json.loads(single.stdout)["output"] == results["output"]
+    (tmp_path / "right").mkdir()  # what a student sees is as if the hidden check had passed: mask-fill, which needs
+    (tmp_path / "right" / "attention.py").write_text(correct_text())  # causal-leakage, was visible and skipped
+    # ("needs a check not shown yet, which did not pass", 0 points), where a correct layer's passed (red team 5)
+    passing = json.loads(run_cli(f"{tmp_path}/right/attention.py:MyAttn", "--format", "gradescope", "--rubric",
+                                 str(rubric)).stdout)
+
+    def seen(tests):
+        return [(t["name"], t["status"], t["score"], t["output"]) for t in tests if t["visibility"] == "visible"]
+
+    assert seen(results["tests"]) == seen(passing["tests"])
