@@ -170,6 +170,22 @@ def test_auto_detection_tokenizes_regular_files_only(tmp_path):
     assert pick.find_target(one) == "attention.py"
 
 
+def test_a_submissions_many_code_files_are_counted_not_all_named(tmp_path):
+    """100000 empty .py files made a 32 MB report (every name, twice) and would make one as large as the names a
+    student's folder can hold (red team 5): a report names a few and counts the rest."""
+    folder = tmp_path / "bob"
+    folder.mkdir()
+    for i in range(300):
+        (folder / f"m{i:03d}_{'x' * 150}.py").write_text("")
+    for target in (None, "attention.py:MyAttn"):
+        picked = pick.spec_for(folder, target, flat=False)
+        assert picked.spec is None and ("300 code files" in picked.problem or target), picked
+        assert len(picked.problem) < 3000 and "m000_" in picked.problem and "290 more" in picked.problem
+    (folder / "attention.py").write_text("import torch.nn as nn\nclass A(nn.Module):\n    pass\n")
+    picked = pick.spec_for(folder, None, flat=False)
+    assert picked.spec == "attention.py" and "301 code files" in picked.note and len(picked.note) < 3000
+
+
 def test_merge_reports_what_is_missing_or_malformed(tmp_path, capsys):
     def csv(name, text):
         (tmp_path / name).write_text(text)
