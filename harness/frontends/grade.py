@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from checks import all_checks
+from checks import all_checks, needs_by_id
 from harness.engine import instructor
 from harness.frontends import class_view
 from harness.frontends import options as option_rules
@@ -97,7 +97,7 @@ def _main(argv: list[str], early: Template | None) -> int:
         pattern = submissions.compile_pattern(args.pattern) if args.pattern else None
         args.suite = instructor.find(args.tests) if args.tests else None
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()},
-                                     args.suite.ids if args.suite else ()) if args.rubric else None
+                                     args.suite.ids if args.suite else (), needs_by_id()) if args.rubric else None
     except (submissions.PatternError, rubrics.RubricError, instructor.TestsError) as e:
         p.error(str(e))
     # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound

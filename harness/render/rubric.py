@@ -31,7 +31,6 @@ The instructor's own tests (--tests) are scored by the same rule, each one item.
 """
 from __future__ import annotations
 
-import functools
 import sys
 from dataclasses import dataclass, field
 
@@ -44,14 +43,6 @@ from harness.wire.status import Status
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 _SHOWN_FROM = ("visible", "after_due_date", "after_published", "hidden")  # earliest shown first
-
-
-@functools.lru_cache(maxsize=1)
-def _needs() -> dict[str, tuple[str, ...]]:
-    """Each check's prerequisites by id (a check they fail skips it); an instructor's test needs none."""
-    from checks import all_checks  # noqa: PLC0415 - the registry, read once, in the trusted process only
-
-    return {c.id: tuple(n.id for n in c.needs) for c in all_checks()}
 
 
 class RubricError(ValueError):
@@ -67,6 +58,7 @@ class Rubric:
     target: str | None = None
     rules: bool = True  # the lesson's rules count toward the score
     score_visibility: str | None = None  # when the total is shown; None: no earlier than the most hidden check
+    needs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # check -> the checks it needs (checks.needs_by_id)
 
     def hidden(self, check_ids) -> frozenset:
         """Checks a student must not see yet: anything not plainly visible."""
@@ -87,12 +79,13 @@ class Rubric:
     def visibility_for(self, check_id: str) -> str:
         """As the rubric says, or later: no earlier than any check it needs, whose failure its skip would show."""
         own = self.visibility.get(check_id, self.default_visibility)
-        return max([own, *(self.visibility_for(n) for n in _needs().get(check_id, ()))], key=_SHOWN_FROM.index)
+        return max([own, *(self.visibility_for(n) for n in self.needs.get(check_id, ()))], key=_SHOWN_FROM.index)
 
 
-def load_rubric(path: str | None, known_checks, known_tests=()) -> Rubric:
+def load_rubric(path: str | None, known_checks, known_tests=(), needs=None) -> Rubric:
     """Read and validate a rubric; unknown keys, check ids and test ids (`known_tests`: the instructor's tests of
-    this run, harness.engine.instructor) are errors, not silently ignored."""
+    this run, harness.engine.instructor) are errors, not silently ignored.  `needs`: each check's prerequisites
+    (checks.needs_by_id), which a check is shown no earlier than."""
     if path is None:
         return Rubric()
     try:
@@ -106,7 +99,7 @@ def load_rubric(path: str | None, known_checks, known_tests=()) -> Rubric:
                            "tests"}
     if unknown:
         raise RubricError(f"rubric {path}: unknown keys {sorted(unknown)}")
-    rubric = Rubric(target=data.get("target"))
+    rubric = Rubric(target=data.get("target"), needs=dict(needs or {}))
     if not isinstance(data.get("rules", True), bool):
         raise RubricError(f"rubric {path}: rules must be true or false, not {data['rules']!r}")
     rubric.rules = data.get("rules", True)

@@ -5,6 +5,7 @@ import copy
 import json
 import re
 
+from checks import needs_by_id
 from conftest import ROOT, report_for
 from harness.render import formats
 from harness.render.rubric import Rubric, load_rubric, score
@@ -45,7 +46,7 @@ def test_hidden_checks_are_one_aggregate_test_and_the_points_add_up_to_the_score
                            'visibility = "after_due_date"\npoints = 3\n')
     report = report_for(BUGGY)
     assert (report["view-order"].status, report["output-shape"].status) == ("fail", "pass")
-    rubric = load_rubric(str(rubric_file), {c.id for c in report.checks})
+    rubric = load_rubric(str(rubric_file), {c.id for c in report.checks}, needs=needs_by_id())
     data = results(BUGGY, rubric)
     text = json.dumps(data)
     assert "view-order" not in text and "output-shape" not in text  # neither the check nor what it found

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from checks import Outcome, all_checks
+from checks import Outcome, all_checks, needs_by_id
 import mutants
 from harness.engine import diagnosis, rewrite
 from harness.engine.compare import close, compare, same
@@ -122,7 +122,7 @@ def test_a_check_is_shown_no_earlier_than_the_checks_it_needs():
     causal-leakage, and everything after output-shape needs it; instructor's tests and checks that need nothing
     hidden keep the rubric's own visibility."""
     rubric = Rubric(visibility={"causal-leakage": "hidden", "contiguity": "after_due_date",
-                                "reference-match": "after_published"})
+                                "reference-match": "after_published"}, needs=needs_by_id())
     ids = [c.id for c in all_checks()]
     assert rubric.visibility_for("mask-fill") == "hidden"
     assert rubric.visibility_for("output-shape") == rubric.visibility_for("view-order") == "after_due_date"
