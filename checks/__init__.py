@@ -131,3 +131,8 @@ def all_checks() -> list[Check]:
         remaining.remove(ready)
     return done
 
+
+def needs_by_id() -> dict[str, tuple[str, ...]]:
+    """Each check's prerequisites by id (a check they fail skips it): a rubric shows a check no earlier than them
+    (harness.render.rubric.Rubric.visibility_for)."""
+    return {c.id: tuple(n.id for n in c.needs) for c in all_checks()}

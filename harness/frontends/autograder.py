@@ -33,7 +33,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from checks import all_checks
+from checks import all_checks, needs_by_id
 from harness.engine import instructor
 from harness.engine.report import VERSION
 from harness.frontends import classroom, options, wheel
@@ -136,7 +136,7 @@ def _settings(args, parser) -> tuple[rubrics.Rubric, list[str], str, str]:
     """The rubric, the options passed on to every check, the target and the torch version, all validated here."""
     try:
         args.suite = instructor.find(args.tests, need_pytest=False) if args.tests else None  # run on Gradescope
-        rubric = rubrics.load_rubric(args.rubric, _check_ids(), args.suite.ids if args.suite else ()) \
+        rubric = rubrics.load_rubric(args.rubric, _check_ids(), args.suite.ids if args.suite else (), needs_by_id()) \
             if args.rubric else rubrics.Rubric()
         extra = _check_options(args, parser)
     except (rubrics.RubricError, options.OptionError, instructor.TestsError) as e:
@@ -267,7 +267,8 @@ def dry_run(args, parser) -> int:
             return 1
         text = results.read_text()
         suite = instructor.find([str(root / "source" / "tests")]) if (root / "source" / "tests").is_dir() else None
-        rubric = rubrics.load_rubric(str(root / "source" / "rubric.toml"), _check_ids(), suite.ids if suite else ())
+        rubric = rubrics.load_rubric(str(root / "source" / "rubric.toml"), _check_ids(), suite.ids if suite else (),
+                                  needs_by_id())
     data = json.loads(text)
     total, points = rubric_total(rubric, suite), sum(t["max_score"] for t in data.get("tests", []))
     sys.stdout.write(text)

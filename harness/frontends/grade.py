@@ -23,12 +23,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from checks import all_checks
+from checks import all_checks, needs_by_id
 from harness.engine import instructor
 from harness.frontends import class_view
 from harness.frontends import options as option_rules
 from harness.frontends import stamps, stopping, submissions
-from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, write_summary  # noqa: F401 - write_summary: the
+from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, csv_uncell, write_summary  # noqa: F401 - write_summary: the
 # summary's writer, named here as before
 from harness.frontends.grade_pool import grade_all
 from harness.frontends.pick import defines_module, missing_fix
@@ -97,7 +97,7 @@ def _main(argv: list[str], early: Template | None) -> int:
         pattern = submissions.compile_pattern(args.pattern) if args.pattern else None
         args.suite = instructor.find(args.tests) if args.tests else None
         rubric = rubrics.load_rubric(args.rubric, {c.id for c in all_checks()},
-                                     args.suite.ids if args.suite else ()) if args.rubric else None
+                                     args.suite.ids if args.suite else (), needs_by_id()) if args.rubric else None
     except (submissions.PatternError, rubrics.RubricError, instructor.TestsError) as e:
         p.error(str(e))
     # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
@@ -352,7 +352,9 @@ def _merge(args) -> int:
     print(f"merged {len(args.merge)} summaries: {graded} submission{'s' * (graded != 1)} graded"
           + (f" and {len(rows) - graded} not graded" if len(rows) > graded else "") + f", summary in {summary}")
     shards = ", ".join(os.path.basename(p) for p in args.merge)
-    return 0 if _class_view(out, rows, args, "", notes=[f"merged from {shards}"]) else 3
+    named = [{k: csv_uncell(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows]  # the cells
+    # as the students' names and files are ('=alice is =alice, whose report is =alice.json); the view quotes anew
+    return 0 if _class_view(out, named, args, "", notes=[f"merged from {shards}"]) else 3
 
 
 def _earlier_results(files: BatchFiles, todo: list) -> str:

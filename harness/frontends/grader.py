@@ -12,6 +12,7 @@ import signal
 import time
 from dataclasses import replace
 
+from checks import needs_by_id
 from harness.engine import instructor
 from harness.engine.records import ProcessEvent
 from harness.engine.report import Report
@@ -191,7 +192,7 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
     """A graded submission as plain data: its report in the batch's format and its summary row.  score and
     max_score follow the one scoring rule (harness.render.rubric.score); needs_review is Report.needs_review."""
     rubric = rubrics.load_rubric(options.get("rubric"), {c.id for c in report.checks},
-                                 {c.id for c in report.checks if c.kind == instructor.KIND}) \
+                                 {c.id for c in report.checks if c.kind == instructor.KIND}, needs_by_id()) \
         if options.get("rubric") else rubrics.Rubric()
     got, total = rubrics.score(report, rubric)
     return {"name": name, "text": formats.render(report, options["format"], rubric),

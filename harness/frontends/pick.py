@@ -129,6 +129,15 @@ def _rel(path: Path, folder: Path) -> str:
     return str(path.relative_to(folder))
 
 
+NAMED = 10  # code files a message names; the rest are counted (100000 names once made a 32 MB report)
+
+
+def _named(paths: list[Path], folder: Path) -> str:
+    """The first NAMED of `paths`, and how many more."""
+    names = ", ".join(_rel(p, folder) for p in paths[:NAMED])
+    return names + (f" and {len(paths) - NAMED} more" if len(paths) > NAMED else "")
+
+
 def find_target(folder: Path) -> str | None:
     """With no --target: the one file of the submission that defines an nn.Module class."""
     files = [p for p in _code_files(folder) if not p.name.startswith("test")]
@@ -158,7 +167,7 @@ def _instead_of_target(folder: Path, file_part: str, suffix: str) -> Pick | None
                     review=True)
     if code:
         return Pick(None, f"--target's {file_part} is not in this submission, which has "
-                          f"{', '.join(_rel(p, folder) for p in code)}: grade it with --target FILE:Class naming one "
+                          f"{_named(code, folder)}: grade it with --target FILE:Class naming one "
                           "of them", review=True)
     return None
 
@@ -196,14 +205,14 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
     if found:
         others = [p for p in code if _rel(p, folder) != found]
         note = (f"{found} was checked: of the {len(code)} code files "
-                f"({', '.join(_rel(p, folder) for p in code)}) it is the "
+                f"({_named(code, folder)}) it is the "
                 f"only one that defines an nn.Module class" +
                 (f" ({len(named)} end with --target's {file_part})" if file_part else "")
                 ) if others else ""
         return Pick(found + suffix, note=note)
     if code:
         return Pick(None, f"could not tell which file holds the attention class: {len(code)} code files "
-                          f"({', '.join(_rel(p, folder) for p in code)}) and not exactly one defines an nn.Module "
+                          f"({_named(code, folder)}) and not exactly one defines an nn.Module "
                           f"class; grade with --target FILE:Class to choose", review=True)
     if _archives(folder):
         return _archive_pick(folder)

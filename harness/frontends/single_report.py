@@ -10,6 +10,7 @@ import os
 import sys
 from dataclasses import replace
 
+from checks import needs_by_id
 from harness.engine import instructor
 from harness.engine.runner import Options, UsageError, run_checks, select
 from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
@@ -30,7 +31,8 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
         if not args.target:
             parser.error("give a TARGET to check, e.g. mha-check examples/correct_attention.py")
         suite = instructor.find(args.tests) if args.tests else None
-        grading = rubric.load_rubric(args.rubric, {c.id for c in select()}, suite.ids if suite else ()) \
+        grading = rubric.load_rubric(args.rubric, {c.id for c in select()}, suite.ids if suite else (),
+                                     needs_by_id()) \
             if args.rubric else None
         run = replace(run, rules=not args.no_rules and (grading.rules if grading else True))
         report = run_checks(args.target, run, subject=subject, make_subject=make)

@@ -21,6 +21,9 @@ The total tells what the checks a student does not see earned (the total less th
 default it is shown no earlier than the most hidden check: at once when every check is visible, after the due date
 when the latest is after_due_date, and else when the grades are published (after_published).  `score_visibility`
 sets it (hidden, after_due_date, after_published or visible; an earlier one than the checks' lets the total tell).
+A check is shown no earlier than the checks it needs (mask-fill needs causal-leakage): one that a hidden check's
+failure skips would show that failure ("skipped: needs a check not shown yet", no points) where a passing one's
+shows a pass.
 
 Scoring rule, the same in every format: a check earns its points only when it passed; failed, skipped and
 cannot-tell checks earn nothing.  With `rules = false` the rule checks are left out of the score and the total.
@@ -39,6 +42,7 @@ else:  # pragma: no cover - Python 3.10
 from harness.wire.status import Status
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+_SHOWN_FROM = ("visible", "after_due_date", "after_published", "hidden")  # earliest shown first
 
 
 class RubricError(ValueError):
@@ -54,6 +58,7 @@ class Rubric:
     target: str | None = None
     rules: bool = True  # the lesson's rules count toward the score
     score_visibility: str | None = None  # when the total is shown; None: no earlier than the most hidden check
+    needs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # check -> the checks it needs (checks.needs_by_id)
 
     def hidden(self, check_ids) -> frozenset:
         """Checks a student must not see yet: anything not plainly visible."""
@@ -72,12 +77,15 @@ class Rubric:
         return self.points.get(check_id, self.default_points)
 
     def visibility_for(self, check_id: str) -> str:
-        return self.visibility.get(check_id, self.default_visibility)
+        """As the rubric says, or later: no earlier than any check it needs, whose failure its skip would show."""
+        own = self.visibility.get(check_id, self.default_visibility)
+        return max([own, *(self.visibility_for(n) for n in self.needs.get(check_id, ()))], key=_SHOWN_FROM.index)
 
 
-def load_rubric(path: str | None, known_checks, known_tests=()) -> Rubric:
+def load_rubric(path: str | None, known_checks, known_tests=(), needs=None) -> Rubric:
     """Read and validate a rubric; unknown keys, check ids and test ids (`known_tests`: the instructor's tests of
-    this run, harness.engine.instructor) are errors, not silently ignored."""
+    this run, harness.engine.instructor) are errors, not silently ignored.  `needs`: each check's prerequisites
+    (checks.needs_by_id), which a check is shown no earlier than."""
     if path is None:
         return Rubric()
     try:
@@ -91,7 +99,7 @@ def load_rubric(path: str | None, known_checks, known_tests=()) -> Rubric:
                            "tests"}
     if unknown:
         raise RubricError(f"rubric {path}: unknown keys {sorted(unknown)}")
-    rubric = Rubric(target=data.get("target"))
+    rubric = Rubric(target=data.get("target"), needs=dict(needs or {}))
     if not isinstance(data.get("rules", True), bool):
         raise RubricError(f"rubric {path}: rules must be true or false, not {data['rules']!r}")
     rubric.rules = data.get("rules", True)

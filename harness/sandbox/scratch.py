@@ -38,7 +38,8 @@ from harness.sandbox.policy import SLOTS, identity
 MAX_FILES = 2000  # entries of one submission copied into its scratch
 MAX_BYTES = 64 << 20
 MAX_DEPTH = 16
-SKIPPED_DIRS = ("__pycache__", "node_modules")  # and hidden folders and virtual environments (pyvenv.cfg)
+BYTECODE_CACHE = "__pycache__"  # never copied, folder or link (red team 5: a linked cache ran in place of the source)
+SKIPPED_DIRS = (BYTECODE_CACHE, "node_modules")  # and hidden folders and virtual environments (pyvenv.cfg)
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -395,8 +396,8 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: 
         for entry in entries:
             name = os.path.join(rel, entry.name)
             target = os.path.join(dest, name)
-            if entry.name.startswith("."):
-                continue
+            if entry.name.startswith(".") or entry.name == BYTECODE_CACHE:  # a cache, as a folder or a link: what
+                continue  # Python would run in place of the source (an unchecked-hash .pyc is never compared with it)
             if copied + len(skipped) >= MAX_FILES:
                 skipped.append(f"{name} (more than {MAX_FILES} entries)")
                 return copied, skipped

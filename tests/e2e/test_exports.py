@@ -129,3 +129,39 @@ def test_resume_grades_only_what_changed_and_trusts_only_mha_checks_own_sealed_r
     assert rows["joneskay"] == first["joneskay"] and rows["smith_alice"] == first["smith_alice"]
     assert rows["grace"]["passed"] == "True"
     assert (out / "summary.csv").read_text().splitlines()[0] == before.splitlines()[0]  # the same columns, in order
+
+
+@pytest.mark.xfail(strict=True, reason="open (red team 5): a student folder is digested before the batch and copied "
+                   "when its turn comes; the fix is one snapshot per submission (staged by the trusted process, "
+                   "digested, every child of it copied from there)")
+def test_resume_never_keeps_a_verdict_for_other_files_than_those_graded(tmp_path, monkeypatch):
+    """A student who can write their folder during the batch (a shared hand-in folder, a synced drive) hands in a
+    wrong layer, puts a correct one in its place after the batch began and the wrong one back once graded: the
+    report, sealed with the digest of the wrong files, passed, and --resume kept that pass for the wrong files."""
+    import shutil
+    import time
+
+    monkeypatch.setenv("MHA_CHECK_STAMP_KEY", str(tmp_path / "key" / "stamp.key"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    right = (ROOT / "examples" / "correct_attention.py").read_text()
+    wrong = (ROOT / "examples" / "buggy_attention.py").read_text()
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "aaa").mkdir(parents=True)
+    (subs / "zed").mkdir()
+    (subs / "aaa" / "attention.py").write_text("import time\ntime.sleep(12)\n" + right)  # graded first (--jobs 1)
+    (subs / "zed" / "attention.py").write_text(wrong)
+    first = subprocess.Popen([sys.executable, "-m", "harness.frontends.cli", "grade", str(subs), "--out", str(out),
+                              "--jobs", "1", "--target", TARGET], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "tmp").glob("*grade-*/scratch/*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the batch has digested every folder and begun grading aaa
+    (subs / "zed" / "attention.py").write_text(right)
+    first.communicate(timeout=300)
+    (subs / "zed" / "attention.py").write_text(wrong)
+    shutil.rmtree(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    run, rows = grade(subs, out, "--target", TARGET, "--resume")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert rows["zed"]["passed"] == "False", rows["zed"]  # the files in the folder, graded

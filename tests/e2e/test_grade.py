@@ -125,6 +125,24 @@ def test_the_meta_device_runs_in_a_child_of_the_meta_template_with_the_verdict_o
                         "twin_dies": "fail", "prints": "fail"}
 
 
+def test_the_merged_class_view_names_a_quoted_student_as_themselves(tmp_path):
+    """A name the summary quotes for spreadsheets ('=alice, as csv_cell writes =alice) is the student =alice in the
+    merged class view, linked to their report =alice.json: the view showed the quote and linked no report (red team
+    5); the merged summary keeps the quoted cell."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "=alice.json").write_text("{}")
+    (out / "bob.json").write_text("{}")
+    shard = tmp_path / "summary-1-of-1.csv"
+    shard.write_text("submission,target,passed,needs_review,score,max_score,pass,fail\n"
+                     "'=alice,attention.py:A,True,False,1.0,1.0,1,0\nbob,attention.py:A,True,False,1.0,1.0,1,0\n")
+    run = grade("--merge", str(shard), "--out", str(out))
+    assert run.returncode == 0, run.stderr[-2000:]
+    page = (out / "class-report.html").read_text()
+    assert 'href="./%3Dalice.json"' in page and 'href="./bob.json"' in page and "&#x27;=alice" not in page
+    assert "'=alice," in (out / "summary.csv").read_text()
+
+
 def test_shards_cover_the_batch_once(tmp_path):
     subs = tmp_path / "subs"
     for i in range(6):

@@ -15,6 +15,7 @@ import csv
 import hashlib
 import json
 import os
+import py_compile
 import shutil
 import socket
 import subprocess
@@ -308,6 +309,43 @@ def test_no_correct_layer_of_ours_within_a_submissions_reach(world, tmp_path):
     world.assert_untouched()
 
 
+def _bytecode_decoy(folder: Path) -> None:
+    """A folder whose attention.py has a -100 fill (causal-leakage fails) beside a link `__pycache__` to a folder
+    holding the correct layer compiled as an unchecked-hash .pyc under that name: Python would load the .pyc, never
+    looking at the source, so what is graded would not be what a person reads (red team 5)."""
+    folder.mkdir(parents=True)
+    store = folder / "pyc_store"
+    store.mkdir()
+    source = folder.parent / "correct_source.py"
+    source.write_text(correct_text())
+    py_compile.compile(str(source), cfile=str(store / f"attention.{sys.implementation.cache_tag}.pyc"),
+                       dfile="attention.py", invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    source.unlink()
+    leaky = correct_text().replace("masked_fill_(mask_bool, -torch.inf)", "masked_fill_(mask_bool, -100.0)")
+    assert "-100.0" in leaky
+    (folder / "attention.py").write_text(leaky)
+    os.symlink("pyc_store", folder / "__pycache__")
+
+
+def test_the_code_graded_is_the_source_handed_in_not_a_bytecode_cache(world, tmp_path):
+    """A submission's bytecode cache is never what runs: a `__pycache__` link (to a folder of the submission's
+    own) holding an unchecked-hash .pyc of correct code beside a wrong attention.py got full marks, in a single
+    run and in `grade`."""
+    subs = tmp_path / "subs"
+    _bytecode_decoy(subs / "alice")
+    single = run_cli(f"{subs}/alice/attention.py:MyAttn", "--format", "json", env=world.env())
+    report = json.loads(single.stdout)
+    statuses = {c["id"]: c["status"] for c in report["checks"]}
+    assert report["passed"] is False and statuses["causal-leakage"] == "fail", statuses
+    out = tmp_path / "graded"
+    run = run_cli("grade", str(subs), "--out", str(out), "--format", "json", "--jobs", "1", "--target",
+                  "attention.py:MyAttn", timeout=300, env=world.env())
+    assert run.returncode == 0, run.stderr[-2000:]
+    row = next(csv.DictReader(open(out / "summary.csv")))
+    assert row["passed"] == "False" and row["causal-leakage"] == "fail", row
+    world.assert_untouched()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FORGEABLE, ids=[p.stem for p in FORGEABLE])
 def test_forgeable_evidence(path, world):
@@ -503,9 +541,19 @@ def test_a_hidden_check_never_shows_in_what_students_see(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads((out / "student.results.json").read_text())
     hidden = [t for t in results["tests"] if t["visibility"] == "hidden"]
-    assert [t["name"].split()[0] for t in hidden] == ["causal-leakage"] and hidden[0]["status"] == "failed"
+    assert [t["name"].split()[0] for t in hidden] == ["causal-leakage", "mask-fill"] and hidden[0]["status"] == "failed"
     visible = results["output"] + " ".join(t["name"] + t["output"] for t in results["tests"] if t not in hidden)
     for word in ("causal-leakage", "leak", "future", "-100", "-inf", "such as -10", "masked scores", "gpt-2"):
         assert word not in visible.lower(), word
     single = run_cli(f"{subs}/attention.py:MyAttn", "--format", "gradescope", "--rubric", str(rubric))
     assert json.loads(single.stdout)["output"] == results["output"]
+    (tmp_path / "right").mkdir()  # what a student sees is as if the hidden check had passed: mask-fill, which needs
+    (tmp_path / "right" / "attention.py").write_text(correct_text())  # causal-leakage, was visible and skipped
+    # ("needs a check not shown yet, which did not pass", 0 points), where a correct layer's passed (red team 5)
+    passing = json.loads(run_cli(f"{tmp_path}/right/attention.py:MyAttn", "--format", "gradescope", "--rubric",
+                                 str(rubric)).stdout)
+
+    def seen(tests):
+        return [(t["name"], t["status"], t["score"], t["output"]) for t in tests if t["visibility"] == "visible"]
+
+    assert seen(results["tests"]) == seen(passing["tests"])

@@ -5,6 +5,7 @@ import copy
 import json
 import re
 
+from checks import needs_by_id
 from conftest import ROOT, report_for
 from harness.render import formats
 from harness.render.rubric import Rubric, load_rubric, score
@@ -45,13 +46,18 @@ def test_hidden_checks_are_one_aggregate_test_and_the_points_add_up_to_the_score
                            'visibility = "after_due_date"\npoints = 3\n')
     report = report_for(BUGGY)
     assert (report["view-order"].status, report["output-shape"].status) == ("fail", "pass")
-    rubric = load_rubric(str(rubric_file), {c.id for c in report.checks})
+    rubric = load_rubric(str(rubric_file), {c.id for c in report.checks}, needs=needs_by_id())
     data = results(BUGGY, rubric)
     text = json.dumps(data)
     assert "view-order" not in text and "output-shape" not in text  # neither the check nor what it found
     aggregate = [t for t in data["tests"] if t["name"] == "hidden checks"]
-    assert len(aggregate) == 1 and (aggregate[0]["points"], aggregate[0]["max_points"]) == (3.0, 7.0)
-    assert set(aggregate[0]) <= TEST_FIELDS and "2 checks" in aggregate[0]["message"]
+    hidden = rubric.hidden([c.id for c in report.checks])  # the two, and every check that needs output-shape
+    assert hidden > {"view-order", "output-shape"} and "reference-match" in hidden and "construct" not in hidden
+    earned = sum(rubric.points_for(c.id) for c in report.checks if c.id in hidden and c.status == "pass")
+    possible = sum(rubric.points_for(c.id) for c in report.checks if c.id in hidden)
+    assert len(aggregate) == 1 and (aggregate[0]["points"], aggregate[0]["max_points"]) == (earned, possible)
+    assert possible == 7.0 + len(hidden) - 2 and earned < possible
+    assert set(aggregate[0]) <= TEST_FIELDS and f"{len(hidden)} checks" in aggregate[0]["message"]
     for words in (data["message"], aggregate[0]["message"]):
         assert "count toward the score and are not shown" in words and "later" not in words
     got, total = score(report, rubric)

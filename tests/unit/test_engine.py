@@ -5,13 +5,14 @@ import re
 import numpy as np
 import pytest
 
-from checks import Outcome, all_checks
+from checks import Outcome, all_checks, needs_by_id
 import mutants
 from harness.engine import diagnosis, rewrite
 from harness.engine.compare import close, compare, same
 from harness.engine.records import Adapter, Diagnosis, ProcessEvent
 from harness.engine.report import CheckResult, Report
 from harness.render import text, view
+from harness.render.rubric import Rubric
 from harness.wire.errors import ChildEnd
 from mutants._info import REWRITES
 
@@ -114,6 +115,21 @@ def test_hidden_checks_never_reach_the_shared_view():
     hidden = view.build(r, hidden=frozenset({"eval-determinism"}))
     assert hidden.root is None and "eval-determinism" not in [ln.id for ln in hidden.lines]
     assert "eval-determinism" not in hidden.verdict and "FAIL: every check shown here passes" in hidden.verdict
+
+
+def test_a_check_is_shown_no_earlier_than_the_checks_it_needs():
+    """A visible check that a hidden one's failure skips would show that failure (red team 5): mask-fill needs
+    causal-leakage, and everything after output-shape needs it; instructor's tests and checks that need nothing
+    hidden keep the rubric's own visibility."""
+    rubric = Rubric(visibility={"causal-leakage": "hidden", "contiguity": "after_due_date",
+                                "reference-match": "after_published"}, needs=needs_by_id())
+    ids = [c.id for c in all_checks()]
+    assert rubric.visibility_for("mask-fill") == "hidden"
+    assert rubric.visibility_for("output-shape") == rubric.visibility_for("view-order") == "after_due_date"
+    assert rubric.visibility_for("reference-match") == "after_published"
+    assert rubric.visibility_for("construct") == rubric.visibility_for("tests/t.py::test_x") == "visible"
+    assert rubric.hidden(ids) == frozenset(ids) - {"construct", "head-invariance", "divisibility", "out-proj-bias",
+                                                   "param-count", "registered"}
 
 
 def test_a_root_cause_is_shown_while_a_visible_check_supports_it_and_hidden_failures_are_not_counted():

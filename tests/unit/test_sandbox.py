@@ -88,6 +88,7 @@ def test_the_copy_reads_only_regular_files_within_budgets(tmp_path):
     os.mkfifo(sub / "pipe.py")
     os.symlink("/dev/zero", sub / "zero.py")
     os.symlink("../../classmate/attention.py", sub / "theirs.py")
+    os.symlink(".", sub / "pkg" / "__pycache__")  # a cache as a link: Python would run its .pyc, not the source
     for skipped in (".git", "__pycache__", "venv"):
         (sub / skipped).mkdir()
         (sub / skipped / "x.py").write_text("")
@@ -104,6 +105,7 @@ def test_the_copy_reads_only_regular_files_within_budgets(tmp_path):
         assert os.readlink(copy / "zero.py") == "/dev/zero"  # links stay links: resolved in the child's own view
         assert os.readlink(copy / "theirs.py") == "../../classmate/attention.py"
         assert not any((copy / name).exists() for name in ("big.bin", "pipe.py", ".git", "__pycache__", "venv"))
+        assert not os.path.lexists(copy / "pkg" / "__pycache__")
         assert not list(copy.rglob("deepest.py"))
         assert any("big.bin" in s for s in room.skipped) and any("pipe.py" in s for s in room.skipped)
         assert oct(copy.stat().st_mode & 0o777) == "0o700" and oct(Path(room.root).stat().st_mode & 0o777) == "0o711"
@@ -166,6 +168,22 @@ def test_auto_detection_tokenizes_regular_files_only(tmp_path):
     (one / "test_attention.py").write_text(cases["plain"])
     os.mkfifo(one / "notes.py")
     assert pick.find_target(one) == "attention.py"
+
+
+def test_a_submissions_many_code_files_are_counted_not_all_named(tmp_path):
+    """100000 empty .py files made a 32 MB report (every name, twice) and would make one as large as the names a
+    student's folder can hold (red team 5): a report names a few and counts the rest."""
+    folder = tmp_path / "bob"
+    folder.mkdir()
+    for i in range(300):
+        (folder / f"m{i:03d}_{'x' * 150}.py").write_text("")
+    for target in (None, "attention.py:MyAttn"):
+        picked = pick.spec_for(folder, target, flat=False)
+        assert picked.spec is None and ("300 code files" in picked.problem or target), picked
+        assert len(picked.problem) < 3000 and "m000_" in picked.problem and "290 more" in picked.problem
+    (folder / "attention.py").write_text("import torch.nn as nn\nclass A(nn.Module):\n    pass\n")
+    picked = pick.spec_for(folder, None, flat=False)
+    assert picked.spec == "attention.py" and "301 code files" in picked.note and len(picked.note) < 3000
 
 
 def test_merge_reports_what_is_missing_or_malformed(tmp_path, capsys):
