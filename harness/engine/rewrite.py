@@ -217,10 +217,12 @@ def _scale(line: str, tree: ast.Module) -> str | None:
     torch.bmm(q, k.transpose(1, 2))  ->  torch.bmm(q, k.transpose(1, 2)) / q.size(-1) ** 0.5.  The head width is
     the queries' last axis whatever their layout ((B, H, n, dh), (B·H, n, dh), (B, n, H, dh) in an einsum)."""
     products = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
-    products += _calls(tree, "matmul", "bmm", "einsum")
+    products += _calls(tree, "matmul", "bmm", "einsum", "baddbmm")
     if len(products) != 1:
         return None
     product = products[0]
+    if getattr(getattr(product, "func", None), "attr", getattr(getattr(product, "func", None), "id", "")) == "baddbmm":
+        return _alpha(line, product)
     queries = product.left if isinstance(product, ast.BinOp) else \
         (product.args[1] if getattr(product.func, "attr", getattr(product.func, "id", "")) == "einsum" else
          product.args[0]) if len(getattr(product, "args", ())) >= 2 else None
@@ -241,6 +243,21 @@ def _scale(line: str, tree: ast.Module) -> str | None:
     else:
         old, width = factor, width + (" ** 0.5" if isinstance(scaled[-1].op, ast.Div) else " ** -0.5")
     return line[:old.col_offset] + width + line[old.end_col_offset:]
+
+
+def _alpha(line: str, call: ast.Call) -> str | None:
+    """torch.baddbmm(mask, q, kᵀ, alpha=C ** -0.5)  ->  ...(mask, q, kᵀ, alpha=q.size(-1) ** -0.5); mask.baddbmm(q,
+    kᵀ) alike: the product's alpha is its scale, and its queries are the first of the two it multiplies."""
+    method = isinstance(call.func, ast.Attribute) and _text(line, call.func.value) not in FUNCTION_HOMES
+    operands = call.args[0 if method else 1:]
+    if len(operands) < 2 or not _plain(operands[0]):
+        return None
+    width = f"{_text(line, operands[0])}.size(-1) ** -0.5"
+    told = next((k.value for k in call.keywords if k.arg == "alpha"), None)
+    if told is None:
+        end = call.end_col_offset - 1  # the closing parenthesis
+        return line[:end].rstrip() + ", alpha=" + width + line[end:]
+    return line[:told.col_offset] + width + line[told.end_col_offset:]
 
 
 def _dropout(line: str, tree: ast.Module) -> str | None:

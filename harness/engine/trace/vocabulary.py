@@ -15,6 +15,8 @@ FUSED_ATTENTION = ("scores", "scale", "mask", "softmax", "mix values")
 VIEWS = {"view", "reshape", "unflatten", "flatten", "view_as", "reshape_as", "_unsafe_view"}
 TRANSPOSES = {"transpose", "permute", "swapaxes", "swapdims", "movedim", "mT", "T", "transpose_", "t"}
 MATMULS = {"matmul", "__matmul__", "__rmatmul__", "bmm", "mm", "einsum", "baddbmm", "addmm", "tensordot"}
+ADD_PRODUCTS = {"baddbmm", "addmm", "addbmm"}  # beta·input + alpha·(a @ b): one call that may add the mask to the
+# scores (its input) and scale them (alpha) as it makes them
 SCALARS = {"div", "mul", "__truediv__", "__mul__", "__rmul__", "true_divide", "div_", "mul_", "__itruediv__",
            "__imul__", "multiply", "divide", "__div__"}
 DIVIDES = {"div", "__truediv__", "true_divide", "div_", "__itruediv__", "divide", "__div__"}
