@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import threading
 
+from harness.engine.trace.vocabulary import LEADING_AXES
+
 _AST_LOCK = threading.Lock()
 
 
@@ -70,6 +72,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         return _fill(line, tree)
     if kind == "invert" and "row by row:" in told and INVERTED not in told:
         return None  # it hides something else than the past and the diagonal: inverting it would not be the future
+    if kind == "slice" and LEADING_AXES in told:
+        return _slice_last_axes(line, tree)
     if kind in LOCAL:
         return LOCAL[kind](line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
@@ -294,6 +298,17 @@ def _slice(line: str, tree: ast.Module) -> str | None:
         return None  # a slice is there already, or the mask is computed on the line: the mistake is elsewhere
     n = f"{_text(line, calls[0].func.value)}.size(-1)"
     return line[:mask.end_col_offset] + f"[..., :{n}, :{n}]" + line[mask.end_col_offset:]
+
+
+def _slice_last_axes(line: str, tree: ast.Module) -> str | None:
+    """self.mask[:T, :T] == 0  ->  self.mask[:, :, :T, :T] == 0: a (1, 1, L, L) mask sliced on its first two axes
+    (the trace said so), cut on its last two with the line's own bounds."""
+    cuts = [n for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Tuple) and
+            len(n.slice.elts) == 2 and all(isinstance(e, ast.Slice) for e in n.slice.elts)]
+    if len(cuts) != 1:
+        return None
+    inner = cuts[0].slice
+    return line[:inner.col_offset] + ":, :, " + line[inner.col_offset:]
 
 
 def _contiguous(line: str, tree: ast.Module) -> str | None:
