@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import threading
 
+from harness.engine.trace.vocabulary import LEADING_AXES
+
 _AST_LOCK = threading.Lock()
 
 
@@ -70,6 +72,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         return _fill(line, tree)
     if kind == "invert" and "row by row:" in told and INVERTED not in told:
         return None  # it hides something else than the past and the diagonal: inverting it would not be the future
+    if kind == "slice" and LEADING_AXES in told:
+        return _slice_last_axes(line, tree)
     if kind in LOCAL:
         return LOCAL[kind](line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
@@ -217,10 +221,12 @@ def _scale(line: str, tree: ast.Module) -> str | None:
     torch.bmm(q, k.transpose(1, 2))  ->  torch.bmm(q, k.transpose(1, 2)) / q.size(-1) ** 0.5.  The head width is
     the queries' last axis whatever their layout ((B, H, n, dh), (B·H, n, dh), (B, n, H, dh) in an einsum)."""
     products = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
-    products += _calls(tree, "matmul", "bmm", "einsum")
+    products += _calls(tree, "matmul", "bmm", "einsum", "baddbmm")
     if len(products) != 1:
         return None
     product = products[0]
+    if getattr(getattr(product, "func", None), "attr", getattr(getattr(product, "func", None), "id", "")) == "baddbmm":
+        return _alpha(line, product)
     queries = product.left if isinstance(product, ast.BinOp) else \
         (product.args[1] if getattr(product.func, "attr", getattr(product.func, "id", "")) == "einsum" else
          product.args[0]) if len(getattr(product, "args", ())) >= 2 else None
@@ -241,6 +247,21 @@ def _scale(line: str, tree: ast.Module) -> str | None:
     else:
         old, width = factor, width + (" ** 0.5" if isinstance(scaled[-1].op, ast.Div) else " ** -0.5")
     return line[:old.col_offset] + width + line[old.end_col_offset:]
+
+
+def _alpha(line: str, call: ast.Call) -> str | None:
+    """torch.baddbmm(mask, q, kᵀ, alpha=C ** -0.5)  ->  ...(mask, q, kᵀ, alpha=q.size(-1) ** -0.5); mask.baddbmm(q,
+    kᵀ) alike: the product's alpha is its scale, and its queries are the first of the two it multiplies."""
+    method = isinstance(call.func, ast.Attribute) and _text(line, call.func.value) not in FUNCTION_HOMES
+    operands = call.args[0 if method else 1:]
+    if len(operands) < 2 or not _plain(operands[0]):
+        return None
+    width = f"{_text(line, operands[0])}.size(-1) ** -0.5"
+    told = next((k.value for k in call.keywords if k.arg == "alpha"), None)
+    if told is None:
+        end = call.end_col_offset - 1  # the closing parenthesis
+        return line[:end].rstrip() + ", alpha=" + width + line[end:]
+    return line[:told.col_offset] + width + line[told.end_col_offset:]
 
 
 def _dropout(line: str, tree: ast.Module) -> str | None:
@@ -277,6 +298,17 @@ def _slice(line: str, tree: ast.Module) -> str | None:
         return None  # a slice is there already, or the mask is computed on the line: the mistake is elsewhere
     n = f"{_text(line, calls[0].func.value)}.size(-1)"
     return line[:mask.end_col_offset] + f"[..., :{n}, :{n}]" + line[mask.end_col_offset:]
+
+
+def _slice_last_axes(line: str, tree: ast.Module) -> str | None:
+    """self.mask[:T, :T] == 0  ->  self.mask[:, :, :T, :T] == 0: a (1, 1, L, L) mask sliced on its first two axes
+    (the trace said so), cut on its last two with the line's own bounds."""
+    cuts = [n for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Tuple) and
+            len(n.slice.elts) == 2 and all(isinstance(e, ast.Slice) for e in n.slice.elts)]
+    if len(cuts) != 1:
+        return None
+    inner = cuts[0].slice
+    return line[:inner.col_offset] + ":, :, " + line[inner.col_offset:]
 
 
 def _contiguous(line: str, tree: ast.Module) -> str | None:

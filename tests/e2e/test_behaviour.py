@@ -26,7 +26,8 @@ from harness.sandbox.limits import Limits
 
 pytestmark = pytest.mark.slow
 SNAPSHOT = ROOT / "tests" / "e2e" / "golden" / "behaviour"
-HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading", "stops_itself")  # they end only at the time limit:
+HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading", "stops_itself")  # they end only at
+# the time limit:
 HANG_LIMITS = Limits(call_seconds=4, total_seconds=8)  # a short one will do (the others keep the default, as a
 # loaded machine may need it)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import MATMULS, REINDEX, SCORES_LIKE, TRANSPOSES, VIEWS, is_weight, number
+from harness.engine.trace.vocabulary import (LEADING_AXES, MATMULS, PASS_THROUGH, REINDEX, SCORES_LIKE, TRANSPOSES,
+                                             VIEWS, is_weight, number)
 
 SLICE_DETECTORS = ("split-order-on-slice", "view-on-slice")  # a view of a slice raised: not a missing contiguous()
 ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
@@ -215,6 +216,12 @@ def _raised(namer: Namer, op: dict) -> dict:
             "it keeps the axes in their order; check the order of the view's sizes")}
     if any(namer.sym(t) in ("L, L", "1, 1, L, L") for t in op["in"]) and any(
             namer.sym(t) in SCORES_LIKE for t in op["in"]):
+        if any(_sliced_on_leading_axes(namer, t) for t in op["in"]):
+            return {"id": "mask-size-not-n", "title": (
+                "A (1, 1, context_length, context_length) mask sliced with [:n, :n]: the slice cuts its first two "
+                "axes, not the last two"), "text": (
+                f"the slice [:n, :n] {LEADING_AXES} the mask stays (1, 1, context_length, context_length) and meets "
+                f"the (n, n) scores uncut: use mask[:, :, :n, :n] ({message})")}
         return {"id": "mask-size-not-n", "text": (
             "the (context_length, context_length) mask meets the (n, n) scores without being cut to the sequence: "
             f"use mask[:n, :n] ({message})")}
@@ -230,6 +237,21 @@ def _raised(namer: Namer, op: dict) -> dict:
             "the scores multiply the queries (B, n, d) by keys with every axis reversed: keys.T on a batch gives "
             f"(d, n, B); use keys.transpose(1, 2) (or transpose(-2, -1)) to get (B, d, n) ({message})")}
     return {"id": "raised", "text": f"this operation raised {message}"}
+
+
+def _sliced_on_leading_axes(namer: Namer, info: dict) -> bool:
+    """A (1, 1, L, L) mask that went through a slice which kept it (1, 1, L, L): `mask[:n, :n]` written for a 2-d
+    mask, on a 4-d buffer, cuts the two axes of size 1 (a student's trial was told to slice a mask it had sliced)."""
+    src = info.get("src")
+    while src is not None and src < len(namer.ops):
+        op = namer.ops[src]
+        if op["op"] == "__getitem__" and op["in"]:
+            return namer.sym(op["in"][0]) == "1, 1, L, L" and namer.sym(op.get("out")) == "1, 1, L, L"
+        if op["op"] not in REINDEX | PASS_THROUGH | {"eq", "__eq__", "ne", "__ne__", "logical_not", "__invert__"} \
+                or not op["in"]:
+            return False
+        src = op["in"][0].get("src")
+    return False
 
 
 def _made_by_transpose(namer: Namer, info: dict) -> bool:

@@ -9,8 +9,8 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import (ADDS, CREATORS, MULTIPLIES, PASS_THROUGH, SCORES_LIKE, VIEWS, WORKED,
-                                             number, square_pattern)
+from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, MULTIPLIES, PASS_THROUGH, SCORES_LIKE,
+                                             VIEWS, WORKED, number, square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 PROBED_FILL = -5e4  # causal-leakage's probe pushes real scores near -5e4 (the size fp16 activations reach): a fill
@@ -89,7 +89,11 @@ def mask_shape(f: Findings) -> None:
     """What the masks applied before the softmax hide together is not exactly the future (the strict upper
     triangle); marked on the last of them."""
     uses = _mask_uses(f)
-    applied = uses[0] if uses else []
+    if uses is None:
+        for i, hidden in _fused_masks(f):
+            _mark_mask_shape(f, i, hidden, _fused_mask_made_at(f, i))
+        return
+    applied = uses[0]
     hidden = None
     for m in applied:
         pattern = _mask_pattern(f.namer, f.ops[m])
@@ -97,6 +101,12 @@ def mask_shape(f: Findings) -> None:
             hidden = pattern if hidden is None else (hidden | pattern)
     if hidden is None or not applied:
         return
+    _mark_mask_shape(f, applied[-1], hidden, _made_at(f, applied[-1]))
+
+
+def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None) -> None:
+    """Mark operation `m`, which applies a mask hiding `hidden` (n, n), when that is not exactly the future; `made`:
+    the line that made the mask wrongly, when it is not `m`'s."""
     n = f.cfg["n"]
     future = np.triu(np.ones((n, n), bool), 1)
     if np.array_equal(hidden, future):
@@ -114,12 +124,66 @@ def mask_shape(f: Findings) -> None:
         mid, text = "mask-wrong", "the mask does not hide exactly the future positions (s > t)"
     rows = "; ".join("".join("x" if v else "." for v in row) for row in hidden)
     mark = {"id": mid, "text": f"{text} (hidden, row by row: {rows}; expected .xx; ..x; ...)"}
-    made = _made_at(f, applied[-1])
     if made is not None:  # the mask is right in forward's use of it, wrong where it was made: that line to change
         mark.update(at=made["at"], code=made["code"],
                     text=f"{mark['text']}; the mask is made wrongly at {made['at']} ({made['code']}), not where it "
                          "is applied")
-    f.mark(applied[-1], mark, keep_earlier=True)
+    f.mark(m, mark, keep_earlier=True)
+
+
+def _fused_masks(f: Findings) -> list[tuple[int, np.ndarray]]:
+    """(the fused attention, the positions (n, n) its attn_mask hides) for each scaled_dot_product_attention not told
+    is_causal whose mask can be read: a float mask hides where it holds -inf, a boolean one where it is False (its
+    True means keep).  A student's float mask built with triu(..., 2) let one future token through and the report
+    had no line for it: the fused attention's mask was never read."""
+    found = []
+    for i in f.namer.fused:
+        op = f.ops[i]
+        if op["op"] != "scaled_dot_product_attention" or op["kwargs"].get("is_causal") == "True":
+            continue
+        given = _fused_mask_tensor(op)
+        if given is None:
+            continue
+        pattern = square_pattern(given.get("pattern"), f.cfg["n"])
+        if pattern is None:
+            continue
+        if given.get("dtype") == "bool":
+            found.append((i, ~pattern))
+        elif given.get("neginf"):
+            found.append((i, pattern))
+    return found
+
+
+def _fused_mask_tensor(op: dict) -> dict | None:
+    """The recorded attn_mask tensor of a scaled_dot_product_attention call, or None."""
+    raw = op["kwargs"].get("attn_mask", op["args"][3] if len(op["args"]) > 3 else None)
+    if not isinstance(raw, str) or not raw.startswith("<T"):
+        return None
+    k = int(raw[2:-1])
+    return op["in"][k] if k < len(op["in"]) else None
+
+
+def _fused_mask_made_at(f: Findings, i: int) -> dict | None:
+    """{"at", "code"} of the one triu/tril of a constant tensor that decided which positions the fused attention `i`'s
+    mask hides, when it marks neither right convention (triu from diagonal 1, tril up to diagonal 0): the line to
+    change; else None (the mask is read, not where it went wrong)."""
+    given = _fused_mask_tensor(f.ops[i])
+    if given is None or given.get("src") is None:
+        return None
+    shapers = [a for a in f.namer.ancestors(given["src"]) | {given["src"]} if f.ops[a]["op"] in SHAPERS]
+    if len(shapers) != 1:
+        return None
+    op = f.ops[shapers[0]]
+    source = op["in"][0] if op["in"] else {}
+    if source.get("src") is None or f.ops[source["src"]]["op"] not in FILLED:
+        return None
+    method = op["args"][:1] == ["<T0>"]
+    raw = op["kwargs"].get("diagonal", op["args"][1] if len(op["args"]) > 1 and method else "0")
+    diagonal = number(raw)
+    right = 1 if op["op"].startswith("triu") else 0
+    if diagonal is None or diagonal == right or op.get("at", "?") == "?":
+        return None
+    return {"at": op["at"], "code": op.get("code", "")}
 
 
 SHAPERS = {"tril", "triu", "tril_", "triu_"}  # what decides which positions a mask marks
@@ -191,6 +255,8 @@ def _mask_pattern(namer: Namer, op: dict) -> list | None:
         scores_first = len(ins) >= 2 and op["args"][1:2] == ["<T1>"] and (
             namer.sym(ins[1]) in SCORES_LIKE or namer.derives_from(ins[1], ("scores",)))
         return ~cond if scores_first else cond
+    if name in ADD_PRODUCTS and ins and ins[0].get("neginf"):  # baddbmm(mask, q, kᵀ): the mask is its input
+        return square_pattern(ins[0].get("pattern"), n)
     if name in ADDS:
         for t in ins:
             if t.get("neginf") and "pattern" in t and namer.sym(t) not in SCORES_LIKE:
@@ -322,8 +388,9 @@ def mask_device(f: Findings) -> None:
         return
     for m in [i for group in uses for i in group]:
         before: set[int] = set()  # what made the mask itself, not the scores it is applied to
-        for t in f.ops[m]["in"]:
-            if t.get("src") is not None and f.namer.sym(t) not in SCORES_LIKE and \
+        for k, t in enumerate(f.ops[m]["in"]):
+            added = k == 0 and f.ops[m]["op"] in ADD_PRODUCTS  # baddbmm's input: the mask, expanded to the scores
+            if t.get("src") is not None and (added or f.namer.sym(t) not in SCORES_LIKE) and \
                     not f.namer.derives_from(t, ("project", "scores", "softmax")):
                 before |= f.namer.ancestors(t["src"]) | {t["src"]}
         moved = set()

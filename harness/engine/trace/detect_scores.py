@@ -90,7 +90,7 @@ def _queries_width(f: Findings, ancestors: set[int], default: int) -> int:
     layout: (B, H, n, dh), (B·H, n, dh), (B, n, H, dh) in an einsum), else `default`."""
     products = sorted(i for i in ancestors if f.namer.labels[i] == "scores" and f.ops[i]["op"] in MATMULS)
     for i in reversed(products):
-        data = [t for t in f.ops[i]["in"] if t.get("shape")]
+        data = [t for t in f.namer.product_operands(f.ops[i]) if t.get("shape")]
         if len(data) >= 2 and data[0]["shape"][-1] > 0:
             return int(data[0]["shape"][-1])
     return default

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 
-from harness.engine.trace.vocabulary import (ADDS, CATS, DIVIDES, DROPOUTS, FUSED_MHA, LESSON_STEPS, MASK_BUILDERS,
-                                             MASK_LIKE, MATMULS, MULTIPLIES, PASS_THROUGH, SCALARS, SCORES_LIKE,
-                                             SOFTMAXES, SPLITS, TRANSPOSES, VIEWS, is_weight, number, patterns)
+from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CATS, DIVIDES, DROPOUTS, FUSED_MHA, LESSON_STEPS,
+                                             MASK_BUILDERS, MASK_LIKE, MATMULS, MULTIPLIES, PASS_THROUGH, SCALARS,
+                                             SCORES_LIKE, SOFTMAXES, SPLITS, TRANSPOSES, VIEWS, is_weight, number,
+                                             patterns)
 
 
 RESHAPE_KINDS = {"view": VIEWS, "transpose": TRANSPOSES, "split": SPLITS, "slice": {"__getitem__"}}
@@ -53,6 +54,8 @@ class Namer:
         self.heads = H
         self.mask_ops: list[int] = []  # operations that apply a mask to the scores
         self.fused: list[int] = []  # fused attentions (scaled_dot_product_attention, nn.MultiheadAttention)
+        self.also: dict[int, tuple[str, ...]] = {}  # operation -> the steps it takes besides its name's (baddbmm
+        # making the scores also scales and masks them)
 
     def sym(self, info: dict | None) -> str | None:
         """A recorded tensor's shape in the lesson's letters ("B, n, d"), or None when the lesson has no name for it."""
@@ -162,13 +165,39 @@ class Namer:
 
     def _product(self, op: dict) -> str | None:
         """A product of two data tensors: the scores (q @ kᵀ), or the weights mixing the values."""
-        ins, so = op["in"], self.sym(op.get("out"))
+        ins, so = self.product_operands(op), self.sym(op.get("out"))
         if op["op"] not in MATMULS or len(ins) < 2:
             return None
         if any(self.sym(t) in SCORES_LIKE or self.derives_from(t, ("softmax",)) for t in ins[:2]) and \
                 so not in SCORES_LIKE:
             return "mix values"
-        return "scores" if so in SCORES_LIKE else None
+        if so not in SCORES_LIKE:
+            return None
+        if op["op"] in ADD_PRODUCTS:
+            self._added_and_scaled(op)
+        return "scores"
+
+    @staticmethod
+    def product_operands(op: dict) -> list[dict]:
+        """The two tensors a product multiplies: baddbmm(input, q, kᵀ) multiplies its second and third (its first,
+        the input, is added to the product)."""
+        return op["in"][1:] if op["op"] in ADD_PRODUCTS else op["in"]
+
+    def _added_and_scaled(self, op: dict) -> None:
+        """Scores made by baddbmm(mask, q, kᵀ, alpha=1/sqrt(dh)): alpha scales them, and an input holding -inf or
+        made from a mask masks them, in the product itself (a notebook's layer was told no-scaling and no-mask)."""
+        kwargs = op["kwargs"]
+        alpha = number(kwargs.get("alpha", "1"))
+        also = ()
+        if alpha is not None and alpha != 0 and math.isfinite(alpha):
+            self.scale_factors.append((op["i"], alpha))
+            also += ("scale",) if alpha != 1 else ()
+        added = op["in"][0] if op["in"] and op["args"][:1] == ["<T0>"] else None
+        if added is not None and number(kwargs.get("beta", "1")) != 0 and \
+                (added.get("neginf") or self.derives_from(added, ("mask",))):
+            self.mask_ops.append(op["i"])
+            also += ("mask",)
+        self.also[op["i"]] = also
 
     def _scaling(self, op: dict) -> str | None:
         """Projected data multiplied (or divided) by a number before any softmax."""

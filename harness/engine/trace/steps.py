@@ -22,6 +22,7 @@ class Step:
     at: str  # student file:line
     code: str  # that line
     mistake: dict | None = None  # {"id": detector, "text"} when a known mistake shows at this step
+    also: tuple[str, ...] = ()  # the lesson's steps this operation takes besides its label's (baddbmm's scale, mask)
 
 
 def build(namer: Namer, ops: list[dict], marks: dict[int, dict]) -> list[Step]:
@@ -40,7 +41,8 @@ def build(namer: Namer, ops: list[dict], marks: dict[int, dict]) -> list[Step]:
         if all(k is not None for k in known) and any(known):
             symbols = ", ".join(f"({k})" for k in known[:-1]) + f" -> ({known[-1]})" if outs else ""
         steps.append(Step(op["i"] + 1, op["op"], call_text(op), labels[op["i"]], ins, out, shapes.strip(),
-                          symbols.strip(), op.get("at", "?"), op.get("code", ""), marks.get(op["i"])))
+                          symbols.strip(), op.get("at", "?"), op.get("code", ""), marks.get(op["i"]),
+                          namer.also.get(op["i"], ())))
     return steps
 
 
@@ -49,7 +51,7 @@ def lesson_order(steps: list[Step]) -> list[str]:
     order: list[str] = []
     for s in steps:
         names = FUSED_ATTENTION if s.label == "attention (fused)" else (
-            LESSON_STEPS if s.label == "attention (nn.MultiheadAttention)" else (s.label,))
+            LESSON_STEPS if s.label == "attention (nn.MultiheadAttention)" else (s.label, *s.also))
         for name in names:
             if name in LESSON_STEPS and name not in order:
                 order.append(name)

@@ -15,6 +15,8 @@ FUSED_ATTENTION = ("scores", "scale", "mask", "softmax", "mix values")
 VIEWS = {"view", "reshape", "unflatten", "flatten", "view_as", "reshape_as", "_unsafe_view"}
 TRANSPOSES = {"transpose", "permute", "swapaxes", "swapdims", "movedim", "mT", "T", "transpose_", "t"}
 MATMULS = {"matmul", "__matmul__", "__rmatmul__", "bmm", "mm", "einsum", "baddbmm", "addmm", "tensordot"}
+ADD_PRODUCTS = {"baddbmm", "addmm", "addbmm"}  # beta·input + alpha·(a @ b): one call that may add the mask to the
+# scores (its input) and scale them (alpha) as it makes them
 SCALARS = {"div", "mul", "__truediv__", "__mul__", "__rmul__", "true_divide", "div_", "mul_", "__itruediv__",
            "__imul__", "multiply", "divide", "__div__"}
 DIVIDES = {"div", "__truediv__", "true_divide", "div_", "__itruediv__", "divide", "__div__"}
@@ -33,6 +35,8 @@ CATS = {"cat", "concat", "concatenate", "stack", "hstack"}
 MASK_BUILDERS = {"triu", "tril", "ones", "ones_like", "zeros", "full", "arange", "logical_not", "__invert__", "eq",
                  "__eq__", "ne", "__ne__", "gt", "__gt__", "lt", "__lt__", "ge", "__ge__", "le", "__le__", "bool",
                  "__getitem__", "to", "triu_", "tril_", "masked_fill", "view", "reshape", "unsqueeze", "float"}
+LEADING_AXES = "cuts the first two axes of a 4-d mask (axes of size 1), not its last two:"  # a trace mark's words
+# that the own-line fix reads (harness.engine.rewrite): cut the mask on its last two axes instead
 FUSED_MHA = {"multi_head_attention_forward", "_native_multi_head_attention"}
 
 SCORES_LIKE = {"B, H, n, n", "B·H, n, n", "B, n, n"}
