@@ -65,7 +65,10 @@ def _softmax_line(f: Findings) -> dict | None:
     return {"at": op["at"], "code": op.get("code", "")} if op and op.get("at") not in (None, "?") else None
 
 
-@detector("fill-leaks-visibly", "fill-leaks-invisibly")
+FILL_MARKS = ("fill-leaks-visibly", "fill-leaks-invisibly")  # a finite fill's marks (fill_mark)
+
+
+@detector(*FILL_MARKS)
 def finite_fill(f: Findings) -> None:
     """A mask that fills with a finite number instead of -inf: marked when it leaks at the magnitudes real scores
     reach (above PROBED_FILL, where causal-leakage finds it: -100, -1e4); one below them (-1e9) is only a note."""
@@ -128,7 +131,7 @@ def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None)
         mark.update(at=made["at"], code=made["code"],
                     text=f"{mark['text']}; the mask is made wrongly at {made['at']} ({made['code']}), not where it "
                          "is applied")
-    f.mark(m, mark, keep_earlier=True)
+    f.mark(m, mark, keep_earlier=True, beside=FILL_MARKS)  # a finite fill on the same masked_fill is a second mistake
 
 
 def _fused_masks(f: Findings) -> list[tuple[int, np.ndarray]]:

@@ -49,12 +49,15 @@ class Findings:
         op = self.ops[src] if isinstance(src, int) and 0 <= src < len(self.ops) else None
         return {"at": op["at"], "code": op.get("code", "")} if op and op.get("at") not in (None, "?") else {}
 
-    def mark(self, i: int, found: dict, keep_earlier: bool = False) -> None:
-        """Mark operation `i`; `keep_earlier`: unless an earlier detector already marked it."""
+    def mark(self, i: int, found: dict, keep_earlier: bool = False, beside: tuple[str, ...] = ()) -> None:
+        """Mark operation `i`; `keep_earlier`: unless an earlier detector already marked it; `beside`: the ids of
+        earlier marks this one stands beside as a second mistake of the same operation (a fill's value and a mask's
+        pattern are two things one masked_fill can get wrong; two readings of one wrong mask, SDPA's boolean
+        convention and an inverted mask, are one mistake and keep the earlier mark alone)."""
         self._registered(found["id"])
         if keep_earlier:
             earlier = self.at.setdefault(i, found)
-            if earlier is not found and earlier["id"] != found["id"] and all(
+            if earlier is not found and earlier["id"] in beside and all(
                     j != i or m["id"] != found["id"] for j, m in self.beside):
                 self.beside.append((i, found))  # both stand: the step shows the first, the mistakes list both
         else:
