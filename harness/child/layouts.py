@@ -649,7 +649,9 @@ def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
     its weight and bias, `.T` marks a matrix used as x @ W, `qkv` is a fused q/k/v projection.  The user names the
     fused parameter, not the order of its rows: with several heads it is read as [Q; K; V] blocks and as
     [q_0; k_0; v_0; q_1; ...] per head, and the proof decides (several readings are never "certain")."""
-    fused = any(r in ("qkv", "wqkv") for r in mapping)
+    params = dict(module.named_parameters())
+    fused = any(r in ("qkv", "wqkv") and getattr(params.get(t.removesuffix(".T")), "ndim", 2) != 4
+                for r, t in mapping.items())  # (a 4-D one has no rows to order: `_fused_pieces` reads its axes)
     readings = [False, True] if heads > 1 and fused and d_kv is None else [False]
     layouts = []
     for per_head in readings:
@@ -670,6 +672,7 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
     modules = dict(module.named_modules())
     roles: dict[str, list[Piece]] = {}
     per_head_options: dict[str, list[list[Piece]]] = {}
+    fused_options: list[dict[str, list[Piece]]] = []  # a 4-D fused q/k/v parameter's readings
     dh = d_out // heads
     for given, target in mapping.items():
         role = {"q": "wq", "k": "wk", "v": "wv", "o": "wo", "out": "wo", "qkv": "wqkv"}.get(given, given)
@@ -694,7 +697,14 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
                         f"(parameters: {', '.join(params)})")
         for r, p in found.items():
             qual = name if r == role else name + ".bias"
-            if r in ("wqkv", "bqkv"):
+            if r == "wqkv" and p.dim() == 4:
+                fused_options = _fused_pieces(p, qual, transpose, d_in, d_out, heads) if d_kv is None else []
+                if not fused_options:
+                    return [], (f"--map {given}={target}: a 4-D parameter of shape {tuple(p.shape)} is not W_q, W_k "
+                                f"and W_v of {heads} heads of width {dh} from {d_in} features (an axis of length 3 "
+                                f"for q, k, v, one of {heads} for the heads, and one head's matrix)")
+                roles.update(fused_options[0])
+            elif r in ("wqkv", "bqkv"):
                 for i, sub in enumerate("qkv"):
                     rows = [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)] if per_head else \
                         [slice(i * d_out, (i + 1) * d_out)] if d_kv is None else [_grouped_rows(d_out, d_kv)[i]]
@@ -712,9 +722,27 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
         return [], f"--map: {problem}"
     groups = [[r for r in per_head_options if r != "wo"], [r for r in per_head_options if r == "wo"]]
     readings = []
-    for picked in itertools.product(*[_shared_ways(per_head_options, g) for g in groups if g]):
+    for picked in itertools.product(*[_shared_ways(per_head_options, g) for g in groups if g],
+                                    *([fused_options] if fused_options else [])):
         readings.append({**roles, **{r: pieces for way in picked for r, pieces in way.items()}})
     return readings, ""
+
+
+def _fused_pieces(p: torch.Tensor, name: str, transpose: bool, d_in: int, d_out: int,
+                  heads: int) -> list[dict[str, list[Piece]]]:
+    """A 4-D parameter named with --map qkv=NAME, read as W_q, W_k, W_v one matrix per role and head
+    (`_fused_ways`): each reading whose head matrices are (dh, d_in) in Linear convention, those used as x @ W[r, h]
+    (`.T`, as einsum('btd,shde->sbhte') uses them) first where the user wrote .T, else last; [] for none."""
+    dh = d_out // heads
+    found = []
+    for role_axis, head_axis, flip in _fused_ways(tuple(p.shape), heads):
+        rest = [n for a, n in enumerate(p.shape) if a not in (role_axis, head_axis)]
+        if (rest[::-1] if flip else rest) != [dh, d_in]:
+            continue
+        found.append((flip != transpose, {"w" + r: [Piece(p, name, flip, index=h, head_axis=head_axis,
+                                                         part=(role_axis, j)) for h in range(heads)]
+                                          for j, r in enumerate("qkv")}))
+    return [roles for _, roles in sorted(found, key=lambda t: t[0])]
 
 
 def _shared_ways(options: dict[str, list[list[Piece]]], group: list[str]) -> list[dict[str, list[Piece]]]:
