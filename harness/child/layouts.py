@@ -228,6 +228,7 @@ class _Entry:
     fused_ways: tuple[tuple[int, int, bool], ...] = ()  # a 4-D fused per-head q/k/v parameter: its readings
     # (role axis, heads axis, transposed), `_fused_ways`
     fused: tuple[int, int, bool] | None = None  # the one read in this reading
+    fused_bias: tuple[torch.Tensor, str] | None = None  # its 3-D bias b_qkv (3, H, dh), and the bias's name
 
 
 def _head_index(module: nn.Module, qualname: str, heads: int) -> int | None:
@@ -249,7 +250,7 @@ LINEAR_LIKE = {"weight": "w", "W": "w", "w": "w", "kernel": "w", "weights": "w",
 
 
 def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
-    entries, unknown, fused = [], [], []
+    entries, unknown, fused, fused_biases = [], [], [], []
     for qual, p in module.named_parameters():
         owner_name, _, pname = qual.rpartition(".")
         owner = module.get_submodule(owner_name) if owner_name else module
@@ -268,6 +269,9 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
         if p.dim() == 4 and role in ("qkv", None) and (ways := _fused_ways(tuple(p.shape), heads)):
             fused.append(_Entry("qkv", "w", p, qual, False, None, fused_ways=ways, fused=ways[0]))
             continue
+        if p.dim() == 3 and role == "qkv" and _bias_name(label) and _bias_ways(tuple(p.shape), heads, True):
+            fused_biases.append((p, qual))
+            continue
         axes = tuple(a for a in range(3) if p.shape[a] == heads) if p.dim() == 3 else ()
         if role is None or p.dim() > 3 or (p.dim() == 3 and (not axes or role in ("qkv", "kv"))):
             unknown.append(qual)
@@ -275,8 +279,24 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
         entries.append(_Entry(role, kind, p, qual, is_linear, _head_index(module, qual, heads), p.dim() == 3,
                               axes or (0,), axes[0] if axes else 0))
     if len(fused) == 1 and not any(e.kind == "w" and e.role != "o" for e in entries):  # the only q/k/v there is
-        return [*fused, *entries], unknown
-    return entries, unknown + [e.name for e in fused]
+        if len(fused_biases) == 1:
+            fused[0].fused_bias = fused_biases[0]
+            fused_biases = []
+        return [*fused, *entries], unknown + [name for _, name in fused_biases]
+    return entries, unknown + [e.name for e in fused] + [name for _, name in fused_biases]
+
+
+def _bias_name(label: str) -> bool:
+    """`b_qkv`, `qkv_bias`, `bqkv`: a name that says bias (a 3-D fused q/k/v parameter is a weight otherwise)."""
+    toks = _tokens(label)
+    return any(t in ("b", "bias", "biases") for t in toks) or toks[0].startswith("b") and role_of(toks[0][1:]) == "qkv"
+
+
+def _bias_ways(shape: tuple[int, ...], heads: int, role_first: bool) -> list[tuple[int, int]]:
+    """The (role axis, heads axis) readings of a fused per-head bias b_qkv (3, H, dh), (H, 3, dh)...: those that put
+    the role before the heads as its weight does (`role_first`) first, as a layer writes the two alike."""
+    ways = [(r, h) for r, h in itertools.permutations(range(3), 2) if shape[r] == 3 and shape[h] == heads]
+    return sorted(ways, key=lambda w: (w[0] < w[1]) != role_first)
 
 
 def _fused_how(entries: list[_Entry]) -> str:
@@ -615,6 +635,12 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
                 roles.setdefault("w" + r, []).extend(
                     ((h,), Piece(e.param, e.name, flags[i], index=h, head_axis=head_axis, part=(role_axis, j)))
                     for h in range(e.param.shape[head_axis]))
+            if e.fused_bias is not None:
+                bias, name = e.fused_bias
+                role_b, head_b = _bias_ways(tuple(bias.shape), heads, role_axis < head_axis)[0]
+                for j, r in enumerate("qkv"):
+                    roles["b" + r] = [((h,), Piece(bias, name, index=h, head_axis=head_b, part=(role_b, j)))
+                                      for h in range(bias.shape[head_b])]
         elif e.per_head:
             for h in range(e.param.shape[e.head_axis]):
                 roles.setdefault(e.kind + e.role, []).append(

@@ -23,7 +23,7 @@ LAYOUTS = {
 }
 
 
-def _layer(layout: str, d_in: int, d_out: int, heads: int, out: str = "linear") -> nn.Module:
+def _layer(layout: str, d_in: int, d_out: int, heads: int, out: str = "linear", bias: bool = False) -> nn.Module:
     """`out`: "linear" (an nn.Linear out_proj), "3d" (w_o (H, dh, d_out)), "3d-width-first" (w_o (d_out, H, dh)),
     "none" (the heads concatenated and returned)."""
     shape, spec = LAYOUTS[layout]
@@ -34,6 +34,10 @@ def _layer(layout: str, d_in: int, d_out: int, heads: int, out: str = "linear") 
             self.H, self.dh = heads, d_out // heads
             g = torch.Generator().manual_seed(0)
             self.w_qkv = nn.Parameter(torch.randn(shape(d_in, heads, self.dh), generator=g, dtype=torch.float64))
+            self.heads_first = layout.startswith("heads first")
+            if bias:  # laid out as the weight is: (H, 3, dh) beside a heads-first one, else (3, H, dh)
+                self.b_qkv = nn.Parameter(torch.randn((heads, 3, self.dh) if self.heads_first else (3, heads, self.dh),
+                                                      generator=g, dtype=torch.float64))
             if out == "3d":
                 self.w_o = nn.Parameter(torch.randn(heads, self.dh, d_out, generator=g, dtype=torch.float64))
             elif out == "3d-width-first":
@@ -44,6 +48,9 @@ def _layer(layout: str, d_in: int, d_out: int, heads: int, out: str = "linear") 
         def forward(self, x):
             b, t, _ = x.shape
             q, k, v = torch.einsum(spec, x, self.w_qkv)
+            if bias:
+                per_role = self.b_qkv.transpose(0, 1) if self.heads_first else self.b_qkv  # (3, H, dh)
+                q, k, v = (t + per_role[i, :, None, :] for i, t in enumerate((q, k, v)))
             s = torch.einsum("bhte,bhse->bhts", q, k) / math.sqrt(self.dh)
             s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
             y = torch.einsum("bhts,bhse->bhte", torch.softmax(s, dim=-1), v)
@@ -65,7 +72,7 @@ def _reproduces(layer: nn.Module, layout, heads: int, d_in: int) -> bool:
     x = _x(d_in)
     ref = mha_forward(x, heads, w["wq"], w["wk"], w["wv"], w.get("wo", torch.eye(w["wq"].shape[0],
                                                                                    dtype=torch.float64)),
-                      bo=w.get("bo"))
+                      w.get("bq"), w.get("bk"), w.get("bv"), w.get("bo"))
     with torch.no_grad():
         return torch.allclose(layer(x), ref, rtol=1e-10, atol=1e-12)
 
@@ -143,3 +150,16 @@ def test_map_refuses_a_4d_parameter_whose_sizes_are_not_the_three_projections():
     layer = _layer("role first (3, H, d, dh)", 6, 8, 2, "3d")
     found, problem = discover(layer, 8, 8, 2, mapping={"qkv": "w_qkv", "o": "w_o"})  # its d is 6, not 8
     assert found == [] and problem.startswith("--map qkv=w_qkv: a 4-D parameter of shape (3, 2, 6, 4)")
+
+
+
+@pytest.mark.parametrize("layout", ["role first (3, H, d, dh)", "heads first (H, 3, d, dh)"])
+def test_a_fused_per_head_bias_is_read_with_its_weight(layout):
+    """A fused bias beside the 4-D weight, laid out alike (b_qkv (3, H, dh) beside (3, H, d, dh), (H, 3, dh) beside
+    (H, 3, d, dh)): read as b_q, b_k, b_v, so a layer whose bias is not zero is reproduced.  With 3 heads of width 3
+    each of the bias's axes but one could be the role: the weight's reading decides."""
+    for d, heads in ((6, 2), (9, 3)):
+        layer = _layer(layout, d, d, heads, "linear", bias=True)
+        found, problem = discover(layer, d, d, heads)
+        assert problem == "" and all({"bq", "bk", "bv"} <= set(lay.roles) and lay.covers(layer) for lay in found)
+        assert sum(_reproduces(layer, lay, heads, d) for lay in found) == 1, [lay.describe() for lay in found]
