@@ -73,7 +73,9 @@ class Piece:
     """Part of a role in nn.Linear convention: `param` (or, for per-head 3-D parameters, its head `index` along
     `head_axis`: `param[index]` for (H, ., .), `param[:, index]` for (d, H, dh) as in einsum('btd,dhe->bhte')),
     transposed when `transpose`, rows `rows` of it; the pieces of a role are joined along `axis` (0: stacked output
-    rows, as heads of Q/K/V are; 1: side by side input columns, as heads of a per-head output projection are)."""
+    rows, as heads of Q/K/V are; 1: side by side input columns, as heads of a per-head output projection are).
+    `part`: (axis, index) of a 4-D fused per-head parameter's role axis (w_qkv of shape (3, H, d, dh) used as
+    einsum('btd,shde->sbhte')), selected first; `head_axis` is then an axis of the parameter itself."""
 
     param: torch.Tensor
     name: str
@@ -82,9 +84,15 @@ class Piece:
     index: int | None = None
     axis: int = 0
     head_axis: int = 0
+    part: tuple[int, int] | None = None
+
+    def _head_axis_left(self) -> int:
+        """The heads axis once the role axis (`part`) is taken out."""
+        return self.head_axis - (self.part is not None and self.head_axis > self.part[0])
 
     def _select(self, t: torch.Tensor) -> torch.Tensor:
-        t = t if self.index is None else t.select(self.head_axis, self.index)
+        t = t if self.part is None else t.select(*self.part)
+        t = t if self.index is None else t.select(self._head_axis_left(), self.index)
         t = t.t() if self.transpose else t
         return t if self.rows is None else t[self.rows]
 
@@ -96,8 +104,12 @@ class Piece:
         return torch.zeros_like(self.view()) if g is None else self._select(g)
 
     def describe(self) -> str:
-        head = "" if self.index is None else f"[{', '.join([':'] * self.head_axis + [str(self.index)])}]"
-        s = self.name + head + (".T" if self.transpose else "")
+        """`W_q[1]`, `W_q[:, 1]` (heads second); a 4-D fused one `w_qkv[0][1]` (role, then head), `qkv[:, 0][1]`
+        (heads first): chained indices, each axis kept in the text as the trusted side reads it (its _reading)."""
+        index = lambda axis, i: f"[{', '.join([':'] * axis + [str(i)])}]"
+        part = "" if self.part is None else index(*self.part)
+        head = "" if self.index is None else index(self._head_axis_left(), self.index)
+        s = self.name + part + head + (".T" if self.transpose else "")
         if self.rows is not None:
             s += f"[{self.rows.start}:{self.rows.stop}" + (f":{self.rows.step}]" if self.rows.step else "]")
         return s
@@ -213,6 +225,10 @@ class _Entry:
     per_head: bool = False  # a 3-D raw parameter with a heads axis: one matrix per head
     head_axes: tuple[int, ...] = (0,)  # the axes of a 3-D parameter as long as the number of heads (tried in order)
     head_axis: int = 0  # the one read as the heads axis in this reading
+    fused_ways: tuple[tuple[int, int, bool], ...] = ()  # a 4-D fused per-head q/k/v parameter: its readings
+    # (role axis, heads axis, transposed), `_fused_ways`
+    fused: tuple[int, int, bool] | None = None  # the one read in this reading
+    fused_bias: tuple[torch.Tensor, str] | None = None  # its 3-D bias b_qkv (3, H, dh), and the bias's name
 
 
 def _head_index(module: nn.Module, qualname: str, heads: int) -> int | None:
@@ -234,7 +250,7 @@ LINEAR_LIKE = {"weight": "w", "W": "w", "w": "w", "kernel": "w", "weights": "w",
 
 
 def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
-    entries, unknown = [], []
+    entries, unknown, fused, fused_biases = [], [], [], []
     for qual, p in module.named_parameters():
         owner_name, _, pname = qual.rpartition(".")
         owner = module.get_submodule(owner_name) if owner_name else module
@@ -250,13 +266,63 @@ def _collect(module: nn.Module, heads: int) -> tuple[list[_Entry], list[str]]:
             label = pname
             kind = "w" if p.dim() >= 2 else "b"
         role = role_of(label)
+        if p.dim() == 4 and role in ("qkv", None) and (ways := _fused_ways(tuple(p.shape), heads)):
+            fused.append(_Entry("qkv", "w", p, qual, False, None, fused_ways=ways, fused=ways[0]))
+            continue
+        if p.dim() == 3 and role == "qkv" and _bias_name(label) and _bias_ways(tuple(p.shape), heads, True):
+            fused_biases.append((p, qual))
+            continue
         axes = tuple(a for a in range(3) if p.shape[a] == heads) if p.dim() == 3 else ()
         if role is None or p.dim() > 3 or (p.dim() == 3 and (not axes or role in ("qkv", "kv"))):
             unknown.append(qual)
             continue
         entries.append(_Entry(role, kind, p, qual, is_linear, _head_index(module, qual, heads), p.dim() == 3,
                               axes or (0,), axes[0] if axes else 0))
-    return entries, unknown
+    if len(fused) == 1 and not any(e.kind == "w" and e.role != "o" for e in entries):  # the only q/k/v there is
+        if len(fused_biases) == 1:
+            fused[0].fused_bias = fused_biases[0]
+            fused_biases = []
+        return [*fused, *entries], unknown + [name for _, name in fused_biases]
+    return entries, unknown + [e.name for e in fused] + [name for _, name in fused_biases]
+
+
+def _bias_name(label: str) -> bool:
+    """`b_qkv`, `qkv_bias`, `bqkv`: a name that says bias (a 3-D fused q/k/v parameter is a weight otherwise)."""
+    toks = _tokens(label)
+    return any(t in ("b", "bias", "biases") for t in toks) or toks[0].startswith("b") and role_of(toks[0][1:]) == "qkv"
+
+
+def _bias_ways(shape: tuple[int, ...], heads: int, role_first: bool) -> list[tuple[int, int]]:
+    """The (role axis, heads axis) readings of a fused per-head bias b_qkv (3, H, dh), (H, 3, dh)...: those that put
+    the role before the heads as its weight does (`role_first`) first, as a layer writes the two alike."""
+    ways = [(r, h) for r, h in itertools.permutations(range(3), 2) if shape[r] == 3 and shape[h] == heads]
+    return sorted(ways, key=lambda w: (w[0] < w[1]) != role_first)
+
+
+def _fused_how(entries: list[_Entry]) -> str:
+    """How a 4-D fused q/k/v parameter is read, its axes named in order: ' (fused q/k/v per head, axes (role head d
+    dh))' for w_qkv (3, H, d, dh) used as x @ W.  The axes are in the text: the trusted side finds the same reading
+    on a configuration with 3 heads, where the role and heads axes are both 3 long (Context._same_layout)."""
+    e = next(e for e in entries if e.fused)
+    role, head, transposed = e.fused
+    names = iter(("d", "dh") if transposed else ("dh", "d"))
+    axes = ["role" if a == role else "head" if a == head else next(names) for a in range(4)]
+    return f" (fused q/k/v per head, axes ({' '.join(axes)}))"
+
+
+def _fused_ways(shape: tuple[int, ...], heads: int) -> tuple[tuple[int, int, bool], ...]:
+    """The readings of a 4-D parameter as the three projections, one matrix per role and head: w_qkv (3, H, d, dh)
+    as in einsum('btd,shde->sbhte'), (H, 3, d, dh), (d, 3, H, dh), (3, d, H, dh)...  The axis of length 3 is the
+    role, q, k, v in that order (no name tells another); the axis as long as the heads, the heads; the other two
+    hold one head's matrix, (d, dh) used as x @ W (transposed) or (dh, d).  Every assignment the sizes allow is
+    offered (with 3 heads, or heads 3 wide, the role and heads axes may trade places; with d = dh both
+    orientations fit): the trusted side proves which one reproduces the output, the sizes leave the rest to
+    `_validate`.  (role axis, heads axis, transposed), the role axis before the heads one first; () for none."""
+    ways = []
+    for role, head in itertools.permutations(range(4), 2):
+        if shape[role] == 3 and shape[head] == heads:
+            ways += [(role, head, True), (role, head, False)]
+    return tuple(sorted(ways, key=lambda w: (w[0] > w[1], w)))
 
 
 def _head_axis_choices(entries: list[_Entry]) -> list[list[_Entry]]:
@@ -271,12 +337,15 @@ def _head_axis_choices(entries: list[_Entry]) -> list[list[_Entry]]:
         common = [a for a in entries[members[0]].head_axes if all(a in entries[i].head_axes for i in members)] \
             if members else [None]
         options.append(common or [entries[members[0]].head_axes[0]])
+    fused = [i for i, e in enumerate(entries) if e.fused_ways]  # a 4-D fused q/k/v: each of its readings
     choices = []
-    for axis_in, axis_o in itertools.product(*options):
+    for axis_in, axis_o, *ways in itertools.product(*options, *[entries[i].fused_ways for i in fused]):
         choice = list(entries)
         for group, axis in zip(groups.values(), (axis_in, axis_o)):
             for i in group:
                 choice[i] = dataclasses.replace(entries[i], head_axis=axis)
+        for i, way in zip(fused, ways):
+            choice[i] = dataclasses.replace(entries[i], fused=way, head_axis=way[1])
         choices.append(choice)
     return choices
 
@@ -290,7 +359,7 @@ def _reading(roles: dict[str, list[Piece]]) -> tuple:
     """What a layout reads, for telling two candidates apart: each role's pieces (parameter, rows, orientation)."""
     return tuple(sorted((r, tuple((p.name, (p.rows.start, p.rows.stop, p.rows.step) if p.rows else None, p.transpose,
                                    p.index,
-                                   p.axis) for p in pieces)) for r, pieces in roles.items()))
+                                   p.axis, p.part, p.head_axis) for p in pieces)) for r, pieces in roles.items()))
 
 
 ROLE_ORDERS = ("qkv", "kqv", "qvk", "kvq", "vqk", "vkq")  # the declared order first
@@ -525,8 +594,8 @@ def _orientations(entries: list[_Entry], d_in: int, d_out: int, heads: int,
     """Transpose flags for raw matrices: fixed by shape, or both tried per group (q/k/v together, o alone)."""
     fixed, groups = {}, {"in": [], "o": []}
     for i, e in enumerate(entries):
-        if e.kind != "w" or e.linear:
-            fixed[i] = False
+        if e.kind != "w" or e.linear or e.fused:  # (a 4-D fused one: its reading says)
+            fixed[i] = bool(e.fused and e.fused[2])
             continue
         kv = d_out if d_kv is None else d_kv
         rows = {"qkv": d_out + 2 * kv, "kv": 2 * kv, "o": d_out, "k": kv, "v": kv}.get(e.role, d_out)
@@ -560,7 +629,19 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
     for i, e in enumerate(entries):
         piece = Piece(e.param, e.name, transpose=flags[i])
         order = (e.head if e.head is not None else 0,)
-        if e.per_head:
+        if e.fused:
+            role_axis, head_axis, _ = e.fused
+            for j, r in enumerate("qkv"):
+                roles.setdefault("w" + r, []).extend(
+                    ((h,), Piece(e.param, e.name, flags[i], index=h, head_axis=head_axis, part=(role_axis, j)))
+                    for h in range(e.param.shape[head_axis]))
+            if e.fused_bias is not None:
+                bias, name = e.fused_bias
+                role_b, head_b = _bias_ways(tuple(bias.shape), heads, role_axis < head_axis)[0]
+                for j, r in enumerate("qkv"):
+                    roles["b" + r] = [((h,), Piece(bias, name, index=h, head_axis=head_b, part=(role_b, j)))
+                                      for h in range(bias.shape[head_b])]
+        elif e.per_head:
             for h in range(e.param.shape[e.head_axis]):
                 roles.setdefault(e.kind + e.role, []).append(
                     ((h,), Piece(e.param, e.name, flags[i], index=h, axis=1 if e.role == "o" else 0,
@@ -594,7 +675,9 @@ def explicit(module: nn.Module, mapping: dict[str, str], d_in: int, d_out: int,
     its weight and bias, `.T` marks a matrix used as x @ W, `qkv` is a fused q/k/v projection.  The user names the
     fused parameter, not the order of its rows: with several heads it is read as [Q; K; V] blocks and as
     [q_0; k_0; v_0; q_1; ...] per head, and the proof decides (several readings are never "certain")."""
-    fused = any(r in ("qkv", "wqkv") for r in mapping)
+    params = dict(module.named_parameters())
+    fused = any(r in ("qkv", "wqkv") and getattr(params.get(t.removesuffix(".T")), "ndim", 2) != 4
+                for r, t in mapping.items())  # (a 4-D one has no rows to order: `_fused_pieces` reads its axes)
     readings = [False, True] if heads > 1 and fused and d_kv is None else [False]
     layouts = []
     for per_head in readings:
@@ -615,6 +698,7 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
     modules = dict(module.named_modules())
     roles: dict[str, list[Piece]] = {}
     per_head_options: dict[str, list[list[Piece]]] = {}
+    fused_options: list[dict[str, list[Piece]]] = []  # a 4-D fused q/k/v parameter's readings
     dh = d_out // heads
     for given, target in mapping.items():
         role = {"q": "wq", "k": "wk", "v": "wv", "o": "wo", "out": "wo", "qkv": "wqkv"}.get(given, given)
@@ -639,7 +723,14 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
                         f"(parameters: {', '.join(params)})")
         for r, p in found.items():
             qual = name if r == role else name + ".bias"
-            if r in ("wqkv", "bqkv"):
+            if r == "wqkv" and p.dim() == 4:
+                fused_options = _fused_pieces(p, qual, transpose, d_in, d_out, heads) if d_kv is None else []
+                if not fused_options:
+                    return [], (f"--map {given}={target}: a 4-D parameter of shape {tuple(p.shape)} is not W_q, W_k "
+                                f"and W_v of {heads} heads of width {dh} from {d_in} features (an axis of length 3 "
+                                f"for q, k, v, one of {heads} for the heads, and one head's matrix)")
+                roles.update(fused_options[0])
+            elif r in ("wqkv", "bqkv"):
                 for i, sub in enumerate("qkv"):
                     rows = [slice((3 * h + i) * dh, (3 * h + i + 1) * dh) for h in range(heads)] if per_head else \
                         [slice(i * d_out, (i + 1) * d_out)] if d_kv is None else [_grouped_rows(d_out, d_kv)[i]]
@@ -657,9 +748,27 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
         return [], f"--map: {problem}"
     groups = [[r for r in per_head_options if r != "wo"], [r for r in per_head_options if r == "wo"]]
     readings = []
-    for picked in itertools.product(*[_shared_ways(per_head_options, g) for g in groups if g]):
+    for picked in itertools.product(*[_shared_ways(per_head_options, g) for g in groups if g],
+                                    *([fused_options] if fused_options else [])):
         readings.append({**roles, **{r: pieces for way in picked for r, pieces in way.items()}})
     return readings, ""
+
+
+def _fused_pieces(p: torch.Tensor, name: str, transpose: bool, d_in: int, d_out: int,
+                  heads: int) -> list[dict[str, list[Piece]]]:
+    """A 4-D parameter named with --map qkv=NAME, read as W_q, W_k, W_v one matrix per role and head
+    (`_fused_ways`): each reading whose head matrices are (dh, d_in) in Linear convention, those used as x @ W[r, h]
+    (`.T`, as einsum('btd,shde->sbhte') uses them) first where the user wrote .T, else last; [] for none."""
+    dh = d_out // heads
+    found = []
+    for role_axis, head_axis, flip in _fused_ways(tuple(p.shape), heads):
+        rest = [n for a, n in enumerate(p.shape) if a not in (role_axis, head_axis)]
+        if (rest[::-1] if flip else rest) != [dh, d_in]:
+            continue
+        found.append((flip != transpose, {"w" + r: [Piece(p, name, flip, index=h, head_axis=head_axis,
+                                                         part=(role_axis, j)) for h in range(heads)]
+                                          for j, r in enumerate("qkv")}))
+    return [roles for _, roles in sorted(found, key=lambda t: t[0])]
 
 
 def _shared_ways(options: dict[str, list[list[Piece]]], group: list[str]) -> list[dict[str, list[Piece]]]:
@@ -770,7 +879,7 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
     collected, unknown = _collect(module, heads)
     tried = []
     if collected:
-        fused = any(e.role == "qkv" for e in collected)
+        fused = any(e.role == "qkv" and not e.fused_ways for e in collected)  # a fused Linear's rows (2-D)
         for per_head_qkv, entries in itertools.product(
                 (False, True) if fused and heads > 1 and d_kv is None else (False,), _head_axis_choices(collected)):
             for flags in _orientations(entries, d_in, d_out, heads, d_kv):
@@ -779,6 +888,7 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
                 if problem is None:
                     notes = [f"parameters with no role: {', '.join(unknown)}"] if unknown else []
                     how = "by parameter names" + (
+                        _fused_how(entries) if any(e.fused for e in entries) else
                         " (per-head modules)" if any(e.head is not None for e in collected) else
                         " (per-head matrices)" if any(e.per_head for e in entries) else
                         " (fused q/k/v, per head)" if per_head_qkv else " (fused q/k/v)" if fused else "")
@@ -786,7 +896,7 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
                 elif not tried:
                     problem_by_name = problem
         if tried:
-            if len(tried) == 1 and not fused and not any(e.role == "kv" for e in collected):  # [K; V] is the
+            if len(tried) == 1 and not fused and not any(e.role == "kv" or e.fused for e in collected):  # [K; V] is the
                 tried[0].certain = tried[0].covers(module)  # usual order of a fused key/value, not a proof
             if fused:  # `qkv = ModuleList([Linear, Linear, Linear])` is q, k, v, not three heads of a fused q/k/v
                 seen = {_reading(lay.roles) for lay in tried}  # (with 3 heads both read; the proof decides)

@@ -38,3 +38,19 @@ def test_smallest_failing_configuration_is_reported():
     cfg = report["view-order"].config
     assert report["view-order"].status == "fail" and "view(B, H, n, dh)" in report["view-order"].message
     assert cfg["heads"] == 2 and cfg["n"] == 2 and cfg["batch"] == 2  # the smallest shape that can show it
+
+
+@pytest.mark.parametrize("file, named", [("correct/einsum_fused_qkv_4d.py", None),
+                                         ("buggy/einsum_fused_qkv_4d_scale_by_d.py", "scale-by-sqrt-d")])
+def test_map_names_a_fused_4d_parameter(file, named):
+    """--map qkv=NAME on a 4-D fused per-head parameter (3, H, d, dh): read by its axes, proven on every
+    configuration (with 3 heads the role and heads axes are both 3 long), the correct layer passes and its
+    sqrt(d)-scaled twin is named."""
+    from harness.engine.runner import Options, run_checks
+
+    report = run_checks(f"{ROOT / 'tests' / 'zoo' / file}:FusedEinsumHeads",
+                        Options(weight_map={"qkv": "w_qkv", "o": "w_o", "bo": "b_o"}))
+    assert report.adapter.mapping["layout"]["wq"] == "w_qkv[0][0].T + w_qkv[0][1].T"
+    assert report.adapter.mapping["proof"] == ("mistake" if named else "reference")
+    assert (report.diagnosis.mutant if report.diagnosis else None) == named
+    assert report.passed == (named is None)
