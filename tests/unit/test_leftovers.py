@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import leftovers
 from conftest import ROOT
 
 LEAVES = '''
@@ -53,3 +54,27 @@ def test_a_session_that_leaves_a_process_fails_and_names_it(tmp_path):
 def test_a_session_that_leaves_nothing_passes(tmp_path):
     run = _session(tmp_path, CLEAN)
     assert run.returncode == 0 and "outlived" not in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_a_process_started_under_another_session_is_not_this_sessions_leftover():
+    """A suite run from inside another (the test above) took a concurrent `grade`'s template, a slot-uid process the
+    outer suite had started, for a leftover of its own (CI rehearsal, 2026-12-05).  Its ancestor carries the outer
+    session's token; an orphan's does not."""
+    outer = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen(['sleep', '30']); "
+                              "print(p.pid, flush=True); sys.stdin.read(); p.kill()"],
+                             env={**os.environ, leftovers.SUITE_VARIABLE: "outer-session"},
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(outer.stdout.readline())
+        assert leftovers._another_sessions(child, "inner-session")
+        assert not leftovers._another_sessions(child, "outer-session")
+    finally:
+        outer.communicate("")
+    orphan = subprocess.run(["sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True,
+                            env={k: v for k, v in os.environ.items() if k != leftovers.SUITE_VARIABLE})
+    pid = int(orphan.stdout)
+    try:
+        time.sleep(0.2)  # reparented to init (or to the nearest subreaper, which is of this session)
+        assert not leftovers._another_sessions(pid, os.environ.get(leftovers.SUITE_VARIABLE, "this-session"))
+    finally:
+        os.kill(pid, 9)
