@@ -5,6 +5,7 @@ import re
 
 from checks import cannot_tell, check, failed, passed
 from checks.output_shape import output_shape
+from harness.wire import messages as m
 from harness.wire.errors import TargetFailure
 
 DEVICE_WORDS = ("same device", "expected device", "on device", "device type", "devices")  # a device mix
@@ -35,13 +36,18 @@ def mask_buffer(ctx):
         return failed(f"parameter(s) {', '.join(square)} look like a mask stored as a trainable nn.Parameter; "
                       "register it as a buffer", observed="mask as parameter", expected="buffer",
                       finding="mask as parameter")
-    followed = inst.devices(ctx.input(cfg))
-    if not followed.mixes:  # a module no forward has run: what a layer makes lazily, at its first call, shows there
-        inst = ctx.build(cfg, fresh="first forward followed")
-        followed = inst.devices(ctx.input(cfg))
+    # followed on this module, and on one no forward has run (what a layer makes lazily, at its first call, shows
+    # there), in one round trip: the second answer counts only where the first shows nothing, as if asked then
+    x, fresh = ctx.input(cfg), ctx.build(cfg, fresh="first forward followed")
+    answers = ctx.frame([(i, [m.Devices(i.handle, x, i.style)]) for i in (inst, fresh)])
+    if isinstance(answers[0], BaseException):
+        raise answers[0]
+    followed, first_call = answers[0][0], None
+    if not followed.mixes:
+        if isinstance(answers[1], BaseException):
+            raise answers[1]
+        inst, followed = fresh, answers[1][0]
         first_call = ctx.build(cfg, fresh="first forward on meta") if followed.mixes else None
-    else:
-        first_call = None
     caller = _callers_mask(inst)
     if not followed.mixes:  # every tensor that meets the input's moves with the module: no device run needed
         if caller:
