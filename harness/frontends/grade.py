@@ -213,7 +213,8 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     if earlier and args.overwrite:
         print(f"--overwrite: {earlier} in {args.out}/ replaced as this batch goes")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)  # made here: closed to the children (red team 6: without
+        # Landlock a child read its classmates' reports in a 0755 --out); one the course made keeps its own mode
     except OSError as e:
         p.error(f"--out {args.out}: {e.strerror or e}")
     run = args.run

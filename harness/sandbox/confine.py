@@ -301,10 +301,15 @@ def _drop_privileges(policy: Policy, root: bool, userns: bool) -> None:
         linux.clear_capabilities()
     if policy.no_new_privs:
         linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
+
+
+def _filter_system_calls(policy: Policy) -> None:
+    """The seccomp filter, last of the drop: it refuses prctl(PR_SET_DUMPABLE), which the steps before it need (pid 1
+    non-dumpable, the worker dumpable again after the uid change)."""
     program = seccomp.program() if policy.seccomp else None
     if program:
         linux.install_seccomp(program)
-    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
 
 
 # -- what is in force --------------------------------------------------------------------------------------------
@@ -411,6 +416,7 @@ def confine(policy: Policy, status_fd: int | None = None, keeper: bool = False) 
     if "pid" in namespaces:
         _fork_init()
     linux.prctl(linux.PR_SET_DUMPABLE, 1)  # own /proc/self/fd readable again (the uid change cleared it)
+    _filter_system_calls(policy)
     os.environ.clear()
     os.environ.update(policy.env)
     paths = restrict_paths(policy, namespaces)

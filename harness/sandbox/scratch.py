@@ -21,6 +21,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -142,14 +143,17 @@ class NoRoom(RuntimeError):
     doing (another submission may have filled it), so never a copy cut short that would read as their missing code."""
 
 
-def usage(path: str, stop_at: int) -> tuple[int, int]:
+def usage(path: str, stop_at: int, closed: list[str] | None = None) -> tuple[int, int]:
     """(bytes on disk, files and folders) below `path`, never following a symlink; counting stops past `stop_at`
     entries (a folder of a million files is over any budget long before it is all counted).  Blocks, not sizes: a
-    sparse file of a terabyte takes no disk."""
+    sparse file of a terabyte takes no disk.  Folders we may not list are added to `closed`: an ordinary user's
+    grader shares the child's uid and has no CAP_DAC_OVERRIDE, and a folder of mode 0300 held 300 MB unseen (red
+    team 6)."""
     size, entries, todo = 0, 0, [path]
     while todo and entries <= stop_at:
+        folder = todo.pop()
         try:
-            with os.scandir(todo.pop()) as found:
+            with os.scandir(folder) as found:
                 for entry in found:
                     entries += 1
                     try:
@@ -158,41 +162,54 @@ def usage(path: str, stop_at: int) -> tuple[int, int]:
                             todo.append(entry.path)
                     except OSError:
                         continue
-        except OSError:
+        except PermissionError:
+            if closed is not None:
+                closed.append(folder)
+        except OSError:  # removed meanwhile
             continue
     return size, entries
 
 
-def held_unlinked(pids: list[int], dev: int) -> int:
-    """Bytes on the filesystem `dev` held by files that `pids` keep open or mapped after deleting them (no name
-    left: st_nlink 0), each file counted once.  Why: a walk of the scratch finds only named files, and a child that
-    writes a file, deletes it and keeps it open holds the disk all the same (1.6 GB against a 64 MB budget, found by
-    an attacker's trial); a file mapped and then closed is held by the mapping alone.  A mapping's file is measured
-    through /proc/PID/map_files when we may open it (root with CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE), else by the
-    length mapped (/proc/PID/maps: a lower bound)."""
+def held_unlinked(pids: list[int], dev: int, owner: tuple[int, int] | None = None) -> tuple[int, list[int]]:
+    """(bytes on the filesystem `dev` held by files that `pids` keep open or mapped after deleting them (no name
+    left: st_nlink 0), each file counted once; the pids whose open files could not be looked into).  Why: a walk of
+    the scratch finds only named files, and a child that writes a file, deletes it and keeps it open holds the disk
+    all the same (1.6 GB against a 64 MB budget, found by an attacker's trial); a file mapped and then closed is held
+    by the mapping alone.  A mapping's file is measured through /proc/PID/map_files when we may open it (root with
+    CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE), else by the length mapped (/proc/PID/maps: a lower bound).
+    `owner`: the slot's (uid, gid), whose processes root looks into as that uid (`reading_as`: root without
+    CAP_SYS_PTRACE, a Docker container's, may not otherwise).  A process that hides its files all the same (it made
+    itself non-dumpable, or exec'd a program it may not read: red team 6) is named, never counted as holding
+    nothing."""
     seen: dict[tuple[int, int], int] = {}
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
+    hidden: list[int] = []
+    with linux.reading_as(*owner) if owner else contextlib.nullcontext():
+        for pid in pids:
             try:
-                st = os.stat(f"/proc/{pid}/fd/{fd}")  # the open file itself, named or not
-            except OSError:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except PermissionError:
+                if not linux.exited(pid):  # a zombie's files are closed, and its /proc/PID/fd is closed to us
+                    hidden.append(pid)
                 continue
-            if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and st.st_dev == dev:
-                seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
-        for span, inode, mapped in _deleted_mappings(pid, dev):
-            if (dev, inode) in seen:
+            except OSError:  # gone meanwhile
                 continue
-            try:
-                st = os.stat(f"/proc/{pid}/map_files/{span}")
-                size = st.st_blocks * 512 if st.st_nlink == 0 else 0
-            except OSError:
-                size = mapped
-            seen[(dev, inode)] = max(size, seen.get((dev, inode), 0))
-    return sum(seen.values())
+            for fd in fds:
+                try:
+                    st = os.stat(f"/proc/{pid}/fd/{fd}")  # the open file itself, named or not
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 0 and st.st_dev == dev:
+                    seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+            for span, inode, mapped in _deleted_mappings(pid, dev):
+                if (dev, inode) in seen:
+                    continue
+                try:
+                    st = os.stat(f"/proc/{pid}/map_files/{span}")
+                    size = st.st_blocks * 512 if st.st_nlink == 0 else 0
+                except OSError:
+                    size = mapped
+                seen[(dev, inode)] = max(size, seen.get((dev, inode), 0))
+    return sum(seen.values()), hidden
 
 
 def _deleted_mappings(pid: int, dev: int) -> list[tuple[str, int, int]]:
@@ -264,21 +281,30 @@ class Scratch:
             raise
         return room
 
-    def overflow(self, pids: list[int] = ()) -> str | None:
+    def overflow(self, pids: list[int] = (), owner: tuple[int, int] | None = None) -> str | None:
         """What the child wrote past its budget in an unbounded scratch ("300 MB", "20000 files"), or None.
         `pids`: the child's processes, whose files deleted while held open (or mapped) on the scratch's filesystem
-        count too: a walk of the folder never sees them, and they hold the disk as long as the child lives."""
+        count too: a walk of the folder never sees them, and they hold the disk as long as the child lives.
+        `owner`: their (uid, gid) when it is a slot's (`held_unlinked`).  What cannot be measured (a folder closed
+        to us, a process that hides its files) is over the budget: it is never counted as nothing."""
         if self.budget is None:
             return None
-        size, entries = usage(self.path, self.budget[1])
+        closed: list[str] = []
+        size, entries = usage(self.path, self.budget[1], closed)
         if entries > self.budget[1]:
             return f"more than {self.budget[1]} files and folders"
         if size > self.budget[0]:
             return f"{size >> 20} MB, more than {self.budget[0] >> 20} MB"
+        if closed:
+            return (f"a folder closed to mha-check's measure ({os.path.relpath(closed[0], self.path)}: it may not be "
+                    "listed), so what it holds cannot be counted against the budget")
         try:
-            hidden = held_unlinked(pids, os.stat(self.path).st_dev) if pids else 0
+            hidden, unseen = held_unlinked(pids, os.stat(self.path).st_dev, owner) if pids else (0, [])
         except OSError:
-            hidden = 0
+            hidden, unseen = 0, []
+        if unseen:
+            return (f"files mha-check cannot measure: process {unseen[0]} of your code hides what it holds open (it "
+                    "made itself non-dumpable, or ran a program it may not read)")
         if size + hidden > self.budget[0]:
             return (f"{(size + hidden) >> 20} MB ({hidden >> 20} MB of it in files it deleted but kept open), more "
                     f"than {self.budget[0] >> 20} MB")

@@ -4,8 +4,9 @@ Why: as soon as a process can create a user namespace it is "root" over fresh na
 surface; bwrap's own --disable-userns needs a user namespace of its own, which bwrap run by real root does not
 create.  So the filter refuses (EPERM) unshare() and clone() with any CLONE_NEW* flag, answers clone3() with
 ENOSYS (its flags sit in memory the filter cannot read; glibc then falls back to clone), and refuses a short list
-of interfaces a grading child never needs.  Other architectures' system calls (i386 on x86_64, x32) kill the
-process.  Only x86_64 and aarch64 are known; elsewhere `program()` returns None and the report says so.
+of interfaces a grading child never needs, and prctl(PR_SET_DUMPABLE).  Other architectures' system calls (i386
+on x86_64, x32) kill the process.  Only x86_64 and aarch64 are known; elsewhere `program()` returns None and the
+report says so.
 """
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ _DENIED = {
     "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
 }
 _CLONE, _CLONE3 = (56, 220), (435, 435)
+# prctl(PR_SET_DUMPABLE): a non-dumpable process hides its /proc/PID/fd from a grader without CAP_SYS_PTRACE (root
+# in a Docker container, an ordinary user), and with it every file it deleted but held open (red team 6: 300 MB
+# against a 64 MB budget, unseen).  The confinement sets what it needs before the filter is installed.
+_PRCTL, _PR_SET_DUMPABLE = (157, 167), 4
 _NEW_NAMESPACES = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 
 _RET_ALLOW, _RET_KILL_PROCESS, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
@@ -82,8 +87,10 @@ def program() -> bytes | None:
     if machine == "x86_64":
         code.append((_JGE, 0x40000000, "kill", "next"))  # the x32 ABI
     code += [(_JEQ, nr[col], "eperm", "next") for nr in _DENIED.values()]
-    code += [(_JEQ, _CLONE3[col], "enosys", "next"), (_JEQ, _CLONE[col], "clone", "next"), (_RET, _RET_ALLOW),
+    code += [(_JEQ, _CLONE3[col], "enosys", "next"), (_JEQ, _CLONE[col], "clone", "next"),
+             (_JEQ, _PRCTL[col], "prctl", "next"), (_RET, _RET_ALLOW),
              ("label", "clone"), (_LD_ABS, _ARG0), (_JSET, _NEW_NAMESPACES, "eperm", "next"), (_RET, _RET_ALLOW),
+             ("label", "prctl"), (_LD_ABS, _ARG0), (_JEQ, _PR_SET_DUMPABLE, "eperm", "next"), (_RET, _RET_ALLOW),
              ("label", "eperm"), (_RET, _RET_ERRNO | errno.EPERM),
              ("label", "enosys"), (_RET, _RET_ERRNO | errno.ENOSYS),
              ("label", "kill"), (_RET, _RET_KILL_PROCESS)]

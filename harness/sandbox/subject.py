@@ -397,7 +397,9 @@ class Subject:
 
         def measure() -> None:
             self._measured = time.monotonic()
-            over = self.room.overflow(self._processes())
+            uid = self.record.get("uid") if self.record else None
+            owner = (uid, self.record.get("gid", uid)) if uid is not None and is_slot_uid(uid) else None
+            over = self.room.overflow([p for p in self._processes() if p not in self._ours()], owner)
             if over is not None:
                 raise scratch.ScratchFull(over)
         return measure
@@ -409,6 +411,19 @@ class Subject:
         if uid is not None and is_slot_uid(uid):
             return scratch.processes_of(uid)
         return linux.process_tree(self.pid) if self.pid else []
+
+    def _ours(self) -> set[int]:
+        """Our own processes among the child's: the relay or keeper we started and, in a PID namespace, its pid 1.
+        They run none of the student's code, hold no file (each closed them all) and are non-dumpable on purpose
+        (the student's code may not write into them), so their /proc/PID/fd is closed to an ordinary user."""
+        if not self.pid or not self.record:
+            return set()
+        ours = set()
+        if self.record.get("keeper") or "pid" in self.record.get("namespaces", ()):
+            ours.add(self.pid)
+        if "pid" in self.record.get("namespaces", ()):
+            ours.update(linux.children_of(self.pid))
+        return ours
 
     def _until_ready(self) -> None:
         """Wait for the worker's `Ready` (its imports done, no code of the student's run yet) and move the start of

@@ -463,15 +463,27 @@ def test_a_grade_in_a_container_walls_in_every_forked_child(world):
     assert alice["passed"] and alice["isolation"]["landlock"]["in_force"], alice["isolation"]
 
 
-@pytest.mark.parametrize("who", ["root", "user"])
-def test_in_a_container_files_deleted_but_held_count_against_the_disk_budget(world, who):
+DOCKER = ["python3", str(NONS), "--drop-sysadmin", "--docker-caps", "--"]  # root with Docker's 14 capabilities
+
+
+@pytest.mark.parametrize("who, hiding", [("root", ""), ("root, Docker's capabilities", ""), ("user", ""),
+                                         ("root, Docker's capabilities", "prctl"), ("user", "prctl"),
+                                         ("root, Docker's capabilities", "exec"), ("user", "exec"),
+                                         ("root, Docker's capabilities", "closed"), ("user", "closed")])
+def test_in_a_container_files_deleted_but_held_count_against_the_disk_budget(world, who, hiding):
     """In a container no tmpfs can be mounted for the scratch: it is a folder of the shared disk, measured while the
     child works.  tests/hostile/hidden_disk.py deletes each 15 MB file it writes and holds it (an open descriptor, or
     a mapping alone), 180 MB against a 64 MB budget that a walk of its folder never sees: found in the child's
     processes (the slot's uid as root; the tree below the child for an ordinary user), it is stopped as a disk
-    limit (cannot tell, for review), its space freed.  Its scratch lies on a 256 MB disk of the test's own."""
+    limit (cannot tell, for review), its space freed.  Its scratch lies on a 256 MB disk of the test's own.
+    Red team 6: root with Docker's capabilities has no CAP_SYS_PTRACE, and the kernel hid the slot uid's
+    /proc/PID/fd from it (180 MB unseen, 17/19); a child that made itself non-dumpable ("prctl"), or held the files
+    in a process that exec'd a program it may not read ("exec"), hid them even from its own uid; an ordinary user may
+    not list a folder of mode 0300 that the child wrote 180 MB into ("closed").  Root now looks as the slot's uid,
+    the filter refuses PR_SET_DUMPABLE, and what stays hidden (a process's files, a folder) is over the budget."""
     python = readable_python(world)
-    prefix, owner = (CONTAINER, None) if who == "root" else ([*CONTAINER, *AS_USER], USER)
+    prefix, owner = {"root": (CONTAINER, None), "root, Docker's capabilities": (DOCKER, None),
+                     "user": ([*CONTAINER, *AS_USER], USER)}[who]
     base = Path(tempfile.mkdtemp(prefix=f"hidden-disk-{who}-", dir=world / "home"))
     disk = base / "disk"
     disk.mkdir()
@@ -485,7 +497,8 @@ def test_in_a_container_files_deleted_but_held_count_against_the_disk_budget(wor
         sub.mkdir()
         (sub / "attention.py").write_text((HOSTILE / "hidden_disk.py").read_text())
         (sub / "hold.txt").write_text("40")
-        for p in (base, sub, sub / "attention.py", sub / "hold.txt"):
+        (sub / "hiding.txt").write_text(hiding)
+        for p in (base, sub, sub / "attention.py", sub / "hold.txt", sub / "hiding.txt"):
             p.chmod(0o755 if p.is_dir() else 0o644)
             if owner is not None:
                 os.chown(p, owner, owner)
@@ -498,7 +511,9 @@ def test_in_a_container_files_deleted_but_held_count_against_the_disk_budget(wor
         assert report["isolation"]["namespaces"] == [] and report["isolation"]["submission_copy"]["bounded"][:3] == \
             "no:"
         construct = next(c for c in report["checks"] if c["id"] == "construct")
-        assert construct["status"] == "cannot_tell" and "deleted but kept open" in construct["message"], construct
+        said = {"exec": "hides what it holds open", "closed": "MB, more than" if owner is None else
+                "a folder closed to mha-check's measure"}.get(hiding, "deleted but kept open")  # prctl: refused
+        assert construct["status"] == "cannot_tell" and said in construct["message"], construct
         assert report["needs_review"] is True and [c for c in report["checks"] if c["status"] == "fail"] == []
         assert shutil.disk_usage(disk).used < 16 << 20  # an ordinary user's slot locks stay in its TMPDIR
         assert [p.name for p in disk.iterdir() if not p.name.startswith("mha-check-slots-")] == []

@@ -57,6 +57,7 @@ def test_grade_finds_the_single_class_file_and_writes_reports(tmp_path):
     run = grade(str(subs), "--out", str(out), "--jobs", "2")
     assert run.returncode == 0, run.stderr[-2000:]
     assert "found 5 submissions" in run.stdout and "(one folder per student)" in run.stdout
+    assert out.stat().st_mode & 0o777 == 0o700  # made by grade: closed to every child (red team 6, without Landlock)
     rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
     assert set(rows) == {"ada", "bob", "cyd", "dee", "eve"}
     assert rows["ada"]["passed"] == rows["cyd"]["passed"] == "True"

@@ -15,6 +15,12 @@ HELD = []  # open files and mappings: the disk stays taken while they live
 
 
 def _hide(i: int) -> None:
+    if _hiding() == "closed":  # kept with their names, in a folder nobody may list (not even its owner)
+        os.makedirs("vault", 0o300, exist_ok=True)
+        with open(f"vault/hidden{i}", "wb") as f:
+            for _ in range(15):
+                f.write(CHUNK)
+        return
     name = f"hidden{i}"
     fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -46,8 +52,46 @@ def _hold() -> float:
         return 3.0
 
 
-_fill()
-time.sleep(_hold())
+def _hiding() -> str:
+    """How it hides its held files from a grader's look into /proc (red team 6), hiding.txt beside it says:
+    "prctl" makes itself non-dumpable; "exec" holds them in a forked process that then runs a copy of /bin/sleep it
+    may not read (an exec'd program one may not read leaves the process non-dumpable); "closed" keeps them, named,
+    in a folder of mode 0300 (its owner may write there, nobody may list it); anything else: no hiding."""
+    try:
+        with open("hiding.txt") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _undumpable() -> None:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0 (refused by mha-check's filter)
+
+
+def _exec_unreadable() -> None:
+    import shutil
+    shutil.copy("/bin/sleep", "sleeper")
+    os.chmod("sleeper", 0o111)
+    if os.fork() == 0:  # the child holds the files, then becomes a program it may not read
+        _fill()
+        for held in HELD:  # descriptors stay open across exec (mappings do not)
+            if isinstance(held, int):
+                os.set_inheritable(held, True)
+        try:
+            os.execv("sleeper", ["sleeper", str(_hold())])
+        finally:
+            os._exit(0)
+    time.sleep(_hold())
+
+
+if _hiding() == "exec":
+    _exec_unreadable()
+else:
+    if _hiding() == "prctl":
+        _undumpable()
+    _fill()
+    time.sleep(_hold())
 
 
 class MyAttn(nn.Module):

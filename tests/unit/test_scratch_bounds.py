@@ -3,6 +3,7 @@ a submission cut short (harness.sandbox.scratch)."""
 import errno
 import mmap
 import os
+import time
 
 import pytest
 
@@ -83,16 +84,16 @@ def test_files_deleted_but_held_open_or_mapped_count_against_the_budget(tmp_path
     try:
         os.unlink(os.path.join(room.path, "held"))
         assert room.overflow() is None  # a walk alone saw nothing
-        assert scratch.held_unlinked(me, dev) >= 2 << 20  # the named file counts in the walk, not here
-        assert scratch.held_unlinked(me, dev + 1) == 0  # another filesystem is not the scratch's
+        assert scratch.held_unlinked(me, dev)[0] >= 2 << 20  # the named file counts in the walk, not here
+        assert scratch.held_unlinked(me, dev + 1)[0] == 0  # another filesystem is not the scratch's
         said = room.overflow(me)
         assert said and "2 MB of it in files it deleted but kept open" in said, said
         mapped = mmap.mmap(held, 2 << 20)
         os.close(held)
         held = -1
-        assert scratch.held_unlinked(me, dev) >= 2 << 20 and room.overflow(me)  # the mapping alone holds it
+        assert scratch.held_unlinked(me, dev)[0] >= 2 << 20 and room.overflow(me)  # the mapping alone holds it
         mapped.close()
-        assert scratch.held_unlinked(me, dev) == 0 and room.overflow(me) is None  # released: nothing held
+        assert scratch.held_unlinked(me, dev) == (0, []) and room.overflow(me) is None  # released: nothing held
     finally:
         for fd in (held, named):
             if fd >= 0:
@@ -111,3 +112,42 @@ def test_the_process_tree_of_a_child_holds_its_descendants_only():
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
+
+
+def _fs_uid(tid: int) -> int:
+    with open(f"/proc/self/task/{tid}/status") as f:
+        return int(next(line for line in f if line.startswith("Uid:")).split()[4])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root takes another uid's file-system identity")
+def test_root_looks_into_a_slots_processes_as_the_slot_in_that_thread_alone():
+    """Red team 6: root in a Docker container has no CAP_SYS_PTRACE and may not read the slot uid's /proc/PID/fd;
+    as the slot's uid it may (`reading_as`).  The identity is the measuring thread's only, and is given back: the
+    grader's other threads keep writing reports as root meanwhile."""
+    import threading
+    main, seen = threading.get_native_id(), {}
+
+    def measure():
+        with linux.reading_as(61234, 61234):
+            seen["measuring"], seen["main"] = _fs_uid(threading.get_native_id()), _fs_uid(main)
+        seen["after"] = _fs_uid(threading.get_native_id())
+
+    thread = threading.Thread(target=measure)
+    thread.start()
+    thread.join()
+    assert seen == {"measuring": 61234, "main": 0, "after": 0}
+
+
+def test_a_process_that_has_ended_holds_nothing():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        for _ in range(200):  # a zombie until reaped: its /proc/PID/fd is closed, and it holds no file
+            if linux.exited(pid):
+                break
+            time.sleep(0.01)
+        assert linux.exited(pid) and not linux.exited(os.getpid())
+    finally:
+        os.waitpid(pid, 0)
+    assert linux.exited(pid)

@@ -432,6 +432,7 @@ inside = ("import json, os, socket\\n"
           "print(json.dumps({{'pids': pids(),"
           " 'home': can(lambda: os.listdir('/home')),"
           " 'write_mine': can(lambda: open(%r, 'a').close()),"
+          " 'undumpable': __import__('ctypes').CDLL(None).prctl(4, 0, 0, 0, 0) == 0,"
           " 'connect': can(lambda: socket.create_connection(('127.0.0.1', %d), timeout=1).close())}}))"
           % (mine, listener.getsockname()[1]))
 slot = scratch.claim_slot()
@@ -476,6 +477,7 @@ def test_an_ordinary_user_keeps_what_the_kernel_allows(name):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     record, inside = result["record"], result["inside"]
     assert inside, result["err"]
+    assert not inside["undumpable"]  # the filter refuses PR_SET_DUMPABLE: it would hide its open files (red team 6)
     assert record["uid"] == ORDINARY_USER and record["no_new_privs"] and record["limits_hard_equals_soft"]
     if name == "none":
         fenced = record["landlock"]["in_force"]
