@@ -25,7 +25,9 @@ def write_until(fd: int, data: bytes, deadline: float) -> None:
             continue
 
 
-WATCH_SECONDS = 0.5  # how often an unbounded scratch is measured while the child works
+WATCH_SECONDS = 0.5  # how often an unbounded scratch and the memory of the child's processes are measured while
+# the child works (waits for its answer)
+MEMORY_WATCH_SECONDS = 2.0  # how often the memory alone is measured between frames that come back quickly
 
 
 class DeadlineReader:

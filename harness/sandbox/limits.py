@@ -51,6 +51,13 @@ class Limits:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def in_all_mb(self) -> int:
+        """What the child's processes may take together (`harness.sandbox.footprint`): one process's address space,
+        its memory and torch's libraries.  The kernel's limits hold each process alone, and a child that forks would
+        multiply them (red team 6: 4.7 GB under --memory-mb 1024)."""
+        return self.memory_mb + self.library_mb
+
     def rlimits(self) -> dict[str, int]:
         """resource-module name -> value, applied as both the soft and the hard limit."""
         return {"RLIMIT_DATA": self.memory_mb * MB, "RLIMIT_AS": (self.memory_mb + self.library_mb) * MB,

@@ -29,8 +29,8 @@ from harness.wire import names
 from harness.wire import protocol
 from harness.wire.budget import reply_budget
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
-from harness.sandbox import isolation, scratch, trusted
-from harness.sandbox.channel import WATCH_SECONDS, DeadlineReader, write_until
+from harness.sandbox import footprint, isolation, scratch, trusted
+from harness.sandbox.channel import MEMORY_WATCH_SECONDS, WATCH_SECONDS, DeadlineReader, write_until
 from harness.sandbox.instance import Instance
 from harness.sandbox.placement import own_code, placement
 from harness.sandbox.limits import MB, Limits
@@ -171,7 +171,8 @@ class Subject:
         self._own_slot = lent is None  # released at close; a lent one is its lender's
         self.slot = lent or scratch.claim_slot()
         self.room = None
-        self._measured = 0.0  # when the scratch was last measured (an unbounded one: see _watch)
+        self._measured = 0.0  # when the child was last measured (see _watch)
+        self._our_processes: set[int] | None = None  # see _ours
         try:
             target = Target.parse(spec)
             copy_root, rel, path = placement(target, self.search_dir, submission)
@@ -301,13 +302,15 @@ class Subject:
                 raise protocol.ProtocolError("a failure before the end of the replies")
             for request, reply in zip(requests, replies):
                 m.check_answer(request, reply)
-            if self._watch() is not None and time.monotonic() - self._measured >= WATCH_SECONDS:
+            if time.monotonic() - max(self._measured, self.started) >= self._between_frames():
                 self._watch()()  # also between quick frames: a child may fill its folder and answer at once
         except scratch.ScratchFull as e:
             self.child.kill()
             self.dead = WorkerDied("disk", f"disk limit: your code wrote {e} in the folder it runs in, during {op} "
                                            "(it holds the copy of your submission and what your code writes)")
             raise self.dead from None
+        except footprint.TooMuch as e:
+            raise self._too_much(e, op) from None
         except TimeoutError:
             stopped = linux.stopped_in_tree(self.pid)
             self.child.kill()
@@ -371,6 +374,8 @@ class Subject:
             self.child.kill()
             self.dead = WorkerDied("disk", f"disk limit: your code wrote {e} in the folder it runs in, during {op}")
             raise self.dead from None
+        except footprint.TooMuch as e:
+            raise self._too_much(e, op) from None
         except TimeoutError:
             self.child.kill()
             total = time.monotonic() + 1 >= self.started + self.limits.total_seconds
@@ -391,18 +396,39 @@ class Subject:
             raise
 
     def _watch(self):
-        """The measure of an unbounded scratch (see scratch.Scratch.overflow), or None where a tmpfs bounds it."""
-        if self.room is None or self.room.budget is None:
-            return None
+        """What the trusted side measures while it waits for the child: an unbounded scratch (see
+        scratch.Scratch.overflow) and the memory of its processes together (`harness.sandbox.footprint`: the
+        kernel's limits are per process)."""
+        room = self.room if self.room is not None and self.room.budget is not None else None
 
         def measure() -> None:
             self._measured = time.monotonic()
             uid = self.record.get("uid") if self.record else None
             owner = (uid, self.record.get("gid", uid)) if uid is not None and is_slot_uid(uid) else None
-            over = self.room.overflow([p for p in self._processes() if p not in self._ours()], owner)
+            pids = [p for p in self._processes() if p not in self._ours()]
+            over = room.overflow(pids, owner) if room is not None else None
             if over is not None:
                 raise scratch.ScratchFull(over)
+            if len(pids) > 1:  # one process is held by its own limits
+                taken, hidden = footprint.proportional_memory(pids, owner)
+                if hidden or taken > self.limits.in_all_mb * MB:
+                    raise footprint.TooMuch(f"{len(pids)} processes" + (
+                        f" (process {hidden[0]} hides its memory from mha-check)" if hidden else
+                        f" that took {taken // MB} MB together"))
         return measure
+
+    def _between_frames(self) -> float:
+        """How often the measures run between frames that come back quickly: an unbounded scratch every
+        WATCH_SECONDS (a child may fill it and answer at once), the memory alone less often (each measure reads the
+        status of every process on the machine, and a correct layer's run, a second or two of quick frames, should
+        not pay for it; a child whose processes hold memory longer, or answer slowly, is measured)."""
+        return WATCH_SECONDS if self.room is not None and self.room.budget is not None else MEMORY_WATCH_SECONDS
+
+    def _too_much(self, e: footprint.TooMuch, op: str) -> WorkerDied:
+        self.child.kill()
+        self.dead = WorkerDied("memory", f"memory limit: your code ran {e}, during {op}; all of them together may "
+                                         f"take what one may ({self.limits.in_all_mb} MB)")
+        return self.dead
 
     def _processes(self) -> list[int]:
         """The child's processes now: every process of the slot's uid (none but the child's), else the tree below
@@ -415,15 +441,16 @@ class Subject:
     def _ours(self) -> set[int]:
         """Our own processes among the child's: the relay or keeper we started and, in a PID namespace, its pid 1.
         They run none of the student's code, hold no file (each closed them all) and are non-dumpable on purpose
-        (the student's code may not write into them), so their /proc/PID/fd is closed to an ordinary user."""
-        if not self.pid or not self.record:
-            return set()
-        ours = set()
-        if self.record.get("keeper") or "pid" in self.record.get("namespaces", ()):
-            ours.add(self.pid)
-        if "pid" in self.record.get("namespaces", ()):
-            ours.update(linux.children_of(self.pid))
-        return ours
+        (the student's code may not write into them), so their /proc/PID/fd is closed to an ordinary user.  Found
+        once: they live as long as the child."""
+        if self._our_processes is None and self.pid and self.record:
+            ours = set()
+            if self.record.get("keeper") or "pid" in self.record.get("namespaces", ()):
+                ours.add(self.pid)
+            if "pid" in self.record.get("namespaces", ()):
+                ours.update(linux.children_of(self.pid))
+            self._our_processes = ours
+        return self._our_processes or set()
 
     def _until_ready(self) -> None:
         """Wait for the worker's `Ready` (its imports done, no code of the student's run yet) and move the start of

@@ -42,7 +42,8 @@ SLACK = 20  # interpreter start-up, restarts after a crash, and a loaded machine
 CLASSIFIED = {  # what happened is named as such, not as a generic error
     "sleep_forever": "time limit", "loop_in_forward": "time limit", "loop_at_import": "time limit",
     "stops_reading": "time limit",
-    "memory_bomb": "memory limit", "segfault": "signal SIGSEGV", "os_exit_forward": "exited (status 0)",
+    "memory_bomb": "memory limit", "processes_memory": "memory limit",
+    "segfault": "signal SIGSEGV", "os_exit_forward": "exited (status 0)",
     "garbage_fds": "corrupted the channel", "nested_header": "header nested too deeply",  # refused, never a crash
     "failed_mid_frame": "corrupted the channel", "reading_flood": "2000 readings of the parameters",
     "custom_base_exception": "Evil: boom",  # the type and the arguments, never its endless __str__
