@@ -91,6 +91,13 @@ def _biases(inst, out_proj: bool = True) -> set[str] | None:
     return set(next(iter(found))) if len(found) == 1 else None
 
 
+def _constants(info) -> list[tuple[str, int]]:
+    """The frozen parameters (requires_grad=False) that no reading takes for a weight or a bias: constants of the
+    layer kept as parameters (tsai's scale head_dim ** -0.5), which nothing learns, as a buffer would be; counted
+    like buffers, not at all.  A frozen W_q is still a W_q (counted; gradient-match finds it takes no gradient)."""
+    return [(name, size) for name, size in unread_parameters(info) if name in info.frozen]
+
+
 def _without_out_proj(inst, out_proj: bool) -> bool:
     """The multi-head layer's readings have no W_o (harness.child.layouts.without_out_proj)."""
     return out_proj and bool(inst.layouts) and all("wo" not in layout.roles for layout in inst.layouts)
@@ -120,7 +127,7 @@ def param_count(ctx):
 
     def prop(cfg):
         inst = ctx.built(cfg)  # counting needs no forward pass
-        got = inst.info.param_count
+        got = inst.info.param_count - sum(size for _, size in _constants(inst.info))
         biases = _biases(inst, out_proj)
         kv = _kv_width(ctx, cfg, inst)
         allowed = sorted({_expected(cfg, b, kv, out_proj) for b in bias_sets}) if biases is None else \
@@ -144,7 +151,7 @@ def param_count(ctx):
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",
                                 "count: kv heads ignored")
         fix = EXTRA_FIX if code == "count: extra projection" else ""
-        extra = unread_parameters(inst.info)
+        extra = [p for p in unread_parameters(inst.info) if p not in _constants(inst.info)]
         if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
             fix = _extra_fix(extra, got - want)
         which = (" with the output projection's bias and " + (f"{', '.join(sorted(biases - {'bo'}))}" if
@@ -171,10 +178,14 @@ def param_count(ctx):
     failure = find_failure(ctx, prop, generated=False, required=configs)
     if failure:
         return failure
-    grouped = ctx.grouped or any(layout.kv_width for layout in ctx.built(ctx.base).layouts)
+    base = ctx.built(ctx.base)
+    grouped = ctx.grouped or any(layout.kv_width for layout in base.layouts)
+    constants = _constants(base.info)
+    aside = (f"; {', '.join(name for name, _ in constants)} (requires_grad=False, a constant of the layer, not a "
+             "weight it learns) not counted, as a buffer would not be") if constants else ""
     return passed(
         ("d_in·d_out + 2·d_in·(kv_heads·dh) + d_out² (grouped-query) + the biases the layer has, " if grouped else
          "3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else
          "3·d_in·d_out + the Q/K/V biases the layer has (the single-head form: no output projection), ")
-        + "for every configuration tried", **({"form": "grouped"} if grouped else {} if out_proj else
+        + "for every configuration tried" + aside, **({"form": "grouped"} if grouped else {} if out_proj else
                                                 {"form": ctx.form.name}))

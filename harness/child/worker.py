@@ -277,6 +277,7 @@ class Worker:
             call_problem=ways.problem,
             call_bare=[s.bare for s in ways.styles],
             config_reads=construct.config_reads(reads),
+            frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
         ))
 
     def forward(self, request: m.Forward) -> m.Reply:

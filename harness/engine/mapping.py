@@ -138,25 +138,36 @@ def _sequence_first(inst, info, x, outputs: dict, cfg) -> dict[int, object]:
     """The module's outputs with x given sequence first, (n, B, d), each style's under its index + the number of
     styles (harness.child.calling.Calling.pick), where the module shows it reads its input so: called the usual
     way, the last sequence alone gives another output than within the batch (the batch axis is read as the
-    tokens: a causal layer's last token sees the others), while called sequence first it gives the same (each
-    sequence on its own, as a layer must treat them).  {} otherwise: a layer whose batch is independent the usual
-    way is read the usual way, and a batch-first layer's own mistake is never excused as a layout."""
-    if not outputs or cfg.batch < 2:
+    tokens: a causal layer's last token sees the others), or every call raised (a mask for the n tokens cannot fit
+    the scores of a layer that reads the batch as its tokens: a forward that requires its mask runs no other way),
+    while called sequence first it gives the same (each sequence on its own, as a layer must treat them).  {}
+    otherwise: a layer whose batch is independent the usual way is read the usual way, and a batch-first layer's
+    own mistake is never excused as a layout (what runs only sequence first must still be reproduced there)."""
+    if cfg.batch < 2:
         return {}
-    first, count = min(outputs), len(info.call_styles)
-    try:
-        inst.style = first
-        if same(inst.forward(x[-1:]), outputs[first][-1:]):
+    count = len(info.call_styles)
+    if outputs:
+        first = min(outputs)
+        try:
+            inst.style = first
+            if same(inst.forward(x[-1:]), outputs[first][-1:]):
+                return {}
+        except TargetFailure:
             return {}
-        inst.style = count + first
-        whole, last = inst.forward(x), inst.forward(x[-1:])
-    except TargetFailure:
+    found = {}
+    for style in [min(outputs)] if outputs else range(count):  # the first style that ran, else the first that runs
+        try:  # sequence first
+            inst.style = count + style
+            whole, last = inst.forward(x), inst.forward(x[-1:])
+        except TargetFailure:
+            continue
+        if whole.shape == (cfg.batch, cfg.n, cfg.d_out) and same(last, whole[-1:]):
+            found[count + style] = whole
+        break
+    if not found:
         return {}
-    if whole.shape != (cfg.batch, cfg.n, cfg.d_out) or not same(last, whole[-1:]):
-        return {}
-    found = {count + first: whole}
-    for style in outputs:
-        if style != first:
+    for style in range(count):  # every other style, also one that raised called the usual way (its mask for the n
+        if count + style not in found:  # tokens, as above): torchtext's container, ESM's layer
             inst.style = count + style
             try:
                 found[count + style] = inst.forward(x)
@@ -188,10 +199,12 @@ def _say_sequence_first(info, proof: Mapping) -> Mapping:
     return proof
 
 
-def _reference_reproduces(outputs: dict, weights: dict, x, heads: int) -> tuple[int, int] | None:
-    """(style, reading) of the first output the lesson's layer (no rotary embedding) reproduces, or None."""
-    return next(((style, i) for style, own in outputs.items() for i, w in weights.items()
-                 if close(own, numpy_ref.forward(x, heads, w))), None)
+def _reference_reproduces(outputs: dict, weights: dict, x, heads: int,
+                          ropes: list) -> tuple[int, int, Rope | None] | None:
+    """(style, reading, rotary embedding) of the first output the lesson's layer reproduces, without a rotary
+    embedding or under one of `ropes` (ESM's sequence-first rotary layer), or None."""
+    return next(((style, i, rope) for rope in ropes for style, own in outputs.items() for i, w in weights.items()
+                 if close(own, numpy_ref.forward(x, heads, w, rope=rope))), None)
 
 
 def _mistakes_either_way(info, outputs: dict, seq_first: dict, weights: dict, x, heads: int, ropes: list, form: str):
@@ -386,10 +399,12 @@ def _prove(ctx) -> Mapping:
             f"your forward raised with the token positions given as 0..n-1 in every layout mha-check knows ((n,), "
             f"(1, n), (B, n)): {raised}; if it wants them in another form, check a factory whose forward takes x "
             f"and makes the positions itself"))
-    if not outputs:  # the forward raised whichever way it was called: the student's bug, shown by output-shape
+    only_seq_first = {} if outputs else _sequence_first(inst, info, x, outputs, cfg)
+    if not outputs and not only_seq_first:  # the forward raised whichever way it was called: the student's bug,
+        # shown by output-shape
         return Mapping(None, 0, problem=f"your forward raised: {raised}", raised=raised,
                        style_text=info.call_styles[0])
-    runs = any(y.shape == (cfg.batch, cfg.n, cfg.d_out) for y in outputs.values())
+    runs = any(y.shape == (cfg.batch, cfg.n, cfg.d_out) for y in outputs.values()) or bool(only_seq_first)
     indices = list(range(len(info.layouts)))
     weights = {i: _weights(ctx, read) for i, read in zip(indices, inst.read_weights_many(indices))}
     tried = [f"{lay.how}: " + ", ".join(f"{r}={p}" for r, p in lay.roles.items()) for lay in info.layouts]
@@ -406,17 +421,18 @@ def _prove(ctx) -> Mapping:
     proof = _reproduced(ctx, info, outputs, weights, x, ropes + negated, found)  # 1. and 1c. (heads reordered)
     if proof is not None:
         return proof
-    seq_first = _sequence_first(inst, info, x, outputs, cfg)
-    reproduced = _reference_reproduces(seq_first, weights, x, cfg.heads)
+    seq_first = only_seq_first or _sequence_first(inst, info, x, outputs, cfg)
+    reproduced = _reference_reproduces(seq_first, weights, x, cfg.heads, ropes)
     if reproduced:  # 1b. read sequence first, (n, B, d), the reference reproduces it
-        return found(*reproduced, "reference")
+        style, i, rope = reproduced
+        return found(style, i, "reference", rope=rope)
     matches, rope_of = _mistakes_either_way(info, outputs, seq_first, weights, x, cfg.heads,
                                             ropes[:1 + len(CONVENTIONS)], ctx.form.name)  # 2. one known mistake does
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
         return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
-    first = min(outputs)
+    first = min(outputs, default=None)
     if not matches and _no_mask_to_pass(info) and first == 0:  # 2b. two mistakes at once do
         rotary = _rotary_evidence(ctx, info)  # a rotary layer's pair under the rotary conventions (first base only)
         both = _pair_mistakes(outputs[first], weights, x, cfg.heads, ctx.form.name,

@@ -236,6 +236,8 @@ class Built(Reply):
     call_bare: list[bool] = field(default_factory=list)  # per style: gives forward its input only (no mask, no flag)
     config_reads: dict[str, str] = field(default_factory=dict)  # settings the constructor read off its config
     # object -> the configuration key each stands for (num_key_value_heads -> kv_heads): a grouped layer's evidence
+    frozen: list[str] = field(default_factory=list)  # parameters with requires_grad=False: a constant kept as a
+    # parameter (tsai's scale), or a frozen weight
 
 
 @dataclass

@@ -2029,6 +2029,277 @@ def _(mod):
     return ok_line(*cmp(m, ref, 12)) + ("n_embd=12 n_head=3 block_size=10",)
 
 
+# ----------------------------------------------------------------------------------------------- realzoo7 (PyPI)
+def _n_params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+@check("nullhawk_simple_transformer_shared_slice_projections.py")
+def _(mod):
+    """BUG, two: one head_dim x head_dim projection per role shared by the heads and applied to each head's own input
+    slice (= block-diagonal W_q, W_k, W_v of that matrix repeated), and the scores divided by sqrt(embed_size) (= the
+    query weight times sqrt(head_dim / embed_size) under the lesson's scale).  Called values first with the model's
+    tril keep-mask."""
+    m = randomize(mod.SelfAttention(12, 3)).eval()
+    blocks = {a: torch.block_diag(*[getattr(m, a).weight] * 3) for a in ("queries", "keys", "values")}
+    call = lambda x: m(x, x, x, torch.tril(torch.ones(x.shape[1], x.shape[1])))
+    ref = lambda x: mha_forward(x, 3, blocks["queries"] * (4 / 12) ** 0.5, blocks["keys"], blocks["values"],
+                                m.fc_out.weight, None, None, None, m.fc_out.bias)
+    err, leak = cmp(call, ref, 12)
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(11))
+    with torch.no_grad():
+        lesson_scale = (call(x) - mha_forward(x, 3, blocks["queries"], blocks["keys"], blocks["values"],
+                                              m.fc_out.weight, None, None, None, m.fc_out.bias)).abs().max().item()
+    counts = [_n_params(mod.SelfAttention(12, h)) for h in (1, 2, 3, 4)]
+    return (err < TOL and leak < TOL and lesson_scale > 1e-3 and counts == sorted(counts, reverse=True)
+            and len(set(counts)) == 4,
+            f"max|out - block-diagonal ref scaled by sqrt(embed_size)|={err:.1e} leak={leak:.1e}; with the lesson's "
+            f"scale {lesson_scale:.1e}; parameters for 1, 2, 3, 4 heads: {counts}", "embed_size=12 heads=3, tril keep-mask")
+
+
+@check("stackformer_mha_default_mask_type_none.py")
+def _(mod):
+    """BUG, two: built with the defaults (mask_type=None) and called as documented, m(x, mask=True), it is the
+    lesson's layer without its mask (exactly the bidirectional computation; the future moves the past), while
+    mask_type=["causal"] gives the lesson's layer exactly; and dropout_p reaches SDPA in eval() (two calls differ)."""
+    m = randomize(mod.Multi_Head_Attention(12, 3, dtype=torch.float64)).eval()
+    W = m.qkv_proj.weight
+    args = (W[:12], W[12:24], W[24:], m.out_proj.weight, None, None, None, None)
+    unmasked = lambda x: _no_mask_forward(x, 3, *args, scaled=True)
+    err, leak = cmp(lambda x: m(x, mask=True), unmasked, 12)
+    c = randomize(mod.Multi_Head_Attention(12, 3, mask_type=["causal"], dtype=torch.float64)).eval()
+    Wc = c.qkv_proj.weight
+    good_c, msg_c = ok_line(*cmp(c, lambda x: mha_forward(x, 3, Wc[:12], Wc[12:24], Wc[24:], c.out_proj.weight), 12))
+    d = mod.Multi_Head_Attention(12, 3, dropout=0.5, mask_type=["causal"], dtype=torch.float64).eval()
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(12))
+    with torch.no_grad():
+        drift = (d(x) - d(x)).abs().max().item()
+    return (err < TOL and leak > 1e-3 and good_c and drift > 1e-3,
+            f"defaults: max|out - unmasked ref|={err:.1e}, the future moves the past by {leak:.1e}; "
+            f"mask_type=['causal']: {msg_c}; dropout=0.5 in eval: two calls differ by {drift:.1e}",
+            "embed_dim=12 num_heads=3 dtype=float64")
+
+
+@check("lmt_mha_config_additive_inf_buffer.py")
+def _(mod):
+    """Fused qkv_proj chunked [Q; K; V], an additive -inf triu buffer, out_proj without bias: the lesson's layer
+    exactly, with and without qkv biases."""
+    msgs, good = [], True
+    for bias in (False, True):
+        m = randomize(mod.MultiHeadAttention(mod.ModelConfig(context_length=CTX, num_heads=3, embed_dim=12,
+                                                             qkv_bias=bias))).eval()
+        W, b = m.qkv_proj.weight, m.qkv_proj.bias
+        bs = (b[:12], b[12:24], b[24:]) if bias else (None, None, None)
+        ok, msg = ok_line(*cmp(m, lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.out_proj.weight, *bs), 12))
+        good, msgs = good and ok, msgs + [f"qkv_bias={bias}: {msg}"]
+    return good, "; ".join(msgs), "embed_dim=12 num_heads=3 context_length=10"
+
+
+@check("transformer_variants_per_head_softmax_module_mask_arg.py")
+def _(mod):
+    """Per-head modules (q/k/v without bias) concatenated into out_proj without bias, given the (1, n, n) True =
+    ignore mask: the lesson's layer with the heads' weights stacked, exactly; without a mask the future moves the
+    past."""
+    m = randomize(mod.MultiHeadSelfAttention(12, 3)).eval()
+    cat = lambda a: torch.cat([getattr(h, a).weight for h in m.heads], 0)
+    ref = lambda x: mha_forward(x, 3, cat("q_proj"), cat("k_proj"), cat("v_proj"), m.out_proj.weight)
+    good, msg = ok_line(*cmp(lambda x: m(x, _future_true(x.shape[1])[None]), ref, 12))
+    _, leak_unmasked = cmp(m, ref, 12, shapes=[(2, 7)])
+    return (good and leak_unmasked > 1e-3, msg + f"; with no mask the future moves the past by {leak_unmasked:.1e}",
+            "d_model=12 n_heads=3, mask (1, n, n) True = ignore")
+
+
+@check("tsai_multihead_attention_frozen_scale_parameter.py")
+def _(mod):
+    """W_Q/W_K/W_V with biases, keys pre-transposed, a frozen nn.Parameter scale dh ** -0.5, to_out[0] with bias,
+    given the bool attn_mask True = masked ((n, n), or (1, n, n) as its docstring says): the lesson's layer exactly;
+    without a mask the future moves the past.  The scale parameter is the constant dh ** -0.5 and takes no gradient."""
+    m = randomize(mod.MultiheadAttention(12, 3)).eval()
+    with torch.no_grad():
+        m.sdp_attn.scale.fill_(4 ** -0.5)  # randomize() drew it; the layer's own value is head_dim ** -0.5
+    ws = (m.W_Q.weight, m.W_K.weight, m.W_V.weight, m.to_out[0].weight, m.W_Q.bias, m.W_K.bias, m.W_V.bias,
+          m.to_out[0].bias)
+    ref = lambda x: mha_forward(x, 3, *ws)
+    good, msg = ok_line(*cmp(lambda x: m(x, attn_mask=_future_true(x.shape[1]))[0], ref, 12))
+    good3, _ = ok_line(*cmp(lambda x: m(x, attn_mask=_future_true(x.shape[1])[None])[0], ref, 12))
+    _, leak_unmasked = cmp(lambda x: m(x)[0], ref, 12, shapes=[(2, 7)])
+    fresh = mod.MultiheadAttention(12, 3).sdp_attn.scale
+    return (good and good3 and leak_unmasked > 1e-3 and not fresh.requires_grad and fresh.item() == 0.5,
+            msg + f"; (1, n, n) mask too: {good3}; with no mask the future moves the past by {leak_unmasked:.1e}; "
+            f"scale parameter {fresh.item()} requires_grad={fresh.requires_grad}",
+            "d_model=12 n_heads=3 qkv_bias=True, attn_mask True = masked")
+
+
+@check("tsai_tst_mha_mask_argument_dropped.py")
+def _(mod):
+    """BUG: the mask argument is never passed to the inner attention: given the causal True = masked mask the
+    output is the lesson's layer WITHOUT a mask (W_Q, W_K, W_V, W_O, no biases), exactly; the future moves the past."""
+    m = randomize(mod._MultiHeadAttention(12, 3, 4, 4)).eval()
+    call = lambda x: m(x, x, x, mask=_future_true(x.shape[1]))[0]
+    ws = (m.W_Q.weight, m.W_K.weight, m.W_V.weight, m.W_O.weight, None, None, None, None)
+    err, leak = cmp(call, lambda x: _no_mask_forward(x, 3, *ws, scaled=True), 12)
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(13))
+    with torch.no_grad():
+        off = (call(x) - mha_forward(x, 3, *ws[:4])).abs().max().item()
+    return (err < TOL and leak > 1e-3 and off > 1e-3,
+            f"max|out - unmasked ref|={err:.1e} with the causal mask given; the future moves the past by {leak:.1e}; "
+            f"off the lesson's layer by {off:.1e}", "d_model=12 n_heads=3 d_k=d_v=4, mask True = masked")
+
+
+def _tft_interpretable(x, m, hidden):
+    """TFT's interpretable attention, independently: per head its own query and key projections, ONE shared value
+    projection; softmax(q_h k_h^T / sqrt(d_k)) with `hidden` (n, n, True = hidden) removed; the heads' outputs
+    averaged (not concatenated), then w_h."""
+    lin = torch.nn.functional.linear
+    vs = lin(x, m.v_layer.weight, m.v_layer.bias)
+    outs = []
+    for ql, kl in zip(m.q_layers, m.k_layers):
+        q, k = lin(x, ql.weight, ql.bias), lin(x, kl.weight, kl.bias)
+        s = (q @ k.transpose(1, 2) / q.shape[-1] ** 0.5).masked_fill(hidden, float("-inf"))
+        outs.append(torch.softmax(s, -1) @ vs)
+    return lin(torch.stack(outs).mean(0), m.w_h.weight)
+
+
+@check("pytorch_forecasting_tft_interpretable_mha_heads_averaged.py")
+def _(mod):
+    """Not the lesson's layer: given the causal True = masked mask it is, exactly, the heads (own W_q, W_k; one
+    shared W_v) averaged then w_h; no leak; its parameter count changes with the heads; with ONE head it is the
+    lesson's layer with W_o = w_h (so the difference is the averaging and the shared values, not a mask or a scale)."""
+    m = randomize(mod.InterpretableMultiHeadAttention(3, 12)).eval()
+    call = lambda x: m(x, x, x, mask=_future_true(x.shape[1]))[0]
+    err, leak = cmp(call, lambda x: _tft_interpretable(x, m, _future_true(x.shape[1])), 12)
+    one = randomize(mod.InterpretableMultiHeadAttention(1, 12)).eval()
+    good_one, _ = ok_line(*cmp(lambda x: one(x, x, x, mask=_future_true(x.shape[1]))[0],
+                               lambda x: mha_forward(x, 1, one.q_layers[0].weight, one.k_layers[0].weight,
+                                                     one.v_layer.weight, one.w_h.weight, one.q_layers[0].bias,
+                                                     one.k_layers[0].bias, one.v_layer.bias), 12))
+    counts = [_n_params(mod.InterpretableMultiHeadAttention(h, 12)) for h in (1, 2, 3, 4)]
+    return (err < TOL and leak < TOL and good_one and len(set(counts)) == 4,
+            f"max|out - averaged shared-value heads|={err:.1e} leak={leak:.1e}; one head = the lesson's layer: "
+            f"{good_one}; parameters for 1, 2, 3, 4 heads: {counts}", "n_head=3 d_model=12, mask True = masked")
+
+
+@check("esm_mha_seq_first_rotary_additive_mask.py")
+def _(mod):
+    """Sequence first, given the additive (n, n) -inf mask: the rotate-half rotary reference (base 10000) with all
+    four projections and their biases (q scaled before rotating: the same scores), to relative 1e-5 (inv_freq made
+    in float32); without attn_mask the future moves the past."""
+    m = randomize(mod.build(12, 3)).eval()
+    additive = lambda n: torch.triu(torch.full((n, n), float("-inf")), 1)
+    seq = lambda f: (lambda x: f(x.transpose(0, 1)).transpose(0, 1))
+    call = seq(lambda t: m(t, t, t, attn_mask=additive(t.shape[0]))[0])
+    ws = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight, m.q_proj.bias, m.k_proj.bias,
+          m.v_proj.bias, m.out_proj.bias)
+    ref = lambda x: rope_mha_forward(x, 3, *ws, convention="half")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 12)
+    _, leak_unmasked = cmp(seq(lambda t: m(t, t, t)[0]), ref, 12, shapes=[(2, 7)])
+    return (err / scale < FLOAT32_TOL and leak < TOL and leak_unmasked > 1e-3,
+            f"relative max|out-ref|={err / scale:.1e} (float32 inv_freq) future-leak={leak:.1e}; with no attn_mask "
+            f"the future moves the past by {leak_unmasked:.1e}", "embed_dim=12 heads=3, (n, B, d), FLOAT32_TOL relative")
+
+
+def _torchscale_weights(m):
+    return (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight, m.q_proj.bias, m.k_proj.bias,
+            m.v_proj.bias, m.out_proj.bias)
+
+
+def _additive_future(n):
+    return torch.triu(torch.full((n, n), float("-inf")), 1)
+
+
+@check("torchscale_mha_args_additive_mask.py")
+def _(mod):
+    """DecoderConfig(subln=False), no xPos, given the additive (n, n) -inf attn_mask: the lesson's layer with all
+    four biases, to relative 1e-5 (its softmax runs in float32); without attn_mask the future moves the past."""
+    m = randomize(mod.build(12, 3)).eval()
+    ref = lambda x: mha_forward(x, 3, *_torchscale_weights(m))
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(lambda x: m(x, x, x, attn_mask=_additive_future(x.shape[1]))[0], ref, 12)
+    _, leak_unmasked = cmp(lambda x: m(x, x, x)[0], ref, 12, shapes=[(2, 7)])
+    return (err / scale < FLOAT32_TOL and leak < TOL and leak_unmasked > 1e-3,
+            f"relative max|out-ref|={err / scale:.1e} (float32 softmax) future-leak={leak:.1e}; with no attn_mask the "
+            f"future moves the past by {leak_unmasked:.1e}", "embed_dim=12 heads=3 subln=False FLOAT32_TOL relative")
+
+
+def _xpos_forward(x, nheads, wq, wk, wv, wo, bq, bk, bv, bo, scale_base=512.0):
+    """xPos attention, independently: interleaved rotary pairs at positions 0..n-1 (reference.rotary_mha.rope), then
+    each query pair i at position t times zeta_i ** (m_t / scale_base) and each key pair divided by it, zeta_i =
+    (2i + 0.4 dh) / (1.4 dh), m_t = t - n // 2 (positions counted from the middle); scores / sqrt(dh), causal."""
+    from reference.rotary_mha import rope
+    B, n, _ = x.shape
+    dh = wq.shape[0] // nheads
+    lin = torch.nn.functional.linear
+    split = lambda t: t.view(B, n, nheads, dh).transpose(1, 2)
+    q, k, v = split(lin(x, wq, bq)), split(lin(x, wk, bk)), split(lin(x, wv, bv))
+    zeta = (torch.arange(0, dh, 2, dtype=torch.float64) + 0.4 * dh) / (1.4 * dh)
+    middle = torch.arange(n, dtype=torch.float64) - n // 2
+    factor = (zeta[None, :] ** (middle[:, None] / scale_base)).repeat_interleave(2, dim=-1)  # (n, dh), pairs interleaved
+    q, k = rope(q, "interleaved") * factor, rope(k, "interleaved") / factor
+    scores = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(_future_true(n), float("-inf"))
+    return lin((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, n, -1), wo, bo)
+
+
+@check("torchscale_mha_xpos_decay.py")
+def _(mod):
+    """xPos (xpos_rel_pos=True, subln=False), given its additive mask: interleaved RoPE with the per-pair decay
+    zeta ** (+-m / 512) on queries and keys, to relative 1e-5 (its sin/cos come from float32 positions); no leak; off
+    the plain interleaved rotary reference by a few per cent (no reference of mha-check's computes it)."""
+    m = randomize(mod.build_xpos(12, 3)).eval()
+    w = _torchscale_weights(m)
+    call = lambda x: m(x, x, x, attn_mask=_additive_future(x.shape[1]))[0]
+    ref = lambda x: _xpos_forward(x, 3, *w)
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 12)
+    x = torch.randn(2, 10, 12, generator=torch.Generator().manual_seed(14))
+    with torch.no_grad():
+        plain = (call(x) - rope_mha_forward(x, 3, *w, convention="interleaved")).abs().max().item() / scale
+    return (err / scale < FLOAT32_TOL and leak < TOL and plain > 1e-3,
+            f"relative max|out - xPos ref|={err / scale:.1e} future-leak={leak:.1e}; relative distance from plain "
+            f"interleaved RoPE at n=10: {plain:.1e}", "embed_dim=12 heads=3 scale_base=512 FLOAT32_TOL relative")
+
+
+@check("baby_llm_attention_gqa_backend_registry.py")
+def _(mod):
+    """Grouped-query attention with 2, 1 and 4 key/value heads of 4: gqa_forward with q/k/v/o_proj, exactly with the
+    default "sdpa" backend (and bias=True), to relative 1e-5 with "eager" (float32 softmax); no leak."""
+    msgs, good = [], True
+    for kv, bias, backend in ((2, False, "sdpa"), (1, True, "sdpa"), (4, False, "sdpa"), (2, True, "eager")):
+        m = randomize(mod.Attention(16, 4, kv, bias=bias, backend=backend)).eval()
+        ws = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.o_proj.weight) + (
+            (m.q_proj.bias, m.k_proj.bias, m.v_proj.bias, m.o_proj.bias) if bias else ())
+        ref = lambda x: gqa_forward(x, 4, *ws)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err, leak = cmp(m, ref, 16)
+        ok = (err < TOL if backend == "sdpa" else err / scale < FLOAT32_TOL) and leak < TOL
+        good, msgs = good and ok, msgs + [f"kv={kv} bias={bias} {backend}: {err / scale:.1e} rel, leak {leak:.1e}"]
+    return good, "; ".join(msgs), "hidden=16 heads=4; eager at FLOAT32_TOL relative"
+
+
+@check("transformerkit_mha_mask_arg_fill_1e9.py")
+def _(mod):
+    """Given create_look_ahead_mask(n) (1, 1, n, n), True = masked: the lesson's layer with all four biases, exactly;
+    the -1e9 fill lets the future in once a query's own scores fall below -1e9 (W_k = -W_q, tokens x1e5)."""
+    m = randomize(mod.MultiHeadAttention(12, 3, dropout=0.0)).eval()
+    ws = (m.W_q.weight, m.W_k.weight, m.W_v.weight, m.W_o.weight, m.W_q.bias, m.W_k.bias, m.W_v.bias, m.W_o.bias)
+    call = lambda x: m(x, x, x, mod.create_look_ahead_mask(x.shape[1]))[0]
+    good, msg = ok_line(*cmp(call, lambda x: mha_forward(x, 3, *ws), 12))
+    big = randomize(mod.MultiHeadAttention(12, 3, dropout=0.0), seed=1).eval()
+    with torch.no_grad():
+        big.W_k.weight.copy_(-big.W_q.weight)
+        big.W_k.bias.copy_(-big.W_q.bias)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 4, 12, generator=g) * 1e5
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(1, 3, 12, generator=g) * 1e5
+    mask = mod.create_look_ahead_mask(4)
+    with torch.no_grad():
+        huge_leak = (big(x, x, x, mask)[0][:, 0] - big(x2, x2, x2, mask)[0][:, 0]).abs().max().item()
+    return (good and huge_leak > 1e-3,
+            msg + f"; with W_k = -W_q and tokens x1e5 the future changes position 0 by {huge_leak:.1e}",
+            "d_model=12 n_heads=3 dropout=0, mask (1, 1, n, n) True = masked, -1e9 fill")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -1,0 +1,41 @@
+"""param-count and a frozen parameter (issue 28 item 7, realzoo7): tsai's attention keeps its scale head_dim ** -0.5
+as nn.Parameter(..., requires_grad=False), and param-count failed the correct layer by +1, "exactly sdp_attn.scale,
+which plays no role".  A frozen parameter that no reading takes for a weight or a bias is a constant of the layer, as
+a buffer is (parameters-used already lets it take no gradient): it is not counted.  A learned one still is, and a
+frozen projection is still a projection."""
+from conftest import ZOO
+from harness.child.inprocess import InProcess
+from harness.engine.runner import Options, run_checks
+from harness.sandbox.subject import Subject
+
+FROZEN = ZOO / "correct" / "frozen_temperature_parameter.py"
+
+
+def _checks(path, only=("param-count",)):
+    target = f"{path}:FrozenTemperatureAttention"
+    opts = Options(only=list(only), examples=2, diagnose=False)
+    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
+
+
+def test_a_frozen_scale_no_reading_takes_is_a_constant_not_a_parameter_of_the_count():
+    got = _checks(FROZEN)["param-count"]
+    assert got.status == "pass", got.message
+    assert "temperature (requires_grad=False" in got.message
+
+
+def test_a_learned_temperature_is_still_counted(tmp_path):
+    path = tmp_path / "learned_temperature.py"
+    path.write_text(FROZEN.read_text().replace(".sqrt(), requires_grad=False)", ".sqrt())"))
+    assert path.read_text() != FROZEN.read_text()
+    got = _checks(path)["param-count"]
+    assert got.status == "fail" and "(difference +1)" in got.message and "exactly temperature" in got.message
+
+
+def test_a_frozen_projection_is_counted_and_gradient_match_finds_it(tmp_path):
+    path = tmp_path / "frozen_query.py"
+    frozen_q = "        self.query.weight.requires_grad_(False)\n        self.register_buffer("
+    path.write_text(FROZEN.read_text().replace("        self.register_buffer(", frozen_q, 1))
+    assert "requires_grad_(False)" in path.read_text()
+    report = _checks(path, only=("param-count", "gradient-match"))
+    assert report["param-count"].status == "pass" and "query.weight" not in report["param-count"].message
+    assert report["gradient-match"].status == "fail" and "W_q" in report["gradient-match"].message
