@@ -63,12 +63,15 @@ _SCRATCH = re.compile(r"/tmp/mha-check-[A-Za-z0-9_]+(/scratch)?")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _UID = re.compile(r"\b6\d{4}\b")  # a slot's uid (61000 + slot)
 _LIBRARIES = re.compile(r"address space \d+ MB")  # the memory budget plus this installation's torch libraries
+_TOGETHER = re.compile(r"took \d+ MB together")  # the memory of a child's processes when it was measured
+_ONE_MAY = re.compile(r"what one may \(\d+ MB\)")  # the memory budget plus this installation's torch libraries
 
 
 def normal(value):
     """`value` with what differs between machines and runs written as placeholders."""
     if isinstance(value, str):
         value = _LIBRARIES.sub("address space <n> MB", value.replace(str(ROOT), "<root>"))
+        value = _ONE_MAY.sub("what one may (<n> MB)", _TOGETHER.sub("took <n> MB together", value))
         return _UID.sub("<uid>", _SCRATCH.sub("<scratch>", value))
     if isinstance(value, dict):
         return {k: normal(v) for k, v in value.items()}
