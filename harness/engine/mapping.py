@@ -140,14 +140,29 @@ def _sequence_first(inst, info, x, outputs: dict, cfg) -> dict[int, object]:
     way, the last sequence alone gives another output than within the batch (the batch axis is read as the
     tokens: a causal layer's last token sees the others), while called sequence first it gives the same (each
     sequence on its own, as a layer must treat them).  {} otherwise: a layer whose batch is independent the usual
-    way is read the usual way, and a batch-first layer's own mistake is never excused as a layout."""
-    if not outputs or cfg.batch < 2:
+    way is read the usual way, and a batch-first layer's own mistake is never excused as a layout.
+
+    Every style is called sequence first, not only those that ran the usual way: a mask argument ((n, n), (1, n, n))
+    meets the batch axis of an input read sequence first, so each raised there (torchtext's container, given
+    its (1, n, n) bool mask, was never driven).  Where no style ran the usual way, the evidence is the first style
+    that runs sequence first (the usual way gave nothing to compare)."""
+    if cfg.batch < 2 or not outputs and len(info.call_styles) < 2:
         return {}
-    first, count = min(outputs), len(info.call_styles)
-    try:
-        inst.style = first
-        if same(inst.forward(x[-1:]), outputs[first][-1:]):
+    count = len(info.call_styles)
+    if outputs:
+        first = min(outputs)
+        try:
+            inst.style = first
+            if same(inst.forward(x[-1:]), outputs[first][-1:]):
+                return {}
+        except TargetFailure:
             return {}
+    else:
+        first = _first_running(inst, x, [count + style for style in range(count)])
+        if first is None:
+            return {}
+        first -= count
+    try:
         inst.style = count + first
         whole, last = inst.forward(x), inst.forward(x[-1:])
     except TargetFailure:
@@ -155,7 +170,7 @@ def _sequence_first(inst, info, x, outputs: dict, cfg) -> dict[int, object]:
     if whole.shape != (cfg.batch, cfg.n, cfg.d_out) or not same(last, whole[-1:]):
         return {}
     found = {count + first: whole}
-    for style in outputs:
+    for style in range(count):
         if style != first:
             inst.style = count + style
             try:
@@ -163,6 +178,18 @@ def _sequence_first(inst, info, x, outputs: dict, cfg) -> dict[int, object]:
             except TargetFailure:
                 continue
     return found
+
+
+def _first_running(inst, x, styles: list[int]) -> int | None:
+    """The first of these call styles under which forward runs on x, or None."""
+    for style in styles:
+        inst.style = style
+        try:
+            inst.forward(x)
+        except TargetFailure:
+            continue
+        return style
+    return None
 
 
 def _no_proof(ctx, info, rotary: str, matched: bool, thetas) -> str:
@@ -386,9 +413,10 @@ def _prove(ctx) -> Mapping:
             f"your forward raised with the token positions given as 0..n-1 in every layout mha-check knows ((n,), "
             f"(1, n), (B, n)): {raised}; if it wants them in another form, check a factory whose forward takes x "
             f"and makes the positions itself"))
-    if not outputs:  # the forward raised whichever way it was called: the student's bug, shown by output-shape
-        return Mapping(None, 0, problem=f"your forward raised: {raised}", raised=raised,
-                       style_text=info.call_styles[0])
+    seq_first = None if outputs else _sequence_first(inst, info, x, outputs, cfg)  # a mask meeting the batch axis
+    if not outputs and not seq_first:  # the forward raised whichever way it was called: the student's bug, shown by
+        # output-shape
+        return _raised_everywhere(info, raised)
     runs = any(y.shape == (cfg.batch, cfg.n, cfg.d_out) for y in outputs.values())
     indices = list(range(len(info.layouts)))
     weights = {i: _weights(ctx, read) for i, read in zip(indices, inst.read_weights_many(indices))}
@@ -406,7 +434,8 @@ def _prove(ctx) -> Mapping:
     proof = _reproduced(ctx, info, outputs, weights, x, ropes + negated, found)  # 1. and 1c. (heads reordered)
     if proof is not None:
         return proof
-    seq_first = _sequence_first(inst, info, x, outputs, cfg)
+    if seq_first is None:
+        seq_first = _sequence_first(inst, info, x, outputs, cfg)
     reproduced = _reference_reproduces(seq_first, weights, x, cfg.heads)
     if reproduced:  # 1b. read sequence first, (n, B, d), the reference reproduces it
         return found(*reproduced, "reference")
@@ -416,6 +445,8 @@ def _prove(ctx) -> Mapping:
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
         return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
+    if not outputs:  # only sequence first did it run, and read so nothing reproduces it: as if it had not run
+        return _raised_everywhere(info, raised)
     first = min(outputs)
     if not matches and _no_mask_to_pass(info) and first == 0:  # 2b. two mistakes at once do
         rotary = _rotary_evidence(ctx, info)  # a rotary layer's pair under the rotary conventions (first base only)
@@ -437,6 +468,12 @@ def _prove(ctx) -> Mapping:
                     + "; ".join(info.call_styles) + ")")
     return Mapping(None, style, problem=problem, tried=tried, runs=runs,
                    style_text=info.call_styles[0] if style is not None else "")
+
+
+def _raised_everywhere(info, raised: str) -> Mapping:
+    """No call ran (or ran only sequence first, unproven): the forward raised whichever way it was called, the
+    student's bug, which output-shape shows."""
+    return Mapping(None, 0, problem=f"your forward raised: {raised}", raised=raised, style_text=info.call_styles[0])
 
 
 def _reordered(info, outputs: dict, weights: dict, x, heads: int, ropes: list, found) -> Mapping | None:

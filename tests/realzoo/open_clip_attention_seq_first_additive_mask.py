@@ -23,9 +23,11 @@ NOTES = ("Attention(dim, num_heads=8, qkv_bias=True, scaled_cosine=False, scale_
          "(L, L) float or bool (True = masked). Parameters in_proj_weight (3C, C), in_proj_bias (3C), out_proj.")
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
-OUTCOME = 'cannot_tell'
+OUTCOME = 'pass'
 DIAGNOSIS = None
-EXPECTED_BECAUSE = 'sequence-first layout (n, B, d): fed (B, n, d) the layer attends across the batch, so no call style reproduces (as labml_mha_seq_first); nothing may be failed or named'
+EXPECTED_BECAUSE = ('sequence-first layout (n, B, d): fed (B, n, d) the layer attends across the batch and every mask '
+                    'style raises; called sequence first with the (n, n) bool mask (True = masked) it is the lesson\'s '
+                    'layer, and it follows every lesson rule')
 
 
 class Attention(nn.Module):

@@ -36,9 +36,6 @@ OUTCOME = 'rules'
 DIAGNOSIS = 'no-divisibility-check'
 EXPECTED_BECAUSE = ("the lesson's math given its (1, n, n) True = masked mask on sequence-first inputs; it breaks "
                     "the divisibility and -inf fill rules only")
-KNOWN_WRONG = ("realzoo6: CANNOT TELL at output-shape - the (1, n, n) bool mask is tried, but only on batch-first "
-               "inputs, and a sequence-first layer whose mask is an argument is never driven (divisibility fails, "
-               "rightly)")
 
 class MultiheadAttentionContainer(torch.nn.Module):
     def __init__(self, nhead, in_proj_container, attention_layer, out_proj, batch_first=False) -> None:
