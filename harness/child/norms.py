@@ -14,6 +14,7 @@ mistake, then reproduces the module's output (harness.engine.mapping), and says 
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from dataclasses import dataclass
 
@@ -72,6 +73,10 @@ def _acts_as_norm(sub: nn.Module, width: int) -> bool:
     Any exception: no norm."""
     if isinstance(sub, TORCH_NORMS):
         return True
+    try:  # a copy: a candidate that keeps state (a BatchNorm's running statistics) must not learn from the probe
+        sub = copy.deepcopy(sub)
+    except Exception:  # noqa: BLE001 - what cannot be copied is not probed, and not taken for a norm
+        return False
     reference = next((t for t in (*sub.parameters(), *sub.buffers()) if t.is_floating_point()), None)
     dtype = reference.dtype if reference is not None else torch.get_default_dtype()
     gen = torch.Generator().manual_seed(0)

@@ -84,6 +84,16 @@ def test_what_mixes_tokens_keeps_their_scale_or_normalises_more_than_the_feature
     assert norms.find(Holder(norm)) == []
 
 
+def test_the_probe_leaves_the_candidate_as_it_was():
+    """A BatchNorm over 3 features runs on the (2, 3, 3) probe in training mode: its running statistics must not
+    learn from it (the probe runs on a copy), and it is still no norm (its output depends on the batch)."""
+    bn = nn.BatchNorm1d(3)
+    before = bn.running_mean.clone(), bn.running_var.clone(), int(bn.num_batches_tracked)
+    assert norms.find(Holder(bn, d=3)) == []
+    assert torch.equal(bn.running_mean, before[0]) and torch.equal(bn.running_var, before[1])
+    assert int(bn.num_batches_tracked) == before[2]
+
+
 def test_the_layer_itself_is_never_its_own_norm_and_a_norm_inside_a_norm_is_found_once():
     class OuterNorm(nn.Module):
         def __init__(self):
