@@ -107,8 +107,8 @@ def _beside(info) -> tuple[int, str]:
         return 0, ""
     names = ", ".join(name for name, _ in held) or "none"
     return size, (f"; not counted: the {size} parameter{'' if size == 1 else 's'} ({names}) of "
-                  f"{describe_norms(info)}, which your layer keeps inside itself and which is no part of the "
-                  "attention")
+                  f"{describe_norms(info)}, which your layer keeps inside itself and which "
+                  f"{'is' if len(info.norms) == 1 else 'are'} no part of the attention")
 
 
 def _without_out_proj(inst, out_proj: bool) -> bool:
