@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from checks import check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import unread_parameters
+from harness.engine.mapping import describe_norms, norm_parameters, unread_parameters
 from harness.engine.search import find_failure
 from reference import param_count_formula
 
@@ -84,7 +84,7 @@ def _biases(inst, out_proj: bool = True) -> set[str] | None:
     projection's bias: the whole nn.Linear(d_out, d_out) is what it lacks.  With a parameter no reading takes (it
     may be a projection mha-check did not recognise), the biases are unknown."""
     missing = _without_out_proj(inst, out_proj)
-    if missing and unread_parameters(inst.info):
+    if missing and _unread_beside_norms(inst.info):
         return None
     found = {frozenset(r for r in layout.roles if r in BIASES) | ({"bo"} if missing else set())
              for layout in inst.layouts}
@@ -95,7 +95,28 @@ def _constants(info) -> list[tuple[str, int]]:
     """The frozen parameters (requires_grad=False) that no reading takes for a weight or a bias: constants of the
     layer kept as parameters (tsai's scale head_dim ** -0.5), which nothing learns, as a buffer would be; counted
     like buffers, not at all.  A frozen W_q is still a W_q (counted; gradient-match finds it takes no gradient)."""
-    return [(name, size) for name, size in unread_parameters(info) if name in info.frozen]
+    norm = {name for name, _ in norm_parameters(info)}  # left out of the count by _beside
+    return [(name, size) for name, size in unread_parameters(info) if name in info.frozen and name not in norm]
+
+
+def _unread_beside_norms(info) -> list[tuple[str, int]]:
+    """The parameters no reading takes, but those of a normalisation the layer keeps inside itself (a pre-norm's
+    LayerNorm, harness.child.norms): they are not the attention's, and a norm is no mistake of it."""
+    norm = {name for name, _ in norm_parameters(info)}
+    return [(name, size) for name, size in unread_parameters(info) if name not in norm]
+
+
+def _beside(info) -> tuple[int, str]:
+    """(how many parameters the layer's normalisations hold, what the count says of them): they are left out of
+    the count, and the check says so."""
+    held = norm_parameters(info)
+    size = sum(s for _, s in held)
+    if not info.norms:
+        return 0, ""
+    names = ", ".join(name for name, _ in held) or "none"
+    return size, (f"; not counted: the {size} parameter{'' if size == 1 else 's'} ({names}) of "
+                  f"{describe_norms(info)}, which your layer keeps inside itself and which "
+                  f"{'is' if len(info.norms) == 1 else 'are'} no part of the attention")
 
 
 def _without_out_proj(inst, out_proj: bool) -> bool:
@@ -127,7 +148,8 @@ def param_count(ctx):
 
     def prop(cfg):
         inst = ctx.built(cfg)  # counting needs no forward pass
-        got = inst.info.param_count - sum(size for _, size in _constants(inst.info))
+        norm_size, norm_note = _beside(inst.info)
+        got = inst.info.param_count - norm_size - sum(size for _, size in _constants(inst.info))
         biases = _biases(inst, out_proj)
         kv = _kv_width(ctx, cfg, inst)
         allowed = sorted({_expected(cfg, b, kv, out_proj) for b in bias_sets}) if biases is None else \
@@ -151,7 +173,7 @@ def param_count(ctx):
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",
                                 "count: kv heads ignored")
         fix = EXTRA_FIX if code == "count: extra projection" else ""
-        extra = [p for p in unread_parameters(inst.info) if p not in _constants(inst.info)]
+        extra = [p for p in _unread_beside_norms(inst.info) if p not in _constants(inst.info)]
         if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
             fix = _extra_fix(extra, got - want)
         which = (" with the output projection's bias and " + (f"{', '.join(sorted(biases - {'bo'}))}" if
@@ -166,7 +188,7 @@ def param_count(ctx):
                       f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else "")
                       + (f": exactly {', '.join(name for name, _ in extra)}, which "
                          f"{'plays' if len(extra) == 1 else 'play'} no role in the lesson's layer"
-                         if fix and fix != EXTRA_FIX else ""),
+                         if fix and fix != EXTRA_FIX else "") + norm_note,
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
                       finding=code, fix=fix)
 
@@ -187,5 +209,5 @@ def param_count(ctx):
         ("d_in·d_out + 2·d_in·(kv_heads·dh) + d_out² (grouped-query) + the biases the layer has, " if grouped else
          "3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else
          "3·d_in·d_out + the Q/K/V biases the layer has (the single-head form: no output projection), ")
-        + "for every configuration tried" + aside, **({"form": "grouped"} if grouped else {} if out_proj else
-                                                {"form": ctx.form.name}))
+        + "for every configuration tried" + aside + _beside(base.info)[1],
+        **({"form": "grouped"} if grouped else {} if out_proj else {"form": ctx.form.name}))

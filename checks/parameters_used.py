@@ -1,6 +1,8 @@
 """parameters-used: every parameter receives a gradient: forward uses it, and not under no_grad or detach."""
 from checks import check, failed, passed
 from checks.output_shape import output_shape
+from harness.engine.mapping import as_it_is
+from harness.wire import messages as m
 
 
 @check(
@@ -21,7 +23,10 @@ def parameters_used(ctx):
     cfg = ctx.base
     inst = ctx.build(cfg)
     gy = ctx.rng("used", cfg).standard_normal((cfg.batch, cfg.n, cfg.d_out))
-    got = inst.vjp(ctx.input(cfg, "used"), gy)
+    # the layer as it is, its normalisations on, even where the other checks call it with them switched off
+    # (harness.engine.mapping, 4.): a norm's parameters are the layer's as much as W_q is
+    style = as_it_is(inst.info, inst.style)
+    (got,) = inst.calls([m.Vjp(inst.handle, ctx.input(cfg, "used"), gy, "eval", inst.layout, style)])
     if got.unused:
         return failed(f"parameter(s) {', '.join(got.unused)} receive no gradient: forward never uses them, or uses "
                       "them under torch.no_grad() / .detach()", observed=f"no gradient for {', '.join(got.unused)}",

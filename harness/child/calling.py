@@ -91,23 +91,39 @@ def causal_mask(n: int, convention: int, shape: int, device, dtype, batch: int =
     return mask.reshape((1,) * shape + (n, n))
 
 
+@dataclass(frozen=True)
+class Way:
+    """A call style as one index picks it (`Calling.pick`): the style, and what mha-check does around the call."""
+
+    style: Style
+    seq_first: bool = False  # x given as (n, B, d), the output read back as (B, n, d)
+    norms_off: bool = False  # the layer's normalisations (harness.child.norms) return their input during the call
+    residual: bool = False  # the input taken away from the output (a sublayer's x + attention(...)), with norms_off
+
+
+FAMILIES = 4  # the plain call, sequence first, the norms switched off, and those with the residual taken away too
+
+
 @dataclass
 class Calling:
-    """The styles, each offered twice: index i < len(styles) gives forward x as (B, n, d); len(styles) + i the same
-    call with x as (n, B, d), sequence first, and the output read back as (B, n, d) (nn.MultiheadAttention's
-    batch_first=False, labml's and open_clip's layers).  The trusted side tries the second only where the layer
-    shows it reads its input so, and uses it only once the reference, or a known mistake, reproduces its output."""
+    """The styles, each offered four times: index i < len(styles) gives forward x as (B, n, d); len(styles) + i the
+    same call with x as (n, B, d), sequence first, and the output read back as (B, n, d) (nn.MultiheadAttention's
+    batch_first=False, labml's and open_clip's layers); 2 * len(styles) + i the plain call with the layer's
+    normalisations switched off (harness.child.norms: a pre-norm inside the layer), and 3 * len(styles) + i that
+    with the input taken away from the output too (a whole sublayer, x + attention(LayerNorm(x)), or a post-LN
+    LayerNorm(x + attention(x))).  The trusted side tries the others only where the plain call proves nothing and
+    the layer shows it reads its input so (or keeps a normalisation), and uses one only once the reference, or a
+    known mistake, reproduces its output."""
     styles: list[Style]
     problem: str = ""  # why forward cannot be driven (then `styles` is empty)
 
-    def pick(self, index: int) -> tuple[Style, bool] | None:
-        """(the style, sequence first?) of a call style index, or None when there is no such style."""
+    def pick(self, index: int) -> Way | None:
+        """The way a call style index calls forward, or None when there is no such style."""
         count = len(self.styles)
-        if 0 <= index < count:
-            return self.styles[index], False
-        if count <= index < 2 * count:
-            return self.styles[index - count], True
-        return None
+        if count == 0 or not 0 <= index < FAMILIES * count:
+            return None
+        family, i = divmod(index, count)
+        return Way(self.styles[i], seq_first=family == 1, norms_off=family >= 2, residual=family == 3)
 
 
 def sequence_first_input(x: torch.Tensor) -> torch.Tensor:
@@ -118,6 +134,12 @@ def sequence_first_input(x: torch.Tensor) -> torch.Tensor:
 def seq_first_output(y: torch.Tensor) -> torch.Tensor:
     """A sequence-first layer's output (n, B, ...) read back as (B, n, ...)."""
     return y.transpose(0, 1) if y.dim() >= 2 else y
+
+
+def residual_removed(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """A sublayer's output without the input it adds back (x + attention(...)): y - x.  (A function of its own: a
+    trace names it by it.)"""
+    return y - x
 
 
 def styles_for(module: torch.nn.Module) -> Calling:

@@ -152,6 +152,8 @@ OURS = {  # what an operation of mha-check's own, shown in a trace, does: by the
     "causal_mask": "made by mha-check to call your forward (the causal mask it passes)",
     "sequence_first_input": "made by mha-check to call your forward: x given sequence first, (n, B, d)",
     "seq_first_output": "made by mha-check after your forward: its output read back as (B, n, d)",
+    "residual_removed": "made by mha-check after your forward: your input taken away from its output (the residual "
+                        "your layer adds back)",
 }
 
 

@@ -35,7 +35,7 @@ import socket  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from harness.child import cache, calling, construct, layouts  # noqa: E402
+from harness.child import cache, calling, construct, layouts, norms  # noqa: E402
 from harness.child.recorders import (DeviceRecorder, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
                                      square_nonzero)
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
@@ -185,14 +185,21 @@ class Worker:
         picked = inst["calling"].pick(style)
         if picked is None:
             raise AdapterError(inst["calling"].problem or f"no call style {style}")
-        way, seq_first = picked
-        args, kwargs = way.arguments(x, seq_first)
+        args, kwargs = picked.style.arguments(x, picked.seq_first)
+        if picked.norms_off and not inst["norms"]:
+            raise AdapterError(f"call style {style} switches off normalisations, and the module has none")
         training = mode == "train"
         if any(mod.training != training for mod in module.modules()):  # as a training loop does: once, not per call
             self._student("forward", module.train, training)
-        with default_dtype(inst["dtype"]):
+        off = norms.switched_off(inst["norms"]) if picked.norms_off else contextlib.nullcontext()
+        with default_dtype(inst["dtype"]), off:
             y = self._output(self._student("forward", module, *args, **kwargs))
-        return calling.seq_first_output(y) if seq_first else y
+        if picked.residual:
+            if tuple(y.shape) != tuple(x.shape):
+                raise AdapterError(f"the input cannot be taken away from an output of shape {tuple(y.shape)} "
+                                   f"(the input's is {tuple(x.shape)})")
+            return calling.residual_removed(y, x)
+        return calling.seq_first_output(y) if picked.seq_first else y
 
     @staticmethod
     def _tensor(array) -> torch.Tensor:
@@ -259,9 +266,10 @@ class Worker:
             found = layouts.without_out_proj(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
         ways = calling.styles_for(module)
         found = _within_bounds(found, ways)
+        kept = self._student("construct", norms.find, module)  # a probe runs a norm of the student's own class
         handle = request.handle if request.handle is not None else len(self.instances)
         self.instances[handle] = {"module": module, "cfg": cfg, "layouts": found, "calling": ways, "dtype": dtype,
-                                  **({"origins": origins} if origins is not None else {})}
+                                  "norms": kept, **({"origins": origins} if origins is not None else {})}
         return _describable(m.Built(
             handle=handle,
             param_count=sum(p.numel() for p in module.parameters()),
@@ -278,6 +286,7 @@ class Worker:
             call_bare=[s.bare for s in ways.styles],
             config_reads=construct.config_reads(reads),
             frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
+            norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
         ))
 
     def forward(self, request: m.Forward) -> m.Reply:
@@ -459,10 +468,13 @@ class Worker:
         picked = inst["calling"].pick(request.style)
         if picked is None:
             raise AdapterError(inst["calling"].problem or f"no call style {request.style}")
-        style, seq_first = picked
-        if seq_first:
+        style = picked.style
+        if picked.seq_first:
             raise AdapterError("mha-check does not decode with the KV cache of a layer that reads its input "
                                "sequence first")
+        if picked.norms_off:
+            raise AdapterError("mha-check does not decode with the KV cache of a layer whose normalisation it "
+                               "switches off")
         if not style.bare and any(c > 1 for c in request.chunks[1:]):  # only a prompt and single tokens are masked
             raise AdapterError("chunks of several tokens after the first need a mask offset by the cached tokens")
         x = self._input(inst, request.x)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import mutants
 from harness.engine import fitting, head_order, pairs
 from harness.engine.compare import close, same
+from harness.wire import messages
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
 from reference.rotary import CONVENTIONS, NEGATED, OTHER_THETAS, THETA, Rope, with_rope
@@ -128,10 +129,46 @@ SEQ_FIRST_NOTE = ("your layer reads its input sequence first, as nn.MultiheadAtt
                   "does: called so, {how} computes your output, and every check calls it so")
 
 
+NORMS_OFF = ", with {names} switched off (returning {its} input)"
+RESIDUAL_OFF = " and x taken away from the output"
+NORMS_OFF_NOTE = ("your layer keeps {what} inside itself, which the lesson's layer does not have{residual}: with "
+                  "{it} switched off{taken}, {how} computes your output, and every check calls it so, except "
+                  "parameters-used, which runs your layer as it is; {it_is} not judged")
+
+
 def style_text(info, style: int) -> str:
-    """How forward is called, in words: a style of the child's, or the same call with x sequence first."""
-    count = len(info.call_styles)
-    return info.call_styles[style] if style < count else info.call_styles[style - count] + SEQ_FIRST
+    """How forward is called, in words: a style of the child's, the same call with x sequence first, or with the
+    layer's normalisations switched off (harness.child.calling.Calling.pick)."""
+    family, i = divmod(style, len(info.call_styles))
+    if family < 2:
+        return info.call_styles[i] + (SEQ_FIRST if family else "")
+    names = " and ".join(n.path for n in info.norms)
+    return (info.call_styles[i] + NORMS_OFF.format(names=names, its="its" if len(info.norms) == 1 else "their")
+            + (RESIDUAL_OFF if family == 3 else ""))
+
+
+def norms_switched_off(info, style: int | None) -> bool:
+    """This call style switches the layer's normalisations off (and may take the input away from the output)."""
+    return style is not None and bool(info.call_styles) and style // len(info.call_styles) >= 2
+
+
+def as_it_is(info, style: int) -> int:
+    """The same call with the layer's normalisations on and its output as it is: for a check about the layer as a
+    whole (every parameter used), not about its attention."""
+    return style % len(info.call_styles) if norms_switched_off(info, style) else style
+
+
+def norm_parameters(info) -> list[tuple[str, int]]:
+    """The parameters (name, size) of the normalisations the layer keeps inside itself (harness.child.norms)."""
+    names = {p for norm in info.norms for p in norm.params}
+    return [(p.name, math.prod(p.shape)) for p in info.params if p.name in names]
+
+
+def describe_norms(info) -> str:
+    """The layer's normalisations in words, with what each is and none of the lesson's letters: "a normalisation,
+    layer_norm (LayerNorm)", "2 normalisations, ln_1 (LayerNorm) and ln_2 (RMSNorm)"."""
+    named = " and ".join(f"{n.path} ({n.kind})" for n in info.norms)
+    return f"a normalisation, {named}" if len(info.norms) == 1 else f"{len(info.norms)} normalisations, {named}"
 
 
 def _sequence_first(inst, info, x, outputs: dict, cfg) -> dict[int, object]:
@@ -191,11 +228,22 @@ def _no_proof(ctx, info, rotary: str, matched: bool, thetas) -> str:
     return _unreproduced(ctx, info)
 
 
-def _say_sequence_first(info, proof: Mapping) -> Mapping:
-    """A proof under a call with x sequence first says so in its note."""
-    if proof.style is not None and proof.style >= len(info.call_styles):
-        proof.note = SEQ_FIRST_NOTE.format(how="the lesson's layer" if proof.how == "reference" else
-                                           f"the known mistake {' and '.join(proof.mistakes)}")
+def _say_how_called(info, proof: Mapping) -> Mapping:
+    """A proof under a call with x sequence first, or with the layer's normalisations switched off, says so in its
+    note."""
+    if proof.style is None or proof.style < len(info.call_styles):
+        return proof
+    how = "the lesson's layer" if proof.how == "reference" else f"the known mistake {' and '.join(proof.mistakes)}"
+    if not norms_switched_off(info, proof.style):
+        proof.note = SEQ_FIRST_NOTE.format(how=how)
+        return proof
+    one = len(info.norms) == 1
+    residual = proof.style // len(info.call_styles) == 3
+    proof.note = NORMS_OFF_NOTE.format(
+        what=describe_norms(info), how=how, it="the normalisation" if one else "them",
+        residual=", and adds its input back to the output (a residual connection)" if residual else "",
+        taken=" and the input taken away from the output" if residual else "",
+        it_is="the normalisation itself is" if one else "the normalisations are")
     return proof
 
 
@@ -359,11 +407,15 @@ def _beside_the_readings(info) -> str:
     LayerNorm inside the layer, as PaLM's pre-norm) compute something the lesson's layer does not, which alone keeps
     every reading from reproducing it.  Said as a possible reason, with the names: a rotary layer's cannot-tell
     blamed only its rotary convention when the norm beside it was the likelier cause."""
-    unread = unread_parameters(info)
+    norm = {name for name, _ in norm_parameters(info)}
+    unread = [(name, size) for name, size in unread_parameters(info) if name not in norm]
+    said = (f"; your layer also keeps {describe_norms(info)}, which the lesson's layer does not have: with "
+            f"{'it' if len(info.norms) == 1 else 'them'} switched off (and the input taken away from the output, or "
+            "not), no reading reproduces it either" if info.norms else "")
     if not unread:
-        return ""
+        return said
     names = ", ".join(name for name, _ in unread)
-    return (f"; your layer also keeps {names}, which no reading takes for W_q, W_k, W_v, W_o or a bias: what "
+    return (said + f"; your layer also keeps {names}, which no reading takes for W_q, W_k, W_v, W_o or a bias: what "
             f"{'it computes' if len(unread) == 1 else 'they compute'} (a normalisation, a gate, a scale) is not in "
             "the lesson's layer, and may be why nothing reproduces its output")
 
@@ -411,7 +463,7 @@ def _prove(ctx) -> Mapping:
 
     def found(style: int, index: int | None, how: str, mistakes=(), problem="", rope=None) -> Mapping:
         layout = info.layouts[index] if index is not None else None
-        return _say_sequence_first(info, Mapping(
+        return _say_how_called(info, Mapping(
             index, style, how, dict(layout.roles) if layout else {}, layout.how if layout else "",
             style_text(info, style), list(mistakes), problem, tried=tried, runs=runs, rope=rope))
 
@@ -441,6 +493,10 @@ def _prove(ctx) -> Mapping:
             ((i, rope), pair), = both.items()
             proof = found(first, i, "mistake", list(pair), rope=rope)
             proof.note = f"that known mistake is two made together ({' and '.join(pair)})"
+            return proof
+    if info.norms:  # 4. with the layer's normalisations switched off (and its residual taken away)
+        proof = _with_norms_off(ctx, inst, info, x, outputs, weights, ropes + negated, found)
+        if proof is not None:
             return proof
     structural = [i for i, lay in enumerate(info.layouts) if lay.certain]
     rotary = _rotary_evidence(ctx, info)  # a rotary layer no known form reproduces: its reference is unknown
@@ -491,3 +547,43 @@ def _reproduced(ctx, info, outputs: dict, weights: dict, x, ropes: list, found) 
                                   f"on your default mask gets it")
                     return proof
     return _reordered(info, outputs, weights, x, cfg.heads, ropes, found)
+
+
+def _norms_off_outputs(inst, info, x, outputs: dict, cfg) -> dict[int, object]:
+    """The module's outputs with its normalisations switched off (harness.child.norms), for each call that ran:
+    first as it is otherwise, then with the input taken away from the output (a sublayer that adds its input
+    back), under the style indices harness.child.calling.Calling.pick gives them.  One round trip where every call
+    runs; one a call otherwise."""
+    count = len(info.call_styles)
+    ran = sorted(s for s in outputs if s < count)
+    styles = [2 * count + s for s in ran] + ([3 * count + s for s in ran] if cfg.d_in == cfg.d_out else [])
+    try:
+        replies = inst.calls([messages.Forward(inst.handle, x, "eval", style=style) for style in styles])
+        found = {style: reply.y for style, reply in zip(styles, replies)}
+    except TargetFailure:
+        found = {}
+        for style in styles:
+            try:
+                found[style] = inst.calls([messages.Forward(inst.handle, x, "eval", style=style)])[0].y
+            except TargetFailure:
+                continue
+    return {style: y for style, y in found.items() if y.shape == (cfg.batch, cfg.n, cfg.d_out)}
+
+
+def _with_norms_off(ctx, inst, info, x, outputs: dict, weights: dict, ropes: list, found) -> Mapping | None:
+    """4. For a layer that keeps a normalisation inside itself (a pre-norm, a post-LN sublayer) and that no reading
+    reproduces as it is: the reading and call under which, with its normalisations switched off (and the input it
+    adds back taken away), the lesson's reference reproduces it, or else exactly one reading under which known
+    mistakes do.  None otherwise: the layer keeps its cannot-tell."""
+    off = _norms_off_outputs(inst, info, x, outputs, ctx.base)
+    if not off:
+        return None
+    proof = _reproduced(ctx, info, off, weights, x, ropes, found)
+    if proof is not None:
+        return proof
+    matches, rope_of = _mistakes(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.name)
+    readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
+    if len(readings) != 1:
+        return None
+    (style, i), mids = next(iter(matches.items()))
+    return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])

@@ -54,6 +54,16 @@ class LayoutInfo:
     kv_width: int | None = None  # rows of W_k and W_v when narrower than d_out (grouped-query: kv_heads · dh)
 
 
+@dataclass
+class NormInfo:
+    """A normalisation the module keeps inside itself (harness.child.norms): its name in the module, its class, and
+    its parameters' names."""
+
+    path: str
+    kind: str
+    params: list[str] = field(default_factory=list)
+
+
 # -- requests ----------------------------------------------------------------------------------------------------------
 @dataclass
 class Request:
@@ -238,6 +248,7 @@ class Built(Reply):
     # object -> the configuration key each stands for (num_key_value_heads -> kv_heads): a grouped layer's evidence
     frozen: list[str] = field(default_factory=list)  # parameters with requires_grad=False: a constant kept as a
     # parameter (tsai's scale), or a frozen weight
+    norms: list[NormInfo] = field(default_factory=list)  # normalisations kept inside (a pre-norm, a post-LN)
 
 
 @dataclass

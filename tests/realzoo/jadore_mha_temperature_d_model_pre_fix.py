@@ -23,8 +23,11 @@ NOTES = ("MultiHeadAttention(n_head, d_model, d_k, d_v, dropout=0.1): d_k and d_
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
-DIAGNOSIS = None
-EXPECTED_BECAUSE = 'real bug (scores / sqrt(d_model), fixed in e108f0f) inside a post-LN residual block (LayerNorm(x + MHA(x))): no reading reproduces it, param-count fails (+LayerNorm); no single catalogued mistake explains the output; causal once given the (B, n, n) mask'
+DIAGNOSIS = 'scale-by-sqrt-d'
+EXPECTED_BECAUSE = ('real bug (scores / sqrt(d_model), fixed in e108f0f) inside a post-LN residual block (LayerNorm(x + '
+                    'MHA(x))): with the LayerNorm switched off and the input taken away from the output, scale-by-sqrt-d '
+                    'reproduces it (reference-match and gradient-match fail); causal once given the (B, n, n) mask; '
+                    'param-count leaves the LayerNorm out and passes')
 
 
 class ScaledDotProductAttention(nn.Module):
