@@ -250,12 +250,16 @@ class Scratch:
 
     @classmethod
     def with_copy(cls, slot: int, submission: str | None, file_limit: int, room_bytes: int | None = None,
-                  room_files: int | None = None) -> "Scratch":
-        """A scratch holding a copy of the folder `submission` (nothing when None); `room_*`: see `empty`."""
+                  room_files: int | None = None, left_out: tuple[str, ...] = ()) -> "Scratch":
+        """A scratch holding a copy of the folder `submission` (nothing when None); `room_*`: see `empty`.
+        `left_out`: what was left out of `submission` before (a batch's staged copy of a student's folder, see
+        harness.frontends.submissions), listed first among what this copy leaves out."""
         room = cls.empty(slot, room_bytes, room_files)
         try:
+            room.skipped = list(left_out)
             if submission is not None:
-                room.copied, room.skipped = copy_submission(submission, room.path, identity(slot), file_limit)
+                room.copied, skipped = copy_submission(submission, room.path, identity(slot), file_limit)
+                room.skipped += skipped
             if not room.bounded and room_bytes is not None and room_files is not None:
                 size, entries = usage(room.path, MAX_FILES)
                 room.budget = (size + room_bytes, entries + room_files)
@@ -378,12 +382,12 @@ def _is_venv(path: str) -> bool:
     return os.path.lexists(os.path.join(path, "pyvenv.cfg"))
 
 
-def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: int) -> tuple[int, list[str]]:
-    """Copy the folder `source` into `dest` (owned by `owner` when we are root): regular files and folders,
-    symlinks as links (never followed: the child resolves them in its own view); no hidden entries, caches or
-    virtual environments; at most MAX_FILES entries, MAX_BYTES in all, MAX_DEPTH deep, `file_limit` per file.
-    Returns (files copied, what was left out and why)."""
-    chown = os.geteuid() == 0
+def copy_submission(source: str, dest: str, owner: tuple[int, int] | None, file_limit: int) -> tuple[int, list[str]]:
+    """Copy the folder `source` into `dest` (owned by `owner` when we are root; None: by us): regular files and
+    folders, symlinks as links (never followed: the child resolves them in its own view); no hidden entries,
+    caches or virtual environments; at most MAX_FILES entries, MAX_BYTES in all, MAX_DEPTH deep, `file_limit` per
+    file.  Returns (files copied, what was left out and why)."""
+    chown = owner is not None and os.geteuid() == 0
     copied, skipped, total = 0, [], 0
     todo = [("", 0)]
     while todo:
@@ -414,11 +418,13 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: 
                         os.chown(target, *owner)
                     todo.append((name, depth + 1))
                 elif entry.is_file(follow_symlinks=False):
-                    size = _copy_file(entry.path, target, owner if chown else None, min(file_limit, MAX_BYTES - total))
-                    if size is None:
-                        skipped.append(f"{name} (larger than {min(file_limit, MAX_BYTES - total)} bytes)")
+                    limit = min(file_limit, MAX_BYTES - total)
+                    data = _read_file(entry.path, limit)
+                    if data is None:
+                        skipped.append(f"{name} (larger than {limit} bytes)")
                     else:
-                        copied, total = copied + 1, total + size
+                        _write_file(target, data, owner if chown else None)
+                        copied, total = copied + 1, total + len(data)
                 else:
                     skipped.append(f"{name} (not a regular file)")
             except OSError as e:
@@ -429,16 +435,18 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: 
     return copied, skipped
 
 
-def _copy_file(source: str, target: str, owner: tuple[int, int] | None, limit: int) -> int | None:
+def _read_file(source: str, limit: int) -> bytes | None:
+    """The bytes of the regular file `source` (never a link, FIFO or device), None past `limit`."""
     fd = os.open(source, _READ)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, "not a regular file")
-        data = _read_at_most(fd, limit)
+        return _read_at_most(fd, limit)
     finally:
         os.close(fd)
-    if data is None:
-        return None
+
+
+def _write_file(target: str, data: bytes, owner: tuple[int, int] | None) -> None:
     out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
@@ -448,7 +456,6 @@ def _copy_file(source: str, target: str, owner: tuple[int, int] | None, limit: i
             os.fchown(out, *owner)
     finally:
         os.close(out)
-    return len(data)
 
 
 def remove_tree(path: str) -> None:
