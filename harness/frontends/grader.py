@@ -75,9 +75,10 @@ class Grader:
         started = time.monotonic()
         spec = pick.spec
         if spec is None:
-            report = not_run(f"{name}/?", pick.problem, run, fix=options.get("missing_fix", ""))
-            if pick.review:
-                report.adapter = replace(report.adapter, review=(pick.problem,))
+            compiled = scratch.compiled_left_out(pick.left_out)  # a submission of bytecode alone, say: said plainly
+            said = (scratch.compiled_note(compiled),) if compiled else ()
+            report = not_run(f"{name}/?", "; ".join((pick.problem, *said)), run, fix=options.get("missing_fix", ""))
+            report.adapter = replace(report.adapter, notes=said, review=((pick.problem,) if pick.review else ()) + said)
         else:
             for _attempt in (1, 2):  # a dead zygote is replaced, a child killed before its confinement started
                 # again: graded once more; twice, the row says mha-check could not grade it (never the student's)

@@ -178,7 +178,8 @@ def spec_for(folder: Path, target: str | None, flat: bool, left_out: tuple[str, 
     folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files:
     the platform named the file, so --target's class is applied to the student's file (the one ending with
     --target's file name, else found as above).  `left_out`: what the batch's copy `folder` left out of the
-    student's (submissions.Staged), carried in the Pick to the grader."""
+    student's (submissions.Staged), carried in the Pick to the grader; a file of it is named where the message
+    says what the submission holds."""
     return replace(_spec_for(folder, target, flat, left_out), left_out=left_out)
 
 
@@ -226,7 +227,8 @@ def _spec_for(folder: Path, target: str | None, flat: bool, left_out: tuple[str,
     if links:  # a link out of the submission (a classmate's file, a folder elsewhere): one line, for a person
         return Pick(None, link_problem(links[0], folder) + (f" ({len(links) - 1} more such links)"
                                                              if len(links) > 1 else ""), review=True)
-    others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    others = sorted([p.name for p in folder.iterdir() if not p.name.startswith(".")] +
+                    [p for p in scratch.compiled_left_out(left_out) if "/" not in p])  # handed in, not copied
     unread = [name for name in others if submissions.is_code(Path(name))]
     if unread:
         return Pick(None, f"could not tell which file holds the attention class: {', '.join(unread[:5])} not read "

@@ -147,7 +147,8 @@ class Subject:
     for it (`isolation.unfit_to_grade`): unless `allow_unconfined` accepts it (the isolation block then says so),
     a child that is not raises IsolationFailed before any of the submission's code runs.  `start`: how the child
     is started (`Start`; by default `Spawn()`, a fresh interpreter), kept as `child`.  `left_out`: what the
-    trusted side left out of `submission` before (a batch's staged copy), listed with what its own copy leaves out."""
+    trusted side left out of `submission` before (a batch's staged copy), listed with what its own copy leaves out
+    (the compiled files among them are said in the report: `compiled`)."""
 
     gather = None  # harness.engine.together.Together, while configurations are asked together
 
@@ -560,6 +561,11 @@ class Subject:
 
     def protections(self) -> list[str]:
         return self.child.protections(self.limits)
+
+    @property
+    def compiled(self) -> list[str]:
+        """The submission's files left out as compiled code: never in the child's folder, so never run."""
+        return self.room.compiled if self.room is not None else []
 
     @property
     def isolation(self) -> dict:

@@ -59,8 +59,8 @@ def test_a_students_folder_is_graded_from_the_batchs_own_copy_made_once(tmp_path
     """What the batch grades and digests is a copy of the folder made at its start, where only the grader writes:
     a student who edits their folder afterwards (a shared hand-in folder, a synced drive) changes neither what
     their children copy nor the digest a --resume stamp names (red team 5).  The copy takes what a child's copy
-    takes (no caches) and lists what it left out; the digest covers that list too, since a report names what was
-    left out."""
+    takes (no caches, no compiled code) and lists what it left out; the digest covers that list too, since a
+    report names what was left out."""
     from harness.frontends import stamps
 
     sub = tmp_path / "subs" / "ana"
@@ -87,6 +87,12 @@ def test_a_students_folder_is_graded_from_the_batchs_own_copy_made_once(tmp_path
     assert stamps.staged_digest(with_fifo, "folder") != digest
     (sub / "hw3" / "pipe.py").unlink()
     assert stamps.staged_digest(found.submissions[0].stage(tmp_path / "staging"), "folder") == digest
+    (sub / "hw3" / "helpers.pyc").write_bytes(b"\0")  # compiled: never copied, named in the report
+    with_pyc = found.submissions[0].stage(tmp_path / "staging")
+    assert with_pyc.left_out == ("hw3/helpers.pyc (compiled code, no source to read: never copied, never run)",)
+    assert not (with_pyc.folder / "hw3" / "helpers.pyc").exists()
+    assert stamps.staged_digest(with_pyc, "folder") != digest
+
 
 def test_custom_pattern(tmp_path):
     for name in ("hw3-ana.py", "hw3-ben.py", "hw2-ana.py"):
