@@ -20,6 +20,8 @@ from harness.wire.config import Config
 from harness.wire.errors import PLATFORM_HELP, SIZE_HELP, CannotDrive, TargetFailure
 
 ARG = re.compile(r"--arg (?!NAME=)[\w.]+=[@\w.]+")  # a named one: the generic advice says NAME=VALUE
+COMPILED_FIX = ("Hand in the source (.py) of your code and of every module it imports: compiled files (.pyc, .so) "
+                "are never run, since nobody can read them; the message says which were left out.")
 FACTORY_HELP = ("write a factory function in your file, e.g. `def make_attention(d, heads, context_length): return "
                 "MyAttn(...)`, and check file.py:make_attention")
 
@@ -44,8 +46,9 @@ def construct(ctx):
     try:
         loaded = ctx.load()
     except TargetFailure as e:
-        return failed(f"could not load the target: {e.message}", finding=f"load:{e.stage}", fix=_load_fix(e),
-                      **_raised(e))
+        left_out = ctx.compiled_left_out  # a module it imports may be one: say so where the failure is read
+        return failed(f"could not load the target: {e.message}" + (f"; {left_out}" if left_out else ""),
+                      finding=f"load:{e.stage}", fix=COMPILED_FIX if left_out else _load_fix(e), **_raised(e))
     except CannotDrive as e:
         return cannot_tell(e.message, help="name the class to check: file.py:ClassName", finding="load:ambiguous")
     if loaded.settings:

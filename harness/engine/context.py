@@ -20,6 +20,7 @@ from harness.engine import unproven_call
 from harness.engine.mapping import Mapping
 from harness.engine.trace.drive import record
 from harness.engine.trace.result import TraceResult
+from harness.sandbox import scratch
 from harness.sandbox.pool import ZygoteError
 from harness.sandbox.subject import Instance, Subject
 from harness.wire import messages as m
@@ -219,6 +220,13 @@ class Context:
     def load(self) -> m.Loaded:
         """Import the target in the child (construct judges what this raises)."""
         return self.subject.load()
+
+    @property
+    def compiled_left_out(self) -> str:
+        """The report's sentence for the submission's compiled files, which its copy left out and so never ran
+        (harness.sandbox.scratch.compiled_note); "" for none."""
+        left = self.subject.compiled
+        return scratch.compiled_note(left) if left else ""
 
     def built(self, cfg: Config) -> Instance:
         """The module built for `cfg` as it is, without the proven call or mapping: for checks that only count its

@@ -144,15 +144,18 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> Adapter:
             construction = ctx.construction(ctx.base)
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
             pass
+    left_out = ctx.compiled_left_out  # never run: a person should look at what was handed in instead of source
+    said = (left_out,) if left_out else ()
     return Adapter(protections=tuple(ctx.subject.protections()),
                    # which class (or factory) was checked: the target may name only a file
                    class_name=ctx.subject.loaded.name if ctx.subject.loaded is not None else None,
                    construction=construction,
-                   notes=tuple(ctx.subject.notes),  # what loading left out, also when loading or building then failed
+                   notes=tuple(ctx.subject.notes) + said,  # what loading left out, also when loading or building
+                   # then failed
                    # which member of the lesson's family it was checked as, and why
                    form=_form(ctx) if built else None,
                    mapping=ctx._mapping.to_dict() if ctx._mapping is not None else None,
-                   process=tuple(ProcessEvent.of(d) for d in deaths))
+                   process=tuple(ProcessEvent.of(d) for d in deaths), review=said)
 
 
 def _form(ctx: Context) -> Form | None:

@@ -224,15 +224,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     rows, started, interrupted = [], time.monotonic(), False
     running = summary.with_name(f"only-{summary.name}") if args.only else summary  # the old one kept whole till then
     files.summary_path = running
-    stamper = stamps.Stamps(args.format, {"code": stamps.code_digest(), "rubric": stamps.file_digest(args.rubric),
-                                          "options": {"target": target or "", "seed": run.seed,
-                                                      "limits": run.limits.to_dict(), "format": args.format,
-                                                      "allow_unconfined": args.allow_unconfined,
-                                                      "tests": instructor.digest(args.suite),
-                                                      **({"examples": run.examples} if run.examples != 6 else {}),
-                                                      **({"arg": run.overrides} if run.overrides else {}),
-                                                      **({"map": run.weight_map} if run.weight_map else {})}},
-                            stamps.load_key())
+    stamper = _stamper(args, target)
     # one folder for the batch (what a grade killed outright leaves): the staging copy of the submissions, closed to
     # every child, and the graders' scratch folders, which the slots' uids may pass through, never list
     batch = tempfile.mkdtemp(prefix=f"{stale.PREFIX}grade-")
@@ -242,12 +234,14 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         staging, scratch_parent = os.path.join(batch, "staging"), os.path.join(batch, "scratch")
         os.mkdir(staging, 0o700)
         os.mkdir(scratch_parent, 0o711)
-        folders = {s.name: s.stage(Path(staging)) for s in todo}
-        digests = {name: (f"{'files' if name in flat else 'folder'}:{d}" if (d := stamps.folder_digest(folder))
-                          else None) for name, folder in folders.items()}  # None: too large, never resumed
-        if args.resume:
-            files.kept = _resume(files, stamper, digests, args.out)
-            folders = {name: f for name, f in folders.items() if name not in {r["submission"] for r in files.kept}}
+        staged = _stage(todo, Path(staging))
+        if staged is None:
+            return WRITE_FAILED
+        digests = {name: stamps.staged_digest(s, "files" if name in flat else "folder") for name, s in staged.items()}
+        files.kept = _resume(files, stamper, digests, args.out) if args.resume else []
+        kept = {r["submission"] for r in files.kept}
+        folders = {name: s.folder for name, s in staged.items() if name not in kept}
+        left_out = {name: s.left_out for name, s in staged.items()}
 
         def seal(name: str, result: dict) -> str:  # a report mha-check could not grade is not resumed: no stamp
             unsure = ChildEnd.GRADER_ERROR in result["row"].get("process", "")
@@ -256,7 +250,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         args.began = True
         if folders:
             rows, interrupted = grade_all(folders, target, flat, options, args, template, scratch_parent, files,
-                                          seal)
+                                          seal, left_out)
     finally:
         scratch.remove_tree(batch)  # with the scratch a grader killed from outside could not remove
         stale.let_go(batch)
@@ -309,6 +303,34 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
               "; ".join(f"{n.item} ({n.reason})" for n in missing[:10]) + ("; ..." if len(missing) > 10 else ""),
               file=sys.stderr)
     return 3 if (missing and not args.allow_missing) or view_failed else 0
+
+
+def _stamper(args, target: str | None) -> stamps.Stamps:
+    """The batch's stamps: what every report of it shares (mha-check's code, the rubric, the options that change a
+    verdict), sealed with this account's key."""
+    run = args.run
+    return stamps.Stamps(args.format, {"code": stamps.code_digest(), "rubric": stamps.file_digest(args.rubric),
+                                       "options": {"target": target or "", "seed": run.seed,
+                                                   "limits": run.limits.to_dict(), "format": args.format,
+                                                   "allow_unconfined": args.allow_unconfined,
+                                                   "tests": instructor.digest(args.suite),
+                                                   **({"examples": run.examples} if run.examples != 6 else {}),
+                                                   **({"arg": run.overrides} if run.overrides else {}),
+                                                   **({"map": run.weight_map} if run.weight_map else {})}},
+                         stamps.load_key())
+
+
+def _stage(todo: list, staging: Path) -> dict | None:
+    """Every submission copied once, now, into `staging`, which only the grader can write (submissions.Submission
+    .stage): what is digested for --resume is what is graded, whatever a student writes in their own folder while
+    the batch runs (red team 5: a folder digested at the start and copied when its turn came had another student's
+    good verdict sealed for its new files).  None, said in one line, when the disk has no room for the copies."""
+    try:
+        return {s.name: s.stage(staging) for s in todo}
+    except scratch.NoRoom as e:
+        print(f"mha-check grade: error: {e} in {tempfile.gettempdir()}; nothing was graded (free some room, or set "
+              "TMPDIR to a folder on a disk with room)", file=sys.stderr)
+        return None
 
 
 def _class_view(out: Path, rows: list[dict], args, banner: str, notes: list[str] | None = None) -> bool:

@@ -30,14 +30,16 @@ STUCK_GRACE = 30.0  # seconds a grader may lie dead before its pool notices; the
 
 
 def grade_all(folders: dict[str, Path], target: str | None, flat: set[str], options: dict, args,
-              template: Template | None, scratch_parent: str, files: BatchFiles, seal=None) -> tuple[list, bool]:
+              template: Template | None, scratch_parent: str, files: BatchFiles, seal=None,
+              left_out: dict[str, tuple[str, ...]] | None = None) -> tuple[list, bool]:
     """Every submission through the pool of graders; a grader's failure costs one row, never the batch.  A grader
     that ends without finishing (killed from outside, or by the OOM killer) breaks the whole pool: every submission
     not graded yet is then graded again by a fresh pool, up to MAX_POOL_BREAKS times.  Returns the rows and whether
     Ctrl-C stopped it (the graders are then stopped, each submission in progress with its child and scratch, and
     the rows are those graded).  The summary is rewritten after every report (`files`), so that a batch killed
     outright keeps the summary of what it had graded.  `seal(name, result)`: the report's text as written (the
-    stamp `grade --resume` reads, harness.frontends.stamps)."""
+    stamp `grade --resume` reads, harness.frontends.stamps).  `left_out`: what staging left out of each
+    submission's folder (harness.frontends.submissions.Staged), for its report."""
     rows: list = []
     trusted.preload()  # every trusted module, once here while the template imports torch, not in each grader
     left, breaks, pool = dict(folders), 0, None
@@ -54,7 +56,7 @@ def grade_all(folders: dict[str, Path], target: str | None, flat: set[str], opti
                                        initargs=(options["run"].limits, template.socket if template else None,
                                                  scratch_parent))
             lost = collect(pool, left, target, flat, options, args, rows, len(folders), files,
-                           last_try=breaks >= MAX_POOL_BREAKS, progress=progress, seal=seal)
+                           last_try=breaks >= MAX_POOL_BREAKS, progress=progress, seal=seal, left_out=left_out)
             pool.shutdown()
             if lost:
                 breaks += 1
@@ -85,10 +87,12 @@ def _stop_graders(pool: ProcessPoolExecutor) -> None:
     stopping.release_pool(result_queue)
 
 
-def _submit(pool, name: str, folder: Path, target, flat: set[str], options: dict) -> Future:
+def _submit(pool, name: str, folder: Path, target, flat: set[str], options: dict,
+            left_out: tuple[str, ...] = ()) -> Future:
     """One submission handed to a grader; a pool already broken gives a future that says so (graded again)."""
     try:
-        return pool.submit(grader.grade_one, str(folder), spec_for(folder, target, name in flat), options)
+        pick = spec_for(folder, target, name in flat, left_out)
+        return pool.submit(grader.grade_one, str(folder), pick, options)
     except BrokenProcessPool as e:
         future = Future()
         future.set_exception(e)
@@ -97,7 +101,7 @@ def _submit(pool, name: str, folder: Path, target, flat: set[str], options: dict
 
 def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dict, args, rows: list,
             total: int, files: BatchFiles, last_try: bool, progress: Progress | None = None,
-            seal=None) -> list[str]:
+            seal=None, left_out: dict[str, tuple[str, ...]] | None = None) -> list[str]:
     """Hand each submission to a grader, with one more waiting for each grader in the pool's queue, and write each
     report as it comes back (rows gets each summary row, and the summary is rewritten; what cannot be written is
     kept for `files.finish`).  A grader takes the waiting one the moment it has sent a result: with only as many
@@ -117,7 +121,7 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
     def hand_over() -> None:
         while waiting and len(futures) < 2 * graders:
             name, folder = waiting.pop(0)
-            futures[_submit(pool, name, folder, target, flat, options)] = name
+            futures[_submit(pool, name, folder, target, flat, options, (left_out or {}).get(name, ()))] = name
             if len(progress.running) < graders and not queued:
                 progress.started(name)
             else:

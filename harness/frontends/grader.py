@@ -75,17 +75,19 @@ class Grader:
         started = time.monotonic()
         spec = pick.spec
         if spec is None:
-            report = not_run(f"{name}/?", pick.problem, run, fix=options.get("missing_fix", ""))
-            if pick.review:
-                report.adapter = replace(report.adapter, review=(pick.problem,))
+            compiled = scratch.compiled_left_out(pick.left_out)  # a submission of bytecode alone, say: said plainly
+            said = (scratch.compiled_note(compiled),) if compiled else ()
+            report = not_run(f"{name}/?", "; ".join((pick.problem, *said)), run, fix=options.get("missing_fix", ""))
+            report.adapter = replace(report.adapter, notes=said, review=((pick.problem,) if pick.review else ()) + said)
         else:
             for _attempt in (1, 2):  # a dead zygote is replaced, a child killed before its confinement started
                 # again: graded once more; twice, the row says mha-check could not grade it (never the student's)
                 try:
                     # the zygote of the moment, replaced or not
-                    make = lambda: self.forked(self.zygote, spec, folder, options)
+                    make = lambda: self.forked(self.zygote, spec, folder, options, pick.left_out)
                     report = run_checks(spec, run, subject=make(), make_subject=make,
-                                        make_meta_subject=lambda: self.meta_subject(spec, folder, options, limits))
+                                        make_meta_subject=lambda: self.meta_subject(spec, folder, options, limits,
+                                                                                    pick.left_out))
                     break
                 except ZygoteError as e:
                     self.zygote.close()
@@ -118,7 +120,7 @@ class Grader:
         if any(p.kind is ChildEnd.GRADER_ERROR for p in report.adapter.process):
             instructor.not_run(report, suite, "mha-check's grading process broke on this submission", ours=True)
             return
-        make = lambda: self.forked(self.zygote, spec, folder, options)
+        make = lambda: self.forked(self.zygote, spec, folder, options, pick.left_out)
         try:
             instructor.add_to(report, suite, make, instructor.test_seconds(limits))
         except ZygoteError as e:
@@ -131,14 +133,18 @@ class Grader:
             report.checks = [c for c in report.checks if c.kind != instructor.KIND]
             instructor.not_run(report, suite, f"mha-check could not start a confined process ({e})", ours=True)
 
-    def forked(self, zygote: Zygote, spec: str, folder: str, options: dict) -> Subject:
+    def forked(self, zygote: Zygote, spec: str, folder: str, options: dict, left_out: tuple[str, ...] = ()
+               ) -> Subject:
         """A child for this submission forked from `zygote`, to grade from: fit to grade or refused
-        (`allow_unconfined` aside), with the batch's seed, limits, --arg and --map."""
+        (`allow_unconfined` aside), with the batch's seed, limits, --arg and --map; `left_out`: what the batch's
+        copy `folder` left out (Pick.left_out), in its report."""
         run: Options = options["run"]
         return Subject(spec, start=Fork(zygote), submission=folder, seed=run.seed, limits=run.limits,
-                       allow_unconfined=options["allow_unconfined"], grading=True, **_binding(run))
+                       allow_unconfined=options["allow_unconfined"], grading=True, left_out=left_out,
+                       **_binding(run))
 
-    def meta_subject(self, spec: str, folder: str, options: dict, limits: sandbox.Limits) -> Subject | None:
+    def meta_subject(self, spec: str, folder: str, options: dict, limits: sandbox.Limits,
+                     left_out: tuple[str, ...] = ()) -> Subject | None:
         """A second child for this submission, forked from the meta template, for the one run on the meta device
         (harness.engine.context.Context.meta_forward); None where there is none to be had (no template, or it
         could not give one): the run then stays in the submission's own child, as in a single run."""
@@ -147,7 +153,7 @@ class Grader:
         try:
             if self.meta_zygote is None:
                 self.meta_zygote = Zygote(limits, self.template, fallback=False, kind=META_ZYGOTE)
-            return self.forked(self.meta_zygote, spec, folder, options)
+            return self.forked(self.meta_zygote, spec, folder, options, left_out)
         except (ZygoteError, isolation.IsolationFailed):
             self.drop_meta_zygote()
             self.no_meta = True

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.frontends import submissions
@@ -154,6 +154,7 @@ class Pick:
     problem: str = ""
     note: str = ""
     review: bool = False
+    left_out: tuple[str, ...] = ()  # what the batch's copy of the submission left out, and why (submissions.Staged)
 
 
 def _instead_of_target(folder: Path, file_part: str, suffix: str) -> Pick | None:
@@ -172,11 +173,17 @@ def _instead_of_target(folder: Path, file_part: str, suffix: str) -> Pick | None
     return None
 
 
-def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
+def spec_for(folder: Path, target: str | None, flat: bool, left_out: tuple[str, ...] = ()) -> Pick:
     """One folder per student: --target as given, else the single file that defines an nn.Module class, else the
     folder's only code file, .py or .ipynb (so that its syntax error, say, is what the report shows).  Flat files:
     the platform named the file, so --target's class is applied to the student's file (the one ending with
-    --target's file name, else found as above)."""
+    --target's file name, else found as above).  `left_out`: what the batch's copy `folder` left out of the
+    student's (submissions.Staged), carried in the Pick to the grader; a file of it is named where the message
+    says what the submission holds."""
+    return replace(_spec_for(folder, target, flat, left_out), left_out=left_out)
+
+
+def _spec_for(folder: Path, target: str | None, flat: bool, left_out: tuple[str, ...]) -> Pick:
     asked = Target.parse(target)
     file_part, suffix = (asked.where if target else ""), asked.suffix
     if target and not flat:
@@ -220,7 +227,8 @@ def spec_for(folder: Path, target: str | None, flat: bool) -> Pick:
     if links:  # a link out of the submission (a classmate's file, a folder elsewhere): one line, for a person
         return Pick(None, link_problem(links[0], folder) + (f" ({len(links) - 1} more such links)"
                                                              if len(links) > 1 else ""), review=True)
-    others = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    others = sorted([p.name for p in folder.iterdir() if not p.name.startswith(".")] +
+                    [p for p in scratch.compiled_left_out(left_out) if "/" not in p])  # handed in, not copied
     unread = [name for name in others if submissions.is_code(Path(name))]
     if unread:
         return Pick(None, f"could not tell which file holds the attention class: {', '.join(unread[:5])} not read "

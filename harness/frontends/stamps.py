@@ -1,7 +1,8 @@
 """What `mha-check grade --resume` trusts: the stamp mha-check puts at the end of every report `grade` writes.
 
 A stamp says for whom the report was written (the submission's name), what was graded (a SHA-256 of every file of
-the staged submission, helper modules included), how (the mha-check version and a digest of its own code, the
+the staged submission, helper modules included: the batch's own copy, which each of its children copies, never the
+student's folder, which may change while the batch runs), how (the mha-check version and a digest of its own code, the
 rubric file's digest, the options that change a verdict: target, seed, limits, format), the summary row the
 report gave, and a digest of the report's own text.  It is sealed with an HMAC whose key only the instructor's
 account reads (KEY_ENV, else KEY_FILE under the XDG state folder, mode 0600), so that:
@@ -121,6 +122,18 @@ def folder_digest(folder: Path) -> str | None:
             else:
                 digest.update(_canonical(["other", rel]))
     return digest.hexdigest()
+
+
+def staged_digest(staged, kind: str) -> str | None:
+    """The digest a stamp names for a submission the batch staged (harness.frontends.submissions.Staged): its copy,
+    every file of which is what its children get, and what the copy left out (by path and reason: a report says
+    which compiled files were not run); `kind`: how it was handed in ("folder", "files").  None: too large."""
+    files = folder_digest(staged.folder)
+    if files is None:
+        return None
+    if not staged.left_out:
+        return f"{kind}:{files}"
+    return f"{kind}:" + hashlib.sha256(_canonical([files, sorted(staged.left_out)])).hexdigest()
 
 
 def code_digest() -> str:

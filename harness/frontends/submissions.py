@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import errno
 import os
 import re
 from collections import Counter
@@ -63,22 +64,29 @@ def compile_pattern(text: str) -> re.Pattern:
 @dataclass
 class Submission:
     name: str  # the student, as the platform names them (a folder's name when nothing says more)
-    folder: Path | None = None  # one folder per student: graded where it is
+    folder: Path | None = None  # one folder per student (graded from a copy: stage)
     files: list[Path] = field(default_factory=list)  # flat layout: this student's files (their latest attempt)
     staged_as: dict[str, str] = field(default_factory=dict)  # flat file's name -> the name the student gave it
     others: list[str] = field(default_factory=list)  # other attempts and hand-ins not graded, said in the row
     platform: str = ""
 
-    def stage(self, staging: Path) -> Path:
-        """The folder to grade in: the student's own, or (flat files) a fresh one holding only their files, under
-        the names they handed them in with.  Copied by the trusted process, so only regular files of bounded size
-        (never a FIFO, a device or a symlink, which could hang the batch or hand a host file to the submission);
-        anything else is left out."""
-        if self.folder is not None:
-            return self.folder
+    def stage(self, staging: Path) -> Staged:
+        """The folder to grade: a copy, in `staging` (a folder only the grader can write), of the student's folder,
+        or (flat files) of only their files under the names they handed them in with.  Whatever a student writes
+        in their own folder after this (a shared hand-in folder, a synced drive) is not seen by this batch: the
+        copy is what is digested for --resume (harness.frontends.stamps), what the target is chosen in, and what
+        each child of the submission copies.  Copied by the trusted process, so only regular files of bounded size
+        (never a FIFO, a device or a symlink's target, which could hang the batch or hand a host file to the
+        submission), as a child's own copy takes them (harness.sandbox.scratch.copy_submission: no compiled code,
+        caches or hidden files); what was left out is listed with the reason.  Raises scratch NoRoom when the
+        grading machine's disk has no room for it."""
         folder, n = staging / exports.safe_name(self.name), 1
         while folder.exists():  # "a/b" and "a_b" are two students with one safe name
             folder, n = staging / f"{exports.safe_name(self.name)}-{n}", n + 1
+        if self.folder is not None:
+            folder.mkdir(parents=True, mode=0o700)
+            _, left_out = files.copy_submission(str(self.folder), str(folder), None, files.MAX_BYTES)
+            return Staged(folder, tuple(left_out))
         folder.mkdir(parents=True)
         used: set[str] = set()
         for f in self.files:
@@ -89,8 +97,22 @@ class Submission:
             if name.lower() in used:
                 name = f.name  # two files the platform would give one name: both kept, under theirs
             used.add(name.lower())
-            (folder / name).write_bytes(data)
-        return folder
+            try:
+                (folder / name).write_bytes(data)
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise files.NoRoom(f"no room left on the grading machine's disk for the batch's copy of the "
+                                       f"submissions ({e.strerror})") from None
+                raise
+        return Staged(folder, ())
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A submission as the batch grades it: `folder`, the grader's own copy, and what the copy left out of what
+    the student handed in (each "path (why)", harness.sandbox.scratch.copy_submission's words)."""
+    folder: Path
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@
   see it.  Its removal copes with whatever the child left: closed folders, any depth, symlinks (never followed).
 - The copy and `read_regular` read untrusted folders from the trusted process: regular files only (a FIFO would
   block, a symlink could point at /dev/zero or a classmate's file), within size and count budgets, without
-  recursion.
+  recursion.  Compiled code is never copied (`compiled_name`, `compiled_data`): what runs is source a person can
+  read, and the copy lists what it left out and why (`Scratch.compiled`).
 - Where the grader may mount (root with CAP_SYS_ADMIN), the scratch folder is a tmpfs of its own, limited in size
   and in inodes (`bounded`): a submission that fills its folder fills only that, never the disk or the inodes its
   classmates' copies, the batch's staging folder and the output folder share.
@@ -24,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import importlib.machinery
+import importlib.util
 import os
 import random
 import signal
@@ -41,6 +44,10 @@ MAX_BYTES = 64 << 20
 MAX_DEPTH = 16
 BYTECODE_CACHE = "__pycache__"  # never copied, folder or link (red team 5: a linked cache ran in place of the source)
 SKIPPED_DIRS = (BYTECODE_CACHE, "node_modules")  # and hidden folders and virtual environments (pyvenv.cfg)
+COMPILED = "compiled code, no source to read: never copied, never run"  # the reason a copy gives for each
+COMPILED_SUFFIXES = tuple(sorted({s.lower() for s in (*importlib.machinery.BYTECODE_SUFFIXES, ".pyo", ".pyd", ".so",
+                                                      *importlib.machinery.EXTENSION_SUFFIXES)}))
+COMPILED_MAGIC = (b"\x7fELF", importlib.util.MAGIC_NUMBER)  # a native library, this Python's bytecode: any name
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -267,12 +274,16 @@ class Scratch:
 
     @classmethod
     def with_copy(cls, slot: int, submission: str | None, file_limit: int, room_bytes: int | None = None,
-                  room_files: int | None = None) -> "Scratch":
-        """A scratch holding a copy of the folder `submission` (nothing when None); `room_*`: see `empty`."""
+                  room_files: int | None = None, left_out: tuple[str, ...] = ()) -> "Scratch":
+        """A scratch holding a copy of the folder `submission` (nothing when None); `room_*`: see `empty`.
+        `left_out`: what was left out of `submission` before (a batch's staged copy of a student's folder, see
+        harness.frontends.submissions), listed first among what this copy leaves out."""
         room = cls.empty(slot, room_bytes, room_files)
         try:
+            room.skipped = list(left_out)
             if submission is not None:
-                room.copied, room.skipped = copy_submission(submission, room.path, identity(slot), file_limit)
+                room.copied, skipped = copy_submission(submission, room.path, identity(slot), file_limit)
+                room.skipped += skipped
             if not room.bounded and room_bytes is not None and room_files is not None:
                 size, entries = usage(room.path, MAX_FILES)
                 room.budget = (size + room_bytes, entries + room_files)
@@ -309,6 +320,11 @@ class Scratch:
             return (f"{(size + hidden) >> 20} MB ({hidden >> 20} MB of it in files it deleted but kept open), more "
                     f"than {self.budget[0] >> 20} MB")
         return None
+
+    @property
+    def compiled(self) -> list[str]:
+        """The submission's files left out as compiled code (`compiled_name`, `compiled_data`), by their path in it."""
+        return compiled_left_out(self.skipped)
 
     def describe(self) -> dict:
         return {"scratch": self.path, "copied_files": self.copied, "not_copied": self.skipped[:20],
@@ -404,12 +420,42 @@ def _is_venv(path: str) -> bool:
     return os.path.lexists(os.path.join(path, "pyvenv.cfg"))
 
 
-def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: int) -> tuple[int, list[str]]:
-    """Copy the folder `source` into `dest` (owned by `owner` when we are root): regular files and folders,
-    symlinks as links (never followed: the child resolves them in its own view); no hidden entries, caches or
-    virtual environments; at most MAX_FILES entries, MAX_BYTES in all, MAX_DEPTH deep, `file_limit` per file.
-    Returns (files copied, what was left out and why)."""
-    chown = os.geteuid() == 0
+def compiled_name(name: str) -> bool:
+    """A name Python imports compiled code under (bytecode, an extension module), in any case."""
+    return name.lower().endswith(COMPILED_SUFFIXES)
+
+
+def compiled_data(data: bytes) -> bool:
+    """Bytes that are compiled code whatever the file's name: a native library or executable (ELF), or bytecode of
+    this very Python (its magic number), which a loader of the submission's own could run."""
+    return data.startswith(COMPILED_MAGIC)
+
+
+def compiled_left_out(skipped: list[str] | tuple[str, ...]) -> list[str]:
+    """The paths among a copy's `skipped` entries that were left out as compiled code."""
+    mark = f" ({COMPILED})"
+    return [entry[:-len(mark)] for entry in skipped if entry.endswith(mark)]
+
+
+NAMED = 5  # compiled files a note names; the rest are counted
+
+
+def compiled_note(paths: list[str]) -> str:
+    """The report's sentence for compiled files left out of a submission (`Scratch.compiled`): which ones, why,
+    and what to hand in instead.  Names are shown printable and short (a file name is the student's to choose)."""
+    shown = ["".join(c if c.isprintable() else "?" for c in p)[:80] for p in paths[:NAMED]]
+    more = f" and {len(paths) - NAMED} more" if len(paths) > NAMED else ""
+    return (f"not graded: {', '.join(shown)}{more}, compiled code with no source a person can read (mha-check never "
+            "copies or runs bytecode or native modules): hand in the source (.py) instead")
+
+
+def copy_submission(source: str, dest: str, owner: tuple[int, int] | None, file_limit: int) -> tuple[int, list[str]]:
+    """Copy the folder `source` into `dest` (owned by `owner` when we are root; None: by us): regular files and
+    folders, symlinks as links (never followed: the child resolves them in its own view); no hidden entries,
+    caches or virtual environments; no compiled code (by name or by content: a person must be able to read what
+    runs); at most MAX_FILES entries, MAX_BYTES in all, MAX_DEPTH deep, `file_limit` per file.  Returns (files
+    copied, what was left out and why)."""
+    chown = owner is not None and os.geteuid() == 0
     copied, skipped, total = 0, [], 0
     todo = [("", 0)]
     while todo:
@@ -428,7 +474,9 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: 
                 skipped.append(f"{name} (more than {MAX_FILES} entries)")
                 return copied, skipped
             try:
-                if entry.is_symlink():
+                if not entry.is_dir(follow_symlinks=False) and compiled_name(entry.name):  # a link so named too
+                    skipped.append(f"{name} ({COMPILED})")
+                elif entry.is_symlink():
                     os.symlink(os.readlink(entry.path), target)
                     if chown:
                         os.lchown(target, *owner)
@@ -440,11 +488,15 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: 
                         os.chown(target, *owner)
                     todo.append((name, depth + 1))
                 elif entry.is_file(follow_symlinks=False):
-                    size = _copy_file(entry.path, target, owner if chown else None, min(file_limit, MAX_BYTES - total))
-                    if size is None:
-                        skipped.append(f"{name} (larger than {min(file_limit, MAX_BYTES - total)} bytes)")
+                    limit = min(file_limit, MAX_BYTES - total)
+                    data = _read_file(entry.path, limit)
+                    if data is None:
+                        skipped.append(f"{name} (larger than {limit} bytes)")
+                    elif compiled_data(data):
+                        skipped.append(f"{name} ({COMPILED})")
                     else:
-                        copied, total = copied + 1, total + size
+                        _write_file(target, data, owner if chown else None)
+                        copied, total = copied + 1, total + len(data)
                 else:
                     skipped.append(f"{name} (not a regular file)")
             except OSError as e:
@@ -455,16 +507,18 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int], file_limit: 
     return copied, skipped
 
 
-def _copy_file(source: str, target: str, owner: tuple[int, int] | None, limit: int) -> int | None:
+def _read_file(source: str, limit: int) -> bytes | None:
+    """The bytes of the regular file `source` (never a link, FIFO or device), None past `limit`."""
     fd = os.open(source, _READ)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, "not a regular file")
-        data = _read_at_most(fd, limit)
+        return _read_at_most(fd, limit)
     finally:
         os.close(fd)
-    if data is None:
-        return None
+
+
+def _write_file(target: str, data: bytes, owner: tuple[int, int] | None) -> None:
     out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
@@ -474,7 +528,6 @@ def _copy_file(source: str, target: str, owner: tuple[int, int] | None, limit: i
             os.fchown(out, *owner)
     finally:
         os.close(out)
-    return len(data)
 
 
 def remove_tree(path: str) -> None:

@@ -146,13 +146,16 @@ class Subject:
     uid (the report says so) instead of failing.  `grading`: a grade will come from this child, so it must be fit
     for it (`isolation.unfit_to_grade`): unless `allow_unconfined` accepts it (the isolation block then says so),
     a child that is not raises IsolationFailed before any of the submission's code runs.  `start`: how the child
-    is started (`Start`; by default `Spawn()`, a fresh interpreter), kept as `child`."""
+    is started (`Start`; by default `Spawn()`, a fresh interpreter), kept as `child`.  `left_out`: what the
+    trusted side left out of `submission` before (a batch's staged copy), listed with what its own copy leaves out
+    (the compiled files among them are said in the report: `compiled`)."""
 
     gather = None  # harness.engine.together.Together, while configurations are asked together
 
     def __init__(self, spec: str, overrides: dict | None = None, seed: int = 0, cwd: str | None = None,
                  weight_map: dict | None = None, limits: Limits | None = None, submission: str | None = None,
-                 allow_unconfined: bool = True, grading: bool = False, start: Start | None = None):
+                 allow_unconfined: bool = True, grading: bool = False, start: Start | None = None,
+                 left_out: tuple[str, ...] = ()):
         self.spec, self.overrides, self.seed = spec, overrides or {}, seed
         self.weight_map = weight_map or {}
         self.limits = limits or Limits()
@@ -177,7 +180,7 @@ class Subject:
             target = Target.parse(spec)
             copy_root, rel, path = placement(target, self.search_dir, submission)
             self.room = scratch.Scratch.with_copy(self.slot.number, copy_root, self.limits.file_mb * MB,
-                                                  self.limits.scratch_mb * MB, self.limits.scratch_files)
+                                                  self.limits.scratch_mb * MB, self.limits.scratch_files, left_out)
             copied = os.path.join(self.room.path, rel) if rel and not os.path.isabs(rel) else None
             # a missing file whose folder was copied is named in the copy, so that the child lists what is there
             seen = copied is not None and (os.path.lexists(copied) or os.path.isdir(os.path.dirname(copied))
@@ -600,6 +603,11 @@ class Subject:
 
     def protections(self) -> list[str]:
         return self.child.protections(self.limits)
+
+    @property
+    def compiled(self) -> list[str]:
+        """The submission's files left out as compiled code: never in the child's folder, so never run."""
+        return self.room.compiled if self.room is not None else []
 
     @property
     def isolation(self) -> dict:

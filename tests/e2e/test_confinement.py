@@ -199,6 +199,48 @@ def test_a_link_to_our_own_correct_code_is_the_students_and_gets_no_marks(world,
     assert "is a symbolic link to" in construct["output"] and "hand in the file itself" in construct["output"]
 
 
+def test_in_a_container_the_batch_grades_its_own_copy_and_never_runs_compiled_code(world):
+    """`grade` as a container's root (no namespaces: the walls are the slot's uid and Landlock) grades the copy it
+    made at the start, not what a student writes in their folder while the batch runs, and --resume keeps the
+    verdict only for those files (issue 27, red team 5); a helper handed in as bytecode is not run there either,
+    and the report names it (issue 27)."""
+    import py_compile
+
+    python, home = readable_python(world), world / "home"
+    base = home / "copy"
+    subs, out = base / "subs", base / "out"
+    right, wrong = (ROOT / "examples" / "correct_attention.py").read_text(), (
+        ROOT / "examples" / "buggy_attention.py").read_text()
+    for name in ("aaa", "pyc_helper", "zed"):
+        (subs / name).mkdir(parents=True)
+    (subs / "aaa" / "attention.py").write_text("import time\ntime.sleep(6)\n" + right)  # graded first
+    source = base / "helpers_source.py"
+    source.write_text(right)
+    py_compile.compile(str(source), cfile=str(subs / "pyc_helper" / "helpers.pyc"), dfile="helpers.py")
+    (subs / "pyc_helper" / "attention.py").write_text("import helpers\n\n\nclass MultiHeadAttention("
+                                                      "helpers.MultiHeadAttention):\n    pass\n")
+    (subs / "zed" / "attention.py").write_text(wrong)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home)}
+    command = [*CONTAINER, python, "-m", "harness.frontends.cli", "grade", str(subs), "--out", str(out), "--jobs",
+               "1", "--target", "attention.py:MultiHeadAttention"]
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(home.glob("*grade-*/scratch/*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # every folder copied, and aaa's child begun
+    (subs / "zed" / "attention.py").write_text(right)
+    stdout, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr[-2000:]
+    assert "WARNING" in stdout  # the container's children had no namespaces: it is that environment
+    (subs / "zed" / "attention.py").write_text(wrong)
+    zed = json.loads((out / "zed.json").read_text())
+    assert zed["passed"] is False and zed["isolation"]["namespaces"] == [], zed["isolation"]
+    pyc = json.loads((out / "pyc_helper.json").read_text())
+    assert pyc["passed"] is False and pyc["needs_review"] is True
+    assert "helpers.pyc" in pyc["checks"][0]["message"] and "compiled" in pyc["checks"][0]["message"]
+    again = subprocess.run([*command, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "--resume: 3 of 3 kept" in again.stdout, again.stdout + again.stderr[-2000:]
+    assert json.loads((out / "zed.json").read_text())["passed"] is False
+
 def test_an_ordinary_user_without_user_namespaces_is_refused_to_grade(world):
     """The child could only be the grader's own uid with the host's files in view: `grade` and a PrairieLearn run
     refuse in one line (nothing is written); --allow-unconfined grades and the report says it was accepted."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.util
 import json
 import os
 import py_compile
@@ -346,6 +347,80 @@ def test_the_code_graded_is_the_source_handed_in_not_a_bytecode_cache(world, tmp
     assert row["passed"] == "False" and row["causal-leakage"] == "fail", row
     world.assert_untouched()
 
+
+
+def _compiled_hand_ins(subs: Path) -> dict[str, str]:
+    """Submissions whose code, or part of it, is compiled: a helper handed in only as bytecode beside the
+    attention.py that imports it, a native module (a copy of the standard library's xxlimited, loaded from a
+    sub-folder of the submission; where the installation has one) beside a layer that is right only when that
+    module was loaded from the submission, a stale bytecode file beside a correct source, and bytecode alone.
+    Returns each one's compiled file, as the report must name it."""
+    compiled = {}
+    source = subs.parent / "correct_source.py"
+    source.write_text(correct_text())
+    (subs / "pyc_helper").mkdir(parents=True)
+    py_compile.compile(str(source), cfile=str(subs / "pyc_helper" / "helpers.pyc"), dfile="helpers.py")
+    (subs / "pyc_helper" / "attention.py").write_text("import helpers\n\n\nclass MyAttn(helpers.MyAttn):\n"
+                                                      "    pass\n")
+    compiled["pyc_helper"] = "helpers.pyc"
+    native = importlib.util.find_spec("xxlimited")
+    if native is not None and native.origin and native.origin.endswith(".so"):
+        (subs / "native_helper" / "native").mkdir(parents=True)
+        shutil.copy(native.origin, subs / "native_helper" / "native" / os.path.basename(native.origin))
+        loaded = ("import os\nfrom native import xxlimited\n"
+                  "FILL = -torch.inf if os.path.dirname(os.path.dirname(xxlimited.__file__)) == "
+                  "os.path.dirname(os.path.abspath(__file__)) else -100.0\n")
+        text = correct_text().replace("masked_fill_(mask_bool, -torch.inf)", "masked_fill_(mask_bool, FILL)")
+        text = text.replace("import torch.nn as nn\n", "import torch.nn as nn\n" + loaded, 1)
+        assert "FILL)" in text and "from native" in text
+        (subs / "native_helper" / "attention.py").write_text(text)
+        compiled["native_helper"] = f"native/{os.path.basename(native.origin)}"
+    (subs / "stale_pyc").mkdir()
+    (subs / "stale_pyc" / "attention.py").write_text(correct_text())
+    py_compile.compile(str(source), cfile=str(subs / "stale_pyc" / "attention.pyc"), dfile="attention.py")
+    compiled["stale_pyc"] = "attention.pyc"
+    (subs / "only_pyc").mkdir()
+    py_compile.compile(str(source), cfile=str(subs / "only_pyc" / "attention.pyc"), dfile="attention.py")
+    compiled["only_pyc"] = "attention.pyc"
+    source.unlink()
+    return compiled
+
+
+def _says_left_out(report: dict, name: str) -> None:
+    """The report names the compiled file, says why it was left out, and asks a person to look."""
+    assert report["needs_review"] is True, report["adapter"]
+    said = report["adapter"].get("review", [])
+    assert any(name in line and "compiled" in line for line in said), said
+
+
+def test_compiled_code_is_never_run_and_the_report_says_what_was_left_out(world, tmp_path):
+    """Code with no readable source is never run: a grader cannot read it and a similarity check cannot see it.  A
+    helper handed in only as bytecode (or as a native module) made a one-line attention.py pass, in a single run
+    and in `grade`; now neither is copied into the child's folder, the import fails with the file named, and every
+    report that left compiled code out says which file and why, for a person to look (a correct source beside a
+    stale .pyc still passes, and is marked for review)."""
+    subs = tmp_path / "subs"
+    compiled = _compiled_hand_ins(subs)
+    single = run_cli(f"{subs}/pyc_helper/attention.py", "--format", "json", env=world.env())
+    report = json.loads(single.stdout)
+    assert report["passed"] is False, report["checks"][0]
+    construct = report["checks"][0]
+    assert construct["status"] == "fail" and "helpers.pyc" in construct["message"], construct["message"]
+    _says_left_out(report, "helpers.pyc")
+    out = tmp_path / "graded"
+    run = run_cli("grade", str(subs), "--out", str(out), "--format", "json", "--jobs", "2", timeout=300,
+                  env=world.env())
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    assert set(rows) == set(compiled), rows
+    for name, file in compiled.items():
+        report = json.loads((out / f"{name}.json").read_text())
+        _says_left_out(report, file)
+        assert rows[name]["needs_review"] == "True", rows[name]
+        assert rows[name]["passed"] == ("True" if name == "stale_pyc" else "False"), (name, report["checks"][0])
+        if name != "stale_pyc":
+            assert file in report["checks"][0]["message"], (name, report["checks"][0]["message"])
+    world.assert_untouched()
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FORGEABLE, ids=[p.stem for p in FORGEABLE])

@@ -29,7 +29,7 @@ def layout(root: Path, target: str | None = "attention.py:MultiHeadAttention"):
 
 
 def staged(sub, tmp_path) -> dict[str, str]:
-    folder = sub.stage(tmp_path / "staging")
+    folder = sub.stage(tmp_path / "staging").folder
     return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 

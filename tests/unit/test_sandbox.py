@@ -116,6 +116,37 @@ def test_the_copy_reads_only_regular_files_within_budgets(tmp_path):
     assert not Path(room.root).exists()
 
 
+def test_the_copy_leaves_out_compiled_code_by_name_and_by_content_and_says_why(tmp_path):
+    """Code a person cannot read is never copied, so never run: bytecode and native modules by the names Python
+    imports them under (a link so named too), and, under any name, a native library (ELF) or this Python's
+    bytecode (which a loader of the submission's own could run).  Each is listed with the reason, apart from the
+    other files left out (`Scratch.compiled`)."""
+    import importlib.util
+
+    sub = tmp_path / "sub"
+    (sub / "native").mkdir(parents=True)
+    (sub / "attention.py").write_text("import helpers\n")
+    (sub / "notes.txt").write_text("pyc, so: words, not code\n")
+    (sub / "helpers.pyc").write_bytes(importlib.util.MAGIC_NUMBER + bytes(12))
+    (sub / "old.PYO").write_bytes(b"\0" * 16)
+    (sub / "native" / "fast.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF" + bytes(60))
+    (sub / "native" / "fast.abi3.so").write_bytes(b"not even ELF")
+    (sub / "win.pyd").write_bytes(b"MZ")
+    (sub / "blob.bin").write_bytes(b"\x7fELF" + bytes(60))  # a library under another name: ctypes.CDLL loads it
+    (sub / "data.dat").write_bytes(importlib.util.MAGIC_NUMBER + bytes(12))  # marshal.loads(data[16:]) runs it
+    (sub / "weights.npy").write_bytes(b"\x93NUMPY" + bytes(60))
+    os.symlink("data.dat", sub / "shadow.pyc")
+    room = scratch.Scratch.with_copy(0, str(sub), file_limit=1 << 20)
+    try:
+        copy = Path(room.path)
+        assert sorted(p.name for p in copy.rglob("*")) == ["attention.py", "native", "notes.txt", "weights.npy"]
+        assert sorted(room.compiled) == ["blob.bin", "data.dat", "helpers.pyc", "native/fast.abi3.so",
+                                         "native/fast.cpython-311-x86_64-linux-gnu.so", "old.PYO", "shadow.pyc",
+                                         "win.pyd"]
+        assert all(scratch.COMPILED in s for s in room.skipped) and len(room.skipped) == len(room.compiled)
+    finally:
+        room.remove()
+
 def test_removal_copes_with_whatever_a_child_left(tmp_path):
     """Deeper than any path may be long, closed folders, symlinks out (never followed), files the slot owns."""
     root = tmp_path / "room"

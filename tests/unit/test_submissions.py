@@ -40,7 +40,7 @@ def test_flat_files_are_grouped_by_student_and_staged_apart(tmp_path):
         ("alice", ["alice_attention.py", "alice_helpers.py"]), ("bob", ["bob_lab.ipynb"])]
     assert "found 2 submissions" in found.describe() and "_stray.py" in found.describe()
     assert "files that are not .py or .ipynb (1 .txt)" in found.describe()
-    staged = found.submissions[1].stage(tmp_path / "scratch")
+    staged = found.submissions[1].stage(tmp_path / "scratch").folder
     assert sorted(p.name for p in staged.iterdir()) == ["bob_lab.ipynb"]  # no classmate's file beside it
 
 
@@ -51,8 +51,47 @@ def test_loose_files_beside_folders_are_graded_too_and_hidden_ones_are_ignored(t
     (tmp_path / "solution.py").write_text("")
     found = find(tmp_path)
     assert found.layout == "mixed" and [s.name for s in found.submissions] == ["ana", "ben", "solution"]
-    assert found.submissions[0].stage(tmp_path / "scratch") == tmp_path / "ana"  # graded where it is
+    assert found.submissions[0].stage(tmp_path / "scratch").folder == tmp_path / "scratch" / "ana"  # a copy
     assert "folders per student and files named by student" in found.describe()
+
+
+def test_a_students_folder_is_graded_from_the_batchs_own_copy_made_once(tmp_path):
+    """What the batch grades and digests is a copy of the folder made at its start, where only the grader writes:
+    a student who edits their folder afterwards (a shared hand-in folder, a synced drive) changes neither what
+    their children copy nor the digest a --resume stamp names (red team 5).  The copy takes what a child's copy
+    takes (no caches, no compiled code) and lists what it left out; the digest covers that list too, since a
+    report names what was left out."""
+    from harness.frontends import stamps
+
+    sub = tmp_path / "subs" / "ana"
+    (sub / "hw3" / "__pycache__").mkdir(parents=True)
+    (sub / "hw3" / "attention.py").write_text("from helpers import f\n")
+    (sub / "hw3" / "helpers.py").write_text("def f(): return 1\n")
+    (sub / "hw3" / "__pycache__" / "helpers.cpython-311.pyc").write_bytes(b"\0")
+    found = find(tmp_path / "subs")
+    staged = found.submissions[0].stage(tmp_path / "staging")
+    copy = staged.folder
+    assert copy.parent == tmp_path / "staging" and oct(copy.stat().st_mode & 0o777) == "0o700"
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == ["hw3", "hw3/attention.py",
+                                                                        "hw3/helpers.py"]
+    digest = stamps.staged_digest(staged, "folder")
+    (sub / "hw3" / "helpers.py").write_text("def f(): return 2\n")  # after staging: not what is graded
+    assert (copy / "hw3" / "helpers.py").read_text() == "def f(): return 1\n"
+    assert stamps.staged_digest(staged, "folder") == digest
+    again = found.submissions[0].stage(tmp_path / "staging")  # the next batch's copy sees the edit
+    assert again.folder != copy and stamps.staged_digest(again, "folder") != digest
+    (sub / "hw3" / "helpers.py").write_text("def f(): return 1\n")
+    os.mkfifo(sub / "hw3" / "pipe.py")  # left out, but named in the report: another digest
+    with_fifo = found.submissions[0].stage(tmp_path / "staging")
+    assert with_fifo.left_out == ("hw3/pipe.py (not a regular file)",)
+    assert stamps.staged_digest(with_fifo, "folder") != digest
+    (sub / "hw3" / "pipe.py").unlink()
+    assert stamps.staged_digest(found.submissions[0].stage(tmp_path / "staging"), "folder") == digest
+    (sub / "hw3" / "helpers.pyc").write_bytes(b"\0")  # compiled: never copied, named in the report
+    with_pyc = found.submissions[0].stage(tmp_path / "staging")
+    assert with_pyc.left_out == ("hw3/helpers.pyc (compiled code, no source to read: never copied, never run)",)
+    assert not (with_pyc.folder / "hw3" / "helpers.pyc").exists()
+    assert stamps.staged_digest(with_pyc, "folder") != digest
 
 
 def test_custom_pattern(tmp_path):
@@ -76,7 +115,7 @@ def test_staging_copies_regular_files_only_and_any_case_of_extension_counts(tmp_
     os.mkfifo(tmp_path / "gina_fifo.py")
     found = find(tmp_path, DEFAULT)
     assert [s.name for s in found.submissions] == ["gina"]
-    staged = found.submissions[0].stage(tmp_path / "scratch")
+    staged = found.submissions[0].stage(tmp_path / "scratch").folder
     assert sorted(p.name for p in staged.iterdir()) == ["gina_Lab.IPYNB"]
 
 
@@ -129,7 +168,7 @@ def test_a_student_who_handed_in_no_code_file_still_gets_a_row(tmp_path):
     found = find(tmp_path, DEFAULT)
     assert [s.name for s in found.submissions] == ["alice", "victor", "wendy"]
     assert "README.txt" not in found.describe() or "1 .txt" in found.describe()  # the instructor's file: left out
-    pick = spec_for(found.submissions[1].stage(tmp_path / "staged"), "attention.py:MyAttn", flat=True)
+    pick = spec_for(found.submissions[1].stage(tmp_path / "staged").folder, "attention.py:MyAttn", flat=True)
     assert pick.spec is None and "no .py or .ipynb file (it has victor_16_attention.txt)" in pick.problem
 
 
