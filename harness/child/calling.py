@@ -27,6 +27,8 @@ MASK_NAMES = {"mask", "attn_mask", "attention_mask", "causal_mask", "mask_", "sr
 FLAG_WORDS = ("causal", "mask", "decoder", "future", "autoregressive")  # a bool forward flag that turns masking on
 KEY_NAMES = {"k", "key", "keys", "key_input", "memory", "context", "xa", "kv", "k_input"}
 VALUE_NAMES = {"v", "value", "values", "value_input", "v_input", "memory_values"}
+NOT_A_MASK = ("cache", "past", "state", "pos", "len", "rope", "freq", "cos", "sin", "key", "value", "kv", "memory",
+              "context", "lengths", "seq")  # a required argument so named is no mask, whatever it holds
 CONVENTIONS = ("bool, True = masked", "bool, True = keep", "additive, -inf = masked", "float, 1 = keep, 0 = masked")
 SHAPES = ("(n, n)", "(1, n, n)", "(1, 1, n, n)", "(B, n, n)")  # (B, n, n): one mask per sequence, as a layer that
 # reshapes it with the batch (mask.unsqueeze(1).repeat(1, H, 1, 1).view(B * H, n, n)) needs
@@ -168,10 +170,14 @@ def styles_for(module: torch.nn.Module) -> Calling:
         tables = [n for n in needed if _is_rotary_table(n)]
         why = (f" ({', '.join(tables)}: rotary tables in a layout of your own, which mha-check cannot make up)"
                if tables else "")
+        maybe_mask = mask is None and len(needed) == 1 and not tables and not any(
+            word in needed[0].lower() for word in NOT_A_MASK)  # a student trial: a mask named `allowed`
+        named = (f"; if {needed[0]} is the causal mask, call it `mask` (or any name with \"mask\" in it, "
+                 "attn_mask, causal_mask) and mha-check passes one in each usual form; else" if maybe_mask else ";")
         return Calling([], f"forward needs {', '.join(needed)} besides the input"
                            + (" and a mask" if mask is not None else "") + why
-                           + ": mha-check cannot supply them; check a factory that wraps your class, e.g. "
-                             "`def make(d, heads, context_length): ...` returning a module whose forward takes x"
+                           + ": mha-check cannot supply them" + named + " check a factory that wraps your class, "
+                             "e.g. `def make(d, heads, context_length): ...` returning a module whose forward takes x"
                            + (" and builds the tables itself (positions 0..n-1)" if tables else ""))
     data = tuple((p.name, p.kind == p.KEYWORD_ONLY) for p in inputs) or (("x", False),)
     flagged = [Style(data, None, flag=p.name) for p in flags]

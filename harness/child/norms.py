@@ -5,11 +5,11 @@ The lesson's layer has no normalisation, but real layers often keep one inside: 
 `LayerNorm(x + attn(x))` of "Attention is all you need" implementations).  No reading of the parameters makes such a
 module the lesson's layer, so nothing could be proven about its attention, and its norm's parameters made the count
 look wrong.  A submodule is taken for a normalisation only on evidence: torch's own nn.LayerNorm or nn.RMSNorm over
-the last axis, or a module whose class says Norm and which, run on a probe, acts on each token alone and gives the
-same output for the token scaled by 3 (what a LayerNorm or an RMSNorm does; a BatchNorm, a gate or a learned scale
-does not).  Such a norm cannot move one token's output by another token's input, so switching it off (the module
-returns its input) hides no leak; the trusted side asks for it only where the lesson's reference, or a known
-mistake, then reproduces the module's output (harness.engine.mapping), and says so in the report.
+the last axis, or a module holding only vectors of one width which, run on a probe, acts on each token alone and
+gives the same output for the token scaled by 3 (what a LayerNorm or an RMSNorm does; a BatchNorm, a gate or a
+learned scale does not).  Such a norm cannot move one token's output by another token's input, so switching it off
+(the module returns its input) hides no leak; the trusted side asks for it only where the lesson's reference, or a
+known mistake, then reproduces the module's output (harness.engine.mapping), and says so in the report.
 """
 from __future__ import annotations
 
@@ -54,12 +54,11 @@ def find(module: nn.Module) -> list[Norm]:
 
 def _width(sub: nn.Module) -> int | None:
     """The width a candidate normalises, or None when it is no candidate: torch's LayerNorm and RMSNorm over one
-    (the last) axis, or a module whose class name says Norm whose tensors are all vectors of one length."""
+    (the last) axis, or a module whose tensors are all vectors of one length, whatever its class is called (a
+    student's `MyRMS` was not taken for one, and its gain failed param-count: a student trial)."""
     if isinstance(sub, TORCH_NORMS):
         shape = tuple(sub.normalized_shape)
         return shape[0] if len(shape) == 1 else None
-    if "norm" not in type(sub).__name__.lower():
-        return None
     tensors = [t for t in (*sub.parameters(), *sub.buffers()) if t.dim() > 0]
     widths = {t.shape[0] for t in tensors}
     if not tensors or any(t.dim() != 1 for t in tensors) or len(widths) != 1:

@@ -154,7 +154,8 @@ def _why(row: dict, statuses: dict[str, str]) -> str:
     if row.get("process"):
         parts.append(f"the run: {row['process']}")
     if not parts and _truth(row.get("needs_review")):
-        parts.append("marked for review in its report (which file or class to check)")
+        parts.append("marked for review in its report: its notes say why (which file or class was checked, files "
+                     "left out such as compiled code)")  # a student trial: a .pyc left out read as a choice of file
     return "; ".join(parts)
 
 

@@ -576,3 +576,23 @@ def test_a_fused_key_value_projection_of_one_shared_head_is_read_as_multi_query(
     found, problem = discover(_SeparateQueryFusedKeyValue(8, kv_rows=4), 8, 8, 2)
     assert problem == "" and found and found[0].kv_width == 4
     assert found[0].describe()["wv"] == "to_kv.weight[4:8]"
+
+
+class _AllowedArgument(nn.Module):
+    def forward(self, x, allowed):
+        return x
+
+
+class _CacheArgument(nn.Module):
+    def forward(self, x, kv_cache):
+        return x
+
+
+def test_a_required_argument_that_may_be_the_mask_is_told_how_to_name_it():
+    """A student trial: a sequence-first layer whose causal mask was the required argument `allowed` was told only to
+    write a factory; renamed `mask`, it was checked (and its missing scale named).  An argument whose name says it
+    is something else (a cache, positions, lengths) gets no such hint."""
+    told = styles_for(_AllowedArgument()).problem
+    assert "forward needs allowed besides the input" in told and "call it `mask`" in told and "factory" in told
+    cache = styles_for(_CacheArgument()).problem
+    assert "forward needs kv_cache" in cache and "call it `mask`" not in cache and "factory" in cache
