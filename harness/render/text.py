@@ -277,5 +277,8 @@ def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour:
     for note in view.notes + ([view.isolation] if view.isolation and view.isolation_weak else []):
         out += wrap(note, "  ", "", cols)  # full isolation is the normal case: said in JSON, not on a student's screen
     if view.needs_review:
-        out += wrap("some claims could not be decided: a person should look at this report", "  ", "", cols)
+        lines = view.follows + view.correctness + view.rules + view.instructor
+        undecided = any(line.status == Status.CANNOT_TELL for line in lines)
+        out += wrap("some claims could not be decided: a person should look at this report" if undecided else
+                    "marked for review: a person should look at this report (the notes above say why)", "  ", "", cols)
     return "\n".join(out)

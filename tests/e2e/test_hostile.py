@@ -420,7 +420,11 @@ def test_compiled_code_is_never_run_and_the_report_says_what_was_left_out(world,
         assert rows[name]["passed"] == ("True" if name == "stale_pyc" else "False"), (name, report["checks"][0])
         if name != "stale_pyc":
             assert file in report["checks"][0]["message"], (name, report["checks"][0]["message"])
+    text = run_cli(f"{subs}/stale_pyc/attention.py", env=world.env()).stdout  # a student trial: every claim decided,
+    assert "attention.pyc" in text and "marked for review: a person should look" in text  # yet it said "some claims
+    assert "could not be decided" not in text, text  # could not be decided"
     world.assert_untouched()
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", FORGEABLE, ids=[p.stem for p in FORGEABLE])
