@@ -402,7 +402,7 @@ class Subject:
         """What the trusted side measures while it waits for the child: an unbounded scratch (see
         scratch.Scratch.overflow) and the memory of its processes together (`harness.sandbox.footprint`: the
         kernel's limits are per process)."""
-        room = self.room if self.room is not None and self.room.budget is not None else None
+        room = self._measured_room()
 
         def measure() -> None:
             self._measured = time.monotonic()
@@ -425,7 +425,11 @@ class Subject:
         WATCH_SECONDS (a child may fill it and answer at once), the memory alone less often (each measure reads the
         status of every process on the machine, and a correct layer's run, a second or two of quick frames, should
         not pay for it; a child whose processes hold memory longer, or answer slowly, is measured)."""
-        return WATCH_SECONDS if self.room is not None and self.room.budget is not None else MEMORY_WATCH_SECONDS
+        return WATCH_SECONDS if self._measured_room() is not None else MEMORY_WATCH_SECONDS
+
+    def _measured_room(self):
+        """The scratch when no filesystem of its own bounds it (its budget is measured), else None."""
+        return self.room if self.room is not None and self.room.budget is not None else None
 
     def _too_much(self, e: footprint.TooMuch, op: str) -> WorkerDied:
         self.child.kill()

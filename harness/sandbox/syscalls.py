@@ -197,8 +197,7 @@ def _tree(root: int, parent: dict[int, int]) -> list[int]:
 def children() -> list[int]:
     """Our own children, from /proc (a process left behind is ours once its parent is gone, where we are a
     subreaper: the zygote, a single run's keeper)."""
-    me = os.getpid()
-    return [pid for pid, ppid in _states_and_parents()[1].items() if ppid == me]
+    return children_of(os.getpid())
 
 
 def exited(pid: int) -> bool:
