@@ -1,7 +1,7 @@
 """out-proj-bias (a lesson rule): the output projection has a bias, as the lesson's nn.Linear(d_out, d_out)."""
 from checks import cannot_tell, check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import map_help
+from harness.engine.mapping import map_help, norm_parameters, unread_parameters
 
 
 @check(
@@ -38,7 +38,20 @@ def out_proj_bias(ctx):
                       "layer, whose projections have no biases by design; the rule is the lesson's multi-head layer's")
     if has == {False}:
         name = inst.layouts[0].roles.get("wo", "the output projection")
+        unread = _unread_bias_sized(inst.info, ctx.base.d_out)
+        if unread:
+            return cannot_tell(
+                f"mha-check read no bias for {name}, but your layer keeps {', '.join(unread)} ({ctx.base.d_out} "
+                "values, a bias's size), which no reading takes: it may be the output projection's bias",
+                help=f"say so if it is: --map bo={unread[0]}")
         return failed(f"{name} has no bias: the lesson's output projection nn.Linear(d_out, d_out) has one",
                       observed="no output bias", expected="a bias of width d_out", finding="no output bias")
     return cannot_tell("the readings of your parameters disagree on whether the output projection has a bias",
                        help=map_help(ctx))
+
+
+def _unread_bias_sized(info, d_out: int) -> list[str]:
+    """Parameters of d_out values that no reading takes and no normalisation owns: a --map that named a raw W_o
+    and not its bias leaves the bias so (whether the projection has one is then unknown, not a broken rule)."""
+    norms = {name for name, _ in norm_parameters(info)}
+    return [name for name, size in unread_parameters(info) if size == d_out and name not in norms]

@@ -54,3 +54,15 @@ def test_map_names_a_fused_4d_parameter(file, named):
     assert report.adapter.mapping["proof"] == ("mistake" if named else "reference")
     assert (report.diagnosis.mutant if report.diagnosis else None) == named
     assert report.passed == (named is None)
+
+
+def test_a_map_that_leaves_the_output_bias_unread_is_no_failed_rule():
+    """--map names W_o (a raw matrix) but not its bias, and a parameter of the bias's size stays unread: whether the
+    output projection has a bias is then unknown to mha-check, not the student's broken rule; naming it settles it."""
+    from harness.engine.runner import Options, run_checks
+
+    target = str(ROOT / "tests" / "fixtures" / "raw_params_biases.py")
+    matrices = {"q": "P1.T", "k": "P2.T", "v": "P3.T", "o": "P4.T"}
+    unread = run_checks(target, Options(weight_map=matrices))["out-proj-bias"]
+    assert unread.status == "cannot_tell" and "c4" in unread.message and "--map bo=c4" in unread.help
+    assert run_checks(target, Options(weight_map={**matrices, "bo": "c4"}))["out-proj-bias"].status == "pass"
