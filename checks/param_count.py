@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from checks import check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import describe_norms, norm_parameters, unread_parameters
+from harness.engine.mapping import norm_parameters, norms_left_out, unread_parameters
 from harness.engine.search import find_failure
 from reference import param_count_formula
 
@@ -95,7 +95,7 @@ def _constants(info) -> list[tuple[str, int]]:
     """The frozen parameters (requires_grad=False) that no reading takes for a weight or a bias: constants of the
     layer kept as parameters (tsai's scale head_dim ** -0.5), which nothing learns, as a buffer would be; counted
     like buffers, not at all.  A frozen W_q is still a W_q (counted; gradient-match finds it takes no gradient)."""
-    norm = {name for name, _ in norm_parameters(info)}  # left out of the count by _beside
+    norm = {name for name, _ in norm_parameters(info)}  # left out of the count by norms_left_out
     return [(name, size) for name, size in unread_parameters(info) if name in info.frozen and name not in norm]
 
 
@@ -104,19 +104,6 @@ def _unread_beside_norms(info) -> list[tuple[str, int]]:
     LayerNorm, harness.child.norms): they are not the attention's, and a norm is no mistake of it."""
     norm = {name for name, _ in norm_parameters(info)}
     return [(name, size) for name, size in unread_parameters(info) if name not in norm]
-
-
-def _beside(info) -> tuple[int, str]:
-    """(how many parameters the layer's normalisations hold, what the count says of them): they are left out of
-    the count, and the check says so."""
-    held = norm_parameters(info)
-    size = sum(s for _, s in held)
-    if not info.norms:
-        return 0, ""
-    names = ", ".join(name for name, _ in held) or "none"
-    return size, (f"; not counted: the {size} parameter{'' if size == 1 else 's'} ({names}) of "
-                  f"{describe_norms(info)}, which your layer keeps inside itself and which "
-                  f"{'is' if len(info.norms) == 1 else 'are'} no part of the attention")
 
 
 def _without_out_proj(inst, out_proj: bool) -> bool:
@@ -148,7 +135,7 @@ def param_count(ctx):
 
     def prop(cfg):
         inst = ctx.built(cfg)  # counting needs no forward pass
-        norm_size, norm_note = _beside(inst.info)
+        norm_size, norm_note = norms_left_out(inst.info)
         got = inst.info.param_count - norm_size - sum(size for _, size in _constants(inst.info))
         biases = _biases(inst, out_proj)
         kv = _kv_width(ctx, cfg, inst)
@@ -209,5 +196,5 @@ def param_count(ctx):
         ("d_in·d_out + 2·d_in·(kv_heads·dh) + d_out² (grouped-query) + the biases the layer has, " if grouped else
          "3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else
          "3·d_in·d_out + the Q/K/V biases the layer has (the single-head form: no output projection), ")
-        + "for every configuration tried" + aside + _beside(base.info)[1],
+        + "for every configuration tried" + aside + norms_left_out(base.info)[1],
         **({"form": "grouped"} if grouped else {} if out_proj else {"form": ctx.form.name}))

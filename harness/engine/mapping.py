@@ -164,6 +164,19 @@ def norm_parameters(info) -> list[tuple[str, int]]:
     return [(p.name, math.prod(p.shape)) for p in info.params if p.name in names]
 
 
+def norms_left_out(info) -> tuple[int, str]:
+    """(how many parameters the layer's normalisations hold, what a count says of them): param-count and the
+    trace's arithmetic leave them out of the layer's count, and say so."""
+    held = norm_parameters(info)
+    size = sum(s for _, s in held)
+    if not info.norms:
+        return 0, ""
+    names = ", ".join(name for name, _ in held) or "none"
+    return size, (f"; not counted: the {size} parameter{'' if size == 1 else 's'} ({names}) of "
+                  f"{describe_norms(info)}, which your layer keeps inside itself and which "
+                  f"{'is' if len(info.norms) == 1 else 'are'} no part of the attention")
+
+
 def describe_norms(info) -> str:
     """The layer's normalisations in words, with what each is and none of the lesson's letters: "a normalisation,
     layer_norm (LayerNorm)", "2 normalisations, ln_1 (LayerNorm) and ln_2 (RMSNorm)"."""

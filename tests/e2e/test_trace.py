@@ -207,3 +207,10 @@ def test_a_sequence_first_layer_is_traced_as_checked_and_our_transposes_say_what
     ours = [s.code for s in r.steps if s.at == "mha-check"]
     assert r.mistakes == [] and len(ours) == 2, render(r)
     assert "sequence first" in ours[0] and "read back as (B, n, d)" in ours[1] and "mask" not in " ".join(ours)
+
+
+def test_the_arithmetic_counts_the_layer_without_its_normalisation_as_param_count_does():
+    """A pre-norm layer keeps a normalisation inside itself: the trace's count leaves its parameters out and says
+    so, as param-count does (the trace said 'differs from the formula by +16' where the check passed)."""
+    a = trace(str(ROOT / "tests" / "zoo" / "correct" / "prenorm_sublayer_rmsnorm.py")).arithmetic
+    assert a["param_counted"] == a["param_formula"] and "not counted" in a["counted_note"]
