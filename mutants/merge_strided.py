@@ -15,6 +15,7 @@ INFO = MutantInfo(
             'heads: transpose(1, 2) to (2, 3, 2, 4), then contiguous().view(2, 3, 8) concatenates the heads": the '
             "merge puts every head's features back where the split took them from."),
     killed_by=("view-order", "reference-match", "gradient-match"),
+    trace=("merge-strided",),
     symptom=("Nothing crashes, every shape is right and the future stays hidden, but the merge interleaves the heads: "
              "feature j of head h goes to place j·H + h instead of h·dh + j, so the output projection reads every "
              "head's results in other places than the split took them from."),

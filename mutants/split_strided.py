@@ -15,6 +15,7 @@ INFO = MutantInfo(
             'heads: transpose(1, 2) to (2, 3, 2, 4), then contiguous().view(2, 3, 8) concatenates the heads": the '
             "merge puts every head's features back where the split took them from."),
     killed_by=("view-order", "reference-match", "gradient-match"),
+    trace=("split-strided",),
     symptom=("Nothing crashes, every shape is right and the future stays hidden, but head h takes features h, h + H, "
              "h + 2H, ... of the queries, keys and values while the merge puts its outputs in the block h·dh to "
              "(h + 1)·dh: the output projection reads every head's results in other places than the split took "

@@ -16,6 +16,7 @@ INFO = MutantInfo(
             'heads: transpose(1, 2) to (2, 3, 2, 4), then contiguous().view(2, 3, 8) concatenates the heads": the '
             "merge puts every head's features back where the split took them from."),
     killed_by=("view-order", "reference-match", "gradient-match"),
+    trace=("values-split-strided",),
     symptom=("Nothing crashes, every shape is right and each head attends as it should, but head h weighs the value "
              "features h, h + H, h + 2H, ... instead of its own block h·dh to (h + 1)·dh, and the merge puts them "
              "back in that block: the outputs mix the heads' values."),

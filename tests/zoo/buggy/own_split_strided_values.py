@@ -1,4 +1,4 @@
-"""Buggy (split-strided-values): the queries and keys are split the lesson's way, the values with
+"""Buggy (student style, split-strided-values): the queries and keys are split the lesson's way, the values with
 view(B, T, hd, H).permute(0, 3, 1, 2) (every H-th feature to a head), and merged the lesson's way: each head weighs
 values that are not its own.
 
@@ -39,3 +39,4 @@ class MultiHeadAttention(nn.Module):
 TARGET = "MultiHeadAttention"
 EXPECT = ("view-order", "reference-match")
 DIAGNOSIS = "split-strided-values"
+LINE = 30

@@ -1,4 +1,4 @@
-"""Buggy (split-strided): every projection is split with view(B, T, hd, nh).permute(0, 3, 1, 2), so
+"""Buggy (student style, split-strided): every projection is split with view(B, T, hd, nh).permute(0, 3, 1, 2), so
 head h takes features h, h + nh, h + 2·nh, ..., but the heads are merged back the lesson's way
 (transpose(1, 2).contiguous().view(B, T, C)), which puts head h's outputs in the block h·hd .. (h + 1)·hd: the
 features do not go back where they came from.
@@ -42,3 +42,4 @@ class SelfAttention(nn.Module):
 TARGET = "SelfAttention"
 EXPECT = ("view-order", "reference-match")
 DIAGNOSIS = "split-strided"
+LINE = 28

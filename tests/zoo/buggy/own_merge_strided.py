@@ -1,4 +1,4 @@
-"""Buggy (merge-strided): the heads are split the lesson's way (view(B, T, nh, hs).transpose(1, 2)),
+"""Buggy (student style, merge-strided): the heads are split the lesson's way (view(B, T, nh, hs).transpose(1, 2)),
 but merged with permute(0, 2, 3, 1).reshape(B, T, C), which interleaves them: feature j of head h lands at j·nh + h
 instead of h·hs + j, so the output projection reads every head's features in the wrong places.
 
@@ -35,3 +35,4 @@ class MultiHeadAttention(nn.Module):
 TARGET = "MultiHeadAttention"
 EXPECT = ("view-order", "reference-match")
 DIAGNOSIS = "merge-strided"
+LINE = 31
