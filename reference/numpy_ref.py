@@ -7,7 +7,9 @@ student's process sends back.  `tests/test_reference.py` ties this module to the
 Weights follow the nn.Linear convention: `wq`, `wk`, `wv` have shape (d_out, d_in), `wo` (d_out, d_out), biases
 (d_out,).  `split` and `merge` select the lesson's reshapes or a known view-order mistake, so that a check can say
 which mistake a student's numbers match; a split mistake may hit only some of the projections ("view-bhnd:q": the
-queries split with view(B, H, n, dh), the keys and values the lesson's way).
+queries split with view(B, H, n, dh), the keys and values the lesson's way; "strided:v": the values split on
+strided features).  A split and a merge both "strided" are no mistake: they are the lesson's layer with its features
+renumbered (harness.engine.head_order.Strided reads it so).
 """
 from __future__ import annotations
 
@@ -18,9 +20,12 @@ import numpy as np
 from reference import grouped
 
 ROLES = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
-SPLITS = ("lesson", "view-bhnd")  # view(B, n, H, dh).transpose(1, 2)  |  view(B, H, n, dh) straight from (B, n, d)
-PARTIAL_SPLITS = tuple(f"view-bhnd:{roles}" for roles in ("q", "k", "v", "qk", "qv", "kv"))  # only these projections
-MERGES = ("lesson", "no-transpose")  # transpose(1, 2).contiguous().view(B, n, d)  |  view(B, n, d) without transpose
+SPLITS = ("lesson", "view-bhnd", "strided")  # view(B, n, H, dh).transpose(1, 2)  |  view(B, H, n, dh) straight from
+# (B, n, d)  |  view(B, n, dh, H).permute(0, 3, 1, 2): head h takes features h, h + H, h + 2H, ... (strided)
+PARTIAL_SPLITS = tuple(f"{how}:{roles}" for how in SPLITS[1:]
+                       for roles in ("q", "k", "v", "qk", "qv", "kv"))  # only these projections
+MERGES = ("lesson", "no-transpose", "strided")  # transpose(1, 2).contiguous().view(B, n, d)  |  view(B, n, d) without
+# transpose  |  permute(0, 2, 3, 1).reshape(B, n, d): feature j of head h back at j·H + h (strided)
 
 
 @dataclass
@@ -75,7 +80,7 @@ def random_weights(rng: np.random.Generator, d_in: int, d_out: int, qkv_bias: bo
 
 
 def split_for(split: str, role: str) -> str:
-    """How the projection `role` ("q", "k" or "v") is split under `split`: "lesson" or "view-bhnd"."""
+    """How the projection `role` ("q", "k" or "v") is split under `split`: "lesson", "view-bhnd" or "strided"."""
     how, _, roles = split.partition(":")
     if roles and (how not in SPLITS or not set(roles) <= set("qkv")):
         raise ValueError(split)
@@ -88,6 +93,8 @@ def _split(t: np.ndarray, heads: int, how: str) -> np.ndarray:
         return t.reshape(B, n, heads, d // heads).transpose(0, 2, 1, 3)
     if how == "view-bhnd":
         return t.reshape(B, heads, n, d // heads)
+    if how == "strided":
+        return t.reshape(B, n, d // heads, heads).transpose(0, 3, 1, 2)
     raise ValueError(how)
 
 
@@ -96,6 +103,8 @@ def _split_back(g: np.ndarray, how: str) -> np.ndarray:
     B, H, n, dh = g.shape
     if how == "lesson":
         return g.transpose(0, 2, 1, 3).reshape(B, n, H * dh)
+    if how == "strided":
+        return g.transpose(0, 2, 3, 1).reshape(B, n, H * dh)
     return g.reshape(B, n, H * dh)
 
 
@@ -105,6 +114,8 @@ def _merge(c: np.ndarray, how: str) -> np.ndarray:
         return c.transpose(0, 2, 1, 3).reshape(B, n, H * dh)
     if how == "no-transpose":
         return c.reshape(B, n, H * dh)
+    if how == "strided":
+        return c.transpose(0, 2, 3, 1).reshape(B, n, H * dh)
     raise ValueError(how)
 
 
@@ -112,6 +123,8 @@ def _merge_back(g: np.ndarray, heads: int, how: str) -> np.ndarray:
     B, n, d = g.shape
     if how == "lesson":
         return g.reshape(B, n, heads, d // heads).transpose(0, 2, 1, 3)
+    if how == "strided":
+        return g.reshape(B, n, d // heads, heads).transpose(0, 3, 1, 2)
     return g.reshape(B, heads, n, d // heads)
 
 

@@ -6,8 +6,9 @@ proves that the torch mutant and this function agree.  Diagnosis then compares a
 weights and input, with every variant, without torch and without running any mutant.
 
 Knobs:
-- split: "lesson" | "view-bhnd" | "view-bhnd:q" (only the queries; also :k, :v, :qk, :qv, :kv)
-- merge: "lesson" | "no-transpose"
+- split: "lesson" | "view-bhnd" | "view-bhnd:q" (only the queries; also :k, :v, :qk, :qv, :kv) | "strided" (every
+  H-th feature to a head: view(B, n, dh, H).permute(0, 3, 1, 2)) | "strided:q" (and the same partial ones)
+- merge: "lesson" | "no-transpose" | "strided" (permute(0, 2, 3, 1).reshape(B, n, d))
 - scale: "sqrt-dh" | "sqrt-d" | "none" | "dh" | "sqrt-d-in" (the input width: the single-head lesson's d_in)
 - mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax"
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
@@ -70,17 +71,20 @@ def compose(a: dict, b: dict) -> dict | None:
         return None
     both = {**a, **b}
     if shared:
+        how = a["split"].partition(":")[0]
+        if b["split"].partition(":")[0] != how:
+            return None  # view(B, H, n, dh) on some projections and strided on others: no one split says so
         mine, theirs = _viewed(a["split"]), _viewed(b["split"])
         if not mine or not theirs or mine & theirs:
             return None
         roles = "".join(r for r in "qkv" if r in mine | theirs)
-        both["split"] = "view-bhnd" if roles == "qkv" else f"view-bhnd:{roles}"
+        both["split"] = how if roles == "qkv" else f"{how}:{roles}"
     return both
 
 
 def _viewed(split: str) -> set[str]:
-    """The projections split with view(B, H, n, dh) under `split`."""
-    return {r for r in "qkv" if split_for(split, r) == "view-bhnd"}
+    """The projections split other than the lesson's way under `split` (all of them the same way)."""
+    return {r for r in "qkv" if split_for(split, r) != "lesson"}
 
 
 _HIDDEN = {"causal": lambda ones: np.triu(ones, 1), "hide-diagonal": lambda ones: np.triu(ones, 0),

@@ -15,6 +15,15 @@ head: the view-order mistakes (`view(B, H, n, dh)` on (B, n, d), a merge without
 blocks match no head, and they stay the mistakes they are.  Key/value heads tiled instead of interleaved
 (gqa-repeat-not-interleave) are not one either: each query head keeps its own rows of W_q, and only W_o (or, without
 it, all three projections together) is read in another order.
+
+Heads on strided features (`Strided`) are the other reading: a layer that splits every projection with
+`view(B, n, dh, H).permute(0, 3, 1, 2)` (head h takes features h, h + H, h + 2H, ...) and merges back the same way
+(`permute(0, 2, 3, 1).reshape(B, n, d)`) is the lesson's layer with the rows of W_q, W_k, W_v and the columns of W_o
+renumbered alike: each head reads and writes the same features, one layout for the whole layer.  One candidate, not
+a search: it is a reading only once the reference under it reproduces the module.  A strided split with the
+lesson's merge, the lesson's split with a strided merge, or a strided split on some projections only is no reading
+(a head's features do not go back where they came from, or its queries, keys and values are different features):
+those are view-order mistakes (checks/view_order.py names them, computed by the reference itself).
 """
 from __future__ import annotations
 
@@ -88,8 +97,88 @@ class HeadOrder:
         return {"order": list(self.order), "on": "wo columns" if self.on_out else "wq, wk, wv rows"}
 
 
+def _ordinal(n: int) -> str:
+    """2 -> '2nd', 3 -> '3rd', 4 -> '4th', 12 -> '12th', 22 -> '22nd'."""
+    return f"{n}{'th' if n % 100 in (11, 12, 13) else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _strided(size: int, heads: int) -> np.ndarray:
+    """index[h·dh + j] = j·H + h: where feature j of head h is in a projection split with view(B, n, dh, H)."""
+    dh = size // heads
+    return np.arange(size).reshape(dh, heads).T.reshape(-1)
+
+
+@dataclass(frozen=True)
+class Strided:
+    """Heads on strided features, split and merged alike: head h is rows h, h + H, ... of W_q (of W_k and W_v with
+    their own number of heads, under grouped-query attention) and the same columns of W_o (`on_out`: the reading
+    needs W_o, which puts the merged features back in the lesson's blocks)."""
+
+    heads: int
+    kv_heads: int
+    on_out: bool = True
+
+    def _index(self, role: str, size: int) -> np.ndarray:
+        return _strided(size, self.kv_heads if role[1] in "kv" else self.heads)
+
+    def placed(self, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The lesson's roles as the module holds them: row h·dh + j of W_q at row j·H + h, and so the columns of
+        W_o, so that the module computes the reference with `weights`."""
+        out = dict(weights)
+        for role, value in weights.items():
+            if value is None or role in ("bo",):
+                continue
+            held = np.empty_like(value)
+            if role == "wo":
+                held[:, self._index(role, value.shape[1])] = value
+            else:
+                held[self._index(role, value.shape[0])] = value
+            out[role] = held
+        return out
+
+    def read(self, held: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The module's parameters (or their gradients) as the lesson's roles: the inverse of `placed`."""
+        out = dict(held)
+        for role, value in held.items():
+            if value is None or role in ("bo",):
+                continue
+            out[role] = (value[:, self._index(role, value.shape[1])] if role == "wo"
+                         else value[self._index(role, value.shape[0])])
+        return out
+
+    def describe(self) -> str:
+        return (f"with {self.heads} heads, each head takes every {_ordinal(self.heads)} feature (head h: h, h + "
+                f"{self.heads}, h + {2 * self.heads}, ...: view(B, n, dh, H), where the lesson splits with "
+                "view(B, n, H, dh)) and is merged back to those same features; the rows of W_q, W_k, W_v and the "
+                "columns of W_o were read in that order: the same layer with its features renumbered, not a mistake "
+                "of the math (weights saved from the lesson's layer would need the same renumbering)")
+
+    def to_dict(self) -> dict:
+        return {"order": "strided", "on": "wq, wk, wv rows and wo columns"}
+
+
+def _strided_reading(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, rope) -> Strided | None:
+    """The strided reading where the reference under it reproduces `own`, proven as every reading is."""
+    kv = w.kv_heads(heads)
+    if w.d_out // heads < 2 or own.shape != (*x.shape[:2], w.d_out) or not np.all(np.isfinite(own)):
+        return None  # one feature a head: the strided layout is the lesson's
+    found = Strided(heads, kv)
+    read = numpy_ref.Weights(**found.read(w.as_dict()))
+    return found if close(own, numpy_ref.forward(x, heads, read, rope=rope)) else None
+
+
 def find(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, rope=None,
-         on_out: bool = True) -> HeadOrder | None:
+         on_out: bool = True) -> HeadOrder | Strided | None:
+    """The order of the heads (`_block_order`), or else heads on strided features (`Strided`, with an output
+    projection only), under which the reference reproduces `own`; None when neither does."""
+    if heads < 2 or w.d_out % heads:
+        return None
+    return _block_order(x, heads, w, own, rope, on_out) or (_strided_reading(x, heads, w, own, rope) if on_out
+                                                            else None)
+
+
+def _block_order(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, rope=None,
+                 on_out: bool = True) -> HeadOrder | None:
     """The head order under which the reference reproduces `own`, the module's output for `x` with its parameters
     read (in the plain head order) as `w`; None when there is none other than the plain one.  Evidence first: the
     merged heads recovered from `own` through W_o (itself when `on_out` is False: W_o is the identity), each block

@@ -116,13 +116,32 @@ def test_view_order_names_the_one_projection_split_wrongly(mutant_id):
     assert result.details["finding"] == f"view:view-bhnd:{role[0]}/lesson"
 
 
+@pytest.mark.parametrize("mutant_id,finding,start", [
+    ("split-strided", "view:strided/lesson", "heads are split on strided features with view(B, n, dh, H)"),
+    ("merge-strided", "view:lesson/strided", "heads are merged back strided"),
+    ("split-strided-values", "view:strided:v/lesson", "the values are split into heads on strided features")])
+def test_view_order_names_a_strided_split_or_merge_that_the_rest_does_not_undo(mutant_id, finding, start):
+    """Heads that take every H-th feature (view(B, n, dh, H).permute(0, 3, 1, 2)) with a merge that does not put
+    them back there, or on one projection only, passed view-order: "no known mistake matches" (a student's trial).
+    It fails now, naming the strided split or merge, computed by the reference itself."""
+    result = run(f"{mutants.source_path(mutant_id)}:CausalMHA", ["view-order"])["view-order"]
+    assert result.status == "fail", result.message
+    assert result.message.startswith(start), result.message
+    assert result.details["finding"] == finding
+
+
 def test_view_order_with_zero_queries_and_keys_claims_no_more_than_it_sees():
     """With W_q = W_k = 0 the split of the queries and keys leaves no trace: only the values' split and the merge are
     compared there, and a mistake found there says nothing about the queries and keys."""
     seen = view_order_mistakes()
-    assert len(seen) == 15  # (all, q, k, v, qk, qv, kv, none) x (merge right, merge wrong), less the reference
+    assert len(seen) == 43  # (none; view(B, H, n, dh) or strided on all, q, k, v, qk, qv, kv) x (merge right,
+    # without the transpose, strided), less the reference and the strided split merged alike (a reading)
+    assert ("strided", "strided") not in seen  # (without W_o the merged heads are the output: there it is one)
+    assert ("strided", "strided") in view_order_mistakes(without_out_proj=True)
     blind = view_order_mistakes(qk_seen=False)
-    assert set(blind) == {("lesson", "no-transpose"), ("view-bhnd:v", "lesson"), ("view-bhnd:v", "no-transpose")}
+    assert set(blind) == {("lesson", "no-transpose"), ("view-bhnd:v", "lesson"), ("view-bhnd:v", "no-transpose"),
+                          ("lesson", "strided"), ("view-bhnd:v", "strided"), ("strided:v", "lesson"),
+                          ("strided:v", "no-transpose")}  # (strided:v merged strided is the reference there)
     assert all("queries" not in text and "keys" not in text for text, _ in blind.values())
     assert "(the keys and values the lesson's way)" in seen["view-bhnd:q", "lesson"][0]
 

@@ -98,3 +98,56 @@ def test_every_order_of_three_heads_is_found_with_one_solve():
     for order in itertools.permutations(range(3)):
         found = find(x, 3, w, _merged_in(order, x, 3, w))
         assert (found.order if found else tuple(range(3))) == order
+
+
+@pytest.mark.parametrize("heads,d", [(2, 8), (3, 12), (4, 8), (2, 4)])
+def test_heads_on_strided_features_split_and_merged_alike_are_a_reading(heads, d):
+    """view(B, n, dh, H).permute(0, 3, 1, 2) on every projection and the merge back the same way: head h takes
+    features h, h + H, h + 2H, ... of q, k and v, and its outputs go back to those places, so the layer is the
+    lesson's with the rows of W_q, W_k, W_v and the columns of W_o renumbered alike (a student's trial).  Found as a
+    reading, proven by the reference reproducing the module; what is placed makes the module compute the
+    reference, and what is read back is the lesson's weights."""
+    w, x = _setup(heads, d)
+    own = numpy_ref.forward(x, heads, w, split="strided", merge="strided")
+    found = find(x, heads, w, own)
+    assert found is not None and found.on_out and "every" in found.describe()
+    read = numpy_ref.Weights(**found.read(w.as_dict()))
+    np.testing.assert_allclose(numpy_ref.forward(x, heads, read), own, rtol=1e-10)
+    held = numpy_ref.Weights(**found.placed(w.as_dict()))
+    np.testing.assert_allclose(numpy_ref.forward(x, heads, held, split="strided", merge="strided"),
+                               numpy_ref.forward(x, heads, w), rtol=1e-10)
+    for role, value in found.read(found.placed(w.as_dict())).items():
+        np.testing.assert_array_equal(value, getattr(w, role))
+
+
+@pytest.mark.parametrize("split,merge", [("strided", "lesson"), ("lesson", "strided"), ("strided:v", "lesson"),
+                                         ("strided:q", "strided"), ("strided:kv", "lesson")])
+def test_a_strided_split_and_merge_that_disagree_are_no_reading(split, merge):
+    """Strided on some projections only, or on the split and not the merge (or the other way round): the heads'
+    features do not go back where they came from, and no renumbering of the layer reproduces it; they stay the
+    view-order mistakes they are (with every head count from 2 to 4)."""
+    for heads in (2, 3, 4):
+        w, x = _setup(heads)
+        assert find(x, heads, w, numpy_ref.forward(x, heads, w, split=split, merge=merge)) is None
+
+
+def test_a_strided_layer_without_an_output_projection_is_no_reading():
+    """Without W_o the merged features are the output itself: interleaved across heads, no renumbering of the rows
+    of W_q, W_k, W_v puts them back in the lesson's blocks, so nothing is read (the math judges it as it is)."""
+    heads = 3
+    w, x = _setup(heads)
+    w.wo, w.bo = np.eye(w.d_out), None
+    own = numpy_ref.forward(x, heads, w, split="strided", merge="strided")
+    assert find(x, heads, w, own, on_out=False) is None
+
+
+def test_a_grouped_layer_on_strided_features_is_read_with_its_own_key_value_heads():
+    """Grouped-query attention (4 query heads, 2 key/value heads): W_k and W_v are read strided by their own number
+    of heads, W_q and W_o by the query heads'."""
+    rng = np.random.default_rng(0)
+    w = numpy_ref.random_weights(rng, 8, 12, qkv_bias=True, d_kv=6)
+    x = rng.standard_normal((2, 5, 8))
+    own = numpy_ref.forward(x, 4, w, split="strided", merge="strided")
+    found = find(x, 4, w, own)
+    assert found is not None and (found.heads, found.kv_heads) == (4, 2)
+    np.testing.assert_allclose(numpy_ref.forward(x, 4, numpy_ref.Weights(**found.read(w.as_dict()))), own, rtol=1e-10)

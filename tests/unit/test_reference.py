@@ -58,7 +58,9 @@ def test_numpy_reference_equals_torch_module_and_functional(d_in, d_out, heads, 
 
 
 @pytest.mark.parametrize("split,merge", [("lesson", "lesson"), ("view-bhnd", "lesson"), ("lesson", "no-transpose"),
-                                         ("view-bhnd:q", "lesson"), ("view-bhnd:kv", "no-transpose")])
+                                         ("view-bhnd:q", "lesson"), ("view-bhnd:kv", "no-transpose"),
+                                         ("strided", "lesson"), ("lesson", "strided"), ("strided:v", "strided"),
+                                         ("strided", "strided")])
 def test_numpy_backward_equals_autograd(split, merge):
     rng = np.random.default_rng(0)
     w = numpy_ref.random_weights(rng, 5, 6, qkv_bias=True)
@@ -72,12 +74,16 @@ def test_numpy_backward_equals_autograd(split, merge):
     tx = torch.tensor(x, requires_grad=True)
     B, n, _ = tx.shape
     lin = torch.nn.functional.linear
-    wrong = "" if split == "lesson" else (split.partition(":")[2] or "qkv")  # the roles split view(B, H, n, dh)
-    sp = lambda t, r: t.reshape(B, 3, n, 2) if r in wrong else t.view(B, n, 3, 2).transpose(1, 2)
+    how, _, roles = split.partition(":")
+    wrong = "" if split == "lesson" else (roles or "qkv")  # the roles split view(B, H, n, dh), or strided
+    splits = {"view-bhnd": lambda t: t.reshape(B, 3, n, 2), "strided": lambda t: t.view(B, n, 2, 3).permute(0, 3, 1, 2)}
+    sp = lambda t, r: splits[how](t) if r in wrong else t.view(B, n, 3, 2).transpose(1, 2)
     q, k, v = (sp(lin(tx, tw["w" + r], tw["b" + r]), r) for r in "qkv")
     s = (q @ k.transpose(2, 3) / 2 ** 0.5).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), -torch.inf)
     c = torch.softmax(s, -1) @ v
-    c = c.transpose(1, 2).reshape(B, n, 6) if merge == "lesson" else c.reshape(B, n, 6)
+    merges = {"lesson": lambda c: c.transpose(1, 2).reshape(B, n, 6), "no-transpose": lambda c: c.reshape(B, n, 6),
+              "strided": lambda c: c.permute(0, 2, 3, 1).reshape(B, n, 6)}
+    c = merges[merge](c)
     y = lin(c, tw["wo"], tw["bo"])
     (y * torch.tensor(gy)).sum().backward()
     np.testing.assert_allclose(got["x"], tx.grad.numpy(), rtol=1e-10, atol=1e-12)
@@ -92,6 +98,8 @@ def test_variants_differ_from_lesson():
     ref = numpy_ref.forward(x, 2, w)
     assert not np.allclose(numpy_ref.forward(x, 2, w, split="view-bhnd"), ref)
     assert not np.allclose(numpy_ref.forward(x, 2, w, merge="no-transpose"), ref)
+    assert not np.allclose(numpy_ref.forward(x, 2, w, split="strided"), ref)
+    assert not np.allclose(numpy_ref.forward(x, 2, w, merge="strided"), ref)
 
 
 def test_partial_splits_hit_only_their_projections():

@@ -32,8 +32,9 @@ def test_the_docstring_lists_every_registered_id_in_the_order_they_run():
     listed = _listed()
     assert [f"harness.engine.trace.{m}" for m, _ in listed] == [m.__name__ for m in detectors.MODULES]
     assert [i for _, ids in listed for i in ids] == [i for d in detectors.in_order() for i in d.ids]
-    assert len(DETECTORS) == 41  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
-    # mask-multiplied, mask-added, layer-made-in-forward, kv-heads-tiled, keys-from-query-weights
+    assert len(DETECTORS) == 44  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
+    # mask-multiplied, mask-added, layer-made-in-forward, kv-heads-tiled, keys-from-query-weights, split-strided,
+    # merge-strided, values-split-strided
 
 
 def test_every_id_a_mutant_declares_is_a_registered_detector():
@@ -107,3 +108,52 @@ def test_a_numpy_scalar_argument_is_read_as_its_number():
     from harness.engine.trace.vocabulary import number
     assert number("np.float64(2.0)") == 2.0 and number("np.float32(0.5)") == 0.5 and number("np.int64(3)") == 3.0
     assert number("0.25") == 0.25 and number("np.sqrt") is None and number(None) is None
+
+
+STRIDED_LAYER = '''
+import torch
+from torch import nn
+
+
+class Strided(nn.Module):
+    def __init__(self, d_in, d_out, context_length, num_heads):
+        super().__init__()
+        self.H, self.dh = num_heads, d_out // num_heads
+        self.q, self.k, self.v = (nn.Linear(d_in, d_out) for _ in range(3))
+        self.o = nn.Linear(d_out, d_out)
+
+    def forward(self, x):
+        B, n, d = x.shape
+        lesson = lambda t: t.view(B, n, self.H, self.dh).transpose(1, 2)
+        strided = lambda t: t.view(B, n, self.dh, self.H).permute(0, 3, 1, 2)
+        q, k, v = SPLIT
+        a = (q @ k.transpose(-1, -2) / self.dh ** 0.5).masked_fill(
+            torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1), float("-inf")).softmax(-1)
+        return self.o(MERGE)
+'''
+
+
+@pytest.mark.parametrize("split, merge, marked", [
+    ("strided(self.q(x)), strided(self.k(x)), strided(self.v(x))", "(a @ v).permute(0, 2, 3, 1).reshape(B, n, d)", []),
+    ("strided(self.q(x)), strided(self.k(x)), strided(self.v(x))", "(a @ v).transpose(1, 2).reshape(B, n, d)",
+     ["split-strided"] * 3),
+    ("lesson(self.q(x)), lesson(self.k(x)), lesson(self.v(x))", "(a @ v).permute(0, 2, 3, 1).reshape(B, n, d)",
+     ["merge-strided"]),
+    ("lesson(self.q(x)), lesson(self.k(x)), strided(self.v(x))", "(a @ v).transpose(1, 2).reshape(B, n, d)",
+     ["values-split-strided"]),
+    ("strided(self.q(x)), lesson(self.k(x)), lesson(self.v(x))", "(a @ v).transpose(1, 2).reshape(B, n, d)", []),
+], ids=["alike", "split", "merge", "values", "queries-no-mutant"])
+def test_trace_marks_heads_on_strided_features_only_where_the_layer_does_not_undo_them(tmp_path, split, merge, marked):
+    """A strided split merged back strided is the lesson's layer renumbered (harness.engine.head_order.Strided): no
+    mark.  A strided split with the lesson's merge, the lesson's split merged strided, the values alone split so:
+    marked at their steps, the lines the report points to.  The queries alone split so: no mutant is that mistake,
+    no mark (view-order still names it from the numbers)."""
+    from harness.child.inprocess import InProcess
+    from harness.frontends.trace import trace
+    from harness.sandbox.subject import Subject
+    path = tmp_path / "layer.py"
+    path.write_text(STRIDED_LAYER.replace("SPLIT", split).replace("MERGE", merge))
+    result = trace(f"{path}:Strided", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
+    assert result.error is None
+    assert [m["id"] for m in result.mistakes] == marked

@@ -110,6 +110,48 @@ def split_roles(f: Findings) -> None:
             f"features; split them too with view(B, n, H, dh) and then transpose(1, 2)")})
 
 
+STRIDED = "B, n, dh, H"  # heads on strided features: head h takes features h, h + H, h + 2H, ...
+
+
+@detector("split-strided", "merge-strided", "values-split-strided")
+def strided_heads(f: Findings) -> None:
+    """Heads on strided features (a view to (B, n, dh, H), then (B, H, n, dh)) where the rest of the layer does not
+    undo them: every projection split so and the heads merged the lesson's way, the lesson's split merged back
+    strided, the values alone split so.  Every projection split strided and merged back strided is the lesson's
+    layer with its features renumbered (harness.engine.head_order.Strided): never marked.  Left unmarked, too, where
+    the roles cannot be told, or for strided splits of other projections (no known mistake is theirs)."""
+    namer = f.namer
+    splits = [op["i"] for op in f.ops if _view(namer, op, "B, n, d", STRIDED)]
+    merges = ([op["i"] for op in f.ops if op["op"] in TRANSPOSES and op["in"]
+               and namer.sym(op["in"][0]) == "B, H, n, dh" and namer.sym(op.get("out")) == STRIDED]
+              or [op["i"] for op in f.ops if _view(namer, op, STRIDED, "B, n, d")])
+    if not splits:
+        for i in merges:
+            f.mark(i, {"id": "merge-strided", "text": (
+                "the heads are merged strided, (B, H, n, dh) -> (B, n, dh, H) -> (B, n, d): feature j of head h "
+                "lands at j·H + h, not back where the split took it from (h·dh + j); merge with "
+                "transpose(1, 2).contiguous().view(B, n, d)")}, keep_earlier=True)
+        return
+    operands = _operands(namer, f.ops)
+    if merges or not operands:
+        return  # merged back strided too: right on every projection, else not a mistake of the catalogue's
+    feeds = {i: "".join(r for r, t in operands.items() if t.get("src") is not None and
+                        i in namer.ancestors(t["src"]) | {t["src"]}) for i in splits}
+    roles = "".join(r for r in "qkv" if any(r in fed for fed in feeds.values()))
+    if roles == "qkv":
+        for i in splits:
+            f.mark(i, {"id": "split-strided", "text": (
+                "view/reshape to (B, n, dh, H) and then (B, H, n, dh): head h takes features h, h + H, ... of every "
+                "projection, but the merge puts its outputs back in the lesson's block h·dh to (h + 1)·dh, other "
+                "features than it read; split with view(B, n, H, dh) and then transpose(1, 2)")}, keep_earlier=True)
+    elif roles == "v":
+        for i in splits:
+            f.mark(i, {"id": "values-split-strided", "text": (
+                "the values are split on strided features, view/reshape to (B, n, dh, H): head h weighs value "
+                "features h, h + H, ... while its queries and keys are the lesson's block h·dh to (h + 1)·dh; split "
+                "the values like them, with view(B, n, H, dh) and then transpose(1, 2)")}, keep_earlier=True)
+
+
 @detector("keys-from-query-weights")
 def keys_from_query_weights(f: Findings) -> None:
     """The keys projected by a second call of the queries' projection (`K = heads(self.W_Q(x))`, a student's trial):

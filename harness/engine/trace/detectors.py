@@ -6,6 +6,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   keys-split-without-transpose, values-split-without-transpose, queries-and-keys-split-without-transpose,
   queries-and-values-split-without-transpose, keys-and-values-split-without-transpose (the split without transpose
   on those projections only, read from the data flow into the scores q @ kᵀ and the mixing weights @ v);
+  split-strided, merge-strided, values-split-strided (heads on strided features, a view to B, n, dh, H, where the
+  rest of the layer does not undo them);
   keys-from-query-weights (a second call of the queries' projection made the keys); kv-heads-tiled (a
   grouped-query layer's key/value heads copied with .repeat along the heads axis);
   view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong, raised (the

@@ -23,13 +23,17 @@ RESHAPES = {  # the step a reshape from one of the lesson's shapes to another be
              ("B, H, n, dh", "B, n, d"): "merge",  # without the transpose: detect_layout marks it
              ("B, H, n, dh", "B·H, n, dh"): "move heads forward",
              ("B·H, n, dh", "B, H, n, dh"): "merge",
-             ("B·H, n, dh", "B, n, d"): "merge"},  # without the transpose: detect_layout marks it
+             ("B·H, n, dh", "B, n, d"): "merge",  # without the transpose: detect_layout marks it
+             ("B, n, d", "B, n, dh, H"): "split",  # heads on strided features: detect_layout marks them where
+             ("B, n, dh, H", "B, n, d"): "merge"},  # the rest of the layer does not undo them
     "transpose": {("B, n, H, dh", "B, H, n, dh"): "move heads forward",
                   ("B, n, 3, H, dh", "3, B, H, n, dh"): "move heads forward",
                   ("B, H, n, dh", "B, H, dh, n"): "scores",
                   ("B·H, n, dh", "B·H, dh, n"): "scores",
                   ("B, n, dh", "B, dh, n"): "scores",
-                  ("B, H, n, dh", "B, n, H, dh"): "merge"},
+                  ("B, H, n, dh", "B, n, H, dh"): "merge",
+                  ("B, n, dh, H", "B, H, n, dh"): "move heads forward",
+                  ("B, H, n, dh", "B, n, dh, H"): "merge"},
     "split": {"B, n, 3d": "project", "3, B, H, n, dh": "move heads forward", "B, n, 3, H, dh": "split"},
     "slice": {("B, n, d", "B, n, dh"): "split",
               ("3, B, H, n, dh", "B, H, n, dh"): "move heads forward",

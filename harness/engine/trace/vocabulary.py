@@ -50,7 +50,9 @@ def patterns(B: int, n: int, d: int, H: int, dh: int, L: int) -> list[tuple[str,
             ("B, n, 3, H, dh", (B, n, 3, H, dh)), ("3, B, H, n, dh", (3, B, H, n, dh)),
             ("B·H, n, dh", (B * H, n, dh)), ("B·H, dh, n", (B * H, dh, n)), ("B·H, n, n", (B * H, n, n)),
             ("B, n, dh", (B, n, dh)), ("B, dh, n", (B, dh, n)), ("B, n, n", (B, n, n)), ("n, n", (n, n)),
-            ("L, L", (L, L)), ("1, 1, n, n", (1, 1, n, n)), ("1, 1, L, L", (1, 1, L, L)), ("d, d", (d, d)),
+            ("L, L", (L, L)), ("1, 1, n, n", (1, 1, n, n)), ("1, 1, L, L", (1, 1, L, L)),
+            ("B, n, dh, H", (B, n, dh, H)),  # heads on strided features: view(B, n, dh, H) (detect_layout)
+            ("d, d", (d, d)),
             ("3d, d", (3 * d, d)), ("d", (d,)), ("3d", (3 * d,)), ("n", (n,)), ("", ())]
 
 
