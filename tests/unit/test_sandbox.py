@@ -388,7 +388,9 @@ def test_leftovers_of_a_slot_are_killed_as_that_uid_whatever_they_do():
                                           start_new_session=True))
         sentinel = subprocess.Popen(["sleep", "60"], user=other.uid, group=other.uid, extra_groups=[])
         procs.append(sentinel)
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30  # the chain's first fork: at once when idle, later on a loaded machine
+        while len(scratch.processes_of(slot.uid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert len(scratch.processes_of(slot.uid)) >= 3
         assert scratch.kill_as(slot.uid) is True
         assert scratch.processes_of(slot.uid) == [] and sentinel.poll() is None
