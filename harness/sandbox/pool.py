@@ -32,6 +32,9 @@ from harness.sandbox.template import TEMPLATE_VARIABLE, Template, launch, templa
 from harness.wire.control import ZYGOTE
 
 
+BYE_SECONDS = 5.0  # how long close() waits for a zygote's answer to goodbye
+
+
 class ZygoteError(RuntimeError):
     """A zygote (the warm process a submission is forked from) failed: our problem, not a submission's."""
 
@@ -98,9 +101,14 @@ class Zygote:
         return self.request({"op": "wait", "pid": pid, "timeout": timeout})
 
     def close(self) -> None:
+        """Says goodbye, and waits at most BYE_SECONDS for the answer: a zygote that does not answer (stopped, hung)
+        is killed, and close() returns once it is gone."""
+        answered = False
         try:
+            self.control.settimeout(BYE_SECONDS)  # a timed-out recv is an OSError: ZygoteError
             self.request({"op": "bye"})
-        except ZygoteError:
+            answered = True
+        except (ZygoteError, OSError):
             pass
         self.control.close()
         if self.proc is not None:
@@ -110,9 +118,11 @@ class Zygote:
                 self.proc.kill()
                 self.proc.wait()
         elif self._pidfd is not None:  # not our child (the template's, reaped by the kernel): watched by a pidfd
-            if not select.select([self._pidfd], [], [], 5)[0]:  # readable once it has exited
+            if not select.select([self._pidfd], [], [], 5 if answered else 0)[0]:  # readable once it has exited
                 with contextlib.suppress(OSError):
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                select.select([self._pidfd], [], [], 5)  # gone before its slot is released: a zygote still dying
+                # in a slot that another one takes would share its uid
             os.close(self._pidfd)
         self.slot.release()
 

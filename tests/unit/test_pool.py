@@ -111,6 +111,23 @@ def test_zygotes_share_one_template_serve_and_leave_nothing_behind():
     assert all(_gone(pid) for pid in [template, *zygotes])
 
 
+def test_a_zygote_that_does_not_say_goodbye_is_gone_before_its_slot_is_given_back():
+    """A zygote forked from the template (not our child) that does not answer "bye" (stopped, here) is killed by
+    close(), which returns only once it is gone: its slot, given back, may go to the next zygote, which must not
+    share a uid with one still dying."""
+    template = Template()
+    zygote = Zygote(template=template.socket)
+    pid = zygote.info["pid"]
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        zygote.close()
+        assert _gone(pid)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        template.close()
+
+
 def test_every_start_is_a_whole_start():
     """Each way of starting a child has every hook of the one protocol the Subject calls (a missing one would show
     only on the path that calls it: a time-out, a kill, a close), and nothing of the session."""
