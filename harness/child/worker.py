@@ -35,7 +35,7 @@ import socket  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from harness.child import cache, calling, construct, layouts, norms  # noqa: E402
+from harness.child import cache, calling, construct, layouts, norms, raw_params  # noqa: E402
 from harness.child.recorders import (DeviceRecorder, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
                                      square_nonzero)
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
@@ -264,6 +264,9 @@ class Worker:
         if not found and out_proj:  # a multi-head layer with no output projection: read without one, to be proven
             # (the problem stays: why no reading with a W_o exists)
             found = layouts.without_out_proj(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
+        if not found and not self.weight_map:  # raw parameters whose names say no role, read by
+            # their order (a ParameterList, a stacked (3, d, d)), never certain: the proof decides
+            found = raw_params.by_position(module, cfg.d_in, cfg.d_out, out_proj)
         ways = calling.styles_for(module)
         found = _within_bounds(found, ways)
         kept = self._student("construct", norms.find, module)  # a probe runs a norm of the student's own class
