@@ -58,9 +58,11 @@ def eval_determinism(ctx):
         differ = f"with {how}, two forward passes in eval() mode gave different outputs: " + \
             worst_difference(second, first, ("second pass", "first pass"))
         if not by_arg and not inst.info.dropout_modules:  # nothing to set: no dropout can be to blame
-            return failed(differ + "; there is no dropout to blame: forward changes from one call to the next "
-                          "(state it keeps between calls, such as a cached bias or mask it rewrites, or something "
-                          "random drawn at every call)", config=base, observed="different outputs for one input",
+            return failed(differ + "; there is no dropout argument nor nn.Dropout module to switch off: forward "
+                          "changes from one call to the next (a dropout written in forward with its own rate, such "
+                          "as F.dropout(x, 0.1), which stays on in eval; state it keeps between calls, such as a "
+                          "cached bias or mask it rewrites; or something random drawn at every call)", config=base,
+                          observed="different outputs for one input",
                           expected="identical outputs", finding="differs between calls", fix=STATE_FIX)
         if _random_without_dropout(ctx, by_arg):
             return failed(differ + "; built with dropout=0 its outputs differ too, so it is not dropout: something "

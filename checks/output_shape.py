@@ -143,6 +143,7 @@ EXPAND = re.compile(r"expanded size of the tensor \((\d+)\) must match the exist
                     r"non-singleton dimension")
 EXPANDED = "key/value heads expanded"  # .expand of several key/value heads to the query heads (the multi-query idiom)
 VIEW = re.compile(r"shape '\[([\d, -]+)\]' is invalid for input of size (\d+)")
+UNFLATTEN = re.compile(r"unflatten: Provided sizes \[([\d, -]+)\] don't multiply up to the size of dim -?\d+ \((\d+)\)")
 
 
 def _raised_finding(message: str, cfg) -> str:
@@ -165,6 +166,12 @@ def _raised_finding(message: str, cfg) -> str:
         if len(dims) == 3 and dims[2] == cfg.d_in != cfg.d_out and size == dims[0] * dims[1] * cfg.d_out:
             return "merge view to d_in"
         if len(dims) == 4 and cfg.heads in dims[1:3] and dims[3] == cfg.d_in // cfg.heads != cfg.head_width:
+            return "head width from d_in"
+    unflatten = UNFLATTEN.search(message)  # `unflatten(-1, (H, dh))` (a student's trial): its sizes are (H, dh)
+    if unflatten:
+        dims, size = [int(v) for v in unflatten.group(1).split(",")], int(unflatten.group(2))
+        if dims == [cfg.heads, cfg.d_in // cfg.heads] and cfg.d_in // cfg.heads != cfg.head_width and \
+                size == cfg.d_out:
             return "head width from d_in"
     return "raised: " + _normalised(message)
 

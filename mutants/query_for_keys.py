@@ -15,6 +15,7 @@ INFO = MutantInfo(
     symptom=("Scores become q·q (symmetric), the key projection is never used (its weights get no gradient), and "
              "the outputs differ from the reference."),
     remedy="Compute the keys with the key projection, not the query projection.",
+    rewrite="key-projection",
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))",
     variant={"keys": "q"},
     trace=("keys-from-query-weights",),

@@ -35,7 +35,7 @@ import socket  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from harness.child import cache, calling, construct, layouts, norms  # noqa: E402
+from harness.child import cache, calling, construct, layouts, norms, raw_params  # noqa: E402
 from harness.child.recorders import (DeviceRecorder, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
                                      square_nonzero)
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
@@ -123,6 +123,8 @@ def _within_bounds(found: list, ways) -> list:
         del found[room:]
     return found
 
+SCRIPTED = ("your module is a TorchScript module (torch.jit.script), whose submodules mha-check cannot look into "
+            "to find the projections by their names or order")
 DESCRIPTION_ROOM = protocol.MAX_HEADER - (64 << 10)  # one module's description (Built) and a frame's other replies
 
 
@@ -259,11 +261,7 @@ class Worker:
                 if isinstance(mod, nn.Dropout):
                     mod.p = float(request.force_dropout)
         out_proj = form_of(self.signature, self.overrides).out_proj
-        found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads,
-                                          out_proj=out_proj)
-        if not found and out_proj:  # a multi-head layer with no output projection: read without one, to be proven
-            # (the problem stays: why no reading with a W_o exists)
-            found = layouts.without_out_proj(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
+        found, problem = self._readings(module, cfg, out_proj)
         ways = calling.styles_for(module)
         found = _within_bounds(found, ways)
         kept = self._student("construct", norms.find, module)  # a probe runs a norm of the student's own class
@@ -288,6 +286,27 @@ class Worker:
             frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
             norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
         ))
+
+    def _readings(self, module: nn.Module, cfg, out_proj: bool) -> tuple[list, str]:
+        """The candidate readings of the module's parameters as the lesson's roles, and why there is none: by names
+        and structure (harness.child.layouts), without an output projection, then raw parameters by their order
+        (harness.child.raw_params).  A TorchScript module (a factory returning torch.jit.script(layer), a student's
+        trial) cannot be looked into by submodule: it has no reading but --map's, and the weight-free checks still
+        judge it (its mask one diagonal off had ended in zero failing checks: construct could not tell)."""
+        try:
+            found, problem = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map,
+                                              cfg.kv_heads, out_proj=out_proj)
+        except RuntimeError:
+            if not isinstance(module, torch.jit.ScriptModule):
+                raise
+            return [], SCRIPTED
+        if not found and out_proj:  # a multi-head layer with no output projection: read without one, to be proven
+            # (the problem stays: why no reading with a W_o exists)
+            found = layouts.without_out_proj(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
+        if not found and not self.weight_map:  # raw parameters whose names say no role, read by their order (a
+            # ParameterList, a stacked (3, d, d)), never certain: the proof decides
+            found = raw_params.by_position(module, cfg.d_in, cfg.d_out, out_proj)
+        return found, problem
 
     def forward(self, request: m.Forward) -> m.Reply:
         inst = self._inst(request)

@@ -40,6 +40,16 @@ def _reading(text: str) -> frozenset:
                      for piece in text.split("+"))
 
 
+_LIST_INDEX = re.compile(r"\.\d+\.")  # heads.0.wq: the module list's index inside a dotted name
+
+
+def _alike(text: str) -> frozenset:
+    """A role's reading without sizes nor the index of a module in a list (`heads.0.wq.T + heads.1.wq.T` and
+    `heads.0.wq.T` alike): which parameters of each list element, and which of them transposed, whatever the number
+    of heads.  A parameter list's own index (`mats.0`) stays: there the index is the role."""
+    return frozenset(_LIST_INDEX.sub(".#.", piece) for piece in _reading(text))
+
+
 def _row_family(how: str) -> str:
     """How a fused projection's rows are grouped, whatever found them: a grouped layer's rows laid out per key/value
     group ([q..; k; v], litgpt) are, where there are as many groups as heads (kv_heads = heads: a plain layer,
@@ -260,8 +270,12 @@ class Context:
         def agreement(i: int) -> tuple:
             layout = layouts[i]
             same = sum(reading(p) == reading(proven.description.get(r, "")) for r, p in layout.roles.items())
-            return (same, layout.how == proven.layout_how, _row_family(layout.how) == _row_family(proven.layout_how),
-                    -i)
+            alike = sum(_alike(p) == _alike(proven.description.get(r, "")) for r, p in layout.roles.items())
+            # (per-head modules name each head: proven with two, their orientation is found again with one, where
+            # a head's matrix is square and both are offered; a student's trial took the wrong one and failed a
+            # correct layer)
+            return (same, alike, layout.how == proven.layout_how,
+                    _row_family(layout.how) == _row_family(proven.layout_how), -i)
 
         return max(range(len(layouts)), key=agreement)
 

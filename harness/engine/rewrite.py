@@ -9,9 +9,10 @@ catalogue's fix.  Nothing here runs the student's code: the line is parsed, neve
 from __future__ import annotations
 
 import ast
+import re
 import threading
 
-from harness.engine.trace.vocabulary import LEADING_AXES
+from harness.engine.trace.vocabulary import KEYS_WITH, LEADING_AXES
 
 _AST_LOCK = threading.Lock()
 
@@ -30,7 +31,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
-         "repeat": " # and the other key/value heads' repeat alike"}
+         "repeat": " # and the other key/value heads' repeat alike", "key-projection": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -53,7 +54,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     mask that is 1 where a token may look: masked_fill where it is 0) and "diagonal" (a mask made by triu or tril
     with the wrong diagonal: triu marks what is hidden, from diagonal 1; tril what a token may see, to diagonal 0)
     and "repeat" (a grouped-query layer's key/value heads tiled with .repeat along the heads axis: repeat_interleave
-    on that axis, by the same number)."""
+    on that axis, by the same number) and "key-projection" (the keys projected with the queries' weight: the key
+    projection's own, both named in `told`, the trace mark's words)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -72,6 +74,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         return _fill(line, tree)
     if kind == "invert" and "row by row:" in told and INVERTED not in told:
         return None  # it hides something else than the past and the diagonal: inverting it would not be the future
+    if kind == "key-projection":
+        return _key_projection(line, tree, told)
     if kind == "slice" and LEADING_AXES in told:
         return _slice_last_axes(line, tree)
     if kind in LOCAL:
@@ -440,6 +444,39 @@ def _repeat(line: str, tree: ast.Module) -> str | None:
     shared = len(calls) > 1 or any(isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.Return)) for n in ast.walk(tree))
     # (a helper's `return x.repeat(...)` serves the keys and the values alike)
     return line + ("" if shared else KINDS["repeat"])
+
+
+_QUERIES_WEIGHT = re.compile(r"the keys are projected with (\S+), the weight the queries are projected with")
+_KEYS_WEIGHT = re.compile(re.escape(KEYS_WITH) + r"(\S+)$")
+
+
+def _key_projection(line: str, tree: ast.Module, told: str) -> str | None:
+    """k = self.W_q(x)  ->  k = self.W_k(x);  k = einsum("bnd,ed->bne", x, self.q_lin.weight)  ->  the same with
+    self.k_lin.weight: the one part of the weights' names that differs (`q_lin` / `k_lin`, `query` / `key` of a
+    ModuleDict) written in place of the queries' on the line, where it is there exactly once; the names are the
+    trace mark's (`told`), which says the key projection's only when that parameter exists and the forward never
+    uses it.  None otherwise (the fix is then said in words)."""
+    queries, keys = _QUERIES_WEIGHT.search(told), _KEYS_WEIGHT.search(told)
+    if not queries or not keys:
+        return None
+    q_path, k_path = queries.group(1).split("."), keys.group(1).split(".")
+    differ = [(a, b) for a, b in zip(q_path, k_path) if a != b]
+    if len(q_path) != len(k_path) or len(differ) != 1 or not differ[0][1].isidentifier():
+        return None
+    old, new = differ[0]
+    spots = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == old] + \
+        [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == old] + \
+        [n.slice for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+         and n.slice.value == old]
+    if len(spots) != 1:
+        return None
+    spot = spots[0]
+    if isinstance(spot, ast.Attribute):
+        return line[:spot.end_col_offset - len(old)] + new + line[spot.end_col_offset:]
+    if isinstance(spot, ast.Name):
+        return line[:spot.col_offset] + new + line[spot.end_col_offset:]
+    quote = line[spot.col_offset]
+    return line[:spot.col_offset] + quote + new + quote + line[spot.end_col_offset:]
 
 
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,

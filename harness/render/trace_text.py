@@ -58,6 +58,12 @@ def render(result: TraceResult, wide: bool = False) -> str:
         # (wrong-scale: a factor no mutant has) has no story to explain, and `explain` would say it does not know it
         lines += _wrap(f"(run `mha-check {result.target}` for the full checks" + (
             f"; `mha-check explain {explain[0]}` for the story of the mistake)" if explain else ")"), "  ", "", wide)
+    elif not result.error and not result.steps:  # nothing recorded is no evidence that nothing is wrong (a
+        # student's trial: a factory returning torch.jit.script(layer), whose leak the checks find)
+        lines += _wrap("no operation of your forward could be recorded (TorchScript code such as "
+                       "torch.jit.script's, or an extension's, runs where mha-check's recorder cannot see it), so "
+                       f"this trace cannot show a mistake: run `mha-check {result.target}` for the full checks, or "
+                       "trace the layer unscripted", "  ", "", wide)
     elif not result.error:
         lines += _wrap(f"no known mistake shows in this trace (run `mha-check {result.target}` for the full "
                        "checks)", "  ", "", wide)

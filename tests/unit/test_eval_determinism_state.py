@@ -41,7 +41,8 @@ def test_a_layer_without_dropout_whose_output_changes_between_calls_is_not_blame
     result = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
     check = result["eval-determinism"]
     assert check.status == "fail" and check.details["finding"] == "differs between calls", check.message
-    assert "no dropout to blame" in check.message and "dropout is still active" not in check.message
+    assert "no dropout argument nor nn.Dropout module to switch off" in check.message and \
+        "dropout is still active" not in check.message
 
 
 MULTI_QUERY = '''

@@ -4,10 +4,12 @@ raised (and what its tensors say of why), the caller's input changed
 in place.  They run first: the later detectors read the scores, the softmax and the mask."""
 from __future__ import annotations
 
+import re
+
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import (LEADING_AXES, MATMULS, PASS_THROUGH, REINDEX, SCORES_LIKE, TRANSPOSES,
-                                             VIEWS, is_weight, number)
+from harness.engine.trace.vocabulary import (KEYS_WITH, LEADING_AXES, MATMULS, PASS_THROUGH, REINDEX, SCORES_LIKE,
+                                             TRANSPOSES, VIEWS, is_weight, number)
 
 SLICE_DETECTORS = ("split-order-on-slice", "view-on-slice")  # a view of a slice raised: not a missing contiguous()
 ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
@@ -162,9 +164,30 @@ def keys_from_query_weights(f: Findings) -> None:
         return
     q, k = _projection(f, operands["q"]), _projection(f, operands["k"])
     if q and k and q[0] != k[0] and q[1] == k[1]:
+        own = _keys_twin(q[1], f)
         f.mark(k[0], {"id": "keys-from-query-weights", "text": (
-            f"the keys are projected with {q[1]}, the weight the queries are projected with: the key projection is "
-            "never used (it gets no gradient); project the keys with their own projection")})
+            f"the keys are projected with {q[1]}, the weight the queries are projected with: the key projection"
+            + (f" {own} is never used (it gets no gradient); {KEYS_WITH}{own}" if own else
+               " is never used (it gets no gradient); project the keys with their own projection"))})
+
+
+_QUERY_WORDS = (("queries", "keys"), ("Queries", "Keys"), ("query", "key"), ("Query", "Key"), ("q", "k"), ("Q", "K"))
+
+
+def _keys_twin(name: str, f: Findings) -> str | None:
+    """The key projection's name, where the queries' weight `name` says its role in a word that, said of the keys
+    instead, names exactly one parameter the forward never uses (`q_lin.weight` -> `k_lin.weight`, `W_Q` -> `W_K`,
+    `proj.query.weight` -> `proj.key.weight`); None otherwise (a student's trial: the fix said "the key projection"
+    while the layer's was k_lin).  `f.cfg["params"]`: the module's parameter names, when the recording passed them."""
+    params = set(f.cfg.get("params") or ())
+    used = {t["name"] for op in f.ops for t in op["in"] if isinstance(t, dict) and t.get("name")}
+    twins = set()
+    for query, key in _QUERY_WORDS:
+        for hit in re.finditer(rf"(?<![A-Za-z]){query}(?![a-z])|(?<=[Ww]){query}(?![a-z])", name):
+            twin = name[:hit.start()] + key + name[hit.end():]
+            if twin in params and twin not in used:
+                twins.add(twin)
+    return twins.pop() if len(twins) == 1 else None
 
 
 def _projection(f: Findings, t: dict) -> tuple[int, str] | None:

@@ -70,8 +70,8 @@ def record(ctx, display: str = "") -> TraceResult:
         result.error = f"your forward raised {reply.raised}"
     if reply.output:
         result.output_shape = reply.output.get("shape")
-    steps, found, notes = analyse(reply.ops, worked, complete=not reply.raised and not result.truncated,
-                                  output=reply.output)
+    steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst)},
+                                  complete=not reply.raised and not result.truncated, output=reply.output)
     result.steps, result.mistakes = steps, name_mistakes(found, form.name)
     name_mistakes([s.mistake for s in steps if s.mistake], form.name)
     result.notes += notes
@@ -81,6 +81,12 @@ def record(ctx, display: str = "") -> TraceResult:
         result.notes.append(f"the output has shape {tuple(result.output_shape)}, expected "
                             f"({cfg.batch}, {cfg.n}, {cfg.d_out})")
     return result
+
+
+def _parameter_names(inst) -> list[str]:
+    """The module's parameter names, for detectors that name a parameter the forward never used (the key
+    projection of a layer that projects its keys with the queries' weight); [] when the build did not say."""
+    return [p.name for p in getattr(getattr(inst, "info", None), "params", None) or ()]
 
 
 def _grouped(ctx, cfg: Config) -> Config:

@@ -72,6 +72,10 @@ def number(text) -> float | None:
         return None
 
 
+KEYS_WITH = "project the keys with "  # a keys-from-query-weights mark's last words, then the key projection's own
+# name (harness.engine.rewrite reads it there)
+
+
 def is_weight(t: dict) -> bool:
     """A recorded tensor that is one of the module's parameters or buffers (the input is recorded as "x")."""
     return bool(t.get("name")) and t["name"] != "x"
