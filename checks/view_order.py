@@ -7,13 +7,16 @@ strided split on some projections only.  A strided split merged back strided is 
 layer with its features renumbered, a reading proven before any check runs (harness.engine.head_order.Strided).
 Two weight sets are tried: random ones, and ones with W_q = W_k = 0 (uniform causal attention), where scaling and
 softmax mistakes vanish but view-order ones do not (there only the values' split and the merge show)."""
+import functools
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 import numpy as np
 
 from checks import check, failed, passed
 from checks.output_shape import output_shape
-from harness.engine.compare import close
+from harness.engine.compare import close, close_each
 from reference import numpy_ref
 
 ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
@@ -76,11 +79,13 @@ def _partial(split: str, merge: str, others_seen: bool) -> tuple[str, str]:
     return mistake, done
 
 
-def mistakes(qk_seen: bool = True, without_out_proj: bool = False) -> dict[tuple[str, str], tuple[str, str]]:
+@functools.lru_cache(maxsize=None)
+def mistakes(qk_seen: bool = True, without_out_proj: bool = False) -> Mapping[tuple[str, str], tuple[str, str]]:
     """(split, merge) -> (the mistake, what the wrong layer does), for every known view-order mistake that the
     weights can show: with W_q = W_k = 0 (`qk_seen` False) the split of the queries and keys leaves no trace, so
     only the values' split and the merge are told apart.  A strided split merged back strided is one only in a layer
-    read without an output projection (`without_out_proj`)."""
+    read without an output projection (`without_out_proj`).  Made once (read-only): the check asks for it on every
+    configuration."""
     whole = {**WHOLE, **STRIDED, **({ALIKE: ALIKE_WITHOUT_OUT_PROJ} if without_out_proj else {})}
     out = dict(whole) if qk_seen else {k: whole[k] for k in (("lesson", "no-transpose"), ("lesson", "strided"))}
     partial = numpy_ref.PARTIAL_SPLITS if qk_seen else ("view-bhnd:v", "strided:v")
@@ -89,7 +94,7 @@ def mistakes(qk_seen: bool = True, without_out_proj: bool = False) -> dict[tuple
             out[split, merge] = _partial(split, merge, qk_seen)
     if not qk_seen:  # uniform attention: the values split strided and merged back strided are the reference there
         del out["strided:v", "strided"]
-    return out
+    return MappingProxyType(out)
 
 
 def _zero_qk(w):
@@ -134,8 +139,8 @@ def view_order(ctx):
                             (zero, y_zero.y, mistakes(qk_seen=False))):
             if close(y, numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)):
                 continue
-            found = [(split, merge) for split, merge in known
-                     if close(y, numpy_ref.forward(x, cfg.heads, w, split=split, merge=merge, rope=ctx.rope))]
+            theirs = numpy_ref.forward_many(x, cfg.heads, w, known, rope=ctx.rope)
+            found = [pair for pair, equal in zip(theirs, close_each(y, list(theirs.values()))) if equal]
             if len(found) == 1:  # (several: these weights cannot tell them apart, as W_q = W_k = 0 with as many
                 (split, merge), = found  # heads as the head width cannot tell the values split strided from the
                 mistake, done = known[split, merge]  # heads merged strided; another configuration can)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import functools
+
 import numpy as np
 
 from reference import grouped
@@ -128,9 +130,12 @@ def _merge_back(g: np.ndarray, heads: int, how: str) -> np.ndarray:
     return g.reshape(B, heads, n, d // heads)
 
 
+@functools.lru_cache(maxsize=64)
 def causal_mask(n: int) -> np.ndarray:
-    """True above the diagonal: position t may not look at s > t."""
-    return np.triu(np.ones((n, n), dtype=bool), 1)
+    """True above the diagonal: position t may not look at s > t (read-only: made once per n)."""
+    mask = np.triu(np.ones((n, n), dtype=bool), 1)
+    mask.flags.writeable = False
+    return mask
 
 
 def _softmax_masked(scores: np.ndarray) -> np.ndarray:
@@ -145,6 +150,30 @@ def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge:
             cache: dict | None = None, rope=None):
     """y = out_proj(merge(softmax(mask(QKᵀ/√dh)) V)); `cache` receives the intermediates for `backward`; `rope` (a
     reference.rotary.Rope, or None) rotates the queries and keys of every head after the split."""
+    Q, K, V, P = _attend(x, heads, w, split, rope)
+    ctx = _merge(P @ V, merge)
+    y = ctx @ w.wo.T + w.bias("bo")
+    if cache is not None:
+        cache.update(x=x, Q=Q, K=K, V=V, P=P, ctx=ctx, heads=heads, split=split, merge=merge, rope=rope)
+    return y
+
+
+def forward_many(x: np.ndarray, heads: int, w: Weights, pairs, rope=None) -> dict[tuple[str, str], np.ndarray]:
+    """`forward` for each (split, merge) of `pairs` on the same input and weights, the same numbers: the attention
+    once per split, then each merge and the output projection (view-order compares a module that matches none of
+    them with some forty, on every configuration)."""
+    mixed: dict[str, np.ndarray] = {}
+    out = {}
+    for split, merge in pairs:
+        if split not in mixed:
+            _, _, V, P = _attend(x, heads, w, split, rope)
+            mixed[split] = P @ V
+        out[split, merge] = _merge(mixed[split], merge) @ w.wo.T + w.bias("bo")
+    return out
+
+
+def _attend(x: np.ndarray, heads: int, w: Weights, split: str, rope) -> tuple[np.ndarray, ...]:
+    """(Q, K, V, P): the heads split `split`'s way (rotated by `rope`), and the masked softmax of their scores."""
     dh = w.d_out // heads
     kv = w.kv_heads(heads)
     q = x @ w.wq.T + w.bias("bq")
@@ -155,12 +184,7 @@ def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge:
         Q, K = rope.apply(Q), rope.apply(K)
     if kv != heads:  # grouped-query attention: query head h uses key/value head h // (heads // kv)
         K, V = grouped.expand(K, heads), grouped.expand(V, heads)
-    P = _softmax_masked(Q @ K.transpose(0, 1, 3, 2) / np.sqrt(dh))
-    ctx = _merge(P @ V, merge)
-    y = ctx @ w.wo.T + w.bias("bo")
-    if cache is not None:
-        cache.update(x=x, Q=Q, K=K, V=V, P=P, ctx=ctx, heads=heads, split=split, merge=merge, rope=rope)
-    return y
+    return Q, K, V, _softmax_masked(Q @ K.transpose(0, 1, 3, 2) / np.sqrt(dh))
 
 
 def backward(gy: np.ndarray, w: Weights, cache: dict) -> dict[str, np.ndarray]:

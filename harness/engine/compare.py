@@ -79,6 +79,27 @@ def close(observed: np.ndarray, expected: np.ndarray) -> bool:
         not _differing(observed, expected, RTOL, ATOL, False)[1].any()
 
 
+def close_each(observed: np.ndarray, candidates: list[np.ndarray]) -> list[bool]:
+    """[close(observed, c) for c in candidates], the same answers, in a few array operations over all of them
+    (view-order compares a module with some forty variants on every configuration)."""
+    if not np.all(np.isfinite(observed)):
+        return [False] * len(candidates)
+    fitting = [i for i, c in enumerate(candidates) if c.shape == observed.shape]
+    answers = [False] * len(candidates)
+    if not fitting or observed.size == 0:
+        return [c.shape == observed.shape for c in candidates]
+    expected = np.stack([candidates[i] for i in fitting])
+    axes = tuple(range(1, expected.ndim))
+    magnitude = np.abs(expected)
+    with np.errstate(invalid="ignore"):
+        scale = np.maximum(1.0, np.nanmax(magnitude, axis=axes, initial=0.0))
+        bound = ATOL * scale.reshape((-1,) + (1,) * len(axes)) + RTOL * magnitude
+        bad = ~(np.abs(observed - expected) <= bound)  # NaN differences count as differing
+    for i, wrong in zip(fitting, bad.any(axis=axes) if axes else bad):
+        answers[i] = not wrong
+    return answers
+
+
 def same(a: np.ndarray, b: np.ndarray) -> bool:
     """For comparing the module with itself: equal up to rounding, NaN where the other has NaN.  `compare`'s
     answer without the Mismatch it would describe (diagnosis asks this thousands of times per submission, mostly of

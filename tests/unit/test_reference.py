@@ -142,3 +142,29 @@ def test_single_head_causal_attention_is_the_numpy_reference_with_one_head_and_n
     want = numpy_ref.backward(gy.numpy(), w, cache)
     np.testing.assert_allclose(x.grad.numpy(), want["x"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(m.W_query.weight.grad.numpy(), want["wq"], rtol=1e-10, atol=1e-12)
+
+
+def test_forward_many_gives_forward_s_numbers_for_every_split_and_merge():
+    """view-order compares a module with every (split, merge) at once: the shared attention changes no number."""
+    w = numpy_ref.random_weights(np.random.default_rng(3), 6, 8, qkv_bias=True)
+    x = np.random.default_rng(4).standard_normal((2, 5, 6))
+    pairs = [(s, m) for s in (*numpy_ref.SPLITS, *numpy_ref.PARTIAL_SPLITS) for m in numpy_ref.MERGES]
+    many = numpy_ref.forward_many(x, 2, w, pairs)
+    assert list(many) == pairs
+    for split, merge in pairs:
+        assert np.array_equal(many[split, merge], numpy_ref.forward(x, 2, w, split=split, merge=merge))
+
+
+def test_close_each_answers_as_close_does_candidate_by_candidate():
+    """Within the tolerance and just past it, NaN and inf on either side, another shape, a scalar."""
+    from harness.engine.compare import ATOL, RTOL, close, close_each
+
+    rng = np.random.default_rng(5)
+    y = rng.standard_normal((2, 3, 4)) * 50
+    step = (ATOL * np.abs(y).max() + RTOL * np.abs(y)) * 0.9
+    candidates = [y.copy(), y + step, y + 3 * step, y.reshape(4, 3, 2), np.where(y > 0, np.nan, y),
+                  np.where(y > 0, np.inf, y), -y, y * (1 + 1e-12)]
+    assert close_each(y, candidates) == [close(y, c) for c in candidates]
+    assert close_each(np.where(y > 0, np.nan, y), candidates) == [False] * len(candidates)
+    assert close_each(np.array(2.0), [np.array(2.0), np.array(3.0)]) == [True, False]
+    assert close_each(np.zeros((0, 3)), [np.zeros((0, 3)), np.zeros((3, 0))]) == [True, False]
