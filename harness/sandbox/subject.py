@@ -105,6 +105,7 @@ class Spawn:
         return None
 
     def start(self, policy: Policy, log: BinaryIO, limits: Limits, allow_unconfined: bool) -> tuple[int, int, dict]:
+        _child_bytecode()
         self.proc, self.record = isolation.start(policy, worker_code(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                  stderr=log, unconfined_fallback=allow_unconfined)
         return self.proc.pid, self.proc.stdout.fileno(), self.record
@@ -689,7 +690,6 @@ def worker_code() -> str:
 
 
 def worker_command() -> list[str]:
-    _child_bytecode()
     return isolation.python_command(worker_code())
 
 

@@ -57,3 +57,22 @@ def test_a_worker_that_never_gets_ready_is_stopped_at_the_start_up_deadline(monk
         assert time.monotonic() - spawned < 10 and not subject._alive()
     finally:
         subject.close()
+
+
+def test_a_fresh_child_finds_bytecode_of_our_packages_it_imports():
+    """The child runs with -B and the trusted side never imports harness.child: a fresh start compiles our packages'
+    bytecode first (once per process), else every single run's child compiled them from source (about 25 ms)."""
+    import importlib.util
+
+    subject_module._child_bytecode.cache_clear()
+    subject = Subject(str(ROOT / "examples" / "correct_attention.py"))
+    try:
+        subject.load()
+    finally:
+        subject.close()
+    for package in ("child", "wire"):
+        for source in (ROOT / "harness" / package).glob("*.py"):
+            compiled = importlib.util.cache_from_source(str(source))
+            with open(compiled, "rb") as f:
+                header = f.read(16)
+            assert int.from_bytes(header[8:12], "little") == int(source.stat().st_mtime), source
