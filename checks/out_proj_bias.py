@@ -1,7 +1,7 @@
 """out-proj-bias (a lesson rule): the output projection has a bias, as the lesson's nn.Linear(d_out, d_out)."""
 from checks import cannot_tell, check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import map_help, norm_parameters, unread_parameters
+from harness.engine.mapping import map_help, unread_beside_norms
 
 
 @check(
@@ -53,5 +53,4 @@ def out_proj_bias(ctx):
 def _unread_bias_sized(info, d_out: int) -> list[str]:
     """Parameters of d_out values that no reading takes and no normalisation owns: a --map that named a raw W_o
     and not its bias leaves the bias so (whether the projection has one is then unknown, not a broken rule)."""
-    norms = {name for name, _ in norm_parameters(info)}
-    return [name for name, size in unread_parameters(info) if size == d_out and name not in norms]
+    return [name for name, size in unread_beside_norms(info) if size == d_out]

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from checks import check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import norm_parameters, norms_left_out, unread_parameters
+from harness.engine.mapping import norms_left_out, unread_beside_norms
 from harness.engine.search import find_failure
 from reference import param_count_formula
 
@@ -84,7 +84,7 @@ def _biases(inst, out_proj: bool = True) -> set[str] | None:
     projection's bias: the whole nn.Linear(d_out, d_out) is what it lacks.  With a parameter no reading takes (it
     may be a projection mha-check did not recognise), the biases are unknown."""
     missing = _without_out_proj(inst, out_proj)
-    if missing and _unread_beside_norms(inst.info):
+    if missing and unread_beside_norms(inst.info):
         return None
     found = {frozenset(r for r in layout.roles if r in BIASES) | ({"bo"} if missing else set())
              for layout in inst.layouts}
@@ -95,15 +95,8 @@ def _constants(info) -> list[tuple[str, int]]:
     """The frozen parameters (requires_grad=False) that no reading takes for a weight or a bias: constants of the
     layer kept as parameters (tsai's scale head_dim ** -0.5), which nothing learns, as a buffer would be; counted
     like buffers, not at all.  A frozen W_q is still a W_q (counted; gradient-match finds it takes no gradient)."""
-    norm = {name for name, _ in norm_parameters(info)}  # left out of the count by norms_left_out
-    return [(name, size) for name, size in unread_parameters(info) if name in info.frozen and name not in norm]
-
-
-def _unread_beside_norms(info) -> list[tuple[str, int]]:
-    """The parameters no reading takes, but those of a normalisation the layer keeps inside itself (a pre-norm's
-    LayerNorm, harness.child.norms): they are not the attention's, and a norm is no mistake of it."""
-    norm = {name for name, _ in norm_parameters(info)}
-    return [(name, size) for name, size in unread_parameters(info) if name not in norm]
+    return [(name, size) for name, size in unread_beside_norms(info) if name in info.frozen]  # (the norms'
+    # parameters are left out of the count by norms_left_out)
 
 
 def _without_out_proj(inst, out_proj: bool) -> bool:
@@ -160,7 +153,7 @@ def param_count(ctx):
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",
                                 "count: kv heads ignored")
         fix = EXTRA_FIX if code == "count: extra projection" else ""
-        extra = [p for p in _unread_beside_norms(inst.info) if p not in _constants(inst.info)]
+        extra = [p for p in unread_beside_norms(inst.info) if p not in _constants(inst.info)]
         if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
             fix = _extra_fix(extra, got - want)
         which = (" with the output projection's bias and " + (f"{', '.join(sorted(biases - {'bo'}))}" if

@@ -13,9 +13,8 @@ renumbered (harness.engine.head_order.Strided reads it so).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -100,14 +99,13 @@ def _split(t: np.ndarray, heads: int, how: str) -> np.ndarray:
     raise ValueError(how)
 
 
+SPLIT_UNDONE_BY = {"lesson": "lesson", "view-bhnd": "no-transpose", "strided": "strided"}  # the merge that puts a
+# split's (B, H, n, dh) back to (B, n, d) as it was: each split's inverse, and so the adjoint of the other
+
+
 def _split_back(g: np.ndarray, how: str) -> np.ndarray:
-    """Adjoint of `_split`: (B, H, n, dh) gradient back to (B, n, d)."""
-    B, H, n, dh = g.shape
-    if how == "lesson":
-        return g.transpose(0, 2, 1, 3).reshape(B, n, H * dh)
-    if how == "strided":
-        return g.transpose(0, 2, 3, 1).reshape(B, n, H * dh)
-    return g.reshape(B, n, H * dh)
+    """Adjoint of `_split`: (B, H, n, dh) gradient back to (B, n, d), the merge that undoes the split."""
+    return _merge(g, SPLIT_UNDONE_BY[how])
 
 
 def _merge(c: np.ndarray, how: str) -> np.ndarray:
@@ -122,12 +120,8 @@ def _merge(c: np.ndarray, how: str) -> np.ndarray:
 
 
 def _merge_back(g: np.ndarray, heads: int, how: str) -> np.ndarray:
-    B, n, d = g.shape
-    if how == "lesson":
-        return g.reshape(B, n, heads, d // heads).transpose(0, 2, 1, 3)
-    if how == "strided":
-        return g.reshape(B, n, d // heads, heads).transpose(0, 3, 1, 2)
-    return g.reshape(B, heads, n, d // heads)
+    """Adjoint of `_merge`: (B, n, d) gradient back to (B, H, n, dh), the split that the merge undoes."""
+    return _split(g, heads, next(split for split, merge in SPLIT_UNDONE_BY.items() if merge == how))
 
 
 @functools.lru_cache(maxsize=64)

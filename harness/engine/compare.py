@@ -85,9 +85,9 @@ def close_each(observed: np.ndarray, candidates: list[np.ndarray]) -> list[bool]
     if not np.all(np.isfinite(observed)):
         return [False] * len(candidates)
     fitting = [i for i, c in enumerate(candidates) if c.shape == observed.shape]
-    answers = [False] * len(candidates)
     if not fitting or observed.size == 0:
         return [c.shape == observed.shape for c in candidates]
+    answers = [False] * len(candidates)
     expected = np.stack([candidates[i] for i in fitting])
     axes = tuple(range(1, expected.ndim))
     magnitude = np.abs(expected)

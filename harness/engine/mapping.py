@@ -415,13 +415,19 @@ def unread_parameters(info) -> list[tuple[str, int]]:
     return [(p.name, math.prod(p.shape)) for p in info.params if p.name not in read]
 
 
+def unread_beside_norms(info) -> list[tuple[str, int]]:
+    """The parameters (name, size) no reading takes, but those of a normalisation the layer keeps inside itself (a
+    pre-norm's LayerNorm, harness.child.norms): they are not the attention's, and a norm is no mistake of it."""
+    norm = {name for name, _ in norm_parameters(info)}
+    return [(name, size) for name, size in unread_parameters(info) if name not in norm]
+
+
 def _beside_the_readings(info) -> str:
     """What a reading cannot account for, when no reading reproduced the module: parameters none of them takes (a
     LayerNorm inside the layer, as PaLM's pre-norm) compute something the lesson's layer does not, which alone keeps
     every reading from reproducing it.  Said as a possible reason, with the names: a rotary layer's cannot-tell
     blamed only its rotary convention when the norm beside it was the likelier cause."""
-    norm = {name for name, _ in norm_parameters(info)}
-    unread = [(name, size) for name, size in unread_parameters(info) if name not in norm]
+    unread = unread_beside_norms(info)
     said = (f"; your layer also keeps {describe_norms(info)}, which the lesson's layer does not have: with "
             f"{'it' if len(info.norms) == 1 else 'them'} switched off (and the input taken away from the output, or "
             "not), no reading reproduces it either" if info.norms else "")
