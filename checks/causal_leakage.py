@@ -385,11 +385,11 @@ def _splits(n: int) -> list[int]:
     return sorted(set(range(0, n - 1, LONG_SPLIT_STRIDE)) | {n - 2})
 
 
-def perturbed(x, cfg, ctx, kinds):
-    """x and its perturbations: the tokens after each split point changed (ordinary noise, or noise of size 1e30),
-    with what each one is."""
+def perturbed(x, cfg, ctx, kinds, splits=None):
+    """x and its perturbations: the tokens after each split point (`splits`, else every one `_splits` gives)
+    changed (ordinary noise, or noise of size 1e30), with what each one is."""
     inputs, labels = [x], []
-    for split in _splits(cfg.n):
+    for split in _splits(cfg.n) if splits is None else splits:
         for kind in kinds:
             x2 = x.copy()
             noise = ctx.rng("perturb", cfg, split, kind).standard_normal(x2[:, split + 1:].shape)

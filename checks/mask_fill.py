@@ -59,7 +59,8 @@ def mask_fill(ctx):
         if inst.layout is None:
             return None
         ctx.transplant(inst, _scores_below_any_fill(ctx.weights_for(inst, "mask-fill-low"), cfg.heads))
-        inputs, labels = perturbed(ctx.input(cfg, "mask-fill-low"), cfg, ctx, ("ordinary",))
+        # only the first token's scores are all below the fill: the tokens after it changed, its output watched
+        inputs, labels = perturbed(ctx.input(cfg, "mask-fill-low"), cfg, ctx, ("ordinary",), splits=(0,))
         outputs = along_tokens(inst.forward_many([x * BELOW_ANY_FILL for x in inputs]), cfg)
         if outputs is None:
             return None

@@ -7,6 +7,7 @@ only through this object (and the `Instance`s it builds), never through process 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 import zlib
@@ -34,6 +35,7 @@ _SIZES = re.compile(r"\[((?::, )*)\d+(:\d+)?\]")  # W_q[0], c_attn.weight[8:16];
 # its axis: W_q[:, ]
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen texts per layer, asked about a thousand times (_same_layout)
 def _reading(text: str) -> frozenset:
     """A role's reading without sizes: which parameters, and which of them transposed."""
     return frozenset(_SIZES.sub(lambda m: f"[{m.group(1)}]" if m.group(1) else "", piece.strip())
@@ -43,6 +45,7 @@ def _reading(text: str) -> frozenset:
 _LIST_INDEX = re.compile(r"\.\d+\.")  # heads.0.wq: the module list's index inside a dotted name
 
 
+@functools.lru_cache(maxsize=1024)
 def _alike(text: str) -> frozenset:
     """A role's reading without sizes nor the index of a module in a list (`heads.0.wq.T + heads.1.wq.T` and
     `heads.0.wq.T` alike): which parameters of each list element, and which of them transposed, whatever the number
@@ -70,7 +73,7 @@ class Context:
         self.head_width: int | None = None  # set by `construct` when the class refuses narrow heads by design: the
         # head width every configuration mha-check makes then has at least (`fitted`)
         self._inputs: dict[tuple, np.ndarray] = {}  # drawn once per (tag, configuration): most checks ask again
-        self._readings: dict[str, frozenset] = {}  # _same_layout: a few dozen texts, asked about a thousand times
+        self._layout_chosen: dict[tuple, int] = {}  # _same_layout's answer for each list of candidates
         self._config_reads: dict[str, str] | None = None  # what a config object was read for (grouped), once
 
     # -- what the constructor allows ------------------------------------------------------------------------------
@@ -259,17 +262,18 @@ class Context:
         """The candidate that reads the parameters as the proven mapping does (same names, same orientation, same
         fused order): the number of candidates depends on the shapes, so an index proven on one configuration means
         nothing on another (with d_in = d_out every raw matrix is ambiguous, with d_in != d_out only the square
-        ones)."""
-        proven = self.mapping
+        ones).  Each configuration's module offers the same few lists of candidates: each list is weighed once."""
+        key = tuple((tuple(layout.roles.items()), layout.how) for layout in layouts)
+        if key not in self._layout_chosen:
+            self._layout_chosen[key] = self._weigh_layouts(layouts)
+        return self._layout_chosen[key]
 
-        def reading(text: str) -> frozenset:
-            if text not in self._readings:
-                self._readings[text] = _reading(text)
-            return self._readings[text]
+    def _weigh_layouts(self, layouts: list[m.LayoutInfo]) -> int:
+        proven = self.mapping
 
         def agreement(i: int) -> tuple:
             layout = layouts[i]
-            same = sum(reading(p) == reading(proven.description.get(r, "")) for r, p in layout.roles.items())
+            same = sum(_reading(p) == _reading(proven.description.get(r, "")) for r, p in layout.roles.items())
             alike = sum(_alike(p) == _alike(proven.description.get(r, "")) for r, p in layout.roles.items())
             # (per-head modules name each head: proven with two, their orientation is found again with one, where
             # a head's matrix is square and both are offered; a student's trial took the wrong one and failed a

@@ -37,7 +37,7 @@ def _infos(d, heads):
 def _context_proven_as(layout: m.LayoutInfo) -> Context:
     ctx = Context.__new__(Context)
     ctx._mapping = Mapping(0, 0, "reference", dict(layout.roles), layout.how)
-    ctx._readings = {}
+    ctx._layout_chosen = {}
     return ctx
 
 
