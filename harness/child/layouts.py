@@ -646,6 +646,10 @@ def _assemble(entries: list[_Entry], flags: dict[int, bool], d_out: int, heads: 
                 roles.setdefault(e.kind + e.role, []).append(
                     ((h,), Piece(e.param, e.name, flags[i], index=h, axis=1 if e.role == "o" else 0,
                                  head_axis=e.head_axis)))
+        elif e.role == "qkv" and e.head is not None:  # one head's own module, Linear(d, 3 * dh): [q_h; k_h; v_h]
+            for j, r in enumerate("qkv"):
+                roles.setdefault(e.kind + r, []).append(
+                    (order, Piece(e.param, e.name, flags[i], slice(j * dh, (j + 1) * dh))))
         elif e.role == "qkv" and per_head_qkv:
             for h in range(heads):
                 for j, r in enumerate("qkv"):
@@ -880,8 +884,10 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
     tried = []
     if collected:
         fused = any(e.role == "qkv" and not e.fused_ways for e in collected)  # a fused Linear's rows (2-D)
+        whole = any(e.role == "qkv" and not e.fused_ways and e.head is None for e in collected)  # the whole
+        # layer's rows, in [Q; K; V] blocks or per head (a head's own module has one order: [q_h; k_h; v_h])
         for per_head_qkv, entries in itertools.product(
-                (False, True) if fused and heads > 1 and d_kv is None else (False,), _head_axis_choices(collected)):
+                (False, True) if whole and heads > 1 and d_kv is None else (False,), _head_axis_choices(collected)):
             for flags in _orientations(entries, d_in, d_out, heads, d_kv):
                 roles = _assemble(entries, flags, d_out, heads, per_head_qkv, d_kv)
                 problem = _validate(roles, d_in, d_out, d_kv, out_proj)

@@ -596,3 +596,31 @@ def test_a_required_argument_that_may_be_the_mask_is_told_how_to_name_it():
     assert "forward needs allowed besides the input" in told and "call it `mask`" in told and "factory" in told
     cache = styles_for(_CacheArgument()).problem
     assert "forward needs kv_cache" in cache and "call it `mask`" not in cache and "factory" in cache
+
+
+def test_per_head_modules_each_with_a_fused_projection_name_their_own_rows():
+    """A student's trial: a ModuleList of heads, each with its own `qkv = Linear(d, 3 * dh)` split by `chunk(3)`.
+    The reading reproduced the layer, but its pieces were the whole layer's fused rows taken from each head's module
+    (`heads.0.qkv (rows 12-15)` of a 12-row matrix: empty slices that happened to change nothing), and the report
+    printed them.  Each head's module holds [q_h; k_h; v_h], dh rows each: that is the reading, offered once."""
+    class OneHead(nn.Module):
+        def __init__(self, d, dh):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * dh, bias=False)
+
+    class MultiHead(nn.Module):
+        def __init__(self, d=8, heads=2):
+            super().__init__()
+            self.heads = nn.ModuleList(OneHead(d, d // heads) for _ in range(heads))
+            self.mix = nn.Linear(d, d)
+
+    layer = MultiHead()
+    found, problem = discover(layer, 8, 8, 2)
+    assert problem == "" and len(found) == 1
+    roles = found[0].describe()
+    assert roles["wq"] == "heads.0.qkv.weight[0:4] + heads.1.qkv.weight[0:4]"
+    assert roles["wk"] == "heads.0.qkv.weight[4:8] + heads.1.qkv.weight[4:8]"
+    assert roles["wv"] == "heads.0.qkv.weight[8:12] + heads.1.qkv.weight[8:12]"
+    w = found[0].read()
+    assert w["wk"].shape == (8, 8)
+    assert torch.equal(w["wk"][4:], layer.heads[1].qkv.weight[4:8])
