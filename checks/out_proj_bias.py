@@ -1,4 +1,6 @@
 """out-proj-bias (a lesson rule): the output projection has a bias, as the lesson's nn.Linear(d_out, d_out)."""
+import re
+
 from checks import cannot_tell, check, failed, passed
 from checks.construct import construct
 from harness.engine.mapping import map_help, unread_beside_norms
@@ -45,9 +47,26 @@ def out_proj_bias(ctx):
                 "values, a bias's size), which no reading takes: it may be the output projection's bias",
                 help=f"say so if it is: --map bo={unread[0]}")
         return failed(f"{name} has no bias: the lesson's output projection nn.Linear(d_out, d_out) has one",
-                      observed="no output bias", expected="a bias of width d_out", finding="no output bias")
+                      observed="no output bias", expected="a bias of width d_out", finding="no output bias",
+                      fix=_bias_fix(name), own_fix=True)  # (the diagnosis's fix too: harness.engine.diagnosis)
     return cannot_tell("the readings of your parameters disagree on whether the output projection has a bias",
                        help=map_help(ctx))
+
+
+def _bias_fix(reading: str) -> str:
+    """The fix in the student's own names (issue 28 item 6): a Linear module's weight is its module's
+    (`self.o = nn.Linear(dim, dim, bias=False)`: drop the bias=False); any other reading (a raw matrix, per-head
+    pieces) gets a bias of its own, added after it, in words.  The lesson's `self.out_proj` may be no name their
+    forward uses."""
+    linear = re.fullmatch(r"([A-Za-z_][\w.]*)\.weight(\.T)?", reading)
+    if linear:
+        attribute = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", linear.group(1))  # to_out.0: a Sequential's first module
+        return (f"Build `self.{attribute}` as an nn.Linear with its bias: leave out `bias=False` (bias=True is "
+                "the default).")
+    matrices = ", ".join(dict.fromkeys(re.findall(r"[A-Za-z_][\w.]*", reading.replace(".T", ""))))
+    return (f"Give your output projection ({matrices}) a bias of width d_out, added after it: for example "
+            "`self.out_bias = nn.Parameter(torch.zeros(d_out))` and `... + self.out_bias` (or build it as "
+            "`nn.Linear(d_out, d_out)`, which has one).")
 
 
 def _unread_bias_sized(info, d_out: int) -> list[str]:

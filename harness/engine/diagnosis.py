@@ -289,16 +289,18 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
     own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"]) if where else None  # their
-    # own line
+    # own line, else the fix a check that the mistake fails wrote in their names (out-proj-bias: `self.o`)
+    own_words = next((c.fix for c in report.checks if c.status == Status.FAIL and c.details.get("own_fix")
+                      and c.id in entry.get("killed_by", ())), None)
     told = where if where and (how != "numbers" or mid in mutants.fitted()) else {}  # a variant of the mistake the
     # recorded forward tells itself (the numbers of a fitted mistake are any value of it: the line says which)
     seen = symptoms(report)
     return Diagnosis(mid, how, tuple(seen["failing"]), tuple(seen["findings"]),
                      title=told.get("title", entry["title"]), symptom=told.get("symptom", entry["symptom"]),
-                     fix=own or entry.get("remedy") or entry["fix"],  # never the reference's line, which names
-                     # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or
-                     # words
-                     fix_is_code=bool(own) or not entry.get("remedy"),  # words are shown as words, a line as code
+                     fix=own or own_words or entry.get("remedy") or entry["fix"],  # never the reference's line,
+                     # which names attributes (self.dh, self.mask) the student's class need not have: their line
+                     # corrected, or words
+                     fix_is_code=bool(own) or not (own_words or entry.get("remedy")),  # words shown as words
                      lesson=entry["lesson"], evidence=evidence, at=where["at"] if where else None,
                      code=where["code"] if where else None, follows=tuple(_follows(mid, catalogue, report)))
 
