@@ -12,7 +12,7 @@ import ast
 import re
 import threading
 
-from harness.engine.trace.vocabulary import KEYS_WITH, LEADING_AXES
+from harness.engine.trace.vocabulary import HEADS_BEHIND, KEYS_WITH, LEADING_AXES
 
 _AST_LOCK = threading.Lock()
 
@@ -41,7 +41,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
     "split" (one projection split with view(B, H, n, dh); or, when `told` says so, folded straight into the batch
     with view(B * H, n, dh)), "split-all" (all three), "split-pair" (two of them),
-    "merge" (no transpose; heads folded into the batch, when `told` says so: unfolded first), "mask" (a
+    "merge" (no transpose; heads folded into the batch, when `told` says so: unfolded first; viewed behind the
+    tokens, when `told` says so: viewed as they are in memory, then transposed), "mask" (a
     masked_fill thrown away, SDPA not causal), "softmax" (over another axis than
     the keys'), "fill" (a finite fill value), "scale" (scores scaled by another number than 1/sqrt(head width), or
     not at all: the queries' own last axis, `q.size(-1)`, is the head width), "dropout" (F.dropout left at its
@@ -88,6 +89,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         if FOLDED_SPLIT in told:
             return _split_folded(line, [c for c in calls if len(c.args) == 3], note)
         return _split(line, [c for c in calls if len(c.args) == 4], note)
+    if HEADS_BEHIND in told:  # viewed as (B, n, H, dh) while the heads are in front: view them as they are, then move
+        return _split(line, [c for c in calls if len(c.args) == 4], "")  # (the same swap of two sizes as a split's)
     return _merge(line, [c for c in calls if len(c.args) == 3], FOLDED in told)
 
 

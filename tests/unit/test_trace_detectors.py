@@ -157,3 +157,47 @@ def test_trace_marks_heads_on_strided_features_only_where_the_layer_does_not_und
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
     assert [m["id"] for m in result.mistakes] == marked
+
+
+FOLDED_LAYER = '''
+import torch
+from torch import nn
+
+
+class Folded(nn.Module):
+    def __init__(self, d_in, d_out, context_length, num_heads):
+        super().__init__()
+        self.H, self.dh = num_heads, d_out // num_heads
+        self.q, self.k, self.v = (nn.Linear(d_in, d_out) for _ in range(3))
+        self.o = nn.Linear(d_out, d_out)
+
+    def forward(self, x):
+        B, n, d = x.shape
+        H, dh = self.H, self.dh
+        fold = lambda t: t.view(B, n, H, dh).transpose(1, 2).reshape(B * H, n, dh)
+        q, k, v = fold(self.q(x)), fold(self.k(x)), fold(self.v(x))
+        a = (torch.bmm(q, k.transpose(1, 2)) / dh ** 0.5).masked_fill(
+            torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1), float("-inf")).softmax(-1)
+        y = torch.bmm(a, v)
+        return self.o(MERGE)
+'''
+
+
+@pytest.mark.parametrize("merge, marked", [
+    ("y.view(B, H, n, dh).transpose(1, 2).reshape(B, n, d)", []),
+    ("y.view(B, n, H, dh).reshape(B, n, d)", ["merge-without-transpose"]),
+    ("y.view(B, H, n, dh).reshape(B, n, H, dh).reshape(B, n, d)", ["merge-without-transpose"]),
+], ids=["lesson", "unfolded-tokens-first", "heads-reshaped-behind-tokens"])
+def test_trace_marks_a_merge_that_reads_folded_or_leading_heads_as_tokens_first(tmp_path, merge, marked):
+    """A student's trial: heads folded into the batch for bmm, merged back with y.view(B, n, H, dh): in memory the
+    folded tensor is (B, H, n, dh), so that view is the merge without the transpose.  The report named
+    merge-without-transpose from the numbers and gave no line; the trace said no known mistake shows."""
+    from harness.child.inprocess import InProcess
+    from harness.frontends.trace import trace
+    from harness.sandbox.subject import Subject
+    path = tmp_path / "layer.py"
+    path.write_text(FOLDED_LAYER.replace("MERGE", merge))
+    result = trace(f"{path}:Folded", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
+    assert result.error is None
+    assert [m["id"] for m in result.mistakes] == marked

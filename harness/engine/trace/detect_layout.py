@@ -8,8 +8,8 @@ import re
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import (KEYS_WITH, LEADING_AXES, MATMULS, PASS_THROUGH, REINDEX, SCORES_LIKE,
-                                             TRANSPOSES, VIEWS, is_weight, number)
+from harness.engine.trace.vocabulary import (HEADS_BEHIND, KEYS_WITH, LEADING_AXES, MATMULS, PASS_THROUGH, REINDEX,
+                                             SCORES_LIKE, TRANSPOSES, VIEWS, is_weight, number)
 
 SLICE_DETECTORS = ("split-order-on-slice", "view-on-slice")  # a view of a slice raised: not a missing contiguous()
 ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
@@ -54,7 +54,8 @@ def split_without_transpose(f: Findings) -> None:
 @detector("merge-without-transpose")
 def merge_without_transpose(f: Findings) -> None:
     """A merge view/reshape (B, H, n, dh) -> (B, n, d) without the transpose first, or (B·H, n, dh) -> (B, n, d),
-    the heads folded into the batch for bmm merged straight back (the same order in memory, a student's trial)."""
+    the heads folded into the batch for bmm merged straight back (the same order in memory, a student's trial); or
+    either viewed as (B, n, H, dh) on the way (`y.view(B, n, H, dh).reshape(B, n, d)`, another trial's)."""
     for op in f.ops:
         if _view(f.namer, op, "B, H, n, dh", "B, n, d"):
             f.mark(op["i"], {"id": "merge-without-transpose", "text": (
@@ -66,6 +67,11 @@ def merge_without_transpose(f: Findings) -> None:
                 "the heads are merged with view/reshape (B·H, n, dh) -> (B, n, d): in memory that is (B, H, n, dh), "
                 "so each output row mixes several positions of one head; use view(B, H, n, dh).transpose(1, 2)"
                 ".reshape(B, n, d)")})
+        elif _view(f.namer, op, "B·H, n, dh", "B, n, H, dh") or _view(f.namer, op, "B, H, n, dh", "B, n, H, dh"):
+            f.mark(op["i"], {"id": "merge-without-transpose", "text": (
+                f"the heads are put behind the tokens with view/reshape to (B, n, H, dh): {HEADS_BEHIND} "
+                "(B, H, n, dh), so each output row mixes several positions of one head; move them "
+                "with view(B, H, n, dh).transpose(1, 2), then reshape(B, n, d)")})
 
 
 def _operands(namer: Namer, ops: list[dict]) -> dict[str, dict] | None:
