@@ -16,6 +16,8 @@ INFO = MutantInfo(
              "missing from state_dict."),
     remedy="Register the mask with self.register_buffer in __init__, so that .to(device) moves it with the module.",
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
+    trace=("mask-kept-as-attribute",),
+    rewrite="buffer",
     example=(
         "self.mask = torch.triu(torch.ones(16, 16), 1).bool() is a plain attribute, not a buffer\n"
         "state_dict keys: q.weight, k.weight, v.weight, out.weight, out.bias (with register_buffer: 'mask' too)\n"

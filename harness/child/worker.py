@@ -442,8 +442,8 @@ class Worker:
 
     def _origins(self, inst: dict, n: int) -> dict[int, dict]:
         """Where the constructor made each buffer and plain tensor attribute of the traced module: id -> {"at",
-        "code", "nonzero"} (`nonzero`: what its first n x n positions mark, for a mask), matched by attribute path
-        (the module was moved to float64 since it was built: other tensors, same paths).  Noted while the module
+        "code", "nonzero", "path"} (`nonzero`: what its first n x n positions mark, for a mask), matched by attribute
+        path (the module was moved to float64 since it was built: other tensors, same paths).  Noted while the module
         was built when the Build asked for it (`Build.origins`: a trace's own instance), so the constructor runs
         once.  An instance built earlier without it (a check's, which the report's trace reuses) is built once more
         under an `OriginRecorder`; the generator's state is put back, so that build draws nothing from what follows
@@ -451,7 +451,7 @@ class Worker:
         nothing else."""
         if "origins" in inst:
             theirs = dict(_tensor_attributes(inst["module"]))
-            return {id(theirs[path]): {**where, "nonzero": square_nonzero(theirs[path], n)}
+            return {id(theirs[path]): {**where, "nonzero": square_nonzero(theirs[path], n), "path": path}
                     for path, where in inst["origins"].items() if path in theirs}
         recorder = OriginRecorder(self.target.module_file)
         numpy = sys.modules.get("numpy")
@@ -473,7 +473,7 @@ class Worker:
         for path, t in _tensor_attributes(twin):
             where, mine = recorder.origin(t), theirs.get(path)
             if where is not None and mine is not None:
-                out[id(mine)] = {**where, "nonzero": square_nonzero(mine, n)}
+                out[id(mine)] = {**where, "nonzero": square_nonzero(mine, n), "path": path}
         return out
 
     def cached(self, request: m.CacheRun) -> m.Reply:

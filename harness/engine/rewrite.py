@@ -31,7 +31,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
-         "repeat": " # and the other key/value heads' repeat alike", "key-projection": ""}
+         "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -56,7 +56,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     with the wrong diagonal: triu marks what is hidden, from diagonal 1; tril what a token may see, to diagonal 0)
     and "repeat" (a grouped-query layer's key/value heads tiled with .repeat along the heads axis: repeat_interleave
     on that axis, by the same number) and "key-projection" (the keys projected with the queries' weight: the key
-    projection's own, both named in `told`, the trace mark's words)."""
+    projection's own, both named in `told`, the trace mark's words) and "buffer" (a tensor kept as a plain attribute,
+    `self.mask = ...`: registered with self.register_buffer("mask", ...))."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -482,5 +483,17 @@ def _key_projection(line: str, tree: ast.Module, told: str) -> str | None:
     return line[:spot.col_offset] + quote + new + quote + line[spot.end_col_offset:]
 
 
+def _buffer(line: str, tree: ast.Module) -> str | None:
+    """self.mask = torch.triu(...)  ->  self.register_buffer("mask", torch.triu(...)): a tensor kept as a plain
+    attribute, made where it was made, registered."""
+    stmt = tree.body[0]
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute)
+            and isinstance(stmt.targets[0].value, ast.Name)):
+        return None
+    target = stmt.targets[0]
+    return f'{target.value.id}.register_buffer("{target.attr}", {_text(line, stmt.value)})'
+
+
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
-         "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat}
+         "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
+         "buffer": _buffer}

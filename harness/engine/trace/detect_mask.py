@@ -9,8 +9,8 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, MULTIPLIES, PASS_THROUGH, SCORES_LIKE,
-                                             VIEWS, WORKED, number, square_pattern)
+from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, MADE_A_BUFFER, MULTIPLIES, PASS_THROUGH,
+                                             SCORES_LIKE, VIEWS, WORKED, number, square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 PROBED_FILL = -5e4  # causal-leakage's probe pushes real scores near -5e4 (the size fp16 activations reach): a fill
@@ -409,6 +409,44 @@ def mask_device(f: Findings) -> None:
                     "runs on a GPU; pass device= the scores' device, or register the mask as a buffer in __init__")},
                     keep_earlier=True)
                 return
+
+
+@detector("mask-kept-as-attribute")
+def mask_kept_as_attribute(f: Findings) -> None:
+    """A mask kept as a plain tensor attribute (`self.mask = torch.triu(...)` in __init__, not register_buffer): it
+    does not follow .to(device) and state_dict() misses it.  Marked at the operation that applies it, at the line
+    that made it (the child notes where the constructor made each tensor attribute, and its path), the line to
+    change.  `f.cfg["plain"]`: the module's plain tensor attributes, when the recording passed them."""
+    plain = set(f.cfg.get("plain") or ())
+    uses = _mask_uses(f) if plain else None
+    if uses is None:
+        return
+    for m in [i for group in uses for i in group]:
+        for made in _mask_side_origins(f, m):
+            if made.get("path") in plain:
+                mark = {"id": "mask-kept-as-attribute", "text": (
+                    f"the mask {made['path']} is a plain attribute of the module, not a buffer: model.to(device) "
+                    f"leaves it behind and state_dict() misses it; {MADE_A_BUFFER}")}
+                if made.get("at") not in (None, "?"):
+                    mark.update(at=made["at"], code=made.get("code", ""))
+                f.mark(m, mark, keep_earlier=True)
+                return
+
+
+def _mask_side_origins(f: Findings, m: int) -> list[dict]:
+    """Where the constructor made the module tensors that operation `m` takes its mask from (not the scores'
+    side): the `made` of each, directly or through the operations that sliced, cast or compared it."""
+    found, ops = [], set()
+    for t in f.ops[m]["in"]:
+        if f.namer.derives_from(t, ("project", "scores", "softmax")) or t.get("name") == "x":
+            continue
+        if "made" in t:
+            found.append(t["made"])
+        if t.get("src") is not None:
+            ops |= f.namer.ancestors(t["src"]) | {t["src"]}
+    for a in sorted(ops):
+        found += [t["made"] for t in f.ops[a]["in"] if "made" in t]
+    return found
 
 
 @detector("additive-finite-mask")

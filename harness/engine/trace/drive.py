@@ -70,7 +70,7 @@ def record(ctx, display: str = "") -> TraceResult:
         result.error = f"your forward raised {reply.raised}"
     if reply.output:
         result.output_shape = reply.output.get("shape")
-    steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst)},
+    steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst)},
                                   complete=not reply.raised and not result.truncated, output=reply.output)
     result.steps, result.mistakes = steps, name_mistakes(found, form.name)
     name_mistakes([s.mistake for s in steps if s.mistake], form.name)
@@ -87,6 +87,12 @@ def _parameter_names(inst) -> list[str]:
     """The module's parameter names, for detectors that name a parameter the forward never used (the key
     projection of a layer that projects its keys with the queries' weight); [] when the build did not say."""
     return [p.name for p in getattr(getattr(inst, "info", None), "params", None) or ()]
+
+
+def _plain(inst) -> list[str]:
+    """The module's tensors kept as plain attributes (not parameters, not buffers), by attribute path: a mask among
+    them is the mistake detect_mask's mask-kept-as-attribute marks; [] when the build did not say."""
+    return list(getattr(getattr(inst, "info", None), "plain_tensors", None) or ())
 
 
 def _grouped(ctx, cfg: Config) -> Config:

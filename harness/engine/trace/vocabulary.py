@@ -35,6 +35,7 @@ CATS = {"cat", "concat", "concatenate", "stack", "hstack"}
 MASK_BUILDERS = {"triu", "tril", "ones", "ones_like", "zeros", "full", "arange", "logical_not", "__invert__", "eq",
                  "__eq__", "ne", "__ne__", "gt", "__gt__", "lt", "__lt__", "ge", "__ge__", "le", "__le__", "bool",
                  "__getitem__", "to", "triu_", "tril_", "masked_fill", "view", "reshape", "unsqueeze", "float"}
+MADE_A_BUFFER = "register it where it is made: self.register_buffer(name, tensor)"  # a trace mark's words (rewrite)
 HEADS_BEHIND = "in memory the heads are still in front"  # a trace mark's words: y.view(B, n, H, dh) of heads in front
 LEADING_AXES = "cuts the first two axes of a 4-d mask (axes of size 1), not its last two:"  # a trace mark's words
 # that the own-line fix reads (harness.engine.rewrite): cut the mask on its last two axes instead
