@@ -51,7 +51,7 @@ def divisibility(ctx):
             f"{d_out // heads} cover only {width} of the {d_out} features",
             config=cfg, observed=f"constructed ({inst.info.param_count} parameters)",
             expected="an exception from the constructor", finding="no divisibility check",
-            fix=own_fix(ctx.signature))
+            fix=own_fix(ctx.signature), own_fix=True)  # (the diagnosis's fix too)
     first, second = configs
     return passed(f"refused d_out={first.d_out} with {first.heads} heads and d_out={second.d_out} with "
                   f"{second.heads} heads")

@@ -1,6 +1,7 @@
-"""out-proj-bias's fix names the student's own projection (issue 28 item 6: a fix in the student's names or in
-words, never a line of the reference's that does not fit their class): `self.o = nn.Linear(dim, dim, bias=False)`
-was told to write `self.out_proj = nn.Linear(d_out, d_out)`, a name their forward never uses."""
+"""The fixes of the rules that read the student's class are written in their names, in the check and in the root
+cause (issue 28 item 6: a fix in the student's names or in words, never a line of the reference's that does not fit
+their class).  out-proj-bias: `self.o = nn.Linear(dim, dim, bias=False)` was told to write `self.out_proj =
+nn.Linear(d_out, d_out)`, a name their forward never uses; divisibility's root cause spoke of nheads and d_out."""
 from harness.child.inprocess import InProcess
 from harness.engine.runner import Options, run_checks
 from harness.sandbox.subject import Subject
@@ -68,3 +69,19 @@ def test_the_root_cause_gives_the_same_fix_in_the_students_names(tmp_path):
     found = diagnose(report)
     assert found.mutant == "out-proj-no-bias"
     assert "self.o" in found.fix and not found.fix_is_code
+
+
+def test_the_root_cause_of_a_missing_divisibility_check_uses_the_constructors_own_names(tmp_path):
+    """divisibility wrote its fix in the constructor's names (`if dim % heads: raise ...`) while the root cause gave
+    the catalogue's words about nheads and d_out."""
+    from harness.engine.diagnosis import diagnose
+
+    path = tmp_path / "attn.py"
+    source = LAYER.format(out="self.o = nn.Linear(dim, dim)", apply="self.o(y)")
+    path.write_text(source.replace("        assert dim % heads == 0\n", ""))
+    target = f"{path}:Attn"
+    opts = Options(examples=2)
+    report = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
+    found = diagnose(report)
+    assert found.mutant == "no-divisibility-check"
+    assert "if dim % heads" in found.fix and "nheads" not in found.fix
