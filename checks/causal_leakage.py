@@ -207,8 +207,8 @@ def _how_called(outcome, evidence):
         return outcome
     call = evidence.tried[evidence.style][0]
     if outcome.status == Status.FAIL and evidence.masks_itself:
-        outcome.message += (f"; called as {call}, your layer hides some later positions but not all: it masks by "
-                            "itself, so this leak is its own whatever mask a caller would pass")
+        outcome.message += (f"; called as {call}, your layer hides some positions and lets a later one through: it "
+                            "masks by itself, so this leak is its own whatever mask a caller would pass")
     elif outcome.status == Status.FAIL and evidence.default:  # its default mask is one convention's, mishandled
         outcome.message += (f"; called as {call}, your layer computes exactly what it computes as {evidence.default}: "
                             "that is its own default mask, so this leak is its own (a caller's mask in another "

@@ -13,9 +13,10 @@ the module does when called, not its weights.  Here each way of calling it (`inf
 first where the mask is optional) is asked for the eval-mode gradient of every output position with respect to
 every input position on the base configuration, and:
 
-- when the plain call (no mask given, where the mask is optional) hides some later positions but lets others
-  through, the layer masks by itself, wrongly (`tril(..., diagonal=1)` as its default): the plain call is used, and
-  causal-leakage fails there, whatever a caller's mask would do;
+- when the plain call (no mask given, where the mask is optional) hides some positions (later ones, or earlier
+  ones: `triu` where `tril` was meant) but lets later ones through, the layer masks by itself, wrongly
+  (`tril(..., diagonal=1)` as its default): the plain call is used, and causal-leakage fails there, whatever a
+  caller's mask would do;
 - else the first under which the output has the expected shape, depends on every earlier position and on no later one
   is used (a layer that masks by itself: the plain call; one that leaves the mask to its caller: the first
   convention under which it is causal).  That is no proof of the convention, and the mapping's note says so;
@@ -41,7 +42,7 @@ from harness.engine.mapping import Mapping
 from harness.wire.errors import CannotDrive, TargetFailure
 
 CAUSAL, LEAKS, WRONG_SHAPE, UNCLEAR = "causal", "leaks", "wrong shape", "unclear"  # what one call showed
-MASKS_SOME = "leaks, masking some of the future"  # a leak where some later positions are masked: a mask of its own
+MASKS_SOME = "leaks, masking some positions"  # a leak where some positions are masked: a mask of its own
 UNDECIDED_CALL = "; and mha-check could not tell how to pass the causal mask"  # the proof's words for no call
 
 
@@ -65,7 +66,8 @@ class CallEvidence:
 
     @property
     def masks_itself(self) -> bool:
-        """Called without a mask, forward hides some later positions but not all: it masks by itself, wrongly."""
+        """Called without a mask, forward hides some positions (later or earlier) and lets a later one through: it
+        masks by itself, wrongly."""
         return self.style == 0 and self.tried[0][1] == MASKS_SOME
 
     def ran(self) -> str:
@@ -91,8 +93,8 @@ class CallEvidence:
                     "so that is its own default mask, and some output depends on a later input (another way of "
                     "calling it is causal, but a caller who relies on the default gets the leak)")
         if self.masks_itself:
-            return (f"forward was called as {call}: called so, it hides some later positions but not all, so it "
-                    "masks by itself, and some output depends on a later input")
+            return (f"forward was called as {call}: called so, it hides some positions and lets a later one through, "
+                    "so it masks by itself, and some output depends on a later input")
         if self.every_call_leaks:
             return (f"forward was called as {call}: under every way of calling it that ran ({self.ran()}), some "
                     "output depends on a later input")
@@ -103,17 +105,20 @@ class CallEvidence:
 def judge(result, cfg) -> str:
     """One way of calling forward, judged by its eval-mode Jacobian (a `JacobianResult`): CAUSAL (every earlier
     position counts, no later one), LEAKS (a later position counts, a NaN, or no autograd graph at all: not causal
-    under any reading), MASKS_SOME (a later position counts while another is hidden in every sequence: a mask is
-    applied, and leaks), WRONG_SHAPE, or UNCLEAR (no future leak, but earlier positions without influence: a layout
-    of its own, such as sequence-first, may read our axes otherwise, so this is no evidence)."""
+    under any reading), MASKS_SOME (a later position counts while another, later or earlier, is hidden in every
+    sequence: a mask is applied, and leaks; `triu` where `tril` was meant hides the past), WRONG_SHAPE, or UNCLEAR
+    (no future leak, but earlier positions without influence: a layout of its own, such as sequence-first, may read
+    our axes otherwise, so this is no evidence)."""
     if result.jac is None:
         return LEAKS if result.no_graph else WRONG_SHAPE
     G = influence_from_jacobian(result.jac)
     if not np.isfinite(G).all():
         return LEAKS
     future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
-    if (G[:, future] > 0).any():
-        return MASKS_SOME if (G[:, future] == 0).all(axis=0).any() else LEAKS  # some later position always hidden
+    past = np.tril(np.ones((cfg.n, cfg.n), bool), -1)
+    if (G[:, future] > 0).any():  # a position always hidden, later or earlier: a mask of its own, which leaks
+        hides = (G[:, future] == 0).all(axis=0).any() or (G[:, past] == 0).all(axis=0).any()
+        return MASKS_SOME if hides else LEAKS
     scale = G.max()
     return CAUSAL if scale > 0 and (G[:, ~future] > INFLUENCE * scale).all() else UNCLEAR
 

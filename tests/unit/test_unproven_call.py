@@ -33,11 +33,13 @@ LOWER = np.tril(np.ones((3, 3)))
     (_jacobian(LOWER), CAUSAL),
     (_jacobian(LOWER + np.triu(np.ones((3, 3)), 1) * 1e-40), LEAKS),  # a sliver of the future is a leak
     (_jacobian(np.tril(np.ones((3, 3)), 1)), MASKS_SOME),  # the next token seen, the one after it hidden
+    (_jacobian(np.triu(np.ones((3, 3)))), MASKS_SOME),  # its own mask the wrong way round: the past hidden, the
+    # future seen (triu where tril was meant, a trial's Hugging Face-style layer)
     (_jacobian(np.where(LOWER > 0, np.nan, 0.0)), LEAKS),
     (JacobianResult(no_graph=True, shape=[1, 3, 2]), LEAKS),  # a detached output is not causal under any call
     (JacobianResult(shape=[1, 1, 3, 2]), WRONG_SHAPE),
     (_jacobian(np.eye(3)), UNCLEAR),  # no leak, but no past: our axes may be read otherwise (sequence-first)
-], ids=["causal", "leak", "one-future", "nan", "no-graph", "shape", "dead-past"])
+], ids=["causal", "leak", "one-future", "past-hidden-future-seen", "nan", "no-graph", "shape", "dead-past"])
 def test_one_call_is_judged_by_its_gradients(result, seen):
     assert judge(result, CFG) == seen
 
@@ -122,7 +124,7 @@ def test_a_default_mask_that_leaks_is_the_layers_own_leak_even_if_a_callers_mask
     report = _report(tmp_path, default="mask = torch.tril(torch.ones(T, T), diagonal=1)")
     leakage = report["causal-leakage"]
     assert leakage.status == "fail" and leakage.details["finding"] == "leak:one-future"
-    assert "called as forward(x), your layer hides some later positions but not all" in leakage.message
+    assert "called as forward(x), your layer hides some positions and lets a later one through" in leakage.message
     assert report.adapter.mapping["call"] == "forward(x)"
 
 
@@ -157,3 +159,14 @@ def test_a_layer_that_leaves_the_mask_to_its_caller_passes_in_each_convention(tm
     read into it, and the convention that makes it causal is used."""
     report = _report(tmp_path, default="pass", masking=f"att = att if mask is None else {masking.split(' = ', 1)[1]}")
     assert report["causal-leakage"].status == "pass", report["causal-leakage"].message
+
+
+def test_a_layer_whose_own_mask_hides_the_past_and_shows_the_future_fails_under_the_plain_call(tmp_path):
+    """A trial's Hugging Face-style layer made its own causal mask with triu where tril was meant and took an
+    optional additive mask: called without one it hides the past and shows the future; with a caller's causal mask
+    only the diagonal is left, causal but not depending on the past.  No call was judged causal, so output-shape
+    could not tell how to call forward and every check was skipped: a real bug with no failing check.  The plain call
+    hides positions by itself, so the layer masks itself, wrongly: judged there, it leaks."""
+    report = _report(tmp_path, default="mask = 1 - self.tril[:T, :T] + torch.eye(T)")
+    assert report["output-shape"].status == "pass"
+    assert report["causal-leakage"].status == "fail"
