@@ -4,7 +4,7 @@ A student's class speaks its own vocabulary: `input_dimension`, `number_of_heads
 `maxSeqLen`.  Splitting a name into its tokens (on `_`, digits and camelCase) and reading the tokens tells what it
 carries: a width (dim, size, emb, model, hidden ...), with a direction (input / output), a number of heads (head,
 heads), a head width (head + a width word: head_dim, dim_per_head), a context length (block, context, window, seq,
-len, max ...), a dropout rate (drop, pdrop, p) or a bias flag (bias; qkv_bias for Q/K/V only).
+len, max, maximum ...), a dropout rate (drop, pdrop, p) or a bias flag (bias; qkv_bias for Q/K/V only).
 
 The rule that keeps this safe: every token of the name must be a word mha-check knows.  A name with one word it does
 not know (`rope_theta`, `max_batch_size`, `n_local_heads`, `vocab_size`, `layer_idx`, `d_ff`) means something else,
@@ -18,7 +18,7 @@ WIDTH = frozenset({"dim", "dims", "dimension", "dimensions", "size", "width", "e
                    "embeddings", "model", "hidden", "hid", "hiddens", "features", "channels", "units", "d"})
 HEAD = frozenset({"head", "heads", "nhead", "nheads"})
 CONTEXT = frozenset({"block", "context", "ctx", "window", "seq", "sequence", "len", "length", "maxlen", "positions",
-                     "tokens", "max"})
+                     "tokens", "max", "maximum"})
 DROP = frozenset({"drop", "dropout", "pdrop", "dropouts"})
 BIAS = frozenset({"bias", "biases"})
 IN = frozenset({"in", "input", "inp", "inputs"})
@@ -29,7 +29,7 @@ FILLER = frozenset({"n", "num", "number", "of", "nb", "count", "total", "use", "
                     "probability", "all"})
 KNOWN = WIDTH | HEAD | CONTEXT | DROP | BIAS | IN | OUT | QKV | FILLER
 # names of one word that say too little alone
-ALONE_UNCLEAR = frozenset({"model", "max", "len", "length", "out", "a", "the", "n", "k", "v", "q"})
+ALONE_UNCLEAR = frozenset({"model", "max", "maximum", "len", "length", "out", "a", "the", "n", "k", "v", "q"})
 
 
 def tokens(name: str) -> list[str]:

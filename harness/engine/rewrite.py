@@ -92,7 +92,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         return _split(line, [c for c in calls if len(c.args) == 4], note)
     if HEADS_BEHIND in told:  # viewed as (B, n, H, dh) while the heads are in front: view them as they are, then move
         return _split(line, [c for c in calls if len(c.args) == 4], "")  # (the same swap of two sizes as a split's)
-    return _merge(line, [c for c in calls if len(c.args) == 3], FOLDED in told)
+    folded = FOLDED in told  # a shape passed whole (`reshape(x.shape)`) is a merge's too, not a folded one's
+    return _merge(line, [c for c in calls if len(c.args) == 3 or len(c.args) == 1 and not folded], folded)
 
 
 def _text(line: str, node: ast.AST) -> str:

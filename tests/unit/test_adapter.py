@@ -95,11 +95,13 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
     ("head_dimension", "head_width"), ("num_kv_heads", "kv_heads"), ("dropoutRate", "dropout"), ("p", "dropout"),
     ("attn_p", "dropout"), ("use_bias", "all_bias"), ("qkvBias", "qkv_bias"), ("key_value_heads", "kv_heads"),
     ("inputSize", "d_in"), ("attention_dim", None),
+    ("maximum_length", "context_length"), ("maximumSequenceLength", "context_length"),  # a trial's spelled-out names
     ("nx", "width"),  # OpenAI's GPT-1/GPT-2 ports: Attention(nx, n_ctx, cfg, scale=False), tests/realzoo/hf_openai_...
     # a word mha-check does not know: something else, left alone
     ("rope_theta", None), ("max_batch_size", None), ("n_local_heads", None), ("vocab_size", None),
     ("layer_idx", None), ("d_ff", None), ("out_proj_bias", None), ("key_dim", None), ("model", None),
-    ("max", None), ("out", None), ("norm_eps", None), ("sliding_window", None),
+    ("max", None), ("out", None), ("norm_eps", None), ("sliding_window", None), ("maximum", None),
+    ("maximum_batch_size", None),
 ])
 def test_parameter_names_are_read_by_their_words(name, key):
     assert key_of(name) == key
