@@ -201,3 +201,40 @@ def test_trace_marks_a_merge_that_reads_folded_or_leading_heads_as_tokens_first(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
     assert [m["id"] for m in result.mistakes] == marked
+
+
+FUSED_MASK_LAYER = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class FusedMask(nn.Module):
+    def __init__(self, d_in, d_out, context_length, num_heads):
+        super().__init__()
+        self.H = num_heads
+        self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
+        self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).tril())
+
+    def forward(self, x):
+        B, n, d = x.shape
+        q, k, v = self.qkv(x).view(B, n, 3, self.H, -1).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=MASK)
+        return self.o(y.transpose(1, 2).reshape(B, n, d))
+'''
+
+
+@pytest.mark.parametrize("mask, marked", [("self.mask[:n, :n]", []), ("self.mask", ["mask-size-not-n"])],
+                         ids=["sliced", "whole"])
+def test_a_fused_attention_that_raises_on_a_whole_context_mask_is_marked_mask_not_cut(tmp_path, mask, marked):
+    """A trial's F.multi_head_attention_forward(..., attn_mask=self.causal) raised on a (context_length,
+    context_length) mask: the trace marked only that it raised, and the report named no mistake.  A fused attention
+    meets its attn_mask with the scores inside: the mask not cut to the sequence, as for masked_fill."""
+    from harness.child.inprocess import InProcess
+    from harness.frontends.trace import trace
+    from harness.sandbox.subject import Subject
+    path = tmp_path / "layer.py"
+    path.write_text(FUSED_MASK_LAYER.replace("MASK", mask))
+    result = trace(f"{path}:FusedMask", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
+    assert [m["id"] for m in result.mistakes] == marked

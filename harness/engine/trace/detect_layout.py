@@ -8,8 +8,8 @@ import re
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import (HEADS_BEHIND, KEYS_WITH, LEADING_AXES, MATMULS, PASS_THROUGH, REINDEX,
-                                             SCORES_LIKE, TRANSPOSES, VIEWS, is_weight, number)
+from harness.engine.trace.vocabulary import (FUSED_MHA, HEADS_BEHIND, KEYS_WITH, LEADING_AXES, MATMULS, PASS_THROUGH,
+                                             REINDEX, SCORES_LIKE, TRANSPOSES, VIEWS, is_weight, number)
 
 SLICE_DETECTORS = ("split-order-on-slice", "view-on-slice")  # a view of a slice raised: not a missing contiguous()
 ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
@@ -285,8 +285,9 @@ def _raised(namer: Namer, op: dict) -> dict:
         return {"id": "view-on-slice", "text": (
             f"view() on a slice (not a transpose) raised {message.split(':')[0]}: a view of a slice works only when "
             "it keeps the axes in their order; check the order of the view's sizes")}
-    if any(namer.sym(t) in ("L, L", "1, 1, L, L") for t in op["in"]) and any(
-            namer.sym(t) in SCORES_LIKE for t in op["in"]):
+    fused = op["op"] in FUSED_MHA or op["op"] == "scaled_dot_product_attention"  # its attn_mask meets the scores
+    if any(namer.sym(t) in ("L, L", "1, 1, L, L") for t in op["in"]) and (fused or any(
+            namer.sym(t) in SCORES_LIKE for t in op["in"])):
         if any(_sliced_on_leading_axes(namer, t) for t in op["in"]):
             return {"id": "mask-size-not-n", "title": (
                 "A (1, 1, context_length, context_length) mask sliced with [:n, :n]: the slice cuts its first two "
