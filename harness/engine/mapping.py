@@ -422,6 +422,15 @@ def unread_beside_norms(info) -> list[tuple[str, int]]:
     return [(name, size) for name, size in unread_parameters(info) if name not in norm]
 
 
+def frozen_constants(info) -> list[tuple[str, int]]:
+    """The frozen parameters (requires_grad=False) that no reading takes for a weight or a bias: constants of the
+    layer kept as parameters (tsai's scale head_dim ** -0.5, labml's RoPE theta of dh / 2 elements), which nothing
+    learns, as a buffer would be; param-count and head-invariance count them like buffers, not at all.  A frozen W_q
+    is still a W_q (counted; gradient-match finds it takes no gradient).  (A normalisation's parameters are left out
+    by norm_parameters.)"""
+    return [(name, size) for name, size in unread_beside_norms(info) if name in info.frozen]
+
+
 def _beside_the_readings(info) -> str:
     """What a reading cannot account for, when no reading reproduced the module: parameters none of them takes (a
     LayerNorm inside the layer, as PaLM's pre-norm) compute something the lesson's layer does not, which alone keeps
