@@ -63,3 +63,14 @@ def test_a_learned_table_of_the_head_width_still_changes_the_count(tmp_path):
     assert path.read_text() != ROPE.read_text()
     got = _rope_checks(path)["head-invariance"]
     assert got.status == "fail" and "inv_freq" not in got.message, got.message
+
+
+def test_the_traces_arithmetic_leaves_a_frozen_constant_out_and_says_so():
+    """`mha-check trace` counted labml's frozen RoPE theta as a parameter of the module ("differs from the formula by
+    +26" for 24 biases), where param-count leaves it out: the two now count alike."""
+    from harness.frontends.trace import trace
+    result = trace(f"{ROPE}:FrozenRopeFrequenciesAttention", make_subject=lambda spec, overrides, seed, weight_map:
+                   Subject(spec, overrides, seed, start=InProcess()))
+    a = result.arithmetic
+    assert a["param_counted"] == a["param_formula"] + 3 * 8  # its Q/K/V biases (fused qkv with bias), and no theta
+    assert "inv_freq (requires_grad=False" in a["counted_note"]
