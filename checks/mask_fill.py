@@ -93,8 +93,8 @@ MAP_HELP = ("say which parameters play the roles (--map q=NAME --map k=NAME --ma
 
 def _passed():
     return passed(
-        "future tokens of size 1e30, and allowed scores of about -1e12 (W_k = -W_q), leave earlier outputs unchanged: "
-        "the mask holds whatever the scores")
+        "future tokens of size 1e30, and allowed scores of about -1e12 where the weights could be set, leave earlier "
+        "outputs unchanged: the mask holds whatever the scores")
 
 
 def _scores_below_any_fill(w, heads: int):
