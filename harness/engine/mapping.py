@@ -384,7 +384,8 @@ def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -
 
 
 ROTARY_WORDS = ("cos", "sin", "freq", "freqs", "rope", "rotary", "theta", "cis", "inv")
-ROTARY_FRACTION = re.compile(r"(rope|rotary).*(pct|percent|percentage|fraction|factor|ratio)|partial_rotary")
+ROTARY_FRACTION = re.compile(r"(rope|rotary)(_emb)?_(pct|percent|percentage|fraction|frac|ratio)$|partial_rotary")
+# (not rope_scaling_factor: a scaling of the positions, not a share of the features)
 
 
 def rotary_fraction(ctx) -> str | None:
