@@ -10,10 +10,12 @@ A class that refuses only the odd head widths (H=4 for d_out=12: width 3) refuse
 must: those are left out and the even widths compared, never a failure for what mha-check chose to build.  The
 parameters of a normalisation the layer keeps inside itself (harness.child.norms) are left out of every count, as
 param-count leaves them out: a query/key norm over the head width (RMSNorm(d_out / H)) changes the total with the
-heads, and is no mistake of the attention."""
+heads, and is no mistake of the attention.  So are a frozen parameter's that no reading takes (a constant, as a
+buffer would be; param-count): a RoPE frequency table of dh / 2 elements kept as nn.Parameter(..., requires_grad=False)
+changes the total with the heads, and nothing learns it."""
 from checks import Status, check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import describe_norms, norm_parameters
+from harness.engine.mapping import describe_norms, frozen_constants, norm_parameters
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
 
@@ -55,14 +57,16 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
     modules = {heads: ctx.built(Config(d_in=2 * d_out if sep else d_out, d_out=d_out, heads=heads, context_length=5,
                                        batch=2, n=3, kv_heads=kv)) for heads, kv in kv_of.items()}
     ctx.build_ahead(list(modules.values()))  # one round trip
-    norms = ""
+    norms, constants = "", ""
     for heads, inst in modules.items():
         try:
             held = norm_parameters(inst.info)  # a normalisation's parameters are not the attention's (param-count)
-            counts[heads] = inst.info.param_count - sum(size for _, size in held)
+            frozen = frozen_constants(inst.info)  # nor is a constant kept as a frozen parameter (param-count)
+            counts[heads] = inst.info.param_count - sum(size for _, size in held + frozen)
             norms = norms or (f"({', '.join(name for name, _ in held)}) of {describe_norms(inst.info)}, which your "
                               f"layer keeps inside itself and which {'is' if len(inst.info.norms) == 1 else 'are'} no "
                               "part of the attention" if inst.info.norms else "")
+            constants = constants or ", ".join(name for name, _ in frozen)
         except TargetFailure as e:
             counts[heads] = None
             failures[heads] = e.message
@@ -84,6 +88,9 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
                 f", width {d_out // h}: {msg.split(' (at ')[0][:160]}), so only multiples of {wide} are compared")
     if norms:
         note += f"; not counted: the parameters {norms}"
+    if constants:
+        note += (f"; not counted: {constants} (requires_grad=False, a constant of the layer, not a weight it learns), "
+                 "as a buffer would not be")
     if len(set(built.values())) > 1:
         first = next(iter(built))
         fewest, most = built[min(built)], built[max(built)]

@@ -12,11 +12,13 @@ gets past it; it fails when the allowed scores fall below it instead.  Where the
 sets W_k = -W_q (every query's score with its own token is then -|q|^2) and makes the tokens 1e6 times larger: the
 first token's only allowed score is about -1e12, any finite fill wins the softmax, and its output follows the future
 tokens.  A student found this gap: `masked_fill(mask, -1e9)` passed the rule that says "-inf, not a finite value".
+Where no configuration's weights could be set (no reading proven), that second probe never runs and a finite fill
+cannot be told from -inf: the rule is then not decided (labml-nn's NeoX layer, whose -10,000 fill passed).
 """
 import numpy as np
 from dataclasses import replace
 
-from checks import check, failed, passed
+from checks import cannot_tell, check, failed, passed
 from checks.causal_leakage import along_tokens, causal_leakage, moved, perturbed
 
 BELOW_ANY_FILL = 1e6  # the tokens' scale in the second probe: scores of order -1e12, below any finite fill in use
@@ -43,6 +45,8 @@ BELOW_ANY_FILL = 1e6  # the tokens' scale in the second probe: scores of order -
       which wins the softmax: y[:, 0] becomes the mean of the future values and moves with them""",
 )
 def mask_fill(ctx):
+    low_probed = []  # configurations whose weights could be set for the second probe
+
     def holds(cfg):
         inst = ctx.build(cfg)
         if inst.layout is not None:  # weights of its own: an earlier check's transplant may hide the leak (W_q = 0)
@@ -58,6 +62,7 @@ def mask_fill(ctx):
                           observed=outcome.observed, expected=outcome.expected, finding="finite mask")
         if inst.layout is None:
             return None
+        low_probed.append(cfg)
         ctx.transplant(inst, _scores_below_any_fill(ctx.weights_for(inst, "mask-fill-low"), cfg.heads))
         # only the first token's scores are all below the fill: the tokens after it changed, its output watched
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill-low"), cfg, ctx, ("ordinary",), splits=(0,))
@@ -73,7 +78,21 @@ def mask_fill(ctx):
                       "finite value that scores below it lose to (a -inf fill never lets the future in)",
                       observed=outcome.observed, expected=outcome.expected, finding="finite fill")
 
-    return ctx.find_failure(holds, generated=False) or passed(
+    failure = ctx.find_failure(holds, generated=False)
+    if failure or low_probed:
+        return failure or _passed()
+    return cannot_tell(
+        "future tokens of size 1e30 leave earlier outputs unchanged, but mha-check could not set your weights (no "
+        "reading of your parameters is proven), so it could not push the allowed scores below a finite fill: a "
+        "masked_fill with -1e9 or -1e4 would pass that probe too", help=MAP_HELP)
+
+
+MAP_HELP = ("say which parameters play the roles (--map q=NAME --map k=NAME --map v=NAME --map o=NAME); `mha-check "
+            "trace` shows the value your mask fills the scores with")
+
+
+def _passed():
+    return passed(
         "future tokens of size 1e30, and allowed scores of about -1e12 where the weights could be set, leave earlier "
         "outputs unchanged: the mask holds whatever the scores")
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from checks import check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import norms_left_out, unread_beside_norms
+from harness.engine.mapping import frozen_constants, norms_left_out, unread_beside_norms
 from harness.engine.search import find_failure
 from reference import param_count_formula
 
@@ -91,14 +91,6 @@ def _biases(inst, out_proj: bool = True) -> set[str] | None:
     return set(next(iter(found))) if len(found) == 1 else None
 
 
-def _constants(info) -> list[tuple[str, int]]:
-    """The frozen parameters (requires_grad=False) that no reading takes for a weight or a bias: constants of the
-    layer kept as parameters (tsai's scale head_dim ** -0.5), which nothing learns, as a buffer would be; counted
-    like buffers, not at all.  A frozen W_q is still a W_q (counted; gradient-match finds it takes no gradient)."""
-    return [(name, size) for name, size in unread_beside_norms(info) if name in info.frozen]  # (the norms'
-    # parameters are left out of the count by norms_left_out)
-
-
 def _without_out_proj(inst, out_proj: bool) -> bool:
     """The multi-head layer's readings have no W_o (harness.child.layouts.without_out_proj)."""
     return out_proj and bool(inst.layouts) and all("wo" not in layout.roles for layout in inst.layouts)
@@ -129,7 +121,7 @@ def param_count(ctx):
     def prop(cfg):
         inst = ctx.built(cfg)  # counting needs no forward pass
         norm_size, norm_note = norms_left_out(inst.info)
-        got = inst.info.param_count - norm_size - sum(size for _, size in _constants(inst.info))
+        got = inst.info.param_count - norm_size - sum(size for _, size in frozen_constants(inst.info))
         biases = _biases(inst, out_proj)
         kv = _kv_width(ctx, cfg, inst)
         allowed = sorted({_expected(cfg, b, kv, out_proj) for b in bias_sets}) if biases is None else \
@@ -153,7 +145,7 @@ def param_count(ctx):
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",
                                 "count: kv heads ignored")
         fix = EXTRA_FIX if code == "count: extra projection" else ""
-        extra = [p for p in unread_beside_norms(inst.info) if p not in _constants(inst.info)]
+        extra = [p for p in unread_beside_norms(inst.info) if p not in frozen_constants(inst.info)]
         if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
             fix = _extra_fix(extra, got - want)
         which = (" with the output projection's bias and " + (f"{', '.join(sorted(biases - {'bo'}))}" if
@@ -182,7 +174,7 @@ def param_count(ctx):
         return failure
     base = ctx.built(ctx.base)
     grouped = ctx.grouped or any(layout.kv_width for layout in base.layouts)
-    constants = _constants(base.info)
+    constants = frozen_constants(base.info)
     aside = (f"; {', '.join(name for name, _ in constants)} (requires_grad=False, a constant of the layer, not a "
              "weight it learns) not counted, as a buffer would not be") if constants else ""
     return passed(

@@ -163,7 +163,8 @@ def styles_for(module: torch.nn.Module) -> Calling:
             return Calling([], "forward takes no input argument")
         required = [first] if first is not None else []
     first3 = [p.name.lower() for p in required[:3]]  # (query, key, value) in any order: OpenNMT's (key, value, query)
-    qkv = len(required) >= 3 and any(n in KEY_NAMES for n in first3) and any(n in VALUE_NAMES for n in first3)
+    qkv = len(required) >= 3 and any(_role_word(n) in KEY_NAMES for n in first3) and any(
+        _role_word(n) in VALUE_NAMES for n in first3)
     inputs = required[:3] if qkv else required[:1]
     needed = [p.name for p in required if p not in inputs]
     if needed:
@@ -191,6 +192,18 @@ def styles_for(module: torch.nn.Module) -> Calling:
         # FullAttention wants an object with a .mask, not a tensor): offered last, used only once the proof holds
         return _with_positions(Calling(flagged + with_mask + [Style(data, None, mask=where)]), pos)
     return _with_positions(Calling([Style(data, None)] + flagged + with_mask), pos)
+
+
+ROLE_PREFIXES = ("x_", "input_")  # tfs-mt's forward(x_query, x_key, x_value, attention_mask)
+ROLE_SUFFIXES = ("_states", "_input", "_tensor")  # HF's key_states, value_states
+
+
+def _role_word(name: str) -> str:
+    """A forward parameter's name without the affixes that only say it is an input: `x_key`, `key_states` -> `key`
+    (only one prefix and one suffix come off; a name that merely contains a role word, `monkey`, stays itself)."""
+    name = name.lower()
+    name = next((name[len(p):] for p in ROLE_PREFIXES if name.startswith(p) and len(name) > len(p)), name)
+    return next((name[:-len(s)] for s in ROLE_SUFFIXES if name.endswith(s) and len(name) > len(s)), name)
 
 
 def _with_positions(calling: Calling, pos) -> Calling:

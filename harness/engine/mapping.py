@@ -235,10 +235,19 @@ def _no_proof(ctx, info, rotary: str, matched: bool, thetas) -> str:
         return (f"your layer encodes positions with a rotary embedding ({rotary}), and neither convention "
                 f"(interleaved pairs, rotate-half) with base {' or '.join(f'{t:g}' for t in thetas)} nor a known "
                 f"mistake reproduces its output: mha-check has no reference for it (if its base differs, pass "
-                f"--arg NAME=VALUE for the constructor's theta parameter)") + _beside_the_readings(info)
+                f"--arg NAME=VALUE for the constructor's theta parameter)") + _partial(ctx) + _beside_the_readings(info)
     if matched:
         return "several readings of your parameters reproduce different known mistakes"
     return _unreproduced(ctx, info)
+
+
+def _partial(ctx) -> str:
+    """A layer whose constructor says how much of each head its rotary embedding turns may turn only part of it, a
+    form no reference of mha-check's computes: the fraction 1.0 checks the rest of the layer."""
+    fraction = rotary_fraction(ctx)
+    return (f"; if {fraction} makes it turn only part of each head's features (a partial rotary embedding, as "
+            f"GPT-NeoX's), no reference of mha-check's computes that: --arg {fraction}=1.0 checks the rest of the "
+            "layer with every feature turned") if fraction else ""
 
 
 def _say_how_called(info, proof: Mapping) -> Mapping:
@@ -375,6 +384,14 @@ def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -
 
 
 ROTARY_WORDS = ("cos", "sin", "freq", "freqs", "rope", "rotary", "theta", "cis", "inv")
+ROTARY_FRACTION = re.compile(r"(rope|rotary)(_emb)?_(pct|percent|percentage|fraction|frac|ratio)$|partial_rotary")
+# (not rope_scaling_factor: a scaling of the positions, not a share of the features)
+
+
+def rotary_fraction(ctx) -> str | None:
+    """The constructor's parameter for the share of each head's features a rotary embedding turns (GPT-NeoX's
+    rotary_pct, labml-nn's rope_percentage, HF's partial_rotary_factor), or None."""
+    return next((p for p in ctx.signature.params if ROTARY_FRACTION.search(p.lower())), None)
 
 
 def _rotary_evidence(ctx, info) -> str:
@@ -386,6 +403,8 @@ def _rotary_evidence(ctx, info) -> str:
         return "it keeps " + ", ".join(tables[:3])
     if getattr(ctx.signature, "rope_theta", None) and not ctx.signature.config_param:
         return "its constructor takes a rotary base"
+    if rotary_fraction(ctx):  # labml-nn's NeoX layer makes its tables on the first call, as plain attributes
+        return f"its constructor takes {rotary_fraction(ctx)}"
     if any(POSITIONS in s for s in info.call_styles):
         return "its forward takes the token positions"
     return ""
@@ -420,6 +439,15 @@ def unread_beside_norms(info) -> list[tuple[str, int]]:
     pre-norm's LayerNorm, harness.child.norms): they are not the attention's, and a norm is no mistake of it."""
     norm = {name for name, _ in norm_parameters(info)}
     return [(name, size) for name, size in unread_parameters(info) if name not in norm]
+
+
+def frozen_constants(info) -> list[tuple[str, int]]:
+    """The frozen parameters (requires_grad=False) that no reading takes for a weight or a bias: constants of the
+    layer kept as parameters (tsai's scale head_dim ** -0.5, labml's RoPE theta of dh / 2 elements), which nothing
+    learns, as a buffer would be; param-count and head-invariance count them like buffers, not at all.  A frozen W_q
+    is still a W_q (counted; gradient-match finds it takes no gradient).  (A normalisation's parameters are left out
+    by norm_parameters.)"""
+    return [(name, size) for name, size in unread_beside_norms(info) if name in info.frozen]
 
 
 def _beside_the_readings(info) -> str:

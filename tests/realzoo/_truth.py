@@ -33,6 +33,7 @@ CTX = 10
 def load(name):
     spec = importlib.util.spec_from_file_location(name[:-3], os.path.join(HERE, name))
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # as an import does: a dataclass under `from __future__ import annotations` looks it up
     spec.loader.exec_module(mod)
     return mod
 
@@ -2298,6 +2299,176 @@ def _(mod):
     return (good and huge_leak > 1e-3,
             msg + f"; with W_k = -W_q and tokens x1e5 the future changes position 0 by {huge_leak:.1e}",
             "d_model=12 n_heads=3 dropout=0, mask (1, 1, n, n) True = masked, -1e9 fill")
+
+
+# ----------------------------------------------------------------------------------------------- realzoo8 (PyPI wheels)
+@check("personal_chat_slm_mha_scale_n_embd.py")
+def _(mod):
+    """Heads stacked in order, no Q/K/V bias, W_o = proj: the lesson's function with scores / sqrt(n_embd) (W_q scaled
+    by sqrt(head_size / n_embd)), exactly; with the lesson's scale it differs; with one head the two agree."""
+    m = randomize(mod.MultiHeadAttention(12, 3, CTX, 0.0)).eval()
+    cat = lambda a: torch.cat([getattr(h, a).weight for h in m.heads], 0)
+    ref = lambda f: (lambda x: mha_forward(x, 3, cat("query") * f, cat("key"), cat("value"), m.proj.weight,
+                                           None, None, None, m.proj.bias))
+    err, leak = cmp(m, ref((4 / 12) ** 0.5), 12)
+    err_lesson, _ = cmp(m, ref(1.0), 12, shapes=[(2, 7)])
+    one = randomize(mod.MultiHeadAttention(12, 1, CTX, 0.0)).eval()
+    h = one.heads[0]
+    good_one, _ = ok_line(*cmp(one, lambda x: mha_forward(x, 1, h.query.weight, h.key.weight, h.value.weight,
+                                                          one.proj.weight, None, None, None, one.proj.bias), 12))
+    good, msg = ok_line(err, leak)
+    return (good and err_lesson > 1e-3 and good_one,
+            msg + f" against scores / sqrt(n_embd); with / sqrt(head_size): {err_lesson:.1e}; one head = the "
+            f"lesson's layer: {good_one}", "n_embd=12 num_heads=3 (head_size 4) dropout=0")
+
+
+@check("llm_scratch_lab_mha_spelled_out_d_input.py")
+def _(mod):
+    """W_query, W_key, W_value (+ biases with qkv_bias), W_o = output with its bias: mha_forward exactly, d_input 10
+    and d_output 12."""
+    msgs, good = [], True
+    for qkv_bias in (False, True):
+        m = randomize(mod.MultiHeadAttention(10, 12, 3, CTX, qkv_bias=qkv_bias)).eval()
+        b = lambda lin: lin.bias if qkv_bias else None
+        ref = lambda x: mha_forward(x, 3, m.W_query.weight, m.W_key.weight, m.W_value.weight, m.output.weight,
+                                    b(m.W_query), b(m.W_key), b(m.W_value), m.output.bias)
+        ok, msg = ok_line(*cmp(m, ref, 10))
+        good, msgs = good and ok, msgs + [f"qkv_bias={qkv_bias}: {msg}"]
+    return good, "; ".join(msgs), "d_input=10 d_output=12 num_heads=3"
+
+
+def _layer_norm(x, ln):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], ln.weight, ln.bias, ln.eps)
+
+
+@check("labml_retro_self_attention_prenorm_rope_frozen_theta.py")
+def _(mod):
+    """h + rotate-half rotary MHA (query, key, value, output and their biases) of LayerNorm(h), to relative 1e-5 (theta
+    is float32); no leak; is_causal=False lets the future in; theta is frozen and of d_k / 2 elements."""
+    m = randomize(mod.SelfAttention(12, 3, 4, True)).eval()
+    with torch.no_grad():  # randomize() overwrote the frozen theta too: put the layer's own table back
+        m.rotary_pe.theta.copy_(mod.RotaryPositionalEmbeddings(4).theta)
+    ws = (m.query.weight, m.key.weight, m.value.weight, m.output.weight, m.query.bias, m.key.bias, m.value.bias,
+          m.output.bias)
+    ref = lambda x: x + rope_mha_forward(_layer_norm(x, m.norm), 3, *ws, convention="half")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(m, ref, 12)
+    free = mod.SelfAttention(12, 3, 4, False)
+    free.load_state_dict(m.state_dict())
+    _, leak_free = cmp(free.eval(), ref, 12, shapes=[(2, 7)])
+    theta = m.rotary_pe.theta
+    return (err / scale < FLOAT32_TOL and leak < TOL and leak_free > 1e-3 and not theta.requires_grad
+            and theta.numel() == 2,
+            f"relative max|out-ref|={err / scale:.1e} (float32 theta) future-leak={leak:.1e}; is_causal=False: the "
+            f"future moves the past by {leak_free:.1e}; theta frozen, {theta.numel()} elements",
+            "d_model=12 n_heads=3 d_k=4, FLOAT32_TOL relative")
+
+
+@check("megabyte_attention_rmsnorm_inside_attend.py")
+def _(mod):
+    """MHA(RMSNorm(x)): RMSNorm = x / (||x|| * dim**-0.5) * g, then mha_forward with to_q, to_kv = [W_k; W_v], to_out,
+    no biases, exactly; no leak."""
+    m = randomize(mod.Attention(dim=12, heads=3, dim_head=4)).eval()
+    kv = m.to_kv.weight
+    rms = lambda x: x / (x.norm(dim=-1, keepdim=True) * 12 ** -0.5).clamp(min=m.norm.eps) * m.norm.g
+    ref = lambda x: mha_forward(rms(x), 3, m.to_q.weight, kv[:12], kv[12:], m.to_out.weight)
+    return ok_line(*cmp(m, ref, 12)) + ("dim=12 heads=3 dim_head=4, RMSNorm inside",)
+
+
+@check("tfs_mt_mha_spelled_out_x_query_keep_mask.py")
+def _(mod):
+    """Given the decoder's mask triu(ones(B, 1, S, S), 1) == 0 (True = attend): mha_forward with W_Q, W_K, W_V, W_O and
+    no biases, exactly; without a mask the future moves the past."""
+    m = randomize(mod.MultiHeadAttention(12, 3, dropout_prob=0.0)).eval()
+    keep = lambda x: torch.triu(torch.ones((x.shape[0], 1, x.shape[1], x.shape[1])), diagonal=1) == 0
+    call = lambda x: m(x_query=x, x_key=x, x_value=x, attention_mask=keep(x))
+    ref = lambda x: mha_forward(x, 3, m.W_Q.weight, m.W_K.weight, m.W_V.weight, m.W_O.weight)
+    good, msg = ok_line(*cmp(call, ref, 12))
+    _, leak_unmasked = cmp(lambda x: m(x, x, x), ref, 12, shapes=[(2, 7)])
+    return (good and leak_unmasked > 1e-3, msg + f"; with no mask the future moves the past by {leak_unmasked:.1e}",
+            "d_model=12 num_heads=3 dropout=0, mask (B, 1, S, S) True = attend")
+
+
+@check("gpt_simple_mha_gqa_rope_tables_from_caller.py")
+def _(mod):
+    """Through the factory: GQA with rotate-half RoPE, W_k and W_v repeated per group, q/k/v/c_proj (and their biases
+    with use_bias=True), for 2, 1 and 4 key/value heads of 4 and both SDPA modes, to relative 1e-5 (float32
+    inverse frequencies); no leak."""
+    msgs, good = [], True
+    for kv, bias, mode in ((2, False, "causal"), (1, True, "causal"), (4, False, "causal"), (2, True, "sdpa_mask")):
+        m = randomize(mod.GptSimpleAttentionLayer(16, 4, CTX, kv_heads=kv, use_bias=bias, attention_mode=mode)).eval()
+        a = m.attn
+        rep = lambda t: None if t is None else t.reshape(kv, 4, *t.shape[1:]).repeat_interleave(4 // kv, 0).reshape(
+            16, *t.shape[1:])
+        bias_of = lambda lin: lin.bias if bias else None
+        ref = lambda x: rope_mha_forward(x, 4, a.q_proj.weight, rep(a.k_proj.weight), rep(a.v_proj.weight),
+                                         a.c_proj.weight, bias_of(a.q_proj), rep(bias_of(a.k_proj)),
+                                         rep(bias_of(a.v_proj)), bias_of(a.c_proj), convention="half")
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err, leak = cmp(m, ref, 16)
+        ok = err / scale < FLOAT32_TOL and leak < TOL
+        good, msgs = good and ok, msgs + [f"kv={kv} bias={bias} {mode}: {err / scale:.1e} rel, leak {leak:.1e}"]
+    return good, "; ".join(msgs), "n_embd=16 n_head=4 (dh 4), FLOAT32_TOL relative"
+
+
+def _neox_rows(t, heads, dk):
+    """qkv_lin's weight (or bias) rows read per head, [q_h; k_h; v_h] each 3 * dk rows: (W_q, W_k, W_v) stacked by head."""
+    per = t.reshape(heads, 3, dk, *t.shape[1:])
+    return tuple(per[:, i].reshape(heads * dk, *t.shape[1:]) for i in range(3))
+
+
+def _partial_rope_mha(x, heads, wq, wk, wv, wo, bq, bk, bv, bo, rotated, base=10000.0):
+    """Attention whose queries and keys have only their first `rotated` features per head turned, rotate-half among
+    those (x_i, x_{i + rotated/2}), the others passed through; written out independently of the entry."""
+    B, n, _ = x.shape
+    dh = wq.shape[0] // heads
+    lin = torch.nn.functional.linear
+    split = lambda t: t.view(B, n, heads, dh).transpose(1, 2)
+    half = rotated // 2
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, rotated, 2) / rotated)[None, :]
+    cos, sin = ang.cos(), ang.sin()
+
+    def turn(t):
+        a, b, rest = t[..., :half], t[..., half:rotated], t[..., rotated:]
+        return torch.cat((a * cos - b * sin, b * cos + a * sin, rest), dim=-1)
+
+    q, k, v = turn(split(lin(x, wq, bq))), turn(split(lin(x, wk, bk))), split(lin(x, wv, bv))
+    scores = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(_future_true(n), float("-inf"))
+    return lin((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, n, -1), wo, bo)
+
+
+@check("labml_neox_attention_partial_rotary_fill_1e4.py")
+def _(mod):
+    """Per-head fused rows: rope_percentage 0.0 = mha_forward exactly, 1.0 = the rotate-half rotary reference, 0.25 of
+    d_k = 8 = two features turned (relative 1e-5, float32 cos/sin); the -1e4 fill leaks with W_k = -W_q and tokens
+    x1e4; an odd number of turned features (one of d_k = 4) widens the head."""
+    msgs, good = [], True
+    for d, pct in ((12, 0.0), (12, 1.0), (24, 0.25)):
+        m = randomize(mod.AttentionLayer(d, 3, rope_percentage=pct)).eval()
+        dk = d // 3
+        (wq, wk, wv), (bq, bk, bv) = _neox_rows(m.qkv_lin.weight, 3, dk), _neox_rows(m.qkv_lin.bias, 3, dk)
+        ws = (wq, wk, wv, m.output.weight, bq, bk, bv, m.output.bias)
+        ref = {0.0: lambda x: mha_forward(x, 3, *ws), 1.0: lambda x: rope_mha_forward(x, 3, *ws, convention="half"),
+               0.25: lambda x: _partial_rope_mha(x, 3, *ws, rotated=2)}[pct]
+        scale = max(ref(torch.randn(2, 7, d)).abs().max().item(), 1.0)
+        err, leak = cmp(m, ref, d)
+        good &= err / scale < (TOL if pct == 0.0 else FLOAT32_TOL) and leak < TOL
+        msgs.append(f"d_k={dk} rope {pct}: relative {err / scale:.1e}, leak {leak:.1e}")
+    big = randomize(mod.AttentionLayer(12, 3, rope_percentage=0.0), seed=1).eval()
+    with torch.no_grad():
+        for t in (big.qkv_lin.weight, big.qkv_lin.bias):
+            per = t.view(3, 3, 4, *t.shape[1:])  # (head, q/k/v, dk, ...)
+            per[:, 1] = -per[:, 0]
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 4, 12, generator=g) * 1e4
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(1, 3, 12, generator=g) * 1e4
+    with torch.no_grad():
+        huge_leak = (big(x)[:, 0] - big(x2)[:, 0]).abs().max().item()
+        widened = mod.RoPE(int(4 * 0.25))(torch.randn(1, 3, 2, 4)).shape[-1]
+    return (good and huge_leak > 1e-3 and widened == 5,
+            "; ".join(msgs) + f"; W_k = -W_q, tokens x1e4: the future changes position 0 by {huge_leak:.1e}; one "
+            f"turned feature of d_k = 4 gives heads of width {widened}", "n_heads=3, FLOAT32_TOL relative with RoPE")
 
 
 def main():

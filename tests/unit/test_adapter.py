@@ -519,6 +519,22 @@ def test_query_key_value_in_another_order_all_get_the_input():
     assert problem == "" and styles[0] == "forward(x, x, x)"
 
 
+@pytest.mark.parametrize("names", [("x_query", "x_key", "x_value"), ("query_states", "key_states", "value_states"),
+                                   ("input_q", "input_k", "input_v")])
+def test_query_key_value_spelled_with_an_affix_all_get_the_input(names):
+    """tfs-mt's `forward(x_query, x_key, x_value, attention_mask=None)` (realzoo8), HF's `key_states`: the role word
+    with an `x_`, `input_` prefix or a `_states`, `_input`, `_tensor` suffix is still the key or the value."""
+    forward = eval(f"lambda self, {', '.join(names)}, attention_mask=None: {names[0]}")  # a signature made here
+    styles, problem = _calls(forward)
+    assert problem == "" and styles[0] == "forward(x, x, x)"
+
+
+def test_a_word_that_only_contains_key_is_not_the_key():
+    """`monkey` or `keyframes` is no key input: a forward(x, monkey, values) still needs its monkey."""
+    _, problem = _calls(lambda self, x, monkey, values: x)
+    assert "needs monkey" in problem
+
+
 def test_a_required_device_is_the_cpu_and_hid_dim_is_the_width():
     """bentrevett/pytorch-seq2seq's MultiHeadAttentionLayer(hid_dim, n_heads, dropout, device)."""
     s = _sig(lambda hid_dim, n_heads, dropout, device: None)

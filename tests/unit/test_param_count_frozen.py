@@ -39,3 +39,38 @@ def test_a_frozen_projection_is_counted_and_gradient_match_finds_it(tmp_path):
     report = _checks(path, only=("param-count", "gradient-match"))
     assert report["param-count"].status == "pass" and "query.weight" not in report["param-count"].message
     assert report["gradient-match"].status == "fail" and "W_q" in report["gradient-match"].message
+
+
+ROPE = ZOO / "correct" / "frozen_rope_frequencies_parameter.py"
+
+
+def _rope_checks(path):
+    target = f"{path}:FrozenRopeFrequenciesAttention"
+    opts = Options(only=["head-invariance"], examples=2, diagnose=False)
+    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
+
+
+def test_a_frozen_table_of_the_head_width_does_not_make_the_count_change_with_the_heads():
+    """labml's RETRO SelfAttention keeps its RoPE theta (dh / 2 elements) as a frozen parameter: with it counted, the
+    total changed with the heads and head-invariance failed the correct layer."""
+    got = _rope_checks(ROPE)["head-invariance"]
+    assert got.status == "pass" and "not counted: inv_freq (requires_grad=False" in got.message, got.message
+
+
+def test_a_learned_table_of_the_head_width_still_changes_the_count(tmp_path):
+    path = tmp_path / "learned_frequencies.py"
+    path.write_text(ROPE.read_text().replace(", requires_grad=False)", ")"))
+    assert path.read_text() != ROPE.read_text()
+    got = _rope_checks(path)["head-invariance"]
+    assert got.status == "fail" and "inv_freq" not in got.message, got.message
+
+
+def test_the_traces_arithmetic_leaves_a_frozen_constant_out_and_says_so():
+    """`mha-check trace` counted labml's frozen RoPE theta as a parameter of the module ("differs from the formula by
+    +26" for 24 biases), where param-count leaves it out: the two now count alike."""
+    from harness.frontends.trace import trace
+    result = trace(f"{ROPE}:FrozenRopeFrequenciesAttention", make_subject=lambda spec, overrides, seed, weight_map:
+                   Subject(spec, overrides, seed, start=InProcess()))
+    a = result.arithmetic
+    assert a["param_counted"] == a["param_formula"] + 3 * 8  # its Q/K/V biases (fused qkv with bias), and no theta
+    assert "inv_freq (requires_grad=False" in a["counted_note"]

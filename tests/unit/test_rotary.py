@@ -163,3 +163,15 @@ def test_theta_from_arg_and_config_object():
     sig = read_signature(lambda config: None, {})
     assert sig.rope_theta == 10000.0
     assert config_bag(Config(d_in=8, d_out=8, heads=2, context_length=7), {}).rope_theta == 10000.0
+
+
+def test_a_share_of_the_head_for_the_rotary_embedding_is_named_so_and_a_position_scaling_is_not():
+    """GPT-NeoX's rotary_pct, labml-nn's rope_percentage, HF's partial_rotary_factor say a rotary layer turns part of
+    each head (realzoo8's NeoX entry: the only sign it is rotary); rope_scaling_factor scales positions instead."""
+    from types import SimpleNamespace
+
+    from harness.engine.mapping import rotary_fraction
+    named = lambda *params: rotary_fraction(SimpleNamespace(signature=SimpleNamespace(params=list(params))))
+    for name in ("rope_percentage", "rotary_pct", "partial_rotary_factor", "rotary_emb_fraction"):
+        assert named("d", "heads", name) == name
+    assert named("d", "heads", "rope_scaling_factor", "rope_theta", "rotary_dim") is None

@@ -124,3 +124,20 @@ def test_the_fix_of_tiled_key_value_heads_is_the_students_line_with_repeat_inter
         "k, v = (t.repeat_interleave(self.group, dim=1) for t in (k, v))"
     assert own_line_fix("repeat", "return x.repeat(1, 1, n_rep, 1)") == "return x.repeat_interleave(n_rep, dim=2)"
     assert own_line_fix("repeat", "k = k.repeat(2, 2, 1, 1)") is None  # two axes grown: not this mistake's line
+
+
+NAN_GUARD_TAIL = '''        att = q @ k.transpose(-2, -1) * self.hs ** -0.5
+        att = F.softmax(att.masked_fill(self.tril[:T, :T] == 0, float("-inf")), dim=-1)
+        att = att.masked_fill(torch.isnan(att), 0.0)
+        out = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+'''
+
+
+def test_a_nan_guard_after_the_softmax_is_no_mask_applied_after_it(tmp_path):
+    """tfs-mt's `QKt_norm.masked_fill(torch.isnan(QKt_norm), 0.0)` after the softmax (rows a padding mask hides
+    entirely become 0, not NaN) was marked mask-after-softmax (zero-after-softmax named in the trace) on a correct
+    layer: a fill chosen by isnan of the weights hides no token, only the NaNs of rows with none."""
+    source = HEAD + INTERLEAVED + NAN_GUARD_TAIL + "        return self.proj(out)\n"
+    assert _lines(_traced(tmp_path, source)) == []
+    zeroed = source.replace("torch.isnan(att), 0.0", "self.tril[:T, :T] == 0, 0.0")  # a real mask after: marked
+    assert [i for i, _ in _lines(_traced(tmp_path, zeroed))] == ["mask-after-softmax"]

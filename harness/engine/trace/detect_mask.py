@@ -29,11 +29,27 @@ def _mask_uses(f: Findings) -> tuple[list[int], list[int], list[int]] | None:
     before_softmax: set[int] = set()
     for s in softmaxes:
         before_softmax |= f.namer.ancestors(s)
-    masks = f.namer.mask_ops
+    masks = [m for m in f.namer.mask_ops if not _nan_guard(f, m)]
     applied = [m for m in masks if m in before_softmax]
     after = [m for m in masks if f.namer.derives_from(f.ops[m]["in"][0], ("softmax",))]
     unused = [m for m in masks if m not in applied and m not in after]
     return applied, after, unused
+
+
+NAN_TESTS = ("isnan", "isinf", "isfinite", "isneginf", "isposinf")
+
+
+def _nan_guard(f: Findings, m: int) -> bool:
+    """A fill whose mask is made only by testing values for NaN or infinity (tfs-mt's
+    `weights.masked_fill(torch.isnan(weights), 0.0)` after the softmax, for rows a padding mask hides entirely): it
+    hides no token, only non-finite numbers, so it is no mask of the scores, before the softmax or after it."""
+    ins = f.ops[m]["in"]
+    src = ins[1].get("src") if len(ins) > 1 else None
+    if src is None:
+        return False
+    made = f.namer.ancestors(src) | {src}
+    return f.ops[src]["op"] in NAN_TESTS or (f.ops[src]["op"] in ("__invert__", "logical_not") and any(
+        f.ops[a]["op"] in NAN_TESTS for a in made))
 
 
 @detector("mask-after-softmax", "mask-result-unused", "no-mask-applied")

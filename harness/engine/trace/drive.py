@@ -9,7 +9,7 @@ import numpy as np
 
 import mutants
 from harness.engine import grouped
-from harness.engine.mapping import norms_left_out
+from harness.engine.mapping import frozen_constants, norms_left_out
 from harness.engine.trace.analysis import analyse
 from harness.engine.trace.result import TraceResult
 from harness.engine.trace.steps import lesson_order
@@ -120,6 +120,10 @@ def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[i
         built = ctx.subject.build(Config(d_in=d, d_out=d, heads=heads, qkv_bias=qkv_bias,
                                          context_length=max(1, min(n, 2048)), batch=1, n=1))
         held, said = norms_left_out(built.info)
-        return built.info.param_count - held, "; ".join(filter(None, (note, said.removeprefix("; "))))
+        frozen = frozen_constants(built.info)  # as param-count: a constant kept as a frozen parameter
+        constants = (f"not counted: {', '.join(name for name, _ in frozen)} (requires_grad=False, a constant of the "
+                     "layer, not a weight it learns)") if frozen else ""
+        return (built.info.param_count - held - sum(size for _, size in frozen),
+                "; ".join(filter(None, (note, said.removeprefix("; "), constants))))
     except (TargetFailure, CannotDrive) as e:
         return None, f"building it with d={d}, H={heads} raised {e.message}"

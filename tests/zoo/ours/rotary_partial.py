@@ -1,7 +1,8 @@
 """Correct, with a partial rotary embedding (GPT-NeoX's rotary_pct): only the first half of each head's features is
 rotated (rotate-half within that slice), the rest passes through.  A real design, not a mistake, and not one of the
 two conventions mha-check has a reference for: no reference reproduces it, so what needs one is cannot tell (the
-report says the layer is rotary and why there is no reference), never a failure.
+report says the layer is rotary and why there is no reference, and that --arg rotary_pct=1.0 checks the rest), never
+a failure.  mask-fill too: its probe of a finite fill sets the weights, which needs a reading.
 
 Style: q_proj/k_proj/v_proj/o_proj, cos/sin buffers of the rotated width, masked_fill with a tril buffer.
 """
@@ -9,9 +10,9 @@ import torch
 import torch.nn as nn
 
 TARGET = "PartialRotaryAttention"
-CANNOT_TELL = ("gradient-match", "reference-match", "view-order")
-SAYS = ("rotary embedding (it keeps cos, sin", "no reference for it")
-ARG = None
+CANNOT_TELL = ("gradient-match", "reference-match", "view-order", "mask-fill")
+SAYS = ("rotary embedding (it keeps cos, sin", "no reference for it", "--arg rotary_pct=1.0")
+ARG = {"rotary_pct": 1.0}
 
 
 def rotate_half(x):
