@@ -504,7 +504,8 @@ def _prove(ctx) -> Mapping:
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
         return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
-    if not matches:  # 2a. one known mistake does with the heads in another order
+    if not matches and not info.norms:  # 2a. one known mistake does with the heads in another order (a layer that
+        # keeps a normalisation: in 4., once the lesson's layer without it was tried, as every reading is first)
         proof = _mistake_reordered(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)],
                                    ctx.form.name, found)
         if proof is not None:
@@ -629,7 +630,8 @@ def _with_norms_off(ctx, inst, info, x, outputs: dict, weights: dict, ropes: lis
     """4. For a layer that keeps a normalisation inside itself (a pre-norm, a post-LN sublayer) and that no reading
     reproduces as it is: the reading and call under which, with its normalisations switched off (and the input it
     adds back taken away), the lesson's reference reproduces it, or else exactly one reading under which known
-    mistakes do.  None otherwise: the layer keeps its cannot-tell."""
+    mistakes do (in the plain head order, or else in another: `_mistake_reordered`).  None otherwise: the layer
+    keeps its cannot-tell."""
     off = _norms_off_outputs(inst, info, x, outputs, ctx.base)
     if not off:
         return None
@@ -637,6 +639,9 @@ def _with_norms_off(ctx, inst, info, x, outputs: dict, weights: dict, ropes: lis
     if proof is not None:
         return proof
     matches, rope_of = _mistakes(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.name)
+    if not matches:  # with the heads in another order (2a)
+        return _mistake_reordered(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.name,
+                                  found)
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) != 1:
         return None

@@ -102,6 +102,8 @@ REORDERED = {  # a known mistake in a layer whose heads are merged in another or
         "att = (q @ k.transpose(-1, -2)).masked_fill(self.fut[:T, :T], float(\"-inf\")).softmax(-1)",
     "per_head_list_reversed_no_scale": "wei = q @ k.transpose(-2, -1)",
     "heads_reversed_no_proj_no_scale": "att = q @ k.transpose(-2, -1)",  # (W_q, W_k, W_v's rows read reversed)
+    "prenorm_sublayer_heads_reversed_scale_by_sqrt_d":  # (read with its norm switched off)
+        "y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=x.size(-1) ** -0.5)",
 }
 
 
