@@ -14,10 +14,12 @@ import zlib
 
 import numpy as np
 
-from harness.engine import grouped, head_order
+import mutants
+from harness.engine import fitting, grouped, head_order
 from harness.engine import mapping as mapping_proof
 from harness.engine import search
 from harness.engine import unproven_call
+from harness.engine.compare import close
 from harness.engine.mapping import Mapping
 from harness.engine.trace.drive import record
 from harness.engine.trace.result import TraceResult
@@ -29,6 +31,7 @@ from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, Work
 from harness.wire.config import FLOAT32, Config
 from harness.wire.form import Form, form_of
 from reference import numpy_ref
+from reference.rotary import with_rope
 
 
 _SIZES = re.compile(r"\[((?::, )*)\d+(:\d+)?\]")  # W_q[0], c_attn.weight[8:16]; W_q[:, 0] (heads second) keeps
@@ -216,10 +219,29 @@ class Context:
             probe = m.WriteWeights(inst.handle, inst.layout, self.transplanted(inst, w))  # the plain order
             y = inst.calls([probe, inst.forward_request(x)])[1].y
             order = head_order.find(x, cfg.heads, w, y, self.rope, proof.head_order.on_out)
+            if order is None and proof.how == "mistake":
+                order = self._order_under_mistake(x, cfg.heads, w, y, proof.head_order.on_out)
         except (TargetFailure, CannotDrive):  # the checks meet the same failure and say what it is
             order = None
         if not inst.head_order_known:
             inst.head_order, inst.head_order_known = order, True
+
+    def _order_under_mistake(self, x: np.ndarray, heads: int, w: numpy_ref.Weights, y: np.ndarray,
+                             on_out: bool):
+        """The order of the heads in which a known mistake the proof named reproduces `y` (harness.engine.head_order.
+        find_with), for a layer proven by that mistake under a head order (harness.engine.mapping._mistake_reordered):
+        its order on another configuration, read as the reference's is, from its own output, and asked only where
+        the reference reproduces `y` under no order (`find` said none).  None where the reference reproduces `y` in
+        the plain order (the mirror rule: no mistake where the lesson's layer is), or where no named mistake does
+        under any order pointed to."""
+        if close(y, numpy_ref.forward(x, heads, w, rope=self.rope)):
+            return None
+        for mid in self.mapping.mistakes:
+            if mid in mutants.variants():
+                order = head_order.find_with(x, heads, w, y, _variant(mid, x, heads, self.rope, y), self.rope, on_out)
+                if order is not None:
+                    return order
+        return None
 
     # -- configurations -------------------------------------------------------------------------------------------
     def find_failure(self, prop, min_heads: int = 1, min_n: int = 1, generated: bool = True, required=None,
@@ -406,6 +428,13 @@ class Context:
                               f"{inst.cfg.describe()} ({inst.info.layout_problem or 'no layout'})")
         roles = inst.layouts[inst.layout].roles
         return {r: getattr(w, r) if getattr(w, r) is not None else w.bias(r) for r in roles}
+
+
+def _variant(mid: str, x: np.ndarray, heads: int, rope, y: np.ndarray):
+    """Weights -> the output of the known mistake `mid`'s variant on `x` (its free value read off `y`, as the proof
+    reads it: harness.engine.fitting)."""
+    knobs, free = with_rope(mutants.variants()[mid], rope), mutants.fitted().get(mid, ())
+    return lambda w: fitting.output(x, heads, w, knobs, free, y)
 
 
 def _made_of(cfg: Config, a: np.ndarray) -> np.ndarray:

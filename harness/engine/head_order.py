@@ -24,6 +24,11 @@ a search: it is a reading only once the reference under it reproduces the module
 lesson's merge, the lesson's split with a strided merge, or a strided split on some projections only is no reading
 (a head's features do not go back where they came from, or its queries, keys and values are different features):
 those are view-order mistakes (checks/view_order.py names them, computed by the reference itself).
+
+A known mistake beside either reading (heads merged last first and the scores never scaled) is no reading: the
+reference reproduces it under none.  `readings` gives the readings its output points to, unproven, and `find_with`
+proves one by a known mistake's variant instead of the reference (harness.engine.mapping._mistake_reordered for the
+proof, Context._order_heads for every other configuration): only where the reference reproduced under no reading.
 """
 from __future__ import annotations
 
@@ -177,14 +182,12 @@ def find(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, rope=
                                                             else None)
 
 
-def _block_order(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, rope=None,
-                 on_out: bool = True) -> HeadOrder | None:
-    """The head order under which the reference reproduces `own`, the module's output for `x` with its parameters
-    read (in the plain head order) as `w`; None when there is none other than the plain one.  Evidence first: the
-    merged heads recovered from `own` through W_o (itself when `on_out` is False: W_o is the identity), each block
-    matched to the nearest of the reference's heads; then the proof: that order must be a permutation, and the
-    reference with the weights read in it must reproduce `own` (relative 1e-5).  Cost: one reference forward, one
-    solve, H² block distances and, for a permutation, one forward more; no round trip."""
+def _nearest_blocks(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, rope=None,
+                    on_out: bool = True) -> tuple[tuple[int, ...], np.ndarray, np.ndarray] | None:
+    """(the order the evidence gives, the module's merged heads recovered from `own`, the reference's heads): the
+    merged heads recovered through W_o (itself when `on_out` is False: W_o is the identity), each block matched to
+    the nearest of the reference's heads; None where they cannot be recovered (W_o near singular, an output of
+    another shape or not finite)."""
     if heads < 2 or w.d_out % heads or (not on_out and w.kv_heads(heads) != heads):
         return None
     cache: dict = {}
@@ -200,8 +203,62 @@ def _block_order(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarra
     ctx = cache["ctx"].reshape(-1, d)
     blocks = [slice(h * dh, (h + 1) * dh) for h in range(heads)]
     order = tuple(int(np.argmin([np.linalg.norm(merged[:, j] - ctx[:, h]) for h in blocks])) for j in blocks)
-    if sorted(order) != list(range(heads)) or order == tuple(range(heads)):
+    return order, merged, ctx
+
+
+def _block_order(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, rope=None,
+                 on_out: bool = True) -> HeadOrder | None:
+    """The head order under which the reference reproduces `own`, the module's output for `x` with its parameters
+    read (in the plain head order) as `w`; None when there is none other than the plain one.  Evidence first
+    (`_nearest_blocks`); then the proof: that order must be a permutation, and the reference with the weights read
+    in it must reproduce `own` (relative 1e-5).  Cost: one reference forward, one solve, H² block distances and, for
+    a permutation, one forward more; no round trip."""
+    nearest = _nearest_blocks(x, heads, w, own, rope, on_out)
+    found = _permuted(nearest[0], w.d_out // heads, on_out) if nearest is not None else None
+    if found is None:
         return None
-    found = HeadOrder(order, dh, on_out)
     read = numpy_ref.Weights(**found.read(w.as_dict()))
     return found if close(own, numpy_ref.forward(x, heads, read, rope=rope)) else None
+
+
+def _permuted(order: tuple[int, ...], width: int, on_out: bool) -> HeadOrder | None:
+    """The order the evidence gave as a reading, where it is a permutation of the heads other than the plain one."""
+    if sorted(order) != list(range(len(order))) or order == tuple(range(len(order))):
+        return None
+    return HeadOrder(order, width, on_out)
+
+
+def readings(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, rope=None,
+             on_out: bool = True) -> list[HeadOrder | Strided]:
+    """The readings of the heads' order that the module's output points to, unproven: where no reading lets the
+    reference reproduce a layer, a known mistake may under one of these (issue 28: heads merged last first and
+    scores never scaled left every check of the math cannot-tell).  The order of whole head blocks whose merged
+    heads are nearest the reference's (`_nearest_blocks`), and heads on strided features (with an output projection
+    only) where the merged heads, read strided, are nearer the strided reference's heads than they are to the
+    lesson's blocks.  A scaling, masking or softmax mistake made in the lesson's head order points to neither (its
+    heads stay nearest their own blocks), so such a layer pays for no mistake tried under another order (a
+    view-order mistake, which mixes the heads, may point to one: the plain order names it before any is asked).
+    Cost: one reference forward and one solve, and one reference forward more for the strided comparison."""
+    nearest = _nearest_blocks(x, heads, w, own, rope, on_out)
+    if nearest is None:
+        return []
+    order, merged, ctx = nearest
+    pointed = [found] if (found := _permuted(order, w.d_out // heads, on_out)) is not None else []
+    if on_out and w.d_out // heads >= 2:
+        strided = Strided(heads, w.kv_heads(heads))
+        cache: dict = {}
+        numpy_ref.forward(x, heads, numpy_ref.Weights(**strided.read(w.as_dict())), cache=cache, rope=rope)
+        theirs = cache["ctx"].reshape(-1, w.d_out)
+        if np.linalg.norm(merged[:, _strided(w.d_out, heads)] - theirs) < np.linalg.norm(merged - ctx):
+            pointed.append(strided)
+    return pointed
+
+
+def find_with(x: np.ndarray, heads: int, w: numpy_ref.Weights, own: np.ndarray, computes, rope=None,
+              on_out: bool = True) -> HeadOrder | Strided | None:
+    """The reading pointed to (`readings`) under which `computes` (weights read as the lesson's roles -> the output:
+    a known mistake's variant) reproduces `own`, proven as every reading is; None where none does.  For a layer
+    whose mapping a known mistake proved under a head order: each configuration's order, read from its own output
+    (Context._order_heads)."""
+    return next((found for found in readings(x, heads, w, own, rope, on_out)
+                 if close(own, computes(numpy_ref.Weights(**found.read(w.as_dict()))))), None)

@@ -10,7 +10,8 @@ this module looks for the pair under which
    right function under it; or else (1b) it does with x given sequence first, (n, B, d), where the module shows it
    reads its input so (`_sequence_first`), and every check then calls it so; or else
 2. exactly one known mistake's numeric variant reproduces it (the output read sequence first too, where that
-   holds and none reproduces it read the usual way): the mapping is proven *and* the mistake identified; or else,
+   holds and none reproduces it read the usual way; or else with the heads in another order, a reading its
+   output points to: `_mistake_reordered`): the mapping is proven *and* the mistake identified; or else,
    for a layer that takes only x, two known mistakes made together do, under one reading only
    (`harness.engine.pairs`: a fused q/k/v with the view order wrong in both the split and the merge); or else
 3. the layout is the only possible reading of the parameters (named nn.Linear layers, nn.MultiheadAttention or the
@@ -531,6 +532,12 @@ def _prove(ctx) -> Mapping:
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
         return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
+    if not matches and not info.norms:  # 2a. one known mistake does with the heads in another order (a layer that
+        # keeps a normalisation: in 4., once the lesson's layer without it was tried, as every reading is first)
+        proof = _mistake_reordered(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)],
+                                   ctx.form.name, found)
+        if proof is not None:
+            return proof
     first = min(outputs, default=None)
     if not matches and _no_mask_to_pass(info) and first == 0:  # 2b. two mistakes at once do
         rotary = _rotary_evidence(ctx, info)  # a rotary layer's pair under the rotary conventions (first base only)
@@ -573,6 +580,36 @@ def _reordered(info, outputs: dict, weights: dict, x, heads: int, ropes: list, f
                     proof.head_order, proof.note = order, order.describe()
                     return proof
     return None
+
+
+@variants.sharing_scores  # every mistake on the same input and weights (issue 27)
+def _mistake_reordered(info, outputs: dict, weights: dict, x, heads: int, ropes: list, form: str,
+                       found) -> Mapping | None:
+    """2a. The reading, in another order of the heads, under which one known mistake reproduces the module (issue 28:
+    heads merged last first and scores never scaled left every check of the math cannot-tell, and a structural
+    reading left the failure unnamed): asked only where neither the reference under any reading nor a mistake in
+    the plain order reproduced it, and only under the readings its output points to (head_order.readings: none
+    for a scaling, masking or softmax mistake made in the lesson's order), so a correct layer, or one whose mistake
+    the plain order shows, pays nothing.  The mirror rule holds as it does for the plain order: the reference was
+    tried under every reading first, and a mistake is evidence only where it reproduced under none.  Proven as in
+    the plain order: the mistake's variant is the module's output, under exactly one reading of the parameters."""
+    matches: dict[tuple, list[str]] = {}
+    for rope in ropes:  # the lesson's layer first; a rotary convention only where none reproduced without one
+        for style, own in outputs.items():
+            for i, w in weights.items():
+                for reading in head_order.readings(x, heads, w, own, rope, "wo" in info.layouts[i].roles):
+                    read = numpy_ref.Weights(**reading.read(w.as_dict()))
+                    mids = _mistakes(info, {style: own}, {i: read}, x, heads, [rope], form)[0].get((style, i))
+                    if mids:
+                        matches[style, i, reading] = mids
+        if matches:
+            break
+    if len({(i, reading, frozenset(mids)) for (_, i, reading), mids in matches.items()}) != 1:
+        return None
+    (style, i, reading), mids = next(iter(matches.items()))
+    proof = found(style, i, "mistake", sorted(set(mids)), rope=rope)
+    proof.head_order, proof.note = reading, reading.describe()
+    return proof
 
 
 def _reproduced(ctx, info, outputs: dict, weights: dict, x, ropes: list, found) -> Mapping | None:
@@ -621,7 +658,8 @@ def _with_norms_off(ctx, inst, info, x, outputs: dict, weights: dict, ropes: lis
     """4. For a layer that keeps a normalisation inside itself (a pre-norm, a post-LN sublayer) and that no reading
     reproduces as it is: the reading and call under which, with its normalisations switched off (and the input it
     adds back taken away), the lesson's reference reproduces it, or else exactly one reading under which known
-    mistakes do.  None otherwise: the layer keeps its cannot-tell."""
+    mistakes do (in the plain head order, or else in another: `_mistake_reordered`).  None otherwise: the layer
+    keeps its cannot-tell."""
     off = _norms_off_outputs(inst, info, x, outputs, ctx.base)
     if not off:
         return None
@@ -629,6 +667,9 @@ def _with_norms_off(ctx, inst, info, x, outputs: dict, weights: dict, ropes: lis
     if proof is not None:
         return proof
     matches, rope_of = _mistakes(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.name)
+    if not matches:  # with the heads in another order (2a)
+        return _mistake_reordered(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.name,
+                                  found)
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) != 1:
         return None

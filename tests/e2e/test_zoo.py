@@ -94,6 +94,39 @@ def test_the_figures_docs_checks_md_gives_for_the_buggy_zoo_are_the_measured_one
     assert sentence in " ".join((ROOT / "docs" / "checks.md").read_text().split())  # however the lines wrap
 
 
+REORDERED = {  # a known mistake in a layer whose heads are merged in another order: its file, the mistake's line
+    "heads_merged_reversed_no_scale": "att = q @ k.transpose(-2, -1)",
+    "heads_merged_reversed_finite_fill": "att = att.masked_fill(self.bias[:T, :T] == 0, -10.0)",
+    "heads_merged_rolled_scale_by_sqrt_d": "scores = q @ k.transpose(2, 3) / d ** 0.5",
+    "heads_strided_no_scale":
+        "att = (q @ k.transpose(-1, -2)).masked_fill(self.fut[:T, :T], float(\"-inf\")).softmax(-1)",
+    "per_head_list_reversed_no_scale": "wei = q @ k.transpose(-2, -1)",
+    "heads_reversed_no_proj_no_scale": "att = q @ k.transpose(-2, -1)",  # (W_q, W_k, W_v's rows read reversed)
+    "prenorm_sublayer_heads_reversed_scale_by_sqrt_d":  # (read with its norm switched off)
+        "y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=x.size(-1) ** -0.5)",
+}
+
+
+@pytest.mark.parametrize("stem", sorted(REORDERED))
+def test_a_mistake_beside_heads_in_another_order_fails_the_math_and_is_named_at_its_line(stem, reports):
+    """Issue 28, "a real bug must never end with zero failing checks": heads merged last first, rolled, or on strided
+    features are a reading mha-check accepts; a known mistake beside them made every check of the math cannot-tell
+    (no reading reproduced the layer, and the mistakes were tried in the lesson's head order only), or, where the
+    parameters' reading was certain by structure, left the failure unnamed.  Under the order's reading the mistake
+    reproduces the layer: the mapping is proven by it, every check of the math decides, and the mistake is named by
+    its numbers at its line, as in the lesson's head order (a layer without an output projection: its heads read
+    in W_q, W_k and W_v's rows, and the missing projection named beside the mistake)."""
+    path = ZOO / "buggy" / f"{stem}.py"
+    report = reports(target(path))
+    mapping = report.adapter.mapping
+    assert mapping["proof"] == "mistake" and "head_order" in mapping, mapping
+    assert [c.id for c in report.checks if c.status == "cannot_tell"] == []
+    root = report.diagnosis
+    assert (_named(report), root.match) == (zoo_constants(path)["DIAGNOSIS"], "numbers"), root
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.strip() == REORDERED[stem])
+    assert root.at is not None and root.at.endswith(f"{path.name}:{line}"), root.at
+
+
 def test_a_view_error_on_a_slice_never_advises_contiguous(reports):
     """A chunk of a fused projection viewed in the wrong order raises; .contiguous() would make it silently wrong."""
     report = reports(target(ZOO / "buggy" / "fused_slice_wrong_view.py"))

@@ -8,7 +8,7 @@ import pytest
 
 import mutants
 
-from harness.engine.head_order import HeadOrder, find
+from harness.engine.head_order import HeadOrder, Strided, find, find_with, readings
 from reference import numpy_ref, variants
 
 
@@ -151,3 +151,62 @@ def test_a_grouped_layer_on_strided_features_is_read_with_its_own_key_value_head
     found = find(x, 4, w, own)
     assert found is not None and (found.heads, found.kv_heads) == (4, 2)
     np.testing.assert_allclose(numpy_ref.forward(x, 4, numpy_ref.Weights(**found.read(w.as_dict()))), own, rtol=1e-10)
+
+
+def _no_scaling(x, heads, w):
+    return variants.forward(x, heads, w, **mutants.variants()["no-scaling"])
+
+
+def _read(reading, w):
+    return numpy_ref.Weights(**reading.read(w.as_dict()))
+
+
+@pytest.mark.parametrize("order", [(1, 0), (2, 1, 0), (1, 2, 0), (3, 2, 1, 0)])
+def test_heads_merged_in_another_order_beside_a_mistake_are_pointed_to_and_the_mistake_reproduces_under_them(order):
+    """Issue 28, "a real bug must never end with zero failing checks": heads merged in another order and no scaling.
+    No reading lets the reference reproduce the layer (`find`), but the output points to the order (the merged heads
+    recovered through W_o are nearest the reference's heads in that order), and under it the mistake's variant is
+    the module's output: proven as any reading is, by `find_with`."""
+    heads = len(order)
+    w, x = _setup(heads)
+    held = numpy_ref.Weights(**HeadOrder(order, 12 // heads).placed(w.as_dict()))  # the module's own parameters
+    own = _no_scaling(x, heads, w)  # what it computes: the mistake, with the lesson's weights read in that order
+    assert find(x, heads, held, own) is None
+    pointed = readings(x, heads, held, own)
+    assert [r.order for r in pointed if isinstance(r, HeadOrder)] == [order]
+    found = find_with(x, heads, held, own, lambda read: _no_scaling(x, heads, read))
+    assert found is not None and found.order == order
+    np.testing.assert_allclose(_no_scaling(x, heads, _read(found, held)), own, rtol=1e-10)
+
+
+@pytest.mark.parametrize("heads,d", [(2, 8), (3, 12), (4, 8)])
+def test_heads_on_strided_features_beside_a_mistake_are_pointed_to_and_the_mistake_reproduces_under_them(heads, d):
+    """Strided heads split and merged alike and no scaling: the strided reading, nearer the module's merged heads
+    than the lesson's blocks, is pointed to, and under it the mistake is the module's output."""
+    w, x = _setup(heads, d)
+    own = variants.forward(x, heads, w, split="strided", merge="strided", scale="none")
+    assert find(x, heads, w, own) is None
+    assert any(isinstance(r, Strided) for r in readings(x, heads, w, own))
+    found = find_with(x, heads, w, own, lambda read: _no_scaling(x, heads, read))
+    assert isinstance(found, Strided)
+    np.testing.assert_allclose(_no_scaling(x, heads, _read(found, w)), own, rtol=1e-10)
+
+
+@pytest.mark.parametrize("mid", ["no-scaling", "scale-by-sqrt-d", "finite-fill", "no-mask", "softmax-wrong-axis"])
+def test_a_mistake_in_the_lessons_head_order_points_to_no_other_reading(mid):
+    """The cost stays where the heads are in another order: a mistake made in the lesson's order (every head count
+    from 2 to 4) points to no other reading, so no mistake is tried again under one."""
+    knobs = mutants.variants()[mid]
+    for heads in (2, 3, 4):
+        w, x = _setup(heads)
+        assert readings(x, heads, w, variants.forward(x, heads, w, **knobs)) == []
+
+
+def test_find_with_the_reference_is_find_and_a_mistake_never_reproduces_a_correct_layer():
+    """Under the reference `find_with` reads what `find` reads; a correct layer in another order is never its own
+    mistake's: no-scaling does not reproduce it under any reading pointed to."""
+    heads = 3
+    w, x = _setup(heads)
+    own = _merged_in((2, 0, 1), x, heads, w)
+    assert find_with(x, heads, w, own, lambda read: numpy_ref.forward(x, heads, read)).order == (2, 0, 1)
+    assert find_with(x, heads, w, own, lambda read: _no_scaling(x, heads, read)) is None
