@@ -17,6 +17,7 @@ Tests marked `xfail(strict=True)` assert the correct behaviour for a bug that is
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -659,10 +660,12 @@ def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path, stop):
     """Ctrl-C while the student's forward runs: "interrupted", exit status 130, no traceback, and nothing of the
     run left: its child is killed and its scratch folder removed.  SIGTERM (`timeout`, a scheduler) alike: it left the
     scratch folder, a copy of the submission, behind (found by an attacker's trial).  A fresh start, as a student's (no
-    warm template:
-    the run's processes are found by this test's folder in their environment)."""
+    warm template: the run's processes are found by this test's folder in their environment).  The signal is sent once
+    forward has begun (it leaves a file in its scratch folder first), not after a fixed sleep, which on a loaded
+    machine could land while the child was still starting and test an interrupted start-up instead."""
     code = BOOK.read_text().replace(
-        "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n        time.sleep(3600)\n", 1)
+        "    def forward(self, x):\n", "    def forward(self, x):\n        import time\n"
+        "        open('forward-began', 'w').close()\n        time.sleep(3600)\n", 1)
     (tmp_path / "attention.py").write_text(code)
     (tmp_path / "tmp").mkdir()
     run = subprocess.Popen([*CLI, f"{tmp_path}/attention.py", "--time-limit", "600"], cwd=ROOT,
@@ -670,11 +673,15 @@ def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path, stop):
                                 "TMPDIR": str(tmp_path / "tmp")}, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, start_new_session=True,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    while not any(p.name.startswith("mha-check-") for p in (tmp_path / "tmp").iterdir()) and \
+    deadline = time.monotonic() + 300
+    while not list((tmp_path / "tmp").glob("mha-check-*/scratch/forward-began")) and run.poll() is None and \
             time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(3)  # into forward
+    if run.poll() is not None or not list((tmp_path / "tmp").glob("mha-check-*/scratch/forward-began")):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        _, err = run.communicate(timeout=60)
+        raise AssertionError(f"the student's forward never began: {err[-2000:]}")
     os.killpg(run.pid, stop)
     out, err = run.communicate(timeout=60)
     assert run.returncode == 130 and "interrupted" in err and "Traceback" not in err, err[-2000:]

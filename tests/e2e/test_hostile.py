@@ -34,9 +34,10 @@ FORGEABLE = sorted((ROOT / "tests" / "hostile" / "forgeable").glob("*.py"))
 ATTACKS = [p for p in HOSTILE if "ESCAPED = []" in p.read_text()]
 QUICK = ("tool_files", "pth_planting", "proc_parent", "network", "raised_limits", "forged_jacobian", "kill_parent",
          "sleep_forever")  # the single runs of the quick suite (pytest -m "not slow"); every one runs in the full suite
-TIME_LIMIT = 8  # the attacks' own seconds (context.json) and the checks, on a loaded machine (our start-up is not
-# counted: the limit starts when the worker is ready)
-# they end only at the limit: a short one will do
+TIME_LIMIT = 20  # the attacks' own seconds (context.json) and the checks, on a loaded machine (our start-up is not
+# counted: the limit starts when the worker is ready).  8 was too short with three CPU burners on two cores: a correct
+# classmate took 7.6 to 8.8 s and several attacks reached it before reference-match ("time", cannot tell)
+# they end only at the limit: a short one will do where nothing else is graded
 HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading", "stops_itself")
 HANG_LIMIT = 2
 SLACK = 20  # interpreter start-up, restarts after a crash, and a loaded machine
@@ -538,16 +539,14 @@ def test_grade_batch_walls_hold(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("hangs", [False, True], ids=["attacks", "hangs"])
 def test_grade_batch_survives_every_hostile_submission(tmp_path, hangs):
-    """Every hostile submission in a batch with two correct classmates.  The three that hang end only at the time
-    limit, so they make a batch of their own under a short one (our start-up does not count toward it), beside the
-    rest under the limit the attacks need."""
+    """Every hostile submission in a batch with two correct classmates.  Those that hang end only at the time limit,
+    so they make a batch of their own, beside the rest: its limit is still the one a correct classmate needs on a
+    loaded machine (HANG_LIMIT's 2 s gave the classmates beside them "time", cannot tell, in every loaded run)."""
     hostile = [p for p in HOSTILE if (p.stem in HANGS) == hangs]
-    limit = HANG_LIMIT if hangs else TIME_LIMIT
     subs, world = _batch(tmp_path, hostile, strange_files=False)
     try:
         started = time.monotonic()
-        run = _grade(world, subs, "--target", "attention.py:MyAttn", timeout=len(hostile) * (limit + 10) + 60,
-                     limit=limit)
+        run = _grade(world, subs, "--target", "attention.py:MyAttn", timeout=len(hostile) * (TIME_LIMIT + 10) + 60)
         _check_batch(run, world, hostile, False, started)
         if hangs:
             rows = {r["submission"]: r for r in csv.DictReader(open(world.out / "summary.csv"))}

@@ -54,9 +54,9 @@ def _hold() -> float:
 
 def _hiding() -> str:
     """How it hides its held files from a grader's look into /proc (red team 6), hiding.txt beside it says:
-    "prctl" makes itself non-dumpable; "exec" holds them in a forked process that then runs a copy of /bin/sleep it
-    may not read (an exec'd program one may not read leaves the process non-dumpable); "closed" keeps them, named,
-    in a folder of mode 0300 (its owner may write there, nobody may list it); anything else: no hiding."""
+    "prctl" makes itself non-dumpable; "exec" holds them in a forked process that runs a copy of /bin/sleep it may
+    not read (an exec'd program one may not read leaves the process non-dumpable); "closed" keeps them, named, in a
+    folder of mode 0300 (its owner may write there, nobody may list it); anything else: no hiding."""
     try:
         with open("hiding.txt") as f:
             return f.read().strip()
@@ -70,18 +70,41 @@ def _undumpable() -> None:
 
 
 def _exec_unreadable() -> None:
+    """The files are opened and deleted empty, the forked child becomes a program it may not read holding them
+    (descriptors stay open across exec, mappings do not), and only then are they filled, each let go of by this
+    process once written: no readable process ever holds more than the one being written.  (The child once filled
+    them before its exec: on a loaded machine the grader's measure caught them in that moment, unhidden, and a test
+    of the hiding tested an ordinary filler.)"""
     import shutil
     shutil.copy("/bin/sleep", "sleeper")
     os.chmod("sleeper", 0o111)
-    if os.fork() == 0:  # the child holds the files, then becomes a program it may not read
-        _fill()
-        for held in HELD:  # descriptors stay open across exec (mappings do not)
-            if isinstance(held, int):
-                os.set_inheritable(held, True)
+    held = []
+    for i in range(12):
+        held.append(os.open(f"hidden{i}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600))
+        os.unlink(f"hidden{i}")
+    child = os.fork()
+    if child == 0:
+        for fd in held:
+            os.set_inheritable(fd, True)
         try:
             os.execv("sleeper", ["sleeper", str(_hold())])
         finally:
             os._exit(0)
+    for _ in range(1000):  # until it runs the program: its name in /proc says so, or it is hidden already
+        try:
+            with open(f"/proc/{child}/comm") as f:
+                if f.read().strip() == "sleeper":
+                    break
+        except PermissionError:
+            break
+        time.sleep(0.01)
+    for fd in held:
+        try:
+            for _ in range(15):  # 15 MB: below the file-size limit
+                os.write(fd, CHUNK)
+        except OSError:  # its own tmpfs is full: it holds what it could
+            pass
+        os.close(fd)
     time.sleep(_hold())
 
 
