@@ -82,9 +82,9 @@ def mask_fill(ctx):
     if failure or low_probed:
         return failure or _passed()
     return cannot_tell(
-        "future tokens of size 1e30 leave earlier outputs unchanged, but mha-check could not set your weights (no "
-        "reading of your parameters is proven), so it could not push the allowed scores below a finite fill: a "
-        "masked_fill with -1e9 or -1e4 would pass that probe too", help=MAP_HELP)
+        "future tokens of size 1e30 leave earlier outputs unchanged, but mha-check could not set your weights (it "
+        "could not tell which of your parameters are W_q, W_k, W_v and W_o), so it could not push the allowed "
+        "scores below a finite fill: a masked_fill with -1e9 or -1e4 would pass that probe too", help=MAP_HELP)
 
 
 MAP_HELP = ("say which parameters play the roles (--map q=NAME --map k=NAME --map v=NAME --map o=NAME); `mha-check "
