@@ -213,6 +213,19 @@ CARRIES = PASS_THROUGH | VIEWS | {"eq", "__eq__", "ne", "__ne__", "gt", "__gt__"
 # which positions a mask marks (or swap marked and unmarked), and choose none
 
 
+def _mask_side(f: Findings, m: int) -> tuple[list[dict], set[int]]:
+    """The inputs of mask operation `m` that are not the scores' side (not derived from the projections, the scores
+    or softmax, not x), and every operation they came from: where the mask's positions were chosen."""
+    inputs, ops = [], set()
+    for t in f.ops[m]["in"]:
+        if f.namer.derives_from(t, ("project", "scores", "softmax")) or t.get("name") == "x":
+            continue
+        inputs.append(t)
+        if t.get("src") is not None:
+            ops |= f.namer.ancestors(t["src"]) | {t["src"]}
+    return inputs, ops
+
+
 def _made_at(f: Findings, m: int) -> dict | None:
     """{"at", "code"} of the line that made the mask mask operation `m` applies, when the mistake is there and not
     at `m`: the mask marks neither right convention (1 = may look, torch.tril(ones); 1 = hidden,
@@ -220,14 +233,8 @@ def _made_at(f: Findings, m: int) -> dict | None:
     number or inverted.  Made in __init__ (a buffer or tensor attribute: the child records where, `made`, and what
     it marks, `nonzero`) or in forward by one tril/triu of ones.  A right mask used the wrong way round (`tril`
     with `== 1`) is the applying line's mistake: None."""
-    made, ops = [], set()
-    for t in f.ops[m]["in"]:
-        if f.namer.derives_from(t, ("project", "scores", "softmax")) or t.get("name") == "x":
-            continue  # the scores' side
-        if "made" in t and t["shape"]:
-            made.append(t["made"])
-        if t.get("src") is not None:
-            ops |= f.namer.ancestors(t["src"]) | {t["src"]}
+    inputs, ops = _mask_side(f, m)
+    made = [t["made"] for t in inputs if "made" in t and t["shape"]]
     shapers = []
     for a in ops:
         op = f.ops[a]
@@ -452,14 +459,8 @@ def mask_kept_as_attribute(f: Findings) -> None:
 def _mask_side_origins(f: Findings, m: int) -> list[dict]:
     """Where the constructor made the module tensors that operation `m` takes its mask from (not the scores'
     side): the `made` of each, directly or through the operations that sliced, cast or compared it."""
-    found, ops = [], set()
-    for t in f.ops[m]["in"]:
-        if f.namer.derives_from(t, ("project", "scores", "softmax")) or t.get("name") == "x":
-            continue
-        if "made" in t:
-            found.append(t["made"])
-        if t.get("src") is not None:
-            ops |= f.namer.ancestors(t["src"]) | {t["src"]}
+    inputs, ops = _mask_side(f, m)
+    found = [t["made"] for t in inputs if "made" in t]
     for a in sorted(ops):
         found += [t["made"] for t in f.ops[a]["in"] if "made" in t]
     return found
