@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 
 from harness.child.vocabulary import key_by_tokens
-from harness.wire.config import Config
+from harness.wire.config import ROTARY_FRACTION, Config
 from harness.wire.messages import Signature
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -150,6 +150,7 @@ def key_of(name: str) -> str | None:
     return _BY_ALIAS.get(name.lower()) or key_by_tokens(name)
 
 
+FRACTION_NAMES = ("partial_rotary_factor", "rotary_pct", "rope_percentage", "rotary_emb_fraction")  # on a config
 MULTIPLE = ("dropout",)  # keys that several parameters may carry at once (attn_pdrop and resid_pdrop)
 DERIVED = ("head_width", "kv_heads", "kv_group")  # keys computed from the configuration, never a free choice
 GROUPED = ("kv_heads", "kv_group")  # a parameter for these makes the layer grouped-query (Config.kv_heads)
@@ -161,6 +162,7 @@ def config_bag(cfg: Config, overrides: dict, reads: set | None = None) -> Config
     bag answers the configuration's kv_heads, which the trusted side sets to it where it divides the heads."""
     bag = ConfigBag({alias: cfg.value(key) for alias, key in _BY_ALIAS.items() if key != "d_in"}, cfg, reads)
     bag.update({name: THETA for name in THETA_NAMES if name != "base"})  # a rotary base (read_signature reports it)
+    bag.update({name: 1.0 for name in FRACTION_NAMES})  # every feature of each head turned (ROTARY_FRACTION)
     bag.update({a: cfg.d_in for a in ALIASES["d_in"]})
     bag.update({k: cfg.value(key_of(k)) if key_of(k) in GROUPED and _whole(v) else _resolve(v, cfg)
                 for k, v in overrides.items()})
@@ -203,6 +205,9 @@ def read_signature(factory, overrides: dict) -> Signature:
                 also[p.name] = "rope_theta"  # bound to 10000 (build)
             if rope_theta is not None:
                 continue
+        if ROTARY_FRACTION.search(p.name.lower()) and p.name not in overrides:
+            also[p.name] = "rope_fraction"  # 1.0, default or not: no reference turns part of each head (config.py)
+            continue
         if p.name.lower() in DEVICE_NAMES and p.default is inspect.Parameter.empty and p.name not in overrides:
             also[p.name] = "device"  # bentrevett's MultiHeadAttentionLayer(hid_dim, n_heads, dropout, device)
             continue

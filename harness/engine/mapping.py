@@ -30,6 +30,7 @@ import mutants
 from harness.engine import fitting, head_order, pairs
 from harness.engine.compare import close, same
 from harness.wire import messages
+from harness.wire.config import ROTARY_FRACTION
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
 from reference.rotary import CONVENTIONS, NEGATED, OTHER_THETAS, THETA, Rope, with_rope
@@ -243,12 +244,15 @@ def _no_proof(ctx, info, rotary: str, matched: bool, thetas) -> str:
 
 
 def _partial(ctx) -> str:
-    """A layer whose constructor says how much of each head its rotary embedding turns may turn only part of it, a
-    form no reference of mha-check's computes: the fraction 1.0 checks the rest of the layer."""
+    """A layer told by --arg to turn only part of each head's features (a fraction below 1.0) has a form no
+    reference of mha-check's computes; without that --arg it gets 1.0 (harness.wire.config.ROTARY_FRACTION), which
+    checks the rest of the layer."""
     fraction = rotary_fraction(ctx)
-    return (f"; if {fraction} makes it turn only part of each head's features (a partial rotary embedding, as "
-            f"GPT-NeoX's), no reference of mha-check's computes that: --arg {fraction}=1.0 checks the rest of the "
-            "layer with every feature turned") if fraction else ""
+    if not fraction or fraction in ctx.signature.derived:
+        return ""
+    return (f"; if {fraction} (given with --arg) makes it turn only part of each head's features (a partial rotary "
+            f"embedding, as GPT-NeoX's), no reference of mha-check's computes that: without that --arg mha-check "
+            f"gives {fraction}=1.0 and checks the rest of the layer with every feature turned")
 
 
 def _say_how_called(info, proof: Mapping) -> Mapping:
@@ -385,8 +389,6 @@ def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -
 
 
 ROTARY_WORDS = ("cos", "sin", "freq", "freqs", "rope", "rotary", "theta", "cis", "inv")
-ROTARY_FRACTION = re.compile(r"(rope|rotary)(_emb)?_(pct|percent|percentage|fraction|frac|ratio)$|partial_rotary")
-# (not rope_scaling_factor: a scaling of the positions, not a share of the features)
 
 
 def rotary_fraction(ctx) -> str | None:

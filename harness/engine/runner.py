@@ -136,6 +136,18 @@ def not_run(spec: str, message: str, options: Options | None = None, fix: str = 
                   not_selected=_not_selected(list(results)))
 
 
+def _bound_notes(ctx: Context) -> tuple[str, ...]:
+    """What mha-check gave the constructor that checks another layer than the one its defaults build: a rotary
+    embedding on every feature of each head (harness.wire.config.ROTARY_FRACTION)."""
+    try:
+        derived = ctx.signature.derived
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return ()
+    return tuple(f"{p} was given 1.0 (every feature of each head turned by the rotary embedding): mha-check has no "
+                 f"reference for a rotation of only part of each head, so the rest of the layer is checked and the "
+                 f"share {p} sets is not" for p, key in derived.items() if key == "rope_fraction")
+
+
 def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> Adapter:
     """How mha-check drove the module: construction, weight mapping, call, protections, process events."""
     construction = None
@@ -150,8 +162,8 @@ def _adapter(ctx: Context, deaths: list[WorkerDied], built: bool) -> Adapter:
                    # which class (or factory) was checked: the target may name only a file
                    class_name=ctx.subject.loaded.name if ctx.subject.loaded is not None else None,
                    construction=construction,
-                   notes=tuple(ctx.subject.notes) + said,  # what loading left out, also when loading or building
-                   # then failed
+                   notes=tuple(ctx.subject.notes) + said + (_bound_notes(ctx) if built else ()),  # what loading
+                   # left out, also when loading or building then failed; what we gave that changes the layer
                    # which member of the lesson's family it was checked as, and why
                    form=_form(ctx) if built else None,
                    mapping=ctx._mapping.to_dict() if ctx._mapping is not None else None,

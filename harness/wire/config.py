@@ -1,10 +1,16 @@
 """The configuration a check asks the target to be built with (plain data, shared by both processes)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 
 FLOAT64, FLOAT32 = "float64", "float32"
 DTYPES = (FLOAT64, FLOAT32)  # what a configuration's module and input may be made of in the child
+ROTARY_FRACTION = re.compile(r"(rope|rotary)(_emb)?_(pct|percent|percentage|fraction|frac|ratio)$|partial_rotary")
+# the share of each head's features a rotary embedding turns (GPT-NeoX's rotary_pct, labml-nn's rope_percentage,
+# HF's partial_rotary_factor); not rope_scaling_factor, a scaling of the positions.  No reference of mha-check's
+# computes a partial rotation, so the constructor gets 1.0 (every feature turned, key "rope_fraction") unless --arg
+# says otherwise: the rest of the layer is checked, the share itself is not
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,8 @@ class Config:
     def value(self, key: str):
         """The value a constructor parameter gets for a configuration key: width, d_in, d_out, heads,
         context_length, dropout, qkv_bias, head_width (d_out / heads), kv_heads (the grouped layer's key/value
-        heads, or heads), kv_group (query heads per key/value head), all_bias and causal (on), rope_theta (10000)."""
+        heads, or heads), kv_group (query heads per key/value head), all_bias and causal (on), rope_theta (10000),
+        rope_fraction (1.0)."""
         if key in ("width", "d"):
             return self.d_out
         if key in ("all_bias", "causal"):
@@ -51,6 +58,8 @@ class Config:
             return "cpu"
         if key == "rope_theta":  # a rotary embedding's base, where the constructor demands one: the usual 10000
             return 10000.0
+        if key == "rope_fraction":  # the share of each head a rotary embedding turns: all of it (ROTARY_FRACTION)
+            return 1.0
         return getattr(self, key)
 
     def ctor_key(self) -> tuple:

@@ -59,12 +59,9 @@ NOTES = ("AttentionLayer(n_hidden=6144, n_heads=64, rope_percentage=0.25, mask_f
 OUTCOME = 'fail'
 DIAGNOSIS = 'finite-fill-100'
 EXPECTED_BECAUSE = ("the -10,000 mask fill leaks once real scores fall near it (causal-leakage's probe), as early "
-                    "GPT-2's and CTRL's -1e4 do; the rotary part turns only a quarter of each head")
-KNOWN_WRONG = ("issue 28 (realzoo8): a rotary embedding on PART of each head (rope_percentage) is no convention "
-               "mha-check knows, so no reading of qkv_lin is proven and the -1e4 leak, which causal-leakage finds only "
-               "by pushing the scores through a proven reading, is not found: CANNOT TELL (the layer told rotary by its "
-               "constructor's rope_percentage, with the hint --arg rope_percentage=1.0; mask-fill cannot tell either); "
-               "with --arg rope_percentage=1.0 (or 0.0) it names finite-fill-100")
+                    "GPT-2's and CTRL's -1e4 do; the rotary part turns only a quarter of each head, which no reference "
+                    "computes: mha-check gives rope_percentage=1.0 (every feature turned, the report says so) and "
+                    "checks the rest (was cannot tell, KNOWN_WRONG, until that binding)")
 
 
 from typing import Any

@@ -175,3 +175,25 @@ def test_a_share_of_the_head_for_the_rotary_embedding_is_named_so_and_a_position
     for name in ("rope_percentage", "rotary_pct", "partial_rotary_factor", "rotary_emb_fraction"):
         assert named("d", "heads", name) == name
     assert named("d", "heads", "rope_scaling_factor", "rope_theta", "rotary_dim") is None
+
+
+def test_a_share_of_the_head_is_given_as_all_of_it_unless_an_arg_says_otherwise():
+    """No reference turns part of each head, so a rotary fraction gets 1.0 whatever its default (the rest of the
+    layer is checked: labml-nn's NeoX layer, whose -1e4 fill was cannot-tell at its default 0.25); --arg wins, and a
+    config object answers the usual names with 1.0 too."""
+    from harness.child.construct import build, config_bag, read_signature
+    from harness.wire.config import Config
+    cfg = Config(d_in=8, d_out=8, heads=2, context_length=7)
+    got = {}
+
+    def layer(n_hidden, n_heads, rope_percentage=0.25, mask_fill=-10000.0):
+        got.update(rope_percentage=rope_percentage)
+
+    sig = read_signature(layer, {})
+    assert sig.derived == {"rope_percentage": "rope_fraction"} and not sig.unfillable
+    build(layer, cfg, {}, sig)
+    assert got == {"rope_percentage": 1.0}
+    assert read_signature(layer, {"rope_percentage": 0.5}).derived == {}
+    bag = config_bag(cfg, {})
+    assert bag.partial_rotary_factor == 1.0 and bag.rotary_pct == 1.0
+    assert config_bag(cfg, {"partial_rotary_factor": 0.5}).partial_rotary_factor == 0.5
