@@ -328,8 +328,8 @@ def _stage(todo: list, staging: Path) -> dict | None:
     try:
         return {s.name: s.stage(staging) for s in todo}
     except scratch.NoRoom as e:
-        print(f"mha-check grade: error: {e} in {tempfile.gettempdir()}; nothing was graded (free some room, or set "
-              "TMPDIR to a folder on a disk with room)", file=sys.stderr)
+        print(f"mha-check grade: error: {e} (the batch's copies go to {tempfile.gettempdir()}); nothing was graded: "
+              "free some room there, or set TMPDIR to a folder on a disk with room", file=sys.stderr)
         return None
 
 

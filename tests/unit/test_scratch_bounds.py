@@ -151,3 +151,20 @@ def test_a_process_that_has_ended_holds_nothing():
     finally:
         os.waitpid(pid, 0)
     assert linux.exited(pid)
+
+
+def test_grade_says_in_one_line_where_the_batch_found_no_room_and_grades_nothing(tmp_path, capsys):
+    """A TMPDIR with no room for the batch's copies (a small /tmp in a container): one line that says where the
+    copies go and what to do, and nothing graded (the line once read "grade it again in /tmp")."""
+    from types import SimpleNamespace
+
+    from harness.frontends import grade
+
+    def no_room(staging):
+        raise scratch.NoRoom("no room left on the grading machine's disk for a copy of this submission (No space "
+                             "left on device): not the student's doing; grade it again")
+
+    assert grade._stage([SimpleNamespace(name="alice", stage=no_room)], tmp_path) is None
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "(the batch's copies go to " in said and "nothing was graded" in said
+    assert "set TMPDIR to a folder on a disk with room" in said and "again in /" not in said
