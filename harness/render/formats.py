@@ -18,9 +18,10 @@ PL_STAFF_FIELD = "mha_check_isolation"  # kept with the results, not rendered by
 PL_MESSAGE_LIMIT = 8_000  # characters of one message kept (a student's exception can be long; the page is not)
 
 
-def detail(line: view.CheckLine, root: view.RootCause | None, finding=str) -> str:
+def detail(line: view.CheckLine, root: view.RootCause | None, finding=str, fix=str) -> str:
     """One check's text for a grader's page (Markdown): what it found, and for a failure the fix.  `finding` makes
-    the finding, which may hold the student's words (an exception message), fit the page (`literal` for Markdown)."""
+    the finding, which may hold the student's words (an exception message), fit the page (`literal` for Markdown);
+    `fix` the fix, words with code in backticks that may hold the student's names (`words_and_code`)."""
     parts = [finding(line.text)]
     if line.status == Status.FAIL:
         if line.follows_root and root:
@@ -28,7 +29,7 @@ def detail(line: view.CheckLine, root: view.RootCause | None, finding=str) -> st
         if line.config:
             parts.append("Smallest failing configuration: " + line.config)
         if line.fix:
-            parts.append("Fix: " + line.fix)
+            parts.append("Fix: " + fix(line.fix))
     elif line.status == Status.CANNOT_TELL:
         parts.append("mha-check could not decide this. " + (f"What would help: {line.help}"
                                                                             if line.help else ""))
@@ -60,6 +61,14 @@ def literal(text: str) -> str:
     return _LINE_MARKS.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", text)
 
 
+def words_and_code(text: str) -> str:
+    """Our words with code in backticks ("At the top of __init__: `if d % h: raise ...`"), for a Markdown page: the
+    words shown as typed (`literal`: "__init__" made no bold "init" on Gradescope's page), each code part a code span
+    whatever backticks the student's names bring into it."""
+    parts = re.split(r"`([^`]*)`", text)
+    return "".join(code_span(part) if i % 2 else literal(part) for i, part in enumerate(parts))
+
+
 def code_span(text: str) -> str:
     """`text` as inline code whatever backticks it holds (a fence longer than its longest run of them)."""
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
@@ -87,8 +96,8 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
               "score": rubric.points_for(line.id) if line.passed and line.id in counted else 0.0,
               "max_score": rubric.points_for(line.id) if line.id in counted else 0.0,
               "status": "passed" if line.passed else "failed",
-              "output": defang(detail(line, full.root, literal) if line.id in hidden else
-                               detail(shown[line.id], public.root, literal)),
+              "output": defang(detail(line, full.root, literal, words_and_code) if line.id in hidden else
+                               detail(shown[line.id], public.root, literal, words_and_code)),
               "output_format": "md", "visibility": rubric.visibility_for(line.id)}
              for i, line in enumerate(full.lines, 1)]
     summary = _public_summary(public)

@@ -176,6 +176,20 @@ def test_a_students_markdown_shows_as_typed_in_gradescopes_headline():
     assert page.count("<strong>") == 1 + ("Root cause" in page), page
 
 
+def test_a_fix_in_the_students_names_shows_as_typed_on_gradescope():
+    """A failing check's fix is our words with code in backticks, in the student's names: "__init__" outside the code
+    rendered as a bold "init" (a user's trial), and a name the student chose must not format the page either.  Only
+    the code spans are elements; every word reads as typed."""
+    fix = "At the top of __init__: `if n_embd % n_head: raise ValueError(\"`**x**`\")` (an _assert_ also works)"
+    report = report_saying("built a module for d_out=8 with 3 heads instead of refusing it")
+    report.checks[[c.id for c in report.checks].index("output-shape")].fix = fix
+    test = next(t for t in formats.gradescope(report)["tests"] if t["name"].startswith("output-shape"))
+    page = rendered(test["output"])
+    assert set(MARKDOWN_TAGS.findall(page)) <= {"<code>", "</code>"}, page
+    assert "At the top of __init__:" in words(page) and "(an _assert_ also works)" in words(page), page
+    assert "**x**" in words(page), page  # a backtick of the student's ends a code span early: shown, not obeyed
+
+
 OUTPUT_SHAPE_MUTANT = f"{ROOT / 'mutants' / 'mask_size_fixed.py'}:CausalMHA"  # output-shape fails; 9 checks need it
 BUGGY = f"{ROOT / 'examples' / 'buggy_attention.py'}"  # split-view-order: view-order and three other checks fail
 
