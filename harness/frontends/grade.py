@@ -412,7 +412,9 @@ def _short_of_policy(rows: list[dict]) -> str:
     if not short:
         return ""
     worst = max(set(short), key=short.count)
-    return (f"; WARNING: {len(short)} of {len(rows)} ran with less than the full confinement policy ({worst}; see "
-            "the isolation column, and docs/threat-model.md for what holds there and what gives the rest)")
+    held = isolation.still_held(worst)
+    return (f"; WARNING: {len(short)} of {len(rows)} ran with less than the full confinement policy ({worst}"
+            + (f"; still held: {', '.join(held)}" if held else "") +
+            "; see the isolation column, and docs/threat-model.md for what holds there and what gives the rest)")
 
 

@@ -198,6 +198,22 @@ def shortfall(record: dict) -> list[str]:
     return out
 
 
+WALLS = (("a uid of its own", ("ran as root", "ran as the grader's own uid")),
+         ("Landlock", ("no Landlock", "not confined")), ("no capabilities", ("kept capabilities",)),
+         ("no_new_privs", ("no no_new_privs",)), ("seccomp", ("no seccomp",)), ("hard limits", ("raisable limits",)))
+
+
+def still_held(short: str) -> list[str]:
+    """The walls that held for a child whose shortfall (`shortfall`, joined by "; ") is `short`: a closing warning
+    that lists only what was missing left an instructor unable to tell a container's child (own uid, seccomp,
+    Landlock) from one that ran as root (a user trial).  Landlock is named only where it stood in for a missing
+    mount namespace (with one, the view walls the files off whether or not Landlock was there)."""
+    if "not confined" in short:
+        return []
+    return [wall for wall, gone in WALLS
+            if not any(g in short for g in gone) and (wall != "Landlock" or "mount" in short)]
+
+
 def describe(record: dict) -> dict:
     """The report's `isolation` block: the record measured in the child, plus one line for people, what of the
     full policy was missing and whether a grade may come from it."""

@@ -148,7 +148,8 @@ def test_root_in_a_container_grades_as_the_slot_uid(world, tmp_path):
 
 def test_grade_warns_when_a_child_had_less_than_the_full_policy(world):
     """`grade` in the container: graded (the slot's uid), and its closing line warns that the children had no
-    namespaces; the summary says so per submission."""
+    namespaces and says what still held (a user trial could not tell from the warning whether the run was safe);
+    the summary says so per submission."""
     python, home = readable_python(world), world / "home"
     subs = submissions(home / "warned")
     out = home / "warned" / "out"
@@ -158,6 +159,7 @@ def test_grade_warns_when_a_child_had_less_than_the_full_policy(world):
     closing = run.stdout.strip().splitlines()[-1]
     assert closing.startswith("graded 1 submission") and "WARNING: 1 of 1 ran with less than the full" in closing
     assert "no ipc/mount/net/pid/uts namespaces" in closing
+    assert "still held: a uid of its own, Landlock, no capabilities, no_new_privs, seccomp, hard limits" in closing
     assert "no ipc/mount/net/pid/uts namespaces" in (out / "summary.csv").read_text()
     staff = json.loads((out / "alice.results.json").read_text())["extra_data"]["isolation"]
     assert staff["full_policy"] is False and staff["uid"] >= 61000
@@ -260,6 +262,7 @@ def test_an_ordinary_user_without_user_namespaces_is_refused_to_grade(world):
     assert report["passed"] and report["isolation"]["uid"] == USER and "allow-unconfined" in report["isolation"][
         "accepted"]
     assert "WARNING: 1 of 1" in allowed.stdout and "grader's own uid" in allowed.stdout.strip().splitlines()[-1]
+    assert "a uid of its own" not in allowed.stdout.strip().splitlines()[-1]
 
 
 def test_an_ordinary_user_with_user_namespaces_grades_with_the_full_policy(world):

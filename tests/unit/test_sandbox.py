@@ -423,6 +423,14 @@ def test_a_grade_needs_a_child_that_can_write_nothing_of_the_graders():
         assert "grader's own uid" in landlocked and "Landlock alone" in landlocked  # still refused, said truly
         assert isolation.unfit_to_grade({**own, "namespaces": [*full["namespaces"], "user"]}) == ""
     assert "raise" in isolation.unfit_to_grade({**base, "limits_hard_equals_soft": False})
+    joined = lambda record: "; ".join(isolation.shortfall(record))
+    assert isolation.still_held(joined(fenced)) == ["a uid of its own", "Landlock", "no capabilities", "no_new_privs",
+                                                    "seccomp", "hard limits"]  # what grade's closing warning adds
+    assert isolation.still_held(joined(base)) == ["a uid of its own", "no capabilities", "no_new_privs", "seccomp",
+                                                  "hard limits"]
+    assert "a uid of its own" not in isolation.still_held(joined({**base, "uid": 0, "gid": 0}))
+    assert isolation.still_held(joined({})) == []
+    assert "Landlock" not in isolation.still_held(joined({**full, "seccomp": False}))  # the view, not Landlock
     described = isolation.describe({**base, "mechanism": "none", "groups": []})
     assert described["full_policy"] is False and described["unfit_to_grade"] == ""
     assert "no such file" in isolation.explain("x: no such file") and "/root/.pyenv" in isolation.explain(
