@@ -137,7 +137,8 @@ def sweep_stale() -> str:
         return ""
     named = ", ".join(swept[:3]) + (f" and {len(swept) - 3} more" if len(swept) > 3 else "")
     return (f"mha-check: removed {len(swept)} folder{'s' * (len(swept) != 1)} of earlier runs that were killed before "
-            "they could clean up" + (f" ({mounts} tmpfs unmounted)" if mounts else "") +
+            f"they could clean up (mha-check runs of anyone on this machine, in {tempfile.gettempdir()})" +
+            (f" ({mounts} tmpfs unmounted)" if mounts else "") +
             (f": {named}" if swept else "") + (f"; could not remove {', '.join(left)}" if left else ""))
 
 
