@@ -16,6 +16,9 @@ class Options:
     only: list[str] = field(default_factory=list)
     skip: list[str] = field(default_factory=list)
     seed: int = 0
+    seed_private: str = ""  # "" the seed may be shown; "staff": drawn for this grade, shown only in fields students
+    # never see (Gradescope's extra_data, PrairieLearn's own field); "folder": drawn for `grade`'s output folder and
+    # recorded there, shown in no report (harness.frontends.seeds)
     examples: int = 6
     overrides: dict = field(default_factory=dict)  # --arg
     weight_map: dict = field(default_factory=dict)  # --map

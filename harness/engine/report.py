@@ -11,7 +11,8 @@ pytest tests (--tests: harness.engine.instructor); they always count.
 JSON (stable; documented in docs/usage.md): {"tool", "version", "target", "passed", "math_correct", "rules_counted",
 "seed", "summary": {"pass", "fail", "cannot_tell", "skip"}, "adapter", "isolation", "checks": [{"id", "kind",
 "status", "claim", "message", "config", "observed", "expected", "fix", "help", "explanation", "details"}],
-"diagnosis", "leakage", "student_output"}.
+"diagnosis", "leakage", "student_output"}.  "seed" is null where it was drawn for a grade (harness.frontends.seeds:
+kept where staff look, never in what students see).
 """
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ class Report:
     isolation: Isolation | None = None  # what confined the child while it ran (None: no child ran the code)
     leakage: Leakage | None = None  # influence maps for the picture, when asked for
     not_selected: list[str] = field(default_factory=list)  # checks left out by --only/--skip: not a whole verdict
+    seed_private: str = ""  # a seed drawn for a grade (Options.seed_private): "seed" is then null in to_dict
 
     def counted(self) -> list[CheckResult]:
         return [c for c in self.checks if c.kind != "rule" or self.rules_counted]
@@ -94,7 +96,8 @@ class Report:
     def to_dict(self) -> dict:
         return {"tool": "mha-check", "version": VERSION, "target": self.target, "passed": self.passed,
                 "math_correct": self.math_correct, "rules_counted": self.rules_counted,
-                "needs_review": self.needs_review, "seed": self.seed, "summary": self.summary(),
+                "needs_review": self.needs_review, "seed": None if self.seed_private else self.seed,
+                "summary": self.summary(),
                 "adapter": self.adapter.to_dict(), "isolation": self.isolation.to_dict() if self.isolation else {},
                 "checks": [asdict(c) for c in self.checks],
                 "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
@@ -108,7 +111,8 @@ class Report:
         return cls(target=data["target"], checks=[CheckResult(**{**{k: v for k, v in c.items() if k in fields},
                                                               "status": Status(c["status"])})
                                                   for c in data["checks"]],
-                   seed=data.get("seed", 0), adapter=Adapter.from_dict(data.get("adapter")),
+                   seed=data.get("seed") or 0, seed_private="hidden" if data.get("seed", 0) is None else "",
+                   adapter=Adapter.from_dict(data.get("adapter")),
                    student_output=data.get("student_output") or "",
                    diagnosis=Diagnosis.from_dict(data.get("diagnosis")), rules_counted=data.get("rules_counted", True),
                    isolation=Isolation.from_dict(data.get("isolation")), leakage=Leakage.from_dict(data.get("leakage")),

@@ -99,7 +99,8 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
             results[c.id] = CheckResult.of(c, outcome)
         built = results.get("construct") is not None and results["construct"].status == Status.PASS
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
-                        rules_counted=options.rules, not_selected=_not_selected(selected))
+                        rules_counted=options.rules, not_selected=_not_selected(selected),
+                        seed_private=options.seed_private)
         report.isolation = Isolation.from_dict(ctx.subject.isolation)
         if not deaths or not deaths[-1].kind.ends_run:
             if options.diagnose:
@@ -133,7 +134,7 @@ def not_run(spec: str, message: str, options: Options | None = None, fix: str = 
                                                "skipped: there is no module to check"))
         results[c.id] = result
     return Report(spec, list(results.values()), options.seed, rules_counted=options.rules,
-                  not_selected=_not_selected(list(results)))
+                  not_selected=_not_selected(list(results)), seed_private=options.seed_private)
 
 
 def _bound_notes(ctx: Context) -> tuple[str, ...]:

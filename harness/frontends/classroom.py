@@ -15,9 +15,10 @@ report in the log), then gives every counted check a step of the standard comman
 `mha-check result REPORT CHECK` exits 0 only when the check passed, so a failed, skipped or undecided check earns
 nothing, as everywhere else.  The steps' points add up to the rubric's total (whole points: the command grader reads
 them as integers).  If mha-check itself cannot run (exit status 2 or more) the job fails before any step is scored: our
-failure never becomes the student's zero.  The run is a grade (`--grading`): it runs as root where the runner allows
-(`sudo`, as on GitHub's own runners), so that every child gets its own uid and namespaces, and mha-check refuses in
-one line where the student's code could not be confined well enough to grade it.
+failure never becomes the student's zero.  The run is a grade (`--grading`): its seed is drawn at random for each
+run (said in the log: harness.frontends.seeds), and it runs as root where the runner allows (`sudo`, as on GitHub's
+own runners), so that every child gets its own uid and namespaces, and mha-check refuses in one line where the
+student's code could not be confined well enough to grade it.
 
 What Classroom cannot do, said rather than papered over: the workflow, its log and the report live in the student's
 own repository, so nothing can be hidden there (a rubric with hidden or later-visibility checks is refused) and a

@@ -27,7 +27,7 @@ from checks import all_checks, needs_by_id
 from harness.engine import instructor
 from harness.frontends import class_view
 from harness.frontends import options as option_rules
-from harness.frontends import stamps, stopping, submissions
+from harness.frontends import seeds, stamps, stopping, submissions
 from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, csv_uncell, write_summary  # noqa: F401 - write_summary: the
 # summary's writer, named here as before
 from harness.frontends.grade_pool import grade_all
@@ -42,7 +42,10 @@ from harness.wire.errors import ChildEnd
 LIFE_CYCLE = ("Nothing in --out is replaced without saying so: grading into a folder that holds an earlier batch's "
               "summary or reports is refused (status 2) unless --resume, --only or --overwrite says what to do with "
               "them.  Ctrl-C or SIGTERM ends the batch with status 130 within 60 s whatever it interrupts, the "
-              "reports graded so far kept: go on with --resume.")
+              "reports graded so far kept: go on with --resume.  Without --seed, a fresh folder's seed is drawn at "
+              "random and recorded in OUT/mha-check-seed (staff only: no report shows it); a later batch into the "
+              "same folder without --seed uses it again, so that --resume and --only stay incremental, and "
+              "--overwrite draws a new one.")
 EXTENSIONS = {"json": "json", "gradescope": "results.json", "junit": "xml", "text": "txt"}
 MAX_JOBS = 256
 DEFAULT_OUT = "mha-check-results"
@@ -81,8 +84,8 @@ def _main(argv: list[str], early: Template | None) -> int:
     if not args.submissions or not os.path.isdir(args.submissions):
         zipped = bool(args.submissions) and args.submissions.endswith(".zip") and os.path.isfile(args.submissions)
         p.error(f"{args.submissions!r} is not a folder of submissions" + ("; unzip it first" if zipped else ""))
-    args.run = option_rules.from_args(args, p)  # as a single run takes them: one class, many students, the same
-    # constructor and parameter names
+    args.run = option_rules.from_args(args, p, grading=seeds.FOLDER)  # as a single run takes them: one class, many
+    # students, the same constructor and parameter names; without --seed, one drawn (or the folder's: _batch_seed)
     if args.resume and args.overwrite:
         p.error("--resume keeps the reports that are still valid, --overwrite replaces them all: choose one")
     if not 1 <= args.jobs <= MAX_JOBS:
@@ -212,11 +215,8 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         return 2
     if earlier and args.overwrite:
         print(f"--overwrite: {earlier} in {args.out}/ replaced as this batch goes")
-    try:
-        out.mkdir(mode=0o700, parents=True, exist_ok=True)  # made here: closed to the children (red team 6: without
-        # Landlock a child read its classmates' reports in a 0755 --out); one the course made keeps its own mode
-    except OSError as e:
-        p.error(f"--out {args.out}: {e.strerror or e}")
+    if not _make_out(args, p, out):
+        return 2
     run = args.run
     flat = {s.name for s in todo if s.folder is None}  # staged from flat files: --target's class in their file
     options = {"run": run, "format": args.format, "rubric": args.rubric, "missing_fix": missing_fix(target),
@@ -305,19 +305,54 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     return 3 if (missing and not args.allow_missing) or view_failed else 0
 
 
+def _make_out(args, p: argparse.ArgumentParser, out: Path) -> bool:
+    """The output folder, made if need be, and the batch's seed in it (_batch_seed): False when it cannot be used."""
+    try:
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)  # made here: closed to the children (red team 6: without
+        # Landlock a child read its classmates' reports in a 0755 --out); one the course made keeps its own mode
+    except OSError as e:
+        p.error(f"--out {args.out}: {e.strerror or e}")
+    return _batch_seed(args, out)
+
+
+def _batch_seed(args, out: Path) -> bool:
+    """The batch's seed (harness.frontends.seeds), said in one line: --seed as given; else the one recorded in `out`
+    by an earlier batch (--resume and --only stay incremental: the stamps name the seed), or, in a fresh folder and
+    with --overwrite, the one drawn, recorded there for staff.  False (said) for a record mha-check did not write."""
+    run = args.run
+    if args.seed is not None:
+        return True
+    try:
+        recorded = seeds.read_record(out)
+        if recorded is not None and not (args.overwrite and not args.only):
+            run.seed, how = recorded, f"recorded in {out}/{seeds.RECORD} by an earlier batch, used again"
+        else:
+            run.seed = seeds.write_record(out, run.seed, replace=recorded is not None)
+            how = f"drawn at random for {out}/ and recorded in {out}/{seeds.RECORD}"
+    except seeds.RecordError as e:
+        print(f"mha-check grade: error: {e}", file=sys.stderr)
+        return False
+    except OSError as e:
+        print(f"mha-check grade: error: could not record the batch's seed in {out}/ ({reason(e)})", file=sys.stderr)
+        return False
+    print(f"seed {run.seed}: {how} (staff only: no report shows it; repeat a grade with --seed {run.seed})")
+    return True
+
+
 def _stamper(args, target: str | None) -> stamps.Stamps:
     """The batch's stamps: what every report of it shares (mha-check's code, the rubric, the options that change a
-    verdict), sealed with this account's key."""
-    run = args.run
+    verdict), sealed with this account's key.  The seed is in them as a keyed digest: a report is handed to its
+    student, who must not read a seed drawn for the folder there."""
+    run, key = args.run, stamps.load_key()
     return stamps.Stamps(args.format, {"code": stamps.code_digest(), "rubric": stamps.file_digest(args.rubric),
-                                       "options": {"target": target or "", "seed": run.seed,
+                                       "options": {"target": target or "", "seed": stamps.seed_tag(key, run.seed),
                                                    "limits": run.limits.to_dict(), "format": args.format,
                                                    "allow_unconfined": args.allow_unconfined,
                                                    "tests": instructor.digest(args.suite),
                                                    **({"examples": run.examples} if run.examples != 6 else {}),
                                                    **({"arg": run.overrides} if run.overrides else {}),
                                                    **({"map": run.weight_map} if run.weight_map else {})}},
-                         stamps.load_key())
+                         key)
 
 
 def _stage(todo: list, staging: Path) -> dict | None:
@@ -337,7 +372,10 @@ def _class_view(out: Path, rows: list[dict], args, banner: str, notes: list[str]
     """Write the class view (harness.frontends.class_view) and say where, or say in one line that it could not be
     written (False).  The verdicts are all in the reports and the summary either way."""
     if notes is None:
-        notes = [f"submissions: {os.path.abspath(args.submissions)}; seed {args.seed}"
+        seed = args.run.seed
+        notes = [f"submissions: {os.path.abspath(args.submissions)}; seed {seed}" + (
+                     f" (drawn at random, recorded in {seeds.RECORD}; no student's report shows it)"
+                     if args.run.seed_private else "")
                  + (f"; rubric {args.rubric}" if args.rubric else "")
                  + (f"; shard {args.shard[0]}/{args.shard[1]}: only this shard's submissions" if args.shard else "")]
     try:

@@ -6,6 +6,7 @@ import ast
 import math
 
 from harness.engine.options import Options
+from harness.frontends import seeds
 from harness.sandbox.limits import MEMORY_FLOOR_MB, Limits
 
 ROLES = ("q", "k", "v", "o", "out", "qkv", "wq", "wk", "wv", "wo", "wqkv", "bq", "bk", "bv", "bo", "bqkv")
@@ -67,8 +68,8 @@ def limits(time_limit: float, memory_mb: int, examples: int | None = None, seed:
                        f"the largest file it may write), not {output_mb}")
     if examples is not None and examples < 1:
         _error(parser, f"--examples must be at least 1, not {examples}")
-    if seed is not None and not 0 <= seed < 2 ** 32:
-        _error(parser, f"--seed must be between 0 and {2 ** 32 - 1}, not {seed}")
+    if seed is not None and not 0 <= seed < seeds.SEED_LIMIT:
+        _error(parser, f"--seed must be between 0 and {seeds.SEED_LIMIT - 1}, not {seed}")
 
 
 SHARED = ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "output-limit", "tests")
@@ -80,7 +81,11 @@ def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
     default and words everywhere; `per` says what the time and memory are for ("each submission" in grade)."""
     many = {"action": "append", "default": []}
     declared = {
-        "seed": {"type": int, "default": 0, "help": "seed for weights and inputs (default 0): same seed, same verdict"},
+        "seed": {"type": int, "default": None,
+                 "help": "seed for weights and inputs: same seed, same verdict.  Default: 0 when you check your own "
+                         "code; a grade (grade, --format gradescope, prairielearn, junit, --grading) uses one "
+                         "drawn at random that students cannot know, kept only where staff look (repeat that grade "
+                         "with --seed N)"},
         "examples": {"type": int, "default": 6,
                      "help": "generated configurations per check, besides the fixed ones (default 6)"},
         "arg": {**many, "metavar": "NAME=VALUE",
@@ -108,15 +113,18 @@ def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
         p.add_argument(f"--{name}", **declared[name])
 
 
-def from_args(args, parser=None, **more) -> Options:
+def from_args(args, parser=None, grading: str = "", **more) -> Options:
     """The run the shared options ask for (seed, examples, arg, map, time-limit, memory-mb), validated: the one place
-    a single run, grade and the autograder turn their command line into `Options`.  `more`: what only that front end
-    has (a single run's --only, --skip, --plot, --debug), by keyword.  A bad value ends through `parser` (status 2),
-    or raises OptionError without one."""
+    a single run, grade and the autograder turn their command line into `Options`.  `grading`: where a grade keeps
+    its seed when none is given (seeds.STAFF, seeds.FOLDER; "" for a student checking their own code, seed 0): one
+    is then drawn (harness.frontends.seeds).  `more`: what only that front end has (a single run's --only, --skip,
+    --plot, --debug), by keyword.  A bad value ends through `parser` (status 2), or raises OptionError without
+    one."""
     overrides, roles = constructor_args(args.arg, parser), weight_map(args.map, parser)
     output_mb = getattr(args, "output_limit", Limits.file_mb)  # (a front end without the option: the default)
     limits(args.time_limit, args.memory_mb, args.examples, args.seed, parser, output_mb)
-    return Options(seed=args.seed, examples=args.examples, overrides=overrides, weight_map=roles,
+    seed, private = (args.seed, "") if args.seed is not None else (seeds.draw(), grading) if grading else (0, "")
+    return Options(seed=seed, seed_private=private, examples=args.examples, overrides=overrides, weight_map=roles,
                    limits=run_limits(args.time_limit, args.memory_mb, output_mb), **more)
 
 

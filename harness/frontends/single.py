@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from harness.frontends import options
+from harness.frontends import options, seeds
 from harness.sandbox import pool
 
 GRADING_FORMATS = ("gradescope", "prairielearn", "junit")  # a report in these is a grade: confined or refused
@@ -19,8 +19,10 @@ GRADING_FORMATS = ("gradescope", "prairielearn", "junit")  # a report in these i
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """The run the parsed command line asks for (its usage errors end through `parser`); the exit status."""
-    run_options = options.from_args(args, parser, only=options.ids(args.only), skip=options.ids(args.skip),
-                                    leakage_map=bool(args.plot), debug=args.debug)  # rules: with the rubric, later
+    a_grade = args.grading or args.format in GRADING_FORMATS  # (`grading` below is the rubric)
+    run_options = options.from_args(args, parser, grading=seeds.STAFF if a_grade else "", only=options.ids(args.only),
+                                    skip=options.ids(args.skip), leakage_map=bool(args.plot),
+                                    debug=args.debug)  # rules: with the rubric, later.  A grade's seed: drawn
     _check_output(args.output, parser)
     if args.plot:
         from harness.render.plot import require_matplotlib  # noqa: PLC0415 - start-up: only --plot needs it
@@ -31,7 +33,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             parser.error(str(e))
     subject = make = None
     isolation = pool.isolation  # the walls' verdicts on a child (imported by pool already)
-    a_grade = args.grading or args.format in GRADING_FORMATS  # (`grading` below is the rubric)
     if args.target and not args.list_checks:
         swept = pool.scratch.sweep_stale()  # what runs killed outright (SIGKILL) left in the temp dir: never a
         if swept:  # live one's (harness.sandbox.stale)

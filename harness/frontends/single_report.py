@@ -42,6 +42,7 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
         if subject is not None:
             subject.close()
         parser.error(str(e))
+    _say_drawn_seed(run, args.format)
     text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output),
                           on_terminal=not args.output)
     if args.show_output and report.student_output and args.format == "text":
@@ -59,6 +60,17 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
     else:
         sys.stdout.write(text)
     return 0 if report.passed else 1
+
+
+STAFF_FIELDS = ("gradescope", "prairielearn")  # formats with a field students never see: the seed is kept there
+
+
+def _say_drawn_seed(run: Options, fmt: str) -> None:
+    """A seed drawn for this grade (harness.frontends.seeds) where the report has no field only staff see (JSON:
+    GitHub Classroom's run; JUnit): on stderr, for the log, so that the grade can be repeated with --seed N."""
+    if run.seed_private and fmt not in STAFF_FIELDS:
+        print(f"mha-check: seed {run.seed}, drawn at random for this grade (the report does not show it; repeat "
+              f"this grade with --seed {run.seed})", file=sys.stderr)
 
 
 def _colour(fmt: str, output: str | None) -> bool:

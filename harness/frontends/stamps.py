@@ -3,9 +3,9 @@
 A stamp says for whom the report was written (the submission's name), what was graded (a SHA-256 of every file of
 the staged submission, helper modules included: the batch's own copy, which each of its children copies, never the
 student's folder, which may change while the batch runs), how (the mha-check version and a digest of its own code, the
-rubric file's digest, the options that change a verdict: target, seed, limits, format), the summary row the
-report gave, and a digest of the report's own text.  It is sealed with an HMAC whose key only the instructor's
-account reads (KEY_ENV, else KEY_FILE under the XDG state folder, mode 0600), so that:
+rubric file's digest, the options that change a verdict: target, seed (a keyed digest: `seed_tag`), limits,
+format), the summary row the report gave, and a digest of the report's own text.  It is sealed with an HMAC whose
+key only the instructor's account reads (KEY_ENV, else KEY_FILE under the XDG state folder, mode 0600), so that:
 
 - a report that has no stamp (an older mha-check's) or whose seal does not verify (written by someone else, by
   hand, or with another account's key) is graded again, never trusted;
@@ -144,6 +144,12 @@ def code_digest() -> str:
         for path in sorted(Path(PACKAGES_ROOT, package).rglob("*.py")):
             digest.update(path.relative_to(PACKAGES_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def seed_tag(key: bytes | None, seed: int) -> str:
+    """The seed as a stamp names it: a digest keyed with the stamp key, so that a report, handed to its student,
+    never shows a seed drawn for its folder (harness.frontends.seeds)."""
+    return hmac.new(key or b"", b"mha-check seed %d" % seed, hashlib.sha256).hexdigest()[:32]
 
 
 def file_digest(path: str | None) -> str:

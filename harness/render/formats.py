@@ -15,6 +15,7 @@ from harness.wire.status import Status
 FORMATS = ("text", "json", "gradescope", "prairielearn", "junit")
 PL_OUTPUT_LIMIT = 64_000  # characters of the student's printed output kept (PrairieLearn takes results up to 1 MB)
 PL_STAFF_FIELD = "mha_check_isolation"  # kept with the results, not rendered by <pl-external-grader-results>
+PL_SEED_FIELD = "mha_check_seed"  # likewise: the seed that repeats this grade (staff_seed)
 PL_MESSAGE_LIMIT = 8_000  # characters of one message kept (a student's exception can be long; the page is not)
 
 
@@ -103,7 +104,8 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
     summary = _public_summary(public)
     return {"score": got, "output": defang("\n\n".join(summary)), "output_format": "md",
             "visibility": rubric.total_visibility(ids),
-            "stdout_visibility": "hidden", "tests": tests, "extra_data": {"isolation": staff_isolation(report)}}
+            "stdout_visibility": "hidden", "tests": tests,
+            "extra_data": {"isolation": staff_isolation(report), **_seed_field("seed", report)}}
 
 
 STAFF_ISOLATION = ("summary", "mechanism", "uid", "namespaces", "landlock", "full_policy", "short_of_policy",
@@ -118,6 +120,19 @@ def staff_isolation(report) -> dict:
         return {"summary": "no process ran this submission's code", "full_policy": True}
     block = report.isolation.to_dict()
     return {k: block[k] for k in STAFF_ISOLATION if k in block}
+
+
+def staff_seed(report) -> int | None:
+    """The seed that repeats this grade (--seed N), for fields only staff see (Gradescope's extra_data,
+    PL_SEED_FIELD); None where it must not be in the report at all: `grade`'s reports, which are handed to the
+    students (their seed is in the output folder's record, harness.frontends.seeds), and a report read back
+    without it."""
+    return report.seed if report.seed_private in ("", "staff") else None
+
+
+def _seed_field(name: str, report) -> dict:
+    seed = staff_seed(report)
+    return {} if seed is None else {name: seed}
 
 
 def _test_name(line: view.CheckLine) -> str:
@@ -193,7 +208,8 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
         what, todo = NOT_GRADABLE[finding]
         return {"gradable": False, "format_errors": [_pl_text(construct.message)],
                 "message": _pl_text(f"Not graded: {what}.\n\n{construct.message}\n\n{todo}"),
-                "output": _pl_output(report), PL_STAFF_FIELD: staff_isolation(report)}
+                "output": _pl_output(report), PL_STAFF_FIELD: staff_isolation(report),
+                **_seed_field(PL_SEED_FIELD, report)}
     hidden = rubric.hidden([c.id for c in report.checks])
     public = view.build(report, hidden=hidden)
     got, total = score(report, rubric)
@@ -215,7 +231,7 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
         summary.append(f"{words} (the test \"hidden checks\").")
     return {"gradable": True, "score": round(got / total, 6) if total else 0.0,
             "message": _pl_text("\n\n".join(summary)), "output": _pl_output(report), "tests": tests,
-            PL_STAFF_FIELD: staff_isolation(report)}
+            PL_STAFF_FIELD: staff_isolation(report), **_seed_field(PL_SEED_FIELD, report)}
 
 
 def _pl_output(report) -> str:

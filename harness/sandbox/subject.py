@@ -17,6 +17,7 @@ from __future__ import annotations
 import compileall
 import contextlib
 import functools
+import hashlib
 import os
 import signal
 import subprocess
@@ -576,7 +577,8 @@ class Subject:
         self.load()  # the child builds only a target it has loaded
         if key not in self._builds:
             handle = len(self._builds)
-            self._builds[key] = Instance(self, cfg, handle, m.Build(cfg.to_dict(), self.seed, force_dropout, handle))
+            self._builds[key] = Instance(self, cfg, handle, m.Build(cfg.to_dict(), child_seed(self.seed), force_dropout,
+                                                                     handle))
         return self._builds[key]
 
     def stderr_tail(self, n: int = 2000) -> str:
@@ -653,6 +655,16 @@ class Subject:
         if self._own_slot:
             self.slot.release()
         self.log.close()
+
+
+def child_seed(seed: int) -> int:
+    """The seed the child builds its modules with (their own initial weights, before ours are written): the run's
+    seed where anyone may know it (below 2**32: --seed as typed, 0 by default), else a digest of it, so that the
+    code graded never learns a seed drawn for a grade (harness.frontends.seeds) and cannot print it into its
+    report, from which a student would read it."""
+    if seed < 2 ** 32:
+        return seed
+    return int.from_bytes(hashlib.sha256(b"mha-check child seed %d" % seed).digest()[:4], "big")
 
 
 def kill_tree(pid: int, record: dict, wait: Callable[[float], int | None]) -> None:

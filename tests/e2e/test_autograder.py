@@ -114,6 +114,7 @@ def _gradescope(built, tmp_path, files: dict) -> dict:
         assert test["score"] == (test["max_score"] if test["status"] == "passed" else 0.0)
     assert sum(t["max_score"] for t in data["tests"]) == TOTAL  # the rubric's total, whatever the submission
     assert data["score"] == sum(t["score"] for t in data["tests"])
+    assert data["extra_data"]["seed"] >= 2 ** 32  # no --seed in run_autograder: drawn for this grade, staff-only
     return data
 
 

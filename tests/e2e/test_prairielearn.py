@@ -14,7 +14,8 @@ BUGGY = f"{ROOT / 'examples' / 'buggy_attention.py'}"
 CORRECT = f"{ROOT / 'examples' / 'correct_attention.py'}"
 BROKEN = f"{ROOT / 'tests' / 'notebooks' / 'broken.ipynb'}"
 TOP_LEVEL = {"gradable", "score", "message", "output", "format_errors", "images", "tests",
-             "mha_check_isolation"}  # "any additional data": for staff, not rendered by <pl-external-grader-results>
+             "mha_check_isolation", "mha_check_seed"}  # "any additional data": for staff, not rendered by
+# <pl-external-grader-results>
 TEST_FIELDS = {"name", "description", "points", "max_points", "message", "output", "images"}
 MARKDOWN = re.compile(r"`|\*\*[^*\s][^*]*\*\*|\]\(")  # code, bold, a link: PrairieLearn shows messages in a <pre>
 
