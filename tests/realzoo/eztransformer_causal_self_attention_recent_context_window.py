@@ -43,9 +43,6 @@ OUTCOME = 'fail'
 DIAGNOSIS = 'no-mask'
 EXPECTED_BECAUSE = ("built with recent_context=None its mask buffer is all True and the plain call, the one GPT makes, "
                     "lets every position see the future: the lesson's layer without its mask")
-KNOWN_WRONG = ("issue 28 (realzoo9): mha-check PASSES it 19/19 - forward takes attn_mask, so it calls forward(x, "
-               "attn_mask=causal mask, True = keep), which replaces the buffer, and reads the unmasked plain call as "
-               "'the mask is the caller's' although the layer keeps a mask buffer of its own")
 
 
 @dataclass
