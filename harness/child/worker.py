@@ -286,6 +286,7 @@ class Worker:
             config_reads=construct.config_reads(reads),
             frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
             norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
+            inert_masks=_inert_masks(module, cfg.context_length),
         ))
 
     def _readings(self, module: nn.Module, cfg, out_proj: bool) -> tuple[list, str]:
@@ -639,6 +640,24 @@ if __name__ == "__main__":
 def _has_complex(module: nn.Module) -> bool:
     """The module keeps a complex tensor (Meta llama's rotary `freqs_cis`)."""
     return any(t.is_complex() for t in (*module.parameters(), *module.buffers()))
+
+
+def _inert_masks(module: nn.Module, context_length: int) -> list[str]:
+    """The registered buffers shaped as a mask over the context (their last two axes both the context length) that
+    hold one value everywhere: a mask of the layer's own that hides nothing (eztransformer's all-True `bias` for
+    recent_context=None).  With a plain call that computes unmasked attention, the evidence that the layer masks by
+    itself and lets the future through, not that it leaves the mask to its caller (harness.engine.mapping)."""
+    found = []
+    if context_length < 2:
+        return found
+    for name, buf in module.named_buffers():
+        try:
+            square = buf.dim() >= 2 and tuple(buf.shape[-2:]) == (context_length, context_length)
+            if square and not buf.is_meta and bool((buf == buf.reshape(-1)[0]).all()):
+                found.append(name)
+        except Exception:  # noqa: BLE001 - a buffer that cannot be compared is no evidence
+            continue
+    return found
 
 
 def _to_float64(t: torch.Tensor) -> torch.Tensor:

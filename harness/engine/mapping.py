@@ -370,12 +370,16 @@ def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -
     one (its default mask of 0s and 1s added to the scores, say), where a caller's mask made it the reference: it
     masks by itself, wrongly (issue 28).  Nothing for a layer that leaves the mask to its caller (its plain call is
     unmasked attention, the reference's numbers without a mask) or whose plain call is no known mistake's: a
-    correct layer passes under the convention that makes it causal, whatever the others do."""
+    correct layer passes under the convention that makes it causal, whatever the others do.  An unmasked plain call
+    is no-mask's where the layer keeps a mask over the context that holds one value everywhere (`_inert_own_mask`:
+    eztransformer's all-True buffer, which a caller's attn_mask replaces)."""
     if not _caller_masks(info, 0) or 0 not in outputs:
         return []
     own, ref = outputs[0], numpy_ref.forward(x, heads, w, rope=rope)
-    if own.shape != ref.shape or same(own, variants.forward(x, heads, w, **with_rope({"mask": "none"}, rope))):
+    if own.shape != ref.shape:
         return []
+    if same(own, variants.forward(x, heads, w, **with_rope({"mask": "none"}, rope))):
+        return [NO_MASK] if _inert_own_mask(info, form) else []  # the caller's mask, unless its own hides nothing
     wrong = []
     for mid, knobs in mutants.variants().items():
         if mutants.form(mid) != form or not MASKING_KNOBS & set(knobs) or not variants.applies(w, heads, knobs) \
@@ -386,6 +390,16 @@ def _own_mask_mistakes(info, outputs: dict, w, x, heads: int, rope, form: str) -
         if same(own, theirs) and not same(theirs, ref):
             wrong.append(mid)
     return sorted(wrong)
+
+
+NO_MASK = "no-mask"
+
+
+def _inert_own_mask(info, form: str) -> bool:
+    """The layer keeps a mask over the context that holds one value everywhere (the child's `inert_masks`): its plain
+    call's unmasked attention is then its own mask hiding nothing, not a mask left to its caller - a layer that
+    leaves the mask to its caller keeps no such buffer, or a causal one it does not use."""
+    return bool(getattr(info, "inert_masks", None)) and NO_MASK in mutants.variants() and mutants.form(NO_MASK) == form
 
 
 ROTARY_WORDS = ("cos", "sin", "freq", "freqs", "rope", "rotary", "theta", "cis", "inv")
@@ -627,10 +641,12 @@ def _reproduced(ctx, info, outputs: dict, weights: dict, x, ropes: list, found) 
                     if not wrong:
                         return found(style, i, "reference", rope=rope)
                     proof = found(0, i, "mistake", wrong, rope=rope)  # the plain call: what its default does
+                    inert = (f"; its mask {', '.join(info.inert_masks)} holds one value everywhere: it hides nothing"
+                             if wrong == [NO_MASK] else "")
                     proof.note = (f"called without a mask, your forward masks by itself and lets the future through "
-                                  f"(the numbers of {', '.join(wrong)}); called as {info.call_styles[style]} it "
-                                  f"computes the lesson's layer: the plain call is checked, as a caller who relies "
-                                  f"on your default mask gets it")
+                                  f"(the numbers of {', '.join(wrong)}{inert}); called as {info.call_styles[style]} "
+                                  f"it computes the lesson's layer: the plain call is checked, as a caller who "
+                                  f"relies on your default mask gets it")
                     return proof
     return _reordered(info, outputs, weights, x, cfg.heads, ropes, found)
 

@@ -2471,6 +2471,142 @@ def _(mod):
             f"turned feature of d_k = 4 gives heads of width {widened}", "n_heads=3, FLOAT32_TOL relative with RoPE")
 
 
+# ----------------------------------------------------------------------------------------------- realzoo9 (PyPI wheels)
+@check("toyllm_mha_wq_ctx_len_jaxtyped_forward.py")
+def _(mod):
+    """Wq, Wk, Wv (+ biases with qkv_bias), W_o = out_proj with its bias: mha_forward exactly, d_in 10, d_out 12."""
+    msgs, good = [], True
+    for qkv_bias in (False, True):
+        m = randomize(mod.MultiHeadAttention(10, 12, CTX, 0.0, 3, qkv_bias=qkv_bias)).eval()
+        b = lambda lin: lin.bias if qkv_bias else None
+        ref = lambda x: mha_forward(x, 3, m.Wq.weight, m.Wk.weight, m.Wv.weight, m.out_proj.weight,
+                                    b(m.Wq), b(m.Wk), b(m.Wv), m.out_proj.bias)
+        ok, msg = ok_line(*cmp(m, ref, 10))
+        good, msgs = good and ok, msgs + [f"qkv_bias={qkv_bias}: {msg}"]
+    return good, "; ".join(msgs), "d_in=10 d_out=12 ctx_len=10 n_heads=3"
+
+
+@check("attnhut_mqa_fused_kv_one_head_causal_flag.py")
+def _(mod):
+    """causal=True: gqa_forward with one key/value head, W_k = kv rows [0, dh), W_v = rows [dh, 2 dh), W_o = proj (and
+    the biases with bias=True), exactly; causal=False lets the future in."""
+    msgs, good = [], True
+    for bias in (False, True):
+        m = randomize(mod.MultiQueryAttention(12, 3, causal=True, bias=bias)).eval()
+        kv, kvb = m.kv.weight, m.kv.bias
+        b = lambda t: t if bias else None
+        ref = lambda x: gqa_forward(x, 3, m.q.weight, kv[:4], kv[4:], m.proj.weight, b(m.q.bias),
+                                    b(kvb[:4] if bias else None), b(kvb[4:] if bias else None), b(m.proj.bias))
+        ok, msg = ok_line(*cmp(m, ref, 12))
+        good, msgs = good and ok, msgs + [f"bias={bias}: {msg}"]
+    free = randomize(mod.MultiQueryAttention(12, 3, causal=False))
+    fixed = mod.MultiQueryAttention(12, 3, causal=True)
+    fixed.load_state_dict(free.state_dict())
+    kv = fixed.kv.weight
+    _, leak_free = cmp(free.eval(), lambda x: gqa_forward(x, 3, fixed.q.weight, kv[:4], kv[4:], fixed.proj.weight),
+                       12, shapes=[(2, 7)])
+    return (good and leak_free > 1e-3, "; ".join(msgs) + f"; causal=False: the future moves the past by {leak_free:.1e}",
+            "dim=12 num_heads=3 (one kv head of 4)")
+
+
+def _rotate_half_dtype_probe(m, dtype, d):
+    """The layer's forward on an input of `dtype` (module cast with it): None if it runs, else the exception's type."""
+    c = type(m)(d, 3, dropout=0.0)
+    c.load_state_dict(m.state_dict())
+    c = c.to(dtype).eval()
+    x = torch.randn(2, 5, d).to(dtype)
+    try:
+        with torch.no_grad():
+            c(x, mask=torch.tril(torch.ones(5, 5)).bool())
+        return None
+    except RuntimeError as e:
+        return type(e).__name__
+
+
+@check("corext_attention_rope_keep_mask_arg.py")
+def _(mod):
+    """In float64 the forward raises (float32 probabilities meet float64 values); float16 and bfloat16 raise too; in
+    float32, called with tril(ones(n, n)).bool() (True = attend), it is the rotate-half rotary reference with
+    qkv_proj's rows as W_q, W_k, W_v and out_proj, no biases, to relative 1e-5 of the float64 reference; no leak;
+    without a mask the future moves the past."""
+    m = randomize(mod.Attention(12, 3, dropout=0.0)).eval()
+    raised = {str(dt).split(".")[-1]: _rotate_half_dtype_probe(m, dt, 12)
+              for dt in (torch.float64, torch.float16, torch.bfloat16)}
+    m32 = mod.Attention(12, 3, dropout=0.0)
+    m32.load_state_dict(m.state_dict())
+    m32 = m32.float().eval()
+    W = m.qkv_proj.weight
+    ref = lambda x: rope_mha_forward(x, 3, W[:12], W[12:24], W[24:], m.out_proj.weight, convention="half")
+    keep = lambda n: torch.tril(torch.ones(n, n)).bool()
+    call = lambda x: m32(x.float(), mask=keep(x.shape[1])).double()
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 12)
+    _, leak_free = cmp(lambda x: m32(x.float()).double(), ref, 12, shapes=[(2, 7)])
+    good = all(raised.values()) and err / scale < FLOAT32_TOL and leak < 1e-6 and leak_free > 1e-3
+    return (good, f"raises in {', '.join(k for k, v in raised.items() if v)}; float32 with the mask: relative "
+            f"{err / scale:.1e}, leak {leak:.1e}; no mask: the future moves the past by {leak_free:.1e}",
+            "dim=12 num_heads=3, float32 run against the float64 reference, FLOAT32_TOL relative")
+
+
+@check("eztransformer_causal_self_attention_recent_context_window.py")
+def _(mod):
+    """recent_context=None: the buffer is all True and the plain call is mha_forward WITHOUT a mask (c_attn rows
+    [Q; K; V], c_proj, biases) exactly, and the future moves the past; given attn_mask (True = keep) it is the
+    lesson's layer. recent_context=2 (block_size 10): the lesson's layer for n <= 6, a window of 6 keys beyond."""
+    m = randomize(mod.build_no_window(12, 3, CTX)).eval()
+    W, b = m.c_attn.weight, m.c_attn.bias
+    ws = (W[:12], W[12:24], W[24:], m.c_proj.weight, b[:12], b[12:24], b[24:], m.c_proj.bias)
+    ref = lambda x: mha_forward(x, 3, *ws)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 7, 12, generator=g)
+    with torch.no_grad():
+        err_unmasked = (m(x) - _no_mask_forward(x, 3, *ws, scaled=True)).abs().max().item()
+    _, leak = cmp(m, ref, 12, shapes=[(2, 7)])
+    keep = lambda n: torch.tril(torch.ones(n, n, dtype=torch.bool))
+    good_masked, msg_masked = ok_line(*cmp(lambda x: m(x, attn_mask=keep(x.shape[1])), ref, 12))
+    win = randomize(mod.CausalSelfAttention(mod.GPTConfig(block_size=CTX, recent_context=2, n_head=3, n_embd=12,
+                                                          dropout=0.0))).eval()
+    Wn, bn = win.c_attn.weight, win.c_attn.bias
+    ref_w = lambda x: mha_forward(x, 3, Wn[:12], Wn[12:24], Wn[24:], win.c_proj.weight, bn[:12], bn[12:24], bn[24:],
+                                  win.c_proj.bias)
+    short, _ = ok_line(*cmp(win, ref_w, 12, shapes=[(2, 6), (1, 3)]))
+    err_long, _ = cmp(win, ref_w, 12, shapes=[(2, 10)])
+    all_true = bool(m.bias.all())
+    good = err_unmasked < TOL and leak > 1e-3 and good_masked and all_true and short and err_long > 1e-3
+    return (good, f"recent_context=None: buffer all True {all_true}, plain call = unmasked attention "
+            f"({err_unmasked:.1e}), the future moves the past by {leak:.1e}; with attn_mask (True = keep) {msg_masked};"
+            f" recent_context=2: lesson's layer for n <= 6 {short}, off by {err_long:.1e} at n = 10",
+            "n_embd=12 n_head=3 block_size=10 bias=True")
+
+
+@check("flatbuild_attention_gqa_rope_keyword_past_kv.py")
+def _(mod):
+    """m(x)[0]: the grouped rotate-half rotary reference (k_proj, v_proj repeated per group; the biases with
+    bias=True), for 2, 1 and 4 key/value heads of 4, to relative 1e-5 (float32 tables); no leak; a prompt then one
+    token through past_kv gives the full call's rows."""
+    msgs, good = [], True
+    for kv, bias in ((2, False), (1, True), (4, False)):
+        m = randomize(mod.Attention(16, 4, kv, max_seq_len=CTX, bias=bias)).eval()
+        rep = lambda t: None if t is None else t.reshape(kv, 4, *t.shape[1:]).repeat_interleave(4 // kv, 0).reshape(
+            16, *t.shape[1:])
+        b = lambda lin: lin.bias if bias else None
+        ref = lambda x: rope_mha_forward(x, 4, m.q_proj.weight, rep(m.k_proj.weight), rep(m.v_proj.weight),
+                                         m.o_proj.weight, b(m.q_proj), rep(b(m.k_proj)), rep(b(m.v_proj)),
+                                         b(m.o_proj), convention="half")
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err, leak = cmp(lambda x: m(x)[0], ref, 16)
+        x = torch.randn(2, 6, 16)
+        with torch.no_grad():
+            full = m(x)[0]
+            head, cache = m(x[:, :5])
+            step, _ = m(x[:, 5:], past_kv=cache)
+        cached = (torch.cat([head, step], 1) - full).abs().max().item()
+        ok = err / scale < FLOAT32_TOL and leak < TOL and cached < TOL
+        good, msgs = good and ok, msgs + [f"kv={kv} bias={bias}: {err / scale:.1e} rel, leak {leak:.1e}, "
+                                          f"cache {cached:.1e}"]
+    return good, "; ".join(msgs), "hidden_dim=16 n_heads=4 (dh 4), FLOAT32_TOL relative"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

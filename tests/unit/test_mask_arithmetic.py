@@ -139,6 +139,33 @@ def test_a_mask_multiplied_or_added_fails_and_is_named_under_every_convention(tm
         assert "called without a mask, your forward masks by itself" in report.adapter.mapping["note"]
 
 
+
+@pytest.mark.parametrize("buffer, diagnosis", [
+    ("torch.ones(block_size, block_size)", "no-mask"),
+    ("torch.ones(1, 1, block_size, block_size).bool()", "no-mask"),
+    ("torch.tril(torch.ones(block_size, block_size))", None),
+], ids=["ones", "all-true-4d", "tril"])
+def test_an_own_mask_that_hides_nothing_is_no_mask_though_a_callers_mask_would_make_it_causal(tmp_path, buffer,
+                                                                                             diagnosis):
+    """eztransformer's CausalSelfAttention for recent_context=None: its mask buffer is all True and an attn_mask
+    argument replaces it, so the plain call is unmasked attention and a caller's causal mask makes it the lesson's
+    layer.  It used to pass, read as a layer that leaves the mask to its caller; the buffer over the context holding
+    one value everywhere is its own mask hiding nothing: the plain call is judged, no-mask named.  The same layer
+    with a causal buffer passes as before."""
+    path = tmp_path / "layer.py"
+    path.write_text(LAYER.replace("torch.tril(torch.ones(block_size, block_size))", buffer)
+                    .replace("DEFAULT", OWN.replace("self.tril[:T, :T]", "self.tril[..., :T, :T]"))
+                    .replace("MASKING", 'att = att.masked_fill(mask == 0, float("-inf"))'))
+    target = f"{path}:Attn"
+    opts = Options(only=["causal-leakage", "reference-match"], examples=2)
+    report = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
+    if diagnosis is None:
+        assert [(c.id, c.status) for c in report.checks if c.status != "pass"] == [] and report.diagnosis is None
+        return
+    assert report["causal-leakage"].status == "fail" and report["reference-match"].status == "fail"
+    assert report.diagnosis.mutant == diagnosis
+    assert "hides nothing" in report.adapter.mapping["note"] and "forward(x)" in report.adapter.mapping["call"]
+
 def _marks(tmp_path, default, masking) -> list[str]:
     from harness.frontends.trace import trace
     path = tmp_path / "layer.py"
