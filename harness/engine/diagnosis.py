@@ -301,6 +301,8 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     # own line, else the fix a check that the mistake fails wrote in their names (out-proj-bias: `self.o`)
     own_words = next((c.fix for c in report.checks if c.status == Status.FAIL and c.details.get("own_fix")
                       and c.id in entry.get("killed_by", ())), None)
+    remedy = (where or {}).get("remedy") or entry.get("remedy")  # the mark's words fit how the line is written:
+    # a missing mask of an nn.MultiheadAttention is passed as its attn_mask, not made with masked_fill
     told = where if where and (how != "numbers" or mid in mutants.fitted() or _confirmed(where, report)) else {}
     # a variant of the mistake the recorded forward tells itself (the numbers of a fitted mistake are any value of
     # it: the line says which), or how the student wrote it, with the same numbers (an output projection made, in
@@ -308,10 +310,10 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     seen = symptoms(report)
     return Diagnosis(mid, how, tuple(seen["failing"]), tuple(seen["findings"]),
                      title=told.get("title", entry["title"]), symptom=told.get("symptom", entry["symptom"]),
-                     fix=own or own_words or entry.get("remedy") or entry["fix"],  # never the reference's line,
-                     # which names attributes (self.dh, self.mask) the student's class need not have: their line
-                     # corrected, or words
-                     fix_is_code=bool(own) or not (own_words or entry.get("remedy")),  # words shown as words
+                     fix=own or own_words or remedy or entry["fix"],  # never the reference's line, which names
+                     # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or
+                     # words
+                     fix_is_code=bool(own) or not (own_words or remedy),  # words shown as words
                      lesson=entry["lesson"], evidence=evidence, at=where["at"] if where else None,
                      code=where["code"] if where else None,
                      follows=tuple(_follows(mid, catalogue, report)) + _confirming(where, how, report))
@@ -427,7 +429,7 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     for m in result.mistakes:
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
                     **dict(zip(("at", "code"), result.where(m))),
-                    **{k: m[k] for k in ("title", "symptom", "confirmed_by") if k in m},
+                    **{k: m[k] for k in ("title", "symptom", "confirmed_by", "remedy") if k in m},
                     **({"missing": True} if m.get("step") is None else {})})  # a step never taken: its line is
         # where it belongs
     return out, True

@@ -158,6 +158,15 @@ def test_an_output_projection_made_and_never_applied_is_named_in_the_students_na
     assert used.details["finding"] == "unused output projection" and module in used.fix, used
 
 
+def test_a_missing_mask_of_nn_multiheadattention_is_fixed_with_its_attn_mask(reports):
+    """Issue 28: a layer that wraps nn.MultiheadAttention and passes no mask was told to mask the scores with
+    masked_fill, which it never computes; its fix is the call's attn_mask (is_causal=True alone raises there)."""
+    path = ZOO / "buggy" / "mha_wrapper_no_mask.py"
+    root = reports(target(path)).diagnosis
+    assert (root.mutant, root.at) == ("no-mask", f"{path.name}:{zoo_constants(path)['LINE']}"), root
+    assert "attn_mask" in root.fix and "masked_fill" not in root.fix and not root.fix_is_code, root.fix
+
+
 def test_a_view_error_on_a_slice_never_advises_contiguous(reports):
     """A chunk of a fused projection viewed in the wrong order raises; .contiguous() would make it silently wrong."""
     report = reports(target(ZOO / "buggy" / "fused_slice_wrong_view.py"))
