@@ -1,8 +1,14 @@
 """parameters-used: every parameter receives a gradient: forward uses it, and not under no_grad or detach."""
+import re
+
 from checks import check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.mapping import as_it_is
 from harness.wire import messages as m
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
+
+ROLE_WORDS = {"wq": "query", "wk": "key", "wv": "value", "wo": "output"}  # the projections, in the lesson's order
+ROLE_NAMES = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k", "bv": "b_v", "bo": "b_o"}
 
 
 @check(
@@ -27,9 +33,80 @@ def parameters_used(ctx):
     # (harness.engine.mapping, 4.): a norm's parameters are the layer's as much as W_q is
     style = as_it_is(inst.info, inst.style)
     (got,) = inst.calls([m.Vjp(inst.handle, ctx.input(cfg, "used"), gy, "eval", inst.layout, style)])
-    if got.unused:
-        return failed(f"parameter(s) {', '.join(got.unused)} receive no gradient: forward never uses them, or uses "
-                      "them under torch.no_grad() / .detach()", observed=f"no gradient for {', '.join(got.unused)}",
+    if not got.unused:
+        return passed("every parameter receives a gradient")
+    names = ", ".join(got.unused)
+    roles = [] if got.no_graph else unused_roles(_reading(ctx), got.unused)
+    if not roles:
+        return failed(f"parameter(s) {names} receive no gradient: forward never uses them, or uses them under "
+                      "torch.no_grad() / .detach()", observed=f"no gradient for {names}",
                       expected="a gradient for every parameter",
                       finding="unused parameter" if not got.no_graph else "no gradient")
-    return passed("every parameter receives a gradient")
+    read = ", ".join(ROLE_NAMES[r] for r in roles)
+    module = output_module(_reading(ctx), got.unused) if roles_finding(roles) == OUT_PROJ_UNUSED else None
+    said = (f"{module} ({names}), which mha-check reads as the output projection {read}, receives no gradient: "
+            f"forward never applies {module} to the merged heads, or applies it under torch.no_grad() / .detach()"
+            if module else
+            f"parameter(s) {names}, which mha-check reads as {read}, receive no gradient: forward never uses them, "
+            "or uses them under torch.no_grad() / .detach()")
+    fix = (f"Apply {module} to the merged heads where forward returns them (the lesson's last step), with no "
+           "torch.no_grad() or .detach() on the way to the output." if module else "")
+    return failed(said, observed=f"no gradient for {names}", expected="a gradient for every parameter", fix=fix,
+                  finding=roles_finding(roles))
+
+
+OUT_PROJ_UNUSED = "unused output projection"  # the finding of an output projection that gets no gradient
+
+
+def roles_finding(roles: list[str]) -> str:
+    """The finding, in the projections' words: which of the lesson's projections get no gradient ("unused query
+    and key projections": weights-under-no-grad's; "unused output projection": a projection made and never
+    applied).  The plain "unused parameter" was one signature for every unused parameter, so a c_proj made and
+    never applied beside a second mistake was named weights-under-no-grad (issue 28)."""
+    words = [ROLE_WORDS[r] for r in ROLE_WORDS if r in roles]
+    if not words:  # biases alone
+        return "unused parameter"
+    return f"unused {' and '.join(words)} projection{'s' if len(words) > 1 else ''}"
+
+
+def _reading(ctx) -> dict[str, str]:
+    """role -> the parameters it is read from, of the proven mapping; {} where there is none (the roles of the
+    parameters are then unknown, and the finding stays the plain "unused parameter")."""
+    try:
+        mapping = ctx.mapping
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return {}
+    return dict(mapping.description) if mapping.certain else {}
+
+
+_SLICE = re.compile(r"\[[^\]]*\]")
+
+
+def parameters_of(reading: str) -> set[str]:
+    """The parameter names a role's reading is made of: `c_attn.weight.T[0:8]` -> {c_attn.weight};
+    `heads.0.key.weight + heads.1.key.weight` -> both."""
+    out = set()
+    for piece in reading.split("+"):
+        name = _SLICE.sub("", piece.strip())
+        out.add(name[:-2] if name.endswith(".T") else name)
+    return out
+
+
+def unused_roles(description: dict[str, str], unused: list[str]) -> list[str]:
+    """The roles (wq, ..., bo) every parameter of whose reading got no gradient, where those parameters are all the
+    unused ones; [] where an unused parameter is in no role (an extra projection), or a role is only partly
+    unused, or the parameters have no reading: their roles are then not known."""
+    unused = set(unused)
+    roles = [r for r, reading in description.items() if r in ROLE_NAMES and parameters_of(reading) <= unused]
+    covered = set().union(*(parameters_of(description[r]) for r in roles)) if roles else set()
+    return sorted(roles, key=list(ROLE_NAMES).index) if roles and covered == unused else []
+
+
+def output_module(description: dict[str, str], unused: list[str]) -> str:
+    """`self.c_proj`: the output projection's attribute, where W_o is one module's weight (and b_o its bias);
+    else the parameters' names as they are (`self.W_o`, a raw parameter)."""
+    weight = sorted(parameters_of(description.get("wo", "")))
+    if len(weight) != 1:
+        return ", ".join(f"self.{n}" for n in unused)
+    module = weight[0].rsplit(".", 1)[0] if weight[0].endswith(".weight") else weight[0]
+    return f"self.{module}" if all(p.isidentifier() for p in module.split(".")) else f"self.{weight[0]}"

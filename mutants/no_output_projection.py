@@ -18,6 +18,7 @@ INFO = MutantInfo(
     remedy="Add an output projection nn.Linear(d_out, d_out) in __init__ and apply it to the merged heads.",
     fix="self.out = nn.Linear(d_out, d_out) in __init__, and return self.out(ctx)",
     variant={"out_proj": False},
+    rewrite="out-projection",  # an output projection made and never applied: applied on the return line
     example=(
         "ctx after merging: (2, 3, 8) = [head 0: features 0-3 | head 1: features 4-7]\n"
         "right: y = out(ctx) with out = Linear(8, 8): every output feature mixes both heads\n"

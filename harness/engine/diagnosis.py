@@ -87,9 +87,11 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     samples = _samples(ctx) if ctx is not None else None
     numbers = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # None: the numbers could not be
     # asked
-    marks = [k for k in marks if k.get("mutant") in (numbers or ()) or not _checks_refute(k, status, catalogue)]
+    marks = [k for k in marks if k.get("mutant") in (numbers or ()) or not _checks_refute(k, status, catalogue)
+             or _confirmed(k, report)]
     # (a mark whose mistake the numbers reproduce stands, though its own check passed: an out_proj made and never
-    # applied passes param-count, and a student's trial got no line for it)
+    # applied passes param-count, and a student's trial got no line for it; so does one another check's finding
+    # confirms: that out_proj's parameters get no gradient, beside a second mistake no single variant explains)
     several = []  # pairs that reproduce, refused as mirrors: said, not named
     if numbers:
         best = _by_marks(numbers, marks, catalogue)
@@ -102,7 +104,7 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
             return named
     elif numbers == [] and not report.math_correct:  # no one mistake is the outputs: two at once may be (never
         # asked of a layer whose math passed: its outputs are the reference's)
-        both = _pair(ctx, samples, _pairable(fits, possible, status, catalogue), marks, catalogue)
+        both = _pair(ctx, samples, _pairable(fits, possible, status, catalogue, marks, report), marks, catalogue)
         if both:
             return _named_pair(both, catalogue, marks, report)
         several = _several(ctx, samples, possible)  # two mistakes reproduce, one the mirror of a correct layer
@@ -232,6 +234,13 @@ def _by_numbers(possible: list[str], status: dict, catalogue: dict) -> list[str]
     return possible + widened
 
 
+def _confirmed(mark: dict, report) -> bool:
+    """The mark names a known mistake that a failing check's own finding confirms (`confirmed_by`, "check:finding"):
+    an output projection made and never applied is marked with its name where parameters-used finds exactly its
+    parameters without a gradient, read as W_o."""
+    return bool(mark.get("mutant")) and bool(mark.get("confirmed_by")) and mark["confirmed_by"] in findings(report)
+
+
 def _checks_refute(mark: dict, status: dict, catalogue: dict) -> bool:
     """A mark of a known mistake is no evidence, not even "where to look", when every check made to catch that
     mistake passed: the outputs are not that mistake's.  A student's trial: a learnable temperature initialised to
@@ -292,17 +301,37 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     # own line, else the fix a check that the mistake fails wrote in their names (out-proj-bias: `self.o`)
     own_words = next((c.fix for c in report.checks if c.status == Status.FAIL and c.details.get("own_fix")
                       and c.id in entry.get("killed_by", ())), None)
-    told = where if where and (how != "numbers" or mid in mutants.fitted()) else {}  # a variant of the mistake the
-    # recorded forward tells itself (the numbers of a fitted mistake are any value of it: the line says which)
+    remedy = (where or {}).get("remedy") or entry.get("remedy")  # the mark's words fit how the line is written:
+    # a missing mask of an nn.MultiheadAttention is passed as its attn_mask, not made with masked_fill
+    told = where if where and (how != "numbers" or mid in mutants.fitted() or _confirmed(where, report)) else {}
+    # a variant of the mistake the recorded forward tells itself (the numbers of a fitted mistake are any value of
+    # it: the line says which), or how the student wrote it, with the same numbers (an output projection made, in
+    # their name, and never applied: not "d_out² + d_out parameters too few")
     seen = symptoms(report)
     return Diagnosis(mid, how, tuple(seen["failing"]), tuple(seen["findings"]),
                      title=told.get("title", entry["title"]), symptom=told.get("symptom", entry["symptom"]),
-                     fix=own or own_words or entry.get("remedy") or entry["fix"],  # never the reference's line,
-                     # which names attributes (self.dh, self.mask) the student's class need not have: their line
-                     # corrected, or words
-                     fix_is_code=bool(own) or not (own_words or entry.get("remedy")),  # words shown as words
+                     fix=own or own_words or remedy or entry["fix"],  # never the reference's line, which names
+                     # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or
+                     # words
+                     fix_is_code=bool(own) or not (own_words or remedy),  # words shown as words
                      lesson=entry["lesson"], evidence=evidence, at=where["at"] if where else None,
-                     code=where["code"] if where else None, follows=tuple(_follows(mid, catalogue, report)))
+                     code=where["code"] if where else None,
+                     follows=tuple(_follows(mid, catalogue, report)) + _confirming(where, how, report))
+
+
+OUTPUT_COMPARISONS = ("reference-match", "gradient-match")  # the checks that compare the outputs with the reference
+
+
+def _confirming(mark: dict | None, how: str, report) -> tuple[str, ...]:
+    """The failing checks a confirmed mark explains beyond its mutant's: the check whose finding confirms it
+    (parameters-used, for an output projection made and never applied), and, where the numbers named it, the
+    comparisons with the reference (the module computes this mistake's outputs; its mutant, with no projection to
+    read, is compared without one)."""
+    if not mark or not _confirmed(mark, report):
+        return ()
+    failing = {c.id for c in report.checks if c.status == Status.FAIL}
+    shown = OUTPUT_COMPARISONS if how == "numbers" else ()
+    return tuple(c for c in (*shown, mark["confirmed_by"].split(":", 1)[0]) if c in failing)
 
 
 def _both(first: Diagnosis, second: Diagnosis, catalogue: dict, marks: list[dict]) -> Diagnosis:
@@ -400,7 +429,7 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     for m in result.mistakes:
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
                     **dict(zip(("at", "code"), result.where(m))),
-                    **{k: m[k] for k in ("title", "symptom") if k in m},
+                    **{k: m[k] for k in ("title", "symptom", "confirmed_by", "remedy") if k in m},
                     **({"missing": True} if m.get("step") is None else {})})  # a step never taken: its line is
         # where it belongs
     return out, True
@@ -449,14 +478,19 @@ def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> li
     return sorted(matching & shown)
 
 
-def _pairable(fits: list[str], possible: list[str], status: dict, catalogue: dict) -> list[str]:
+def _pairable(fits: list[str], possible: list[str], status: dict, catalogue: dict, marks: list[dict],
+              report) -> list[str]:
     """The mistakes that may be half of a pair: the plausible ones, and those whose first check passed here but
     another of their checks failed.  The other half can hide what a mistake alone guarantees: an inverted mask alone
     makes the last row NaN (output-shape), a finite fill beside it makes that row a plain average, so output-shape
     passes while causal-leakage fails (torchtext's generate_square_subsequent_mask with its -1e8 fill).  The pair
-    is still named only when the two together are the outputs, number for number (harness.engine.pairs)."""
+    is still named only when the two together are the outputs, number for number (harness.engine.pairs).  So may a
+    mistake whose mark another check's finding confirms, though its own checks pass: an output projection made and
+    never applied (param-count passes: the Linear exists) beside scores scaled by sqrt(d), whose parameters-used
+    finding was read as weights-under-no-grad (issue 28)."""
+    confirmed = [k["mutant"] for k in marks if _confirmed(k, report)]
     return possible + [m for m in fits if m not in possible
-                       and any(status.get(k) == Status.FAIL for k in catalogue[m]["killed_by"])]
+                       and (any(status.get(k) == Status.FAIL for k in catalogue[m]["killed_by"]) or m in confirmed)]
 
 
 @variants.sharing_scores  # every mistake on the same input and weights (issue 27)

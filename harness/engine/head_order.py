@@ -93,10 +93,12 @@ class HeadOrder:
             how = f"rolled: head {self.order[0]} first, then {', '.join(map(str, self.order[1:]))}"
         else:
             how = f"in the order {', '.join(map(str, self.order))}"
-        what = ("the column blocks of W_o (one per head) were read in that order" if self.on_out else
-                "the row blocks of W_q, W_k and W_v (one per head) were read in that order, as W_o is the identity")
-        return (f"with {heads} heads, your heads are merged {how}; {what}: the same layer with W_o's input blocks "
-                "renumbered, not a mistake (each configuration's order is read from its own output)")
+        what = ("the column blocks of W_o (one per head) were read in that order: the same layer with W_o's input "
+                "blocks renumbered" if self.on_out else
+                "the row blocks of W_q, W_k and W_v (one per head) were read in that order, as your layer has no "
+                "output projection: the same layer with its heads renumbered")  # (no W_o: none of its blocks)
+        return (f"with {heads} heads, your heads are merged {how}; {what}, not a mistake (each configuration's order "
+                "is read from its own output)")
 
     def to_dict(self) -> dict:
         return {"order": list(self.order), "on": "wo columns" if self.on_out else "wq, wk, wv rows"}

@@ -12,7 +12,7 @@ import ast
 import re
 import threading
 
-from harness.engine.trace.vocabulary import HEADS_BEHIND, KEYS_WITH, LEADING_AXES
+from harness.engine.trace.vocabulary import HEADS_BEHIND, KEYS_WITH, LEADING_AXES, PROJECTION_UNAPPLIED
 
 _AST_LOCK = threading.Lock()
 
@@ -31,7 +31,8 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "split-pair": " # likewise the other projection split this way",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
-         "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": ""}
+         "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
+         "out-projection": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -57,7 +58,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     and "repeat" (a grouped-query layer's key/value heads tiled with .repeat along the heads axis: repeat_interleave
     on that axis, by the same number) and "key-projection" (the keys projected with the queries' weight: the key
     projection's own, both named in `told`, the trace mark's words) and "buffer" (a tensor kept as a plain attribute,
-    `self.mask = ...`: registered with self.register_buffer("mask", ...))."""
+    `self.mask = ...`: registered with self.register_buffer("mask", ...)) and "out-projection" (the merged heads
+    returned without the output projection the module made: applied to them on the return line, the projection
+    named in `told`, the trace mark's words)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -78,6 +81,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         return None  # it hides something else than the past and the diagonal: inverting it would not be the future
     if kind == "key-projection":
         return _key_projection(line, tree, told)
+    if kind == "out-projection":
+        return _out_projection(line, tree, told)
     if kind == "slice" and LEADING_AXES in told:
         return _slice_last_axes(line, tree)
     if kind in LOCAL:
@@ -482,6 +487,25 @@ def _key_projection(line: str, tree: ast.Module, told: str) -> str | None:
         return line[:spot.col_offset] + new + line[spot.end_col_offset:]
     quote = line[spot.col_offset]
     return line[:spot.col_offset] + quote + new + quote + line[spot.end_col_offset:]
+
+
+_UNAPPLIED = re.compile(re.escape(PROJECTION_UNAPPLIED) + r"(self(?:\.[A-Za-z_]\w*)+) to the merged heads")
+_DROPOUT = re.compile(r"drop", re.IGNORECASE)
+
+
+def _out_projection(line: str, tree: ast.Module, told: str) -> str | None:
+    """return y  ->  return self.c_proj(y);  return self.resid_dropout(y)  ->  return self.resid_dropout(self.c_proj(y))
+    (a dropout applied to the output stays outermost, as the lesson's layer has it); of a tuple returned, the first
+    element.  Only on a `return` line and where `told`, the trace mark's words, names the projection the module
+    made and never applied; None otherwise (the fix is then said in words)."""
+    made = _UNAPPLIED.search(told)
+    stmt = tree.body[0]
+    if not made or not isinstance(stmt, ast.Return) or stmt.value is None:
+        return None
+    heads = stmt.value.elts[0] if isinstance(stmt.value, ast.Tuple) and stmt.value.elts else stmt.value
+    if isinstance(heads, ast.Call) and len(heads.args) >= 1 and _DROPOUT.search(_text(line, heads.func)):
+        heads = heads.args[0]  # self.resid_dropout(y), F.dropout(y, p, self.training)
+    return line[:heads.col_offset] + f"{made.group(1)}({_text(line, heads)})" + line[heads.end_col_offset:]
 
 
 def _buffer(line: str, tree: ast.Module) -> str | None:

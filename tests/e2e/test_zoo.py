@@ -127,6 +127,46 @@ def test_a_mistake_beside_heads_in_another_order_fails_the_math_and_is_named_at_
     assert root.at is not None and root.at.endswith(f"{path.name}:{line}"), root.at
 
 
+UNAPPLIED = {  # an output projection made in __init__ and never applied: its file, its name, the fix in the student's
+    # names
+    "nanogpt_c_proj_never_applied": ("self.c_proj", "return self.resid_dropout(self.c_proj(y))"),
+    "two_c_proj_never_applied_no_scale": ("self.c_proj", "return self.resid_dropout(self.c_proj(y))"),
+    "two_out_never_applied_scale_by_dh": ("self.out", "return self.out(ctx)"),
+    "two_proj_never_applied_softmax_dim2": ("self.proj", "return self.proj(out)"),
+    "own_out_proj_never_applied": ("self.out_proj", "return self.out_proj(ctx)"),
+    "out_proj_made_not_applied": ("self.out", "return self.out(ctx)"),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(UNAPPLIED))
+def test_an_output_projection_made_and_never_applied_is_named_in_the_students_names(stem, reports):
+    """Issue 28: parameters-used's "unused parameter" was one signature for every parameter without a gradient, so
+    nanoGPT's c_proj made and never applied, beside a second mistake, was named weights-under-no-grad; alone, it was
+    told to "add an output projection nn.Linear(d_out, d_out) in __init__", which it has.  Now the finding says which
+    projection gets no gradient (W_o, under the proven reading), the mistake is no-output-projection from the numbers
+    (with the other one where there is one), and its fix is the student's return line with their projection
+    applied; its words say the projection is made and never applied, not missing parameters."""
+    path = ZOO / "buggy" / f"{stem}.py"
+    report = reports(target(path))
+    root = report.diagnosis
+    unapplied = root if root.mutant == "no-output-projection" else root.also
+    module, fix = UNAPPLIED[stem]
+    assert (unapplied.mutant, unapplied.match, unapplied.fix) == ("no-output-projection", "numbers", fix)
+    assert module in unapplied.title and "too few" not in unapplied.symptom, unapplied
+    assert "parameters-used" in unapplied.follows
+    used = next(c for c in report.checks if c.id == "parameters-used")
+    assert used.details["finding"] == "unused output projection" and module in used.fix, used
+
+
+def test_a_missing_mask_of_nn_multiheadattention_is_fixed_with_its_attn_mask(reports):
+    """Issue 28: a layer that wraps nn.MultiheadAttention and passes no mask was told to mask the scores with
+    masked_fill, which it never computes; its fix is the call's attn_mask (is_causal=True alone raises there)."""
+    path = ZOO / "buggy" / "mha_wrapper_no_mask.py"
+    root = reports(target(path)).diagnosis
+    assert (root.mutant, root.at) == ("no-mask", f"{path.name}:{zoo_constants(path)['LINE']}"), root
+    assert "attn_mask" in root.fix and "masked_fill" not in root.fix and not root.fix_is_code, root.fix
+
+
 def test_a_view_error_on_a_slice_never_advises_contiguous(reports):
     """A chunk of a fused projection viewed in the wrong order raises; .contiguous() would make it silently wrong."""
     report = reports(target(ZOO / "buggy" / "fused_slice_wrong_view.py"))

@@ -210,3 +210,11 @@ def test_find_with_the_reference_is_find_and_a_mistake_never_reproduces_a_correc
     own = _merged_in((2, 0, 1), x, heads, w)
     assert find_with(x, heads, w, own, lambda read: numpy_ref.forward(x, heads, read)).order == (2, 0, 1)
     assert find_with(x, heads, w, own, lambda read: _no_scaling(x, heads, read)) is None
+
+
+def test_the_order_of_a_layer_without_an_output_projection_is_told_without_w_o():
+    """Issue 28: the note of a layer read without W_o said "the same layer with W_o's input blocks renumbered", blocks
+    of a matrix the layer does not have; it says its heads are renumbered (the rows of W_q, W_k and W_v)."""
+    without = HeadOrder((1, 0), 4, on_out=False).describe()
+    assert "W_o" not in without and "no output projection" in without and "heads renumbered" in without
+    assert "W_o's input blocks renumbered" in HeadOrder((1, 0), 4).describe()

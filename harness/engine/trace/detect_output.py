@@ -2,18 +2,56 @@
 information.  It runs last, so its mark on the forward as a whole comes after the mask's."""
 from __future__ import annotations
 
+import re
+
 from harness.engine.trace.registry import Findings, detector
+from harness.engine.trace.vocabulary import PROJECTION_UNAPPLIED
+
+_SLICE = re.compile(r"\[[^\]]*\]")
 
 
 @detector("heads-not-projected")
 def heads_not_projected(f: Findings) -> None:
     """A complete forward with an attention of its own (not nn.MultiheadAttention) and no output projection: told
     at the student's `return` line, where the projection is to be applied (what is missing has no step of its
-    own, but it has a place)."""
+    own, but it has a place).  Where the module has an output projection (the proven reading's W_o) whose
+    parameters the forward never touched, the mark names it, made and never applied: the fix is to apply it, not
+    to add one (a student's nanoGPT layer with c_proj was told to add self.out_proj)."""
     labels = f.namer.labels
     if f.complete and f.cfg.get("out_proj", True) and (f.named("softmax") or f.fused_sdpa) and not f.fused_mha and \
             not any(labels[i] == "output projection" for i in range(len(f.ops))):
+        made = _unapplied(f)
+        if made:
+            f.mark_whole("heads-not-projected", {
+                "text": (f"{made} (read as W_o) is made in __init__ but forward never applies it: the merged heads "
+                         f"are returned without the output projection, so the heads cannot exchange information; "
+                         f"{PROJECTION_UNAPPLIED}{made} to the merged heads where forward returns them"),
+                "title": f"Output projection {made} made in __init__ and never applied: the concatenated heads are "
+                         "returned as they are",
+                "symptom": (f"Features found by different heads never mix: {made} is counted and saved, but gets no "
+                            "gradient and is never trained, and the output differs from the reference."),
+                "confirmed_by": "parameters-used:unused output projection"}, f.returned_at)
+            return
         f.mark_whole("heads-not-projected", (
             "no output projection after the heads are merged: the heads cannot exchange information; add "
             "self.out_proj = nn.Linear(d_out, d_out) in __init__ and apply it to the merged heads where forward "
             "returns them"), f.returned_at)
+
+
+def _unapplied(f: Findings) -> str | None:
+    """`self.c_proj`: the module the proven reading takes W_o from (`f.cfg["roles"]`), where the forward used none
+    of its parameters; None where there is no such reading, or the forward used it (a projection of another kind
+    the namer did not call one)."""
+    wo = (f.cfg.get("roles") or {}).get("wo")
+    if not wo:
+        return None
+    weights = {_SLICE.sub("", piece.strip()).removesuffix(".T") for piece in wo.split("+")}
+    used = {t["name"] for op in f.ops for t in op["in"] if isinstance(t, dict) and t.get("name")}
+    if len(weights) != 1 or weights & used:
+        return None
+    (weight,) = weights
+    module = weight.removesuffix(".weight")
+    bias = (f.cfg.get("roles") or {}).get("bo", "")
+    if bias and _SLICE.sub("", bias.strip()) in used:
+        return None
+    return f"self.{module}" if all(p.isidentifier() for p in module.split(".")) else None

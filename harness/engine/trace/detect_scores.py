@@ -28,6 +28,13 @@ def softmax_axis(f: Findings) -> None:
             f.mark(s, _softmax_axis(int(dim), ndim))
 
 
+MHA_MASK_REMEDY = ("Pass the causal mask to your nn.MultiheadAttention call: attn_mask=torch.triu(torch.ones(n, n, "
+                   "dtype=torch.bool, device=x.device), diagonal=1) for n tokens (True = may not attend; a buffer made "
+                   "so in __init__ and cut to [:n, :n] does the same). is_causal=True alone raises: it only tells "
+                   "PyTorch that the attn_mask given is causal.")  # no-mask's remedy speaks of masked_fill, which
+# a layer that wraps nn.MultiheadAttention never calls (issue 28)
+
+
 @detector("sdpa-without-causal", "sdpa-mask-keeps-future")
 def fused_attention_mask(f: Findings) -> None:
     """A fused attention called with no causal mask, or with a boolean mask that keeps the future (True = keep)."""
@@ -39,7 +46,12 @@ def fused_attention_mask(f: Findings) -> None:
                                     "scaled_dot_product_attention" else None)
         if op["op"] in FUSED_MHA:
             mask_arg = op["kwargs"].get("attn_mask")
-        if not causal and (mask_arg is None or mask_arg == "None"):
+        if not causal and (mask_arg is None or mask_arg == "None") and op["op"] in FUSED_MHA:
+            f.mark(i, {"id": "sdpa-without-causal", "text": (
+                "nn.MultiheadAttention is called without an attn_mask: every token sees the future; pass the causal "
+                "mask as attn_mask (is_causal=True alone raises: it only says that attn_mask is causal)"),
+                "remedy": MHA_MASK_REMEDY})
+        elif not causal and (mask_arg is None or mask_arg == "None"):
             f.mark(i, {"id": "sdpa-without-causal", "text": (
                 "the fused attention is called without is_causal=True or an attn_mask: every token sees the "
                 "future")})

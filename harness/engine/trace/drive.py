@@ -70,7 +70,8 @@ def record(ctx, display: str = "") -> TraceResult:
         result.error = f"your forward raised {reply.raised}"
     if reply.output:
         result.output_shape = reply.output.get("shape")
-    steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst)},
+    steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst),
+                                            "roles": _roles(ctx)},
                                   complete=not reply.raised and not result.truncated, output=reply.output)
     result.steps, result.mistakes = steps, name_mistakes(found, form.name)
     name_mistakes([s.mistake for s in steps if s.mistake], form.name)
@@ -87,6 +88,17 @@ def _parameter_names(inst) -> list[str]:
     """The module's parameter names, for detectors that name a parameter the forward never used (the key
     projection of a layer that projects its keys with the queries' weight); [] when the build did not say."""
     return [p.name for p in getattr(getattr(inst, "info", None), "params", None) or ()]
+
+
+def _roles(ctx) -> dict[str, str]:
+    """role -> the parameters it is read from (`wo`: `c_proj.weight`), of the proven mapping: a detector that finds a
+    role's parameters never used names them in the student's words (an output projection made and never applied);
+    {} where the parameters have no certain reading."""
+    try:
+        mapping = ctx.mapping
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return {}
+    return dict(mapping.description) if mapping.certain else {}
 
 
 def _plain(inst) -> list[str]:

@@ -63,11 +63,12 @@ class Findings:
         else:
             self.at[i] = found
 
-    def mark_whole(self, detector_id: str, text: str, where: dict | None = None) -> None:
+    def mark_whole(self, detector_id: str, text: str | dict, where: dict | None = None) -> None:
         """Mark the forward as a whole (something it never does); `where` ({"at", "code"}): the student's line
-        where the missing step belongs, when one does."""
+        where the missing step belongs, when one does.  `text` may be the mark itself ({"text", "title", ...})."""
         self._registered(detector_id)
-        self.whole.append({"id": detector_id, "step": None, "text": text, **(where or {})})
+        mark = text if isinstance(text, dict) else {"text": text}
+        self.whole.append({"id": detector_id, "step": None, **mark, **(where or {})})
 
     def named(self, label: str) -> list[int]:
         """The operations the namer named `label`, in order."""

@@ -74,6 +74,8 @@ def number(text) -> float | None:
         return None
 
 
+PROJECTION_UNAPPLIED = "apply "  # a heads-not-projected mark's words before the output projection made and never
+# applied (`self.c_proj`), then " to the merged heads" (harness.engine.rewrite reads it there)
 KEYS_WITH = "project the keys with "  # a keys-from-query-weights mark's last words, then the key projection's own
 # name (harness.engine.rewrite reads it there)
 
