@@ -22,6 +22,7 @@ INFO = MutantInfo(
     remedy=("Split the keys and values into their key/value heads first, then repeat each whole head "
             "(repeat_interleave along the heads axis), never single features."),
     fix="k, v = (t.repeat_interleave(self.group, dim=1) for t in (k, v))  # (B, H, n, dh): head h uses h // group",
+    trace=("kv-features-repeated",),
     variant={"kv_expand": "features"},
     example=(
         "H = 4, KV = 2, dh = 2, group = 2: self.k(x) is (B, n, 4) = [a0 a1 | b0 b1] (key/value heads a and b)\n"

@@ -18,6 +18,7 @@ INFO = MutantInfo(
     remedy=("Apply the causal mask to the scores of every head, after the key/value heads are shared out to all "
             "query heads."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
+    trace=("mask-on-some-heads",),
     variant={"kv_mask": "first-group"},
     example=(
         "H = 4, KV = 2, group = 2: scores (B, 4, n, n)\n"

@@ -22,6 +22,7 @@ INFO = MutantInfo(
     remedy=("Repeat each key/value head for its group of query heads (repeat_interleave along the heads axis); "
             "expand only broadcasts a single head."),
     fix="k, v = (t.repeat_interleave(self.group, dim=1) for t in (k, v))  # (B, H, n, dh): head h uses h // group",
+    trace=("kv-heads-expanded",),
     example=(
         "multi-query, H = 3, KV = 1: k (B, 1, n, dh).expand(B, 3, n, dh) -> [k0, k0, k0]: right, and no copy\n"
         "grouped, H = 4, KV = 2: k (B, 2, n, dh).expand(B, 4, n, dh) raises: axis 1 has size 2, not 1\n"

@@ -17,6 +17,7 @@ INFO = MutantInfo(
     remedy=("Use each projection in its own role: the query projection for the queries and the key projection for"
             " the keys."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # each projection in its own role",
+    trace=("queries-and-keys-swapped",),
     variant={"keys": "swap"},
     example=(
         "q = split(W_k(x)), k = split(W_q(x)): both (2, 2, 3, 4), so every shape is right\n"

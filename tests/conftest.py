@@ -47,22 +47,25 @@ def zoo_constants(path: Path) -> dict:
 
 
 SAME_ON_OTHER_LINES = rewrite.KINDS["split-all"]  # "# and the other two projections alike"
-OTHER_LINES_NOTES = tuple(note for note in rewrite.KINDS.values() if note.startswith(" # and the other"))  # the
-# fixes made on the other lines too (split-all's, repeat's: the keys' and the values' .repeat on lines of their own)
+OTHER_LINES_NOTES = tuple(note for note in rewrite.KINDS.values() if note)  # the fixes made on the other lines too
+# (split-all's, repeat's: the keys' and the values' .repeat on lines of their own; split-pair's "likewise the other
+# projection split this way": only the lines the trace marks, the third projection is split right)
 
 
 def pasted(path: Path, fixes: list[tuple]) -> str:
-    """The file with each (line, fix, rewrite kind[, the trace mark's words]) pasted in as a student would,
-    indentation kept; a fix that ends with one of OTHER_LINES_NOTES (SAME_ON_OTHER_LINES, say) is made on those
-    lines too (each rewritten by its own line's fix, read with the same words)."""
+    """The file with each (line, fix, rewrite kind[, the trace mark's words[, the lines the trace marks with the
+    mistake]]) pasted in as a student would, indentation kept; a fix that ends with one of OTHER_LINES_NOTES
+    (SAME_ON_OTHER_LINES, say) is made on those lines too (each rewritten by its own line's fix, read with the same
+    words): on the marked lines when they are given, else on every line the fix rewrites."""
     lines = path.read_text().splitlines()
-    for number, fix, kind, *told in fixes:
+    for number, fix, kind, *rest in fixes:
+        told, marked = rest[:1], (rest[1] if len(rest) > 1 else None)
         note = next((n for n in OTHER_LINES_NOTES if fix.endswith(n)), None)
         if note is not None:
             fix = fix.removesuffix(note).rstrip()
             for i, line in enumerate(lines):
                 same = rewrite.own_line_fix(kind, line, *told)
-                if i != number - 1 and same is not None:
+                if i != number - 1 and same is not None and (marked is None or i + 1 in marked):
                     lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(note).rstrip()
         old = lines[number - 1]
         lines[number - 1] = old[:len(old) - len(old.lstrip())] + fix

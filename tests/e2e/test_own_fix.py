@@ -36,6 +36,13 @@ def told(result, root) -> str:
                 "")
 
 
+def marked(result, root) -> set[int]:
+    """The lines of the file the trace marks with the report's mistake (a fix noted "likewise the other projection
+    split this way" is made on them: the other marked line, not the projection split right)."""
+    ats = [result.where(m)[0] for m in result.mistakes if m["mutant"] == root.mutant]
+    return {int(at.rsplit(":", 1)[1]) for at in ats if at}
+
+
 @pytest.fixture(scope="module")
 def fixed(reports, traced, tmp_path_factory):
     """The reports of the zoo files, then each file with its report's own-line fix pasted in (a copy)."""
@@ -48,7 +55,7 @@ def fixed(reports, traced, tmp_path_factory):
         if root.fix and root.fix != entry.get("remedy"):
             copy = folder / path.name
             copy.write_text(pasted(path, [(zoo_constants(path)["LINE"], root.fix, entry["rewrite"],
-                                           told(traced[path], root))]))
+                                           told(traced[path], root), marked(traced[path], root))]))
             copies[path] = f"{copy}:{zoo_constants(path)['TARGET']}"
     reports.want(list(copies.values()))
     return copies

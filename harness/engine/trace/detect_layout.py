@@ -74,6 +74,47 @@ def merge_without_transpose(f: Findings) -> None:
                 "with view(B, H, n, dh).transpose(1, 2), then reshape(B, n, d)")})
 
 
+@detector("merge-moves-batch")
+def merge_moves_batch(f: Findings) -> None:
+    """The heads' outputs (B, H, n, dh), mixed values, transposed or permuted so that the batch leaves the first axis
+    (`transpose(0, 2)` where the lesson's merge is `transpose(1, 2)`) and then viewed back to (B, n, d): the view
+    fits, and a batch of one sequence is right, but each row is assembled from other sequences' tokens.  A layer
+    that answers sequence first, (n, B, d), rightly moves the batch: its view is to (n, B, d), never marked."""
+    batch_first = [f.cfg.get("batch"), f.cfg.get("n"), f.cfg.get("d")]
+    for op in f.ops:
+        if op["op"] not in TRANSPOSES or op.get("raised") or not op["in"] or \
+                f.namer.sym(op["in"][0]) != "B, H, n, dh" or not f.namer.derives_from(op["in"][0], ("mix values",)):
+            continue
+        order = _axes_order(op, len(op["in"][0].get("shape") or ()))
+        viewed = any(later["op"] in VIEWS and later["in"] and later["in"][0].get("src") is not None and
+                     op["i"] in f.namer.ancestors(later["in"][0]["src"]) | {later["in"][0]["src"]} and
+                     (later.get("out") or {}).get("shape") == batch_first for later in f.ops[op["i"] + 1:])
+        if order is not None and order[0] != 0 and viewed:
+            f.mark(op["i"], {"id": "merge-moves-batch", "text": (
+                f"{op['op']} moves the batch axis of the heads' outputs (B, H, n, dh) away from the front, so the "
+                "merge back to (B, n, d) mixes the sequences of a batch (a batch of one hides it); swap the heads "
+                "and the tokens only: transpose(1, 2)")}, keep_earlier=True)
+
+
+def _axes_order(op: dict, ndim: int) -> list[int] | None:
+    """The new order of the axes a transpose/swapaxes (two axes) or permute (all of them) gives, or None when its
+    arguments do not say."""
+    args = [a for a in op["args"] if not str(a).startswith("<T")] or list(op["kwargs"].values())
+    if len(args) == 1 and str(args[0]).startswith(("(", "[")):
+        args = [a for a in str(args[0]).strip("()[]").replace(" ", "").split(",") if a]
+    axes = [number(a) for a in args]
+    if not ndim or any(a is None or a != int(a) or not -ndim <= a < ndim for a in axes):
+        return None
+    axes = [int(a) % ndim for a in axes]
+    if op["op"] == "permute" and sorted(axes) == list(range(ndim)):
+        return axes
+    if op["op"] in ("transpose", "swapaxes", "swapdims") and len(axes) == 2:
+        order = list(range(ndim))
+        order[axes[0]], order[axes[1]] = order[axes[1]], order[axes[0]]
+        return order
+    return None
+
+
 def _operands(namer: Namer, ops: list[dict]) -> dict[str, dict] | None:
     """The tensors that enter the attention as queries, keys and values (the first scores product q @ kᵀ and the
     mixing weights @ v, or a fused attention's q, k, v); None when the forward does not show all three."""
@@ -177,6 +218,35 @@ def keys_from_query_weights(f: Findings) -> None:
                " is never used (it gets no gradient); project the keys with their own projection"))})
 
 
+@detector("queries-and-keys-swapped")
+def queries_and_keys_swapped(f: Findings) -> None:
+    """The queries projected with the key projection and the keys with the query projection (`q = self.key(x)`,
+    `k = self.query(x)`), read from the weights' names: each says the other's role in one word (`key` for `query`,
+    `W_k` for `W_q`).  The scores come out transposed before the mask.  Marked at both projections, the lines to
+    change; a fused projection split in three is one weight, never marked."""
+    operands = _operands(f.namer, f.ops)
+    if not operands:
+        return
+    q, k = _projection(f, operands["q"]), _projection(f, operands["k"])
+    if q and k and q[0] != k[0] and _role_swapped(q[1], k[1]):
+        for i, weight, role in sorted(((q[0], q[1], "queries"), (k[0], k[1], "keys"))):
+            f.mark(i, {"id": "queries-and-keys-swapped", "text": (
+                f"the {role} are projected with {weight}, and the {'keys' if role == 'queries' else 'queries'} with "
+                f"{k[1] if role == 'queries' else q[1]}: the query and key projections are swapped, so every score "
+                "is the transposed one (token s asks token t); project the queries with the query projection and "
+                "the keys with the key projection")}, keep_earlier=True)
+
+
+def _role_swapped(queries_weight: str, keys_weight: str) -> bool:
+    """Whether the queries' weight is named as a key projection and the keys' as its query twin (`key.weight` and
+    `query.weight`, `W_k` and `W_q`): one role word exchanged for the other gives the other name."""
+    for query, key in _QUERY_WORDS:
+        for hit in re.finditer(rf"(?<![A-Za-z]){key}(?![a-z])|(?<=[Ww]){key}(?![a-z])", queries_weight):
+            if queries_weight[:hit.start()] + query + queries_weight[hit.end():] == keys_weight:
+                return True
+    return False
+
+
 _QUERY_WORDS = (("queries", "keys"), ("Queries", "Keys"), ("query", "key"), ("Query", "Key"), ("q", "k"), ("Q", "K"))
 
 
@@ -237,6 +307,31 @@ def kv_heads_tiled(f: Findings) -> None:
                 keep_earlier=True)
 
 
+@detector("kv-features-repeated")
+def kv_features_repeated(f: Findings) -> None:
+    """A grouped-query layer (traced with KV key/value heads for H query heads) whose key/value projections, still
+    flat (B, n, KV·dh), are widened to H·dh with repeat_interleave along the features: each feature is written
+    H / KV times side by side, so after the split a query head meets a few features of a key/value head, each
+    repeated, where the lesson repeats whole heads after the split."""
+    heads, kv, d = f.cfg.get("heads"), f.cfg.get("kv_heads"), f.cfg.get("d")
+    if not kv or not heads or not d or not 1 <= kv < heads or heads % kv:
+        return
+    width = kv * d // heads
+    for op in f.ops:
+        if op["op"] != "repeat_interleave" or op.get("raised") or not op["in"] or \
+                not f.namer.derives_from(op["in"][0], ("project",)):
+            continue
+        before, after = op["in"][0].get("shape") or [], (op.get("out") or {}).get("shape") or []
+        if len(before) == 3 and len(after) == 3 and before[-1] == width and after[-1] == d and \
+                before[:2] == after[:2]:
+            f.mark(op["i"], {"id": "kv-features-repeated", "text": (
+                f"repeat_interleave widens the flat key/value projection ({width} features: {kv} heads of "
+                f"{d // heads}) to {d} by repeating each feature {heads // kv} times, not each head: a query head "
+                f"meets a few features of a key/value head, each written twice over; split into the {kv} "
+                f"key/value heads first, then repeat each whole head with .repeat_interleave({heads // kv}, "
+                "dim=1)")}, keep_earlier=True)
+
+
 def _sizes(op: dict) -> list[str]:
     """The sizes a repeat/tile was given, however written: repeat(1, 2, 1, 1), repeat((1, 2, 1, 1)), tile(x, dims)."""
     args = [a for a in op["args"] if not str(a).startswith("<T")] or list(op["kwargs"].values())
@@ -245,7 +340,8 @@ def _sizes(op: dict) -> list[str]:
     return [str(a) for a in args]
 
 
-@detector("view-on-transposed", *SLICE_DETECTORS, "mask-size-not-n", "keys-transposed-wrong", "raised")
+@detector("view-on-transposed", *SLICE_DETECTORS, "mask-size-not-n", "keys-transposed-wrong", "kv-heads-expanded",
+          "raised")
 def raised(f: Findings) -> None:
     """The operation that raised (the forward stops there): a view after a transpose or of a slice, a mask not cut
     to the sequence, keys transposed on the wrong axes; else only that it raised."""
@@ -308,6 +404,12 @@ def _raised(namer: Namer, op: dict) -> dict:
         return {"id": "keys-transposed-wrong", "text": (
             "the scores multiply the queries (B, n, d) by keys with every axis reversed: keys.T on a batch gives "
             f"(d, n, B); use keys.transpose(1, 2) (or transpose(-2, -1)) to get (B, d, n) ({message})")}
+    if op["op"] in ("expand", "expand_as") and op["in"] and namer.derives_from(op["in"][0], ("project",)) and \
+            "expanded size" in message:  # (B, KV, n, dh).expand(B, H, n, dh): only an axis of size 1 stretches
+        return {"id": "kv-heads-expanded", "text": (
+            "the key/value heads are shared with .expand, which only stretches an axis of size 1 (multi-query, one "
+            "key/value head): with several key/value heads it raises; repeat each one for its group of query heads "
+            f"with .repeat_interleave(H // KV, dim=1) ({message})")}
     return {"id": "raised", "text": f"this operation raised {message}"}
 
 

@@ -84,6 +84,34 @@ def _softmax_line(f: Findings) -> dict | None:
 FILL_MARKS = ("fill-leaks-visibly", "fill-leaks-invisibly")  # a finite fill's marks (fill_mark)
 
 
+@detector("mask-on-some-heads")
+def mask_on_some_heads(f: Findings) -> None:
+    """The mask applied before the softmax to a slice of the heads' scores only (`scores[:, :group]`: a grouped-query
+    layer's first group, as if the heads sharing a key/value head shared its mask), the applications together
+    covering fewer than the H heads: the other heads' tokens see the future.  Read from the shapes of (B, H, n, n)
+    scores; an assignment that writes masked scores back is not a mask of its own."""
+    uses, heads = _mask_uses(f), f.cfg.get("heads")
+    if uses is None or not heads or heads < 2:
+        return
+    covered, first = 0, None
+    for m in uses[0]:
+        op = f.ops[m]
+        if op["op"] == "__setitem__" and any(t.get("src") is not None and (f.namer.ancestors(t["src"]) | {t["src"]})
+                                             & set(uses[0]) for t in op["in"][1:]):
+            continue  # scores[:, :g] = <the masked slice>: written back, counted where it was masked
+        shape = next((t.get("shape") for t in op["in"] if len(t.get("shape") or ()) == 4 and
+                      (f.namer.sym(t) in SCORES_LIKE or f.namer.derives_from(t, ("scores",)))), None)
+        if shape is None or shape[0] != f.cfg.get("batch") or list(shape[-2:]) != [f.cfg.get("n")] * 2:
+            return  # not (B, h, n, n) scores: another layout, not ours to count
+        covered += shape[1]
+        first = m if first is None and shape[1] < heads else first
+    if first is not None and covered < heads:
+        f.mark(first, {"id": "mask-on-some-heads", "text": (
+            f"the mask is applied to {covered} of the {heads} heads' scores only: the other heads see the future; "
+            "every head needs the causal mask (the heads that share a key/value head still attend on their own), "
+            "so mask the whole (B, H, n, n) scores")}, keep_earlier=True)
+
+
 @detector(*FILL_MARKS)
 def finite_fill(f: Findings) -> None:
     """A mask that fills with a finite number instead of -inf: marked when it leaks at the magnitudes real scores

@@ -2,19 +2,23 @@
 them all, so that the registry is complete wherever this is imported: by the analysis, and by `MutantInfo`, which
 checks each mutant's `trace=` ids against it.  By module, the marks each may set:
 
-- detect_layout: split-without-transpose; merge-without-transpose; queries-split-without-transpose,
+- detect_layout: split-without-transpose; merge-without-transpose; merge-moves-batch (the heads' outputs transposed
+  so that the batch leaves the front, then viewed back to B, n, d); queries-split-without-transpose,
   keys-split-without-transpose, values-split-without-transpose, queries-and-keys-split-without-transpose,
   queries-and-values-split-without-transpose, keys-and-values-split-without-transpose (the split without transpose
   on those projections only, read from the data flow into the scores q @ kᵀ and the mixing weights @ v);
   split-strided, merge-strided, values-split-strided (heads on strided features, a view to B, n, dh, H, where the
   rest of the layer does not undo them);
-  keys-from-query-weights (a second call of the queries' projection made the keys); kv-heads-tiled (a
-  grouped-query layer's key/value heads copied with .repeat along the heads axis);
-  view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong, raised (the
-  operation that raised, and what its tensors say of why); input-changed-in-place
+  keys-from-query-weights (a second call of the queries' projection made the keys); queries-and-keys-swapped (the
+  queries projected with the key projection and the keys with the query projection, read from their names);
+  kv-heads-tiled (a grouped-query layer's key/value heads copied with .repeat along the heads axis);
+  kv-features-repeated (its flat key/value projections widened with repeat_interleave along the features);
+  view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong,
+  kv-heads-expanded, raised (the operation that raised, and what its tensors say of why); input-changed-in-place
 - detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
   scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
-- detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; fill-leaks-visibly, fill-leaks-invisibly;
+- detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
+  the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly;
   mask-includes-diagonal, mask-keeps-future, mask-one-token-late, mask-hides-nothing, mask-wrong;
   mask-multiplied, mask-added; mask-made-without-device; mask-kept-as-attribute; additive-finite-mask
 - detect_output: heads-not-projected

@@ -42,4 +42,5 @@ class MultiHeadAttention(nn.Module):
 
 TARGET = "MultiHeadAttention"
 EXPECT = ("reference-match", "gradient-match")
-DIAGNOSIS = ("no-scaling", "swapped-q-k")  # two mistakes at once, the reading fixed by the names
+DIAGNOSIS = ("swapped-q-k", "no-scaling")  # two mistakes at once, the reading fixed by the names; the swap
+# first since trace marks it (its projections' lines come before the scores')
