@@ -55,6 +55,12 @@ class Grader:
         self.stopping = True
         raise _Stopped()
 
+    def unless_stopping(self) -> None:
+        """A zygote lost while SIGTERM unwinds the submission is the batch's end, not a submission to grade again with
+        a new zygote: `grade` was killed, and the kernel killed its template and, with it, the zygotes."""
+        if self.stopping:
+            raise _Stopped()
+
     def grade(self, folder: str, pick: Pick, options: dict) -> dict:
         """Returns only plain data.  Stopped (SIGTERM), it ends once run_checks has closed the submission's child
         and scratch: the batch is over."""
@@ -90,6 +96,7 @@ class Grader:
                                                                                     pick.left_out))
                     break
                 except ZygoteError as e:
+                    self.unless_stopping()
                     self.zygote.close()
                     self.zygote = Zygote(limits, self.template)
                     self.drop_meta_zygote()
@@ -97,6 +104,7 @@ class Grader:
                                      run, fix="grade this submission again", ours=True)
                     report.adapter = replace(report.adapter, process=(ProcessEvent.grader_error(str(e)),))
                 except isolation.IsolationFailed as e:  # a child killed from outside before it was confined
+                    self.unless_stopping()
                     report = not_run(spec, f"mha-check could not start a confined process for this submission "
                                            f"twice ({e})", run,
                                      fix="grade this submission again", ours=True)
@@ -124,12 +132,14 @@ class Grader:
         try:
             instructor.add_to(report, suite, make, instructor.test_seconds(limits))
         except ZygoteError as e:
+            self.unless_stopping()
             self.zygote.close()
             self.zygote = Zygote(limits, self.template)
             self.drop_meta_zygote()
             report.checks = [c for c in report.checks if c.kind != instructor.KIND]
             instructor.not_run(report, suite, f"mha-check's grading process broke ({e})", ours=True)
         except isolation.IsolationFailed as e:
+            self.unless_stopping()
             report.checks = [c for c in report.checks if c.kind != instructor.KIND]
             instructor.not_run(report, suite, f"mha-check could not start a confined process ({e})", ours=True)
 

@@ -117,7 +117,7 @@ class Zygote:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        elif self._pidfd is not None:  # not our child (the template's, reaped by the kernel): watched by a pidfd
+        elif self._pidfd is not None:  # not our child (the template's, reaped by it): watched by a pidfd
             if not select.select([self._pidfd], [], [], 5 if answered else 0)[0]:  # readable once it has exited
                 with contextlib.suppress(OSError):
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
@@ -238,7 +238,11 @@ class Fork:
         return self._status
 
     def kill(self) -> None:
-        kill_tree(self.pid, self.record, self.wait)
+        """A zygote that has gone took its child with it (the child dies with its zygote, harness.child.zygote): the
+        child is gone, and there is nobody left to ask (a grader stopped as `grade` is killed, whose template and
+        zygotes the kernel kills meanwhile, must unwind its submission, not fail on the way)."""
+        with contextlib.suppress(ZygoteError):
+            kill_tree(self.pid, self.record, self.wait)
 
     def protections(self, limits: Limits) -> list[str]:
         out = isolation.protections(limits)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -125,6 +126,100 @@ def test_a_zygote_that_does_not_say_goodbye_is_gone_before_its_slot_is_given_bac
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+        template.close()
+
+
+ASKS_AND_WAITS = """
+import socket, sys, time
+from harness.sandbox.pool import Fork, Zygote
+from harness.sandbox.subject import Subject
+from harness.wire.control import META_ZYGOTE, ZYGOTE
+template = socket.socket(fileno=int(sys.argv[1]))
+zygote = Zygote(template=template, fallback=False, kind=META_ZYGOTE) if sys.argv[3] == "meta" else \
+    Zygote(template=template if sys.argv[3] == "template" else None, kind=ZYGOTE)
+subject = Subject(sys.argv[2], start=Fork(zygote))
+subject.load()
+print(zygote.info["pid"], flush=True)
+time.sleep(600)
+"""
+
+
+def _stopped_tree(root: int) -> dict[int, int]:
+    """SIGSTOP `root` and every process below it, each watched by a pidfd (its pid may be reused once it is gone):
+    {pid: pidfd}."""
+    from harness.sandbox.syscalls import process_tree
+
+    watched = {}
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError):
+            watched[pid] = os.pidfd_open(pid)
+            signal.pidfd_send_signal(watched[pid], signal.SIGSTOP)
+    return watched
+
+
+def _alive_after(watched: dict[int, int], seconds: float) -> list[int]:
+    """The pids of `watched` still running after up to `seconds` (a pidfd is readable once its process has ended)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        alive = [pid for pid, fd in watched.items() if not select.select([fd], [], [], 0)[0]]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _kill_and_forget(watched: dict[int, int]) -> None:
+    for fd in watched.values():
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        os.close(fd)
+
+
+@pytest.mark.parametrize("kind", ["template", "meta", "own"])
+def test_a_stopped_zygote_and_its_child_end_soon_after_the_process_that_asked_for_them(kind):
+    """A grader killed (the OOM killer, an operator) while its zygote is stopped (SIGSTOP: by a test, an operator, a
+    submission that could reach it): the zygote never read the end of its grader's socket, so it and the child it
+    had forked stayed, stopped, for as long as the template lived (a whole batch, a test session), or for good (a
+    zygote started on its own).  The template (or the meta template, told by the template who asked), which forked
+    the zygote for that grader, ends it soon after the grader is gone; one started on its own dies with its grader;
+    the child goes with its zygote."""
+    template = Template()
+    asker = subprocess.Popen([sys.executable, "-c", ASKS_AND_WAITS, str(template.socket.fileno()), CORRECT, kind],
+                             pass_fds=[template.socket.fileno()], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    watched = {}
+    try:
+        zygote = int(asker.stdout.readline())
+        watched = _stopped_tree(zygote)
+        assert len(watched) >= 2  # the zygote and its child (with a PID namespace: the relay, pid 1, the worker)
+        asker.kill()
+        asker.wait()
+        assert _alive_after(watched, 30) == []
+        assert template.proc.poll() is None  # it serves on
+    finally:
+        asker.kill()
+        asker.wait()
+        _kill_and_forget(watched)
+        template.close()
+
+
+def test_a_stopped_zygote_and_its_child_end_with_their_template():
+    """`grade` killed outright: the kernel kills its template (PR_SET_PDEATHSIG); a zygote of that template that is
+    stopped then stayed on the machine for good, with its child, nobody's children any more."""
+    template = Template()
+    zygote = Zygote(template=template.socket)
+    subject = Subject(CORRECT, start=Fork(zygote))
+    watched = {}
+    try:
+        assert subject.load().name == "CausalMHA"
+        watched = _stopped_tree(zygote.info["pid"])
+        assert len(watched) >= 2
+        template.proc.kill()
+        template.proc.wait()
+        assert _alive_after(watched, 30) == []
+    finally:
+        _kill_and_forget(watched)
+        with contextlib.suppress(Exception):
+            subject.close()
+        zygote.close()
         template.close()
 
 
