@@ -222,10 +222,23 @@ class Fork:
         self.sock = ours
         self.record = isolation.read_record(status_r, limits.call_seconds + 30) or {}
         if not self.record:
+            zygote_gone = self._zygote_gone()
             self.kill()
             self.sock.close()
+            if zygote_gone:  # the child died with it: the zygote's failure (the grader takes a fresh one and grades
+                # the submission again), not the child's (IsolationFailed: it would ask the dead zygote once more)
+                raise ZygoteError("mha-check's grading process (zygote) ended while its child was being confined")
             raise isolation.IsolationFailed(f"the child could not be confined: {log_tail(log, 300).strip()}")
         return self.pid, ours.fileno(), self.record
+
+    def _zygote_gone(self) -> bool:
+        """Whether the zygote has ended, asked on its control socket: a zygote's descriptors close before the kernel
+        kills its child (PR_SET_PDEATHSIG), so a child that died with its zygote always finds it gone here."""
+        try:
+            self.zygote.wait(self.pid, 0)
+        except ZygoteError:
+            return True
+        return False
 
     def send(self, data: bytes, deadline: float) -> None:
         write_until(self.sock.fileno(), data, deadline)

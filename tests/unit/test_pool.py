@@ -638,3 +638,93 @@ def test_a_child_stopped_from_outside_is_not_a_time_out_of_the_code():
     assert stopped and report.passed, _verdicts(report)
     (event,) = report.adapter.process
     assert event.kind == "killed-outside" and "stopped (SIGSTOP)" in event.message
+
+
+def _kill_the_zygote(zygote: Zygote, killed: list[int], child: int) -> None:
+    """SIGKILL from outside (the OOM killer, an operator), and the child gone with it (PR_SET_PDEATHSIG)."""
+    killed.append(zygote.info["pid"])
+    os.kill(zygote.info["pid"], signal.SIGKILL)
+    while not _gone(child):
+        time.sleep(0.01)
+
+
+def _record_lost_with_its_zygote(monkeypatch, zygote: Zygote, killed: list[int], late: list[str]) -> None:
+    """The zygote killed while its first child confines itself: confinement takes milliseconds, so a record the child
+    sent before the kill is dropped, as if the child had died first."""
+    read_record = pool_module.isolation.read_record
+
+    def record_lost(fd, timeout):
+        if killed:
+            return read_record(fd, timeout)
+        _kill_the_zygote(zygote, killed, max(_children(zygote.info["pid"])))
+        read_record(fd, timeout)
+        return {}
+    monkeypatch.setattr(pool_module.isolation, "read_record", record_lost)
+
+
+def _killed_in_a_check(monkeypatch, zygote: Zygote, killed: list[int], late: list[str]) -> None:
+    """The zygote killed while its child runs a check (before the child's fifth forward); nothing more is asked of
+    that child (each later check was asked of it and became "internal error in mha-check ... please report it", and
+    only the ZygoteError of its close had the submission graded again)."""
+    real, forwards = grader_module.Subject, []
+
+    def killing_its_zygote(*args, **kwargs):
+        subject = real(*args, **kwargs)
+        exchange = subject._exchange
+
+        def disturbed(requests, **how):
+            forwards.extend(r for r in requests if r.op == "forward")
+            if killed and subject.child.zygote is zygote:
+                late.extend(r.op for r in requests)
+            if not killed and len(forwards) >= 5:
+                _kill_the_zygote(zygote, killed, subject.pid)
+            return exchange(requests, **how)
+        subject._exchange = disturbed
+        return subject
+    monkeypatch.setattr(grader_module, "Subject", killing_its_zygote)
+
+
+def _killed_before_the_close(monkeypatch, zygote: Zygote, killed: list[int], late: list[str]) -> None:
+    """The zygote killed once its child has answered every check, before the child is closed."""
+    real = grader_module.Subject
+
+    def killing_its_zygote(*args, **kwargs):
+        subject = real(*args, **kwargs)
+        close = subject.close
+
+        def disturbed():
+            if not killed and subject.child.zygote is zygote:
+                _kill_the_zygote(zygote, killed, subject.pid)
+            close()
+        subject.close = disturbed
+        return subject
+    monkeypatch.setattr(grader_module, "Subject", killing_its_zygote)
+
+
+@pytest.mark.parametrize("when", [_record_lost_with_its_zygote, _killed_in_a_check, _killed_before_the_close],
+                         ids=["confining", "checking", "closing"])
+def test_a_submission_whose_zygote_dies_under_it_is_graded_again(tmp_path, monkeypatch, when):
+    """A grader's zygote killed from outside (the OOM killer, an operator, `grade`'s template and zygotes killed)
+    while a submission is graded: its child dies with it (PR_SET_PDEATHSIG), and the submission is graded again
+    from a fresh zygote, with the verdicts it would have had.  Killed while the child confined itself, the lost
+    record was the child's failure (IsolationFailed): the grader asked the dead zygote once more and the row was
+    "grader error", needs review."""
+    from pathlib import Path
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "attention.py").write_text(Path(CORRECT).read_text())
+    template = Template()
+    zygote, killed, late = Zygote(template=template.socket), [], []
+    when(monkeypatch, zygote, killed, late)
+    options = {"run": Options(), "format": "json", "rubric": None, "missing_fix": "", "allow_unconfined": False}
+    grader = grader_module.Grader(zygote, template.socket)
+    try:
+        folder = str(tmp_path / "sub")
+        result = grader.grade_submission(folder, spec_for(Path(folder), None, False), options)
+    finally:
+        grader.zygote.close()  # the first one, or the one that replaced it (the grader closed the first)
+        template.close()
+    assert killed and grader.zygote is not zygote
+    assert late == [], late  # asked of a child gone with its zygote, after the request in flight
+    row = result["row"]
+    assert row["passed"] is True and row["process"] == "" and not row["needs_review"], row
