@@ -728,3 +728,50 @@ def test_a_submission_whose_zygote_dies_under_it_is_graded_again(tmp_path, monke
     assert late == [], late  # asked of a child gone with its zygote, after the request in flight
     row = result["row"]
     assert row["passed"] is True and row["process"] == "" and not row["needs_review"], row
+
+
+INSTRUCTOR_TESTS = '''
+import torch
+
+
+def test_output_shape(student_class):
+    torch.manual_seed(0)
+    layer = student_class(d=8, nheads=2, context_length=16).eval()
+    assert tuple(layer(torch.randn(2, 5, 8)).shape) == (2, 5, 8)
+'''
+
+
+def test_instructor_tests_whose_zygote_dies_under_them_are_run_again(tmp_path, monkeypatch):
+    """The grader's zygote killed from outside while the instructor's tests (--tests) run in its child: the child
+    dies with it, and the tests are run again from a fresh zygote, as the checks are (they were "not run: mha-check's
+    grading process broke", cannot tell: the row needed review)."""
+    from pathlib import Path
+
+    from harness.engine import instructor
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "attention.py").write_text(Path(CORRECT).read_text())
+    (tmp_path / "test_attention.py").write_text(INSTRUCTOR_TESTS)
+    template = Template()
+    zygote, killed = Zygote(template=template.socket), []
+    listen = instructor._listen
+
+    def killed_while_listening(subject, request, test_seconds):
+        if not killed:
+            _kill_the_zygote(zygote, killed, subject.pid)
+        return listen(subject, request, test_seconds)
+
+    monkeypatch.setattr(instructor, "_listen", killed_while_listening)
+    options = {"run": Options(), "format": "json", "rubric": None, "missing_fix": "", "allow_unconfined": False,
+               "tests": instructor.find([str(tmp_path / "test_attention.py")])}
+    grader = grader_module.Grader(zygote, template.socket)
+    try:
+        folder = str(tmp_path / "sub")
+        result = grader.grade_submission(folder, spec_for(Path(folder), None, False), options)
+    finally:
+        grader.zygote.close()
+        template.close()
+    row = result["row"]
+    assert killed and grader.zygote is not zygote
+    assert row["test_attention.py::test_output_shape"] == "pass", result["text"][-3000:]
+    assert row["passed"] is True and row["process"] == "" and not row["needs_review"], row
