@@ -12,6 +12,10 @@ result: there is nothing in its memory for a forked submission to read, and the 
 
 A zygote is started on its own (`main`: one torch import each), or forked from the batch's template (`template`:
 one torch import for every zygote of a `grade` run or a `ZygotePool`), which is the same code, warmed the same way.
+
+Nothing of it outlives its grader, stopped or not (a stopped process reads no end of its socket, but SIGKILL reaches
+it): a zygote started on its own dies with its grader, one forked from the template dies with the template and is
+ended by it soon after its grader (`_Forked`), and each child dies with its zygote (PR_SET_PDEATHSIG).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import ctypes
 import gc
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -95,8 +100,11 @@ def _wait(pid: int, timeout: float):
 
 
 def _child(channel: int, log: int, status: int, request: dict, control: socket.socket) -> None:
-    """In the forked child: cut loose from the zygote, confine itself, then serve one submission."""
+    """In the forked child: cut loose from the zygote, confine itself, then serve one submission.  It dies with the
+    zygote (SIGKILL from the kernel): a zygote killed while stopped (see `_Forked`) cannot kill it, and with a PID
+    namespace this process is the relay, whose death ends the namespace and the submission in it."""
     try:
+        die_with_parent(signal.SIGKILL)
         os.setsid()
         control.close()
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -199,7 +207,9 @@ def _huge_pages() -> None:
 def main(control_fd: int) -> None:
     """A zygote started on its own: torch imported and warmed here, then the zygote's loop.  It ends as a forked one
     does (os._exit), without the interpreter's shutdown: tearing torch's modules down took the zygote 0.1 to 0.3 s
-    after its grader had gone, and nothing of ours needs it."""
+    after its grader had gone, and nothing of ours needs it.  It dies with the thread that started it (its grader's),
+    stopped or not: a stopped zygote never reads the end of its control socket."""
+    die_with_parent(signal.SIGKILL)
     _warm_up()
     try:
         _serve(control_fd)
@@ -214,8 +224,9 @@ def template(control_fd: int) -> None:
     """One warm torch import for several zygotes (`harness.sandbox.template.Template`): every message on the control
     socket carries one end of a fresh socket pair, and a zygote forked from this process serves it.  It reads
     requests, never replies (several graders share the socket; SOCK_SEQPACKET keeps their messages whole), and it
-    ends when every holder of the other end has closed it.  It runs only our code; its zygotes are reaped by the
-    kernel (SIGCHLD ignored here, the default again in each zygote).
+    ends when every holder of the other end has closed it.  It runs only our code.  Its zygotes die with it, and each
+    ends soon after the process that asked for it (`_Forked`, which reaps them; where the kernel has no pidfds they
+    are not watched, and the kernel reaps them: SIGCHLD ignored).
 
     A request for a META_ZYGOTE is passed on to the meta template, a fork of this process made at the first such
     request (`_meta_template`): its zygotes' children have the meta device warm."""
@@ -224,44 +235,142 @@ def template(control_fd: int) -> None:
     control.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # each request carries who sent it (set by the
     # launcher too, for requests sent before this line runs)
     _warm_up()
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    if not _Forked.possible():
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     _serve_templates(control, meta_allowed=True)
 
 
+ASKER_GONE_SECONDS = 5.0  # a zygote whose asker (its grader) has ended: time to end on its own, as it does once it
+# reads the end of its control socket (killing what its submission left), before the template kills it
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):  # gone, or a kernel without pidfds (before Linux 5.3)
+        return None
+
+
+def _send(pidfd: int, sig: int) -> None:
+    with contextlib.suppress(OSError):  # ended meanwhile
+        signal.pidfd_send_signal(pidfd, sig)
+
+
+class _Forked:
+    """The zygotes a template has forked, each watched with the process that asked for it (its grader, or a single
+    run), so that no zygote outlives its asker: a zygote ends once it reads the end of its control socket, but a
+    stopped one (SIGSTOP: a test, an operator, a submission that could reach it) reads nothing, and it stayed, with
+    its child, for as long as the template lived.  Once the asker has ended the zygote is woken (SIGCONT), to end as
+    it does, and killed if it is still there ASKER_GONE_SECONDS later; its child dies with it.  Every process is
+    held by a pidfd (a zygote's opened before anything reaps it: SIGCHLD is not ignored where this watches), so
+    that no signal can reach a process that took a pid after ours had ended; a zygote is reaped once it has ended.
+    The asker's pidfd is opened from the pid the kernel stamped on its request; the meta template gets it from the
+    template, beside the request it passes on."""
+
+    def __init__(self) -> None:
+        self.askers: dict[int, int | None] = {}  # pidfd of a zygote -> pidfd of its asker (None: ended, or unknown)
+        self.deadlines: dict[int, float] = {}  # pidfd of a zygote whose asker has ended -> when it is killed
+
+    @staticmethod
+    def possible() -> bool:
+        probe = _pidfd(os.getpid())
+        if probe is None:
+            return False
+        os.close(probe)
+        return True
+
+    def add(self, pid: int, asker: int | None) -> None:
+        """A zygote just forked (not reaped yet: its pid is still its own), and its asker's pidfd, now ours."""
+        zygote = _pidfd(pid)
+        if zygote is None:
+            if asker is not None:
+                os.close(asker)
+            return
+        self.askers[zygote] = asker
+
+    def descriptors(self) -> list[int]:
+        """Every descriptor held here: a fork of the template (a zygote, the meta template) closes them."""
+        return [*self.askers, *(a for a in self.askers.values() if a is not None)]
+
+    def wait(self, control: socket.socket) -> None:
+        """Until `control` has a request, or has ended, tending the zygotes meanwhile."""
+        while True:
+            askers = [a for a in self.askers.values() if a is not None]
+            timeout = max(0.0, min(self.deadlines.values()) - time.monotonic()) if self.deadlines else None
+            ready = set(select.select([control, *self.askers, *askers], [], [], timeout)[0])
+            for zygote, asker in list(self.askers.items()):
+                if zygote in ready:  # ended
+                    self._forget(zygote)
+                elif asker is not None and asker in ready:
+                    os.close(asker)
+                    self.askers[zygote] = None
+                    _send(zygote, signal.SIGCONT)
+                    self.deadlines[zygote] = time.monotonic() + ASKER_GONE_SECONDS
+                elif self.deadlines.get(zygote, float("inf")) <= time.monotonic():
+                    _send(zygote, signal.SIGKILL)
+                    del self.deadlines[zygote]
+            _reap_all()
+            if control in ready:
+                return
+
+    def _forget(self, zygote: int) -> None:
+        asker = self.askers.pop(zygote)
+        if asker is not None:
+            os.close(asker)
+        self.deadlines.pop(zygote, None)
+        os.close(zygote)
+
+
 def _serve_templates(control: socket.socket, meta_allowed: bool) -> None:
-    """The template's loop: a zygote forked for each request (or the request passed on to the meta template)."""
+    """The template's loop: a zygote forked for each request (or the request passed on to the meta template).  A
+    request carries the zygote's end of its control socket; one that the template passes on to the meta template
+    carries its asker's pidfd too (`_Forked`)."""
     meta: socket.socket | None = None
+    forked = _Forked()
     while True:
         try:
+            forked.wait(control)
             data, fds, sender = _request(control)
         except OSError:
             return
         if not data:
             return
-        if len(fds) == 1 and data in (ZYGOTE, META_ZYGOTE) and _may_ask(sender):
+        passed_on = len(fds) == 2 and not meta_allowed  # only the template talks to the meta template
+        if (len(fds) == 1 or passed_on) and data in (ZYGOTE, META_ZYGOTE) and _may_ask(sender):
+            asker = os.dup(fds[1]) if passed_on else _pidfd(sender[0])
+            held = [*fds[1:], *forked.descriptors(), *([asker] if asker is not None else [])]  # not a fork's
             if data == ZYGOTE:
-                _fork_zygote(control, meta, fds[0])
+                forked.add(_fork_zygote(fds[0], [control, meta], held), asker)
             elif meta_allowed:
-                meta = meta or _meta_template(control, fds)
+                meta = meta or _meta_template(control, fds + held)
                 with contextlib.suppress(OSError):  # the meta template is gone: the asker's hello gets EOF
-                    socket.send_fds(meta, [ZYGOTE], fds)
+                    socket.send_fds(meta, [ZYGOTE], [fds[0]] + ([asker] if asker is not None else []))
+                if asker is not None:
+                    os.close(asker)
         for fd in fds:
             os.close(fd)
 
 
-def _fork_zygote(control: socket.socket, meta: socket.socket | None, fd: int) -> None:
+def _fork_zygote(fd: int, sockets: list[socket.socket | None], descriptors: list[int]) -> int:
+    """A zygote serving the control socket `fd`, in a session of its own; it dies with this process.  `sockets`
+    and `descriptors`: the template's, which it closes."""
     sys.stdout.flush()
     sys.stderr.flush()
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         try:
-            control.close()
-            if meta is not None:
-                meta.close()
+            die_with_parent(signal.SIGKILL)
+            for held in sockets:
+                if held is not None:
+                    held.close()
+            for held in descriptors:
+                os.close(held)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             os.setsid()
             _serve(fd)
         finally:
             os._exit(0)
+    return pid
 
 
 def _meta_template(control: socket.socket, pending: list[int]) -> socket.socket:
@@ -271,8 +380,8 @@ def _meta_template(control: socket.socket, pending: list[int]) -> socket.socket:
     instead of once per submission (each such child imported it for itself: 0.55 s of CPU).  The template itself
     stays lean: every fork of a larger process costs more.  Its requests come from the template, which has already
     checked who asked; it checks its sender as the template does.  `pending`: the descriptors of the request being
-    served, which it must not keep (a zygote's control socket held open here would hide that zygote's death from
-    its grader)."""
+    served and the template's pidfds, which it must not keep (a zygote's control socket held open here would hide
+    that zygote's death from its grader)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     theirs.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before the fork: the first request may come
     # before the meta template has finished warming up

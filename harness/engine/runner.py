@@ -18,7 +18,7 @@ from harness.engine.mapping import map_help
 from harness.engine.options import Options
 from harness.engine.records import Adapter, Form, Isolation, ProcessEvent
 from harness.engine.report import CheckResult, Report
-from harness.sandbox.pool import single_run
+from harness.sandbox.pool import ZygoteError, single_run
 from harness.sandbox.subject import Subject
 from harness.wire.errors import PLATFORM_HELP, CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.status import Status
@@ -226,8 +226,8 @@ def _guarded(c: Check, ctx: Context, debug: bool) -> Outcome:
     """Run a check: the student's exceptions are failures, our own problems are cannot-tell."""
     try:
         return c.run(ctx)
-    except WorkerDied:
-        raise
+    except (WorkerDied, ZygoteError):  # a zygote killed under the child took the child with it: no check can be
+        raise  # run, nor failed, on it; the grader grades the submission again from a fresh zygote
     except TargetFailure as e:
         return failed(f"your code raised {e.message}", finding=f"raised at {e.stage}")
     except CannotDrive as e:

@@ -55,6 +55,12 @@ class Grader:
         self.stopping = True
         raise _Stopped()
 
+    def unless_stopping(self) -> None:
+        """A zygote lost while SIGTERM unwinds the submission is the batch's end, not a submission to grade again with
+        a new zygote: `grade` was killed, and the kernel killed its template and, with it, the zygotes."""
+        if self.stopping:
+            raise _Stopped()
+
     def grade(self, folder: str, pick: Pick, options: dict) -> dict:
         """Returns only plain data.  Stopped (SIGTERM), it ends once run_checks has closed the submission's child
         and scratch: the batch is over."""
@@ -90,13 +96,13 @@ class Grader:
                                                                                     pick.left_out))
                     break
                 except ZygoteError as e:
-                    self.zygote.close()
-                    self.zygote = Zygote(limits, self.template)
-                    self.drop_meta_zygote()
+                    self.unless_stopping()
+                    self.fresh_zygote(limits)
                     report = not_run(spec, f"grading this submission broke mha-check's grading process twice ({e})",
                                      run, fix="grade this submission again", ours=True)
                     report.adapter = replace(report.adapter, process=(ProcessEvent.grader_error(str(e)),))
                 except isolation.IsolationFailed as e:  # a child killed from outside before it was confined
+                    self.unless_stopping()
                     report = not_run(spec, f"mha-check could not start a confined process for this submission "
                                            f"twice ({e})", run,
                                      fix="grade this submission again", ours=True)
@@ -113,25 +119,36 @@ class Grader:
     def instructor_tests(self, report: Report, suite, spec: str | None, folder: str, options: dict,
                          limits: sandbox.Limits, pick: Pick) -> None:
         """The instructor's tests (--tests) for this submission, each child forked from this grader's zygote and
-        confined as the checks' child was (harness.engine.instructor); in the report whatever happens."""
+        confined as the checks' child was (harness.engine.instructor); in the report whatever happens.  Run once
+        more, as the checks are, when the zygote dies under a test's child (the child dies with it: a fresh zygote
+        is taken) or a child is killed before it is confined; twice, each test says mha-check could not run it."""
         if spec is None:
             instructor.not_run(report, suite, pick.problem, ours=False)
             return
         if any(p.kind is ChildEnd.GRADER_ERROR for p in report.adapter.process):
             instructor.not_run(report, suite, "mha-check's grading process broke on this submission", ours=True)
             return
-        make = lambda: self.forked(self.zygote, spec, folder, options, pick.left_out)
-        try:
-            instructor.add_to(report, suite, make, instructor.test_seconds(limits))
-        except ZygoteError as e:
-            self.zygote.close()
-            self.zygote = Zygote(limits, self.template)
-            self.drop_meta_zygote()
+        make = lambda: self.forked(self.zygote, spec, folder, options, pick.left_out)  # the zygote of the moment
+        for _attempt in (1, 2):
+            try:
+                instructor.add_to(report, suite, make, instructor.test_seconds(limits))
+                return
+            except ZygoteError as e:
+                self.unless_stopping()
+                self.fresh_zygote(limits)
+                why = f"mha-check's grading process broke ({e})"
+            except isolation.IsolationFailed as e:
+                self.unless_stopping()
+                why = f"mha-check could not start a confined process ({e})"
             report.checks = [c for c in report.checks if c.kind != instructor.KIND]
-            instructor.not_run(report, suite, f"mha-check's grading process broke ({e})", ours=True)
-        except isolation.IsolationFailed as e:
-            report.checks = [c for c in report.checks if c.kind != instructor.KIND]
-            instructor.not_run(report, suite, f"mha-check could not start a confined process ({e})", ours=True)
+        instructor.not_run(report, suite, why, ours=True)
+
+    def fresh_zygote(self, limits: sandbox.Limits) -> None:
+        """A zygote that broke replaced (from the template, or started on its own once the template is gone), and
+        the meta zygote dropped (made again when a submission needs one)."""
+        self.zygote.close()
+        self.zygote = Zygote(limits, self.template)
+        self.drop_meta_zygote()
 
     def forked(self, zygote: Zygote, spec: str, folder: str, options: dict, left_out: tuple[str, ...] = ()
                ) -> Subject:

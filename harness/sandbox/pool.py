@@ -117,7 +117,7 @@ class Zygote:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        elif self._pidfd is not None:  # not our child (the template's, reaped by the kernel): watched by a pidfd
+        elif self._pidfd is not None:  # not our child (the template's, reaped by it): watched by a pidfd
             if not select.select([self._pidfd], [], [], 5 if answered else 0)[0]:  # readable once it has exited
                 with contextlib.suppress(OSError):
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
@@ -222,10 +222,23 @@ class Fork:
         self.sock = ours
         self.record = isolation.read_record(status_r, limits.call_seconds + 30) or {}
         if not self.record:
+            zygote_gone = self._zygote_gone()
             self.kill()
             self.sock.close()
+            if zygote_gone:  # the child died with it: the zygote's failure (the grader takes a fresh one and grades
+                # the submission again), not the child's (IsolationFailed: it would ask the dead zygote once more)
+                raise ZygoteError("mha-check's grading process (zygote) ended while its child was being confined")
             raise isolation.IsolationFailed(f"the child could not be confined: {log_tail(log, 300).strip()}")
         return self.pid, ours.fileno(), self.record
+
+    def _zygote_gone(self) -> bool:
+        """Whether the zygote has ended, asked on its control socket: a zygote's descriptors close before the kernel
+        kills its child (PR_SET_PDEATHSIG), so a child that died with its zygote always finds it gone here."""
+        try:
+            self.zygote.wait(self.pid, 0)
+        except ZygoteError:
+            return True
+        return False
 
     def send(self, data: bytes, deadline: float) -> None:
         write_until(self.sock.fileno(), data, deadline)
@@ -238,7 +251,11 @@ class Fork:
         return self._status
 
     def kill(self) -> None:
-        kill_tree(self.pid, self.record, self.wait)
+        """A zygote that has gone took its child with it (the child dies with its zygote, harness.child.zygote): the
+        child is gone, and there is nobody left to ask (a grader stopped as `grade` is killed, whose template and
+        zygotes the kernel kills meanwhile, must unwind its submission, not fail on the way)."""
+        with contextlib.suppress(ZygoteError):
+            kill_tree(self.pid, self.record, self.wait)
 
     def protections(self, limits: Limits) -> list[str]:
         out = isolation.protections(limits)

@@ -5,8 +5,8 @@ Why: `grade` in a container returned while the zygotes of its graders were still
 this machine, 0.3 to 0.6 s in a trial): each grader exits, its zygote sees the end of its control socket and only
 then ends.  A script that runs mha-check and then reads its results, removes its folders or ends the container must
 find nothing of ours running (issue 27: the grader must not exit leaving processes).  The zygotes of the warm template
-are the same: the template is killed at the end of a batch, and its zygotes, and the meta template's, are nobody's
-children then.
+are the same: the template is killed at the end of a batch, and its zygotes, and the meta template's, die with it
+(harness.child.zygote) as the command's children, which it must reap.
 
 How: PR_SET_CHILD_SUBREAPER on the command's process (`adopt`, at its start): a process below it whose parent ends
 becomes its child, wherever it runs, without a namespace or a capability (so in a container without CAP_SYS_ADMIN

@@ -65,8 +65,8 @@ class Template:
         self.socket, self.proc = launch("template", listening)
 
     def close(self) -> None:
-        """Once no more zygotes are wanted: its zygotes, in sessions of their own, keep serving until their
-        graders close them."""
+        """Once its zygotes are no longer wanted: they die with it (harness.child.zygote), as when the kernel kills it
+        with the process that started it."""
         if self.socket is not None:
             self.socket.close()
         self.proc.kill()

@@ -1,4 +1,5 @@
 """Batch grading: target discovery, per-submission reports, the summary, and forked children that stay sound."""
+import contextlib
 import csv
 import json
 import os
@@ -13,6 +14,7 @@ import pytest
 from checks import all_checks
 from harness.engine.runner import Options, run_checks
 from conftest import ROOT, ZOO, processes_left
+from harness.sandbox.syscalls import process_tree
 
 THREADS_PROBE = '''
 import torch
@@ -338,6 +340,41 @@ def test_a_killed_grader_leaves_no_process_behind(tmp_path):
     run.communicate(timeout=60)
     assert processes_left(tmp_path) == []
     assert all(p.name.startswith("mha-check-grade-") for p in (tmp_path / "tmp").iterdir())
+
+
+def test_a_killed_grader_leaves_no_process_behind_even_with_its_zygotes_stopped(tmp_path):
+    """The same kill while every zygote and the child it forked are stopped (SIGSTOP: a test, an operator): a
+    stopped zygote never reads the end of its grader's socket, and its template died with `grade`, so it stayed on
+    the machine for good, with its child, nobody's children any more."""
+    run = _interruptible_batch(tmp_path)
+    templates = [pid for pid in _children(run.pid) if b"z.template(" in _cmdline(pid)]
+    assert len(templates) == 1
+    zygotes, watched = _children(templates[0]), {}
+    try:
+        for zygote in zygotes:
+            for pid in process_tree(zygote):  # each watched by a pidfd: its pid may be reused once it is gone
+                with contextlib.suppress(OSError):
+                    watched[pid] = os.pidfd_open(pid)
+                    signal.pidfd_send_signal(watched[pid], signal.SIGSTOP)
+        assert len(zygotes) == 2 and len(watched) > 2  # a zygote per grader, and a child of one at least
+        run.kill()
+        run.communicate(timeout=60)
+        assert processes_left(tmp_path) == []
+    finally:  # what a failure leaves: the graders (in grade's process group), the stopped processes
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        for fd in watched.values():
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def _children(pid: int) -> list[int]:

@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import py_compile
+import re
 import shutil
 import socket
 import subprocess
@@ -40,7 +41,8 @@ TIME_LIMIT = 20  # the attacks' own seconds (context.json) and the checks, on a 
 # they end only at the limit: a short one will do where nothing else is graded
 HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading", "stops_itself")
 HANG_LIMIT = 2
-SLACK = 20  # interpreter start-up, restarts after a crash, and a loaded machine
+SLACK = 20  # interpreter start-up, restarts after a crash, and a loaded machine: for each process the run starts (a
+# submission that stops itself is run in three, each started afresh: 23.5 s with three CPU burners on two cores)
 CLASSIFIED = {  # what happened is named as such, not as a generic error
     "sleep_forever": "time limit", "loop_in_forward": "time limit", "loop_at_import": "time limit",
     "stops_reading": "time limit",
@@ -214,7 +216,10 @@ def test_hostile_submission_fails_in_time_and_touches_nothing(path, world):
         said = " ".join(c["message"] for c in report["checks"])
         assert CLASSIFIED[path.stem] in said, said
     assert "Traceback" not in run.stderr
-    assert elapsed < limit + SLACK, f"took {elapsed:.1f} s"
+    ends = report["adapter"].get("process", [])  # each ends a process of the run, each started afresh
+    assert elapsed < max(1, len(ends)) * (limit + SLACK), f"took {elapsed:.1f} s for {len(ends)} process(es)"
+    if path.stem in HANGS:  # cut at the limit asked for, however fast the machine: each end names it
+        assert ends and all(re.search(rf"(?<![\d.]){limit:g} s\b", end["message"]) for end in ends), ends
     assert report["isolation"]["summary"]
     assert survivors() == []
     world.assert_untouched()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -125,6 +126,100 @@ def test_a_zygote_that_does_not_say_goodbye_is_gone_before_its_slot_is_given_bac
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+        template.close()
+
+
+ASKS_AND_WAITS = """
+import socket, sys, time
+from harness.sandbox.pool import Fork, Zygote
+from harness.sandbox.subject import Subject
+from harness.wire.control import META_ZYGOTE, ZYGOTE
+template = socket.socket(fileno=int(sys.argv[1]))
+zygote = Zygote(template=template, fallback=False, kind=META_ZYGOTE) if sys.argv[3] == "meta" else \
+    Zygote(template=template if sys.argv[3] == "template" else None, kind=ZYGOTE)
+subject = Subject(sys.argv[2], start=Fork(zygote))
+subject.load()
+print(zygote.info["pid"], flush=True)
+time.sleep(600)
+"""
+
+
+def _stopped_tree(root: int) -> dict[int, int]:
+    """SIGSTOP `root` and every process below it, each watched by a pidfd (its pid may be reused once it is gone):
+    {pid: pidfd}."""
+    from harness.sandbox.syscalls import process_tree
+
+    watched = {}
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError):
+            watched[pid] = os.pidfd_open(pid)
+            signal.pidfd_send_signal(watched[pid], signal.SIGSTOP)
+    return watched
+
+
+def _alive_after(watched: dict[int, int], seconds: float) -> list[int]:
+    """The pids of `watched` still running after up to `seconds` (a pidfd is readable once its process has ended)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        alive = [pid for pid, fd in watched.items() if not select.select([fd], [], [], 0)[0]]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _kill_and_forget(watched: dict[int, int]) -> None:
+    for fd in watched.values():
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        os.close(fd)
+
+
+@pytest.mark.parametrize("kind", ["template", "meta", "own"])
+def test_a_stopped_zygote_and_its_child_end_soon_after_the_process_that_asked_for_them(kind):
+    """A grader killed (the OOM killer, an operator) while its zygote is stopped (SIGSTOP: by a test, an operator, a
+    submission that could reach it): the zygote never read the end of its grader's socket, so it and the child it
+    had forked stayed, stopped, for as long as the template lived (a whole batch, a test session), or for good (a
+    zygote started on its own).  The template (or the meta template, told by the template who asked), which forked
+    the zygote for that grader, ends it soon after the grader is gone; one started on its own dies with its grader;
+    the child goes with its zygote."""
+    template = Template()
+    asker = subprocess.Popen([sys.executable, "-c", ASKS_AND_WAITS, str(template.socket.fileno()), CORRECT, kind],
+                             pass_fds=[template.socket.fileno()], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    watched = {}
+    try:
+        zygote = int(asker.stdout.readline())
+        watched = _stopped_tree(zygote)
+        assert len(watched) >= 2  # the zygote and its child (with a PID namespace: the relay, pid 1, the worker)
+        asker.kill()
+        asker.wait()
+        assert _alive_after(watched, 30) == []
+        assert template.proc.poll() is None  # it serves on
+    finally:
+        asker.kill()
+        asker.wait()
+        _kill_and_forget(watched)
+        template.close()
+
+
+def test_a_stopped_zygote_and_its_child_end_with_their_template():
+    """`grade` killed outright: the kernel kills its template (PR_SET_PDEATHSIG); a zygote of that template that is
+    stopped then stayed on the machine for good, with its child, nobody's children any more."""
+    template = Template()
+    zygote = Zygote(template=template.socket)
+    subject = Subject(CORRECT, start=Fork(zygote))
+    watched = {}
+    try:
+        assert subject.load().name == "CausalMHA"
+        watched = _stopped_tree(zygote.info["pid"])
+        assert len(watched) >= 2
+        template.proc.kill()
+        template.proc.wait()
+        assert _alive_after(watched, 30) == []
+    finally:
+        _kill_and_forget(watched)
+        with contextlib.suppress(Exception):
+            subject.close()
+        zygote.close()
         template.close()
 
 
@@ -543,3 +638,140 @@ def test_a_child_stopped_from_outside_is_not_a_time_out_of_the_code():
     assert stopped and report.passed, _verdicts(report)
     (event,) = report.adapter.process
     assert event.kind == "killed-outside" and "stopped (SIGSTOP)" in event.message
+
+
+def _kill_the_zygote(zygote: Zygote, killed: list[int], child: int) -> None:
+    """SIGKILL from outside (the OOM killer, an operator), and the child gone with it (PR_SET_PDEATHSIG)."""
+    killed.append(zygote.info["pid"])
+    os.kill(zygote.info["pid"], signal.SIGKILL)
+    while not _gone(child):
+        time.sleep(0.01)
+
+
+def _record_lost_with_its_zygote(monkeypatch, zygote: Zygote, killed: list[int], late: list[str]) -> None:
+    """The zygote killed while its first child confines itself: confinement takes milliseconds, so a record the child
+    sent before the kill is dropped, as if the child had died first."""
+    read_record = pool_module.isolation.read_record
+
+    def record_lost(fd, timeout):
+        if killed:
+            return read_record(fd, timeout)
+        _kill_the_zygote(zygote, killed, max(_children(zygote.info["pid"])))
+        read_record(fd, timeout)
+        return {}
+    monkeypatch.setattr(pool_module.isolation, "read_record", record_lost)
+
+
+def _killed_in_a_check(monkeypatch, zygote: Zygote, killed: list[int], late: list[str]) -> None:
+    """The zygote killed while its child runs a check (before the child's fifth forward); nothing more is asked of
+    that child (each later check was asked of it and became "internal error in mha-check ... please report it", and
+    only the ZygoteError of its close had the submission graded again)."""
+    real, forwards = grader_module.Subject, []
+
+    def killing_its_zygote(*args, **kwargs):
+        subject = real(*args, **kwargs)
+        exchange = subject._exchange
+
+        def disturbed(requests, **how):
+            forwards.extend(r for r in requests if r.op == "forward")
+            if killed and subject.child.zygote is zygote:
+                late.extend(r.op for r in requests)
+            if not killed and len(forwards) >= 5:
+                _kill_the_zygote(zygote, killed, subject.pid)
+            return exchange(requests, **how)
+        subject._exchange = disturbed
+        return subject
+    monkeypatch.setattr(grader_module, "Subject", killing_its_zygote)
+
+
+def _killed_before_the_close(monkeypatch, zygote: Zygote, killed: list[int], late: list[str]) -> None:
+    """The zygote killed once its child has answered every check, before the child is closed."""
+    real = grader_module.Subject
+
+    def killing_its_zygote(*args, **kwargs):
+        subject = real(*args, **kwargs)
+        close = subject.close
+
+        def disturbed():
+            if not killed and subject.child.zygote is zygote:
+                _kill_the_zygote(zygote, killed, subject.pid)
+            close()
+        subject.close = disturbed
+        return subject
+    monkeypatch.setattr(grader_module, "Subject", killing_its_zygote)
+
+
+@pytest.mark.parametrize("when", [_record_lost_with_its_zygote, _killed_in_a_check, _killed_before_the_close],
+                         ids=["confining", "checking", "closing"])
+def test_a_submission_whose_zygote_dies_under_it_is_graded_again(tmp_path, monkeypatch, when):
+    """A grader's zygote killed from outside (the OOM killer, an operator, `grade`'s template and zygotes killed)
+    while a submission is graded: its child dies with it (PR_SET_PDEATHSIG), and the submission is graded again
+    from a fresh zygote, with the verdicts it would have had.  Killed while the child confined itself, the lost
+    record was the child's failure (IsolationFailed): the grader asked the dead zygote once more and the row was
+    "grader error", needs review."""
+    from pathlib import Path
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "attention.py").write_text(Path(CORRECT).read_text())
+    template = Template()
+    zygote, killed, late = Zygote(template=template.socket), [], []
+    when(monkeypatch, zygote, killed, late)
+    options = {"run": Options(), "format": "json", "rubric": None, "missing_fix": "", "allow_unconfined": False}
+    grader = grader_module.Grader(zygote, template.socket)
+    try:
+        folder = str(tmp_path / "sub")
+        result = grader.grade_submission(folder, spec_for(Path(folder), None, False), options)
+    finally:
+        grader.zygote.close()  # the first one, or the one that replaced it (the grader closed the first)
+        template.close()
+    assert killed and grader.zygote is not zygote
+    assert late == [], late  # asked of a child gone with its zygote, after the request in flight
+    row = result["row"]
+    assert row["passed"] is True and row["process"] == "" and not row["needs_review"], row
+
+
+INSTRUCTOR_TESTS = '''
+import torch
+
+
+def test_output_shape(student_class):
+    torch.manual_seed(0)
+    layer = student_class(d=8, nheads=2, context_length=16).eval()
+    assert tuple(layer(torch.randn(2, 5, 8)).shape) == (2, 5, 8)
+'''
+
+
+def test_instructor_tests_whose_zygote_dies_under_them_are_run_again(tmp_path, monkeypatch):
+    """The grader's zygote killed from outside while the instructor's tests (--tests) run in its child: the child
+    dies with it, and the tests are run again from a fresh zygote, as the checks are (they were "not run: mha-check's
+    grading process broke", cannot tell: the row needed review)."""
+    from pathlib import Path
+
+    from harness.engine import instructor
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "attention.py").write_text(Path(CORRECT).read_text())
+    (tmp_path / "test_attention.py").write_text(INSTRUCTOR_TESTS)
+    template = Template()
+    zygote, killed = Zygote(template=template.socket), []
+    listen = instructor._listen
+
+    def killed_while_listening(subject, request, test_seconds):
+        if not killed:
+            _kill_the_zygote(zygote, killed, subject.pid)
+        return listen(subject, request, test_seconds)
+
+    monkeypatch.setattr(instructor, "_listen", killed_while_listening)
+    options = {"run": Options(), "format": "json", "rubric": None, "missing_fix": "", "allow_unconfined": False,
+               "tests": instructor.find([str(tmp_path / "test_attention.py")])}
+    grader = grader_module.Grader(zygote, template.socket)
+    try:
+        folder = str(tmp_path / "sub")
+        result = grader.grade_submission(folder, spec_for(Path(folder), None, False), options)
+    finally:
+        grader.zygote.close()
+        template.close()
+    row = result["row"]
+    assert killed and grader.zygote is not zygote
+    assert row["test_attention.py::test_output_shape"] == "pass", result["text"][-3000:]
+    assert row["passed"] is True and row["process"] == "" and not row["needs_review"], row
