@@ -97,6 +97,7 @@ def test_grade_on_a_full_disk_loses_no_verdict_and_says_so_in_one_line(tmp_path,
     assert "Traceback" not in run.stderr
     said = [ln for ln in run.stderr.splitlines() if "error" in ln]
     assert len(said) == 1 and "could not write" in said[0] and "No space left on device" in said[0], run.stderr
+    assert "drawn at random, not recorded" in run.stdout  # the seed's record had no room either: said for staff
     rows = {r["submission"]: r for r in csv.DictReader(io.StringIO(run.stdout[run.stdout.index("submission,"):]))}
     assert rows["ada"]["passed"] == "True" and rows["bob"]["passed"] == "False", run.stdout
     assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]  # nothing half-written left behind

@@ -517,7 +517,8 @@ def _check_batch(run, world: World, hostile: list[Path], strange_files: bool, st
         for name in ("fifo", "dev_zero", "huge"):
             assert rows[name]["target"] == "" and rows[name]["passed"] == "False", rows[name]
         assert rows["nested"]["passed"] == rows["rot13"]["passed"] == rows["big_notebook"]["passed"] == "False"
-    expected = {f"{name}.results.json" for name in rows} | {"summary.csv", "class-report.html", "class-mistakes.csv"}
+    expected = {f"{name}.results.json" for name in rows} | {"summary.csv", "class-report.html", "class-mistakes.csv",
+                                                            "mha-check-seed"}  # the batch's drawn seed, for staff
     assert {p.name for p in world.out.iterdir()} - {"class-exercises"} == expected  # no forged report
     for name in rows:
         json.loads((world.out / f"{name}.results.json").read_text())  # valid Gradescope JSON for every one
