@@ -97,7 +97,8 @@ def _raised(message: str, cfg, inst):
     details = {"raised": read.to_dict()} if read is not None else {}
     meant = f"; did you mean '{read.meant}'?" if read is not None and read.meant else ""
     finding = _raised_finding(message, cfg)
-    fix = name_fix(read) if read is not None and read.name else EXPAND_FIX if finding == EXPANDED else RAISED_FIX
+    fix = name_fix(read) if read is not None and read.name else EXPAND_FIX if finding == EXPANDED else \
+        DTYPE_FIX if DTYPE_MISMATCH.search(message) else RAISED_FIX
     return failed(f"forward raised {message}{meant}", finding=finding, fix=fix, **details)
 
 
@@ -124,6 +125,14 @@ VALUE_TYPES = {"Tensor": "tensor", "Size": "torch.Size", "int": "number (int)", 
 
 RAISED_FIX = """Start at the line the error names and follow the shapes back from it: `mha-check trace FILE:Class`
     shows every tensor's shape in the lesson's letters (B, n, H, dh) and marks the step that raised."""
+DTYPE_MISMATCH = re.compile(r"expected scalar type \w+ but found \w+|must have the same dtype|to have the same "
+                            r"dtype|found dtype \w+ but expected \w+|Input type \(\w+\) and (weight|bias) type")
+# torch's words when tensors of two precisions meet (matmul, linear, index_put, conv)
+DTYPE_FIX = """mha-check builds your module and its input in float64 (and once in float32, as in training), and a tensor
+    of another precision met them at the line the error names: one your forward casts (`.float()`, `.half()`) or
+    makes in a fixed precision.  Keep the input's precision: make tensors with `dtype=x.dtype` (or `.to(x.dtype)`),
+    and cast back after a step computed in float32 (`torch.softmax(s.float(), dim=-1).to(v.dtype)`): the layer then
+    runs in any precision, as a model trained in half precision needs."""
 EXPAND_FIX = """Repeat the key/value heads for their query heads: `k.repeat_interleave(H // KV, dim=1)` on
     (B, KV, n, dh) (Llama's repeat_kv is the same); `.expand` only stretches an axis of size 1, so it shares a
     single key/value head (multi-query) and raises for 2 or more."""

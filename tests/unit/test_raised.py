@@ -44,3 +44,19 @@ def test_a_name_asked_of_a_tensor_is_not_called_undefined():
     assert "a name your code defines" not in on_tensor
     on_module = name_fix(raised.parse(TYPO))
     assert on_module.startswith("Use a name your code defines, not `W_qeury`")
+
+
+def test_two_precisions_meeting_get_the_precision_fix_not_the_shapes_one():
+    """A layer that computes its softmax in float32 and leaves it there (corext, realzoo9) raises in mha-check's
+    float64: the fix says which precision mha-check uses and how to keep the input's, not to follow the shapes."""
+    from checks.output_shape import DTYPE_FIX, RAISED_FIX, _raised
+    from harness.wire.config import Config
+    cfg = Config(d_in=8, d_out=8, heads=2, context_length=7)
+    for text in ("RuntimeError: expected scalar type Float but found Double (at attention.py:28 in forward: "
+                 "out = torch.matmul(p, v))",
+                 "RuntimeError: expected m1 and m2 to have the same dtype, but got: float != double (at a.py:3)",
+                 "RuntimeError: Index put requires the source and destination dtypes match, found dtype Float but "
+                 "expected Double"):
+        assert _raised(text, cfg, None).fix == DTYPE_FIX, text
+    assert _raised("RuntimeError: shape '[2, 3, 2, 4]' is invalid for input of size 40 (at a.py:3)", cfg,
+                   None).fix == RAISED_FIX
