@@ -43,8 +43,8 @@ def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+    except (FileNotFoundError, ProcessLookupError):  # reaped between the open and the read (ESRCH): the template
+        return True  # reaps its zygotes since it no longer ignores SIGCHLD
 
 
 def _sockets(pid: int) -> set[str]:
