@@ -97,9 +97,18 @@ def _raised(message: str, cfg, inst):
     details = {"raised": read.to_dict()} if read is not None else {}
     meant = f"; did you mean '{read.meant}'?" if read is not None and read.meant else ""
     finding = _raised_finding(message, cfg)
-    fix = name_fix(read) if read is not None and read.name else EXPAND_FIX if finding == EXPANDED else \
-        DTYPE_FIX if DTYPE_MISMATCH.search(message) else RAISED_FIX
-    return failed(f"forward raised {message}{meant}", finding=finding, fix=fix, **details)
+    return failed(f"forward raised {message}{meant}", finding=finding, fix=_raised_fix(read, finding, message),
+                  **details)
+
+
+def _raised_fix(read: raised.Raised | None, finding: str, message: str) -> str:
+    """What to change for a forward that raised: the name's spelling, the key/value heads' repeat, the precision, or
+    (anything else) the shapes from the line that raised."""
+    if read is not None and read.name:
+        return name_fix(read)
+    if finding == EXPANDED:
+        return EXPAND_FIX
+    return DTYPE_FIX if DTYPE_MISMATCH.search(message) else RAISED_FIX
 
 
 def name_fix(read: raised.Raised) -> str:
