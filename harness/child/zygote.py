@@ -36,7 +36,8 @@ import time
 from harness.child import worker  # imports torch (one thread) once, for every forked child to inherit
 from harness.sandbox.confine import confine
 from harness.sandbox.policy import Policy
-from harness.sandbox.syscalls import children, die_with_parent, status_fields, until_exited
+from harness.sandbox.syscalls import (children, die_with_parent, forget_parent, fork_dying_with_parent, parent_watch,
+                                      status_fields, until_exited)
 from harness.wire.control import META_ZYGOTE, ZYGOTE
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -104,14 +105,13 @@ def _child(channel: int, log: int, status: int, request: dict, control: socket.s
     zygote (SIGKILL from the kernel): a zygote killed while stopped (see `_Forked`) cannot kill it, and with a PID
     namespace this process is the relay, whose death ends the namespace and the submission in it."""
     try:
-        die_with_parent(signal.SIGKILL)
         os.setsid()
         control.close()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)
-        keep = {0, 1, 2, channel, status}
+        keep = {0, 1, 2, channel, status, parent_watch()}  # the zygote's watch, until confinement ends
         for fd in map(int, os.listdir("/proc/self/fd")):
             if fd not in keep:
                 try:
@@ -356,15 +356,15 @@ def _fork_zygote(fd: int, sockets: list[socket.socket | None], descriptors: list
     and `descriptors`: the template's, which it closes."""
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    pid = fork_dying_with_parent(signal.SIGKILL)
     if pid == 0:
         try:
-            die_with_parent(signal.SIGKILL)
             for held in sockets:
                 if held is not None:
                     held.close()
             for held in descriptors:
                 os.close(held)
+            forget_parent()  # it never changes its uid: the death signal stays armed
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             os.setsid()
             _serve(fd)
@@ -387,13 +387,13 @@ def _meta_template(control: socket.socket, pending: list[int]) -> socket.socket:
     # before the meta template has finished warming up
     sys.stdout.flush()
     sys.stderr.flush()
-    if os.fork() == 0:
+    if fork_dying_with_parent(signal.SIGKILL) == 0:
         try:
             control.close()
             ours.close()
             for fd in pending:
                 os.close(fd)
-            die_with_parent(signal.SIGKILL)
+            forget_parent()
             _forget_rehearsal(_rehearse_meta)
             _freeze_heap()
             _serve_templates(theirs, meta_allowed=False)
@@ -478,7 +478,7 @@ def _serve(control_fd: int) -> None:
         elif op == "spawn":
             sys.stdout.flush()
             sys.stderr.flush()
-            pid = os.fork()
+            pid = fork_dying_with_parent(signal.SIGKILL)
             if pid == 0:
                 _child(fds[0], fds[1], fds[2], request, control)
             for fd in fds:

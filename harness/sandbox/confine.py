@@ -74,6 +74,7 @@ def _enter_namespaces(policy: Policy, root: bool) -> tuple[list[str], bool]:
 
 
 def _close_all_fds() -> None:
+    linux.forget_parent()
     os.closerange(0, 1 << 20)
 
 
@@ -84,9 +85,8 @@ def _exit_like(raw: int) -> None:
 def _fork_relay() -> None:
     """Fork; the parent waits for the child and exits as it did; the child (pid 1 of the new PID namespace)
     returns.  The child dies with SIGKILL if the relay is killed."""
-    pid = os.fork()
+    pid = linux.fork_dying_with_parent(signal.SIGKILL)
     if pid == 0:
-        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
         return
     _close_all_fds()
     while True:
@@ -102,9 +102,8 @@ def _fork_relay() -> None:
 def _fork_init() -> None:
     """In pid 1: fork the worker (pid 2) and stay behind as the namespace's reaper.  pid 1 exits with the
     worker's status, which makes the kernel kill every other process of the namespace."""
-    worker = os.fork()
+    worker = linux.fork_dying_with_parent(signal.SIGKILL)
     if worker == 0:
-        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
         return
     linux.prctl(linux.PR_SET_DUMPABLE, 0)  # the untrusted code may not ptrace or write into pid 1
     _close_all_fds()
@@ -144,13 +143,12 @@ def _fork_keeper() -> None:
     grader's way to stop it), the keeper kills the worker and every such process, reaps them, and only then exits
     with the worker's status: nothing of the run outlives what the grader waits for.  The child returns."""
     linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
-    worker = os.fork()
+    worker = linux.fork_dying_with_parent(signal.SIGKILL)
     if worker == 0:
-        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
         linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 0)
         return
     signal.signal(signal.SIGTERM, lambda *_: os.kill(worker, signal.SIGKILL))
-    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGTERM)  # the grader gone: the same clean-up
+    linux.rearm_parent_death(signal.SIGTERM)  # the grader gone (even before this line): the same clean-up
     linux.prctl(linux.PR_SET_DUMPABLE, 0)
     _close_all_fds()
     raw = None
@@ -301,7 +299,7 @@ def _drop_privileges(policy: Policy, root: bool, userns: bool) -> None:
         linux.clear_capabilities()
     if policy.no_new_privs:
         linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
-    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
+    linux.rearm_parent_death(signal.SIGKILL)  # the uid change cleared it; a parent gone meanwhile ends us here
 
 
 def _filter_system_calls(policy: Policy) -> None:
@@ -415,6 +413,7 @@ def confine(policy: Policy, status_fd: int | None = None, keeper: bool = False) 
     _drop_privileges(policy, root, userns)
     if "pid" in namespaces:
         _fork_init()
+    linux.forget_parent()  # the death signal stays armed; the descriptor is not the submission's to keep
     linux.prctl(linux.PR_SET_DUMPABLE, 1)  # own /proc/self/fd readable again (the uid change cleared it)
     _filter_system_calls(policy)
     os.environ.clear()

@@ -641,10 +641,18 @@ def test_a_child_stopped_from_outside_is_not_a_time_out_of_the_code():
 
 
 def _kill_the_zygote(zygote: Zygote, killed: list[int], child: int) -> None:
-    """SIGKILL from outside (the OOM killer, an operator), and the child gone with it (PR_SET_PDEATHSIG)."""
+    """SIGKILL from outside (the OOM killer, an operator), and the child gone with it (PR_SET_PDEATHSIG): every
+    process of it, the one running the submission included (the zygote's own child can be gone a moment before
+    the worker in the PID namespace it left behind, which answered the grader meanwhile)."""
+    tree, found = [], [child]
+    while found:  # before the kill: the processes of the child's tree, however deep (relay, pid 1, worker)
+        tree += found
+        found = [p for parent in found for p in _children(parent)]
     killed.append(zygote.info["pid"])
     os.kill(zygote.info["pid"], signal.SIGKILL)
-    while not _gone(child):
+    end = time.monotonic() + 60
+    while not all(map(_gone, tree)):
+        assert time.monotonic() < end, f"a process of the child {child} outlived its killed zygote"
         time.sleep(0.01)
 
 

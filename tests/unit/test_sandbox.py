@@ -3,6 +3,7 @@ safely (regular files only, within budgets, no recursion), cleans up whatever a 
 nested header, and the reports and refusals say what was in force.  (The walls themselves: test_walls.py.)"""
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -435,3 +436,64 @@ def test_a_grade_needs_a_child_that_can_write_nothing_of_the_graders():
     assert described["full_policy"] is False and described["unfit_to_grade"] == ""
     assert "no such file" in isolation.explain("x: no such file") and "/root/.pyenv" in isolation.explain(
         "builtin: ConfinementError: without a mount namespace uid 61003 cannot read /root/.pyenv, /root/.pyenv")
+
+
+ORPHAN = """
+import os, select, signal, sys, time
+sys.path.insert(0, {root!r})
+from harness.sandbox import syscalls as linux
+if {no_pidfd}:
+    del os.pidfd_open  # a kernel before Linux 5.3: the parent's pid decides
+if {new_pid_namespace}:
+    linux.unshare(linux.CLONE_NEWPID)  # the child is pid 1 of it: getppid() says 0, its parent alive or not
+parent = os.getpid()
+pid = linux.fork_dying_with_parent(signal.SIGKILL)
+if pid:
+    print(pid, flush=True)
+    os._exit(0)  # the parent ends before its child has armed again (as a zygote killed right after its fork)
+linux.prctl(linux.PR_SET_PDEATHSIG, 0)  # as a uid change clears it
+watch = linux.parent_watch()
+if watch is not None:
+    select.select([watch], [], [], 10)
+else:
+    while os.getppid() == parent:
+        time.sleep(0.01)
+linux.rearm_parent_death(signal.SIGKILL)
+open({survived!r}, "w").close()  # reached only by a child that outlived its parent
+time.sleep(30)
+"""
+
+
+def _ended(pid: int, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.parametrize("how", ["pidfd", "getppid", "pid-namespace"])
+def test_a_child_whose_parent_ended_before_it_armed_its_death_signal_ends_too(tmp_path, how):
+    """A fork whose parent is gone before the child (re)arms PR_SET_PDEATHSIG never gets the signal from the kernel:
+    a submission's process forked by a zygote killed at that moment lived on, talking to the grader, and the suite
+    waited for it until CI's time ran out.  `rearm_parent_death` ends it instead; in a new PID namespace, whose
+    first process sees no parent (getppid() is 0), the pidfd still tells."""
+    if how == "pid-namespace" and os.geteuid() != 0:
+        pytest.skip("a new PID namespace needs root here")
+    survived = tmp_path / "survived"
+    script = ORPHAN.format(root=str(ROOT), no_pidfd=how == "getppid", new_pid_namespace=how == "pid-namespace",
+                           survived=str(survived))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    child = int(done.stdout.split()[0])
+    try:
+        assert _ended(child, 20), f"the child {child} outlived its parent"
+        assert not survived.exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
