@@ -33,6 +33,11 @@ from harness.wire.control import ZYGOTE
 
 
 BYE_SECONDS = 5.0  # how long close() waits for a zygote's answer to goodbye
+# How long a zygote may take to answer, beyond the time a request asks for itself (a wait's timeout): one stopped
+# (SIGSTOP) or hung never answers, and its grader, which waited for ever, stalled the batch with it.  Its hello may
+# come after the template's whole torch import (a template still warming up when asked), on a loaded machine.
+HELLO_SECONDS = 300.0
+ANSWER_SECONDS = 60.0
 
 
 class ZygoteError(RuntimeError):
@@ -52,6 +57,7 @@ class Zygote:
         self.proc: subprocess.Popen | None = None
         self._pidfd: int | None = None
         self.root_only = False  # its children can run only as root (see Fork.start)
+        self.silent = False  # it once did not answer in time: any answer now could be the late one, never trusted
         self._lock = threading.Lock()  # one request at a time on the control socket, whatever thread asks
         try:
             self.info = self._forked(template) if template is not None else None
@@ -59,7 +65,7 @@ class Zygote:
                 raise ZygoteError("mha-check's warm template did not answer")
             if self.info is None:
                 self.control, self.proc = launch("main")
-                self.info = self.request({"op": "hello"})
+                self.info = self.request({"op": "hello"}, seconds=HELLO_SECONDS)
         except BaseException:
             self.slot.release()
             raise
@@ -71,18 +77,28 @@ class Zygote:
         try:
             with theirs:  # closed before the hello: a template that drops it must end our wait
                 socket.send_fds(template, [self.kind], [theirs.fileno()])
-            info = self.request({"op": "hello"})
+            info = self.request({"op": "hello"}, seconds=HELLO_SECONDS)
         except (OSError, ZygoteError):
             self.control.close()
             return None
         self._pidfd = _pidfd(int(info["pid"]))
         return info
 
-    def request(self, message: dict, fds=()) -> dict:
+    def request(self, message: dict, fds=(), seconds: float | None = None) -> dict:
+        """Its answer, within `seconds`; ZygoteError when it is gone or has not answered by then (stopped, hung),
+        after which it is never asked again (its grader takes a fresh zygote, and close() kills this one)."""
+        seconds = ANSWER_SECONDS if seconds is None else seconds
+        if self.silent:
+            raise ZygoteError("mha-check's grading process (zygote) stopped answering earlier")
         try:
             with self._lock:
+                self.control.settimeout(seconds)
                 socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
                 data = self.control.recv(1 << 16)
+        except TimeoutError:
+            self.silent = True
+            raise ZygoteError(f"mha-check's grading process (zygote) did not answer within {seconds:.0f} s "
+                              "(stopped or hung)") from None
         except OSError as e:
             raise ZygoteError(f"mha-check's grading process (zygote) failed: {e}") from None
         if not data:
@@ -98,22 +114,21 @@ class Zygote:
 
     def wait(self, pid: int, timeout: float) -> dict:
         """{"status": exit status (None: still running), "cpu": its CPU seconds}."""
-        return self.request({"op": "wait", "pid": pid, "timeout": timeout})
+        return self.request({"op": "wait", "pid": pid, "timeout": timeout}, seconds=timeout + ANSWER_SECONDS)
 
     def close(self) -> None:
         """Says goodbye, and waits at most BYE_SECONDS for the answer: a zygote that does not answer (stopped, hung)
         is killed, and close() returns once it is gone."""
         answered = False
         try:
-            self.control.settimeout(BYE_SECONDS)  # a timed-out recv is an OSError: ZygoteError
-            self.request({"op": "bye"})
+            self.request({"op": "bye"}, seconds=BYE_SECONDS)
             answered = True
         except (ZygoteError, OSError):
             pass
         self.control.close()
         if self.proc is not None:
             try:
-                self.proc.wait(timeout=5)
+                self.proc.wait(timeout=5 if answered else 0)  # one that did not answer is killed at once
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

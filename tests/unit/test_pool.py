@@ -738,6 +738,51 @@ def test_a_submission_whose_zygote_dies_under_it_is_graded_again(tmp_path, monke
     assert row["passed"] is True and row["process"] == "" and not row["needs_review"], row
 
 
+def test_a_zygote_stopped_under_a_submission_is_replaced_not_waited_for(tmp_path, monkeypatch):
+    """A grader's zygote stopped from outside (SIGSTOP, by an operator or a debugger) while its child runs the
+    checks: the grader's next question to it (the child's exit, at its close) went unanswered for ever, and the
+    batch stalled with that grader.  Now an answer late by more than ANSWER_SECONDS is the zygote's failure: the
+    stopped zygote is killed (its child with it) and the submission graded again from a fresh one."""
+    from pathlib import Path
+
+    monkeypatch.setattr(pool_module, "ANSWER_SECONDS", 2.0, raising=False)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "attention.py").write_text(Path(CORRECT).read_text())
+    template = Template()
+    zygote, stopped = Zygote(template=template.socket), []
+    real = grader_module.Subject
+
+    def stopping_its_zygote(*args, **kwargs):
+        subject = real(*args, **kwargs)
+        close = subject.close
+
+        def disturbed():
+            if not stopped and subject.child.zygote is zygote:
+                stopped.append(zygote.info["pid"])
+                os.kill(zygote.info["pid"], signal.SIGSTOP)
+            close()
+        subject.close = disturbed
+        return subject
+    monkeypatch.setattr(grader_module, "Subject", stopping_its_zygote)
+    options = {"run": Options(), "format": "json", "rubric": None, "missing_fix": "", "allow_unconfined": False}
+    grader = grader_module.Grader(zygote, template.socket)
+    try:
+        folder = str(tmp_path / "sub")
+        started = time.monotonic()
+        result = grader.grade_submission(folder, spec_for(Path(folder), None, False), options)
+        took = time.monotonic() - started
+    finally:
+        grader.zygote.close()
+        template.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(zygote.info["pid"], signal.SIGKILL)
+    assert stopped and grader.zygote is not zygote and zygote.silent
+    assert _gone(stopped[0]), "the stopped zygote was left behind"
+    row = result["row"]
+    assert row["passed"] is True and row["process"] == "" and not row["needs_review"], row
+    assert took < 120, took
+
+
 INSTRUCTOR_TESTS = '''
 import torch
 
