@@ -72,7 +72,7 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
         b, t, s = np.argwhere(~np.isfinite(G))[0]
         return f"the gradient is NaN/inf (batch {b}, output {t}, input {s})", "nan"
     leaks = np.argwhere((G > 0) & future)
-    dead = np.argwhere((G <= INFLUENCE * max(scale, 1e-300)) & past)
+    dead = np.argwhere((G <= INFLUENCE * max(scale, 1e-300)) & past)  # to name a leak's pattern (inverted)
     if len(leaks):
         b, t, s = leaks[0]
         what = f"output position {t} depends on future input position {s} (batch {b}, gradient {G[b, t, s]:.3g})"
@@ -87,6 +87,7 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
         if n >= 3 and np.all(G[:, future] > 0) and not len(dead):
             return what, "all-future"
         return what, "future"
+    dead = np.argwhere((G == 0) & past)  # without a leak, only an influence that is exactly none (see _leak_verdict)
     b, t, s = dead[0]
     what = f"output position {t} does not depend on input position {s} <= {t} (batch {b})"
     if np.all(G == 0):
@@ -364,8 +365,12 @@ def _leak_verdict(result, cfg, head=None, mode="eval"):
     future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
     scale = np.nanmax(G) if np.isfinite(G).any() else 0
     leak = (~np.isfinite(G)).any() or (G[:, future] > 0).any()
-    # in train mode a dropout the module hard-codes may silence past positions at random: judge only the future
-    dead = mode == "eval" and ((G[:, ~future] <= INFLUENCE * scale).any() or scale == 0)
+    # in train mode a dropout the module hard-codes may silence past positions at random: judge only the future.
+    # An allowed position counts as dead only where its influence is exactly zero, as a mask or a detach makes it:
+    # a softmax saturated by large scores (no scaling, a seed's larger inputs) gives an earlier token a weight of
+    # e^-30, a gradient 1e-13 times the largest, present all the same; read as dead, a causal layer was told its mask
+    # or softmax axis was wrong, at some grading seeds and not others
+    dead = mode == "eval" and ((G[:, ~future] == 0).any() or scale == 0)
     if not (leak or dead):
         return None
     what, code = describe_leak(G)

@@ -241,3 +241,28 @@ def test_an_output_that_turns_nan_at_large_scores_is_not_called_a_leak(tmp_path)
     assert "leak" not in result.details.get("finding", "").split(":")[-1] and "finite fill" not in result.message
     assert "nan" in result.message and "not finite" in result.message, result.message
     assert "maximum" in result.fix and "masked_fill" not in result.fix
+
+
+def _jacobian(influence):
+    """A (1, n, 1, n, 1) Jacobian whose gradient norms are `influence` (one sequence, one input feature)."""
+    import numpy as np
+
+    G = np.asarray(influence, float)
+    return G.reshape(1, *G.shape[:1], 1, G.shape[1], 1)
+
+
+def test_a_tiny_influence_of_an_allowed_position_is_present_and_only_none_is_dead():
+    """A softmax saturated by large scores (a layer without scaling, at a grading seed whose inputs are larger)
+    leaves an earlier token a weight of about e^-30: its gradient, 1e-13 of the largest, was read as no influence,
+    and a causal layer failed causal-leakage with "is the mask or the softmax axis wrong?" at that seed only.  An
+    influence of exactly zero (a mask hiding an allowed position, a detach) still fails."""
+    from types import SimpleNamespace
+
+    from checks.causal_leakage import _leak_verdict
+
+    cfg = Config(d_in=1, d_out=1, heads=1, context_length=3, batch=1, n=3)
+    saturated = [[1.0, 0, 0], [1e-13, 1.0, 0], [1e-20, 0.5, 1.0]]
+    assert _leak_verdict(SimpleNamespace(jac=_jacobian(saturated), no_graph=False), cfg) is None
+    hidden = [[1.0, 0, 0], [0.0, 1.0, 0], [0.3, 0.5, 1.0]]
+    outcome = _leak_verdict(SimpleNamespace(jac=_jacobian(hidden), no_graph=False), cfg)
+    assert outcome.status == "fail" and "output position 1 does not depend on input position 0" in outcome.message
