@@ -125,21 +125,30 @@ def sweep_stale() -> str:
     """Unmount (lazily: a process may still have it open) and remove every folder of ours in the temp dir whose
     maker has ended without removing it (`harness.sandbox.stale`: a grader or single run killed outright); never a
     live grader's.  What was swept, in one line ("" for nothing)."""
-    swept, mounts, left = [], 0, []
+    swept, mounts, left, mounted = [], 0, [], []
     for path, lock in stale.orphans(tempfile.gettempdir()):
         try:
-            mounts += len(tmpfs_below(path))
+            before = len(tmpfs_below(path))
+            unmount_below(path)
+            still = len(tmpfs_below(path))
+            mounts += before - still
+            if still:  # unmounting needs CAP_SYS_ADMIN (a container, an ordinary user): the folder stays whole, its
+                mounted.append(path)  # owner lock too, for a sweep that can (without the lock none ever would)
+                continue
             remove_tree(path)
             (left if os.path.lexists(path) else swept).append(path)
         finally:
             os.close(lock)
-    if not swept and not left:
+    if not swept and not left and not mounted:
         return ""
     named = ", ".join(swept[:3]) + (f" and {len(swept) - 3} more" if len(swept) > 3 else "")
     return (f"mha-check: removed {len(swept)} folder{'s' * (len(swept) != 1)} of earlier runs that were killed before "
             f"they could clean up (mha-check runs of anyone on this machine, in {tempfile.gettempdir()})" +
             (f" ({mounts} tmpfs unmounted)" if mounts else "") +
-            (f": {named}" if swept else "") + (f"; could not remove {', '.join(left)}" if left else ""))
+            (f": {named}" if swept else "") + (f"; could not remove {', '.join(left)}" if left else "") +
+            (f"; left {', '.join(mounted)} as they are: a tmpfs is mounted in each, which only a process with "
+             "CAP_SYS_ADMIN may unmount (the next mha-check run as root with it sweeps them; or `umount` them)"
+             if mounted else ""))
 
 
 class ScratchFull(Exception):

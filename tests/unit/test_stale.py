@@ -134,3 +134,24 @@ def test_an_owner_lock_is_held_in_forked_processes_and_let_go_after_removal(temp
     room = scratch.Scratch.empty(2)
     room.remove()
     assert room.root not in stale._HELD and not os.path.lexists(room.root)
+
+
+def test_a_stale_folder_whose_tmpfs_cannot_be_unmounted_is_left_whole_and_said_so(temp_dir, monkeypatch):
+    """Where unmounting is refused (a container without CAP_SYS_ADMIN, after a run that could mount), the sweep
+    said "1 tmpfs unmounted" all the same and removed the owner lock beside the mount: the folder then stayed for
+    good, since a folder without a lock is never taken.  Now it is left whole, lock included, and the line says
+    why, so that a sweep that can unmount takes it later."""
+    folder = tempfile.mkdtemp(prefix=stale.PREFIX, dir=temp_dir)
+    stale.hold(folder)
+    stale.let_go(folder)  # its maker ended
+    os.mkdir(os.path.join(folder, "scratch"))
+    monkeypatch.setattr(scratch, "tmpfs_below", lambda path: [os.path.join(folder, "scratch")] if path == folder
+                        else [])
+    monkeypatch.setattr(scratch, "unmount_below", lambda path: None)  # refused, as without CAP_SYS_ADMIN
+    line = scratch.sweep_stale()
+    assert line.startswith("mha-check: removed 0 folders") and "tmpfs unmounted" not in line, line
+    assert f"left {folder} as they are" in line and "CAP_SYS_ADMIN" in line
+    assert os.path.isfile(os.path.join(folder, stale.OWNER))
+    monkeypatch.undo()  # the mount gone (unmounted by someone who could): the next sweep takes the folder
+    monkeypatch.setattr(tempfile, "tempdir", temp_dir)
+    assert folder in scratch.sweep_stale() and not os.path.lexists(folder)
