@@ -12,7 +12,7 @@ import signal
 import time
 from dataclasses import replace
 
-from checks import needs_by_id
+from checks import Status, needs_by_id
 from harness.engine import instructor
 from harness.engine.records import ProcessEvent
 from harness.engine.report import Report
@@ -107,6 +107,8 @@ class Grader:
                                            f"twice ({e})", run,
                                      fix="grade this submission again", ours=True)
                     report.adapter = replace(report.adapter, process=(ProcessEvent.grader_error(str(e)),))
+        if spec is not None and _class_not_found(report):
+            report.adapter = replace(report.adapter, review=(*report.adapter.review, CLASS_NOT_FOUND))
         suite = options.get("tests")
         if suite:
             self.instructor_tests(report, suite, spec, folder, options, limits, pick)
@@ -209,6 +211,18 @@ def grade_one(folder: str, pick: Pick, options: dict) -> dict:
         return _GRADER.grade(folder, pick, options)
     except Exception as e:  # noqa: BLE001 - one row, said in the words of the exception
         raise RuntimeError(f"{type(e).__name__}: {e}") from None
+
+
+CLASS_NOT_FOUND = ("the file has no class of the name the batch asks for (construct says which classes it holds): "
+                   "a student who named the layer otherwise, for a person to look at before the 0 stands")
+
+
+def _class_not_found(report: Report) -> bool:
+    """The submission's file was found and imported, but what the batch's --target names is not in it (a class
+    named otherwise: a correct `MHA` where `MultiHeadAttention` was asked for got 0 with nothing to say a person
+    should look, in a user trial)."""
+    built = next((c for c in report.checks if c.id == "construct"), None)
+    return built is not None and built.status == Status.FAIL and built.details.get("finding") == "load:lookup"
 
 
 def graded(name: str, spec: str | None, report: Report, options: dict, seconds: float) -> dict:

@@ -212,6 +212,8 @@ def test_flat_files_named_by_student(tmp_path):
     assert rows["alice"]["target"] == "attention.py:MultiHeadAttention"  # the name alice gave it
     assert rows["bob"]["diagnosis"] == "split-view-order" and 0 < float(rows["bob"]["score"]) < TOTAL
     assert rows["carol"]["score"] == rows["dan"]["score"] == "0.0"
+    # dan's file holds a layer of another name: a person should look (carol's does not import: hers to fix)
+    assert (rows["dan"]["needs_review"], rows["carol"]["needs_review"]) == ("True", "False")
     _broken_report_says_what_and_how(json.loads((out / "carol.json").read_text()), "SyntaxError")
     _broken_report_says_what_and_how(json.loads((out / "dan.json").read_text()), "has no 'MultiHeadAttention'")
 
