@@ -148,6 +148,10 @@ def start(policy: Policy, code: str, *, python: str | None = None, unconfined_fa
 
 # -- what the reports say ------------------------------------------------------------------------------------------
 FULL_NAMESPACES = ("ipc", "mount", "net", "pid", "uts")  # the policy's own (an ordinary user adds "user")
+READABLE_PYTHON = "install mha-check in a Python every user can read (/usr, /opt, /usr/local)"
+UNREADABLE_FIX = ("run mha-check from such a Python (a venv made from /usr/bin/python3 will do: docs/grading.md, "
+                  "\"Batch\", where it can grade), or pass --allow-unconfined to accept that knowingly (the outputs "
+                  "then say so)")
 GRADING_FIX = ("grade as root where a child can be given another uid (CAP_SETUID and CAP_SETGID; CAP_SYS_ADMIN or "
                "user namespaces for namespaces), or as an ordinary user where user namespaces are allowed, or pass "
                "--allow-unconfined to accept it knowingly (the outputs then say so)")
@@ -238,8 +242,8 @@ def summary(record: dict) -> str:
                  "writable only its scratch copy and a private /tmp") + ("; Landlock behind it" if fenced else "")
     elif fenced:
         fence = record["landlock"]
-        line += ("; NO namespaces: it sees the host's processes and network; Landlock: it reads only the "
-                 "interpreter, its libraries and mha-check's worker, writes only its scratch" +
+        line += ("; NO namespaces: it shares the host's process and network namespaces, within Landlock: it reads "
+                 "only the interpreter, its libraries and mha-check's worker, writes only its scratch" +
                  ", connects to no TCP port" * bool(fence.get("tcp_refused")) +
                  ", signals only its own processes" * bool(fence.get("signals_scoped")))
     else:
@@ -324,13 +328,14 @@ def explain(error: str) -> str:
     if unreadable:
         paths = ", ".join(dict.fromkeys(p.strip() for p in unreadable.group(2).split(",")))
         return (f"without a mount namespace here the child's uid {unreadable.group(1)} cannot read {paths} (the "
-                "Python that runs mha-check, e.g. one below a 0700 home): install mha-check in a Python every user "
-                "can read (/usr, /opt, /usr/local)")
+                f"Python that runs mha-check, e.g. one below a 0700 home): {READABLE_PYTHON}")
     if "CAP_SETUID" in error or "setresuid" in error:
         return "a child cannot be given an unprivileged uid (no CAP_SETUID/CAP_SETGID here)"
     return " ".join(error.split())[:300]
 
 
 def refusal_line(reasons: list[str]) -> str:
-    """The one line a grading front end refuses with: why, and what to do."""
-    return "submissions cannot be confined here: " + "; ".join(reasons) + ". To grade: " + GRADING_FIX
+    """The one line a grading front end refuses with: why, and what to do (where the reason says what to do
+    itself, a Python the child cannot read, the general advice to grade as root would mislead: root it is)."""
+    fix = UNREADABLE_FIX if any(READABLE_PYTHON in r for r in reasons) else GRADING_FIX
+    return "submissions cannot be confined here: " + "; ".join(reasons) + ". To grade: " + fix

@@ -436,6 +436,10 @@ def test_a_grade_needs_a_child_that_can_write_nothing_of_the_graders():
     assert described["full_policy"] is False and described["unfit_to_grade"] == ""
     assert "no such file" in isolation.explain("x: no such file") and "/root/.pyenv" in isolation.explain(
         "builtin: ConfinementError: without a mount namespace uid 61003 cannot read /root/.pyenv, /root/.pyenv")
+    # a root grader refused for a Python its children cannot read is told to change Python, not to grade as root
+    unreadable = isolation.refusal_line([isolation.explain("uid 61003 cannot read /root/.pyenv")])
+    assert "grade as root" not in unreadable and "a venv made from /usr/bin/python3" in unreadable
+    assert "grade as root" in isolation.refusal_line(["a child cannot be given an unprivileged uid (EPERM)"])
 
 
 ORPHAN = """
