@@ -110,10 +110,17 @@ def link_problem(path: Path, folder: Path) -> str:
         leads = _shown(os.readlink(path))
     except OSError:
         leads = "?"
-    out = not os.path.realpath(path).startswith(os.path.realpath(folder).rstrip("/") + "/")
-    where = "outside this submission (mha-check never follows a link out of a submission: it could lead into a " \
-        "classmate's files)" if out else "which is no code file of this submission"
-    return f"{_rel(path, folder)} is a symbolic link to {leads}, {where}; hand in the file itself, not a link"
+    out = not _within(os.path.realpath(path), folder)
+    hop = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), os.readlink(path))) \
+        if leads != "?" else ""
+    through = ", which is itself a link: they lead" if out and hop and _within(hop, folder) else ""
+    where = (f"{through or ','} outside this submission (mha-check never follows a link out of a submission: it "
+             "could lead into a classmate's files)") if out else ", which is no code file of this submission"
+    return f"{_rel(path, folder)} is a symbolic link to {leads}{where}; hand in the file itself, not a link"
+
+
+def _within(path: str, folder: Path) -> bool:
+    return path.startswith(os.path.realpath(folder).rstrip("/") + "/")
 
 
 def _links(folder: Path) -> list[Path]:
@@ -179,8 +186,15 @@ def spec_for(folder: Path, target: str | None, flat: bool, left_out: tuple[str, 
     the platform named the file, so --target's class is applied to the student's file (the one ending with
     --target's file name, else found as above).  `left_out`: what the batch's copy `folder` left out of the
     student's (submissions.Staged), carried in the Pick to the grader; a file of it is named where the message
-    says what the submission holds."""
-    return replace(_spec_for(folder, target, flat, left_out), left_out=left_out)
+    says what the submission holds.  A link out of the submission beside the file checked (a folder of a
+    classmate's, say) is said in the note and asks for a person: the child never sees what it leads to, and a
+    student whose import of it fails reads only ModuleNotFoundError (a user trial)."""
+    pick = _spec_for(folder, target, flat, left_out)
+    out = _links(folder) if pick.spec is not None and not flat else []
+    if out:
+        said = link_problem(out[0], folder) + (f" ({len(out) - 1} more such links)" if len(out) > 1 else "")
+        pick = replace(pick, note="; ".join(filter(None, (pick.note, said))), review=True)
+    return replace(pick, left_out=left_out)
 
 
 def _spec_for(folder: Path, target: str | None, flat: bool, left_out: tuple[str, ...]) -> Pick:

@@ -249,6 +249,29 @@ def test_a_link_out_of_a_submission_is_one_line_for_a_person_and_never_followed(
     assert pick.spec == "src/attention.py:Attn" and "is a link to it" in pick.note
 
 
+def test_a_link_out_beside_the_file_checked_is_said_and_a_second_hop_out_is_named_as_one(tmp_path):
+    """A user trial: a folder link to a classmate's folder beside the student's own attention.py was dropped in
+    silence (the student's `import clas` read only ModuleNotFoundError, no review); and a link to a file of the
+    submission that is itself a link out was told "a link to inner.py, outside this submission", though inner.py
+    is inside: the second hop leads out."""
+    subs = tmp_path / "subs"
+    for name in ("alice", "lee", "max"):
+        (subs / name).mkdir(parents=True)
+    (subs / "alice" / "attention.py").write_text(MODULE)
+    (subs / "lee" / "attention.py").write_text(MODULE)
+    os.symlink("../alice", subs / "lee" / "clas")
+    os.symlink("inner.py", subs / "max" / "attention.py")
+    os.symlink("../alice/attention.py", subs / "max" / "inner.py")
+    pick = spec_for(subs / "lee", "attention.py:Attn", flat=False)
+    assert pick.spec == "attention.py:Attn" and pick.review
+    assert pick.note.startswith("clas is a symbolic link to ../alice, outside this submission"), pick.note
+    assert not spec_for(subs / "alice", "attention.py:Attn", flat=False).review
+    pick = spec_for(subs / "max", "attention.py:Attn", flat=False)
+    assert pick.spec is None and pick.review
+    assert pick.problem.startswith("attention.py is a symbolic link to inner.py, which is itself a link: they lead "
+                                   "outside this submission"), pick.problem
+
+
 def test_links_among_the_submissions_get_no_row_and_say_where_they_lead(tmp_path):
     """A student's folder that is a link (to a classmate's folder, out of the export, nowhere) is never graded: the
     link would hand a classmate's code in under another name.  One line each, for a person, and one in the summary."""
