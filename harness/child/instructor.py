@@ -179,8 +179,15 @@ def run(request: m.RunTests, spec: str, search_dir: str, submission: bool, send)
     def student_class():
         return plugin.give_class()
 
+    @pytest.fixture(name="mha_check_seed")
+    def mha_check_seed():
+        """The run's seed as the child has it (a grade's drawn seed digested): inputs made from it differ at every
+        grade, so a published test file cannot be answered from a table recorded at home."""
+        return request.seed
+
     fixtures = types.ModuleType("mha_check_fixtures")  # pytest reads a plugin's fixtures from a module's attributes
     fixtures.student_class = student_class
+    fixtures.mha_check_seed = mha_check_seed
     args = [folder, "-c", ini, "--rootdir", folder, "--confcutdir", folder, "--import-mode=importlib",
             "-p", "no:cacheprovider", "-p", "no:stepwise", "-p", "no:faulthandler", "--capture=no", "-q",
             "--no-header", "-o", "python_files=test_*.py *_test.py", "-W", "ignore::pytest.PytestWarning"]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 
 from harness.engine.report import CheckResult
 from harness.sandbox import trusted
+from harness.sandbox.subject import child_seed
 from harness.wire import messages as m
 from harness.wire.errors import ChildEnd, WorkerDied
 from harness.wire.status import Status
@@ -183,7 +184,7 @@ def _one_round(suite: Suite, pending: list[str], subject, test_seconds: float, s
     file, source, word = canary(suite.files)
     request = m.RunTests(spec=subject.child_spec, search_dir=subject.room.path, files={**suite.files, file: source},
                          submission=subject.submission_code, run=list(pending), canary=file,
-                         test_seconds=test_seconds)
+                         test_seconds=test_seconds, seed=child_seed(subject.seed))
     trusted.preload()  # every trusted module imported before the child gets any code of the student's
     got, died, failed = _listen(subject, request, test_seconds)
     before = len(settled)

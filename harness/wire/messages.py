@@ -189,9 +189,10 @@ class RunTests(Request):
     `student_class` fixture gives.  `files`: relative path -> source, written by the child into a folder of its own
     before any of the student's code runs; `run`: the test ids to run ("file.py::test_name", a class's tests as
     "file.py::TestX::test_name"; every collected one when empty); `canary`: the path of the file, among `files`,
-    that holds the one test that must fail (run last; see harness.engine.instructor).  Answered with TestsCollected,
-    then one TestOutcome per test as each ends (each its own frame, so that a hang or a crash is known to have
-    happened in the test after the last one reported), then TestsDone."""
+    that holds the one test that must fail (run last; see harness.engine.instructor); `seed`: the `mha_check_seed`
+    fixture's value, so that tests drawing their inputs from it get new ones at every grade.  Answered with
+    TestsCollected, then one TestOutcome per test as each ends (each its own frame, so that a hang or a crash is
+    known to have happened in the test after the last one reported), then TestsDone."""
 
     op: ClassVar[str] = "tests"
     spec: str
@@ -201,6 +202,7 @@ class RunTests(Request):
     run: list[str] = field(default_factory=list)
     canary: str = ""
     test_seconds: float = 30.0
+    seed: int = 0  # the `mha_check_seed` fixture: the child's seed (a digest of a grade's drawn one)
 
 
 # -- replies -----------------------------------------------------------------------------------------------------------

@@ -273,3 +273,24 @@ def test_resume_keeps_a_report_only_for_the_same_instructors_tests(tmp_path):
     tests.write_text(INSTRUCTOR_TESTS + "\n\ndef test_one_more(student_class):\n    pass\n")
     assert "--resume: 0 of 1 kept" in grade("--resume")
     assert json.loads((out / "ada.json").read_text())["checks"][-1]["id"] == "test_attention.py::test_one_more"
+
+
+SEEDED = '''
+def test_inputs_of_this_grade(student_class, mha_check_seed):
+    assert mha_check_seed < 0, f"seed {mha_check_seed}"
+'''
+
+
+def test_the_instructors_tests_can_draw_their_inputs_from_each_grades_seed(tmp_path):
+    """Tests that seed their inputs with torch.manual_seed(0) ask the same questions at every grade, so a student
+    holding the published test file can record the answers at home and replay them (issue 27).  The
+    `mha_check_seed` fixture is the child's seed: the typed --seed where anyone may know it, else a digest of the
+    seed each grade draws, new at every grade."""
+    tests = write_tests(tmp_path, SEEDED)
+    target = f"{ROOT / 'examples' / 'correct_attention.py'}:MultiHeadAttention"
+    seen = []
+    for how in (("--seed", "5"), ("--grading",), ("--grading",)):
+        run = mha_check(target, "--format", "json", "--only", "construct", "--tests", str(tests), *how)
+        message = next(iter(instructor_checks(json.loads(run.stdout)).values()))["message"]
+        seen.append(int(message.split("seed ")[1].split()[0].rstrip(",:")))
+    assert seen[0] == 5 and seen[1] != seen[2] and all(0 <= s < 2 ** 32 for s in seen), seen
