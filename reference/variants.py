@@ -10,7 +10,8 @@ Knobs:
   H-th feature to a head: view(B, n, dh, H).permute(0, 3, 1, 2)) | "strided:q" (and the same partial ones)
 - merge: "lesson" | "no-transpose" | "strided" (permute(0, 2, 3, 1).reshape(B, n, d))
 - scale: "sqrt-dh" | "sqrt-d" | "none" | "dh" | "sqrt-d-in" (the input width: the single-head lesson's d_in)
-- mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax"
+- mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax" | "hides-past" (tril(-1):
+  the past hidden, the diagonal and the future kept)
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
 - mask_op: "fill" (the masked scores replaced by `fill`; multiplying the scores by a 0/1 mask is a fill of 0) |
   "add" (`fill` added to the masked scores: a 0/1 mask added, +1 on the future, or -1 for +1 on the past)
@@ -89,7 +90,8 @@ def _viewed(split: str) -> set[str]:
 
 _HIDDEN = {"causal": lambda ones: np.triu(ones, 1), "hide-diagonal": lambda ones: np.triu(ones, 0),
            "one-future": lambda ones: np.triu(ones, 2), "none": lambda ones: np.zeros(ones.shape, bool),
-           "inverted": lambda ones: ~np.triu(ones, 1), "after-softmax": lambda ones: np.triu(ones, 1)}
+           "inverted": lambda ones: ~np.triu(ones, 1), "after-softmax": lambda ones: np.triu(ones, 1),
+           "hides-past": lambda ones: np.tril(ones, -1)}
 
 
 @functools.lru_cache(maxsize=256)

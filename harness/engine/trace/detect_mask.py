@@ -131,7 +131,8 @@ def finite_fill(f: Findings) -> None:
         f.mark(added[0], fill_mark(added[1], added=True), keep_earlier=True)
 
 
-@detector("mask-includes-diagonal", "mask-keeps-future", "mask-one-token-late", "mask-hides-nothing", "mask-wrong")
+@detector("mask-includes-diagonal", "mask-keeps-future", "mask-hides-past", "mask-one-token-late",
+          "mask-hides-nothing", "mask-wrong")
 def mask_shape(f: Findings) -> None:
     """What the masks applied before the softmax hide together is not exactly the future (the strict upper
     triangle); marked on the last of them."""
@@ -161,8 +162,13 @@ def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None)
     if np.array_equal(hidden, np.triu(np.ones((n, n), bool), 0)):
         mid, text = "mask-includes-diagonal", ("the mask also hides the diagonal: a token must see itself "
                                                "(use torch.triu(..., diagonal=1))")
-    elif np.array_equal(hidden, ~future) or np.array_equal(hidden, np.tril(np.ones((n, n), bool), -1)):
+    elif np.array_equal(hidden, ~future):
         mid, text = "mask-keeps-future", "the mask is inverted: it hides the past and shows the future"
+    elif np.array_equal(hidden, np.tril(np.ones((n, n), bool), -1)):  # a mistake of its own (mask-hides-past):
+        # each token still sees itself, and the last one is not left without any (no NaN)
+        mid, text = "mask-hides-past", ("the mask hides the past and shows the future: it marks the tokens before "
+                                        "each one (torch.tril(..., diagonal=-1)) where torch.triu(..., diagonal=1) "
+                                        "marks the ones after")
     elif np.array_equal(hidden, np.triu(np.ones((n, n), bool), 2)):
         mid, text = "mask-one-token-late", "the mask lets the next token through: use torch.triu(..., diagonal=1)"
     elif not hidden.any():

@@ -19,7 +19,7 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
   the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly;
-  mask-includes-diagonal, mask-keeps-future, mask-one-token-late, mask-hides-nothing, mask-wrong;
+  mask-includes-diagonal, mask-keeps-future, mask-hides-past, mask-one-token-late, mask-hides-nothing, mask-wrong;
   mask-multiplied, mask-added; mask-made-without-device; mask-kept-as-attribute; additive-finite-mask
 - detect_output: heads-not-projected
 - detect_params: layer-made-in-forward

@@ -4,7 +4,8 @@ causal mask with `triu` where `tril` was meant: each token sees itself and every
 with finfo.min.  Called without a mask it hides the past and shows the future; with a caller's causal mask only the
 diagonal is left.  No call was judged causal, so output-shape said it could not tell how to call forward and every
 check was skipped: a real bug with no failing check (issue 28 item 3).  The plain call hides positions by itself:
-the layer masks itself, wrongly, and causal-leakage fails there.  No mutant hides exactly the past.
+the layer masks itself, wrongly, and causal-leakage fails there.  No mutant hid exactly the past then; since
+mask-hides-past (a student's tril(..., -1), the same numbers) it is named, at the line that makes the mask.
 
 Style: Hugging Face Llama-like attention with a dataclass config, past_key_value and use_cache, an additive
 attention_mask added after the layer's own mask, softmax in float32.
@@ -56,5 +57,4 @@ class HFStyleAttention(nn.Module):
 
 TARGET = "HFStyleAttention"
 EXPECT = ("causal-leakage",)
-DIAGNOSIS = None
-UNNAMED_OK = True  # no mutant hides the past and shows the future
+DIAGNOSIS = "mask-hides-past"

@@ -1,7 +1,8 @@
 """Buggy (a student's trial, 2026-12-05): the mask hides the past, not the future: `tril(ones, diagonal=-1)` used as
 "1 where we mask", so each token sees itself and every later one.  Its leak pattern is that of a True = masked mask
 handed to scaled_dot_product_attention (sdpa-bool-mask), which this layer never calls: it was named so, and told to
-pass `~mask`.  The trace marks the mask line (a mask that keeps the future); no mutant is exactly this mistake.
+pass `~mask`.  Then no mutant was exactly this mistake and none was named, under a causal-leakage that said "the
+mask is inverted" (an instructor's trial read that as a contradiction); it is mask-hides-past since 2026-12-06.
 
 Style: a fused W_qkv split with view(b, n, 3, H, dh).unbind(2), masked_fill with -inf, reshape to merge.
 """
@@ -32,5 +33,4 @@ class CausalMHAOnes(nn.Module):
 
 TARGET = "CausalMHAOnes"
 EXPECT = ("causal-leakage",)
-DIAGNOSIS = None
-UNNAMED_OK = True  # no mutant hides the past: naming none is right, naming sdpa-bool-mask (no SDPA call here) was wrong
+DIAGNOSIS = "mask-hides-past"
