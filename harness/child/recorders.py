@@ -239,6 +239,11 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         if inplace and args and isinstance(args[0], torch.Tensor):
             self.producer[id(args[0])] = index
             self.keep.append(args[0])
+            base = args[0]._base  # written through a view (att[:, :g].masked_fill_(...)): the tensor it views has
+            # changed too, and what reads that tensor next reads this operation's work (it was "never used")
+            if base is not None and (id(base) in self.producer or id(base) in self.names):
+                self.producer[id(base)] = index
+                self.keep.append(base)
 
     def _info(self, t: torch.Tensor) -> dict:
         info = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
