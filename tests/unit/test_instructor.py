@@ -93,7 +93,7 @@ class Scripted:
     rounds: list = []
 
     def __init__(self, script):
-        self.script, self.child_spec, self.submission_code = script, "a.py:A", True
+        self.script, self.child_spec, self.submission_code, self.seed = script, "a.py:A", True, 0
         self.room = SimpleNamespace(path="/nowhere")
 
     def stream(self, request, more, seconds):
