@@ -32,11 +32,11 @@ def test_the_docstring_lists_every_registered_id_in_the_order_they_run():
     listed = _listed()
     assert [f"harness.engine.trace.{m}" for m, _ in listed] == [m.__name__ for m in detectors.MODULES]
     assert [i for _, ids in listed for i in ids] == [i for d in detectors.in_order() for i in d.ids]
-    assert len(DETECTORS) == 53  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
+    assert len(DETECTORS) == 54  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
     # mask-multiplied, mask-added, layer-made-in-forward, kv-heads-tiled, keys-from-query-weights, split-strided,
     # merge-strided, values-split-strided, mask-kept-as-attribute, merge-moves-batch, queries-and-keys-swapped,
     # kv-features-repeated, kv-heads-expanded, mask-on-some-heads, mask-kept-in-container, out-proj-without-bias,
-    # values-rotated
+    # values-rotated, merge-view-to-input-width
 
 
 def test_every_id_a_mutant_declares_is_a_registered_detector():
@@ -125,7 +125,8 @@ class Strided(nn.Module):
         self.o = nn.Linear(d_out, d_out)
 
     def forward(self, x):
-        B, n, d = x.shape
+        B, n, _ = x.shape
+        d = self.H * self.dh  # the heads' width, d_out (x's would be merge-view-d-in's mistake)
         lesson = lambda t: t.view(B, n, self.H, self.dh).transpose(1, 2)
         strided = lambda t: t.view(B, n, self.dh, self.H).permute(0, 3, 1, 2)
         q, k, v = SPLIT
@@ -174,8 +175,9 @@ class Folded(nn.Module):
         self.o = nn.Linear(d_out, d_out)
 
     def forward(self, x):
-        B, n, d = x.shape
+        B, n, _ = x.shape
         H, dh = self.H, self.dh
+        d = H * dh  # the heads' width, d_out (x's would be merge-view-d-in's mistake)
         fold = lambda t: t.view(B, n, H, dh).transpose(1, 2).reshape(B * H, n, dh)
         q, k, v = fold(self.q(x)), fold(self.k(x)), fold(self.v(x))
         a = (torch.bmm(q, k.transpose(1, 2)) / dh ** 0.5).masked_fill(
@@ -219,10 +221,10 @@ class FusedMask(nn.Module):
         self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).tril())
 
     def forward(self, x):
-        B, n, d = x.shape
+        B, n, _ = x.shape
         q, k, v = self.qkv(x).view(B, n, 3, self.H, -1).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=MASK)
-        return self.o(y.transpose(1, 2).reshape(B, n, d))
+        return self.o(y.transpose(1, 2).reshape(B, n, -1))  # the heads' width, d_out (not x's: merge-view-d-in)
 '''
 
 

@@ -507,3 +507,35 @@ def _made_of(f: Findings, t: dict) -> frozenset:
         if not ins:
             made.add(a)
     return frozenset(made)
+
+
+@detector("merge-view-to-input-width")
+def merge_view_to_input_width(f: Findings) -> None:
+    """The heads merged back to the input's width: recorded with the widths apart (`f.cfg["apart"]`: d_in below
+    d_out, harness.engine.trace.drive), the forward raised at a view/reshape to (B, n, d_in) of a tensor holding d_out
+    features a token.  With d_in = d_out (the worked example) it runs, so it is told at its line, no step of its own:
+    the line to change."""
+    apart = f.cfg.get("apart") or {}
+    op = next((op for op in apart.get("ops", ()) if op.get("raised")), None)
+    if op is None or op["op"] not in VIEWS or not op["in"] or op.get("at") in (None, "?"):
+        return
+    sizes = op["args"][1:]
+    if len(sizes) == 1 and sizes[0].startswith(("(", "[")):  # view((B, n, C))
+        sizes = sizes[0].strip("()[]").split(",")
+    target = [number(a) for a in sizes]
+    b, n, d_in, d_out = apart["batch"], apart["n"], apart["d_in"], apart["d_out"]
+    shape = op["in"][0].get("shape") or []
+    if target != [b, n, d_in] or len(shape) != 4 or b * n * d_out != _product(shape) or d_in == d_out:
+        return
+    f.mark_whole("merge-view-to-input-width", (
+        f"the heads are merged back to the input's width: with d_in = {d_in} and d_out = {d_out} this "
+        f"{op['op']} to ({b}, {n}, {d_in}) raised, for the heads hold {d_out} features a token; merge them into "
+        "the output width, heads times head width (or -1), not x's last size"), {"at": op["at"],
+                                                                                 "code": op.get("code", "")})
+
+
+def _product(shape: list) -> int:
+    out = 1
+    for v in shape:
+        out *= v
+    return out

@@ -15,7 +15,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   kv-features-repeated (its flat key/value projections widened with repeat_interleave along the features);
   view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong,
   kv-heads-expanded, raised (the operation that raised, and what its tensors say of why); input-changed-in-place;
-  values-rotated (the values multiplied by the rotary embedding's positions, as the queries or keys are)
+  values-rotated (the values multiplied by the rotary embedding's positions, as the queries or keys are);
+  merge-view-to-input-width (read from the forward recorded with the widths apart)
 - detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
   scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
