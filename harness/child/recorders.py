@@ -316,6 +316,42 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
                 "call_code": linecache.getline(filename, outer.f_lineno).strip()[:160]}
 
 
+class LineTrail:
+    """The lines of the module's own forward in the order it ran them (a line run again after another is listed
+    again): a trace in eval mode and one in training mode part where a line such as `if not self.training:` sends
+    them different ways.  A line tracer on forward's frames only, on for one forward pass; where another tracer is
+    already on (a debugger, coverage) it records nothing rather than displace it."""
+
+    def __init__(self, module, limit: int = 400):
+        forward = getattr(type(module), "forward", None)
+        self.code = getattr(forward, "__code__", None)
+        self.limit = limit
+        self.lines: list[dict] = []
+        self.on = False
+
+    def _call(self, frame, event, arg):
+        return self._line if frame.f_code is self.code else None
+
+    def _line(self, frame, event, arg):
+        if event == "line" and len(self.lines) < self.limit:
+            filename = frame.f_code.co_filename
+            at = location(filename, frame.f_lineno)
+            if not self.lines or self.lines[-1]["at"] != at:
+                self.lines.append({"at": at, "code": linecache.getline(filename, frame.f_lineno).strip()[:160]})
+        return self._line
+
+    def __enter__(self):
+        if self.code is not None and sys.gettrace() is None:
+            self.on = True
+            sys.settrace(self._call)
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            sys.settrace(None)
+        return False
+
+
 class ReturnLine:
     """Where the student's forward returns: the line of its `return` (`return ctx` runs no torch operation, so the
     trace has no step there).  What a missing output projection is told at: the place to apply it.  A profile hook,

@@ -37,7 +37,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 from harness.child import cache, calling, construct, layouts, norms, raw_params  # noqa: E402
-from harness.child.recorders import (DeviceRecorder, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
+from harness.child.recorders import (DeviceRecorder, LineTrail, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
                                      square_nonzero)
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
 from harness.child import torch_limits  # noqa: E402
@@ -433,14 +433,15 @@ class Worker:
                                  getattr(getattr(type(module), "forward", None), "__code__", None))
         raised, output = None, None
         returned = ReturnLine(module, self.target.module_file)
+        trail = LineTrail(module)
         try:
-            with torch.no_grad(), recorder, returned:
-                y = self._forward(inst, x, "eval", request.style)
+            with torch.no_grad(), recorder, returned, trail:
+                y = self._forward(inst, x, "train" if request.mode == "train" else "eval", request.style)
             output = {"shape": list(y.shape), "src": recorder.producer.get(id(y)),
                       **({"returned": returned.found} if returned.found else {})}
         except StudentError as e:
             raised = e.text
-        return m.TraceResult(recorder.ops, recorder.truncated, raised, output)
+        return m.TraceResult(recorder.ops, recorder.truncated, raised, output, trail.lines)
 
     def _origins(self, inst: dict, n: int) -> dict[int, dict]:
         """Where the constructor made each buffer, plain tensor attribute, parameter and tensor kept in a plain

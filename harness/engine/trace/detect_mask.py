@@ -522,6 +522,44 @@ def _mask_side_origins(f: Findings, m: int) -> list[dict]:
     return found
 
 
+@detector("mask-only-in-eval")
+def mask_only_in_eval(f: Findings) -> None:
+    """The causal mask applied in eval mode only: the same forward recorded in training mode (`f.cfg["training"]`,
+    harness.engine.trace.drive) computes a softmax and applies no mask at all (no masking operation, no fused
+    attention), so in training every token sees the future.  Told at the line where the two modes part (`if not
+    self.training:`): the last line of forward, before the mask's, that training ran too, read from the lines each
+    mode ran (`f.cfg["lines"]`, the training's)."""
+    training = f.cfg.get("training") or {}
+    lines, trained = f.cfg.get("lines") or [], {line["at"] for line in training.get("lines") or ()}
+    uses = _mask_uses(f)
+    if not uses or not lines or not trained or f.fused_sdpa or f.fused_mha:
+        return
+    masks = [i for group in uses for i in group]
+    if not masks or not _unmasked(training["ops"], f.cfg):
+        return
+    first = f.ops[masks[0]]
+    at = first.get("call_at", first.get("at"))
+    runs = [line["at"] for line in lines]
+    if at not in runs:
+        return
+    parting = next((lines[j] for j in range(runs.index(at), -1, -1) if runs[j] in trained), None)
+    if parting is None:
+        return
+    f.mark(masks[0], {"id": "mask-only-in-eval", "text": (
+        f"the causal mask is applied only in eval mode: in training mode forward leaves {parting['at']} another way "
+        "and applies no mask, so every token sees the future while the model learns (and learns to rely on it); "
+        "apply the mask in every mode: only dropout depends on self.training"),
+        "at": parting["at"], "code": parting.get("code", "")}, keep_earlier=True)
+
+
+def _unmasked(ops: list[dict], cfg: dict) -> bool:
+    """A forward (recorded in training mode) that computes a softmax and applies no mask: no masking operation on the
+    scores, no fused attention (which may be causal by itself)."""
+    namer = Namer(ops, cfg)
+    namer.run()
+    return "softmax" in namer.labels and not namer.mask_ops and not namer.fused
+
+
 @detector("additive-finite-mask")
 def additive_finite_mask(f: Findings) -> None:
     """A mask added to the scores whose hidden entries are a finite number at or below PROBED_FILL (`torch.where(mask,

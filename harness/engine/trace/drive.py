@@ -70,9 +70,12 @@ def record(ctx, display: str = "") -> TraceResult:
         result.error = f"your forward raised {reply.raised}"
     if reply.output:
         result.output_shape = reply.output.get("shape")
-    apart = _widths_apart(ctx, cfg) if not reply.raised and not reply.truncated else None
+    clean = not reply.raised and not reply.truncated
+    apart = _widths_apart(ctx, cfg) if clean else None
+    training = _in_training(inst, x) if clean and reply.lines else None
     steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst),
-                                            "roles": _roles(ctx), **({"apart": apart} if apart else {})},
+                                            "roles": _roles(ctx), **({"apart": apart} if apart else {}),
+                                            "lines": reply.lines or [], **({"training": training} if training else {})},
                                   complete=not reply.raised and not result.truncated, output=reply.output)
     result.steps, result.mistakes = steps, name_mistakes(found, form.name)
     name_mistakes([s.mistake for s in steps if s.mistake], form.name)
@@ -106,6 +109,19 @@ def _widths_apart(ctx, cfg: Config) -> dict | None:
         return None
     return {"ops": reply.ops, "raised": reply.raised, "d_in": wide.d_in, "d_out": wide.d_out, "batch": wide.batch,
             "n": wide.n, "heads": wide.heads}
+
+
+def _in_training(inst, x) -> dict | None:
+    """The same forward recorded in training mode, as a training loop runs it: {"ops", "lines"} when it ran to the end
+    (a mask applied only in eval mode is missing there, and the lines show where the two modes part); None otherwise.
+    The module is put back in eval mode by the next call that wants it (every check says its mode)."""
+    try:
+        reply = inst.trace(x, mode="train")
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+    if reply.raised or reply.truncated or not reply.lines:
+        return None
+    return {"ops": reply.ops, "lines": reply.lines}
 
 
 def _parameter_names(inst) -> list[str]:
