@@ -19,6 +19,7 @@ INFO = MutantInfo(
     remedy=("Register the mask as a buffer in __init__ (self.register_buffer), not in a dict, so it moves with "
             "the module."),
     fix='self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), 1).bool())',
+    trace=("mask-kept-in-container",),
     example=(
         "self.masks = {n: triu(ones(n, n), 1).bool() for n in 1..L}: a dict of L CPU tensors\n"
         "model.to('meta'): parameters and buffers move, the dict does not\n"

@@ -16,6 +16,8 @@ INFO = MutantInfo(
              "invalid for input of size B·n·d_out'."),
     remedy="Merge the heads into the output width (heads times head width), not the input width.",
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, self.h * self.dh)  # d_out, not d_in",
+    trace=("merge-view-to-input-width",),
+    rewrite="merge-width",
     example=(
         "d_in = 6, d_out = 8, H = 2, x: (2, 3, 6)\n"
         "w @ v: (2, 2, 3, 4) -> transpose(1, 2) -> (2, 3, 2, 4): 2·3·8 = 48 values\n"

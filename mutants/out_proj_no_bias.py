@@ -15,6 +15,8 @@ INFO = MutantInfo(
     symptom="The layer has d_out parameters fewer than the formula, and its outputs lack the output bias.",
     remedy="Give the output projection its bias: nn.Linear(d_out, d_out) (bias=True).",
     fix="self.out = nn.Linear(d_out, d_out)",
+    trace=("out-proj-without-bias",),
+    rewrite="bias",
     example=(
         "d = 8: out = Linear(8, 8, bias=False) has 64 parameters instead of 72: 256 in total instead of 264\n"
         "  (GPT-2 small: 2,362,368 - 768 = 2,361,600)\n"

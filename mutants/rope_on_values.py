@@ -18,6 +18,7 @@ INFO = MutantInfo(
     remedy="Rotate only the queries and keys; leave the values as projected.",
     fix="q, k = self.rotate(q, pos), self.rotate(k, pos)  # rotary: queries and keys only, per head",
     variant={"rope": "interleaved", "rope_values": True},
+    trace=("values-rotated",),
     example=(
         "head width 4, token 1 (position 1): its value v = [1, 0, 1, 0]\n"
         "right: v unchanged; the output of token 1 = w0·v0 + w1·[1, 0, 1, 0]\n"

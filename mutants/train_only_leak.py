@@ -16,6 +16,7 @@ INFO = MutantInfo(
              "depends on later tokens (like a forgotten is_causal=True in the training branch)."),
     remedy="Apply the causal mask in every mode, in training as in evaluation.",
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))  # in every mode',
+    trace=("mask-only-in-eval",),
     example=(
         "if not self.training: scores = scores.masked_fill(...)\n"
         "model.eval(): the gradient map of y[:, 0] is [+, 0, 0] (causal)\n"

@@ -167,11 +167,13 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
 
     INPLACE_DUNDER = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__idiv__"}
 
-    def __init__(self, student_file, names: dict, limit: int = 400, made: dict | None = None):
+    def __init__(self, student_file, names: dict, limit: int = 400, made: dict | None = None, forward=None):
         super().__init__()
         self.student_file = os.path.abspath(student_file) if student_file else None
         self.names = names
         self.made = made or {}  # id of a module tensor -> where the constructor made it (OriginRecorder.origin)
+        self.forward = forward  # the code of the module's forward: an operation run inside a helper it calls (a
+        # rope(t, cos, sin) of the student's) also notes forward's own line, the call (`call_at`, `call_code`)
         self.limit = limit
         self.ops: list[dict] = []
         self.producer: dict[int, int] = {}
@@ -287,7 +289,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
             filename = frame.f_code.co_filename
             if self.student_file and self._students(os.path.abspath(filename)):
                 return {"at": location(filename, frame.f_lineno),
-                        "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
+                        "code": linecache.getline(filename, frame.f_lineno).strip()[:160], **self._called_at(frame)}
             parts = filename.split(os.sep)
             if fallback is None and ours is None and "harness" in parts and "torch" not in parts:
                 ours = frame  # mha-check's own code, before any of the student's: the causal mask it passes
@@ -301,6 +303,58 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
             return {"at": f"{os.path.basename(filename)}:{fallback.f_lineno}",
                     "code": linecache.getline(filename, fallback.f_lineno).strip()[:160]}
         return {"at": "?", "code": ""}
+
+
+    def _called_at(self, frame) -> dict:
+        """{"call_at", "call_code"}: the line of the module's forward that led to an operation run in a helper of the
+        student's (`frame`, the innermost of theirs, not forward's own); {} when it ran in forward itself, or there is
+        no such line."""
+        if self.forward is None or frame.f_code is self.forward:
+            return {}
+        outer = frame.f_back
+        while outer is not None and outer.f_code is not self.forward:
+            outer = outer.f_back
+        if outer is None:
+            return {}
+        filename = outer.f_code.co_filename
+        return {"call_at": location(filename, outer.f_lineno),
+                "call_code": linecache.getline(filename, outer.f_lineno).strip()[:160]}
+
+
+class LineTrail:
+    """The lines of the module's own forward in the order it ran them (a line run again after another is listed
+    again): a trace in eval mode and one in training mode part where a line such as `if not self.training:` sends
+    them different ways.  A line tracer on forward's frames only, on for one forward pass; where another tracer is
+    already on (a debugger, coverage) it records nothing rather than displace it."""
+
+    def __init__(self, module, limit: int = 400):
+        forward = getattr(type(module), "forward", None)
+        self.code = getattr(forward, "__code__", None)
+        self.limit = limit
+        self.lines: list[dict] = []
+        self.on = False
+
+    def _call(self, frame, event, arg):
+        return self._line if frame.f_code is self.code else None
+
+    def _line(self, frame, event, arg):
+        if event == "line" and len(self.lines) < self.limit:
+            filename = frame.f_code.co_filename
+            at = location(filename, frame.f_lineno)
+            if not self.lines or self.lines[-1]["at"] != at:
+                self.lines.append({"at": at, "code": linecache.getline(filename, frame.f_lineno).strip()[:160]})
+        return self._line
+
+    def __enter__(self):
+        if self.code is not None and sys.gettrace() is None:
+            self.on = True
+            sys.settrace(self._call)
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            sys.settrace(None)
+        return False
 
 
 class ReturnLine:
@@ -347,6 +401,8 @@ class OriginRecorder(TraceRecorder):
     def __init__(self, student_file, limit: int = 2000):
         super().__init__(student_file, {}, limit)
         self.made_by: dict[int, dict] = {}  # id(tensor) -> {"op", "at", "code", "from": [ids of its inputs]}
+        self.first_by: dict[int, dict] = {}  # id(tensor) -> the first such record (a weight's: its layer's line, not
+        # a later re-initialisation's)
 
     def _record(self, func, args, kwargs, result, raised: str | None = None):
         if raised is not None or len(self.made_by) >= self.limit:
@@ -362,15 +418,20 @@ class OriginRecorder(TraceRecorder):
         record = {"op": name, **self._where(), "from": [id(a) for a in inputs if a is not outs[0]]}
         for t in outs:
             self.made_by[id(t)] = record
+            self.first_by.setdefault(id(t), record)
             self.keep.append(t)
         self.keep.extend(inputs)
 
-    def origin(self, t: torch.Tensor) -> dict | None:
+    def origin(self, t: torch.Tensor, first: bool = False) -> dict | None:
         """{"at", "code"} of the student's line that made `t`: the tril/triu that shaped it if one did (not the
         `.bool()` or `register_buffer` line after it), otherwise the operation that made it; None when none of the
-        student's lines did."""
-        first = self.made_by.get(id(t))
-        if first is None:
+        student's lines did.  `first`: the line of the first operation that made it, alone (a parameter: the layer
+        built at `nn.Linear(...)`, whose initialisation fills it, not an `_init_weights` that fills it again)."""
+        if first:
+            made = self.first_by.get(id(t))
+            return {"at": made["at"], "code": made["code"]} if made and made["at"] != "?" else None
+        latest = self.made_by.get(id(t))
+        if latest is None:
             return None
         seen, todo = set(), [id(t)]
         while todo:
@@ -381,7 +442,7 @@ class OriginRecorder(TraceRecorder):
             if made["op"] in self.SHAPERS and made["at"] != "?":
                 return {"at": made["at"], "code": made["code"]}
             todo.extend(made["from"])
-        return {"at": first["at"], "code": first["code"]} if first["at"] != "?" else None
+        return {"at": latest["at"], "code": latest["code"]} if latest["at"] != "?" else None
 
 
 def square_nonzero(t: torch.Tensor, n: int) -> list | None:

@@ -37,7 +37,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 from harness.child import cache, calling, construct, layouts, norms, raw_params  # noqa: E402
-from harness.child.recorders import (DeviceRecorder, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
+from harness.child.recorders import (DeviceRecorder, LineTrail, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
                                      square_nonzero)
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
 from harness.child import torch_limits  # noqa: E402
@@ -429,30 +429,33 @@ class Worker:
         names = {id(p): n for n, p in module.named_parameters()}
         names.update({id(b): n for n, b in module.named_buffers()})
         names[id(x)] = "x"
-        recorder = TraceRecorder(self.target.module_file, names, request.limit, self._origins(inst, x.shape[1]))
+        recorder = TraceRecorder(self.target.module_file, names, request.limit, self._origins(inst, x.shape[1]),
+                                 getattr(getattr(type(module), "forward", None), "__code__", None))
         raised, output = None, None
         returned = ReturnLine(module, self.target.module_file)
+        trail = LineTrail(module)
         try:
-            with torch.no_grad(), recorder, returned:
-                y = self._forward(inst, x, "eval", request.style)
+            with torch.no_grad(), recorder, returned, trail:
+                y = self._forward(inst, x, "train" if request.mode == "train" else "eval", request.style)
             output = {"shape": list(y.shape), "src": recorder.producer.get(id(y)),
                       **({"returned": returned.found} if returned.found else {})}
         except StudentError as e:
             raised = e.text
-        return m.TraceResult(recorder.ops, recorder.truncated, raised, output)
+        return m.TraceResult(recorder.ops, recorder.truncated, raised, output, trail.lines)
 
     def _origins(self, inst: dict, n: int) -> dict[int, dict]:
-        """Where the constructor made each buffer and plain tensor attribute of the traced module: id -> {"at",
-        "code", "nonzero", "path"} (`nonzero`: what its first n x n positions mark, for a mask), matched by attribute
-        path (the module was moved to float64 since it was built: other tensors, same paths).  Noted while the module
-        was built when the Build asked for it (`Build.origins`: a trace's own instance), so the constructor runs
-        once.  An instance built earlier without it (a check's, which the report's trace reuses) is built once more
-        under an `OriginRecorder`; the generator's state is put back, so that build draws nothing from what follows
-        (torch's, Python's and numpy's generators), and a constructor that raises this time leaves the lines unknown,
-        nothing else."""
+        """Where the constructor made each buffer, plain tensor attribute, parameter and tensor kept in a plain
+        container of the traced module: id -> {"at", "code", "nonzero", "path"[, "kind"]} (`nonzero`: what its first
+        n x n positions mark, for a mask; `kind`: "parameter" or "container", none for a buffer or attribute),
+        matched by path (the module was moved to float64 since it was built: other tensors, same paths).  Noted
+        while the module was built when the Build asked for it (`Build.origins`: a trace's own instance), so the
+        constructor runs once.  An instance built earlier without it (a check's, which the report's trace reuses) is
+        built once more under an `OriginRecorder`; the generator's state is put back, so that build draws nothing
+        from what follows (torch's, Python's and numpy's generators), and a constructor that raises this time leaves
+        the lines unknown, nothing else."""
         if "origins" in inst:
-            theirs = dict(_tensor_attributes(inst["module"]))
-            return {id(theirs[path]): {**where, "nonzero": square_nonzero(theirs[path], n), "path": path}
+            theirs = {path: (t, kind) for path, t, kind in _origin_tensors(inst["module"])}
+            return {id(theirs[path][0]): _origin(where, theirs[path], path, n)
                     for path, where in inst["origins"].items() if path in theirs}
         recorder = OriginRecorder(self.target.module_file)
         numpy = sys.modules.get("numpy")
@@ -469,12 +472,12 @@ class Worker:
                 numpy.random.set_state(states[2])
         if not isinstance(twin, nn.Module):
             return {}
-        theirs = dict(_tensor_attributes(inst["module"]))
+        theirs = {path: (t, kind) for path, t, kind in _origin_tensors(inst["module"])}
         out = {}
-        for path, t in _tensor_attributes(twin):
-            where, mine = recorder.origin(t), theirs.get(path)
+        for path, t, kind in _origin_tensors(twin):
+            where, mine = recorder.origin(t, first=kind == "parameter"), theirs.get(path)
             if where is not None and mine is not None:
-                out[id(mine)] = {**where, "nonzero": square_nonzero(mine, n), "path": path}
+                out[id(mine[0])] = _origin(where, mine, path, n)
         return out
 
     def cached(self, request: m.CacheRun) -> m.Reply:
@@ -575,14 +578,22 @@ def _plain_tensor_attributes(module: nn.Module) -> list[str]:
 
 
 def _made_at(recorder: OriginRecorder, module: nn.Module) -> dict[str, dict]:
-    """Attribute path -> {"at", "code"}: the student's line that made each buffer and plain tensor attribute, read
-    from the recorder the module was built under."""
+    """Path -> {"at", "code"}: the student's line that made each buffer, plain tensor attribute, parameter and tensor
+    of a plain container, read from the recorder the module was built under."""
     out = {}
-    for path, t in _tensor_attributes(module):
-        where = recorder.origin(t)
+    for path, t, kind in _origin_tensors(module):
+        where = recorder.origin(t, first=kind == "parameter")
         if where is not None:
             out[path] = where
     return out
+
+
+def _origin(where: dict, tensor_kind: tuple, path: str, n: int) -> dict:
+    """A tensor's origin as the trace records it: where it was made, its path, what kind of tensor of the module it
+    is, and for a buffer or attribute what its first n x n positions mark (a mask's pattern; a weight has none)."""
+    t, kind = tensor_kind
+    return {**where, "path": path, **({"kind": kind} if kind else {}),
+            **({} if kind == "parameter" else {"nonzero": square_nonzero(t, n)})}
 
 
 def _tensor_attributes(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
@@ -592,6 +603,23 @@ def _tensor_attributes(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
         for attr, value in vars(mod).items():
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
                 found.append((f"{name + '.' if name else ''}{attr}", value))
+    return found
+
+
+def _origin_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor, str | None]]:
+    """(path, tensor, kind) of every tensor whose making the constructor's line is noted for: buffers and plain
+    tensor attributes (kind None), parameters ("parameter": the line that built a layer, `nn.Linear(d, d,
+    bias=False)`, is where its construction goes wrong) and the tensors of plain lists, tuples and dicts
+    ("container": `self.masks = {t: ...}`, path `masks[3]`)."""
+    found = [(path, t, None) for path, t in _tensor_attributes(module)]
+    found += [(path, p, "parameter") for path, p in module.named_parameters()]
+    for name, mod in module.named_modules():
+        for attr, value in vars(mod).items():
+            if attr in _MODULE_INTERNALS or not isinstance(value, (dict, list, tuple)):
+                continue
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            found += [(f"{name + '.' if name else ''}{attr}[{key!r}]", t, "container") for key, t in items
+                      if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter)]
     return found
 
 

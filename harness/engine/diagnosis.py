@@ -123,7 +123,9 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     if apart:  # two mistakes, each with its own pattern in checks the other's does not touch
         return _signature_pair(apart, catalogue, marks, report)
     for narrower in (lambda ms: [m for m in ms if m in strict],  # all its checks fail here, not only its own
-                     lambda ms: [m for m in ms if set(catalogue[m].get("trace", [])) & {k["id"] for k in marks}],
+                     lambda ms: [m for m in ms if set(catalogue[m].get("trace", [])) & {k["id"] for k in marks}]
+                     if any(kinds.get(catalogue[m]["killed_by"][0]) != "rule" for m in ms) else [],  # (not among
+                     # lesson rules alone: two broken are listed, not one named because trace marks its line: below)
                      # a mistake of the layer itself before one of its KV cache (kv-cache judges the cache only of a
                      # layer right without it): bark's dropout in eval, though its cache has a mistake of its own
                      lambda ms: [m for m in ms if catalogue[m]["killed_by"][0] != "kv-cache"]):
@@ -134,7 +136,9 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         named = _named(maximal[0], "signature", f"what {', '.join(shown)} found is this mistake's own pattern, which "
                                                 "no other known mistake shows", catalogue, marks, report)
         return _untested(named, marks, possible, status, catalogue)
-    traced = [m for m in possible if any(mark["mutant"] == m for mark in marks)
+    rules_apart = len(maximal) > 1 and all(kinds.get(catalogue[m]["killed_by"][0]) == "rule" for m in maximal)
+    # (several lesson rules broken, each its own pattern: listed, not one named because trace marks its line)
+    traced = [m for m in possible if any(mark["mutant"] == m for mark in marks) and not (rules_apart and m in maximal)
               and status.get(catalogue[m]["killed_by"][0]) == Status.FAIL
               and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k for k in marks))
               and not _numbers_refute(m, numbers, marks)]

@@ -32,7 +32,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
-         "out-projection": ""}
+         "out-projection": "", "bias": "", "merge-width": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -60,7 +60,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     projection's own, both named in `told`, the trace mark's words) and "buffer" (a tensor kept as a plain attribute,
     `self.mask = ...`: registered with self.register_buffer("mask", ...)) and "out-projection" (the merged heads
     returned without the output projection the module made: applied to them on the return line, the projection
-    named in `told`, the trace mark's words)."""
+    named in `told`, the trace mark's words) and "bias" (the output projection built with nn.Linear(..., bias=False):
+    the same call without it, bias=True being the default) and "merge-width" (the heads merged back to the input's
+    width, view(B, n, C) with C read off x: -1, the heads' own width, in its place)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -519,6 +521,39 @@ def _buffer(line: str, tree: ast.Module) -> str | None:
     return f'{target.value.id}.register_buffer("{target.attr}", {_text(line, stmt.value)})'
 
 
+def _bias(line: str, tree: ast.Module) -> str | None:
+    """self.c_proj = nn.Linear(n_embd, n_embd, bias=False)  ->  self.c_proj = nn.Linear(n_embd, n_embd): the one
+    Linear on the line built with bias=False, the keyword left out (bias=True is the default); None where several
+    Linears on the line are (which one is the output projection is not the line's to say)."""
+    off = [(call, kw) for call in ast.walk(tree) if isinstance(call, ast.Call) and _called(call) == "Linear"
+           for kw in call.keywords if kw.arg == "bias" and isinstance(kw.value, ast.Constant) and
+           kw.value.value is False]
+    if len(off) != 1:
+        return None
+    call, kw = off[0]
+    before = [n.end_col_offset for n in (*call.args, *call.keywords) if n is not kw and n.end_col_offset <=
+              kw.col_offset]
+    if not before:
+        return None
+    return line[:max(before)] + line[kw.end_col_offset:]
+
+
+def _merge_width(line: str, tree: ast.Module) -> str | None:
+    """y.transpose(1, 2).contiguous().view(B, T, C)  ->  ....view(B, T, -1): the one view/reshape of three sizes on
+    the line, its last size (the input's width) left to the heads' own, heads times head width."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+             n.func.attr in ("view", "reshape") and len(n.args) == 3 and not n.keywords]
+    if len(calls) != 1 or isinstance(calls[0].args[2], (ast.Constant, ast.UnaryOp)):
+        return None
+    last = calls[0].args[2]
+    return line[:last.col_offset] + "-1" + line[last.end_col_offset:]
+
+
+def _called(call: ast.Call) -> str:
+    """The name a call calls: `Linear` of nn.Linear(...), torch.nn.Linear(...) and Linear(...)."""
+    return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+
+
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
          "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
-         "buffer": _buffer}
+         "buffer": _buffer, "bias": _bias, "merge-width": _merge_width}

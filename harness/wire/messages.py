@@ -163,6 +163,7 @@ class Trace(Request):
     x: np.ndarray
     limit: int = 400
     style: int = 0
+    mode: str = "eval"  # "train": the forward a training loop runs (a mask skipped there shows only so)
 
 
 @dataclass
@@ -335,6 +336,8 @@ class TraceResult(Reply):
     truncated: bool = False
     raised: str | None = None
     output: dict[str, JSON] | None = None
+    lines: list[dict[str, JSON]] | None = None  # the lines of the module's forward in the order it ran them
+    # ({"at", "code"}, a line run again after another counted again): where two modes' paths part
 
 
 @dataclass

@@ -31,6 +31,8 @@ class Attn(nn.Module):
         keep = torch.tril(torch.ones(block_size, block_size), diagonal=1)
         self.register_buffer("keep", keep.bool())
         self.hidden = torch.triu(torch.ones(block_size, block_size), 1)  # a plain attribute, right
+        self.masks = {t: torch.ones(t, t).triu(1) for t in (2, 3)}  # a plain dict of masks
+        nn.init.normal_(self.proj.weight, std=0.02)  # filled again: the layer's line stays the weight's
 
     def forward(self, x):
         return self.proj(x)
@@ -57,7 +59,13 @@ def test_a_buffers_line_is_the_one_that_shaped_it_and_the_generators_are_left_as
     assert keep["at"] == "attn.py:15" and keep["code"].startswith("keep = torch.tril(")
     assert keep["nonzero"] == [[1, 1, 0], [1, 1, 1], [1, 1, 1]]
     assert hidden["at"] == "attn.py:17" and hidden["nonzero"] == [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
-    assert id(module.qkv.weight) not in origins  # parameters are the student's weights, not masks
+    weight, proj = origins[id(module.qkv.weight)], origins[id(module.proj.weight)]  # a parameter: where its layer
+    # was built (the line a construction mistake such as bias=False is on), a weight, not a mask: no pattern
+    assert (weight["at"], weight["kind"], weight["path"]) == ("attn.py:12", "parameter", "qkv.weight")
+    assert "nonzero" not in weight and proj["at"] == "attn.py:13"
+    cached = origins[id(module.masks[3])]  # a tensor of a plain container: its path names the key
+    assert (cached["at"], cached["kind"], cached["path"]) == ("attn.py:18", "container", "masks[3]")
+    assert cached["nonzero"] == [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
 
 
 COUNTING = '''import torch

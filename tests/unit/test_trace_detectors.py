@@ -32,10 +32,11 @@ def test_the_docstring_lists_every_registered_id_in_the_order_they_run():
     listed = _listed()
     assert [f"harness.engine.trace.{m}" for m, _ in listed] == [m.__name__ for m in detectors.MODULES]
     assert [i for _, ids in listed for i in ids] == [i for d in detectors.in_order() for i in d.ids]
-    assert len(DETECTORS) == 51  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
+    assert len(DETECTORS) == 56  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
     # mask-multiplied, mask-added, layer-made-in-forward, kv-heads-tiled, keys-from-query-weights, split-strided,
     # merge-strided, values-split-strided, mask-kept-as-attribute, merge-moves-batch, queries-and-keys-swapped,
-    # kv-features-repeated, kv-heads-expanded, mask-on-some-heads, mask-hides-past
+    # kv-features-repeated, kv-heads-expanded, mask-on-some-heads, mask-kept-in-container, out-proj-without-bias,
+    # values-rotated, merge-view-to-input-width, mask-only-in-eval, mask-hides-past
 
 
 def test_every_id_a_mutant_declares_is_a_registered_detector():
@@ -124,7 +125,8 @@ class Strided(nn.Module):
         self.o = nn.Linear(d_out, d_out)
 
     def forward(self, x):
-        B, n, d = x.shape
+        B, n, _ = x.shape
+        d = self.H * self.dh  # the heads' width, d_out (x's would be merge-view-d-in's mistake)
         lesson = lambda t: t.view(B, n, self.H, self.dh).transpose(1, 2)
         strided = lambda t: t.view(B, n, self.dh, self.H).permute(0, 3, 1, 2)
         q, k, v = SPLIT
@@ -173,8 +175,9 @@ class Folded(nn.Module):
         self.o = nn.Linear(d_out, d_out)
 
     def forward(self, x):
-        B, n, d = x.shape
+        B, n, _ = x.shape
         H, dh = self.H, self.dh
+        d = H * dh  # the heads' width, d_out (x's would be merge-view-d-in's mistake)
         fold = lambda t: t.view(B, n, H, dh).transpose(1, 2).reshape(B * H, n, dh)
         q, k, v = fold(self.q(x)), fold(self.k(x)), fold(self.v(x))
         a = (torch.bmm(q, k.transpose(1, 2)) / dh ** 0.5).masked_fill(
@@ -218,10 +221,10 @@ class FusedMask(nn.Module):
         self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).tril())
 
     def forward(self, x):
-        B, n, d = x.shape
+        B, n, _ = x.shape
         q, k, v = self.qkv(x).view(B, n, 3, self.H, -1).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=MASK)
-        return self.o(y.transpose(1, 2).reshape(B, n, d))
+        return self.o(y.transpose(1, 2).reshape(B, n, -1))  # the heads' width, d_out (not x's: merge-view-d-in)
 '''
 
 
@@ -239,3 +242,47 @@ def test_a_fused_attention_that_raises_on_a_whole_context_mask_is_marked_mask_no
     result = trace(f"{path}:FusedMask", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert [m["id"] for m in result.mistakes] == marked
+
+
+MODES_LAYER = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Modes(nn.Module):
+    def __init__(self, d_in, d_out, context_length, num_heads):
+        super().__init__()
+        self.H = num_heads
+        self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
+        self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        q, k, v = self.qkv(x).view(B, n, 3, self.H, -1).permute(2, 0, 3, 1, 4)
+        s = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5
+        if self.training:
+            y = TRAINING
+        else:
+            y = s.masked_fill(self.mask[:n, :n], float("-inf")).softmax(-1) @ v
+        return self.o(y.transpose(1, 2).reshape(B, n, -1))
+'''
+
+
+@pytest.mark.parametrize("training, marked", [
+    ("F.scaled_dot_product_attention(q, k, v, is_causal=True)", []),  # causal in both modes
+    ("s.softmax(-1) @ v", [("mask-only-in-eval", "layer.py:18")]),  # the mask only in eval mode: at the if
+], ids=["fused-when-training", "unmasked-when-training"])
+def test_a_mask_applied_in_eval_mode_only_is_marked_where_the_modes_part(tmp_path, training, marked):
+    """The trace runs eval mode, where a mask skipped in training is applied: the forward recorded in training mode
+    too shows it missing there, and the lines each mode ran show the line that parts them (`if not self.training:`),
+    the line to change.  A layer causal in both modes by other means (SDPA's is_causal in training) is not marked."""
+    from harness.child.inprocess import InProcess
+    from harness.frontends.trace import trace
+    from harness.sandbox.subject import Subject
+    path = tmp_path / "layer.py"
+    path.write_text(MODES_LAYER.replace("TRAINING", training))
+    result = trace(f"{path}:Modes", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
+    assert result.error is None
+    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked

@@ -440,3 +440,102 @@ def _made_by_transpose(namer: Namer, info: dict) -> bool:
             return False
         src = op["in"][0].get("src")
     return False
+
+
+PRODUCTS = {"mul", "__mul__", "__rmul__"}
+
+
+@detector("values-rotated")
+def values_rotated(f: Findings) -> None:
+    """The values turned by the rotary embedding: on the way from their projection to the mixing weights @ v, they
+    are multiplied by a tensor of positions (one with a token axis, made from the module's buffers or from constants,
+    never from the input: cos, sin) that also multiplies the queries or the keys on their way into the scores.
+    RoPE belongs on the queries and keys only.  Marked at the first such product on the values' way, at the line of
+    forward that called it (a helper such as rope(v, cos, sin) runs it on its own line, the same for q, k and v)."""
+    operands = _operands(f.namer, f.ops)
+    if not operands:
+        return
+    on_scores = {key for role in "qk" for key in _rotations(f, operands[role]).values()}
+    for i, key in sorted(_rotations(f, operands["v"]).items()):
+        if key in on_scores:
+            op = f.ops[i]
+            at, code = op.get("call_at", op.get("at")), op.get("call_code", op.get("code", ""))
+            f.mark(i, {"id": "values-rotated", "text": (
+                "the values are rotated here by the rotary embedding (multiplied by the same positions' cos/sin as "
+                "the queries and keys): RoPE turns the queries and keys only, so that their scores depend on the "
+                "distance between tokens; the values carry content, not position: leave them as projected"),
+                **({"at": at, "code": code} if at not in (None, "?") else {})}, keep_earlier=True)
+            return
+
+
+def _rotations(f: Findings, t: dict) -> dict[int, frozenset]:
+    """The products on the way from the projections to tensor `t` of a projected tensor with a tensor of positions
+    (not made from the input, one of its axes the tokens'): operation -> what that factor was made from (the
+    module's tensors by name, the operations that created tensors of their own: `arange`), so that the same cos
+    read twice (self.cos[pos] in a helper called for q and for v) is recognised as one."""
+    namer, n = f.namer, f.cfg["n"]
+    if t.get("src") is None:
+        return {}
+    found = {}
+    for a in namer.ancestors(t["src"]) | {t["src"]}:
+        op = f.ops[a]
+        if op["op"] not in PRODUCTS or len(op["in"]) != 2:
+            continue
+        data = [x for x in op["in"] if namer.derives_from(x, ("project",))]
+        factor = [x for x in op["in"] if x not in data]
+        if len(data) != 1 or len(factor) != 1 or n not in (factor[0].get("shape") or ()):
+            continue
+        key = _made_of(f, factor[0])
+        if key:
+            found[a] = key
+    return found
+
+
+def _made_of(f: Findings, t: dict) -> frozenset:
+    """The module tensors (by name) and the tensor-creating operations a tensor was made from; empty when any of
+    it came from the input (x) or from nowhere the trace knows."""
+    if t.get("name") == "x":
+        return frozenset()
+    if t.get("src") is None:
+        return frozenset({t["name"]}) if t.get("name") else frozenset()
+    made = set()
+    for a in f.namer.ancestors(t["src"]) | {t["src"]}:
+        ins = f.ops[a]["in"]
+        if any(x.get("name") == "x" for x in ins):
+            return frozenset()
+        made |= {x["name"] for x in ins if x.get("name")}
+        if not ins:
+            made.add(a)
+    return frozenset(made)
+
+
+@detector("merge-view-to-input-width")
+def merge_view_to_input_width(f: Findings) -> None:
+    """The heads merged back to the input's width: recorded with the widths apart (`f.cfg["apart"]`: d_in below
+    d_out, harness.engine.trace.drive), the forward raised at a view/reshape to (B, n, d_in) of a tensor holding d_out
+    features a token.  With d_in = d_out (the worked example) it runs, so it is told at its line, no step of its own:
+    the line to change."""
+    apart = f.cfg.get("apart") or {}
+    op = next((op for op in apart.get("ops", ()) if op.get("raised")), None)
+    if op is None or op["op"] not in VIEWS or not op["in"] or op.get("at") in (None, "?"):
+        return
+    sizes = op["args"][1:]
+    if len(sizes) == 1 and sizes[0].startswith(("(", "[")):  # view((B, n, C))
+        sizes = sizes[0].strip("()[]").split(",")
+    target = [number(a) for a in sizes]
+    b, n, d_in, d_out = apart["batch"], apart["n"], apart["d_in"], apart["d_out"]
+    shape = op["in"][0].get("shape") or []
+    if target != [b, n, d_in] or len(shape) != 4 or b * n * d_out != _product(shape) or d_in == d_out:
+        return
+    f.mark_whole("merge-view-to-input-width", (
+        f"the heads are merged back to the input's width: with d_in = {d_in} and d_out = {d_out} this "
+        f"{op['op']} to ({b}, {n}, {d_in}) raised, for the heads hold {d_out} features a token; merge them into "
+        "the output width, heads times head width (or -1), not x's last size"), {"at": op["at"],
+                                                                                 "code": op.get("code", "")})
+
+
+def _product(shape: list) -> int:
+    out = 1
+    for v in shape:
+        out *= v
+    return out

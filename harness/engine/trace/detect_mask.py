@@ -268,7 +268,7 @@ def _made_at(f: Findings, m: int) -> dict | None:
     it marks, `nonzero`) or in forward by one tril/triu of ones.  A right mask used the wrong way round (`tril`
     with `== 1`) is the applying line's mistake: None."""
     inputs, ops = _mask_side(f, m)
-    made = [t["made"] for t in inputs if "made" in t and t["shape"]]
+    made = [t["made"] for t in inputs if _made_mask(t)]
     shapers = []
     for a in ops:
         op = f.ops[a]
@@ -278,7 +278,7 @@ def _made_at(f: Findings, m: int) -> dict | None:
             return None  # something else chose the positions: the line that applies the mask is the one to read
         if op["op"] in CARRIES and len([t for t in op["in"] if t["shape"]]) > 1:
             return None
-        made += [t["made"] for t in op["in"] if "made" in t and t["shape"]]
+        made += [t["made"] for t in op["in"] if _made_mask(t)]
     if len(made) + len(shapers) != 1:
         return None
     n = f.cfg["n"]
@@ -300,6 +300,12 @@ def _made_at(f: Findings, m: int) -> dict | None:
             np.array_equal(marks, np.triu(np.ones((n, n), bool), 1)) or where.get("at", "?") == "?":
         return None
     return {"at": where["at"], "code": where.get("code", "")}
+
+
+def _made_mask(t: dict) -> bool:
+    """A tensor the constructor made that may be a mask: a buffer, a plain attribute or a tensor of a container,
+    with axes (a parameter's origin is its layer's line: a weight, learned, is no mask whose pattern was chosen)."""
+    return "made" in t and bool(t["shape"]) and t["made"].get("kind") != "parameter"
 
 
 def _mask_pattern(namer: Namer, op: dict) -> list | None:
@@ -490,14 +496,74 @@ def mask_kept_as_attribute(f: Findings) -> None:
                 return
 
 
+@detector("mask-kept-in-container")
+def mask_kept_in_container(f: Findings) -> None:
+    """A mask taken from a plain dict, list or tuple the constructor filled (`self.masks = {t: torch.triu(...) for t
+    in ...}`): nn.Module registers none of its tensors, so model.to(device) leaves them on the CPU and state_dict()
+    misses them.  Marked at the operation that applies it, at the line that made it (the child notes where the
+    constructor made each tensor of a plain container, and its path, `masks[3]`), the line to change."""
+    uses = _mask_uses(f)
+    if uses is None:
+        return
+    for m in [i for group in uses for i in group]:
+        for made in _mask_side_origins(f, m):
+            if made.get("kind") == "container" and made.get("at") not in (None, "?"):
+                container = made["path"].split("[", 1)[0]
+                f.mark(m, {"id": "mask-kept-in-container", "text": (
+                    f"the mask {made['path']} is kept in self.{container}, a plain container the module does not "
+                    "register: model.to(device) leaves its tensors on the CPU and state_dict() misses them; make "
+                    "one mask of the longest length in __init__, register it with self.register_buffer(name, "
+                    "tensor), and cut it to the scores' size in forward"),
+                    "at": made["at"], "code": made.get("code", "")}, keep_earlier=True)
+                return
+
+
 def _mask_side_origins(f: Findings, m: int) -> list[dict]:
     """Where the constructor made the module tensors that operation `m` takes its mask from (not the scores'
     side): the `made` of each, directly or through the operations that sliced, cast or compared it."""
     inputs, ops = _mask_side(f, m)
-    found = [t["made"] for t in inputs if "made" in t]
+    found = [t["made"] for t in inputs if "made" in t and t["made"].get("kind") != "parameter"]
     for a in sorted(ops):
-        found += [t["made"] for t in f.ops[a]["in"] if "made" in t]
+        found += [t["made"] for t in f.ops[a]["in"] if "made" in t and t["made"].get("kind") != "parameter"]
     return found
+
+
+@detector("mask-only-in-eval")
+def mask_only_in_eval(f: Findings) -> None:
+    """The causal mask applied in eval mode only: the same forward recorded in training mode (`f.cfg["training"]`,
+    harness.engine.trace.drive) computes a softmax and applies no mask at all (no masking operation, no fused
+    attention), so in training every token sees the future.  Told at the line where the two modes part (`if not
+    self.training:`): the last line of forward, before the mask's, that training ran too, read from the lines each
+    mode ran (`f.cfg["lines"]`, the training's)."""
+    training = f.cfg.get("training") or {}
+    lines, trained = f.cfg.get("lines") or [], {line["at"] for line in training.get("lines") or ()}
+    uses = _mask_uses(f)
+    if not uses or not lines or not trained or f.fused_sdpa or f.fused_mha:
+        return
+    masks = [i for group in uses for i in group]
+    if not masks or not _unmasked(training["ops"], f.cfg):
+        return
+    first = f.ops[masks[0]]
+    at = first.get("call_at", first.get("at"))
+    runs = [line["at"] for line in lines]
+    if at not in runs:
+        return
+    parting = next((lines[j] for j in range(runs.index(at), -1, -1) if runs[j] in trained), None)
+    if parting is None:
+        return
+    f.mark(masks[0], {"id": "mask-only-in-eval", "text": (
+        f"the causal mask is applied only in eval mode: in training mode forward leaves {parting['at']} another way "
+        "and applies no mask, so every token sees the future while the model learns (and learns to rely on it); "
+        "apply the mask in every mode: only dropout depends on self.training"),
+        "at": parting["at"], "code": parting.get("code", "")}, keep_earlier=True)
+
+
+def _unmasked(ops: list[dict], cfg: dict) -> bool:
+    """A forward (recorded in training mode) that computes a softmax and applies no mask: no masking operation on the
+    scores, no fused attention (which may be causal by itself)."""
+    namer = Namer(ops, cfg)
+    namer.run()
+    return "softmax" in namer.labels and not namer.mask_ops and not namer.fused
 
 
 @detector("additive-finite-mask")

@@ -55,3 +55,27 @@ def _unapplied(f: Findings) -> str | None:
     if bias and _SLICE.sub("", bias.strip()) in used:
         return None
     return f"self.{module}" if all(p.isidentifier() for p in module.split(".")) else None
+
+
+@detector("out-proj-without-bias")
+def out_proj_without_bias(f: Findings) -> None:
+    """The output projection applied as a linear layer that adds no bias, where the proven reading of the parameters
+    has no output bias (`f.cfg["roles"]`: W_o and no b_o) in a layer that is not grouped-query (whose projections
+    have no biases by design): the lesson's out_proj = nn.Linear(d_out, d_out) has one.  The line to change is the
+    one that built that projection (the child notes where the constructor made each parameter), not the call."""
+    roles = f.cfg.get("roles") or {}
+    wo = _SLICE.sub("", roles.get("wo", "").strip())
+    if not wo or "bo" in roles or "+" in wo or f.cfg.get("kv_heads") or not f.cfg.get("out_proj", True):
+        return
+    for op in f.ops:
+        if f.namer.labels[op["i"]] != "output projection" or op["op"] != "linear" or len(op["in"]) != 2:
+            continue
+        weight = next((t for t in op["in"] if t.get("name") == wo), None)
+        made = (weight or {}).get("made") or {}
+        if made.get("kind") == "parameter" and made.get("at") not in (None, "?"):
+            module = wo.removesuffix(".weight")
+            f.mark(op["i"], {"id": "out-proj-without-bias", "text": (
+                f"the output projection {module} adds no bias: it was built without one at {made['at']}; the "
+                "lesson's out_proj = nn.Linear(d_out, d_out) has a bias (bias=True is the default)"),
+                "at": made["at"], "code": made.get("code", "")}, keep_earlier=True)
+            return

@@ -14,14 +14,17 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   kv-heads-tiled (a grouped-query layer's key/value heads copied with .repeat along the heads axis);
   kv-features-repeated (its flat key/value projections widened with repeat_interleave along the features);
   view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong,
-  kv-heads-expanded, raised (the operation that raised, and what its tensors say of why); input-changed-in-place
+  kv-heads-expanded, raised (the operation that raised, and what its tensors say of why); input-changed-in-place;
+  values-rotated (the values multiplied by the rotary embedding's positions, as the queries or keys are);
+  merge-view-to-input-width (read from the forward recorded with the widths apart)
 - detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
   scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
   the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly;
   mask-includes-diagonal, mask-keeps-future, mask-hides-past, mask-one-token-late, mask-hides-nothing, mask-wrong;
-  mask-multiplied, mask-added; mask-made-without-device; mask-kept-as-attribute; additive-finite-mask
-- detect_output: heads-not-projected
+  mask-multiplied, mask-added; mask-made-without-device; mask-kept-as-attribute; mask-kept-in-container;
+  mask-only-in-eval (read from the forward recorded in training mode too); additive-finite-mask
+- detect_output: heads-not-projected; out-proj-without-bias
 - detect_params: layer-made-in-forward
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants

@@ -70,8 +70,12 @@ def record(ctx, display: str = "") -> TraceResult:
         result.error = f"your forward raised {reply.raised}"
     if reply.output:
         result.output_shape = reply.output.get("shape")
+    clean = not reply.raised and not reply.truncated
+    apart = _widths_apart(ctx, cfg) if clean else None
+    training = _in_training(inst, x) if clean and reply.lines else None
     steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst),
-                                            "roles": _roles(ctx)},
+                                            "roles": _roles(ctx), **({"apart": apart} if apart else {}),
+                                            "lines": reply.lines or [], **({"training": training} if training else {})},
                                   complete=not reply.raised and not result.truncated, output=reply.output)
     result.steps, result.mistakes = steps, name_mistakes(found, form.name)
     name_mistakes([s.mistake for s in steps if s.mistake], form.name)
@@ -82,6 +86,42 @@ def record(ctx, display: str = "") -> TraceResult:
         result.notes.append(f"the output has shape {tuple(result.output_shape)}, expected "
                             f"({cfg.batch}, {cfg.n}, {cfg.d_out})")
     return result
+
+
+APART_D_IN = 6  # the widths apart: d_in = 6 beside the worked example's d_out = 8 (as the first required configuration)
+
+
+def _widths_apart(ctx, cfg: Config) -> dict | None:
+    """The forward recorded once more with the input narrower than the output (d_in = 6, d_out = 8), where the
+    constructor takes the two widths apart and the worked example (d_in = d_out) ran clean: a step that uses the
+    input's width where the output's belongs (the heads merged back to x's width C) raises only there.  {"ops",
+    "raised", "d_in", "d_out", "batch", "n", "heads"} when that forward raised; None otherwise (or when it could not be
+    built: a limit of the layer, not a finding)."""
+    try:
+        if not ctx.separate_widths or cfg.kv_heads or ctx.form.name != "multi-head":
+            return None
+        wide = dataclasses.replace(cfg, d_in=APART_D_IN)
+        x = np.random.default_rng([ctx.seed, 31338]).standard_normal((wide.batch, wide.n, wide.d_in))
+        reply = ctx.build(wide).trace(x)
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+    if not reply.raised or reply.truncated:
+        return None
+    return {"ops": reply.ops, "raised": reply.raised, "d_in": wide.d_in, "d_out": wide.d_out, "batch": wide.batch,
+            "n": wide.n, "heads": wide.heads}
+
+
+def _in_training(inst, x) -> dict | None:
+    """The same forward recorded in training mode, as a training loop runs it: {"ops", "lines"} when it ran to the end
+    (a mask applied only in eval mode is missing there, and the lines show where the two modes part); None otherwise.
+    The module is put back in eval mode by the next call that wants it (every check says its mode)."""
+    try:
+        reply = inst.trace(x, mode="train")
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+    if reply.raised or reply.truncated or not reply.lines:
+        return None
+    return {"ops": reply.ops, "lines": reply.lines}
 
 
 def _parameter_names(inst) -> list[str]:
