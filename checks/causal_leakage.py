@@ -34,6 +34,7 @@ from checks.output_shape import output_shape, tokens_axes
 from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.mapping import map_help
+from harness.wire.config import Config
 from reference import grouped, numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
@@ -59,7 +60,19 @@ LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
     "dead-past": "some allowed positions have no influence: is the mask or the softmax axis wrong?",
     "train-only": ("the layer leaks only in train() mode: the training branch attends to the future (a forgotten "
                    "is_causal=True, or a mask applied only in eval)"),
+    "train-nan": ("dropout is applied before the softmax: to the masked scores, where it multiplies some -inf by 0, "
+                  "which is NaN (or to the mask, where a row it leaves with nothing to attend to is NaN)"),
+    "dropout-mask": ("the future leaks only in train() mode with dropout > 0 (with dropout 0 it does not): dropout "
+                     "is applied to the mask, and every mask entry it zeroes no longer hides its future position"),
 }
+
+DROPOUT_FIX = ("Apply dropout only to the attention weights, after the softmax: `w = self.dropout(torch.softmax("
+               "scores.masked_fill(mask[:n, :n], float('-inf')), dim=-1))`. Never apply it to the mask (in training "
+               "it zeroes some of its entries, and those future tokens leak) nor to the masked scores (it multiplies "
+               "some -inf by 0, which is NaN); the mask must stay whole in every mode.")
+TRAIN_DROPOUT = 0.5  # the train-mode probe's dropout: a causal layer's output stays finite and blind to the future
+TRAIN_DROPOUT_DRAWS = 8  # forwards in train mode with that dropout, each a new draw: a 0/1 mask that dropout hits
+# makes a row NaN only where it zeroes a whole row (token 0's: probability 0.5 a draw); 8 draws miss it rarely
 
 
 def describe_leak(G: np.ndarray) -> tuple[str, str]:
@@ -273,10 +286,15 @@ def _passed(unreferenced: set):
 
 
 def _deep(ctx, inst, x, r, cfg, unreferenced: set):
-    """Train mode (dropout 0), then each head alone, then real scores near -5e4, then the reference: one round trip,
-    judged in that order.  `unreferenced` learns why a pass here rests on the child's answers alone."""
+    """Train mode (dropout 0), train mode with dropout TRAIN_DROPOUT, then each head alone, then real scores near
+    -5e4, then the reference: one round trip, judged in that order.  `unreferenced` learns why a pass here rests on
+    the child's answers alone."""
     train = ctx.build(cfg, force_dropout=0.0)
     groups = [(train, [train.jacobian_request(x, r, "train")])]
+    dropping = _dropout_instance(ctx, inst, cfg)
+    if dropping is not None:
+        groups.append((dropping, [dropping.jacobian_request(x, r, "train")] +
+                       [dropping.forward_request(x, "train") for _ in range(TRAIN_DROPOUT_DRAWS)]))
     heads, labels = range(cfg.heads if cfg.heads > 1 else 0), []
     if inst.layout is not None:
         w = ctx.weights_for(inst, "leak")
@@ -297,7 +315,10 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
     entries = ctx.frame(groups)
     if isinstance(entries[0], BaseException):
         raise entries[0]
-    outcome = _leak_verdict(entries[0][0], cfg, mode="train")
+    outcome = _leak_verdict(entries[0][0], cfg, mode="train") or \
+        (_dropout_verdict(entries[1], cfg) if dropping is not None else None)
+    if dropping is not None:
+        del entries[1]
     if outcome or inst.layout is None:
         if inst.layout is None:
             unreferenced.add("unmapped")
@@ -317,6 +338,39 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
         return outcome
     return _against_reference(cfg, (x_negative, negative, outputs), (x_ordinary, ordinary, replies[-1].y),
                               unreferenced, ctx.rope)
+
+
+def _dropout_instance(ctx, inst, cfg):
+    """The module for `cfg` with dropout TRAIN_DROPOUT, built afresh so that its draws follow from the seed alone:
+    through its dropout argument where it takes one, and every nn.Dropout set to it (a rate hard-coded in a module
+    too).  None where it has neither (the train-mode probe with dropout 0 already saw all there is)."""
+    by_arg = ctx.accepts("dropout")
+    if not by_arg and not inst.info.dropout_modules:
+        return None
+    with_dropout = Config(**{**cfg.to_dict(), "dropout": TRAIN_DROPOUT}) if by_arg else cfg
+    return ctx.build(with_dropout, force_dropout=TRAIN_DROPOUT, fresh="train-dropout")
+
+
+def _dropout_verdict(replies, cfg):
+    """Train mode with dropout > 0, judged on what dropout cannot change in a causal layer: it multiplies the
+    attention weights, so the output stays finite and a future token, whose weight is 0, keeps a gradient of exactly
+    0.  The past is not judged (dropout silences some of it at random).  Several forwards, each a new draw, for
+    finiteness; the Jacobian of one draw for the future.  A probe that raised decides nothing here (a constructor
+    that refuses the rate, say): eval-determinism builds the layer with dropout too and reports what it raises."""
+    if isinstance(replies, BaseException):
+        return None
+    jacobian, *forwards = replies
+    for y in (reply.y for reply in forwards):
+        if y.shape == (cfg.batch, cfg.n, cfg.d_out) and not np.isfinite(y).all():
+            bad = np.argwhere(~np.isfinite(y))
+            positions = sorted({int(t) for t in bad[:, 1]})
+            what = (f"in train() mode with dropout {TRAIN_DROPOUT}, the output has {len(bad)} NaN/inf values, at "
+                    f"token positions {positions}, while in eval() mode and in train() mode with dropout 0 it is "
+                    "finite")
+            return failed(f"{what}; {LEAK_PATTERNS['train-nan']}", observed=f"{len(bad)} NaN/inf values",
+                          expected="finite values (dropout only zeroes and rescales weights)",
+                          finding="leak:train-nan", fix=DROPOUT_FIX)
+    return _leak_verdict(jacobian, cfg, mode="train-dropout")
 
 
 def _against_reference(cfg, negative, ordinary, unreferenced: set, rope=None):
@@ -353,8 +407,9 @@ def _against_reference(cfg, negative, ordinary, unreferenced: set, rope=None):
 
 def _leak_verdict(result, cfg, head=None, mode="eval"):
     """The child's Jacobian judged: exactly zero for every future position, non-zero for every allowed one."""
-    where = (f" in head {head}" if head is not None else "") + (" in train() mode (dropout 0)" if mode == "train"
-                                                                else "")
+    where = (f" in head {head}" if head is not None else "") + {
+        "train": " in train() mode (dropout 0)", "train-dropout": f" in train() mode with dropout {TRAIN_DROPOUT}",
+    }.get(mode, "")
     if result.jac is None:
         if result.no_graph:
             return failed("the output is not connected to the input in the autograd graph (detached, computed "
@@ -374,10 +429,14 @@ def _leak_verdict(result, cfg, head=None, mode="eval"):
     if not (leak or dead):
         return None
     what, code = describe_leak(G)
-    code = code if mode == "eval" else "train-only"
+    if mode == "train-dropout":  # right with dropout 0 (judged first): the dropout is to blame
+        code = "train-nan" if code == "nan" else "dropout-mask"
+    elif mode == "train":
+        code = "train-only"
     return failed(f"{what}{where}; {LEAK_PATTERNS[code]}", observed=what,
-                  expected="zero for s > t, non-zero for s <= t",
-                  leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(), finding="leak:" + code)
+                  expected="zero for s > t" + (", non-zero for s <= t" if mode != "train-dropout" else ""),
+                  leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(), finding="leak:" + code,
+                  fix=DROPOUT_FIX if mode == "train-dropout" else "")
 
 
 def _splits(n: int) -> list[int]:
