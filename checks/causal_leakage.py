@@ -4,12 +4,18 @@ For each batch element b and output position t, the child computes d(r·y[b, t])
 verdict needs every s > t to be exactly zero (float64: a fill value of -10 or -100 instead of -inf leaves a small
 but non-zero gradient) and every s <= t to be non-zero (so that a detached or constant output cannot pass).  It is
 measured in eval() mode and again in train() mode with dropout 0 (a forgotten is_causal=True in the training
-branch leaks only there).  Where the weights are mapped with certainty, the output projection is restricted to one
-head at a time so that every head is checked on its own.  Train mode, single heads, and the enormous and negative
-perturbations below run on the short sequences (n <= 10): the 64-token one is there for a mask of hard-coded size,
-which the eval gradient over every pair of positions and the ordinary perturbations already see, and it would cost
-as much as all the others together.  For the same reason its ordinary perturbations split it after every fourth
-position and the last (`_splits`), not after each of its 63.
+branch leaks only there), then in train() mode with dropout 0.5 (`_dropout_verdict`), where a causal layer's output
+is random but finite and its gradient with respect to every future token still exactly zero: dropout multiplies
+the weights, and the future's stay 0.  Dropout applied to the masked scores (0 * -inf is NaN) or to the mask (a
+zeroed entry hides nothing) shows only there, so the probe with dropout 0 had given both full marks; it judges
+the future and finiteness only, never the past, which dropout silences at random.
+
+Where the weights are mapped with certainty, the output projection is restricted to one head at a time so that
+every head is checked on its own.  Train mode, single heads, and the enormous and negative perturbations below
+run on the short sequences (n <= 10): the 64-token one is there for a mask of hard-coded size, which the eval
+gradient over every pair of positions and the ordinary perturbations already see, and it would cost as much as all
+the others together.  For the same reason its ordinary perturbations split it after every fourth position and the
+last (`_splits`), not after each of its 63.
 
 The gradient is reported by the child; the forward values cross-check it from the parent's side: perturbing the
 tokens after each split point must leave earlier outputs bit-identical, with ordinary perturbations and, where
@@ -115,7 +121,8 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
     claim="each output position depends on every input position up to it and on none after it",
     explanation="""A causal layer predicts token t+1 from tokens 0..t only. If the output at t depends on a later
     input, training cheats by looking ahead and generation breaks. Measured by the gradient of each output position
-    with respect to each input position, per sequence and per head, in eval() and in train() mode.""",
+    with respect to each input position, per sequence and per head, in eval() and in train() mode (with dropout 0,
+    and with dropout 0.5: dropout belongs on the weights after the softmax, never on the mask or the scores).""",
     fix="""Mask the scores before the softmax with `scores.masked_fill(mask[:n, :n], float("-inf"))`, where
     `mask = torch.triu(torch.ones(L, L), diagonal=1).bool()`, over the last axis (or pass is_causal=True to
     scaled_dot_product_attention in every branch, training included).""",
@@ -126,6 +133,8 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
     fill -10 instead of -inf leaves exp(-10) ≈ 4.5e-5 of weight on each future token: G[b, 0, 2] of order 1e-5
     fill -100: y equals the reference to every digit, yet G[b, 0, 2] is of order 1e-44, still > 0 in float64
     measured again in train() mode with dropout 0: `if self.training: sdpa(q, k, v)` without is_causal leaks
+    and with dropout 0.5: `self.dropout(scores)` after masked_fill turns some -inf into NaN (0 * -inf), and
+      `self.dropout(self.mask)` zeroes some mask entries, so those future tokens get weight
     repeated per head (W_o keeps only that head's 4 columns); then x[:, 1:] is perturbed and y[:, 0] must stay
       bit-identical (likewise x[:, 2:] and y[:, :2]), also with perturbations of size 1e30""",
 )
