@@ -33,6 +33,8 @@ must equal it with real scores near -5e4, where any fill above them gives the ma
 mapping exists, or the module's output differs from the reference's anyway, the pass message says that it rests on
 the child's own answers.
 """
+import dataclasses
+
 import numpy as np
 
 from checks import Status, cannot_tell, check, failed, passed
@@ -66,8 +68,13 @@ LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
     "dead-past": "some allowed positions have no influence: is the mask or the softmax axis wrong?",
     "train-only": ("the layer leaks only in train() mode: the training branch attends to the future (a forgotten "
                    "is_causal=True, or a mask applied only in eval)"),
-    "train-nan": ("dropout is applied before the softmax: to the masked scores, where it multiplies some -inf by 0, "
-                  "which is NaN (or to the mask, where a row it leaves with nothing to attend to is NaN)"),
+    "train-nan": ("dropout is applied to the masked scores before the softmax: it multiplies some -inf by 0, which is "
+                  "NaN (each sequence has NaN at tokens of its own: a draw per sequence, as on the scores)"),
+    "train-nan-mask": ("dropout is applied to the mask: every sequence has NaN at the same tokens, so one draw serves "
+                       "the whole batch, as a mask's does; a token whose allowed entries it zeroes has nothing left "
+                       "to attend to (and an additive mask's -inf times 0 is NaN)"),
+    "train-nonfinite": ("dropout is applied before the softmax, to the masked scores or to the mask: it multiplies "
+                        "some -inf by 0, which is NaN, or leaves a token nothing to attend to"),
     "dropout-mask": ("the future leaks only in train() mode with dropout > 0 (with dropout 0 it does not): dropout "
                      "is applied to the mask, and every mask entry it zeroes no longer hides its future position"),
 }
@@ -79,6 +86,8 @@ DROPOUT_FIX = ("Apply dropout only to the attention weights, after the softmax: 
 TRAIN_DROPOUT = 0.5  # the train-mode probe's dropout: a causal layer's output stays finite and blind to the future
 TRAIN_DROPOUT_DRAWS = 8  # forwards in train mode with that dropout, each a new draw: a 0/1 mask that dropout hits
 # makes a row NaN only where it zeroes a whole row (token 0's: probability 0.5 a draw); 8 draws miss it rarely
+DRAWS_BATCH = 8  # sequences in each of those forwards: dropout drawn per sequence (on the scores) gives them NaN at
+# different tokens, one draw for the batch (on the mask) at the same ones; with 8 the two cannot be mistaken
 
 
 def describe_leak(G: np.ndarray) -> tuple[str, str]:
@@ -302,8 +311,9 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
     groups = [(train, [train.jacobian_request(x, r, "train")])]
     dropping = _dropout_instance(ctx, inst, cfg)
     if dropping is not None:
+        x_draws = ctx.input(dataclasses.replace(cfg, batch=DRAWS_BATCH), "train-dropout")
         groups.append((dropping, [dropping.jacobian_request(x, r, "train")] +
-                       [dropping.forward_request(x, "train") for _ in range(TRAIN_DROPOUT_DRAWS)]))
+                       [dropping.forward_request(x_draws, "train") for _ in range(TRAIN_DROPOUT_DRAWS)]))
     heads, labels = range(cfg.heads if cfg.heads > 1 else 0), []
     if inst.layout is not None:
         w = ctx.weights_for(inst, "leak")
@@ -364,21 +374,28 @@ def _dropout_verdict(replies, cfg):
     """Train mode with dropout > 0, judged on what dropout cannot change in a causal layer: it multiplies the
     attention weights, so the output stays finite and a future token, whose weight is 0, keeps a gradient of exactly
     0.  The past is not judged (dropout silences some of it at random).  Several forwards, each a new draw, for
-    finiteness; the Jacobian of one draw for the future.  A probe that raised decides nothing here (a constructor
-    that refuses the rate, say): eval-determinism builds the layer with dropout too and reports what it raises."""
+    finiteness, of a batch of DRAWS_BATCH sequences: NaN at tokens that differ between sequences is a draw per
+    sequence (dropout on the masked scores, a catalogued mistake); at the same tokens in every sequence, one draw for
+    the batch (dropout on the mask: a 0/1 tril mask empties a row, an additive one turns -inf into NaN), which no
+    mutant is, so it is never named as the scores' mistake.  The Jacobian of one draw for the future.  A probe that
+    raised decides nothing here (a constructor that refuses the rate, say): eval-determinism builds the layer with
+    dropout too and reports what it raises."""
     if isinstance(replies, BaseException):
         return None
     jacobian, *forwards = replies
-    for y in (reply.y for reply in forwards):
-        if y.shape == (cfg.batch, cfg.n, cfg.d_out) and not np.isfinite(y).all():
-            bad = np.argwhere(~np.isfinite(y))
-            positions = sorted({int(t) for t in bad[:, 1]})
-            what = (f"in train() mode with dropout {TRAIN_DROPOUT}, the output has {len(bad)} NaN/inf values, at "
-                    f"token positions {positions}, while in eval() mode and in train() mode with dropout 0 it is "
-                    "finite")
-            return failed(f"{what}; {LEAK_PATTERNS['train-nan']}", observed=f"{len(bad)} NaN/inf values",
-                          expected="finite values (dropout only zeroes and rescales weights)",
-                          finding="leak:train-nan", fix=DROPOUT_FIX)
+    draws = [reply.y for reply in forwards if reply.y.shape == (DRAWS_BATCH, cfg.n, cfg.d_out)]
+    broken = [y for y in draws if not np.isfinite(y).all()]
+    if broken:
+        bad = np.argwhere(~np.isfinite(broken[0]))
+        positions = sorted({int(t) for t in bad[:, 1]})
+        rows = [~np.isfinite(y).all(axis=-1) for y in broken]  # (sequence, token): a row with a NaN/inf
+        code = "train-nan-mask" if all((row == row[:1]).all() for row in rows) else "train-nan"
+        what = (f"in train() mode with dropout {TRAIN_DROPOUT}, {len(broken)} of {len(draws)} forwards of the same "
+                f"{DRAWS_BATCH} sequences give NaN/inf ({len(bad)} values in the first, at token positions "
+                f"{positions}), while in eval() mode and in train() mode with dropout 0 the output is finite")
+        return failed(f"{what}; {LEAK_PATTERNS[code]}", observed=f"{len(bad)} NaN/inf values",
+                      expected="finite values (dropout only zeroes and rescales weights)",
+                      finding="leak:" + code, fix=DROPOUT_FIX)
     return _leak_verdict(jacobian, cfg, mode="train-dropout")
 
 
@@ -439,7 +456,7 @@ def _leak_verdict(result, cfg, head=None, mode="eval"):
         return None
     what, code = describe_leak(G)
     if mode == "train-dropout":  # right with dropout 0 (judged first): the dropout is to blame
-        code = "train-nan" if code == "nan" else "dropout-mask"
+        code = "train-nonfinite" if code == "nan" else "dropout-mask"
     elif mode == "train":
         code = "train-only"
     return failed(f"{what}{where}; {LEAK_PATTERNS[code]}", observed=what,
