@@ -4,12 +4,18 @@ For each batch element b and output position t, the child computes d(r·y[b, t])
 verdict needs every s > t to be exactly zero (float64: a fill value of -10 or -100 instead of -inf leaves a small
 but non-zero gradient) and every s <= t to be non-zero (so that a detached or constant output cannot pass).  It is
 measured in eval() mode and again in train() mode with dropout 0 (a forgotten is_causal=True in the training
-branch leaks only there).  Where the weights are mapped with certainty, the output projection is restricted to one
-head at a time so that every head is checked on its own.  Train mode, single heads, and the enormous and negative
-perturbations below run on the short sequences (n <= 10): the 64-token one is there for a mask of hard-coded size,
-which the eval gradient over every pair of positions and the ordinary perturbations already see, and it would cost
-as much as all the others together.  For the same reason its ordinary perturbations split it after every fourth
-position and the last (`_splits`), not after each of its 63.
+branch leaks only there), then in train() mode with dropout 0.5 (`_dropout_verdict`), where a causal layer's output
+is random but finite and its gradient with respect to every future token still exactly zero: dropout multiplies
+the weights, and the future's stay 0.  Dropout applied to the masked scores (0 * -inf is NaN) or to the mask (a
+zeroed entry hides nothing) shows only there, so the probe with dropout 0 had given both full marks; it judges
+the future and finiteness only, never the past, which dropout silences at random.
+
+Where the weights are mapped with certainty, the output projection is restricted to one head at a time so that
+every head is checked on its own.  Train mode, single heads, and the enormous and negative perturbations below
+run on the short sequences (n <= 10): the 64-token one is there for a mask of hard-coded size, which the eval
+gradient over every pair of positions and the ordinary perturbations already see, and it would cost as much as all
+the others together.  For the same reason its ordinary perturbations split it after every fourth position and the
+last (`_splits`), not after each of its 63.
 
 The gradient is reported by the child; the forward values cross-check it from the parent's side: perturbing the
 tokens after each split point must leave earlier outputs bit-identical, with ordinary perturbations and, where
@@ -27,6 +33,8 @@ must equal it with real scores near -5e4, where any fill above them gives the ma
 mapping exists, or the module's output differs from the reference's anyway, the pass message says that it rests on
 the child's own answers.
 """
+import dataclasses
+
 import numpy as np
 
 from checks import Status, cannot_tell, check, failed, passed
@@ -34,6 +42,7 @@ from checks.output_shape import output_shape, tokens_axes
 from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.mapping import map_help
+from harness.wire.config import Config
 from reference import grouped, numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
@@ -59,7 +68,26 @@ LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
     "dead-past": "some allowed positions have no influence: is the mask or the softmax axis wrong?",
     "train-only": ("the layer leaks only in train() mode: the training branch attends to the future (a forgotten "
                    "is_causal=True, or a mask applied only in eval)"),
+    "train-nan": ("dropout is applied to the masked scores before the softmax: it multiplies some -inf by 0, which is "
+                  "NaN (each sequence has NaN at tokens of its own: a draw per sequence, as on the scores)"),
+    "train-nan-mask": ("dropout is applied to the mask: every sequence has NaN at the same tokens, so one draw serves "
+                       "the whole batch, as a mask's does; a token whose allowed entries it zeroes has nothing left "
+                       "to attend to (and an additive mask's -inf times 0 is NaN)"),
+    "train-nonfinite": ("dropout is applied before the softmax, to the masked scores or to the mask: it multiplies "
+                        "some -inf by 0, which is NaN, or leaves a token nothing to attend to"),
+    "dropout-mask": ("the future leaks only in train() mode with dropout > 0 (with dropout 0 it does not): dropout "
+                     "is applied to the mask, and every mask entry it zeroes no longer hides its future position"),
 }
+
+DROPOUT_FIX = ("Apply dropout only to the attention weights, after the softmax: `w = self.dropout(torch.softmax("
+               "scores.masked_fill(mask[:n, :n], float('-inf')), dim=-1))`. Never apply it to the mask (in training "
+               "it zeroes some of its entries, and those future tokens leak) nor to the masked scores (it multiplies "
+               "some -inf by 0, which is NaN); the mask must stay whole in every mode.")
+TRAIN_DROPOUT = 0.5  # the train-mode probe's dropout: a causal layer's output stays finite and blind to the future
+TRAIN_DROPOUT_DRAWS = 8  # forwards in train mode with that dropout, each a new draw: a 0/1 mask that dropout hits
+# makes a row NaN only where it zeroes a whole row (token 0's: probability 0.5 a draw); 8 draws miss it rarely
+DRAWS_BATCH = 8  # sequences in each of those forwards: dropout drawn per sequence (on the scores) gives them NaN at
+# different tokens, one draw for the batch (on the mask) at the same ones; with 8 the two cannot be mistaken
 
 
 def describe_leak(G: np.ndarray) -> tuple[str, str]:
@@ -102,7 +130,8 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
     claim="each output position depends on every input position up to it and on none after it",
     explanation="""A causal layer predicts token t+1 from tokens 0..t only. If the output at t depends on a later
     input, training cheats by looking ahead and generation breaks. Measured by the gradient of each output position
-    with respect to each input position, per sequence and per head, in eval() and in train() mode.""",
+    with respect to each input position, per sequence and per head, in eval() and in train() mode (with dropout 0,
+    and with dropout 0.5: dropout belongs on the weights after the softmax, never on the mask or the scores).""",
     fix="""Mask the scores before the softmax with `scores.masked_fill(mask[:n, :n], float("-inf"))`, where
     `mask = torch.triu(torch.ones(L, L), diagonal=1).bool()`, over the last axis (or pass is_causal=True to
     scaled_dot_product_attention in every branch, training included).""",
@@ -113,6 +142,8 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
     fill -10 instead of -inf leaves exp(-10) ≈ 4.5e-5 of weight on each future token: G[b, 0, 2] of order 1e-5
     fill -100: y equals the reference to every digit, yet G[b, 0, 2] is of order 1e-44, still > 0 in float64
     measured again in train() mode with dropout 0: `if self.training: sdpa(q, k, v)` without is_causal leaks
+    and with dropout 0.5: `self.dropout(scores)` after masked_fill turns some -inf into NaN (0 * -inf), and
+      `self.dropout(self.mask)` zeroes some mask entries, so those future tokens get weight
     repeated per head (W_o keeps only that head's 4 columns); then x[:, 1:] is perturbed and y[:, 0] must stay
       bit-identical (likewise x[:, 2:] and y[:, :2]), also with perturbations of size 1e30""",
 )
@@ -273,10 +304,16 @@ def _passed(unreferenced: set):
 
 
 def _deep(ctx, inst, x, r, cfg, unreferenced: set):
-    """Train mode (dropout 0), then each head alone, then real scores near -5e4, then the reference: one round trip,
-    judged in that order.  `unreferenced` learns why a pass here rests on the child's answers alone."""
+    """Train mode (dropout 0), train mode with dropout TRAIN_DROPOUT, then each head alone, then real scores near
+    -5e4, then the reference: one round trip, judged in that order.  `unreferenced` learns why a pass here rests on
+    the child's answers alone."""
     train = ctx.build(cfg, force_dropout=0.0)
     groups = [(train, [train.jacobian_request(x, r, "train")])]
+    dropping = _dropout_instance(ctx, inst, cfg)
+    if dropping is not None:
+        x_draws = ctx.input(dataclasses.replace(cfg, batch=DRAWS_BATCH), "train-dropout")
+        groups.append((dropping, [dropping.jacobian_request(x, r, "train")] +
+                       [dropping.forward_request(x_draws, "train") for _ in range(TRAIN_DROPOUT_DRAWS)]))
     heads, labels = range(cfg.heads if cfg.heads > 1 else 0), []
     if inst.layout is not None:
         w = ctx.weights_for(inst, "leak")
@@ -297,7 +334,10 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
     entries = ctx.frame(groups)
     if isinstance(entries[0], BaseException):
         raise entries[0]
-    outcome = _leak_verdict(entries[0][0], cfg, mode="train")
+    outcome = _leak_verdict(entries[0][0], cfg, mode="train") or \
+        (_dropout_verdict(entries[1], cfg) if dropping is not None else None)
+    if dropping is not None:
+        del entries[1]
     if outcome or inst.layout is None:
         if inst.layout is None:
             unreferenced.add("unmapped")
@@ -317,6 +357,46 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
         return outcome
     return _against_reference(cfg, (x_negative, negative, outputs), (x_ordinary, ordinary, replies[-1].y),
                               unreferenced, ctx.rope)
+
+
+def _dropout_instance(ctx, inst, cfg):
+    """The module for `cfg` with dropout TRAIN_DROPOUT, built afresh so that its draws follow from the seed alone:
+    through its dropout argument where it takes one, and every nn.Dropout set to it (a rate hard-coded in a module
+    too).  None where it has neither (the train-mode probe with dropout 0 already saw all there is)."""
+    by_arg = ctx.accepts("dropout")
+    if not by_arg and not inst.info.dropout_modules:
+        return None
+    with_dropout = Config(**{**cfg.to_dict(), "dropout": TRAIN_DROPOUT}) if by_arg else cfg
+    return ctx.build(with_dropout, force_dropout=TRAIN_DROPOUT, fresh="train-dropout")
+
+
+def _dropout_verdict(replies, cfg):
+    """Train mode with dropout > 0, judged on what dropout cannot change in a causal layer: it multiplies the
+    attention weights, so the output stays finite and a future token, whose weight is 0, keeps a gradient of exactly
+    0.  The past is not judged (dropout silences some of it at random).  Several forwards, each a new draw, for
+    finiteness, of a batch of DRAWS_BATCH sequences: NaN at tokens that differ between sequences is a draw per
+    sequence (dropout on the masked scores, a catalogued mistake); at the same tokens in every sequence, one draw for
+    the batch (dropout on the mask: a 0/1 tril mask empties a row, an additive one turns -inf into NaN), which no
+    mutant is, so it is never named as the scores' mistake.  The Jacobian of one draw for the future.  A probe that
+    raised decides nothing here (a constructor that refuses the rate, say): eval-determinism builds the layer with
+    dropout too and reports what it raises."""
+    if isinstance(replies, BaseException):
+        return None
+    jacobian, *forwards = replies
+    draws = [reply.y for reply in forwards if reply.y.shape == (DRAWS_BATCH, cfg.n, cfg.d_out)]
+    broken = [y for y in draws if not np.isfinite(y).all()]
+    if broken:
+        bad = np.argwhere(~np.isfinite(broken[0]))
+        positions = sorted({int(t) for t in bad[:, 1]})
+        rows = [~np.isfinite(y).all(axis=-1) for y in broken]  # (sequence, token): a row with a NaN/inf
+        code = "train-nan-mask" if all((row == row[:1]).all() for row in rows) else "train-nan"
+        what = (f"in train() mode with dropout {TRAIN_DROPOUT}, {len(broken)} of {len(draws)} forwards of the same "
+                f"{DRAWS_BATCH} sequences give NaN/inf ({len(bad)} values in the first, at token positions "
+                f"{positions}), while in eval() mode and in train() mode with dropout 0 the output is finite")
+        return failed(f"{what}; {LEAK_PATTERNS[code]}", observed=f"{len(bad)} NaN/inf values",
+                      expected="finite values (dropout only zeroes and rescales weights)",
+                      finding="leak:" + code, fix=DROPOUT_FIX)
+    return _leak_verdict(jacobian, cfg, mode="train-dropout")
 
 
 def _against_reference(cfg, negative, ordinary, unreferenced: set, rope=None):
@@ -353,8 +433,9 @@ def _against_reference(cfg, negative, ordinary, unreferenced: set, rope=None):
 
 def _leak_verdict(result, cfg, head=None, mode="eval"):
     """The child's Jacobian judged: exactly zero for every future position, non-zero for every allowed one."""
-    where = (f" in head {head}" if head is not None else "") + (" in train() mode (dropout 0)" if mode == "train"
-                                                                else "")
+    where = (f" in head {head}" if head is not None else "") + {
+        "train": " in train() mode (dropout 0)", "train-dropout": f" in train() mode with dropout {TRAIN_DROPOUT}",
+    }.get(mode, "")
     if result.jac is None:
         if result.no_graph:
             return failed("the output is not connected to the input in the autograd graph (detached, computed "
@@ -374,10 +455,14 @@ def _leak_verdict(result, cfg, head=None, mode="eval"):
     if not (leak or dead):
         return None
     what, code = describe_leak(G)
-    code = code if mode == "eval" else "train-only"
+    if mode == "train-dropout":  # right with dropout 0 (judged first): the dropout is to blame
+        code = "train-nonfinite" if code == "nan" else "dropout-mask"
+    elif mode == "train":
+        code = "train-only"
     return failed(f"{what}{where}; {LEAK_PATTERNS[code]}", observed=what,
-                  expected="zero for s > t, non-zero for s <= t",
-                  leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(), finding="leak:" + code)
+                  expected="zero for s > t" + (", non-zero for s <= t" if mode != "train-dropout" else ""),
+                  leakage_map=(G[0] > INFLUENCE * max(scale, 1e-300)).astype(int).tolist(), finding="leak:" + code,
+                  fix=DROPOUT_FIX if mode == "train-dropout" else "")
 
 
 def _splits(n: int) -> list[int]:
