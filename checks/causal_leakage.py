@@ -43,6 +43,7 @@ from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.mapping import map_help
 from harness.wire.config import Config
+from harness.wire.errors import TargetFailure
 from reference import grouped, numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
@@ -309,11 +310,6 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
     the child's answers alone."""
     train = ctx.build(cfg, force_dropout=0.0)
     groups = [(train, [train.jacobian_request(x, r, "train")])]
-    dropping = _dropout_instance(ctx, inst, cfg)
-    if dropping is not None:
-        x_draws = ctx.input(dataclasses.replace(cfg, batch=DRAWS_BATCH), "train-dropout")
-        groups.append((dropping, [dropping.jacobian_request(x, r, "train")] +
-                       [dropping.forward_request(x_draws, "train") for _ in range(TRAIN_DROPOUT_DRAWS)]))
     heads, labels = range(cfg.heads if cfg.heads > 1 else 0), []
     if inst.layout is not None:
         w = ctx.weights_for(inst, "leak")
@@ -331,13 +327,17 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
         ordinary, x_ordinary = ctx.weights_for(inst, "leak-reference"), ctx.input(cfg, "leak-reference")
         requests += [inst.write_request(ctx.transplanted(inst, ordinary)), inst.forward_request(x_ordinary)]
         groups.append((inst, requests))
+    dropping = _dropout_instance(ctx, inst, cfg)
+    if dropping is not None:  # last: what it raises (its build refusing the rate, its forward) stops no other probe
+        x_draws = ctx.input(dataclasses.replace(cfg, batch=DRAWS_BATCH), "train-dropout")
+        groups.append((dropping, [dropping.jacobian_request(x, r, "train")] +
+                       [dropping.forward_request(x_draws, "train") for _ in range(TRAIN_DROPOUT_DRAWS)]))
     entries = ctx.frame(groups)
     if isinstance(entries[0], BaseException):
         raise entries[0]
+    dropped = entries.pop(len(groups) - 1) if dropping is not None and len(entries) == len(groups) else None
     outcome = _leak_verdict(entries[0][0], cfg, mode="train") or \
-        (_dropout_verdict(entries[1], cfg) if dropping is not None else None)
-    if dropping is not None:
-        del entries[1]
+        (_dropout_verdict(dropped, cfg) if dropped is not None else None)
     if outcome or inst.layout is None:
         if inst.layout is None:
             unreferenced.add("unmapped")
@@ -378,8 +378,13 @@ def _dropout_verdict(replies, cfg):
     sequence (dropout on the masked scores, a catalogued mistake); at the same tokens in every sequence, one draw for
     the batch (dropout on the mask: a 0/1 tril mask empties a row, an additive one turns -inf into NaN), which no
     mutant is, so it is never named as the scores' mistake.  The Jacobian of one draw for the future.  A probe that
-    raised decides nothing here (a constructor that refuses the rate, say): eval-determinism builds the layer with
-    dropout too and reports what it raises."""
+    raised while being built decides nothing here (a constructor that refuses the rate, say): eval-determinism builds
+    the layer with dropout too and reports what it raises.  A forward that raised fails: the layer cannot train
+    (`self.dropout(mask)` on a boolean mask raises at any rate above 0, and hands the mask back unchanged at 0)."""
+    if isinstance(replies, TargetFailure) and replies.stage == "forward":
+        return failed(f"your code raised {replies.message} in train() mode with dropout {TRAIN_DROPOUT}, while in "
+                      "eval() mode and in train() mode with dropout 0 it runs: a layer that cannot be trained",
+                      finding="raised at forward in train mode with dropout", fix=DROPOUT_FIX)
     if isinstance(replies, BaseException):
         return None
     jacobian, *forwards = replies
