@@ -7,6 +7,7 @@ submission.  The graders themselves are harness.frontends.grader.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import sys
 import time
@@ -54,7 +55,7 @@ def grade_all(folders: dict[str, Path], target: str | None, flat: set[str], opti
             pool = ProcessPoolExecutor(max(1, min(args.jobs, len(left))), mp_context=get_context("fork"),
                                        initializer=grader.start,
                                        initargs=(options["run"].limits, template.socket if template else None,
-                                                 scratch_parent))
+                                                 scratch_parent, os.getpid()))
             lost = collect(pool, left, target, flat, options, args, rows, len(folders), files,
                            last_try=breaks >= MAX_POOL_BREAKS, progress=progress, seal=seal, left_out=left_out)
             pool.shutdown()

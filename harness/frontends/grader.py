@@ -187,7 +187,7 @@ class Grader:
 _GRADER: Grader | None = None  # this grader process's Grader, left by start() (the pool's initializer)
 
 
-def start(limits: sandbox.Limits, template, scratch_parent: str) -> None:
+def start(limits: sandbox.Limits, template, scratch_parent: str, main: int | None = None) -> None:
     """In each grader process: its zygote, forked from the batch's template (or started on its own without one).
     Ctrl-C is the main process's to handle: it stops the graders with SIGTERM, as the kernel does when the main
     process dies, and a grader then unwinds the submission in progress (its child killed, its scratch removed).
@@ -197,7 +197,8 @@ def start(limits: sandbox.Limits, template, scratch_parent: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _GRADER = Grader(None, template)
     signal.signal(signal.SIGTERM, _GRADER.on_sigterm)
-    linux.die_with_parent(signal.SIGTERM)
+    linux.die_with_parent(signal.SIGTERM, main)  # `main`: grade's pid, handed over before the fork: a grade killed
+    # before this line left a grader that waited on its pool's queue for good
     scratch.place_in(scratch_parent)
     _GRADER.zygote = Zygote(limits, template)
 

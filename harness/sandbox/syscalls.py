@@ -66,11 +66,12 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0) -> int:
     return result
 
 
-def die_with_parent(sig: int) -> None:
+def die_with_parent(sig: int, parent: int | None = None) -> None:
     """Have the kernel send `sig` when the process that started this one ends, even killed outright (SIGKILL); end
-    now if it has already gone.  For a process started by exec, which watches a socket of its starter besides (a
-    parent that died before the first getppid() goes unseen here); a fork of ours uses `fork_dying_with_parent`."""
-    parent = os.getppid()
+    now if it has already gone.  `parent`: its pid as the starter knew it (a pool's initializer is handed it), so
+    that a parent that died before this line is seen too; without it, getppid() now (a process started by exec,
+    which watches a socket of its starter besides).  A fork of ours uses `fork_dying_with_parent`."""
+    parent = os.getppid() if parent is None else parent
     prctl(PR_SET_PDEATHSIG, sig)
     if os.getppid() != parent:
         os._exit(0)

@@ -501,3 +501,15 @@ def test_a_child_whose_parent_ended_before_it_armed_its_death_signal_ends_too(tm
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
+
+
+def test_a_pool_process_whose_parent_died_before_it_asked_to_die_with_it_ends():
+    """A grader is handed grade's pid before the fork: a grade killed before the grader's initializer asked the
+    kernel for SIGTERM at its death left a grader reparented, waiting on its pool's queue for good (getppid() taken
+    then was already the new parent's)."""
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import signal\n"
+            "from harness.sandbox import syscalls\n"
+            "syscalls.die_with_parent(signal.SIGTERM, 1)  # a parent that is not ours any more\n"
+            "print('outlived its parent')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, ""), done
