@@ -91,11 +91,10 @@ def _link_inside(path: Path, folder: Path) -> Path | None:
     """The file the link `path` leads to (as a path in `folder`), when it is a regular code file of this same
     submission; None when it leads out of it (a classmate's file, the machine's), nowhere, or to anything else.
     A link is followed here only within the submission: its copy in the child's scratch holds both ends."""
-    top = os.path.realpath(folder)
     real = os.path.realpath(path)
-    if not real.startswith(top.rstrip("/") + "/") or not submissions.is_code(Path(real)) or not _readable(Path(real)):
+    if not _within(real, folder) or not submissions.is_code(Path(real)) or not _readable(Path(real)):
         return None
-    return folder / os.path.relpath(real, top)
+    return folder / os.path.relpath(real, os.path.realpath(folder))
 
 
 def _shown(text: str, limit: int = 80) -> str:
@@ -120,6 +119,7 @@ def link_problem(path: Path, folder: Path) -> str:
 
 
 def _within(path: str, folder: Path) -> bool:
+    """Whether `path` (resolved) lies inside the submission's folder."""
     return path.startswith(os.path.realpath(folder).rstrip("/") + "/")
 
 
