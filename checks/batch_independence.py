@@ -1,5 +1,6 @@
 """batch-independence: each sequence's output depends only on that sequence."""
 from checks import check, failed, passed
+from checks.eval_determinism import STATE_FIX
 from checks.output_shape import output_shape
 from harness.engine.compare import same, worst_difference
 
@@ -25,17 +26,39 @@ def batch_independence(ctx):
         x = ctx.input(cfg)
         others = x.copy()
         others[1:] = ctx.rng("others", cfg).standard_normal(others[1:].shape)
-        y, y2, *alone = inst.forward_many([x, others] + [x[b:b + 1] for b in range(cfg.batch)])
+        asked = [x, others] + [x[b:b + 1] for b in range(cfg.batch)]
+        y, y2, *alone = answers = inst.forward_many(asked)
         for b, single in enumerate(alone):
             if single.shape != (1,) + y[b].shape or not same(single[0], y[b]):
-                return failed(f"sequence {b} gives a different output when run alone than inside the batch: "
-                              + worst_difference(single, y[b:b + 1], ("alone", "in the batch")),
-                              observed="output depends on the other sequences", expected="the same output",
-                              finding="batch mixed")
+                return _unless_random(inst, asked, answers, failed(
+                    f"sequence {b} gives a different output when run alone than inside the batch: "
+                    + worst_difference(single, y[b:b + 1], ("alone", "in the batch")),
+                    observed="output depends on the other sequences", expected="the same output",
+                    finding="batch mixed"))
         if not same(y2[0], y[0]):
-            return failed("changing sequences 1.. of the batch changed the output of sequence 0: "
-                          + worst_difference(y2[0], y[0], ("after", "before")), observed="output of sequence 0 changed",
-                          expected="no change", finding="batch mixed")
+            return _unless_random(inst, asked, answers, failed(
+                "changing sequences 1.. of the batch changed the output of sequence 0: "
+                + worst_difference(y2[0], y[0], ("after", "before")), observed="output of sequence 0 changed",
+                expected="no change", finding="batch mixed"))
         return None
 
     return ctx.find_failure(holds) or passed("every sequence's output is independent of the rest of the batch")
+
+
+def _unless_random(inst, asked, answers, mixed):
+    """A difference between two calls proves the batch mixed only if each call gives its answer again: a forward
+    that draws something at every call (a mask entry skipped at random, weights made in forward) differs between
+    any two calls, alone or in the batch, and its failure is that, not a batch axis swapped (which would name a
+    mistake the layer does not have).  Every call is asked once more, in one frame."""
+    again = inst.forward_many(asked)
+    moved = next((i for i, (first, second) in enumerate(zip(answers, again))
+                  if first.shape != second.shape or not same(second, first)), None)
+    if moved is None:
+        return mixed
+    return failed("the same input gave different outputs in two calls (call "
+                  f"{moved + 1} of {len(asked)}, asked twice): " + worst_difference(again[moved], answers[moved],
+                                                                                  ("second time", "first time"))
+                  + "; forward changes from one call to the next (something random drawn at every call, or state "
+                  "kept between calls), so no sequence's output depends only on that sequence",
+                  observed="different outputs for one input", expected="identical outputs",
+                  finding="differs between calls", fix=STATE_FIX)

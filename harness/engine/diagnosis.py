@@ -32,6 +32,7 @@ from reference.rotary import with_rope
 
 GROUPED_ONLY = ("gqa-", "mqa-")  # mistakes of the grouped-query layer (mutants.FAMILY): in no plain layer
 RANDOM = {"eval-determinism:random in eval",  # the module built with dropout=0 is random in eval() too
+          "batch-independence:differs between calls",  # one call, asked twice, answered differently
           "eval-determinism:differs between calls"}  # one with no dropout at all (weights drawn in forward)
 GENERIC = {"leak:future", "leak:dead-past", "count: other", "wrong shape", "dropout scaling in eval",
            "refuses valid widths"}
