@@ -91,6 +91,14 @@ DRAWS_BATCH = 8  # sequences in each of those forwards: dropout drawn per sequen
 # different tokens, one draw for the batch (on the mask) at the same ones; with 8 the two cannot be mistaken
 
 
+def _dead(G: np.ndarray, past: np.ndarray) -> np.ndarray:
+    """The allowed cells (b, t, s) with no influence at all, in output positions that depend on some input: a whole
+    row without influence is an output that does not move with any input there (a ReLU after the projection that
+    clamps every feature of a token at 0), which says nothing of which positions the mask lets through; the other
+    checks compare that output (a student's ReLU-ended layer was told to look at its mask)."""
+    return (G == 0) & past & (G.max(axis=2, keepdims=True) > 0)
+
+
 def describe_leak(G: np.ndarray) -> tuple[str, str]:
     """Name the pattern: (what is wrong, the finding code of LEAK_PATTERNS)."""
     B, n, _ = G.shape
@@ -116,11 +124,11 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
         if n >= 3 and np.all(G[:, future] > 0) and not len(dead):
             return what, "all-future"
         return what, "future"
-    dead = np.argwhere((G == 0) & past)  # without a leak, only an influence that is exactly none (see _leak_verdict)
+    if np.all(G == 0):
+        return "no output position depends on any input position", "no-gradient"
+    dead = np.argwhere(_dead(G, past))  # without a leak, only an influence that is exactly none (see _leak_verdict)
     b, t, s = dead[0]
     what = f"output position {t} does not depend on input position {s} <= {t} (batch {b})"
-    if np.all(G == 0):
-        return what, "no-gradient"
     if all(t2 == s2 for _, t2, s2 in dead):
         return what, "hides-diagonal"
     return what, "dead-past"
@@ -456,7 +464,8 @@ def _leak_verdict(result, cfg, head=None, mode="eval"):
     # a softmax saturated by large scores (no scaling, a seed's larger inputs) gives an earlier token a weight of
     # e^-30, a gradient 1e-13 times the largest, present all the same; read as dead, a causal layer was told its mask
     # or softmax axis was wrong, at some grading seeds and not others
-    dead = mode == "eval" and ((G[:, ~future] == 0).any() or scale == 0)
+    dead = mode == "eval" and _dead(G, ~future).any()  # (an output that moves with no input at all, where the
+    # autograd graph reaches the input: a ReLU that clamps every feature; no evidence about the mask, so not judged)
     if not (leak or dead):
         return None
     what, code = describe_leak(G)

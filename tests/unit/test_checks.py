@@ -266,3 +266,23 @@ def test_a_tiny_influence_of_an_allowed_position_is_present_and_only_none_is_dea
     hidden = [[1.0, 0, 0], [0.0, 1.0, 0], [0.3, 0.5, 1.0]]
     outcome = _leak_verdict(SimpleNamespace(jac=_jacobian(hidden), no_graph=False), cfg)
     assert outcome.status == "fail" and "output position 1 does not depend on input position 0" in outcome.message
+
+
+def test_an_output_that_moves_with_no_input_says_nothing_of_the_mask():
+    """A ReLU after the output projection clamps every feature of some tokens at 0: their rows of the Jacobian are
+    zero everywhere, and a student's layer with a right mask was told "output position 0 does not depend on input
+    position 0: is the mask or the softmax axis wrong?" (then, where every row was clamped, "detached, or
+    no_grad?").  A row without any influence is no evidence about the mask (reference-match reports the output);
+    an allowed position hidden in a row that depends on other inputs still fails."""
+    from types import SimpleNamespace
+
+    from checks.causal_leakage import _leak_verdict
+
+    cfg = Config(d_in=1, d_out=1, heads=1, context_length=3, batch=1, n=3)
+    clamped = [[0.0, 0, 0], [0.4, 1.0, 0], [0.0, 0.0, 0.0]]
+    assert _leak_verdict(SimpleNamespace(jac=_jacobian(clamped), no_graph=False), cfg) is None
+    assert _leak_verdict(SimpleNamespace(jac=_jacobian([[0.0] * 3] * 3), no_graph=False), cfg) is None
+    hidden = [[0.0, 0, 0], [0.0, 1.0, 0], [0.3, 0.5, 1.0]]
+    outcome = _leak_verdict(SimpleNamespace(jac=_jacobian(hidden), no_graph=False), cfg)
+    assert outcome.status == "fail" and "output position 1 does not depend on input position 0" in outcome.message
+    assert _leak_verdict(SimpleNamespace(jac=None, no_graph=True), cfg).details["finding"] == "leak:no-gradient"
