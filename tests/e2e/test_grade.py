@@ -13,7 +13,7 @@ import pytest
 
 from checks import all_checks
 from harness.engine.runner import Options, run_checks
-from conftest import ROOT, ZOO, processes_left
+from conftest import ROOT, ZOO, described, processes_left
 from harness.sandbox.syscalls import process_tree
 
 THREADS_PROBE = '''
@@ -340,7 +340,8 @@ def test_a_killed_grader_leaves_no_process_behind(tmp_path):
     run = _interruptible_batch(tmp_path)
     run.kill()
     run.communicate(timeout=60)
-    assert processes_left(tmp_path) == []
+    left = processes_left(tmp_path)
+    assert left == [], described(left)
     assert all(p.name.startswith("mha-check-grade-") for p in (tmp_path / "tmp").iterdir())
 
 
@@ -361,7 +362,8 @@ def test_a_killed_grader_leaves_no_process_behind_even_with_its_zygotes_stopped(
         assert len(zygotes) == 2 and len(watched) > 2  # a zygote per grader, and a child of one at least
         run.kill()
         run.communicate(timeout=60)
-        assert processes_left(tmp_path) == []
+        left = processes_left(tmp_path)
+        assert left == [], described(left)
     finally:  # what a failure leaves: the graders (in grade's process group), the stopped processes
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)
