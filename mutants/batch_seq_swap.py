@@ -19,6 +19,7 @@ INFO = MutantInfo(
             " never swapping batch and tokens."),
     fix="ctx = (w @ v).transpose(1, 2).contiguous().view(B, n, d)  # merge the heads",
     trace=("merge-moves-batch",),
+    variant={"merge": "batch-swap"},
     example=(
         "x: (2, 3, 8) = 2 sequences of 3 tokens; w @ v: (B, H, n, dh) = (2, 2, 3, 4)\n"
         "right: .transpose(1, 2) -> (2, 3, 2, 4), .contiguous().view(2, 3, 8): row [b, t] = seq b, token t, 2 heads\n"

@@ -116,6 +116,8 @@ def _merge(c: np.ndarray, how: str) -> np.ndarray:
         return c.reshape(B, n, H * dh)
     if how == "strided":
         return c.transpose(0, 2, 3, 1).reshape(B, n, H * dh)
+    if how == "batch-swap":  # transpose(0, 2) where transpose(1, 2) belongs: (n, H, B, dh) read as (B, n, d)
+        return c.transpose(2, 1, 0, 3).reshape(B, n, H * dh)
     raise ValueError(how)
 
 

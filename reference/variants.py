@@ -8,7 +8,8 @@ weights and input, with every variant, without torch and without running any mut
 Knobs:
 - split: "lesson" | "view-bhnd" | "view-bhnd:q" (only the queries; also :k, :v, :qk, :qv, :kv) | "strided" (every
   H-th feature to a head: view(B, n, dh, H).permute(0, 3, 1, 2)) | "strided:q" (and the same partial ones)
-- merge: "lesson" | "no-transpose" | "strided" (permute(0, 2, 3, 1).reshape(B, n, d))
+- merge: "lesson" | "no-transpose" | "strided" (permute(0, 2, 3, 1).reshape(B, n, d)) | "batch-swap" (transpose(0, 2):
+  the batch and token axes swapped, then viewed as (B, n, d))
 - scale: "sqrt-dh" | "sqrt-d" | "none" | "dh" | "sqrt-d-in" (the input width: the single-head lesson's d_in)
 - mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax" | "hides-past" (tril(-1):
   the past hidden, the diagonal and the future kept)

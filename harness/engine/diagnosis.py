@@ -86,8 +86,8 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks, recorded = _marks(ctx) if ctx is not None else ([], False)
     samples = _samples(ctx) if ctx is not None else None
-    numbers = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # None: the numbers could not be
-    # asked
+    numbers, refuted = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # numbers None: they
+    # could not be asked; refuted: the mistakes whose own numbers were asked and are not the module's
     marks = [k for k in marks if k.get("mutant") in (numbers or ()) or not _checks_refute(k, status, catalogue)
              or _confirmed(k, report)]
     # (a mark whose mistake the numbers reproduce stands, though its own check passed: an out_proj made and never
@@ -111,7 +111,12 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
         several = _several(ctx, samples, possible)  # two mistakes reproduce, one the mirror of a correct layer
     mine = set(findings(report))
     matching = [m for m in possible if catalogue[m]["signature"] and set(catalogue[m]["signature"]) <= mine
-                and not _trace_refutes(catalogue[m], marks, recorded)]
+                and not _trace_refutes(catalogue[m], marks, recorded)
+                and not (m in refuted and not any(k["mutant"] == m and "title" in k for k in marks))]
+    # (a pattern is shared by layers written otherwise: a batch whose scores are centred over the batch axis
+    # mixes its sequences as a merge with transpose(0, 2) does, and was named that, though the mistake's own numbers,
+    # asked under the mapped weights, are not the module's; a mistake whose numbers are the reference's wherever
+    # they were asked, a fill of -100, is not refuted by them)
     if RANDOM & mine:  # a forward random at every call makes any two outputs differ (alone and in the batch,
         # contiguous or not): those checks' patterns are its randomness, not another mistake's
         matching = [m for m in matching if RANDOM & set(catalogue[m]["signature"])]
@@ -468,11 +473,13 @@ def _samples(ctx) -> list[pairs.Sample] | None:
 
 
 @variants.sharing_scores  # every mistake on the same input and weights (issue 27)
-def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> list[str] | None:
+def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> tuple[list[str] | None, set[str]]:
     """Mutants whose variant reproduces the target's outputs on every sample (every required configuration), under
-    transplanted weights (and differs from the reference there); None when they could not be asked."""
+    transplanted weights (and differs from the reference there), None when they could not be asked; and the
+    mutants whose variant, asked, is not the target's output on some sample (refuted: neither the output nor the
+    reference's where the output is the reference's)."""
     if samples is None:
-        return None
+        return None, set()
     knobs = {m: k for m, k in mutants.variants().items() if m in possible}
     matching, shown = set(knobs), set()  # shown: the mistake's own numbers seen somewhere, not only neutral
     for s in samples:
@@ -480,7 +487,7 @@ def _numeric(ctx, samples: list[pairs.Sample] | None, possible: list[str]) -> li
                          mutants.fitted().get(m, ())) for m in matching}
         matching = {m for m, fit in fits.items() if fit}
         shown |= {m for m, fit in fits.items() if fit == "shown"}
-    return sorted(matching & shown)
+    return sorted(matching & shown), set(knobs) - matching
 
 
 def _pairable(fits: list[str], possible: list[str], status: dict, catalogue: dict, marks: list[dict],

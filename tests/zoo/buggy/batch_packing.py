@@ -40,4 +40,6 @@ class PackedCausalAttention(nn.Module):
 
 TARGET = "PackedCausalAttention"
 EXPECT = ("batch-independence",)
-DIAGNOSIS = "batch-seq-swap"  # the mutant this mistake should be diagnosed as
+DIAGNOSIS = None  # packing is no transpose(0, 2): batch-seq-swap's own numbers, asked under the mapped weights, are
+# not this layer's, and its fix (merge with transpose(1, 2)) would change nothing here; batch-independence says what
+# is wrong (the output of one sequence depends on the others) and its fix fits (never reshape across axis 0)
