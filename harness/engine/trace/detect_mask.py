@@ -518,6 +518,62 @@ def mask_kept_in_container(f: Findings) -> None:
                 return
 
 
+@detector("mask-made-too-short")
+def mask_made_too_short(f: Findings) -> None:
+    """A mask the constructor made for fewer positions than the context length it was given (`torch.ones(8, 8)`
+    whatever `context_length` says): the worked example's 3 tokens fit in it, and the same forward recorded with as
+    many tokens as the context length (`f.cfg["long"]`, harness.engine.trace.drive) raised where that mask meets the
+    scores.  Marked at the operation that applies it, at the line that made it (the line to change)."""
+    long, uses = f.cfg.get("long") or {}, _mask_uses(f)
+    raised = next((op for op in long.get("ops", ()) if op.get("raised")), None)
+    if raised is None or not uses:
+        return
+    short = _short_made(long["ops"], raised, long["n"])
+    if short is None:
+        return
+    made, size = short
+    for m in [i for group in uses for i in group]:
+        if f.ops[m].get("at") == raised.get("at") and any(o.get("at") == made.get("at") and
+                                                         o.get("path") == made.get("path")
+                                                         for o in _mask_side_origins(f, m)):
+            f.mark(m, {"id": "mask-made-too-short", "text": (
+                f"the mask {made.get('path', '')} is made for {size} positions, fewer than the context length the "
+                f"constructor was given ({long['n']}): with {long['n']} tokens this line raised "
+                f"{raised['raised'].split(' (at ')[0]}; build the mask for the context length and cut it to the "
+                "sequence in forward"), "at": made["at"], "code": made.get("code", ""),
+                **_too_short_words(size)}, keep_earlier=True)
+            return
+
+
+def _too_short_words(size: int) -> dict:
+    """The catalogue tells mask-size-fixed with 8 positions; a mask of another size says its own."""
+    if size == 8:
+        return {}
+    return {"title": f"Mask built for a fixed {size} positions instead of context_length: longer sequences fail",
+            "symptom": (f"Short tests pass; any sequence longer than {size} tokens raises 'The size of tensor a "
+                        f"({size}) must match the size of tensor b (n)' at the line that applies the mask.")}
+
+
+def _short_made(ops: list[dict], op: dict, n: int) -> tuple[dict, int] | None:
+    """(where it was made, its size) of the one square tensor the constructor made, fewer than `n` positions wide,
+    that operation `op` of a forward over `n` tokens read, directly or through the operations that made its
+    inputs, while another of its inputs holds (n, n) scores: the mask too short for the sequence."""
+    if not any(list((t.get("shape") or [])[-2:]) == [n, n] for t in op["in"]):
+        return None
+    found, seen, todo = {}, set(), list(op["in"])
+    while todo:
+        t = todo.pop()
+        shape = t.get("shape") or []
+        if "made" in t and t["made"].get("kind") != "parameter" and len(shape) >= 2 and shape[-1] == shape[-2] < n \
+                and t["made"].get("at") not in (None, "?"):
+            found[(t["made"]["at"], t["made"].get("path"))] = (t["made"], shape[-1])
+        src = t.get("src")
+        if src is not None and src not in seen and src < len(ops):
+            seen.add(src)
+            todo += ops[src]["in"]
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
 def _mask_side_origins(f: Findings, m: int) -> list[dict]:
     """Where the constructor made the module tensors that operation `m` takes its mask from (not the scores'
     side): the `made` of each, directly or through the operations that sliced, cast or compared it."""
