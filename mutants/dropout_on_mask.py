@@ -14,6 +14,7 @@ INFO = MutantInfo(
             "to the mask, which must hide every future position in every mode."),
     killed_by=("causal-leakage",),
     trace=("mask-dropped-out",),
+    rewrite="undrop",
     symptom=("Evaluation looks right, but training cheats: with dropout > 0 in train() mode, dropout zeroes some "
              "entries of the mask, so those future positions are no longer hidden and each token's output depends "
              "on some later tokens."),
