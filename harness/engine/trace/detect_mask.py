@@ -648,7 +648,8 @@ def dropout_before_softmax(f: Findings) -> None:
                 ins[0].get("src") is None or not (set(uses[0]) & (f.namer.ancestors(ins[0]["src"]) | {ins[0]["src"]})):
             continue
         trained = _trained(f, i)
-        if trained is None or not (trained.get("out") or {}).get("nan") or (trained["in"][0] or {}).get("nan"):
+        if trained is None or not trained["in"] or not (trained.get("out") or {}).get("nan") or \
+                trained["in"][0].get("nan"):  # NaN made here, not brought in
             continue
         f.mark(i, {"id": "dropout-before-softmax", "text": (
             "dropout is applied to the masked scores, before the softmax: in training mode it multiplies some of "
@@ -680,7 +681,8 @@ def mask_dropped_out(f: Findings) -> None:
             f"the mask goes through {op['op']} before it is applied: in eval mode that is the identity, but in "
             "training mode it zeroes some entries of the mask, and the forward recorded in training mode leaves "
             "future positions unhidden here; apply the mask itself, and dropout to the weights after the softmax"),
-            "at": op["at"], "code": op.get("code", "")}, keep_earlier=True)
+            **({"at": op["at"], "code": op.get("code", "")} if op.get("at") not in (None, "?") else {})},
+            keep_earlier=True)
         return
 
 
