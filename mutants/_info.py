@@ -21,7 +21,7 @@ TOPICS = ("the constructor and its widths", "the projections", "splitting into h
           "the KV cache", "sharing key/value heads")  # the lesson's order, then its variants (the KV cache,
 # grouped-query attention)
 REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill", "scale", "dropout", "slice",
-            "contiguous", "invert", "keys", "additive", "multiply", "diagonal", "repeat",
+            "contiguous", "invert", "keys", "additive", "multiply", "diagonal", "repeat", "undrop", "past",
             "key-projection", "buffer", "out-projection", "bias", "merge-width")  # harness.engine.rewrite
 
 

@@ -13,6 +13,8 @@ INFO = MutantInfo(
     lesson=('"Apply dropout to the attention weights during training": to the weights the softmax returns, never '
             "to the mask, which must hide every future position in every mode."),
     killed_by=("causal-leakage",),
+    trace=("mask-dropped-out",),
+    rewrite="undrop",
     symptom=("Evaluation looks right, but training cheats: with dropout > 0 in train() mode, dropout zeroes some "
              "entries of the mask, so those future positions are no longer hidden and each token's output depends "
              "on some later tokens."),

@@ -13,6 +13,7 @@ INFO = MutantInfo(
     lesson=('"Apply dropout to the attention weights during training": the weights are what the softmax returns; '
             "the masked scores still hold -inf, which dropout must never touch."),
     killed_by=("causal-leakage",),
+    trace=("dropout-before-softmax",),
     symptom=("Evaluation looks right, but training with dropout > 0 breaks at once: dropout zeroes some masked "
              "scores, 0 · -inf is NaN, and every row of scores holding one becomes NaN after the softmax (the "
              "loss is NaN from the first step)."),

@@ -15,6 +15,7 @@ INFO = MutantInfo(
     killed_by=("causal-leakage", "reference-match", "gradient-match"),
     variant={"mask": "hides-past"},
     trace=("mask-hides-past",),
+    rewrite="past",
     symptom=("Each token attends to itself and to every later token, never to an earlier one: the layer reads the "
              "future it should predict and ignores the past."),
     remedy=("Hide the future, not the past: the positions filled must be the ones after each token, above the "

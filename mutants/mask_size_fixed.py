@@ -12,6 +12,7 @@ INFO = MutantInfo(
     lesson=("The mask is (context_length, context_length), sliced to (n, n) for a sequence of n tokens: every length "
             "up to the context length must work."),
     killed_by=("output-shape",),
+    trace=("mask-made-too-short",),
     symptom=("Short tests pass; any sequence longer than 8 tokens raises 'The size of tensor a (8) must match the "
              "size of tensor b (n)' at masked_fill."),
     remedy="Build the mask for the context length given to the constructor and cut it to the sequence in forward.",

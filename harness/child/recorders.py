@@ -265,6 +265,8 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         if t.dtype == torch.bool and t.dim() >= 2 and t.numel() <= 1024:
             info["pattern"] = t.to(torch.int64).tolist()
         elif t.is_floating_point() and t.numel() <= 1 << 16:
+            if bool(torch.isnan(t).any()):
+                info["nan"] = True  # dropout on scores that hold -inf: 0 · -inf
             neginf = torch.isneginf(t)
             if bool(neginf.any()):
                 info["neginf"] = True

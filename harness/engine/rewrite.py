@@ -32,7 +32,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
-         "out-projection": "", "bias": "", "merge-width": ""}
+         "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -62,7 +62,10 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     returned without the output projection the module made: applied to them on the return line, the projection
     named in `told`, the trace mark's words) and "bias" (the output projection built with nn.Linear(..., bias=False):
     the same call without it, bias=True being the default) and "merge-width" (the heads merged back to the input's
-    width, view(B, n, C) with C read off x: -1, the heads' own width, in its place)."""
+    width, view(B, n, C) with C read off x: -1, the heads' own width, in its place) and "undrop" (the causal mask
+    passed through a dropout: the dropout call left out, its input in its place) and "past" (a mask made with
+    tril(..., diagonal=-1), which marks the past, used as the positions to hide: triu(..., diagonal=1), the
+    future)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -549,6 +552,40 @@ def _merge_width(line: str, tree: ast.Module) -> str | None:
     return line[:last.col_offset] + "-1" + line[last.end_col_offset:]
 
 
+def _undrop(line: str, tree: ast.Module) -> str | None:
+    """hide = self.attn_dropout(self.hide[:n, :n]) > 0  ->  hide = self.hide[:n, :n] > 0;  self.dropout(self.mask)
+    .bool()  ->  self.mask.bool(): the one dropout call on the line (a module or function named for dropout, given
+    the mask first) replaced by the mask it was given; the dropout on the weights, on a line of its own, stays."""
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and _DROPOUT.search(_called(c))]
+    if len(calls) != 1 or not calls[0].args or isinstance(calls[0].args[0], ast.Starred):
+        return None
+    call = calls[0]
+    return line[:call.col_offset] + _text(line, call.args[0]) + line[call.end_col_offset:]
+
+
+def _past(line: str, tree: ast.Module) -> str | None:
+    """torch.tril(torch.ones(L, L), diagonal=-1)  ->  torch.triu(torch.ones(L, L), diagonal=1);  ones.tril(-1)  ->
+    ones.triu(1): the one tril on the line, below the diagonal, made the mask that hides the past (the trace read it
+    so); the same positions above the diagonal are the future it meant to hide, whatever the line does with them
+    next (`.bool()`, `== 1`, `* -inf`)."""
+    calls = _calls(tree, "tril", "tril_", "triu", "triu_")
+    if len(calls) != 1 or not _called(calls[0]).startswith("tril"):
+        return None
+    call = calls[0]
+    method = isinstance(call.func, ast.Attribute) and _text(line, call.func.value) not in FUNCTION_HOMES
+    told = next((k.value for k in call.keywords if k.arg == "diagonal"), None)
+    if told is None and len(call.args) > (0 if method else 1):
+        told = call.args[0 if method else 1]
+    try:
+        if told is None or ast.literal_eval(told) != -1:
+            return None
+    except ValueError:
+        return None
+    name = call.func.end_col_offset - len(_called(call))  # the name's own place: `tril` of torch.tril / x.tril
+    fixed = line[:told.col_offset] + "1" + line[told.end_col_offset:]
+    return fixed[:name] + "triu" + fixed[name + len("tril"):]
+
+
 def _called(call: ast.Call) -> str:
     """The name a call calls: `Linear` of nn.Linear(...), torch.nn.Linear(...) and Linear(...)."""
     return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
@@ -556,4 +593,5 @@ def _called(call: ast.Call) -> str:
 
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
          "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
-         "buffer": _buffer, "bias": _bias, "merge-width": _merge_width}
+         "buffer": _buffer, "bias": _bias, "merge-width": _merge_width, "undrop": _undrop,
+         "past": _past}

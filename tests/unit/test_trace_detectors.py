@@ -32,11 +32,12 @@ def test_the_docstring_lists_every_registered_id_in_the_order_they_run():
     listed = _listed()
     assert [f"harness.engine.trace.{m}" for m, _ in listed] == [m.__name__ for m in detectors.MODULES]
     assert [i for _, ids in listed for i in ids] == [i for d in detectors.in_order() for i in d.ids]
-    assert len(DETECTORS) == 56  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
+    assert len(DETECTORS) == 59  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
     # mask-multiplied, mask-added, layer-made-in-forward, kv-heads-tiled, keys-from-query-weights, split-strided,
     # merge-strided, values-split-strided, mask-kept-as-attribute, merge-moves-batch, queries-and-keys-swapped,
     # kv-features-repeated, kv-heads-expanded, mask-on-some-heads, mask-kept-in-container, out-proj-without-bias,
-    # values-rotated, merge-view-to-input-width, mask-only-in-eval, mask-hides-past
+    # values-rotated, merge-view-to-input-width, mask-only-in-eval, mask-hides-past, mask-made-too-short,
+    # dropout-before-softmax, mask-dropped-out
 
 
 def test_every_id_a_mutant_declares_is_a_registered_detector():
@@ -283,6 +284,103 @@ def test_a_mask_applied_in_eval_mode_only_is_marked_where_the_modes_part(tmp_pat
     path = tmp_path / "layer.py"
     path.write_text(MODES_LAYER.replace("TRAINING", training))
     result = trace(f"{path}:Modes", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
+    assert result.error is None
+    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked
+
+
+SIZED_MASK_LAYER = '''
+import torch
+from torch import nn
+
+
+class Sized(nn.Module):
+    def __init__(self, d_in, d_out, context_length, num_heads):
+        super().__init__()
+        self.H = num_heads
+        self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
+        self.register_buffer("mask", torch.ones(SIZE, SIZE, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        GROW
+        q, k, v = self.qkv(x).view(B, n, 3, self.H, -1).permute(2, 0, 3, 1, 4)
+        s = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5
+        y = s.masked_fill(self.mask[:n, :n], float("-inf")).softmax(-1) @ v
+        return self.o(y.transpose(1, 2).reshape(B, n, -1))
+'''
+REGROWN = ("if n > self.mask.size(0):\n"
+           "            self.mask = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)")
+
+
+@pytest.mark.parametrize("size, grow, marked", [
+    ("context_length", "", []),
+    ("8", "", [("mask-made-too-short", "layer.py:11")]),  # the worked example's 3 tokens fit; 16 do not
+    ("5", "", [("mask-made-too-short", "layer.py:11")]),
+    ("8", REGROWN, []),  # a mask made short and grown when a longer sequence comes: right
+], ids=["context-length", "eight", "five", "regrown"])
+def test_a_mask_made_shorter_than_the_context_length_is_marked_where_it_was_made(tmp_path, size, grow, marked):
+    """A mask built for a fixed number of positions (mask-size-fixed) passes the worked example's 3 tokens: only a
+    sequence as long as the context length the constructor was given meets it, so trace records that forward too
+    and marks the mask's line where it raised there, never where a longer sequence runs."""
+    from harness.child.inprocess import InProcess
+    from harness.frontends.trace import trace
+    from harness.sandbox.subject import Subject
+    path = tmp_path / "layer.py"
+    path.write_text(SIZED_MASK_LAYER.replace("SIZE", size).replace("GROW", grow))
+    result = trace(f"{path}:Sized", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
+    assert result.error is None
+    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked
+    if marked:
+        assert f"made for {size} positions" in result.mistakes[0]["text"]
+        assert ("title" in result.mistakes[0]) == (size != "8")  # the catalogue's words say 8
+
+
+DROPOUT_LAYER = '''
+import torch
+from torch import nn
+
+
+class Dropped(nn.Module):
+    def __init__(self, d_in, d_out, context_length, num_heads, dropout=0.1):
+        super().__init__()
+        self.H = num_heads
+        self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
+        self.drop = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.ones(context_length, context_length).MADE)
+
+    def forward(self, x):
+        B, n, _ = x.shape
+        q, k, v = self.qkv(x).view(B, n, 3, self.H, -1).permute(2, 0, 3, 1, 4)
+        s = q @ k.transpose(-1, -2) / q.size(-1) ** 0.5
+        hidden = HIDDEN
+        s = s.masked_fill(hidden, float("-inf"))
+        w = WEIGHTS
+        return self.o((w @ v).transpose(1, 2).reshape(B, n, -1))
+'''
+
+
+@pytest.mark.parametrize("made, hidden, weights, marked", [
+    ("triu(1)", "self.mask[:n, :n] > 0", "self.drop(s.softmax(-1))", []),  # the lesson's: dropout on the weights
+    ("triu(1)", "self.mask[:n, :n] > 0", "self.drop(s).softmax(-1)", [("dropout-before-softmax", "layer.py:20")]),
+    ("triu(1)", "self.drop(self.mask[:n, :n]) > 0", "self.drop(s.softmax(-1))", [("mask-dropped-out", "layer.py:18")]),
+    ("tril()", "self.drop(self.mask[:n, :n]) == 0", "self.drop(s.softmax(-1))", []),  # a dropped 1 of a keep-mask
+    # hides a past token (no future shows: not this mistake)
+    ("triu(1)", "nn.functional.dropout(self.mask[:n, :n], 0.0, self.training) > 0", "s.softmax(-1)", []),  # p = 0
+], ids=["weights", "masked-scores", "triu-mask", "tril-mask", "rate-zero"])
+def test_dropout_on_the_masked_scores_or_on_the_mask_is_marked_where_training_shows_it(tmp_path, made, hidden,
+                                                                                       weights, marked):
+    """Dropout in the wrong place is the identity in eval mode, where the trace runs: the forward recorded in
+    training mode shows it, NaN out of a dropout of scores holding -inf (0 · -inf), a future position a dropped-out
+    mask no longer hides.  Marked only where those numbers are there: not on the weights' dropout, nor on a keep-mask
+    whose dropped entries hide the past, nor on a dropout of rate 0."""
+    from harness.child.inprocess import InProcess
+    from harness.frontends.trace import trace
+    from harness.sandbox.subject import Subject
+    path = tmp_path / "layer.py"
+    path.write_text(DROPOUT_LAYER.replace("MADE", made).replace("HIDDEN", hidden).replace("WEIGHTS", weights))
+    result = trace(f"{path}:Dropped", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
     assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked

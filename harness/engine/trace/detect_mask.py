@@ -9,8 +9,8 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, MADE_A_BUFFER, MULTIPLIES, PASS_THROUGH,
-                                             SCORES_LIKE, VIEWS, WORKED, number, square_pattern)
+from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, DROPOUTS, MADE_A_BUFFER, MULTIPLIES,
+                                             PASS_THROUGH, SCORES_LIKE, VIEWS, WORKED, number, square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 PROBED_FILL = -5e4  # causal-leakage's probe pushes real scores near -5e4 (the size fp16 activations reach): a fill
@@ -518,6 +518,62 @@ def mask_kept_in_container(f: Findings) -> None:
                 return
 
 
+@detector("mask-made-too-short")
+def mask_made_too_short(f: Findings) -> None:
+    """A mask the constructor made for fewer positions than the context length it was given (`torch.ones(8, 8)`
+    whatever `context_length` says): the worked example's 3 tokens fit in it, and the same forward recorded with as
+    many tokens as the context length (`f.cfg["long"]`, harness.engine.trace.drive) raised where that mask meets the
+    scores.  Marked at the operation that applies it, at the line that made it (the line to change)."""
+    long, uses = f.cfg.get("long") or {}, _mask_uses(f)
+    raised = next((op for op in long.get("ops", ()) if op.get("raised")), None)
+    if raised is None or not uses:
+        return
+    short = _short_made(long["ops"], raised, long["n"])
+    if short is None:
+        return
+    made, size = short
+    for m in [i for group in uses for i in group]:
+        if f.ops[m].get("at") == raised.get("at") and any(o.get("at") == made.get("at") and
+                                                         o.get("path") == made.get("path")
+                                                         for o in _mask_side_origins(f, m)):
+            f.mark(m, {"id": "mask-made-too-short", "text": (
+                f"the mask {made.get('path', '')} is made for {size} positions, fewer than the context length the "
+                f"constructor was given ({long['n']}): with {long['n']} tokens this line raised "
+                f"{raised['raised'].split(' (at ')[0]}; build the mask for the context length and cut it to the "
+                "sequence in forward"), "at": made["at"], "code": made.get("code", ""),
+                **_too_short_words(size)}, keep_earlier=True)
+            return
+
+
+def _too_short_words(size: int) -> dict:
+    """The catalogue tells mask-size-fixed with 8 positions; a mask of another size says its own."""
+    if size == 8:
+        return {}
+    return {"title": f"Mask built for a fixed {size} positions instead of context_length: longer sequences fail",
+            "symptom": (f"Short tests pass; any sequence longer than {size} tokens raises 'The size of tensor a "
+                        f"({size}) must match the size of tensor b (n)' at the line that applies the mask.")}
+
+
+def _short_made(ops: list[dict], op: dict, n: int) -> tuple[dict, int] | None:
+    """(where it was made, its size) of the one square tensor the constructor made, fewer than `n` positions wide,
+    that operation `op` of a forward over `n` tokens read, directly or through the operations that made its
+    inputs, while another of its inputs holds (n, n) scores: the mask too short for the sequence."""
+    if not any(list((t.get("shape") or [])[-2:]) == [n, n] for t in op["in"]):
+        return None
+    found, seen, todo = {}, set(), list(op["in"])
+    while todo:
+        t = todo.pop()
+        shape = t.get("shape") or []
+        if "made" in t and t["made"].get("kind") != "parameter" and len(shape) >= 2 and shape[-1] == shape[-2] < n \
+                and t["made"].get("at") not in (None, "?"):
+            found[(t["made"]["at"], t["made"].get("path"))] = (t["made"], shape[-1])
+        src = t.get("src")
+        if src is not None and src not in seen and src < len(ops):
+            seen.add(src)
+            todo += ops[src]["in"]
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
 def _mask_side_origins(f: Findings, m: int) -> list[dict]:
     """Where the constructor made the module tensors that operation `m` takes its mask from (not the scores'
     side): the `made` of each, directly or through the operations that sliced, cast or compared it."""
@@ -564,6 +620,81 @@ def _unmasked(ops: list[dict], cfg: dict) -> bool:
     namer = Namer(ops, cfg)
     namer.run()
     return "softmax" in namer.labels and not namer.mask_ops and not namer.fused
+
+
+def _trained(f: Findings, i: int) -> dict | None:
+    """Operation `i` of the forward recorded in training mode (`f.cfg["training"]`), where that forward took the same
+    steps up to it (the same operation at the same line); None otherwise: the two modes cannot be set side by side."""
+    ops = (f.cfg.get("training") or {}).get("ops") or []
+    if i >= len(ops) or any((a["op"], a.get("at")) != (b["op"], b.get("at")) for a, b in zip(ops[:i + 1], f.ops)):
+        return None
+    return ops[i]
+
+
+@detector("dropout-before-softmax")
+def dropout_before_softmax(f: Findings) -> None:
+    """Dropout applied to the masked scores, before the softmax: in eval mode it is the identity and the layer is
+    right; in the forward recorded in training mode it multiplies some -inf scores by 0, and its output holds NaN
+    (0 · -inf), which the softmax spreads over the row.  Marked only where the training forward shows that NaN."""
+    uses = _mask_uses(f)
+    if not uses or not uses[0]:
+        return
+    before_softmax: set[int] = set()
+    for s in f.named("softmax"):
+        before_softmax |= f.namer.ancestors(s)
+    for op in f.ops:
+        i, ins = op["i"], op["in"]
+        if op["op"] not in DROPOUTS or i not in before_softmax or not ins or not ins[0].get("neginf") or \
+                ins[0].get("src") is None or not (set(uses[0]) & (f.namer.ancestors(ins[0]["src"]) | {ins[0]["src"]})):
+            continue
+        trained = _trained(f, i)
+        if trained is None or not trained["in"] or not (trained.get("out") or {}).get("nan") or \
+                trained["in"][0].get("nan"):  # NaN made here, not brought in
+            continue
+        f.mark(i, {"id": "dropout-before-softmax", "text": (
+            "dropout is applied to the masked scores, before the softmax: in training mode it multiplies some of "
+            "the -inf scores by 0, and 0 · -inf is NaN (the forward recorded in training mode has NaN here), so "
+            "those rows of weights are NaN; apply dropout to the weights the softmax returns")}, keep_earlier=True)
+        return
+
+
+@detector("mask-dropped-out")
+def mask_dropped_out(f: Findings) -> None:
+    """Dropout applied to the causal mask itself: in eval mode it is the identity and the mask hides the future; in
+    the forward recorded in training mode the same masking operation leaves some future positions unhidden (a
+    dropped 1 of a 0/1 mask reads as 0).  Marked at the dropout, the line to change, only where the training
+    forward shows a future position the eval forward hid."""
+    uses = _mask_uses(f)
+    n = f.cfg["n"]
+    future = np.triu(np.ones((n, n), bool), 1)
+    for m in uses[0] if uses else []:
+        _, side = _mask_side(f, m)
+        dropped = sorted(a for a in side if f.ops[a]["op"] in DROPOUTS)
+        hidden, trained = _mask_pattern(f.namer, f.ops[m]), _trained(f, m)
+        if len(dropped) != 1 or hidden is None or trained is None or not (hidden & future).any():
+            continue
+        shown = _hidden_anywhere(trained, n)
+        if shown is None or not (hidden & future & ~shown).any():
+            continue
+        op = f.ops[dropped[0]]
+        f.mark(m, {"id": "mask-dropped-out", "text": (
+            f"the mask goes through {op['op']} before it is applied: in eval mode that is the identity, but in "
+            "training mode it zeroes some entries of the mask, and the forward recorded in training mode leaves "
+            "future positions unhidden here; apply the mask itself, and dropout to the weights after the softmax"),
+            **({"at": op["at"], "code": op.get("code", "")} if op.get("at") not in (None, "?") else {})},
+            keep_earlier=True)
+        return
+
+
+def _hidden_anywhere(op: dict, n: int) -> np.ndarray | None:
+    """The (n, n) positions a masked_fill of the training forward hides in every slice of its mask (a position
+    hidden in one head and shown in another is shown), or None when its mask cannot be read."""
+    if op["op"] not in ("masked_fill", "masked_fill_") or len(op["in"]) < 2 or "pattern" not in op["in"][1]:
+        return None
+    a = np.asarray(op["in"][1]["pattern"], dtype=bool)
+    if a.ndim < 2 or a.shape[-2:] != (n, n):
+        return None
+    return a.reshape(-1, n, n).all(axis=0)
 
 
 @detector("additive-finite-mask")

@@ -23,7 +23,9 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly;
   mask-includes-diagonal, mask-keeps-future, mask-hides-past, mask-one-token-late, mask-hides-nothing, mask-wrong;
   mask-multiplied, mask-added; mask-made-without-device; mask-kept-as-attribute; mask-kept-in-container;
-  mask-only-in-eval (read from the forward recorded in training mode too); additive-finite-mask
+  mask-made-too-short (read from the forward recorded with as many tokens as the context length);
+  mask-only-in-eval (read from the forward recorded in training mode too); dropout-before-softmax;
+  mask-dropped-out (both read from the training forward's NaN and mask beside the eval one's); additive-finite-mask
 - detect_output: heads-not-projected; out-proj-without-bias
 - detect_params: layer-made-in-forward
 

@@ -73,8 +73,10 @@ def record(ctx, display: str = "") -> TraceResult:
     clean = not reply.raised and not reply.truncated
     apart = _widths_apart(ctx, cfg) if clean else None
     training = _in_training(inst, x) if clean and reply.lines else None
+    long = _at_context_length(ctx, inst, cfg, reply.ops) if clean else None
     steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst),
                                             "roles": _roles(ctx), **({"apart": apart} if apart else {}),
+                                            **({"long": long} if long else {}),
                                             "lines": reply.lines or [], **({"training": training} if training else {})},
                                   complete=not reply.raised and not result.truncated, output=reply.output)
     result.steps, result.mistakes = steps, name_mistakes(found, form.name)
@@ -122,6 +124,32 @@ def _in_training(inst, x) -> dict | None:
     if reply.raised or reply.truncated or not reply.lines:
         return None
     return {"ops": reply.ops, "lines": reply.lines}
+
+
+def _at_context_length(ctx, inst, cfg: Config, ops: list[dict]) -> dict | None:
+    """The forward recorded once more with as many tokens as the context length the constructor was given, where the
+    worked example's forward read a square tensor the constructor made (a mask) of fewer positions than that
+    (`torch.ones(8, 8)` for any context length): a sequence the module was built for meets it only there.
+    {"ops", "raised", "n"} when that forward raised; None otherwise (no such tensor, no context length taken, or
+    it could not be run: a limit of ours, not a finding)."""
+    if not ctx.accepts("context_length") or not any(_short_square(t, cfg) for op in ops for t in op["in"]):
+        return None
+    try:
+        x = np.random.default_rng([ctx.seed, 31339]).standard_normal((cfg.batch, cfg.context_length, cfg.d_in))
+        reply = inst.trace(x)
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+    if not reply.raised or reply.truncated:
+        return None
+    return {"ops": reply.ops, "raised": reply.raised, "n": cfg.context_length}
+
+
+def _short_square(t: dict, cfg: Config) -> bool:
+    """A tensor the constructor made (not a parameter) whose last two axes are of one size, at least the worked
+    example's n and less than the context length it was built with."""
+    shape = t.get("shape") or []
+    return "made" in t and t["made"].get("kind") != "parameter" and len(shape) >= 2 and shape[-1] == shape[-2] and \
+        cfg.n <= shape[-1] < cfg.context_length
 
 
 def _parameter_names(inst) -> list[str]:
