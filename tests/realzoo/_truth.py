@@ -2721,6 +2721,32 @@ def _(mod):
     return ok_line(*cmp(m, ref, 12)) + ("embedding_dim=12 num_heads=3 context_length=10",)
 
 
+@check("bthesis_transformer_mhsa_scale_e_additive_mask.py")
+def _(mod):
+    """mask=True: mha_forward with W_q = toQueries / sqrt(heads) (scores / sqrt(e)), toKeys, toValues, unifyHeads,
+    exactly; the lesson's scale differs; no leak; one head: the lesson's layer; mask=False leaks."""
+    m = randomize(mod.MHSelfAttention(12, heads=3, mask=True)).eval()
+    ws = lambda q: (q, m.toKeys.weight, m.toValues.weight, m.unifyHeads.weight, None, None, None, m.unifyHeads.bias)
+    good_bug, msg = ok_line(*cmp(m, lambda x: mha_forward(x, 3, *ws(m.toQueries.weight / 3 ** 0.5)), 12))
+    off, _ = cmp(m, lambda x: mha_forward(x, 3, *ws(m.toQueries.weight)), 12, shapes=[(2, 7)])
+    one = randomize(mod.MHSelfAttention(12, heads=1, mask=True)).eval()
+    good_one, _ = ok_line(*cmp(one, lambda x: mha_forward(x, 1, one.toQueries.weight, one.toKeys.weight,
+                                                         one.toValues.weight, one.unifyHeads.weight, None, None,
+                                                         None, one.unifyHeads.bias), 12))
+    free = mod.MHSelfAttention(12, heads=3, mask=False)
+    free.load_state_dict(m.state_dict())
+    _, leak_free = cmp(free.eval(), lambda x: mha_forward(x, 3, *ws(m.toQueries.weight)), 12, shapes=[(2, 7)])
+    try:  # the additive mask is made on the CPU whatever the module's device
+        mod.MHSelfAttention(12, heads=3, mask=True).to("meta")(torch.zeros(2, 5, 12, device="meta"))
+        off_cpu = "runs"
+    except RuntimeError:
+        off_cpu = "raises"
+    good = good_bug and off > 1e-3 and good_one and leak_free > 1e-3 and off_cpu == "raises"
+    return (good, f"scores / sqrt(e): {msg}; the lesson's scale is off by {off:.1e}; one head = the lesson's layer "
+            f"{good_one}; mask=False: the future moves the past by {leak_free:.1e}; on the meta device forward "
+            f"{off_cpu}", "k=12 heads=3 mask=True")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
