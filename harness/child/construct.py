@@ -10,7 +10,9 @@ An --arg for a key/value-heads parameter is its value where it divides the heads
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import sys
 
 from harness.child.vocabulary import key_by_tokens
 from harness.wire.config import ROTARY_FRACTION, Config
@@ -22,7 +24,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "width": ("d", "d_model", "dmodel", "embed_dim", "emb_dim", "emb", "embed", "embedding", "model_dimension",
               "embedding_dim", "n_embd", "n_embed", "n_emb", "hidden_size", "hidden_dim", "dim", "width", "model_dim",
               "d_embed", "embed_size", "emb_size", "embedding_size", "d_hidden", "hidden", "num_hiddens", "n_hidden",
-              "num_hidden", "hidden_units", "n_embedding", "channels", "n_state", "nx", "d_k_total"),
+              "num_hidden", "hidden_units", "n_embedding", "channels", "n_state", "nx", "d_k_total",
+              "k"),  # k: Bloem's "Transformers from scratch" SelfAttention(k, heads=8, mask=False), the embedding
+    # width (a per-head key width is spelt d_k, dk, head_dim above)
     "heads": ("nheads", "num_heads", "n_heads", "n_head", "heads", "num_attention_heads", "h", "nhead",
               "head_count", "n_attn_heads", "num_head", "nb_heads", "attention_heads"),
     "context_length": ("context_length", "block_size", "max_len", "max_seq_len", "max_seq_length", "n_ctx",
@@ -291,6 +295,40 @@ def _nullable(factory, name: str) -> bool:
     return any(p.name == name and "None" in str(p.annotation) for p in _parameters(factory)[0])
 
 
+def own_config_check(factory, name: str, bag: ConfigBag) -> None:
+    """Build the config dataclass the constructor's parameter `name` is annotated with (`config: EKAConfig`, a
+    class of the submission's module) from the stand-in's values: a width check in its __post_init__ then raises
+    here, as it does for the class's own caller before the class is built.  Nothing happens when the annotation is
+    no dataclass, when a field without default has no value, or when building it fails another way."""
+    own = _annotated_dataclass(factory, name)
+    if own is None:
+        return
+    fields = [f for f in dataclasses.fields(own) if f.init]
+    if any(f.name not in bag and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+           for f in fields):
+        return
+    try:
+        own(**{f.name: bag[f.name] for f in fields if f.name in bag})
+    except (ValueError, AssertionError):
+        raise
+    except Exception:  # noqa: BLE001 - a config that cannot be built from the stand-in's values says nothing
+        return
+
+
+def _annotated_dataclass(factory, name: str):
+    """The dataclass a constructor parameter is annotated with (a string under `from __future__ import
+    annotations`, looked up in the factory's module), or None."""
+    for p in _parameters(factory)[0]:
+        if p.name != name:
+            continue
+        note = p.annotation
+        if isinstance(note, str):
+            module = sys.modules.get(getattr(factory, "__module__", None) or "")
+            note = getattr(module, note.strip(), None) if module is not None else None
+        return note if isinstance(note, type) and dataclasses.is_dataclass(note) else None
+    return None
+
+
 def build(factory, cfg: Config, overrides: dict, signature: Signature, reads: set | None = None):
     """Call the class or factory with the configuration spelt the way it asks (`reads`: gets the names the class
     reads off a config object, see config_reads)."""
@@ -302,6 +340,8 @@ def build(factory, cfg: Config, overrides: dict, signature: Signature, reads: se
         # None` lets the class derive it (and refuse the width), as it would for its own caller
         kwargs[pname] = None if indivisible and _nullable(factory, pname) else cfg.value(key)
     if signature.config_param:
+        if cfg.heads > 0 and cfg.d_out % cfg.heads:  # the class's own config may refuse this width before the class
+            own_config_check(factory, signature.config_param, config_bag(cfg, overrides))  # is built
         kwargs[signature.config_param] = config_bag(cfg, overrides, reads)
     kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items()
                    if (k in signature.params or not signature.params) and k not in signature.derived})

@@ -2607,6 +2607,146 @@ def _(mod):
     return good, "; ".join(msgs), "hidden_dim=16 n_heads=4 (dh 4), FLOAT32_TOL relative"
 
 
+# ----------------------------------------------------------------------------------------------- realzoo10 (PyPI wheels)
+def _repeat_groups(t, kv, dh, group):
+    """A key/value projection's rows (kv * dh, ...) repeated per group: row block j serves query heads j*g .. j*g+g-1."""
+    return None if t is None else t.reshape(kv, dh, *t.shape[1:]).repeat_interleave(group, 0).reshape(
+        kv * dh * group, *t.shape[1:])
+
+
+@check("eka_ai_causal_self_attention_gqa_rope_config.py")
+def _(mod):
+    """rope_mha_forward(convention="half") with q_proj, k_proj / v_proj repeated per group, o_proj (biases with
+    bias=True), for 2, 1 and 4 key/value heads of 4 query heads of width 4, to relative 1e-5 (float32 tables); no
+    leak."""
+    msgs, good = [], True
+    for kv, bias in ((2, False), (1, True), (4, False)):
+        m = randomize(mod.eka_attention(16, 4, CTX, n_kv_heads=kv, bias=bias)).eval()
+        rep = lambda t: _repeat_groups(t, kv, 4, 4 // kv)
+        b = lambda lin: lin.bias if bias else None
+        ref = lambda x: rope_mha_forward(x, 4, m.q_proj.weight, rep(m.k_proj.weight), rep(m.v_proj.weight),
+                                         m.o_proj.weight, b(m.q_proj), rep(b(m.k_proj)), rep(b(m.v_proj)),
+                                         b(m.o_proj), convention="half")
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        err, leak = cmp(m, ref, 16)
+        ok = err / scale < FLOAT32_TOL and leak < TOL
+        good, msgs = good and ok, msgs + [f"kv={kv} bias={bias}: {err / scale:.1e} rel, leak {leak:.1e}"]
+    return good, "; ".join(msgs), "d_model=16 n_heads=4 (dh 4), FLOAT32_TOL relative"
+
+
+@check("anygpt_causal_self_attention_spelled_out_config.py")
+def _(mod):
+    """In eval() (its default dropout 0.2 is gated by self.training): mha_forward with c_attn's thirds as W_q, W_k,
+    W_v (+ the bias's thirds) and c_proj, exactly, for bias True and False; no leak."""
+    msgs, good = [], True
+    for bias in (True, False):
+        m = randomize(mod.CausalSelfAttention(mod.ModelConfig(embedding_size=12, num_heads=3, block_size=CTX,
+                                                              bias=bias))).eval()
+        W, b = m.c_attn.weight, m.c_attn.bias
+        third = lambda t, i: None if t is None else t[12 * i:12 * (i + 1)]
+        ref = lambda x: mha_forward(x, 3, third(W, 0), third(W, 1), third(W, 2), m.c_proj.weight, third(b, 0),
+                                    third(b, 1), third(b, 2), m.c_proj.bias)
+        ok, msg = ok_line(*cmp(m, ref, 12))
+        good, msgs = good and ok, msgs + [f"bias={bias}: {msg}"]
+    return good, "; ".join(msgs), "embedding_size=12 num_heads=3 block_size=10 dropout=0.2 (eval)"
+
+
+def _turn_half(t, sign, theta=10000.0):
+    """t (B, H, n, dh) with the pairs (i, i + dh/2) of position p turned by sign * p * theta^(-2i/dh)."""
+    n, dh = t.shape[-2], t.shape[-1]
+    angles = torch.outer(torch.arange(n, dtype=t.dtype), theta ** (-torch.arange(0, dh, 2, dtype=t.dtype) / dh))
+    cos, sin = angles.cos(), sign * angles.sin()
+    a, b = t[..., :dh // 2], t[..., dh // 2:]
+    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+
+
+def _roper_forward(x, heads, wqkv, bqkv, wo):
+    """RoPER: q, k and v turned by their positions, the weighted sum of each query turned back by its own."""
+    B, n, d = x.shape
+    dh = d // heads
+    q, k, v = torch.nn.functional.linear(x, wqkv, bqkv).split(d, dim=-1)
+    q, k, v = (_turn_half(t.view(B, n, heads, dh).transpose(1, 2), +1) for t in (q, k, v))
+    scores = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1),
+                                                             float("-inf"))
+    ctx = _turn_half(torch.softmax(scores, dim=-1) @ v, -1)
+    return torch.nn.functional.linear(ctx.transpose(1, 2).reshape(B, n, d), wo)
+
+
+@check("geov_attention_roper_values_rotated.py")
+def _(mod):
+    """m(x, None)[0] = the RoPER formula (qkv rows [Q; K; V] with their bias, dense without bias) to relative 1e-5
+    (the frequencies are float32); no leak; the rotate-half rotary reference, values not turned, differs by ~1."""
+    m = randomize(mod.geov_attention(16, 4, CTX)).eval()
+    W, b = m.qkv.weight, m.qkv.bias
+    ref = lambda x: _roper_forward(x, 4, W, b, m.dense.weight)
+    scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+    err, leak = cmp(lambda x: m(x, None)[0], ref, 16)
+    rope = lambda x: rope_mha_forward(x, 4, W[:16], W[16:32], W[32:], m.dense.weight, b[:16], b[16:32], b[32:],
+                                      convention="half")
+    off, _ = cmp(lambda x: m(x, None)[0], rope, 16, shapes=[(2, 7)])
+    good = err / scale < FLOAT32_TOL and leak < TOL and off > 1e-2
+    return (good, f"RoPER: {err / scale:.1e} rel, leak {leak:.1e}; the rotary reference (values not turned) is off "
+            f"by {off:.1e}", "hidden_size=16 heads=4 (dh 4), FLOAT32_TOL relative")
+
+
+@check("x_clip_attention_layernorm_after_out_proj.py")
+def _(mod):
+    """causal=True, eval(): (y - mean) / sqrt(var + 1e-3) * g (eps 1e-3 for float64 input) of mha_forward with
+    to_qkv's thirds, no biases, W_o = to_out[0], to relative 1e-5 (float32 softmax); no leak; causal=False leaks."""
+    m = randomize(mod.Attention(12, dim_head=4, heads=3, causal=True)).eval()
+    W, g = m.to_qkv.weight, m.to_out[1].g
+
+    def ref(x):
+        y = mha_forward(x, 3, W[:12], W[12:24], W[24:], m.to_out[0].weight)
+        mean, var = y.mean(-1, keepdim=True), y.var(-1, unbiased=False, keepdim=True)
+        return (y - mean) / torch.sqrt(var + 1e-3) * g
+
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(m, ref, 12)
+    free = mod.Attention(12, dim_head=4, heads=3, causal=False)
+    free.load_state_dict(m.state_dict())
+    _, leak_free = cmp(free.eval(), ref, 12, shapes=[(2, 7)])
+    good = err / scale < FLOAT32_TOL and leak < TOL and leak_free > 1e-3
+    return (good, f"causal=True: {err / scale:.1e} rel, leak {leak:.1e}; causal=False: the future moves the past by "
+            f"{leak_free:.1e}", "dim=12 dim_head=4 heads=3, FLOAT32_TOL relative (float32 softmax)")
+
+
+@check("rumi_causal_self_attention_spelled_out_finfo_min.py")
+def _(mod):
+    """mha_forward with qkv_projection's thirds (weights and biases) and output_projection, exactly; no leak."""
+    m = randomize(mod.CausalSelfAttention(12, 3, CTX, 0.0)).eval()
+    W, b = m.qkv_projection.weight, m.qkv_projection.bias
+    ref = lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.output_projection.weight, b[:12], b[12:24], b[24:],
+                                m.output_projection.bias)
+    return ok_line(*cmp(m, ref, 12)) + ("embedding_dim=12 num_heads=3 context_length=10",)
+
+
+@check("bthesis_transformer_mhsa_scale_e_additive_mask.py")
+def _(mod):
+    """mask=True: mha_forward with W_q = toQueries / sqrt(heads) (scores / sqrt(e)), toKeys, toValues, unifyHeads,
+    exactly; the lesson's scale differs; no leak; one head: the lesson's layer; mask=False leaks."""
+    m = randomize(mod.MHSelfAttention(12, heads=3, mask=True)).eval()
+    ws = lambda q: (q, m.toKeys.weight, m.toValues.weight, m.unifyHeads.weight, None, None, None, m.unifyHeads.bias)
+    good_bug, msg = ok_line(*cmp(m, lambda x: mha_forward(x, 3, *ws(m.toQueries.weight / 3 ** 0.5)), 12))
+    off, _ = cmp(m, lambda x: mha_forward(x, 3, *ws(m.toQueries.weight)), 12, shapes=[(2, 7)])
+    one = randomize(mod.MHSelfAttention(12, heads=1, mask=True)).eval()
+    good_one, _ = ok_line(*cmp(one, lambda x: mha_forward(x, 1, one.toQueries.weight, one.toKeys.weight,
+                                                         one.toValues.weight, one.unifyHeads.weight, None, None,
+                                                         None, one.unifyHeads.bias), 12))
+    free = mod.MHSelfAttention(12, heads=3, mask=False)
+    free.load_state_dict(m.state_dict())
+    _, leak_free = cmp(free.eval(), lambda x: mha_forward(x, 3, *ws(m.toQueries.weight)), 12, shapes=[(2, 7)])
+    try:  # the additive mask is made on the CPU whatever the module's device
+        mod.MHSelfAttention(12, heads=3, mask=True).to("meta")(torch.zeros(2, 5, 12, device="meta"))
+        off_cpu = "runs"
+    except RuntimeError:
+        off_cpu = "raises"
+    good = good_bug and off > 1e-3 and good_one and leak_free > 1e-3 and off_cpu == "raises"
+    return (good, f"scores / sqrt(e): {msg}; the lesson's scale is off by {off:.1e}; one head = the lesson's layer "
+            f"{good_one}; mask=False: the future moves the past by {leak_free:.1e}; on the meta device forward "
+            f"{off_cpu}", "k=12 heads=3 mask=True")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

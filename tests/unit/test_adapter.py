@@ -116,6 +116,15 @@ def test_the_papers_value_width_d_v_is_a_head_width_as_d_k():
     assert s.accepts == {"heads": "n_head", "width": "d_model", "dropout": "dropout"}
 
 
+def test_bloems_k_is_the_embedding_width():
+    """Peter Bloem's "Transformers from scratch" signature SelfAttention(k, heads=4, mask=False), copied into
+    student and published code (tests/realzoo/bthesis_transformer_mhsa_scale_e_additive_mask.py): `k` is the
+    embedding width (its `assert k % heads == 0`); unbound it left the class unbuildable (cannot tell, "no value for
+    required parameter(s) k")."""
+    s = _sig(lambda k, heads=4, mask=False: None)
+    assert not s.unfillable and s.accepts == {"width": "k", "heads": "heads", "causal": "mask"}
+
+
 def test_the_spelled_out_d_queries_and_d_values_are_head_widths_as_d_k_and_d_v():
     """sgrvinod's tutorial MultiHeadAttention(d_model, n_heads, d_queries, d_values, dropout, in_decoder=False)
     (tests/realzoo/sgrvinod_transformers_tutorial_mha_prenorm_lengths.py): "size of query vectors" per head, the
