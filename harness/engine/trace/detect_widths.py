@@ -7,6 +7,7 @@ raised, each where the shapes agree with the mistake and with no other reading."
 from __future__ import annotations
 
 import ast
+import math
 
 from harness.engine.rewrite import parse
 from harness.engine.trace.detect_layout import _product, _projection
@@ -162,3 +163,34 @@ def guard_refuses_divisible(f: Findings) -> None:
         f"({d_out} % {heads} == 0), and lets d_out = {d_out} with {other} heads through, which do not "
         f"({d_out} % {other} == {d_out % other}); refuse only a non-zero remainder (assert d_out % heads == 0, or "
         "raise if d_out % heads != 0)"), {"at": refused["at"], "code": refused["code"]})
+
+
+@detector("single-scaled-by-input-width")
+def single_scaled_by_input_width(f: Findings) -> None:
+    """A single head's scores scaled by the input's width: recorded with the widths apart (`f.cfg["apart"]`: d_in
+    below d_out, the single-head form, run to the end), the numbers the scores are multiplied by on the way to the
+    softmax come to 1/sqrt(d_in), where the queries dotted with the keys hold d_out features.  With d_in = d_out (the
+    worked example) the scale is right, so it is told at its line, no step of its own: the line to change."""
+    apart = f.cfg.get("apart") or {}
+    if apart.get("raised") or apart.get("heads") != 1 or not apart.get("ops"):
+        return
+    d_in, d_out = apart["d_in"], apart["d_out"]
+    namer = Namer(apart["ops"], {"d": d_out, "heads": 1, "n": apart["n"], "batch": apart["batch"],
+                                 "context_length": apart["context_length"]})
+    namer.run()
+    softmaxes = [op["i"] for op in apart["ops"] if namer.labels[op["i"]] == "softmax"]
+    if len(softmaxes) != 1 or namer.unread_scales or namer.fused:
+        return
+    ancestors = namer.ancestors(softmaxes[0])
+    widths = {_contraction(apart["ops"][i]) for i in ancestors if namer.labels[i] == "scores"}
+    factors = [(i, k) for i, k in namer.scale_factors if i in ancestors]
+    total = math.prod(k for _, k in factors)
+    where = apart["ops"][factors[-1][0]] if factors else {}
+    if widths != {d_out} or d_in == d_out or not math.isclose(total, 1 / math.sqrt(d_in), rel_tol=1e-6) or \
+            where.get("at") in (None, "?"):
+        return
+    f.mark_whole("single-scaled-by-input-width", (
+        f"the scores are scaled by the input's width: with d_in = {d_in} and d_out = {d_out} they are divided by "
+        f"sqrt({d_in}) = {math.sqrt(d_in):.4g}, but the queries and keys hold {d_out} features; divide by the square "
+        f"root of the keys' width, sqrt({d_out}) = {math.sqrt(d_out):.4g} (k.size(-1)), not x's"),
+        {"at": where["at"], "code": where.get("code", "")})
