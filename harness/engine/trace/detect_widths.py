@@ -194,3 +194,43 @@ def single_scaled_by_input_width(f: Findings) -> None:
         f"sqrt({d_in}) = {math.sqrt(d_in):.4g}, but the queries and keys hold {d_out} features; divide by the square "
         f"root of the keys' width, sqrt({d_out}) = {math.sqrt(d_out):.4g} (k.size(-1)), not x's"),
         {"at": where["at"], "code": where.get("code", "")})
+
+
+@detector("built-to-input-width")
+def built_to_input_width(f: Findings) -> None:
+    """A multi-head layer built to the input's width throughout, its output width never used: recorded with the
+    widths apart (`f.cfg["apart"]`: d_in below d_out, run to the end), it returns d_in features a token, and every
+    projection's weight is made of d_in-wide blocks, none of d_out (a layer that gets the output width wrong on one
+    line only, its output projection say, has a d_out-wide weight elsewhere: not this).  Told at the line that made
+    the first projection, the first that should have been d_out wide, where that line does not name the
+    constructor's output width: one that does (`nn.Linear(d, d_out)`) got a value set on another line, which the
+    forward does not show."""
+    apart = f.cfg.get("apart") or {}
+    if apart.get("raised") or apart.get("heads", 1) < 2 or not apart.get("ops"):
+        return
+    b, n, d_in, d_out = apart["batch"], apart["n"], apart["d_in"], apart["d_out"]
+    if (apart.get("output") or {}).get("shape") != [b, n, d_in] or d_in == d_out or \
+            f.cfg.get("out_proj") is False:
+        return
+    weights = [t for op in apart["ops"] if op["op"] in ("linear", *MATMULS) for t in op["in"]
+               if (t.get("made") or {}).get("kind") == "parameter" and len(t.get("shape") or ()) == 2]
+    if not weights or any(size % d_in or size % d_out == 0 for t in weights for size in t["shape"]):
+        return
+    made = weights[0]["made"]
+    if made.get("at") in (None, "?") or _names(made.get("code", "")) & {apart.get("d_out_name"), None}:
+        return  # a line that names the output width used a value set elsewhere (`d_out = d` above): not its own
+    f.mark_whole("built-to-input-width", (
+        f"the layer is built to the input's width throughout: with d_in = {d_in} and d_out = {d_out} this "
+        f"projection's weight is {tuple(weights[0]['shape'])}, no projection has {d_out} features, and the output "
+        f"has {d_in} features a token, not {d_out}; build the projections, the heads and the output projection "
+        "from the output width d_out"), {"at": made["at"], "code": made.get("code", "")})
+
+
+def _names(code: str) -> set[str | None]:
+    """The names and attributes a line of code reads ({None} where it does not parse)."""
+    try:
+        tree = parse(code.strip())
+    except SyntaxError:
+        return {None}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}

@@ -30,7 +30,7 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   width d, not d / H);
   head-width-from-input (read from the forward recorded with the widths apart); guard-refuses-divisible (read from
   the worked example's refusal, beside a width the heads do not divide that the constructor builds);
-  single-scaled-by-input-width (read from the forward recorded with the widths apart)
+  single-scaled-by-input-width, built-to-input-width (read from the forward recorded with the widths apart)
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants
 themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a mutant.

@@ -119,23 +119,24 @@ def _widths_apart(ctx, cfg: Config) -> dict | None:
     """The forward recorded once more with the input narrower than the output (d_in = 6, d_out = 8), where the
     constructor takes the two widths apart and the worked example (d_in = d_out) ran clean: a step that uses the
     input's width where the output's belongs (the heads merged back to x's width C) raises only there, and a single
-    head's scores scaled by the input's width (`C ** -0.5`) are scaled by the wrong number only there.  {"ops",
-    "raised", "d_in", "d_out", "batch", "n", "heads", "context_length"} when that forward raised, or, for the
-    single-head form, ran to the end ("raised" None); None otherwise (or when it could not be built: a limit of the
-    layer, not a finding)."""
+    head's scores scaled by the input's width (`C ** -0.5`) are scaled by the wrong number only there, and a layer
+    built to the input's width throughout returns d_in features only there.  {"ops", "raised" (None where it ran to
+    the end), "output", "d_in", "d_out", "batch", "n", "heads", "context_length", "d_out_name" (the constructor's
+    parameter for the output width, when it has one)}; None where it was not recorded
+    whole (or could not be built: a limit of the layer, not a finding)."""
     try:
-        form = ctx.form.name
-        if not ctx.separate_widths or cfg.kv_heads or form not in ("multi-head", "single-head"):
+        if not ctx.separate_widths or cfg.kv_heads or ctx.form.name not in ("multi-head", "single-head"):
             return None
         wide = dataclasses.replace(cfg, d_in=APART_D_IN)
         x = np.random.default_rng([ctx.seed, 31338]).standard_normal((wide.batch, wide.n, wide.d_in))
         reply = ctx.build(wide).trace(x)
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
-    if reply.truncated or not reply.raised and form != "single-head":
+    if reply.truncated:
         return None
-    return {"ops": reply.ops, "raised": reply.raised or None, "d_in": wide.d_in, "d_out": wide.d_out,
-            "batch": wide.batch, "n": wide.n, "heads": wide.heads, "context_length": wide.context_length}
+    return {"ops": reply.ops, "raised": reply.raised or None, "output": reply.output or {}, "d_in": wide.d_in,
+            "d_out": wide.d_out, "batch": wide.batch, "n": wide.n, "heads": wide.heads,
+            "context_length": wide.context_length, "d_out_name": ctx.signature.accepts.get("d_out")}
 
 
 def _in_training(inst, x) -> dict | None:
