@@ -192,7 +192,7 @@ def single_scaled_by_input_width(f: Findings) -> None:
     f.mark_whole("single-scaled-by-input-width", (
         f"the scores are scaled by the input's width: with d_in = {d_in} and d_out = {d_out} they are divided by "
         f"sqrt({d_in}) = {math.sqrt(d_in):.4g}, but the queries and keys hold {d_out} features; divide by the square "
-        f"root of the keys' width, sqrt({d_out}) = {math.sqrt(d_out):.4g} (k.size(-1)), not x's"),
+        f"root of the keys' width, sqrt({d_out}) = {math.sqrt(d_out):.4g} (their own last size, q.size(-1)), not x's"),
         {"at": where["at"], "code": where.get("code", "")})
 
 
