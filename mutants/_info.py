@@ -22,7 +22,8 @@ TOPICS = ("the constructor and its widths", "the projections", "splitting into h
 # grouped-query attention)
 REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill", "scale", "dropout", "slice",
             "contiguous", "invert", "keys", "additive", "multiply", "diagonal", "repeat", "undrop", "past",
-            "key-projection", "buffer", "out-projection", "bias", "merge-width")  # harness.engine.rewrite
+            "key-projection", "buffer", "out-projection", "bias", "merge-width", "head-width",
+            "divisible")  # harness.engine.rewrite
 
 
 @dataclass(frozen=True)

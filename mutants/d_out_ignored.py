@@ -11,6 +11,7 @@ INFO = MutantInfo(
     title="The constructor ignores d_out and makes every projection d_in wide (d_out = d)",
     lesson='"Let the input be X of shape (n, din), the output width dout, and H heads with dh = dout / H"',
     killed_by=("output-shape",),
+    trace=("built-to-input-width",),
     symptom=("With d_in = d_out nobody notices; with d_in != d_out the layer is built with the wrong width: it "
              "refuses valid configurations (the divisibility test runs on d_in) or returns d_in-wide outputs."),
     remedy=("Use the output width the caller gives (d_out, falling back to the input width only when it is None) "

@@ -11,6 +11,8 @@ INFO = MutantInfo(
     title="The check that nheads divides d_out is written the wrong way round and refuses every valid width",
     lesson='Engineering implications: "Choose d_out divisible by H ... Check this when building the config."',
     killed_by=("construct",),
+    trace=("guard-refuses-divisible",),
+    rewrite="divisible",
     symptom=("Constructing the layer with d_out=6 and 2 heads raises 'not divisible', while an invalid width "
              "would be accepted: the guard rejects exactly the configurations it should allow."),
     remedy="Raise only when the width is not divisible by the number of heads (a non-zero remainder), not when it is.",

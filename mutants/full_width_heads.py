@@ -12,6 +12,7 @@ INFO = MutantInfo(
     lesson=('Common misconception: "More heads means more parameters." "Splitting rather than multiplying": with '
             "d_h = d_out / H the count is the same for any number of heads."),
     killed_by=("head-invariance", "param-count"),
+    trace=("heads-full-width",),
     symptom=("The layer has roughly H times the parameters of the lesson's layer, the count grows with the number "
              "of heads, and the output is a different function."),
     remedy=("Give each head width d_out // heads: project once to d_out for the queries, keys and values and "

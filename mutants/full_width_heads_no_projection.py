@@ -12,6 +12,7 @@ INFO = MutantInfo(
     lesson=('Misconceptions: "More heads means more parameters" and "Concatenation alone combines the heads": the '
             "width is divided among the heads, and W_O mixes them back to d_out."),
     killed_by=("output-shape", "param-count", "head-invariance"),
+    trace=("heads-full-width-unprojected",),
     symptom=("Every head projects to the full width d_out and the heads are only stacked side by side: the output "
              "has H·d_out features instead of d_out, and the parameter count grows with H."),
     remedy=("Give each head width d_out // heads: project once to d_out per role, split it into the heads, and "

@@ -13,6 +13,8 @@ INFO = MutantInfo(
     lesson=('Lesson: "H heads with d_h = d_out / H (we require that H divides d_out)"; the input width d_in only '
             "sizes the Q, K and V projections' inputs."),
     killed_by=("output-shape",),
+    trace=("head-width-from-input",),
+    rewrite="head-width",
     symptom=("Fine as long as d_in == d_out; with a different output width the split view fails (shape invalid "
              "for input of size ...) or the heads get the wrong width."),
     remedy="Compute the head width from the output width (d_out // heads), not from the input width.",

@@ -12,6 +12,8 @@ INFO = MutantInfo(
     lesson=('Previous lesson (causal attention): "attn_scores / keys.shape[-1]**0.5": the scale is the width of '
             'the keys (d_out), which the dot product sums over, not the width of the input."'),
     killed_by=("reference-match", "gradient-match"),
+    trace=("single-scaled-by-input-width",),
+    rewrite="scale",
     variant={"scale": "sqrt-d-in"},
     symptom=("Right only when d_in == d_out (the lesson's first example, d_in = 3, d_out = 2, already differs): the "
              "softmax is too flat when d_in > d_out and too peaked when d_in < d_out."),

@@ -184,6 +184,29 @@ def _resolve(value, cfg: Config):
     return cfg.value(value[1:]) if isinstance(value, str) and value.startswith("@") else value
 
 
+def _single_head_width(params: list[inspect.Parameter], accepts: dict, also: dict, overrides: dict,
+                       config_param: str | None) -> None:
+    """A head width and one width, and nothing that could carry a number of heads (the single-head form,
+    harness.wire.form): the head width is the one head's own width, d_out, and the width the input's, d_in
+    (the lecture's `Head(n_embd, head_size, block_size)`).  Read as a head width derived from the width, both were
+    the same number, and a scale taken from the input's width (`C ** -0.5`), wrong only where they differ, passed.
+    In place: the head width moves from `also` to `accepts` as d_out, the width is read as d_in."""
+    head = [name for name, key in also.items() if key == "head_width"]
+    bound = set(accepts.values()) | set(also) | set(overrides)
+    carried = set(accepts) | set(also.values()) | {v[1:] for v in overrides.values() if isinstance(v, str) and
+                                                  v.startswith("@")}
+    if len(head) != 1 or head[0] in overrides or config_param or carried & {"heads", "kv_heads", "kv_group"} or \
+            [k for k in ("d_in", "d_out", "width") if k in accepts] not in (["d_in"], ["width"]) or \
+            any(p.name not in bound for p in params):
+        return
+    del also[head[0]]
+    read = {**accepts, "d_in": accepts.get("d_in", accepts.get("width")), "d_out": head[0]}
+    read.pop("width", None)
+    order = {p.name: i for i, p in enumerate(params)}  # as the constructor lists them ("built as")
+    accepts.clear()
+    accepts.update(sorted(read.items(), key=lambda item: order.get(item[1], len(order))))
+
+
 def _parameters(factory) -> tuple[list[inspect.Parameter], bool]:
     """The named parameters, and whether the constructor also takes **kwargs."""
     try:
@@ -232,6 +255,7 @@ def read_signature(factory, overrides: dict) -> Signature:
             unfillable.append(p.name)
     if config_param is None and not accepts and len(unfillable) == 1:
         config_param = unfillable.pop()  # a single unknown required parameter: most likely a config object
+    _single_head_width(params, accepts, also, overrides, config_param)
     widths = [k for k in ("d_in", "d_out", "width") if k in accepts]
     bound = {overrides[p.name][1:] for p in params if overrides.get(p.name) in ("@d_in", "@d_out")}  # --arg
     # d_in=@d_in: a width of its own still (bound so, it had made the layer single-width, and a scale taken from

@@ -32,7 +32,8 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "merge": "", "mask": "", "softmax": "", "fill": "", "scale": "", "dropout": "", "slice": "",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
-         "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": ""}
+         "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
+         "divisible": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -65,7 +66,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     width, view(B, n, C) with C read off x: -1, the heads' own width, in its place) and "undrop" (the causal mask
     passed through a dropout: the dropout call left out, its input in its place) and "past" (a mask made with
     tril(..., diagonal=-1), which marks the past, used as the positions to hide: triu(..., diagonal=1), the
-    future)."""
+    future) and "head-width" (the heads split with a head width computed on the line, `c // self.n_head` with c read
+    off x: -1, the projection's own width divided among the heads) and "divisible" (a divisibility guard the wrong
+    way round, `assert d % h` or `if d % h == 0: raise ...`: refusing only a non-zero remainder)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -586,6 +589,57 @@ def _past(line: str, tree: ast.Module) -> str | None:
     return fixed[:name] + "triu" + fixed[name + len("tril"):]
 
 
+def _head_width(line: str, tree: ast.Module) -> str | None:
+    """q.view(b, t, self.n_head, c // self.n_head)  ->  q.view(b, t, self.n_head, -1): the one view, reshape or
+    unflatten on the line whose last size (of a tuple of sizes too) is computed there, by // or int(a / b), left to
+    the projection's own width divided among the heads."""
+    lasts = []
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                call.func.attr in ("view", "reshape", "unflatten") and call.args and not call.keywords:
+            last = call.args[-1]
+            last = last.elts[-1] if isinstance(last, (ast.Tuple, ast.List)) and last.elts else last
+            if _divided(last):
+                lasts.append(last)
+    if len(lasts) != 1:
+        return None
+    return line[:lasts[0].col_offset] + "-1" + line[lasts[0].end_col_offset:]
+
+
+def _divided(node: ast.AST) -> bool:
+    """`a // b`, `a / b` or `int(a / b)`: a size computed by a division."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and node.args:
+        node = node.args[0]
+    return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Div))
+
+
+def _divisible(line: str, tree: ast.Module) -> str | None:
+    """assert d % h, ...  ->  assert d % h == 0, ...; assert d % h != 0 (or > 0)  ->  == 0; if d % h == 0: raise ...
+    ->  if d % h != 0: raise ...; if not d % h: raise ...  ->  if d % h: raise ...: a guard the wrong way round,
+    refusing only a non-zero remainder."""
+    stmt = tree.body[0]
+    test = stmt.test if isinstance(stmt, (ast.Assert, ast.If)) else None
+    if isinstance(stmt, ast.If) and not (len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Raise) and
+                                         not stmt.orelse):
+        return None
+    right = "== 0" if isinstance(stmt, ast.Assert) else "!= 0"
+    wrong = (ast.NotEq, ast.Gt) if isinstance(stmt, ast.Assert) else (ast.Eq,)
+    if _remainder(test):  # assert d % h: true when it does not divide
+        return line[:test.end_col_offset] + f" {right}" + line[test.end_col_offset:] if \
+            isinstance(stmt, ast.Assert) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], wrong) and \
+            _remainder(test.left) and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0:
+        return line[:test.left.end_col_offset] + f" {right}" + line[test.end_col_offset:]
+    if isinstance(stmt, ast.If) and isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
+            _remainder(test.operand):  # if not d % h: raise
+        return line[:test.col_offset] + _text(line, test.operand) + line[test.end_col_offset:]
+    return None
+
+
+def _remainder(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod)
+
+
 def _called(call: ast.Call) -> str:
     """The name a call calls: `Linear` of nn.Linear(...), torch.nn.Linear(...) and Linear(...)."""
     return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
@@ -594,4 +648,4 @@ def _called(call: ast.Call) -> str:
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
          "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
          "buffer": _buffer, "bias": _bias, "merge-width": _merge_width, "undrop": _undrop,
-         "past": _past}
+         "past": _past, "head-width": _head_width, "divisible": _divisible}

@@ -18,6 +18,11 @@ class HeadSize(nn.Module):  # nanoGPT's Head(n_embd, head_size, block_size): one
         super().__init__()
 
 
+class HeadsAndHeadSize(nn.Module):  # H heads of width head_size: derived from the width and the heads
+    def __init__(self, n_embd, n_head, head_size, block_size):
+        super().__init__()
+
+
 class ConfigOnly(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -98,3 +103,15 @@ class UnreadDefault(nn.Module):  # tests/zoo/ours/default_heads_unknown_name.py:
 def test_a_parameter_mha_check_cannot_read_is_no_evidence_of_a_single_head():
     assert _form(UnreadDefault) is MULTI_HEAD
     assert _form(UnreadDefault, {"n_h": 1}) is SINGLE_HEAD  # --arg n_h=1: now every parameter is accounted for
+
+
+def test_a_head_width_without_a_number_of_heads_is_the_single_heads_output_width_apart_from_the_input():
+    """nanoGPT's Head(n_embd, head_size, block_size) was built with head_size = n_embd (the head width derived from
+    the width, one head): a scale taken from x's width (`C ** -0.5`, the lecture's first text) passed.  The head
+    width is the one head's own, d_out; the width is the input's, d_in."""
+    sig = construct.read_signature(HeadSize, {})
+    assert sig.separate_widths and sig.accepts == {"d_in": "n_embd", "d_out": "head_size",
+                                                   "context_length": "block_size"}
+    assert sig.derived == {} and _form(HeadSize) is SINGLE_HEAD
+    assert not construct.read_signature(HeadSize, {"head_size": 4}).separate_widths  # given with --arg: as it was
+    assert "head_size" in construct.read_signature(HeadsAndHeadSize, {}).derived  # a number of heads: derived

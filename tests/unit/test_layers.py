@@ -42,8 +42,10 @@ ALLOWED = {
 # so that importing a mutant never loads the side of the trace that reads the mutants' catalogue
 TRACE_PURE = tuple(f"harness.engine.trace.{m}" for m in ("vocabulary", "naming", "registry", "detect_layout",
                                                          "detect_scores", "detect_mask", "detect_output",
-                                                         "detect_params", "detectors"))
+                                                         "detect_params", "detect_widths", "detectors"))
 ALLOWED.update(dict.fromkeys(TRACE_PURE, TRACE_PURE))
+ALLOWED["harness.engine.trace.detect_widths"] = (*TRACE_PURE, "harness.engine.rewrite")  # the student's line parsed
+# through rewrite.parse (one AST at a time); rewrite itself is pure: it imports only the trace's vocabulary
 ALLOWED.update(dict.fromkeys(CONFINEMENT, (*CONFINEMENT, "harness.wire", "harness")))
 LOCAL_IMPORT_REASONS = ("optional dependency", "start-up", "PLC0415")  # what the comment on the line must say
 

@@ -34,3 +34,32 @@ def test_an_output_projection_built_without_its_bias_gets_it_back_on_its_own_lin
 ])
 def test_heads_merged_to_the_input_width_are_merged_to_their_own(line, fixed):
     assert own_line_fix("merge-width", line) == fixed
+
+
+@pytest.mark.parametrize("line, fixed", [
+    ("return z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)",
+     "return z.view(b, t, self.n_head, -1).transpose(1, 2)"),
+    ("q = q.unflatten(-1, (self.h, int(C / self.h)))", "q = q.unflatten(-1, (self.h, -1))"),
+    ("q = q.view(B, T, H, self.head_dim)", None),  # computed elsewhere: not this line's to change
+    ("q, k = q.view(B, T, H, C // H), k.view(B, T, H, C // H)", None),  # two: one line, two changes
+])
+def test_a_head_width_computed_on_the_split_line_is_left_to_the_projection(line, fixed):
+    """Kind "head-width": the heads split with `c // self.n_head`, c read off x (trace finds it recording the
+    forward with d_in below d_out): -1, the projection's own width divided among the heads."""
+    assert own_line_fix("head-width", line) == fixed
+
+
+@pytest.mark.parametrize("line, fixed", [
+    ('assert dim % heads, f"dim={dim} must be divisible by heads={heads}"',
+     'assert dim % heads == 0, f"dim={dim} must be divisible by heads={heads}"'),
+    ("assert d_out % n_head != 0", "assert d_out % n_head == 0"),
+    ("assert d_out % n_head > 0, 'indivisible'", "assert d_out % n_head == 0, 'indivisible'"),
+    ('if d_out % nheads == 0: raise ValueError("not divisible")', 'if d_out % nheads != 0: raise ValueError("not '
+                                                                  'divisible")'),
+    ("if not d % h: raise ValueError('no')", "if d % h: raise ValueError('no')"),
+    ("assert d_out % n_head == 0", None),  # right already
+    ('raise ValueError(f"d_out={d_out} is not divisible")', None),  # the condition is on another line
+    ("if d % h == 0: print('fine')", None),  # no guard
+])
+def test_a_divisibility_guard_the_wrong_way_round_refuses_only_a_remainder(line, fixed):
+    assert own_line_fix("divisible", line) == fixed

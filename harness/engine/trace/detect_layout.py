@@ -539,3 +539,4 @@ def _product(shape: list) -> int:
     for v in shape:
         out *= v
     return out
+

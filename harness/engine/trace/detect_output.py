@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from harness.engine.trace.detect_widths import full_width
 from harness.engine.trace.registry import Findings, detector
 from harness.engine.trace.vocabulary import PROJECTION_UNAPPLIED
 
@@ -16,8 +17,12 @@ def heads_not_projected(f: Findings) -> None:
     at the student's `return` line, where the projection is to be applied (what is missing has no step of its
     own, but it has a place).  Where the module has an output projection (the proven reading's W_o) whose
     parameters the forward never touched, the mark names it, made and never applied: the fix is to apply it, not
-    to add one (a student's nanoGPT layer with c_proj was told to add self.out_proj)."""
+    to add one (a student's nanoGPT layer with c_proj was told to add self.out_proj).  Not where every head is as
+    wide as the whole layer (`detect_widths.full_width`): the heads side by side with no projection are that
+    mistake, which detect_widths marks at its line."""
     labels = f.namer.labels
+    if full_width(f):  # the heads each d wide, side by side: their missing projection is that mistake's part
+        return  # (detect_widths: heads-full-width-unprojected)
     if f.complete and f.cfg.get("out_proj", True) and (f.named("softmax") or f.fused_sdpa) and not f.fused_mha and \
             not any(labels[i] == "output projection" for i in range(len(f.ops))):
         made = _unapplied(f)

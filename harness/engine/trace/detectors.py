@@ -28,20 +28,26 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   mask-dropped-out (both read from the training forward's NaN and mask beside the eval one's); additive-finite-mask
 - detect_output: heads-not-projected; out-proj-without-bias
 - detect_params: layer-made-in-forward
+- detect_widths: heads-full-width, heads-full-width-unprojected (every head's scores summed over the layer's whole
+  width d, not d / H);
+  head-width-from-input (read from the forward recorded with the widths apart); guard-refuses-divisible (read from
+  the worked example's refusal, beside a width the heads do not divide that the constructor builds);
+  single-scaled-by-input-width, built-to-input-width (read from the forward recorded with the widths apart)
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants
 themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a mutant.
 """
 from __future__ import annotations
 
-from harness.engine.trace import detect_layout, detect_mask, detect_output, detect_params, detect_scores
+from harness.engine.trace import (detect_layout, detect_mask, detect_output, detect_params, detect_scores,
+                                  detect_widths)
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import DETECTORS, ORDER, Detector, Findings, run
 
 __all__ = ["DETECTORS", "MODULES", "find", "in_order"]
 
-MODULES = (detect_layout, detect_scores, detect_mask, detect_output, detect_params)  # the order they run in (see the
-# docstring)
+MODULES = (detect_layout, detect_scores, detect_mask, detect_output, detect_params, detect_widths)  # the order they
+# run in (see the docstring)
 
 
 def in_order() -> list[Detector]:

@@ -14,6 +14,7 @@ from harness.engine.trace.analysis import analyse
 from harness.engine.trace.result import TraceResult
 from harness.engine.trace.steps import lesson_order
 from harness.engine.trace.vocabulary import LESSON_STEPS, WORKED
+from harness.wire import raised
 from harness.wire.config import Config
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
@@ -51,7 +52,7 @@ def name_mistakes(found: list[dict], form: str = "multi-head") -> list[dict]:
 def record(ctx, display: str = "") -> TraceResult:
     """Trace one forward pass of the worked example through the module behind `ctx` (called the proven way).
     Failures of the student's code end up in `result.error`, never as an exception."""
-    cfg, worked = WORKED_CONFIG, dict(WORKED)
+    cfg, worked, form = WORKED_CONFIG, dict(WORKED), None
     result = TraceResult(display or ctx.subject.spec, "", worked)
     try:
         form = ctx.form  # the worked example of the layer's own form: one head, no output projection for single
@@ -64,6 +65,10 @@ def record(ctx, display: str = "") -> TraceResult:
         reply = inst.trace(x)
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied) as e:
         result.error = f"{getattr(e, 'stage', 'adapter')}: {e.message}"
+        refused = _refused(ctx, cfg, e) if form is not None and isinstance(e, TargetFailure) else None
+        if refused:  # no forward to record: what the constructor refused, and built instead, is the evidence
+            _, found, _ = analyse([], {**worked, "refused": refused}, complete=False)
+            result.mistakes = name_mistakes(found, form.name)
         return result
     result.truncated = reply.truncated
     if reply.raised:
@@ -90,27 +95,50 @@ def record(ctx, display: str = "") -> TraceResult:
     return result
 
 
+def _refused(ctx, cfg: Config, e: TargetFailure) -> dict | None:
+    """What the constructor refused: the worked example, whose width its heads divide, with a ValueError or
+    AssertionError of its own at a line of the student's; and the number of heads (3) that does not divide that
+    width with which it builds (a guard the wrong way round).  {"at", "code", "d_out", "heads", "built_heads"}, or
+    None where the refusal is of another kind, or the class refuses the indivisible width too."""
+    said = raised.parse(e.message) if e.stage == "construct" else None
+    if said is None or said.kind.rsplit(".", 1)[-1] not in ("ValueError", "AssertionError") or not said.at or \
+            cfg.kv_heads or cfg.d_out % cfg.heads or not cfg.d_out % INDIVISIBLE_HEADS:
+        return None
+    try:
+        ctx.built(dataclasses.replace(cfg, heads=INDIVISIBLE_HEADS, dropout=0.0)).info  # noqa: B018 - built now
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+    return {"at": said.at, "code": said.code, "d_out": cfg.d_out, "heads": cfg.heads, "built_heads": INDIVISIBLE_HEADS}
+
+
+INDIVISIBLE_HEADS = 3  # the worked example's width, 8, with heads that do not divide it
+
+
 APART_D_IN = 6  # the widths apart: d_in = 6 beside the worked example's d_out = 8 (as the first required configuration)
 
 
 def _widths_apart(ctx, cfg: Config) -> dict | None:
     """The forward recorded once more with the input narrower than the output (d_in = 6, d_out = 8), where the
     constructor takes the two widths apart and the worked example (d_in = d_out) ran clean: a step that uses the
-    input's width where the output's belongs (the heads merged back to x's width C) raises only there.  {"ops",
-    "raised", "d_in", "d_out", "batch", "n", "heads"} when that forward raised; None otherwise (or when it could not be
-    built: a limit of the layer, not a finding)."""
+    input's width where the output's belongs (the heads merged back to x's width C) raises only there, and a single
+    head's scores scaled by the input's width (`C ** -0.5`) are scaled by the wrong number only there, and a layer
+    built to the input's width throughout returns d_in features only there.  {"ops", "raised" (None where it ran to
+    the end), "output", "d_in", "d_out", "batch", "n", "heads", "context_length", "d_out_name" (the constructor's
+    parameter for the output width, when it has one)}; None where it was not recorded
+    whole (or could not be built: a limit of the layer, not a finding)."""
     try:
-        if not ctx.separate_widths or cfg.kv_heads or ctx.form.name != "multi-head":
+        if not ctx.separate_widths or cfg.kv_heads or ctx.form.name not in ("multi-head", "single-head"):
             return None
         wide = dataclasses.replace(cfg, d_in=APART_D_IN)
         x = np.random.default_rng([ctx.seed, 31338]).standard_normal((wide.batch, wide.n, wide.d_in))
         reply = ctx.build(wide).trace(x)
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
-    if not reply.raised or reply.truncated:
+    if reply.truncated:
         return None
-    return {"ops": reply.ops, "raised": reply.raised, "d_in": wide.d_in, "d_out": wide.d_out, "batch": wide.batch,
-            "n": wide.n, "heads": wide.heads}
+    return {"ops": reply.ops, "raised": reply.raised or None, "output": reply.output or {}, "d_in": wide.d_in,
+            "d_out": wide.d_out, "batch": wide.batch, "n": wide.n, "heads": wide.heads,
+            "context_length": wide.context_length, "d_out_name": ctx.signature.accepts.get("d_out")}
 
 
 def _in_training(inst, x) -> dict | None:

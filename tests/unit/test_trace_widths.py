@@ -1,0 +1,175 @@
+"""The trace detectors of the constructor's widths (harness.engine.trace.detect_widths): each marks its mistake at
+the student's line where the shapes (or what the constructor refuses) agree with it and with no other reading, and
+nothing on the lesson's layer written the same way."""
+from __future__ import annotations
+
+import pytest
+
+LAYER = '''
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self, d, width, context_length):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(d, width) for _ in range(3))
+        self.register_buffer("future", torch.ones(context_length, context_length, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        n = x.shape[1]
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        s = (q @ k.transpose(1, 2) / k.shape[-1] ** 0.5).masked_fill(self.future[:n, :n], float("-inf"))
+        return s.softmax(-1) @ v
+
+
+class Heads(nn.Module):
+    def __init__(self, d_model, n_heads, context_length):
+        super().__init__()
+        self.heads = nn.ModuleList(Head(d_model, WIDTH, context_length) for _ in range(n_heads))
+        PROJECTION
+
+    def forward(self, x):
+        return RETURN
+'''
+
+
+def _marks(tmp_path, source: str, target: str) -> list[tuple[str, str]]:
+    from harness.child.inprocess import InProcess
+    from harness.frontends.trace import trace
+    from harness.sandbox.subject import Subject
+    path = tmp_path / "layer.py"
+    path.write_text(source)
+    result = trace(f"{path}:{target}", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
+    return [(m["id"], result.where(m)[1]) for m in result.mistakes]
+
+
+CAT = "torch.cat([h(x) for h in self.heads], -1)"
+
+
+@pytest.mark.parametrize("width, projection, returned, marked", [
+    ("d_model", "self.o = nn.Linear(n_heads * d_model, d_model)", f"self.o({CAT})", ["heads-full-width"]),
+    ("d_model", "", CAT, ["heads-full-width-unprojected"]),
+    ("d_model", "self.o = nn.Linear(n_heads * d_model, n_heads * d_model)", f"self.o({CAT})", []),
+    ("d_model // n_heads", "self.o = nn.Linear(d_model, d_model)", f"self.o({CAT})", []),
+], ids=["projected-back", "no-projection", "d-out-per-head", "lesson"])
+def test_heads_as_wide_as_the_layer_are_marked_where_their_projection_is_built(tmp_path, width, projection,
+                                                                               returned, marked):
+    """Each head's scores summed over the whole width d: marked at the line that built the queries' projection,
+    after the output the layer makes of them (projected back to d, or H·d side by side with no projection: then
+    not also "no output projection").  The book's wrapper that reads d_out as one head's width (H·d through an H·d
+    projection) is neither mistake; heads of d / H are the lesson's."""
+    source = LAYER.replace("WIDTH", width).replace("PROJECTION", projection or "pass").replace("RETURN", returned)
+    assert _marks(tmp_path, source, "Heads") == [(m, "self.q, self.k, self.v = (nn.Linear(d, width) for _ in "
+                                                     "range(3))") for m in marked]
+
+
+SPLIT = '''
+import torch
+from torch import nn
+
+
+class Split(nn.Module):
+    def __init__(self, d_in, d_out, num_heads, context_length):
+        super().__init__()
+        GUARD
+        self.h, self.dh = num_heads, d_out // num_heads
+        self.q, self.k, self.v = (nn.Linear(d_in, d_out) for _ in range(3))
+        self.o = nn.Linear(d_out, d_out)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        heads = lambda t: t.view(b, n, self.h, WIDTH).transpose(1, 2)
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        future = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+        s = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).masked_fill(future, float("-inf"))
+        return self.o((s.softmax(-1) @ v).transpose(1, 2).reshape(b, n, -1))
+'''
+
+
+@pytest.mark.parametrize("guard, width, marked", [
+    ("pass", "c // self.h", [("head-width-from-input", "heads = lambda t: t.view(b, n, self.h, c // "
+                                                       "self.h).transpose(1, 2)")]),
+    ("pass", "int(c / self.h)", [("head-width-from-input", "heads = lambda t: t.view(b, n, self.h, int(c / "
+                                                           "self.h)).transpose(1, 2)")]),
+    ("pass", "self.dh", []),
+    ("assert d_out % num_heads, 'd_out must divide into heads'", "self.dh",
+     [("guard-refuses-divisible", "assert d_out % num_heads, 'd_out must divide into heads'")]),
+    ("assert d_out % num_heads == 0, 'd_out must divide into heads'", "self.dh", []),
+], ids=["floor-of-x", "int-of-x", "lesson", "guard-inverted", "guard"])
+def test_a_head_width_read_off_x_and_a_guard_the_wrong_way_round_are_marked_at_their_lines(tmp_path, guard, width,
+                                                                                          marked):
+    """The head width computed from x's width on the split's own line raises only with d_in != d_out: marked there
+    (a width kept in an attribute was computed where the forward does not show: no mark).  A guard that refuses the
+    worked example, whose width its heads divide, and builds the same width with 3 heads: marked at the guard, no
+    forward to record."""
+    source = SPLIT.replace("GUARD", guard).replace("WIDTH", width)
+    assert _marks(tmp_path, source, "Split") == marked
+
+
+SINGLE = '''
+import torch
+from torch import nn
+
+
+class Single(nn.Module):
+    def __init__(self, n_embd, head_size, block_size):
+        super().__init__()
+        self.key, self.query, self.value = (nn.Linear(n_embd, head_size, bias=False) for _ in range(3))
+        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        k, q = self.key(x), self.query(x)
+        wei = q @ k.transpose(-2, -1) * SCALE
+        wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf")).softmax(-1)
+        return wei @ self.value(x)
+'''
+
+
+@pytest.mark.parametrize("scale, marked", [
+    ("C ** -0.5", [("single-scaled-by-input-width", "wei = q @ k.transpose(-2, -1) * C ** -0.5")]),
+    ("k.shape[-1] ** -0.5", []),
+], ids=["input-width", "keys-width"])
+def test_a_single_head_scaled_by_the_inputs_width_is_marked_at_its_scale(tmp_path, scale, marked):
+    assert _marks(tmp_path, SINGLE.replace("SCALE", scale), "Single") == marked
+
+
+KEEPER = '''
+import torch
+from torch import nn
+
+
+class Keeper(nn.Module):
+    def __init__(self, d_in, d_out, num_heads, context_length):
+        super().__init__()
+        WIDTH
+        self.h = num_heads
+        self.qkv = nn.Linear(d_in, 3 * d_out)
+        self.o = nn.Linear(d_out, d_out)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.h, -1).permute(2, 0, 3, 1, 4)
+        future = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+        s = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).masked_fill(future, float("-inf"))
+        return self.o((s.softmax(-1) @ v).transpose(1, 2).reshape(b, n, -1))
+'''
+
+
+@pytest.mark.parametrize("width, marked", [
+    ("d_out = d_in", []),  # the line that ignores d_out is not one the forward shows: no line
+    ("pass", []),
+], ids=["ignored-above", "lesson"])
+def test_a_layer_whose_projections_name_the_output_width_is_not_marked_for_ignoring_it(tmp_path, width, marked):
+    """Built to the input's width throughout, with lines that name d_out (`nn.Linear(d_in, 3 * d_out)` after
+    `d_out = d_in`): the width was set on a line the forward does not show, so the projection's is not the line to
+    change."""
+    assert _marks(tmp_path, KEEPER.replace("WIDTH", width), "Keeper") == marked
+
+
+def test_a_layer_built_to_the_inputs_width_is_marked_at_its_first_projection(tmp_path):
+    source = KEEPER.replace("WIDTH", "pass").replace("3 * d_out", "3 * d_in").replace("(d_out, d_out)",
+                                                                                     "(d_in, d_in)")
+    assert _marks(tmp_path, source, "Keeper") == [("built-to-input-width", "self.qkv = nn.Linear(d_in, 3 * d_in)")]
