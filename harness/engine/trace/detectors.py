@@ -17,6 +17,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   kv-heads-expanded, raised (the operation that raised, and what its tensors say of why); input-changed-in-place;
   values-rotated (the values multiplied by the rotary embedding's positions, as the queries or keys are);
   merge-view-to-input-width (read from the forward recorded with the widths apart)
+- detect_rope: keys-not-rotated, keys-rotated-out-of-step, rotated-before-split, frequencies-from-model-width (read
+  from the rotary tables' values)
 - detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
   scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
@@ -32,14 +34,14 @@ themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a
 """
 from __future__ import annotations
 
-from harness.engine.trace import detect_layout, detect_mask, detect_output, detect_params, detect_scores
+from harness.engine.trace import detect_layout, detect_mask, detect_output, detect_params, detect_rope, detect_scores
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import DETECTORS, ORDER, Detector, Findings, run
 
 __all__ = ["DETECTORS", "MODULES", "find", "in_order"]
 
-MODULES = (detect_layout, detect_scores, detect_mask, detect_output, detect_params)  # the order they run in (see the
-# docstring)
+MODULES = (detect_layout, detect_rope, detect_scores, detect_mask, detect_output, detect_params)  # the order they
+# run in (see the docstring)
 
 
 def in_order() -> list[Detector]:
