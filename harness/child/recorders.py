@@ -245,6 +245,8 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         record = {"i": index, "op": name, "in": ins, "args": shown_args, "kwargs": shown_kwargs,
                   "inplace": inplace}
         record.update(self._where())
+        if not torch.is_grad_enabled():  # the trace runs with autograd on: the student's code turned it off
+            record["no_grad"] = True
         if raised is not None:
             record["raised"] = raised
         if isinstance(result, torch.Tensor):

@@ -19,15 +19,16 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   merge-view-to-input-width (read from the forward recorded with the widths apart)
 - detect_rope: keys-not-rotated, keys-rotated-out-of-step, rotated-before-split, frequencies-from-model-width (read
   from the rotary tables' values)
-- detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
-  scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
+- detect_scores: softmax-not-last-axis; weights-without-grad; sdpa-without-causal, sdpa-mask-keeps-future;
+  scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
   the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly;
   mask-includes-diagonal, mask-keeps-future, mask-hides-past, mask-one-token-late, mask-hides-nothing, mask-wrong;
   mask-multiplied, mask-added; mask-made-without-device; mask-kept-as-attribute; mask-kept-in-container;
   mask-only-in-eval (read from the forward recorded in training mode too); additive-finite-mask
 - detect_output: heads-not-projected; out-proj-without-bias
-- detect_params: layer-made-in-forward
+- detect_params: layer-made-in-forward; layer-in-plain-list; layer-never-used (read from where the constructor made
+  the parameters forward never touched)
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants
 themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a mutant.
