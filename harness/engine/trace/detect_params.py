@@ -89,10 +89,11 @@ def layer_never_used(f: Findings) -> None:
     touched: counted, saved and moved, never trained.  Told at the line that built it.  A layer the proven reading
     takes a role from (an output projection made and never applied) is heads-not-projected's to tell, and one of
     the query, key or value projections left out is another mistake than a layer too many: neither is marked."""
-    if not f.complete:
+    used = _names_used(f.ops) | _names_used(((f.cfg.get("training") or {}).get("ops")) or [])
+    if not f.complete or not used:  # a forward whose weights the trace never saw read (a TorchScript module runs
+        # its operations where the recorder cannot see them) says nothing of which ones it used
         return
     roles = " ".join((f.cfg.get("roles") or {}).values())
-    used = _names_used(f.ops) | _names_used(((f.cfg.get("training") or {}).get("ops")) or [])
     params = f.cfg.get("params") or []
     for made in f.cfg.get("untouched") or []:
         layer = made.get("path", "").rpartition(".")[0]
