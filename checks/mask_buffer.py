@@ -60,6 +60,8 @@ def mask_buffer(ctx):
                       followed.mixes[:3])
     finding, fix = ("mask stays on the CPU", "") if _mask_like(followed.mixes, cfg) else \
         ("a tensor stays on the CPU", TENSOR_FIX)  # positions, rotary tables: not the mask mistake
+    if _unregistered_weights(inst, followed):
+        finding, fix = "weights stay on the CPU", ""
     cached = _cached_by_forward(inst, followed)
     if cached and finding == "mask stays on the CPU":
         finding, fix = "mask cached by forward", CACHE_FIX.format(name=cached[0])
@@ -84,6 +86,14 @@ def mask_buffer(ctx):
         return passed(_not_the_layers(caller, "the module runs after .to('meta')"))
     return passed("the module runs after .to('meta'): its mask moves with it (a registered buffer, or made on the "
                   "input's device)")
+
+
+def _unregistered_weights(inst, followed) -> bool:
+    """Every tensor left behind is a weight, and the module keeps modules or tensors in a plain list or dict: the
+    projections of a plain list (`[nn.Linear(d, d) for _ in range(3)]`).  Found as such whether or not the meta
+    device lets the forward through (a matrix product with CPU weights passes there, a bias added fails), and told
+    to make no tensor on the input's device: they are to be registered."""
+    return bool(inst.info.containers) and not followed.created and all(m.parameter for m in followed.mixes)
 
 
 def _callers_mask(inst) -> str | None:

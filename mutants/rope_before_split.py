@@ -19,6 +19,7 @@ INFO = MutantInfo(
     fix=("q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # then rotate q and k per head, with "
          "tables of the head width"),
     variant={"rope": "interleaved", "rope_where": "before-split"},
+    trace=("rotated-before-split",),
     example=(
         "d_out = 8, H = 2, dh = 4, theta = 10000\n"
         "right: every head's pairs turn by position·[1, 0.01]\n"

@@ -18,6 +18,7 @@ INFO = MutantInfo(
     remedy="Rotate the keys by their positions exactly as the queries are rotated, head by head.",
     fix="q, k = self.rotate(q, pos), self.rotate(k, pos)  # rotary: queries and keys alike, per head",
     variant={"rope": "interleaved", "rope_keys": False},
+    trace=("keys-not-rotated",),
     example=(
         "head width 2, theta irrelevant: the pair turns by 1 rad per position; q_1 = k_0 = k_1 = [1, 0]\n"
         "right: q_1 turned by 1, k_0 by 0, k_1 by 1: q_1·k_1 = cos(0) = 1, q_1·k_0 = cos(1) = 0.540\n"

@@ -18,6 +18,7 @@ INFO = MutantInfo(
     remedy="Rotate the queries and the keys with the same positions.",
     fix="q, k = self.rotate(q, pos), self.rotate(k, pos)  # rotary: queries and keys only, per head",
     variant={"rope": "interleaved", "rope_key_shift": 1},
+    trace=("keys-rotated-out-of-step",),
     example=(
         "token 2 attends to tokens 0, 1, 2 (distances 2, 1, 0)\n"
         "right: q at position 2, keys at positions 0, 1, 2: the scores see distances 2, 1, 0\n"

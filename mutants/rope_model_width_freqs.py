@@ -18,6 +18,7 @@ INFO = MutantInfo(
     remedy="Compute the rotary frequencies from the head width, not the model width.",
     fix="inv_freq = theta ** (-torch.arange(0, self.dh, 2) / self.dh)  # (dh/2,) frequencies from the head width",
     variant={"rope": "interleaved", "rope_freqs": "model"},
+    trace=("frequencies-from-model-width",),
     example=(
         "d_out = 8, H = 2, dh = 4, theta = 10000: pair i turns by position·theta^(-2i/dh)\n"
         "right: frequencies [10000^0, 10000^(-2/4)] = [1, 0.01]\n"

@@ -16,6 +16,7 @@ INFO = MutantInfo(
              "count is off and the optimiser updates nothing there."),
     remedy="Delete the layer that forward never uses, or use it where it was meant to be used.",
     fix="delete self.proj (or use it where it was meant to be used)",
+    trace=("layer-never-used",),
     example=(
         "self.proj = nn.Linear(8, 8) next to self.out = nn.Linear(8, 8); forward returns self.out(ctx)\n"
         "parameters: 264 + 72 = 336 instead of 264\n"

@@ -15,6 +15,7 @@ INFO = MutantInfo(
              "W_K get no gradient and never learn, and the input gradient is incomplete."),
     remedy="Compute the attention weights outside any torch.no_grad() block, so the gradient reaches the projections.",
     fix="w = torch.softmax(scores, dim=-1)  (outside any torch.no_grad() block)",
+    trace=("weights-without-grad",),
     example=(
         "forward values are exact: y (2, 3, 8) equals the reference\n"
         "with torch.no_grad(): w = softmax(scores) gives w (2, 2, 3, 3) with requires_grad=False\n"

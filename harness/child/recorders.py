@@ -157,6 +157,22 @@ OURS = {  # what an operation of mha-check's own, shown in a trace, does: by the
 }
 
 
+TABLE_SIZE = 64  # the most values of a tensor the trace keeps (a rotary table of the worked example: n x dh/2)
+
+
+def _table_values(t: torch.Tensor) -> dict:
+    """{"values"[, "complex"]}: the values of a small floating or complex tensor that does not depend on the input
+    and is no parameter (a rotary embedding's cos/sin or phase table, sliced to the tokens), complex numbers as
+    (real, imaginary) pairs; {} otherwise.  A detector compares the tables the queries and the keys are turned by,
+    and reads their frequencies off them (harness.engine.trace.detect_rope)."""
+    if isinstance(t, torch.nn.Parameter) or t.device.type == "meta" or not 1 < t.numel() <= TABLE_SIZE or \
+            not (t.is_floating_point() or t.is_complex()) or not bool(torch.isfinite(t).all()):
+        return {}
+    if t.is_complex():
+        return {"values": torch.view_as_real(t.detach()).double().tolist(), "complex": True}
+    return {"values": t.detach().double().tolist()}
+
+
 class TraceRecorder(torch.overrides.TorchFunctionMode):
     """Records every torch operation of one forward pass (for `mha-check trace`).
 
@@ -180,6 +196,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         self.memory: dict[tuple, int] = {}  # (data_ptr, shape, strides) of a tensor made -> the operation that made it
         self.keep: list = []
         self.truncated = False
+        self.from_input: set[int] = set()  # the operations whose result depends on the input x
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -223,15 +240,19 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         shown_args = [show(a) for a in args]
         shown_kwargs = {k: show(v) for k, v in kwargs.items()}
         index = len(self.ops)
+        if any(t.get("name") == "x" or t.get("src") in self.from_input for t in ins):
+            self.from_input.add(index)
         record = {"i": index, "op": name, "in": ins, "args": shown_args, "kwargs": shown_kwargs,
                   "inplace": inplace}
         record.update(self._where())
+        if not torch.is_grad_enabled():  # the trace runs with autograd on: the student's code turned it off
+            record["no_grad"] = True
         if raised is not None:
             record["raised"] = raised
         if isinstance(result, torch.Tensor):
-            record["out"] = self._info(result)
+            record["out"] = self._info(result, index in self.from_input)
         elif tensors_out:
-            record["outs"] = [self._info(t) for t in tensors_out]
+            record["outs"] = [self._info(t, index in self.from_input) for t in tensors_out]
         self.ops.append(record)
         for t in tensors_out:
             self.producer[id(t)] = index
@@ -247,7 +268,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
                 self.producer[id(base)] = index
                 self.keep.append(base)
 
-    def _info(self, t: torch.Tensor) -> dict:
+    def _info(self, t: torch.Tensor, from_input: bool = False) -> dict:
         info = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
         if id(t) in self.producer:
             info["src"] = self.producer[id(t)]
@@ -272,6 +293,8 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
                 info["neginf"] = True
                 if t.dim() >= 2 and t.numel() <= 1024:
                     info["pattern"] = neginf.to(torch.int64).tolist()
+        if not from_input and info.get("name") != "x" and info.get("src") not in self.from_input:
+            info.update(_table_values(t))
         return info
 
     def _students(self, path: str) -> bool:
@@ -399,6 +422,9 @@ class OriginRecorder(TraceRecorder):
     to change is the one that built it (`origin`).  Only observes, like the trace."""
 
     SHAPERS = {"tril", "triu", "tril_", "triu_"}  # the operations that decide which positions a mask marks
+    POWERS = {"pow", "__pow__", "__rpow__", "float_power", "exp"}  # theta ** (-2i / width), or exp(-2i·log(theta) /
+    # width): the line that chose a rotary table's frequencies (`spectrum_at`), which a detector reads when they are
+    # wrong
 
     def __init__(self, student_file, limit: int = 2000):
         super().__init__(student_file, {}, limit)
@@ -416,7 +442,7 @@ class OriginRecorder(TraceRecorder):
             outs = [args[0]]  # in place: the tensor itself is remade
         if not outs:
             return
-        inputs = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+        inputs = _tensors_in(list(args) + list(kwargs.values()))  # torch.cat([f, f]): its tensors in a list
         record = {"op": name, **self._where(), "from": [id(a) for a in inputs if a is not outs[0]]}
         for t in outs:
             self.made_by[id(t)] = record
@@ -427,15 +453,17 @@ class OriginRecorder(TraceRecorder):
     def origin(self, t: torch.Tensor, first: bool = False) -> dict | None:
         """{"at", "code"} of the student's line that made `t`: the tril/triu that shaped it if one did (not the
         `.bool()` or `register_buffer` line after it), otherwise the operation that made it; None when none of the
-        student's lines did.  `first`: the line of the first operation that made it, alone (a parameter: the layer
-        built at `nn.Linear(...)`, whose initialisation fills it, not an `_init_weights` that fills it again)."""
+        student's lines did.  With "spectrum_at", "spectrum_code" where a power made it (a rotary table's
+        frequencies, theta ** (-2i / width): the line that chose them).  `first`: the line of the first operation
+        that made it, alone (a parameter: the layer built at `nn.Linear(...)`, whose initialisation fills it, not
+        an `_init_weights` that fills it again)."""
         if first:
             made = self.first_by.get(id(t))
             return {"at": made["at"], "code": made["code"]} if made and made["at"] != "?" else None
         latest = self.made_by.get(id(t))
         if latest is None:
             return None
-        seen, todo = set(), [id(t)]
+        seen, todo, spectrum = set(), [id(t)], {}
         while todo:
             made = self.made_by.get(todo.pop(0))
             if made is None or id(made) in seen:
@@ -443,8 +471,21 @@ class OriginRecorder(TraceRecorder):
             seen.add(id(made))
             if made["op"] in self.SHAPERS and made["at"] != "?":
                 return {"at": made["at"], "code": made["code"]}
+            if made["op"] in self.POWERS and made["at"] != "?" and not spectrum:
+                spectrum = {"spectrum_at": made["at"], "spectrum_code": made["code"]}
             todo.extend(made["from"])
-        return {"at": latest["at"], "code": latest["code"]} if latest["at"] != "?" else None
+        return {"at": latest["at"], "code": latest["code"], **spectrum} if latest["at"] != "?" else None
+
+
+def _tensors_in(values: list) -> list[torch.Tensor]:
+    """The tensors among `values`, and in the lists and tuples among them (one level: torch.cat's sequence)."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out += [t for t in v if isinstance(t, torch.Tensor)]
+    return out
 
 
 def square_nonzero(t: torch.Tensor, n: int) -> list | None:

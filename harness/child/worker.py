@@ -420,9 +420,11 @@ class Worker:
                                _plain_tensor_attributes(module))
 
     def trace(self, request: m.Trace) -> m.Reply:
-        """Run forward once (eval, no_grad) recording every torch operation: its name, the shapes of its tensor
-        inputs and outputs, its other arguments, which earlier operation produced each input (data flow), and the
-        student's line that called it.  Labelling the steps is the trusted side's job (harness.engine.trace)."""
+        """Run forward once (eval, autograd on, as a training step runs it) recording every torch operation: its
+        name, the shapes of its tensor inputs and outputs, its other arguments, which earlier operation produced
+        each input (data flow), the student's line that called it, and whether the student's code had turned
+        autograd off there (`torch.no_grad()` around the attention weights).  Labelling the steps is the trusted
+        side's job (harness.engine.trace)."""
         inst = self._inst(request)
         module = inst["module"]
         x = self._input(inst, request.x)
@@ -435,18 +437,22 @@ class Worker:
         returned = ReturnLine(module, self.target.module_file)
         trail = LineTrail(module)
         try:
-            with torch.no_grad(), recorder, returned, trail:
+            with torch.enable_grad(), recorder, returned, trail:
                 y = self._forward(inst, x, "train" if request.mode == "train" else "eval", request.style)
             output = {"shape": list(y.shape), "src": recorder.producer.get(id(y)),
                       **({"returned": returned.found} if returned.found else {})}
         except StudentError as e:
             raised = e.text
-        return m.TraceResult(recorder.ops, recorder.truncated, raised, output, trail.lines)
+        read = {t.get("name") for op in recorder.ops for t in op["in"]}
+        untouched = [made for made in recorder.made.values() if made.get("kind") == "parameter"
+                     and made.get("path") not in read]
+        return m.TraceResult(recorder.ops, recorder.truncated, raised, output, trail.lines, untouched)
 
     def _origins(self, inst: dict, n: int) -> dict[int, dict]:
         """Where the constructor made each buffer, plain tensor attribute, parameter and tensor kept in a plain
         container of the traced module: id -> {"at", "code", "nonzero", "path"[, "kind"]} (`nonzero`: what its first
-        n x n positions mark, for a mask; `kind`: "parameter" or "container", none for a buffer or attribute),
+        n x n positions mark, for a mask; `kind`: "parameter", "container" or "unregistered" (a layer's parameter in a
+        plain list), none for a buffer or attribute),
         matched by path (the module was moved to float64 since it was built: other tensors, same paths).  Noted
         while the module was built when the Build asked for it (`Build.origins`: a trace's own instance), so the
         constructor runs once.  An instance built earlier without it (a check's, which the report's trace reuses) is
@@ -475,7 +481,7 @@ class Worker:
         theirs = {path: (t, kind) for path, t, kind in _origin_tensors(inst["module"])}
         out = {}
         for path, t, kind in _origin_tensors(twin):
-            where, mine = recorder.origin(t, first=kind == "parameter"), theirs.get(path)
+            where, mine = recorder.origin(t, first=kind in WEIGHTS), theirs.get(path)
             if where is not None and mine is not None:
                 out[id(mine[0])] = _origin(where, mine, path, n)
         return out
@@ -582,7 +588,7 @@ def _made_at(recorder: OriginRecorder, module: nn.Module) -> dict[str, dict]:
     of a plain container, read from the recorder the module was built under."""
     out = {}
     for path, t, kind in _origin_tensors(module):
-        where = recorder.origin(t, first=kind == "parameter")
+        where = recorder.origin(t, first=kind in WEIGHTS)
         if where is not None:
             out[path] = where
     return out
@@ -593,7 +599,7 @@ def _origin(where: dict, tensor_kind: tuple, path: str, n: int) -> dict:
     is, and for a buffer or attribute what its first n x n positions mark (a mask's pattern; a weight has none)."""
     t, kind = tensor_kind
     return {**where, "path": path, **({"kind": kind} if kind else {}),
-            **({} if kind == "parameter" else {"nonzero": square_nonzero(t, n)})}
+            **({} if kind in WEIGHTS else {"nonzero": square_nonzero(t, n)})}
 
 
 def _tensor_attributes(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
@@ -610,19 +616,24 @@ def _origin_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor, str | No
     """(path, tensor, kind) of every tensor whose making the constructor's line is noted for: buffers and plain
     tensor attributes (kind None), parameters ("parameter": the line that built a layer, `nn.Linear(d, d,
     bias=False)`, is where its construction goes wrong) and the tensors of plain lists, tuples and dicts
-    ("container": `self.masks = {t: ...}`, path `masks[3]`)."""
+    ("container": `self.masks = {t: ...}`, path `masks[3]`), and the parameters of the layers of such a container
+    ("unregistered": `self.projections = [nn.Linear(d, d) for _ in range(3)]`, path `projections[0].weight`)."""
     found = [(path, t, None) for path, t in _tensor_attributes(module)]
     found += [(path, p, "parameter") for path, p in module.named_parameters()]
     for name, mod in module.named_modules():
         for attr, value in vars(mod).items():
             if attr in _MODULE_INTERNALS or not isinstance(value, (dict, list, tuple)):
                 continue
-            items = value.items() if isinstance(value, dict) else enumerate(value)
+            items = list(value.items() if isinstance(value, dict) else enumerate(value))
             found += [(f"{name + '.' if name else ''}{attr}[{key!r}]", t, "container") for key, t in items
                       if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter)]
+            found += [(f"{name + '.' if name else ''}{attr}[{key!r}].{path}", p, "unregistered") for key, layer in items
+                      if isinstance(layer, nn.Module) for path, p in layer.named_parameters()]  # a layer of a plain
+            # list: its line is where the list was built
     return found
 
 
+WEIGHTS = ("parameter", "unregistered")  # kinds of origin whose line is the layer's (`first`); no mask
 _MODULE_INTERNALS = frozenset(vars(nn.Module()))  # _parameters, _buffers, _modules, hooks: nn.Module's own
 
 

@@ -338,6 +338,8 @@ class TraceResult(Reply):
     output: dict[str, JSON] | None = None
     lines: list[dict[str, JSON]] | None = None  # the lines of the module's forward in the order it ran them
     # ({"at", "code"}, a line run again after another counted again): where two modes' paths part
+    untouched: list[dict[str, JSON]] | None = None  # where the constructor made each parameter the forward never
+    # read ({"at", "code", "path", "kind"}): a layer made and never used is told at its line
 
 
 @dataclass

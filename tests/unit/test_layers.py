@@ -41,11 +41,14 @@ ALLOWED = {
 # the trace detectors and what they are made of, which the mutants import: pure (no process, no catalogue, no wire),
 # so that importing a mutant never loads the side of the trace that reads the mutants' catalogue
 TRACE_PURE = tuple(f"harness.engine.trace.{m}" for m in ("vocabulary", "naming", "registry", "detect_layout",
-                                                         "detect_scores", "detect_mask", "detect_output",
-                                                         "detect_params", "detect_widths", "detectors"))
+                                                         "detect_rope", "detect_scores", "detect_mask",
+                                                         "detect_output", "detect_params", "detect_widths",
+                                                         "detectors"))
 ALLOWED.update(dict.fromkeys(TRACE_PURE, TRACE_PURE))
 ALLOWED["harness.engine.trace.detect_widths"] = (*TRACE_PURE, "harness.engine.rewrite")  # the student's line parsed
 # through rewrite.parse (one AST at a time); rewrite itself is pure: it imports only the trace's vocabulary
+ALLOWED["harness.engine.trace.detect_rope"] = (*TRACE_PURE, "reference.rotary")  # the rotary frequencies a table's
+# values are read against (pure numpy)
 ALLOWED.update(dict.fromkeys(CONFINEMENT, (*CONFINEMENT, "harness.wire", "harness")))
 LOCAL_IMPORT_REASONS = ("optional dependency", "start-up", "PLC0415")  # what the comment on the line must say
 

@@ -52,7 +52,7 @@ def _marks(lazy: str, whole: bool = False) -> list[tuple[str, str]]:
     x = torch.randn(2, 3, 8)
     names = {id(p): n for n, p in module.named_parameters()} | {id(x): "x"}  # as the worker names them
     recorder = TraceRecorder(inspect.getsourcefile(Attention), names)
-    with torch.no_grad(), recorder:
+    with torch.enable_grad(), recorder:  # as the worker records a forward: autograd on
         module(x)
     _, found, _ = analyse(recorder.ops, dict(WORKED))
     return [(m["id"], recorder.ops[m["step"] - 1]["code"] if m.get("step") else "") for m in found

@@ -13,6 +13,7 @@ from harness.engine.trace.vocabulary import (FUSED_MHA, HEADS_BEHIND, KEYS_WITH,
 
 SLICE_DETECTORS = ("split-order-on-slice", "view-on-slice")  # a view of a slice raised: not a missing contiguous()
 ROLE_NAMES = {"q": "queries", "k": "keys", "v": "values"}
+ATTENDED = ("mix values", "attention (fused)")  # the steps the heads' outputs come from
 
 
 def _role_id(roles: str) -> str:
@@ -173,7 +174,9 @@ def strided_heads(f: Findings) -> None:
     splits = [op["i"] for op in f.ops if _view(namer, op, "B, n, d", STRIDED)]
     merges = ([op["i"] for op in f.ops if op["op"] in TRANSPOSES and op["in"]
                and namer.sym(op["in"][0]) == "B, H, n, dh" and namer.sym(op.get("out")) == STRIDED]
-              or [op["i"] for op in f.ops if _view(namer, op, STRIDED, "B, n, d")])
+              or [op["i"] for op in f.ops if _view(namer, op, STRIDED, "B, n, d")
+                  and namer.derives_from(op["in"][0], ATTENDED)])  # (a rotary embedding's pairs stacked back
+    # over the full width, (B, n, d/2, 2) -> (B, n, d), have that shape in the worked example: no heads' outputs)
     if not splits:
         for i in merges:
             f.mark(i, {"id": "merge-strided", "text": (

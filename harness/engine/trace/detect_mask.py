@@ -10,7 +10,8 @@ import numpy as np
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
 from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, DROPOUTS, MADE_A_BUFFER, MULTIPLIES,
-                                             PASS_THROUGH, SCORES_LIKE, VIEWS, WORKED, number, square_pattern)
+                                             PASS_THROUGH, SCORES_LIKE, VIEWS, WEIGHT_ORIGINS, WORKED, number,
+                                             square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 PROBED_FILL = -5e4  # causal-leakage's probe pushes real scores near -5e4 (the size fp16 activations reach): a fill
@@ -305,7 +306,7 @@ def _made_at(f: Findings, m: int) -> dict | None:
 def _made_mask(t: dict) -> bool:
     """A tensor the constructor made that may be a mask: a buffer, a plain attribute or a tensor of a container,
     with axes (a parameter's origin is its layer's line: a weight, learned, is no mask whose pattern was chosen)."""
-    return "made" in t and bool(t["shape"]) and t["made"].get("kind") != "parameter"
+    return "made" in t and bool(t["shape"]) and t["made"].get("kind") not in WEIGHT_ORIGINS
 
 
 def _mask_pattern(namer: Namer, op: dict) -> list | None:
@@ -578,9 +579,9 @@ def _mask_side_origins(f: Findings, m: int) -> list[dict]:
     """Where the constructor made the module tensors that operation `m` takes its mask from (not the scores'
     side): the `made` of each, directly or through the operations that sliced, cast or compared it."""
     inputs, ops = _mask_side(f, m)
-    found = [t["made"] for t in inputs if "made" in t and t["made"].get("kind") != "parameter"]
+    found = [t["made"] for t in inputs if "made" in t and t["made"].get("kind") not in WEIGHT_ORIGINS]
     for a in sorted(ops):
-        found += [t["made"] for t in f.ops[a]["in"] if "made" in t and t["made"].get("kind") != "parameter"]
+        found += [t["made"] for t in f.ops[a]["in"] if "made" in t and t["made"].get("kind") not in WEIGHT_ORIGINS]
     return found
 
 

@@ -1,8 +1,12 @@
-"""The detector of parameters made inside forward: `nn.Linear(d, d)` (or `torch.randn(d, d)` used as a weight)
-written in forward instead of __init__ builds new random weights at every call.  The recorder sees the layer's
+"""The detectors of the layer's weights: a layer kept in a plain list, a layer forward never uses, and parameters
+made inside forward: `nn.Linear(d, d)` (or `torch.randn(d, d)` used as a weight) written in forward instead of
+__init__ builds new random weights at every call.  The recorder sees the layer's
 construction itself: its random initialisation (`kaiming_uniform_`, `uniform_`...) runs at the student's line in
 forward, and the tensor it fills is then used as a weight (linear's weight, a matmul's operand).  A random tensor
-that is compared or multiplied first (a hand-written dropout mask, `torch.rand(...) < p`) is not a weight."""
+that is compared or multiplied first (a hand-written dropout mask, `torch.rand(...) < p`) is not a weight.  The
+child notes, for each weight a recorded operation uses, where the constructor made it and whether the module
+registers it (`made`, kind "unregistered": a layer of a plain list or dict), and where it made the parameters the
+forward never used (`f.cfg["untouched"]`)."""
 from __future__ import annotations
 
 from harness.engine.trace.registry import Findings, detector
@@ -57,3 +61,53 @@ DRAWN = {  # the mistake as this line tells it: weights drawn (nn.Parameter(torc
                 "the same input, the weights are none of the module's parameters (the count is short), so the "
                 "optimizer never trains them, and .to(device) leaves them on the CPU."),
 }
+
+
+@detector("layer-in-plain-list")
+def layer_in_plain_list(f: Findings) -> None:
+    """A weight the forward computes with that belongs to a layer of a plain Python list or dict (`self.projections
+    = [nn.Linear(d, d) for _ in range(3)]`): nn.Module never registers it, so model.parameters(), .to(device) and the
+    state_dict miss it.  Marked once, at the first such use, the line to change being the one that built the
+    container."""
+    for op in f.ops:
+        made = next((t["made"] for t in op["in"] if (t.get("made") or {}).get("kind") == "unregistered"
+                     and t["made"].get("at") not in (None, "?")), None)
+        if made:
+            container = made.get("path", "").split("[", 1)[0]
+            f.mark(op["i"], {"id": "layer-in-plain-list", "text": (
+                f"this weight belongs to a layer kept in the plain Python container self.{container} (built at "
+                f"{made['at']}): nn.Module never registers it, so model.parameters() misses it (an optimiser never "
+                "trains it), .to(device) leaves it behind and the state_dict does not save it; keep the layers as "
+                "attributes or in an nn.ModuleList / nn.ModuleDict"), "at": made["at"], "code": made.get("code", "")},
+                keep_earlier=True)
+            return
+
+
+@detector("layer-never-used")
+def layer_never_used(f: Findings) -> None:
+    """A layer made in __init__ whose parameters the forward, run to the end in eval and in training mode, never
+    touched: counted, saved and moved, never trained.  Told at the line that built it.  A layer the proven reading
+    takes a role from (an output projection made and never applied) is heads-not-projected's to tell, and one of
+    the query, key or value projections left out is another mistake than a layer too many: neither is marked."""
+    used = _names_used(f.ops) | _names_used(((f.cfg.get("training") or {}).get("ops")) or [])
+    if not f.complete or not used:  # a forward whose weights the trace never saw read (a TorchScript module runs
+        # its operations where the recorder cannot see them) says nothing of which ones it used
+        return
+    roles = " ".join((f.cfg.get("roles") or {}).values())
+    params = f.cfg.get("params") or []
+    for made in f.cfg.get("untouched") or []:
+        layer = made.get("path", "").rpartition(".")[0]
+        own = [p for p in params if p.rpartition(".")[0] == layer]
+        if not layer or not own or layer in roles or any(p in used for p in own) or made.get("at") in (None, "?"):
+            continue
+        f.mark_whole("layer-never-used", (
+            f"self.{layer} is made here in __init__, but forward never uses it: its {len(own)} parameter tensor"
+            f"{'s' if len(own) > 1 else ''} ({', '.join(own)}) get no gradient, so they are counted and saved but "
+            "never trained; delete it, or use it where it was meant to be used"),
+            {"at": made["at"], "code": made.get("code", "")})
+        return
+
+
+def _names_used(ops: list[dict]) -> set[str]:
+    """The module's tensors (by name) that these recorded operations read."""
+    return {t["name"] for op in ops for t in op["in"] if isinstance(t, dict) and t.get("name")}

@@ -1,5 +1,5 @@
-"""Detectors of the scores on their way to the weights: the softmax's axis, a fused attention's own mask, and
-the scores' total scale (the lesson divides them by sqrt(dh), once)."""
+"""Detectors of the scores on their way to the weights: the softmax's axis, the weights made without autograd, a
+fused attention's own mask, and the scores' total scale (the lesson divides them by sqrt(dh), once)."""
 from __future__ import annotations
 
 import math
@@ -26,6 +26,20 @@ def softmax_axis(f: Findings) -> None:
             continue
         if f.namer.sym(op["in"][0]) in SCORES_LIKE or shape[int(dim) % ndim] != f.cfg["n"]:
             f.mark(s, _softmax_axis(int(dim), ndim))
+
+
+@detector("weights-without-grad")
+def weights_without_grad(f: Findings) -> None:
+    """The attention weights computed with autograd turned off by the student's code (`with torch.no_grad():` around
+    the softmax; the trace itself runs with autograd on): the output is right, but no gradient flows back through
+    the weights to the scores, so the query and key projections never learn.  Marked at the softmax."""
+    for s in f.named("softmax"):
+        if f.ops[s].get("no_grad"):
+            f.mark(s, {"id": "weights-without-grad", "text": (
+                "the attention weights are computed here with autograd turned off (inside torch.no_grad()): the "
+                "output is right, but no gradient reaches the scores, so W_q and W_k get none and never learn; "
+                "compute the weights outside any torch.no_grad() block")}, keep_earlier=True)
+            return
 
 
 MHA_MASK_REMEDY = ("Pass the causal mask to your nn.MultiheadAttention call: attn_mask=torch.triu(torch.ones(n, n, "

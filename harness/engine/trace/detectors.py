@@ -17,8 +17,10 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   kv-heads-expanded, raised (the operation that raised, and what its tensors say of why); input-changed-in-place;
   values-rotated (the values multiplied by the rotary embedding's positions, as the queries or keys are);
   merge-view-to-input-width (read from the forward recorded with the widths apart)
-- detect_scores: softmax-not-last-axis; sdpa-without-causal, sdpa-mask-keeps-future; scores-not-scaled,
-  scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
+- detect_rope: keys-not-rotated, keys-rotated-out-of-step, rotated-before-split, frequencies-from-model-width (read
+  from the rotary tables' values)
+- detect_scores: softmax-not-last-axis; weights-without-grad; sdpa-without-causal, sdpa-mask-keeps-future;
+  scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
   the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly;
   mask-includes-diagonal, mask-keeps-future, mask-hides-past, mask-one-token-late, mask-hides-nothing, mask-wrong;
@@ -27,7 +29,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   mask-only-in-eval (read from the forward recorded in training mode too); dropout-before-softmax;
   mask-dropped-out (both read from the training forward's NaN and mask beside the eval one's); additive-finite-mask
 - detect_output: heads-not-projected; out-proj-without-bias
-- detect_params: layer-made-in-forward
+- detect_params: layer-made-in-forward; layer-in-plain-list; layer-never-used (read from where the constructor made
+  the parameters forward never touched)
 - detect_widths: heads-full-width, heads-full-width-unprojected (every head's scores summed over the layer's whole
   width d, not d / H);
   head-width-from-input (read from the forward recorded with the widths apart); guard-refuses-divisible (read from
@@ -39,14 +42,15 @@ themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a
 """
 from __future__ import annotations
 
-from harness.engine.trace import (detect_layout, detect_mask, detect_output, detect_params, detect_scores,
-                                  detect_widths)
+from harness.engine.trace import (detect_layout, detect_mask, detect_output, detect_params, detect_rope,
+                                  detect_scores, detect_widths)
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import DETECTORS, ORDER, Detector, Findings, run
 
 __all__ = ["DETECTORS", "MODULES", "find", "in_order"]
 
-MODULES = (detect_layout, detect_scores, detect_mask, detect_output, detect_params, detect_widths)  # the order they
+MODULES = (detect_layout, detect_rope, detect_scores, detect_mask, detect_output, detect_params,
+           detect_widths)  # the order they
 # run in (see the docstring)
 
 

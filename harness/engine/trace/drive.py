@@ -82,6 +82,7 @@ def record(ctx, display: str = "") -> TraceResult:
     steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst),
                                             "roles": _roles(ctx), **({"apart": apart} if apart else {}),
                                             **({"long": long} if long else {}),
+                                            "untouched": reply.untouched or [],
                                             "lines": reply.lines or [], **({"training": training} if training else {})},
                                   complete=not reply.raised and not result.truncated, output=reply.output)
     result.steps, result.mistakes = steps, name_mistakes(found, form.name)

@@ -80,6 +80,10 @@ KEYS_WITH = "project the keys with "  # a keys-from-query-weights mark's last wo
 # name (harness.engine.rewrite reads it there)
 
 
+WEIGHT_ORIGINS = ("parameter", "unregistered")  # the kinds of a module tensor's origin (`made`) that are a layer's
+# weights, registered or in a plain list: no mask, whatever its values
+
+
 def is_weight(t: dict) -> bool:
     """A recorded tensor that is one of the module's parameters or buffers (the input is recorded as "x")."""
     return bool(t.get("name")) and t["name"] != "x"

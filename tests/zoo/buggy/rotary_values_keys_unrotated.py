@@ -4,17 +4,17 @@ submodule turns the values as well as the queries, and never the keys.
 Before, no rotary convention and no single known mistake reproduced it, so the weights were not mapped, every weight
 check was cannot-tell and no check failed: a real bug with the verdict CANNOT TELL.  Two rotary mistakes now compose
 (`variants.compose`: both declare the same `rope` setting), the mapping is proven by the pair under one reading and
-one convention, and both are named from the numbers.  `mha-check trace` marks the values' rotation (the line of
-forward that calls the RoPE submodule on them), so that mistake comes first, with its line; the keys never rotated
-have no step to mark.
+one convention, and both are named from the numbers.  `mha-check trace` marks both at the line of forward that calls
+the RoPE submodule: the queries turned while the keys reach the scores straight from their projection (the first
+turn the forward makes, so that mistake comes first), and the values' rotation.
 """
 import torch
 import torch.nn as nn
 
 TARGET = "MultiheadSelfAttentionWithRoPE"
 EXPECT = ("reference-match", "gradient-match")
-DIAGNOSIS = ("rope-on-values", "rope-keys-not-rotated")  # two mistakes at once: both named from the numbers, the
-# marked one first
+DIAGNOSIS = ("rope-keys-not-rotated", "rope-on-values")  # two mistakes at once: both named from the numbers, in
+# the order the forward reaches their marks
 
 
 class RotaryPositionalEmbedding(nn.Module):
