@@ -444,8 +444,12 @@ class Worker:
         except StudentError as e:
             raised = e.text
         read = {t.get("name") for op in recorder.ops for t in op["in"]}
+        picked = inst["calling"].pick(request.style)
+        off = {p for norm in inst["norms"] for p in norm.params} if picked is not None and picked.norms_off else set()
+        # (a normalisation this call style switches off is never read, by our doing: not a layer forward leaves
+        # unused; a correct pre-norm sublayer's RMSNorm was marked unused-projection)
         untouched = [made for made in recorder.made.values() if made.get("kind") == "parameter"
-                     and made.get("path") not in read]
+                     and made.get("path") not in read | off]
         return m.TraceResult(recorder.ops, recorder.truncated, raised, output, trail.lines, untouched)
 
     def _origins(self, inst: dict, n: int) -> dict[int, dict]:
