@@ -19,6 +19,7 @@ INFO = MutantInfo(
     remedy=("Keep the projections as submodules (attributes, or an nn.ModuleList), not in a plain Python list, so"
             " they are registered and trained."),
     fix="self.q, self.k, self.v = (nn.Linear(d, d_out, bias=qkv_bias) for _ in range(3))  # or nn.ModuleList([...])",
+    rewrite="module-list",
     trace=("layer-in-plain-list",),
     example=(
         "self.qkv = [nn.Linear(8, 8) for _ in range(3)]: a plain list\n"

@@ -33,7 +33,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
          "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
-         "divisible": ""}
+         "divisible": "", "module-list": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -68,7 +68,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     tril(..., diagonal=-1), which marks the past, used as the positions to hide: triu(..., diagonal=1), the
     future) and "head-width" (the heads split with a head width computed on the line, `c // self.n_head` with c read
     off x: -1, the projection's own width divided among the heads) and "divisible" (a divisibility guard the wrong
-    way round, `assert d % h` or `if d % h == 0: raise ...`: refusing only a non-zero remainder)."""
+    way round, `assert d % h` or `if d % h == 0: raise ...`: refusing only a non-zero remainder) and "module-list"
+    (layers kept in a plain list or dict: the same list in nn.ModuleList, the dict in nn.ModuleDict)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -589,6 +590,25 @@ def _past(line: str, tree: ast.Module) -> str | None:
     return fixed[:name] + "triu" + fixed[name + len("tril"):]
 
 
+def _module_list(line: str, tree: ast.Module) -> str | None:
+    """self.projections = [nn.Linear(d, d) for _ in range(3)]  ->  self.projections = nn.ModuleList([nn.Linear(d, d)
+    for _ in range(3)]); a dict of layers in nn.ModuleDict: an assignment of one list or dict (written out or
+    comprehended) that builds layers, the container named as the layers' own module is (`nn.`, `torch.nn.`); None
+    where the layers are named bare (`Linear(...)`: whether ModuleList is imported is not the line's to say)."""
+    statement = tree.body[0]
+    value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
+    kind = {ast.List: "ModuleList", ast.ListComp: "ModuleList", ast.Dict: "ModuleDict",
+            ast.DictComp: "ModuleDict"}.get(type(value))
+    if kind is None:
+        return None
+    layers = [c for c in ast.walk(value) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
+    homes = {_text(line, c.func.value) for c in layers}
+    home = next((h for h in homes if h.split(".")[-1] == "nn"), None)  # nn.Linear, torch.nn.Linear
+    if home is None:
+        return None
+    return f"{line[:value.col_offset]}{home}.{kind}({_text(line, value)}){line[value.end_col_offset:]}"
+
+
 def _head_width(line: str, tree: ast.Module) -> str | None:
     """q.view(b, t, self.n_head, c // self.n_head)  ->  q.view(b, t, self.n_head, -1): the one view, reshape or
     unflatten on the line whose last size (of a tuple of sizes too) is computed there, by // or int(a / b), left to
@@ -648,4 +668,4 @@ def _called(call: ast.Call) -> str:
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
          "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
          "buffer": _buffer, "bias": _bias, "merge-width": _merge_width, "undrop": _undrop,
-         "past": _past, "head-width": _head_width, "divisible": _divisible}
+         "past": _past, "head-width": _head_width, "divisible": _divisible, "module-list": _module_list}
