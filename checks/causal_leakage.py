@@ -170,8 +170,11 @@ def causal_leakage(ctx):
         outputs = [o.y for o in outputs]
         if outputs[0].shape != (cfg.batch, cfg.n, cfg.d_out):  # output-shape failed: measured by the token axis
             return _by_token_axis(ctx, inst, x, cfg, outputs, labels, off_shape)
-        outcome = _leak_verdict(jacobian, cfg) or moved(outputs, labels, kinds=("ordinary",))
+        leak = _leak_verdict(jacobian, cfg)
+        outcome = leak or moved(outputs, labels, kinds=("ordinary",))
         huge = moved(outputs, labels, kinds=("huge",)) if outcome is None else None
+        if leak is None and (outcome is not None or huge is not None) and not answers_again(inst, x, outputs[0]):
+            return None  # moved between two calls on the same input: no evidence of the future (see answers_again)
         if huge is not None and _future_won(outputs, labels):
             huge_only.append(cfg)  # the future's scores passed a finite mask: decided by the realistic probes
         elif huge is not None:  # said so: a change of 1e-14 reads as rounding to a student, yet causal code gives 0
@@ -501,6 +504,16 @@ def perturbed(x, cfg, ctx, kinds, splits=None):
             inputs.append(x2)
             labels.append((split, kind))
     return inputs, labels
+
+
+def answers_again(inst, x, y) -> bool:
+    """Whether the module gives `y` again for `x`.  A forward that draws something at every call (a layer created in
+    forward, weights drawn anew) moves every output between any two calls, perturbed or not: the perturbations'
+    changes are then no evidence of the future (its one call's gradient, judged first, found none), and a student's
+    SDPA layer with is_causal=True was told its future leaks and to mask its scores; batch-independence and
+    eval-determinism say what is wrong.  Asked only after a change was seen."""
+    (again,) = inst.forward_many([x])
+    return np.array_equal(again, y, equal_nan=True)
 
 
 def moved(outputs, labels, why="", kinds=("ordinary", "huge")):

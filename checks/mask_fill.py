@@ -19,7 +19,7 @@ import numpy as np
 from dataclasses import replace
 
 from checks import cannot_tell, check, failed, passed
-from checks.causal_leakage import along_tokens, causal_leakage, moved, perturbed
+from checks.causal_leakage import along_tokens, answers_again, causal_leakage, moved, perturbed
 
 BELOW_ANY_FILL = 1e6  # the tokens' scale in the second probe: scores of order -1e12, below any finite fill in use
 
@@ -52,10 +52,13 @@ def mask_fill(ctx):
         if inst.layout is not None:  # weights of its own: an earlier check's transplant may hide the leak (W_q = 0)
             ctx.transplant(inst, ctx.weights_for(inst, "mask-fill"))
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill"), cfg, ctx, ("huge",))
-        outputs = along_tokens(inst.forward_many(inputs), cfg)  # an output of the wrong shape by its token axis
+        raw = inst.forward_many(inputs)
+        outputs = along_tokens(raw, cfg)  # an output of the wrong shape by its token axis
         if outputs is None:  # (causal-leakage judged it so): no single axis is the tokens' here, nothing to judge
             return None
         outcome = moved(outputs, labels)
+        if outcome is not None and not answers_again(inst, inputs[0], raw[0]):
+            return None  # a forward that moves between two calls on one input: no evidence of a fill
         if outcome is not None:
             return failed(outcome.message.replace(": the future leaks into the past", "") + ": the future is masked "
                           "by a finite value that large scores get past (a -inf fill never lets them)",
@@ -66,13 +69,14 @@ def mask_fill(ctx):
         ctx.transplant(inst, _scores_below_any_fill(ctx.weights_for(inst, "mask-fill-low"), cfg.heads))
         # only the first token's scores are all below the fill: the tokens after it changed, its output watched
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill-low"), cfg, ctx, ("ordinary",), splits=(0,))
-        outputs = along_tokens(inst.forward_many([x * BELOW_ANY_FILL for x in inputs]), cfg)
+        raw = inst.forward_many([x * BELOW_ANY_FILL for x in inputs])
+        outputs = along_tokens(raw, cfg)
         if outputs is None:
             return None
         outcome = moved(outputs, labels,
                         why=" with every query's score for its own token about -1e12 (W_k = -W_q, tokens 1e6 times "
                             "larger)", kinds=("ordinary",))
-        if outcome is None:
+        if outcome is None or not answers_again(inst, inputs[0] * BELOW_ANY_FILL, raw[0]):
             return None
         return failed(outcome.message.replace(": the future leaks into the past", "") + ": the future is masked by a "
                       "finite value that scores below it lose to (a -inf fill never lets the future in)",

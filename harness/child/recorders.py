@@ -78,6 +78,15 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
             return False
 
     def _follow(self, name, args, kwargs, result) -> None:
+        if name == "__set__" and len(args) == 2 and all(isinstance(a, torch.Tensor) for a in args):
+            self._set_data(*args)
+            return
+        if name == "_parse_to" and isinstance(result, tuple):  # Module.to(x.device): the device it parses is x's
+            if any(self._moves_to(a) for a in [*args, *kwargs.values()] if not isinstance(a, torch.Tensor)):
+                for device in (d for d in result if isinstance(d, torch.device)):
+                    self.moving_devices.add(id(device))
+                    self.keep.append(device)
+            return
         if isinstance(result, torch.device):  # Tensor.device: the device of a moving tensor moves with it
             if args and isinstance(args[0], torch.Tensor) and id(args[0]) in self.moving:
                 self.moving_devices.add(id(result))
@@ -111,11 +120,22 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
             self.keep.append(out)
             if moves:
                 self.moving.add(id(out))
+                self.staying.discard(id(out))  # .to(x.device) may hand back the tensor itself (already there)
             else:
                 self.staying.add(id(out))
         if name in self.FACTORIES and not moves and outputs and outputs[0].dim() > 0 and len(self.created) < 20:
             self.created.append({"call": f"torch.{name}", "shape": list(outputs[0].shape), "at": self._where(),
                                  "device": _trace_scalar(kwargs["device"]) if device_given else None})
+
+    def _set_data(self, target: torch.Tensor, value: torch.Tensor) -> None:
+        """`target.data = value`, as Module.to and .cuda() move a module's parameters: the parameter now holds the
+        moved values and goes where they go (a student's `nn.Linear(C, C).to(x.device, x.dtype)` made in forward
+        was read as weights left on the CPU)."""
+        if id(value) in self.moving:
+            self.staying.discard(id(target))
+            self.moving.add(id(target))
+            self.seen.add(id(target))
+            self.keep.append(target)
 
     def _where(self) -> str:
         frame = sys._getframe(3)
