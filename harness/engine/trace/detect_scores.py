@@ -93,7 +93,8 @@ def scale(f: Findings) -> None:
             continue
         dh = _queries_width(f, ancestors, f.cfg["d"] // f.cfg["heads"])
         factors = [(i, k) for i, k in f.namer.scale_factors if i in ancestors]
-        total = math.prod(k for _, k in factors) * (_fused_scale(f, dh) if target in f.namer.fused else 1.0)
+        total = math.prod(k for _, k in factors) * (_fused_scale(f.ops[target], dh) if target in f.namer.fused
+                                                     else 1.0)
         want = 1 / math.sqrt(dh)
         if not math.isclose(total, want, rel_tol=1e-6):
             divisor = 1 / total if total else float("inf")
@@ -178,16 +179,15 @@ def _dropout_by_hand(f: Findings) -> None:
                 "or use an nn.Dropout module")}, keep_earlier=True)
 
 
-def _fused_scale(f: Findings, dh: int) -> float:
-    """What the fused attentions multiply the scores by: their `scale`, else 1/sqrt(their queries' width)."""
-    total = 1.0
-    for i in f.namer.fused:
-        op = f.ops[i]
-        if op["op"] == "scaled_dot_product_attention":
-            given = number(op["kwargs"].get("scale"))
-            q_width = op["in"][0]["shape"][-1] if op["in"] else dh
-            total *= given if given is not None else 1 / math.sqrt(q_width)
-    return total
+def _fused_scale(op: dict, dh: int) -> float:
+    """What one fused attention multiplies its scores by: its `scale`, else 1/sqrt(its queries' width).  Only the
+    attention judged: a layer of single heads calls one per head (a ModuleList of heads), and the product of all
+    their scales (1/2 times 1/2 for two heads of width 4) marked a correct first head "divided by dh"."""
+    if op["op"] != "scaled_dot_product_attention":
+        return 1.0
+    given = number(op["kwargs"].get("scale"))
+    q_width = op["in"][0]["shape"][-1] if op["in"] else dh
+    return given if given is not None else 1 / math.sqrt(q_width)
 
 
 def _softmax_axis(dim: int, ndim: int) -> dict:
