@@ -78,6 +78,8 @@ class DeviceRecorder(torch.overrides.TorchFunctionMode):
             return False
 
     def _follow(self, name, args, kwargs, result) -> None:
+        if name == "_has_compatible_shallow_copy_type":  # Module.to asking whether param.data may be replaced:
+            return  # bookkeeping, no computation that would mix devices
         if name == "__set__" and len(args) == 2 and all(isinstance(a, torch.Tensor) for a in args):
             self._set_data(*args)
             return

@@ -22,8 +22,8 @@ class Projected(nn.Module):
         y = self.q(x)
         if self.how == "mask":
             return y.masked_fill(torch.ones(x.shape[1], 4).bool(), 0.0)
-        out = nn.Linear(4, 4)
-        if self.how == "to-device-dtype":
+        out = nn.Linear(4, 4, dtype=torch.float32 if self.how == "to-new-dtype" else None)
+        if self.how in ("to-device-dtype", "to-new-dtype"):  # (a new dtype: Module.to sets param.data to a copy)
             out = out.to(x.device, x.dtype)
         elif self.how == "to-device":
             out = out.to(x.device)
@@ -47,7 +47,7 @@ def _mixes(how: str) -> list[dict]:
 
 
 def test_a_layer_moved_to_the_inputs_device_moves_with_it():
-    for how in ("to-device-dtype", "to-device", "to-keyword"):
+    for how in ("to-device-dtype", "to-new-dtype", "to-device", "to-keyword"):
         assert _mixes(how) == [], how
 
 
