@@ -35,6 +35,24 @@ def _explain_difference(extra: int, cfg) -> tuple[str, str]:
     return fitting[0] if len(fitting) == 1 else ("", "count: other")
 
 
+def _full_width(got: int, cfg) -> tuple[str, str] | None:
+    """(what it looks like, "count: full-width heads") when `got` is exactly the count of H heads of width d_out each:
+    H·3·d_in·d_out for W_q, W_k, W_v (H·d_out more for each Q/K/V bias), and an output projection from H·d_out
+    (H·d_out² + d_out) or none (heads stacked side by side).  Exact, so it holds whatever the modular patterns of
+    `_explain_difference` say: the difference from a lesson count with other biases fits none of them (raw
+    Parameters W_q of (d, H·d) were told "no known mistake matches", a student's trial)."""
+    h, d_in, d = cfg.heads, cfg.d_in, cfg.d_out
+    if h < 2:
+        return None
+    qkv = {h * 3 * d_in * d + h * d * b for b in range(4)}
+    outs = {"an output projection from H·d_out": {h * d * d, h * d * d + d}, "no output projection": {0}}
+    for said, sizes in outs.items():
+        if any(got == a + o for a in qkv for o in sizes):
+            return (f"{h} heads each as wide as d_out={d} (W_q, W_k, W_v of {d_in}×{h}·{d}) and {said}: the count "
+                    "grows with the number of heads", "count: full-width heads")
+    return None
+
+
 EXTRA_FIX = """The lesson's layer has W_q, W_k, W_v and one output projection. A further Linear(d_out, d_out) after
     it (say, after nn.MultiheadAttention, which has its own out_proj) adds d_out² + d_out parameters and computes
     nothing two linear maps in a row cannot: keep one output projection."""
@@ -118,10 +136,22 @@ def param_count(ctx):
     bias_sets = BIAS_SETS if out_proj else [b - {"bo"} for b in BIAS_SETS]
     formula = "3·{0}·{1} + {1}² + biases" if out_proj else "3·{0}·{1} + biases (one head, no output projection)"
 
+    def counted(inst) -> int:
+        return inst.info.param_count - norms_left_out(inst.info)[0] - sum(size for _, size in
+                                                                         frozen_constants(inst.info))
+
+    def full_width(got: int, cfg) -> tuple[str, str] | None:
+        """`_full_width`, only when every required configuration's count is that of full-width heads too: with
+        the small widths of one configuration an unused Linear(6, 8) gave the count of two full-width heads."""
+        said = None if ctx.grouped else _full_width(got, cfg)
+        if said and all(_full_width(counted(ctx.built(other)), other) for other in ctx.required_configs()):
+            return said
+        return None
+
     def prop(cfg):
         inst = ctx.built(cfg)  # counting needs no forward pass
-        norm_size, norm_note = norms_left_out(inst.info)
-        got = inst.info.param_count - norm_size - sum(size for _, size in frozen_constants(inst.info))
+        norm_note = norms_left_out(inst.info)[1]
+        got = counted(inst)
         biases = _biases(inst, out_proj)
         kv = _kv_width(ctx, cfg, inst)
         allowed = sorted({_expected(cfg, b, kv, out_proj) for b in bias_sets}) if biases is None else \
@@ -139,7 +169,8 @@ def param_count(ctx):
             return None
         explained = {_explain_difference(got - a, cfg) for a in allowed} - {("", "count: other")}
         want = allowed[0] if biases is not None else min(allowed, key=lambda a: abs(a - got))
-        looks_like, code = next(iter(explained)) if len(explained) == 1 else ("", "count: other")
+        looks_like, code = full_width(got, cfg) or (next(iter(explained)) if len(explained) == 1 else
+                                                      ("", "count: other"))
         if kv is not None and kv != cfg.d_out and biases is not None and got == _expected(cfg, biases):
             looks_like, code = (f"W_k and W_v of {cfg.d_out} rows, one key/value head per query head: the number of "
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",

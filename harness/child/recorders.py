@@ -453,6 +453,8 @@ class OriginRecorder(TraceRecorder):
         self.made_by: dict[int, dict] = {}  # id(tensor) -> {"op", "at", "code", "from": [ids of its inputs]}
         self.first_by: dict[int, dict] = {}  # id(tensor) -> the first such record (a weight's: its layer's line, not
         # a later re-initialisation's)
+        self.wrapped: dict[tuple, int] = {}  # (data pointer, shape, strides) -> id of the tensor made there: what
+        # `nn.Parameter(t)` wraps is found from the parameter, another object over the same memory (`_wrapped`)
 
     def _record(self, func, args, kwargs, result, raised: str | None = None):
         if raised is not None or len(self.made_by) >= self.limit:
@@ -469,8 +471,18 @@ class OriginRecorder(TraceRecorder):
         for t in outs:
             self.made_by[id(t)] = record
             self.first_by.setdefault(id(t), record)
+            self.wrapped.setdefault(_memory(t), id(t))
             self.keep.append(t)
         self.keep.extend(inputs)
+
+    def _wrapped(self, t: torch.Tensor) -> int:
+        """id(t), or, for a tensor no operation made (a raw `nn.Parameter(torch.randn(d, d) / d ** 0.5)`: the
+        Parameter wraps the quotient without an operation torch reports), the id of the tensor made over the same
+        memory, so that the raw parameter has the line that made it (a student's W_q of (d, H·d) had none, and its
+        full-width heads no line)."""
+        if id(t) in self.made_by:
+            return id(t)
+        return self.wrapped.get(_memory(t), id(t))
 
     def origin(self, t: torch.Tensor, first: bool = False) -> dict | None:
         """{"at", "code"} of the student's line that made `t`: the tril/triu that shaped it if one did (not the
@@ -480,12 +492,12 @@ class OriginRecorder(TraceRecorder):
         that made it, alone (a parameter: the layer built at `nn.Linear(...)`, whose initialisation fills it, not
         an `_init_weights` that fills it again)."""
         if first:
-            made = self.first_by.get(id(t))
+            made = self.first_by.get(self._wrapped(t))
             return {"at": made["at"], "code": made["code"]} if made and made["at"] != "?" else None
-        latest = self.made_by.get(id(t))
+        latest = self.made_by.get(self._wrapped(t))
         if latest is None:
             return None
-        seen, todo, spectrum = set(), [id(t)], {}
+        seen, todo, spectrum = set(), [self._wrapped(t)], {}
         while todo:
             made = self.made_by.get(todo.pop(0))
             if made is None or id(made) in seen:
@@ -519,3 +531,11 @@ def square_nonzero(t: torch.Tensor, n: int) -> list | None:
     if top.shape[0] != 1:
         return None
     return (top[0] != 0).to(torch.int64).tolist()
+
+
+def _memory(t: torch.Tensor) -> tuple:
+    """Where a tensor's values lie and how they are laid out: the same for a tensor and a Parameter wrapping it."""
+    try:
+        return t.data_ptr(), tuple(t.shape), t.stride()
+    except RuntimeError:  # a tensor without storage (a functional or sparse one): its own
+        return id(t), (), ()

@@ -1,6 +1,7 @@
 """Where the constructor made a module's tensors (harness.child.recorders.OriginRecorder, Worker._origins): the
 line that shaped a mask buffer (its tril/triu, not the `.bool()` or `register_buffer` after it), what its first
-n x n positions mark, and no trace of the extra build in the generators the constructor drew from."""
+n x n positions mark, the line of the tensor a raw nn.Parameter wraps, and no trace of the extra build in the
+generators the constructor drew from."""
 import random
 
 import numpy as np
@@ -33,9 +34,10 @@ class Attn(nn.Module):
         self.hidden = torch.triu(torch.ones(block_size, block_size), 1)  # a plain attribute, right
         self.masks = {t: torch.ones(t, t).triu(1) for t in (2, 3)}  # a plain dict of masks
         nn.init.normal_(self.proj.weight, std=0.02)  # filled again: the layer's line stays the weight's
+        self.W_o = nn.Parameter(torch.randn(d_model, d_model) / d_model ** 0.5)  # wraps the quotient, no operation
 
     def forward(self, x):
-        return self.proj(x)
+        return self.proj(x) @ self.W_o
 '''
 
 
@@ -63,6 +65,9 @@ def test_a_buffers_line_is_the_one_that_shaped_it_and_the_generators_are_left_as
     # was built (the line a construction mistake such as bias=False is on), a weight, not a mask: no pattern
     assert (weight["at"], weight["kind"], weight["path"]) == ("attn.py:12", "parameter", "qkv.weight")
     assert "nonzero" not in weight and proj["at"] == "attn.py:13"
+    raw = origins[id(module.W_o)]  # a raw Parameter: the line of the quotient it wraps (a student's full-width W_q
+    # had no line, and its mistake none)
+    assert (raw["at"], raw["kind"], raw["path"]) == ("attn.py:20", "parameter", "W_o")
     cached = origins[id(module.masks[3])]  # a tensor of a plain container: its path names the key
     assert (cached["at"], cached["kind"], cached["path"]) == ("attn.py:18", "container", "masks[3]")
     assert cached["nonzero"] == [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
