@@ -146,9 +146,12 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     # (several lesson rules broken, each its own pattern: listed, not one named because trace marks its line)
     traced = [m for m in possible if any(mark["mutant"] == m for mark in marks) and not (rules_apart and m in maximal)
               and status.get(catalogue[m]["killed_by"][0]) == Status.FAIL
-              and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k for k in marks))
+              and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k and (
+                  not k.get("confirmed_by") or _confirmed(k, report)) for k in marks))
               and not _numbers_refute(m, numbers, marks)]
-    # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected)
+    # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected;
+    # where the mark says which check's finding confirms it, only with that finding: `k = self.W_k(x).detach()` is
+    # weights-under-no-grad told by its line where parameters-used finds the key projection alone without gradient)
     if len(set(traced)) == 1:
         lined = any(mark["mutant"] == traced[0] and mark.get("at") for mark in marks)  # a missing step has no line
         return _untested(_named(traced[0], "trace", "your forward pass shows this mistake's pattern" +
