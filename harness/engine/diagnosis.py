@@ -76,8 +76,9 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     status = {c.id: c.status for c in report.checks}
     kinds = {c.id: c.kind for c in report.checks}
     form, grouped = _form(ctx), _grouped(ctx)
-    fits = [m for m, e in catalogue.items() if (form is None or mutants.form(m) == form)  # a mistake of the
-            # layer's own form (single head)
+    fits = [m for m, e in catalogue.items() if mutants.form(m) == (form or "multi-head")  # a mistake of the
+            # layer's own form (single head); where the form is not known, the lesson's layer's (a single head's
+            # dropout left on is the multi-head one's pattern: one name, not two that hide each other)
             and (grouped is not False or not m.startswith(GROUPED_ONLY))  # a grouped-query mistake only in a
             # layer that has key/value heads of its own (a plain layer's leak was named gqa-mask-one-group)
             and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
