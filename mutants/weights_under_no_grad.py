@@ -13,7 +13,9 @@ INFO = MutantInfo(
     killed_by=("gradient-match", "parameters-used"),
     symptom=("The forward output is exactly right, but no gradient flows through the attention weights: W_Q and "
              "W_K get no gradient and never learn, and the input gradient is incomplete."),
-    remedy="Compute the attention weights outside any torch.no_grad() block, so the gradient reaches the projections.",
+    remedy=("Compute the attention weights, and the projections they come from, with autograd on: outside any "
+            "torch.no_grad() block and without .detach(), so the gradient reaches the projections."),
+    rewrite="detach",
     fix="w = torch.softmax(scores, dim=-1)  (outside any torch.no_grad() block)",
     trace=("weights-without-grad",),
     example=(

@@ -76,8 +76,9 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     status = {c.id: c.status for c in report.checks}
     kinds = {c.id: c.kind for c in report.checks}
     form, grouped = _form(ctx), _grouped(ctx)
-    fits = [m for m, e in catalogue.items() if (form is None or mutants.form(m) == form)  # a mistake of the
-            # layer's own form (single head)
+    fits = [m for m, e in catalogue.items() if mutants.form(m) == (form or "multi-head")  # a mistake of the
+            # layer's own form (single head); where the form is not known, the lesson's layer's (a single head's
+            # dropout left on is the multi-head one's pattern: one name, not two that hide each other)
             and (grouped is not False or not m.startswith(GROUPED_ONLY))  # a grouped-query mistake only in a
             # layer that has key/value heads of its own (a plain layer's leak was named gqa-mask-one-group)
             and (kinds.get(e["killed_by"][0]) != "rule" or report.math_correct)]  # a rule is named as the root
@@ -146,9 +147,12 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     # (several lesson rules broken, each its own pattern: listed, not one named because trace marks its line)
     traced = [m for m in possible if any(mark["mutant"] == m for mark in marks) and not (rules_apart and m in maximal)
               and status.get(catalogue[m]["killed_by"][0]) == Status.FAIL
-              and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k for k in marks))
+              and (not _contradicted(catalogue[m], mine) or any(k["mutant"] == m and "title" in k and (
+                  not k.get("confirmed_by") or _confirmed(k, report)) for k in marks))
               and not _numbers_refute(m, numbers, marks)]
-    # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected)
+    # (a mark that tells its own variant, a fill of 0 say, has its own pattern: the catalogue's is not expected;
+    # where the mark says which check's finding confirms it, only with that finding: `k = self.W_k(x).detach()` is
+    # weights-under-no-grad told by its line where parameters-used finds the key projection alone without gradient)
     if len(set(traced)) == 1:
         lined = any(mark["mutant"] == traced[0] and mark.get("at") for mark in marks)  # a missing step has no line
         return _untested(_named(traced[0], "trace", "your forward pass shows this mistake's pattern" +

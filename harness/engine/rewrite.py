@@ -33,7 +33,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
          "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
-         "divisible": "", "module-list": ""}
+         "divisible": "", "module-list": "", "detach": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -69,7 +69,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     future) and "head-width" (the heads split with a head width computed on the line, `c // self.n_head` with c read
     off x: -1, the projection's own width divided among the heads) and "divisible" (a divisibility guard the wrong
     way round, `assert d % h` or `if d % h == 0: raise ...`: refusing only a non-zero remainder) and "module-list"
-    (layers kept in a plain list or dict: the same list in nn.ModuleList, the dict in nn.ModuleDict)."""
+    (layers kept in a plain list or dict: the same list in nn.ModuleList, the dict in nn.ModuleDict) and "detach"
+    (a weight, a projection's output, the scores or the weights detached from autograd: the one .detach() left
+    out)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -446,6 +448,24 @@ def _diagonal(line: str, tree: ast.Module) -> str | None:
     return line[:end].rstrip() + (", " if call.args or call.keywords else "") + "diagonal=1" + line[end:]
 
 
+def _detach(line: str, tree: ast.Module) -> str | None:
+    """k = self.W_k(x).detach()  ->  k = self.W_k(x);  F.linear(x, self.W_q.weight.detach())  ->  F.linear(x,
+    self.W_q.weight): the one `.detach()` on the line, its tensor in its place (no line of the kind: None, the
+    mistake's remedy in words then, as for the weights computed under torch.no_grad())."""
+    calls = [c for c in _calls(tree, "detach", "detach_") if isinstance(c.func, ast.Attribute) and not c.args
+             and not c.keywords]
+    if len(calls) != 1:
+        return None
+    call, held = calls[0], calls[0].func.value
+    text = _text(line, held) if isinstance(held, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else \
+        f"({_text(line, held)})"  # `(a + b).detach() * c`: the parentheses stay
+    statement = tree.body[0]
+    if isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1 and \
+            _text(line, statement.targets[0]) == text:
+        return None  # `k = k.detach()` undone is `k = k`: the line is to be deleted, which words say better
+    return line[:call.col_offset] + text + line[call.end_col_offset:]
+
+
 def _repeat(line: str, tree: ast.Module) -> str | None:
     """k.repeat(1, self.n_rep, 1, 1)  ->  k.repeat_interleave(self.n_rep, dim=1), each such call on the line (the
     keys and the values on one line, or a generator over both); with one call, the other is on a line of its own."""
@@ -668,4 +688,5 @@ def _called(call: ast.Call) -> str:
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
          "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
          "buffer": _buffer, "bias": _bias, "merge-width": _merge_width, "undrop": _undrop,
-         "past": _past, "head-width": _head_width, "divisible": _divisible, "module-list": _module_list}
+         "past": _past, "head-width": _head_width, "divisible": _divisible, "module-list": _module_list,
+         "detach": _detach}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import mutants
 from checks import all_checks
+from harness.engine.trace.detectors import DETECTORS, UNCATALOGUED
 from harness.frontends import exercises
 from harness.render.text import GLUE, WIDTH, wrap, wrap_preformatted
 
@@ -98,7 +99,10 @@ def explain(item_id: str, fmt: str = "text", wide: bool = False) -> str:
         return _layout([(f"{c.id} (check): {c.claim}", ""), "", (c.explanation, ""), "",
                         *(["Worked example:", data["example"].rstrip(), ""] if data["example"] else []),
                         (f"Fix: {c.fix}", ""), "", (f"Mistakes it catches: {', '.join(kills) or '-'}", "")], wide)
-    mid = _resolve_mutant(item_id, prints, also=checks)
+    mark = item_id.replace("_", "-")
+    if mark not in prints and mark in DETECTORS:  # the id of a mark of `mha-check trace` (its JSON's "id")
+        return _explain_mark(mark, prints, fmt, wide)
+    mid = _resolve_mutant(item_id, prints, also=[*checks, *DETECTORS])
     p = prints[mid]
     example = _mutant_example(mid)
     if fmt == "json":
@@ -112,6 +116,37 @@ def explain(item_id: str, fmt: str = "text", wide: bool = False) -> str:
                     *([(f"Fix: {p['remedy']}", ""), (f"In the lesson's layer: {p['fix']}", 2)] if p.get("remedy")
                       else [(f"Fix: {p['fix']}", "")]), "", (f"Caught by: {exercises.caught_by(p)}", ""), "",
                     mutant_diff(mid).rstrip()], wide)
+
+
+def marked_as(mark: str, prints: dict | None = None) -> list[str]:
+    """The catalogued mistakes whose trace mark `mark` is (`MutantInfo.trace`), the multi-head layer's first (a
+    single-head layer's mark is named after its own `single-*` mutant)."""
+    prints = load_fingerprints() if prints is None else prints
+    declared = [m for m, p in prints.items() if mark in p.get("trace", ())]
+    return sorted(declared, key=lambda m: (mutants.form(m) != "multi-head", m))
+
+
+def _explain_mark(mark: str, prints: dict, fmt: str, wide: bool) -> str:
+    """A trace mark's id (`mha-check trace --format json` gives it as "id", beside "mutant"): the catalogued mistake
+    it stands for, explained as that mistake; a mark no mistake declares, in its own words with the mistakes
+    nearest to it.  A student's trial: trace marked `dropout-always-on` and `explain` did not know it."""
+    declared = marked_as(mark, prints)
+    if declared:
+        first, others = declared[0], declared[1:]
+        said = (f"`{mark}` is the mark `mha-check trace` sets for the mistake {first}"
+                + (" (" + "; ".join(f"in a {mutants.form(o)} layer: {o}" for o in others) + ")" if others else "")
+                + ".")
+        if fmt == "json":
+            return json.dumps({**json.loads(explain(first, "json")), "mark": mark, "mistakes": declared}, indent=2)
+        return _layout([(said, ""), "", explain(first, "text", wide)], wide)
+    text, related = UNCATALOGUED[mark]
+    if fmt == "json":
+        return json.dumps({"id": mark, "kind": "trace mark", "explanation": text, "mistakes": [],
+                           "related": list(related)}, indent=2)
+    return _layout([(f"{mark} (a mark of mha-check trace): no catalogued mistake is exactly this one", ""), "",
+                    (text, ""), "", (f"Related mistakes: {', '.join(related)} (`mha-check explain ID`)" if related
+                                     else "Run `mha-check TARGET` for the checks, which say what is wrong.", "")],
+                   wide)
 
 
 def _layout(blocks: list, wide: bool, width: int = WIDTH) -> str:
@@ -150,7 +185,8 @@ def main(argv: list[str]) -> int:
                                                           "DIR (exercises/ with an index, solutions/)")
         p.add_argument("-o", "--output", metavar="PATH", help="export: the file (or with --all, the folder) to write")
     else:
-        p.add_argument("id", help="a check id (mha-check --list-checks) or a mutant id (mha-check mutants)")
+        p.add_argument("id", help="a check id (mha-check --list-checks), a mutant id (mha-check mutants) or the id "
+                                  "of a mark of mha-check trace")
     p.add_argument("--wide", action="store_true", help="no wrapping at 100 columns (long lines stay long)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     args = p.parse_args(argv[1:])

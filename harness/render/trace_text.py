@@ -54,10 +54,10 @@ def render(result: TraceResult, wide: bool = False) -> str:
                                  " (" + made.removeprefix(", ") + ")" if any(made for _, made in at) else "")
                           for mid, at in where.items())
         lines += _wrap(f"known mistakes marked: {found}", "  ", "", wide)
-        explain = [m["mutant"] for m in result.mistakes if m.get("mutant")]  # a mark with no catalogued mistake
-        # (wrong-scale: a factor no mutant has) has no story to explain, and `explain` would say it does not know it
-        lines += _wrap(f"(run `mha-check {result.target}` for the full checks" + (
-            f"; `mha-check explain {explain[0]}` for the story of the mistake)" if explain else ")"), "  ", "", wide)
+        explain = [m.get("mutant") or m["id"] for m in result.mistakes]  # a mark with no catalogued mistake of
+        # this form (wrong-scale: a factor no mutant has) is explained by its own id: `explain` knows every mark
+        lines += _wrap(f"(run `mha-check {result.target}` for the full checks; `mha-check explain {explain[0]}` for "
+                       "the story of the mistake)", "  ", "", wide)
     elif not result.error and not result.steps:  # nothing recorded is no evidence that nothing is wrong (a
         # student's trial: a factory returning torch.jit.script(layer), whose leak the checks find)
         lines += _wrap("no operation of your forward could be recorded (TorchScript code such as "

@@ -6,6 +6,7 @@ For each: the report names the mistake at the file's own line (LINE), the same l
 the same mistake; the fix is that line corrected in the file's own names, or the mistake's remedy in words, never
 the reference's line (which names `self.dh`, `self.mask`, `scores`, attributes these classes do not have).  Where
 the fix is the line corrected, pasting it into a copy of the file makes mha-check pass the copy, every check."""
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -207,3 +208,23 @@ def test_trace_shows_the_line_that_made_a_wrong_mask_buffer(traced):
     assert f"the line to change: {path.name}:21" in text.replace("\n  ", " ")
     assert traced[path].where(traced[path].mistakes[0]) == (
         f"{path.name}:21", 'self.register_buffer("mask", torch.triu(torch.ones(max_seq_len, max_seq_len)).bool())')
+
+
+ADVICE = re.compile(r"use torch\.(tril|triu)\(\.\.\., diagonal=(-?\d+)\)")
+
+
+@pytest.mark.parametrize("path", [p for p in OWN if zoo_constants(p)["DIAGNOSIS"] in ("mask-lets-one-future",
+                                                                                      "mask-hides-diagonal")],
+                         ids=lambda p: p.stem)
+def test_trace_and_report_fix_a_mask_diagonal_in_the_same_style(path, reports, traced):
+    """A student's trial: for `torch.tril(ones, diagonal=1)` trace said "use torch.triu(..., diagonal=1)" while the
+    report's fix kept their tril with diagonal=0.  The trace's advice now names the function the student's line
+    uses, with the diagonal the report's fix writes."""
+    root = reports(target(path)).diagnosis
+    advice = ADVICE.search(told(traced[path], root))
+    assert advice, told(traced[path], root)
+    function, diagonal = advice.groups()
+    assert re.search(rf"\b{function}_?\(", root.fix) and not re.search(
+        rf"\b{'triu' if function == 'tril' else 'tril'}_?\(", root.fix), (advice.group(0), root.fix)
+    said = re.search(r"diagonal=(-?\d+)|\.(?:tril|triu)_?\((-?\d+)\)", root.fix)
+    assert (said and diagonal in said.groups()) or (not said and function == "tril" and diagonal == "0"), root.fix

@@ -4,6 +4,7 @@ forward without a softmax of its own or an nn.MultiheadAttention (which masks in
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -160,9 +161,10 @@ def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None)
     future = np.triu(np.ones((n, n), bool), 1)
     if np.array_equal(hidden, future):
         return
+    right = _right_diagonal((made or f.ops[m]).get("code", ""))  # in the student's own style, as the report's fix
     if np.array_equal(hidden, np.triu(np.ones((n, n), bool), 0)):
         mid, text = "mask-includes-diagonal", ("the mask also hides the diagonal: a token must see itself "
-                                               "(use torch.triu(..., diagonal=1))")
+                                               f"(use {right})")
     elif np.array_equal(hidden, ~future):
         mid, text = "mask-keeps-future", "the mask is inverted: it hides the past and shows the future"
     elif np.array_equal(hidden, np.tril(np.ones((n, n), bool), -1)):  # a mistake of its own (mask-hides-past):
@@ -171,7 +173,7 @@ def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None)
                                         "each one (torch.tril(..., diagonal=-1)) where torch.triu(..., diagonal=1) "
                                         "marks the ones after")
     elif np.array_equal(hidden, np.triu(np.ones((n, n), bool), 2)):
-        mid, text = "mask-one-token-late", "the mask lets the next token through: use torch.triu(..., diagonal=1)"
+        mid, text = "mask-one-token-late", f"the mask lets the next token through: use {right}"
     elif not hidden.any():
         mid, text = "mask-hides-nothing", "the mask hides nothing"
     else:
@@ -183,6 +185,20 @@ def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None)
                     text=f"{mark['text']}; the mask is made wrongly at {made['at']} ({made['code']}), not where it "
                          "is applied")
     f.mark(m, mark, keep_earlier=True, beside=FILL_MARKS)  # a finite fill on the same masked_fill is a second mistake
+
+
+_TRIL = re.compile(r"\btril_?\(")
+_TRIU = re.compile(r"\btriu_?\(")
+
+
+def _right_diagonal(code: str) -> str:
+    """The right mask in the style of the line that made it: `torch.tril(..., diagonal=0)` (what a token may see)
+    where that line builds it with tril and not triu, else `torch.triu(..., diagonal=1)` (what is hidden).  The
+    report's fix corrects the student's own line the same way (rewrite's "diagonal"): a student's trial was told
+    triu by trace and tril by the report for one tril(ones, diagonal=1)."""
+    if _TRIL.search(code or "") and not _TRIU.search(code or ""):
+        return "torch.tril(..., diagonal=0)"
+    return "torch.triu(..., diagonal=1)"
 
 
 def _fused_masks(f: Findings) -> list[tuple[int, np.ndarray]]:

@@ -3,12 +3,13 @@ fused attention's own mask, and the scores' total scale (the lesson divides them
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import (DROPOUTS, FUSED_MHA, MATMULS, MULTIPLIES, SCORES_LIKE, number,
-                                             square_pattern)
+from harness.engine.trace.vocabulary import (DROPOUTS, FUSED_MHA, MATMULS, MULTIPLIES, SCORES_LIKE, is_weight,
+                                             number, square_pattern)
 
 
 @detector("softmax-not-last-axis")
@@ -40,6 +41,106 @@ def weights_without_grad(f: Findings) -> None:
                 "output is right, but no gradient reaches the scores, so W_q and W_k get none and never learn; "
                 "compute the weights outside any torch.no_grad() block")}, keep_earlier=True)
             return
+    for i, mark in _detached(f):
+        f.mark(i, mark, keep_earlier=True)
+
+
+DETACHES = {"detach", "detach_"}
+ROLE_WORDS = {"wq": "query", "wk": "key", "wv": "value", "wo": "output"}  # as checks.parameters_used words them
+ROLE_NAMES = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o"}
+CUT_STEPS = ("project", "split", "move heads forward", "scores", "scale", "mask", "softmax")  # a tensor on the way
+# from a projection to the attention weights
+
+
+def _detached(f: Findings) -> list[tuple[int, dict]]:
+    """Each `.detach()` on the way to the output of a weight, a projection's output, the scores or the attention
+    weights (a student's trial: `k = self.W_k(x).detach()`, `F.linear(x, self.W_q.weight.detach())`): the output is
+    right, but no gradient reaches the parameters before it, as under torch.no_grad().  Not a reduction detached
+    (a row's maximum subtracted for a stable softmax, `sim.amax(-1, keepdim=True).detach()`, whose gradient is
+    zero whatever), nor a tensor kept aside (attention weights stored for a plot) that the output never uses.
+    Where the parameters have a proven reading (`f.cfg["roles"]`), the mark says which projections lose their
+    gradient, in the words parameters-used's finding uses (`confirmed_by`): the line names the mistake only where
+    that check finds exactly those projections without a gradient."""
+    out = f.output.get("src")
+    if not isinstance(out, int) or not 0 <= out < len(f.ops):
+        return []
+    reach = f.namer.ancestors(out) | {out}
+    roles = f.cfg.get("roles") or {}
+    found = []
+    for op in f.ops:
+        if op["op"] not in DETACHES or op["i"] not in reach or op.get("raised") or not op["in"]:
+            continue
+        t = op["in"][0]
+        shape = t.get("shape") or []
+        if not shape or shape[-1] == 1:
+            continue
+        if is_weight(t):
+            if (t.get("made") or {}).get("kind") != "parameter" and not any(
+                    t["name"] in _parameters(reading) for reading in roles.values()):
+                continue  # a buffer (a mask) detached: no gradient was ever its to lose
+            cut = {t["name"]}
+            what = f"the weight {t['name']}"
+        elif t.get("src") is not None and f.namer.label_of(t) in CUT_STEPS and f.namer.derives_from(t, ("project",)):
+            cut = {u["name"] for a in f.namer.ancestors(t["src"]) | {t["src"]} for u in f.ops[a]["in"] if is_weight(u)}
+            label = f.namer.label_of(t)
+            what = ("the attention weights" if label == "softmax" else "the scores" if label in (
+                "scores", "scale", "mask") else "a projection's output")
+        else:
+            continue
+        lost = _lost(roles, cut)
+        if lost:
+            words = [ROLE_WORDS[r] for r in lost]
+            projections = f"the {' and '.join(words)} projection{'s' if len(lost) > 1 else ''}"
+            if what == "a projection's output":
+                what = f"{projections}' outputs" if len(lost) > 1 else f"{projections}'s output"
+            names, gets = " and ".join(ROLE_NAMES[r] for r in lost), "gets" if len(lost) == 1 else "get"
+            read = ", ".join(roles[r] for r in lost)
+            found.append((op["i"], {
+                "id": "weights-without-grad",
+                "text": (f"this .detach() cuts {what} out of the backward pass: the output is right, but {names} "
+                         f"({read}) {gets} no gradient and never learn{'s' if len(lost) == 1 else ''}; remove "
+                         ".detach()"),
+                "title": f"{what[0].upper()}{what[1:]} detached (.detach()): forward right, {names} {gets} no gradient",
+                "symptom": (f"The forward output is exactly right, but .detach() cuts {what} out of the backward "
+                            f"pass: {names} {gets} no gradient and never learn{'s' if len(lost) == 1 else ''}"
+                            + (", and the input gradient is incomplete." if not is_weight(t) else ".")),
+                "confirmed_by": f"parameters-used:unused {' and '.join(words)} projection"
+                                f"{'s' if len(lost) > 1 else ''}"}))
+        else:  # no proven reading, or projections sharing one parameter (a fused c_attn): which lose what is unknown
+            found.append((op["i"], {
+                "id": "weights-without-grad",
+                "text": (f"this .detach() cuts {what} out of the backward pass: the output is right, but the "
+                         "parameters before it get no gradient through it and do not learn as they should; remove "
+                         ".detach()"),
+                "title": f"{what[0].upper()}{what[1:]} detached (.detach()): forward right, gradients wrong",
+                "symptom": (f"The forward output is exactly right, but .detach() cuts {what} out of the backward "
+                            "pass: the parameters before it get no gradient through it.")}))
+    return found
+
+
+def _lost(roles: dict[str, str], cut: set[str]) -> list[str]:
+    """The projections (wq, wk, wv, wo) all of whose parameters are in `cut` and are no other projection's (a fused
+    c_attn holds the three: cut there, which rows lose their gradient is not read off the names)."""
+    readings = {r: _parameters(roles[r]) for r in ROLE_WORDS if r in roles}
+    lost = []
+    for r, params in readings.items():
+        others = set().union(*(p for o, p in readings.items() if o != r))
+        if params <= cut and not params & others:
+            lost.append(r)
+    return lost
+
+
+_SLICE = re.compile(r"\[[^\]]*\]")
+
+
+def _parameters(reading: str) -> set[str]:
+    """The parameter names a role's reading is made of (`c_attn.weight.T[0:8]` -> {c_attn.weight}), as
+    checks.parameters_used reads them."""
+    out = set()
+    for piece in reading.split("+"):
+        name = _SLICE.sub("", piece.strip())
+        out.add(name[:-2] if name.endswith(".T") else name)
+    return out
 
 
 MHA_MASK_REMEDY = ("Pass the causal mask to your nn.MultiheadAttention call: attn_mask=torch.triu(torch.ones(n, n, "

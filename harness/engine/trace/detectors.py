@@ -47,7 +47,34 @@ from harness.engine.trace import (detect_layout, detect_mask, detect_output, det
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import DETECTORS, ORDER, Detector, Findings, run
 
-__all__ = ["DETECTORS", "MODULES", "find", "in_order"]
+__all__ = ["DETECTORS", "MODULES", "UNCATALOGUED", "find", "in_order"]
+
+UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha-check explain ID` says of each,
+    # and the catalogued mistakes nearest to it (a test holds every mark either declared or here)
+    "mask-wrong": ("The masks applied before the softmax do not hide exactly the future positions (s > t), and not "
+                   "in one of the catalogued ways (the diagonal too, one token late, inverted, the past): the mark "
+                   "shows what they hide, row by row, beside what the causal mask hides (.xx; ..x; ...).",
+                   ("mask-hides-diagonal", "mask-lets-one-future", "mask-inverted", "mask-hides-past")),
+    "queries-and-keys-split-without-transpose": (
+        "The queries and the keys are split into heads with view(B, H, n, dh) straight from (B, n, d) instead of "
+        "view(B, n, H, dh).transpose(1, 2); the values are split right.", (
+            "split-view-order-queries", "split-view-order-keys", "split-view-order")),
+    "queries-and-values-split-without-transpose": (
+        "The queries and the values are split into heads with view(B, H, n, dh) straight from (B, n, d) instead of "
+        "view(B, n, H, dh).transpose(1, 2); the keys are split right.", (
+            "split-view-order-queries", "split-view-order-values", "split-view-order")),
+    "raised": ("The forward raised an exception at this operation, and its tensors' shapes say nothing more of why: "
+               "the mark gives the exception; `mha-check trace` shows the shapes that reached it.", ()),
+    "split-order-on-slice": (
+        "view(B, H, n, dh) straight from (B, n, d) on a slice of a fused projection raised: the order of the sizes "
+        "puts the tokens where the heads belong, and .contiguous() would only hide the error; split with "
+        ".view(B, n, H, dh).transpose(1, 2).", ("split-view-order",)),
+    "view-on-slice": ("view() on a slice of a larger tensor (not a transpose) raised: a view of a slice works only "
+                      "when it keeps the axes in their order; check the order of the view's sizes.", ()),
+    "wrong-scale": ("The scores are scaled by a factor no catalogued mistake has (the lesson divides them by "
+                    "sqrt(dh) once, dh the head width): the mark gives the factor the forward applies.",
+                    ("no-scaling", "scale-by-dh", "scale-by-sqrt-d")),
+}
 
 MODULES = (detect_layout, detect_rope, detect_scores, detect_mask, detect_output, detect_params,
            detect_widths)  # the order they
