@@ -10,7 +10,7 @@ INFO = MutantInfo(
           "later tokens."),
     topic="merging the heads",
     rewrite="merge",
-    title="Heads merged with .contiguous().view(B, n, d) without transpose(1, 2) back",
+    title="Heads merged into (B, n, d) (by view or reshape) straight from (B, H, n, dh), without transpose(1, 2) back",
     lesson=('Worked example: "Merge heads: transpose(1, 2) to (2, 3, 2, 4), then contiguous().view(2, 3, 8) '
             'concatenates the heads."'),
     killed_by=("view-order", "causal-leakage", "reference-match", "gradient-match"),
