@@ -13,7 +13,6 @@ import numpy as np
 from harness.engine.rewrite import parse
 from harness.engine.trace.registry import Findings, detector
 from harness.engine.trace.vocabulary import SOFTMAXES
-from harness.wire import raised
 
 APPEND_ERROR = "must match except in dimension"  # torch.cat's words when the shapes differ off the appended axis
 
@@ -84,15 +83,15 @@ def cache_append_wrong_axis(f: Findings) -> None:
     raised."""
     cache = f.cfg.get("cache") or {}
     for name in ("decode", "third"):
-        said = raised.parse(cache.get(name, {}).get("raised") or "")
-        if said and APPEND_ERROR in said.text and said.at and "cat" in said.code:
+        said = cache.get(name, {}).get("said") or {}  # what raised, read by the drive (harness.wire.raised)
+        if APPEND_ERROR in said.get("text", "") and said.get("at") and "cat" in said.get("code", ""):
             axis = _tokens_axis(cache[name]["ops"])
             f.mark_whole("cache-append-wrong-axis", (
-                f"decoding a token after the prompt raised here ({said.kind}: {said.text}): the new keys or values "
-                "are appended to the cache along an axis that is not the tokens' (their shapes differ there, the "
-                "prompt's tokens against the one new token); append along "
-                + (f"{TOKENS_AXIS}{axis}" if axis is not None else "the tokens' axis")), {"at": said.at,
-                                                                                          "code": said.code})
+                f"decoding a token after the prompt raised here ({said['kind']}: {said['text']}): the new keys or "
+                "values are appended to the cache along an axis that is not the tokens' (their shapes differ there, "
+                "the prompt's tokens against the one new token); append along "
+                + (f"{TOKENS_AXIS}{axis}" if axis is not None else "the tokens' axis")), {"at": said["at"],
+                                                                                          "code": said["code"]})
             return
 
 

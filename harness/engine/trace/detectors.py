@@ -38,8 +38,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   single-scaled-by-input-width, built-to-input-width (read from the forward recorded with the widths apart);
   kv-projections-full-width (a grouped-query layer's keys and values projected as wide as its queries);
   built-indivisible (read from the module the constructor builds for heads that do not divide the width)
-- detect_cache (read from the worked example decoded with the layer's KV cache): cache-append-wrong-axis;
-  cache-mask-not-offset, cache-position-set; cache-chunk-unmasked; cache-rope-from-zero; cache-not-reset
+- detect_cache: cache-append-wrong-axis; cache-mask-not-offset, cache-position-set; cache-chunk-unmasked;
+  cache-rope-from-zero; cache-not-reset (all read from the worked example decoded with the layer's KV cache)
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants
 themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a mutant.

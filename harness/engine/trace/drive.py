@@ -230,8 +230,10 @@ def _cached(ctx, cfg: Config, inst, x: np.ndarray) -> dict | None:
             continue
         if reply.truncated or (name == "first" and reply.raised):
             return None
+        said = raised.parse(reply.raised) if reply.raised else None
         out[name] = {"ops": reply.ops, "raised": reply.raised or None, "lines": reply.lines or [],
-                     "output": reply.output or {}, "chunks": chunks}
+                     "output": reply.output or {}, "chunks": chunks,
+                     **({"said": said.to_dict()} if said else {})}  # (what raised, where: the detectors read no wire)
     return out
 
 
