@@ -86,12 +86,17 @@ def cache_append_wrong_axis(f: Findings) -> None:
         said = cache.get(name, {}).get("said") or {}  # what raised, read by the drive (harness.wire.raised)
         if APPEND_ERROR in said.get("text", "") and said.get("at") and "cat" in said.get("code", ""):
             axis = _tokens_axis(cache[name]["ops"])
-            f.mark_whole("cache-append-wrong-axis", (
+            mark = {"text": (
                 f"decoding a token after the prompt raised here ({said['kind']}: {said['text']}): the new keys or "
                 "values are appended to the cache along an axis that is not the tokens' (their shapes differ there, "
                 "the prompt's tokens against the one new token); append along "
-                + (f"{TOKENS_AXIS}{axis}" if axis is not None else "the tokens' axis")), {"at": said["at"],
-                                                                                          "code": said["code"]})
+                + (f"{TOKENS_AXIS}{axis}" if axis is not None else "the tokens' axis"))}
+            if axis is not None:  # the catalogue's words are its mutant's layout, (B, n, H, dh): these are the layer's
+                mark["symptom"] = (
+                    f"Your cache holds the tokens on axis {axis}, where the prompt's keys and values and a new "
+                    "token's differ in size; torch.cat appends them along another axis, on which they cannot be "
+                    "joined: the prompt runs, and generation crashes at the first token decoded after it.")
+            f.mark_whole("cache-append-wrong-axis", mark, {"at": said["at"], "code": said["code"]})
             return
 
 
