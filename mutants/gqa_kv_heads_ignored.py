@@ -13,6 +13,7 @@ INFO = MutantInfo(
     lesson=("Grouped-query attention saves parameters and cache by giving W_k and W_v kv_heads * dh rows instead "
             "of d_out: d_in·d_out + 2·d_in·(kv_heads·dh) + d_out² + d_out parameters."),
     killed_by=("param-count",),
+    trace=("kv-projections-full-width",),
     symptom=("Every query head keeps its own key/value head: the layer is plain multi-head attention with the "
              "parameter count of it, not the grouped layer it claims to be."),
     remedy="Build the key and value projections for the number of key/value heads given, not for all the query heads.",

@@ -14,6 +14,7 @@ INFO = MutantInfo(
             "keys and values of the tokens seen are kept, and the new tokens of a call take rows ptr .. ptr + n - 1 "
             "of the causal mask, so each sees every cached key and the call's tokens up to itself."),
     killed_by=("kv-cache",),
+    trace=("cache-chunk-unmasked",),
     symptom=("One new token per call is right: it may see every cached key, so the mask it skips would have hidden "
              "nothing. A call with two or more new tokens after the prompt (chunked prefill, speculative decoding, "
              "a second prompt appended to the first) lets each of them see the ones after it."),

@@ -13,6 +13,7 @@ INFO = MutantInfo(
             "keys and values of the tokens seen are kept, each new token attends to all of them, and the cache is "
             "emptied between sequences."),
     killed_by=("kv-cache",),
+    trace=("cache-mask-not-offset",),
     symptom=("Decoding one token at a time with the cache, each new token sees only the first token of the "
              "sequence: the mask's row 0 is used for a query that sits at position ptr, so every later key is "
              "masked out. The full forward (no cache) is right, so the bug hides until generation."),

@@ -13,6 +13,7 @@ INFO = MutantInfo(
             "keys and values of the tokens seen are kept, each new token attends to all of them, and the cache is "
             "emptied between sequences."),
     killed_by=("kv-cache",),
+    trace=("cache-not-reset",),
     symptom=("Between sequences the cache must be emptied completely; here the pointer keeps counting, so the "
              "second sequence's queries take mask rows that belong to positions after the first sequence: wrong "
              "masking, or a shape error once the rows run past context_length."),

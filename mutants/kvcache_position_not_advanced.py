@@ -13,6 +13,8 @@ INFO = MutantInfo(
             "keys and values of the tokens seen are kept, each new token attends to all of them, and the cache is "
             "emptied between sequences."),
     killed_by=("kv-cache",),
+    rewrite="advance",
+    trace=("cache-position-set",),
     symptom=("ptr_current_pos must count every token cached so far; set to the last chunk's length instead, it "
              "is right after the prompt but falls back to 1 after each generated token, so later tokens take the "
              "mask row of position 1 and see only the first two tokens."),

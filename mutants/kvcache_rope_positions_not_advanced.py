@@ -14,6 +14,7 @@ INFO = MutantInfo(
             "how far apart two tokens are. With a KV cache a call's tokens sit at positions ptr .. ptr + n - 1: "
             "their queries and keys are rotated by those, and the cached keys keep theirs."),
     killed_by=("kv-cache",),
+    trace=("cache-rope-from-zero",),
     symptom=("The prompt is right: its tokens do start at 0. Every token decoded after it is rotated as if it were "
              "the first token of the sequence, so its query meets the cached keys at the wrong distances (and its "
              "own key goes into the cache at position 0): the cached outputs drift from the full forward's."),

@@ -13,6 +13,8 @@ INFO = MutantInfo(
             "keys and values of the tokens seen are kept, each new token attends to all of them, and the cache is "
             "emptied between sequences."),
     killed_by=("kv-cache",),
+    rewrite="cat-axis",
+    trace=("cache-append-wrong-axis",),
     symptom=("The cache is kept as (B, n, H, dh), where the tokens are axis 1; torch.cat along axis 2 (the heads) "
              "fails as soon as a second chunk is appended (a prefix of several tokens and one new token differ on "
              "axis 1), so generation crashes after the prompt."),

@@ -12,6 +12,7 @@ INFO = MutantInfo(
     lesson=('Engineering implications: "Choose d_out divisible by H ... If the width is not divisible, the '
             'reshape fails. Check this when building the config." Lesson: "we require that H divides d_out".'),
     killed_by=("divisibility",),
+    trace=("built-indivisible",),
     symptom=("A config such as d_out=12, nheads=5 is accepted without complaint; then, depending on the code, the "
              "layer silently uses only 5 * 2 = 10 features or fails later in forward, far from the cause."),
     remedy=("Check at the top of __init__ that the width is divisible by the number of heads and raise a "

@@ -18,6 +18,7 @@ mha-check can see (whisper's self-attention ignores its `kv_cache`, which only h
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass
 
@@ -133,15 +134,19 @@ class Decoded:
 
 
 def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks: list[int], reset: bool,
-           call, output) -> Decoded:
+           call, output, around=None) -> Decoded:
     """Feed x in chunks (lengths summing to x's length) with the cache on; `call(fn, *args, **kwargs)` runs the
     student's code (raising StudentError), `output(result)` picks the output tensor.  `arguments(chunk)`: the
     forward's arguments as the proven call style gives them (harness.child.calling.Style.arguments): the input, and
     a causal mask of the chunk's size where the layer takes one, which for a prompt on an empty cache is the mask it
-    needs and for one new token is a single "keep", broadcast over every cached key: right in every convention."""
+    needs and for one new token is a single "keep", broadcast over every cached key: right in every convention.
+    `around(stage)`: a context manager entered around the reset ("reset") and the last chunk's call ("last"), where a
+    trace records them (harness.child.worker.trace)."""
+    around = around or (lambda stage: contextlib.nullcontext())
     if reset and api.reset:
         try:
-            call(getattr(module, api.reset))
+            with around("reset"):
+                call(getattr(module, api.reset))
         except Exception as e:  # noqa: BLE001 - as below
             return Decoded([], True, 0, e)
     cache, fed, grows, outputs = None, 0, True, []
@@ -155,7 +160,8 @@ def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks
         if api.position:
             kwargs[api.position] = fed
         try:
-            result = call(module, *args, **kwargs)
+            with around("last") if i == len(chunks) - 1 else contextlib.nullcontext():
+                result = call(module, *args, **kwargs)
             out = output(result)
             if out.dim() != 3 or tuple(out.shape[:2]) != (x.shape[0], size):
                 raise ValueError(f"forward returned shape {tuple(out.shape)} for an input of {tuple(piece.shape)}")

@@ -374,8 +374,8 @@ class LineTrail:
     them different ways.  A line tracer on forward's frames only, on for one forward pass; where another tracer is
     already on (a debugger, coverage) it records nothing rather than displace it."""
 
-    def __init__(self, module, limit: int = 400):
-        forward = getattr(type(module), "forward", None)
+    def __init__(self, module, limit: int = 400, method: str = "forward"):
+        forward = getattr(type(module), method, None)  # (another method: reset_cache(), run before a KV cache's trace)
         self.code = getattr(forward, "__code__", None)
         self.limit = limit
         self.lines: list[dict] = []

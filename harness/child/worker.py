@@ -436,9 +436,13 @@ class Worker:
         raised, output = None, None
         returned = ReturnLine(module, self.target.module_file)
         trail = LineTrail(module)
+        reset_lines = []
         try:
-            with torch.enable_grad(), recorder, returned, trail:
-                y = self._forward(inst, x, "train" if request.mode == "train" else "eval", request.style)
+            if request.chunks:
+                y, reset_lines = self._trace_cached(inst, request, x, recorder, returned, trail)
+            else:
+                with torch.enable_grad(), recorder, returned, trail:
+                    y = self._forward(inst, x, "train" if request.mode == "train" else "eval", request.style)
             output = {"shape": list(y.shape), "src": recorder.producer.get(id(y)),
                       **({"returned": returned.found} if returned.found else {})}
         except StudentError as e:
@@ -450,7 +454,41 @@ class Worker:
         # unused; a correct pre-norm sublayer's RMSNorm was marked unused-projection)
         untouched = [made for made in recorder.made.values() if made.get("kind") == "parameter"
                      and made.get("path") not in read | off]
-        return m.TraceResult(recorder.ops, recorder.truncated, raised, output, trail.lines, untouched)
+        return m.TraceResult(recorder.ops, recorder.truncated, raised, output,
+                             [{**line, "fn": "reset"} for line in reset_lines] + trail.lines, untouched)
+
+    def _trace_cached(self, inst: dict, request: m.Trace, x: torch.Tensor, recorder, returned, trail):
+        """The last call of a decode with the layer's KV cache (harness.child.cache), recorded: x fed in
+        `request.chunks` after the cache's reset (its method's lines recorded too, where `request.reset`); the
+        earlier calls run unrecorded.  (its output, the reset's lines); the student's error raised as StudentError,
+        the layer without a cache mha-check can drive an AdapterError."""
+        module = inst["module"]
+        api, problem = cache.find_api(module)
+        if api is None:
+            raise AdapterError(problem or "the layer shows no KV cache")
+        picked = inst["calling"].pick(request.style)
+        if picked is None or picked.seq_first or picked.norms_off or picked.residual:
+            raise AdapterError("mha-check traces the KV cache of a layer called with its input alone")
+        if sum(request.chunks) != x.shape[1] or any(c < 1 for c in request.chunks):
+            raise ValueError(f"chunks {request.chunks} do not cover {x.shape[1]} tokens")
+        reset = LineTrail(module, method=api.reset) if api.reset else contextlib.nullcontext()
+
+        def around(stage: str):
+            if stage == "reset":
+                return reset
+            stack = contextlib.ExitStack()
+            for part in (torch.enable_grad(), recorder, returned, trail):
+                stack.enter_context(part)
+            return stack
+
+        if any(mod.training for mod in module.modules()):
+            self._student("forward", module.train, False)
+        with default_dtype(inst["dtype"]):
+            run = cache.decode(module, api, picked.style.arguments, x, list(request.chunks), request.reset,
+                               lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output, around)
+        if run.error is not None:
+            raise run.error
+        return run.outputs[-1], list(getattr(reset, "lines", []))
 
     def _origins(self, inst: dict, n: int) -> dict[int, dict]:
         """Where the constructor made each buffer, plain tensor attribute, parameter and tensor kept in a plain

@@ -33,7 +33,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
          "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
-         "divisible": "", "module-list": "", "detach": ""}
+         "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -71,7 +71,10 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     way round, `assert d % h` or `if d % h == 0: raise ...`: refusing only a non-zero remainder) and "module-list"
     (layers kept in a plain list or dict: the same list in nn.ModuleList, the dict in nn.ModuleDict) and "detach"
     (a weight, a projection's output, the scores or the weights detached from autograd: the one .detach() left
-    out)."""
+    out) and "advance" (a KV cache's count of cached tokens set to the call's length, `self.pos = n`: advanced by
+    it, +=) and "cat-axis" (the new keys or values appended to the cache along another axis than the tokens': that
+    torch.cat given the tokens' axis, which `told`, the trace mark's words, reads from the shapes it could not
+    join)."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -94,6 +97,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         return _key_projection(line, tree, told)
     if kind == "out-projection":
         return _out_projection(line, tree, told)
+    if kind == "cat-axis":
+        return _cat_axis(line, tree, told)
     if kind == "slice" and LEADING_AXES in told:
         return _slice_last_axes(line, tree)
     if kind in LOCAL:
@@ -685,8 +690,41 @@ def _called(call: ast.Call) -> str:
     return call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
 
 
+def _advance(line: str, tree: ast.Module) -> str | None:
+    """self.pos = n  ->  self.pos += n: a count of cached tokens set to the call's length instead of advanced by it
+    (one attribute of the module set to a value that does not read it)."""
+    stmt = tree.body[0]
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute)):
+        return None
+    target = stmt.targets[0]
+    if any(isinstance(n, ast.Attribute) and n.attr == target.attr and ast.dump(n.value) == ast.dump(target.value)
+           for n in ast.walk(stmt.value)):
+        return None
+    return line[:target.end_col_offset] + " += " + line[stmt.value.col_offset:]
+
+
+CAT_AXIS = re.compile(r"the tokens' axis, dim=(-?\d+)")  # harness.engine.trace.detect_cache.TOKENS_AXIS
+
+
+def _cat_axis(line: str, tree: ast.Module, told: str) -> str | None:
+    """torch.cat([cache, k], dim=1)  ->  torch.cat([cache, k], dim=2): the one torch.cat of the line appends along the
+    tokens' axis, which the trace mark's words give (read from the shapes that could not be joined)."""
+    said = CAT_AXIS.search(told)
+    cats = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+            n.func.attr in ("cat", "concat", "concatenate") and n.end_lineno == 1]
+    if said is None or len(cats) != 1:
+        return None
+    call = cats[0]
+    dim = next((k.value for k in call.keywords if k.arg in ("dim", "axis")), None)
+    if dim is None and len(call.args) == 2:
+        dim = call.args[1]
+    if dim is None:
+        return line[:call.end_col_offset - 1] + f", dim={said[1]}" + line[call.end_col_offset - 1:]
+    return line[:dim.col_offset] + said[1] + line[dim.end_col_offset:]
+
+
 LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _contiguous, "invert": _invert,
          "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
          "buffer": _buffer, "bias": _bias, "merge-width": _merge_width, "undrop": _undrop,
          "past": _past, "head-width": _head_width, "divisible": _divisible, "module-list": _module_list,
-         "detach": _detach}
+         "detach": _detach, "advance": _advance}

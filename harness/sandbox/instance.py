@@ -175,10 +175,12 @@ class Instance:
     def devices(self, x: np.ndarray) -> m.DevicesResult:
         return self.call(m.Devices(self.handle, x, self.style))
 
-    def trace(self, x: np.ndarray, limit: int = 400, mode: str = "eval") -> m.TraceResult:
+    def trace(self, x: np.ndarray, limit: int = 400, mode: str = "eval", chunks: list[int] | None = None,
+              reset: bool = True) -> m.TraceResult:
         """Every torch operation of one forward pass, recorded in the child (see harness.child.recorders).  An
         instance not built yet is built noting where its constructor made each tensor (`Build.origins`), so that
-        the child need not run the constructor a second time to learn the lines."""
+        the child need not run the constructor a second time to learn the lines.  `chunks`: x decoded with the
+        layer's KV cache in these chunks (after its reset, where `reset`), the last call recorded."""
         if self._build is not None and not self._build.origins:
             self._build = dataclasses.replace(self._build, origins=True)
-        return self.call(m.Trace(self.handle, x, limit, self.style, mode))
+        return self.call(m.Trace(self.handle, x, limit, self.style, mode, list(chunks or ()), reset))

@@ -164,6 +164,10 @@ class Trace(Request):
     limit: int = 400
     style: int = 0
     mode: str = "eval"  # "train": the forward a training loop runs (a mask skipped there shows only so)
+    chunks: list[int] = field(default_factory=list)  # with the layer's KV cache (harness.child.cache): x decoded in
+    # these chunks, the last call recorded (a decoded token's mask, positions and lines show only there); [] a plain
+    # forward
+    reset: bool = True  # with chunks: the cache emptied first (reset_cache(), its lines recorded too)
 
 
 @dataclass

@@ -43,9 +43,10 @@ ALLOWED = {
 TRACE_PURE = tuple(f"harness.engine.trace.{m}" for m in ("vocabulary", "naming", "registry", "detect_layout",
                                                          "detect_rope", "detect_scores", "detect_mask",
                                                          "detect_output", "detect_params", "detect_widths",
-                                                         "detectors"))
+                                                         "detect_cache", "detectors"))
 ALLOWED.update(dict.fromkeys(TRACE_PURE, TRACE_PURE))
 ALLOWED["harness.engine.trace.detect_widths"] = (*TRACE_PURE, "harness.engine.rewrite")  # the student's line parsed
+ALLOWED["harness.engine.trace.detect_cache"] = (*TRACE_PURE, "harness.engine.rewrite")  # (as detect_widths)
 # through rewrite.parse (one AST at a time); rewrite itself is pure: it imports only the trace's vocabulary
 ALLOWED["harness.engine.trace.detect_rope"] = (*TRACE_PURE, "reference.rotary")  # the rotary frequencies a table's
 # values are read against (pure numpy)

@@ -234,3 +234,82 @@ def _names(code: str) -> set[str | None]:
         return {None}
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
         {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+
+
+@detector("kv-projections-full-width")
+def kv_projections_full_width(f: Findings) -> None:
+    """A grouped-query layer (traced with KV key/value heads for H query heads, KV < H) whose keys and values are
+    projected as wide as the queries: d features a token, H heads of d / H, where the layer takes KV key/value heads
+    of KV·d / H features together.  The number of key/value heads is taken and never used; the outputs are plain
+    multi-head attention, so only the parameter count shows it.  Told at the line that made the keys' projection
+    weight (the values' too, where another line made it): the line to change.  Read from the shapes of a projection
+    by a parameter of the student's, not fused with the queries' (a fused projection's output holds every role)."""
+    heads, kv, d = f.cfg.get("heads"), f.cfg.get("kv_heads"), f.cfg.get("d")
+    if not kv or not heads or not d or not 1 <= kv < heads or heads % kv or d % heads:
+        return
+    roles: dict[str, list[dict]] = {"keys": [], "values": []}
+    for i in f.named("scores"):
+        operands = Namer.product_operands(f.ops[i])
+        roles["keys"] += operands[1:2]
+    for i in f.named("mix values"):
+        operands = Namer.product_operands(f.ops[i])
+        roles["values"] += [t for t in operands[:2] if not f.namer.derives_from(t, ("softmax",))][:1]
+    for i in f.namer.fused:
+        if f.ops[i]["op"] == "scaled_dot_product_attention":
+            roles["keys"] += f.ops[i]["in"][1:2]
+            roles["values"] += f.ops[i]["in"][2:3]
+    made: dict[str, dict] = {}
+    for role, tensors in roles.items():
+        for t in tensors:
+            found = _projection(f, t)
+            if found is None:
+                return
+            index, name = found
+            out = (f.ops[index].get("out") or {}).get("shape") or []
+            weight = next((w for w in f.ops[index]["in"] if w.get("name") == name), {})
+            where = weight.get("made") or {}
+            if not out or out[-1] != d or where.get("kind") != "parameter" or where.get("at") in (None, "?"):
+                return  # a projection kv·d / H wide, or one fused with the queries' (3·d wide): not this
+            made.setdefault(role, {"at": where["at"], "code": where.get("code", "")})
+    if set(made) != {"keys", "values"}:
+        return
+    width = kv * d // heads
+    for role, where in made.items():
+        if role == "values" and where["at"] == made["keys"]["at"]:
+            continue
+        f.mark_whole("kv-projections-full-width", (
+            f"the {role}' projection built here is {d} features wide, one head of {d // heads} for each of the "
+            f"{heads} query heads: the {kv} key/value heads the layer takes are never used; build the key and value "
+            f"projections {kv} x {d // heads} = {width} wide and share each key/value head among {heads // kv} query "
+            "heads (repeat_interleave after the split)"), where)
+
+
+@detector("built-indivisible")
+def built_indivisible(f: Findings) -> None:
+    """No guard against a width the heads do not divide: the constructor built the worked example's width d_out with
+    heads that do not divide it (`f.cfg["indivisible"]`, harness.engine.trace.drive), and a parameter it made has an
+    axis of H·(d_out // H) features, fewer than d_out: the heads silently cover only part of the width.  Told at the
+    first line (in the file) that made such a parameter, where the truncated width is first built; the guard belongs
+    at the top of __init__."""
+    built = f.cfg.get("indivisible") or {}
+    d_out, heads = built.get("d_out"), built.get("heads")
+    if not d_out or not heads or not d_out % heads:
+        return
+    inner = heads * (d_out // heads)
+    short = [p for p in built.get("params", ()) if inner in (p.get("shape") or ()) and
+             _line_number(p["at"]) is not None]
+    if not short:
+        return
+    first = min(short, key=lambda p: _line_number(p["at"]))
+    f.mark_whole("built-indivisible", (
+        f"nothing refuses a width the heads do not divide: built with d_out = {d_out} and {heads} heads, this "
+        f"parameter has {inner} = {heads} x {d_out // heads} features where the layer's width is {d_out}, so "
+        f"{d_out - inner} features are silently dropped; at the top of __init__, raise a ValueError (or assert) "
+        "when the width is not divisible by the number of heads"), {"at": first["at"], "code": first["code"]})
+
+
+def _line_number(at: str) -> int | None:
+    try:
+        return int(str(at).rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None

@@ -35,15 +35,19 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   width d, not d / H);
   head-width-from-input (read from the forward recorded with the widths apart); guard-refuses-divisible (read from
   the worked example's refusal, beside a width the heads do not divide that the constructor builds);
-  single-scaled-by-input-width, built-to-input-width (read from the forward recorded with the widths apart)
+  single-scaled-by-input-width, built-to-input-width (read from the forward recorded with the widths apart);
+  kv-projections-full-width (a grouped-query layer's keys and values projected as wide as its queries);
+  built-indivisible (read from the module the constructor builds for heads that do not divide the width)
+- detect_cache: cache-append-wrong-axis; cache-mask-not-offset, cache-position-set; cache-chunk-unmasked;
+  cache-rope-from-zero; cache-not-reset (all read from the worked example decoded with the layer's KV cache)
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants
 themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a mutant.
 """
 from __future__ import annotations
 
-from harness.engine.trace import (detect_layout, detect_mask, detect_output, detect_params, detect_rope,
-                                  detect_scores, detect_widths)
+from harness.engine.trace import (detect_cache, detect_layout, detect_mask, detect_output, detect_params,
+                                  detect_rope, detect_scores, detect_widths)
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import DETECTORS, ORDER, Detector, Findings, run
 
@@ -77,7 +81,7 @@ UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha
 }
 
 MODULES = (detect_layout, detect_rope, detect_scores, detect_mask, detect_output, detect_params,
-           detect_widths)  # the order they
+           detect_widths, detect_cache)  # the order they
 # run in (see the docstring)
 
 

@@ -79,9 +79,12 @@ def record(ctx, display: str = "") -> TraceResult:
     apart = _widths_apart(ctx, cfg) if clean else None
     training = _in_training(inst, x) if clean and reply.lines else None
     long = _at_context_length(ctx, inst, cfg, reply.ops) if clean else None
+    cached = _cached(ctx, cfg, inst, x) if clean else None
+    indivisible = _indivisible(ctx, cfg, x) if clean else None
     steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst),
                                             "roles": _roles(ctx), **({"apart": apart} if apart else {}),
-                                            **({"long": long} if long else {}),
+                                            **({"long": long} if long else {}), **({"cache": cached} if cached else {}),
+                                            **({"indivisible": indivisible} if indivisible else {}),
                                             "untouched": reply.untouched or [],
                                             "lines": reply.lines or [], **({"training": training} if training else {})},
                                   complete=not reply.raised and not result.truncated, output=reply.output)
@@ -113,6 +116,29 @@ def _refused(ctx, cfg: Config, e: TargetFailure) -> dict | None:
 
 
 INDIVISIBLE_HEADS = 3  # the worked example's width, 8, with heads that do not divide it
+
+
+def _indivisible(ctx, cfg: Config, x: np.ndarray) -> dict | None:
+    """What the constructor builds for the worked example's width with heads that do not divide it, where it builds
+    one (the lesson's rule refuses it): {"d_out", "heads", "params": [{"at", "code", "shape"}: where it made each
+    parameter its forward read, or left unread]}, from that module's forward recorded (its lines, not its
+    numbers); None where it refuses, or the layer is grouped, or no line is known."""
+    try:
+        if cfg.kv_heads or cfg.d_out % cfg.heads or not cfg.d_out % INDIVISIBLE_HEADS or \
+                ctx.form.name != "multi-head":
+            return None
+        reply = ctx.subject.build(dataclasses.replace(cfg, heads=INDIVISIBLE_HEADS, dropout=0.0),
+                                  None, "trace-indivisible").trace(x)
+    except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+        return None
+    params, seen = [], set()
+    for t in [t for op in reply.ops for t in op["in"]] + [{"made": u, "shape": None} for u in reply.untouched or ()]:
+        made = t.get("made") or {}
+        if made.get("kind") == "parameter" and made.get("at") not in (None, "?") and \
+                (made.get("path"), made["at"]) not in seen:
+            seen.add((made.get("path"), made["at"]))
+            params.append({"at": made["at"], "code": made.get("code", ""), "shape": t.get("shape")})
+    return {"d_out": cfg.d_out, "heads": INDIVISIBLE_HEADS, "params": params} if params else None
 
 
 APART_D_IN = 6  # the widths apart: d_in = 6 beside the worked example's d_out = 8 (as the first required configuration)
@@ -171,6 +197,44 @@ def _at_context_length(ctx, inst, cfg: Config, ops: list[dict]) -> dict | None:
     if not reply.raised or reply.truncated:
         return None
     return {"ops": reply.ops, "raised": reply.raised, "n": cfg.context_length}
+
+
+CACHE_TRACES = (  # (name, chunks, module): the worked example's 3 tokens decoded with the layer's KV cache after its
+    # reset, the last call recorded; each on a module of its own that nothing else has run, but "again", which follows
+    # "third" on its module (a reset that leaves the position would shift every later decode on a shared one)
+    ("first", [3], "first"),  # the prompt alone, on an empty cache: what every later prompt must repeat
+    ("decode", [2, 1], "decode"),  # token 2 alone after a prompt of 2: it sees keys 0, 1 and 2
+    ("chunk", [1, 2], "chunk"),  # tokens 1 and 2 in one call after a prompt of 1: token 1 must not see token 2
+    ("third", [1, 1, 1], "third"),  # token 2 after tokens 0 and 1, one call each: the position advanced twice
+    ("again", [3], "third"),  # the prompt once more, after reset_cache(): as "first"
+)
+
+
+def _cached(ctx, cfg: Config, inst, x: np.ndarray) -> dict | None:
+    """The worked example decoded with the layer's KV cache (harness.child.cache), each decode's last call
+    recorded (CACHE_TRACES): {name: {"ops", "raised", "lines", "output", "chunks"}}, where a decoded token's mask,
+    rotary positions and lines show (the plain forward never runs them).  None where the layer shows no cache
+    mha-check can drive, or the prompt alone could not be recorded; a decode that could not be recorded is left out
+    (the chunk of two new tokens where forward is called with a mask or flag of mha-check's, which fits one new token
+    only)."""
+    bare = getattr(getattr(inst, "info", None), "call_bare", None) or []
+    out = {}
+    for name, chunks, module in CACHE_TRACES:
+        if name == "chunk" and not (0 <= inst.style < len(bare) and bare[inst.style]):
+            continue
+        try:
+            reply = ctx.build(cfg, fresh=f"trace-cache-{module}").trace(x, chunks=chunks)
+        except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+            if name == "first":
+                return None
+            continue
+        if reply.truncated or (name == "first" and reply.raised):
+            return None
+        said = raised.parse(reply.raised) if reply.raised else None
+        out[name] = {"ops": reply.ops, "raised": reply.raised or None, "lines": reply.lines or [],
+                     "output": reply.output or {}, "chunks": chunks,
+                     **({"said": said.to_dict()} if said else {})}  # (what raised, where: the detectors read no wire)
+    return out
 
 
 def _short_square(t: dict, cfg: Config) -> bool:
