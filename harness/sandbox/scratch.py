@@ -143,7 +143,8 @@ def sweep_stale() -> str:
         return ""
     named = ", ".join(swept[:3]) + (f" and {len(swept) - 3} more" if len(swept) > 3 else "")
     return (f"mha-check: removed {len(swept)} folder{'s' * (len(swept) != 1)} of earlier runs that were killed before "
-            f"they could clean up (mha-check runs of anyone on this machine, in {tempfile.gettempdir()})" +
+            f"they could clean up (earlier mha-check runs of this user, uid {os.getuid()}, whose process is gone, in "
+            f"{tempfile.gettempdir()}: never a run still going)" +
             (f" ({mounts} tmpfs unmounted)" if mounts else "") +
             (f": {named}" if swept else "") + (f"; could not remove {', '.join(left)}" if left else "") +
             (f"; left {', '.join(mounted)} as they are: a tmpfs is mounted in each, which only a process with "

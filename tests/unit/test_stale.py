@@ -65,7 +65,8 @@ def test_a_killed_graders_scratch_is_swept_and_a_live_graders_is_not(temp_dir, k
         assert bool(scratch.tmpfs_below(killed_root)) == (kind == "mounted")
         line = scratch.sweep_stale()
         assert line.startswith("mha-check: removed 1 folder of earlier runs") and killed_root in line
-        assert "runs of anyone on this machine" in line  # a user trial took other people's for its own
+        assert f"runs of this user, uid {os.getuid()}, whose process is gone" in line  # a user trial took other
+        # people's for its own; the next, "of anyone on this machine", for a sweep of other users' (only its own uid's)
         assert ("1 tmpfs unmounted" in line) == (kind == "mounted") and "\n" not in line
         assert not os.path.lexists(killed_root) and scratch.tmpfs_below(killed_root) == []
         assert os.path.isdir(os.path.join(live_root, "scratch")) and live.poll() is None
