@@ -209,8 +209,33 @@ def scale(f: Findings) -> None:
             else:
                 mid, text = "wrong-scale", f"the scores are multiplied by {total:.4g} in all (divided by {divisor:.4g})"
             text += f"; the lesson divides by sqrt(dh) = sqrt({dh}) = {math.sqrt(dh):.4g}"
+            twice = _scaled_again(f, factors, want)
+            if twice is not None:
+                extra, kept = twice
+                where = f.ops[kept].get("at") or "?"
+                f.mark(extra, {"id": mid, "text": (
+                    f"{text}: the scores are scaled twice, here and again at step {kept + 1} ({where}), which "
+                    "alone divides by sqrt(dh)"), "remedy": (
+                    f"Scale the scores once: delete this scaling, since the one at {where} already divides them "
+                    "by sqrt(dh)")}, keep_earlier=True)
+                continue
             f.mark(factors[-1][0] if factors else _scores_product(f, ancestors, target), {"id": mid, "text": text},
                    keep_earlier=True)
+
+
+def _scaled_again(f: Findings, factors: list[tuple[int, float]], want: float) -> tuple[int, int] | None:
+    """(the step to delete, the step to keep) when the scores are scaled on two steps (the queries divided by
+    sqrt(dh), then their product with the keys divided by sqrt(dh) again: by dh in all), one of which alone is the
+    lesson's 1/sqrt(dh): the line that scales a second time is the one to change.  A student's trial got the other
+    line, already right, "fixed" into itself.  None where no one step alone is right."""
+    if len(factors) != 2:
+        return None
+    right = [i for i, k in factors if math.isclose(k, want, rel_tol=1e-6)]
+    if not right:
+        return None
+    kept = right[-1]  # both right: the later one, on the scores themselves, stays
+    extra = next(i for i, _ in factors if i != kept)
+    return extra, kept
 
 
 def _queries_width(f: Findings, ancestors: set[int], default: int) -> int:
