@@ -17,8 +17,10 @@ INFO = MutantInfo(
     trace=("mask-added",),
     symptom=("Every future token keeps its weight, e times larger (a +1 on the future) or e times smaller (a +1 on "
              "the past): the outputs differ from the reference and each position reads the tokens after it."),
+    rewrite="added",
     remedy=("Do not add a mask of 0s and 1s to the scores: fill the hidden scores with float(\"-inf\") (masked_fill "
-            "where the mask hides a position), or add a mask that is -inf there and 0 elsewhere."),
+            "where the mask hides a position, given a boolean mask: a float one of 0s and 1s made .bool() or == 0 "
+            "first), or add a mask that is -inf there and 0 elsewhere."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     variant={"mask_op": "add", "fill": 1.0},
     fitted=("fill",),  # +1 on the future, or +1 on the past (-1 on the future), or another finite shift

@@ -12,7 +12,8 @@ import ast
 import re
 import threading
 
-from harness.engine.trace.vocabulary import HEADS_BEHIND, KEYS_WITH, LEADING_AXES, PROJECTION_UNAPPLIED
+from harness.engine.trace.vocabulary import (HEADS_BEHIND, KEYS_WITH, LEADING_AXES, ONES_ON_ALLOWED, ONES_ON_FUTURE,
+                                             PROJECTION_UNAPPLIED)
 
 _AST_LOCK = threading.Lock()
 
@@ -33,7 +34,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
          "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
-         "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": ""}
+         "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": "", "added": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -99,6 +100,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         return _out_projection(line, tree, told)
     if kind == "cat-axis":
         return _cat_axis(line, tree, told)
+    if kind == "added":
+        return _added(line, tree, told)
     if kind == "slice" and LEADING_AXES in told:
         return _slice_last_axes(line, tree)
     if kind in LOCAL:
@@ -404,6 +407,29 @@ def _additive(line: str, tree: ast.Module) -> str | None:
     if len(found) != 1:
         return None
     return line[:found[0].col_offset] + 'float("-inf")' + line[found[0].end_col_offset:]
+
+
+def _added(line: str, tree: ast.Module, told: str) -> str | None:
+    """att = att + self.causal_mask[:N, :N]  ->  att = att.masked_fill(self.causal_mask[:N, :N].bool(), float("-inf"))
+    where the mask's 1s mark the future (`told`: the trace's words), `... == 0` where they mark what a token may see:
+    an assignment of one sum, one of whose terms is the assigned name (the scores).  The mask is a float of 0s and
+    1s, and masked_fill takes a boolean one: told "masked_fill" alone, a student wrote masked_fill(mask, -inf), which
+    raises."""
+    stmt = tree.body[0]
+    hides = ".bool()" if ONES_ON_FUTURE in told else " == 0" if ONES_ON_ALLOWED in told else None
+    if hides is None or not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+                             isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)):
+        return None
+    target = ast.get_source_segment(line, stmt.targets[0])
+    left, right = (ast.get_source_segment(line, side) for side in (stmt.value.left, stmt.value.right))
+    scores, mask = (left, stmt.value.right) if left == target else (right, stmt.value.left) if right == target else \
+        (None, None)
+    if scores is None or isinstance(mask, ast.Constant):
+        return None
+    text = ast.get_source_segment(line, mask)
+    text = text if isinstance(mask, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) else f"({text})"
+    return line[:stmt.value.col_offset] + f'{scores}.masked_fill({text}{hides}, float("-inf"))' + \
+        line[stmt.value.end_col_offset:]
 
 
 def _multiply(line: str, tree: ast.Module) -> str | None:

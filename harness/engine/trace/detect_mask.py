@@ -11,8 +11,8 @@ import numpy as np
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
 from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, DROPOUTS, MADE_A_BUFFER, MULTIPLIES,
-                                             PASS_THROUGH, SCORES_LIKE, VIEWS, WEIGHT_ORIGINS, WORKED, number,
-                                             square_pattern)
+                                             ONES_ON_ALLOWED, ONES_ON_FUTURE, PASS_THROUGH, SCORES_LIKE, VIEWS,
+                                             WEIGHT_ORIGINS, WORKED, number, square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 PROBED_FILL = -5e4  # causal-leakage's probe pushes real scores near -5e4 (the size fp16 activations reach): a fill
@@ -429,7 +429,28 @@ def mask_arithmetic(f: Findings) -> None:
             f.mark(m, {"id": "mask-added", "text": (
                 "a mask of finite values (0s and 1s) is added to the scores: it shifts some scores by a little and "
                 "hides none, so the future keeps a real weight after the softmax; fill the hidden scores with "
-                "float('-inf') (masked_fill) instead")}, keep_earlier=True)
+                "float('-inf') (masked_fill) instead" + _ones_mark(f, op))}, keep_earlier=True)
+
+
+def _ones_mark(f: Findings, op: dict) -> str:
+    """Which positions the 1s of an added 0/1 mask mark, from its first n x n entries as the constructor made them
+    (the buffer itself, or the buffer a slice of it was taken from): the future (triu(ones, 1): fill where it is 1)
+    or what each token may see (tril(ones): fill where it is 0); "" when neither.  A student told only "masked_fill"
+    wrote masked_fill(mask, -inf) on the float mask, which raises (masked_fill takes a boolean mask)."""
+    n = f.cfg["n"]
+    todo, seen = list(op["in"]), 0
+    while todo and seen < 8:
+        t, seen = todo.pop(0), seen + 1
+        marked = (t.get("made") or {}).get("nonzero")
+        if marked and len(marked) == n:
+            got = np.array(marked, bool)
+            if np.array_equal(got, np.triu(np.ones((n, n), bool), 1)):
+                return ONES_ON_FUTURE
+            if np.array_equal(got, np.tril(np.ones((n, n), bool))):
+                return ONES_ON_ALLOWED
+        elif t.get("src") is not None and f.ops[t["src"]]["op"] in ("__getitem__", "narrow", "to", "float"):
+            todo.extend(f.ops[t["src"]]["in"][:1])  # a slice (or a cast) of the mask: where it was taken from
+    return ""
 
 
 def _completed(f: Findings, m: int) -> bool:

@@ -97,3 +97,6 @@ def square_pattern(pattern, n: int):
     while a.ndim > 2:
         a = a[0]
     return a if a.shape == (n, n) else None
+
+ONES_ON_FUTURE = "; its 1s mark the future"  # said by the mask-added mark (detect_mask), read by the own-line fix
+ONES_ON_ALLOWED = "; its 1s mark what each token may see"  # (harness.engine.rewrite, "added"): where to fill
