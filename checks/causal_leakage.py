@@ -114,8 +114,11 @@ def describe_leak(G: np.ndarray) -> tuple[str, str]:
         b, t, s = leaks[0]
         what = f"output position {t} depends on future input position {s} (batch {b}, gradient {G[b, t, s]:.3g})"
         rel = G[:, future].max() / max(G[:, past].max(), 1e-300)
-        if len(dead) and np.all(G[:, future] > 0) and len(dead) >= B * n * (n - 1) // 2:
-            return what, "inverted"
+        strict_past = np.tril(np.ones((n, n), bool), -1)
+        strict_past[-1] = False  # the last token hides every position: a finite fill averages them all
+        if len(dead) and np.all(G[:, future] > 0) and np.all(G[:, strict_past] <= INFLUENCE * max(scale, 1e-300)):
+            return what, "inverted"  # every earlier token without influence and every later one with: as many dead
+            # cells in a scramble of the heads' tokens (a fused split in the wrong order) were told "inverted mask"
         if rel < 1e-2:
             return what, "small-leak"
         next_only = np.triu(np.ones((n, n), bool), 1) & ~np.triu(np.ones((n, n), bool), 2)
