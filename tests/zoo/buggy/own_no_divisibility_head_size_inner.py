@@ -4,10 +4,10 @@ heads of 3 features covering 9 of the 10, without a word.  For a width the heads
 
 Style: Karpathy's `head_size`, `wei` and `tril`, W_q / W_k / W_v and `proj`.
 
-Written as the student-style zoo's (own_*) no-divisibility-check and kept out of it: the report names it at its line
-(the first projection built with the truncated width), but its fix is a statement to add at the top of __init__ (the
-divisibility check's guard, in this class's own names), which no one-line change of that line can be, and which
-tests/e2e/test_own_fix.py reads only as the catalogue's remedy or as a line to paste.
+The student-style zoo's (own_*) no-divisibility-check: the report names it at its line (the first projection built with
+the truncated width), and its fix is a statement to add at the top of __init__ (the divisibility check's guard, in
+this class's own names), which no one-line change of that line can be: told in words, and read as words by
+tests/e2e/test_own_fix.py.
 """
 import torch
 import torch.nn as nn
