@@ -20,6 +20,13 @@ from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
 
 
+SHRINK_FIX = """The count falls as heads are added: some of the layer's parameters are sized by one head's width
+    alone, or shared by every head (the same head module repeated, `[head] * H`, which nn.ModuleList holds once).
+    Give every head its own queries, keys and values: one projection of width d_out each, split into the heads, or
+    a new head built for each (`nn.ModuleList(Head(...) for _ in range(H))`)."""  # the check's fix speaks of
+# full-width heads, which a count that shrinks does not have (a student's shared heads were told to narrow them)
+
+
 @check(
     id="head-invariance",
     claim="the parameter count is the same for every number of heads that divides the width",
@@ -99,7 +106,8 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
         finding = "count grows with heads" if most > fewest else "count shrinks with heads"
         return failed(f"parameter count changes with the number of heads{grouping} (d_out={d_out}): {table}{note}",
                       observed=table, expected=f"the same count for all, {built[first]} as with "
-                      f"{'one head' if first == 1 else f'{first} heads'}", finding=finding)
+                      f"{'one head' if first == 1 else f'{first} heads'}", finding=finding,
+                      **({"fix": " ".join(SHRINK_FIX.split())} if most < fewest else {}))
     heads = [str(h) for h in built]
     first = next(iter(built))
     return passed(f"{built[first]} parameters for {', '.join(heads[:-1])} and {heads[-1]} heads{grouping} "

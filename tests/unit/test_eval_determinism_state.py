@@ -85,6 +85,8 @@ def test_a_count_that_shrinks_with_the_heads_is_not_the_full_width_heads_pattern
     one fused projection with the queries and the feed-forward input: here a projection whose name says no role.)"""
     check = _head_invariance(tmp_path, MULTI_QUERY.replace("to_kv", "shared"))
     assert check.status == "fail" and check.details["finding"] == "count shrinks with heads", check.message
+    assert "count falls as heads are added" in check.fix and "full-width" not in check.fix  # not the growing
+    # count's fix (a student's `[head] * H`, one head shared by all, was told to narrow heads it had made narrow)
 
 
 def test_a_multi_query_layer_whose_fused_key_value_is_named_is_read_as_one_shared_head(tmp_path):
