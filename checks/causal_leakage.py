@@ -189,11 +189,42 @@ def causal_leakage(ctx):
             return outcome
         return _deep(ctx, inst, x, r, cfg, unreferenced)
 
-    outcome = ctx.find_failure(holds)
+    outcome = ctx.find_failure(holds) or _own_mask_leaks(ctx)
     if outcome is None and (off_shape["judged"] or off_shape["unclear"]):
         outcome = _off_shape_verdict(off_shape)
     outcome = outcome or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
     return _how_called(outcome, ctx.call_evidence)
+
+
+def _own_mask_leaks(ctx):
+    """A layer called with a causal mask (its forward wants one, the proof chose the convention) may mask by itself
+    too, and wrongly: the mask passed hides what its own lets through (`tril(..., diagonal=1)` of its own, plus the
+    caller's -inf), so every check saw a causal layer.  Called with the same convention's mask hiding nothing (a
+    padding mask without padding, as its callers will pass), a layer that leaves masking to its caller lets the whole
+    future through, and one whose own mask is right none of it.  One that still hides some later position in every
+    sequence, yet lets another through, masks by itself and leaks: a failure whatever a caller passes (a student's
+    trial: `forward(x, attn_mask)` with its own keep-mask one diagonal off passed every check)."""
+    cfg = ctx.base
+    inst = ctx.build(cfg)
+    masked = inst.info.call_masked
+    if not masked or inst.style < 0 or not masked[inst.style % len(masked)]:
+        return None
+    x = ctx.input(cfg, "own-mask")
+    r = ctx.rng("own-mask-r", cfg).standard_normal(cfg.d_out)
+    result = inst.call(inst.jacobian_request(x, r, hide_nothing=True))
+    if result.jac is None:
+        return None
+    G = influence_from_jacobian(result.jac)
+    future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
+    if not np.isfinite(G).all() or not (G[:, future] > 0).any() or not (G[:, future] == 0).all(axis=0).any():
+        return None  # causal by itself, or masking left to the caller (the whole future through): no evidence
+    what, code = describe_leak(G)
+    call = inst.info.call_styles[inst.style % len(inst.info.call_styles)]
+    return failed(f"{what}, called as {call} but with a mask that hides nothing: your layer hides some later "
+                  f"positions by itself and lets another through, so its own mask leaks wherever a caller's does not "
+                  f"hide the future (the causal mask mha-check passes covered it); {LEAK_PATTERNS[code]}",
+                  observed=what, expected="zero for s > t",
+                  leakage_map=(G[0] > INFLUENCE * G.max()).astype(int).tolist(), finding="leak:" + code)
 
 
 def _by_token_axis(ctx, inst, x, cfg, outputs, labels, off_shape: dict):

@@ -65,16 +65,19 @@ class Style:
             return f"forward({inputs}, {self.mask[0]}=None)" if self.mask is not None else f"forward({inputs})"
         return f"forward({inputs}, {self.mask[0]}=causal mask {SHAPES[self.shape]}, {CONVENTIONS[self.convention]})"
 
-    def arguments(self, x: torch.Tensor, seq_first: bool = False) -> tuple[tuple, dict]:
+    def arguments(self, x: torch.Tensor, seq_first: bool = False, hide_nothing: bool = False) -> tuple[tuple, dict]:
         """forward's arguments for the input x (B, n, d); `seq_first`: the data given as (n, B, d), for a layer
-        that reads its input sequence first (the mask and positions are the same: they are about the n tokens)."""
+        that reads its input sequence first (the mask and positions are the same: they are about the n tokens);
+        `hide_nothing`: the mask in the same convention and shape, hiding no position (as a padding mask without
+        padding does), so that a layer's own mask shows alone (checks.causal_leakage)."""
         data = sequence_first_input(x) if seq_first else x
         args = tuple(data for _, kw in self.data if not kw)
         kwargs = {name: data for name, kw in self.data if kw}
         if self.convention is None and self.mask is not None:
             kwargs[self.mask[0]] = None  # a required mask parameter given None: the layer's own default
         elif self.convention is not None:
-            kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype, x.shape[0])
+            kwargs[self.mask[0]] = causal_mask(x.shape[1], self.convention, self.shape, x.device, x.dtype, x.shape[0],
+                                               hide_nothing)
         if self.flag is not None:
             kwargs[self.flag] = True
         if self.positions is not None:  # only the layout asked for: each operation shows in a recorded forward
@@ -84,8 +87,12 @@ class Style:
         return args, kwargs
 
 
-def causal_mask(n: int, convention: int, shape: int, device, dtype, batch: int = 1) -> torch.Tensor:
-    future = torch.triu(torch.ones(n, n, dtype=torch.bool, device=device), 1)
+def causal_mask(n: int, convention: int, shape: int, device, dtype, batch: int = 1,
+                hide_nothing: bool = False) -> torch.Tensor:
+    """The causal mask in one convention and shape; with `hide_nothing`, the same convention hiding no position."""
+    future = torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+    if hide_nothing:
+        future.zero_()
     mask = [future, ~future, torch.zeros(n, n, dtype=dtype, device=device).masked_fill(future, float("-inf")),
             (~future).to(dtype)][convention]
     if SHAPES[shape] == "(B, n, n)":

@@ -144,19 +144,49 @@ def mask_shape(f: Findings) -> None:
             _mark_mask_shape(f, i, hidden, _fused_mask_made_at(f, i))
         return
     applied = uses[0]
-    hidden = None
-    for m in applied:
-        pattern = _mask_pattern(f.namer, f.ops[m])
-        if pattern is not None:
-            hidden = pattern if hidden is None else (hidden | pattern)
+    own = [m for m in applied if not _passed_by_us(f, m)]
+    hidden, hidden_own = _hidden_by(f, applied), _hidden_by(f, own)
     if hidden is None or not applied:
+        return
+    future = np.triu(np.ones(hidden.shape, bool), 1)
+    if len(own) < len(applied) and hidden_own is not None and hidden_own.any() and not (hidden_own & ~future).any():
+        # a mask of the layer's own beside the causal mask mha-check passes, hiding part of the future: ours covers
+        # the rest, so together they are right, and the layer's own leaks wherever a caller's mask does not hide the
+        # future (checks.causal_leakage calls it with one hiding nothing); its own is what to judge
+        _mark_mask_shape(f, own[-1], hidden_own, _made_at(f, own[-1]), beside_ours=True)
         return
     _mark_mask_shape(f, applied[-1], hidden, _made_at(f, applied[-1]))
 
 
-def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None) -> None:
+def _hidden_by(f: Findings, masks: list[int]) -> np.ndarray | None:
+    """The score positions (n, n) these mask operations hide together, where any of them can be read."""
+    hidden = None
+    for m in masks:
+        pattern = _mask_pattern(f.namer, f.ops[m])
+        if pattern is not None:
+            hidden = pattern if hidden is None else (hidden | pattern)
+    return hidden
+
+
+def _passed_by_us(f: Findings, m: int) -> bool:
+    """Mask operation `m` applies a mask made by mha-check to call forward (the causal mask passed as `attn_mask`),
+    not one of the layer's own."""
+    sources = {t["src"] for t in f.ops[m]["in"][1:] if t.get("src") is not None} if f.ops[m]["op"] != "where" \
+        else {t["src"] for t in f.ops[m]["in"][:1] if t.get("src") is not None}
+    if f.ops[m]["op"] in ADDS:  # either side of an addition may be the mask
+        sources = {t["src"] for t in f.ops[m]["in"] if t.get("src") is not None and f.namer.sym(t) not in SCORES_LIKE}
+    chain = set(sources)
+    for src in sources:
+        chain |= f.namer.ancestors(src)
+    return any(f.ops[i].get("at") == "mha-check" for i in chain)
+
+
+def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None, beside_ours: bool = False) -> None:
     """Mark operation `m`, which applies a mask hiding `hidden` (n, n), when that is not exactly the future; `made`:
-    the line that made the mask wrongly, when it is not `m`'s."""
+    the line that made the mask wrongly, when it is not `m`'s.  `beside_ours`: the layer's own mask, applied beside
+    the causal mask mha-check passes, which covered it: the numbers under that call are the reference's, so the mark
+    names its mistake only where causal-leakage's call with a mask hiding nothing finds the same leak
+    (`confirmed_by`), and says in its title why the other checks passed."""
     n = f.cfg["n"]
     future = np.triu(np.ones((n, n), bool), 1)
     if np.array_equal(hidden, future):
@@ -184,6 +214,13 @@ def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None)
         mark.update(at=made["at"], code=made["code"],
                     text=f"{mark['text']}; the mask is made wrongly at {made['at']} ({made['code']}), not where it "
                          "is applied")
+    if beside_ours and mid == "mask-one-token-late":
+        mark.update(title=("Causal mask of the layer's own one diagonal off: each token can see the next one "
+                           "wherever the mask passed to forward does not hide it (a padding mask, or none)"),
+                    symptom=("Each token also attends to the token right after it wherever the mask passed to "
+                             "forward does not hide it, so the model can read the answer it is supposed to predict; "
+                             "with the causal mask mha-check passes, the outputs are the reference's."),
+                    confirmed_by="causal-leakage:leak:one-future")
     f.mark(m, mark, keep_earlier=True, beside=FILL_MARKS)  # a finite fill on the same masked_fill is a second mistake
 
 
