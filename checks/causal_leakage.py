@@ -38,11 +38,12 @@ import dataclasses
 import numpy as np
 
 from checks import Status, cannot_tell, check, failed, passed
+from checks._dropout import TRAIN_DROPOUT, dropout_instance
+from checks.contiguity import VIEW_FIX, is_view_error
 from checks.output_shape import output_shape, tokens_axes
 from harness.engine.compare import compare
 from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
 from harness.engine.mapping import map_help
-from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
 from reference import grouped, numpy_ref
 
@@ -84,7 +85,6 @@ DROPOUT_FIX = ("Apply dropout only to the attention weights, after the softmax: 
                "scores.masked_fill(mask[:n, :n], float('-inf')), dim=-1))`. Never apply it to the mask (in training "
                "it zeroes some of its entries, and those future tokens leak) nor to the masked scores (it multiplies "
                "some -inf by 0, which is NaN); the mask must stay whole in every mode.")
-TRAIN_DROPOUT = 0.5  # the train-mode probe's dropout: a causal layer's output stays finite and blind to the future
 TRAIN_DROPOUT_DRAWS = 8  # forwards in train mode with that dropout, each a new draw: a 0/1 mask that dropout hits
 # makes a row NaN only where it zeroes a whole row (token 0's: probability 0.5 a draw); 8 draws miss it rarely
 DRAWS_BATCH = 8  # sequences in each of those forwards: dropout drawn per sequence (on the scores) gives them NaN at
@@ -372,7 +372,7 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
         ordinary, x_ordinary = ctx.weights_for(inst, "leak-reference"), ctx.input(cfg, "leak-reference")
         requests += [inst.write_request(ctx.transplanted(inst, ordinary)), inst.forward_request(x_ordinary)]
         groups.append((inst, requests))
-    dropping = _dropout_instance(ctx, inst, cfg)
+    dropping = dropout_instance(ctx, inst, cfg, "train-dropout")
     if dropping is not None:  # last: what it raises (its build refusing the rate, its forward) stops no other probe
         x_draws = ctx.input(dataclasses.replace(cfg, batch=DRAWS_BATCH), "train-dropout")
         groups.append((dropping, [dropping.jacobian_request(x, r, "train")] +
@@ -404,17 +404,6 @@ def _deep(ctx, inst, x, r, cfg, unreferenced: set):
                               unreferenced, ctx.rope)
 
 
-def _dropout_instance(ctx, inst, cfg):
-    """The module for `cfg` with dropout TRAIN_DROPOUT, built afresh so that its draws follow from the seed alone:
-    through its dropout argument where it takes one, and every nn.Dropout set to it (a rate hard-coded in a module
-    too).  None where it has neither (the train-mode probe with dropout 0 already saw all there is)."""
-    by_arg = ctx.accepts("dropout")
-    if not by_arg and not inst.info.dropout_modules:
-        return None
-    with_dropout = Config(**{**cfg.to_dict(), "dropout": TRAIN_DROPOUT}) if by_arg else cfg
-    return ctx.build(with_dropout, force_dropout=TRAIN_DROPOUT, fresh="train-dropout")
-
-
 def _dropout_verdict(replies, cfg):
     """Train mode with dropout > 0, judged on what dropout cannot change in a causal layer: it multiplies the
     attention weights, so the output stays finite and a future token, whose weight is 0, keeps a gradient of exactly
@@ -427,9 +416,13 @@ def _dropout_verdict(replies, cfg):
     the layer with dropout too and reports what it raises.  A forward that raised fails: the layer cannot train
     (`self.dropout(mask)` on a boolean mask raises at any rate above 0, and hands the mask back unchanged at 0)."""
     if isinstance(replies, TargetFailure) and replies.stage == "forward":
+        view = is_view_error(replies.message)  # not the dropout's fault: a view the tensor's layout in training
+        # refuses (scaled_dot_product_attention with dropout returns its output laid out otherwise), contiguity's
         return failed(f"your code raised {replies.message} in train() mode with dropout {TRAIN_DROPOUT}, while in "
-                      "eval() mode and in train() mode with dropout 0 it runs: a layer that cannot be trained",
-                      finding="raised at forward in train mode with dropout", fix=DROPOUT_FIX)
+                      "eval() mode and in train() mode with dropout 0 it runs: a layer that cannot be trained"
+                      + ("; the dropout is not to blame: a view() after a transpose needs .contiguous() (contiguity "
+                         "reports it)" if view else ""),
+                      finding="raised at forward in train mode with dropout", fix=VIEW_FIX if view else DROPOUT_FIX)
     if isinstance(replies, BaseException):
         return None
     jacobian, *forwards = replies

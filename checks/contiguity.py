@@ -4,9 +4,11 @@ It runs before output-shape: a forward that raises the view error is reported he
 a working forward are skipped.  A forward that raises something else is not judged here (output-shape reports it).
 """
 from checks import Outcome, Status, check, failed, passed
+from checks._dropout import TRAIN_DROPOUT, dropout_instance
 from checks.construct import construct
 from harness.engine.compare import same, worst_difference
 from harness.engine.trace.detect_layout import SLICE_DETECTORS
+from harness.wire import raised
 from harness.wire.errors import TargetFailure
 
 VIEW_ERROR = ("view size is not compatible with input tensor", "use .reshape(...) instead")
@@ -17,7 +19,11 @@ SLICE_FIX = """Split a (B, n, d) projection (or a slice of a fused one) into hea
     where the heads belong."""
 
 
-def _is_view_error(message: str) -> bool:
+VIEW_FIX = """Call `.contiguous()` before `.view(...)` after a transpose (`ctx.transpose(1, 2).contiguous().view(B, n,
+    d)`), or use `.reshape(...)`, which copies when it must."""
+
+
+def is_view_error(message: str) -> bool:
     return any(s in message for s in VIEW_ERROR)
 
 
@@ -41,6 +47,36 @@ def _on_slice(outcome, ctx):
     return outcome
 
 
+TRAINING_SYMPTOM = ("forward raises \"view size is not compatible with input tensor's size and stride\" in train() "
+                    "mode with dropout, so the layer cannot be trained; in eval() mode the view happens to work, as "
+                    "the tensor before it is laid out otherwise there.")
+
+
+def _training(ctx):
+    """The view error that shows only in train() mode with dropout: scaled_dot_product_attention with dropout_p > 0
+    takes another path on the CPU, whose output is laid out otherwise, so `y.transpose(1, 2).view(B, n, d)` that ran
+    in eval() mode raises there (a student's trial: causal-leakage's train-mode probe met it, and the report blamed
+    the dropout).  One forward of the base configuration, built with dropout on, in train() mode."""
+    cfg = ctx.base
+    inst = dropout_instance(ctx, ctx.build(cfg), cfg, "contiguity-train")
+    if inst is None or cfg.heads < 2 or cfg.n < 2:
+        return None
+    try:
+        inst.forward(ctx.input(cfg, "contiguity-train"), "train")
+    except TargetFailure as e:
+        if e.stage == "forward" and is_view_error(e.message):
+            said = raised.parse(e.message)
+            line = {"at": said.at, "code": said.code} if said and said.at else {}  # the line, for the diagnosis: the
+            # trace's forward runs in eval() mode, where this view does not raise
+            return failed(f"{AFTER_TRANSPOSE}{e.message} in train() mode with dropout {TRAIN_DROPOUT}, though not in "
+                          "eval() mode: the tensor before the view is laid out otherwise there (scaled_dot_product_"
+                          "attention with dropout returns its output so), and a view needs it contiguous",
+                          observed="RuntimeError from view() in train() mode", expected="a result",
+                          finding=TRANSPOSE_FINDING, usable=True,  # eval() mode runs: the other checks can
+                          symptom=TRAINING_SYMPTOM, **line)
+    return None
+
+
 def _raised_on_slice(ctx) -> str:
     """When the view that raised worked on a slice that no transpose made (a fused projection's part), what the
     recorded forward says of it, else "".  Such an error is not a missing `.contiguous()`: a view of a slice raises
@@ -56,8 +92,7 @@ def _raised_on_slice(ctx) -> str:
     raises "view size is not compatible with input tensor's size and stride". It only shows when H > 1 and n > 1,
     so a quick test with one head or one token misses it. A forward that calls view() on its input also breaks
     for a sliced or transposed input.""",
-    fix="""Call `.contiguous()` before `.view(...)` after a transpose (`ctx.transpose(1, 2).contiguous().view(B, n,
-    d)`), or use `.reshape(...)`, which copies when it must.""",
+    fix=VIEW_FIX,
     needs=(construct,),
     example="""H = 2, n = 3: w @ v (2, 2, 3, 4) -> .transpose(1, 2) -> (2, 3, 2, 4), strides (24, 4, 12, 1):
       not contiguous
@@ -81,7 +116,7 @@ def contiguity(ctx):
         except TargetFailure as e:
             if e.stage == "construct":  # the constructor refused the configuration: not a forward to judge here
                 raise
-            if not _is_view_error(e.message):
+            if not is_view_error(e.message):
                 others.append(e.message)
                 return None
             if e.answered:  # the plain forward ran: the one on a non-contiguous input raised
@@ -98,7 +133,7 @@ def contiguity(ctx):
                           + worst_difference(y2, y, ("non-contiguous", "contiguous")), usable=True)
         return None
 
-    outcome = _on_slice(ctx.find_failure(holds, min_heads=2, min_n=2), ctx)
+    outcome = _on_slice(ctx.find_failure(holds, min_heads=2, min_n=2), ctx) or (None if others else _training(ctx))
     if outcome is None and others:
         return Outcome(Status.SKIP, f"not judged where your forward raises {others[0][:200]} (reported by "
                                "output-shape)", details={"usable": True})
