@@ -16,7 +16,8 @@ INFO = MutantInfo(
     symptom=("The layer has roughly H times the parameters of the lesson's layer, the count grows with the number "
              "of heads, and the output is a different function."),
     remedy=("Give each head width d_out // heads: project once to d_out for the queries, keys and values and "
-            "split that into the heads."),
+            "split that into the heads, and divide the scores by the square root of that head width (a full-width "
+            "head's scale, sqrt(d_out), is then the scale-by-sqrt-d mistake)."),
     fix=("self.h, self.dh = nheads, d_out // nheads; one nn.Linear(d, d_out) each for q, k, v (split into heads "
          "by view); self.out = nn.Linear(d_out, d_out)"),
     example=(

@@ -917,8 +917,21 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
              if _validate(roles, d_in, d_out, d_kv, out_proj) is None]
     if found:
         return found, ""
+    has = _linears_held(module)
     if not out_proj:
-        return [], (f"{by_name}; by position: not three Linear({d_in}, {d_out}) alone, nor one fused "
-                    f"Linear({d_in}, {3 * d_out}) alone (a single-head layer has no output projection)")
-    return [], (f"{by_name}; by position: not three Linear({d_in}, {d_out}) and one Linear({d_out}, {d_out}), nor one "
-                f"fused Linear({d_in}, {3 * d_out}) and one Linear({d_out}, {d_out})")
+        return [], (f"{by_name}; by position: not exactly three Linear({d_in}, {d_out}), nor one fused "
+                    f"Linear({d_in}, {3 * d_out}) (a single-head layer has no output projection){has}")
+    return [], (f"{by_name}; by position: not exactly three Linear({d_in}, {d_out}) and one Linear({d_out}, {d_out}), "
+                f"nor one fused Linear({d_in}, {3 * d_out}) and one Linear({d_out}, {d_out}){has}")
+
+
+def _linears_held(module: nn.Module) -> str:
+    """What the module holds instead, in the same words: ", where your layer has 6 Linear(8, 8) and 1 Linear(16, 8)"
+    (a student's trial read "not three Linear(8, 8) and one Linear(8, 8)" as nonsense beside six of them)."""
+    counts: dict[tuple[int, int], int] = {}
+    for mod in module.modules():
+        if isinstance(mod, nn.Linear):
+            counts[(mod.in_features, mod.out_features)] = counts.get((mod.in_features, mod.out_features), 0) + 1
+    if not counts:
+        return ", where your layer has no nn.Linear"
+    return ", where your layer has " + ", ".join(f"{c} Linear({i}, {o})" for (i, o), c in counts.items())
