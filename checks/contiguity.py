@@ -8,7 +8,6 @@ from checks._dropout import TRAIN_DROPOUT, dropout_instance
 from checks.construct import construct
 from harness.engine.compare import same, worst_difference
 from harness.engine.trace.detect_layout import SLICE_DETECTORS
-from harness.wire import raised
 from harness.wire.errors import TargetFailure
 
 VIEW_ERROR = ("view size is not compatible with input tensor", "use .reshape(...) instead")
@@ -47,11 +46,6 @@ def _on_slice(outcome, ctx):
     return outcome
 
 
-TRAINING_SYMPTOM = ("forward raises \"view size is not compatible with input tensor's size and stride\" in train() "
-                    "mode with dropout, so the layer cannot be trained; in eval() mode the view happens to work, as "
-                    "the tensor before it is laid out otherwise there.")
-
-
 def _training(ctx):
     """The view error that shows only in train() mode with dropout: scaled_dot_product_attention with dropout_p > 0
     takes another path on the CPU, whose output is laid out otherwise, so `y.transpose(1, 2).view(B, n, d)` that ran
@@ -65,15 +59,11 @@ def _training(ctx):
         inst.forward(ctx.input(cfg, "contiguity-train"), "train")
     except TargetFailure as e:
         if e.stage == "forward" and is_view_error(e.message):
-            said = raised.parse(e.message)
-            line = {"at": said.at, "code": said.code} if said and said.at else {}  # the line, for the diagnosis: the
-            # trace's forward runs in eval() mode, where this view does not raise
             return failed(f"{AFTER_TRANSPOSE}{e.message} in train() mode with dropout {TRAIN_DROPOUT}, though not in "
                           "eval() mode: the tensor before the view is laid out otherwise there (scaled_dot_product_"
                           "attention with dropout returns its output so), and a view needs it contiguous",
                           observed="RuntimeError from view() in train() mode", expected="a result",
-                          finding=TRANSPOSE_FINDING, usable=True,  # eval() mode runs: the other checks can
-                          symptom=TRAINING_SYMPTOM, **line)
+                          finding=TRANSPOSE_FINDING, usable=True)  # eval() mode runs: the other checks can
     return None
 
 

@@ -35,6 +35,11 @@ def _explain_difference(extra: int, cfg) -> tuple[str, str]:
     return fitting[0] if len(fitting) == 1 else ("", "count: other")
 
 
+def _bias_words(biases: set[str]) -> str:
+    """A bias set in words: "biases b_k, b_o, b_q, b_v", "no bias"."""
+    return "biases " + ", ".join(f"b_{b[1]}" for b in sorted(biases)) if biases else "no bias"
+
+
 def _full_width(got: int, cfg) -> tuple[str, str] | None:
     """(what it looks like, "count: full-width heads") when `got` is exactly the count of H heads of width d_out each:
     H·3·d_in·d_out for W_q, W_k, W_v (H·d_out more for each Q/K/V bias), and an output projection from H·d_out
@@ -169,10 +174,16 @@ def param_count(ctx):
         if got in allowed:
             return None
         explained = {_explain_difference(got - a, cfg) for a in allowed} - {("", "count: other")}
-        lesson = {"bo"} if out_proj else set()  # where the biases cannot be read: the lesson's count, as trace and
-        # explain give it (a student's trial was told 288, "with any set of biases", where both said 264)
-        want = allowed[0] if biases is not None else _expected(cfg, lesson, kv, out_proj)
-        looks_like, code = full_width(got, cfg) or (next(iter(explained)) if len(explained) == 1 else
+        lesson = {"bo"} if out_proj else set()  # where the biases cannot be read: the count of the bias set whose
+        # difference a known pattern explains (all four biases beside a doubled W_q: +72, its rows), else the
+        # lesson's, as trace and explain give it (a student's trial was told "288 with any set of biases", the
+        # nearest count, where both said 264)
+        wide = full_width(got, cfg)  # H full-width heads: told from the lesson's count, whatever fits the rest
+        fitting = [a for a in allowed if _explain_difference(got - a, cfg)[0]] if not wide else []
+        want = allowed[0] if biases is not None else min(fitting, key=lambda a: abs(a - got)) if fitting else \
+            _expected(cfg, lesson, kv, out_proj)
+        unread = next((b for b in bias_sets if _expected(cfg, b, kv, out_proj) == want), lesson)  # the set it is
+        looks_like, code = wide or (next(iter(explained)) if len(explained) == 1 else
                                                       ("", "count: other"))
         if kv is not None and kv != cfg.d_out and biases is not None and got == _expected(cfg, biases):
             looks_like, code = (f"W_k and W_v of {cfg.d_out} rows, one key/value head per query head: the number of "
@@ -186,8 +197,8 @@ def param_count(ctx):
                                                               biases - {"bo"} else "no Q/K/V bias")
                  if biases is not None and _without_out_proj(inst, out_proj) else
                  f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
-                 f" with {LESSON_BIASES if out_proj else 'no bias'} ({min(allowed)} to {max(allowed)} with other "
-                 "biases)")
+                 f" with {LESSON_BIASES if unread == lesson and out_proj else _bias_words(unread)} ({min(allowed)} "
+                 f"to {max(allowed)} with other biases)")
         shown = formula.format(cfg.d_in, cfg.d_out) if kv is None or kv == cfg.d_out else \
             (f"{cfg.d_in}·{cfg.d_out} + 2·{cfg.d_in}·{kv} (K/V of {kv // cfg.head_width} key/value heads) + "
              f"{cfg.d_out}² + biases")

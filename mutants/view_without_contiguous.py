@@ -13,7 +13,7 @@ INFO = MutantInfo(
     lesson=('Engineering implications: "contiguous() before view. After transpose the tensor is no longer laid '
             'out contiguously, and view then raises an error. Either call .contiguous() first or use reshape."'),
     killed_by=("contiguity",),
-    trace=("view-on-transposed",),
+    trace=("view-on-transposed", "view-on-transposed-in-training"),
     symptom=("forward raises \"view size is not compatible with input tensor's size and stride\" as soon as there "
              "is more than one head and more than one token."),
     remedy="Call .contiguous() between the transpose and the .view (or use .reshape).",

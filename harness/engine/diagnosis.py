@@ -310,7 +310,7 @@ RANDOM_ALIKE = {"eval-determinism:dropout in eval"}  # a dropout left on in eval
 
 def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> Diagnosis:
     entry = catalogue[mid]
-    where = next((m for m in marks if m["mutant"] == mid), None) or _line_of_check(entry, report)
+    where = next((m for m in marks if m["mutant"] == mid), None)
     own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"]) if where else None  # their
     # own line, else the fix a check that the mistake fails wrote in their names (out-proj-bias: `self.o`)
     own_words = next((c.fix for c in report.checks if c.status == Status.FAIL and c.details.get("own_fix")
@@ -330,19 +330,8 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
                      fix_is_code=bool(own) or not (own_words or remedy),  # words shown as words
                      lesson=entry["lesson"], evidence=evidence, at=where["at"] if where else None,
                      code=where["code"] if where else None,
-                     follows=tuple(_follows(mid, catalogue, report)) + _confirming(where, how, report))
-
-
-def _line_of_check(entry: dict, report) -> dict | None:
-    """The student's line and what happens there as a failing check made for the mistake found them, where the
-    trace, which records one forward in eval() mode, cannot: a view that raises only in train() mode with dropout
-    (contiguity: the line from the exception)."""
-    check = next((c for c in report.checks if c.status == Status.FAIL and c.id in entry["killed_by"]
-                  and c.details.get("at")), None)
-    if check is None:
-        return None
-    return {"mutant": "", "at": check.details["at"], "code": check.details.get("code", ""), "text": check.message,
-            **({"symptom": check.details["symptom"]} if check.details.get("symptom") else {})}
+                     follows=tuple(dict.fromkeys(tuple(_follows(mid, catalogue, report))
+                                                 + _confirming(where, how, report))))
 
 
 OUTPUT_COMPARISONS = ("reference-match", "gradient-match")  # the checks that compare the outputs with the reference

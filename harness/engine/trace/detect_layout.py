@@ -353,6 +353,30 @@ def raised(f: Findings) -> None:
             f.mark(op["i"], _raised(f.namer, op))
 
 
+@detector("view-on-transposed-in-training")
+def view_in_training(f: Findings) -> None:
+    """A view that raised only in training mode (`f.cfg["training"]["raised_ops"]`): scaled_dot_product_attention
+    with dropout_p > 0 returns its output laid out otherwise on the CPU, so `y.transpose(1, 2).view(B, n, d)` runs in
+    eval mode and raises in training.  Marked on the eval forward's view at the same line, when that view's tensor
+    comes from a transpose (a student's trial: trace showed nothing, the report named view-without-contiguous)."""
+    ops = (f.cfg.get("training") or {}).get("raised_ops") or []
+    failed = next((op for op in ops if op.get("raised")), None)
+    if failed is None or failed["op"] not in VIEWS or "view size is not compatible" not in failed["raised"]:
+        return
+    for op in f.ops:
+        if op["op"] == failed["op"] and op.get("at") and op.get("at") == failed.get("at") and op["in"] and \
+                _made_by_transpose(f.namer, op["in"][0]):
+            f.mark(op["i"], {"id": "view-on-transposed-in-training", "text": (
+                f"in train() mode (dropout on) this view() raised {failed['raised'].split(':')[0]}: the tensor after "
+                "the transpose is not contiguous there (scaled_dot_product_attention with dropout lays its output "
+                "out otherwise), though it happens to be in eval(); call .contiguous() before .view(), or use "
+                ".reshape()"), "symptom": (
+                "forward raises \"view size is not compatible with input tensor's size and stride\" in train() mode "
+                "with dropout, so the layer cannot be trained; in eval() mode the view happens to work, as the "
+                "tensor before it is laid out otherwise there.")})
+            return
+
+
 @detector("input-changed-in-place")
 def input_changed_in_place(f: Findings) -> None:
     """An in-place operation on the caller's input x."""

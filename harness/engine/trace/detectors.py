@@ -14,7 +14,9 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   kv-heads-tiled (a grouped-query layer's key/value heads copied with .repeat along the heads axis);
   kv-features-repeated (its flat key/value projections widened with repeat_interleave along the features);
   view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong,
-  kv-heads-expanded, raised (the operation that raised, and what its tensors say of why); input-changed-in-place;
+  kv-heads-expanded, raised (the operation that raised, and what its tensors say of why);
+  view-on-transposed-in-training (a view that raised only in the forward recorded in training mode);
+  input-changed-in-place;
   values-rotated (the values multiplied by the rotary embedding's positions, as the queries or keys are);
   merge-view-to-input-width (read from the forward recorded with the widths apart)
 - detect_rope: keys-not-rotated, keys-rotated-out-of-step, rotated-before-split, frequencies-from-model-width (read

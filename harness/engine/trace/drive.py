@@ -170,12 +170,15 @@ def _widths_apart(ctx, cfg: Config) -> dict | None:
 
 def _in_training(inst, x) -> dict | None:
     """The same forward recorded in training mode, as a training loop runs it: {"ops", "lines"} when it ran to the end
-    (a mask applied only in eval mode is missing there, and the lines show where the two modes part); None otherwise.
+    (a mask applied only in eval mode is missing there, and the lines show where the two modes part); {"raised_ops"}
+    when it raised where eval mode runs; None otherwise.
     The module is put back in eval mode by the next call that wants it (every check says its mode)."""
     try:
         reply = inst.trace(x, mode="train")
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
+    if reply.raised and not reply.truncated:  # a view that only training's layout refuses (SDPA with dropout):
+        return {"raised_ops": reply.ops}  # detect_layout.view_in_training marks it on the eval forward's step
     if reply.raised or reply.truncated or not reply.lines:
         return None
     return {"ops": reply.ops, "lines": reply.lines}
