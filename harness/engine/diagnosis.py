@@ -89,8 +89,8 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     samples = _samples(ctx) if ctx is not None else None
     numbers, refuted = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # numbers None: they
     # could not be asked; refuted: the mistakes whose own numbers were asked and are not the module's
-    marks = [k for k in marks if k.get("mutant") in (numbers or ()) or not _checks_refute(k, status, catalogue)
-             or _confirmed(k, report)]
+    marks = [k for k in marks if (k.get("mutant") in (numbers or ()) or not _checks_refute(k, status, catalogue)
+                                  or _confirmed(k, report)) and not _rule_unjudged(k, status, kinds, catalogue)]
     # (a mark whose mistake the numbers reproduce stands, though its own check passed: an out_proj made and never
     # applied passes param-count, and a student's trial got no line for it; so does one another check's finding
     # confirms: that out_proj's parameters get no gradient, beside a second mistake no single variant explains)
@@ -262,6 +262,15 @@ def _checks_refute(mark: dict, status: dict, catalogue: dict) -> bool:
     gradient-match passed, and adding the division the mark asked for broke a correct layer."""
     entry = catalogue.get(mark.get("mutant") or "")
     return bool(entry) and all(status.get(k) == Status.PASS for k in entry["killed_by"])
+
+
+def _rule_unjudged(mark: dict, status: dict, kinds: dict, catalogue: dict) -> bool:
+    """A mark of a lesson rule broken (a -1e9 fill) is no "where to look" unless the rule's check failed: skipped
+    while the math fails, it would point a student at a fill that is not their bug (a real layer that averages its
+    heads was told to look at its -1e9 fill)."""
+    entry = catalogue.get(mark.get("mutant") or "")
+    rule = entry["killed_by"][0] if entry else ""
+    return bool(entry) and kinds.get(rule) == "rule" and status.get(rule) != Status.FAIL
 
 
 def _numbers_refute(mid: str, numbers: list[str] | None, marks: list[dict]) -> bool:

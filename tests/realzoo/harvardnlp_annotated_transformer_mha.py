@@ -19,7 +19,7 @@ NOTES = "Constructor MultiHeadedAttention(h, d_model, dropout=0.1) - heads FIRST
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'rules'
-DIAGNOSIS = None
+DIAGNOSIS = 'fill-minus-1e9'  # the rule broken, named at its fill (the math is correct)
 EXPECTED_BECAUSE = 'causal once called with a (1, n, n) keep-mask, which mha-check finds by reproduction; its -1e9 fill breaks the lesson rule mask-fill (allowed scores below -1e9 let the future in)'
 
 

@@ -20,7 +20,7 @@ NOTES = ("MultiHeadAttention(d_model, n_heads, attn_pdrop) - all three required.
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'rules'
-DIAGNOSIS = 'no-divisibility-check'
+DIAGNOSIS = 'fill-minus-1e9'  # of its two rules broken, the fill is named (its own pattern); divisibility is listed
 EXPECTED_BECAUSE = 'correct and causal once called with a (1 or B, n, n) True-is-masked mask; two lesson rules broken: no divisibility check (named, truly absent) and the -1e9 fill (mask-fill)'
 
 class ScaledDotProductAttention(nn.Module):

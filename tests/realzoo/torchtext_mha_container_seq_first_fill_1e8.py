@@ -33,7 +33,7 @@ NOTES = ("build(embed_dim, num_heads, dropout=0.0) -> MultiheadAttentionContaine
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'rules'
-DIAGNOSIS = 'no-divisibility-check'
+DIAGNOSIS = 'fill-minus-1e9'  # of its two rules broken, the fill is named (its own pattern); divisibility is listed
 EXPECTED_BECAUSE = ("the lesson's math given its (1, n, n) True = masked mask on sequence-first inputs; it breaks "
                     "the divisibility and -inf fill rules only")
 # realzoo6 measured CANNOT TELL here (the (1, n, n) mask was tried on batch-first inputs only); since realzoo7 every

@@ -38,7 +38,7 @@ NOTES = ("MultiHeadAttention(d_model, n_heads, dropout=0.1). forward(query, key,
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'rules'
-DIAGNOSIS = None
+DIAGNOSIS = 'fill-minus-1e9'  # the rule broken, named at its fill (the math is correct)
 EXPECTED_BECAUSE = "the lesson's math given its True-is-masked mask; only the -1e9 fill breaks the mask-fill rule"
 
 

@@ -17,6 +17,8 @@ from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, DROPO
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 PROBED_FILL = -5e4  # causal-leakage's probe pushes real scores near -5e4 (the size fp16 activations reach): a fill
 # above it leaks there (early GPT-2's -1e4), a fill below it (-1e9) only under the 1e30 probe (the lesson's rule)
+RULE_PROBED_FILL = -1e11  # the mask-fill rule's second probe gives each query's own score about -1e12: a fill down
+# to this (-1e9, the annotated transformer's) loses to the future there; one below it (finfo.min) is never seen to
 UNDERFLOW = -745.0  # e^fill is 0 in float64 below this: the leak shows only once real scores come near the fill
 VISIBLE_FILL = -50.0  # above this, the future's weight (exp(fill)) shows in ordinary forward values
 CATALOGUED_FILLS = (-10.0, -100.0)  # the fills the finite-fill mutants are told with
@@ -83,7 +85,7 @@ def _softmax_line(f: Findings) -> dict | None:
     return {"at": op["at"], "code": op.get("code", "")} if op and op.get("at") not in (None, "?") else None
 
 
-FILL_MARKS = ("fill-leaks-visibly", "fill-leaks-invisibly")  # a finite fill's marks (fill_mark)
+FILL_MARKS = ("fill-leaks-visibly", "fill-leaks-invisibly", "fill-below-probe")  # a finite fill's marks (fill_mark)
 
 
 @detector("mask-on-some-heads")
@@ -117,13 +119,17 @@ def mask_on_some_heads(f: Findings) -> None:
 @detector(*FILL_MARKS)
 def finite_fill(f: Findings) -> None:
     """A mask that fills with a finite number instead of -inf: marked when it leaks at the magnitudes real scores
-    reach (above PROBED_FILL, where causal-leakage finds it: -100, -1e4); one below them (-1e9) is only a note."""
+    reach (above PROBED_FILL, where causal-leakage finds it: -100, -1e4), or at the scores near -1e12 the mask-fill
+    rule gives them (down to RULE_PROBED_FILL: -1e9, the lesson's rule, fill-below-probe); one below both
+    (torch.finfo(float64).min) is only a note."""
     uses = _mask_uses(f)
     for m in uses[0] if uses else []:
         fill = _fill_value(f.ops[m])
         if fill is not None and math.isfinite(fill) and f.ops[m]["op"] != "__add__":
             if fill > PROBED_FILL:
                 f.mark(m, fill_mark(fill), keep_earlier=True)
+            elif fill >= RULE_PROBED_FILL:  # -1e9: mask-fill's scores near -1e12 fall below it
+                f.mark(m, _below_probe_mark(fill), keep_earlier=True)
             else:
                 f.notes.append(f"step {m + 1}: the mask fills with {fill:g}; that underflows to an exact 0 after the "
                                "softmax, but float('-inf') says what is meant")
@@ -131,6 +137,21 @@ def finite_fill(f: Findings) -> None:
     if added is not None and added[1] > PROBED_FILL:  # CTRL's `scores + mask * -1e4`: it leaks where -1e4 filled in
         # does (causal-leakage's probe finds both), so it is told as that fill, added
         f.mark(added[0], fill_mark(added[1], added=True), keep_earlier=True)
+
+
+def _below_probe_mark(fill: float) -> dict:
+    """A fill below every score a model reaches, above the mask-fill rule's probe (fill-below-probe): -1e9 is told in
+    the catalogue's words; another value (d2l's -1e6) in its own, so that a -1e6 fill is never called "-1e9"."""
+    mark = {"id": "fill-below-probe", "text": (
+        f"the masked scores are filled with {fill:g}, a finite value: exact while every allowed score stays above it, "
+        "but a query whose allowed scores all fall below it attends to the future, and it may overflow half "
+        "precision; fill with float('-inf')")}
+    if fill != -1e9:
+        mark["title"] = f"Masked scores filled with {fill:g} instead of -inf (masked_fill with a large finite value)"
+        mark["symptom"] = ("At every magnitude a trained model reaches the future gets weight exactly 0 in float64, so "
+                           f"outputs and gradients equal the reference's; a query whose allowed scores fall below "
+                           f"{fill:g} gives the future its weight.")
+    return mark
 
 
 @detector("mask-includes-diagonal", "mask-keeps-future", "mask-hides-past", "mask-one-token-late",

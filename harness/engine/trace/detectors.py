@@ -24,7 +24,7 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
 - detect_scores: softmax-not-last-axis; weights-without-grad; sdpa-without-causal, sdpa-mask-keeps-future;
   scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
-  the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly;
+  the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly, fill-below-probe;
   mask-includes-diagonal, mask-keeps-future, mask-hides-past, mask-one-token-late, mask-hides-nothing, mask-wrong;
   mask-multiplied, mask-added; mask-made-without-device; mask-kept-as-attribute; mask-kept-in-container;
   mask-made-too-short (read from the forward recorded with as many tokens as the context length);

@@ -55,3 +55,4 @@ class CausalAttention(nn.Module):
 TARGET = "CausalAttention"
 EXPECT = ()
 RULES_BROKEN = ("mask-fill",)  # the math is right; its -1e9 fill is not the lesson's -inf, which the rule holds
+RULE_MISTAKE = "fill-minus-1e9"  # the rule broken, named at its masked_fill (-1e9)

@@ -71,3 +71,4 @@ class MultiHeadAttention(nn.Module):
 TARGET = "MultiHeadAttention"
 EXPECT = ()
 RULES_BROKEN = ("mask-fill",)  # the math is right; its -1e6 fill, as d2l's masked_softmax is not the lesson's -inf, which the rule holds
+RULE_MISTAKE = "fill-minus-1e9"  # the rule broken, named at its masked_fill (-1e6)
