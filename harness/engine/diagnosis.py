@@ -320,7 +320,8 @@ RANDOM_ALIKE = {"eval-determinism:dropout in eval"}  # a dropout left on in eval
 def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict], report) -> Diagnosis:
     entry = catalogue[mid]
     where = next((m for m in marks if m["mutant"] == mid), None)
-    own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"]) if where else None  # their
+    own = rewrite.own_line_fix(entry.get("rewrite", ""), where["code"], where["text"],
+                               where.get("scores_code", "")) if where else None  # their
     # own line, else the fix a check that the mistake fails wrote in their names (out-proj-bias: `self.o`)
     own_words = next((c.fix for c in report.checks if c.status == Status.FAIL and c.details.get("own_fix")
                       and c.id in entry.get("killed_by", ())), None)
@@ -453,7 +454,7 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     for m in result.mistakes:
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
                     **dict(zip(("at", "code"), result.where(m))),
-                    **{k: m[k] for k in ("title", "symptom", "confirmed_by", "remedy") if k in m},
+                    **{k: m[k] for k in ("title", "symptom", "confirmed_by", "remedy", "scores_code") if k in m},
                     **({"missing": True} if m.get("step") is None else {})})  # a step never taken: its line is
         # where it belongs
     return out, True

@@ -40,7 +40,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
 
 
-def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
+def own_line_fix(kind: str, code: str | None, told: str = "", scores_code: str = "") -> str | None:
     """`code` (one line, as written) with the mistake undone, or None when that is not a one-call change.  `kind`:
     "split" (one projection split with view(B, H, n, dh); or, when `told` says so, folded straight into the batch
     with view(B * H, n, dh)), "split-all" (all three), "split-pair" (two of them),
@@ -75,7 +75,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
     out) and "advance" (a KV cache's count of cached tokens set to the call's length, `self.pos = n`: advanced by
     it, +=) and "cat-axis" (the new keys or values appended to the cache along another axis than the tokens': that
     torch.cat given the tokens' axis, which `told`, the trace mark's words, reads from the shapes it could not
-    join)."""
+    join).  `scores_code`: the line that made the scores, where "scale" meets them scaled on a line of their own
+    (`scores = scores / math.sqrt(self.hidden_size)`): its product names the queries."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -104,6 +105,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "") -> str | None:
         return _added(line, tree, told)
     if kind == "slice" and LEADING_AXES in told:
         return _slice_last_axes(line, tree)
+    if kind == "scale" and scores_code:
+        return _scale(line, tree) or _scale_apart(line, tree, scores_code)
     if kind in LOCAL:
         return LOCAL[kind](line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
@@ -280,6 +283,32 @@ def _scale(line: str, tree: ast.Module) -> str | None:
     else:
         old, width = factor, width + (" ** 0.5" if isinstance(scaled[-1].op, ast.Div) else " ** -0.5")
     return line[:old.col_offset] + width + line[old.end_col_offset:]
+
+
+def _scale_apart(line: str, tree: ast.Module, scores_code: str) -> str | None:
+    """scores = scores / math.sqrt(self.hidden_size), the scores made on another line (`scores_code`, `scores =
+    torch.matmul(q, k.transpose(-1, -2))`)  ->  scores = scores / math.sqrt(q.size(-1)): the one root or power in
+    the line, its base replaced by the width of the queries that line's product names."""
+    try:
+        made = parse(scores_code.strip())
+    except SyntaxError:
+        return None
+    products = [n for n in ast.walk(made) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
+    products += [c for c in _calls(made, "matmul", "bmm", "einsum") if len(c.args) >= 2]
+    if len(products) != 1:
+        return None
+    product = products[0]
+    name = "" if isinstance(product, ast.BinOp) else getattr(product.func, "attr", getattr(product.func, "id", ""))
+    queries = product.left if isinstance(product, ast.BinOp) else product.args[1 if name == "einsum" else 0]
+    if not _plain(queries):
+        return None
+    roots = [n.args[0] for n in _calls(tree, "sqrt") if len(n.args) == 1]
+    powers = [n.left for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)
+              and isinstance(n.right, (ast.Constant, ast.UnaryOp))]
+    if len(roots) + len(powers) != 1:
+        return None
+    old = (roots + powers)[0]
+    return line[:old.col_offset] + f"{_text(scores_code.strip(), queries)}.size(-1)" + line[old.end_col_offset:]
 
 
 def _alpha(line: str, call: ast.Call) -> str | None:

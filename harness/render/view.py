@@ -103,9 +103,11 @@ class ReportView:
                 if any(not ln.follows_root for ln in lines)]
 
 
-def mapping_words(adapter) -> str:
+def mapping_words(adapter, differs: bool = False) -> str:
     """mha-check's reading of the student's parameters (the adapter's mapping), for a student: no arrows, no
-    internal ids."""
+    internal ids.  `differs`: reference-match failed, so the proof's words say what they rest on (the weights the
+    module holds, on one configuration), not "reproduces your output" alone beside a failing comparison (heads
+    sharing one module reproduce the reference as they hold their weights, and not once mha-check writes its own)."""
     mapping = adapter.mapping or {}
     layout = mapping.get("layout") or {}
     if not layout:  # and how forward was called without a proof (engine/unproven_call), in the note
@@ -118,7 +120,9 @@ def mapping_words(adapter) -> str:
     lesson = ", ".join(ROLE_WORDS[r] for r in weights)
     if any(".T" in layout[r] for r in weights):
         yours += " (matrices used as x @ W)"
-    proof = {"reference": "checked: with them the lesson's layer reproduces your output",
+    proof = {"reference": "checked: with them the lesson's layer reproduces your output" + (
+        " as your module holds them, though not with the weights and configurations reference-match writes into "
+        "them" if differs else ""),
              "mistake": "checked: with them a known mistake reproduces your output",
              "structure": "the only way to read them"}.get(mapping.get("proof"), "")
     call = mapping.get("call", "")
@@ -327,7 +331,8 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
                                                  (s[Status.CANNOT_TELL], "could not be decided"),
                                                  (s[Status.SKIP], "skipped"))
                         if n or w in ("passed", "failed"))
-    mapping = clean(mapping_words(report.adapter))
+    mapping = clean(mapping_words(report.adapter, any(c.id == "reference-match" and c.status == Status.FAIL
+                                                      for c in report.checks)))
     unmapped = report.adapter.mapping or {}
     problem = clean(unmapped.get("problem") or "")
     if problem and any(problem in ln.text for ln in lines):  # the checks that could not be decided already say it

@@ -219,8 +219,13 @@ def scale(f: Findings) -> None:
                     f"Scale the scores once: delete this scaling, since the one at {where} already divides them "
                     "by sqrt(dh)")}, keep_earlier=True)
                 continue
-            f.mark(factors[-1][0] if factors else _scores_product(f, ancestors, target), {"id": mid, "text": text},
-                   keep_earlier=True)
+            at = factors[-1][0] if factors else _scores_product(f, ancestors, target)
+            made = f.ops[_scores_product(f, ancestors, target)]
+            mark = {"id": mid, "text": text}
+            if made.get("code") and made.get("at") != f.ops[at].get("at"):  # scaled on a line of its own: where the
+                mark["scores_code"] = made["code"]  # scores were made names the queries, for the fix in the
+                # student's names (harness.engine.rewrite: `scores / math.sqrt(q.size(-1))`)
+            f.mark(at, mark, keep_earlier=True)
 
 
 def _scaled_again(f: Findings, factors: list[tuple[int, float]], want: float) -> tuple[int, int] | None:
