@@ -444,20 +444,12 @@ def _added(line: str, tree: ast.Module, told: str) -> str | None:
     an assignment of one sum, one of whose terms is the assigned name (the scores).  The mask is a float of 0s and
     1s, and masked_fill takes a boolean one: told "masked_fill" alone, a student wrote masked_fill(mask, -inf), which
     raises."""
-    stmt = tree.body[0]
     hides = ".bool()" if ONES_ON_FUTURE in told else " == 0" if ONES_ON_ALLOWED in told else None
-    if hides is None or not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
-                             isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)):
+    found = _scores_and_mask(line, tree, ast.Add) if hides else None
+    if found is None:
         return None
-    target = ast.get_source_segment(line, stmt.targets[0])
-    left, right = (ast.get_source_segment(line, side) for side in (stmt.value.left, stmt.value.right))
-    scores, mask = (left, stmt.value.right) if left == target else (right, stmt.value.left) if right == target else \
-        (None, None)
-    if scores is None or isinstance(mask, ast.Constant):
-        return None
-    text = ast.get_source_segment(line, mask)
-    text = text if isinstance(mask, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) else f"({text})"
-    return line[:stmt.value.col_offset] + f'{scores}.masked_fill({text}{hides}, float("-inf"))' + \
+    stmt, scores, mask = found
+    return line[:stmt.value.col_offset] + f'{scores}.masked_fill({mask}{hides}, float("-inf"))' + \
         line[stmt.value.end_col_offset:]
 
 
@@ -465,20 +457,28 @@ def _multiply(line: str, tree: ast.Module) -> str | None:
     """wei = wei * self.tril[:T, :T]  ->  wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf")): an
     assignment of one product, one of whose factors is the assigned name (the scores); the other factor keeps
     what it is (1 where a token may look, or ~mask), so it hides exactly what the product zeroed."""
+    found = _scores_and_mask(line, tree, ast.Mult)
+    if found is None:
+        return None
+    _, scores, mask = found
+    return f'{scores} = {scores}.masked_fill({mask} == 0, float("-inf"))'
+
+
+def _scores_and_mask(line: str, tree: ast.Module, op: type) -> tuple[ast.Assign, str, str] | None:
+    """An assignment of one binary operation `op` (a sum, a product), one operand of which is the assigned name (the
+    scores): (the assignment, the scores' name, the other operand's text, parenthesised unless it is a name, an
+    attribute, a subscript or a call).  None for anything else, or a constant operand (`att * 0.5` is a scale)."""
     stmt = tree.body[0]
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.BinOp)
-            and isinstance(stmt.value.op, ast.Mult)):
+            and isinstance(stmt.value.op, op)):
         return None
     target = ast.get_source_segment(line, stmt.targets[0])
     left, right = (ast.get_source_segment(line, side) for side in (stmt.value.left, stmt.value.right))
-    scores, mask = (stmt.value.left, stmt.value.right) if left == target else \
-        (stmt.value.right, stmt.value.left) if right == target else (None, None)
-    if scores is None or isinstance(mask, ast.Constant):
+    mask = stmt.value.right if left == target else stmt.value.left if right == target else None
+    if mask is None or isinstance(mask, ast.Constant):
         return None
-    keep = ast.get_source_segment(line, mask)
-    if not isinstance(mask, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
-        keep = f"({keep})"
-    return f'{target} = {target}.masked_fill({keep} == 0, float("-inf"))'
+    text = ast.get_source_segment(line, mask)
+    return stmt, target, text if isinstance(mask, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) else f"({text})"
 
 
 def _diagonal(line: str, tree: ast.Module) -> str | None:
