@@ -168,8 +168,17 @@ class Context:
         args += [f"{p}={cfg.value(v[1:]) if isinstance(v, str) and v.startswith('@') else v!r}"
                  for p, v in self.subject.overrides.items() if p not in sig.derived]
         if sig.config_param:
-            args.append(f"{sig.config_param}=<config object>")
+            args.append(f"{sig.config_param}=<config object{self._config_values(cfg)}>")
         return f"{loaded.name}({', '.join(args)})"
+
+    def _config_values(self, cfg: Config) -> str:
+        """The settings the class read off its config object, with the values mha-check gave them: ": n_embd=8,
+        n_head=2" (a student's trial saw only "<config object>"); "" where the build cannot say."""
+        try:
+            reads = self.built(cfg).info.config_reads
+        except (TargetFailure, CannotDrive):
+            return ""
+        return (": " + ", ".join(f"{name}={cfg.value(key)}" for name, key in reads.items())) if reads else ""
 
     # -- random but reproducible ------------------------------------------------------------------------------------
     def recorded(self) -> TraceResult:

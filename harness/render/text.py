@@ -91,8 +91,9 @@ def wrap(text: str, indent: str = "", first: str | None = None, width: int = WID
 def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]:
     """A line whose spacing means something (code, a worked example, a diff line) in lines of at most `width`:
     broken at the last clause (": ", "; ") or else the last ", " outside brackets that keeps at least 40% of the
-    line, or else at the last space; each continuation is indented `more` columns past the line's own indent (and
-    keeps a diff marker), so it never reads as a line of its own."""
+    line, or else at the last space outside them, before the last method call's dot, or at the last space; only a
+    line with none of those is cut inside a word; each continuation is indented `more` columns past the line's own
+    indent (and keeps a diff marker), so it never reads as a line of its own."""
     out = []
     marker = line[:1] if line[:1] in "+-" else ""
     lead = marker + " " * (len(line[len(marker):]) - len(line[len(marker):].lstrip(" ")))
@@ -106,8 +107,11 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
             if found:
                 cut = max(found)
                 break
-        if cut is None:  # no space at all: cut inside the word
-            cut = width - 1
+        if cut is None:  # no break outside brackets: before a method's dot (`...head_dim)` / `.transpose(1, 2)`),
+            # else at a space inside them, never inside a name (a student's trial read `.tra` / `nspose(1, 2)`)
+            dots = [i - 1 for i in range(indent + 2, width) if line[i] == "." and line[i - 1] in ")]"]
+            spaces = [i for i in range(indent + 1, width) if line[i] == " "]
+            cut = max(dots) if dots else max(spaces) if spaces else width - 1
         head, tail = line[:cut + 1].rstrip(), line[cut + 1:].lstrip(" ")
         out.append(head)
         line, indent = lead + " " * more + tail, len(lead) + more

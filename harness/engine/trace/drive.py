@@ -59,7 +59,9 @@ def record(ctx, display: str = "") -> TraceResult:
         cfg = dataclasses.replace(_grouped(ctx, ctx.shaped(cfg)), dropout=TRACE_DROPOUT)
         worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}),
                       **({"kv_heads": cfg.kv_heads} if cfg.kv_heads else {}))
-        result.construction = ctx.construction(cfg)
+        result.construction = ctx.construction(cfg) + (
+            f" (dropout {TRACE_DROPOUT} on purpose: the forward is recorded in eval() mode, where a correct layer "
+            "drops nothing, and a dropout left on shows)" if ctx.accepts("dropout") else "")  # a student's trial asked
         inst = ctx.build(cfg)
         x = np.random.default_rng([ctx.seed, 31337]).standard_normal((cfg.batch, cfg.n, cfg.d_in))
         reply = inst.trace(x)
