@@ -18,8 +18,10 @@ cannot be told from -inf: the rule is then not decided (labml-nn's NeoX layer, w
 import numpy as np
 from dataclasses import replace
 
-from checks import cannot_tell, check, failed, passed
+from checks import Outcome, Status, cannot_tell, check, failed, passed
 from checks.causal_leakage import along_tokens, answers_again, causal_leakage, moved, perturbed
+from harness.engine.compare import compare
+from reference import numpy_ref
 
 BELOW_ANY_FILL = 1e6  # the tokens' scale in the second probe: scores of order -1e12, below any finite fill in use
 
@@ -45,14 +47,19 @@ BELOW_ANY_FILL = 1e6  # the tokens' scale in the second probe: scores of order -
       which wins the softmax: y[:, 0] becomes the mean of the future values and moves with them""",
 )
 def mask_fill(ctx):
-    low_probed = []  # configurations whose weights could be set for the second probe
+    low_probed = []  # configurations whose weights could be set for the second probe, and whose outputs under it
+    # are the lesson's layer's (so its scores were the probe's)
+    unlike = []  # configurations probed so whose outputs are not the reference's: the probe proved nothing there
+    math_differs = []  # ... and whose outputs with ordinary weights are not the reference's either: the math's to say
 
     def holds(cfg):
         inst = ctx.build(cfg)
-        if inst.layout is not None:  # weights of its own: an earlier check's transplant may hide the leak (W_q = 0)
-            ctx.transplant(inst, ctx.weights_for(inst, "mask-fill"))
+        ordinary = ctx.weights_for(inst, "mask-fill") if inst.layout is not None else None
+        if ordinary is not None:  # weights of its own: an earlier check's transplant may hide the leak (W_q = 0)
+            ctx.transplant(inst, ordinary)
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill"), cfg, ctx, ("huge",))
         raw = inst.forward_many(inputs)
+        plain = (inputs[0], raw[0])  # the unperturbed input and its output, under the ordinary weights
         outputs = along_tokens(raw, cfg)  # an output of the wrong shape by its token axis
         if outputs is None:  # (causal-leakage judged it so): no single axis is the tokens' here, nothing to judge
             return None
@@ -65,8 +72,8 @@ def mask_fill(ctx):
                           observed=outcome.observed, expected=outcome.expected, finding="finite mask")
         if inst.layout is None:
             return None
-        low_probed.append(cfg)
-        ctx.transplant(inst, _scores_below_any_fill(ctx.weights_for(inst, "mask-fill-low"), cfg.heads))
+        low = _scores_below_any_fill(ctx.weights_for(inst, "mask-fill-low"), cfg.heads)
+        ctx.transplant(inst, low)
         # only the first token's scores are all below the fill: the tokens after it changed, its output watched
         inputs, labels = perturbed(ctx.input(cfg, "mask-fill-low"), cfg, ctx, ("ordinary",), splits=(0,))
         raw = inst.forward_many([x * BELOW_ANY_FILL for x in inputs])
@@ -76,7 +83,17 @@ def mask_fill(ctx):
         outcome = moved(outputs, labels,
                         why=" with every query's score for its own token about -1e12 (W_k = -W_q, tokens 1e6 times "
                             "larger)", kinds=("ordinary",))
-        if outcome is None or not answers_again(inst, inputs[0] * BELOW_ANY_FILL, raw[0]):
+        if outcome is None:  # nothing moved: evidence only where the layer computes the lesson's scores under these
+            # weights (keys made with W_q, a student's trial, score each token with itself at +|q|^2, never below a
+            # fill, and its -1e9 passed as -inf)
+            like = compare(raw[0], numpy_ref.forward(inputs[0] * BELOW_ANY_FILL, cfg.heads, low, rope=ctx.rope))
+            if like is not None and compare(plain[1], numpy_ref.forward(plain[0], cfg.heads, ordinary,
+                                                                        rope=ctx.rope)) is not None:
+                math_differs.append(cfg)  # not the lesson's layer with ordinary weights either: a bug of the math
+            else:
+                (low_probed if like is None else unlike).append(cfg)
+            return None
+        if not answers_again(inst, inputs[0] * BELOW_ANY_FILL, raw[0]):
             return None
         return failed(outcome.message.replace(": the future leaks into the past", "") + ": the future is masked by a "
                       "finite value that scores below it lose to (a -inf fill never lets the future in)",
@@ -85,6 +102,16 @@ def mask_fill(ctx):
     failure = ctx.find_failure(holds, generated=False)
     if failure or low_probed:
         return failure or _passed()
+    if math_differs and not unlike:  # the math's checks say where it differs; this rule is not for such a layer
+        return Outcome(Status.SKIP, "not judged: with mha-check's weights your layer's outputs are not the lesson's "
+                       "layer's (reference-match says where), and telling a -inf fill from a finite one needs its "
+                       "scores; fix the math first", details={"usable": True})
+    if unlike:
+        return cannot_tell(
+            "future tokens of size 1e30 leave earlier outputs unchanged, but with W_k = -W_q written into your layer "
+            "its outputs are not the lesson's layer's, so its scores were not pushed below a finite fill (the "
+            "probe needs the lesson's scores; reference-match and gradient-match say where your layer differs): "
+            "a masked_fill with -1e9 would pass here too; `mha-check trace` shows the value your mask fills with")
     return cannot_tell(
         "future tokens of size 1e30 leave earlier outputs unchanged, but mha-check could not set your weights (it "
         "could not tell which of your parameters are W_q, W_k, W_v and W_o), so it could not push the allowed "
