@@ -488,6 +488,42 @@ def mask_arithmetic(f: Findings) -> None:
                 "a mask of finite values (0s and 1s) is added to the scores: it shifts some scores by a little and "
                 "hides none, so the future keeps a real weight after the softmax; fill the hidden scores with "
                 "float('-inf') (masked_fill) instead" + _ones_mark(f, op))}, keep_earlier=True)
+    for i in f.namer.fused:  # scaled_dot_product_attention adds a float attn_mask to the scores
+        _fused_mask_added(f, i)
+
+
+def _fused_mask_added(f: Findings, i: int) -> None:
+    """A float attn_mask of 0s and 1s given to scaled_dot_product_attention, which adds a float mask to the scores
+    (0 keeps, -inf hides) and keeps where a boolean one is True: it hides nothing.  Marked where the mask is taken
+    for the call (its own line, in a call written over several lines), with the remedy in SDPA's convention, the
+    reverse of masked_fill's: `.bool()` where its 1s mark what a token may see, `== 0` where they mark the future (a
+    student's trial got no line, a trace with nothing marked, and the masked_fill advice whose `== 0` made a
+    tril mask the future's)."""
+    op = f.ops[i]
+    given = _fused_mask_tensor(op) if op["op"] == "scaled_dot_product_attention" else None
+    if given is None or given.get("neginf") or given.get("dtype") == "bool" or "values" not in given:
+        return
+    values = np.asarray(given["values"], dtype=float)
+    while values.ndim > 2 and values.shape[0] == 1:
+        values = values[0]
+    n = f.cfg["n"]
+    if values.shape != (n, n) or not np.isin(values, (0.0, 1.0)).all():
+        return
+    if np.array_equal(values, np.tril(np.ones((n, n)))):
+        ones, convert = "what each token may see", ".bool()"
+    elif np.array_equal(values, np.triu(np.ones((n, n)), 1)):
+        ones, convert = "the future", "== 0"
+    else:
+        return
+    src = given.get("src")
+    at = src if src is not None and f.ops[src].get("at", "mha-check") != "mha-check" else i
+    f.mark(at, {"id": "mask-added", "title": (
+        "A mask of 0s and 1s given to scaled_dot_product_attention as a float attn_mask, which it adds to the "
+        "scores: it hides nothing"), "text": (
+        f"the attn_mask given to scaled_dot_product_attention is a float mask of 0s and 1s (its 1s mark {ones}); "
+        "SDPA adds a float mask to the scores, so it shifts some by 1 and hides none"), "remedy": (
+        f"Give scaled_dot_product_attention the mask as booleans, where True means a token may attend: the mask "
+        f"with `{convert}` after it (its 1s mark {ones}), or is_causal=True instead of a mask.")}, keep_earlier=True)
 
 
 def _ones_mark(f: Findings, op: dict) -> str:
