@@ -322,8 +322,22 @@ def _alpha(line: str, call: ast.Call) -> str | None:
     told = next((k.value for k in call.keywords if k.arg == "alpha"), None)
     if told is None:
         end = call.end_col_offset - 1  # the closing parenthesis
-        return line[:end].rstrip() + ", alpha=" + width + line[end:]
-    return line[:told.col_offset] + width + line[told.end_col_offset:]
+        fixed = line[:end].rstrip() + ", alpha=" + width + line[end:]
+    else:
+        fixed = line[:told.col_offset] + width + line[told.end_col_offset:]
+    return _without_beta(fixed)
+
+
+def _without_beta(line: str) -> str:
+    """The baddbmm call without a `beta` that scales its mask (`beta=1.0 / math.sqrt(hs)`: the scale given to the
+    mask instead of the scores, a student's trial, whose fix kept it): the mask is added as it is, beta=1.  A beta of
+    0 stays: it discards an uninitialised input (GPT-2's torch.baddbmm(empty, q, kᵀ, beta=0, alpha=...))."""
+    call = next(iter(_calls(parse(line), "baddbmm")), None)
+    beta = next((k for k in call.keywords if k.arg == "beta"), None) if call is not None else None
+    if beta is None or (isinstance(beta.value, ast.Constant) and beta.value.value in (0, 1)):
+        return line
+    start = line.rfind(",", 0, beta.col_offset)
+    return line[:start] + line[beta.value.end_col_offset:]
 
 
 def _dropout(line: str, tree: ast.Module) -> str | None:
