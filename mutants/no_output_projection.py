@@ -13,9 +13,10 @@ INFO = MutantInfo(
             'output projection W_O is what lets features from different heads interact."'),
     killed_by=("param-count",),
     trace=("heads-not-projected",),
-    symptom=("Features found by different heads never mix, the layer has d_out² + d_out parameters too few, and "
-             "its output differs from the reference."),
-    remedy="Add an output projection nn.Linear(d_out, d_out) in __init__ and apply it to the merged heads.",
+    symptom=("Features found by different heads never mix and the layer has d_out² + d_out parameters too few: it "
+             "computes the lesson's layer with W_o fixed to the identity, which no training can change."),
+    remedy=("Add an output projection in __init__, an nn.Linear from the merged heads' width to the same width (the "
+            "lesson's d_out to d_out), and apply it to the merged heads."),
     fix="self.out = nn.Linear(d_out, d_out) in __init__, and return self.out(ctx)",
     variant={"out_proj": False},
     rewrite="out-projection",  # an output projection made and never applied: applied on the return line

@@ -8,7 +8,7 @@ INFO = MutantInfo(
     id="query-for-keys",
     task="The outputs differ from the lesson's layer, and one of the four projections never receives a gradient.",
     topic="the projections",
-    title="Keys computed with the query projection (self.q instead of self.k)",
+    title="Keys computed with the query projection (W_q where W_k belongs)",
     lesson=("Each head has its own projections W_Q, W_K and W_V: queries, keys and values are three different "
             "linear maps of the same input."),
     killed_by=("reference-match", "gradient-match"),

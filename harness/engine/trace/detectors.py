@@ -22,7 +22,7 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
 - detect_rope: keys-not-rotated, keys-rotated-out-of-step, rotated-before-split, frequencies-from-model-width (read
   from the rotary tables' values)
 - detect_scores: softmax-not-last-axis; weights-without-grad; sdpa-without-causal, sdpa-mask-keeps-future;
-  scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, wrong-scale; dropout-always-on
+  scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, scaled-by-sqrt-heads, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
   the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly, fill-below-probe;
   mask-includes-diagonal, mask-keeps-future, mask-hides-past, mask-one-token-late, mask-hides-nothing, mask-wrong;
@@ -79,7 +79,7 @@ UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha
                       "when it keeps the axes in their order; check the order of the view's sizes.", ()),
     "wrong-scale": ("The scores are scaled by a factor no catalogued mistake has (the lesson divides them by "
                     "sqrt(dh) once, dh the head width): the mark gives the factor the forward applies.",
-                    ("no-scaling", "scale-by-dh", "scale-by-sqrt-d")),
+                    ("no-scaling", "scale-by-dh", "scale-by-sqrt-d", "scale-by-sqrt-heads")),
 }
 
 MODULES = (detect_layout, detect_rope, detect_scores, detect_mask, detect_output, detect_params,
