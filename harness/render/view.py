@@ -290,8 +290,9 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
         return ("FAIL: checks not shown yet find a problem, and they count toward the score" +
                 (f"; {undecided} shown here could not be decided or run" if undecided else "") + rules_words)
     if report.math_correct and broken_rules:
-        return (f"{'the math checks run pass' if partial else 'math correct'}; {broken_rules} lesson "
-                f"rule{'s' if broken_rules != 1 else ''} not followed" + tests_words)
+        return (f"FAIL: {'the math checks run pass' if partial else 'the math is correct'}, but {broken_rules} "
+                f"lesson rule{'s are' if broken_rules != 1 else ' is'} not followed" + tests_words)  # the exit
+        # status is 1: the verdict word says so (two students' trials read a verdict line without one)
     if report.math_correct and failing_tests:
         return f"FAIL: {'the math checks run pass' if partial else 'the math is correct'}" + tests_words
     undecided = s[Status.CANNOT_TELL] + s[Status.SKIP]

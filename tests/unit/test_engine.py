@@ -85,7 +85,7 @@ def test_two_broken_rules_on_correct_math_are_not_called_an_unknown_mistake():
     rules = report(("divisibility", "no divisibility check"), ("out-proj-bias", "no output bias"))
     found = diagnosis.diagnose(rules)
     assert found.mutant is None and found.message == ""  # the verdict line says it: math correct, 2 rules
-    assert view.verdict(rules) == "math correct; 2 lesson rules not followed"
+    assert view.verdict(rules) == "FAIL: the math is correct, but 2 lesson rules are not followed"
     assert "no known mistake" not in text.render(view.build(rules))
 
 
