@@ -33,8 +33,16 @@ def target(path: Path) -> str:
 def told(result, root) -> str:
     """The words of the trace mark at the report's line, which the report's own-line fix reads too (heads folded
     into the batch)."""
-    return next((m["text"] for m in result.mistakes if m["mutant"] == root.mutant and result.where(m)[0] == root.at),
-                "")
+    return _mark(result, root).get("text", "")
+
+
+def scores_made(result, root) -> str:
+    """The line that made the scores, which the mark carries where they are scaled on a line of their own."""
+    return _mark(result, root).get("scores_code", "")
+
+
+def _mark(result, root) -> dict:
+    return next((m for m in result.mistakes if m["mutant"] == root.mutant and result.where(m)[0] == root.at), {})
 
 
 def marked(result, root) -> set[int]:
@@ -105,12 +113,13 @@ def test_the_fix_is_the_students_line_corrected_or_words_never_the_references_li
     entry = mutants.catalogue()[root.mutant]
     assert root.fix != entry["fix"]
     if not root.fix_is_code:  # words, where no one-line change of the student's line undoes the mistake
-        assert not entry["rewrite"] or rewrite.own_line_fix(entry["rewrite"], root.code, told(traced[path], root)) \
-            is None
+        assert not entry["rewrite"] or rewrite.own_line_fix(entry["rewrite"], root.code, told(traced[path], root),
+                                                            scores_made(traced[path], root)) is None
         source = path.read_text()
         assert [w for w in ("self.dh", "self.mask", "(w @ v)") if w in root.fix and w not in source] == []
         return
-    assert root.fix == rewrite.own_line_fix(entry["rewrite"], root.code, told(traced[path], root))
+    assert root.fix == rewrite.own_line_fix(entry["rewrite"], root.code, told(traced[path], root),
+                                            scores_made(traced[path], root))
     source = path.read_text()
     assert [w for w in ("self.dh", "self.mask", "scores", "(w @ v)") if w in root.fix and w not in source] == []
 
