@@ -5,8 +5,9 @@ a zygote), which inherit `SUITE_VARIABLE` from the session, and a submission's p
 which run as a slot uid (`harness.sandbox.policy`) with an environment of ours scrubbed away.  At the end of the
 session, once the session's own workers have exited, each kind is looked for; what is still there after `GRACE`
 seconds fails the run with its pid and command line, and our own are killed.  A slot-uid process counts only if it
-started after the session and lived through the whole grace period, so that a concurrent mha-check run's child on
-the same machine is not taken for ours.
+started after the session, lived through the whole grace period and is not another run's (`_another_sessions`: under
+another session's token, or under a live process of no session), so that a concurrent mha-check run's child on the
+same machine is not taken for ours.
 """
 from __future__ import annotations
 
@@ -90,22 +91,28 @@ def _scan(token: str, since: int, exclude: set[int]) -> dict[int, Leftover]:
 
 
 def _another_sessions(pid: int, token: str) -> bool:
-    """A slot-uid process (its environment scrubbed: no token) whose nearest ancestor with a session's token carries
-    another session's: a test session run beside or around this one started it.  A suite run from inside another
-    (tests/unit/test_leftovers.py) took the template of a `grade` the outer suite ran meanwhile for its own leftover
-    (CI rehearsal, 2026-12-05); a leftover of its own is orphaned (reparented to init) or under its own processes."""
+    """A slot-uid process (its environment scrubbed: no token) that another run started: its nearest ancestor with a
+    session's token carries another session's (a test session run beside or around this one), or it has no such
+    ancestor and descends, through a live process of no slot uid, from no session at all (an ordinary `mha-check`
+    run on the same machine).  A suite run from inside another (tests/unit/test_leftovers.py) took the template of a
+    `grade` the outer suite ran meanwhile for its own leftover (CI rehearsal, 2026-12-05), and a student's trial's
+    `mha-check` child, run beside a rehearsal, for one too (2026-12-06).  A leftover of this session's is orphaned
+    (reparented to init, through slot-uid processes only) or under its own processes (the token)."""
     mine = f"{SUITE_VARIABLE}={token}".encode()
+    outside = False  # a live process of no slot uid and no token met on the way up: not an orphan's chain
     for _ in range(64):  # the ancestor chain, nearest first
         try:
             pid = int(_stat(pid)[1])
             if pid <= 1:
-                return False
+                return outside
+            uid = os.stat(f"/proc/{pid}").st_uid
             with open(f"/proc/{pid}/environ", "rb") as f:
                 tokens = [v for v in f.read().split(b"\0") if v.startswith(SUITE_VARIABLE.encode() + b"=")]
         except (OSError, ValueError, IndexError):
             return False
         if tokens:
             return tokens[0] != mine
+        outside = outside or not is_slot_uid(uid)
     return False
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, processes_left, unreadable_checkout
+from leftovers import SUITE_VARIABLE
 
 NONS = ROOT / "tests" / "fixtures" / "nons.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -76,10 +77,17 @@ def readable_python(world: Path) -> str:
     return str(python)
 
 
+def _session_token() -> dict:
+    """The test session's token alone (tests/leftovers.py): a clean environment still marks what it starts as this
+    session's, so that a process it leaves behind is counted as the suite's, not another run's."""
+    return {SUITE_VARIABLE: os.environ[SUITE_VARIABLE]} if SUITE_VARIABLE in os.environ else {}
+
+
 def mha(prefix: list[str], python: str, *args, cwd: Path = ROOT, home: Path | None = None, timeout: float = 300):
     """mha-check run with `python` behind `prefix`: a clean environment (no warm template of the test session: its
     children would be confined outside the environment played)."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home or cwd), "TMPDIR": str(home or "/tmp")}
+    env = {**_session_token(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home or cwd),
+           "TMPDIR": str(home or "/tmp")}
     return subprocess.run([*prefix, python, "-m", "harness.frontends.cli", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)
 
@@ -222,7 +230,7 @@ def test_in_a_container_the_batch_grades_its_own_copy_and_never_runs_compiled_co
     (subs / "pyc_helper" / "attention.py").write_text("import helpers\n\n\nclass MultiHeadAttention("
                                                       "helpers.MultiHeadAttention):\n    pass\n")
     (subs / "zed" / "attention.py").write_text(wrong)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home)}
+    env = {**_session_token(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home)}
     command = [*CONTAINER, python, "-m", "harness.frontends.cli", "grade", str(subs), "--out", str(out), "--jobs",
                "1", "--target", "attention.py:MultiHeadAttention"]
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -574,7 +582,7 @@ def _to_its_end(prefix: list[str], python: str, *args: str, base: Path) -> tuple
     tmp = base / "tmp"
     tmp.mkdir(mode=0o711, exist_ok=True)
     tmp.chmod(0o711)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base), "TMPDIR": str(tmp)}
+    env = {**_session_token(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base), "TMPDIR": str(tmp)}
     with open(base / "stdout", "w") as out, open(base / "stderr", "w") as err:
         proc = subprocess.Popen([*prefix, python, "-m", "harness.frontends.cli", *args], stdout=out, stderr=err,
                                 cwd=ROOT, env=env)
@@ -631,7 +639,7 @@ def test_in_a_container_a_killed_runs_scratch_folder_is_swept_at_the_next_start(
     (slow / "attention.py").write_text(SLEEPS_AT_IMPORT + CORRECT.read_text())
     for p in (slow, slow / "attention.py"):
         p.chmod(0o755 if p.is_dir() else 0o644)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base), "TMPDIR": str(tmp)}
+    env = {**_session_token(), "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base), "TMPDIR": str(tmp)}
     killed = subprocess.Popen([*CONTAINER, python, "-m", "harness.frontends.cli", str(slow / "attention.py"),
                                "--format", "json"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
