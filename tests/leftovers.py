@@ -91,29 +91,46 @@ def _scan(token: str, since: int, exclude: set[int]) -> dict[int, Leftover]:
 
 
 def _another_sessions(pid: int, token: str) -> bool:
-    """A slot-uid process (its environment scrubbed: no token) that another run started: its nearest ancestor with a
-    session's token carries another session's (a test session run beside or around this one), or it has no such
-    ancestor and descends, through a live process of no slot uid, from no session at all (an ordinary `mha-check`
-    run on the same machine).  A suite run from inside another (tests/unit/test_leftovers.py) took the template of a
-    `grade` the outer suite ran meanwhile for its own leftover (CI rehearsal, 2026-12-05), and a student's trial's
-    `mha-check` child, run beside a rehearsal, for one too (2026-12-06).  A leftover of this session's is orphaned
-    (reparented to init, through slot-uid processes only) or under its own processes (the token)."""
-    mine = f"{SUITE_VARIABLE}={token}".encode()
+    """A slot-uid process (its environment scrubbed: no token) that another run started (`another_run`, on its
+    ancestors read from /proc)."""
+    return another_run(_ancestors(pid), f"{SUITE_VARIABLE}={token}".encode())
+
+
+def another_run(chain, mine: bytes) -> bool:
+    """Whether the ancestors `chain` ((uid, the session tokens in its environment) each, nearest first, up to but not
+    including init; None where one could not be read) make a slot-uid process another run's: its nearest ancestor
+    with a session's token carries another session's (a test session run beside or around this one), or it has no
+    such ancestor and descends, through a live process of no slot uid, from no session at all (an ordinary
+    `mha-check` run on the same machine).  A suite run from inside another (tests/unit/test_leftovers.py) took the
+    template of a `grade` the outer suite ran meanwhile for its own leftover (CI rehearsal, 2026-12-05), and a
+    student's trial's `mha-check` child, run beside a rehearsal, for one too (2026-12-06).  A leftover of this
+    session's is orphaned (reparented to init, through slot-uid processes only) or under its own processes."""
     outside = False  # a live process of no slot uid and no token met on the way up: not an orphan's chain
-    for _ in range(64):  # the ancestor chain, nearest first
+    for link in chain:
+        if link is None:  # unreadable: counted as ours, as before
+            return False
+        uid, tokens = link
+        if tokens:
+            return tokens[0] != mine
+        outside = outside or not is_slot_uid(uid)
+    return outside
+
+
+def _ancestors(pid: int):
+    """(uid, session tokens) of each ancestor of `pid`, nearest first, up to init (at most 64); None for one that
+    could not be read, after which nothing more is read."""
+    for _ in range(64):
         try:
             pid = int(_stat(pid)[1])
             if pid <= 1:
-                return outside
+                return
             uid = os.stat(f"/proc/{pid}").st_uid
             with open(f"/proc/{pid}/environ", "rb") as f:
                 tokens = [v for v in f.read().split(b"\0") if v.startswith(SUITE_VARIABLE.encode() + b"=")]
         except (OSError, ValueError, IndexError):
-            return False
-        if tokens:
-            return tokens[0] != mine
-        outside = outside or not is_slot_uid(uid)
-    return False
+            yield None
+            return
+        yield uid, tokens
 
 
 def left_behind(token: str, since: int, grace: float = GRACE) -> list[Leftover]:

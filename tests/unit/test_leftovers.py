@@ -1,7 +1,6 @@
 """The session check of tests/leftovers.py, on a session of its own: one that leaves a process behind fails and
 names it (and the process is gone afterwards); one that leaves nothing passes."""
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -86,47 +85,21 @@ def test_a_process_started_under_another_session_is_not_this_sessions_leftover()
         os.kill(pid, 9)
 
 
-FORKS = '''
-import os, sys, time
-pid = os.fork()
-if pid == 0:
-    os.setgid({uid}); os.setuid({uid})
-    time.sleep(60)
-    os._exit(0)
-print(pid, flush=True)
-if {orphan}:
-    os._exit(0)
-time.sleep(60)
-'''
+
+MINE, OTHER = b"MHA_CHECK_TEST_SESSION=mine", b"MHA_CHECK_TEST_SESSION=other"
+SLOT, ROOT_UID, USER = policy.UID_BASE + 990, 0, 1000
 
 
-def _slot_process(orphan: bool) -> tuple[subprocess.Popen, int]:
-    """A process of a slot uid started by a root process with no session token (an ordinary mha-check run beside the
-    suite), the starter still alive, or gone (the slot process orphaned); returns (the starter, the slot pid)."""
-    uid = policy.UID_BASE + 990
-    assert policy.is_slot_uid(uid)
-    env = {k: v for k, v in os.environ.items() if k != leftovers.SUITE_VARIABLE}
-    starter = subprocess.Popen([sys.executable, "-c", FORKS.format(uid=uid, orphan=orphan)], env=env,
-                               stdout=subprocess.PIPE, text=True)
-    return starter, int(starter.stdout.readline())
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root starts a process as a slot uid")
-def test_a_slot_process_of_an_ordinary_run_beside_the_suite_is_not_its_leftover():
-    """A student's trial ran mha-check beside a CI rehearsal: its child, a slot uid under a live root process of no
-    session, failed the rehearsal's leftover check.  It is another run's; an orphan (no live starter) stays ours."""
-    token = os.environ.get(leftovers.SUITE_VARIABLE, "")
-    for orphan, another in ((False, True), (True, False)):
-        starter, pid = _slot_process(orphan)
-        try:
-            if orphan:
-                starter.wait(timeout=30)
-                time.sleep(0.2)  # reparented
-            assert leftovers._another_sessions(pid, token) is another
-        finally:
-            for p in (pid, starter.pid):
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
-            starter.wait(timeout=30)
+@pytest.mark.parametrize("chain, another", [
+    ([(ROOT_UID, []), (ROOT_UID, [])], True),  # under a live run of no session (a student's trial's `mha-check`
+    # beside a CI rehearsal, 2026-12-06): another run's
+    ([(USER, [])], True),  # an ordinary user's run alike
+    ([(SLOT, [])], False),  # orphaned through slot-uid processes only: the suite's
+    ([], False),  # reparented to init at once: the suite's
+    ([(ROOT_UID, []), (ROOT_UID, [MINE])], False),  # under the suite's own processes (a sandbox's scrubbed one too)
+    ([(ROOT_UID, [OTHER])], True),  # under another test session's
+    ([(ROOT_UID, []), None], False),  # an ancestor unreadable: counted, as before
+])
+def test_a_slot_process_is_another_runs_only_by_its_ancestors(chain, another):
+    assert policy.is_slot_uid(SLOT)
+    assert leftovers.another_run(chain, MINE) is another
