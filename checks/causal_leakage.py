@@ -42,7 +42,7 @@ from checks._dropout import TRAIN_DROPOUT, dropout_instance
 from checks.contiguity import VIEW_FIX, is_view_error
 from checks.output_shape import output_shape, tokens_axes
 from harness.engine.compare import compare
-from harness.engine.leakage import INFLUENCE, influence_from_jacobian, only_head
+from harness.engine.leakage import INFLUENCE, MASKS_SOME, influence_from_jacobian, judge, only_head
 from harness.engine.mapping import map_help
 from harness.wire.errors import TargetFailure
 from reference import grouped, numpy_ref
@@ -202,8 +202,10 @@ def _own_mask_leaks(ctx):
     caller's -inf), so every check saw a causal layer.  Called with the same convention's mask hiding nothing (a
     padding mask without padding, as its callers will pass), a layer that leaves masking to its caller lets the whole
     future through, and one whose own mask is right none of it.  One that still hides some later position in every
-    sequence, yet lets another through, masks by itself and leaks: a failure whatever a caller passes (a student's
-    trial: `forward(x, attn_mask)` with its own keep-mask one diagonal off passed every check)."""
+    sequence (or an earlier one), yet lets a later one through, masks by itself and leaks (leakage.judge's
+    MASKS_SOME, what the plain call of a layer with an optional mask is judged by): a failure whatever a caller
+    passes (a student's trial: `forward(x, attn_mask)` with its own keep-mask one diagonal off passed every
+    check)."""
     cfg = ctx.base
     inst = ctx.build(cfg)
     masked = inst.info.call_masked
@@ -212,15 +214,12 @@ def _own_mask_leaks(ctx):
     x = ctx.input(cfg, "own-mask")
     r = ctx.rng("own-mask-r", cfg).standard_normal(cfg.d_out)
     result = inst.call(inst.jacobian_request(x, r, hide_nothing=True))
-    if result.jac is None:
-        return None
-    G = influence_from_jacobian(result.jac)
-    future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
-    if not np.isfinite(G).all() or not (G[:, future] > 0).any() or not (G[:, future] == 0).all(axis=0).any():
+    if judge(result, cfg) != MASKS_SOME:
         return None  # causal by itself, or masking left to the caller (the whole future through): no evidence
+    G = influence_from_jacobian(result.jac)
     what, code = describe_leak(G)
     call = inst.info.call_styles[inst.style % len(inst.info.call_styles)]
-    return failed(f"{what}, called as {call} but with a mask that hides nothing: your layer hides some later "
+    return failed(f"{what}, called as {call} but with a mask that hides nothing: your layer hides some "
                   f"positions by itself and lets another through, so its own mask leaks wherever a caller's does not "
                   f"hide the future (the causal mask mha-check passes covered it); {LEAK_PATTERNS[code]}",
                   observed=what, expected="zero for s > t",

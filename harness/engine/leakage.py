@@ -17,6 +17,8 @@ from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, Work
 
 PLOT_CONFIG = Config(d_in=8, d_out=8, heads=2, context_length=12, batch=2, n=8)
 INFLUENCE = 1e-12  # relative gradient size below which an allowed position counts as having no influence
+CAUSAL, LEAKS, WRONG_SHAPE, UNCLEAR = "causal", "leaks", "wrong shape", "unclear"  # what one call showed (judge)
+MASKS_SOME = "leaks, masking some positions"  # a leak where some positions are masked: a mask of its own
 
 
 def influence_from_jacobian(jac: np.ndarray) -> np.ndarray:
@@ -86,3 +88,24 @@ def maps_or_error(ctx, heads: bool = True) -> Leakage:
         return maps(ctx, heads)
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied) as e:
         return Leakage(error=f"no leakage map: {e.message}")
+
+
+def judge(result, cfg) -> str:
+    """One way of calling forward, judged by its eval-mode Jacobian (a `JacobianResult`): CAUSAL (every earlier
+    position counts, no later one), LEAKS (a later position counts, a NaN, or no autograd graph at all: not causal
+    under any reading), MASKS_SOME (a later position counts while another, later or earlier, is hidden in every
+    sequence: a mask is applied, and leaks; `triu` where `tril` was meant hides the past), WRONG_SHAPE, or UNCLEAR
+    (no future leak, but earlier positions without influence: a layout of its own, such as sequence-first, may read
+    our axes otherwise, so this is no evidence)."""
+    if result.jac is None:
+        return LEAKS if result.no_graph else WRONG_SHAPE
+    G = influence_from_jacobian(result.jac)
+    if not np.isfinite(G).all():
+        return LEAKS
+    future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
+    past = np.tril(np.ones((cfg.n, cfg.n), bool), -1)
+    if (G[:, future] > 0).any():  # a position always hidden, later or earlier: a mask of its own, which leaks
+        hides = (G[:, future] == 0).all(axis=0).any() or (G[:, past] == 0).all(axis=0).any()
+        return MASKS_SOME if hides else LEAKS
+    scale = G.max()
+    return CAUSAL if scale > 0 and (G[:, ~future] > INFLUENCE * scale).all() else UNCLEAR

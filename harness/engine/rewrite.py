@@ -256,17 +256,13 @@ def _scale(line: str, tree: ast.Module) -> str | None:
     """q @ k.transpose(-2, -1) * C ** -0.5  ->  ... * q.size(-1) ** -0.5;  / math.sqrt(C)  ->  / math.sqrt(q.size(-1));
     torch.bmm(q, k.transpose(1, 2))  ->  torch.bmm(q, k.transpose(1, 2)) / q.size(-1) ** 0.5.  The head width is
     the queries' last axis whatever their layout ((B, H, n, dh), (B·H, n, dh), (B, n, H, dh) in an einsum)."""
-    products = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
-    products += _calls(tree, "matmul", "bmm", "einsum", "baddbmm")
-    if len(products) != 1:
+    product = _one_product(tree, "baddbmm")
+    if product is None:
         return None
-    product = products[0]
     if getattr(getattr(product, "func", None), "attr", getattr(getattr(product, "func", None), "id", "")) == "baddbmm":
         return _alpha(line, product)
-    queries = product.left if isinstance(product, ast.BinOp) else \
-        (product.args[1] if getattr(product.func, "attr", getattr(product.func, "id", "")) == "einsum" else
-         product.args[0]) if len(getattr(product, "args", ())) >= 2 else None
-    if queries is None or not _plain(queries):
+    queries = _queries(product)
+    if queries is None:
         return None
     width = f"{_text(line, queries)}.size(-1)"
     scaled = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Mult)) and
@@ -285,6 +281,25 @@ def _scale(line: str, tree: ast.Module) -> str | None:
     return line[:old.col_offset] + width + line[old.end_col_offset:]
 
 
+def _one_product(tree: ast.Module, *more: str) -> ast.AST | None:
+    """The one product of queries and keys on a line (q @ kᵀ, matmul, bmm, einsum, and the calls `more` names), or
+    None where there is none or more than one."""
+    products = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
+    products += _calls(tree, "matmul", "bmm", "einsum", *more)
+    return products[0] if len(products) == 1 else None
+
+
+def _queries(product: ast.AST) -> ast.AST | None:
+    """The queries a product multiplies, when a plain name or attribute: the left of q @ kᵀ, the first of matmul's
+    or bmm's two, the first tensor after einsum's equation."""
+    if isinstance(product, ast.BinOp):
+        queries = product.left
+    else:
+        einsum = getattr(product.func, "attr", getattr(product.func, "id", "")) == "einsum"
+        queries = product.args[1 if einsum else 0] if len(product.args) >= 2 else None
+    return queries if queries is not None and _plain(queries) else None
+
+
 def _scale_apart(line: str, tree: ast.Module, scores_code: str) -> str | None:
     """scores = scores / math.sqrt(self.hidden_size), the scores made on another line (`scores_code`, `scores =
     torch.matmul(q, k.transpose(-1, -2))`)  ->  scores = scores / math.sqrt(q.size(-1)): the one root or power in
@@ -293,14 +308,9 @@ def _scale_apart(line: str, tree: ast.Module, scores_code: str) -> str | None:
         made = parse(scores_code.strip())
     except SyntaxError:
         return None
-    products = [n for n in ast.walk(made) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
-    products += [c for c in _calls(made, "matmul", "bmm", "einsum") if len(c.args) >= 2]
-    if len(products) != 1:
-        return None
-    product = products[0]
-    name = "" if isinstance(product, ast.BinOp) else getattr(product.func, "attr", getattr(product.func, "id", ""))
-    queries = product.left if isinstance(product, ast.BinOp) else product.args[1 if name == "einsum" else 0]
-    if not _plain(queries):
+    product = _one_product(made)
+    queries = _queries(product) if product is not None else None
+    if queries is None:
         return None
     roots = [n.args[0] for n in _calls(tree, "sqrt") if len(n.args) == 1]
     powers = [n.left for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)

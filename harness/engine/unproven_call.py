@@ -37,12 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.engine.leakage import INFLUENCE, influence_from_jacobian
+from harness.engine.leakage import CAUSAL, LEAKS, MASKS_SOME, UNCLEAR, WRONG_SHAPE, judge  # noqa: F401 - and for readers
 from harness.engine.mapping import Mapping
 from harness.wire.errors import CannotDrive, TargetFailure
 
-CAUSAL, LEAKS, WRONG_SHAPE, UNCLEAR = "causal", "leaks", "wrong shape", "unclear"  # what one call showed
-MASKS_SOME = "leaks, masking some positions"  # a leak where some positions are masked: a mask of its own
 UNDECIDED_CALL = "; and mha-check could not tell how to pass the causal mask"  # the proof's words for no call
 
 
@@ -100,27 +98,6 @@ class CallEvidence:
                     "output depends on a later input")
         return (f"forward was called as {call}: no way of calling it that ran ({self.ran()}) gave an output of shape "
                 "(B, n, d_out)")
-
-
-def judge(result, cfg) -> str:
-    """One way of calling forward, judged by its eval-mode Jacobian (a `JacobianResult`): CAUSAL (every earlier
-    position counts, no later one), LEAKS (a later position counts, a NaN, or no autograd graph at all: not causal
-    under any reading), MASKS_SOME (a later position counts while another, later or earlier, is hidden in every
-    sequence: a mask is applied, and leaks; `triu` where `tril` was meant hides the past), WRONG_SHAPE, or UNCLEAR
-    (no future leak, but earlier positions without influence: a layout of its own, such as sequence-first, may read
-    our axes otherwise, so this is no evidence)."""
-    if result.jac is None:
-        return LEAKS if result.no_graph else WRONG_SHAPE
-    G = influence_from_jacobian(result.jac)
-    if not np.isfinite(G).all():
-        return LEAKS
-    future = np.triu(np.ones((cfg.n, cfg.n), bool), 1)
-    past = np.tril(np.ones((cfg.n, cfg.n), bool), -1)
-    if (G[:, future] > 0).any():  # a position always hidden, later or earlier: a mask of its own, which leaks
-        hides = (G[:, future] == 0).all(axis=0).any() or (G[:, past] == 0).all(axis=0).any()
-        return MASKS_SOME if hides else LEAKS
-    scale = G.max()
-    return CAUSAL if scale > 0 and (G[:, ~future] > INFLUENCE * scale).all() else UNCLEAR
 
 
 def _own_default(inst, x, seen: list, bare: list) -> int | None:

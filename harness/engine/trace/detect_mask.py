@@ -506,15 +506,13 @@ def _fused_mask_added(f: Findings, i: int) -> None:
     values = np.asarray(given["values"], dtype=float)
     while values.ndim > 2 and values.shape[0] == 1:
         values = values[0]
-    n = f.cfg["n"]
-    if values.shape != (n, n) or not np.isin(values, (0.0, 1.0)).all():
+    if not np.isin(values, (0.0, 1.0)).all():
         return
-    if np.array_equal(values, np.tril(np.ones((n, n)))):
-        ones, convert = "what each token may see", ".bool()"
-    elif np.array_equal(values, np.triu(np.ones((n, n)), 1)):
-        ones, convert = "the future", "== 0"
-    else:
+    ones = _ones_are(values.astype(bool), f.cfg["n"])
+    if not ones:
         return
+    convert = ".bool()" if ones == ONES_ON_ALLOWED else "== 0"
+    ones = ones.removeprefix("; its 1s mark ")
     src = given.get("src")
     at = src if src is not None and f.ops[src].get("at", "mha-check") != "mha-check" else i
     f.mark(at, {"id": "mask-added", "title": (
@@ -524,6 +522,16 @@ def _fused_mask_added(f: Findings, i: int) -> None:
         "SDPA adds a float mask to the scores, so it shifts some by 1 and hides none"), "remedy": (
         f"Give scaled_dot_product_attention the mask as booleans, where True means a token may attend: the mask "
         f"with `{convert}` after it (its 1s mark {ones}), or is_causal=True instead of a mask.")}, keep_earlier=True)
+
+
+def _ones_are(marked: np.ndarray, n: int) -> str:
+    """Which positions the 1s of an (n, n) 0/1 mask mark: the future (triu(ones, 1)), what each token may see
+    (tril(ones)), or neither ("")."""
+    if marked.shape != (n, n):
+        return ""
+    if np.array_equal(marked, np.triu(np.ones((n, n), bool), 1)):
+        return ONES_ON_FUTURE
+    return ONES_ON_ALLOWED if np.array_equal(marked, np.tril(np.ones((n, n), bool))) else ""
 
 
 def _ones_mark(f: Findings, op: dict) -> str:
@@ -537,11 +545,8 @@ def _ones_mark(f: Findings, op: dict) -> str:
         t, seen = todo.pop(0), seen + 1
         marked = (t.get("made") or {}).get("nonzero")
         if marked and len(marked) == n:
-            got = np.array(marked, bool)
-            if np.array_equal(got, np.triu(np.ones((n, n), bool), 1)):
-                return ONES_ON_FUTURE
-            if np.array_equal(got, np.tril(np.ones((n, n), bool))):
-                return ONES_ON_ALLOWED
+            if ones := _ones_are(np.array(marked, bool), n):
+                return ones
         elif t.get("src") is not None and f.ops[t["src"]]["op"] in ("__getitem__", "narrow", "to", "float"):
             todo.extend(f.ops[t["src"]]["in"][:1])  # a slice (or a cast) of the mask: where it was taken from
     return ""
