@@ -58,6 +58,30 @@ def _full_width(got: int, cfg) -> tuple[str, str] | None:
     return None
 
 
+def _one_head_shared(got: int, cfg) -> tuple[str, str] | None:
+    """(what it looks like, "count: one head shared") when `got` is exactly the count of ONE head's W_q, W_k, W_v
+    (d_in × d_out/H each, with or without their biases) beside the lesson's output projection (with or without its
+    bias): every head computes with the same weights.  A student's trial: `nn.ModuleList([Head(...)] * H)` repeats
+    one module, which nn.ModuleList (and model.parameters()) holds once; head-invariance saw the count fall as heads
+    were added, and this check's general fix (split the width, not full-width heads) said the opposite."""
+    h, d_in, d = cfg.heads, cfg.d_in, cfg.d_out
+    if h < 2 or d % h:
+        return None
+    dh = d // h
+    qkv = {3 * d_in * dh + dh * b for b in range(4)}
+    if any(got == a + o for a in qkv for o in (d * d, d * d + d)):
+        return (f"the W_q, W_k and W_v of one head ({d_in}×{dh} each) serving all {h} heads: the same head module "
+                f"repeated (`[head] * {h}`, which nn.ModuleList and model.parameters() hold once), so the count falls "
+                "as heads are added and every head computes the same thing", "count: one head shared")
+    return None
+
+
+ONE_HEAD_FIX = """Give every head its own weights: build a new head for each
+    (`nn.ModuleList([Head(...) for _ in range(num_heads)])`, not `[Head(...)] * num_heads`, which repeats one
+    module), or, as the lesson does, one projection of width d_out each for the queries, keys and values, split into
+    the heads by view."""
+
+
 EXTRA_FIX = """The lesson's layer has W_q, W_k, W_v and one output projection. A further Linear(d_out, d_out) after
     it (say, after nn.MultiheadAttention, which has its own out_proj) adds d_out² + d_out parameters and computes
     nothing two linear maps in a row cannot: keep one output projection."""
@@ -154,6 +178,13 @@ def param_count(ctx):
             return said
         return None
 
+    def one_head(got: int, cfg) -> tuple[str, str] | None:
+        """`_one_head_shared`, only when every required configuration's count is that too (as `full_width`)."""
+        said = None if ctx.grouped else _one_head_shared(got, cfg)
+        if said and all(_one_head_shared(counted(ctx.built(other)), other) for other in ctx.required_configs()):
+            return said
+        return None
+
     def prop(cfg):
         inst = ctx.built(cfg)  # counting needs no forward pass
         norm_note = norms_left_out(inst.info)[1]
@@ -178,7 +209,8 @@ def param_count(ctx):
         # difference a known pattern explains (all four biases beside a doubled W_q: +72, its rows), else the
         # lesson's, as trace and explain give it (a student's trial was told "288 with any set of biases", the
         # nearest count, where both said 264)
-        wide = full_width(got, cfg)  # H full-width heads: told from the lesson's count, whatever fits the rest
+        wide = full_width(got, cfg) or one_head(got, cfg)  # H full-width heads, or one head for all: told from the
+        # lesson's count, whatever fits the rest
         fitting = [a for a in allowed if _explain_difference(got - a, cfg)[0]] if not wide else []
         want = allowed[0] if biases is not None else min(fitting, key=lambda a: abs(a - got)) if fitting else \
             _expected(cfg, lesson, kv, out_proj)
@@ -189,7 +221,8 @@ def param_count(ctx):
             looks_like, code = (f"W_k and W_v of {cfg.d_out} rows, one key/value head per query head: the number of "
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",
                                 "count: kv heads ignored")
-        fix = EXTRA_FIX if code == "count: extra projection" else ""
+        fix = EXTRA_FIX if code == "count: extra projection" else ONE_HEAD_FIX if code == "count: one head shared" \
+            else ""
         extra = [p for p in unread_beside_norms(inst.info) if p not in frozen_constants(inst.info)]
         if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
             fix = _extra_fix(extra, got - want)
@@ -206,7 +239,7 @@ def param_count(ctx):
                       f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else "")
                       + (f": exactly {', '.join(name for name, _ in extra)}, which "
                          f"{'plays' if len(extra) == 1 else 'play'} no role in the lesson's layer"
-                         if fix and fix != EXTRA_FIX else "") + norm_note,
+                         if fix and fix not in (EXTRA_FIX, ONE_HEAD_FIX) else "") + norm_note,
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
                       finding=code, fix=fix)
 
