@@ -174,6 +174,8 @@ def causal_leakage(ctx):
         if outputs[0].shape != (cfg.batch, cfg.n, cfg.d_out):  # output-shape failed: measured by the token axis
             return _by_token_axis(ctx, inst, x, cfg, outputs, labels, off_shape)
         leak = _leak_verdict(jacobian, cfg)
+        if leak is not None and leak.details.get("finding") == "leak:inverted" and cfg.n < 3:
+            leak = _inverted_on_three(ctx, cfg, leak)
         outcome = leak or moved(outputs, labels, kinds=("ordinary",))
         huge = moved(outputs, labels, kinds=("huge",)) if outcome is None else None
         if leak is None and (outcome is not None or huge is not None) and not answers_again(inst, x, outputs[0]):
@@ -194,6 +196,27 @@ def causal_leakage(ctx):
         outcome = _off_shape_verdict(off_shape)
     outcome = outcome or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
     return _how_called(outcome, ctx.call_evidence)
+
+
+def _inverted_on_three(ctx, cfg, leak):
+    """An inverted mask's pattern on two tokens (token 0 moved by token 1 alone) is also a scramble's: a fused
+    projection viewed in the wrong order (`view(B, 3, n, H, dh)` where the roles are the last axis) gives token 0
+    the query, key and value of other tokens, and on two tokens that reads as a mask hiding the past (a student's
+    trial was told to fix a mask that SDPA's is_causal=True made right).  The pattern is named only where three
+    tokens show it too, or NaN where every position is hidden (one Jacobian more, on this configuration with three
+    tokens); otherwise the leak is said as a leak, with the mask and the reshapes to check."""
+    three = dataclasses.replace(cfg, n=3, context_length=max(3, cfg.context_length))
+    try:
+        inst = ctx.build(three)
+        r = ctx.rng("r", three).standard_normal(three.d_out)
+        again = _leak_verdict(inst.call(inst.jacobian_request(ctx.input(three, "inverted-on-three"), r)), three)
+    except TargetFailure:  # the checks of three tokens say what it raises
+        return leak
+    if again is not None and again.details.get("finding") in ("leak:inverted", "leak:nan"):
+        return leak
+    leak.message = leak.message.replace(LEAK_PATTERNS["inverted"], LEAK_PATTERNS["future"])
+    leak.details["finding"] = "leak:future"
+    return leak
 
 
 def _own_mask_leaks(ctx):
