@@ -63,4 +63,5 @@ class Limits:
         return {"RLIMIT_DATA": self.memory_mb * MB, "RLIMIT_AS": (self.memory_mb + self.library_mb) * MB,
                 "RLIMIT_CPU": int(self.cpu_seconds),
                 "RLIMIT_FSIZE": self.file_mb * MB, "RLIMIT_NOFILE": self.open_files,
-                "RLIMIT_NPROC": self.processes, "RLIMIT_CORE": 0}
+                "RLIMIT_NPROC": self.processes, "RLIMIT_CORE": 0,
+                "RLIMIT_MSGQUEUE": 0}  # no POSIX message queue either (seccomp refuses mq_open): they outlive it

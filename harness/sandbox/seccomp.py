@@ -39,11 +39,19 @@ _DENIED = {
     # no socket of its own: the channel to mha-check is inherited, and a layer needs none; without a network
     # namespace it reached the host's UDP and any pathname unix socket (Landlock does not govern connecting to one)
     "socket": (41, 198),
+    # nor a socket pair: a descriptor sent into one (SCM_RIGHTS) and closed is in no /proc/PID/fd, so a deleted file
+    # held there escaped the scratch's count (red team 7: 1.8 GB past a 64 MB budget in a container), and the
+    # buffers of 110 pairs filled and never read held 2 GB that no memory limit counts, under every mechanism
+    "socketpair": (53, 199),
     # System V IPC: a segment outlives its process and its creator's memory limit (a red team left 20 segments,
     # 5 GB, after the grader had exited, in a container where no IPC namespace ends them); torch needs none of it
     "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197),
     "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
     "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+    # POSIX message queues likewise outlive their creator without an IPC namespace (red team 7: 256 queues left
+    # after the grader exited, and every ordinary user's mq_open on the machine then failed); RLIMIT_MSGQUEUE is 0 too
+    "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182), "mq_timedreceive": (243, 183),
+    "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
 }
 _CLONE, _CLONE3 = (56, 220), (435, 435)
 # prctl(PR_SET_DUMPABLE): a non-dumpable process hides its /proc/PID/fd from a grader without CAP_SYS_PTRACE (root

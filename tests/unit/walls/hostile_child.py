@@ -272,6 +272,33 @@ def wall_sysv_ipc(ctx):
     return False, "shmget worked: memory can outlive the child"
 
 
+def wall_socketpair(ctx):
+    """A descriptor sent into a socket pair and closed is in no /proc/PID/fd: a deleted file held there escaped the
+    scratch's count (red team 7: 1.8 GB past a 64 MB budget), and a pair's buffers hold memory no limit counts."""
+    try:
+        a, b = socket.socketpair()
+    except OSError as e:
+        return True, f"socketpair refused: {e}"
+    a.close()
+    b.close()
+    return False, "socketpair worked: descriptors and memory can be parked where no count sees them"
+
+
+def wall_posix_mq(ctx):
+    """A POSIX message queue outlives its creator without an IPC namespace (red team 7 left 256, and every ordinary
+    user's mq_open on the machine then failed); refused by seccomp, and RLIMIT_MSGQUEUE is 0."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mq_open.restype = ctypes.c_int
+    name = f"/mha-wall-{os.getpid()}".encode()
+    fd = libc.mq_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600, None)
+    if fd < 0:
+        return resource.getrlimit(resource.RLIMIT_MSGQUEUE) == (0, 0), \
+            f"mq_open refused: {os.strerror(ctypes.get_errno())}; RLIMIT_MSGQUEUE " \
+            f"{resource.getrlimit(resource.RLIMIT_MSGQUEUE)}"
+    libc.mq_unlink(name)  # leave nothing behind even when the wall is missing
+    return False, "mq_open worked: a queue can outlive the child"
+
+
 def wall_join_namespace(ctx):
     """setns() into the namespaces of any process whose /proc/PID/ns entry we can open (the grader's network
     namespace was once joinable)."""
