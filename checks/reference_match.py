@@ -33,10 +33,12 @@ it, on the child's word that a float32 build has the same parameters.  Measured 
 """
 import dataclasses
 
+import numpy as np
+
 from checks import cannot_tell, check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.compare import compare
-from harness.wire.config import FLOAT32
+from harness.wire.config import FLOAT32, FLOAT64
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref
 
@@ -48,6 +50,48 @@ def float32_probe(ctx):
     """The float32 configuration: the first required configuration (its widths, heads, form and grouping) with a
     batch and a length the float64 configurations never use."""
     return dataclasses.replace(ctx.base, dtype=FLOAT32, **PROBE)
+
+
+def _as_trained(ctx, cfg, x, trained: list, expected):
+    """The float32 probe as a training step runs the layer: train() mode (every nn.Dropout at 0), autograd on, twice.
+    A layer may tell mha-check's probes from training by the dtype and the grad mode together: red team 7's layer
+    was the lesson's in float64 and wherever autograd was off, and left out the mask and the scale only in float32
+    with autograd on, every training step; the eval() probe, run without autograd, gave it full marks.  Equal to the
+    reference within float32's tolerance, or a failure.  Outputs that change from one call to the next are no
+    evidence where float64 training changes them too (a dropout rate of the layer's own, `F.dropout(w, 0.1, ...)`,
+    that dropout 0 does not reach); where float64 training does not, the change appears only in float32 training,
+    and is a failure too."""
+    first, again = trained
+    mismatch = compare(first, expected, FLOAT32_RTOL, FLOAT32_ATOL)
+    if mismatch is None:
+        return None
+    if not np.array_equal(first, again, equal_nan=True):
+        if _random_in_float64_training(ctx, cfg, x):
+            return None
+        what = ("in float32 train() mode with autograd on (as in training) the output changes from one call to the "
+                "next, though dropout is 0 and in float64 train() mode it does not; against the float64 reference "
+                "with the same weights: " + mismatch.describe())
+    else:
+        what = ("in float32 train() mode with autograd on and dropout 0 (as a training step runs it) the output "
+                "differs from the float64 reference with the same weights, which it matches in float64 and in "
+                "float32 eval() mode: " + mismatch.describe())
+    return failed(what, observed=mismatch.describe(),
+                  expected=f"in float32, difference below {FLOAT32_RTOL:g} relative + {FLOAT32_ATOL:g}·scale",
+                  fix="make the forward the same computation in every mode and dtype: no branch on x.dtype, "
+                      "self.training or torch.is_grad_enabled() that changes the mask, the scale or the fill",
+                  mismatch=mismatch.to_dict(), dtype=FLOAT32, mode="train")
+
+
+def _random_in_float64_training(ctx, cfg, x) -> bool:
+    """The float64 module of the same configuration gives two different outputs for one input in train() mode with
+    every nn.Dropout at 0."""
+    wide = dataclasses.replace(cfg, dtype=FLOAT64)
+    try:
+        inst = ctx.build(wide, force_dropout=0.0)
+        first, again = inst.forward_many([x, x], "train")
+    except TargetFailure:
+        return True  # what it raises there is not this probe's to judge
+    return not np.array_equal(first, again, equal_nan=True)
 
 
 @check(
@@ -75,11 +119,16 @@ def reference_match(ctx):
     def holds(cfg):
         in_float32 = cfg.dtype == FLOAT32
         try:
-            inst = ctx.build(cfg)
+            inst = ctx.build(cfg, force_dropout=0.0) if in_float32 else ctx.build(cfg)
             w = ctx.weights_for(inst)
             ctx.transplant(inst, w)
             x = ctx.input(cfg)
-            y = inst.forward(x)
+            if in_float32:  # eval() mode, and twice as a training step runs it (see _as_trained)
+                gy = ctx.rng("float32-gy", cfg).standard_normal((cfg.batch, cfg.n, cfg.d_out))
+                y, *trained = (r.y for r in inst.calls([inst.forward_request(x), inst.vjp_request(x, gy, "train"),
+                                                        inst.vjp_request(x, gy, "train")]))
+            else:
+                y = inst.forward(x)
         except TargetFailure as e:
             if not in_float32:
                 raise
@@ -87,9 +136,10 @@ def reference_match(ctx):
                                f"({cfg.describe()}): {e.message}; mha-check chose float32, so it cannot tell whether "
                                "the layer is wrong there", dtype=FLOAT32)
         tolerance = (FLOAT32_RTOL, FLOAT32_ATOL) if in_float32 else ()
-        mismatch = compare(y, numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope), *tolerance)
+        expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
+        mismatch = compare(y, expected, *tolerance)
         if mismatch is None:
-            return None
+            return _as_trained(ctx, cfg, x, trained, expected) if in_float32 else None
         if in_float32:
             return failed("in float32 (your module and its input in float32, as in training) the output differs "
                           "from the float64 reference with the same weights, which it matches in float64: "

@@ -271,6 +271,19 @@ def test_a_layer_wrong_only_in_float32_fails_reference_match(world):
     world.assert_untouched()
 
 
+def test_a_layer_wrong_only_in_float32_training_fails_reference_match(world):
+    """Right in float64 and wherever autograd is off, wrong in float32 with autograd on (every training step): the
+    float32 probe in eval() mode, without autograd, gave it full marks (red team 7).  The probe now also runs it as
+    a training step does, and the failure says so."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "float32_training_only.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail", outcome["message"]
+    assert "train() mode with autograd on" in outcome["message"], outcome["message"]
+    assert outcome["config"]["dtype"] == "float32", outcome["config"]
+    assert report["passed"] is False
+    world.assert_untouched()
+
+
 OURS = ("ours_imports", "ours_by_path", "ours_in_memory")  # a correct layer of mha-check's own, reached three ways
 
 
