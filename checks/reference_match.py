@@ -22,6 +22,9 @@ to n·u of a radian).  Measured: the lesson's layer in float32 against this refe
 up to d = 64, n = 128: at most 3.4e-7 of the largest magnitude, 300 times below the tolerance.  Every float32-only
 mistake of the hostile suite is 0.02 or more (tests/hostile/float32_only.py).
 
+The float32 module is also run twice as a training step runs it (train() mode with every nn.Dropout at 0, autograd on:
+`_as_trained`), against the same reference: a layer may tell the eval() probe from training by its grad mode.
+
 A float32 probe that raises (or a constructor that refuses float32) is cannot tell, never a failure: the float64
 configurations passed, and it was mha-check that chose float32.
 
