@@ -68,17 +68,15 @@ RULE_GAPS = ("causal-only-with-forward-flag", "positional-plugin", "injected-att
              "mask-shapes-b-l-or-b-l-l")
 FORWARD = "x, pos=None, mask=None, causal=False, **mod_kwargs"
 NOTES = ("AttnLayer(dim, attn, nh=4, plugin=None); forward(x, pos=None, mask=None, causal=False) -> (B, n, dim). "
-         "causal=True alone is right; causal=True with any mask hides the diagonal (row 0 NaN).")
+         "causal=True alone is right; causal=True with any mask hides the diagonal (row 0 gets no key).")
 # what mha-check must report (tests/e2e/test_realzoo.py): pass, fail, cannot_tell, or rules (math
 # correct, only lesson rules not followed); and the known mistake it must name, or None
 OUTCOME = 'fail'
 DIAGNOSIS = None
 EXPECTED_BECAUSE = ("called with causal=True and no mask it is the lesson's layer; called as its TransformerDecoder calls it, "
                     "causal=True WITH a mask hiding nothing (a padding mask without padding), every token loses its own "
-                    "key and token 0 sees no key at all: a mistake of the math no catalogued mistake describes")
-KNOWN_WRONG = ("realzoo11: mha-check passes 19/19, called as forward(x, causal=True): it never calls a forward that "
-               "takes both a causal flag and a mask with the two together, where the copied triu(diagonal=0) hides "
-               "the diagonal")
+                    "key and token 0 sees no key at all: causal-leakage fails there (output 0 on input 0, output 1 on "
+                    "input 1), a mistake of the math no catalogued mistake describes")
 
 
 class Base(nn.Module):
