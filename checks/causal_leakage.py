@@ -41,11 +41,11 @@ from checks import Status, cannot_tell, check, failed, passed
 from checks._dropout import TRAIN_DROPOUT, dropout_instance
 from checks.contiguity import VIEW_FIX, is_view_error
 from checks.output_shape import output_shape, tokens_axes
-from harness.child.calling import CONVENTIONS, SHAPES
 from harness.engine.compare import compare
 from harness.engine.leakage import CAUSAL, INFLUENCE, LEAKS, MASKS_SOME, influence_from_jacobian, judge, only_head
 from harness.engine.mapping import map_help
 from harness.wire.errors import TargetFailure
+from harness.wire.masks import CONVENTIONS, SHAPES
 from reference import grouped, numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from harness.wire.masks import CONVENTIONS, SHAPES
+
 MASK_NAMES = {"mask", "attn_mask", "attention_mask", "causal_mask", "mask_", "src_mask", "tgt_mask", "self_attn_mask",
               "attn_bias", "bias_mask", "masks"}  # and any other name with "mask" in it but not padding
 FLAG_WORDS = ("causal", "mask", "decoder", "future", "autoregressive")  # a bool forward flag that turns masking on
@@ -29,9 +31,6 @@ KEY_NAMES = {"k", "key", "keys", "key_input", "memory", "context", "xa", "kv", "
 VALUE_NAMES = {"v", "value", "values", "value_input", "v_input", "memory_values"}
 NOT_A_MASK = ("cache", "past", "state", "pos", "len", "rope", "freq", "cos", "sin", "key", "value", "kv", "memory",
               "context", "lengths", "seq")  # a required argument so named is no mask, whatever it holds
-CONVENTIONS = ("bool, True = masked", "bool, True = keep", "additive, -inf = masked", "float, 1 = keep, 0 = masked")
-SHAPES = ("(n, n)", "(1, n, n)", "(1, 1, n, n)", "(B, n, n)")  # (B, n, n): one mask per sequence, as a layer that
-# reshapes it with the batch (mask.unsqueeze(1).repeat(1, H, 1, 1).view(B * H, n, n)) needs
 POSITION_NAMES = {"token_positions", "positions", "pos", "position_ids", "input_pos", "pos_ids", "positions_ids",
                   "token_pos", "position", "seq_pos", "position_idx", "pos_idx"}  # a rotary layer's positions
 POS_SHAPES = ("(n,)", "(1, n)", "(B, n)")
