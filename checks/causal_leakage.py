@@ -42,9 +42,10 @@ from checks._dropout import TRAIN_DROPOUT, dropout_instance
 from checks.contiguity import VIEW_FIX, is_view_error
 from checks.output_shape import output_shape, tokens_axes
 from harness.engine.compare import compare
-from harness.engine.leakage import INFLUENCE, MASKS_SOME, influence_from_jacobian, judge, only_head
+from harness.engine.leakage import CAUSAL, INFLUENCE, LEAKS, MASKS_SOME, influence_from_jacobian, judge, only_head
 from harness.engine.mapping import map_help
 from harness.wire.errors import TargetFailure
+from harness.wire.masks import CONVENTIONS, SHAPES
 from reference import grouped, numpy_ref
 
 HUGE = 1e30  # future tokens this large: exp(-100) * 1e30 is far above float64 rounding of an output near 1
@@ -191,7 +192,7 @@ def causal_leakage(ctx):
             return outcome
         return _deep(ctx, inst, x, r, cfg, unreferenced)
 
-    outcome = ctx.find_failure(holds) or _own_mask_leaks(ctx)
+    outcome = ctx.find_failure(holds) or _own_mask_leaks(ctx) or _flag_with_a_mask(ctx)
     if outcome is None and (off_shape["judged"] or off_shape["unclear"]):
         outcome = _off_shape_verdict(off_shape)
     outcome = outcome or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
@@ -247,6 +248,54 @@ def _own_mask_leaks(ctx):
                   f"hide the future (the causal mask mha-check passes covered it); {LEAK_PATTERNS[code]}",
                   observed=what, expected="zero for s > t",
                   leakage_map=(G[0] > INFLUENCE * G.max()).astype(int).tolist(), finding="leak:" + code)
+
+
+def _flag_with_a_mask(ctx):
+    """A layer called with a causal flag (`forward(x, causal=True)`, the proof chose it) whose forward also takes an
+    optional mask: its callers pass both (bio-attention's TransformerDecoder gives every layer causal=True and the
+    caller's padding mask).  Given also a mask that hides nothing (a padding mask without padding), the layer must
+    stay causal with every earlier position counting.  Tried in every convention and in the (n, n) and (B, n, n)
+    shapes: where every one that runs leaves some position at or before a query without influence (and none leaks,
+    which would be a mask that replaces the flag, a contract of its own), the flag and a mask together hide what the
+    flag alone does not (bio-attention's `triu(diagonal=0)`: every token loses its own key, token 0 sees none).
+    Where one of them is causal, or none runs, there is no evidence."""
+    cfg = ctx.base
+    inst = ctx.build(cfg)
+    spare = getattr(inst.info, "call_spare", None)
+    if not spare or inst.style < 0 or inst.style >= len(spare) or not spare[inst.style]:
+        return None  # (a sequence-first or norms-off family: not this probe's)
+    x = ctx.input(cfg, "flag-and-mask")
+    r = ctx.rng("flag-and-mask-r", cfg).standard_normal(cfg.d_out)
+    seen, hidden = [], None
+    for convention in range(len(CONVENTIONS)):
+        for shape in (SHAPES.index("(n, n)"), SHAPES.index("(B, n, n)")):
+            try:
+                result = inst.call(inst.jacobian_request(x, r, spare_mask=convention * len(SHAPES) + shape))
+            except TargetFailure:
+                continue
+            if result.jac is None:
+                continue
+            verdict = judge(result, cfg)
+            if verdict in (CAUSAL, LEAKS, MASKS_SOME):
+                return None  # causal (a convention it reads), or the mask replaces the flag: no evidence here
+            G = influence_from_jacobian(result.jac)
+            seen.append(verdict)
+            floor = INFLUENCE * G.max() if G.max() > 0 else 0.0  # (B, t, s): lost in every sequence
+            lost = [(t, s) for t in range(cfg.n) for s in range(t + 1) if (G[:, t, s] <= floor).all()]
+            hidden = lost if hidden is None else [p for p in hidden if p in lost]
+    if not seen or not hidden:
+        return None
+    call = inst.info.call_styles[inst.style]
+    shown = ", ".join(f"output {t} on input {s}" for t, s in hidden[:4]) + (" ..." if len(hidden) > 4 else "")
+    return failed(f"called as {call} the layer is causal, but given also a mask that hides nothing (as a caller "
+                  f"with a padding mask without padding passes both; in every convention and shape mha-check knows "
+                  f"that your forward accepted) some output position no longer depends on an earlier or its own input "
+                  f"position ({shown}): the flag and a mask together hide what the flag alone does not",
+                  observed=f"no influence: {shown}", expected="every input s <= t counts for output t",
+                  fix="Where the causal flag and a mask are combined, hide only the future: the causal part is "
+                      "True (or -inf) strictly above the diagonal, torch.triu(..., diagonal=1), not diagonal=0, "
+                      "which hides each token's own key and leaves the first token none.",
+                  finding="leak:flag-and-mask-hide-the-past")
 
 
 def _by_token_axis(ctx, inst, x, cfg, outputs, labels, off_shape: dict):

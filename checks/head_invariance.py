@@ -15,7 +15,7 @@ buffer would be; param-count): a RoPE frequency table of dh / 2 elements kept as
 changes the total with the heads, and nothing learns it."""
 from checks import Status, check, failed, passed
 from checks.construct import construct
-from harness.engine.mapping import describe_norms, frozen_constants, norm_parameters
+from harness.engine.mapping import describe_norms, frozen_constants, norm_parameters, unread_beside_norms
 from harness.wire.config import Config
 from harness.wire.errors import TargetFailure
 
@@ -65,11 +65,13 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
                                        batch=2, n=3, kv_heads=kv)) for heads, kv in kv_of.items()}
     ctx.build_ahead(list(modules.values()))  # one round trip
     norms, constants = "", ""
+    unread: dict[int, list[tuple[str, int]]] = {}  # parameters no reading takes for a weight or a bias, per build
     for heads, inst in modules.items():
         try:
             held = norm_parameters(inst.info)  # a normalisation's parameters are not the attention's (param-count)
             frozen = frozen_constants(inst.info)  # nor is a constant kept as a frozen parameter (param-count)
             counts[heads] = inst.info.param_count - sum(size for _, size in held + frozen)
+            unread[heads] = [p for p in unread_beside_norms(inst.info) if p not in frozen]
             norms = norms or (f"({', '.join(name for name, _ in held)}) of {describe_norms(inst.info)}, which your "
                               f"layer keeps inside itself and which {'is' if len(inst.info.norms) == 1 else 'are'} no "
                               "part of the attention" if inst.info.norms else "")
@@ -104,6 +106,20 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
         # full-width heads grow with H; a count that shrinks (one key/value head of width d_out // H, PaLM's
         # multi-query layers) is another pattern, which no known mistake has
         finding = "count grows with heads" if most > fewest else "count shrinks with heads"
+        only = _only_through_unread(built, unread) if _proven(ctx) else ""  # unproven, a reading may take one
+        # head's projections and leave the others "unread" (full-width heads): then the heads are what changes
+        if only:
+            return failed(f"parameter count changes with the number of heads{grouping} (d_out={d_out}): {table}{note}; "
+                          f"it changes only through {only}, which no reading takes for W_q, W_k, W_v, W_o or a bias "
+                          "(without it the count is the same for every number of heads)", observed=table,
+                          expected=f"the same count for all, {built[first]} as with "
+                          f"{'one head' if first == 1 else f'{first} heads'}",
+                          finding="count changes through unread parameters",
+                          fix=f"{only} is sized by the number of heads (one head's width, shared by every head, or "
+                              "one entry per head), a learned parameter the lesson's layer does not have (a learned "
+                              "per-dimension scale, say, where the lesson divides by sqrt(dh)): keep it outside the "
+                              "attention layer, make it a constant "
+                              "(a buffer, or requires_grad=False), or follow the lesson's layer exactly.")
         return failed(f"parameter count changes with the number of heads{grouping} (d_out={d_out}): {table}{note}",
                       observed=table, expected=f"the same count for all, {built[first]} as with "
                       f"{'one head' if first == 1 else f'{first} heads'}", finding=finding,
@@ -112,3 +128,21 @@ def _same_count(ctx, kv_of: dict, grouping: str = ""):
     first = next(iter(built))
     return passed(f"{built[first]} parameters for {', '.join(heads[:-1])} and {heads[-1]} heads{grouping} "
                   f"(d_out={d_out}){note}")
+
+
+def _only_through_unread(built: dict, unread: dict) -> str:
+    """The names of the parameters no reading takes (a learned per-dimension scale of one head's width: TimesFM 2.5's
+    per_dim_scale) when the count without them is the same for every number of heads, else "": the change is theirs
+    alone, and the heads' queries, keys and values are not what changes."""
+    rest = {h: count - sum(size for _, size in unread.get(h, [])) for h, count in built.items()}
+    names = sorted({name for h in built for name, _ in unread.get(h, [])})
+    return ", ".join(names) if names and len(set(rest.values())) == 1 else ""
+
+
+def _proven(ctx) -> bool:
+    """The lesson's layer (or a known mistake) reproduces the module's output under one reading of its parameters:
+    what no reading takes is then no projection of the heads."""
+    try:
+        return bool(ctx.mapping.certain)
+    except TargetFailure:
+        return False

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from harness.wire.masks import CONVENTIONS, SHAPES
+
 MASK_NAMES = {"mask", "attn_mask", "attention_mask", "causal_mask", "mask_", "src_mask", "tgt_mask", "self_attn_mask",
               "attn_bias", "bias_mask", "masks"}  # and any other name with "mask" in it but not padding
 FLAG_WORDS = ("causal", "mask", "decoder", "future", "autoregressive")  # a bool forward flag that turns masking on
@@ -29,9 +31,6 @@ KEY_NAMES = {"k", "key", "keys", "key_input", "memory", "context", "xa", "kv", "
 VALUE_NAMES = {"v", "value", "values", "value_input", "v_input", "memory_values"}
 NOT_A_MASK = ("cache", "past", "state", "pos", "len", "rope", "freq", "cos", "sin", "key", "value", "kv", "memory",
               "context", "lengths", "seq")  # a required argument so named is no mask, whatever it holds
-CONVENTIONS = ("bool, True = masked", "bool, True = keep", "additive, -inf = masked", "float, 1 = keep, 0 = masked")
-SHAPES = ("(n, n)", "(1, n, n)", "(1, 1, n, n)", "(B, n, n)")  # (B, n, n): one mask per sequence, as a layer that
-# reshapes it with the batch (mask.unsqueeze(1).repeat(1, H, 1, 1).view(B * H, n, n)) needs
 POSITION_NAMES = {"token_positions", "positions", "pos", "position_ids", "input_pos", "pos_ids", "positions_ids",
                   "token_pos", "position", "seq_pos", "position_idx", "pos_idx"}  # a rotary layer's positions
 POS_SHAPES = ("(n,)", "(1, n)", "(B, n)")
@@ -49,6 +48,7 @@ class Style:
     flag: str | None = None  # a boolean forward parameter given as True (forward(x, causal_mask=True))
     positions: str | None = None  # a parameter given the token positions 0..n-1 (by keyword)
     pos_shape: int = 0  # index in POS_SHAPES
+    spare: tuple[str, bool] | None = None  # a flag style's optional mask parameter, left out (forward(x, causal=True))
 
     @property
     def bare(self) -> bool:
@@ -65,11 +65,14 @@ class Style:
             return f"forward({inputs}, {self.mask[0]}=None)" if self.mask is not None else f"forward({inputs})"
         return f"forward({inputs}, {self.mask[0]}=causal mask {SHAPES[self.shape]}, {CONVENTIONS[self.convention]})"
 
-    def arguments(self, x: torch.Tensor, seq_first: bool = False, hide_nothing: bool = False) -> tuple[tuple, dict]:
+    def arguments(self, x: torch.Tensor, seq_first: bool = False, hide_nothing: bool = False,
+                  spare_mask: int | None = None) -> tuple[tuple, dict]:
         """forward's arguments for the input x (B, n, d); `seq_first`: the data given as (n, B, d), for a layer
         that reads its input sequence first (the mask and positions are the same: they are about the n tokens);
         `hide_nothing`: the mask in the same convention and shape, hiding no position (as a padding mask without
-        padding does), so that a layer's own mask shows alone (checks.causal_leakage)."""
+        padding does), so that a layer's own mask shows alone (checks.causal_leakage); `spare_mask`: a flag style
+        also given its optional mask, hiding no position, in convention and shape `divmod(spare_mask, len(SHAPES))`
+        (as a caller with a padding mask without padding passes both: checks.causal_leakage)."""
         data = sequence_first_input(x) if seq_first else x
         args = tuple(data for _, kw in self.data if not kw)
         kwargs = {name: data for name, kw in self.data if kw}
@@ -80,6 +83,10 @@ class Style:
                                                hide_nothing)
         if self.flag is not None:
             kwargs[self.flag] = True
+            if self.spare is not None and spare_mask is not None:
+                convention, shape = divmod(spare_mask, len(SHAPES))
+                kwargs[self.spare[0]] = causal_mask(x.shape[1], convention, shape, x.device, x.dtype, x.shape[0],
+                                                    hide_nothing=True)
         if self.positions is not None:  # only the layout asked for: each operation shows in a recorded forward
             shape = [(x.shape[1],), (1, x.shape[1]), (x.shape[0], x.shape[1])][self.pos_shape]
             pos = torch.arange(x.shape[1], device=x.device)
@@ -188,10 +195,11 @@ def styles_for(module: torch.nn.Module) -> Calling:
                              "e.g. `def make(d, heads, context_length): ...` returning a module whose forward takes x"
                            + (" and builds the tables itself (positions 0..n-1)" if tables else ""))
     data = tuple((p.name, p.kind == p.KEYWORD_ONLY) for p in inputs) or (("x", False),)
-    flagged = [Style(data, None, flag=p.name) for p in flags]
     if mask is None:
+        flagged = [Style(data, None, flag=p.name) for p in flags]
         return _with_positions(Calling([Style(data, None)] + flagged), pos)
     where = (mask.name, mask.kind == mask.KEYWORD_ONLY)
+    flagged = [Style(data, None, flag=p.name, spare=where if mask.default is not mask.empty else None) for p in flags]
     last = SHAPES.index("(B, n, n)")  # tried last: a layer that takes a shared mask proves its style first, as before
     with_mask = ([Style(data, c, s, where) for c in range(len(CONVENTIONS)) for s in range(len(SHAPES)) if s != last]
                  + [Style(data, c, last, where) for c in range(len(CONVENTIONS))])

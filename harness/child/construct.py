@@ -24,11 +24,13 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "width": ("d", "d_model", "dmodel", "embed_dim", "emb_dim", "emb", "embed", "embedding", "model_dimension",
               "embedding_dim", "n_embd", "n_embed", "n_emb", "hidden_size", "hidden_dim", "dim", "width", "model_dim",
               "d_embed", "embed_size", "emb_size", "embedding_size", "d_hidden", "hidden", "num_hiddens", "n_hidden",
-              "num_hidden", "hidden_units", "n_embedding", "channels", "n_state", "nx", "d_k_total",
+              "num_hidden", "hidden_units", "n_embedding", "channels", "n_state", "nx", "d_k_total", "n_feat",
               "k"),  # k: Bloem's "Transformers from scratch" SelfAttention(k, heads=8, mask=False), the embedding
-    # width (a per-head key width is spelt d_k, dk, head_dim above)
+    # width (a per-head key width is spelt d_k, dk, head_dim above); n_feat: ESPnet's MultiHeadedAttention(n_head,
+    # n_feat, dropout_rate), copied by WeNet and FunASR
     "heads": ("nheads", "num_heads", "n_heads", "n_head", "heads", "num_attention_heads", "h", "nhead",
-              "head_count", "n_attn_heads", "num_head", "nb_heads", "attention_heads"),
+              "head_count", "n_attn_heads", "num_head", "nb_heads", "attention_heads",
+              "nh"),  # nh: bio-attention's AttnLayer(dim, attn, nh=4), llm.c's NH
     "context_length": ("context_length", "block_size", "max_len", "max_seq_len", "max_seq_length", "n_ctx",
                        "seq_len", "max_length", "context_size", "max_position_embeddings", "n_positions",
                        "ctx_len", "context_len", "max_tokens", "seq_length", "max_context", "block_len",
@@ -64,6 +66,9 @@ THETA_NAMES = ("theta", "rope_theta", "base", "rope_base", "re_base", "lm_re_bas
 # base: its default, else 10000 (re_base: nanoVLM's lm_re_base)
 THETA = 10000.0
 DEVICE_NAMES = ("device", "dev", "torch_device")  # a required one gets "cpu" (Config.value)
+NORM_EPS_NAMES = ("layer_norm_eps", "layernorm_eps", "norm_eps", "ln_eps", "eps", "layer_norm_epsilon",
+                  "norm_epsilon", "rms_norm_eps", "epsilon")  # a required one gets 1e-5, torch's LayerNorm
+# default (Config.value): RecBole's MultiHeadAttention(..., layer_norm_eps), its LayerNorm kept inside
 CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
 _BY_ALIAS = {alias: key for key, names in ALIASES.items() for alias in names}
 
@@ -237,6 +242,9 @@ def read_signature(factory, overrides: dict) -> Signature:
             continue
         if p.name.lower() in DEVICE_NAMES and p.default is inspect.Parameter.empty and p.name not in overrides:
             also[p.name] = "device"  # bentrevett's MultiHeadAttentionLayer(hid_dim, n_heads, dropout, device)
+            continue
+        if p.name.lower() in NORM_EPS_NAMES and p.default is inspect.Parameter.empty and p.name not in overrides:
+            also[p.name] = "norm_eps"  # a normalisation's epsilon: a setting with a usual value, not a blank
             continue
         if p.name in overrides and key in GROUPED and _whole(overrides[p.name]):
             also[p.name] = key  # --arg num_kv_groups=2: bound per configuration, 2 where it divides the heads

@@ -183,12 +183,13 @@ class Worker:
             raise StudentError("forward", f"forward returned a tensor of dtype {result.dtype}, not floating point")
         return result
 
-    def _forward(self, inst, x: torch.Tensor, mode: str, style: int = 0, hide_nothing: bool = False) -> torch.Tensor:
+    def _forward(self, inst, x: torch.Tensor, mode: str, style: int = 0, hide_nothing: bool = False,
+                 spare_mask: int | None = None) -> torch.Tensor:
         module = inst["module"]
         picked = inst["calling"].pick(style)
         if picked is None:
             raise AdapterError(inst["calling"].problem or f"no call style {style}")
-        args, kwargs = picked.style.arguments(x, picked.seq_first, hide_nothing)
+        args, kwargs = picked.style.arguments(x, picked.seq_first, hide_nothing, spare_mask)
         if picked.norms_off and not inst["norms"]:
             raise AdapterError(f"call style {style} switches off normalisations, and the module has none")
         training = mode == "train"
@@ -284,6 +285,7 @@ class Worker:
             call_problem=ways.problem,
             call_bare=[s.bare for s in ways.styles],
             call_masked=[s.convention is not None for s in ways.styles],
+            call_spare=[s.spare is not None for s in ways.styles],
             config_reads=construct.config_reads(reads),
             frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
             norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
@@ -348,7 +350,7 @@ class Worker:
         inst = self._inst(request)
         x = self._input(inst, request.x).requires_grad_(True)
         r = self._input(inst, request.r)
-        y = self._forward(inst, x, request.mode, request.style, request.hide_nothing)
+        y = self._forward(inst, x, request.mode, request.style, request.hide_nothing, request.spare_mask)
         B, n = x.shape[:2]
         axis = request.token_axis
         if y.requires_grad and 0 < axis < y.dim() and y.shape[0] == B and y.shape[axis] == n:

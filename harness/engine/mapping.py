@@ -286,26 +286,34 @@ def _mistakes_either_way(info, outputs: dict, seq_first: dict, weights: dict, x,
     """The known mistakes whose numbers the module's output has (`_mistakes`, named under the first rotary base
     only); where none has, those its output read sequence first has (`_sequence_first`; no rotary layer is read
     so)."""
-    matches, rope_of = _mistakes(info, outputs, weights, x, heads, ropes, form)
+    matches, rope_of = _mistakes(info, outputs, weights, x, heads, ropes, form, only_ran=True)
     if matches or not seq_first:
         return matches, rope_of
     return _mistakes(info, seq_first, weights, x, heads, [None], form)
 
 
-def _caller_masks(info, style: int) -> bool:
+def _caller_masks(info, style: int, ran=None) -> bool:
     """This call gives forward only its input, though forward also takes a mask or a flag that turns masking on:
-    a layer that leaves the mask to its caller is not "a layer that forgot the mask" when called without one."""
+    a layer that leaves the mask to its caller is not "a layer that forgot the mask" when called without one.  With
+    `ran` (the styles that ran), only those count: where every call that gives a mask or the flag raised (its
+    `attn_mask` must be an object of the package's own, neuralforecast's TriangularCausalMask, and a tensor raises),
+    no caller masks this layer through its forward, and the plain call is the layer's own, as causal-leakage judges it
+    ("under every way of calling it that ran")."""
     bare = info.call_bare or [True] * len(info.call_styles)  # a child that did not say: every style counts
     style %= len(info.call_styles)  # the same call with x sequence first (`SEQ_FIRST`) gives the same arguments
-    return len(info.call_styles) > 1 and bare[style] and not all(bare)  # (styles that differ only in the token
+    counted = bare if ran is None else [bare[s % len(info.call_styles)] for s in ran]
+    return len(info.call_styles) > 1 and bare[style] and not all(counted)  # (styles that differ only in the token
     # positions they give are all bare: the forward takes no mask)
 
 
 @variants.sharing_scores  # every mistake on the same input and weights (issue 27)
-def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, form: str):
+def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, form: str, only_ran: bool = False):
     """(style, layout) -> the known mistakes whose numbers the module's output has, and the rotary embedding they
     were found under (a plain layer's mistakes are tried on rotary layers too, a rotary mistake only on those; a
-    mistake of another member of the family, a single head's, never)."""
+    mistake of another member of the family, a single head's, never).  `only_ran`: a plain call counts as the
+    layer's own where no call that gives a mask ran (`_caller_masks`) - for the calls read the usual way, as
+    causal-leakage judges them; read sequence first, a layer whose mask has a layout mha-check does not offer
+    (labml's (n, n, B)) ran only unmasked, and is no evidence of a layer that forgot its mask."""
     matches: dict[tuple[int, int], list[str]] = {}
     rope_of: dict[tuple[int, int], Rope | None] = {}
     for style, own in outputs.items():
@@ -315,7 +323,7 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
                 for mid, knobs in mutants.variants().items():
                     if mutants.form(mid) != form:
                         continue  # a mistake of another member of the family (single head): not this layer's
-                    if _caller_masks(info, style) and MASKING_KNOBS & set(knobs):
+                    if _caller_masks(info, style, outputs if only_ran else None) and MASKING_KNOBS & set(knobs):
                         continue  # forward takes a mask or a causal flag and got none: unmasked numbers are no mistake
                     if not variants.applies(w, heads, knobs):
                         continue  # a grouped layer's mistake on plain weights, or keys from W_q on narrower W_k

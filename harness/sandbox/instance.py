@@ -141,8 +141,8 @@ class Instance:
         return m.Vjp(self.handle, x, gy, mode, self.layout, self.style)
 
     def jacobian_request(self, x: np.ndarray, r: np.ndarray, mode: str = "eval", token_axis: int = 0,
-                         hide_nothing: bool = False) -> m.Jacobian:
-        return m.Jacobian(self.handle, x, r, mode, self.style, token_axis, hide_nothing)
+                         hide_nothing: bool = False, spare_mask: int | None = None) -> m.Jacobian:
+        return m.Jacobian(self.handle, x, r, mode, self.style, token_axis, hide_nothing, spare_mask)
 
     def forward(self, x: np.ndarray, mode: str = "eval", noncontig: bool = False) -> np.ndarray:
         return self.call(self.forward_request(x, mode, noncontig=noncontig)).y

@@ -56,6 +56,8 @@ class Config:
             return self.heads // (self.kv_heads or self.heads) if self.heads else 1
         if key == "device":  # a constructor that asks where to make its tensors (`device` without a default): the CPU
             return "cpu"
+        if key == "norm_eps":  # the epsilon of a normalisation kept inside, where the constructor demands one
+            return 1e-5  # torch's LayerNorm default
         if key == "rope_theta":  # a rotary embedding's base, where the constructor demands one: the usual 10000
             return 10000.0
         if key == "rope_fraction":  # the share of each head a rotary embedding turns: all of it (ROTARY_FRACTION)

@@ -124,6 +124,7 @@ class Jacobian(Request):
     token_axis: int = 0  # 0: the output as it is, (B, n, d_out); k: an output of another shape read by its k-th
     # axis as the tokens' (moved after the batch, the other axes flattened): (B, H, n, dh) with k = 2
     hide_nothing: bool = False  # the style's mask given hiding no position: the layer's own mask alone
+    spare_mask: int | None = None  # a flag style also given its optional mask hiding nothing (Style.arguments)
 
 
 @dataclass
@@ -253,6 +254,7 @@ class Built(Reply):
     call_problem: str = ""  # why forward cannot be called by mha-check (then call_styles is empty)
     call_bare: list[bool] = field(default_factory=list)  # per style: gives forward its input only (no mask, no flag)
     call_masked: list[bool] = field(default_factory=list)  # per style: gives forward a mask tensor
+    call_spare: list[bool] = field(default_factory=list)  # per style: a flag style whose forward also takes a mask
     config_reads: dict[str, str] = field(default_factory=dict)  # settings the constructor read off its config
     # object -> the configuration key each stands for (num_key_value_heads -> kv_heads): a grouped layer's evidence
     frozen: list[str] = field(default_factory=list)  # parameters with requires_grad=False: a constant kept as a

@@ -2747,6 +2747,158 @@ def _(mod):
             f"{off_cpu}", "k=12 heads=3 mask=True")
 
 
+
+# ----------------------------------------------------------------------------------------------- realzoo11 (PyPI wheels)
+def _masked_forward(x, nheads, wq, wk, wv, wo, bq, bk, bv, bo, hidden):
+    """The lesson's function with `hidden` (n, n) True where a query may not look; a row with nothing left gets zero
+    weights (as torch's SDPA gives it)."""
+    B, n, _ = x.shape
+    lin = torch.nn.functional.linear
+    dh = wq.shape[0] // nheads
+    split = lambda t: t.view(B, n, nheads, dh).transpose(1, 2)
+    q, k, v = split(lin(x, wq, bq)), split(lin(x, wk, bk)), split(lin(x, wv, bv))
+    w = torch.softmax((q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(hidden, float("-inf")), -1)
+    w = torch.nan_to_num(w, nan=0.0)
+    return lin((w @ v).transpose(1, 2).reshape(B, n, -1), wo, bo)
+
+
+@check("neuralforecast_attention_layer_sdpa_path_drops_causal_mask.py")
+def _(mod):
+    """Called as its decoder calls it (attn_mask=None): the lesson's function WITHOUT its mask, exactly, and the future
+    moves the past; the same weights in FullAttention(mask_flag=True, output_attention=True) (the einsum path) give the
+    lesson's causal layer exactly; a TriangularCausalMask handed to the SDPA path is inverted (B = 1: each token sees
+    only later ones)."""
+    m = randomize(mod.vanilla_decoder_self_attention(12, 3)).eval()
+    ws = (m.query_projection.weight, m.key_projection.weight, m.value_projection.weight, m.out_projection.weight,
+          m.query_projection.bias, m.key_projection.bias, m.value_projection.bias, m.out_projection.bias)
+    call = lambda x: m(x, x, x, None)[0]
+    err, leak = cmp(call, lambda x: _no_mask_forward(x, 3, *ws, scaled=True), 12)
+    einsum = mod.AttentionLayer(mod.FullAttention(mask_flag=True, attention_dropout=0.1, output_attention=True), 12, 3)
+    einsum.load_state_dict(m.state_dict())
+    einsum.eval()
+    good_einsum, msg_einsum = ok_line(*cmp(lambda x: einsum(x, x, x, None)[0], lambda x: mha_forward(x, 3, *ws), 12))
+    x = torch.randn(1, 6, 12)
+    with torch.no_grad():
+        inverted = m(x, x, x, mod.TriangularCausalMask(1, 6))[0]
+    later = torch.tril(torch.ones(6, 6, dtype=torch.bool))  # hidden: the past and the diagonal
+    err_inv = (inverted - _masked_forward(x, 3, *ws, hidden=later)).abs().max().item()
+    good = err < TOL and leak > 1e-3 and good_einsum and err_inv < TOL
+    return (good, f"attn_mask=None: max|out-no-mask-ref|={err:.1e}, the future moves the past by {leak:.1e}; "
+            f"einsum path (output_attention=True): {msg_einsum}; a TriangularCausalMask on the SDPA path = attention "
+            f"to later tokens only ({err_inv:.1e})", "hidden_size=12 n_head=3 dropout=0.1 (eval)")
+
+
+@check("bio_attention_attn_layer_causal_mask_hides_diagonal.py")
+def _(mod):
+    """causal=True without a mask: the lesson's layer exactly (lin's thirds, to_out); causal=False leaks; causal=True
+    with a mask hiding nothing ((B, n) all True, as a padding mask without padding, and (B, n, n) all True): the
+    lesson's function with the diagonal hidden too, position 0 = to_out's bias alone."""
+    m = randomize(mod.attn_layer(12, 3)).eval()
+    W, b = m.lin.weight, m.lin.bias
+    ws = (W[:12], W[12:24], W[24:], m.to_out.weight, b[:12], b[12:24], b[24:], m.to_out.bias)
+    good, msg = ok_line(*cmp(lambda x: m(x, causal=True), lambda x: mha_forward(x, 3, *ws), 12))
+    _, leak_free = cmp(lambda x: m(x), lambda x: mha_forward(x, 3, *ws), 12, shapes=[(2, 7)])
+    errs, first = [], 0.0
+    for i, (B, n) in enumerate(SHAPES):
+        x = torch.randn(B, n, 12, generator=torch.Generator().manual_seed(200 + i))
+        strict = _masked_forward(x, 3, *ws, hidden=torch.triu(torch.ones(n, n, dtype=torch.bool)))
+        with torch.no_grad():
+            for mask in (torch.ones(B, n, dtype=torch.bool), torch.ones(B, n, n, dtype=torch.bool)):
+                y = m(x, mask=mask, causal=True)
+                errs.append((y - strict).abs().max().item())
+                first = max(first, (y[:, 0] - m.to_out.bias).abs().max().item())
+    err = max(errs)
+    good = good and leak_free > 1e-3 and err < TOL and first < TOL
+    return (good, f"causal=True: {msg}; causal=False: the future moves the past by {leak_free:.1e}; causal=True with "
+            f"a mask hiding nothing = the diagonal hidden too ({err:.1e}), position 0 = to_out.bias ({first:.1e})",
+            "dim=12 nh=3")
+
+
+@check("recbole_mha_additive_mask_arg_postln_inside.py")
+def _(mod):
+    """With an additive causal mask (0 / -inf, (B, 1, n, n)) and dropout off: LayerNorm(mha_forward(x) + x) with
+    query/key/value/dense and their biases and the LayerNorm's weight, bias and eps, exactly; no leak."""
+    m = randomize(mod.MultiHeadAttention(3, 12, 0.0, 0.0, 1e-12)).eval()
+    ws = (m.query.weight, m.key.weight, m.value.weight, m.dense.weight, m.query.bias, m.key.bias, m.value.bias,
+          m.dense.bias)
+
+    def call(x):
+        n = x.shape[1]
+        mask = torch.zeros(n, n).masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+        return m(x, mask.expand(x.shape[0], 1, n, n))
+
+    ref = lambda x: torch.nn.functional.layer_norm(mha_forward(x, 3, *ws) + x, (12,), m.LayerNorm.weight,
+                                                   m.LayerNorm.bias, 1e-12)
+    return ok_line(*cmp(call, ref, 12)) + ("n_heads=3 hidden_size=12 layer_norm_eps=1e-12, additive causal mask",)
+
+
+@check("espnet_multiheaded_attention_keep_mask_zero_after_softmax.py")
+def _(mod):
+    """With the (B, n, n) bool tril keep-mask its decoders pass: mha_forward with linear_q/k/v/out and biases,
+    exactly, on the default path and with use_sdpa=True; no leak."""
+    msgs, good = [], True
+    for sdpa in (False, True):
+        m = randomize(mod.MultiHeadedAttention(3, 12, 0.0, use_sdpa=sdpa)).eval()
+        ws = (m.linear_q.weight, m.linear_k.weight, m.linear_v.weight, m.linear_out.weight, m.linear_q.bias,
+              m.linear_k.bias, m.linear_v.bias, m.linear_out.bias)
+
+        def call(x, m=m):
+            n = x.shape[1]
+            return m(x, x, x, torch.tril(torch.ones(n, n, dtype=torch.bool)).expand(x.shape[0], n, n))
+
+        ok, msg = ok_line(*cmp(call, lambda x, ws=ws: mha_forward(x, 3, *ws), 12))
+        good, msgs = good and ok, msgs + [f"use_sdpa={sdpa}: {msg}"]
+    return good, "; ".join(msgs), "n_head=3 n_feat=12 dropout_rate=0"
+
+
+def _timesfm_forward(m, x, heads):
+    """TimesFM 2.5's attention written out: [Q; K; V] rows of qkv_proj, rotate-half RoPE (base 10000) on q and k, an
+    RMSNorm (eps 1e-6, its scale multiplied directly) on each, q times 1.442695041 / sqrt(dh) * softplus(per-dimension
+    scale), causal softmax without any other scale, out."""
+    from reference.rotary_mha import rope
+    B, n, d = x.shape
+    dh = d // heads
+    split = lambda t: t.view(B, n, heads, dh).transpose(1, 2)
+    q, k, v = (split(t) for t in torch.nn.functional.linear(x, m.qkv_proj.weight).chunk(3, -1))
+    rms = lambda t, g: t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * g
+    q, k = rms(rope(q, "half"), m.query_ln.scale), rms(rope(k, "half"), m.key_ln.scale)
+    q = q * (1.442695041 / dh ** 0.5 * torch.nn.functional.softplus(m.per_dim_scale.per_dim_scale))
+    future = torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+    w = torch.softmax((q @ k.transpose(2, 3)).masked_fill(future, float("-inf")), -1)
+    return torch.nn.functional.linear((w @ v).transpose(1, 2).reshape(B, n, d), m.out.weight)
+
+
+@check("timesfm_2p5_attention_qk_rmsnorm_per_dim_scale.py")
+def _(mod):
+    """Every parameter random (the RMSNorm scales and the per-dimension scale too): the written-out formula to
+    relative 1e-5 (float32 RoPE timescales); no leak; the plain rotary reference differs."""
+    m = randomize(mod.timesfm_2p5_attention(4, 16)).eval()
+    ref = lambda x: _timesfm_forward(m, x, 4)
+    call = lambda x: m(x)[0]
+    scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 16)
+    W = m.qkv_proj.weight
+    plain = lambda x: rope_mha_forward(x, 4, W[:16], W[16:32], W[32:], m.out.weight, convention="half")
+    off, _ = cmp(call, plain, 16, shapes=[(2, 7)])
+    good = err / scale < FLOAT32_TOL and leak < TOL and off > 1e-3
+    return (good, f"formula: {err / scale:.1e} rel, leak {leak:.1e}; the plain rotary reference is off by {off:.1e}",
+            "num_heads=4 in_features=16 (dh 4), FLOAT32_TOL relative")
+
+
+@check("pypots_mha_injected_operator_keep_mask_no_biases.py")
+def _(mod):
+    """With the (B, n, n) causal keep-mask (1 on and below the diagonal) in eval(): mha_forward with w_qs, w_ks,
+    w_vs, fc and no biases, exactly; no leak."""
+    m = randomize(mod.decoder_self_attention(12, 3, 4, 4)).eval()
+
+    def call(x):
+        n = x.shape[1]
+        return m(x, x, x, torch.tril(torch.ones(n, n)).expand(x.shape[0], n, n))[0]
+
+    ref = lambda x: mha_forward(x, 3, m.w_qs.weight, m.w_ks.weight, m.w_vs.weight, m.fc.weight)
+    return ok_line(*cmp(call, ref, 12)) + ("d_model=12 n_heads=3 d_k=d_v=4 attn_dropout=0.1 (eval)",)
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

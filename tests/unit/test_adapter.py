@@ -9,6 +9,7 @@ from harness.child.construct import (Unbindable, build, config_bag, key_of, ours
                                      require_free_widths)
 from harness.child.layouts import discover, role_of
 from harness.child.target import TargetError, load_target, settings_from_globals
+from harness.wire.config import Config
 
 
 @pytest.mark.parametrize("name,role", [
@@ -97,6 +98,9 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
     ("inputSize", "d_in"), ("attention_dim", None),
     ("maximum_length", "context_length"), ("maximumSequenceLength", "context_length"),  # a trial's spelled-out names
     ("nx", "width"),  # OpenAI's GPT-1/GPT-2 ports: Attention(nx, n_ctx, cfg, scale=False), tests/realzoo/hf_openai_...
+    ("n_feat", "width"),  # ESPnet's (and WeNet's, FunASR's) MultiHeadedAttention(n_head, n_feat, dropout_rate)
+    ("nh", "heads"), ("NH", "heads"),  # bio-attention's AttnLayer(dim, attn, nh=4) (tests/realzoo/bio_attention_...),
+    # llm.c's B, T, C, NH
     # a word mha-check does not know: something else, left alone
     ("rope_theta", None), ("max_batch_size", None), ("n_local_heads", None), ("vocab_size", None),
     ("layer_idx", None), ("d_ff", None), ("out_proj_bias", None), ("key_dim", None), ("model", None),
@@ -550,6 +554,17 @@ def test_a_required_device_is_the_cpu_and_hid_dim_is_the_width():
     assert s.accepts == {"width": "hid_dim", "heads": "n_heads", "dropout": "dropout"} and s.unfillable == []
     assert s.derived == {"device": "device"}
     assert _sig(lambda d, heads, device="cuda": None).derived == {}  # a default: the class's own choice stands
+
+
+def test_a_required_norm_epsilon_is_torchs_layernorm_default():
+    """RecBole's MultiHeadAttention(n_heads, hidden_size, hidden_dropout_prob, attn_dropout_prob, layer_norm_eps)
+    (tests/realzoo/recbole_mha_additive_mask_arg_postln_inside.py): the epsilon of a normalisation kept inside is a
+    setting with a usual value, not a blank mha-check must refuse; given a default, the class's own stands."""
+    s = _sig(lambda n_heads, hidden_size, hidden_dropout_prob, attn_dropout_prob, layer_norm_eps: None)
+    assert s.unfillable == [] and s.derived["layer_norm_eps"] == "norm_eps"
+    assert _sig(lambda d, heads, eps: None).derived == {"eps": "norm_eps"}
+    assert _sig(lambda d, heads, layer_norm_eps=1e-12: None).derived == {}
+    assert Config(d_in=8, d_out=8, heads=2, context_length=6).value("norm_eps") == 1e-5
 
 
 def test_a_fused_projection_is_also_read_with_its_rows_interleaved():

@@ -62,7 +62,20 @@ def test_a_learned_table_of_the_head_width_still_changes_the_count(tmp_path):
     path.write_text(ROPE.read_text().replace(", requires_grad=False)", ")"))
     assert path.read_text() != ROPE.read_text()
     got = _rope_checks(path)["head-invariance"]
-    assert got.status == "fail" and "inv_freq" not in got.message, got.message
+    assert got.status == "fail" and "not counted: inv_freq" not in got.message, got.message
+
+
+def test_a_count_that_changes_only_through_a_parameter_no_reading_takes_says_so(tmp_path):
+    """TimesFM 2.5's attention keeps a learned per-dimension scale of one head's width (tests/realzoo/timesfm_2p5_...):
+    its count changes with the heads through that parameter alone, and head-invariance told it to "give every head its
+    own queries, keys and values", which it has.  The failure stays (a learned parameter sized by the head width), its
+    finding and fix name the parameter."""
+    path = tmp_path / "learned_frequencies.py"
+    path.write_text(ROPE.read_text().replace(", requires_grad=False)", ")"))
+    got = _rope_checks(path)["head-invariance"]
+    assert got.status == "fail" and got.details["finding"] == "count changes through unread parameters", got.message
+    assert "only through inv_freq" in got.message and "queries, keys and values" not in (got.fix or ""), got.message
+    assert "inv_freq" in got.fix
 
 
 def test_the_traces_arithmetic_leaves_a_frozen_constant_out_and_says_so():
