@@ -6,8 +6,9 @@ tests/realzoo/ with the provenance clean-up): a @dataclass config, one fused pro
 module that keeps inv_freq as a buffer but the cos/sin tables (computed in float32) as ordinary attributes rebuilt
 only when the sequence length changes, applied to the two halves of each head as
 (x1 cos + x2 sin, -x1 sin + x2 cos) - the usual rotation turned the other way, which is still a rotary embedding -
-then F.scaled_dot_product_attention(is_causal=True) and an output projection without bias.  Written here from that
-description, in its own names.
+then F.scaled_dot_product_attention(is_causal=True) and an output projection (without bias there; with one
+here, so that the plain-attribute cache is this layer's only defect).  Written here from that description, in its
+own names.
 
 Mistake: the cached tables are plain attributes, not buffers: module.to() leaves them on the old device (the next
 call of the same length mixes devices).  The math is right (the rotation by -angle is a rotary embedding).
@@ -58,7 +59,7 @@ class RotarySelfAttention(nn.Module):
         self.head_dim = settings.n_embd // settings.n_head
         assert settings.n_embd % settings.n_head == 0
         self.packed = nn.Linear(settings.n_embd, 3 * settings.n_embd, bias=False)
-        self.out = nn.Linear(settings.n_embd, settings.n_embd, bias=False)
+        self.out = nn.Linear(settings.n_embd, settings.n_embd)
         self.rotation = HalfRotation(self.head_dim)
 
     def forward(self, x):
