@@ -1,8 +1,8 @@
 """litgpt's (lit-gpt, January 2024) CausalSelfAttention(config): ONE fused `attn` projection laid out per query GROUP - for each key/value group, its q_per_kv query heads, then its key head, then its value head - viewed as (B, T, n_query_groups, q_per_kv + 2, head_size), split (q_per_kv, 1, 1) and expanded for MHA, GQA and MQA alike; rotate-half RoPE on the first rope_n_elem features (cos, sin passed in); SDPA with is_causal=True when no mask is given; a config dataclass.
 
-Source: https://github.com/Lightning-AI/litgpt/blob/5a301d3e413845df920c4dad86fa123bb6dbeb84/lit_gpt/model.py (class CausalSelfAttention, functions build_rope_cache, apply_rope, class KVCache, function build_mask_cache; "Fix initialization of RoPE using FSDP (#887)", 2024-01-18; the repository was then named lit-gpt) with lit_gpt/config.py (the Config dataclass) and lit_gpt/utils.py (find_multiple) at the same commit. GPT.forward passes cos = self.cos[:T], sin = self.sin[:T] (from build_rope_cache(block_size, rope_n_elem, ...)) and mask=None when no KV cache is set.
-Licence: Apache-2.0 (LICENSE at the repository root; each file: "# Copyright Lightning AI. Licensed under the Apache License 2.0, see LICENSE file.").
-Copied: verbatim from `git show 5a301d3e:<path>` in the fetched history: model.py's copyright line and imports (`from lit_gpt.config import Config` left out: the class is copied here), utils.py's find_multiple, config.py's Config dataclass up to (not including) its first @classmethod (from_name, from_json, from_checkpoint and the mlp_class/norm_class properties need the file's model tables and are left out; so are config.py's imports of lit_gpt.model and lit_gpt.utils), model.py's CausalSelfAttention and everything from build_rope_cache to the end of the file. ADDED: config.py's `from dataclasses import dataclass, field` and `from typing import Any, Literal, Optional, Type, Union` (the imports the dataclass needs), this entry's constants, and below the copied block a wrapper that passes cos, sin and mask=None as GPT.forward does, with the factory make_gqa_rope(d, heads, n_query_groups, context_length) (TARGET), which sets rotary_percentage=1.0 (the Llama-family configs' value; the default 0.25 gives a single rotary feature for heads of width 4, and build_rope_cache then returns tables twice that wide, which do not broadcast).
+Source: https://github.com/lightning-AI/litgpt (the homepage the wheel's METADATA names), files litgpt/model.py (class CausalSelfAttention, functions build_rope_cache, apply_rope, class KVCache, function build_mask_cache), litgpt/config.py (the Config dataclass) and litgpt/utils.py (find_multiple) as released in litgpt 0.2.0 on PyPI. GPT.forward passes cos = self.cos[:T], sin = self.sin[:T] (from build_rope_cache(block_size, rope_n_elem, ...)) and mask=None when no KV cache is set.
+Licence: Apache-2.0 (the wheel's METADATA "License: Apache License" and the Apache License 2.0 text in its dist-info LICENSE; each file's first line: "Copyright Lightning AI. Licensed under the Apache License 2.0, see LICENSE file.").
+Copied: verbatim from the PyPI wheel litgpt==0.2.0 (pip download --no-deps), cut by line range: model.py's line 1 (copyright) and lines 9-14 (imports; line 16, `from litgpt.config import Config`, is left out: the class is copied here), utils.py's lines 29-33 (find_multiple), config.py's lines 16-92 (the Config dataclass up to, not including, its first @classmethod: from_name, from_file, from_checkpoint and the mlp_class/norm_class properties need the file's model tables and are left out; so are config.py's other imports), model.py's lines 173-268 (CausalSelfAttention) and 334-392 (build_rope_cache to build_mask_cache). ADDED: config.py's lines 4 and 6 (`from dataclasses import dataclass, field`, `from typing import Any, Literal, Optional, Type, Union`, the imports the dataclass needs), this entry's constants, and below the copied block a wrapper that passes cos, sin and mask=None as GPT.forward does, with the factory make_gqa_rope(d, heads, n_query_groups, context_length) (TARGET), which sets rotary_percentage=1.0 (the Llama-family configs' value; the default 0.25 gives a single rotary feature for heads of width 4, and build_rope_cache then returns tables twice that wide, which do not broadcast).
 Truth: correct causal grouped-query attention with rotate-half RoPE: for group g, the fused rows [g * (q_per_kv + 2) * hs, ...) hold the q_per_kv query heads of that group, then its key head, then its value head; query head h = g * q_per_kv + i uses key/value head g (the lesson's grouping, h // q_per_kv); RoPE on q and k (float32 tables, rotate-half); SDPA is_causal=True with scale 1/sqrt(head_size); merge reshape(B, T, n_embd) after transpose(1, 2); proj Linear(n_embd, n_embd) with bias. bias=True by default on both projections. Divisibility asserted in Config.__post_init__.
 """
 # Copyright Lightning AI. Licensed under the Apache License 2.0, see LICENSE file.
@@ -32,7 +32,7 @@ DIAGNOSIS = None
 EXPECTED_BECAUSE = 'correct causal GQA with rotate-half RoPE; the fused projection is laid out per query group'
 
 
-# ------------------------------------------------------------------------------ copied from lit_gpt/utils.py
+# ------------------------------------------------------------------------------- copied from litgpt/utils.py
 def find_multiple(n: int, k: int) -> int:
     assert k > 0
     if n % k == 0:
@@ -40,17 +40,19 @@ def find_multiple(n: int, k: int) -> int:
     return n + k - (n % k)
 
 
-# ----------------------------------------------------------------------------- copied from lit_gpt/config.py
+# ------------------------------------------------------------------------------ copied from litgpt/config.py
 @dataclass
 class Config:
     name: str = ""
     hf_config: dict = field(default_factory=dict)
+    scale_embeddings: bool = False
     block_size: int = 4096
     vocab_size: int = 50254
     padding_multiple: int = 512
     padded_vocab_size: Optional[int] = None
     n_layer: int = 16
     n_head: int = 32
+    head_size: Optional[int] = None
     n_embd: int = 4096
     rotary_percentage: float = 0.25
     parallel_residual: bool = True
@@ -78,9 +80,9 @@ class Config:
     # credit https://arxiv.org/pdf/2305.13245.pdf
     n_query_groups: Optional[int] = None
     shared_attention_norm: bool = False
-    _norm_class: Literal["LayerNorm", "RMSNorm"] = "LayerNorm"
+    norm_class_name: Literal["LayerNorm", "RMSNorm"] = "LayerNorm"
     norm_eps: float = 1e-5
-    _mlp_class: Literal["GptNeoxMLP", "LLaMAMLP"] = "GptNeoxMLP"
+    mlp_class_name: Literal["GptNeoxMLP", "LLaMAMLP", "GemmaMLP", "LLaMAMoE"] = "GptNeoxMLP"
     gelu_approximate: str = "none"
     intermediate_size: Optional[int] = None
     rope_condense_ratio: int = 1
@@ -92,8 +94,9 @@ class Config:
         if not self.name:
             self.name = self.hf_config.get("name", self.name)
 
-        assert self.n_embd % self.n_head == 0
-        self.head_size = self.n_embd // self.n_head
+        if self.head_size is None:
+            assert self.n_embd % self.n_head == 0
+            self.head_size = self.n_embd // self.n_head
 
         # vocab size should be a power of 2 to be optimal on hardware. compute the closest value
         if self.padded_vocab_size is None:
@@ -110,14 +113,14 @@ class Config:
 
         # compute the intermediate size for MLP if not set
         if self.intermediate_size is None:
-            if self._mlp_class == "LLaMAMLP":
-                raise ValueError("The config needs to set the `intermediate_size`")
+            if self.mlp_class_name == "LLaMAMLP":
+                raise ValueError(f"The config {self.name!r}, needs to set the `intermediate_size`")
             self.intermediate_size = 4 * self.n_embd
 
         self.rope_n_elem = int(self.rotary_percentage * self.head_size)
 
 
-# ------------------------------------------------------------------------------ copied from lit_gpt/model.py
+# ------------------------------------------------------------------------------- copied from litgpt/model.py
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: Config) -> None:
         super().__init__()
@@ -125,7 +128,8 @@ class CausalSelfAttention(nn.Module):
         # key, query, value projections for all heads, but in a batch
         self.attn = nn.Linear(config.n_embd, shape, bias=config.bias)
         # output projection
-        self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        # if `head_size` is explicitly specified in the config, `n_emd` might not be equal to `head_size * n_head`
+        self.proj = nn.Linear(config.head_size * config.n_head, config.n_embd, bias=config.bias)
         # disabled by default
         self.kv_cache: Optional[KVCache] = None
 
@@ -175,7 +179,7 @@ class CausalSelfAttention(nn.Module):
 
         y = self.scaled_dot_product_attention(q, k, v, mask)
 
-        y = y.reshape(B, T, self.config.n_embd)  # re-assemble all head outputs side by side
+        y = y.reshape(B, T, self.config.head_size * self.config.n_head)  # re-assemble all head outputs side by side
 
         # output projection
         return self.proj(y)

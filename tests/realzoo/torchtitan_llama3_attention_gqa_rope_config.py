@@ -1,8 +1,8 @@
-"""torchtitan's Llama 3 Attention(model_args): a dataclass config (ModelArgs), separate wq/wk/wv/wo without bias, grouped-query heads (n_kv_heads) repeated by repeat_kv, rotary embedding through complex numbers (freqs_cis, interleaved pairs, float32), F.scaled_dot_product_attention(is_causal=True).
+"""torchtitan's Llama 3 Attention(model_args): a dataclass config (TransformerModelArgs), separate wq/wk/wv/wo without bias, grouped-query heads (n_kv_heads) repeated by repeat_kv, rotary embedding through complex numbers (freqs_cis, interleaved pairs, float32), F.scaled_dot_product_attention(is_causal=True) behind a module built by build_attention.
 
-Source: https://github.com/pytorch/torchtitan/blob/4d88a8a44fe439f73f564b83d60b29a906ef3507/torchtitan/models/llama/model.py (class ModelArgs, functions precompute_freqs_cis, reshape_for_broadcast, apply_rotary_emb, repeat_kv, class Attention; "[BE]: Deprecate Llama2 (#712)", 2024-12-03, the first version of the file whose header no longer names the Llama 2 Community License). The file's Transformer registers freqs_cis = precompute_freqs_cis(dim // n_heads, max_seq_len * 2, rope_theta) as a buffer and passes the WHOLE table to every layer; reshape_for_broadcast slices its first seqlen rows.
-Licence: BSD-3-Clause (file header: "Copyright (c) Meta Platforms, Inc. and affiliates. All rights reserved. This source code is licensed under the BSD-style license found in the LICENSE file in the root directory of this source tree."; LICENSE at the repository root: "BSD 3-Clause License (c) Meta Platforms, Inc. and affiliates.").
-Copied: verbatim, the file's header and imports (its `from torchtitan.models.norms import build_norm` is left out: the copied code does not use it), then ModelArgs through Attention, taken from `git show 4d88a8a44:torchtitan/models/llama/model.py` in the fetched history (the search index holds the file at a later branch commit, 0199cbc, with the same Attention class, read with read_file). FeedForward, TransformerBlock and Transformer are left out. ADDED: this entry's constants after the imports, and below the copied block a wrapper that passes the rotary table as the file's Transformer does, and the factory make_gqa_rope(d, heads, n_kv_heads, context_length) (TARGET).
+Source: https://github.com/pytorch/torchtitan (the repository the wheel's METADATA names), files torchtitan/models/llama3/model/model.py (functions precompute_freqs_cis, reshape_for_broadcast, apply_rotary_emb, repeat_kv, class Attention), torchtitan/models/llama3/model/args.py (the dataclass TransformerModelArgs), torchtitan/models/attention.py (class ScaledDotProductAttention, function build_attention) and torchtitan/tools/utils.py (has_cuda_capability) as released in torchtitan 0.1.0 on PyPI. The file's Transformer registers freqs_cis = precompute_freqs_cis(dim // n_heads, max_seq_len * 2, rope_theta) as a buffer and passes the WHOLE table to every layer; reshape_for_broadcast slices its first seqlen rows.
+Licence: BSD-3-Clause (the wheel's METADATA "License: BSD 3-Clause License" and its dist-info licenses/LICENSE, "(c) Meta Platforms, Inc. and affiliates."; each file's header: "Copyright (c) Meta Platforms, Inc. and affiliates. All rights reserved. This source code is licensed under the BSD-style license found in the LICENSE file in the root directory of this source tree.").
+Copied: verbatim from the PyPI wheel torchtitan==0.1.0 (pip download --no-deps), cut by line range: model.py's lines 1-7 (header) and 10-12 (imports; its torchtitan and relative imports are left out), args.py's line 10 (`from dataclasses import dataclass`), attention.py's lines 9 and 13 (imports; lines 11-12 repeat model.py's torch imports, and the flex_attention imports of lines 14-19 and line 21, `from torchtitan.tools.utils import has_cuda_capability`, are left out), tools/utils.py's lines 19-23 (has_cuda_capability), args.py's lines 19-79 (TransformerModelArgs), attention.py's lines 183-231 (ScaledDotProductAttention, build_attention) and model.py's lines 20-198 (precompute_freqs_cis through Attention). FeedForward, TransformerBlock, Transformer and FlexAttention are left out. ADDED: stand-ins for the package's own names the copied code refers to (BaseModelArgs, JobConfig and Tokenizer, used as a base class and in annotations only; FlexAttention, reached only with use_flex_attn=True), this entry's constants after the imports, and below the copied block a wrapper that passes the rotary table as the file's Transformer does, and the factory make_gqa_rope(d, heads, n_kv_heads, context_length) (TARGET).
 Truth: correct causal grouped-query attention with rotary position embedding: q = x W_q^T, k = x W_k^T, v = x W_v^T (no biases), heads of width dim // n_heads, RoPE on q and k by complex multiplication of consecutive pairs (the interleaved convention, theta 10000, tables in float32), key/value head j serves query heads j*n_rep .. (j+1)*n_rep - 1 (repeat_kv = repeat_interleave), SDPA with is_causal=True, merge transpose(1, 2).contiguous().view, wo without bias. No divisibility check; n_kv_heads must divide n_heads (not checked either).
 """
 # Copyright (c) Meta Platforms, Inc. and affiliates.
@@ -14,12 +14,34 @@ Truth: correct causal grouped-query attention with rotary position embedding: q 
 # Copyright (c) Meta Platforms, Inc. All Rights Reserved.
 
 
-from dataclasses import dataclass
-from typing import Optional, Tuple
-
 import torch
 import torch.nn.functional as F
 from torch import nn
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+from torch.nn.attention import sdpa_kernel, SDPBackend
+
+
+# --- added for the zoo: stand-ins for the package's own imports the copied code names (the real ones when installed) ---
+try:
+    from torchtitan.components.tokenizer import Tokenizer
+    from torchtitan.config_manager import JobConfig
+    from torchtitan.models.attention import FlexAttention
+    from torchtitan.protocols.train_spec import BaseModelArgs
+except ImportError:  # pragma: no cover - depends on the environment
+    class Tokenizer:  # an annotation of update_from_config only
+        pass
+
+    class JobConfig:  # an annotation of update_from_config only
+        pass
+
+    class BaseModelArgs:  # torchtitan's base class only types its model arguments
+        pass
+
+    class FlexAttention(torch.nn.Module):  # reached only with use_flex_attn=True
+        def __init__(self, *args, **kwargs):
+            raise NotImplementedError("FlexAttention is not part of this entry (stand-in)")
+# --- end of stand-ins ---
 
 TARGET = "make_gqa_rope"
 TRUTH = "correct"
@@ -37,15 +59,22 @@ DIAGNOSIS = 'no-divisibility-check'
 EXPECTED_BECAUSE = 'correct and causal GQA with interleaved RoPE (float32 tables); one lesson rule broken: no divisibility check (named, truly absent: dim 8 with 3 heads builds heads of width 2)'
 
 
+def has_cuda_capability(major: int, minor: int) -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() >= (
+        major,
+        minor,
+    )
+
+
 @dataclass
-class ModelArgs:
+class TransformerModelArgs(BaseModelArgs):
     dim: int = 4096
     n_layers: int = 32
     n_heads: int = 32
-    n_kv_heads: Optional[int] = None
+    n_kv_heads: int | None = None
     vocab_size: int = -1  # defined later by tokenizer
     multiple_of: int = 256  # make SwiGLU hidden layer size multiple of large power of 2
-    ffn_dim_multiplier: Optional[float] = None
+    ffn_dim_multiplier: float | None = None
     norm_eps: float = 1e-5
     rope_theta: float = 10000
 
@@ -53,7 +82,102 @@ class ModelArgs:
     # If `True`, then each transformer block init uses its layer ID, and if
     # `False`, each uses the total number of transformer blocks
     depth_init: bool = True
-    norm_type: str = "rmsnorm"
+
+    use_flex_attn: bool = False
+    attn_mask_type: str = "causal"
+    eos_id: int = 0
+
+    def update_from_config(self, job_config: JobConfig, tokenizer: Tokenizer) -> None:
+        self.vocab_size = tokenizer.n_words
+        self.max_seq_len = job_config.training.seq_len
+        self.eos_id = tokenizer.eos_id
+
+        if job_config.activation_checkpoint.mode == "selective" and self.use_flex_attn:
+            raise ValueError(
+                "FlexAttention is not compatible with selective AC yet. "
+                "See https://github.com/pytorch/pytorch/issues/147879"
+            )
+
+        if job_config.parallelism.context_parallel_degree > 1 and self.use_flex_attn:
+            raise ValueError(
+                "FlexAttention is not compatible with CP yet. "
+                "We are still working on this."
+            )
+
+    def get_nparams_and_flops(self, model: nn.Module, seq_len: int) -> tuple[int, int]:
+        nparams = sum(p.numel() for p in model.parameters())
+        nparams_embedding = sum(
+            sum(p.numel() for p in m.parameters())
+            for m in model.children()
+            if isinstance(m, nn.Embedding)
+        )
+
+        l, h, q, t = (
+            self.n_layers,
+            self.n_heads,
+            self.dim // self.n_heads,
+            seq_len,
+        )
+        # Reasoning behind the factor of 12 for the self-attention part of the formula:
+        # 1. each self-attention has 2 matmul in the forward and 4 in the backward (6)
+        # 2. the flash attention does 1 more matmul recomputation in the backward
+        #    but recomputation should not be counted in calculating MFU           (+0)
+        # 3. each matmul performs 1 multiplication and 1 addition                 (*2)
+        # 4. we follow the convention and do not account for sparsity in causal attention
+        num_flops_per_token = 6 * (nparams - nparams_embedding) + 12 * l * h * q * t
+
+        return nparams, num_flops_per_token
+
+
+class ScaledDotProductAttention(torch.nn.Module):
+    backends: ClassVar[list[SDPBackend]] = []
+
+    def __init__(self, attn_mask_type: str) -> None:
+        super().__init__()
+        if attn_mask_type != "causal":
+            raise ValueError(
+                "TorchTitan with SDPA currently only supports causal mask."
+            )
+
+        ScaledDotProductAttention._init_backend()
+
+    @classmethod
+    def _init_backend(cls) -> None:
+        if cls.backends:
+            return
+
+        # Add CuDNN on B200 w/ highest priority
+        cls.backends = [
+            SDPBackend.FLASH_ATTENTION,
+            SDPBackend.EFFICIENT_ATTENTION,
+            SDPBackend.MATH,
+        ]
+        if has_cuda_capability(10, 0):
+            cls.backends.insert(0, SDPBackend.CUDNN_ATTENTION)
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
+        assert self.backends, "SDPA Backends should not be empty."
+        with sdpa_kernel(self.backends, set_priority=True):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def build_attention(
+    use_flex_attn: bool, attn_mask_type: str, fixed_block_size: int | None = None
+):
+    if use_flex_attn:
+        return FlexAttention(attn_mask_type, fixed_block_size)
+    else:
+        if fixed_block_size is not None:
+            raise ValueError(
+                "TorchTitan with SDPA currently does not support fixed_block_size."
+            )
+        if attn_mask_type != "causal":
+            raise ValueError(
+                "TorchTitan with SDPA currently only supports causal mask."
+            )
+        return ScaledDotProductAttention(attn_mask_type)
 
 
 def precompute_freqs_cis(dim: int, end: int, theta: float = 10000.0) -> torch.Tensor:
@@ -67,7 +191,7 @@ def precompute_freqs_cis(dim: int, end: int, theta: float = 10000.0) -> torch.Te
     Args:
         dim (int): Dimension of the frequency tensor.
         end (int): End index for precomputing frequencies.
-        theta (float, optional): Scaling factor for frequency computation. Defaults to 10000.0.
+        theta (float | None): Scaling factor for frequency computation. Defaults to 10000.0.
 
     Returns:
         torch.Tensor: Precomputed frequency tensor with complex exponentials.
@@ -97,7 +221,7 @@ def reshape_for_broadcast(freqs_cis: torch.Tensor, x: torch.Tensor) -> torch.Ten
         torch.Tensor: Reshaped frequency tensor.
     """
     ndim = x.ndim
-    assert 0 <= 1 < ndim
+    assert ndim > 1
     seqlen = x.shape[1]
     freqs_cis = freqs_cis[0:seqlen]
     assert freqs_cis.shape == (seqlen, x.shape[-1])
@@ -109,7 +233,7 @@ def apply_rotary_emb(
     xq: torch.Tensor,
     xk: torch.Tensor,
     freqs_cis: torch.Tensor,
-) -> Tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """
     Apply rotary embeddings to input tensors using the given frequency tensor.
 
@@ -124,7 +248,7 @@ def apply_rotary_emb(
         freqs_cis (torch.Tensor): Precomputed frequency tensor for complex exponentials.
 
     Returns:
-        Tuple[torch.Tensor, torch.Tensor]: Tuple of modified query tensor and key tensor with rotary embeddings.
+        tuple[torch.Tensor, torch.Tensor]: Tuple of modified query tensor and key tensor with rotary embeddings.
     """
     xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
     xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
@@ -151,7 +275,7 @@ class Attention(nn.Module):
     Multi-head attention module.
 
     Args:
-        model_args (ModelArgs): Model configuration arguments.
+        model_args (TransformerModelArgs): Model configuration arguments.
 
     Attributes:
         n_kv_heads (int): Number of key and value heads.
@@ -165,7 +289,7 @@ class Attention(nn.Module):
 
     """
 
-    def __init__(self, model_args: ModelArgs):
+    def __init__(self, model_args: TransformerModelArgs):
         super().__init__()
         self.n_heads = model_args.n_heads
         self.n_kv_heads = (
@@ -184,6 +308,7 @@ class Attention(nn.Module):
         self.wo = nn.Linear(
             model_args.n_heads * self.head_dim, model_args.dim, bias=False
         )
+        self.sdpa = build_attention(model_args.use_flex_attn, model_args.attn_mask_type)
 
     def init_weights(self, init_std: float):
         for linear in (self.wq, self.wk, self.wv):
@@ -206,6 +331,7 @@ class Attention(nn.Module):
             torch.Tensor: Output tensor after attention.
 
         """
+
         bs, seqlen, _ = x.shape
         xq, xk, xv = self.wq(x), self.wk(x), self.wv(x)
 
@@ -226,8 +352,8 @@ class Attention(nn.Module):
         xk = keys.transpose(1, 2)  # (bs, n_local_heads, seqlen, head_dim)
         xv = values.transpose(1, 2)  # (bs, n_local_heads, seqlen, head_dim)
 
-        # we use casual mask for training
-        output = F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)
+        output = self.sdpa(xq, xk, xv)
+
         output = output.transpose(
             1, 2
         ).contiguous()  # (bs, seqlen, n_local_heads, head_dim)
@@ -251,5 +377,5 @@ class _WithFreqsCis(nn.Module):
 
 
 def make_gqa_rope(d, heads, n_kv_heads, context_length):
-    model_args = ModelArgs(dim=d, n_heads=heads, n_kv_heads=n_kv_heads, max_seq_len=context_length)
+    model_args = TransformerModelArgs(dim=d, n_heads=heads, n_kv_heads=n_kv_heads, max_seq_len=context_length)
     return _WithFreqsCis(Attention(model_args), model_args)

@@ -1,8 +1,8 @@
 """torchtune's CausalSelfAttention (mid-2024): a grouped-query layer whose projections and rotary embedding are INJECTED - CausalSelfAttention(embed_dim, num_heads, num_kv_heads, head_dim, q_proj, k_proj, v_proj, output_proj, pos_embeddings, kv_cache=None, max_seq_len=4096, attn_dropout=0.0) receives four nn.Module objects and a RoPE module - a keyword-only forward(x, *, mask=None, input_pos=None), q viewed (b, s, n_kv, q_per_kv, h_d) and k/v expanded across each group, interleaved-pair RoPE computed in float32, SDPA with is_causal=True when no mask and no cache.
 
-Source: https://github.com/pytorch/torchtune/blob/6f37d15b2c99d49ca926173455569aa6f8e24d9d/torchtune/modules/attention.py and torchtune/modules/position_embeddings.py ("Updated CausalAttention doc string (#1129)", 2024-06-28). The bug: `dropout_p=self.attn_dropout` is passed to scaled_dot_product_attention whatever the mode, so attention dropout stays on in eval() and generation; the class was renamed MultiHeadAttention later with the same line, fixed upstream by 665ab3f ("Set dropout in SDPA to 0.0 when not in training mode (#1803)", 2024-10-10: `dropout_p=self.attn_dropout if self.training else 0.0`).
-Licence: BSD-3-Clause (Copyright 2024 Meta; LICENSE at the repository root; each file: "Copyright (c) Meta Platforms, Inc. and affiliates. All rights reserved. This source code is licensed under the BSD-style license found in the LICENSE file in the root directory of this source tree.").
-Copied: verbatim from the fetched history at 6f37d15b2: torchtune/modules/position_embeddings.py (its imports and the class RotaryPositionalEmbeddings) and torchtune/modules/attention.py (its imports but `from torchtune.modules.kv_cache import KVCache`, and the class CausalSelfAttention). ADDED: a stand-in for the KVCache import (a type annotation only: kv_cache stays None here), this entry's constants, and at the end a factory llama2_self_attention(embed_dim, num_heads, num_kv_heads, max_seq_len, attn_dropout=0.0) whose body is lines 81-98 of torchtune/models/llama2/_component_builders.py at the same commit (how the llama2 builder makes each layer's attention).
+Source: https://github.com/pytorch/torchtune (the project's repository), files torchtune/modules/attention.py and torchtune/modules/position_embeddings.py as released in torchtune 0.2.1 on PyPI (0.2.0 holds the same code). The bug: `dropout_p=self.attn_dropout` is passed to scaled_dot_product_attention whatever the mode, so attention dropout stays on in eval() and generation; the class was renamed MultiHeadAttention later with the same line, and later releases pass `dropout_p=self.attn_dropout if self.training else 0.0`.
+Licence: BSD-3-Clause (the wheel's dist-info LICENSE, "Copyright 2024 Meta", the BSD 3-clause text; each file: "Copyright (c) Meta Platforms, Inc. and affiliates. All rights reserved. This source code is licensed under the BSD-style license found in the LICENSE file in the root directory of this source tree.").
+Copied: verbatim from the PyPI wheel torchtune==0.2.1 (pip download --no-deps), cut by line range: lines 7-11 of torchtune/modules/position_embeddings.py (its imports) and lines 14-129 (class RotaryPositionalEmbeddings); lines 7-9 of torchtune/modules/attention.py (its imports but line 10, `from torchtune.modules.kv_cache import KVCache`) and lines 13-229 (class CausalSelfAttention). ADDED: a stand-in for the KVCache import (a type annotation only: kv_cache stays None here), this entry's constants, and at the end a factory llama2_self_attention(embed_dim, num_heads, num_kv_heads, max_seq_len, attn_dropout=0.0) whose body is lines 81-98 of torchtune/models/llama2/_component_builders.py in the same wheel (how the llama2 builder makes each layer's attention) and `return self_attn`.
 Truth: in train() with attn_dropout=0, and in eval() with attn_dropout=0, = the grouped-query reference with interleaved-pair RoPE (theta 10000) on q and k, query head h using key/value head h // (H / KV), W_o = output_proj, no biases, to float32 precision (RoPE casts q and k to float32: relative ~1e-7). With attn_dropout > 0 the layer is random in eval(): two calls on the same input differ, and none equals the reference (dropout in eval, the bug #1803 fixed).
 """
 from typing import Optional
@@ -42,7 +42,7 @@ class RotaryPositionalEmbeddings(nn.Module):
 
     Reference implementation (used for correctness verfication)
     can be found here:
-    https://github.com/facebookresearch/llama/blob/main/llama/model.py#L450
+    https://github.com/meta-llama/llama/blob/main/llama/model.py#L80
 
     In this implementation we cache the embeddings for each position upto
     ``max_seq_len`` by computing this during init.
@@ -156,9 +156,10 @@ from typing import Optional
 
 from torch import nn, Tensor
 
+
 class CausalSelfAttention(nn.Module):
     """Multi-headed grouped query self-attention (GQA) layer introduced
-    in https://arxiv.org/pdf/2305.13245v1.pdf.
+    in https://arxiv.org/abs/2305.13245v1.
 
     GQA is a version of multiheaded attention (MHA) which uses fewer
     key/value heads than query heads by grouping n query heads for each
@@ -193,9 +194,9 @@ class CausalSelfAttention(nn.Module):
         embed_dim (int): embedding dimension for the model
         num_heads (int): number of query heads. For MHA this is also the
             number of heads for key and value
-        num_kv_heads (int): number of key and value heads. User should ensure
-            `num_heads` % `num_kv_heads` == 0. For standard MHA set `num_kv_heads` == `num_heads`,
-            for GQA `num_kv_heads` < `num_heads`, and for MQA set `num_kv_heads` == 1.
+        num_kv_heads (int): number of key and value heads. If specified,
+            user should ensure `num_heads` % `num_kv_heads` == 0. Default value is
+            `None`, in which case this is the same as MHA
         head_dim (int): dimension of each head, calculated by ``embed_dim`` // ``num_heads``.
         q_proj (nn.Module): projection layer for query.
         k_proj (nn.Module): projection layer for key.

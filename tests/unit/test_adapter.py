@@ -131,7 +131,7 @@ def test_bloems_k_is_the_embedding_width():
 
 def test_the_spelled_out_d_queries_and_d_values_are_head_widths_as_d_k_and_d_v():
     """sgrvinod's tutorial MultiHeadAttention(d_model, n_heads, d_queries, d_values, dropout, in_decoder=False)
-    (tests/realzoo/sgrvinod_transformers_tutorial_mha_prenorm_lengths.py): "size of query vectors" per head, the
+    (its pattern: tests/zoo/ours/prenorm_sublayer_needs_context_lengths.py): "size of query vectors" per head, the
     paper's d_k and d_v spelled out; unbound they left the class unbuildable (cannot tell, "no value for required
     parameter(s) d_queries, d_values")."""
     s = _sig(lambda d_model, n_heads, d_queries, d_values, dropout, in_decoder=False: None)
@@ -219,7 +219,8 @@ def test_forward_with_a_required_mask_gets_every_convention_then_none_and_no_pla
 
 
 class _MaskObjectOrNone(nn.Module):
-    """Autoformer's FullAttention (tests/realzoo/autoformer_attention_layer_inner_module.py): attn_mask is required,
+    """Autoformer's FullAttention (its pattern: tests/zoo/correct/inner_attention_module_argument.py): attn_mask is
+    required,
     None means "build the causal mask yourself", and a given mask must be an object with a .mask attribute."""
 
     def forward(self, queries, keys, values, attn_mask):
@@ -250,7 +251,8 @@ def test_forward_query_key_value_with_an_optional_mask():
 
 
 class _MaskFoldedWithTheBatch(nn.Module):
-    """sooftware/attentions' way (tests/realzoo/sooftware_attentions_mha_no_out_proj.py): the (B, n, n) mask is
+    """sooftware/attentions' way (its pattern: tests/zoo/buggy/heads_batch_major_bool_mask_no_out_proj.py): the
+    (B, n, n) mask is
     repeated over the heads and viewed as the (B*H, n, n) scores, so a mask without the batch axis cannot be used."""
 
     def forward(self, query, key, value, mask=None):

@@ -338,7 +338,8 @@ def test_the_zoo_past_key_value_pair_against_an_independent_float64_computation(
 
 
 def test_a_cache_dict_passed_as_block_kv_cache_is_driven(tmp_path):
-    """nanoVLM's LanguageModelGroupedQueryAttention (tests/realzoo/nanovlm_gqa_rope_cache_chunk_not_causal.py):
+    """nanoVLM's LanguageModelGroupedQueryAttention (its pattern:
+    tests/zoo/buggy/gqa_rope_dict_cache_chunk_unmasked.py):
     forward(x, cos, sin, attention_mask=None, block_kv_cache=None) returns (y, {'key': k, 'value': v}), always;
     the name was not known, so kv-cache said "does not apply" and its chunk bug went unseen."""
     source = HF_STYLE.replace("past_key_value=None, use_cache=False", "block_kv_cache=None").replace(

@@ -11,17 +11,18 @@ rotary: y1 = x1 cos + x2 sin, y2 = -x1 sin + x2 cos).  Is it a bug?  Decided by 
 So it is correct, and calling it cannot-tell left real evidence unused: before, every weight check of that file said
 mha-check has "no reference for it".  Now the reference turned the other way reproduces it (tried only for a layer
 that shows it is rotary, and no mistake is ever named under it), the weight checks pass, and the file keeps failing
-mask-buffer for its real, latent bug (cos/sin cached in plain attributes stay behind on .to(device))."""
+mask-buffer for its real, latent bug (cos/sin cached in plain attributes stay behind on .to(device)); the
+layer is tests/zoo/buggy/rotary_plain_attr_cache_negative_angle.py, written anew from that pattern."""
 import numpy as np
 
-from conftest import REALZOO
+from conftest import ZOO
 from harness.child.inprocess import InProcess
 from harness.engine.runner import Options, run_checks
 from harness.sandbox.subject import Subject
 from reference import numpy_ref
 from reference.rotary import NEGATED, Rope, rotate
 
-MODDED = REALZOO / "modded_nanogpt_rotary_negative_angle.py"
+MODDED = ZOO / "buggy" / "rotary_plain_attr_cache_negative_angle.py"  # (modded-nanogpt's pattern, written anew)
 
 
 def test_the_negated_rotation_keeps_scores_relative_and_is_the_usual_one_on_reflected_weights():
@@ -56,7 +57,7 @@ def test_the_negated_layer_is_not_taken_for_the_usual_one():
 
 
 def test_modded_nanogpts_weight_checks_run_and_pass_and_its_real_bug_still_fails():
-    target = f"{MODDED}:CausalSelfAttention"
+    target = f"{MODDED}:RotarySelfAttention"
     opts = Options(only=["reference-match", "gradient-match", "view-order", "mask-buffer"], examples=2)
     report = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
     assert report.adapter.mapping["proof"] == "reference"
