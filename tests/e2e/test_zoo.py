@@ -177,6 +177,20 @@ def test_a_softmax_by_hand_whose_row_maximum_sees_the_future_is_told_at_that_lin
     assert (leak.status, leak.details["finding"]) == ("fail", "leak:small-leak"), leak
 
 
+HIDES_PAST = {"own_mask_hides_past_bmm": "tril(", "student_mask_hides_past": "tril(", "hf_style_own_mask_triu": "triu(",
+              "own_mask_hides_past_triu_keep": "triu("}  # each file's way of writing it
+
+
+@pytest.mark.parametrize("stem", sorted(HIDES_PAST))
+def test_a_mask_that_hides_the_past_is_titled_in_the_way_the_file_writes_it(stem, reports):
+    """trial6: a keep mask made with torch.triu(ones) was named mask-hides-past, right, under the title "Mask made with
+    torch.tril(..., diagonal=-1)", a line the file never wrote; the title says both ways of writing it."""
+    path = ZOO / "buggy" / f"{stem}.py"
+    root = reports(target(path)).diagnosis
+    assert root.mutant == "mask-hides-past" and HIDES_PAST[stem] in (root.code or ""), root
+    assert f"torch.{HIDES_PAST[stem]}" in root.title and "hides the past and keeps the future" in root.title, root.title
+
+
 def test_a_missing_mask_of_nn_multiheadattention_is_fixed_with_its_attn_mask(reports):
     """Issue 28: a layer that wraps nn.MultiheadAttention and passes no mask was told to mask the scores with
     masked_fill, which it never computes; its fix is the call's attn_mask (is_causal=True alone raises there)."""
