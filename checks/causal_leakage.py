@@ -61,7 +61,8 @@ HUGE_NAN_WHY = (" where a causal layer changes nothing at all; NaN: the future's
                 "or keep a tiny weight, as a fill of -100 instead of -inf leaves")
 
 LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
-    "nan": "a row with every score masked gives NaN: the mask also hides the diagonal (use triu(..., 1))",
+    "nan": ("a row of scores with every entry masked gives NaN after the softmax (a mask that hides the diagonal "
+            "too, or an inverted one: a token must always see itself), and so does any NaN the forward makes"),
     "inverted": ("the mask is inverted: it hides the past and shows the future (as tril where triu belongs would, "
                  "or masked_fill with ~mask)"),
     "small-leak": ("a small leak: the future's influence is tiny but not exactly zero, as it is behind a "
