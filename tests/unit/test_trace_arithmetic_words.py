@@ -14,6 +14,6 @@ def test_a_count_of_three_biases_more_than_the_formula_is_said_to_be_the_qkv_bia
     under a formula "no Q/K/V biases", while param-count passed it; a student reads a bug there."""
     row = _count_row(False, 288)
     assert "differs from the formula by +24 = 3·8, what Q/K/V biases add" in row and "--qkv-bias" in row, row
-    assert "the Q/K/V biases your layer does not have" in _count_row(True, 264)
+    assert "what Q/K/V biases add, counted here" in _count_row(True, 264)
     assert _count_row(False, 264).strip().endswith("matches the formula")
     assert "biases" not in _count_row(False, 336)  # another difference: no story told
