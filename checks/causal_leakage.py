@@ -66,8 +66,9 @@ LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
     "inverted": ("the mask is inverted: it hides the past and shows the future (as tril where triu belongs would, "
                  "or masked_fill with ~mask)"),
     "small-leak": ("a small leak: the future's influence is tiny but not exactly zero, as it is behind a "
-                    "float('-inf') mask; the usual cause is a finite fill such as -10 or -100 (or no mask at all, "
-                    "where the weights' effect almost cancels)"),
+                    "float('-inf') mask; the usual cause is a finite fill such as -10 or -100 (or a softmax written "
+                    "by hand whose row maximum is taken before the mask, or no mask at all, where the weights' effect "
+                    "almost cancels)"),
     "one-future": "the mask lets exactly one future token through: use torch.triu(..., diagonal=1)",
     "all-future": "no causal mask is applied (or it is applied after the softmax, or its result is discarded)",
     "future": ("the future leaks into the past: check the mask (triu(..., diagonal=1), sliced [:n, :n], applied "

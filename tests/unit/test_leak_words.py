@@ -17,3 +17,10 @@ def test_a_nan_gradient_is_not_pinned_on_a_mask_that_hides_the_diagonal():
     assert code == "nan" and "output 2" in what
     words = LEAK_PATTERNS[code]
     assert "inverted" in words and "diagonal" in words and "use triu" not in words, words
+
+
+def test_a_small_leak_names_a_softmax_by_hand_beside_a_finite_fill():
+    """trial6: exp(s - s.amax(-1)) * keep / sum leaks by rounding (its row maximum holds the future's score); the
+    words said the usual cause is a finite fill, in a layer that fills nothing."""
+    words = LEAK_PATTERNS["small-leak"]
+    assert "finite fill" in words and "softmax written by hand" in words, words
