@@ -55,13 +55,21 @@ NEGATIVE_SCORES = 300.0  # W_k = -W_q scaled: real scores of about -5e4, the siz
 # -1e4 then outweighs them (a leak), while fills of -1e6 and below (d2l, the annotated transformer) still act as -inf
 
 
+HUGE_WHY = (" where a causal layer changes nothing at all; the future keeps a tiny weight, as a fill of -100 instead "
+            "of -inf leaves")
+HUGE_NAN_WHY = (" where a causal layer changes nothing at all; NaN: the future's values reach arithmetic that "
+                "overflows before a mask hides them (the exponential of an unmasked score is inf, and inf · 0 is NaN) "
+                "or keep a tiny weight, as a fill of -100 instead of -inf leaves")
+
 LEAK_PATTERNS = {  # finding code -> what it looks like, in plain words
-    "nan": "a row with every score masked gives NaN: the mask also hides the diagonal (use triu(..., 1))",
+    "nan": ("a row of scores with every entry masked gives NaN after the softmax (a mask that hides the diagonal "
+            "too, or an inverted one: a token must always see itself), and so does any NaN the forward makes"),
     "inverted": ("the mask is inverted: it hides the past and shows the future (as tril where triu belongs would, "
                  "or masked_fill with ~mask)"),
     "small-leak": ("a small leak: the future's influence is tiny but not exactly zero, as it is behind a "
-                    "float('-inf') mask; the usual cause is a finite fill such as -10 or -100 (or no mask at all, "
-                    "where the weights' effect almost cancels)"),
+                    "float('-inf') mask; the usual cause is a finite fill such as -10 or -100 (or a softmax written "
+                    "by hand whose row maximum is taken before the mask, or no mask at all, where the weights' effect "
+                    "almost cancels)"),
     "one-future": "the mask lets exactly one future token through: use torch.triu(..., diagonal=1)",
     "all-future": "no causal mask is applied (or it is applied after the softmax, or its result is discarded)",
     "future": ("the future leaks into the past: check the mask (triu(..., diagonal=1), sliced [:n, :n], applied "
@@ -184,8 +192,7 @@ def causal_leakage(ctx):
         if huge is not None and _future_won(outputs, labels):
             huge_only.append(cfg)  # the future's scores passed a finite mask: decided by the realistic probes
         elif huge is not None:  # said so: a change of 1e-14 reads as rounding to a student, yet causal code gives 0
-            outcome = moved(outputs, labels, kinds=("huge",), why=" where a causal layer changes nothing at all; "
-                            "the future keeps a tiny weight, as a fill of -100 instead of -inf leaves")
+            outcome = moved(outputs, labels, kinds=("huge",), why=HUGE_WHY)
             # a sliver of the future's values got through: a real weight on the future, not a mask
             # that only huge scores pass (a -100 fill behind a forged Jacobian shows here)
         if outcome or cfg not in ctx.required_configs() or cfg.n > DEEP_MAX_N:  # why not deep: the docstring
@@ -626,6 +633,9 @@ def moved(outputs, labels, why="", kinds=("ordinary", "huge")):
         moved = np.where(same, 0.0, np.abs(after - before)).max()
         if not np.isfinite(moved) or moved > 0:
             size = " to values of size 1e30" if kind == "huge" else ""
+            if np.isnan(moved) and why == HUGE_WHY:  # a NaN is no tiny weight: the future's values overflowed
+                # something before a mask hid them (a softmax by hand, exp(scores) * tril: inf times 0), trial6
+                why = HUGE_NAN_WHY
             return failed(f"changing the tokens after position {split}{size} changed the outputs at positions "
                           f"0..{split} (by up to {moved:.3g}){why}: the future leaks into the past",
                           observed=f"change {moved:.3g}", expected="no change",

@@ -104,6 +104,10 @@ LESSON_BIASES = "the output projection's bias alone, as the lesson has"  # where
 BIAS_SETS = [set(), {"bo"}, {"bq", "bk", "bv"}, {"bq", "bk", "bv", "bo"}, {"bq", "bv", "bo"}]  # whisper: no b_k
 
 
+QKV_BIAS_FIX = ("Pass the flag on to the Q, K and V projections: nn.Linear(d_in, d_out, bias=qkv_bias) for each (or "
+                "for one fused (d_in, 3·d_out)); an nn.Linear has a bias unless it is given bias=False.")
+
+
 def _expected(cfg, biases: set[str], kv: int | None = None, out_proj: bool = True) -> int:
     """The lesson's formula, 3·d_in·d_out + d_out² + d_out (+ 3·d_out with Q/K/V biases), for the biases a layer
     has: without an output bias d_out less, with only some Q/K/V biases d_out for each.  Grouped-query attention
@@ -201,7 +205,7 @@ def param_count(ctx):
                               "constructor takes qkv_bias and does not follow it",
                               observed=f"Q/K/V biases: {found}",
                               expected="b_q, b_k, b_v" if cfg.qkv_bias else "no Q/K/V bias",
-                              finding="qkv_bias ignored")
+                              finding="qkv_bias ignored", fix=QKV_BIAS_FIX)
         if got in allowed:
             return None
         explained = {_explain_difference(got - a, cfg) for a in allowed} - {("", "count: other")}

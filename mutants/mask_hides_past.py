@@ -9,7 +9,8 @@ INFO = MutantInfo(
     id="mask-hides-past",
     task="Each output depends on later tokens, and token 0 reads every token of the sequence.",
     topic="the causal mask",
-    title="Mask made with torch.tril(..., diagonal=-1): it hides the past and keeps the future",
+    title=("Causal mask turned around: it hides the past and keeps the future (torch.tril(..., diagonal=-1) as "
+           "the positions to hide, or torch.triu(ones) as those to keep)"),
     lesson=("The mask marks the future: torch.triu(ones, diagonal=1) is 1 above the diagonal, at the positions "
             "masked_fill sets to -inf; torch.tril(ones, diagonal=-1) is 1 below it, at the past."),
     killed_by=("causal-leakage", "reference-match", "gradient-match"),

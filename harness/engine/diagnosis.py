@@ -440,7 +440,15 @@ def _trace_refutes(entry: dict, marks: list[dict], recorded: bool) -> bool:
     of writing a mistake: dropout left on through F.dropout's training flag, say)."""
     own = set(entry.get("trace", ()))
     seen = {k["id"] for k in marks if k.get("mutant")}
-    return recorded and bool(own) and bool(seen) and not own & seen
+    if recorded and bool(own) and bool(seen) and not own & seen:
+        return True
+    # A mark no mistake declares that accounts for this very pattern (`explains`): a softmax written by hand whose
+    # row maximum sees the future leaks by rounding as a fill of -100 does; a student's trial was told to fill the
+    # masked scores with -inf, in a layer that fills nothing.  The pattern is the mark's, unless this mistake's own
+    # mark is there too.
+    signature = set(entry.get("signature", ()))
+    return recorded and bool(signature) and not own & {k["id"] for k in marks} and \
+        any(signature <= set(k.get("explains", ())) for k in marks)
 
 
 def _marks(ctx) -> tuple[list[dict], bool]:
@@ -454,7 +462,8 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     for m in result.mistakes:
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
                     **dict(zip(("at", "code"), result.where(m))),
-                    **{k: m[k] for k in ("title", "symptom", "confirmed_by", "remedy", "scores_code") if k in m},
+                    **{k: m[k] for k in ("title", "symptom", "confirmed_by", "remedy", "scores_code", "explains")
+                       if k in m},
                     **({"missing": True} if m.get("step") is None else {})})  # a step never taken: its line is
         # where it belongs
     return out, True

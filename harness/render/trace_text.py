@@ -173,8 +173,12 @@ def _arithmetic_text(a: dict, wide: bool = False) -> list[str]:
                           f"{a['param_formula']:,} (one head, no output projection)")
     counted = a.get("param_counted")
     if counted is not None:
-        verdict = "matches the formula" if counted == a["param_formula"] else (
-            f"differs from the formula by {counted - a['param_formula']:+,}")
+        difference = counted - a["param_formula"]
+        verdict = "matches the formula" if not difference else f"differs from the formula by {difference:+,}"
+        if difference == 3 * d and not a["qkv_bias"]:  # a student's trial read "+24" as a bug of their GPT-2 layer
+            verdict += f" = 3·{d}, what Q/K/V biases add (--qkv-bias counts them)"
+        elif difference == -3 * d and a["qkv_bias"]:
+            verdict += f" = -3·{d}, what Q/K/V biases add, counted here (a layer without them: drop --qkv-bias)"
         row("in your module", f"{counted:,} parameters when built with d={d}, H={H}: {verdict}")
     if a.get("counted_note"):
         row("", f"({a['counted_note']})")

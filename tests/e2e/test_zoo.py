@@ -159,6 +159,38 @@ def test_an_output_projection_made_and_never_applied_is_named_in_the_students_na
     assert used.details["finding"] == "unused output projection" and module in used.fix, used
 
 
+HAND_SOFTMAX = ("hand_softmax_row_max_sees_future", "hand_softmax_max_values_fill_zero", "hand_softmax_exp_times_tril")
+
+
+@pytest.mark.parametrize("stem", HAND_SOFTMAX)
+def test_a_softmax_by_hand_whose_row_maximum_sees_the_future_is_told_at_that_line_not_as_a_fill(stem, reports):
+    """trial6: exp(s - s.amax(-1)) * keep / sum leaks by rounding (its row maximum holds the future's score), the
+    small leak a fill of -100 shows; the report named finite-fill-100 from that pattern alone ("fill the masked
+    scores with float('-inf')"), in a layer that fills nothing.  The trace marks the maximum's line
+    (exp-before-mask), whose pattern it is: no fill is named, and the report points to that line."""
+    path = ZOO / "buggy" / f"{stem}.py"
+    report = reports(target(path))
+    root = report.diagnosis
+    assert (root.mutant, [k["id"] for k in root.marks]) == (None, ["exp-before-mask"]), root
+    assert f"{path.name}:{zoo_constants(path)['LINE']}" in root.message, root.message
+    leak = next(c for c in report.checks if c.id == "causal-leakage")
+    assert (leak.status, leak.details["finding"]) == ("fail", "leak:small-leak"), leak
+
+
+HIDES_PAST = {"own_mask_hides_past_bmm": "tril(", "student_mask_hides_past": "tril(", "hf_style_own_mask_triu": "triu(",
+              "own_mask_hides_past_triu_keep": "triu("}  # each file's way of writing it
+
+
+@pytest.mark.parametrize("stem", sorted(HIDES_PAST))
+def test_a_mask_that_hides_the_past_is_titled_in_the_way_the_file_writes_it(stem, reports):
+    """trial6: a keep mask made with torch.triu(ones) was named mask-hides-past, right, under the title "Mask made with
+    torch.tril(..., diagonal=-1)", a line the file never wrote; the title says both ways of writing it."""
+    path = ZOO / "buggy" / f"{stem}.py"
+    root = reports(target(path)).diagnosis
+    assert root.mutant == "mask-hides-past" and HIDES_PAST[stem] in (root.code or ""), root
+    assert f"torch.{HIDES_PAST[stem]}" in root.title and "hides the past and keeps the future" in root.title, root.title
+
+
 def test_a_missing_mask_of_nn_multiheadattention_is_fixed_with_its_attn_mask(reports):
     """Issue 28: a layer that wraps nn.MultiheadAttention and passes no mask was told to mask the scores with
     masked_fill, which it never computes; its fix is the call's attn_mask (is_causal=True alone raises there)."""

@@ -70,3 +70,46 @@ def test_a_layernorm_beside_a_wrong_count_is_left_out_of_the_difference(tmp_path
                                                      "nn.Linear(d_model, 2 * n_head * d_k)\n"))
     got = _param_count(path)
     assert got.status == "fail" and "(difference +72)" in got.message and "not counted: the 16" in got.message
+
+
+QKV_BIAS_IGNORED = '''import torch
+import torch.nn as nn
+
+
+class MHA(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        assert d_out % num_heads == 0
+        self.h, self.dh, self.d_out = num_heads, d_out // num_heads, d_out
+        self.W_q = nn.Linear(d_in, d_out)
+        self.W_k = nn.Linear(d_in, d_out)
+        self.W_v = nn.Linear(d_in, d_out)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1).bool())
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q = self.W_q(x).view(b, n, self.h, self.dh).transpose(1, 2)
+        k = self.W_k(x).view(b, n, self.h, self.dh).transpose(1, 2)
+        v = self.W_v(x).view(b, n, self.h, self.dh).transpose(1, 2)
+        scores = (q @ k.transpose(2, 3) / self.dh ** 0.5).masked_fill(self.mask[:n, :n], -torch.inf)
+        return self.out_proj((torch.softmax(scores, dim=-1) @ v).transpose(1, 2).contiguous().view(b, n, self.d_out))
+'''
+
+
+def test_a_qkv_bias_flag_not_followed_is_fixed_by_passing_it_on(tmp_path):
+    """trial6: a constructor that takes qkv_bias and builds nn.Linear(d_in, d_out) (a bias whatever the flag) was
+    told the general fix, which ends "split the width among the heads instead of giving each head its own full-width
+    projections": nothing to do with its mistake.  The fix is the flag passed on; following it passes."""
+    path = tmp_path / "qkv_bias_ignored.py"
+    path.write_text(QKV_BIAS_IGNORED)
+    target = f"{path}:MHA"
+    opts = Options(only=["param-count"], examples=2, diagnose=False)
+    got = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))["param-count"]
+    assert (got.status, got.details["finding"]) == ("fail", "qkv_bias ignored"), got.message
+    assert "bias=qkv_bias" in got.fix and "full-width" not in got.fix, got.fix
+    fixed = tmp_path / "qkv_bias_followed.py"
+    fixed.write_text(QKV_BIAS_IGNORED.replace("nn.Linear(d_in, d_out)", "nn.Linear(d_in, d_out, bias=qkv_bias)"))
+    target = f"{fixed}:MHA"
+    assert run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))[
+        "param-count"].status == "pass"

@@ -877,3 +877,59 @@ def _written_number(op: dict) -> float | None:
         numbers = [v for v in numbers if v is not None and v < 0]
         return numbers[0] if len(numbers) == 1 else None
     return None
+
+
+
+ROW_MAXES = ("amax", "max")  # a row maximum (torch.max(...).values's operation is max's own)
+SUBTRACTS = ("sub", "__sub__")
+EXPS = ("exp", "exp_")
+SMALL_LEAK = "causal-leakage:leak:small-leak"  # the finding a finite fill shows too (diagnosis: no fill is named)
+
+
+@detector("exp-before-mask")
+def exp_before_mask(f: Findings) -> None:
+    """A softmax written by hand (exp, the future's exponentials zeroed by a mask, divided by their sum) that takes
+    the exponentials of the scores before any mask hides the future: exp(s) * keep / sum, or exp(s - s.amax(-1)) *
+    keep / sum.  The mask cancels the future's exponentials, so ordinary outputs are the reference's, but the
+    future's score is still in the arithmetic: without a row maximum, a future score large enough makes its
+    exponential inf, and inf times the mask's 0 is NaN; with a row maximum taken over every key, a future score far
+    above the past ones underflows every allowed exponential to 0 (0/0), and by rounding the future reaches the
+    past.  Either is the small leak a finite fill shows too (the mark says so: `explains`, read by the diagnosis,
+    which then names no fill).  Marked at the row maximum where there is one, else at the exponential: the line to
+    change.  A forward with a softmax of its own is not this detector's (its mask is judged where it is applied)."""
+    if f.named("softmax") or f.fused_sdpa or f.fused_mha:
+        return
+    masks = [m for m in f.namer.mask_ops if not _nan_guard(f, m)]
+    for op in f.ops:
+        ins = op["in"]
+        if op["op"] not in EXPS or not ins or ins[0].get("src") is None or \
+                not f.namer.derives_from(ins[0], ("scores",)):
+            continue
+        made = f.namer.ancestors(op["i"])
+        if set(masks) & made or not any(op["i"] in f.namer.ancestors(m) for m in masks):
+            continue  # the exponentials of scores already masked, or no mask after them: not this pattern
+        top = _row_max(f, f.ops[ins[0]["src"]])
+        at = top if top is not None else op["i"]
+        f.mark(at, {"id": "exp-before-mask", "explains": [SMALL_LEAK], "text": (
+            "the softmax is written by hand and the mask is applied to the exponentials, not to the scores: "
+            + ("the row maximum subtracted here is taken over every key, the future's too, so a future score far "
+               "above the past ones (about 100 in float32, 17 in float16) underflows every allowed weight to 0 "
+               "(0/0 is NaN), and by rounding the future reaches the past" if top is not None else
+               "a future score large enough (about 89 in float32, 11 in float16) makes its exponential inf here, "
+               "and inf times the mask's 0 is NaN in every earlier row") +
+            "; the outputs are otherwise right. Hide the future in the scores first, "
+            "scores.masked_fill(mask, float('-inf')), then torch.softmax(scores, dim=-1)")}, keep_earlier=True)
+        return
+
+
+def _row_max(f: Findings, sub: dict) -> int | None:
+    """The operation of the row maximum (over the keys, the last axis) that `sub` subtracts from the very scores it
+    takes it of (`s - s.amax(-1, keepdim=True)`), or None."""
+    top = sub["in"][1].get("src") if sub["op"] in SUBTRACTS and len(sub["in"]) == 2 else None
+    if top is None or f.ops[top]["op"] not in ROW_MAXES or not f.ops[top]["in"]:
+        return None
+    row = f.ops[top]["in"][0]
+    raw = f.ops[top]["kwargs"].get("dim", f.ops[top]["args"][1] if len(f.ops[top]["args"]) >= 2 else None)
+    dim, ndim = number(raw), len(row.get("shape") or ())
+    same = row.get("src") is not None and row.get("src") == sub["in"][0].get("src")
+    return top if same and dim is not None and ndim and int(dim) % ndim == ndim - 1 else None

@@ -29,7 +29,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   mask-multiplied, mask-added; mask-made-without-device; mask-kept-as-attribute; mask-kept-in-container;
   mask-made-too-short (read from the forward recorded with as many tokens as the context length);
   mask-only-in-eval (read from the forward recorded in training mode too); dropout-before-softmax;
-  mask-dropped-out (both read from the training forward's NaN and mask beside the eval one's); additive-finite-mask
+  mask-dropped-out (both read from the training forward's NaN and mask beside the eval one's); additive-finite-mask;
+  exp-before-mask (a softmax written by hand whose mask is applied to the exponentials, not to the scores)
 - detect_output: heads-not-projected; out-proj-without-bias
 - detect_params: layer-made-in-forward; layer-in-plain-list; layer-never-used (read from where the constructor made
   the parameters forward never touched)
@@ -71,6 +72,15 @@ UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha
             "split-view-order-queries", "split-view-order-values", "split-view-order")),
     "raised": ("The forward raised an exception at this operation, and its tensors' shapes say nothing more of why: "
                "the mark gives the exception; `mha-check trace` shows the shapes that reached it.", ()),
+    "exp-before-mask": (
+        "The softmax is written by hand (exp, the future's exponentials zeroed by a mask, divided by their sum), and "
+        "the exponentials are taken of the scores before the mask hides the future. The mask cancels them, so "
+        "ordinary outputs are right, but the future's score is still in the arithmetic: without a row maximum, a "
+        "future score large enough (about 89 in float32) makes its exponential inf, and inf times the mask's 0 is "
+        "NaN; with a row maximum taken over every key, a future score far above the past ones (about 100 in "
+        "float32, 17 in float16) underflows every allowed weight to 0 (0/0 is NaN), and by rounding the future "
+        "reaches the past. Hide the future in the scores first (masked_fill with float('-inf')), then "
+        "torch.softmax.", ("finite-fill-100", "zero-after-softmax")),
     "split-order-on-slice": (
         "view(B, H, n, dh) straight from (B, n, d) on a slice of a fused projection raised: the order of the sizes "
         "puts the tokens where the heads belong, and .contiguous() would only hide the error; split with "
