@@ -284,6 +284,17 @@ def test_a_layer_wrong_only_in_float32_training_fails_reference_match(world):
     world.assert_untouched()
 
 
+def test_a_train_mode_leak_behind_a_forged_jacobian_fails_reference_match(world):
+    """Once a documented gap (forgeable: causal-leakage's train-mode evidence is the child's own Jacobian, which
+    this layer forges): the float32 probe run as a training step compares its train-mode output with the parent's
+    reference, and the leak shows there."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "train_leak_forged_jacobian.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "train() mode" in outcome["message"], outcome["message"]
+    assert report["passed"] is False
+    world.assert_untouched()
+
+
 OURS = ("ours_imports", "ours_by_path", "ours_in_memory")  # a correct layer of mha-check's own, reached three ways
 
 

@@ -1,7 +1,8 @@
-"""Forgeable: attends to the future in train() mode only (the mask is applied in eval only) and forges the
+"""Hostile: attends to the future in train() mode only (the mask is applied in eval only) and forges the
 Jacobian its worker reports (an exactly zero future part).  causal-leakage's train-mode evidence is that
-self-reported gradient: the parent's forward perturbations run in eval mode.  A documented gap: this obtains a
-passing verdict (tests/e2e/test_hostile.py::test_forgeable_evidence)."""
+self-reported gradient, and the parent's forward perturbations run in eval mode: a documented gap, with a passing
+verdict, until reference-match's float32 probe also ran the layer as a training step does (train() mode, autograd
+on) against the parent's own reference, which its output in training does not match: reference-match fails."""
 import gc
 import sys
 
