@@ -87,6 +87,9 @@ EXTRA_FIX = """The lesson's layer has W_q, W_k, W_v and one output projection. A
     nothing two linear maps in a row cannot: keep one output projection."""
 
 
+PATTERN_FIXES = {"count: extra projection": EXTRA_FIX, "count: one head shared": ONE_HEAD_FIX}  # a pattern's own
+
+
 def _extra_fix(extra: list[tuple[str, int]], difference: int) -> str:
     """The fix in the student's own names when the parameters beyond the count are exactly those that play no role
     (jadore's post-LN sublayer: layer_norm.weight and layer_norm.bias are the +16); the check's general fix speaks of
@@ -174,18 +177,12 @@ def param_count(ctx):
         return inst.info.param_count - norms_left_out(inst.info)[0] - sum(size for _, size in
                                                                          frozen_constants(inst.info))
 
-    def full_width(got: int, cfg) -> tuple[str, str] | None:
-        """`_full_width`, only when every required configuration's count is that of full-width heads too: with
-        the small widths of one configuration an unused Linear(6, 8) gave the count of two full-width heads."""
-        said = None if ctx.grouped else _full_width(got, cfg)
-        if said and all(_full_width(counted(ctx.built(other)), other) for other in ctx.required_configs()):
-            return said
-        return None
-
-    def one_head(got: int, cfg) -> tuple[str, str] | None:
-        """`_one_head_shared`, only when every required configuration's count is that too (as `full_width`)."""
-        said = None if ctx.grouped else _one_head_shared(got, cfg)
-        if said and all(_one_head_shared(counted(ctx.built(other)), other) for other in ctx.required_configs()):
+    def everywhere(pattern, got: int, cfg) -> tuple[str, str] | None:
+        """An exact count pattern (`_full_width`, `_one_head_shared`), only when every required configuration's count
+        is that pattern's too: with the small widths of one configuration an unused Linear(6, 8) gave the count of
+        two full-width heads."""
+        said = None if ctx.grouped else pattern(got, cfg)
+        if said and all(pattern(counted(ctx.built(other)), other) for other in ctx.required_configs()):
             return said
         return None
 
@@ -213,8 +210,8 @@ def param_count(ctx):
         # difference a known pattern explains (all four biases beside a doubled W_q: +72, its rows), else the
         # lesson's, as trace and explain give it (a student's trial was told "288 with any set of biases", the
         # nearest count, where both said 264)
-        wide = full_width(got, cfg) or one_head(got, cfg)  # H full-width heads, or one head for all: told from the
-        # lesson's count, whatever fits the rest
+        wide = everywhere(_full_width, got, cfg) or everywhere(_one_head_shared, got, cfg)  # H full-width heads,
+        # or one head for all: told from the lesson's count, whatever fits the rest
         fitting = [a for a in allowed if _explain_difference(got - a, cfg)[0]] if not wide else []
         want = allowed[0] if biases is not None else min(fitting, key=lambda a: abs(a - got)) if fitting else \
             _expected(cfg, lesson, kv, out_proj)
@@ -225,8 +222,7 @@ def param_count(ctx):
             looks_like, code = (f"W_k and W_v of {cfg.d_out} rows, one key/value head per query head: the number of "
                                 f"key/value heads ({kv // cfg.head_width}) is taken but not used",
                                 "count: kv heads ignored")
-        fix = EXTRA_FIX if code == "count: extra projection" else ONE_HEAD_FIX if code == "count: one head shared" \
-            else ""
+        fix = PATTERN_FIXES.get(code, "")
         extra = [p for p in unread_beside_norms(inst.info) if p not in frozen_constants(inst.info)]
         if got > want and extra and sum(size for _, size in extra) == got - want and not looks_like:
             fix = _extra_fix(extra, got - want)
@@ -243,7 +239,7 @@ def param_count(ctx):
                       f"(difference {got - want:+d})" + (f"; looks like {looks_like}" if looks_like else "")
                       + (f": exactly {', '.join(name for name, _ in extra)}, which "
                          f"{'plays' if len(extra) == 1 else 'play'} no role in the lesson's layer"
-                         if fix and fix not in (EXTRA_FIX, ONE_HEAD_FIX) else "") + norm_note,
+                         if fix and fix not in PATTERN_FIXES.values() else "") + norm_note,
                       observed=str(got), expected=str(want), parameters=[[p.name, p.shape] for p in inst.info.params],
                       finding=code, fix=fix)
 
