@@ -467,12 +467,16 @@ def test_an_ordinary_user_keeps_what_the_kernel_allows(name):
     os.chown(mine, ORDINARY_USER, ORDINARY_USER)
     code = _AS_USER.format(root=str(ROOT), mine=str(mine))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TMPDIR": str(tmp_path), "MHA_CHECK_ISOLATION": name}
+    locks = Path(tempfile.gettempdir()) / f"mha-check-slots-{ORDINARY_USER}"  # the user's slot locks: TMPDIR is
+    made = not locks.exists()  # root's folder, which the user cannot write, so its Python falls back to /tmp
     try:
         done = subprocess.run(["setpriv", f"--reuid={ORDINARY_USER}", f"--regid={ORDINARY_USER}", "--clear-groups",
                                "--", SYSTEM_PYTHON, "-I", "-c", code], capture_output=True, text=True, timeout=120,
                               env=env, cwd=tmp_path)
     finally:
         scratch.remove_tree(str(tmp_path))
+        if made:  # the suite leaves nothing behind (it left this folder in /tmp after every run)
+            scratch.remove_tree(str(locks))
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     record, inside = result["record"], result["inside"]
