@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from harness.engine.context import Context
-from harness.engine.trace.drive import count_parameters, record
+from harness.engine.trace.drive import count_parameters, record, withhold_under_a_guessed_call
 from harness.engine.trace.result import TraceResult, arithmetic
 from harness.engine.trace.vocabulary import WORKED
 from harness.frontends.api import resolved_target
@@ -34,6 +34,7 @@ def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d:
         try:
             ctx = Context(subject, seed)
             result = record(ctx, resolved.display)
+            withhold_under_a_guessed_call(ctx, result)
             result.notes[:0] = list(resolved.notes)
             out_proj = True if result.error else ctx.form.out_proj  # single head: one head, no W_o
             a_heads = a_heads if result.error or ctx.form.heads is None else ctx.form.heads

@@ -207,6 +207,55 @@ def test_trace_marks_no_mistake_in_any_correct_zoo_layer(traced_correct):
             if not all(m in catalogue and catalogue[m]["killed_by"][0] in rules for m in v)} == {}
 
 
+REAL_CORRECT = [p for p in sorted((ROOT / "tests" / "realzoo").glob("[a-z]*.py"))
+                if zoo_constants(p)["TRUTH"] == "correct"]
+
+
+@pytest.fixture(scope="module")
+def traced_real_correct(reports):
+    def one(path):
+        with reports.zygotes.take() as zygote:
+            return trace(f"{path}:{zoo_constants(path)['TARGET']}",
+                         make_subject=lambda spec, **kw: Subject(spec, start=Fork(zygote), **kw))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(REAL_CORRECT, pool.map(one, REAL_CORRECT)))
+
+
+def test_trace_marks_no_mistake_of_the_math_in_any_correct_real_layer(traced_real_correct):
+    """Code nobody here wrote, correct by its independent ground truth (tests/realzoo/_truth.py), traced as a student
+    would: the trace names no mistake of the math, as the report names none (issue 28: the trace and the report never
+    disagree).  A sweep found five that did: TimesFM's learned per-dimension scale on the queries read as "never
+    scaled"; ESPnet's zeroing of the masked weights after a softmax it had already masked, as zero-after-softmax; a
+    DTensor test's is_causal passed by position, as no mask; GeoV adding the 0/1 mask mha-check guessed for its
+    required argument, as mask-added, and its RoPER (values rotated, the output turned back), as rope-on-values; and
+    labml's sequence-first layer, which mha-check cannot call (its mask is [n, n, B]), traced under a guessed call
+    as no-mask and softmax-wrong-axis.  Lesson rules a correct layer breaks (no bias on W_o) stay marked."""
+    assert len(REAL_CORRECT) >= 60
+    rules = {c.id for c in all_checks() if c.kind == "rule"}
+    catalogue = mutants.catalogue()
+    marked = {p.stem: [m["mutant"] or m["id"] for m in r.mistakes] for p, r in traced_real_correct.items()}
+    assert {k: v for k, v in marked.items()
+            if not all(m in catalogue and catalogue[m]["killed_by"][0] in rules for m in v)} == {}
+    labml = traced_real_correct[ROOT / "tests" / "realzoo" / "labml_mha_seq_first.py"]
+    assert any("could not tell how to call your forward" in note and "softmax-wrong-axis" in note
+               for note in labml.notes), labml.notes
+
+
+def test_marks_of_a_guessed_call_or_an_ambiguous_axis_are_not_named_where_the_report_names_them_not():
+    """uvadlc's tutorial layer before its fix raises at its merge whichever way it is called, so the trace calls it
+    without the mask it takes: its no-mask was a mark of that guess (the merge's mark stays, its evidence is the
+    raise).  A layer that folds heads first, (H·B, n, dh), merges with view(H, B, n, dh).permute(1, 2, 0, 3): with
+    as many sequences as heads in the worked example that reads as moving the batch, which batch-independence
+    does not find; its no-output-projection, the file's one mistake, stays."""
+    uvadlc = trace(str(ROOT / "tests" / "realzoo" / "uvadlc_tutorial6_mha_pre_fix.py") + ":MultiheadAttention")
+    assert [m["mutant"] for m in uvadlc.mistakes] == ["merge-view-d-in"], render(uvadlc)
+    assert any("raised whichever way" in note and "no-mask" in note for note in uvadlc.notes), uvadlc.notes
+    folded = trace(str(ROOT / "tests" / "zoo" / "buggy" / "heads_batch_major_bool_mask_no_out_proj.py") +
+                   ":FoldedHeadsAttention")
+    assert [m["mutant"] for m in folded.mistakes] == ["no-output-projection"], render(folded)
+
+
 def test_a_sequence_first_layer_is_traced_as_checked_and_our_transposes_say_what_they_are():
     """A sequence-first layer is traced called as the checks call it, x given as (n, B, d): mha-check's own
     transposes of the input and the output are shown as such, not as "the causal mask it passes"."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.engine.rewrite import parse
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import SOFTMAXES
+from harness.engine.trace.vocabulary import SOFTMAXES, sdpa_argument
 
 APPEND_ERROR = "must match except in dimension"  # torch.cat's words when the shapes differ off the appended axis
 
@@ -53,7 +53,7 @@ def _hidden(call: dict) -> tuple[np.ndarray, dict] | None:
             if keep.shape[-2:] != (new, keys):
                 return None
             return _same_everywhere(~keep.reshape(-1, new, keys)), op
-        if op.get("kwargs", {}).get("is_causal") == "True":  # torch's triangle is aligned top-left
+        if sdpa_argument(op, "is_causal") == "True":  # torch's triangle is aligned top-left
             return np.triu(np.ones((new, keys), bool), 1), op
         return np.zeros((new, keys), bool), op
     return None

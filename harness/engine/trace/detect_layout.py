@@ -90,11 +90,24 @@ def merge_moves_batch(f: Findings) -> None:
         viewed = any(later["op"] in VIEWS and later["in"] and later["in"][0].get("src") is not None and
                      op["i"] in f.namer.ancestors(later["in"][0]["src"]) | {later["in"][0]["src"]} and
                      (later.get("out") or {}).get("shape") == batch_first for later in f.ops[op["i"] + 1:])
-        if order is not None and order[0] != 0 and viewed:
+        if order is not None and order[0] != 0 and viewed and not (_unfolded_heads_first(f, op["in"][0]) and
+                                                                   order[0] == 1):
             f.mark(op["i"], {"id": "merge-moves-batch", "text": (
                 f"{op['op']} moves the batch axis of the heads' outputs (B, H, n, dh) away from the front, so the "
                 "merge back to (B, n, d) mixes the sequences of a batch (a batch of one hides it); swap the heads "
                 "and the tokens only: transpose(1, 2)")}, keep_earlier=True)
+
+
+def _unfolded_heads_first(f: Findings, t: dict) -> bool:
+    """Tensor `t`, read as (B, H, n, dh), may as well be (H, B, n, dh): the worked example has as many sequences as
+    heads (B = H = 2), and `t` is a view of heads folded into the batch (B·H, n, dh), which a layer may fold heads
+    first (`view(H, B, n, dh)`, as torch's own multi-head attention does).  Its permute(1, 2, 0, 3) then merges
+    right; the trace marked it as moving the batch where the numbers (batch-independence) found nothing."""
+    src = t.get("src")
+    if f.cfg.get("batch") != f.cfg.get("heads") or src is None:
+        return False
+    made = f.ops[src]
+    return made["op"] in VIEWS and bool(made["in"]) and f.namer.sym(made["in"][0]) == "B·H, n, dh"
 
 
 def _axes_order(op: dict, ndim: int) -> list[int] | None:
@@ -484,7 +497,7 @@ def values_rotated(f: Findings) -> None:
         return
     on_scores = {key for role in "qk" for key in _rotations(f, operands[role]).values()}
     for i, key in sorted(_rotations(f, operands["v"]).items()):
-        if key in on_scores:
+        if key in on_scores and not _turned_back(f, key):
             op = f.ops[i]
             at, code = op.get("call_at", op.get("at")), op.get("call_code", op.get("code", ""))
             f.mark(i, {"id": "values-rotated", "text": (
@@ -493,6 +506,23 @@ def values_rotated(f: Findings) -> None:
                 "distance between tokens; the values carry content, not position: leave them as projected"),
                 **({"at": at, "code": code} if at not in (None, "?") else {})}, keep_earlier=True)
             return
+
+
+def _turned_back(f: Findings, key: frozenset) -> bool:
+    """The mixed values turned back by the same rotary tables (RoPER, GeoV's "rotary embeddings with relative
+    distances": each value enters rotated by its key's position and each query's output is rotated back by its own,
+    so a value enters rotated by the distance): a design of its own, not the values rotated by mistake, which the
+    trace had marked where the report, rightly, could not tell (no reference of mha-check's is RoPER)."""
+    n = f.cfg["n"]
+    for op in f.ops:
+        if op["op"] not in PRODUCTS or len(op["in"]) != 2:
+            continue
+        data = [x for x in op["in"] if f.namer.derives_from(x, ("mix values",))]
+        factor = [x for x in op["in"] if x not in data]
+        if len(data) == 1 and len(factor) == 1 and n in (factor[0].get("shape") or ()) and \
+                _made_of(f, factor[0]) == key:
+            return True
+    return False
 
 
 def _rotations(f: Findings, t: dict) -> dict[int, frozenset]:

@@ -12,7 +12,7 @@ from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
 from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, DROPOUTS, MADE_A_BUFFER, MULTIPLIES,
                                              ONES_ON_ALLOWED, ONES_ON_FUTURE, PASS_THROUGH, SCORES_LIKE, VIEWS,
-                                             WEIGHT_ORIGINS, WORKED, number, square_pattern)
+                                             WEIGHT_ORIGINS, WORKED, number, sdpa_argument, square_pattern)
 
 SAFE_FILL = -1e4  # a finite fill at or below this underflows to an exact 0 after the softmax (float32 and float64)
 PROBED_FILL = -5e4  # causal-leakage's probe pushes real scores near -5e4 (the size fp16 activations reach): a fill
@@ -58,12 +58,15 @@ def _nan_guard(f: Findings, m: int) -> bool:
 
 @detector("mask-after-softmax", "mask-result-unused", "no-mask-applied")
 def mask_placement(f: Findings) -> None:
-    """The mask applied after the softmax, a masked_fill whose result is dropped, or no mask at all."""
+    """The mask applied after the softmax (only), a masked_fill whose result is dropped, or no mask at all.  A mask
+    applied to the scores before the softmax and again to its weights after it (ESPnet zeroes the weights of masked
+    positions, so that a row with every key masked gives zeros, not NaN) masks them right: the second fill only
+    writes zeros where the weights already are zero, and its mark named a mistake a correct layer does not have."""
     uses = _mask_uses(f)
     if uses is None:
         return
     applied, after, unused = uses
-    for m in after:
+    for m in after if not applied else ():
         f.mark(m, {"id": "mask-after-softmax", "text": (
             "the mask is applied after the softmax: the weights of a row no longer sum to 1 (and a finite fill "
             "lets the future through); mask the scores with -inf before the softmax")})
@@ -267,7 +270,7 @@ def _fused_masks(f: Findings) -> list[tuple[int, np.ndarray]]:
     found = []
     for i in f.namer.fused:
         op = f.ops[i]
-        if op["op"] != "scaled_dot_product_attention" or op["kwargs"].get("is_causal") == "True":
+        if op["op"] != "scaled_dot_product_attention" or sdpa_argument(op, "is_causal") == "True":
             continue
         given = _fused_mask_tensor(op)
         if given is None:
@@ -284,7 +287,7 @@ def _fused_masks(f: Findings) -> list[tuple[int, np.ndarray]]:
 
 def _fused_mask_tensor(op: dict) -> dict | None:
     """The recorded attn_mask tensor of a scaled_dot_product_attention call, or None."""
-    raw = op["kwargs"].get("attn_mask", op["args"][3] if len(op["args"]) > 3 else None)
+    raw = sdpa_argument(op, "attn_mask")
     if not isinstance(raw, str) or not raw.startswith("<T"):
         return None
     k = int(raw[2:-1])
@@ -483,7 +486,10 @@ def mask_arithmetic(f: Findings) -> None:
                 "the scores are multiplied by the mask: a hidden score becomes 0, not -inf, and e^0 gives the future "
                 "a real weight after the softmax; fill the hidden scores with float('-inf') (masked_fill) instead")},
                 keep_earlier=True)
-        elif op["op"] in ADDS and not any(t.get("neginf") for t in op["in"]) and not _writes_safe_fill(f, op):
+        elif op["op"] in ADDS and not any(t.get("neginf") for t in op["in"]) and not _writes_safe_fill(f, op) \
+                and not _passed_by_us(f, m):  # a layer that adds the mask it is given takes an additive mask: one
+            # of 0s and 1s is mha-check's guess of its convention (GeoV's required attention_mask, called the first
+            # way tried since its own tril hides the future whichever way), not the layer's mistake
             f.mark(m, {"id": "mask-added", "text": (
                 "a mask of finite values (0s and 1s) is added to the scores: it shifts some scores by a little and "
                 "hides none, so the future keeps a real weight after the softmax; fill the hidden scores with "

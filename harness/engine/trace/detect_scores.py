@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.engine.trace.registry import Findings, detector
 from harness.engine.trace.vocabulary import (DROPOUTS, FUSED_MHA, MATMULS, MULTIPLIES, SCORES_LIKE, is_weight,
-                                             number, square_pattern)
+                                             number, sdpa_argument, square_pattern)
 
 
 @detector("softmax-not-last-axis")
@@ -156,9 +156,8 @@ def fused_attention_mask(f: Findings) -> None:
     n = f.cfg["n"]
     for i in f.namer.fused:
         op = f.ops[i]
-        causal = op["kwargs"].get("is_causal") == "True"
-        mask_arg = op["kwargs"].get("attn_mask", op["args"][3] if len(op["args"]) > 3 and op["op"] ==
-                                    "scaled_dot_product_attention" else None)
+        causal = sdpa_argument(op, "is_causal") == "True"
+        mask_arg = sdpa_argument(op, "attn_mask")
         if op["op"] in FUSED_MHA:
             mask_arg = op["kwargs"].get("attn_mask")
         if not causal and (mask_arg is None or mask_arg == "None") and op["op"] in FUSED_MHA:
@@ -270,7 +269,7 @@ def dropout_in_eval(f: Findings) -> None:
     0, while the module is in eval mode, as the trace runs it: it stays on after model.eval()."""
     for op in f.ops:
         if op["op"] == "scaled_dot_product_attention":
-            p = number(op["kwargs"].get("dropout_p", op["args"][4] if len(op["args"]) > 4 else None))
+            p = number(sdpa_argument(op, "dropout_p"))
             if p:
                 f.mark(op["i"], {"id": "dropout-always-on", "text": (
                     f"scaled_dot_product_attention is given dropout_p={p:g} although the module is in eval mode: "
@@ -319,7 +318,7 @@ def _fused_scale(op: dict, dh: int) -> float:
     their scales (1/2 times 1/2 for two heads of width 4) marked a correct first head "divided by dh"."""
     if op["op"] != "scaled_dot_product_attention":
         return 1.0
-    given = number(op["kwargs"].get("scale"))
+    given = number(sdpa_argument(op, "scale"))
     q_width = op["in"][0]["shape"][-1] if op["in"] else dh
     return given if given is not None else 1 / math.sqrt(q_width)
 

@@ -214,11 +214,22 @@ class Namer:
             return "scale"
         other = op["in"][1] if len(op["in"]) == 2 else None
         if factor is None and other is not None and other.get("name") != "x" and \
-                math.prod(other.get("shape") or [1]) <= self.heads and not self.derives_from(other, ("project",)) \
+                self._learned_scale_shape(other.get("shape") or [1]) and \
+                not self.derives_from(other, ("project",)) and not self.derives_from(other, ("mask",)) \
                 and not self.derives_from(data, ("softmax",)) and self.derives_from(data, ("project",)):
             self.unread_scales.append(op["i"])  # `scores * self.log_tau.exp()`, log_tau of shape (H, 1, 1)
             return "scale"
         return None
+
+    def _learned_scale_shape(self, shape: list[int]) -> bool:
+        """A tensor of the layer's own that can scale the queries or the scores: one number per head (a learned
+        temperature, (H, 1, 1)) or one per dimension of the heads or of the width (TimesFM's per-dimension scale,
+        `q * 1.44 / sqrt(dh) * softplus(per_dim_scale)`, shape (dh,): a trace marked it "never scaled" where the
+        report named nothing).  Rotary tables hold a token axis and half widths, so they are not taken for one."""
+        if math.prod(shape) <= self.heads:
+            return True
+        sizes = [s for s in shape if s != 1]
+        return len(sizes) == 1 and shape[-1] in (self.dh, self.d)
 
     def _reshaping(self, op: dict) -> str | None:
         """A view, transpose, split or slice from one of the lesson's shapes to another (RESHAPES)."""

@@ -23,6 +23,8 @@ class TraceResult:
     output_shape: list | None = None
     truncated: bool = False
     arithmetic: dict = field(default_factory=dict)
+    call: str = ""  # how forward was called, in words (the proven way, or the first tried where none was proven)
+    call_ways: int = 1  # how many ways of calling forward the child offered (x alone, or with a mask of some kind)
 
     @property
     def ok(self) -> bool:

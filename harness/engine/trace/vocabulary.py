@@ -74,6 +74,20 @@ def number(text) -> float | None:
         return None
 
 
+SDPA_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+
+def sdpa_argument(op: dict, name: str, default: str | None = None) -> str | None:
+    """The recorded argument `name` of a scaled_dot_product_attention call, given by keyword or by position (a
+    DTensor test calls it `(q, k, v, None, p, self.use_attn_mask)`: its is_causal, the sixth positional, was not
+    read, and a causal layer was marked as called without a mask)."""
+    if name in op.get("kwargs", {}):
+        return op["kwargs"][name]
+    k = SDPA_PARAMETERS.index(name)
+    args = op.get("args", [])
+    return args[k] if op.get("op") == "scaled_dot_product_attention" and len(args) > k else default
+
+
 PROJECTION_UNAPPLIED = "apply "  # a heads-not-projected mark's words before the output projection made and never
 # applied (`self.c_proj`), then " to the merged heads" (harness.engine.rewrite reads it there)
 KEYS_WITH = "project the keys with "  # a keys-from-query-weights mark's last words, then the key projection's own
