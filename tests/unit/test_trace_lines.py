@@ -136,8 +136,13 @@ NAN_GUARD_TAIL = '''        att = q @ k.transpose(-2, -1) * self.hs ** -0.5
 def test_a_nan_guard_after_the_softmax_is_no_mask_applied_after_it(tmp_path):
     """tfs-mt's `QKt_norm.masked_fill(torch.isnan(QKt_norm), 0.0)` after the softmax (rows a padding mask hides
     entirely become 0, not NaN) was marked mask-after-softmax (zero-after-softmax named in the trace) on a correct
-    layer: a fill chosen by isnan of the weights hides no token, only the NaNs of rows with none."""
+    layer: a fill chosen by isnan of the weights hides no token, only the NaNs of rows with none.  So was ESPnet's
+    zeroing, after the softmax, of the weights its mask had hidden before it."""
     source = HEAD + INTERLEAVED + NAN_GUARD_TAIL + "        return self.proj(out)\n"
     assert _lines(_traced(tmp_path, source)) == []
-    zeroed = source.replace("torch.isnan(att), 0.0", "self.tril[:T, :T] == 0, 0.0")  # a real mask after: marked
+    again = source.replace("torch.isnan(att), 0.0", "self.tril[:T, :T] == 0, 0.0")  # ESPnet: the same mask again
+    assert _lines(_traced(tmp_path, again)) == []  # after the softmax zeroes weights that are already 0: not marked
+    zeroed = again.replace('att.masked_fill(self.tril[:T, :T] == 0, float("-inf"))', "att")  # only after: marked
     assert [i for i, _ in _lines(_traced(tmp_path, zeroed))] == ["mask-after-softmax"]
+    wider = again.replace("self.tril[:T, :T] == 0, 0.0", "self.tril[:T, :T].T == 0, 0.0")  # zeroes the past too
+    assert [i for i, _ in _lines(_traced(tmp_path, wider))] == ["mask-after-softmax"]

@@ -58,15 +58,20 @@ def _nan_guard(f: Findings, m: int) -> bool:
 
 @detector("mask-after-softmax", "mask-result-unused", "no-mask-applied")
 def mask_placement(f: Findings) -> None:
-    """The mask applied after the softmax (only), a masked_fill whose result is dropped, or no mask at all.  A mask
-    applied to the scores before the softmax and again to its weights after it (ESPnet zeroes the weights of masked
-    positions, so that a row with every key masked gives zeros, not NaN) masks them right: the second fill only
-    writes zeros where the weights already are zero, and its mark named a mistake a correct layer does not have."""
+    """The mask applied after the softmax, a masked_fill whose result is dropped, or no mask at all.  A mask applied
+    to the scores before the softmax and again to its weights after it (ESPnet zeroes the weights of masked
+    positions, so that a row with every key masked gives zeros, not NaN) masks them right where the second fill
+    zeroes only positions the first already hid (their weights are 0): its mark named a mistake a correct layer
+    does not have.  One that zeroes other positions (or cannot be read) is still marked."""
     uses = _mask_uses(f)
     if uses is None:
         return
     applied, after, unused = uses
-    for m in after if not applied else ():
+    before = _hidden_by(f, applied) if applied else None
+    for m in after:
+        zeroed = _hidden_by(f, [m])
+        if before is not None and zeroed is not None and not (zeroed & ~before).any():
+            continue
         f.mark(m, {"id": "mask-after-softmax", "text": (
             "the mask is applied after the softmax: the weights of a row no longer sum to 1 (and a finite fill "
             "lets the future through); mask the scores with -inf before the softmax")})
@@ -203,6 +208,21 @@ def _passed_by_us(f: Findings, m: int) -> bool:
     for src in sources:
         chain |= f.namer.ancestors(src)
     return any(f.ops[i].get("at") == "mha-check" for i in chain)
+
+
+def _ours_as_given(f: Findings, op: dict) -> bool:
+    """An addition to the scores whose other side is the mask mha-check passes, only carried on (cast, viewed,
+    unsqueezed): nothing of the layer's own made it."""
+    for t in op["in"]:
+        if f.namer.sym(t) in SCORES_LIKE or f.namer.derives_from(t, ("scores",)):
+            continue
+        src = t.get("src")
+        while src is not None and f.ops[src].get("at") != "mha-check" and \
+                (f.ops[src]["op"] in PASS_THROUGH or f.ops[src]["op"] in VIEWS) and f.ops[src]["in"]:
+            src = f.ops[src]["in"][0].get("src")
+        if src is None or f.ops[src].get("at") != "mha-check":
+            return False
+    return True
 
 
 def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None, beside_ours: bool = False) -> None:
@@ -487,9 +507,10 @@ def mask_arithmetic(f: Findings) -> None:
                 "a real weight after the softmax; fill the hidden scores with float('-inf') (masked_fill) instead")},
                 keep_earlier=True)
         elif op["op"] in ADDS and not any(t.get("neginf") for t in op["in"]) and not _writes_safe_fill(f, op) \
-                and not _passed_by_us(f, m):  # a layer that adds the mask it is given takes an additive mask: one
-            # of 0s and 1s is mha-check's guess of its convention (GeoV's required attention_mask, called the first
-            # way tried since its own tril hides the future whichever way), not the layer's mistake
+                and not _ours_as_given(f, op):  # a layer that adds the mask it is given, as it is, takes an
+            # additive mask: one of 0s and 1s is mha-check's guess of its convention (GeoV's required
+            # attention_mask, called the first way tried since its own tril hides the future whichever way), not
+            # the layer's mistake.  `att + (1 - mask)` made its own additive mask, wrongly: marked
             f.mark(m, {"id": "mask-added", "text": (
                 "a mask of finite values (0s and 1s) is added to the scores: it shifts some scores by a little and "
                 "hides none, so the future keeps a real weight after the softmax; fill the hidden scores with "
