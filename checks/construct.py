@@ -54,7 +54,7 @@ def construct(ctx):
     if loaded.settings:
         read = ", ".join(f"{k} = {v}" for k, v in loaded.settings.items())
         return cannot_tell(f"{loaded.name} reads its sizes from module-level settings ({read}), so mha-check cannot "
-                           "build it with its own widths, heads and context lengths", help=FACTORY_HELP)
+                           "build it with its own widths, heads and context lengths", help=_settings_help(loaded))
     found = _build_required(ctx, loaded)
     if not isinstance(found, tuple):
         return found
@@ -65,6 +65,19 @@ def construct(ctx):
     if sig.config_param:
         spelt += (", " if spelt else "") + f"{sig.config_param}=an object holding every setting"
     return passed(f"built {loaded.name} ({spelt or 'no arguments'}){note}", built=built)
+
+
+def _settings_help(loaded) -> str:
+    """What lets mha-check build a class that reads module-level sizes: the sizes as constructor arguments.  A
+    factory function alone does not (trial8: it builds the same class, which reads the same settings, and was told
+    the same cannot-tell with the same advice)."""
+    names = list(loaded.settings)
+    shown, many = ", ".join(names), len(names) > 1
+    args = "constructor arguments" if many else "a constructor argument"
+    return (f"pass {shown} to your class{'es' if many else ''} as {args} "
+            f"(`def __init__(self, ..., {shown})`, kept as `self.{names[0]} = {names[0]}`) and use "
+            f"{'them' if many else 'it'} instead of the module-level value{'s' if many else ''}: mha-check then "
+            "passes its own sizes (a factory function alone does not help: the class still reads the module's)")
 
 
 def _build_required(ctx, loaded):

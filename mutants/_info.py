@@ -22,8 +22,8 @@ TOPICS = ("the constructor and its widths", "the projections", "splitting into h
 # grouped-query attention)
 REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill", "scale", "dropout", "slice",
             "contiguous", "invert", "keys", "additive", "multiply", "diagonal", "repeat", "undrop", "past",
-            "key-projection", "buffer", "out-projection", "bias", "merge-width", "head-width",
-            "divisible", "module-list", "detach", "advance", "cat-axis", "added")  # harness.engine.rewrite
+            "key-projection", "buffer", "out-projection", "bias", "merge-width", "head-width", "divisible",
+            "module-list", "detach", "advance", "cat-axis", "added", "rope-width")  # harness.engine.rewrite
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ INFO = MutantInfo(
              "are encoded with the wrong wavelengths; with one head (dh = d_out) nothing shows."),
     remedy="Compute the rotary frequencies from the head width, not the model width.",
     fix="inv_freq = theta ** (-torch.arange(0, self.dh, 2) / self.dh)  # (dh/2,) frequencies from the head width",
+    rewrite="rope-width",
     variant={"rope": "interleaved", "rope_freqs": "model"},
     trace=("frequencies-from-model-width",),
     example=(

@@ -6,6 +6,7 @@ and ours never replaces theirs: the rule and why is harness.wire.names (defence 
 """
 from __future__ import annotations
 
+import dis
 import difflib
 import importlib
 import importlib.abc
@@ -279,9 +280,15 @@ def settings_from_globals(obj) -> dict[str, str]:
     return dict(sorted(found.items()))  # by name: a set's order changes with each process's string hashes
 
 
+GLOBAL_LOADS = ("LOAD_GLOBAL", "LOAD_NAME")
+
+
 def _names(code) -> set[str]:
-    """Global names a code object (and the code nested in it: lambdas, comprehensions) refers to."""
-    names = set(code.co_names)
+    """Global names a code object (and the code nested in it: lambdas, comprehensions) reads.  Only the names it
+    loads as globals: `co_names` also holds the attributes it reads, and `self.n_head`, a constructor argument kept
+    on the module, is no read of a module-level `n_head` (a notebook's cell of settings beside a class that takes
+    them as arguments was told it "reads its sizes from module-level settings (n_head = 6)")."""
+    names = {ins.argval for ins in dis.get_instructions(code) if ins.opname in GLOBAL_LOADS}
     for const in code.co_consts:
         if hasattr(const, "co_names"):
             names |= _names(const)

@@ -34,7 +34,8 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
          "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
-         "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": "", "added": ""}
+         "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": "", "added": "",
+         "rope-width": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -75,8 +76,10 @@ def own_line_fix(kind: str, code: str | None, told: str = "", scores_code: str =
     out) and "advance" (a KV cache's count of cached tokens set to the call's length, `self.pos = n`: advanced by
     it, +=) and "cat-axis" (the new keys or values appended to the cache along another axis than the tokens': that
     torch.cat given the tokens' axis, which `told`, the trace mark's words, reads from the shapes it could not
-    join).  `scores_code`: the line that made the scores, where "scale" meets them scaled on a line of their own
-    (`scores = scores / math.sqrt(self.hidden_size)`): its product names the queries."""
+    join) and "rope-width" (rotary frequencies whose exponent `arange(0, dh, 2) / d` is divided by another width
+    than the one the arange runs to: divided by that one, the head width).  `scores_code`: the line that made the
+    scores, where "scale" meets them scaled on a line of their own (`scores = scores / math.sqrt(self.hidden_size)`):
+    its product names the queries."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -569,6 +572,23 @@ def _repeat(line: str, tree: ast.Module) -> str | None:
     return line + ("" if shared else KINDS["repeat"])
 
 
+def _rope_width(line: str, tree: ast.Module) -> str | None:
+    """theta ** (torch.arange(0, self.head_dim, 2).float() / d_model)  ->  ... / self.head_dim): the exponent's
+    divisor is the width the one arange of step 2 runs to, the head width, where it was another plain name (the
+    model width).  None where the line has no such arange, or not exactly one division of it by another name."""
+    aranges = [c for c in _calls(tree, "arange") if len(c.args) == 3 and not c.keywords and
+               isinstance(c.args[2], ast.Constant) and c.args[2].value == 2]
+    if len(aranges) != 1 or not _plain(aranges[0].args[1]):
+        return None
+    arange, end = aranges[0], _text(line, aranges[0].args[1])
+    divided = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and
+               any(a is arange for a in ast.walk(n.left)) and _plain(n.right)]
+    if len(divided) != 1 or _text(line, divided[0].right) == end:
+        return None
+    right = divided[0].right
+    return line[:right.col_offset] + end + line[right.end_col_offset:]
+
+
 _QUERIES_WEIGHT = re.compile(r"the keys are projected with (\S+), the weight the queries are projected with")
 _KEYS_WEIGHT = re.compile(re.escape(KEYS_WITH) + r"(\S+)$")
 
@@ -806,4 +826,4 @@ LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _c
          "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
          "buffer": _buffer, "bias": _bias, "merge-width": _merge_width, "undrop": _undrop,
          "past": _past, "head-width": _head_width, "divisible": _divisible, "module-list": _module_list,
-         "detach": _detach, "advance": _advance}
+         "detach": _detach, "advance": _advance, "rope-width": _rope_width}

@@ -668,3 +668,16 @@ def test_per_head_modules_each_with_a_fused_projection_name_their_own_rows():
     w = found[0].read()
     assert w["wk"].shape == (8, 8)
     assert torch.equal(w["wk"][4:], layer.heads[1].qkv.weight[4:8])
+
+
+def test_a_setting_kept_as_an_attribute_of_the_same_name_is_no_read_of_the_global(tmp_path):
+    """trial8: a notebook's cell of settings (n_embd, n_head, block_size) beside a class that takes n_embd and
+    n_head as arguments and keeps `self.n_head`: the attribute's name sits in the code's co_names as a global's
+    does, and the report said the class "reads its sizes from module-level settings (block_size = 32, n_head = 6)".
+    Only the global it reads (block_size) is a setting."""
+    loaded = _load(tmp_path, "n_embd = 48\nn_head = 6\nblock_size = 32\n"
+                             "class MultiHeadSelfAttention(nn.Module):\n    def __init__(self, n_embd, n_head):\n"
+                             "        self.n_head = n_head\n        self.t = block_size\n"
+                             "    def forward(self, x):\n        return x.view(*x.shape[:2], self.n_head, -1)\n",
+                   "MultiHeadSelfAttention")
+    assert settings_from_globals(loaded.obj) == {"block_size": "32"}

@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.engine.rewrite import parse
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import SOFTMAXES, sdpa_argument
+from harness.engine.trace.vocabulary import ADDS, PASS_THROUGH, SCALARS, SOFTMAXES, VIEWS, sdpa_argument
 
 APPEND_ERROR = "must match except in dimension"  # torch.cat's words when the shapes differ off the appended axis
 
@@ -127,7 +127,7 @@ def cache_positions(f: Findings) -> None:
         found = _wrongly_hidden(decode)
         if found:
             wrong, op = found
-            where = _line(op)
+            where = _line(_rows_cut(decode["ops"], op))
             if where:
                 f.mark_whole("cache-mask-not-offset", (
                     f"decoding token 2 after a prompt of 2, with keys 0, 1 and 2 cached, the mask applied here hides "
@@ -144,6 +144,35 @@ def cache_positions(f: Findings) -> None:
                 f"{', '.join(map(str, found[0]))} hidden, while after a prompt of 2 it is right: the count of "
                 "cached tokens is set here to this call's length, not advanced by it; add the call's tokens to it "
                 "(+=)"), where)
+
+
+FILLS = {"masked_fill", "masked_fill_", "where"}  # the operations that hide scores with a mask operand
+MASK_CARRIES = PASS_THROUGH | VIEWS | {"eq", "__eq__", "ne", "__ne__", "logical_not", "__invert__", "bitwise_not"}
+
+
+def _rows_cut(ops: list[dict], applied: dict) -> dict:
+    """The operation that chose which rows of the mask a decoded call uses: from what fed the softmax, back over
+    the scaling (`softmax(scores / dh ** 0.5)`) to the masking, then along its mask operand to the slice of the mask
+    (`mask_bool = self.mask.bool()[:n, :keys]` on a line of its own, then `scores.masked_fill_(mask_bool, ...)`):
+    the line to change.  Where there is no such slice, the masking; where the masking cannot be read, `applied`."""
+    op, steps = applied, 0
+    while op["op"] not in FILLS | ADDS and op["op"] in SCALARS | PASS_THROUGH and steps < 8:
+        src = op["in"][0].get("src") if op["in"] else None
+        if not isinstance(src, int) or not 0 <= src < len(ops):
+            return applied
+        op, steps = ops[src], steps + 1
+    if op["op"] not in FILLS | ADDS:
+        return applied
+    masks = op["in"][:1] if op["op"] == "where" else op["in"][1:]
+    todo, seen = [t.get("src") for t in masks], 0
+    while todo and seen < 8:
+        src, seen = todo.pop(0), seen + 1
+        if not isinstance(src, int) or not 0 <= src < len(ops) or ops[src]["op"] not in MASK_CARRIES | {"narrow"}:
+            continue
+        if ops[src]["op"] in ("__getitem__", "narrow"):
+            return ops[src] if _line(ops[src]) else op
+        todo += [t.get("src") for t in ops[src]["in"][:1]]
+    return op
 
 
 def _set_counter(lines: list[dict]) -> dict | None:
