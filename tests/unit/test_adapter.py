@@ -668,3 +668,22 @@ def test_per_head_modules_each_with_a_fused_projection_name_their_own_rows():
     w = found[0].read()
     assert w["wk"].shape == (8, 8)
     assert torch.equal(w["wk"][4:], layer.heads[1].qkv.weight[4:8])
+
+
+def test_a_required_state_and_cache_switch_are_given_no_cache():
+    """dreamgonfly's transformer-pytorch MultiHeadAttention.forward(query, key, value, mask, state, cache) -> (out,
+    state) (tests/realzoo/dreamgonfly_mha_state_cache_positional_masked_true.py): no defaults, the state an
+    AttentionState read only when `cache: bool` is True.  mha-check said "forward needs state, cache besides the input
+    and a mask: mha-check cannot supply them" (cannot tell); a call that starts a new sequence and keeps nothing gives
+    the switch False and the state None, as the layer's own encoder does (cache=False)."""
+    def forward(self, query, key, value, mask, state, cache: bool):
+        return query
+    styles, problem = _calls(forward)
+    assert not problem and styles[0].startswith("forward(x, x, x, state=None, cache=False, mask=causal mask")
+    assert all("state=None, cache=False" in s for s in styles)
+    # a required parameter that is no cache stays one mha-check cannot supply
+    styles, problem = _calls(lambda self, x, mask, vocab: x)
+    assert not styles and "vocab" in problem
+    # a required cache object alone, without a switch that turns it off: still one mha-check cannot make
+    styles, problem = _calls(lambda self, x, layer_past: x)
+    assert not styles and "layer_past" in problem
