@@ -199,7 +199,8 @@ def causal_leakage(ctx):
             return outcome
         return _deep(ctx, inst, x, r, cfg, unreferenced)
 
-    outcome = ctx.find_failure(holds) or _own_mask_leaks(ctx) or _flag_with_a_mask(ctx)
+    outcome = (ctx.find_failure(holds) or _own_mask_leaks(ctx) or _flag_with_a_mask(ctx)
+               or _built_flag_not_applied(ctx))
     if outcome is None and (off_shape["judged"] or off_shape["unclear"]):
         outcome = _off_shape_verdict(off_shape)
     outcome = outcome or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
@@ -255,6 +256,48 @@ def _own_mask_leaks(ctx):
                   f"hide the future (the causal mask mha-check passes covered it); {LEAK_PATTERNS[code]}",
                   observed=what, expected="zero for s > t",
                   leakage_map=(G[0] > INFLUENCE * G.max()).astype(int).tolist(), finding="leak:" + code)
+
+
+def _built_flag_not_applied(ctx):
+    """A layer built with its constructor's causal flag on (`MultiHeadAttention(d, h, causal=True)`: harness.child.
+    construct binds every causal flag to True) and called with a causal mask (its forward's optional `mask`, the proof
+    chose it) was made causal by the caller's mask alone, whatever the flag does.  Called as forward(x), the mask
+    left out as its default allows, a layer whose flag makes it causal stays causal; one that lets every later
+    position through has a flag that does nothing (openlanguagemodel 2.0's MultiHeadAttention stored `causal` and
+    never read it, tests/realzoo/olm_mha_causal_flag_ignored_pre_fix.py).  Only the whole future through is evidence
+    (leakage.judge's LEAKS): a layer that masks some positions by itself is _own_mask_leaks's subject."""
+    flag = ctx.signature.accepts.get("causal")
+    cfg = ctx.base
+    inst = ctx.build(cfg) if flag else None
+    if inst is None or flag not in getattr(inst.info, "unread_flags", []):
+        return None  # no flag, or one the layer reads (ESPnet's, in its flash path alone): no evidence here
+    masked, bare = inst.info.call_masked, inst.info.call_bare
+    if not masked or inst.style < 0 or not masked[inst.style % len(masked)] or len(bare) != len(masked):
+        return None  # called without a mask already: the ordinary probes judged the flag
+    plain = next((i for i, b in enumerate(bare) if b), None)
+    if plain is None:
+        return None
+    style = inst.style - inst.style % len(bare) + plain  # the same family (sequence first, norms off), no mask
+    x = ctx.input(cfg, "flag-alone")
+    r = ctx.rng("flag-alone-r", cfg).standard_normal(cfg.d_out)
+    try:
+        result = inst.call(dataclasses.replace(inst.jacobian_request(x, r), style=style))
+    except TargetFailure:
+        return None  # a mask it needs after all: no evidence
+    if result.jac is None or judge(result, cfg) != LEAKS:
+        return None
+    G = influence_from_jacobian(result.jac)
+    what, code = describe_leak(G)
+    call = inst.info.call_styles[inst.style % len(inst.info.call_styles)]
+    return failed(f"{what}, built with {flag}=True and called as {inst.info.call_styles[plain]}, the mask left out "
+                  f"as your forward allows: `{flag}` is stored and never read by your class, so it does not "
+                  f"make your layer causal (called as {call}, it was the mask mha-check passed that hid the future); "
+                  f"{LEAK_PATTERNS[code]}",
+                  observed=what, expected=f"zero for s > t with {flag}=True and no mask",
+                  leakage_map=(G[0] > INFLUENCE * G.max()).astype(int).tolist(), finding="leak:flag-not-applied",
+                  fix=f"Make `{flag}` do what it says: when it is True, mask the scores above the diagonal yourself "
+                      f"(scores.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1), "
+                      f"float('-inf'))), whether or not a mask is also passed.")
 
 
 def _flag_with_a_mask(ctx):

@@ -49,6 +49,8 @@ class Style:
     positions: str | None = None  # a parameter given the token positions 0..n-1 (by keyword)
     pos_shape: int = 0  # index in POS_SHAPES
     spare: tuple[str, bool] | None = None  # a flag style's optional mask parameter, left out (forward(x, causal=True))
+    off: tuple[tuple[str, object], ...] = ()  # required parameters given "no cache" by keyword: a bool switch False,
+    # a state or cache object None (forward(query, key, value, mask, state, cache): state=None, cache=False)
 
     @property
     def bare(self) -> bool:
@@ -57,6 +59,7 @@ class Style:
 
     def describe(self) -> str:
         inputs = ", ".join(f"{name}=x" if kw else "x" for name, kw in self.data)
+        inputs += "".join(f", {name}={value!r}" for name, value in self.off)
         if self.positions is not None:
             inputs += f", {self.positions}=arange(n) {POS_SHAPES[self.pos_shape]}"
         if self.flag is not None:
@@ -76,6 +79,7 @@ class Style:
         data = sequence_first_input(x) if seq_first else x
         args = tuple(data for _, kw in self.data if not kw)
         kwargs = {name: data for name, kw in self.data if kw}
+        kwargs.update(self.off)
         if self.convention is None and self.mask is not None:
             kwargs[self.mask[0]] = None  # a required mask parameter given None: the layer's own default
         elif self.convention is not None:
@@ -180,7 +184,9 @@ def styles_for(module: torch.nn.Module) -> Calling:
     qkv = len(required) >= 3 and any(_role_word(n) in KEY_NAMES for n in first3) and any(
         _role_word(n) in VALUE_NAMES for n in first3)
     inputs = required[:3] if qkv else required[:1]
-    needed = [p.name for p in required if p not in inputs]
+    off = tuple((p.name, _no_cache(p)) for p in required if p not in inputs and _no_cache(p) is not NOTHING)
+    off = off if any(value is False for _, value in off) else ()  # only beside a switch that turns the cache off
+    needed = [p.name for p in required if p not in inputs and p.name not in dict(off)]
     if needed:
         tables = [n for n in needed if _is_rotary_table(n)]
         why = (f" ({', '.join(tables)}: rotary tables in a layout of your own, which mha-check cannot make up)"
@@ -195,9 +201,16 @@ def styles_for(module: torch.nn.Module) -> Calling:
                              "e.g. `def make(d, heads, context_length): ...` returning a module whose forward takes x"
                            + (" and builds the tables itself (positions 0..n-1)" if tables else ""))
     data = tuple((p.name, p.kind == p.KEYWORD_ONLY) for p in inputs) or (("x", False),)
+    if off:
+        return replace_all(_with_positions(_styles(data, mask, flags), pos), off)
+    return _with_positions(_styles(data, mask, flags), pos)
+
+
+def _styles(data, mask, flags) -> Calling:
+    """The styles for the data parameters `data`, the mask parameter `mask` (or None) and the forward flags."""
     if mask is None:
         flagged = [Style(data, None, flag=p.name) for p in flags]
-        return _with_positions(Calling([Style(data, None)] + flagged), pos)
+        return Calling([Style(data, None)] + flagged)
     where = (mask.name, mask.kind == mask.KEYWORD_ONLY)
     flagged = [Style(data, None, flag=p.name, spare=where if mask.default is not mask.empty else None) for p in flags]
     last = SHAPES.index("(B, n, n)")  # tried last: a layer that takes a shared mask proves its style first, as before
@@ -205,8 +218,31 @@ def styles_for(module: torch.nn.Module) -> Calling:
                  + [Style(data, c, last, where) for c in range(len(CONVENTIONS))])
     if mask.default is mask.empty:  # required, yet None may be its "build the causal mask yourself" (Autoformer's
         # FullAttention wants an object with a .mask, not a tensor): offered last, used only once the proof holds
-        return _with_positions(Calling(flagged + with_mask + [Style(data, None, mask=where)]), pos)
-    return _with_positions(Calling([Style(data, None)] + flagged + with_mask), pos)
+        return Calling(flagged + with_mask + [Style(data, None, mask=where)])
+    return Calling([Style(data, None)] + flagged + with_mask)
+
+
+NOTHING = object()  # _no_cache: a parameter that is no cache switch or state
+NO_CACHE_WORDS = {"cache", "state", "past", "incr", "present"}  # a state carried between calls (its words)
+
+
+def _no_cache(p: inspect.Parameter):
+    """What a required forward parameter beside the data gets for a call that starts a new sequence and keeps
+    nothing: False for a switch (annotated bool: `cache: bool`), None for a state or cache object (`state`,
+    `layer_past`, `incr_state`); NOTHING for any other parameter.  Used only where such a switch is among the required
+    parameters (a required cache object alone is still one mha-check cannot make): the call with the switch off is the
+    layer without its cache, as its callers make it (dreamgonfly's transformer-pytorch: forward(query, key, value,
+    mask, state, cache), state read only when cache is True, tests/realzoo/dreamgonfly_mha_state_cache_positional_
+    masked_true.py); a layer that needs more raises, and that style is not used."""
+    words = set(p.name.lower().split("_"))
+    if not words & NO_CACHE_WORDS or p.kind == p.POSITIONAL_ONLY:
+        return NOTHING
+    return False if p.annotation in (bool, "bool") else None
+
+
+def replace_all(calling: Calling, off: tuple) -> Calling:
+    """`calling` with every style also giving the no-cache arguments `off`."""
+    return Calling([replace(s, off=off) for s in calling.styles], calling.problem)
 
 
 ROLE_PREFIXES = ("x_", "input_")  # tfs-mt's forward(x_query, x_key, x_value, attention_mask)

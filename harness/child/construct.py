@@ -11,8 +11,10 @@ An --arg for a key/value-heads parameter is its value where it divides the heads
 from __future__ import annotations
 
 import dataclasses
+import ast
 import inspect
 import sys
+import textwrap
 
 from harness.child.vocabulary import key_by_tokens
 from harness.wire.config import ROTARY_FRACTION, Config
@@ -422,3 +424,49 @@ def ours(factory, cfg: Config, overrides: dict, signature: Signature, exc: BaseE
                     f"it is the {KEY_WORDS[key]}, pass --arg {name}=@{key}")
     return None
 
+
+
+def unread_flag(module, name: str) -> bool:
+    """Whether the constructor parameter `name` of the module's class (or of a base class of the student's) is only
+    stored, `self.X = name`, and no method of those classes ever reads self.X (nor the parameter itself otherwise:
+    passed to a submodule, tested in __init__).  openlanguagemodel 2.0's MultiHeadAttention stored `causal` and never
+    read it (tests/realzoo/olm_mha_causal_flag_ignored_pre_fix.py); ESPnet's reads its own in the flash path alone,
+    which is a use.  Unsure (no source, no such parameter, a getattr by a computed name): False."""
+    trees = []
+    for cls in type(module).__mro__:
+        if cls.__module__.split(".")[0] in ("torch", "builtins", "abc", "typing"):
+            continue
+        try:
+            trees.append(ast.parse(textwrap.dedent(inspect.getsource(cls))))
+        except (OSError, TypeError, SyntaxError, IndentationError):
+            return False
+    stored, taken = set(), False
+    for tree in trees:
+        for init in ast.walk(tree):
+            if not isinstance(init, (ast.FunctionDef, ast.AsyncFunctionDef)) or init.name != "__init__":
+                continue
+            if name not in [a.arg for a in init.args.args + init.args.kwonlyargs]:
+                continue
+            taken = True
+            kept = set()
+            for node in ast.walk(init):
+                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == name
+                        and all(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                and t.value.id == "self" for t in node.targets)):
+                    stored.update(t.attr for t in node.targets)
+                    kept.add(id(node.value))
+            if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in kept
+                   for n in ast.walk(init)):
+                return False  # used otherwise than stored
+    if not taken or not stored:
+        return False
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in stored and isinstance(node.ctx, ast.Load):
+                return False
+            if isinstance(node, ast.Constant) and node.value in stored:
+                return False  # getattr(self, "causal")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("getattr", "vars") and not all(
+                    isinstance(a, ast.Constant) for a in node.args[1:2]):
+                return False
+    return True

@@ -290,6 +290,7 @@ class Worker:
             frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
             norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
             inert_masks=_inert_masks(module, cfg.context_length),
+            unread_flags=_unread_flags(module, self.signature),
         ))
 
     def _readings(self, module: nn.Module, cfg, out_proj: bool) -> tuple[list, str]:
@@ -724,6 +725,15 @@ if __name__ == "__main__":
 def _has_complex(module: nn.Module) -> bool:
     """The module keeps a complex tensor (Meta llama's rotary `freqs_cis`)."""
     return any(t.is_complex() for t in (*module.parameters(), *module.buffers()))
+
+
+def _unread_flags(module: nn.Module, signature) -> list[str]:
+    """The constructor's causal flag (bound to True), when the module's classes only store it and never read it."""
+    flag = signature.accepts.get("causal") if signature is not None else None
+    try:
+        return [flag] if flag and construct.unread_flag(module, flag) else []
+    except Exception:  # noqa: BLE001 - source that cannot be read is no evidence
+        return []
 
 
 def _inert_masks(module: nn.Module, context_length: int) -> list[str]:

@@ -260,6 +260,8 @@ class Built(Reply):
     frozen: list[str] = field(default_factory=list)  # parameters with requires_grad=False: a constant kept as a
     # parameter (tsai's scale), or a frozen weight
     norms: list[NormInfo] = field(default_factory=list)  # normalisations kept inside (a pre-norm, a post-LN)
+    unread_flags: list[str] = field(default_factory=list)  # the constructor's causal flag, when it is only stored
+    # (self.causal = causal) and never read (harness.child.construct.unread_flag)
     inert_masks: list[str] = field(default_factory=list)  # registered buffers over the context (last two axes the
     # context length) holding one value everywhere: a mask of the layer's own that hides nothing
 

@@ -2579,6 +2579,68 @@ def _(mod):
     return ok_line(*cmp(call, ref, 12)) + ("d_model=12 n_heads=3 d_k=d_v=4 attn_dropout=0.1 (eval)",)
 
 
+def _unmasked_mha(x, nheads, wq, wk, wv, wo, bq=None, bk=None, bv=None, bo=None):
+    """mha_forward without its causal mask: every position attends to every position."""
+    B, n, _ = x.shape
+    dh = wq.shape[0] // nheads
+    lin = torch.nn.functional.linear
+    split = lambda t: t.view(B, n, nheads, dh).transpose(1, 2)
+    q, k, v = split(lin(x, wq, bq)), split(lin(x, wk, bk)), split(lin(x, wv, bv))
+    w = torch.softmax(q @ k.transpose(2, 3) / dh ** 0.5, dim=-1)
+    return lin((w @ v).transpose(1, 2).reshape(B, n, wq.shape[0]), wo, bo)
+
+
+@check("olm_mha_causal_flag_ignored_pre_fix.py")
+def _(mod):
+    """Built with causal=True: forward(x) is the unmasked layer exactly (the future leaks); given the (n, n) tril
+    keep-mask as `mask`, mha_forward exactly, no leak."""
+    m = randomize(mod.MultiHeadAttention(12, 3, causal=True)).eval()
+    w = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight,
+         m.q_proj.bias, m.k_proj.bias, m.v_proj.bias, m.out_proj.bias)
+    masked = lambda x: m(x, mask=torch.ones(x.shape[1], x.shape[1]).tril())
+    err_mask, leak_mask = cmp(masked, lambda x: mha_forward(x, 3, *w), 12)
+    err_flag, leak_flag = cmp(m, lambda x: _unmasked_mha(x, 3, *w), 12)
+    good = err_mask < TOL and leak_mask < TOL and err_flag < TOL and leak_flag > 1e-3
+    return good, (f"causal=True alone = the unmasked layer ({err_flag:.1e}), future-leak {leak_flag:.2e}; with the "
+                  f"keep-mask = mha_forward ({err_mask:.1e}), leak {leak_mask:.1e}"), "embed_dims=12 num_heads=3"
+
+
+@check("olm_gqa_rope_interleaved_mask_and_causal.py")
+def _(mod):
+    """num_kv_heads 2, 1, 4 of 4 heads, no biases (the defaults), and 2 with use_bias=True: grouped attention with RoPE on
+    interleaved pairs (an independent complex formula), relative 1e-5 (float32 tables); no leak, with or without a
+    mask hiding nothing."""
+    msgs, good = [], True
+    for kv, use_bias in ((2, False), (1, False), (4, False), (2, True)):  # (the other shapes on the first only: time)
+        m = randomize(mod.GroupedQueryAttention(16, 4, kv, CTX, use_bias=use_bias)).eval()
+        bo = m.out_proj.bias if use_bias else None
+        ref = lambda x: _gqa_rope_ref(x, 4, kv, m.q_proj.weight, m.k_proj.weight, m.v_proj.weight,
+                                      m.out_proj.weight) + (bo if bo is not None else 0.0)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        shapes = SHAPES if not msgs else [(2, 7)]
+        err, leak = cmp(m, ref, 16, shapes=shapes)
+        err_all, leak_all = cmp(lambda x: m(x, mask=torch.ones(x.shape[1], x.shape[1], dtype=torch.bool)), ref, 16,
+                                shapes=[(2, 7)])
+        good &= err / scale < FLOAT32_TOL and leak < TOL and err_all / scale < FLOAT32_TOL and leak_all < TOL
+        msgs.append(f"kv={kv} bias={use_bias}: {err / scale:.1e} rel")
+    return good, "; ".join(msgs) + " (no leak)", "embed_dim=16 num_heads=4 max_seq_len=10, FLOAT32_TOL relative"
+
+
+@check("dreamgonfly_mha_state_cache_positional_masked_true.py")
+def _(mod):
+    """forward(x, x, x, (B, n, n) bool True above the diagonal, state=None, cache=False) in eval(): mha_forward with
+    the four projections and no biases, exactly; no leak."""
+    m = randomize(mod.decoder_self_attention(12, 3, 0.1)).eval()
+
+    def call(x):
+        B, n, _ = x.shape
+        return m(x, x, x, torch.ones(n, n, dtype=torch.bool).triu(1).expand(B, n, n), None, False)[0]
+
+    ref = lambda x: mha_forward(x, 3, m.query_projection.weight, m.key_projection.weight, m.value_projection.weight,
+                                m.final_projection.weight)
+    return ok_line(*cmp(call, ref, 12)) + ("d_model=12 n_heads=3 dropout=0.1 (eval)",)
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -681,3 +681,22 @@ def test_a_setting_kept_as_an_attribute_of_the_same_name_is_no_read_of_the_globa
                              "    def forward(self, x):\n        return x.view(*x.shape[:2], self.n_head, -1)\n",
                    "MultiHeadSelfAttention")
     assert settings_from_globals(loaded.obj) == {"block_size": "32"}
+
+
+def test_a_required_state_and_cache_switch_are_given_no_cache():
+    """dreamgonfly's transformer-pytorch MultiHeadAttention.forward(query, key, value, mask, state, cache) -> (out,
+    state) (tests/realzoo/dreamgonfly_mha_state_cache_positional_masked_true.py): no defaults, the state an
+    AttentionState read only when `cache: bool` is True.  mha-check said "forward needs state, cache besides the input
+    and a mask: mha-check cannot supply them" (cannot tell); a call that starts a new sequence and keeps nothing gives
+    the switch False and the state None, as the layer's own encoder does (cache=False)."""
+    def forward(self, query, key, value, mask, state, cache: bool):
+        return query
+    styles, problem = _calls(forward)
+    assert not problem and styles[0].startswith("forward(x, x, x, state=None, cache=False, mask=causal mask")
+    assert all("state=None, cache=False" in s for s in styles)
+    # a required parameter that is no cache stays one mha-check cannot supply
+    styles, problem = _calls(lambda self, x, mask, vocab: x)
+    assert not styles and "vocab" in problem
+    # a required cache object alone, without a switch that turns it off: still one mha-check cannot make
+    styles, problem = _calls(lambda self, x, layer_past: x)
+    assert not styles and "layer_past" in problem
