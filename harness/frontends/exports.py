@@ -42,6 +42,7 @@ from pathlib import PurePath
 
 CODE = (".py", ".ipynb")
 CANVAS = re.compile(r"(?P<student>.+?)_(?P<late>LATE_)?(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>.+)", re.S)
+CANVAS_IDS = re.compile(r"(?:LATE_)?\d+_\d+_")  # the ids Canvas puts after a name, at the start of a file name
 RESUBMITTED = re.compile(r"(?P<stem>.+)-(?P<n>\d+)(?P<ext>\.[^.]+)?")
 MOODLE = re.compile(r"(?P<student>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.*)", re.S)
 MOODLE_SEPARATOR = re.compile(r"(?=_\d+_assignsubmission_[a-z]+_)")  # lookahead: overlapping ones count
@@ -72,9 +73,19 @@ def safe_name(text: str) -> str:
     return text.lstrip(".") or "_"
 
 
+def canvas_ambiguous(name: str) -> bool:
+    """Whether Canvas's name reads with its ids one step later too: the file name after the first `_ID_ID_` starts
+    with another.  A Canvas name may hold "_" (smith_alice), and a student who may edit it can write a classmate's
+    name and user id into it: red team 8's `bob_1002_99999_` put its own file among Bob's (user 1002), who then had
+    two classes to choose from and no grade.  Such a file is nobody's (a file handed in as `2024_01_x.py` too: its
+    row asks a person to look)."""
+    m = CANVAS.fullmatch(name)
+    return bool(m and CANVAS_IDS.match(m["file"]))
+
+
 def canvas(name: str) -> Named | None:
     m = CANVAS.fullmatch(name)
-    if not m:
+    if not m or canvas_ambiguous(name):
         return None
     original, again = m["file"], 0
     r = RESUBMITTED.fullmatch(original)
@@ -82,6 +93,11 @@ def canvas(name: str) -> Named | None:
         original, again = r["stem"] + (r["ext"] or ""), int(r["n"])
     label = ("late" if m["late"] else "") + (f"{', ' if m['late'] else ''}resubmission {again}" if again else "")
     return Named(m["student"], original, "Canvas", (again, int(m["attachment"])), label, m["user"])
+
+
+def ambiguous(name: str) -> str:
+    """The platform whose naming reads `name` as more than one student's, or ""."""
+    return "Moodle" if moodle_ambiguous(name) else "Canvas" if canvas_ambiguous(name) else ""
 
 
 def moodle_ambiguous(name: str) -> bool:

@@ -203,7 +203,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     folders = [p for p in entries if p.is_dir() and p not in links]
     flat = [p for p in entries if p.is_file() and p not in links]
     odd = [p.name for p in entries if not p.is_dir() and not p.is_file() and p not in links]
-    twofold = [p for p in folders + flat if exports.moodle_ambiguous(p.name)]  # could be two students': nobody's
+    twofold = [p for p in folders if exports.moodle_ambiguous(p.name)] + [  # could be two students': nobody's
+        p for p in flat if exports.ambiguous(p.name)]
     folders, flat = [p for p in folders if p not in twofold], [p for p in flat if p not in twofold]
     target_file = Path(Target.parse(target).where).name
     if not folders and pattern is None and _one_student(flat, target_file, defines):
@@ -215,7 +216,7 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     named, unnamed = _flat_names(flat, pattern, Path(target_file).stem)
     not_graded = [NotGraded(n, "neither a regular file nor a folder", False) for n in odd] + [
         NotGraded(p.name, link_reason(p, root), True) for p in links] + [
-        NotGraded(p.name, "its name reads as more than one student's (Moodle's _ID_assignsubmission_ twice)", True)
+        NotGraded(p.name, f"its name reads as more than one student's ({exports.ambiguous(p.name)}'s ids twice)", True)
         for p in twofold]
     students: dict[str, list[tuple[Path, exports.Named]]] = {}
     names = exports.told_apart([(exports.safe_name(v.student), v.uid) for v in named.values()])

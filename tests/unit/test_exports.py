@@ -290,3 +290,19 @@ def test_a_name_told_apart_by_an_id_is_never_a_name_a_classmate_typed():
     told = exports.told_apart([("Bob Smith", "42"), ("Bob Smith", "43"), ("Bob Smith (43)", "44"), ("Ann", "7")])
     assert len(set(told.values())) == 4 and told["Ann", "7"] == "Ann", told
     assert told["Bob Smith", "42"] == "Bob Smith (42)", told
+
+
+def test_a_canvas_name_that_reads_as_a_classmates_is_nobodys(tmp_path):
+    """A Canvas name may hold "_", and where students may edit their names, a classmate's name and user id: red team
+    8's `bob_1002_99999_` made its file `bob_1002_99999_1003_6001_attention.py` read as Bob's (user 1002), and Bob,
+    with two classes to choose from, got 0 and a row for review.  A file whose name after Canvas's first ids starts with
+    another pair of ids is nobody's: its own row, not graded, for a person to look; Bob's file is his alone."""
+    root = tmp_path / "canvas"
+    root.mkdir()
+    for name, source in (("bob_1002_5001_attention.py", CORRECT), ("carol_1004_5003_attention.py", CORRECT),
+                         ("bob_1002_99999_1003_6001_attention.py", BUGGY)):
+        (root / name).write_text(source.read_text())
+    found, subs = layout(root, None)
+    assert sorted(subs) == ["bob", "carol"] and [p.name for p in subs["bob"].files] == ["bob_1002_5001_attention.py"]
+    assert [(n.item, n.missing) for n in found.not_graded] == [("bob_1002_99999_1003_6001_attention.py", True)]
+    assert "more than one student's (Canvas's ids twice)" in found.not_graded[0].reason
