@@ -42,8 +42,10 @@ from pathlib import PurePath
 
 CODE = (".py", ".ipynb")
 CANVAS = re.compile(r"(?P<student>.+?)_(?P<late>LATE_)?(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>.+)", re.S)
+CANVAS_IDS = re.compile(r"(?:LATE_)?\d+_\d+_")  # the ids Canvas puts after a name, at the start of a file name
 RESUBMITTED = re.compile(r"(?P<stem>.+)-(?P<n>\d+)(?P<ext>\.[^.]+)?")
 MOODLE = re.compile(r"(?P<student>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.*)", re.S)
+MOODLE_SEPARATOR = re.compile(r"(?=_\d+_assignsubmission_[a-z]+_)")  # lookahead: overlapping ones count
 BLACKBOARD = re.compile(r"(?P<head>.+?)_attempt_(?P<date>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)(?:_(?P<file>.+)|(?P<receipt>"
                         r"\.txt))", re.S)
 RECEIPT_NAME = re.compile(r"^Name:[^\n(]*\((?P<user>[^)\n]+)\)", re.M)
@@ -71,9 +73,19 @@ def safe_name(text: str) -> str:
     return text.lstrip(".") or "_"
 
 
+def canvas_ambiguous(name: str) -> bool:
+    """Whether Canvas's name reads with its ids one step later too: the file name after the first `_ID_ID_` starts
+    with another.  A Canvas name may hold "_" (smith_alice), and a student who may edit it can write a classmate's
+    name and user id into it: red team 8's `bob_1002_99999_` put its own file among Bob's (user 1002), who then had
+    two classes to choose from and no grade.  Such a file is nobody's (a file handed in as `2024_01_x.py` too: its
+    row asks a person to look)."""
+    m = CANVAS.fullmatch(name)
+    return bool(m and CANVAS_IDS.match(m["file"]))
+
+
 def canvas(name: str) -> Named | None:
     m = CANVAS.fullmatch(name)
-    if not m:
+    if not m or canvas_ambiguous(name):
         return None
     original, again = m["file"], 0
     r = RESUBMITTED.fullmatch(original)
@@ -83,9 +95,22 @@ def canvas(name: str) -> Named | None:
     return Named(m["student"], original, "Canvas", (again, int(m["attachment"])), label, m["user"])
 
 
+def ambiguous(name: str) -> str:
+    """The platform whose naming reads `name` as more than one student's, or ""."""
+    return "Moodle" if moodle_ambiguous(name) else "Canvas" if canvas_ambiguous(name) else ""
+
+
+def moodle_ambiguous(name: str) -> bool:
+    """Whether Moodle's `_ID_assignsubmission_PLUGIN_` occurs more than once in `name`: then the name reads as more
+    than one student's, since the full name before it and the file name after it are both the student's to type (a
+    red team named itself `Bob Smith_42_assignsubmission_file_` and its folder was graded as Bob's, his own listed as
+    an earlier submission).  Such a file or folder is nobody's: not graded, for a person to look."""
+    return len(MOODLE_SEPARATOR.findall(name)) > 1
+
+
 def moodle(name: str) -> Named | None:
     m = MOODLE.fullmatch(name)
-    if not m:
+    if not m or moodle_ambiguous(name):
         return None
     return Named(m["student"], m["file"], "Moodle" if m["plugin"] == "file" else f"Moodle {m['plugin']}",
                  uid=m["id"])
@@ -225,10 +250,33 @@ def gradescope(metadata: str) -> dict[str, tuple[str, str]]:
     # classmate's once made safe, or one student's submission is graded as the other's
     names = {f: safe_name(" & ".join(v["names"])) for f, v in folders.items() if v["names"]}
     twice = {n for n, k in Counter(names.values()).items() if k > 1}
+    who = {f: (names[f], tuple(folders[f]["sids"]) or f) for f in names}  # one student's folders share who they are
     for f in names:
         if names[f] in twice:
             names[f] = safe_name(f"{names[f]} ({', '.join(folders[f]['sids']) or f})")
+    names = distinct(names, who, {f: min(g for g in names if who[g] == who[f]) for f in names})
     return {f: (n, folders[f]["created"]) for f, n in names.items()}
+
+
+def distinct(names: dict, who: dict, tags: dict) -> dict:
+    """`names` (key -> a row's name) with no name left to two students: a name told apart by an id can still be a
+    name another student typed (red team 8: two Bob Smiths became "Bob Smith (1)" and "Bob Smith (2)", and a third
+    student named "Bob Smith (2)" had his later submission graded as the second Bob's, whose own was not graded).
+    While students (`who`: keys of one student share it) share a name, each of them is told apart once more by its
+    `tag` (one per student, never two students'), so that equal rows are never two people.  Each round lengthens every
+    name it changes, and a name met again needs a student who typed it: at most one round per student."""
+    names = dict(names)
+    for _ in range(len(names) + 1):
+        holders: dict[str, set] = {}
+        for k, n in names.items():
+            holders.setdefault(n, set()).add(who[k])
+        shared = {n for n, h in holders.items() if len(h) > 1}
+        if not shared:
+            return names
+        for k in names:
+            if names[k] in shared:
+                names[k] = safe_name(f"{names[k]} ({tags[k]})")
+    raise AssertionError("names still shared after a round per student")  # unreachable: tags are one per student
 
 
 def classroom_prefix(root_name: str, folders: list[str], repositories: bool) -> str:
@@ -252,4 +300,10 @@ def told_apart(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
     ids: dict[str, set[str]] = {}
     for name, uid in pairs:
         ids.setdefault(name, set()).add(uid)
-    return {(name, uid): name if len(ids[name]) == 1 else f"{name} ({uid})" for name, uid in pairs}
+    told = {(name, uid): name if len(ids[name]) == 1 else safe_name(f"{name} ({uid})") for name, uid in pairs}
+    # a name another student typed ("Bob Smith (43)" beside two Bob Smiths) is told apart again (distinct); a
+    # student's tag is their id, numbered where one id came with two names (never two students' tag)
+    keys = sorted(told)
+    uses = Counter(uid for _, uid in keys)
+    tags = {k: k[1] if uses[k[1]] == 1 else f"{k[1]}-{keys.index(k)}" for k in keys}
+    return distinct(told, {k: k for k in told}, tags)

@@ -203,6 +203,9 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     folders = [p for p in entries if p.is_dir() and p not in links]
     flat = [p for p in entries if p.is_file() and p not in links]
     odd = [p.name for p in entries if not p.is_dir() and not p.is_file() and p not in links]
+    twofold = [p for p in folders if exports.moodle_ambiguous(p.name)] + [  # could be two students': nobody's
+        p for p in flat if exports.ambiguous(p.name)]
+    folders, flat = [p for p in folders if p not in twofold], [p for p in flat if p not in twofold]
     target_file = Path(Target.parse(target).where).name
     if not folders and pattern is None and _one_student(flat, target_file, defines):
         return Found(root, "one", [Submission(exports.safe_name(root.name), folder=root)], [])
@@ -212,7 +215,9 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     flat = [p for p in flat if p.name not in metadata]
     named, unnamed = _flat_names(flat, pattern, Path(target_file).stem)
     not_graded = [NotGraded(n, "neither a regular file nor a folder", False) for n in odd] + [
-        NotGraded(p.name, link_reason(p, root), True) for p in links]
+        NotGraded(p.name, link_reason(p, root), True) for p in links] + [
+        NotGraded(p.name, f"its name reads as more than one student's ({exports.ambiguous(p.name)}'s ids twice)", True)
+        for p in twofold]
     students: dict[str, list[tuple[Path, exports.Named]]] = {}
     names = exports.told_apart([(exports.safe_name(v.student), v.uid) for v in named.values()])
     for p in flat:
@@ -246,6 +251,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
                     f"({_some([p.name for p in links])})")
     if odd:
         left.append(f"{len(odd)} entries that are neither regular files nor folders ({_some(odd)})")
+    if twofold:
+        left.append(f"{len(twofold)} whose name reads as more than one student's ({_some([p.name for p in twofold])})")
     layout = "mixed" if folders and len(subs) > len(taken) else "folders" if folders else "files"
     if not subs:
         return Found(root, "none", [], left or ["the folder is empty"], pattern.pattern if pattern else "",

@@ -8,7 +8,7 @@ needs no namespace and no capability, only no_new_privs, and Docker's default pr
 process restricts itself to a list of paths, for good, and every process it starts inherits the restriction.
 
 The rules (`rules`, computed by the trusted side, `harness.sandbox.policy`) are plain data: (right, path) pairs.
-    list    : list a folder's names (and of every folder below it), read no file      (the checkout's root)
+    list    : list a folder's names (and of every folder below it), read no file      (harness/, our own code's root)
     read    : read files and list folders below it                                     (harness/child, site-packages)
     exec    : read, and run programs below it                                          (the interpreter, /usr)
     device  : read and write an existing file, make nothing                            (/dev/null, /dev/urandom)

@@ -23,7 +23,8 @@ What it is: uid = gid = 61000 + slot when the grader is root (never 0; one per c
 Without a mount namespace (a container that allows none): the same lists, as Landlock rules (`landlock_rules`,
   applied by `harness.sandbox.confine` where the kernel has Landlock, on top of the namespaces too): read the
   interpreter, site-packages, harness's child/wire/sandbox, the /etc, /sys and /dev entries above and /proc/self;
-  list (names only) the checkout's root; write only the scratch; nothing else of the host, whatever its permissions.
+  list (names only) harness/, never a checkout's root; write only the scratch; nothing else of the host, whatever
+  its permissions.
 Its environment: only `base_env` below plus INHERITED_ENV; nothing else of the grader's (tokens, paths) reaches it.
 """
 from __future__ import annotations
@@ -198,7 +199,9 @@ def _landlock_static(prefixes: tuple[str, ...], readable: tuple[str, ...], own_c
     wanted = [("exec", os.path.realpath(p)) for p in (*prefixes, *SYSTEM_PATHS) if os.path.lexists(p)]
     wanted += [("read", p) for p in _site_folders()]
     wanted += [("read", os.path.realpath(p)) for p in (*tool_paths(root, own_code), *readable)]
-    if not any(_covered(root, [p]) for _, p in wanted):  # a checkout: its folder listed, so imports find harness
+    if own_code and not any(_covered(root, [p]) for _, p in wanted):  # a checkout: its folder listed, so that our
+        # own code imports mutants and reference; a submission's child loads harness by its path (names.boot) and
+        # lists no more than harness/: a rule on the root lists every folder below it, an export kept in the clone
         wanted.append(("list", root))
     # torch reads /proc/cpuinfo as it starts a thread pool: refused, it printed an error shown as the student's output
     wanted += [("read", p) for p in (*ETC_FILES, *SYS_PATHS, "/proc/self", "/proc/cpuinfo") if os.path.lexists(p)]

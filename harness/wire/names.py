@@ -54,8 +54,15 @@ def trusted_path() -> None:
 
 
 def boot(statement: str) -> str:
-    """Defence 2: the `python -I -c` code of one of our interpreters: our root first, then `statement`."""
-    return f"import sys; sys.path.insert(0, {PACKAGES_ROOT!r}); {statement}"
+    """Defence 2: the `python -I -c` code of one of our interpreters: our root first, then `statement`.  `harness`
+    is loaded from its own folder by path, not found by listing the root: a child under Landlock, which may list
+    harness/ but not a checkout's root, starts so (a rule to list the root covered every folder below it, and a
+    submission listed an export kept in the clone, classmates' names and all: red team 8)."""
+    package = os.path.join(PACKAGES_ROOT, "harness")
+    return (f"import sys, importlib.util as _u; sys.path.insert(0, {PACKAGES_ROOT!r}); "
+            f"_s = _u.spec_from_file_location('harness', {os.path.join(package, '__init__.py')!r}, "
+            f"submodule_search_locations=[{package!r}]); _m = sys.modules['harness'] = _u.module_from_spec(_s); "
+            f"_s.loader.exec_module(_m); del _s, _m, _u; {statement}")
 
 
 def student_module(stem: str, path: str) -> str:

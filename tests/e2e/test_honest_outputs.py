@@ -279,3 +279,18 @@ def test_a_file_name_with_backticks_stays_one_code_span_in_the_summary():
                                                         html.escape("raise: `if d % h: raise ValueError(...)`",
                                                                     quote=False)]
     assert "<strong>c</strong>" not in page
+
+
+def test_a_name_with_blank_lines_stays_in_its_code_span_on_gradescope():
+    """A fix quotes a name of the student's module in a code span (the name meant, a misspelt one's neighbour), and
+    a module may be named with blank lines between Markdown: a blank line ended the span's paragraph, and red team 8's
+    bold "Score: 19/19, every check passed" and its table rendered on Gradescope's page.  Each line break of a code
+    span is shown as \\n: the failing test renders code and paragraphs only, the payload inside the code."""
+    run = run_cli(f"{ROOT / 'tests' / 'hostile' / 'markdown_name.py'}:MyAttn", "--format", "gradescope")
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    test = next(t for t in json.loads(run.stdout)["tests"] if t["name"].startswith("output-shape"))
+    page = rendered(test["output"])
+    assert "Fix: Use " in page and "\\n\\n**Score: 19/19, every check passed**" in page, page
+    assert set(MARKDOWN_TAGS.findall(page)) <= {"<code>", "</code>"}, page
+    code = " ".join(re.findall(r"<code>(.*?)</code>", page, re.S))
+    assert "**Score: 19/19, every check passed**" in html.unescape(code), page

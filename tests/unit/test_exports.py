@@ -252,3 +252,57 @@ def test_gradescope_names_equal_once_made_file_names_are_still_two_students():
     named = exports.gradescope(text)
     assert len({name for name, _ in named.values()}) == 4, named
     assert named["submission_1"][0] == "Bob Smith (7)" and named["submission_2"][0] == "Bob Smith (8)"
+
+
+def test_a_moodle_name_that_reads_as_a_classmates_is_nobodys(tmp_path):
+    """Moodle's full name is the student's to type, and so is the file name after the ids: red team 8 named itself
+    `Bob Smith_42_assignsubmission_file_`, so that its folder `Bob Smith_42_assignsubmission_file__44_assignsubmission
+    _file_` read as Bob's (id 42): its wrong layer was graded as Bob's, and Bob's own folder was listed as "an earlier
+    submission, not graded".  A name in which Moodle's `_ID_assignsubmission_PLUGIN_` occurs twice is nobody's: a row
+    of its own, not graded, for a person to look; Bob's folder is his."""
+    root = tmp_path / "moodle"
+    for folder, source in (("Bob Smith_42_assignsubmission_file_", CORRECT),
+                           ("Bob Smith_42_assignsubmission_file__44_assignsubmission_file_", BUGGY),
+                           ("Carol Wu_43_assignsubmission_file_", CORRECT)):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "attention.py").write_text(source.read_text())
+    (root / "Dan Li_45_assignsubmission_file_x_46_assignsubmission_file_attention.py").write_text(BUGGY.read_text())
+    found, subs = layout(root)
+    assert sorted(subs) == ["Bob Smith", "Carol Wu"]
+    assert subs["Bob Smith"].folder.name == "Bob Smith_42_assignsubmission_file_" and not subs["Bob Smith"].others
+    assert sorted((n.item, n.missing) for n in found.not_graded) == [
+        ("Bob Smith_42_assignsubmission_file__44_assignsubmission_file_", True),
+        ("Dan Li_45_assignsubmission_file_x_46_assignsubmission_file_attention.py", True)]
+    assert all("more than one student's" in n.reason for n in found.not_graded)
+
+
+def test_a_name_told_apart_by_an_id_is_never_a_name_a_classmate_typed():
+    """Two Bob Smiths are told apart by their ids, "Bob Smith (1)" and "Bob Smith (2)"; a third student who named
+    themself "Bob Smith (2)" had the second Bob's row (red team 8: his later submission graded as Bob's, Bob's own
+    "an earlier submission, not graded").  No row's name is left to two students, on Gradescope (sids) and on Moodle
+    or Canvas (platform ids); one student's several folders stay one student's."""
+    text = "".join(f"submission_{f}:\n  :submitters:\n  - :name: {name}\n    :sid: '{sid}'\n"
+                   for f, name, sid in ((1, "Bob Smith", 1), (2, "Bob Smith", 2), (3, "Bob Smith (2)", 3),
+                                        (4, "Ann Lee (9)", 9), (5, "Ann Lee (9)", 9)))
+    named = {f: n for f, (n, _) in exports.gradescope(text).items()}
+    assert len({named[f"submission_{f}"] for f in (1, 2, 3)}) == 3, named
+    assert named["submission_1"] == "Bob Smith (1)" and named["submission_4"] == named["submission_5"], named
+    told = exports.told_apart([("Bob Smith", "42"), ("Bob Smith", "43"), ("Bob Smith (43)", "44"), ("Ann", "7")])
+    assert len(set(told.values())) == 4 and told["Ann", "7"] == "Ann", told
+    assert told["Bob Smith", "42"] == "Bob Smith (42)", told
+
+
+def test_a_canvas_name_that_reads_as_a_classmates_is_nobodys(tmp_path):
+    """A Canvas name may hold "_", and where students may edit their names, a classmate's name and user id: red team
+    8's `bob_1002_99999_` made its file `bob_1002_99999_1003_6001_attention.py` read as Bob's (user 1002), and Bob,
+    with two classes to choose from, got 0 and a row for review.  A file whose name after Canvas's first ids starts with
+    another pair of ids is nobody's: its own row, not graded, for a person to look; Bob's file is his alone."""
+    root = tmp_path / "canvas"
+    root.mkdir()
+    for name, source in (("bob_1002_5001_attention.py", CORRECT), ("carol_1004_5003_attention.py", CORRECT),
+                         ("bob_1002_99999_1003_6001_attention.py", BUGGY)):
+        (root / name).write_text(source.read_text())
+    found, subs = layout(root, None)
+    assert sorted(subs) == ["bob", "carol"] and [p.name for p in subs["bob"].files] == ["bob_1002_5001_attention.py"]
+    assert [(n.item, n.missing) for n in found.not_graded] == [("bob_1002_99999_1003_6001_attention.py", True)]
+    assert "more than one student's (Canvas's ids twice)" in found.not_graded[0].reason

@@ -71,8 +71,10 @@ def test_a_link_into_a_folder_that_hides_is_no_rule(tmp_path):
 def test_a_submissions_rules_reach_no_layer_of_ours():
     """What a submission's child may read: the interpreter, site-packages and harness's child, wire and sandbox;
     never reference/, mutants/, checks/, tests/ (the zoo of correct layers) or the trusted parts of harness, even
-    with the checkout's root on sys.path (an editable install), whose names alone it may list.  Our own code (a
-    mutant under test) reads reference/ and mutants/ too.  It writes only its scratch."""
+    with the checkout's root on sys.path (an editable install), which it may not even list: a rule to list the root
+    covers every folder below it, an export kept in the clone included (red team 8; the child loads harness by its
+    path, harness.wire.names.boot).  Our own code (a mutant under test) lists the root and reads reference/ and
+    mutants/ too.  It writes only its scratch."""
     scratch = "/tmp/mha-check-landlock-unit/scratch"
     rules = make_policy(scratch, 0).landlock
     host = [r for r in rules if r[0] not in policy.VIEW_OWN]  # the view's own mounts: given only inside a mount
@@ -83,11 +85,12 @@ def test_a_submissions_rules_reach_no_layer_of_ours():
     for path in ("harness/__init__.py", "harness/child/worker.py", "harness/wire/messages.py",
                  "harness/sandbox/confine.py"):
         assert _covers(rules, str(ROOT / path), ("read",)), path
-    assert ("list", str(ROOT)) in rules
+    assert not _covers(rules, str(ROOT / "submissions" / "alice"), ("list", "read", "exec")), "the checkout listed"
     assert [p for r, p in rules if r == "write"] == [scratch]
     assert _covers(rules, os.path.realpath(os.__file__)) and _covers(rules, "/proc/self/status")
     own = make_policy(scratch, 0, own_code=True).landlock
     assert _covers(own, str(ROOT / "reference" / "causal_mha.py")) and _covers(own, str(ROOT / "mutants" / "x.py"))
+    assert ("list", str(ROOT)) in own
 
 
 def _restricted_child(rules, private_ok: bool, probes: dict) -> dict:

@@ -40,22 +40,24 @@ HERE = Path(__file__).resolve().parent / "walls"
 HOSTILE_CHILD = HERE / "hostile_child.py"
 SYSTEM_PYTHON = "/usr/bin/python3"  # readable by a slot uid (this machine's own Python lives below /root, 0700)
 
-WALLS = ["tool_package", "ours_by_path", "site_packages", "classmate", "output_folder", "host_files", "proc_parent",
-         "proc_mem", "rlimits", "capabilities", "no_new_privs", "identity", "network", "signals", "fork_bomb",
-         "user_namespace", "join_namespace", "new_session", "memory", "file_size", "devices", "inherited_fds",
-         "still_usable", "tmp_files", "memfd", "memfd_secret", "fallocate", "sysv_ipc", "socketpair", "posix_mq"]
+WALLS = ["tool_package", "ours_by_path", "checkout_tree", "site_packages", "classmate", "output_folder",
+         "host_files", "proc_parent", "proc_mem", "rlimits", "capabilities", "no_new_privs", "identity", "network",
+         "signals", "fork_bomb", "user_namespace", "join_namespace", "new_session", "memory", "file_size", "devices",
+         "inherited_fds", "still_usable", "tmp_files", "memfd", "memfd_secret", "fallocate", "sysv_ipc", "socketpair",
+         "posix_mq"]
 NO_NAMESPACE_GAPS = {
     "ours_by_path",  # mha-check's install is world-readable: reference/, mutants/, tests/zoo
     "host_files",  # world-readable host files are readable (the view is the host's, limited by permissions)
+    "checkout_tree",  # the checkout's folders are the host's, world-readable: tests/, an export kept beside them
     "proc_parent",  # the host /proc: every process and its command line is visible
     "proc_mem",  # /proc/PID/mem of other processes of the same uid (the sentinel) opens
     "signals",  # processes of the same uid (the sentinel) can be killed
     "tmp_files",  # /tmp is the host's (the child writes only where its uid may), with no count of its own
 }
-LANDLOCK_CLOSES = {"ours_by_path", "host_files", "proc_parent", "proc_mem", "tmp_files"}  # of those gaps, where
-# the kernel has Landlock (the record says so): the child reads only the policy's paths and writes only its scratch;
-# with Landlock's ABI 6 "signals" too (scoped to its own processes).  "network" is no gap anywhere: seccomp refuses
-# socket() (no UDP, no unix socket, no TCP), the channel to mha-check being inherited
+LANDLOCK_CLOSES = {"ours_by_path", "checkout_tree", "host_files", "proc_parent", "proc_mem", "tmp_files"}
+# of those gaps, where the kernel has Landlock (the record says so): the child reads only the policy's paths and writes
+# only its scratch; with Landlock's ABI 6 "signals" too (scoped to its own processes).  "network" is no gap anywhere:
+# seccomp refuses socket() (no UDP, no unix socket, no TCP), the channel to mha-check being inherited
 BWRAP_GAPS = {"tmp_files"}  # bwrap's --tmpfs takes a size, not nr_inodes: the private /tmp is bounded in bytes only
 
 if os.geteuid() != 0:
@@ -255,6 +257,9 @@ class World:
                 self.tool / "warmup" / "rehearsal.py"]  # the warm-up layer: a token from right
         return {"tool_dir": str(self.tool / "child"), "tool_module": str(self.tool / "child" / "worker.py"),
                 "ours": [str(p) for p in ours],
+                "checkout": str(ROOT), "checkout_folders": [str(ROOT / n) for n in ("tests", "reference", "mutants")],
+                "checkout_bound": sorted({Path(m.dest).relative_to(ROOT).parts[0] for m in policy.view
+                                          if Path(m.dest).is_relative_to(ROOT) and Path(m.dest) != ROOT}),
                 "site_packages": self.site, "site_module": self.site_module, "classmate_dir": self.classmate.path,
                 "output_dir": str(self.output), "host_secret": str(self.secret), "parent_pid": os.getpid(),
                 "parent_marker": "pytest", "spawner_pid": child.spawner_pid, "sentinel_pid": self.sentinel.pid,

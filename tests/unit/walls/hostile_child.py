@@ -60,6 +60,20 @@ def wall_ours_by_path(ctx):
     return all(errors), dict(zip(ctx["ours"], errors))
 
 
+def wall_checkout_tree(ctx):
+    """The checkout mha-check runs from (an editable install, a clone) holds more than our worker: its tests, the
+    reference, and whatever the instructor keeps beside them (an export, a results folder).  Its names are not the
+    child's to list: red team 8 listed every folder below the checkout's root, a Landlock rule to list the root
+    covering them all.  The root shows at most harness/ (and
+    what a view binds there: a venv inside the checkout)."""
+    errors = [_try(lambda path=path: os.listdir(path)) for path in ctx["checkout_folders"]]
+    try:
+        shown = sorted(set(os.listdir(ctx["checkout"])) - {"harness", *ctx["checkout_bound"]})
+    except OSError:
+        shown = []
+    return all(errors) and not shown, {"errors": errors, "root_shows": shown[:10]}
+
+
 def wall_site_packages(ctx):
     visible = _try(lambda: os.listdir(ctx["site_packages"])) is None
     errors = [_try(lambda: _create(os.path.join(ctx["site_packages"], "zz_iso_planted.pth"), "import os\n")),
