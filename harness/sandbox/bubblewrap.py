@@ -25,7 +25,7 @@ import shutil
 import subprocess
 
 from harness.sandbox import seccomp
-from harness.sandbox.limits import MB
+from harness.sandbox.limits import MB, OOM_FIRST
 from harness.sandbox.policy import Policy
 
 _KEPT_BY_ROOT = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_DAC_OVERRIDE")
@@ -113,7 +113,8 @@ def command(policy: Policy, argv: list[str], variant: str | None = None) -> tupl
     if program:
         fds.append(_data_fd(program))
         args += ["--seccomp", str(fds[-1])]
-    inner = _limits(policy)
+    inner = _limits(policy) + (["choom", "-n", OOM_FIRST, "--"] if shutil.which("choom") else [])  # the
+    # out-of-memory killer's first choice, as confine.oom_first makes the other mechanisms' children
     if variant == "root":
         inner += ["setpriv", f"--reuid={policy.uid}", f"--regid={policy.gid}", "--clear-groups",
                   "--bounding-set=-all", "--inh-caps=-all"]

@@ -36,7 +36,7 @@ import time
 
 from harness.sandbox import landlock, seccomp
 from harness.sandbox import syscalls as linux
-from harness.sandbox.limits import MB
+from harness.sandbox.limits import MB, OOM_FIRST
 from harness.sandbox.policy import DEVICES, UID_BASE, Policy
 
 BASE = "/tmp"  # where the new root is assembled (a tmpfs mounted over it in our private mount namespace)
@@ -265,12 +265,27 @@ def _build_view(policy: Policy) -> None:
 
 # -- identity, limits, privileges ------------------------------------------------------------------------------------
 def apply_limits(policy: Policy) -> None:
-    """Hard == soft, so the child cannot raise them again (a limit already lower stays lower)."""
+    """Hard == soft, so the child cannot raise them again (a limit already lower stays lower); and the child is the
+    first the kernel's out-of-memory killer takes (`oom_first`)."""
     for name, value in policy.rlimits.items():
         which = getattr(resource, name)
         _, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (value, value))
+    oom_first()
+
+
+def oom_first() -> None:
+    """The child and every process it starts (the value is inherited) are the out-of-memory killer's first choice,
+    before the grader, its classmates' graders and the machine's own services.  Red team 8: on a machine with many
+    cores, 64 processes of up to 1 GB each could exhaust memory in the half second before the footprint watch
+    (harness.sandbox.footprint) stops them, and the kernel would then pick by size.  Raising one's own value needs no
+    privilege; lowering it again needs CAP_SYS_RESOURCE, which the child never has."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(OOM_FIRST)
+    except OSError:
+        pass  # no /proc (a view without it): the limits and the footprint watch still hold
 
 
 def _become_slot_user(policy: Policy) -> None:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 MEMORY_FLOOR_MB = 1024  # below this the child cannot even import torch: refused as a usage error, never blamed
 MB = 1 << 20
+OOM_FIRST = "1000"  # /proc/PID/oom_score_adj's highest value, the child's: the first the out-of-memory killer takes
 
 
 @functools.lru_cache(maxsize=1)  # an installation's libraries do not change while it runs: every Limits() asks

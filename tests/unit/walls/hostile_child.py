@@ -313,6 +313,21 @@ def wall_posix_mq(ctx):
     return False, "mq_open worked: a queue can outlive the child"
 
 
+def wall_oom_first(ctx):
+    """Red team 8: many processes of up to the memory limit each, on a machine with many cores, could exhaust its
+    memory before the footprint watch stops them; the kernel's out-of-memory killer must then take the child's
+    processes first (oom_score_adj 1000, inherited), and the child cannot lower that again."""
+    with open("/proc/self/oom_score_adj") as f:
+        value = f.read().strip()
+    lowered = _try(lambda: _write("/proc/self/oom_score_adj", "0")) is None
+    return value == "1000" and not lowered, {"oom_score_adj": value, "lowered": lowered}
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def wall_join_namespace(ctx):
     """setns() into the namespaces of any process whose /proc/PID/ns entry we can open (the grader's network
     namespace was once joinable)."""
