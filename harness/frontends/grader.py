@@ -242,6 +242,8 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
                     "isolation": ("; ".join(report.isolation.short_of_policy) or "full") if report.isolation else "",
                     # what of the confinement policy was missing
                     "seconds": round(seconds, 2),
+                    "review_reason": "; ".join(report.adapter.review),  # why a person should look beyond the
+                    # checks' own cannot-tell (a class named otherwise, a file chosen among several), for the class view
                     **{c.id: c.status for c in report.checks}}}
 
 

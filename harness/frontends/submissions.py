@@ -351,6 +351,7 @@ def summary_rows(found: Found, rows: list[dict], shown: Callable[[NotGraded], bo
     for row in rows:
         row["other_attempts"] = others.get(row["submission"], "")
         row["not_graded"] = ""  # the same columns in every summary, whatever the export held
+        row["review_reason"] = row.pop("review_reason", "")  # last: why a person should look, where no check says it
     return rows + [{"submission": n.item, "target": "", "passed": "", "needs_review": n.missing,
                     "not_graded": n.reason} for n in found.not_graded if shown(n)]
 

@@ -32,7 +32,8 @@ VERDICT_WORDS = {"pass": "pass every check", "fail": "a bug found (a check fails
                  "not_graded": "not graded: a student's file or folder with no row of its own (the reason below)"}
 COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a"}
 ROW_KEYS = ("submission", "target", "passed", "needs_review", "score", "max_score", "pass", "fail", "cannot_tell",
-            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "other_attempts", "not_graded")
+            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "other_attempts", "not_graded",
+            "review_reason")
 SCORE_BINS = 11  # 0-9 %, 10-19 %, ..., 90-99 %, and 100 % alone: full marks are a bar of their own
 
 
@@ -153,6 +154,8 @@ def _why(row: dict, statuses: dict[str, str]) -> str:
         parts.append("cannot tell: " + ", ".join(undecided))
     if row.get("process"):
         parts.append(f"the run: {row['process']}")
+    if row.get("review_reason"):  # instructor trial 9: "its notes say why" for a class named otherwise, no note said
+        parts.append(str(row["review_reason"]))
     if not parts and _truth(row.get("needs_review")):
         parts.append("marked for review in its report: its notes say why (which file or class was checked, files "
                      "left out such as compiled code)")  # a student trial: a .pyc left out read as a choice of file

@@ -283,6 +283,12 @@ def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour:
     if view.needs_review:
         lines = view.follows + view.correctness + view.rules + view.instructor
         undecided = any(line.status == Status.CANNOT_TELL for line in lines)
-        out += wrap("some claims could not be decided: a person should look at this report" if undecided else
-                    "marked for review: a person should look at this report (the notes above say why)", "  ", "", cols)
+        if undecided:
+            out += wrap("some claims could not be decided: a person should look at this report", "  ", "", cols)
+        elif not view.review:
+            out += wrap("marked for review: a person should look at this report (the notes above say why)", "  ", "",
+                        cols)
+        for reason in view.review:  # a reason no note above says (instructor trial 9: a class named otherwise got
+            # "the notes above say why" with no note above)
+            out += wrap(f"marked for review, a person should look at this report: {reason}", "  ", "", cols)
     return "\n".join(out)

@@ -89,6 +89,7 @@ class ReportView:
     isolation: str = ""  # "isolation: ..." (what confined the child), "" when nothing ran the code
     isolation_weak: bool = True  # less than the full policy confined it (or the report does not say): worth showing
     instructor: list[CheckLine] = field(default_factory=list)  # the instructor's own tests (--tests), after the rules
+    review: list[str] = field(default_factory=list)  # why a person should look, where the notes do not say it
 
     @property
     def lines(self) -> list[CheckLine]:
@@ -355,4 +356,5 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
                       summary, notes, report.needs_review, isolation,
                       not (report.isolation and report.isolation.full_policy),
-                      [ln for ln in lines if ln.kind == "instructor"])
+                      [ln for ln in lines if ln.kind == "instructor"],
+                      [clean(r) for r in report.adapter.review if clean(r) not in notes])

@@ -552,3 +552,23 @@ def test_a_report_that_cannot_be_written_costs_its_class_no_class_view(tmp_path)
     page = (out / "class-report.html").read_text()
     assert 'href="./bob.json"' in page and 'href="./ada.json"' not in page and "<td>ada</td>" in page
     assert "class view:" in run.stdout
+
+
+def test_a_class_named_otherwise_says_in_its_report_and_the_class_view_why_a_person_should_look(tmp_path):
+    """Instructor trial 9: a Canvas student who named the lesson's class MultiHeadAttention where the rubric asks
+    for CausalMHA got 0 and needs_review, and the text report ended "marked for review (the notes above say why)"
+    with no note above, the class view "its notes say why": nothing said why.  The reason is now in the report's
+    closing lines and in the class view's review table."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ZOO / "correct" / "book_style.py", subs / "patelriya_1016_5016_attention.py")
+    out = tmp_path / "out"
+    run = grade(str(subs), "--out", str(out), "--jobs", "1", "--format", "text",
+                "--target", "attention.py:CausalMHA")
+    assert run.returncode == 0, run.stderr[-2000:]
+    row = next(csv.DictReader(open(out / "summary.csv", encoding="utf-8")))
+    assert row["needs_review"] == "True" and row["construct"] == "fail", row
+    text = (out / "patelriya.txt").read_text(encoding="utf-8")
+    assert "no class of the name the batch asks for" in " ".join(text.split()), text
+    page = (out / "class-report.html").read_text(encoding="utf-8")
+    assert "no class of the name the batch asks for" in page and "its notes say why" not in page, page[-3000:]
