@@ -202,6 +202,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
         if unknown:
             print(f"mha-check grade: error: --only: {unknown}", file=sys.stderr)
             return 2
+        args.only = submissions.only_names(args.only, found)  # as the export spells them (an accent's Unicode form)
         todo = [s for s in todo if s.name in args.only]
         print(f"--only: {len(todo)} of them graded again, into the summary in {args.out}/ (only their reports "
               "replaced: the other students' rows and reports are kept)")

@@ -24,6 +24,7 @@ import difflib
 import errno
 import os
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,10 +357,24 @@ def summary_rows(found: Found, rows: list[dict], shown: Callable[[NotGraded], bo
                     "not_graded": n.reason} for n in found.not_graded if shown(n)]
 
 
+def _same_name(name: str) -> str:
+    """A name as compared: its Unicode composed form (NFC).  An export unpacked where file names are decomposed
+    (NFD) spells díazlucía with a combining accent, a keyboard with one letter é: the same student (instructor
+    trial 9: "no submission named 'díazlucía' (did you mean 'díazlucía'?)")."""
+    return unicodedata.normalize("NFC", name)
+
+
+def only_names(names: list[str], found: Found) -> list[str]:
+    """--only's names as the submissions spell them (the summary's rows and the reports use that spelling)."""
+    have = {_same_name(s.name): s.name for s in found.submissions}
+    return [have.get(_same_name(n), n) for n in dict.fromkeys(names)]
+
+
 def unknown_names(names: list[str], found: Found) -> str:
     """What is wrong with --only's names: those no submission has, each with the closest the export has, or ""."""
     have = [s.name for s in found.submissions]
-    wrong = [n for n in dict.fromkeys(names) if n not in have]
+    known = {_same_name(s) for s in have}
+    wrong = [n for n in dict.fromkeys(names) if _same_name(n) not in known]
     return "; ".join(f"no submission named {n!r} in {found.root}/" + (
         f" (did you mean {', '.join(repr(c) for c in close)}?)" if (close := difflib.get_close_matches(n, have))
         else "") for n in wrong)

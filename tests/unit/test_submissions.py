@@ -291,3 +291,18 @@ def test_links_among_the_submissions_get_no_row_and_say_where_they_lead(tmp_path
     assert "leads to a place outside the export" in reasons["fay"] and "nothing (a broken link)" in reasons["ivy"]
     assert "leads to bob's submission" in reasons["jo_attention.py"]
     assert "4 symbolic links, not followed (alice, fay, ivy, ...)" in found.describe()
+
+
+def test_only_finds_an_accented_name_whichever_unicode_form_the_export_and_the_shell_spell_it_in(tmp_path):
+    """Instructor trial 9: a Canvas export unpacked where file names are decomposed (NFD: macOS's older file
+    systems, some unzip tools) names díazlucía with a combining accent; `--only díazlucía` typed on a keyboard
+    (NFC) was "no submission named 'díazlucía' (did you mean 'díazlucía'?)": the same name, refused."""
+    import unicodedata
+    from harness.frontends.submissions import only_names, unknown_names
+    (tmp_path / unicodedata.normalize("NFD", "díazlucía_1004_5004_attention.py")).write_text("# a\n")
+    (tmp_path / "brownbob_1002_5002_attention.py").write_text("# b\n")
+    found = find(tmp_path, None)
+    typed = [unicodedata.normalize("NFC", "díazlucía"), "brownbob"]
+    assert unknown_names(typed, found) == ""
+    assert only_names(typed, found) == [unicodedata.normalize("NFD", "díazlucía"), "brownbob"]  # as the rows spell it
+    assert "no submission named 'obrien'" in unknown_names(["obrien"], found)
