@@ -286,3 +286,20 @@ def test_an_output_that_moves_with_no_input_says_nothing_of_the_mask():
     outcome = _leak_verdict(SimpleNamespace(jac=_jacobian(hidden), no_graph=False), cfg)
     assert outcome.status == "fail" and "output position 1 does not depend on input position 0" in outcome.message
     assert _leak_verdict(SimpleNamespace(jac=None, no_graph=True), cfg).details["finding"] == "leak:no-gradient"
+
+
+def test_mask_fill_on_a_layer_random_in_eval_says_so_not_that_the_weights_could_not_be_set(tmp_path):
+    """Instructor trial 9: dropout hard-coded on (F.dropout(w, 0.1, training=True)) and a -inf fill: mask-fill said
+    it "could not tell which of your parameters are W_q, W_k, W_v and W_o" while the same report matched them and
+    named dropout-in-eval as the root cause, and the row went to a person for that.  The layer answers differently
+    twice on one input, so no fill can be told from noise: mask-fill is not judged (skip, eval-determinism's to say),
+    never a claim about the weights."""
+    src = (ROOT / "reference" / "causal_mha.py").read_text()
+    old = "w = self.dropout(w)"
+    assert old in src
+    path = tmp_path / "noisy.py"
+    path.write_text(src.replace(old, "w = torch.nn.functional.dropout(w, 0.1, training=True)"))
+    result = run(f"{path}:CausalMHA", ["mask-fill"])["mask-fill"]
+    assert result.status == "skip", (result.status, result.message)
+    assert "could not tell which of your parameters" not in result.message
+    assert "eval-determinism" in result.message, result.message
