@@ -303,3 +303,20 @@ def test_mask_fill_on_a_layer_random_in_eval_says_so_not_that_the_weights_could_
     assert result.status == "skip", (result.status, result.message)
     assert "could not tell which of your parameters" not in result.message
     assert "eval-determinism" in result.message, result.message
+
+
+def test_contiguity_fails_only_on_outputs_that_strides_change_every_time_not_on_one_odd_call(tmp_path):
+    """Instructor trial 9: a layer with dropout always on (p = 0.1) failed contiguity ("the output changes when the
+    same input is given with non-contiguous strides") under one seed and passed under another, a point of the
+    grade drawn at random: a contiguous call that happened to drop nothing twice, between them one that dropped
+    something, read as the strides' doing.  Here the first call on a non-contiguous input differs and no later one:
+    that is an output that moves from call to call (eval-determinism's), not evidence about strides."""
+    src = (ROOT / "reference" / "causal_mha.py").read_text()
+    old = "    def forward(self, x):\n"
+    assert old in src
+    path = tmp_path / "odd_call.py"
+    path.write_text(src.replace(old, old + "        if not x.is_contiguous() and not getattr(self, '_seen', False):\n"
+                                      "            self._seen = True\n"
+                                      "            return self.forward(x.contiguous()) + 1.0\n", 1))
+    result = run(f"{path}:CausalMHA", ["contiguity"])["contiguity"]
+    assert result.status != "fail", result.message
