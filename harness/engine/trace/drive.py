@@ -116,12 +116,10 @@ def withhold_under_a_guessed_call(ctx, result: TraceResult) -> None:
     evidence; the trace and the report never disagree).  A forward that raised whichever way it was called keeps
     its marks, except that no mask hides the future where it takes one and the guess passed none (uvadlc's tutorial
     layer, whose merge raises, was told no-mask: it masks with the mask it is given)."""
-    proof = getattr(ctx, "_mapping", None)
-    if proof is None or (proof.style is not None and not proof.raised) or not result.mistakes:
-        return
-    guessed = [m for m in result.mistakes if not proof.raised or (m["id"] in MASK_ABSENT and result.call_ways > 1)]
+    guessed = guessed_marks(ctx, result)
     if not guessed:
         return
+    proof = ctx._mapping
     seen = ", ".join(dict.fromkeys(m.get("mutant") or m["id"] for m in guessed))
     why = "your forward raised whichever way mha-check called it, so it" if proof.raised else "mha-check"
     result.notes.append(f"{why} could not tell how to call your forward (see `mha-check {result.target}`): "
@@ -131,6 +129,16 @@ def withhold_under_a_guessed_call(ctx, result: TraceResult) -> None:
     for step in result.steps:
         if step.mistake in guessed:
             step.mistake = None
+
+
+def guessed_marks(ctx, result: TraceResult) -> list[dict]:
+    """The marks of `result` that `withhold_under_a_guessed_call` withholds (what a guessed call shows), without
+    changing `result`: the diagnosis leaves them out too, so the report never points at a mark the trace does not
+    make (rela-transformer's ReLA: "trace marks the step that looks wrong (line 108)", the trace none)."""
+    proof = getattr(ctx, "_mapping", None)
+    if proof is None or (proof.style is not None and not proof.raised) or not result.mistakes:
+        return []
+    return [m for m in result.mistakes if not proof.raised or (m["id"] in MASK_ABSENT and result.call_ways > 1)]
 
 
 def _refused(ctx, cfg: Config, e: TargetFailure) -> dict | None:
