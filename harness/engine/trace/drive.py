@@ -327,10 +327,11 @@ def _grouped(ctx, cfg: Config) -> Config:
     return dataclasses.replace(cfg, heads=heads, kv_heads=kv if kv and heads % kv == 0 and kv < heads else 2)
 
 
-def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[int | None, str]:
-    """The module's own parameter count when built with width d and `heads` heads, and a note."""
+def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[int | None, str, int | None]:
+    """The module's own parameter count when built with width d and `heads` heads, a note, and the size of its
+    bias vectors (its 1-D parameters named `bias`, `*_bias`: what the trace's arithmetic may call Q/K/V biases)."""
     if d % heads:
-        return None, ""
+        return None, "", None
     note = ""
     if qkv_bias and "qkv_bias" not in ctx.signature.accepts and not ctx.signature.config_param:
         note = "your constructor has no Q/K/V bias parameter: counted as it builds"
@@ -341,7 +342,9 @@ def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[i
         frozen = frozen_constants(built.info)  # as param-count: a constant kept as a frozen parameter
         constants = (f"not counted: {', '.join(name for name, _ in frozen)} (requires_grad=False, a constant of the "
                      "layer, not a weight it learns)") if frozen else ""
+        biases = sum(p.shape[0] for p in built.info.params
+                     if len(p.shape) == 1 and p.name.rsplit(".", 1)[-1].endswith("bias"))
         return (built.info.param_count - held - sum(size for _, size in frozen),
-                "; ".join(filter(None, (note, said.removeprefix("; "), constants))))
+                "; ".join(filter(None, (note, said.removeprefix("; "), constants))), biases)
     except (TargetFailure, CannotDrive) as e:
-        return None, f"building it with d={d}, H={heads} raised {e.message}"
+        return None, f"building it with d={d}, H={heads} raised {e.message}", None
