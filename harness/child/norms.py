@@ -26,6 +26,9 @@ PROBE_SIZE = 100.0  # the probe's tokens are this large, so that a norm's eps (u
 # the variance) moves nothing measurable, even over two features
 PROBE_SCALE = 3.0  # a normalisation gives the same output for a token and for the token times this
 PROBE_TOLERANCE = 1e-4  # relative to the output's largest value
+ORDINARY_TOLERANCE = 1e-2  # the same scale test on tokens of ordinary size (each token's features of mean 0 and
+# standard deviation 1): a norm's eps moves its output by about eps there (1e-5 for torch's), while a gate of the
+# input (sigmoid(x * w), rela's GatedRMSNorm), saturated on the large probe, moves it by tenths
 
 
 @dataclass
@@ -90,8 +93,29 @@ def _acts_as_norm(sub: nn.Module, width: int) -> bool:
     if not all(isinstance(y, torch.Tensor) and tuple(y.shape) == (2, 3, width) for y in (whole, scaled, alone)):
         return False
     scale = max(float(whole.abs().max()), math.ulp(1.0))
-    return bool(torch.all(torch.isfinite(whole))) and float((whole - alone).abs().max()) <= PROBE_TOLERANCE * scale \
-        and float((whole - scaled).abs().max()) <= PROBE_TOLERANCE * scale
+    if not (bool(torch.all(torch.isfinite(whole))) and float((whole - alone).abs().max()) <= PROBE_TOLERANCE * scale
+            and float((whole - scaled).abs().max()) <= PROBE_TOLERANCE * scale):
+        return False
+    return _ignores_ordinary_scale(sub, probe / PROBE_SIZE, width, dtype)
+
+
+def _ignores_ordinary_scale(sub: nn.Module, probe: torch.Tensor, width: int, dtype: torch.dtype) -> bool:
+    """The scale test once more on tokens of ordinary size: the large probe saturates a gate of the input
+    (sigmoid(x * w) is 0 or 1 there), which then seemed to ignore the scale at some widths and not at others."""
+    if width < 2:
+        return True  # one feature cannot be standardised: the large probe alone decides
+    ordinary = probe.double()
+    ordinary = (ordinary - ordinary.mean(-1, keepdim=True)) / ordinary.std(-1, keepdim=True, unbiased=False)
+    ordinary = ordinary.to(dtype)
+    try:
+        with torch.no_grad():
+            once, thrice = sub(ordinary), sub(ordinary * PROBE_SCALE)
+    except Exception:  # noqa: BLE001 - ran on the large probe, not on this one: no norm
+        return False
+    if not all(isinstance(y, torch.Tensor) and tuple(y.shape) == (2, 3, width) for y in (once, thrice)):
+        return False
+    scale = max(float(once.abs().max()), math.ulp(1.0))
+    return float((once - thrice).abs().max()) <= ORDINARY_TOLERANCE * scale
 
 
 def _unchanged(x, *args, **kwargs):

@@ -25,6 +25,7 @@ import mutants
 from harness.engine import fitting, pairs, rewrite
 from harness.engine.compare import same
 from harness.engine.records import Diagnosis
+from harness.engine.trace.drive import guessed_marks
 from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.status import Status
 from reference import numpy_ref, variants
@@ -459,7 +460,10 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     except Exception:  # noqa: BLE001 - a trace is evidence when it works, never a reason to fail
         return [], False
     out = []
+    withheld = guessed_marks(ctx, result)  # what the trace itself withholds under a guessed call
     for m in result.mistakes:
+        if m in withheld:
+            continue
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
                     **dict(zip(("at", "code"), result.where(m))),
                     **{k: m[k] for k in ("title", "symptom", "confirmed_by", "remedy", "scores_code", "explains")

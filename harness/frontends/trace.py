@@ -38,13 +38,14 @@ def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d:
             result.notes[:0] = list(resolved.notes)
             out_proj = True if result.error else ctx.form.out_proj  # single head: one head, no W_o
             a_heads = a_heads if result.error or ctx.form.heads is None else ctx.form.heads
-            counted, note = (None, "") if result.error else count_parameters(ctx, a_d, a_heads, qkv_bias, n)
+            counted, note, biases = (None, "", None) if result.error else count_parameters(ctx, a_d, a_heads,
+                                                                                             qkv_bias, n)
         except (TargetFailure, CannotDrive, WorkerDied) as e:
             result = TraceResult(resolved.display, "", dict(WORKED), error=e.message)
-            counted, note, out_proj = None, "", True
+            counted, note, out_proj, biases = None, "", True, None
         finally:
             subject.close()
-    result.arithmetic = arithmetic(a_d, a_heads, n, batch, qkv_bias, counted, note, out_proj)
+    result.arithmetic = arithmetic(a_d, a_heads, n, batch, qkv_bias, counted, note, out_proj, biases)
     return result
 
 

@@ -175,9 +175,12 @@ def _arithmetic_text(a: dict, wide: bool = False) -> list[str]:
     if counted is not None:
         difference = counted - a["param_formula"]
         verdict = "matches the formula" if not difference else f"differs from the formula by {difference:+,}"
-        if difference == 3 * d and not a["qkv_bias"]:  # a student's trial read "+24" as a bug of their GPT-2 layer
+        biases = a.get("counted_biases")  # where known, the story is told only of a module that has the biases
+        # (rela's ReLA: +24 = its two gated norms, and it has no Q/K/V bias at all)
+        if difference == 3 * d and not a["qkv_bias"] and (biases is None or biases >= 3 * d):  # a student's trial
+            # read "+24" as a bug of their GPT-2 layer
             verdict += f" = 3·{d}, what Q/K/V biases add (--qkv-bias counts them)"
-        elif difference == -3 * d and a["qkv_bias"]:
+        elif difference == -3 * d and a["qkv_bias"] and (biases is None or biases < 3 * d):
             verdict += f" = -3·{d}, what Q/K/V biases add, counted here (a layer without them: drop --qkv-bias)"
         row("in your module", f"{counted:,} parameters when built with d={d}, H={H}: {verdict}")
     if a.get("counted_note"):

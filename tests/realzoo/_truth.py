@@ -2641,6 +2641,69 @@ def _(mod):
     return ok_line(*cmp(call, ref, 12)) + ("d_model=12 n_heads=3 dropout=0.1 (eval)",)
 
 
+@check("buildnanogpt_causal_self_attention_sdpa_config.py")
+def _(mod):
+    """Built from GPTConfig(block_size=10, n_head=3, n_embd=12): c_attn rows [W_q; W_k; W_v] with their biases, c_proj;
+    mha_forward exactly, no leak."""
+    m = randomize(mod.CausalSelfAttention(mod.GPTConfig(block_size=CTX, n_head=3, n_embd=12))).eval()
+    W, b = m.c_attn.weight, m.c_attn.bias
+    ref = lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], m.c_proj.weight, b[:12], b[12:24], b[24:], m.c_proj.bias)
+    return ok_line(*cmp(m, ref, 12)) + ("config object n_embd=12 n_head=3, SDPA is_causal=True",)
+
+
+def _gated_rms(x, w, g, eps=1e-8):
+    """x / max(rms(x), eps) * g * sigmoid(x * w), over the last axis (rela's GatedRMSNorm, written out)."""
+    rms = (x.pow(2).sum(-1, keepdim=True) / x.shape[-1]).sqrt().clamp(min=eps)
+    return x / rms * g * torch.sigmoid(x * w)
+
+
+@check("lucidrains_rela_relu_attention_gated_rmsnorm.py")
+def _(mod):
+    """ReLA(dim=12, heads=3, dim_head=4): exactly an independent relu-attention formula (gated RMS norm on the input,
+    relu(q k^T / 2) with the future zeroed, gated RMS norm per head, to_out), no leak; the lesson's softmax layer on
+    the same normed input and projections differs by O(1)."""
+    m = randomize(mod.ReLA(dim=12, heads=3, dim_head=4)).eval()
+    Wq, Wk, Wv = m.to_qkv.weight[:12], m.to_qkv.weight[12:24], m.to_qkv.weight[24:]
+    out = m.to_out[0]
+
+    def relu_ref(x):
+        B, n, _ = x.shape
+        xn = _gated_rms(x, m.norm.w, m.norm.g)
+        split = lambda t: t.view(B, n, 3, 4).transpose(1, 2)
+        q, k, v = split(xn @ Wq.T), split(xn @ Wk.T), split(xn @ Wv.T)
+        s = torch.relu(q @ k.transpose(2, 3) / 2.0) * torch.ones(n, n).tril()
+        o = _gated_rms(s @ v, m.norm_values.w, m.norm_values.g)
+        return o.transpose(1, 2).reshape(B, n, 12) @ out.weight.T + out.bias
+
+    err, leak = cmp(m, relu_ref, 12)
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        lesson = mha_forward(_gated_rms(x, m.norm.w, m.norm.g), 3, Wq, Wk, Wv, out.weight, bo=out.bias)
+        off = (m(x) - lesson).abs().max().item()
+    good = err < TOL and leak < TOL and off > 1e-1
+    return good, (f"= relu attention with gated RMS norms ({err:.1e}), future-leak {leak:.1e}; the lesson's softmax "
+                  f"layer on the same normed input differs by {off:.2e}"), "dim=12 heads=3 dim_head=4"
+
+
+@check("lucidrains_feedback_attention_required_memory_tuple.py")
+def _(mod):
+    """Attention(dim=12, heads=3, dim_head=4) called as forward(x, None), n >= 2: mha_forward with to_q, the two row
+    blocks of to_kv and to_out (its bias), exactly, no leak; one token with no memory raises (nothing to attend
+    to), which the package never asks."""
+    m = randomize(mod.Attention(dim=12, heads=3, dim_head=4)).eval()
+    Wkv = m.to_kv.weight
+    ref = lambda x: mha_forward(x, 3, m.to_q.weight, Wkv[:12], Wkv[12:], m.to_out.weight, bo=m.to_out.bias)
+    err, leak = cmp(lambda x: m(x, None), ref, 12, shapes=[s for s in SHAPES if s[1] > 1])
+    try:
+        m(torch.randn(1, 1, 12), None)
+        one = "one token without memory ran"
+        raised = False
+    except Exception as e:  # noqa: BLE001
+        one, raised = f"one token without memory raises {type(e).__name__}", True
+    good, msg = ok_line(err, leak)
+    return good and raised, f"{msg} (n >= 2); {one}", "dim=12 heads=3 dim_head=4, memory=None"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -54,6 +54,24 @@ class GateNorm(nn.Module):
         return x * torch.sigmoid(self.w)
 
 
+class GatedRMSNorm(nn.Module):
+    """rela-transformer 0.0.7's (tests/realzoo/lucidrains_rela_relu_attention_gated_rmsnorm.py): an RMS norm times a
+    sigmoid gate of the input, sigmoid(x * w).  On large tokens the gate is 0 or 1 and the scale seems ignored; on
+    tokens of ordinary size it is not."""
+
+    def __init__(self, dim, eps=1e-8):
+        super().__init__()
+        self.scale = dim ** -0.5
+        self.eps = eps
+        self.w = nn.Parameter(torch.ones(dim))
+        self.g = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        norm = torch.norm(x, dim=-1, keepdim=True) * self.scale
+        normed_x = x / norm.clamp(min=self.eps) * self.g
+        return normed_x * (x * self.w).sigmoid()
+
+
 class Holder(nn.Module):
     def __init__(self, norm: nn.Module, d: int = 6):
         super().__init__()
@@ -82,6 +100,14 @@ def test_normalisations_of_torch_and_of_the_students_own_are_found_with_their_pa
 def test_what_mixes_tokens_keeps_their_scale_or_normalises_more_than_the_features_is_no_norm(norm):
     """Switched off, such a module could hide a leak (over the tokens) or a computation of the layer (a gate)."""
     assert norms.find(Holder(norm)) == []
+
+
+@pytest.mark.parametrize("width", [2, 3, 4, 6, 12])
+def test_a_norm_gated_by_its_input_is_no_norm_at_any_width(width):
+    """The large probe saturates the gate, so it alone found rela's GatedRMSNorm a norm at some widths (4, 2) and not
+    at others (12, 6, 3): its parameters were left out of some counts of head-invariance only.  A probe of tokens of
+    ordinary size, scaled by 3, moves the gate."""
+    assert norms.find(Holder(GatedRMSNorm(width), d=width)) == []
 
 
 def test_the_probe_leaves_the_candidate_as_it_was():

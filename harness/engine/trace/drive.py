@@ -116,12 +116,10 @@ def withhold_under_a_guessed_call(ctx, result: TraceResult) -> None:
     evidence; the trace and the report never disagree).  A forward that raised whichever way it was called keeps
     its marks, except that no mask hides the future where it takes one and the guess passed none (uvadlc's tutorial
     layer, whose merge raises, was told no-mask: it masks with the mask it is given)."""
-    proof = getattr(ctx, "_mapping", None)
-    if proof is None or (proof.style is not None and not proof.raised) or not result.mistakes:
-        return
-    guessed = [m for m in result.mistakes if not proof.raised or (m["id"] in MASK_ABSENT and result.call_ways > 1)]
+    guessed = guessed_marks(ctx, result)
     if not guessed:
         return
+    proof = ctx._mapping
     seen = ", ".join(dict.fromkeys(m.get("mutant") or m["id"] for m in guessed))
     why = "your forward raised whichever way mha-check called it, so it" if proof.raised else "mha-check"
     result.notes.append(f"{why} could not tell how to call your forward (see `mha-check {result.target}`): "
@@ -131,6 +129,16 @@ def withhold_under_a_guessed_call(ctx, result: TraceResult) -> None:
     for step in result.steps:
         if step.mistake in guessed:
             step.mistake = None
+
+
+def guessed_marks(ctx, result: TraceResult) -> list[dict]:
+    """The marks of `result` that `withhold_under_a_guessed_call` withholds (what a guessed call shows), without
+    changing `result`: the diagnosis leaves them out too, so the report never points at a mark the trace does not
+    make (rela-transformer's ReLA: "trace marks the step that looks wrong (line 108)", the trace none)."""
+    proof = getattr(ctx, "_mapping", None)
+    if proof is None or (proof.style is not None and not proof.raised) or not result.mistakes:
+        return []
+    return [m for m in result.mistakes if not proof.raised or (m["id"] in MASK_ABSENT and result.call_ways > 1)]
 
 
 def _refused(ctx, cfg: Config, e: TargetFailure) -> dict | None:
@@ -319,10 +327,11 @@ def _grouped(ctx, cfg: Config) -> Config:
     return dataclasses.replace(cfg, heads=heads, kv_heads=kv if kv and heads % kv == 0 and kv < heads else 2)
 
 
-def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[int | None, str]:
-    """The module's own parameter count when built with width d and `heads` heads, and a note."""
+def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[int | None, str, int | None]:
+    """The module's own parameter count when built with width d and `heads` heads, a note, and the size of its
+    bias vectors (its 1-D parameters named `bias`, `*_bias`: what the trace's arithmetic may call Q/K/V biases)."""
     if d % heads:
-        return None, ""
+        return None, "", None
     note = ""
     if qkv_bias and "qkv_bias" not in ctx.signature.accepts and not ctx.signature.config_param:
         note = "your constructor has no Q/K/V bias parameter: counted as it builds"
@@ -333,7 +342,9 @@ def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[i
         frozen = frozen_constants(built.info)  # as param-count: a constant kept as a frozen parameter
         constants = (f"not counted: {', '.join(name for name, _ in frozen)} (requires_grad=False, a constant of the "
                      "layer, not a weight it learns)") if frozen else ""
+        biases = sum(p.shape[0] for p in built.info.params
+                     if len(p.shape) == 1 and p.name.rsplit(".", 1)[-1].endswith("bias"))
         return (built.info.param_count - held - sum(size for _, size in frozen),
-                "; ".join(filter(None, (note, said.removeprefix("; "), constants))))
+                "; ".join(filter(None, (note, said.removeprefix("; "), constants))), biases)
     except (TargetFailure, CannotDrive) as e:
-        return None, f"building it with d={d}, H={heads} raised {e.message}"
+        return None, f"building it with d={d}, H={heads} raised {e.message}", None

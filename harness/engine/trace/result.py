@@ -49,12 +49,14 @@ class TraceResult:
 
 
 def arithmetic(d: int, heads: int, n: int, batch: int = 1, qkv_bias: bool = False, counted: int | None = None,
-               counted_note: str = "", out_proj: bool = True) -> dict:
+               counted_note: str = "", out_proj: bool = True, counted_biases: int | None = None) -> dict:
     """The lesson's figures for width d (= d_in = d_out), `heads` heads, a batch of `batch` sequences of n tokens.
-    `out_proj=False`: the single-head form (harness.wire.form), whose count has no d² + d of an output projection."""
+    `out_proj=False`: the single-head form (harness.wire.form), whose count has no d² + d of an output projection.
+    `counted_biases`: the size of the built module's bias vectors, where it was built (None: not known)."""
     formula = param_count_formula(d, d, qkv_bias) - (0 if out_proj else d * d + d)
     entries = score_entries(heads, n, batch)
     return {"d": d, "heads": heads, "head_width": d // heads if heads else None, "divisible": d % heads == 0,
             "qkv_bias": qkv_bias, "param_formula": formula, "param_counted": counted, "counted_note": counted_note,
             "batch": batch, "n": n, "score_shape": [batch, heads, n, n], "score_entries": entries,
-            "score_bytes_float32": 4 * entries, **({} if out_proj else {"out_proj": False})}
+            "score_bytes_float32": 4 * entries, **({} if out_proj else {"out_proj": False}),
+            **({} if counted_biases is None else {"counted_biases": counted_biases})}
