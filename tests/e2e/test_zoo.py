@@ -296,14 +296,6 @@ def test_the_report_gives_the_marked_line_of_a_mistake_it_does_not_name(reports)
     assert "as tril where triu belongs would" in leak.message
 
 
-def test_a_lesson_rules_marked_line_is_not_where_to_look_for_the_math(reports):
-    """A student's trial: a rotary layer failing registered (its rotation table a plain attribute), with no known
-    mistake to name, was sent by the report to the line its trace marks, the output projection built without its
-    bias: a lesson rule the report lists apart, nothing to do with the math that failed."""
-    root = reports(target(ZOO / "buggy" / "rotary_complex_table_plain_attr.py")).diagnosis
-    assert root.mutant is None and "trace marks" not in root.message, root.message
-
-
 def test_a_mask_cached_in_forward_is_told_by_its_attribute_not_as_made_without_device(reports):
     """A student's trial: the mask made in forward with device=x.device, but kept in a plain attribute for the next
     calls; the report named mask-no-device ("made without device=") and its fix, which the student had applied."""

@@ -95,16 +95,18 @@ class Namer:
                        for a in self.ancestors(src) | {src} for t in self.ops[a]["in"])
 
     def _stretched_weight(self, info: dict) -> bool:
-        """A parameter given a batch axis for torch.bmm, by shape operations alone: `self.W_q.unsqueeze(0).expand(B,
-        -1, -1)` is W_q, and bmm with it projects (a student's trial, every product a bmm: the projections went
-        unnamed, so trace marked the scale and the output projection missing, while the report found both)."""
+        """A parameter (not a buffer) given a batch axis for torch.bmm, by shape operations alone:
+        `self.W_q.unsqueeze(0).expand(B, -1, -1)` is W_q, and bmm with it projects (a student's trial, every product
+        a bmm: the projections went unnamed, so trace marked the scale and the output projection missing, while the
+        report found both).  A mask buffer expanded for baddbmm is no weight."""
         seen = 0
         while info.get("src") is not None and seen < 8:
             op = self.ops[info["src"]]
             if op["op"] not in WEIGHT_RESHAPES or not op["in"]:
                 return False
             info, seen = op["in"][0], seen + 1
-        return seen > 0 and is_weight(info) and len(info.get("shape") or ()) == 2
+        return seen > 0 and is_weight(info) and len(info.get("shape") or ()) == 2 and \
+            (info.get("made") or {}).get("kind") == "parameter"  # (a mask buffer expanded for baddbmm is no weight)
 
     def label_of(self, info: dict) -> str:
         """The name of the step that made a tensor ("" for the input, a weight, or an unnamed step)."""
