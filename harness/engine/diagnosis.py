@@ -166,12 +166,22 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
                    "together, but one of them is the mirror image of a correct layer under another reading of your "
                    "parameters (W_q and W_k exchanged, say), which proves nothing, so neither is named; the failing "
                    "checks below describe what is wrong")
-    if marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look, and the line
+    math_marks = [k for k in marks if not _rule_mark(k, catalogue, kinds)]  # (a lesson rule's line, the output
+    # projection built without its bias, is no place to look for the math that failed: a student's trial, a rotary
+    # layer's tensor kept as a plain attribute, was sent to its `nn.Linear(dim, dim, bias=False)`)
+    if math_marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look, and the line
         # itself where it has one (a student's trial: the report said only "trace marks", while trace named a line)
-        lines = list(dict.fromkeys(k["at"] for k in marks if k.get("at")))
+        lines = list(dict.fromkeys(k["at"] for k in math_marks if k.get("at")))
         unnamed += "; mha-check trace marks the step that looks wrong" + (
             f" ({', '.join(lines[:3])})" if lines else "")
     return _no_evidence("" if only_rules else unnamed, report, marks)
+
+
+def _rule_mark(mark: dict, catalogue: dict, kinds: dict) -> bool:
+    """A trace mark of a catalogued mistake that only a lesson rule's check kills (the output projection without
+    its bias): the rules' section lists it, and it says nothing of where the math goes wrong."""
+    entry = catalogue.get(mark.get("mutant") or "")
+    return bool(entry and entry.get("killed_by")) and kinds.get(entry["killed_by"][0]) == "rule"
 
 
 NO_OUT_PROJ = "no-output-projection"

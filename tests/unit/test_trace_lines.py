@@ -50,6 +50,10 @@ TILED = "        k, v = k.repeat(1, self.n_rep, 1, 1), v.repeat(1, self.n_rep, 1
 INTERLEAVED = "        k, v = k.repeat_interleave(self.n_rep, dim=1), v.repeat_interleave(self.n_rep, dim=1)\n"
 EXPANDED = ("        k, v = (t[:, :, None].expand(B, self.n_kv_head, self.n_rep, T, self.hs)"
             ".reshape(B, self.n_head, T, self.hs) for t in (k, v))\n")
+EXPANDED_TILED = ("        k, v = (t[:, None].expand(B, self.n_rep, self.n_kv_head, T, self.hs)"
+                  ".reshape(B, self.n_head, T, self.hs) for t in (k, v))\n")
+UNSQUEEZED_TILED = ("        k = k.unsqueeze(1).expand(-1, self.n_rep, -1, -1, -1).reshape(B, -1, T, self.hs)\n"
+                    "        v = v.unsqueeze(1).expand(-1, self.n_rep, -1, -1, -1).reshape(B, -1, T, self.hs)\n")
 
 
 def _traced(tmp_path, source: str, heads: int = 4, kv: int = 2) -> TraceResult:
@@ -90,6 +94,16 @@ def test_key_value_heads_tiled_with_repeat_are_marked_at_the_repeat(tmp_path):
     result = _traced(tmp_path, HEAD + TILED + TAIL + "        return self.proj(out)\n")
     assert _lines(result) == [("kv-heads-tiled", "attn.py:22")] * 2  # the keys' and the values' repeat
     assert ".repeat_interleave(2, dim=1)" in result.mistakes[0]["text"]
+
+
+def test_key_value_heads_tiled_with_expand_are_marked_at_the_expand(tmp_path):
+    """expand on a new axis before the key/value heads, then a reshape merging the two: the tiling of .repeat (a
+    student's trial: the report named the mistake without a line, and the trace marked nothing)."""
+    result = _traced(tmp_path, HEAD + EXPANDED_TILED + TAIL + "        return self.proj(out)\n")
+    assert _lines(result) == [("kv-heads-tiled", "attn.py:22")] * 2
+    assert ".repeat_interleave(2, dim=1)" in result.mistakes[0]["text"]
+    result = _traced(tmp_path, HEAD + UNSQUEEZED_TILED + TAIL + "        return self.proj(out)\n")
+    assert _lines(result) == [("kv-heads-tiled", "attn.py:22"), ("kv-heads-tiled", "attn.py:23")]
 
 
 def test_key_value_heads_repeated_each_in_turn_are_not_marked(tmp_path):

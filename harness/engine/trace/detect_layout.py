@@ -321,6 +321,40 @@ def kv_heads_tiled(f: Findings) -> None:
                 f"head h meets key/value head h % {kv}, not its group's h // {heads // kv}; repeat each one with "
                 f".repeat_interleave({heads // kv}, dim={grown[0]})")},
                 keep_earlier=True)
+    for op in f.ops:  # the same tiling written with expand: a new axis of size 1 before the key/value heads' axis
+        axis = _expanded_before_kv(f, op, heads, kv)
+        if axis is not None:
+            f.mark(op["i"], {"id": "kv-heads-tiled", "text": (
+                f"expand stretches a new axis placed before the {kv} key/value heads, and the reshape that merges "
+                f"the two tiles them ([k0, k1, k0, k1]): query head h meets key/value head h % {kv}, not its "
+                f"group's h // {heads // kv}; put the new axis after the key/value heads (t[:, :, None].expand(B, "
+                f"{kv}, {heads // kv}, n, dh)) or use .repeat_interleave({heads // kv}, dim={axis})")},
+                keep_earlier=True)
+
+
+def _expanded_before_kv(f: Findings, op: dict, heads: int, kv: int) -> int | None:
+    """The axis of the key/value heads when `op` is an expand, of a tensor made from a projection, that stretches
+    one axis of size 1 to H / KV right before an axis of size KV, and a view/reshape then merges those two axes
+    into H: group-major, the tiling of `.repeat` (a student's trial: `t[:, None].expand(B, H // KV, KV, n, dh)
+    .reshape(B, H, n, dh)`); the right order stretches an axis after the key/value heads (`t[:, :, None]`)."""
+    if op["op"] != "expand" or op.get("raised") or not op["in"] or not f.namer.derives_from(op["in"][0],
+                                                                                              ("project",)):
+        return None
+    before, after = op["in"][0].get("shape") or [], (op.get("out") or {}).get("shape") or []
+    if len(before) != len(after) or len(before) < 3:
+        return None
+    grown = [a for a, (b, c) in enumerate(zip(before, after)) if b != c]
+    if len(grown) != 1 or before[grown[0]] != 1 or after[grown[0]] != heads // kv:
+        return None
+    a = grown[0]
+    if a + 1 >= len(after) or after[a + 1] != kv:
+        return None
+    merged = list(after[:a]) + [heads] + list(after[a + 2:])
+    for later in f.ops[op["i"] + 1:]:
+        if later["op"] in VIEWS and later["in"] and later["in"][0].get("src") == op["i"] and \
+                list((later.get("out") or {}).get("shape") or []) == merged:
+            return a
+    return None
 
 
 @detector("kv-features-repeated")

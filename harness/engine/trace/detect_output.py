@@ -66,11 +66,14 @@ def _unapplied(f: Findings) -> str | None:
 def out_proj_without_bias(f: Findings) -> None:
     """The output projection applied as a linear layer that adds no bias, where the proven reading of the parameters
     has no output bias (`f.cfg["roles"]`: W_o and no b_o) in a layer that is not grouped-query (whose projections
-    have no biases by design): the lesson's out_proj = nn.Linear(d_out, d_out) has one.  The line to change is the
-    one that built that projection (the child notes where the constructor made each parameter), not the call."""
+    have no biases by design), nor multi-query by its shapes alone (`shared_kv`: a student's trial, whose report
+    passed out-proj-bias as "does not apply" while trace marked it): the lesson's out_proj = nn.Linear(d_out, d_out)
+    has one.  The line to change is the one that built that projection (the child notes where the constructor made
+    each parameter), not the call."""
     roles = f.cfg.get("roles") or {}
     wo = _SLICE.sub("", roles.get("wo", "").strip())
-    if not wo or "bo" in roles or "+" in wo or f.cfg.get("kv_heads") or not f.cfg.get("out_proj", True):
+    if not wo or "bo" in roles or "+" in wo or f.cfg.get("kv_heads") or f.cfg.get("shared_kv") or \
+            not f.cfg.get("out_proj", True):
         return
     for op in f.ops:
         if f.namer.labels[op["i"]] != "output projection" or op["op"] != "linear" or len(op["in"]) != 2:

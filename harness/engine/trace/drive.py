@@ -87,6 +87,7 @@ def record(ctx, display: str = "") -> TraceResult:
     indivisible = _indivisible(ctx, cfg, x) if clean else None
     steps, found, notes = analyse(reply.ops, {**worked, "params": _parameter_names(inst), "plain": _plain(inst),
                                             "roles": _roles(ctx), **({"apart": apart} if apart else {}),
+                                            **({"shared_kv": True} if _shared_kv(inst) else {}),
                                             **({"long": long} if long else {}), **({"cache": cached} if cached else {}),
                                             **({"indivisible": indivisible} if indivisible else {}),
                                             "untouched": reply.untouched or [],
@@ -305,6 +306,13 @@ def _roles(ctx) -> dict[str, str]:
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return {}
     return dict(mapping.description) if mapping.certain else {}
+
+
+def _shared_kv(inst) -> bool:
+    """Whether a reading of the parameters has key/value projections narrower than the queries' (one key/value head
+    shared, a multi-query layer with no constructor parameter for it): out-proj-bias holds such a layer, as a grouped
+    one, to the Llama family's projections without biases, and the trace's out-proj-without-bias follows it."""
+    return any(getattr(layout, "kv_width", None) for layout in getattr(inst, "layouts", None) or ())
 
 
 def _plain(inst) -> list[str]:

@@ -41,6 +41,10 @@ RESHAPES = {  # the step a reshape from one of the lesson's shapes to another be
 }
 
 
+WEIGHT_RESHAPES = {"unsqueeze", "expand", "expand_as", "view", "reshape", "contiguous", "transpose", "t", "permute",
+                   "__getitem__"}  # a weight with a batch axis put in front, or turned: still the weight
+
+
 class Namer:
     """The lesson's name of every recorded operation (`run`), and the shape words (`sym`) and data flow
     (`ancestors`, `derives_from`) that both the names and the detectors are read from."""
@@ -82,13 +86,27 @@ class Namer:
         `self.W_o.T`, or a weight drawn in forward (`nn.Parameter(torch.randn(d, d))`, marked by detect_params).
         Multiplied with the data, it projects it (`ctx @ self.W_o.T` is the output projection, not a mixing of
         values)."""
-        if is_weight(info):
+        if is_weight(info) or self._stretched_weight(info):
             return True
         src = info.get("src")
         if src is None or len(info.get("shape") or ()) != 2:
             return False
         return not any(t.get("name") == "x" or t.get("src") is None and not t.get("name")
                        for a in self.ancestors(src) | {src} for t in self.ops[a]["in"])
+
+    def _stretched_weight(self, info: dict) -> bool:
+        """A parameter (not a buffer) given a batch axis for torch.bmm, by shape operations alone:
+        `self.W_q.unsqueeze(0).expand(B, -1, -1)` is W_q, and bmm with it projects (a student's trial, every product
+        a bmm: the projections went unnamed, so trace marked the scale and the output projection missing, while the
+        report found both).  A mask buffer expanded for baddbmm is no weight."""
+        seen = 0
+        while info.get("src") is not None and seen < 8:
+            op = self.ops[info["src"]]
+            if op["op"] not in WEIGHT_RESHAPES or not op["in"]:
+                return False
+            info, seen = op["in"][0], seen + 1
+        return seen > 0 and is_weight(info) and len(info.get("shape") or ()) == 2 and \
+            (info.get("made") or {}).get("kind") == "parameter"  # (a mask buffer expanded for baddbmm is no weight)
 
     def label_of(self, info: dict) -> str:
         """The name of the step that made a tensor ("" for the input, a weight, or an unnamed step)."""
