@@ -110,17 +110,17 @@ MASK_ABSENT = ("no-mask-applied", "sdpa-without-causal")  # marks that say no ma
 def withhold_under_a_guessed_call(ctx, result: TraceResult) -> None:
     """Where mha-check could not tell how to call the forward (no reading reproduced the module under any way of
     passing the mask, and leakage gave no evidence either: `Mapping.style` None, or the forward raised every way it
-    was called: `Mapping.raised`), the trace calls it the first way
-    tried, a guess, and what its marks see is what that guess does, not what the layer does: a sequence-first layer
-    with its own mask layout (labml) was marked no-mask and softmax-wrong-axis while the report, rightly, could not
-    tell.  The marks are then kept as a note, not named as mistakes (issue 28: never name a mistake without
-    evidence; the trace and the report never disagree).  A forward that raised whichever way it was called keeps
-    its marks, except that no mask hides the future where it takes one and the guess passed none (uvadlc's tutorial
-    layer, whose merge raises, was told no-mask: it masks with the mask it is given)."""
+    was called: `Mapping.raised`), the trace calls it the first way tried, a guess, and what its marks see is what
+    that guess does, not what the layer does: a sequence-first layer with its own mask layout (labml) was marked
+    no-mask and softmax-wrong-axis while the report, rightly, could not tell.  The marks are then kept as a note,
+    not named as mistakes (issue 28: never name a mistake without evidence; the trace and the report never
+    disagree).  A forward that raised whichever way it was called keeps its marks, except that no mask hides the
+    future where it takes one and the guess passed none (uvadlc's tutorial layer, whose merge raises, was told
+    no-mask: it masks with the mask it is given)."""
     guessed = guessed_marks(ctx, result)
     if not guessed:
         return
-    proof = ctx._mapping
+    proof = ctx.mapping  # proven already: guessed_marks found it
     seen = ", ".join(dict.fromkeys(m.get("mutant") or m["id"] for m in guessed))
     why = "your forward raised whichever way mha-check called it, so it" if proof.raised else "mha-check"
     result.notes.append(f"{why} could not tell how to call your forward (see `mha-check {result.target}`): "
