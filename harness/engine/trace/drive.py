@@ -120,7 +120,7 @@ def withhold_under_a_guessed_call(ctx, result: TraceResult) -> None:
     guessed = guessed_marks(ctx, result)
     if not guessed:
         return
-    proof = ctx.mapping  # proven already: guessed_marks found it
+    proof = ctx._mapping  # proven already (guessed_marks found it); Context.mapping would prove it again if not
     seen = ", ".join(dict.fromkeys(m.get("mutant") or m["id"] for m in guessed))
     why = "your forward raised whichever way mha-check called it, so it" if proof.raised else "mha-check"
     result.notes.append(f"{why} could not tell how to call your forward (see `mha-check {result.target}`): "
