@@ -17,7 +17,7 @@ import re
 from checks import cannot_tell, check, failed, passed
 from harness.wire import raised
 from harness.wire.config import Config
-from harness.wire.errors import PLATFORM_HELP, SIZE_HELP, CannotDrive, TargetFailure
+from harness.wire.errors import CannotDrive, TargetFailure, limit_help
 
 ARG = re.compile(r"--arg (?!NAME=)[\w.]+=[@\w.]+")  # a named one: the generic advice says NAME=VALUE
 COMPILED_FIX = ("Hand in the source (.py) of your code and of every module it imports: compiled files (.pyc, .so) "
@@ -91,10 +91,8 @@ def _build_required(ctx, loaded):
         try:
             ctx.built(cfg).info  # noqa: B018 - built now: a constructor that raises is judged here
         except CannotDrive as e:
-            if e.platform:
-                return cannot_tell(e.message, help=PLATFORM_HELP)
-            if e.too_large:
-                return cannot_tell(e.message, help=SIZE_HELP)
+            if limit_help(e) is not None:
+                return cannot_tell(e.message, help=limit_help(e))
             named = ARG.search(e.message)  # the option that helps, when the child found which (see construct.ours)
             return cannot_tell(f"mha-check could not call {loaded.name}(...): {e.message}",
                                help=named.group(0) if named else

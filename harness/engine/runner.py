@@ -20,7 +20,7 @@ from harness.engine.records import Adapter, Form, Isolation, ProcessEvent
 from harness.engine.report import CheckResult, Report
 from harness.sandbox.pool import ZygoteError, single_run
 from harness.sandbox.subject import Subject
-from harness.wire.errors import PLATFORM_HELP, CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
+from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied, limit_help
 from harness.wire.status import Status
 
 MAX_RESTARTS = 3
@@ -231,8 +231,8 @@ def _guarded(c: Check, ctx: Context, debug: bool) -> Outcome:
     except TargetFailure as e:
         return failed(f"your code raised {e.message}", finding=f"raised at {e.stage}")
     except CannotDrive as e:
-        if e.platform:
-            return cannot_tell(e.message, help=PLATFORM_HELP)
+        if limit_help(e) is not None:
+            return cannot_tell(e.message, help=limit_help(e))
         return cannot_tell(f"mha-check could not drive your module: {e.message}",
                            help="--arg NAME=VALUE for a constructor argument, or a factory function as the target")
     except HarnessFailure as e:

@@ -99,6 +99,24 @@ SIZE_HELP = ("nothing is wrong with a module this large, only with checking it: 
              "rather than one parameter each, lets mha-check read it")
 
 
+DTYPE_MARK = "a limit of mha-check's float64 comparison, not a mistake in your code: "  # see the child's float32 trial
+DTYPE_HELP = ("mha-check compares your layer with the reference in float64 (as torch.autograd.gradcheck does); a layer "
+              "that works only in float32 cannot be checked that way: make it work in any floating dtype, e.g. a fill "
+              "of float('-inf') or torch.finfo(scores.dtype).min rather than a value by dtype, and tensors made in "
+              "forward with dtype=x.dtype")
+
+
+def limit_help(e: "CannotDrive") -> str | None:
+    """The help for a limit of torch's or of mha-check's that a `CannotDrive` carries, or None for any other."""
+    if e.platform:
+        return PLATFORM_HELP
+    if e.too_large:
+        return SIZE_HELP
+    if e.message.startswith(DTYPE_MARK):
+        return DTYPE_HELP
+    return None
+
+
 class CannotDrive(Exception):
     """mha-check could not drive the module: a constructor argument it cannot bind, a forward that needs more than
     `x` and a mask, settings read from module-level globals, or a limit of torch where mha-check runs the code (no
