@@ -217,7 +217,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     named, unnamed = _flat_names(flat, pattern, Path(target_file).stem)
     not_graded = [NotGraded(n, "neither a regular file nor a folder", False) for n in odd] + [
         NotGraded(p.name, link_reason(p, root), True) for p in links] + [
-        NotGraded(p.name, f"its name reads as more than one student's ({exports.ambiguous(p.name)}'s ids twice)", True)
+        NotGraded(p.name, f"its name reads as more than one student's ({exports.ambiguous(p.name)}'s ids twice)" + (
+            f": {exports.canvas_ambiguity(p.name)}" if exports.ambiguous(p.name) == "Canvas" else ""), True)
         for p in twofold]
     students: dict[str, list[tuple[Path, exports.Named]]] = {}
     names = exports.told_apart([(exports.safe_name(v.student), v.uid) for v in named.values()])
