@@ -14,7 +14,7 @@ import pytest
 
 from harness.frontends import exports
 from harness.frontends.pick import spec_for
-from harness.frontends.submissions import find, kept_rows, unknown_names
+from harness.frontends.submissions import find, kept_rows, summary_rows, unknown_names
 
 EXPORTS = Path(__file__).parents[1] / "fixtures" / "exports"
 
@@ -344,3 +344,27 @@ def test_a_canvas_file_named_with_digits_says_how_it_reads_and_what_to_do(tmp_pa
     assert "smithalice_2003's (Canvas user 90004, attachment 2024), handed in as 01_attn.py" in reason, reason
     assert "user 2024" not in reason and "--only NAME" in reason, reason
     assert exports.canvas_ambiguous("bob_1002_099_1003_6001_attention.py")  # a first reading Canvas never wrote
+
+
+def test_the_summary_carries_the_platforms_id_for_each_student(tmp_path):
+    """Instructor trial 10: summary.csv had no column to match a row to the LMS's gradebook (Moodle's grading
+    worksheet matches "Participant 111", Canvas's gradebook its user id), and two Wei Zhangs were "Wei Zhang (111)" and
+    "Wei Zhang (112)" only because they clashed: a join by name needed hand work.  Each graded row says the
+    platform's id for its student (`student_id`), from the export's own names: the latest attempt's, in folders and
+    in flat files alike."""
+    moodle, canvas = tmp_path / "moodle", tmp_path / "canvas"
+    for root, names in ((moodle, ("Wei Zhang_111_assignsubmission_file_/attention.py",
+                                  "Wei Zhang_112_assignsubmission_file_/attention.py",
+                                  "Ann Lee_113_assignsubmission_onlinetext_/onlinetext.html",
+                                  "Ann Lee_113_assignsubmission_file_/attention.py")),
+                        (canvas, ("vargasluis_2001_90001_attention.py", "vargasluis_2001_90011_attention-1.py",
+                                  "whitejoe_LATE_2002_90003_attention.py"))):
+        for name in names:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(CORRECT.read_text())
+        found, subs = layout(root, "attention.py:MultiHeadAttention")
+        rows = summary_rows(found, [{"submission": s} for s in subs], lambda n: True)
+        ids = {r["submission"]: r["student_id"] for r in rows}
+        assert ids == ({"Wei Zhang (111)": "111", "Wei Zhang (112)": "112", "Ann Lee": "113"} if root == moodle else
+                       {"vargasluis": "2001", "whitejoe": "2002"}), ids
+        assert list(rows[0])[-4:] == ["student_id", "other_attempts", "not_graded", "review_reason"], list(rows[0])
