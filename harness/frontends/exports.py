@@ -107,7 +107,7 @@ def canvas_ambiguity(name: str) -> str:
     """How a Canvas name that reads as more than one student's reads, for the person who decides whose it is."""
     possible = [r for r in canvas_readings(name) if _canvas_id(r[1]) and _canvas_id(r[2])]
     ways = "; or ".join(f"{s}'s (Canvas user {u}, attachment {a}), handed in as {f}" for s, u, a, f in possible)
-    return (f"Canvas's ids can be read more than one way: {ways}. Look in Canvas whose file it is, put it under the "
+    return (f"{ways}. Look in Canvas whose file it is, put it under the "
             "name it was handed in as into a folder named after that student (as the summary names them), and "
             "grade them again with --only NAME")
 
