@@ -32,8 +32,8 @@ VERDICT_WORDS = {"pass": "pass every check", "fail": "a bug found (a check fails
                  "not_graded": "not graded: a student's file or folder with no row of its own (the reason below)"}
 COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a"}
 ROW_KEYS = ("submission", "target", "passed", "needs_review", "score", "max_score", "pass", "fail", "cannot_tell",
-            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "student_id", "other_attempts", "not_graded",
-            "review_reason")
+            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "student_id", "other_attempts",
+            "not_graded", "review_reason")
 SCORE_BINS = 11  # 0-9 %, 10-19 %, ..., 90-99 %, and 100 % alone: full marks are a bar of their own
 
 
