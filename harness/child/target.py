@@ -176,8 +176,9 @@ def _load_file(path: str):
         folder = os.path.dirname(os.path.abspath(path))
         there = sorted(f for f in os.listdir(folder) if f.lower().endswith((".py", ".ipynb"))) \
             if os.path.isdir(folder) else None
+        other = sorted(f for f in os.listdir(folder) if not f.startswith(".")) if os.path.isdir(folder) else []
         seen = "" if there is None else f" (that folder has {', '.join(there[:8])})" if there else \
-            " (that folder has no .py or .ipynb file)"
+            " (that folder has no .py or .ipynb file" + (f": it has {', '.join(other[:8])})" if other else ")")
         raise TargetError("import", f"no such file: {os.path.basename(path)}{seen}")  # its folder may be a copy
     if path.lower().endswith(".ipynb"):  # what platforms export: Lab.IPYNB, ATTENTION.PY
         return _load_notebook(path)
