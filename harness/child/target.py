@@ -156,6 +156,15 @@ def _opens(path: str) -> bool:
         return False
 
 
+def _blank(path: str) -> bool:
+    """Whether the file holds nothing but white space (read no further than that shows)."""
+    try:
+        with open(path, "rb") as f:
+            return not f.read(1 << 16).strip() and not f.read(1)
+    except OSError:
+        return False  # importing it says what is wrong
+
+
 def _load_file(path: str):
     if os.path.islink(path) and not _opens(path):  # a link out of the submission: not in this run's view (or, seen,
         # not readable under Landlock)
@@ -167,14 +176,18 @@ def _load_file(path: str):
         folder = os.path.dirname(os.path.abspath(path))
         there = sorted(f for f in os.listdir(folder) if f.lower().endswith((".py", ".ipynb"))) \
             if os.path.isdir(folder) else None
+        other = sorted(f for f in os.listdir(folder) if not f.startswith(".")) if os.path.isdir(folder) else []
         seen = "" if there is None else f" (that folder has {', '.join(there[:8])})" if there else \
-            " (that folder has no .py or .ipynb file)"
+            " (that folder has no .py or .ipynb file" + (f": it has {', '.join(other[:8])})" if other else ")")
         raise TargetError("import", f"no such file: {os.path.basename(path)}{seen}")  # its folder may be a copy
     if path.lower().endswith(".ipynb"):  # what platforms export: Lab.IPYNB, ATTENTION.PY
         return _load_notebook(path)
     if not path.lower().endswith(".py"):
         raise TargetError("import", f"{os.path.basename(path)} is neither a Python file (.py) nor a notebook (.ipynb)")
     path = os.path.abspath(path)
+    if _blank(path):  # said as it is: "has no 'MyAttn'" sent an empty hand-in to review as a class named otherwise
+        raise TargetError("import", f"{os.path.basename(path)} is empty: there is no code in it to check (hand in "
+                                    "the file with your class in it)")
     folder = os.path.dirname(path)
     _their_folder(folder)
     stem = os.path.splitext(os.path.basename(path))[0]

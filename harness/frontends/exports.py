@@ -42,7 +42,7 @@ from pathlib import PurePath
 
 CODE = (".py", ".ipynb")
 CANVAS = re.compile(r"(?P<student>.+?)_(?P<late>LATE_)?(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>.+)", re.S)
-CANVAS_IDS = re.compile(r"(?:LATE_)?\d+_\d+_")  # the ids Canvas puts after a name, at the start of a file name
+CANVAS_READING = re.compile(r"(?=_(?:LATE_)?(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>.+))", re.S)  # overlapping
 RESUBMITTED = re.compile(r"(?P<stem>.+)-(?P<n>\d+)(?P<ext>\.[^.]+)?")
 MOODLE = re.compile(r"(?P<student>.+?)_(?P<id>\d+)_assignsubmission_(?P<plugin>[a-z]+)_(?P<file>.*)", re.S)
 MOODLE_SEPARATOR = re.compile(r"(?=_\d+_assignsubmission_[a-z]+_)")  # lookahead: overlapping ones count
@@ -73,14 +73,43 @@ def safe_name(text: str) -> str:
     return text.lstrip(".") or "_"
 
 
+def canvas_readings(name: str) -> list[tuple[str, str, str, str]]:
+    """Every way Canvas's `NAME_[LATE_]USERID_ATTACHMENTID_ORIGINAL` reads `name`, first the one `canvas` takes:
+    (student, user id, attachment id, original file name), overlapping ones included (`a_1_2_3_x.py` reads as a's
+    with ids 1 and 2, and as a_1's with 2 and 3); a late file's `LATE_` is one reading with its ids, not two."""
+    readings = {}
+    for m in CANVAS_READING.finditer(name):
+        if m.start() > 0 and m.start("user") not in readings:
+            readings[m.start("user")] = (name[:m.start()], m["user"], m["attachment"], m["file"])
+    return list(readings.values())
+
+
+def _canvas_id(text: str) -> bool:
+    """Whether `text` can be an id Canvas wrote: a database id in decimal, so never with a leading zero."""
+    return not text.startswith("0")
+
+
 def canvas_ambiguous(name: str) -> bool:
-    """Whether Canvas's name reads with its ids one step later too: the file name after the first `_ID_ID_` starts
-    with another.  A Canvas name may hold "_" (smith_alice), and a student who may edit it can write a classmate's
-    name and user id into it: red team 8's `bob_1002_99999_` put its own file among Bob's (user 1002), who then had
-    two classes to choose from and no grade.  Such a file is nobody's (a file handed in as `2024_01_x.py` too: its
-    row asks a person to look)."""
-    m = CANVAS.fullmatch(name)
-    return bool(m and CANVAS_IDS.match(m["file"]))
+    """Whether Canvas's name could be read another way than `canvas` reads it (its first ids).  A Canvas name may
+    hold "_" (smith_alice), and a student who may edit it can write a classmate's name and user id into it: red team
+    8's `bob_1002_99999_` put its own file among Bob's (user 1002), who then had two classes to choose from and no
+    grade, and so did `bob_1002_` (instructor trial 10: `bob_1002_1003_6001_attention.py`, its ids overlapping).  Such
+    a file is nobody's (a file handed in as `2024_01_x.py` too: its row asks a person to look).  Only readings whose
+    ids Canvas could have written count (`2024_01_x.py`'s `01` is none), and the file is read only when the one
+    left is the first: ids of the student's own making can never choose another reading than Canvas's (a name with
+    no such reading is not Canvas's, and is read as before)."""
+    readings = canvas_readings(name)
+    possible = [r for r in readings if _canvas_id(r[1]) and _canvas_id(r[2])]
+    return bool(possible) and possible != readings[:1]
+
+
+def canvas_ambiguity(name: str) -> str:
+    """How a Canvas name that reads as more than one student's reads, for the person who decides whose it is."""
+    possible = [r for r in canvas_readings(name) if _canvas_id(r[1]) and _canvas_id(r[2])]
+    ways = "; or ".join(f"{s}'s (Canvas user {u}, attachment {a}), handed in as {f}" for s, u, a, f in possible)
+    return (f"{ways}. Look in Canvas whose file it is, put it under the "
+            "name it was handed in as into a folder named after that student (as the summary names them), and "
+            "grade them again with --only NAME")
 
 
 def canvas(name: str) -> Named | None:

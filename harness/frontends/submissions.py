@@ -70,6 +70,7 @@ class Submission:
     staged_as: dict[str, str] = field(default_factory=dict)  # flat file's name -> the name the student gave it
     others: list[str] = field(default_factory=list)  # other attempts and hand-ins not graded, said in the row
     platform: str = ""
+    uid: str = ""  # the platform's id for the student (Moodle's participant id, Canvas's user id), for the gradebook
 
     def stage(self, staging: Path) -> Staged:
         """The folder to grade: a copy, in `staging` (a folder only the grader can write), of the student's folder,
@@ -217,7 +218,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     named, unnamed = _flat_names(flat, pattern, Path(target_file).stem)
     not_graded = [NotGraded(n, "neither a regular file nor a folder", False) for n in odd] + [
         NotGraded(p.name, link_reason(p, root), True) for p in links] + [
-        NotGraded(p.name, f"its name reads as more than one student's ({exports.ambiguous(p.name)}'s ids twice)", True)
+        NotGraded(p.name, f"its name reads as more than one student's ({exports.ambiguous(p.name)}'s ids twice)" + (
+            f": {exports.canvas_ambiguity(p.name)}" if exports.ambiguous(p.name) == "Canvas" else ""), True)
         for p in twofold]
     students: dict[str, list[tuple[Path, exports.Named]]] = {}
     names = exports.told_apart([(exports.safe_name(v.student), v.uid) for v in named.values()])
@@ -235,7 +237,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
         subs.append(Submission(name, files=[p for p, _ in keep], staged_as={p.name: n.original for p, n in keep},
                                others=[f"{p.name} (late, graded)" for p, n in keep if "late" in n.label.split(", ")] +
                                [f"{p.name} ({n.label or 'an earlier attempt'}, not graded)" for p, n in older],
-                               platform=next((n.platform for _, n in keep if n.platform), "")))
+                               platform=next((n.platform for _, n in keep if n.platform), ""),
+                               uid=next((n.uid for _, n in keep if n.uid), "")))
     code = [n for n in unnamed if exports.is_code(n)]
     rest = [n for n in unnamed if not exports.is_code(n)]
     not_graded += [NotGraded(n, "its name gives no student" + (" --pattern matches" if pattern else ""), True)
@@ -322,6 +325,7 @@ def _folders(root: Path, folders: list[Path]) -> list[Submission]:
     prefix = exports.classroom_prefix(root.name, plain, bool(plain) and all((root / d / ".git").exists()
                                                                                for d in plain))
     students: dict[str, list[tuple[tuple, Path, str]]] = {}
+    uids: dict[Path, str] = {}  # Moodle's participant id of each folder
     moodle = exports.told_apart([(exports.safe_name(m.student), m.uid) for d in folders
                                  if (m := exports.moodle(d.name))])
     for d in folders:
@@ -331,6 +335,7 @@ def _folders(root: Path, folders: list[Path]) -> list[Submission]:
         elif m := exports.moodle(d.name):
             students.setdefault(moodle[exports.safe_name(m.student), m.uid], []).append(
                 ((m.platform == "Moodle", ""), d, m.platform))
+            uids[d] = m.uid
         else:
             name = d.name[len(prefix):] if prefix and d.name.startswith(prefix) else d.name
             students.setdefault(name, []).append(((0, ""), d, "GitHub Classroom" if prefix else ""))
@@ -340,16 +345,21 @@ def _folders(root: Path, folders: list[Path]) -> list[Submission]:
         _, folder, platform = found[-1]
         others = [f"{d.name}/ ({kind if kind.startswith('Moodle ') else 'an earlier submission'}, not graded)"
                   for _, d, kind in found[:-1]]
-        subs.append(Submission(name, folder=folder, others=others, platform=platform.replace("Moodle file", "Moodle")))
+        subs.append(Submission(name, folder=folder, others=others, platform=platform.replace("Moodle file", "Moodle"),
+                               uid=uids.get(folder, "")))
     return subs
 
 
 def summary_rows(found: Found, rows: list[dict], shown: Callable[[NotGraded], bool]) -> list[dict]:
-    """The summary's rows: each graded row with the student's other attempts and hand-ins (`other_attempts`), then
+    """The summary's rows: each graded row with the platform's id for the student (`student_id`: Moodle's
+    participant id, Canvas's user id, what its gradebook import matches rows by; two Wei Zhangs are two ids) and the
+    student's other attempts and hand-ins (`other_attempts`), then
     a row per file or folder that was not graded (those `shown`: this shard's), its reason in `not_graded`, so that
     no student is missing from the summary without a word."""
     others = {s.name: "; ".join(s.others) for s in found.submissions}
+    uids = {s.name: s.uid for s in found.submissions}
     for row in rows:
+        row["student_id"] = uids.get(row["submission"], "")  # to match the row to the platform's gradebook
         row["other_attempts"] = others.get(row["submission"], "")
         row["not_graded"] = ""  # the same columns in every summary, whatever the export held
         row["review_reason"] = row.pop("review_reason", "")  # last: why a person should look, where no check says it

@@ -32,8 +32,18 @@ VERDICT_WORDS = {"pass": "pass every check", "fail": "a bug found (a check fails
                  "not_graded": "not graded: a student's file or folder with no row of its own (the reason below)"}
 COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a"}
 ROW_KEYS = ("submission", "target", "passed", "needs_review", "score", "max_score", "pass", "fail", "cannot_tell",
-            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "other_attempts", "not_graded",
-            "review_reason")
+            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "student_id", "other_attempts",
+            "not_graded", "review_reason")
+RUN_WORDS = {  # harness.wire.errors.ChildEnd's codes, as the summary's `process` writes them, said for a person
+    "time": "its code ran past the time limit: an endless loop, a sleep, or far too much work",
+    "cpu": "its code used up its CPU time", "memory": "its code ran out of memory",
+    "output": "its code printed more than the output limit", "disk": "its code filled its disk budget",
+    "startup": "mha-check's process did not start, before any of the student's code ran: not the code's doing",
+    "channel": "its code corrupted the channel to mha-check", "crash": "its code crashed (a signal such as SIGSEGV)",
+    "killed": "its process was killed by a signal, twice", "killed-outside": "its process was killed from outside "
+    "once, then answered: not the code's doing", "exit": "its code ended the process without answering",
+    "interrupted": "mha-check was stopped while it ran", "grader error": "mha-check's grading process broke: not the "
+    "code's doing"}
 SCORE_BINS = 11  # 0-9 %, 10-19 %, ..., 90-99 %, and 100 % alone: full marks are a bar of their own
 
 
@@ -152,8 +162,9 @@ def _why(row: dict, statuses: dict[str, str]) -> str:
     undecided = [c for c, s in statuses.items() if s == Status.CANNOT_TELL]
     if undecided:
         parts.append("cannot tell: " + ", ".join(undecided))
-    if row.get("process"):
-        parts.append(f"the run: {row['process']}")
+    if row.get("process"):  # its words, not only ChildEnd's code: "the run: time" was read as a time (trial 10)
+        parts.append("the run: " + "; ".join(f"{k} ({RUN_WORDS[k]})" if k in RUN_WORDS else k
+                                             for k in str(row["process"]).split("; ")))
     if row.get("review_reason"):  # instructor trial 9: "its notes say why" for a class named otherwise, no note said
         parts.append(str(row["review_reason"]))
     if not parts and _truth(row.get("needs_review")):

@@ -207,3 +207,17 @@ def test_a_write_that_fails_leaves_nothing_half_made(tmp_path, monkeypatch, stop
     with pytest.raises(type(stop)):
         class_view.write(tmp_path, klass(), "json")
     assert not (tmp_path / "class-exercises").exists() and not (tmp_path / "class-report.html").exists()
+
+
+def test_why_a_person_should_look_says_what_the_run_did_in_words():
+    """Instructor trial 10: a student whose forward never ended was "cannot tell: contiguity; the run: time" in the
+    class view, ChildEnd's code alone.  Each code the summary's `process` can hold is said in words there."""
+    from harness.wire.errors import ChildEnd
+    assert set(class_report.RUN_WORDS) == {k.value for k in ChildEnd}
+    rows = [row("oscar", "", (), ("contiguity",), score=1, process="time"),
+            row("pia", "", (), ("contiguity",), score=1, process="killed-outside; time")]
+    why = {s.name: s.why for s in view_of(rows).students}
+    assert why["oscar"] == ("cannot tell: contiguity; the run: time (its code ran past the time limit: an endless "
+                            "loop, a sleep, or far too much work)"), why
+    assert why["pia"].startswith("cannot tell: contiguity; the run: killed-outside (its process was killed from "
+                                 "outside once"), why

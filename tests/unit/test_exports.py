@@ -14,7 +14,7 @@ import pytest
 
 from harness.frontends import exports
 from harness.frontends.pick import spec_for
-from harness.frontends.submissions import find, kept_rows, unknown_names
+from harness.frontends.submissions import find, kept_rows, summary_rows, unknown_names
 
 EXPORTS = Path(__file__).parents[1] / "fixtures" / "exports"
 
@@ -306,3 +306,65 @@ def test_a_canvas_name_that_reads_as_a_classmates_is_nobodys(tmp_path):
     assert sorted(subs) == ["bob", "carol"] and [p.name for p in subs["bob"].files] == ["bob_1002_5001_attention.py"]
     assert [(n.item, n.missing) for n in found.not_graded] == [("bob_1002_99999_1003_6001_attention.py", True)]
     assert "more than one student's (Canvas's ids twice)" in found.not_graded[0].reason
+
+
+def test_a_canvas_name_whose_ids_overlap_a_classmates_is_nobodys(tmp_path):
+    """Red team 8 again, one id shorter (instructor trial 10): a student whose Canvas name is `bob_1002` (Bob's name
+    and user id) and whose own user id is 1003 hands in `attention.py`; Canvas names it
+    `bob_1002_1003_6001_attention.py`, which reads as Bob's (user 1002, attachment 1003, file `6001_attention.py`).
+    Its ids after the first do not start the file name, so it went to Bob: he had two files, no class chosen, 0 and a
+    row for review, and the other student no row.  Every reading of Canvas's ids counts, overlapping ones too; a late
+    file's `LATE_` is one reading with its ids, not two."""
+    root = tmp_path / "canvas"
+    root.mkdir()
+    for name, source in (("bob_1002_5001_attention.py", CORRECT), ("carol_LATE_1004_5003_attention.py", CORRECT),
+                         ("bob_1002_1003_6001_attention.py", BUGGY)):
+        (root / name).write_text(source.read_text())
+    found, subs = layout(root, None)
+    assert sorted(subs) == ["bob", "carol"] and [p.name for p in subs["bob"].files] == ["bob_1002_5001_attention.py"]
+    assert [(n.item, n.missing) for n in found.not_graded] == [("bob_1002_1003_6001_attention.py", True)]
+    assert exports.canvas_ambiguous("bob_1002_1003_6001_attention.py")
+    assert not exports.canvas_ambiguous("carol_LATE_1004_5003_attention.py")
+    assert not exports.canvas_ambiguous("smith_alice_1001_5001_attention-2.py")
+
+
+def test_a_canvas_file_named_with_digits_says_how_it_reads_and_what_to_do(tmp_path):
+    """The known false positive (instructor trial 10): a real upload `2024_01_attn.py` becomes
+    `smithalice_2003_90004_2024_01_attn.py`, which also reads as smithalice_2003's (user 90004): nobody's, for a
+    person to look, as an attack of that shape would be.  Its row says both readings (not `01`'s, which no Canvas id
+    is) and the way on; a file whose only other reading has an id Canvas never writes (`01_attn.py`) is graded."""
+    root = tmp_path / "canvas"
+    root.mkdir()
+    for name in ("smithalice_2003_90004_2024_01_attn.py", "leebora_2005_90006_01_attn.py"):
+        (root / name).write_text(CORRECT.read_text())
+    found, subs = layout(root, None)
+    assert sorted(subs) == ["leebora"] and [p.name for p in subs["leebora"].files] == ["leebora_2005_90006_01_attn.py"]
+    (reason,) = [n.reason for n in found.not_graded]
+    assert "smithalice's (Canvas user 2003, attachment 90004), handed in as 2024_01_attn.py" in reason, reason
+    assert "smithalice_2003's (Canvas user 90004, attachment 2024), handed in as 01_attn.py" in reason, reason
+    assert "user 2024" not in reason and "--only NAME" in reason, reason
+    assert exports.canvas_ambiguous("bob_1002_099_1003_6001_attention.py")  # a first reading Canvas never wrote
+
+
+def test_the_summary_carries_the_platforms_id_for_each_student(tmp_path):
+    """Instructor trial 10: summary.csv had no column to match a row to the LMS's gradebook (Moodle's grading
+    worksheet matches "Participant 111", Canvas's gradebook its user id), and two Wei Zhangs were "Wei Zhang (111)" and
+    "Wei Zhang (112)" only because they clashed: a join by name needed hand work.  Each graded row says the
+    platform's id for its student (`student_id`), from the export's own names: the latest attempt's, in folders and
+    in flat files alike."""
+    moodle, canvas = tmp_path / "moodle", tmp_path / "canvas"
+    for root, names in ((moodle, ("Wei Zhang_111_assignsubmission_file_/attention.py",
+                                  "Wei Zhang_112_assignsubmission_file_/attention.py",
+                                  "Ann Lee_113_assignsubmission_onlinetext_/onlinetext.html",
+                                  "Ann Lee_113_assignsubmission_file_/attention.py")),
+                        (canvas, ("vargasluis_2001_90001_attention.py", "vargasluis_2001_90011_attention-1.py",
+                                  "whitejoe_LATE_2002_90003_attention.py"))):
+        for name in names:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(CORRECT.read_text())
+        found, subs = layout(root, "attention.py:MultiHeadAttention")
+        rows = summary_rows(found, [{"submission": s} for s in subs], lambda n: True)
+        ids = {r["submission"]: r["student_id"] for r in rows}
+        assert ids == ({"Wei Zhang (111)": "111", "Wei Zhang (112)": "112", "Ann Lee": "113"} if root == moodle else
+                       {"vargasluis": "2001", "whitejoe": "2002"}), ids
+        assert list(rows[0])[-4:] == ["student_id", "other_attempts", "not_graded", "review_reason"], list(rows[0])

@@ -30,3 +30,25 @@ def test_a_target_moves_with_its_class_and_prints_as_given():
     assert str(target.at("/scratch/attention.py")) == "/scratch/attention.py:Attn"
     assert str(Target.parse("attention.py").at("x/attention.py")) == "x/attention.py"
     assert Target.parse("pkg.mod:Attn").file_name == ""
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_an_empty_file_is_said_to_be_empty(tmp_path, text):
+    """Instructor trial 10: an empty `attention.py` was "attention.py has no 'MyAttn'", which `grade` reads as a class
+    named otherwise and sends to review ("a student who named the layer otherwise"); it is a file that does not load,
+    said as it is, with what to hand in."""
+    from harness.child.target import TargetError, load_target
+    (tmp_path / "attention.py").write_text(text)
+    with pytest.raises(TargetError) as e:
+        load_target(str(tmp_path / "attention.py") + ":MyAttn", str(tmp_path), submission=True)
+    assert e.value.kind == "import" and "attention.py is empty" in str(e.value), (e.value.kind, str(e.value))
+
+
+def test_a_missing_file_names_what_the_folder_holds_instead(tmp_path):
+    """Instructor trial 10: a Moodle student who handed in online text only (`onlinetext.html`, the code pasted in)
+    was "no such file: attention.py (that folder has no .py or .ipynb file)", which did not say what she handed in."""
+    from harness.child.target import TargetError, load_target
+    (tmp_path / "onlinetext.html").write_text("<p>class MyAttn(nn.Module): ...</p>")
+    with pytest.raises(TargetError) as e:
+        load_target(str(tmp_path / "attention.py") + ":MyAttn", str(tmp_path), submission=True)
+    assert str(e.value) == "no such file: attention.py (that folder has no .py or .ipynb file: it has onlinetext.html)"
