@@ -18,6 +18,8 @@ import re
 import sys
 import traceback
 
+import torch
+
 from harness import PACKAGES_ROOT
 from harness.child import notebook
 from harness.child.construct import key_of
@@ -72,7 +74,7 @@ def safe_type_name(exc: BaseException) -> str:
 def safe_message(exc: BaseException) -> str:
     """The exception's arguments when they are plain text or numbers; never calls the student's __str__."""
     args = BaseException.__dict__["args"].__get__(exc)
-    plain = (str, int, float, bool, type(None))
+    plain = (str, int, float, bool, type(None), torch.dtype)  # a dtype: KeyError(torch.float64) from a table by dtype
     if isinstance(exc, SyntaxError):
         return str(SyntaxError.__dict__["msg"].__get__(exc))
     if all(type(a) in plain for a in args):
