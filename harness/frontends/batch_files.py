@@ -18,6 +18,7 @@ from pathlib import Path
 from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
 from harness.render.view import clean
 
+FEEDBACK = "feedback"  # the folder of --out that holds what students may be handed back (grade --feedback)
 SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_score")
 __all__ = ["WRITE_FAILED", "BatchFiles", "csv_cell", "report_file_name", "summary_text", "write_summary"]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as the start of a formula
@@ -102,6 +103,20 @@ class BatchFiles:
         except OSError as e:
             self.unwritten[path], self.error = text, e
 
+    def feedback_path(self, name: str) -> Path:
+        return self.out / FEEDBACK / report_file_name(name, "txt")
+
+    def feedback(self, name: str, text: str) -> None:
+        """Write one student's feedback (grade --feedback: the student's view, harness.render.formats.feedback), or
+        keep it for the retry at the end, as a report."""
+        path = str(self.feedback_path(name))
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_atomic(path, text)
+            self.unwritten.pop(path, None)
+        except OSError as e:
+            self.unwritten[path], self.error = text, e
+
     def summary(self, rows: list[dict], durable: bool = False) -> bool:
         """Rewrite the summary with every row so far; False (and remembered) when it cannot be written.  Durable
         (fsync) only at the end: each rewrite during the batch is replaced by the next."""
@@ -118,6 +133,7 @@ class BatchFiles:
         one line that says what is not, the summary then printed on `stdout` (CSV) so that no verdict is lost."""
         for path, text in list(self.unwritten.items()):
             try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)  # feedback/, which the disk may have refused
                 write_atomic(path, text)
                 del self.unwritten[path]
             except OSError as e:

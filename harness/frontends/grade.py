@@ -154,6 +154,10 @@ def _parser() -> argparse.ArgumentParser:
                                  f"(default {DEFAULT_OUT}); with --merge, where the merged summary.csv and its class "
                                  "view are written (the folder that holds the shards' reports, for its links)")
     p.add_argument("--format", choices=tuple(EXTENSIONS), default="json", help="per-submission report format")
+    p.add_argument("--feedback", action="store_true",
+                   help="also write, in --out/feedback/, each student's text report as the student may see it: "
+                        "without the rubric's hidden checks, the score only where the rubric shows it at once (the "
+                        "reports beside the summary are the staff's view)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="graders side by side (default: cores)")
     p.add_argument("--shard", type=parse_shard, help="grade only shard I of N (by a hash of the submission's name)")
     option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "output-limit"),
@@ -221,6 +225,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     run = args.run
     flat = {s.name for s in todo if s.folder is None}  # staged from flat files: --target's class in their file
     options = {"run": run, "format": args.format, "rubric": args.rubric, "missing_fix": missing_fix(target),
+               "feedback": args.feedback,
                "allow_unconfined": args.allow_unconfined, "tests": args.suite}
     rows, started, interrupted = [], time.monotonic(), False
     running = summary.with_name(f"only-{summary.name}") if args.only else summary  # the old one kept whole till then
@@ -352,6 +357,7 @@ def _stamper(args, target: str | None) -> stamps.Stamps:
                                                    "limits": run.limits.to_dict(), "format": args.format,
                                                    "allow_unconfined": args.allow_unconfined,
                                                    "tests": instructor.digest(args.suite),
+                                                   **({"feedback": True} if args.feedback else {}),
                                                    **({"examples": run.examples} if run.examples != 6 else {}),
                                                    **({"arg": run.overrides} if run.overrides else {}),
                                                    **({"map": run.weight_map} if run.weight_map else {})}},

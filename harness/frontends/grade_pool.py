@@ -163,6 +163,8 @@ def collect(pool, folders: dict[str, Path], target, flat: set[str], options: dic
             text = seal(name, result) if seal else result["text"]
             rows.append(result["row"])  # first: an interrupt once its report exists still keeps its row
             files.report(result["name"], text)
+            if "feedback" in result:
+                files.feedback(result["name"], result["feedback"])
             files.summary(rows)
             if name in queued:  # not expected (results are taken in the order handed over): counted as begun
                 queued.remove(name)

@@ -234,6 +234,7 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
         if options.get("rubric") else rubrics.Rubric()
     got, total = rubrics.score(report, rubric)
     return {"name": name, "text": formats.render(report, options["format"], rubric),
+            **({"feedback": formats.feedback(report, rubric)} if options.get("feedback") else {}),
             "row": {"submission": name, "target": _checked(spec, report), "passed": report.passed,
                     "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
                     "diagnosis": (report.diagnosis.mutant or "") if report.diagnosis else "",

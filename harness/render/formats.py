@@ -289,6 +289,24 @@ def to_json(report, rubric: Rubric | None = None) -> str:
     return json.dumps(data, indent=2, default=str) + "\n"
 
 
+def feedback(report, rubric: Rubric | None = None) -> str:
+    """What a student may be handed back from a batch (`grade --feedback`): the text report of the view without the
+    rubric's hidden checks (no line, skip reason or verdict names one, as on Gradescope), a line that says how many
+    are not shown, and the score only where the rubric shows the total at once (the points a hidden check earned
+    are the total less the visible ones')."""
+    rubric = rubric or Rubric()
+    ids = [c.id for c in report.checks]
+    hidden = rubric.hidden(ids)
+    lines = [text.render(view.build(report, hidden=hidden), cols=text.REPORT_WIDTH)]
+    if hidden:
+        lines.append("1 check that counts toward the score is not shown here." if len(hidden) == 1 else
+                     f"{len(hidden)} checks that count toward the score are not shown here.")
+    if rubric.total_visibility(ids) == "visible":
+        got, total = score(report, rubric)
+        lines.append(f"score: {got:g} of {total:g}")
+    return "\n".join(lines) + "\n"
+
+
 def render(report, fmt: str, rubric: Rubric | None = None, verbose: bool = False, quiet: bool = False,
            colour: bool = False, on_terminal: bool = False) -> str:
     """`report` in format `fmt`; a text report is wrapped to the terminal's width only when it is printed

@@ -3,6 +3,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -572,3 +573,23 @@ def test_a_class_named_otherwise_says_in_its_report_and_the_class_view_why_a_per
     assert "no class of the name the batch asks for" in " ".join(text.split()), text
     page = (out / "class-report.html").read_text(encoding="utf-8")
     assert "no class of the name the batch asks for" in page and "its notes say why" not in page, page[-3000:]
+
+
+def test_feedback_holds_each_students_view_without_the_hidden_checks(tmp_path):
+    """grade --feedback: beside the staff's reports, feedback/NAME.txt for each student graded, which names no
+    check the rubric hides (bob's split mistake is proven by view-order, hidden here, and by visible checks: its
+    root cause stays) and says how many are not shown; the staff's report keeps them all."""
+    subs = tmp_path / "subs"
+    for name, source in [("ada", ZOO / "correct" / "book_style.py"), ("bob", ROOT / "examples" / "buggy_attention.py")]:
+        (subs / name).mkdir(parents=True)
+        shutil.copy(source, subs / name / "my_attention.py")
+    (tmp_path / "rubric.toml").write_text('[checks.view-order]\nhidden = true\n')
+    out = tmp_path / "out"
+    run = grade(str(subs), "--rubric", str(tmp_path / "rubric.toml"), "--out", str(out), "--jobs", "2",
+                "--format", "text", "--feedback")
+    assert run.returncode == 0, run.stderr[-2000:]
+    ada, bob = ((out / "feedback" / f"{n}.txt").read_text() for n in ("ada", "bob"))
+    assert "view-order" not in ada and "view-order" not in bob.replace("split-view-order", ""), bob
+    assert "1 check that counts toward the score is not shown here." in bob and "Root cause:" in bob
+    assert "score:" not in bob  # the rubric shows the total no earlier than its hidden check
+    assert re.search(r"FAIL +view-order", (out / "bob.txt").read_text())  # the staff's view keeps it

@@ -314,3 +314,21 @@ def test_a_fix_in_words_is_shown_as_words_and_a_corrected_line_as_code(is_code):
     page = html.render(view.build(r))
     assert (f"Fix: `{fix}`" in output) == is_code and (f"<code>{fix}</code>" in page) == is_code
     assert "Scale the scores" in output or is_code
+
+
+def test_feedback_for_a_student_names_no_hidden_check_and_shows_the_score_only_when_the_rubric_does():
+    """grade --feedback (instructor trial 10: the reports grade writes are the staff's, and a batch had nothing to
+    hand back): the hidden check's id appears nowhere, its failure neither in the verdict nor in a skip; the count
+    of hidden checks is said, and the total only where the rubric shows it at once (less the visible tests' points
+    it tells what the hidden ones earned)."""
+    from harness.render import formats
+    r = report(("eval-determinism", "dropout in eval"))
+    r.diagnosis = diagnosis.diagnose(r)
+    hiding = Rubric(visibility={"eval-determinism": "hidden"}, needs=needs_by_id())
+    given = formats.feedback(r, hiding)
+    assert "eval-determinism" not in given and "dropout" not in given.lower(), given
+    assert "1 check that counts toward the score is not shown here." in given and "score:" not in given
+    shown_at_once = Rubric(visibility={"eval-determinism": "hidden"}, score_visibility="visible", needs=needs_by_id())
+    assert re.search(r"^score: \d+ of \d+$", formats.feedback(r, shown_at_once), re.MULTILINE)
+    plain = formats.feedback(r, Rubric())
+    assert "FAIL eval-determinism" in plain and "not shown here" not in plain and "score: " in plain
