@@ -171,10 +171,11 @@ def _instead_of_target(folder: Path, file_part: str, suffix: str) -> Pick | None
     code = _code_files(folder)
     found = find_target(folder) or (_rel(code[0], folder) if len(code) == 1 else None)
     if found:
-        return Pick(found + suffix, note=f"{found} was checked: --target's {file_part} is not in this submission",
-                    review=True)
+        return Pick(found + suffix, review=True, note=f"{found} was checked: {file_part}, the file the target names "
+                                                      "(--target or the rubric's), is not in this submission")
     if code:
-        return Pick(None, f"--target's {file_part} is not in this submission, which has "
+        return Pick(None, f"{file_part}, the file the target names (--target or the rubric's), is not in this "
+                          f"submission, which has "
                           f"{_named(code, folder)}: grade it with --target FILE:Class naming one "
                           "of them", review=True)
     return None
