@@ -30,6 +30,9 @@ HANGS = ("sleep_forever", "loop_in_forward", "loop_at_import", "stops_reading", 
 # the time limit:
 HANG_LIMITS = Limits(call_seconds=4, total_seconds=8)  # a short one will do (the others keep the default, as a
 # loaded machine may need it)
+MEMORY_HOGS = ("memory_bomb", "processes_memory")  # they end at the memory stop, whose watch a machine at a load of
+# 13 to 15 starved past the default 30 s a request: stopped by time, their snapshots differed (every helper saw it)
+MEMORY_LIMITS = Limits(call_seconds=120, total_seconds=240)
 
 
 def _zoo(folder, group: str) -> dict[str, str]:
@@ -48,14 +51,15 @@ TARGETS: dict[str, tuple[str, dict]] = {
     "reference/CausalMHA": (f"{ROOT / 'reference' / 'causal_mha.py'}:CausalMHA", {}),
     **{f"mutants/{m}": (t, {}) for m, t in sorted(catalogue.mutant_targets().items())},
     **{k: (t, {}) for k, t in _plain(ROOT / "tests" / "bad", "bad").items()},
-    **{k: (t, {"limits": HANG_LIMITS} if k.partition("/")[2] in HANGS else {})
+    **{k: (t, {"limits": HANG_LIMITS} if k.partition("/")[2] in HANGS else
+               {"limits": MEMORY_LIMITS} if k.partition("/")[2] in MEMORY_HOGS else {})
        for k, t in _plain(ROOT / "tests" / "hostile", "hostile").items()},
 }
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _want(reports):
-    for options in ({}, {"limits": HANG_LIMITS}):
+    for options in ({}, {"limits": HANG_LIMITS}, {"limits": MEMORY_LIMITS}):
         reports.want([t for t, o in TARGETS.values() if o == options], **options)
 
 
