@@ -77,9 +77,16 @@ def safe_message(exc: BaseException) -> str:
     plain = (str, int, float, bool, type(None), torch.dtype)  # a dtype: KeyError(torch.float64) from a table by dtype
     if isinstance(exc, SyntaxError):
         return str(SyntaxError.__dict__["msg"].__get__(exc))
-    if all(type(a) in plain for a in args):
+    if all(type(a) in plain or _plain_sequence(a) for a in args):
         return ", ".join(str.__str__(a) if type(a) is str else repr(a) for a in args)
     return "(exception arguments not shown: they are not plain text)"
+
+
+def _plain_sequence(value) -> bool:
+    """A shape or a tuple of numbers (ValueError(x.shape), a student's own shape check): torch.Size, tuple and list
+    exactly, of ints, floats and bools exactly, whose repr runs none of the student's code."""
+    return type(value) in (torch.Size, tuple, list) and len(value) <= 64 and all(
+        type(v) in (int, float, bool) for v in value)
 
 
 def describe_exception(exc: BaseException, filename: str | None = None) -> str:

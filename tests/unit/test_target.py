@@ -52,3 +52,21 @@ def test_a_missing_file_names_what_the_folder_holds_instead(tmp_path):
     with pytest.raises(TargetError) as e:
         load_target(str(tmp_path / "attention.py") + ":MyAttn", str(tmp_path), submission=True)
     assert str(e.value) == "no such file: attention.py (that folder has no .py or .ipynb file: it has onlinetext.html)"
+
+
+def test_an_exceptions_arguments_are_shown_when_plain_and_never_run_the_students_code():
+    """A dtype (Sockeye's KeyError(torch.float64)) or a shape (ValueError(x.shape)) is shown; an object of the
+    student's is not, even inside a list: its repr would be the student's code, run in the report's words."""
+    import torch
+
+    from harness.child.target import safe_message
+
+    class Evil:
+        def __repr__(self):
+            raise AssertionError("the student's repr ran")
+
+    assert safe_message(KeyError(torch.float64)) == "torch.float64"
+    shown = safe_message(ValueError("bad shape", torch.Size([2, 3]), (4, 5.5)))
+    assert shown == "bad shape, torch.Size([2, 3]), (4, 5.5)"
+    assert safe_message(ValueError([Evil()])) == safe_message(ValueError(Evil())) == \
+        "(exception arguments not shown: they are not plain text)"
