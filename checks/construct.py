@@ -221,10 +221,11 @@ def _load_fix(e: TargetFailure) -> str:
     missing = _MISSING.search(e.message)
     if missing and "mha-check's own" not in e.message:  # a package the student has, but not the Python mha-check runs
         top = missing.group(1).split(".")[0]
-        return (f"Your file imports {top}, which the Python environment mha-check runs in does not have "
-                f"(`python your_file.py` may still work in another one): install it into mha-check's environment "
-                f"(in a clone of mha-check: `.venv/bin/pip install {top}`; the package may be named otherwise on "
-                "PyPI), or write the layer without it: a course's grader has torch and what the course installs.")
+        return (f"Your file imports {top}, which mha-check cannot find (`python your_file.py` may still work where "
+                f"you run it): if it is a file of yours, put {top}.py beside this file, or its code into this file; "
+                f"if it is a package, install it into mha-check's environment (in a clone of mha-check: "
+                f"`.venv/bin/pip install {top}`; the package may be named otherwise on PyPI), or write the layer "
+                "without it: a course's grader has torch and what the course installs.")
     return ("Make the file import without errors: run `python your_file.py` and fix the first error it shows. "
             "Code outside functions and classes runs on import: keep training, downloads and prints under "
             "`if __name__ == \"__main__\":`.")
