@@ -28,4 +28,4 @@ class TorchCausalMHA(nn.Module):
 TARGET = "TorchCausalMHA"
 EXPECT = ("causal-leakage", "reference-match")
 DIAGNOSIS = "mask-inverted"
-LINE = 22
+LINE = 23
