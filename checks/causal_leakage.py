@@ -200,7 +200,7 @@ def causal_leakage(ctx):
         return _deep(ctx, inst, x, r, cfg, unreferenced)
 
     outcome = (ctx.find_failure(holds) or _own_mask_leaks(ctx) or _flag_with_a_mask(ctx)
-               or _built_flag_not_applied(ctx))
+               or _built_flag_not_applied(ctx) or _default_mask_broken(ctx))
     if outcome is None and (off_shape["judged"] or off_shape["unclear"]):
         outcome = _off_shape_verdict(off_shape)
     outcome = outcome or _only_huge(huge_only, unreferenced, ctx) or _passed(unreferenced)
@@ -298,6 +298,64 @@ def _built_flag_not_applied(ctx):
                   fix=f"Make `{flag}` do what it says: when it is True, mask the scores above the diagonal yourself "
                       f"(scores.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1), "
                       f"float('-inf'))), whether or not a mask is also passed.")
+
+
+def _default_mask_broken(ctx):
+    """A layer called with a causal mask (the proof chose its forward's optional `mask`) whose forward builds a
+    causal mask of its own when the mask is left out (`if mask is None: mask = torch.tril(...)`): every check saw
+    the mask mha-check passed, never the one the layer's own callers get by default.  Called as forward(x), the mask
+    left out as its forward allows, on a few batch sizes and lengths: where it is causal on one of them (so masking
+    by default is the layer's own job, not its caller's) and on another it raises or lets a later position through,
+    its default mask is wrong - a student's trial built it from x.size(0), the batch, where x.size(1) belongs: causal
+    when B = n, an error for other batches and no mask at all for B = 1, yet every check passed.  A layer that is
+    never causal without a mask leaves masking to its caller: no evidence here."""
+    base = ctx.base
+    inst = ctx.build(base)
+    masked, bare = inst.info.call_masked, inst.info.call_bare
+    if not masked or inst.style < 0 or not masked[inst.style % len(masked)] or len(bare) != len(masked):
+        return None  # called without a mask already: the ordinary probes judged it
+    plain = next((i for i, b in enumerate(bare) if b), None)
+    if plain is None:
+        return None
+    style = inst.style - inst.style % len(bare) + plain  # the same family (sequence first, norms off), no mask
+    n = max(base.n, 3)
+    shapes = sorted({(base.batch, base.n), (1, n), (2, n), (n, n), (2, base.context_length)})
+    causal, broken = [], []
+    for batch, length in shapes:
+        cfg = dataclasses.replace(base, batch=batch, n=length, context_length=max(base.context_length, length))
+        one = ctx.build(cfg)
+        x = ctx.input(cfg, "default-mask")
+        r = ctx.rng("default-mask-r", cfg).standard_normal(cfg.d_out)
+        try:
+            result = one.call(dataclasses.replace(one.jacobian_request(x, r), style=style))
+        except TargetFailure as e:
+            broken.append((batch, length, f"raises {str(e).splitlines()[0] if str(e) else type(e).__name__}"))
+            continue
+        verdict = judge(result, cfg)
+        if verdict == CAUSAL:
+            causal.append((batch, length))
+        elif verdict in (LEAKS, MASKS_SOME):
+            what, _ = describe_leak(influence_from_jacobian(result.jac)) if result.jac is not None else (
+                "no autograd graph", None)
+            broken.append((batch, length, f"leaks: {what}"))
+    if not causal or not broken:
+        return None
+    call = inst.info.call_styles[plain]
+    fine = ", ".join(f"(B={b}, n={t})" for b, t in causal)
+    shown = [next(c for c in broken if c[2].startswith(kind)) for kind in ("leaks", "raises")
+             if any(c[2].startswith(kind) for c in broken)]  # one of each: the first leak, the first error
+    bad = "; ".join(f"on (B={b}, n={t}) it {how}" for b, t, how in shown)
+    return failed(f"called as {call}, the mask left out as your forward allows, your layer masks the future by "
+                  f"itself on {fine}, but {bad}: the mask your forward builds when none is given is wrong for some "
+                  f"inputs (every other check called it with the causal mask mha-check passed, "
+                  f"as {inst.info.call_styles[inst.style % len(inst.info.call_styles)]})",
+                  observed="; ".join(f"(B={b}, n={t}): {how.split(':')[0]}" for b, t, how in broken),
+                  expected="causal for every batch size and length, as on " + fine,
+                  fix="Build the default mask from the number of tokens, the size of x's second axis "
+                      "(n = x.size(1), not x.size(0), the batch), on x.device: "
+                      "`torch.tril(torch.ones(n, n, device=x.device))` as a keep-mask, or slice a registered "
+                      "buffer with [:n, :n].",
+                  finding="leak:default-mask")
 
 
 def _flag_with_a_mask(ctx):

@@ -216,9 +216,21 @@ def _load_fix(e: TargetFailure) -> str:
     if e.message.startswith("no such file"):
         return ("Hand in your code under the file name the assignment asks for; the message says what your "
                 "submission holds.")
+    missing = _MISSING.search(e.message)
+    if missing and "mha-check's own" not in e.message:  # a package the student has, but not the Python mha-check runs
+        top = missing.group(1).split(".")[0]
+        return (f"Your file imports {top}, which mha-check cannot find (`python your_file.py` may still work where "
+                f"you run it): if it is a file of yours, put {top}.py beside this file, or its code into this file; "
+                f"if it is a package, install it into mha-check's environment (in a clone of mha-check: "
+                f"`.venv/bin/pip install {top}`; the package may be named otherwise on PyPI), or write the layer "
+                "without it: a course's grader has torch and what the course installs.")
     return ("Make the file import without errors: run `python your_file.py` and fix the first error it shows. "
             "Code outside functions and classes runs on import: keep training, downloads and prints under "
             "`if __name__ == \"__main__\":`.")
+
+
+_MISSING = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z_][\w.]*)'")  # (a student's trial: einops,
+# installed where they ran their notebook, not in mha-check's virtual environment, read "run python your_file.py")
 
 
 def _square_works(ctx, i: int) -> bool:

@@ -33,6 +33,14 @@ def mask_buffer(ctx):
     inst = ctx.build(cfg)
     square = [p.name for p in inst.info.params if p.shape == [cfg.context_length, cfg.context_length]]
     if square:
+        frozen = set(getattr(inst.info, "frozen", None) or [])
+        if all(name in frozen for name in square):  # nn.Parameter(mask, requires_grad=False): it moves, yet counts
+            return failed(f"parameter(s) {', '.join(square)} look like a mask stored as an nn.Parameter with "
+                          "requires_grad=False: it moves with the module, but it is no weight, and "
+                          "model.parameters() still yields it (the lesson's count, sum(p.numel() for p in "
+                          f"model.parameters()), gains its {cfg.context_length}x{cfg.context_length} entries, and an "
+                          "optimizer is handed it); register it as a buffer",
+                          observed="mask as a frozen parameter", expected="buffer", finding="mask as parameter")
         return failed(f"parameter(s) {', '.join(square)} look like a mask stored as a trainable nn.Parameter; "
                       "register it as a buffer", observed="mask as parameter", expected="buffer",
                       finding="mask as parameter")

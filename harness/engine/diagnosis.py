@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 import mutants
 from harness.engine import fitting, pairs, rewrite
 from harness.engine.compare import same
@@ -585,4 +587,19 @@ def _fits(y, x, heads: int, w, knobs: dict, expected, free: tuple[str, ...] = ()
     theirs = fitting.output(x, heads, w, knobs, free, y)
     if same(theirs, expected):
         return "open" if same(y, expected) else ""
-    return "shown" if same(y, theirs) else ""
+    return "shown" if same(y, theirs) or same(y, _safe_softmax(theirs, w)) else ""
+
+
+def _safe_softmax(theirs, w):
+    """The mistake's numbers as torch >= 2.5 computes them where a row of scores is entirely masked: inside
+    nn.MultiheadAttention and scaled_dot_product_attention's math path with autograd on, such a row's weights are 0,
+    not NaN (`_safe_softmax`), so the token's output is the output projection's bias alone.  A student's trial:
+    nn.MultiheadAttention given tril as its attn_mask (True = hidden) computes mask-inverted's numbers with the
+    last token's NaN a zero context, and was told "no known mistake matches" while the mapping said a known mistake
+    reproduced its output (under no_grad the same layer gives NaN).  Tokens whose whole output is NaN only."""
+    rows = np.isnan(theirs).all(axis=-1)
+    if not rows.any():
+        return theirs
+    out = theirs.copy()
+    out[rows] = w.bias("bo")
+    return out

@@ -309,3 +309,12 @@ def test_dropout_by_hand_left_on_is_titled_by_what_the_code_does(reports):
     title "F.dropout(..., training=True)", a call the code never makes, and without its line."""
     root = reports(target(ZOO / "buggy" / "own_dropout_in_eval_by_hand.py")).diagnosis
     assert root.mutant == "dropout-in-eval" and "F.dropout" not in root.title and "rand_like" in root.title, root
+
+
+def test_a_frozen_mask_parameter_is_not_called_trainable(reports):
+    """nn.Parameter(mask, requires_grad=False) is no trainable parameter: mask-buffer says what it does instead
+    (model.parameters() yields it, so the lesson's count gains its entries) - student10's trial."""
+    path = ZOO / "buggy" / "mask_frozen_bool_parameter.py"
+    check = next(c for c in reports(target(path)).checks if c.id == "mask-buffer")
+    assert check.status == "fail" and "requires_grad=False" in check.message, check.message
+    assert "trainable" not in check.message and "model.parameters()" in check.message, check.message

@@ -10,7 +10,8 @@ import numpy as np
 
 from harness.engine.trace.naming import Namer
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, DROPOUTS, MADE_A_BUFFER, MULTIPLIES,
+from harness.engine.trace.vocabulary import (ADD_PRODUCTS, ADDS, CREATORS, DROPOUTS, FUSED_MHA, MADE_A_BUFFER,
+                                             MULTIPLIES,
                                              ONES_ON_ALLOWED, ONES_ON_FUTURE, PASS_THROUGH, SCORES_LIKE, VIEWS,
                                              WEIGHT_ORIGINS, WORKED, number, sdpa_argument, square_pattern)
 
@@ -258,6 +259,11 @@ def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None,
         mark.update(at=made["at"], code=made["code"],
                     text=f"{mark['text']}; the mask is made wrongly at {made['at']} ({made['code']}), not where it "
                          "is applied")
+    if f.ops[m]["op"] in FUSED_MHA:  # no scores of the student's to fill: the remedy is nn.MultiheadAttention's mask
+        mark["remedy"] = ("Pass nn.MultiheadAttention the future as its attn_mask: True where a token may NOT attend, "
+                          "torch.triu(torch.ones(n, n, dtype=torch.bool, device=x.device), diagonal=1) for n tokens "
+                          "(a tril mask of what may be seen is scaled_dot_product_attention's convention, the "
+                          "opposite of nn.MultiheadAttention's; ~tril does the same).")
     if beside_ours and mid == "mask-one-token-late":
         mark.update(title=("Causal mask of the layer's own one diagonal off: each token can see the next one "
                            "wherever the mask passed to forward does not hide it (a padding mask, or none)"),
@@ -290,7 +296,8 @@ def _fused_masks(f: Findings) -> list[tuple[int, np.ndarray]]:
     found = []
     for i in f.namer.fused:
         op = f.ops[i]
-        if op["op"] != "scaled_dot_product_attention" or sdpa_argument(op, "is_causal") == "True":
+        mha = op["op"] in FUSED_MHA  # nn.MultiheadAttention: a boolean attn_mask's True means hide, not keep
+        if not mha and (op["op"] != "scaled_dot_product_attention" or sdpa_argument(op, "is_causal") == "True"):
             continue
         given = _fused_mask_tensor(op)
         if given is None:
@@ -299,15 +306,15 @@ def _fused_masks(f: Findings) -> list[tuple[int, np.ndarray]]:
         if pattern is None:
             continue
         if given.get("dtype") == "bool":
-            found.append((i, ~pattern))
+            found.append((i, pattern if mha else ~pattern))
         elif given.get("neginf"):
             found.append((i, pattern))
     return found
 
 
 def _fused_mask_tensor(op: dict) -> dict | None:
-    """The recorded attn_mask tensor of a scaled_dot_product_attention call, or None."""
-    raw = sdpa_argument(op, "attn_mask")
+    """The recorded attn_mask tensor of a scaled_dot_product_attention call (or of nn.MultiheadAttention's), or None."""
+    raw = op["kwargs"].get("attn_mask") if op["op"] in FUSED_MHA else sdpa_argument(op, "attn_mask")
     if not isinstance(raw, str) or not raw.startswith("<T"):
         return None
     k = int(raw[2:-1])
@@ -332,6 +339,9 @@ def _fused_mask_made_at(f: Findings, i: int) -> dict | None:
     raw = op["kwargs"].get("diagonal", op["args"][1] if len(op["args"]) > 1 and method else "0")
     diagonal = number(raw)
     right = 1 if op["op"].startswith("triu") else 0
+    if f.ops[i]["op"] in FUSED_MHA and not op["op"].startswith("triu"):  # nn.MultiheadAttention hides where True:
+        right = None  # tril marks what may be seen: wrong there on any diagonal (a student's tril(ones) kept the
+        # future)
     if diagonal is None or diagonal == right or op.get("at", "?") == "?":
         return None
     return {"at": op["at"], "code": op.get("code", "")}
