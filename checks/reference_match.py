@@ -3,14 +3,19 @@ in float32, as the layer is trained, it equals the float64 reference within floa
 
 The float32 probe.  Every other configuration mha-check sends is float64 with a batch of at most 3 and at most 64
 tokens, so a layer right in float64 and wrong in float32 (a branch on `x.dtype`, a mask or a constant made for one
-dtype) would pass everything.  One more configuration, asked in the same frames as the others and judged after
-them: the first required one's widths and heads, a batch of 4 and 48 of 64 tokens, module and input in float32
-and torch's default dtype float32 while it is built and run.  A batch and a length the float64 set never uses, but
-not more than 64 tokens: the longest float64 configuration (64 of 64) is what proves a layer holds that many, and a
-layer whose mask is made for 64 tokens whatever context_length says (tests/unit/test_grouped_config.py has one) is
-not wrong for it; 80 tokens would make it raise, and that is no evidence about float32.  Its weights and
-input are rounded to float32 by the trusted side, so the float64 reference computes on exactly the numbers the
-module holds and only the module's own float32 arithmetic lies between them.
+dtype) would pass everything.  Two more configurations, asked in the same frames as the others and judged after
+them: the first required one's widths and heads, module and input in float32 and torch's default dtype float32 while
+it is built and run, with a batch and a length drawn from the seed (`float32_probes`): a full context (a batch of 8
+to 16, n = context_length from 40 to 63: a training batch of context_length tokens) and a shorter one (a batch of 4
+to 7, 11 to 39 of 64 tokens).  Until red team 9 it was one public shape, a batch of 4 and 48 of 64 tokens: a layer
+wrong in float32 except at that shape, or only where n equals its context_length, had full marks; a grade's seed is
+secret, so a layer that is right in float32 only at the probe's shapes must now be right at every shape the draws
+reach.  A batch and a length the float64 set never uses, but not more than 64 tokens: the longest float64
+configuration (64 of 64) is what proves a layer holds that many, and a layer whose mask is made for 64 tokens
+whatever context_length says (tests/unit/test_grouped_config.py has one) is not wrong for it; 80 tokens would make
+it raise, and that is no evidence about float32.  Its weights and input are rounded to float32 by the trusted side,
+so the float64 reference computes on exactly the numbers the module holds and only the module's own float32
+arithmetic lies between them.
 
 The float32 tolerance, FLOAT32_RTOL and FLOAT32_ATOL (relative 1e-4 + absolute 1e-4 of the largest expected
 magnitude).  float32 rounds each operation to a relative u = 2^-24 ~ 6e-8.  An output is reached through sums of
@@ -28,7 +33,8 @@ The float32 module is also run as a training step runs it (train() mode with eve
 A float32 probe that raises (or a constructor that refuses float32) is cannot tell, never a failure: the float64
 configurations passed, and it was mha-check that chose float32.
 
-Its cost: one round trip more per target (26 instead of 25 for examples/correct_attention.py), the float32 module's
+Its cost (measured with the one probe of before; the second probe travels in the same frames): one round trip
+more per target (26 instead of 25 for examples/correct_attention.py), the float32 module's
 Build, whose readings of the parameters the transplant needs before its weights can be written; its transplant and
 forward then go alone.  Taking the readings from the float64 module with the same constructor arguments would save
 it, on the child's word that a float32 build has the same parameters.  Measured side by side: a single run's median
@@ -46,13 +52,28 @@ from harness.wire.errors import TargetFailure
 from reference import numpy_ref
 
 FLOAT32_RTOL, FLOAT32_ATOL = 1e-4, 1e-4  # see the module's docstring for the derivation
-PROBE = {"batch": 4, "n": 48, "context_length": 64}  # the float64 set: batch <= 3, n in 1..10, 64 (see above)
+PROBE = {"batch": 4, "n": 48, "context_length": 64}  # one probe shape, for the unit tests; the check draws its own
+PROBE_FULL = {"batch": (8, 16), "n": (40, 63)}  # drawn, both ends included: n = context_length, a training batch
+PROBE_SHORT = {"batch": (4, 7), "n": (11, 39)}  # n below a context_length of 64 (PROBE_CONTEXT); the float64 set's
+# batch is at most 3 (8 for batch-independence) and its n is 1..10 or 64.  Each range meets the other's end: a layer
+# wrong in float32 from some length (or batch) on is seen by the full probe, one wrong below it by the short one
+PROBE_CONTEXT = 64  # a mask made for 64 tokens, hard-coded, still holds every drawn n
 
 
-def float32_probe(ctx):
-    """The float32 configuration: the first required configuration (its widths, heads, form and grouping) with a
-    batch and a length the float64 configurations never use."""
-    return dataclasses.replace(ctx.base, dtype=FLOAT32, **PROBE)
+def float32_probes(ctx):
+    """The float32 configurations: the first required configuration (its widths, heads, form and grouping) with
+    batches and lengths the float64 configurations never use, drawn from the seed (red team 9: the one probe of a
+    batch of 4 and 48 of 64 tokens was public, and a layer wrong in float32 everywhere else, or only where n equals
+    its context_length, as in every training batch of context_length tokens, had full marks).  Two: a full
+    context (n = context_length, both drawn) and a shorter one (n below a context_length of 64); a grade's seed is
+    secret, so a layer cannot know either shape."""
+    rng = ctx.rng("float32-probe")
+    draw = lambda span: int(rng.integers(span[0], span[1] + 1))
+    full, short = draw(PROBE_FULL["n"]), draw(PROBE_SHORT["n"])
+    return [dataclasses.replace(ctx.base, dtype=FLOAT32, batch=draw(PROBE_FULL["batch"]), n=full,
+                                context_length=full),
+            dataclasses.replace(ctx.base, dtype=FLOAT32, batch=draw(PROBE_SHORT["batch"]), n=short,
+                                context_length=PROBE_CONTEXT)]
 
 
 def _as_trained(ctx, inst, cfg, x, gy, trained, expected):
@@ -118,7 +139,8 @@ def _random_in_float64_training(ctx, cfg, x) -> bool:
     largest differences seen with random weights (three draws): scores / sqrt(8) instead of / sqrt(4) 0.02-0.07,
       no scaling 0.07-0.18, Q and K swapped 0.17-0.46, no mask 0.56-0.91
     fill -10 instead of -inf: about 1e-4, still caught; fill -100: exactly 0 (only causal-leakage sees it)
-    float32: module and x (4, 48, 8) in float32, compared with the float64 reference within 1e-4 relative
+    float32: module and x (B, n, 8) in float32 (B and n drawn from the seed: 8-16 and 40-63 of as
+      many, 4-7 and 11-39 of 64), compared with the float64 reference within 1e-4 relative
       (the lesson's layer in float32: at most 3.4e-7)""",
 )
 def reference_match(ctx):
@@ -169,7 +191,7 @@ def reference_match(ctx):
              "projection) " if single else "grouped-query reference (query heads sharing key/value heads) "
              if ctx.grouped else "reference ")
     rope = f"with {ctx.rope.describe()} " if ctx.rope else ""
-    return ctx.find_failure(holds, after=[float32_probe(ctx)]) or passed(
+    return ctx.find_failure(holds, after=float32_probes(ctx)) or passed(
         f"equals the {which}{rope}for every configuration tried",
         **({"form": ctx.form.name if single else "grouped" if ctx.grouped else "rotary"}
            if single or ctx.grouped or ctx.rope else {}))  # the report shows what was judged, not the plain claim

@@ -258,9 +258,9 @@ def test_a_child_replaying_its_own_answers_fails_the_check_of_its_mistake(name, 
 
 def test_a_layer_wrong_only_in_float32_fails_reference_match(world):
     """Right in float64, wrong in float32 (no mask, scores / dh) behind a branch on x.dtype: every configuration of
-    float64 sees the lesson's layer, and only reference-match's float32 probe (module and input in float32, batch 4,
-    48 tokens, against the parent's float64 reference) shows it, as a failure that says which dtype and by how
-    much beyond which tolerance.  Before that probe it got full marks."""
+    float64 sees the lesson's layer, and only reference-match's float32 probes (module and input in float32, batches
+    and lengths drawn from the seed, against the parent's float64 reference) show it, as a failure that says which
+    dtype and by how much beyond which tolerance.  Before that probe it got full marks."""
     report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "float32_only.py").stdout)
     outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
     assert outcome["status"] == "fail", outcome["message"]
@@ -281,6 +281,21 @@ def test_a_layer_wrong_only_in_float32_training_fails_reference_match(world):
     assert "train() mode with autograd on" in outcome["message"], outcome["message"]
     assert outcome["config"]["dtype"] == "float32", outcome["config"]
     assert report["passed"] is False
+    world.assert_untouched()
+
+
+@pytest.mark.parametrize("name", ["float32_probe_shape", "float32_full_context"])
+@pytest.mark.parametrize("seed", ["0", "7"])
+def test_a_layer_wrong_in_float32_outside_the_probes_shape_fails_reference_match(world, name, seed):
+    """Red team 9: the float32 probe was one public shape (a batch of 4 and 48 of 64 tokens), and a layer wrong in
+    float32 at every other shape, or only at n = context_length (every training batch of context_length tokens), had
+    full marks.  The probes' batches and lengths are drawn from the seed now, one of them a full context."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / f"{name}.py", "--seed", seed).stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "in float32" in outcome["message"], outcome["message"]
+    assert outcome["config"]["dtype"] == "float32", outcome["config"]
+    assert report["passed"] is False
+    assert [c["id"] for c in report["checks"] if c["status"] != "pass"] == ["reference-match"]  # nothing else sees it
     world.assert_untouched()
 
 
