@@ -47,11 +47,15 @@ import numpy as np
 from checks import cannot_tell, check, failed, passed
 from checks.output_shape import output_shape
 from harness.engine.compare import compare
+from harness.wire import messages as m
 from harness.wire.config import FLOAT32, FLOAT64
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref
 
 FLOAT32_RTOL, FLOAT32_ATOL = 1e-4, 1e-4  # see the module's docstring for the derivation
+FLOAT32_GRAD_ATOL = 1e-3  # a weight's gradient sums over every token of the batch (up to 16 x 63): ten times looser
+GRAD_NAMES = {"x": "the input", "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k",
+              "bv": "b_v", "bo": "the output bias"}
 PROBE = {"batch": 4, "n": 48, "context_length": 64}  # one probe shape, for the unit tests; the check draws its own
 PROBE_FULL = {"batch": (8, 16), "n": (40, 63)}  # drawn, both ends included: n = context_length, a training batch
 PROBE_SHORT = {"batch": (4, 7), "n": (11, 39)}  # n below a context_length of 64 (PROBE_CONTEXT); the float64 set's
@@ -109,6 +113,65 @@ def _as_trained(ctx, inst, cfg, x, gy, trained, expected):
                   mismatch=mismatch.to_dict(), dtype=FLOAT32, mode="train")
 
 
+def _gradients_off(got, want: dict) -> list:
+    """(role, Mismatch) for each gradient of `got` (an m.Gradients) beyond float32's tolerance of `want`'s; a role
+    without a gradient in either is parameters-used's to judge, not compared here."""
+    mine = {"x": got.gx, **got.grads}
+    off = []
+    for key, expected in want.items():
+        if mine.get(key) is None or expected is None:
+            continue
+        mismatch = compare(mine[key], expected, FLOAT32_RTOL, FLOAT32_GRAD_ATOL)
+        if mismatch is not None:
+            off.append((key, mismatch))
+    return off
+
+
+def _trained_gradients(ctx, cfg, x, gy, w, step):
+    """The float32 training step's gradients (its output already equal to the reference): a layer may be right in
+    every forward and wrong only in float32's backward (red team 9: a custom autograd Function that passed the
+    upstream gradient on in float64 and its negative in float32, gradient ascent in every training step, had full
+    marks; gradient-match asks float64 only).  Against the float64 reference's gradients; where they differ, the
+    module's own float64 gradients for the same weights, input and upstream gradient: if the float32 ones equal
+    those, the difference is the same in both dtypes and gradient-match's to judge (a detach, no_grad); only a
+    difference of float32's own is a failure here."""
+    if step.no_graph:
+        got = None
+    else:
+        cache = {}
+        numpy_ref.forward(x, cfg.heads, w, cache=cache, rope=ctx.rope)
+        off = _gradients_off(step, numpy_ref.backward(gy, w, cache))
+        if not off:
+            return None
+        got = step
+    try:  # the same step in float64, asked only here
+        wide = ctx.build(dataclasses.replace(cfg, dtype=FLOAT64), force_dropout=0.0)
+        ctx.transplant(wide, w)
+        own = wide.vjp(x, gy, "train")
+    except TargetFailure:
+        return None  # what it raises there is not this probe's to judge
+    if not isinstance(own, m.Gradients) or own.no_graph:
+        return None
+    if got is None:
+        return failed("in float32 train() mode with autograd on (as in training) the output does not require grad, "
+                      "though in float64 it does: the layer cannot learn in float32", observed="no gradient in float32",
+                      expected="gradients for the input and the weights", dtype=FLOAT32, mode="train",
+                      fix="keep the forward differentiable in every dtype: no branch on x.dtype that detaches it")
+    own_off = _gradients_off(step, {"x": own.gx, **own.grads})
+    if not own_off:
+        return None
+    key, mismatch = own_off[0]
+    names = ", ".join(GRAD_NAMES.get(k, k) for k, _ in own_off)
+    return failed(f"in float32 train() mode with autograd on (as in training) the gradients for {names} differ "
+                  f"from those of float64 with the same weights, input and upstream gradient (the output equals the "
+                  f"reference's in both): for {GRAD_NAMES.get(key, key)} " + mismatch.describe(),
+                  observed=f"float32 gradients differ: {names}",
+                  expected=f"in float32, difference below {FLOAT32_RTOL:g} relative + {FLOAT32_GRAD_ATOL:g}·scale",
+                  fix="make the backward the same computation whatever the dtype: no custom autograd Function or "
+                      "hook that changes the gradient for one dtype",
+                  mismatch=mismatch.to_dict(), dtype=FLOAT32, mode="train")
+
+
 def _random_in_float64_training(ctx, cfg, x) -> bool:
     """The float64 module of the same configuration gives two different outputs for one input in train() mode with
     every nn.Dropout at 0."""
@@ -159,7 +222,8 @@ def reference_match(ctx):
                 if isinstance(entries[0], BaseException):
                     raise entries[0]
                 y = entries[0][0].y
-                trained = entries[1][0].y if len(entries) > 1 and isinstance(entries[1], list) else None
+                step = inst.gradients(entries[1][0]) if len(entries) > 1 and isinstance(entries[1], list) else None
+                trained = step.y if isinstance(step, m.Gradients) else None
             else:
                 y = inst.forward(x)
         except TargetFailure as e:
@@ -172,8 +236,9 @@ def reference_match(ctx):
         expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
         mismatch = compare(y, expected, *tolerance)
         if mismatch is None:
-            return _as_trained(ctx, inst, cfg, x, gy, trained, expected) if in_float32 and trained is not None \
-                else None
+            if not in_float32 or trained is None:
+                return None
+            return _as_trained(ctx, inst, cfg, x, gy, trained, expected) or _trained_gradients(ctx, cfg, x, gy, w, step)
         if in_float32:
             return failed("in float32 (your module and its input in float32, as in training) the output differs "
                           "from the float64 reference with the same weights, which it matches in float64: "

@@ -299,6 +299,21 @@ def test_a_layer_wrong_in_float32_outside_the_probes_shape_fails_reference_match
     world.assert_untouched()
 
 
+@pytest.mark.parametrize("seed", ["0", "7"])
+def test_a_backward_wrong_only_in_float32_fails_reference_match(world, seed):
+    """Red team 9: every forward right, the backward right in float64 and negated in float32 (a custom autograd
+    Function: gradient ascent in every training step) had full marks; gradient-match asks float64 only.  The float32
+    training step's gradients are compared now, and the failure says float32's differ from float64's."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "float32_backward_only.py", "--seed",
+                                   seed).stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "gradients" in outcome["message"], outcome["message"]
+    assert "float32" in outcome["message"] and outcome["config"]["dtype"] == "float32", outcome
+    assert report["passed"] is False
+    assert [c["id"] for c in report["checks"] if c["status"] != "pass"] == ["reference-match"]  # nothing else sees it
+    world.assert_untouched()
+
+
 def test_a_train_mode_leak_behind_a_forged_jacobian_fails_reference_match(world):
     """Once a documented gap (forgeable: causal-leakage's train-mode evidence is the child's own Jacobian, which
     this layer forges): the float32 probe run as a training step compares its train-mode output with the parent's
