@@ -6,7 +6,8 @@ tokens, so a layer right in float64 and wrong in float32 (a branch on `x.dtype`,
 dtype) would pass everything.  Two more configurations, asked in the same frames as the others and judged after
 them: the first required one's widths and heads, module and input in float32 and torch's default dtype float32 while
 it is built and run, with a batch and a length drawn from the seed (`float32_probes`): a full context (a batch of 8
-to 16, n = context_length from 40 to 63: a training batch of context_length tokens) and a shorter one (a batch of 4
+to 16, n = context_length from 40 to 63: a training batch of context_length tokens; heads 16, 32 or 64 wide, as a
+model's are, where every other configuration's are at most 8) and a shorter one (a batch of 4
 to 7, 11 to 39 of 64 tokens).  Until red team 9 it was one public shape, a batch of 4 and 48 of 64 tokens: a layer
 wrong in float32 except at that shape, or only where n equals its context_length, had full marks; a grade's seed is
 secret, so a layer that is right in float32 only at the probe's shapes must now be right at every shape the draws
@@ -28,7 +29,10 @@ up to d = 64, n = 128: at most 3.4e-7 of the largest magnitude, 300 times below 
 mistake of the hostile suite is 0.02 or more (tests/hostile/float32_only.py).
 
 The float32 module is also run as a training step runs it (train() mode with every nn.Dropout at 0, autograd on:
-`_as_trained`), against the same reference: a layer may tell the eval() probe from training by its grad mode.
+`_as_trained`), against the same reference: a layer may tell the eval() probe from training by its grad mode.  Its
+input there is the output of an operation (a sum with zeros, in the worker), as every attention layer's input in a
+model is, not a leaf (red team 9: a layer without its mask wherever x.grad_fn was set had full marks); and its
+gradients are judged too (`_trained_gradients`: a backward negated in float32 only had full marks).
 
 A float32 probe that raises (or a constructor that refuses float32) is cannot tell, never a failure: the float64
 configurations passed, and it was mha-check that chose float32.
@@ -62,6 +66,9 @@ PROBE_SHORT = {"batch": (4, 7), "n": (11, 39)}  # n below a context_length of 64
 # batch is at most 3 (8 for batch-independence) and its n is 1..10 or 64.  Each range meets the other's end: a layer
 # wrong in float32 from some length (or batch) on is seen by the full probe, one wrong below it by the short one
 PROBE_CONTEXT = 64  # a mask made for 64 tokens, hard-coded, still holds every drawn n
+MAX_FLOAT64_HEAD_WIDTH = 8  # the widest heads of every other configuration (harness.engine.search)
+PROBE_HEAD_WIDTHS = (16, 32, 64)  # the full probe's head width, drawn: a model's (64, 128), where every other
+# configuration's is at most 8 (red team 9: a layer without its mask from a head width of 16 on had full marks)
 
 
 def float32_probes(ctx):
@@ -74,8 +81,12 @@ def float32_probes(ctx):
     rng = ctx.rng("float32-probe")
     draw = lambda span: int(rng.integers(span[0], span[1] + 1))
     full, short = draw(PROBE_FULL["n"]), draw(PROBE_SHORT["n"])
-    return [dataclasses.replace(ctx.base, dtype=FLOAT32, batch=draw(PROBE_FULL["batch"]), n=full,
-                                context_length=full),
+    base = ctx.base
+    wide = int(rng.choice(PROBE_HEAD_WIDTHS))  # the same heads (and key/value heads), each as wide as a model's
+    d_out = base.heads * wide
+    d_in = d_out if base.d_in == base.d_out else base.heads * (3 * wide // 2)
+    return [ctx.fitted(dataclasses.replace(base, dtype=FLOAT32, batch=draw(PROBE_FULL["batch"]), n=full,
+                                           context_length=full, d_out=d_out, d_in=d_in)),
             dataclasses.replace(ctx.base, dtype=FLOAT32, batch=draw(PROBE_SHORT["batch"]), n=short,
                                 context_length=PROBE_CONTEXT)]
 
@@ -172,6 +183,26 @@ def _trained_gradients(ctx, cfg, x, gy, w, step):
                   mismatch=mismatch.to_dict(), dtype=FLOAT32, mode="train")
 
 
+def _wide_in_float64(ctx, cfg, w, x, expected):
+    """The float32 probe's heads are as wide as a model's, which no float64 configuration's are: a float32 failure
+    there is asked once more in float64, and one that holds in float64 too is told as what it is, a mistake at that
+    width (red team 9: a layer without its mask from a head width of 16 on), not one of float32's."""
+    try:
+        inst = ctx.build(dataclasses.replace(cfg, dtype=FLOAT64))
+        ctx.transplant(inst, w)
+        mismatch = compare(inst.forward(x), expected)
+    except TargetFailure:
+        return None
+    if mismatch is None:
+        return None
+    return failed(f"with heads {cfg.head_width} wide, as a model's (every other configuration's are at most "
+                  f"{MAX_FLOAT64_HEAD_WIDTH}), the output differs from the reference with the same weights, in float64 "
+                  "as in float32: " + mismatch.describe(), observed=mismatch.describe(),
+                  expected="difference below 1e-5 relative", mismatch=mismatch.to_dict(),
+                  fix="make the forward the same computation whatever the widths: no branch on the head width or "
+                      "d_out, no constant made for narrow heads only")
+
+
 def _random_in_float64_training(ctx, cfg, x) -> bool:
     """The float64 module of the same configuration gives two different outputs for one input in train() mode with
     every nn.Dropout at 0."""
@@ -203,7 +234,7 @@ def _random_in_float64_training(ctx, cfg, x) -> bool:
       no scaling 0.07-0.18, Q and K swapped 0.17-0.46, no mask 0.56-0.91
     fill -10 instead of -inf: about 1e-4, still caught; fill -100: exactly 0 (only causal-leakage sees it)
     float32: module and x (B, n, 8) in float32 (B and n drawn from the seed: 8-16 and 40-63 of as
-      many, 4-7 and 11-39 of 64), compared with the float64 reference within 1e-4 relative
+      many, heads 16 to 64 wide; 4-7 and 11-39 of 64), compared with the float64 reference within 1e-4 relative
       (the lesson's layer in float32: at most 3.4e-7)""",
 )
 def reference_match(ctx):
@@ -239,6 +270,10 @@ def reference_match(ctx):
             if not in_float32 or trained is None:
                 return None
             return _as_trained(ctx, inst, cfg, x, gy, trained, expected) or _trained_gradients(ctx, cfg, x, gy, w, step)
+        if in_float32 and cfg.head_width > MAX_FLOAT64_HEAD_WIDTH:  # a width no float64 configuration had
+            wider = _wide_in_float64(ctx, cfg, w, x, expected)
+            if wider is not None:
+                return wider
         if in_float32:
             return failed("in float32 (your module and its input in float32, as in training) the output differs "
                           "from the float64 reference with the same weights, which it matches in float64: "

@@ -314,6 +314,28 @@ def test_a_backward_wrong_only_in_float32_fails_reference_match(world, seed):
     world.assert_untouched()
 
 
+def test_a_layer_wrong_only_on_an_input_that_is_no_leaf_fails_reference_match(world):
+    """Red team 9: the lesson's layer on a leaf input and no mask on the output of another operation (x.grad_fn set,
+    as every attention layer's input in a model) had full marks: every input mha-check sent was a leaf.  The float32
+    training step feeds x through an operation now, and its output differs from the reference's."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "nonleaf_input_only.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "train() mode" in outcome["message"], outcome["message"]
+    assert report["passed"] is False
+    world.assert_untouched()
+
+
+def test_a_layer_wrong_only_at_a_models_head_width_fails_reference_match(world):
+    """Red team 9: no mask from a head width of 16 on had full marks (no configuration's heads were wider than 8).
+    The full-context float32 probe draws heads 16 to 64 wide, and the failure says the width, in float64 too."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "wide_heads_only.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "wide, as a model's" in outcome["message"], outcome["message"]
+    assert "in float64 as in float32" in outcome["message"], outcome["message"]
+    assert report["passed"] is False
+    world.assert_untouched()
+
+
 def test_a_train_mode_leak_behind_a_forged_jacobian_fails_reference_match(world):
     """Once a documented gap (forgeable: causal-leakage's train-mode evidence is the child's own Jacobian, which
     this layer forges): the float32 probe run as a training step compares its train-mode output with the parent's
