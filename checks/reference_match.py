@@ -32,7 +32,9 @@ The float32 module is also run as a training step runs it (train() mode with eve
 `_as_trained`), against the same reference: a layer may tell the eval() probe from training by its grad mode.  Its
 input there is the output of an operation (a sum with zeros, in the worker), as every attention layer's input in a
 model is, not a leaf (red team 9: a layer without its mask wherever x.grad_fn was set had full marks); and its
-gradients are judged too (`_trained_gradients`: a backward negated in float32 only had full marks).
+gradients are judged too (`_trained_gradients`: a backward negated in float32 only had full marks).  The eval()
+probe's module is built with dropout 0.5 (EVAL_DROPOUT), which eval() must switch off: dropout left on in eval() in
+float32 only had full marks; where the float64 module leaves it on too, that is eval-determinism's to judge.
 
 A float32 probe that raises (or a constructor that refuses float32) is cannot tell, never a failure: the float64
 configurations passed, and it was mha-check that chose float32.
@@ -60,6 +62,7 @@ FLOAT32_RTOL, FLOAT32_ATOL = 1e-4, 1e-4  # see the module's docstring for the de
 FLOAT32_GRAD_ATOL = 1e-3  # a weight's gradient sums over every token of the batch (up to 16 x 63): ten times looser
 GRAD_NAMES = {"x": "the input", "wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k",
               "bv": "b_v", "bo": "the output bias"}
+EVAL_DROPOUT = 0.5  # the float32 eval() probe's module: the rate eval-determinism's first module has
 PROBE = {"batch": 4, "n": 48, "context_length": 64}  # one probe shape, for the unit tests; the check draws its own
 PROBE_FULL = {"batch": (8, 16), "n": (40, 63)}  # drawn, both ends included: n = context_length, a training batch
 PROBE_SHORT = {"batch": (4, 7), "n": (11, 39)}  # n below a context_length of 64 (PROBE_CONTEXT); the float64 set's
@@ -203,6 +206,17 @@ def _wide_in_float64(ctx, cfg, w, x, expected):
                       "d_out, no constant made for narrow heads only")
 
 
+def _eval_dropout_in_float64(ctx, cfg, w, x, expected) -> bool:
+    """The float64 module built with dropout 0.5 differs from the reference in eval() mode too (or raises there):
+    dropout left on in eval() whatever the dtype, eval-determinism's to judge."""
+    try:
+        inst = ctx.build(dataclasses.replace(cfg, dtype=FLOAT64, dropout=EVAL_DROPOUT))
+        ctx.transplant(inst, w)
+        return compare(inst.forward(x), expected) is not None
+    except TargetFailure:
+        return True
+
+
 def _random_in_float64_training(ctx, cfg, x) -> bool:
     """The float64 module of the same configuration gives two different outputs for one input in train() mode with
     every nn.Dropout at 0."""
@@ -240,6 +254,7 @@ def _random_in_float64_training(ctx, cfg, x) -> bool:
 def reference_match(ctx):
     def holds(cfg):
         in_float32 = cfg.dtype == FLOAT32
+        dropping = None
         try:
             inst = ctx.build(cfg, force_dropout=0.0) if in_float32 else ctx.build(cfg)
             w = ctx.weights_for(inst)
@@ -249,7 +264,17 @@ def reference_match(ctx):
                 # second group raises (an input changed in place, a leaf that requires grad; a kernel without a CPU
                 # backward) leaves the eval() probe to judge alone
                 gy = ctx.rng("float32-gy", cfg).standard_normal((cfg.batch, cfg.n, cfg.d_out))
-                entries = ctx.frame([(inst, [inst.forward_request(x)]), (inst, [inst.vjp_request(x, gy, "train")])])
+                # eval() mode on a module built with dropout 0.5, which eval() must switch off (red team 9: dropout
+                # applied in eval() in float32 only had full marks, every float32 module being built with 0)
+                try:
+                    dropping = ctx.build(dataclasses.replace(cfg, dropout=EVAL_DROPOUT))
+                    ctx.transplant(dropping, w)
+                except TargetFailure:  # a constructor that refuses dropout 0.5 is eval-determinism's to judge:
+                    dropping = inst  # eval() mode on the module built with dropout 0
+                entries = ctx.frame([(dropping, [dropping.forward_request(x)]),
+                                     (inst, [inst.vjp_request(x, gy, "train")])])
+                if isinstance(entries[0], BaseException) and dropping is not inst:
+                    entries = [[m.Output(inst.forward(x))], *entries[1:]]
                 if isinstance(entries[0], BaseException):
                     raise entries[0]
                 y = entries[0][0].y
@@ -266,6 +291,22 @@ def reference_match(ctx):
         tolerance = (FLOAT32_RTOL, FLOAT32_ATOL) if in_float32 else ()
         expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
         mismatch = compare(y, expected, *tolerance)
+        if mismatch is not None and in_float32 and dropping is not inst:
+            try:
+                plain = compare(inst.forward(x), expected, *tolerance)  # eval() mode on the module built with 0
+            except TargetFailure:
+                plain = mismatch
+            if plain is None:  # the difference is the dropout's, 0.5 left on in eval() mode
+                if not _eval_dropout_in_float64(ctx, cfg, w, x, expected):
+                    return failed("in float32 eval() mode your module built with dropout 0.5 differs from the "
+                                  "reference with the same weights, which it matches when built with dropout 0 and "
+                                  "in float64 eval() mode: dropout stays on in eval() in float32 only: "
+                                  + mismatch.describe(), observed=mismatch.describe(),
+                                  expected="in eval() mode, no dropout in any dtype",
+                                  fix="apply dropout only in training (nn.Dropout, or F.dropout(..., "
+                                      "training=self.training)), whatever the dtype",
+                                  mismatch=mismatch.to_dict(), dtype=FLOAT32)
+                mismatch = None  # on in float64 too: eval-determinism's to judge; the training step is still asked
         if mismatch is None:
             if not in_float32 or trained is None:
                 return None

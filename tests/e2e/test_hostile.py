@@ -336,6 +336,17 @@ def test_a_layer_wrong_only_at_a_models_head_width_fails_reference_match(world):
     world.assert_untouched()
 
 
+def test_dropout_left_on_in_eval_in_float32_only_fails_reference_match(world):
+    """Red team 9: dropout applied in eval() mode in float32 only had full marks (every float32 module was built
+    with dropout 0).  The float32 eval() probe's module is built with dropout 0.5, and the failure says so; the same
+    mistake in every dtype stays eval-determinism's alone."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "float32_eval_dropout.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "in eval() in float32 only" in outcome["message"], outcome["message"]
+    assert [c["id"] for c in report["checks"] if c["status"] != "pass"] == ["reference-match"]
+    world.assert_untouched()
+
+
 def test_a_train_mode_leak_behind_a_forged_jacobian_fails_reference_match(world):
     """Once a documented gap (forgeable: causal-leakage's train-mode evidence is the child's own Jacobian, which
     this layer forges): the float32 probe run as a training step compares its train-mode output with the parent's
