@@ -26,5 +26,6 @@ class MyAttn(nn.Module):
         if True:
             s = (q @ k.transpose(2, 3) / self.dh ** 0.5).masked_fill(self.mask[:n, :n], float("-inf"))
         w = torch.softmax(s, dim=-1)
-        w = torch.nn.functional.dropout(w, self.dropout.p, training=self.training or x.dtype != torch.float64)  # the mistake: dropout in eval, in float32
+        on = self.training or x.dtype != torch.float64  # the mistake: dropout in eval() too, in float32
+        w = torch.nn.functional.dropout(w, self.dropout.p, training=on)
         return self.out_proj((w @ v).transpose(1, 2).contiguous().view(B, n, self.h * self.dh))
