@@ -335,7 +335,10 @@ class Worker:
         """One forward and one backward of sum(gy * y): gradients for x and, through a layout, every role."""
         inst = self._inst(request)
         module = inst["module"]
-        x = self._input(inst, request.x).requires_grad_(True)
+        leaf = self._input(inst, request.x).requires_grad_(True)
+        # in train() mode, as a training step gives it: the output of an operation (a residual stream's sum), not a
+        # leaf; red team 9's layer left out its mask wherever x.grad_fn was set, which no probe's leaf ever had
+        x = leaf + torch.zeros_like(leaf) if request.mode == "train" else leaf
         module.zero_grad(set_to_none=True)
         y = self._forward(inst, x, request.mode, request.style)
         if not y.requires_grad:
@@ -349,7 +352,7 @@ class Worker:
         grads = {}
         if request.layout is not None and inst["layouts"]:
             grads = {role: g.numpy() for role, g in inst["layouts"][request.layout].read(grad=True).items()}
-        gx = x.grad if x.grad is not None else torch.zeros_like(x)
+        gx = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
         unused = [n for n, p in module.named_parameters() if p.requires_grad and p.grad is None]
         return m.Gradients(y=y.detach().numpy(), gx=gx.numpy(), grads=grads, unused=unused)
 

@@ -152,7 +152,10 @@ class Instance:
         return [r.y for r in self.calls([self.forward_request(x, mode) for x in xs])]
 
     def vjp(self, x: np.ndarray, gy: np.ndarray, mode: str = "eval") -> m.Gradients:
-        reply = self.call(self.vjp_request(x, gy, mode))
+        return self.gradients(self.call(self.vjp_request(x, gy, mode)))
+
+    def gradients(self, reply: m.Reply) -> m.Reply:
+        """A reply to `vjp_request` with its gradients read as the lesson's roles, as `vjp` returns it."""
         if isinstance(reply, m.Gradients) and reply.grads:
             reply = dataclasses.replace(reply, grads=self._read(reply.grads))
         return reply

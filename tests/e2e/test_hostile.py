@@ -258,9 +258,9 @@ def test_a_child_replaying_its_own_answers_fails_the_check_of_its_mistake(name, 
 
 def test_a_layer_wrong_only_in_float32_fails_reference_match(world):
     """Right in float64, wrong in float32 (no mask, scores / dh) behind a branch on x.dtype: every configuration of
-    float64 sees the lesson's layer, and only reference-match's float32 probe (module and input in float32, batch 4,
-    48 tokens, against the parent's float64 reference) shows it, as a failure that says which dtype and by how
-    much beyond which tolerance.  Before that probe it got full marks."""
+    float64 sees the lesson's layer, and only reference-match's float32 probes (module and input in float32, batches
+    and lengths drawn from the seed, against the parent's float64 reference) show it, as a failure that says which
+    dtype and by how much beyond which tolerance.  Before that probe it got full marks."""
     report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "float32_only.py").stdout)
     outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
     assert outcome["status"] == "fail", outcome["message"]
@@ -281,6 +281,69 @@ def test_a_layer_wrong_only_in_float32_training_fails_reference_match(world):
     assert "train() mode with autograd on" in outcome["message"], outcome["message"]
     assert outcome["config"]["dtype"] == "float32", outcome["config"]
     assert report["passed"] is False
+    world.assert_untouched()
+
+
+@pytest.mark.parametrize("name", ["float32_probe_shape", "float32_full_context"])
+@pytest.mark.parametrize("seed", ["0", "7"])
+def test_a_layer_wrong_in_float32_outside_the_probes_shape_fails_reference_match(world, name, seed):
+    """Red team 9: the float32 probe was one public shape (a batch of 4 and 48 of 64 tokens), and a layer wrong in
+    float32 at every other shape, or only at n = context_length (every training batch of context_length tokens), had
+    full marks.  The probes' batches and lengths are drawn from the seed now, one of them a full context."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / f"{name}.py", "--seed", seed).stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "in float32" in outcome["message"], outcome["message"]
+    assert outcome["config"]["dtype"] == "float32", outcome["config"]
+    assert report["passed"] is False
+    assert [c["id"] for c in report["checks"] if c["status"] != "pass"] == ["reference-match"]  # nothing else sees it
+    world.assert_untouched()
+
+
+@pytest.mark.parametrize("seed", ["0", "7"])
+def test_a_backward_wrong_only_in_float32_fails_reference_match(world, seed):
+    """Red team 9: every forward right, the backward right in float64 and negated in float32 (a custom autograd
+    Function: gradient ascent in every training step) had full marks; gradient-match asks float64 only.  The float32
+    training step's gradients are compared now, and the failure says float32's differ from float64's."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "float32_backward_only.py", "--seed",
+                                   seed).stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "gradients" in outcome["message"], outcome["message"]
+    assert "float32" in outcome["message"] and outcome["config"]["dtype"] == "float32", outcome
+    assert report["passed"] is False
+    assert [c["id"] for c in report["checks"] if c["status"] != "pass"] == ["reference-match"]  # nothing else sees it
+    world.assert_untouched()
+
+
+def test_a_layer_wrong_only_on_an_input_that_is_no_leaf_fails_reference_match(world):
+    """Red team 9: the lesson's layer on a leaf input and no mask on the output of another operation (x.grad_fn set,
+    as every attention layer's input in a model) had full marks: every input mha-check sent was a leaf.  The float32
+    training step feeds x through an operation now, and its output differs from the reference's."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "nonleaf_input_only.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "train() mode" in outcome["message"], outcome["message"]
+    assert report["passed"] is False
+    world.assert_untouched()
+
+
+def test_a_layer_wrong_only_at_a_models_head_width_fails_reference_match(world):
+    """Red team 9: no mask from a head width of 16 on had full marks (no configuration's heads were wider than 8).
+    The full-context float32 probe draws heads 16 to 64 wide, and the failure says the width, in float64 too."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "wide_heads_only.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "wide, as a model's" in outcome["message"], outcome["message"]
+    assert "in float64 as in float32" in outcome["message"], outcome["message"]
+    assert report["passed"] is False
+    world.assert_untouched()
+
+
+def test_dropout_left_on_in_eval_in_float32_only_fails_reference_match(world):
+    """Red team 9: dropout applied in eval() mode in float32 only had full marks (every float32 module was built
+    with dropout 0).  The float32 eval() probe's module is built with dropout 0.5, and the failure says so; the same
+    mistake in every dtype stays eval-determinism's alone."""
+    report = json.loads(single_run(world, ROOT / "tests" / "hostile" / "float32_eval_dropout.py").stdout)
+    outcome = next(c for c in report["checks"] if c["id"] == "reference-match")
+    assert outcome["status"] == "fail" and "in eval() in float32 only" in outcome["message"], outcome["message"]
+    assert [c["id"] for c in report["checks"] if c["status"] != "pass"] == ["reference-match"]
     world.assert_untouched()
 
 
