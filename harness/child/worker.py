@@ -201,9 +201,9 @@ class Worker:
                 y = self._output(self._student("forward", module, *args, **kwargs))
             except StudentError as e:
                 if (inst["dtype"] is torch.float64 and x.device.type == "cpu" and _unrecorded()
-                        and _runs_in_float32(module, args, kwargs)):
+                        and _runs_in_training_dtypes(module, args, kwargs)):
                     raise AdapterError(f"{DTYPE_MARK}your forward raised on float64 inputs ({e.text[:600]}) and runs "
-                                       "on the same inputs in float32") from None
+                                       "on the same inputs in float32 and in half precision") from None
                 raise
         if picked.residual:
             if tuple(y.shape) != tuple(x.shape):
@@ -770,18 +770,32 @@ def _unrecorded() -> bool:
     return torch._C._len_torch_function_stack() == 0 and sys.gettrace() is None and sys.getprofile() is None
 
 
-def _runs_in_float32(module: nn.Module, args: tuple, kwargs: dict) -> bool:
-    """Whether a copy of `module` in float32 runs the call that raised in float64 (Sockeye's fill table has no
-    float64 entry): then the failure is of mha-check's float64 comparison, not evidence of a bug.  Asked only after
-    a forward raised, on a copy, so the module the checks use is untouched; anything that goes wrong is a no."""
-    def as_float32(value):
-        return _to_float32(value) if isinstance(value, torch.Tensor) else value
+def _runs_in_training_dtypes(module: nn.Module, args: tuple, kwargs: dict) -> bool:
+    """Whether copies of `module` in float32 and in a half precision (bfloat16 or float16) run the call that raised
+    in float64 (Sockeye's fill table has entries for those three only): then the failure is of mha-check's float64
+    comparison, not evidence of a bug.  A layer that runs in float32 alone (corext: its float32 softmax meets half
+    and double values alike) is wrong in the dtypes training uses, and its failure stands.  Asked only after a
+    forward raised, on copies, so the module the checks use is untouched; anything that goes wrong is a no."""
+    return _runs_as(module, args, kwargs, torch.float32) and any(
+        _runs_as(module, args, kwargs, half) for half in (torch.bfloat16, torch.float16))
+
+
+def _runs_as(module: nn.Module, args: tuple, kwargs: dict, dtype: torch.dtype) -> bool:
+    def cast(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        return value.to(dtype) if value.is_floating_point() else value
+
+    def cast_module(t: torch.Tensor) -> torch.Tensor:
+        if t.is_complex():  # a rotary freqs_cis: complex64 beside any real dtype (no complex half on the CPU)
+            return t.to(torch.complex64)
+        return t.to(dtype) if t.is_floating_point() else t
 
     try:
         trial = copy.deepcopy(module)
-        trial._apply(_to_float32)
-        with torch.no_grad(), default_dtype(torch.float32):
-            result = trial(*(as_float32(a) for a in args), **{k: as_float32(v) for k, v in kwargs.items()})
+        trial._apply(cast_module)
+        with torch.no_grad(), default_dtype(dtype if dtype is torch.float32 else torch.float32):
+            result = trial(*(cast(a) for a in args), **{k: cast(v) for k, v in kwargs.items()})
         Worker._output(result)
         return True
     except BaseException:  # noqa: BLE001 - the student's code, any way it fails: no evidence of a limit of ours

@@ -2,8 +2,9 @@
 table has no float64 entry (the pattern of Sockeye 3's masked attention, whose fill table holds float16, bfloat16
 and float32 only).
 
-mha-check compares every layer with the reference in float64, so every call raises KeyError; the same call on a
-float32 copy runs.  That is a limit of mha-check's comparison, not a bug: cannot tell, saying so and what would let
+mha-check compares every layer with the reference in float64, so every call raises KeyError; the same call on
+float32 and half-precision copies runs (tests/realzoo/corext_attention_rope_keep_mask_arg.py, which runs in float32
+alone, still fails).  That is a limit of mha-check's comparison, not a bug: cannot tell, saying so and what would let
 mha-check check it.  (Before: FAIL, "your code raised KeyError", no known mistake matches.)
 """
 import math
