@@ -8,10 +8,11 @@ d_model // d_head); a registered boolean tril buffer `mask` (True = may attend) 
 HookPoint modules around q, k, v, z, scores and pattern; forward(resid_pre, shortformer_pos_embed=None,
 past_kv_cache_entry=None).
 
-Source: https://github.com/neelnanda-io/TransformerLens (transformer-lens 1.0.0 on PyPI; the repository now lives at
-TransformerLensOrg/TransformerLens), files transformer_lens/components.py, transformer_lens/HookedTransformerConfig.py
-and transformer_lens/hook_points.py as released in transformer-lens 1.0.0.
-Licence: MIT (the wheel's METADATA "License: MIT" and LICENSE in its dist-info, "Copyright (c) 2022 TransformerLensOrg").
+Source: https://pypi.org/project/transformer-lens/ 1.0.0 (the wheel's METADATA names no repository; author Neel Nanda,
+the project known as neelnanda-io/TransformerLens, now TransformerLensOrg/TransformerLens), files
+transformer_lens/components.py, transformer_lens/HookedTransformerConfig.py and transformer_lens/hook_points.py as
+released in transformer-lens 1.0.0.
+Licence: MIT (the wheel's METADATA "License: MIT" and LICENSE in its dist-info, "Copyright (c) 2022 neelnanda-io").
 Copied: verbatim from the PyPI wheel transformer-lens==1.0.0 (pip download --no-deps): lines 1-9 and 11-226 of
 HookedTransformerConfig.py (imports, SUPPORTED_ACTIVATIONS, the whole HookedTransformerConfig), lines 2-6, 8 and
 10-16 of hook_points.py (imports, LensHandle) and lines 27-94 (HookPoint), lines 1-5, 7 and 9 of components.py
@@ -22,13 +23,14 @@ ADDED: shims for `import einops` (the three patterns the copied code uses), `fro
 axes turned into letters for torch.einsum), `from torchtyping import TensorType as TT` (annotations only),
 FactoredMatrix (only the OV/QK properties build one; forward never does) and HookedTransformerKeyValueCacheEntry
 (an annotation); this entry's constants.
-Truth: the math of the lesson's layer with a finite fill.  q = x W_Q[h] + b_Q[h] (so W_q's rows for head h are
+Truth: the math of the lesson's layer with a finite fill. q = x W_Q[h] + b_Q[h] (so W_q's rows for head h are
 W_Q[h].T), softmax((q k^T) / sqrt(d_head)) with every future score REPLACED by -1e5, z = pattern v, out = sum_h z_h
 W_O[h] + b_O: mha_forward exactly at ordinary scale (future weights exp(-1e5 - s) underflow to 0), but where a
 visible score falls below -1e5 (scores of size 1e5 and more, as mha-check's large probe makes) the replaced future
-scores win the softmax and the output mixes future values (in _truth.py).  A real defect of this release: later
-releases hold `self.register_buffer("IGNORE", torch.tensor(-torch.inf))` (1.11.0's wheel does; 1.4.0's still has
--1e5).
+scores win the softmax and the output mixes future values (in _truth.py). A real defect of this release, fixed
+upstream: the wheels of 1.0.0 through 1.6.1 hold `self.register_buffer("IGNORE", torch.tensor(-1e5))`, those of
+1.7.0 and later `torch.tensor(-torch.inf)` (compared wheel by wheel: 1.4.0, 1.5.0, 1.6.0, 1.6.1; 1.7.0, 1.9.0,
+1.10.0, 1.11.0, 1.17.0).
 """
 # --- HookedTransformerConfig.py, lines 1-9 and 11-226 ---
 from dataclasses import dataclass
