@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import ast
 import inspect
+import re
 import sys
 import textwrap
 
@@ -395,10 +396,29 @@ def left_at_default(factory, signature: Signature, overrides: dict) -> dict[str,
             isinstance(p.default, int) and not isinstance(p.default, bool)}
 
 
+_UNEXPECTED = re.compile(r"got an unexpected keyword argument '(\w+)'")
+
+
+def unpacked_spelling(exc: BaseException | None, cfg: Config, overrides: dict, signature: Signature) -> str | None:
+    """The spelling of mha-check's stand-in config object that the constructor refused as a keyword argument, when
+    that is what `exc` is: a TypeError "got an unexpected keyword argument 'd_out'" raised while the class was
+    given the stand-in (a dict) and `d_out` is one of the stand-in's own keys, which only reach a call through
+    `**config` (TransformerLens's `cfg = HookedTransformerConfig.from_dict(cfg)` is `cls(**config_dict)`).  A
+    keyword the student's code spells out itself is no key of the stand-in's unless the class also takes it: a
+    parameter of the constructor is left out.  None otherwise."""
+    if not signature.config_param or type(exc) is not TypeError:
+        return None
+    found = _UNEXPECTED.search(str(exc))
+    if found is None or found.group(1) in signature.params:
+        return None
+    return found.group(1) if dict.__contains__(config_bag(cfg, overrides), found.group(1)) else None
+
+
 def ours(factory, cfg: Config, overrides: dict, signature: Signature, exc: BaseException, said: str) -> str | None:
     """Why the constructor's failure for `cfg` comes from mha-check's own inputs, not from the student's code, or
-    None when it does not.  Two cases, each on evidence: the class read a setting our config object lacks
-    (`config.rope_theta`); or a parameter left at its default made it refuse a valid configuration, shown by
+    None when it does not.  Three cases, each on evidence: the class read a setting our config object lacks
+    (`config.rope_theta`); or it unpacked our config object into a call that refused one of its spellings
+    (unpacked_spelling); or a parameter left at its default made it refuse a valid configuration, shown by
     building it again with that parameter set from the configuration (`head=8` refused d=6 with the class's own,
     correct, divisibility guard; with head = the number of heads it builds).  `said`: the exception as already
     described, safely (harness.child.target.describe_exception).  Runs the student's constructor again: only in
@@ -408,6 +428,11 @@ def ours(factory, cfg: Config, overrides: dict, signature: Signature, exc: BaseE
         return (f"your class reads the setting {setting!r} of its config object, which mha-check's stand-in for it "
                 f"does not hold (it holds the width, heads, context length, dropout and bias flags): pass "
                 f"--arg {setting}=VALUE with the value your model uses")
+    spelling = unpacked_spelling(exc, cfg, overrides, signature)
+    if spelling is not None:
+        return (f"your class unpacks its config object as keyword arguments (`**config`, into a class that takes "
+                f"no {spelling!r}): mha-check's stand-in for it holds every usual spelling of the width, heads and "
+                f"context length, so it cannot stand in for a config your code rebuilds from it")
     if cfg.heads <= 0 or cfg.d_out % cfg.heads or cfg.d_in % cfg.heads:  # an invalid configuration may be refused
         return None
     for name, default in left_at_default(factory, signature, overrides).items():

@@ -63,13 +63,21 @@ def compare(observed: np.ndarray, expected: np.ndarray, rtol: float = RTOL, atol
 
 def _differing(observed: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
                nan_equal: bool) -> tuple[np.ndarray, np.ndarray]:
-    """|observed - expected| and where it is beyond the tolerance (same shapes)."""
-    scale = max(1.0, float(np.nanmax(np.abs(expected), initial=0.0)) if expected.size else 1.0)
-    bound = atol * scale + rtol * np.abs(expected)
-    both_nan = np.isnan(observed) & np.isnan(expected) if nan_equal else np.zeros(observed.shape, bool)
+    """|observed - expected| and where it is beyond the tolerance (same shapes).  The scale is the largest FINITE
+    expected magnitude: an inf in `expected` made every bound infinite, so any finite difference passed.  With
+    `nan_equal` (the module against itself) a value equal to the other, the same infinity included, is the same:
+    inf - inf is NaN, and an output holding inf twice in the same place was reported as differing between calls."""
+    magnitude = np.abs(expected)
+    finite = np.isfinite(magnitude)
+    scale = max(1.0, float(magnitude[finite].max(initial=0.0)) if expected.size else 1.0)
+    bound = atol * scale + rtol * np.where(finite, magnitude, 0.0)
+    if nan_equal:
+        alike = (np.isnan(observed) & np.isnan(expected)) | (observed == expected)
+    else:
+        alike = np.zeros(observed.shape, bool)
     with np.errstate(invalid="ignore"):
         diff = np.abs(observed - expected)
-        bad = ~both_nan & ~(diff <= bound)  # NaN differences count as differing
+        bad = ~alike & ~(diff <= bound)  # NaN differences count as differing
     return diff, bad
 
 
@@ -91,8 +99,10 @@ def close_each(observed: np.ndarray, candidates: list[np.ndarray]) -> list[bool]
     expected = np.stack([candidates[i] for i in fitting])
     axes = tuple(range(1, expected.ndim))
     magnitude = np.abs(expected)
+    magnitude = np.where(np.isfinite(magnitude), magnitude, 0.0)  # the scale and bounds of finite values, as
+    # _differing's: an inf candidate value is then no match for a finite one
     with np.errstate(invalid="ignore"):
-        scale = np.maximum(1.0, np.nanmax(magnitude, axis=axes, initial=0.0))
+        scale = np.maximum(1.0, np.max(magnitude, axis=axes, initial=0.0))
         bound = ATOL * scale.reshape((-1,) + (1,) * len(axes)) + RTOL * magnitude
         bad = ~(np.abs(observed - expected) <= bound)  # NaN differences count as differing
     for i, wrong in zip(fitting, bad.any(axis=axes) if axes else bad):

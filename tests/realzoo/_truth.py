@@ -2704,6 +2704,75 @@ def _(mod):
     return good and raised, f"{msg} (n >= 2); {one}", "dim=12 heads=3 dim_head=4, memory=None"
 
 
+@check("lucidrains_x_transformers_first_release_causal_flag.py")
+def _(mod):
+    """Attention(dim=12, heads=3, causal=True): to_q, to_kv's row blocks [W_k; W_v] (no biases) and to_out with its
+    bias: mha_forward exactly, no leak; with the default causal=False the first output moves with later tokens."""
+    m = randomize(mod.Attention(12, heads=3, causal=True)).eval()
+    Wkv = m.to_kv.weight
+    ref = lambda x: mha_forward(x, 3, m.to_q.weight, Wkv[:12], Wkv[12:], m.to_out.weight, bo=m.to_out.bias)
+    good, msg = ok_line(*cmp(m, ref, 12))
+    m.causal = False
+    x = torch.randn(1, 5, 12, generator=torch.Generator().manual_seed(3))
+    y = x.clone()
+    y[:, -1] += 1.0
+    with torch.no_grad():
+        moved = (m(x)[:, 0] - m(y)[:, 0]).abs().max().item()
+    return good and moved > 1e-6, f"{msg}; causal=False: first output moves by {moved:.1e}", "dim=12 heads=3 causal=True"
+
+
+@check("transformer_lens_attention_per_head_weights_ignore_1e5.py")
+def _(mod):
+    """Attention(HookedTransformerConfig(n_layers=1, d_model=12, n_ctx=10, d_head=4, n_heads=3, attn_only=True)):
+    W_q's rows for head h are W_Q[h].T (b_Q[h] its bias), W_o = W_O reshaped (12, 12) transposed: mha_forward
+    exactly at ordinary scale, no leak; with the input scaled by 300 some visible scores fall below the -1e5 that
+    replaces the future, and earlier outputs move with later tokens (the reference's do not)."""
+    cfg = mod.HookedTransformerConfig(n_layers=1, d_model=12, n_ctx=CTX, d_head=4, n_heads=3, attn_only=True)
+    m = randomize(mod.Attention(cfg)).eval()
+    heads = lambda W: W.permute(0, 2, 1).reshape(12, 12)
+    args = (heads(m.W_Q), heads(m.W_K), heads(m.W_V), m.W_O.reshape(12, 12).T,
+            m.b_Q.reshape(12), m.b_K.reshape(12), m.b_V.reshape(12), m.b_O)
+    good, msg = ok_line(*cmp(m, lambda x: mha_forward(x, 3, *args), 12))
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 8, 12, generator=g) * 300
+    y = x.clone()
+    y[:, 4:] = torch.randn(2, 4, 12, generator=g) * 300
+    with torch.no_grad():
+        leak = (m(x)[:, :4] - m(y)[:, :4]).abs().max().item()
+        ref_leak = (mha_forward(x, 3, *args)[:, :4] - mha_forward(y, 3, *args)[:, :4]).abs().max().item()
+    good = good and leak > 1e-3 and ref_leak < TOL
+    return good, (f"{msg}; input x300: earlier outputs move by {leak:.1e} when later tokens change (the reference's "
+                  f"by {ref_leak:.1e}): IGNORE = -1e5 is finite"), "d_model=12 n_heads=3 d_head=4 n_ctx=10"
+
+
+@check("attn_res_gqa_complex_rope_additive_mask_arg.py")
+def _(mod):
+    """GroupedQueryAttention(TransformerConfig(d_model=16, n_heads=4, n_kv_heads=2 and 4, max_seq_len=10)) called as
+    its model does, forward(x, precompute_rope_freqs(4, T), the additive -inf triu(1) mask): the independent
+    complex-pair GQA reference (query head h reads key/value head h // (H // KV)) at float32 precision (the rotation
+    runs in float32), no leak; without the mask a first output moves with later tokens (bidirectional by design)."""
+    msgs, good = [], True
+    for kv in (2, 4):
+        cfg = mod.TransformerConfig(d_model=16, n_heads=4, n_kv_heads=kv, max_seq_len=CTX,
+                                    attn_res_mode=mod.AttnResMode.NONE)
+        m = randomize(mod.GroupedQueryAttention(cfg)).eval()
+        freqs = mod.precompute_rope_freqs(cfg.d_head, CTX, cfg.rope_theta)
+        causal = lambda n: torch.full((n, n), float("-inf")).triu(1)[None, None]
+        call = lambda x, m=m, freqs=freqs: m(x, freqs[:x.shape[1]], causal(x.shape[1]))
+        ref = lambda x, m=m, kv=kv: _gqa_rope_ref(x, 4, kv, m.w_q.weight, m.w_k.weight, m.w_v.weight, m.w_o.weight)
+        err, leak = cmp(call, ref, 16)
+        scale = max(ref(torch.randn(2, 7, 16)).abs().max().item(), 1.0)
+        x = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))
+        y = x.clone()
+        y[:, -1] += 1.0
+        with torch.no_grad():
+            moved = (m(x, freqs[:5])[:, 0] - m(y, freqs[:5])[:, 0]).abs().max().item()
+        good = good and err / scale < FLOAT32_TOL and leak < TOL and moved > 1e-6
+        msgs.append(f"KV={kv}: vs complex-pair GQA reference {err:.1e} (relative {err / scale:.1e}, float32 RoPE) "
+                    f"leak={leak:.1e}; no mask: first output moves by {moved:.1e}")
+    return good, "; ".join(msgs), "d_model=16 n_heads=4 n_kv_heads=2, 4"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
