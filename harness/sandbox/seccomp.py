@@ -53,6 +53,15 @@ _DENIED = {
     "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182), "mq_timedreceive": (243, 183),
     "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
 }
+# another process's limits, priority and scheduling: none of them is a signal or a file, so Landlock governs none,
+# and the kernel lets a process change them for any process of its own uid (an ordinary user's child shares the
+# grader's, the keeper's and every other process of the user's: red team 10 reached all three with prlimit,
+# setpriority, sched_setaffinity and sched_setscheduler, enough to kill one (RLIMIT_CPU 0) or starve it (SCHED_IDLE)).
+# These are allowed for the calling process only: pid 0 (glibc's setrlimit, os.nice and os.sched_setaffinity(0)).
+_SELF_ONLY = {"prlimit64": (302, 261), "sched_setparam": (142, 118), "sched_setscheduler": (144, 119),
+              "sched_setaffinity": (203, 122), "sched_setattr": (314, 274)}  # pid in arg0
+_WHO_SELF_ONLY = {"setpriority": ((141, 140), 0), "ioprio_set": ((251, 30), 1)}  # (which, who): PRIO_PROCESS or
+# IOPRIO_WHO_PROCESS, and who 0 (a process group or a user would reach others)
 _CLONE, _CLONE3 = (56, 220), (435, 435)
 # prctl(PR_SET_DUMPABLE): a non-dumpable process hides its /proc/PID/fd from a grader without CAP_SYS_PTRACE (root
 # in a Docker container, an ordinary user), and with it every file it deleted but held open (red team 6: 300 MB
@@ -62,7 +71,7 @@ _NEW_NAMESPACES = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWU
 
 _RET_ALLOW, _RET_KILL_PROCESS, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-_NR, _ARCH_OFF, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (arg0's low 32 bits: little endian)
+_NR, _ARCH_OFF, _ARG0, _ARG1 = 0, 4, 16, 24  # offsets in struct seccomp_data (arg0's low 32 bits: little endian)
 
 
 def _assemble(code: list[tuple]) -> bytes:
@@ -95,11 +104,17 @@ def program() -> bytes | None:
     if machine == "x86_64":
         code.append((_JGE, 0x40000000, "kill", "next"))  # the x32 ABI
     code += [(_JEQ, nr[col], "eperm", "next") for nr in _DENIED.values()]
+    code += [(_JEQ, nr[col], "self", "next") for nr in _SELF_ONLY.values()]
+    code += [(_JEQ, nr[col], f"who-{name}", "next") for name, (nr, _) in _WHO_SELF_ONLY.items()]
     code += [(_JEQ, _CLONE3[col], "enosys", "next"), (_JEQ, _CLONE[col], "clone", "next"),
              (_JEQ, _PRCTL[col], "prctl", "next"), (_RET, _RET_ALLOW),
              ("label", "clone"), (_LD_ABS, _ARG0), (_JSET, _NEW_NAMESPACES, "eperm", "next"), (_RET, _RET_ALLOW),
              ("label", "prctl"), (_LD_ABS, _ARG0), (_JEQ, _PR_SET_DUMPABLE, "eperm", "next"), (_RET, _RET_ALLOW),
-             ("label", "eperm"), (_RET, _RET_ERRNO | errno.EPERM),
+             ("label", "self"), (_LD_ABS, _ARG0), (_JEQ, 0, "next", "eperm"), (_RET, _RET_ALLOW)]
+    for name, (_, which) in _WHO_SELF_ONLY.items():
+        code += [("label", f"who-{name}"), (_LD_ABS, _ARG0), (_JEQ, which, "next", "eperm"), (_LD_ABS, _ARG1),
+                 (_JEQ, 0, "next", "eperm"), (_RET, _RET_ALLOW)]
+    code += [("label", "eperm"), (_RET, _RET_ERRNO | errno.EPERM),
              ("label", "enosys"), (_RET, _RET_ERRNO | errno.ENOSYS),
              ("label", "kill"), (_RET, _RET_KILL_PROCESS)]
     return _assemble(code)
