@@ -313,6 +313,35 @@ def wall_posix_mq(ctx):
     return False, "mq_open worked: a queue can outlive the child"
 
 
+def wall_other_processes(ctx):
+    """Another process's limits, nice value, CPU affinity and scheduling policy: no signal and no file, so Landlock
+    governs none of them, and the kernel allows them on any process of the same uid (red team 10: an ordinary user's
+    child reached its grader and keeper; RLIMIT_CPU 0 kills, SCHED_IDLE starves).  Each is set to what it is, so
+    nothing is harmed where the wall is missing; the child's own stay changeable (glibc's setrlimit, os.nice)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = {"x86_64": (302, 141, 203, 144), "aarch64": (261, 140, 122, 119)}[os.uname().machine]
+    pid = ctx["sentinel_pid"]
+
+    class Rlimit(ctypes.Structure):
+        _fields_ = [("cur", ctypes.c_uint64), ("max", ctypes.c_uint64)]
+
+    def call(number, *args):
+        if libc.syscall(number, *args) < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+    limit = Rlimit(*resource.getrlimit(resource.RLIMIT_NOFILE))  # the sentinel's are the grader's defaults: a
+    # write of ours that worked would be a change, harmless to a sleeping process
+    mask = ctypes.create_string_buffer(b"\x01" + b"\0" * 127)
+    param = ctypes.c_int(0)
+    errors = [_try(lambda: call(nr[0], pid, 7, ctypes.byref(limit), None)),
+              _try(lambda: call(nr[1], 0, pid, 0)),
+              _try(lambda: call(nr[2], pid, 128, mask)),
+              _try(lambda: call(nr[3], pid, 0, ctypes.byref(param)))]
+    own = [_try(lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0))), _try(lambda: os.nice(0)),
+           _try(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))]
+    return all(errors) and not any(own), {"others": errors, "own": own}
+
+
 def wall_oom_first(ctx):
     """Red team 8: many processes of up to the memory limit each, on a machine with many cores, could exhaust its
     memory before the footprint watch stops them; the kernel's out-of-memory killer must then take the child's
