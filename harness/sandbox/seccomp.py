@@ -56,6 +56,15 @@ _DENIED = {
     # a child watched /tmp, /etc, the grader's home and a 0755 output folder and read the names written there, a
     # classmate's report among them (red team 10); a layer needs no file events
     "inotify_add_watch": (254, 27), "fanotify_init": (300, 262), "fanotify_mark": (301, 263),
+    # a file's mode, owner, times and extended attributes: Landlock governs none of them, and a child of the grader's
+    # own uid (an ordinary user's) made a 0600 file of the user's 0644, readable by every account (red team 10); by a
+    # descriptor too (fchmod on a file it may only read, such as a venv of the user's).  A layer changes none.
+    # (aarch64 has only the *at variants: the legacy names repeat them.)
+    "chmod": (90, 53), "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
+    "chown": (92, 54), "fchown": (93, 55), "lchown": (94, 54), "fchownat": (260, 54),
+    "utime": (132, 88), "utimes": (235, 88), "futimesat": (261, 88), "utimensat": (280, 88),
+    "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
+    "removexattr": (197, 14), "lremovexattr": (198, 15), "fremovexattr": (199, 16), "removexattrat": (466, 466),
 }
 # another process's limits, priority and scheduling: none of them is a signal or a file, so Landlock governs none,
 # and the kernel lets a process change them for any process of its own uid (an ordinary user's child shares the
