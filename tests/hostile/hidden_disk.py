@@ -75,9 +75,11 @@ def _exec_unreadable() -> None:
     process once written: no readable process ever holds more than the one being written.  (The child once filled
     them before its exec: on a loaded machine the grader's measure caught them in that moment, unhidden, and a test
     of the hiding tested an ordinary filler.)"""
-    import shutil
-    shutil.copy("/bin/sleep", "sleeper")
-    os.chmod("sleeper", 0o111)
+    with open("/bin/sleep", "rb") as f:
+        program = f.read()
+    fd = os.open("sleeper", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o111)  # made unreadable (the filter refuses chmod)
+    os.write(fd, program)
+    os.close(fd)
     held = []
     for i in range(12):
         held.append(os.open(f"hidden{i}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600))
