@@ -254,9 +254,21 @@ class Worker:
                                        self.signature, reads)
         except StudentError as e:
             why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__, e.text)
-            if why is None:
+            if why is not None:
+                raise AdapterError(f"for {cfg.describe()}, {why}") from None
+            if dtype is not torch.float64:
                 raise
-            raise AdapterError(f"for {cfg.describe()}, {why}") from None
+            # torch's default dtype float64 is this process's choice, not the student's: a constructor that mixes
+            # a tensor made in the default dtype with one made .float() (torch.polar(torch.ones(n, m),
+            # torch.outer(t.float(), freqs)), a rotary table) raises only under it.  Built as the student builds it,
+            # under float32, then cast to float64 below as .double() would; raising there too, the error stands.
+            torch.random.default_generator.manual_seed(request.seed)
+            recorder = OriginRecorder(self.target.module_file) if request.origins else contextlib.nullcontext()
+            try:
+                with default_dtype(torch.float32), recorder:
+                    module = construct.build(self.target.obj, cfg, self.overrides, self.signature, set())
+            except BaseException:  # noqa: BLE001 - the student's constructor: the float64 error is the one to report
+                raise e from None
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
