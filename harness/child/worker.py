@@ -45,7 +45,7 @@ from harness.wire import messages as m  # noqa: E402
 from harness.wire import protocol  # noqa: E402
 from harness.wire.config import Config  # noqa: E402
 from harness.wire.form import form_of  # noqa: E402
-from harness.wire.errors import DTYPE_MARK, PLATFORM_MARK, SIZE_MARK  # noqa: E402
+from harness.wire.errors import DTYPE_MARK, HISTORY_MARK, PLATFORM_MARK, SIZE_MARK  # noqa: E402
 
 torch.set_num_threads(1)
 torch.set_default_dtype(torch.float64)
@@ -69,6 +69,18 @@ def default_dtype(dtype: torch.dtype):
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+def _graph_keepers(module: nn.Module) -> list[str]:
+    """The buffers and plain tensor attributes of the module that hold autograd history after a forward (a KV cache
+    written in place, Meta llama's `self.cache_k[:b, start_pos:start_pos + n] = xk`): a backward that raises then
+    meets an earlier call's graph, which a training loop meets on its second step."""
+    kept = [f"the buffer {name}" for name, b in module.named_buffers() if b is not None and b.grad_fn is not None]
+    for path, mod in module.named_modules():
+        for name, value in vars(mod).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.grad_fn is not None:
+                kept.append(f"the tensor {path + '.' if path else ''}{name}")
+    return kept
 
 
 class StudentError(Exception):
@@ -360,7 +372,15 @@ class Worker:
         if tuple(gy.shape) != tuple(y.shape):
             raise StudentError("forward", f"output has shape {tuple(y.shape)}, expected {tuple(gy.shape)}")
         # A scalar loss, not y.backward(gy): the latter imports sympy on first use (0.3 s).
-        self._student("backward", (y * gy).sum().backward)
+        try:
+            self._student("backward", (y * gy).sum().backward)
+        except StudentError as e:
+            kept = _graph_keepers(module)
+            if not kept:
+                raise
+            raise StudentError(e.stage, f"{HISTORY_MARK}{', '.join(kept[:4])}, written in forward with "
+                                        "tensors that need a gradient, tie each call's graph to the earlier calls' "
+                                        f"(freed by their backward, or with weights changed since): {e.text}") from None
         grads = {}
         if request.layout is not None and inst["layouts"]:
             grads = {role: g.numpy() for role, g in inst["layouts"][request.layout].read(grad=True).items()}
