@@ -329,3 +329,13 @@ def test_a_cache_buffer_that_keeps_the_graph_is_told_so_with_a_fix_that_detaches
         line = next(c for c in report.checks if c.id == check_id)
         assert line.status == "fail" and "keeps autograd history" in line.message
         assert "cache_k" in line.message and "k.detach()" in line.fix and "no torch.no_grad()" not in line.fix
+
+
+def test_a_cache_handed_back_and_forth_is_told_a_fix_for_it_not_reset_cache_and_ptr(reports):
+    """kv-cache's fix speaks of ptr and reset_cache(); a tuple cache (`layer_past`) whose cached keys are rotated
+    twice, named by no mistake, was told to reset a ptr it has not (student11)."""
+    report = reports(target(ZOO / "buggy" / "gptj_tuple_cache_keys_rotated_twice.py"))
+    line = next(c for c in report.checks if c.id == "kv-cache")
+    assert line.status == "fail" and report.diagnosis.mutant is None
+    assert "reset_cache()" not in line.fix and "ptr" not in line.fix
+    assert "from the cache you are handed" in line.fix and "rotate each key once" in line.fix
