@@ -12,6 +12,7 @@ import copy
 import gc
 import os
 import random
+import re
 import sys
 import warnings
 
@@ -69,6 +70,15 @@ def default_dtype(dtype: torch.dtype):
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+DTYPE_CLASH = re.compile(r"(Double|float64).*(Float|float32)|(Float|float32).*(Double|float64)|dtype", re.S)
+
+
+def _dtype_clash(exc: BaseException | None) -> bool:
+    """Whether the constructor's exception speaks of two floating dtypes, or of a dtype: the only ones worth building
+    again under float32 (a refusal, ValueError("d_model must be divisible"), is not run twice)."""
+    return exc is not None and bool(DTYPE_CLASH.search(str(exc)[:2000]))
 
 
 def _graph_keepers(module: nn.Module) -> list[str]:
@@ -268,7 +278,7 @@ class Worker:
             why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__, e.text)
             if why is not None:
                 raise AdapterError(f"for {cfg.describe()}, {why}") from None
-            if dtype is not torch.float64:
+            if dtype is not torch.float64 or not _dtype_clash(e.__cause__):
                 raise
             # torch's default dtype float64 is this process's choice, not the student's: a constructor that mixes
             # a tensor made in the default dtype with one made .float() (torch.polar(torch.ones(n, m),
