@@ -103,6 +103,26 @@ def _fits(reply: m.CacheResult, cfg: Config) -> bool:
     return reply.y.ndim == 3 and reply.y.shape[:2] == (cfg.batch, tokens) and tokens <= cfg.n
 
 
+FIX_BY_KIND = {  # the check's fix speaks of ptr and reset_cache(): a layer whose cache is handed back and forth, or
+    # written at start_pos, has neither (student11: a tuple cache whose keys were rotated twice was told to reset ptr)
+    "argument": ("Take the number of cached tokens, past, from the cache you are handed; append the new keys and "
+                 "values to it along the tokens' axis and return it. The new queries are positions past .. past + n "
+                 "- 1: they take rows past .. past + n - 1 of the causal mask over all past + n keys and, with rotary "
+                 "embeddings, those positions; rotate each key once, before it goes into the cache, never the cached "
+                 "keys again."),
+    "positions": ("Write the new keys and values at start_pos .. start_pos + n - 1 and attend over the cache up to "
+                  "start_pos + n only, never its empty slots; the new queries take rows start_pos .. start_pos + n "
+                  "- 1 of the causal mask and, with rotary embeddings, those positions; rotate each key once, before "
+                  "it goes into the cache."),
+}
+
+
+def _fix(kind: str) -> str:
+    """The fix for a cache driven as `kind` where no finding says more: "" for the check's own (use_cache=True,
+    reset_cache(), a pointer), which speaks of ptr and reset_cache()."""
+    return FIX_BY_KIND.get(kind, "")
+
+
 @check(
     id="kv-cache",
     claim="with a KV cache, a prefix then one token at a time gives the full forward's output at every position, "
@@ -200,7 +220,8 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
                       + ("; torch.cat could not append the new keys or values to the cache: they differ from it on "
                          "an axis other than the one appended along, so the cache is appended on the wrong axis"
                          if appended else ""), config=cfg, observed="an exception while decoding",
-                      expected="the full forward's output", finding="append shapes" if appended else "decode raised")
+                      expected="the full forward's output", finding="append shapes" if appended else "decode raised",
+                      fix="" if appended else _fix(first.kind))
     wrong = _wrong_positions(first.y, ref_a)
     if wrong:
         t = wrong[0]
@@ -221,11 +242,12 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
                           finding="rotary positions from 0")
         if t == prefix:
             return failed(said + "; the first decoded token is already wrong", config=cfg,
-                          observed=f"positions {wrong} wrong", expected="every position right", finding="decode wrong")
+                          observed=f"positions {wrong} wrong", expected="every position right", finding="decode wrong",
+                          fix=_fix(first.kind))
         return failed(said + f"; the prefix and the first decoded token(s) are right, from token {t} on they are not: "
                       "what the cache or its position counts stops following the tokens fed (a position pointer "
                       "not advanced by the tokens of each call)", config=cfg, observed=f"positions {wrong} wrong",
-                      expected="every position right", finding="decode drifts")
+                      expected="every position right", finding="decode drifts", fix=_fix(first.kind))
     ref_b = numpy_ref.forward(xb, cfg.heads, w, rope=rope)
     if second.raised or second.y is None or _wrong_positions(second.y, ref_b):
         what = (f"raised: {second.raised}" if second.raised else
@@ -272,4 +294,4 @@ def _judge_chunk(entry, first: m.CacheResult, chunk: m.CacheResult):
     return failed(said + f"; one token per call is right, so the mask (or the positions) of a call with {CHUNK} new "
                   f"tokens after cached ones is wrong: they must take rows ptr .. ptr + {CHUNK - 1} of the causal "
                   "mask", config=cfg, observed=f"positions {wrong} wrong", expected="every position right",
-                  finding="chunk wrong")
+                  finding="chunk wrong", fix=_fix(first.kind))

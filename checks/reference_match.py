@@ -37,7 +37,8 @@ probe's module is built with dropout 0.5 (EVAL_DROPOUT), which eval() must switc
 float32 only had full marks; where the float64 module leaves it on too, that is eval-determinism's to judge.
 
 A float32 probe that raises (or a constructor that refuses float32) is cannot tell, never a failure: the float64
-configurations passed, and it was mha-check that chose float32.
+configurations passed, and it was mha-check that chose float32 and the probe's larger sizes (a KV cache preallocated
+for a max_batch_size of 4, Meta llama's, raises at a batch of 8: the report says so, not float32 alone).
 
 Its cost (measured with the one probe of before; the second probe travels in the same frames): one round trip
 more per target (26 instead of 25 for examples/correct_attention.py), the float32 module's
@@ -286,8 +287,11 @@ def reference_match(ctx):
             if not in_float32:
                 raise
             return cannot_tell(f"your code passed in float64 but raised when mha-check built and ran it in float32 "
-                               f"({cfg.describe()}): {e.message}; mha-check chose float32, so it cannot tell whether "
-                               "the layer is wrong there", dtype=FLOAT32)
+                               f"({cfg.describe()}): {e.message}; mha-check chose float32 and these sizes (a batch of "
+                               f"{cfg.batch}, {cfg.n} tokens, heads {cfg.d_out // max(cfg.heads, 1)} wide, larger "
+                               "than the float64 configurations': a cache or table sized for fewer, as a "
+                               "max_batch_size, raises there), so it cannot tell whether the layer is wrong there",
+                               dtype=FLOAT32)
         tolerance = (FLOAT32_RTOL, FLOAT32_ATOL) if in_float32 else ()
         expected = numpy_ref.forward(x, cfg.heads, w, rope=ctx.rope)
         mismatch = compare(y, expected, *tolerance)

@@ -12,6 +12,7 @@ import copy
 import gc
 import os
 import random
+import re
 import sys
 import warnings
 
@@ -45,7 +46,7 @@ from harness.wire import messages as m  # noqa: E402
 from harness.wire import protocol  # noqa: E402
 from harness.wire.config import Config  # noqa: E402
 from harness.wire.form import form_of  # noqa: E402
-from harness.wire.errors import DTYPE_MARK, PLATFORM_MARK, SIZE_MARK  # noqa: E402
+from harness.wire.errors import DTYPE_MARK, HISTORY_MARK, PLATFORM_MARK, SIZE_MARK  # noqa: E402
 
 torch.set_num_threads(1)
 torch.set_default_dtype(torch.float64)
@@ -69,6 +70,27 @@ def default_dtype(dtype: torch.dtype):
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+DTYPE_CLASH = re.compile(r"(Double|float64).*(Float|float32)|(Float|float32).*(Double|float64)|dtype", re.S)
+
+
+def _dtype_clash(exc: BaseException | None) -> bool:
+    """Whether the constructor's exception speaks of two floating dtypes, or of a dtype: the only ones worth building
+    again under float32 (a refusal, ValueError("d_model must be divisible"), is not run twice)."""
+    return exc is not None and bool(DTYPE_CLASH.search(str(exc)[:2000]))
+
+
+def _graph_keepers(module: nn.Module) -> list[str]:
+    """The buffers and plain tensor attributes of the module that hold autograd history after a forward (a KV cache
+    written in place, Meta llama's `self.cache_k[:b, start_pos:start_pos + n] = xk`): a backward that raises then
+    meets an earlier call's graph, which a training loop meets on its second step."""
+    kept = [f"the buffer {name}" for name, b in module.named_buffers() if b is not None and b.grad_fn is not None]
+    for path, mod in module.named_modules():
+        for name, value in vars(mod).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.grad_fn is not None:
+                kept.append(f"the tensor {path + '.' if path else ''}{name}")
+    return kept
 
 
 class StudentError(Exception):
@@ -254,9 +276,21 @@ class Worker:
                                        self.signature, reads)
         except StudentError as e:
             why = construct.ours(self.target.obj, cfg, self.overrides, self.signature, e.__cause__, e.text)
-            if why is None:
+            if why is not None:
+                raise AdapterError(f"for {cfg.describe()}, {why}") from None
+            if dtype is not torch.float64 or not _dtype_clash(e.__cause__):
                 raise
-            raise AdapterError(f"for {cfg.describe()}, {why}") from None
+            # torch's default dtype float64 is this process's choice, not the student's: a constructor that mixes
+            # a tensor made in the default dtype with one made .float() (torch.polar(torch.ones(n, m),
+            # torch.outer(t.float(), freqs)), a rotary table) raises only under it.  Built as the student builds it,
+            # under float32, then cast to float64 below as .double() would; raising there too, the error stands.
+            torch.random.default_generator.manual_seed(request.seed)
+            recorder = OriginRecorder(self.target.module_file) if request.origins else contextlib.nullcontext()
+            try:
+                with default_dtype(torch.float32), recorder:
+                    module = construct.build(self.target.obj, cfg, self.overrides, self.signature, set())
+            except BaseException:  # noqa: BLE001 - the student's constructor: the float64 error is the one to report
+                raise e from None
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
@@ -348,7 +382,15 @@ class Worker:
         if tuple(gy.shape) != tuple(y.shape):
             raise StudentError("forward", f"output has shape {tuple(y.shape)}, expected {tuple(gy.shape)}")
         # A scalar loss, not y.backward(gy): the latter imports sympy on first use (0.3 s).
-        self._student("backward", (y * gy).sum().backward)
+        try:
+            self._student("backward", (y * gy).sum().backward)
+        except StudentError as e:
+            kept = _graph_keepers(module)
+            if not kept:
+                raise
+            raise StudentError(e.stage, f"{HISTORY_MARK}{', '.join(kept[:4])}, written in forward with "
+                                        "tensors that need a gradient, tie each call's graph to the earlier calls' "
+                                        f"(freed by their backward, or with weights changed since): {e.text}") from None
         grads = {}
         if request.layout is not None and inst["layouts"]:
             grads = {role: g.numpy() for role, g in inst["layouts"][request.layout].read(grad=True).items()}

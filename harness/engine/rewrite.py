@@ -558,6 +558,8 @@ def _repeat(line: str, tree: ast.Module) -> str | None:
     keys and the values on one line, or a generator over both); with one call, the other is on a line of its own."""
     calls = [n for n in _calls(tree, "repeat") if isinstance(n.func, ast.Attribute) and not n.keywords and
              len(n.args) >= 2 and not any(isinstance(a, ast.Starred) for a in n.args)]
+    if not calls and not _calls(tree, "repeat", "tile"):
+        return _expand_group_first(line, tree)
     if not calls or len(calls) != len(_calls(tree, "repeat", "tile")):
         return None
     for call in sorted(calls, key=lambda c: c.col_offset, reverse=True):
@@ -570,6 +572,41 @@ def _repeat(line: str, tree: ast.Module) -> str | None:
     shared = len(calls) > 1 or any(isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.Return)) for n in ast.walk(tree))
     # (a helper's `return x.repeat(...)` serves the keys and the values alike)
     return line + ("" if shared else KINDS["repeat"])
+
+
+def _expand_group_first(line: str, tree: ast.Module) -> str | None:
+    """t.unsqueeze(1).expand(B, group, kv, n, dh)  ->  t.unsqueeze(2).expand(B, kv, group, n, dh), and t[:, None]
+    alike (t[:, :, None]): the new axis after the key/value heads, not before them, so that the reshape to H heads
+    gives each key/value head to consecutive query heads (student11; own_gqa_expand_group_first.py had its remedy in
+    words).  One expand, its receiver an unsqueeze(1) or a subscript with None second, at least three sizes."""
+    calls = _calls(tree, "expand")
+    if len(calls) != 1 or not isinstance(calls[0].func, ast.Attribute) or calls[0].keywords or \
+            len(calls[0].args) < 3 or any(isinstance(a, ast.Starred) for a in calls[0].args):
+        return None
+    call, held = calls[0], calls[0].func.value
+    a, b = call.args[1], call.args[2]
+    sizes = line[:a.col_offset] + _text(line, b) + line[a.end_col_offset:b.col_offset] + _text(line, a) + \
+        line[b.end_col_offset:call.end_col_offset]
+    head = line[:held.col_offset]
+    if isinstance(held, ast.Call) and isinstance(held.func, ast.Attribute) and held.func.attr == "unsqueeze" and \
+            len(held.args) == 1 and not held.keywords and isinstance(held.args[0], ast.Constant) and \
+            held.args[0].value == 1:
+        receiver = line[held.col_offset:held.args[0].col_offset] + "2" + line[held.args[0].end_col_offset:
+                                                                            held.end_col_offset]
+    elif isinstance(held, ast.Subscript) and isinstance(held.slice, ast.Tuple) and len(held.slice.elts) >= 2 and \
+            isinstance(held.slice.elts[1], ast.Constant) and held.slice.elts[1].value is None and \
+            isinstance(held.slice.elts[0], ast.Slice):
+        elts = held.slice.elts
+        if len(elts) >= 3 and not (isinstance(elts[2], ast.Slice) and elts[2].lower is None and
+                                   elts[2].upper is None and elts[2].step is None):
+            return None
+        rest = [_text(line, e) for e in elts[3:]]
+        receiver = f"{_text(line, held.value)}[{', '.join([':', ':', 'None', *rest])}]"
+    else:
+        return None
+    fixed = head + receiver + sizes[held.end_col_offset:] + line[call.end_col_offset:]
+    shared = any(isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.Return)) for n in ast.walk(tree))
+    return fixed + ("" if shared else KINDS["repeat"])
 
 
 def _rope_width(line: str, tree: ast.Module) -> str | None:

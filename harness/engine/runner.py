@@ -20,7 +20,8 @@ from harness.engine.records import Adapter, Form, Isolation, ProcessEvent
 from harness.engine.report import CheckResult, Report
 from harness.sandbox.pool import ZygoteError, single_run
 from harness.sandbox.subject import Subject
-from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied, limit_help
+from harness.wire.errors import (HISTORY_FIX, HISTORY_MARK, CannotDrive, ChildEnd, HarnessFailure, TargetFailure,
+                                 WorkerDied, limit_help)
 from harness.wire.status import Status
 
 MAX_RESTARTS = 3
@@ -229,7 +230,8 @@ def _guarded(c: Check, ctx: Context, debug: bool) -> Outcome:
     except (WorkerDied, ZygoteError):  # a zygote killed under the child took the child with it: no check can be
         raise  # run, nor failed, on it; the grader grades the submission again from a fresh zygote
     except TargetFailure as e:
-        return failed(f"your code raised {e.message}", finding=f"raised at {e.stage}")
+        return failed(f"your code raised {e.message}", finding=f"raised at {e.stage}",
+                      fix=HISTORY_FIX if e.message.startswith(HISTORY_MARK) else "")
     except CannotDrive as e:
         if limit_help(e) is not None:
             return cannot_tell(e.message, help=limit_help(e))

@@ -99,6 +99,13 @@ SIZE_HELP = ("nothing is wrong with a module this large, only with checking it: 
              "rather than one parameter each, lets mha-check read it")
 
 
+HISTORY_MARK = "in backward, as your module keeps autograd history from one call to the next: "  # see the child's vjp
+HISTORY_FIX = ("Keep no graph in the module between calls: write the cache with detached tensors "
+               "(`self.cache_k[:b, start:start + n] = k.detach()`) and attend over the cached keys before this call "
+               "joined with this call's own, `torch.cat([self.cache_k[:b, :start], k], dim=1)`, or fill the cache only "
+               "when decoding, under torch.no_grad().")
+
+
 DTYPE_MARK = "a limit of mha-check's float64 comparison, not a mistake in your code: "  # see the child's float32 trial
 DTYPE_HELP = ("mha-check compares your layer with the reference in float64 (as torch.autograd.gradcheck does); a layer "
               "that works only in float32 cannot be checked that way: make it work in any floating dtype, e.g. a fill "

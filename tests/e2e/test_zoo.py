@@ -318,3 +318,24 @@ def test_a_frozen_mask_parameter_is_not_called_trainable(reports):
     check = next(c for c in reports(target(path)).checks if c.id == "mask-buffer")
     assert check.status == "fail" and "requires_grad=False" in check.message, check.message
     assert "trainable" not in check.message and "model.parameters()" in check.message, check.message
+
+
+def test_a_cache_buffer_that_keeps_the_graph_is_told_so_with_a_fix_that_detaches_it(reports):
+    """A KV cache written in place into buffers and read back (Meta llama's) ties each call's graph to the last:
+    the second backward raises. gradient-match had said "keep the forward differentiable: no .detach()", the
+    opposite of the fix, which its correct twin (the fix pasted) shows passing (student11)."""
+    report = reports(target(ZOO / "buggy" / "llama_cache_buffer_keeps_graph.py"))
+    for check_id in ("gradient-match", "parameters-used"):
+        line = next(c for c in report.checks if c.id == check_id)
+        assert line.status == "fail" and "keeps autograd history" in line.message
+        assert "cache_k" in line.message and "k.detach()" in line.fix and "no torch.no_grad()" not in line.fix
+
+
+def test_a_cache_handed_back_and_forth_is_told_a_fix_for_it_not_reset_cache_and_ptr(reports):
+    """kv-cache's fix speaks of ptr and reset_cache(); a tuple cache (`layer_past`) whose cached keys are rotated
+    twice, named by no mistake, was told to reset a ptr it has not (student11)."""
+    report = reports(target(ZOO / "buggy" / "gptj_tuple_cache_keys_rotated_twice.py"))
+    line = next(c for c in report.checks if c.id == "kv-cache")
+    assert line.status == "fail" and report.diagnosis.mutant is None
+    assert "reset_cache()" not in line.fix and "ptr" not in line.fix
+    assert "from the cache you are handed" in line.fix and "rotate each key once" in line.fix

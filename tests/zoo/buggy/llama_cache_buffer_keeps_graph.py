@@ -1,0 +1,74 @@
+"""Buggy (student style, student11): Llama-style grouped-query attention with rotate-half rotary embeddings and a KV
+cache preallocated as buffers and written at `start_pos` (Meta llama's `self.cache_k[:bsz, start_pos:...] = xk`),
+whose keys and values are then read back from the buffers. Right in every forward and for one backward; but the
+buffers now hold the call's graph, so the next call's graph reaches into this one's: a training loop's second
+step raises ("modified by an inplace operation", "backward through the graph a second time"). gradient-match and
+parameters-used fail (the layer cannot be trained), and had said "keep the forward differentiable: no
+torch.no_grad(), .detach()" — the opposite of the fix, which is to write the cache detached and attend over the
+cached keys joined with the call's own (`correct/llama_cache_buffer_detached.py`). No catalogued mistake.
+
+Style: `wq` / `wk` / `wv` / `wo`, `n_rep` with repeat_interleave on dim 2 of (B, n, kv_heads, dh), cos/sin buffers
+of the doubled angles, an additive -inf mask offset by start_pos.
+"""
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+TARGET = "LlamaAttention"
+EXPECT = ("gradient-match", "parameters-used")
+DIAGNOSIS = None
+MUST_PASS = ("reference-match", "causal-leakage", "kv-cache")
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, dim, n_heads, n_kv_heads, max_seq_len, max_batch_size=32, rope_theta=10000.0):
+        super().__init__()
+        if dim % n_heads or n_heads % n_kv_heads:
+            raise ValueError("dim must be divisible by n_heads, and n_heads by n_kv_heads")
+        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
+        self.n_rep = n_heads // n_kv_heads
+        self.head_dim = dim // n_heads
+        self.wq = nn.Linear(dim, n_heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(n_heads * self.head_dim, dim)
+        inv = 1.0 / rope_theta ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim)
+        ang = torch.outer(torch.arange(max_seq_len).float(), inv)
+        ang = torch.cat([ang, ang], dim=-1)
+        self.register_buffer("cos", ang.cos(), persistent=False)
+        self.register_buffer("sin", ang.sin(), persistent=False)
+        self.register_buffer("cache_k", torch.zeros(max_batch_size, max_seq_len, n_kv_heads, self.head_dim),
+                             persistent=False)
+        self.register_buffer("cache_v", torch.zeros(max_batch_size, max_seq_len, n_kv_heads, self.head_dim),
+                             persistent=False)
+
+    def forward(self, x, start_pos=0):
+        bsz, seqlen, _ = x.shape
+        q = self.wq(x).view(bsz, seqlen, self.n_heads, self.head_dim)
+        k = self.wk(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
+        v = self.wv(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
+        cos = self.cos[start_pos:start_pos + seqlen][None, :, None, :].to(x.dtype)
+        sin = self.sin[start_pos:start_pos + seqlen][None, :, None, :].to(x.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        self.cache_k = self.cache_k.to(x.dtype)
+        self.cache_v = self.cache_v.to(x.dtype)
+        self.cache_k[:bsz, start_pos:start_pos + seqlen] = k
+        self.cache_v[:bsz, start_pos:start_pos + seqlen] = v
+        keys = self.cache_k[:bsz, :start_pos + seqlen]
+        values = self.cache_v[:bsz, :start_pos + seqlen]
+        keys = keys.repeat_interleave(self.n_rep, dim=2)
+        values = values.repeat_interleave(self.n_rep, dim=2)
+        q, keys, values = q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2)
+        scores = q @ keys.transpose(2, 3) / math.sqrt(self.head_dim)
+        mask = torch.full((seqlen, start_pos + seqlen), float("-inf"), device=x.device)
+        mask = torch.triu(mask, diagonal=start_pos + 1)
+        scores = F.softmax(scores + mask, dim=-1)
+        out = (scores @ values).transpose(1, 2).reshape(bsz, seqlen, -1)
+        return self.wo(out)
