@@ -823,10 +823,12 @@ def _runs_in_training_dtypes(module: nn.Module, args: tuple, kwargs: dict) -> bo
 
 
 def _runs_as(module: nn.Module, args: tuple, kwargs: dict, dtype: torch.dtype) -> bool:
+    """The same call in `dtype`: the same grad mode, and each input a leaf that requires grad as the original did
+    (an in-place change of a leaf's input raises under autograd in every dtype: no limit of ours)."""
     def cast(value):
-        if not isinstance(value, torch.Tensor):
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
             return value
-        return value.to(dtype) if value.is_floating_point() else value
+        return value.detach().to(dtype).requires_grad_(value.requires_grad)
 
     def cast_module(t: torch.Tensor) -> torch.Tensor:
         if t.is_complex():  # a rotary freqs_cis: complex64 beside any real dtype (no complex half on the CPU)
@@ -836,7 +838,7 @@ def _runs_as(module: nn.Module, args: tuple, kwargs: dict, dtype: torch.dtype) -
     try:
         trial = copy.deepcopy(module)
         trial._apply(cast_module)
-        with torch.no_grad(), default_dtype(dtype if dtype is torch.float32 else torch.float32):
+        with default_dtype(torch.float32):  # the grad mode of the call that raised
             result = trial(*(cast(a) for a in args), **{k: cast(v) for k, v in kwargs.items()})
         Worker._output(result)
         return True

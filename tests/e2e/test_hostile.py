@@ -416,8 +416,8 @@ def _bytecode_decoy(folder: Path) -> None:
     py_compile.compile(str(source), cfile=str(store / f"attention.{sys.implementation.cache_tag}.pyc"),
                        dfile="attention.py", invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     source.unlink()
-    leaky = correct_text().replace("masked_fill_(mask_bool, -torch.inf)", "masked_fill_(mask_bool, -100.0)")
-    assert "-100.0" in leaky
+    leaky = correct_text().replace("masked_fill_(mask_bool, -torch.inf)", "masked_fill_(mask_bool, -10000.0)")
+    assert "-10000.0" in leaky
     (folder / "attention.py").write_text(leaky)
     os.symlink("pyc_store", folder / "__pycache__")
 
@@ -697,13 +697,14 @@ def test_control_sequences_are_shown_never_obeyed(tmp_path):
 
 
 def test_a_hidden_check_never_shows_in_what_students_see(tmp_path):
-    """The rubric hides causal-leakage; the submission's only mistake (a fill of -100: outputs right to every
-    digit) is one that check alone reveals.  Nothing a student sees on Gradescope (the summary, the tests that are
+    """The rubric hides causal-leakage; the submission's only mistake (a fill of -1e4: outputs right to every
+    digit, in float32 too; a fill of -100 is seen by reference-match's float32 probe at its wide heads since red
+    team 9) is one that check alone reveals.  Nothing a student sees on Gradescope (the summary, the tests that are
     not hidden) names the check, what it found or the mistake; the hidden test itself is there, marked hidden."""
     subs = tmp_path / "subs" / "student"
     subs.mkdir(parents=True)
-    leaky = correct_text().replace("masked_fill_(mask_bool, -torch.inf)", "masked_fill_(mask_bool, -100.0)")
-    assert "-100.0" in leaky
+    leaky = correct_text().replace("masked_fill_(mask_bool, -torch.inf)", "masked_fill_(mask_bool, -10000.0)")
+    assert "-10000.0" in leaky
     (subs / "attention.py").write_text(leaky)
     rubric = tmp_path / "rubric.toml"
     rubric.write_text('target = "attention.py:MyAttn"\n[checks.causal-leakage]\nhidden = true\n')
@@ -715,7 +716,7 @@ def test_a_hidden_check_never_shows_in_what_students_see(tmp_path):
     hidden = [t for t in results["tests"] if t["visibility"] == "hidden"]
     assert [t["name"].split()[0] for t in hidden] == ["causal-leakage", "mask-fill"] and hidden[0]["status"] == "failed"
     visible = results["output"] + " ".join(t["name"] + t["output"] for t in results["tests"] if t not in hidden)
-    for word in ("causal-leakage", "leak", "future", "-100", "-inf", "such as -10", "masked scores", "gpt-2"):
+    for word in ("causal-leakage", "leak", "future", "-10000", "-1e4", "-inf", "such as -10", "masked scores", "gpt-2"):
         assert word not in visible.lower(), word
     single = run_cli(f"{subs}/attention.py:MyAttn", "--format", "gradescope", "--rubric", str(rubric))
     assert json.loads(single.stdout)["output"] == results["output"]
