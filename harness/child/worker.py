@@ -288,7 +288,8 @@ class Worker:
             recorder = OriginRecorder(self.target.module_file) if request.origins else contextlib.nullcontext()
             try:
                 with default_dtype(torch.float32), recorder:
-                    module = construct.build(self.target.obj, cfg, self.overrides, self.signature, set())
+                    reads.clear()  # the settings this build reads, not the failed one's
+                    module = construct.build(self.target.obj, cfg, self.overrides, self.signature, reads)
             except BaseException:  # noqa: BLE001 - the student's constructor: the float64 error is the one to report
                 raise e from None
         if not isinstance(module, nn.Module):
@@ -823,12 +824,13 @@ def _runs_in_training_dtypes(module: nn.Module, args: tuple, kwargs: dict) -> bo
 
 
 def _runs_as(module: nn.Module, args: tuple, kwargs: dict, dtype: torch.dtype) -> bool:
-    """The same call in `dtype`: the same grad mode, and each input a leaf that requires grad as the original did
-    (an in-place change of a leaf's input raises under autograd in every dtype: no limit of ours)."""
+    """The same call in `dtype`: the same grad mode, and each input requiring grad, and a leaf or not, as the
+    original (an in-place change of a leaf that requires grad raises in every dtype: no limit of ours)."""
     def cast(value):
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
             return value
-        return value.detach().to(dtype).requires_grad_(value.requires_grad)
+        leaf = value.detach().to(dtype).requires_grad_(value.requires_grad)
+        return leaf if value.is_leaf else leaf + torch.zeros_like(leaf)  # the training step's x + 0 (vjp)
 
     def cast_module(t: torch.Tensor) -> torch.Tensor:
         if t.is_complex():  # a rotary freqs_cis: complex64 beside any real dtype (no complex half on the CPU)
