@@ -148,7 +148,7 @@ def forward(x: np.ndarray, heads: int, w: Weights, split: str = "lesson", merge:
     reference.rotary.Rope, or None) rotates the queries and keys of every head after the split."""
     Q, K, V, P = _attend(x, heads, w, split, rope)
     ctx = _merge(P @ V, merge)
-    y = ctx @ w.wo.T + w.bias("bo")
+    y = _linear(ctx, w.wo, w.bias("bo"))
     if cache is not None:
         cache.update(x=x, Q=Q, K=K, V=V, P=P, ctx=ctx, heads=heads, split=split, merge=merge, rope=rope)
     return y
@@ -164,17 +164,31 @@ def forward_many(x: np.ndarray, heads: int, w: Weights, pairs, rope=None) -> dic
         if split not in mixed:
             _, _, V, P = _attend(x, heads, w, split, rope)
             mixed[split] = P @ V
-        out[split, merge] = _merge(mixed[split], merge) @ w.wo.T + w.bias("bo")
+        out[split, merge] = _linear(_merge(mixed[split], merge), w.wo, w.bias("bo"))
     return out
+
+
+def _rows(t: np.ndarray) -> np.ndarray:
+    """(B, n, d) as (B·n, d): one matrix product instead of B (numpy multiplies a stack matrix by matrix, several
+    times slower than one product of the rows, measured 27 ms against 15 ms for 16 × 63 × 256)."""
+    return t.reshape(-1, t.shape[-1])
+
+
+def _linear(t: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """t @ weight.T (+ bias), nn.Linear's convention, on the rows of a (B, n, d) tensor."""
+    out = _rows(t) @ weight.T
+    if bias is not None:
+        out += bias
+    return out.reshape(*t.shape[:-1], weight.shape[0])
 
 
 def _attend(x: np.ndarray, heads: int, w: Weights, split: str, rope) -> tuple[np.ndarray, ...]:
     """(Q, K, V, P): the heads split `split`'s way (rotated by `rope`), and the masked softmax of their scores."""
     dh = w.d_out // heads
     kv = w.kv_heads(heads)
-    q = x @ w.wq.T + w.bias("bq")
-    k = x @ w.wk.T + w.bias("bk")
-    v = x @ w.wv.T + w.bias("bv")
+    q = _linear(x, w.wq, w.bias("bq"))
+    k = _linear(x, w.wk, w.bias("bk"))
+    v = _linear(x, w.wv, w.bias("bv"))
     Q, K, V = (_split(t, heads if role == "q" else kv, split_for(split, role)) for role, t in zip("qkv", (q, k, v)))
     if rope is not None:
         Q, K = rope.apply(Q), rope.apply(K)
@@ -188,8 +202,8 @@ def backward(gy: np.ndarray, w: Weights, cache: dict) -> dict[str, np.ndarray]:
     x, Q, K, V, P, ctx = (cache[k] for k in ("x", "Q", "K", "V", "P", "ctx"))
     heads, split, merge = cache["heads"], cache["split"], cache["merge"]
     dh = w.d_out // heads
-    g = {"wo": np.einsum("bnj,bni->ji", gy, ctx), "bo": gy.sum(axis=(0, 1))}
-    gC = _merge_back(gy @ w.wo, heads, merge)
+    g = {"wo": _rows(gy).T @ _rows(ctx), "bo": gy.sum(axis=(0, 1))}
+    gC = _merge_back(_linear(gy, w.wo.T), heads, merge)
     gP = gC @ V.transpose(0, 1, 3, 2)
     gV = P.transpose(0, 1, 3, 2) @ gC
     gS = P * (gP - (gP * P).sum(axis=-1, keepdims=True)) / np.sqrt(dh)
@@ -202,8 +216,8 @@ def backward(gy: np.ndarray, w: Weights, cache: dict) -> dict[str, np.ndarray]:
     gx = np.zeros_like(x)
     for role, gT in (("q", gQ), ("k", gK), ("v", gV)):
         gt = _split_back(gT, split_for(split, role))
-        g["w" + role] = np.einsum("bnj,bni->ji", gt, x)
+        g["w" + role] = _rows(gt).T @ _rows(x)
         g["b" + role] = gt.sum(axis=(0, 1))
-        gx += gt @ getattr(w, "w" + role)
+        gx += _linear(gt, getattr(w, "w" + role).T)
     g["x"] = gx
     return g

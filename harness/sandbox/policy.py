@@ -292,5 +292,6 @@ def clean_env(home: str) -> dict:
     os.environ is cleared.  The batch zygote is started with it too: its forks inherit that block."""
     base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
             "USER": "student", "LOGNAME": "student", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
             "PYTHONHASHSEED": "0"}
     return {**base, **{k: os.environ[k] for k in INHERITED_ENV if k in os.environ}}

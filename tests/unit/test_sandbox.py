@@ -54,7 +54,8 @@ def test_only_the_stated_environment_reaches_the_child(tmp_path, monkeypatch):
     monkeypatch.setenv("MUTANT_UNDER_TEST", "x.y__mutmut_1")
     env = make_policy(str(tmp_path), 0).env
     assert "GRADER_TOKEN" not in env and env["MUTANT_UNDER_TEST"] == "x.y__mutmut_1"
-    assert env["HOME"] == env["TMPDIR"] == str(tmp_path) and env["OMP_NUM_THREADS"] == "1"
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path)
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
 
 
 def test_limits_are_hard_and_complete():
