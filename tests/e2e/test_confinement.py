@@ -424,10 +424,11 @@ def test_the_autograders_run_script_refuses_where_it_cannot_confine(world, tmp_p
 
 
 HOSTILE = ROOT / "tests" / "hostile"
-FENCED = ("ours_by_path", "classmates", "output_folder", "other_processes", "file_events", "file_metadata")  # what
-# Landlock walls in where no namespace can (other_processes, file_events, file_metadata: what it does not govern, the
-# limits and scheduling of the user's other processes, watches on folders it may read and the metadata of files it
-# may not open, which the seccomp filter refuses)
+FENCED = ("ours_by_path", "classmates", "output_folder", "other_processes", "file_events", "file_metadata",
+          "file_leases")  # what Landlock walls in where no namespace can (other_processes, file_events,
+# file_metadata, file_leases: what it does not govern, the limits and scheduling of the user's other processes,
+# watches on folders it may read, the metadata of files it may not open, and leases and inode flags on files of the
+# user's, which the seccomp filter refuses)
 
 
 def _hostile_single_run(prefix: list[str], python: str, name: str, base: Path, owner: int | None, *extra: str):

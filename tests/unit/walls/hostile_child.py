@@ -333,6 +333,40 @@ def wall_file_events(ctx):
     return all(errors), errors
 
 
+def wall_leases_and_flags(ctx):
+    """A write lease (fcntl F_SETLEASE) and a file's inode flags (ioctl FS_IOC_SETFLAGS, file_setattr by path) are
+    its owner's on a descriptor it may only read, or on none: red team 11's child, of an ordinary user's uid, leased
+    the user's venv's .pth files (a new Python of that venv waited 27 s to start) and flagged a classmate's file and
+    the output folder by path.  Played on a file of the child's own (a refusal is the filter's, never the owner's),
+    each set to what it is; refused by seccomp, while reading the lease and the flags and flock stay usable."""
+    import array
+    import fcntl
+    libc = ctypes.CDLL(None, use_errno=True)
+    path = os.path.abspath("leased.txt")
+    _create(path, "")
+    fd = os.open(path, os.O_RDONLY)
+
+    def lease():
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+
+    flags = array.array("l", [0])
+    own = [_try(lambda: fcntl.fcntl(fd, fcntl.F_GETLEASE)), _try(lambda: fcntl.fcntl(fd, fcntl.F_GETFL)),
+           _try(lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)), _try(lambda: fcntl.flock(fd, fcntl.LOCK_UN)),
+           _try(lambda: fcntl.ioctl(fd, 0x80086601, flags, True))]  # FS_IOC_GETFLAGS
+
+    def attributes():
+        attr = ctypes.create_string_buffer(24)  # struct file_attr; file_getattr (468) stays allowed
+        for number in (468, 469):
+            if libc.syscall(number, -100, path.encode(), attr, 24, 0) != 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+    errors = [_try(lease), _try(lambda: fcntl.ioctl(fd, 0x40086602, flags, True)), _try(attributes)]
+    os.close(fd)
+    refused = all(e and e.startswith("PermissionError") for e in errors)
+    return refused and not any(own[:4]), {"lease, flags, file_setattr": errors, "own": own}
+
+
 def wall_other_processes(ctx):
     """Another process's limits, nice value, CPU affinity and scheduling policy: no signal and no file, so Landlock
     governs none of them, and the kernel allows them on any process of the same uid (red team 10: an ordinary user's
