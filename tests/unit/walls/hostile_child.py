@@ -367,6 +367,19 @@ def wall_leases_and_flags(ctx):
     return refused and not any(own[:4]), {"lease, flags, file_setattr": errors, "own": own}
 
 
+def wall_aio(ctx):
+    """Asynchronous I/O events are one count for the machine (/proc/sys/fs/aio-max-nr), bounded by no limit of the
+    child's: red team 11's child held all 65536 and every other process's io_setup failed while it lived.  Refused by
+    seccomp (a context made where the wall is missing is destroyed at once)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    setup, destroy = {"x86_64": (206, 207), "aarch64": (0, 1)}[os.uname().machine]
+    context = ctypes.c_ulong(0)
+    if libc.syscall(setup, 1, ctypes.byref(context)) == 0:
+        libc.syscall(destroy, context)
+        return False, "io_setup worked"
+    return ctypes.get_errno() == errno.EPERM, f"io_setup refused: {os.strerror(ctypes.get_errno())}"
+
+
 def wall_other_processes(ctx):
     """Another process's limits, nice value, CPU affinity and scheduling policy: no signal and no file, so Landlock
     governs none of them, and the kernel allows them on any process of the same uid (red team 10: an ordinary user's
