@@ -69,6 +69,9 @@ _DENIED = {
     # and its inode flags by path (Linux 6.17): no descriptor is opened, so no Landlock rule is asked; an ordinary
     # user's child set them on a classmate's file and the output folder (red team 11).  Reading them stays allowed.
     "file_setattr": (469, 469),
+    # asynchronous I/O's events are one count for the machine (/proc/sys/fs/aio-max-nr), bounded by no limit of the
+    # child's: red team 11's child held all 65536, and every other process's io_setup failed while it lived
+    "io_setup": (206, 0),
 }
 # some commands of fcntl and ioctl, by their number (arg1's low 32 bits: the kernel reads an unsigned int):
 # fcntl(F_SETLEASE): a write lease is the owner's on a descriptor it may only read, and every other process's open
