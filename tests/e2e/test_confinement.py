@@ -526,7 +526,8 @@ DOCKER = ["python3", str(NONS), "--drop-sysadmin", "--docker-caps", "--"]  # roo
 @pytest.mark.parametrize("who, hiding", [("root", ""), ("root, Docker's capabilities", ""), ("user", ""),
                                          ("root, Docker's capabilities", "prctl"), ("user", "prctl"),
                                          ("root, Docker's capabilities", "exec"), ("user", "exec"),
-                                         ("root, Docker's capabilities", "closed"), ("user", "closed")])
+                                         ("root, Docker's capabilities", "closed"), ("user", "closed"),
+                                         ("root, Docker's capabilities", "page"), ("user", "page")])
 def test_in_a_container_files_deleted_but_held_count_against_the_disk_budget(world, who, hiding):
     """In a container no tmpfs can be mounted for the scratch: it is a folder of the shared disk, measured while the
     child works.  tests/hostile/hidden_disk.py deletes each 15 MB file it writes and holds it (an open descriptor, or
