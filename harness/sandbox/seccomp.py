@@ -57,6 +57,10 @@ _DENIED = {
     # a child watched /tmp, /etc, the grader's home and a 0755 output folder and read the names written there, a
     # classmate's report among them (red team 10); a layer needs no file events
     "inotify_add_watch": (254, 27), "fanotify_init": (300, 262), "fanotify_mark": (301, 263),
+    # nor an instance, useless without a watch: they are one count per uid (max_user_instances, 128), and an
+    # ordinary user's child held them all, the user's own inotify_init1 failing while it lived (red team 11)
+    # (aarch64 has only inotify_init1: the legacy name repeats it)
+    "inotify_init": (253, 26), "inotify_init1": (294, 26),
     # a file's mode, owner, times and extended attributes: Landlock governs none of them, and a child of the grader's
     # own uid (an ordinary user's) made a 0600 file of the user's 0644, readable by every account (red team 10); by a
     # descriptor too (fchmod on a file it may only read, such as a venv of the user's).  A layer changes none.
