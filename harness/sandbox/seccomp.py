@@ -4,7 +4,8 @@ Why: as soon as a process can create a user namespace it is "root" over fresh na
 surface; bwrap's own --disable-userns needs a user namespace of its own, which bwrap run by real root does not
 create.  So the filter refuses (EPERM) unshare() and clone() with any CLONE_NEW* flag, answers clone3() with
 ENOSYS (its flags sit in memory the filter cannot read; glibc then falls back to clone), and refuses a short list
-of interfaces a grading child never needs, and prctl(PR_SET_DUMPABLE).  Other architectures' system calls (i386
+of interfaces a grading child never needs, a few commands of fcntl and ioctl (a lease, inode flags), and
+prctl(PR_SET_DUMPABLE).  Other architectures' system calls (i386
 on x86_64, x32) kill the process.  Only x86_64 and aarch64 are known; elsewhere `program()` returns None and the
 report says so.
 """
@@ -56,6 +57,10 @@ _DENIED = {
     # a child watched /tmp, /etc, the grader's home and a 0755 output folder and read the names written there, a
     # classmate's report among them (red team 10); a layer needs no file events
     "inotify_add_watch": (254, 27), "fanotify_init": (300, 262), "fanotify_mark": (301, 263),
+    # nor an instance, useless without a watch: they are one count per uid (max_user_instances, 128), and an
+    # ordinary user's child held them all, the user's own inotify_init1 failing while it lived (red team 11)
+    # (aarch64 has only inotify_init1: the legacy name repeats it)
+    "inotify_init": (253, 26), "inotify_init1": (294, 26),
     # a file's mode, owner, times and extended attributes: Landlock governs none of them, and a child of the grader's
     # own uid (an ordinary user's) made a 0600 file of the user's 0644, readable by every account (red team 10); by a
     # descriptor too (fchmod on a file it may only read, such as a venv of the user's).  A layer changes none.
@@ -65,6 +70,27 @@ _DENIED = {
     "utime": (132, 88), "utimes": (235, 88), "futimesat": (261, 88), "utimensat": (280, 88),
     "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
     "removexattr": (197, 14), "lremovexattr": (198, 15), "fremovexattr": (199, 16), "removexattrat": (466, 466),
+    # and its inode flags by path (Linux 6.17): no descriptor is opened, so no Landlock rule is asked; an ordinary
+    # user's child set them on a classmate's file and the output folder (red team 11).  Reading them stays allowed.
+    "file_setattr": (469, 469),
+    # asynchronous I/O's events are one count for the machine (/proc/sys/fs/aio-max-nr), bounded by no limit of the
+    # child's: red team 11's child held all 65536, and every other process's io_setup failed while it lived
+    "io_setup": (206, 0),
+}
+# some commands of fcntl and ioctl, by their number (arg1's low 32 bits: the kernel reads an unsigned int):
+# fcntl(F_SETLEASE): a write lease is the owner's on a descriptor it may only read, and every other process's open
+# of the file then waits for it, up to /proc/sys/fs/lease-break-time (45 s) each, while it ignores the SIGIO asking
+# it to let go (red team 11: an ordinary user's child held its venv's .pth files and a new Python of that venv took
+# 27 s to start); ioctl's inode flags and attributes, the owner's on a read-only descriptor too, which stay after
+# the child (synchronous writes, no-dump; append-only and immutable with CAP_LINUX_IMMUTABLE), the file's
+# generation, fs-verity (a file made read-only for good) and encryption policies and keys.  Other commands of both
+# (F_GETFL, F_SETFD, flock, TCGETS, FIONREAD, FS_IOC_GETFLAGS) stay allowed.
+_COMMANDS = {
+    "fcntl": ((72, 25), {"F_SETLEASE": 1024}),
+    "ioctl": ((16, 29), {"FS_IOC_SETFLAGS": 0x40086602, "FS_IOC32_SETFLAGS": 0x40046602,
+                         "FS_IOC_FSSETXATTR": 0x401C5820, "FS_IOC_SETVERSION": 0x40087602,
+                         "FS_IOC32_SETVERSION": 0x40047602, "FS_IOC_ENABLE_VERITY": 0x40806685,
+                         "FS_IOC_SET_ENCRYPTION_POLICY": 0x800C6613, "FS_IOC_ADD_ENCRYPTION_KEY": 0xC0506617}),
 }
 # another process's limits, priority and scheduling: none of them is a signal or a file, so Landlock governs none,
 # and the kernel lets a process change them for any process of its own uid (an ordinary user's child shares the
@@ -119,6 +145,7 @@ def program() -> bytes | None:
     code += [(_JEQ, nr[col], "eperm", "next") for nr in _DENIED.values()]
     code += [(_JEQ, nr[col], "self", "next") for nr in _SELF_ONLY.values()]
     code += [(_JEQ, nr[col], f"who-{name}", "next") for name, (nr, _) in _WHO_SELF_ONLY.items()]
+    code += [(_JEQ, nr[col], f"commands-{name}", "next") for name, (nr, _) in _COMMANDS.items()]
     code += [(_JEQ, _CLONE3[col], "enosys", "next"), (_JEQ, _CLONE[col], "clone", "next"),
              (_JEQ, _PRCTL[col], "prctl", "next"), (_RET, _RET_ALLOW),
              ("label", "clone"), (_LD_ABS, _ARG0), (_JSET, _NEW_NAMESPACES, "eperm", "next"), (_RET, _RET_ALLOW),
@@ -127,6 +154,10 @@ def program() -> bytes | None:
     for name, (_, which) in _WHO_SELF_ONLY.items():
         code += [("label", f"who-{name}"), (_LD_ABS, _ARG0), (_JEQ, which, "next", "eperm"), (_LD_ABS, _ARG1),
                  (_JEQ, 0, "next", "eperm"), (_RET, _RET_ALLOW)]
+    for name, (_, refused) in _COMMANDS.items():
+        code += [("label", f"commands-{name}"), (_LD_ABS, _ARG1)]
+        code += [(_JEQ, command, "eperm", "next") for command in refused.values()]
+        code.append((_RET, _RET_ALLOW))
     code += [("label", "eperm"), (_RET, _RET_ERRNO | errno.EPERM),
              ("label", "enosys"), (_RET, _RET_ERRNO | errno.ENOSYS),
              ("label", "kill"), (_RET, _RET_KILL_PROCESS)]

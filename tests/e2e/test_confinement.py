@@ -424,10 +424,11 @@ def test_the_autograders_run_script_refuses_where_it_cannot_confine(world, tmp_p
 
 
 HOSTILE = ROOT / "tests" / "hostile"
-FENCED = ("ours_by_path", "classmates", "output_folder", "other_processes", "file_events", "file_metadata")  # what
-# Landlock walls in where no namespace can (other_processes, file_events, file_metadata: what it does not govern, the
-# limits and scheduling of the user's other processes, watches on folders it may read and the metadata of files it
-# may not open, which the seccomp filter refuses)
+FENCED = ("ours_by_path", "classmates", "output_folder", "other_processes", "file_events", "file_metadata",
+          "file_leases")  # what Landlock walls in where no namespace can (other_processes, file_events,
+# file_metadata, file_leases: what it does not govern, the limits and scheduling of the user's other processes,
+# watches on folders it may read, the metadata of files it may not open, and leases and inode flags on files of the
+# user's, which the seccomp filter refuses)
 
 
 def _hostile_single_run(prefix: list[str], python: str, name: str, base: Path, owner: int | None, *extra: str):
@@ -525,7 +526,8 @@ DOCKER = ["python3", str(NONS), "--drop-sysadmin", "--docker-caps", "--"]  # roo
 @pytest.mark.parametrize("who, hiding", [("root", ""), ("root, Docker's capabilities", ""), ("user", ""),
                                          ("root, Docker's capabilities", "prctl"), ("user", "prctl"),
                                          ("root, Docker's capabilities", "exec"), ("user", "exec"),
-                                         ("root, Docker's capabilities", "closed"), ("user", "closed")])
+                                         ("root, Docker's capabilities", "closed"), ("user", "closed"),
+                                         ("root, Docker's capabilities", "page"), ("user", "page")])
 def test_in_a_container_files_deleted_but_held_count_against_the_disk_budget(world, who, hiding):
     """In a container no tmpfs can be mounted for the scratch: it is a folder of the shared disk, measured while the
     child works.  tests/hostile/hidden_disk.py deletes each 15 MB file it writes and holds it (an open descriptor, or

@@ -26,7 +26,10 @@ def _hide(i: int) -> None:
     try:
         for _ in range(15):  # 15 MB: below the file-size limit
             os.write(fd, CHUNK)
-        if i % 2:
+        if _hiding() == "page":  # one page of each mapped, the descriptor closed: a measure by the length mapped
+            HELD.append(mmap.mmap(fd, mmap.PAGESIZE))  # sees 4 KB of its 15 MB (red team 11)
+            os.close(fd)
+        elif i % 2:
             HELD.append(mmap.mmap(fd, 15 << 20))  # the mapping alone keeps it
             os.close(fd)
         else:
@@ -56,7 +59,8 @@ def _hiding() -> str:
     """How it hides its held files from a grader's look into /proc (red team 6), hiding.txt beside it says:
     "prctl" makes itself non-dumpable; "exec" holds them in a forked process that runs a copy of /bin/sleep it may
     not read (an exec'd program one may not read leaves the process non-dumpable); "closed" keeps them, named, in a
-    folder of mode 0300 (its owner may write there, nobody may list it); anything else: no hiding."""
+    folder of mode 0300 (its owner may write there, nobody may list it); "page" holds each by a mapping of its first
+    page alone; anything else: no hiding."""
     try:
         with open("hiding.txt") as f:
             return f.read().strip()

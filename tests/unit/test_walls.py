@@ -44,7 +44,8 @@ WALLS = ["tool_package", "ours_by_path", "checkout_tree", "site_packages", "clas
          "host_files", "proc_parent", "proc_mem", "rlimits", "capabilities", "no_new_privs", "identity", "network",
          "signals", "fork_bomb", "user_namespace", "join_namespace", "new_session", "memory", "file_size", "devices",
          "inherited_fds", "still_usable", "tmp_files", "memfd", "memfd_secret", "fallocate", "sysv_ipc", "socketpair",
-         "posix_mq", "oom_first", "other_processes", "file_events"]
+         "posix_mq", "oom_first", "other_processes", "file_events",
+         "leases_and_flags", "aio"]
 NO_NAMESPACE_GAPS = {
     "ours_by_path",  # mha-check's install is world-readable: reference/, mutants/, tests/zoo
     "host_files",  # world-readable host files are readable (the view is the host's, limited by permissions)

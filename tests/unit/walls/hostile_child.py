@@ -326,11 +326,65 @@ def wall_file_events(ctx):
             ok = libc.inotify_add_watch(fd, path.encode(), 0xFFF) >= 0
             errors.append(None if ok else f"inotify {path}: {os.strerror(ctypes.get_errno())}")
         os.close(fd)
+    else:  # no instance to watch with: the watch itself is still refused by the filter (EPERM, not EBADF)
+        libc.inotify_add_watch(-1, b"/", 0xFFF)
+        errors.append(None if ctypes.get_errno() != errno.EPERM else "inotify_add_watch: refused")
+    instance = libc.inotify_init1(os.O_NONBLOCK)  # an instance alone: per uid, 128 (red team 11 held them all)
+    errors.append(None if instance >= 0 else f"inotify_init1: {os.strerror(ctypes.get_errno())}")
+    if instance >= 0:
+        os.close(instance)
     fan = libc.fanotify_init(0x200, os.O_RDONLY)  # FAN_REPORT_FID: what an unprivileged process may ask
     errors.append(None if fan >= 0 else f"fanotify_init: {os.strerror(ctypes.get_errno())}")
     if fan >= 0:
         os.close(fan)
     return all(errors), errors
+
+
+def wall_leases_and_flags(ctx):
+    """A write lease (fcntl F_SETLEASE) and a file's inode flags (ioctl FS_IOC_SETFLAGS, file_setattr by path) are
+    its owner's on a descriptor it may only read, or on none: red team 11's child, of an ordinary user's uid, leased
+    the user's venv's .pth files (a new Python of that venv waited 27 s to start) and flagged a classmate's file and
+    the output folder by path.  Played on a file of the child's own (a refusal is the filter's, never the owner's),
+    each set to what it is; refused by seccomp, while reading the lease and the flags and flock stay usable."""
+    import array
+    import fcntl
+    libc = ctypes.CDLL(None, use_errno=True)
+    path = os.path.abspath("leased.txt")
+    _create(path, "")
+    fd = os.open(path, os.O_RDONLY)
+
+    def lease():
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+
+    flags = array.array("l", [0])
+    own = [_try(lambda: fcntl.fcntl(fd, fcntl.F_GETLEASE)), _try(lambda: fcntl.fcntl(fd, fcntl.F_GETFL)),
+           _try(lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)), _try(lambda: fcntl.flock(fd, fcntl.LOCK_UN)),
+           _try(lambda: fcntl.ioctl(fd, 0x80086601, flags, True))]  # FS_IOC_GETFLAGS
+
+    def attributes():
+        attr = ctypes.create_string_buffer(24)  # struct file_attr; file_getattr (468) stays allowed
+        for number in (468, 469):
+            if libc.syscall(number, -100, path.encode(), attr, 24, 0) != 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+    errors = [_try(lease), _try(lambda: fcntl.ioctl(fd, 0x40086602, flags, True)), _try(attributes)]
+    os.close(fd)
+    refused = all(e and e.startswith("PermissionError") for e in errors)
+    return refused and not any(own[:4]), {"lease, flags, file_setattr": errors, "own": own}
+
+
+def wall_aio(ctx):
+    """Asynchronous I/O events are one count for the machine (/proc/sys/fs/aio-max-nr), bounded by no limit of the
+    child's: red team 11's child held all 65536 and every other process's io_setup failed while it lived.  Refused by
+    seccomp (a context made where the wall is missing is destroyed at once)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    setup, destroy = {"x86_64": (206, 207), "aarch64": (0, 1)}[os.uname().machine]
+    context = ctypes.c_ulong(0)
+    if libc.syscall(setup, 1, ctypes.byref(context)) == 0:
+        libc.syscall(destroy, context)
+        return False, "io_setup worked"
+    return ctypes.get_errno() == errno.EPERM, f"io_setup refused: {os.strerror(ctypes.get_errno())}"
 
 
 def wall_other_processes(ctx):
