@@ -36,7 +36,8 @@ def _param_count(tmp_path, text):
     path.write_text(text)
     target = f"{path}:InputWidthAttention"
     opts = Options(only=["param-count"], examples=2, diagnose=False)
-    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))["param-count"]
+    report = run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
+    return report["param-count"]
 
 
 def test_q_k_v_in_the_input_width_is_counted_as_the_lesson_s_layer_with_d_in_equal_d_out(tmp_path):
