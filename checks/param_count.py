@@ -122,6 +122,23 @@ def _expected(cfg, biases: set[str], kv: int | None = None, out_proj: bool = Tru
     return count + sum({"bq": cfg.d_out, "bk": kv, "bv": kv}[b] for b in {"bq", "bk", "bv"} & biases)
 
 
+def _input_width_family(ctx, cfg, got: int, bias_sets, out_proj: bool, count_of) -> bool:
+    """A layer that takes separate input and output widths but computes Q, K and V in the input width, only its
+    output projection going to d_out (timm's Attention without attn_head_dim, Sockeye's MultiHeadSelfAttention(
+    depth_att, heads, depth_out)): 3·d_in² + d_in·d_out + biases where d_in != d_out, and the lesson's count where
+    d_in = d_out.  harness.engine.mapping.prove checks such a layer with d_in = d_out; its count is not a mistake
+    either (it was failed when the forward could not run for the proof: a layer that raises in float64)."""
+    if cfg.d_in == cfg.d_out or ctx.grouped or not out_proj:
+        return False
+    d_in, d_out = cfg.d_in, cfg.d_out
+    family = {3 * d_in * d_in + d_in * d_out + d_in * len({"bq", "bk", "bv"} & b) + (d_out if "bo" in b else 0)
+              for b in bias_sets}
+    if got not in family:
+        return False
+    square = replace(cfg, d_in=d_out)
+    return count_of(square) in {_expected(square, b, None, out_proj) for b in bias_sets}
+
+
 def _kv_width(ctx, cfg, inst) -> int | None:
     """The height of W_k and W_v the count is judged with: kv_heads · dh for a layer that takes a number of
     key/value heads (the configuration asked for it), else the readings' (one shared key/value head, recognised by
@@ -186,6 +203,8 @@ def param_count(ctx):
             return said
         return None
 
+    input_width = []  # configurations counted as Q/K/V in the input width (_input_width_family)
+
     def prop(cfg):
         inst = ctx.built(cfg)  # counting needs no forward pass
         norm_note = norms_left_out(inst.info)[1]
@@ -204,6 +223,9 @@ def param_count(ctx):
                               expected="b_q, b_k, b_v" if cfg.qkv_bias else "no Q/K/V bias",
                               finding="qkv_bias ignored", fix=QKV_BIAS_FIX)
         if got in allowed:
+            return None
+        if _input_width_family(ctx, cfg, got, bias_sets, out_proj, lambda c: counted(ctx.built(c))):
+            input_width.append(cfg)
             return None
         explained = {_explain_difference(got - a, cfg) for a in allowed} - {("", "count: other")}
         lesson = {"bo"} if out_proj else set()  # where the biases cannot be read: the count of the bias set whose
@@ -260,5 +282,8 @@ def param_count(ctx):
         ("d_in·d_out + 2·d_in·(kv_heads·dh) + d_out² (grouped-query) + the biases the layer has, " if grouped else
          "3·d_in·d_out + d_out² + the biases the layer has, " if out_proj else
          "3·d_in·d_out + the Q/K/V biases the layer has (the single-head form: no output projection), ")
-        + "for every configuration tried" + aside + norms_left_out(base.info)[1],
+        + "for every configuration tried" + aside + norms_left_out(base.info)[1]
+        + ("; where d_in != d_out your layer maps Q, K and V in the input width (3·d_in² + d_in·d_out + biases: "
+           "only its output projection goes to d_out), counted as the lesson's layer with d_in = d_out"
+           if input_width else ""),
         **({"form": "grouped"} if grouped else {} if out_proj else {"form": ctx.form.name}))

@@ -23,14 +23,17 @@ from harness.wire.messages import Signature
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "d_in": ("d_in", "din", "in_dim", "input_dim", "dim_in", "in_features", "d_input", "input_size", "in_channels"),
-    "d_out": ("d_out", "dout", "out_dim", "output_dim", "dim_out", "out_features", "d_output", "output_size"),
+    "d_out": ("d_out", "dout", "out_dim", "output_dim", "dim_out", "out_features", "d_output", "output_size",
+              "depth_out"),  # depth_out: Sockeye's MultiHeadSelfAttention(depth_att, heads, depth_out)
     "width": ("d", "d_model", "dmodel", "embed_dim", "emb_dim", "emb", "embed", "embedding", "model_dimension",
               "embedding_dim", "n_embd", "n_embed", "n_emb", "hidden_size", "hidden_dim", "dim", "width", "model_dim",
               "d_embed", "embed_size", "emb_size", "embedding_size", "d_hidden", "hidden", "num_hiddens", "n_hidden",
               "num_hidden", "hidden_units", "n_embedding", "channels", "n_state", "nx", "d_k_total", "n_feat",
-              "k"),  # k: Bloem's "Transformers from scratch" SelfAttention(k, heads=8, mask=False), the embedding
-    # width (a per-head key width is spelt d_k, dk, head_dim above); n_feat: ESPnet's MultiHeadedAttention(n_head,
-    # n_feat, dropout_rate), copied by WeNet and FunASR
+              "depth_att", "k"),  # k: Bloem's "Transformers from scratch" SelfAttention(k, heads=8, mask=False), the
+    # embedding width (a per-head key width is spelt d_k, dk, head_dim above); n_feat: ESPnet's MultiHeadedAttention(
+    # n_head, n_feat, dropout_rate), copied by WeNet and FunASR; depth_att: Sockeye's attention depth, its input and
+    # attention width ("depth" alone is not one: lucidrains' depth counts layers; "attention_dim" stays unread, see
+    # harness.child.vocabulary)
     "heads": ("nheads", "num_heads", "n_heads", "n_head", "heads", "num_attention_heads", "h", "nhead",
               "head_count", "n_attn_heads", "num_head", "nb_heads", "attention_heads",
               "nh"),  # nh: bio-attention's AttnLayer(dim, attn, nh=4), llm.c's NH

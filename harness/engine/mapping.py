@@ -37,9 +37,9 @@ from reference.rotary import CONVENTIONS, NEGATED, OTHER_THETAS, THETA, Rope, wi
 
 MAP_HELP = ("say which parameters play the roles: --map q=NAME --map k=NAME --map v=NAME --map o=NAME (a module or "
             "parameter name; NAME.T for a matrix used as x @ W; --map qkv=NAME for a fused projection)")
-MAPPED_HELP = ("the parameters named with --map were tried (a fused one both as [Q; K; V] blocks and per head) and "
-               "no reading reproduces your output: check the names and .T, or your forward differs from the "
-               "lesson's in a way no known mistake explains (the failing checks say where)")
+MAPPED_HELP = ("the parameters named with --map were tried (a fused qkv one both as [Q; K; V] blocks and per head) "
+               "and no reading reproduces your output: check the names and .T, or your forward differs from the "
+               "lesson's in a way no known mistake explains (a failing check, where there is one, says where)")
 
 
 REFUSED_HELP = ("the parameters named with --map could not be read as those roles (see why above), so no reading "
@@ -456,6 +456,8 @@ def unread_parameters(info) -> list[tuple[str, int]]:
         return []
     read = {re.sub(r"\[.*?\]|\.T$", "", piece.strip()) for layout in info.layouts
             for text in layout.roles.values() for piece in text.split("+")}
+    # `--map q=linear_q` names a module: its piece is "linear_q", standing for linear_q.weight (and .bias)
+    read |= {name + ".weight" for name in read}
     return [(p.name, math.prod(p.shape)) for p in info.params if p.name not in read]
 
 

@@ -2773,6 +2773,135 @@ def _(mod):
     return good, "; ".join(msgs), "d_model=16 n_heads=4 n_kv_heads=2, 4"
 
 
+def _per_head_ref(x, H, Wq, Wk, Wv, Wo, bq, bk, bv, bo, act=lambda t: t, scale_width=None, causal=True):
+    """An independent per-head loop (not mha_forward): head h takes rows h*dh:(h+1)*dh of each projection, `act`
+    after every projection (CyberZHG's activation), scores / sqrt(scale_width or dh), the future at -inf."""
+    B, n, _ = x.shape
+    dh = Wq.shape[0] // H
+    q, k, v = (act(x @ W.T + (0 if b is None else b)) for W, b in ((Wq, bq), (Wk, bk), (Wv, bv)))
+    outs = []
+    for h in range(H):
+        cut = slice(h * dh, (h + 1) * dh)
+        s = q[..., cut] @ k[..., cut].transpose(-2, -1) / (scale_width or dh) ** 0.5
+        if causal:
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        outs.append(torch.softmax(s, dim=-1) @ v[..., cut])
+    return act(torch.cat(outs, dim=-1) @ Wo.T + (0 if bo is None else bo))
+
+
+@check("knowlytix_llm_from_scratch_mha_fused_qkv_additive_inf.py")
+def _(mod):
+    """MultiHeadCausalSelfAttention(12, 3, 10): qkv_proj's three row blocks as W_q, W_k, W_v, out_proj as W_o (no
+    biases anywhere): mha_forward exactly and the per-head loop too, no leak."""
+    m = randomize(mod.MultiHeadCausalSelfAttention(12, 3, CTX)).eval()
+    W = m.qkv_proj.weight
+    args = (W[:12], W[12:24], W[24:], m.out_proj.weight)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args, None, None, None, None), 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2), leak)
+    return good, msg + " (mha_forward and the per-head loop)", "embedding_dim=12 num_heads=3 block_size=10"
+
+
+@check("scratchgpt_mha_keys_first_scale_embedding_size.py")
+def _(mod):
+    """MultiHeadAttention(3, 12, 10, 4, 0.0): heads' _query/_key/_value rows stacked head by head, _proj as W_o (its
+    bias): exactly the per-head loop with scores / sqrt(12) (the input width), no leak; the lesson's layer (/ sqrt(4))
+    differs."""
+    m = randomize(mod.MultiHeadAttention(3, 12, CTX, 4, 0.0)).eval()
+    cat = lambda role: torch.cat([getattr(h, role).weight for h in m._heads], dim=0)
+    args = (cat("_query"), cat("_key"), cat("_value"), m._proj.weight, None, None, None, m._proj.bias)
+    err, leak = cmp(m, lambda x: _per_head_ref(x, 3, *args, scale_width=12), 12)
+    off, _ = cmp(m, lambda x: mha_forward(x, 3, *args[:4], bo=m._proj.bias), 12, shapes=SHAPES[:1])
+    good = err < TOL and leak < TOL and off > 1e-2
+    return good, (f"= heads scaled by 1/sqrt(embedding_size) ({err:.1e}), future-leak {leak:.1e}; the lesson's "
+                  f"layer differs by {off:.2e}"), "num_heads=3 embedding_size=12 head_size=4"
+
+
+@check("cyberzhg_mha_relu_activation_history_mask_arg.py")
+def _(mod):
+    """MultiHeadAttention(12, 3) called as the README does, m(x, x, x, MultiHeadAttention.gen_history_mask(x)):
+    with activation=None mha_forward exactly (the -1e9 fill underflows), no leak; with the default activation=F.relu
+    exactly the per-head loop with relu after each of the four projections, and the lesson's layer differs; a padding
+    mask that differs between batch items is mixed across them (mask.repeat(head_num, 1, 1) against heads folded
+    batch-major into the batch axis): batch item 0 alone and in a batch of two give different outputs."""
+    lin = lambda m: (m.linear_q.weight, m.linear_k.weight, m.linear_v.weight, m.linear_o.weight,
+                     m.linear_q.bias, m.linear_k.bias, m.linear_v.bias, m.linear_o.bias)
+    call = lambda m: (lambda x: m(x, x, x, m.gen_history_mask(x)))
+    plain = randomize(mod.MultiHeadAttention(12, 3, activation=None)).eval()
+    good, msg = ok_line(*cmp(call(plain), lambda x: mha_forward(x, 3, *lin(plain)), 12))
+    relu = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    err, leak = cmp(call(relu), lambda x: _per_head_ref(x, 3, *lin(relu), act=torch.relu), 12)
+    off, _ = cmp(call(relu), lambda x: mha_forward(x, 3, *lin(relu)), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 5, 12, generator=torch.Generator().manual_seed(6))
+    mask = torch.stack([torch.tril(torch.ones(5, 5)), torch.ones(5, 5)])  # item 0 causal, item 1 sees everything
+    with torch.no_grad():
+        mixed = (plain(x, x, x, mask)[0] - plain(x[:1], x[:1], x[:1], mask[:1])[0]).abs().max().item()
+    good = good and err < TOL and leak < TOL and off > 1e-2 and mixed > 1e-3
+    return good, (f"activation=None: {msg}; default relu: = relu per-head loop ({err:.1e}), leak {leak:.1e}, the "
+                  f"lesson's layer differs by {off:.2e}; per-item masks: item 0 moves by {mixed:.1e} beside item 1"), \
+        "in_features=12 head_num=3"
+
+
+@check("gpt_from_scratch_mhattention_sdpa_split_keys_first.py")
+def _(mod):
+    """MHAttention(10, 12, 3, dropout=0.1, qkv_bias=True) in eval(): qkv's three row blocks and bias thirds as W_q,
+    W_k, W_v, proj as W_o (its bias): mha_forward and the per-head loop, no leak (SDPA: float64 rounding only)."""
+    m = randomize(mod.MHAttention(10, 12, 3, dropout=0.1, qkv_bias=True)).eval()
+    W, b = m.qkv.weight, m.qkv.bias
+    args = (W[:12], W[12:24], W[24:], m.proj.weight, b[:12], b[12:24], b[24:], m.proj.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 10)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 10, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2), leak)
+    return good, msg + " (mha_forward and the per-head loop, eval())", "d_in=10 d_out=12 n_heads=3 qkv_bias dropout=0.1"
+
+
+@check("lucidrains_perceiver_ar_causal_attention_prenorm_unused_dropout.py")
+def _(mod):
+    """CausalAttention(dim=12, heads=3, dim_head=4, dropout=0.5): mha_forward(layer_norm(x)) with to_qkv's three row
+    blocks and to_out (no biases), exactly, no leak, even in train() (the dropout argument is never used); the
+    lesson's layer on x itself differs."""
+    m = randomize(mod.CausalAttention(dim=12, heads=3, dim_head=4, dropout=0.5))
+    W = m.to_qkv.weight
+    args = (W[:12], W[12:24], W[24:], m.to_out.weight)
+    normed = lambda x: torch.nn.functional.layer_norm(x, (12,), m.norm.weight, m.norm.bias, m.norm.eps)
+    err, leak = cmp(m, lambda x: _per_head_ref(normed(x), 3, *args, None, None, None, None), 12)
+    off, _ = cmp(m, lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    good = err < TOL and leak < TOL and off > 1e-2
+    return good, (f"= per-head loop on LayerNorm(x) ({err:.1e}, in train()), future-leak {leak:.1e}; without the norm "
+                  f"differs by {off:.2e}"), "dim=12 heads=3 dim_head=4 dropout=0.5"
+
+
+@check("sockeye_mha_self_attention_seq_first_interleaved_kv_on_eval.py")
+def _(mod):
+    """MultiHeadSelfAttention(12, 3, 12): weights read in train() (ff_in's [Q; K; V] row blocks, ff_out, no biases);
+    the sequence-first call m(x.transpose(0, 1), mask=triu(ones, 1).bool())[0].transpose(0, 1): in train() (float64,
+    F.multi_head_attention_forward) mha_forward exactly, no leak; after eval() (float32: the interleaved path has no
+    float64 fill) ff_in.weight holds other rows and the output is the same at float32 precision, no leak; in eval()
+    a float64 input raises KeyError (LARGE_VALUES has no float64 entry)."""
+    m = randomize(mod.MultiHeadSelfAttention(12, 3, 12))
+    W, Wo = m.ff_in.weight.detach().clone(), m.ff_out.weight.detach().clone()
+    ref = lambda x: mha_forward(x, 3, W[:12], W[12:24], W[24:], Wo)
+    mask = lambda n: torch.ones(n, n).triu(1).bool()
+    call = lambda x: m(x.transpose(0, 1), mask=mask(x.shape[1]))[0].transpose(0, 1)
+    err, leak = cmp(call, ref, 12)
+    m.eval()
+    moved = (m.ff_in.weight - W).abs().max().item()
+    try:
+        call(torch.randn(1, 3, 12))
+        raised = "ran"
+    except KeyError as e:
+        raised = f"KeyError {e}"
+    m32 = m.float()
+    call32 = lambda x: m32(x.float().transpose(0, 1), mask=mask(x.shape[1]))[0].transpose(0, 1).double()
+    err32, leak32 = cmp(call32, ref, 12)
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    good = err < TOL and leak < TOL and moved > 1e-3 and err32 / scale < FLOAT32_TOL and leak32 < 1e-6 and \
+        raised.startswith("KeyError")
+    return good, (f"train(): max|out-ref|={err:.1e} future-leak={leak:.1e}; eval() rewrites ff_in.weight (by up to "
+                  f"{moved:.1e}), float32 output vs reference relative {err32 / scale:.1e}, leak {leak32:.1e}; eval() "
+                  f"in float64: {raised}"), "depth_att=12 heads=3 depth_out=12"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -99,6 +99,8 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
     ("maximum_length", "context_length"), ("maximumSequenceLength", "context_length"),  # a trial's spelled-out names
     ("nx", "width"),  # OpenAI's GPT-1/GPT-2 ports: Attention(nx, n_ctx, cfg, scale=False), tests/realzoo/hf_openai_...
     ("n_feat", "width"),  # ESPnet's (and WeNet's, FunASR's) MultiHeadedAttention(n_head, n_feat, dropout_rate)
+    ("depth_att", "width"), ("depth_out", "d_out"),  # Sockeye's MultiHeadSelfAttention(depth_att, heads, depth_out)
+    ("depth", None),  # lucidrains' number of layers, not a width
     ("nh", "heads"), ("NH", "heads"),  # bio-attention's AttnLayer(dim, attn, nh=4) (tests/realzoo/bio_attention_...),
     # llm.c's B, T, C, NH
     # a word mha-check does not know: something else, left alone

@@ -1,0 +1,40 @@
+"""`--map q=linear_q` names a MODULE: its reading's piece is "linear_q", which stands for linear_q.weight (and its
+bias).  The report's "your layer also keeps ..., which no reading takes for W_q, W_k, W_v, W_o or a bias" listed
+linear_q.weight, linear_k.weight, linear_v.weight and linear_o.weight - the very parameters the user had mapped to
+those roles (tests/realzoo/cyberzhg_mha_relu_activation_history_mask_arg.py with the four --map options)."""
+from types import SimpleNamespace
+
+import torch.nn as nn
+
+from harness.child.layouts import explicit
+from harness.engine.mapping import unread_parameters
+
+
+class Named(nn.Module):
+    def __init__(self, d=8, extra=False):
+        super().__init__()
+        self.linear_q, self.linear_k, self.linear_v, self.linear_o = (nn.Linear(d, d) for _ in range(4))
+        if extra:
+            self.gate = nn.Linear(d, d, bias=False)
+
+
+def _unread(module, mapping):
+    layouts, problem = explicit(module, mapping, 8, 8, heads=2)
+    assert not problem and layouts
+    info = SimpleNamespace(layouts=[SimpleNamespace(roles=lay.describe()) for lay in layouts],
+                           params=[SimpleNamespace(name=n, shape=tuple(p.shape)) for n, p in module.named_parameters()])
+    return [name for name, _ in unread_parameters(info)]
+
+
+def test_a_mapped_module_s_weight_and_bias_are_read():
+    assert _unread(Named(), {"q": "linear_q", "k": "linear_k", "v": "linear_v", "o": "linear_o"}) == []
+
+
+def test_a_parameter_no_reading_takes_is_still_told():
+    mapping = {"q": "linear_q", "k": "linear_k", "v": "linear_v", "o": "linear_o"}
+    assert _unread(Named(extra=True), mapping) == ["gate.weight"]
+
+
+def test_mapped_by_parameter_name_as_before():
+    mapping = {"q": "linear_q.weight", "k": "linear_k.weight", "v": "linear_v.weight", "o": "linear_o.weight"}
+    assert sorted(_unread(Named(), mapping)) == ["linear_k.bias", "linear_o.bias", "linear_q.bias", "linear_v.bias"]
