@@ -199,15 +199,19 @@ def _single_head_width(params: list[inspect.Parameter], accepts: dict, also: dic
     (the lecture's `Head(n_embd, head_size, block_size)`).  Read as a head width derived from the width, both were
     the same number, and a scale taken from the input's width (`C ** -0.5`), wrong only where they differ, passed.
     In place: the head width moves from `also` to `accepts` as d_out, the width is read as d_in."""
-    head = [name for name, key in also.items() if key == "head_width"]
+    head = [name for name, key in also.items() if key == "head_width"]  # one, or the keys' and values' (d_k, d_v)
     bound = set(accepts.values()) | set(also) | set(overrides)
     carried = set(accepts) | set(also.values()) | {v[1:] for v in overrides.values() if isinstance(v, str) and
                                                   v.startswith("@")}
-    if len(head) != 1 or head[0] in overrides or config_param or carried & {"heads", "kv_heads", "kv_group"} or \
+    if not head or len(head) > 2 or set(head) & set(overrides) or config_param or \
+            carried & {"heads", "kv_heads", "kv_group"} or \
             [k for k in ("d_in", "d_out", "width") if k in accepts] not in (["d_in"], ["width"]) or \
             any(p.name not in bound for p in params):
         return
-    del also[head[0]]
+    for name in head:
+        del also[name]
+    also.update({name: "d_out" for name in head[1:]})  # Head(d_in, d_k, d_v): each as wide as the one head, d_out
+    # (both had been d_in with one head, and a scale by the input's width, sqrt(d_in), passed)
     read = {**accepts, "d_in": accepts.get("d_in", accepts.get("width")), "d_out": head[0]}
     read.pop("width", None)
     order = {p.name: i for i, p in enumerate(params)}  # as the constructor lists them ("built as")
