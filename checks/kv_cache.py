@@ -203,6 +203,16 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
         return cannot_tell(f"{first.api} on an empty cache raised: {first.raised}; mha-check cannot tell whether it "
                            "drives your cache the way your layer expects", help=HELP)
     start = first.y[:, :prefix] if first.y is not None else None
+    if start is not None and prefix > 1 and compare(start, ref_a[:, :prefix]) is not None and compare(
+            start, variants.forward(xa[:, :prefix], cfg.heads, w, **with_rope({"mask": "none"}, rope))) is None:
+        return failed(f"{cfg.describe()}, prefix of {prefix} with {first.api}: on an empty cache, the prefix's tokens "
+                      "attend to every token of the prefix, later ones included (its output equals attention with no "
+                      "causal mask): with the cache on, the causal mask is not applied, or its rows are cut past "
+                      "the tokens of this call", config=cfg, observed="the prefix unmasked",
+                      expected="each token attending to itself and the tokens before it", finding="prefix unmasked",
+                      fix=("with the cache on, the new queries take rows start .. start + n - 1 of the causal mask, "
+                           "where start is the number of tokens cached before this call: read it before the new "
+                           "keys are appended (0 on an empty cache), and slice the mask's columns to every key"))
     if start is None or compare(start, ref_a[:, :prefix]) is not None:
         why = (compare(start, ref_a[:, :prefix]).describe(("cached", "reference")) if start is not None
                else "no output")

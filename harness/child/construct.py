@@ -202,15 +202,19 @@ def _single_head_width(params: list[inspect.Parameter], accepts: dict, also: dic
     (the lecture's `Head(n_embd, head_size, block_size)`).  Read as a head width derived from the width, both were
     the same number, and a scale taken from the input's width (`C ** -0.5`), wrong only where they differ, passed.
     In place: the head width moves from `also` to `accepts` as d_out, the width is read as d_in."""
-    head = [name for name, key in also.items() if key == "head_width"]
+    head = [name for name, key in also.items() if key == "head_width"]  # one, or the keys' and values' (d_k, d_v)
     bound = set(accepts.values()) | set(also) | set(overrides)
     carried = set(accepts) | set(also.values()) | {v[1:] for v in overrides.values() if isinstance(v, str) and
                                                   v.startswith("@")}
-    if len(head) != 1 or head[0] in overrides or config_param or carried & {"heads", "kv_heads", "kv_group"} or \
+    if not head or len(head) > 2 or set(head) & set(overrides) or config_param or \
+            carried & {"heads", "kv_heads", "kv_group"} or \
             [k for k in ("d_in", "d_out", "width") if k in accepts] not in (["d_in"], ["width"]) or \
             any(p.name not in bound for p in params):
         return
-    del also[head[0]]
+    for name in head:
+        del also[name]
+    also.update({name: "d_out" for name in head[1:]})  # Head(d_in, d_k, d_v): each as wide as the one head, d_out
+    # (both had been d_in with one head, and a scale by the input's width, sqrt(d_in), passed)
     read = {**accepts, "d_in": accepts.get("d_in", accepts.get("width")), "d_out": head[0]}
     read.pop("width", None)
     order = {p.name: i for i, p in enumerate(params)}  # as the constructor lists them ("built as")
@@ -227,6 +231,37 @@ def _parameters(factory) -> tuple[list[inspect.Parameter], bool]:
     params = list(sig.parameters.values())
     return ([p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)],
             any(p.kind == p.VAR_KEYWORD for p in params))
+
+
+def _var_keyword(factory) -> str:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return ""
+    return next((p.name for p in params if p.kind == p.VAR_KEYWORD), "")
+
+
+def kwargs_keys(factory) -> list[str]:
+    """The keys a constructor taking `**cfg` reads off it in its own source (`cfg.get("d_model", 64)`,
+    `cfg["n_heads"]`, `cfg.pop(...)`, `cfg.setdefault(...)`), in order; [] where it reads none or has no source."""
+    name = _var_keyword(factory)
+    init = factory.__init__ if isinstance(factory, type) else factory
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return []
+    keys: list[str] = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
+            key = node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args and \
+                node.func.attr in ("get", "pop", "setdefault") and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id == name:
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value not in keys:
+            keys.append(key.value)
+    return keys if name else []
 
 
 def read_signature(factory, overrides: dict) -> Signature:
@@ -269,6 +304,10 @@ def read_signature(factory, overrides: dict) -> Signature:
             unfillable.append(p.name)
     if config_param is None and not accepts and len(unfillable) == 1:
         config_param = unfillable.pop()  # a single unknown required parameter: most likely a config object
+    if takes_kwargs and config_param is None and not accepts and not unfillable and not also and kwargs_keys(factory):
+        config_param = "**" + _var_keyword(factory)  # `def __init__(self, **cfg)` reading cfg.get("d_model", 64):
+        # given the keys it reads (a student's layer had been built with its defaults, d_model=64, fed inputs of
+        # width 8, and failed)
     _single_head_width(params, accepts, also, overrides, config_param)
     widths = [k for k in ("d_in", "d_out", "width") if k in accepts]
     bound = {overrides[p.name][1:] for p in params if overrides.get(p.name) in ("@d_in", "@d_out")}  # --arg
@@ -380,7 +419,11 @@ def build(factory, cfg: Config, overrides: dict, signature: Signature, reads: se
     if signature.config_param:
         if cfg.heads > 0 and cfg.d_out % cfg.heads:  # the class's own config may refuse this width before the class
             own_config_check(factory, signature.config_param, config_bag(cfg, overrides))  # is built
-        kwargs[signature.config_param] = config_bag(cfg, overrides, reads)
+        bag = config_bag(cfg, overrides, reads)
+        if signature.config_param.startswith("**"):  # the keys it reads, each a keyword of the call
+            kwargs.update({k: bag[k] for k in kwargs_keys(factory) if k in bag})
+        else:
+            kwargs[signature.config_param] = bag
     kwargs.update({k: _resolve(v, cfg) for k, v in overrides.items()
                    if (k in signature.params or not signature.params) and k not in signature.derived})
     return factory(**kwargs)

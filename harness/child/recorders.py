@@ -468,12 +468,37 @@ class OriginRecorder(TraceRecorder):
             return
         inputs = _tensors_in(list(args) + list(kwargs.values()))  # torch.cat([f, f]): its tensors in a list
         record = {"op": name, **self._where(), "from": [id(a) for a in inputs if a is not outs[0]]}
+        record.update(self._outer(record.get("at")))
         for t in outs:
             self.made_by[id(t)] = record
             self.first_by.setdefault(id(t), record)
             self.wrapped.setdefault(_memory(t), id(t))
             self.keep.append(t)
         self.keep.extend(inputs)
+
+    def _outer(self, at) -> dict:
+        """{"outer_at", "outer_code", "args"} where the student's innermost line (`at`) ran in a function of theirs
+        called from another line of theirs: the outermost such line (the layer's __init__ building a head module of
+        the student's, `OneHead(emb, emb, block)`) and the innermost function's parameter names (`head_size`: a
+        width the caller chose); {} otherwise."""
+        frames, frame = [], sys._getframe(2)
+        while frame is not None:
+            if self.student_file and self._students(os.path.abspath(frame.f_code.co_filename)):
+                frames.append(frame)
+            frame = frame.f_back
+        if len(frames) < 2:
+            return {}
+        outer = frames[-1]
+        where = location(outer.f_code.co_filename, outer.f_lineno)
+        if where == at:
+            return {}
+        args = []  # of the functions running the innermost line (a generator expression's, and the __init__ it is in)
+        for f in frames:
+            if location(f.f_code.co_filename, f.f_lineno) != at:
+                break
+            args += f.f_code.co_varnames[:f.f_code.co_argcount + f.f_code.co_kwonlyargcount]
+        line = linecache.getline(outer.f_code.co_filename, outer.f_lineno).strip()[:160]
+        return {"outer_at": where, "outer_code": line, "args": args}
 
     def _wrapped(self, t: torch.Tensor) -> int:
         """id(t), or, for a tensor no operation made (a raw `nn.Parameter(torch.randn(d, d) / d ** 0.5)`: the
@@ -493,7 +518,8 @@ class OriginRecorder(TraceRecorder):
         an `_init_weights` that fills it again)."""
         if first:
             made = self.first_by.get(self._wrapped(t))
-            return {"at": made["at"], "code": made["code"]} if made and made["at"] != "?" else None
+            return {"at": made["at"], "code": made["code"], **{k: made[k] for k in ("outer_at", "outer_code", "args")
+                                                               if k in made}} if made and made["at"] != "?" else None
         latest = self.made_by.get(self._wrapped(t))
         if latest is None:
             return None

@@ -167,7 +167,9 @@ class Context:
         args += [f"{p}={cfg.value(k)}" for p, k in sig.derived.items()]
         args += [f"{p}={cfg.value(v[1:]) if isinstance(v, str) and v.startswith('@') else v!r}"
                  for p, v in self.subject.overrides.items() if p not in sig.derived]
-        if sig.config_param:
+        if sig.config_param and sig.config_param.startswith("**"):  # `**cfg`: called with the keys it reads
+            args.append(self._config_values(cfg).removeprefix(": ") or f"{sig.config_param}")
+        elif sig.config_param:
             args.append(f"{sig.config_param}=<config object{self._config_values(cfg)}>")
         return f"{loaded.name}({', '.join(args)})"
 

@@ -62,6 +62,26 @@ def test_signature_config_object_and_unknown_required():
     assert own.separate_widths and own.accepts["d_out"] == "d_out"
 
 
+class _KwargsOnly(nn.Module):
+    def __init__(self, **cfg):
+        super().__init__()
+        self.d, self.nh = cfg.get("d_model", 64), cfg["n_heads"]
+        self.qkv = nn.Linear(self.d, 3 * self.d, bias=cfg.get("qkv_bias", False))
+        self.extra = cfg.get("tag", "x")  # a key mha-check does not know: left to its default
+
+
+def test_a_constructor_taking_only_kwargs_is_called_with_the_keys_its_source_reads():
+    """A student's `__init__(self, **cfg)` reading cfg.get("d_model", 64) had been built with nothing, its default
+    width 64 fed inputs of width 8: the layer failed output-shape, param-count and divisibility on mha-check's own
+    inputs.  Its keys are read from its source and given as keywords, each with the configuration's value."""
+    s = _sig(_KwargsOnly)
+    assert s.config_param == "**cfg" and not s.unfillable
+    m = build(_KwargsOnly, Config(d_in=8, d_out=8, heads=2, context_length=7, batch=2, n=5), {}, s)
+    assert (m.d, m.nh, m.qkv.bias, m.extra) == (8, 2, None, "x")
+    assert _sig(lambda **kwargs: None).config_param is None  # reads nothing: not taken for a config
+    assert _sig(lambda d_model, **kwargs: None).config_param is None  # named parameters say it all
+
+
 def test_a_width_fixed_to_a_number_by_arg_is_refused_with_the_binding_that_helps():
     """--arg d_in=6 met inputs of the width mha-check chose (8), and the student's first Linear was blamed."""
     def layer(d_in, d_out, num_heads, context_length):

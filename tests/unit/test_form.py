@@ -18,6 +18,11 @@ class HeadSize(nn.Module):  # nanoGPT's Head(n_embd, head_size, block_size): one
         super().__init__()
 
 
+class KeyAndValueWidths(nn.Module):  # one head: d_in -> d_k for queries and keys, d_in -> d_v for values
+    def __init__(self, d_in, d_k, d_v, context_length):
+        super().__init__()
+
+
 class HeadsAndHeadSize(nn.Module):  # H heads of width head_size: derived from the width and the heads
     def __init__(self, n_embd, n_head, head_size, block_size):
         super().__init__()
@@ -115,3 +120,11 @@ def test_a_head_width_without_a_number_of_heads_is_the_single_heads_output_width
     assert sig.derived == {} and _form(HeadSize) is SINGLE_HEAD
     assert not construct.read_signature(HeadSize, {"head_size": 4}).separate_widths  # given with --arg: as it was
     assert "head_size" in construct.read_signature(HeadsAndHeadSize, {}).derived  # a number of heads: derived
+
+
+def test_a_single_heads_key_and_value_widths_are_both_its_output_width_apart_from_the_input():
+    """A student's Head(d_in, d_k, d_v, context_length) was built with d_k = d_v = d_in (two head widths derived from
+    the width, one head), and its scale by the input's width, x.shape[-1] ** 0.5, passed."""
+    sig = construct.read_signature(KeyAndValueWidths, {})
+    assert sig.separate_widths and sig.accepts == {"d_in": "d_in", "d_out": "d_k", "context_length": "context_length"}
+    assert sig.derived == {"d_v": "d_out"} and _form(KeyAndValueWidths) is SINGLE_HEAD

@@ -215,6 +215,16 @@ def test_a_cache_whose_first_call_does_not_reproduce_the_reference_is_cannot_tel
     assert result.status == "cannot_tell" and "empty cache" in result.message and "factory" in result.help
 
 
+def test_a_cache_whose_first_call_attends_to_the_future_fails_not_cannot_tell(tmp_path):
+    """A student's layer read its cache's length after appending the new keys (`start = self.past_k.shape[2]`), so
+    on an empty cache the prompt's rows of the mask were cut past it and every token saw the later ones: the first
+    call reproduced no reference and kv-cache said cannot tell.  Its output is attention with no causal mask."""
+    source = HF_STYLE.replace("triu(keys - n + 1)", "triu(keys - n + 1 + (n if use_cache else 0))")
+    result = run(_written(tmp_path, source))
+    assert result.status == "fail" and result.details["finding"] == "prefix unmasked", result.message
+    assert "before the new keys are appended" in result.fix
+
+
 @pytest.mark.parametrize("mutant,finding", [("kvcache-mask-not-offset", "mask not offset"),
                                             ("kvcache-wrong-axis", "append shapes"),
                                             ("kvcache-not-reset", "not reset"),

@@ -56,13 +56,24 @@ CAT = "torch.cat([h(x) for h in self.heads], -1)"
 ], ids=["projected-back", "no-projection", "d-out-per-head", "lesson"])
 def test_heads_as_wide_as_the_layer_are_marked_where_their_projection_is_built(tmp_path, width, projection,
                                                                                returned, marked):
-    """Each head's scores summed over the whole width d: marked at the line that built the queries' projection,
-    after the output the layer makes of them (projected back to d, or H·d side by side with no projection: then
-    not also "no output projection").  The book's wrapper that reads d_out as one head's width (H·d through an H·d
-    projection) is neither mistake; heads of d / H are the lesson's."""
+    """Each head's scores summed over the whole width d: marked at the line that chose that width, after the output
+    the layer makes of them (projected back to d, or H·d side by side with no projection: then not also "no output
+    projection").  The head's projection takes its width from its constructor's `width`, so the line is the
+    layer's, which passes d_model as every head's width (a student's trial: `OneHead(emb, emb, block)` was told at
+    the head's right `nn.Linear(emb, head_size)`).  The book's wrapper that reads d_out as one head's width (H·d
+    through an H·d projection) is neither mistake; heads of d / H are the lesson's."""
     source = LAYER.replace("WIDTH", width).replace("PROJECTION", projection or "pass").replace("RETURN", returned)
-    assert _marks(tmp_path, source, "Heads") == [(m, "self.q, self.k, self.v = (nn.Linear(d, width) for _ in "
-                                                     "range(3))") for m in marked]
+    assert _marks(tmp_path, source, "Heads") == [(m, "self.heads = nn.ModuleList(Head(d_model, d_model, "
+                                                     "context_length) for _ in range(n_heads))") for m in marked]
+
+
+def test_heads_that_choose_the_full_width_themselves_are_marked_at_their_projection(tmp_path):
+    """A head whose projection is built d wide by its own line (`nn.Linear(d, d)`, whatever width it is given) is
+    marked there: that is the line to change."""
+    source = LAYER.replace("nn.Linear(d, width)", "nn.Linear(d, d)").replace("WIDTH", "d_model // n_heads").replace(
+        "PROJECTION", "self.o = nn.Linear(n_heads * d_model, d_model)").replace("RETURN", f"self.o({CAT})")
+    assert _marks(tmp_path, source, "Heads") == [("heads-full-width", "self.q, self.k, self.v = (nn.Linear(d, d) "
+                                                                      "for _ in range(3))")]
 
 
 SPLIT = '''

@@ -31,8 +31,10 @@ def heads_full_width(f: Findings) -> None:
         return
     d, heads = f.cfg["d"], f.cfg["heads"]
     projected = any(label == "output projection" for label in f.namer.labels)
-    said = (f"each of the {heads} heads computes its scores over {d} features, the layer's whole width: the queries' "
-            f"projection built here is {d} wide for every head, so the parameters grow with the number of heads")
+    built = (f"every head is built here with its queries' projection {d} wide" if made.pop("caller", False) else
+             f"the queries' projection built here is {d} wide for every head")
+    said = (f"each of the {heads} heads computes its scores over {d} features, the layer's whole width: {built}, so "
+            "the parameters grow with the number of heads")
     if projected and shape[-1] == d:
         f.mark_whole("heads-full-width", (
             f"{said}; give each head d_out / H = {d // heads} features: project once to d_out and split that into "
@@ -90,7 +92,24 @@ def _queries_made(f: Findings, op: dict) -> dict | None:
     where = weight.get("made") or {}
     if where.get("kind") != "parameter" or where.get("at") in (None, "?"):
         return None
+    if where.get("outer_at") and _width_passed_in(where.get("code", ""), where.get("args") or []):
+        return {"at": where["outer_at"], "code": where.get("outer_code", ""), "caller": True}  # it chose the width
     return {"at": where["at"], "code": where.get("code", "")}
+
+
+def _width_passed_in(code: str, args: list[str]) -> bool:
+    """The head's projection `nn.Linear(emb, head_size)` takes its output width from a parameter of the head's own
+    constructor (`head_size`) other than its input width: the line that made every head full width is the caller's
+    (`OneHead(emb, emb, block)`), not this one.  A head built `nn.Linear(emb, emb)` chose its width itself."""
+    try:
+        tree = ast.parse(code.strip().rstrip(":"))
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and len(node.args) >= 2 and all(isinstance(a, ast.Name) for a in node.args[:2]):
+            width_in, width_out = node.args[0].id, node.args[1].id
+            return width_out in args and width_out != width_in
+    return False
 
 
 @detector("head-width-from-input")
