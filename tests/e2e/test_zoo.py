@@ -339,3 +339,13 @@ def test_a_cache_handed_back_and_forth_is_told_a_fix_for_it_not_reset_cache_and_
     assert line.status == "fail" and report.diagnosis.mutant is None
     assert "reset_cache()" not in line.fix and "ptr" not in line.fix
     assert "from the cache you are handed" in line.fix and "rotate each key once" in line.fix
+
+
+def test_an_inverted_mask_of_nn_multiheadattention_is_told_as_its_numbers_show_a_leak_and_a_bias(reports):
+    """nn.MultiheadAttention given tril as its boolean attn_mask: the last token's row, every key hidden, gets zero
+    weights under autograd (its output the projection's bias), NaN only in the no-grad fast path; the report said
+    "its output is NaN", which the numbers reference-match compares do not show (fixes28 item 1)."""
+    root = reports(target(ZOO / "buggy" / "own_mask_inverted_mha_tril.py")).diagnosis
+    assert root.mutant == "mask-inverted", root
+    assert "bias" in root.symptom and "later tokens" in root.symptom, root.symptom
+    assert not root.symptom.endswith("so its output is NaN."), root.symptom
