@@ -349,3 +349,13 @@ def test_an_inverted_mask_of_nn_multiheadattention_is_told_as_its_numbers_show_a
     assert root.mutant == "mask-inverted", root
     assert "bias" in root.symptom and "later tokens" in root.symptom, root.symptom
     assert not root.symptom.endswith("so its output is NaN."), root.symptom
+
+
+def test_key_value_heads_tiled_by_expand_are_titled_by_the_expand_not_by_repeat(reports):
+    """gqa-repeat-not-interleave's title speaks of `.repeat`; a layer that tiles its key/value heads with expand() on
+    a new axis before them has no .repeat to look for (fixes28 item 2); one written with .repeat keeps the title."""
+    root = reports(target(ZOO / "buggy" / "own_gqa_expand_group_first.py")).diagnosis
+    assert root.mutant == "gqa-repeat-not-interleave" and "expand" in root.code, root
+    assert "expanded with .repeat instead" not in root.title and "expanded along a new axis" in root.title, root.title
+    repeat = reports(target(ZOO / "buggy" / "own_gqa_repeat_kv.py")).diagnosis
+    assert repeat.mutant == "gqa-repeat-not-interleave" and ".repeat instead of" in repeat.title, repeat.title
