@@ -346,7 +346,8 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     # their name, and never applied: not "d_out² + d_out parameters too few")
     seen = symptoms(report)
     return Diagnosis(mid, how, tuple(seen["failing"]), tuple(seen["findings"]),
-                     title=told.get("title", (where or {}).get("written_title") or entry["title"]), symptom=told.get("symptom", entry["symptom"]),
+                     title=told.get("title", (where or {}).get("written_title") or entry["title"]),
+                     symptom=told.get("symptom", entry["symptom"]),
                      fix=own or own_words or remedy or entry["fix"],  # never the reference's line, which names
                      # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or
                      # words

@@ -359,3 +359,14 @@ def test_key_value_heads_tiled_by_expand_are_titled_by_the_expand_not_by_repeat(
     assert "expanded with .repeat instead" not in root.title and "expanded along a new axis" in root.title, root.title
     repeat = reports(target(ZOO / "buggy" / "own_gqa_repeat_kv.py")).diagnosis
     assert repeat.mutant == "gqa-repeat-not-interleave" and ".repeat instead of" in repeat.title, repeat.title
+
+
+def test_a_tensor_left_on_the_cpu_is_told_once_for_each_line_that_meets_it(reports):
+    """A rotary line multiplying by two tables kept as plain attributes read "mul at ...:51 uses a (1, 5, 1, 2) tensor
+    that stays on the CPU" three times over, and the reason once per table (fixes28 item 3)."""
+    check = next(c for c in reports(target(ZOO / "buggy" / "rotary_plain_attr_cache_negative_angle.py")).checks
+                 if c.id == "mask-buffer")
+    assert check.status == "fail", check
+    head = check.message.split(": RuntimeError")[0]
+    assert head.count("stays on the CPU") == 1 and head.count("set by forward") == 1, check.message
+    assert "rotation.cos_table and rotation.sin_table" in head, check.message
