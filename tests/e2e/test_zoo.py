@@ -370,3 +370,14 @@ def test_a_tensor_left_on_the_cpu_is_told_once_for_each_line_that_meets_it(repor
     head = check.message.split(": RuntimeError")[0]
     assert head.count("stays on the CPU") == 1 and head.count("set by forward") == 1, check.message
     assert "rotation.cos_table and rotation.sin_table" in head, check.message
+
+
+def test_a_default_mask_made_from_the_batch_axis_is_told_at_the_line_that_makes_it(reports):
+    """causal-leakage's default-mask probe (forward(x), the mask left out) found the mask wrong with no line; a
+    recorded forward on the batch where it leaks shows the (1, 1) mask made at the student's line meeting (5, 5)
+    scores (fixes28 item 6)."""
+    path = ZOO / "buggy" / "default_mask_from_batch_axis.py"
+    leak = next(c for c in reports(target(path)).checks if c.id == "causal-leakage")
+    assert leak.status == "fail" and leak.details.get("finding") == "leak:default-mask", leak
+    assert f"at {path.name}:34 (`mask = torch.tril(torch.ones(x.size(0), x.size(0)" in leak.message, leak.message
+    assert "is (1, 1) on (B=1, n=5), where the scores it meets are (5, 5)" in leak.message, leak.message
