@@ -381,3 +381,28 @@ def test_a_default_mask_made_from_the_batch_axis_is_told_at_the_line_that_makes_
     assert leak.status == "fail" and leak.details.get("finding") == "leak:default-mask", leak
     assert f"at {path.name}:34 (`mask = torch.tril(torch.ones(x.size(0), x.size(0)" in leak.message, leak.message
     assert "is (1, 1) on (B=1, n=5), where the scores it meets are (5, 5)" in leak.message, leak.message
+
+
+@pytest.mark.parametrize("stem,finding", [("kv_cache_unsliced_zero_slots", "empty cache slots read"),
+                                          ("kv_cache_rope_cached_keys_twice", "cached keys rotated twice")])
+def test_a_cache_read_whole_or_its_keys_rotated_twice_fails_kv_cache_by_its_numbers_and_is_told_at_its_line(
+        stem, finding, reports):
+    """fixes28 item 5: a cache preallocated with zeros and read whole, and cached keys rotated again with the new
+    ones, failed kv-cache with no more said and `trace` marked nothing (it showed the plain forward alone): the first
+    decoded token now equals a numeric variant of the mistake (the finding), and the decoded call's trace marks the
+    line, which the report gives; no catalogued mistake is named."""
+    path = ZOO / "buggy" / f"{stem}.py"
+    report = reports(target(path))
+    cache = next(c for c in report.checks if c.id == "kv-cache")
+    assert cache.status == "fail" and cache.details.get("finding") == finding, cache.message
+    assert report.diagnosis.mutant is None, report.diagnosis
+    assert report.diagnosis.message.endswith(f"marks the step that looks wrong ({path.name}:"
+                                             f"{zoo_constants(path)['LINE']})"), report.diagnosis.message
+
+
+def test_a_correct_cache_has_neither_cache_mark(reports):
+    """The two marks of fixes28 item 5 never on a cache that decodes right (rotated once before the join; sliced)."""
+    for stem in ("rotary_kv_cache", "kv_cache_pointer_mask", "kv_cache_sdpa_past", "llama_cache_buffer_detached",
+                 "llama_cache_max_batch_4"):
+        report = reports(target(ZOO / "correct" / f"{stem}.py"))
+        assert report.passed, (stem, [(c.id, c.message) for c in report.checks if c.status != "pass"])
