@@ -44,7 +44,7 @@ from checks.output_shape import output_shape, tokens_axes
 from harness.engine.compare import compare
 from harness.engine.leakage import CAUSAL, INFLUENCE, LEAKS, MASKS_SOME, influence_from_jacobian, judge, only_head
 from harness.engine.mapping import map_help
-from harness.wire.errors import TargetFailure
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.masks import CONVENTIONS, SHAPES
 from reference import grouped, numpy_ref
 
@@ -345,10 +345,15 @@ def _default_mask_broken(ctx):
     shown = [next(c for c in broken if c[2].startswith(kind)) for kind in ("leaks", "raises")
              if any(c[2].startswith(kind) for c in broken)]  # one of each: the first leak, the first error
     bad = "; ".join(f"on (B={b}, n={t}) it {how}" for b, t, how in shown)
+    made = _default_mask_made(ctx, base, style, [c for c in broken if c in shown] + [c for c in broken
+                                                                                   if c not in shown])
+    where = (f": the mask your forward builds when none is given, at {made['at']} (`{made['code']}`), is "
+             f"{made['shape']} on (B={made['batch']}, n={made['n']}), where the scores it meets are "
+             f"({made['n']}, {made['n']}), so it is wrong for some inputs" if made else
+             ": the mask your forward builds when none is given is wrong for some inputs")
     return failed(f"called as {call}, the mask left out as your forward allows, your layer masks the future by "
-                  f"itself on {fine}, but {bad}: the mask your forward builds when none is given is wrong for some "
-                  f"inputs (every other check called it with the causal mask mha-check passed, "
-                  f"as {inst.info.call_styles[inst.style % len(inst.info.call_styles)]})",
+                  f"itself on {fine}, but {bad}{where} (every other check called it with the causal mask mha-check "
+                  f"passed, as {inst.info.call_styles[inst.style % len(inst.info.call_styles)]})",
                   observed="; ".join(f"(B={b}, n={t}): {how.split(':')[0]}" for b, t, how in broken),
                   expected="causal for every batch size and length, as on " + fine,
                   fix="Build the default mask from the number of tokens, the size of x's second axis "
@@ -356,6 +361,56 @@ def _default_mask_broken(ctx):
                       "`torch.tril(torch.ones(n, n, device=x.device))` as a keep-mask, or slice a registered "
                       "buffer with [:n, :n].",
                   finding="leak:default-mask")
+
+
+MASK_MAKERS = {"tril", "triu", "tril_", "triu_", "ones", "ones_like", "new_ones", "full", "full_like", "zeros",
+               "zeros_like", "new_zeros", "empty", "eye", "arange"}  # what makes a mask in forward
+
+
+def _default_mask_made(ctx, base, style: int, broken: list[tuple]) -> dict | None:
+    """Where the default mask that `_default_mask_broken` found wrong was made, on the evidence of a recorded
+    forward (called the same way, the mask left out) on a batch and length where it leaks or raises: an operation
+    that meets (.., n, n) scores with a tensor made in forward (tril, triu, ones, full ...) whose last two axes are
+    square but not (n, n) (x.size(0), the batch, where the tokens belong).  {"at", "code", "shape", "batch", "n"},
+    or None where no recorded forward shows that (the report then gives no line rather than a guess; fixes28)."""
+    for batch, length, _ in broken:
+        cfg = dataclasses.replace(base, batch=batch, n=length, context_length=max(base.context_length, length))
+        try:
+            ops = ctx.build(cfg, fresh="default-mask-trace").trace(ctx.input(cfg, "default-mask"), style=style).ops
+        except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+            continue
+        for op in ops:
+            ins = [t for t in op.get("in") or [] if t.get("shape")]
+            if not any(list(t["shape"][-2:]) == [length, length] for t in ins):
+                continue  # no scores here
+            for t in ins:
+                shape = list(t["shape"])
+                if shape[-2:] == [length, length]:
+                    continue
+                made = _made_in_forward(ops, t, length)
+                if made is not None:
+                    return {"at": made["at"], "code": (made.get("code") or "").strip(), "batch": batch, "n": length,
+                            "shape": tuple((made.get("out") or {}).get("shape") or ())}
+    return None
+
+
+def _made_in_forward(ops: list[dict], tensor: dict, n: int) -> dict | None:
+    """The last operation before `tensor` (following the data flow back) that made a square tensor of another size
+    than (n, n) in the student's forward, or None."""
+    seen, todo = set(), [tensor.get("src")]
+    found = []
+    while todo:
+        i = todo.pop()
+        if i is None or i in seen or not 0 <= i < len(ops):
+            continue
+        seen.add(i)
+        op = ops[i]
+        shape = list((op.get("out") or {}).get("shape") or [])
+        if op["op"] in MASK_MAKERS and len(shape) >= 2 and shape[-1] == shape[-2] != n and \
+                op.get("at") not in (None, "?", "mha-check"):
+            found.append(op)
+        todo += [t.get("src") for t in op.get("in") or []]
+    return max(found, key=lambda o: o.get("i", 0)) if found else None
 
 
 def _flag_with_a_mask(ctx):

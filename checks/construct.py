@@ -196,7 +196,8 @@ KEY_WORDS = {"d_in": "input width", "d_out": "output width", "width": "width", "
              "context_length": "context length", "dropout": "dropout rate", "qkv_bias": "Q/K/V bias flag",
              "head_width": "head width", "kv_heads": "number of key/value heads", "kv_group": "query heads per "
              "key/value head", "all_bias": "bias flag (every projection)", "causal": "causal flag",
-             "rope_theta": "rotary base", "rope_fraction": "whole head (1.0) for the rotary embedding"}
+             "rope_theta": "rotary base", "rope_fraction": "whole head (1.0) for the rotary embedding",
+             "max_batch": "largest batch a check sends (64)"}
 # how a student would say them (a student's trial read "bias=the all_bias")
 
 

@@ -90,6 +90,29 @@ def _rotated_from_zero(x: np.ndarray, heads: int, w: numpy_ref.Weights, rope, t:
     return ctx @ w.wo.T + w.bias("bo")
 
 
+def _decoded_with(x: np.ndarray, heads: int, w: numpy_ref.Weights, rope, t: int, key_turns: np.ndarray,
+                  empty: int = 0) -> np.ndarray:
+    """What token t, decoded after t cached tokens, gives when its cached keys are rotated by `key_turns` positions
+    (its own at t, its query at t) and `empty` slots of zeros (keys and values) follow the keys: a cache
+    preallocated with zeros and read whole, where no mask hides the slots not yet filled (fixes28)."""
+    B, d = x.shape[0], w.d_out
+    dh, kv = d // heads, w.kv_heads(heads)
+    split = lambda a, h: a.reshape(B, -1, h, dh).transpose(0, 2, 1, 3)  # (B, h, tokens, dh)
+    q = split(x[:, t:t + 1] @ w.wq.T + w.bias("bq"), heads)
+    k, v = (split(x[:, :t + 1] @ m.T + w.bias(b), kv) for m, b in ((w.wk, "bk"), (w.wv, "bv")))
+    if rope is not None:
+        q = rotate(q, rope.convention, rope.theta, positions=np.array([float(t)]))
+        k = rotate(k, rope.convention, rope.theta, positions=np.asarray(key_turns, float))
+    if empty:
+        zeros = np.zeros(k.shape[:2] + (empty, dh))
+        k, v = np.concatenate([k, zeros], axis=2), np.concatenate([v, zeros], axis=2)
+    k, v = grouped.expand(k, heads), grouped.expand(v, heads)
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh)  # (B, H, 1, keys): no mask, as the decoded token's call had none
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    ctx = ((p / p.sum(axis=-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(B, d)
+    return ctx @ w.wo.T + w.bias("bo")
+
+
 def _wrong_positions(y: np.ndarray, ref: np.ndarray) -> list[int]:
     return [t for t in range(y.shape[1]) if compare(y[:, t], ref[:, t]) is not None]
 
@@ -250,6 +273,29 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
                           "go into the cache at the wrong positions too)", config=cfg,
                           observed=f"token {t} rotated as position 0", expected=f"token {t} rotated as position {t}",
                           finding="rotary positions from 0")
+        if t == prefix and rope is not None and compare(first.y[:, t], _decoded_with(
+                xa, cfg.heads, w, rope, t, np.r_[2.0 * np.arange(t), t])) is None:
+            return failed(said + f"; it equals token {t}'s output with each cached key rotated twice (key j turned "
+                          "by the angle of position 2j, its own key once): the keys went into the cache rotated, "
+                          "and were rotated again with the new ones", config=cfg,
+                          observed="cached keys rotated twice", expected="each key rotated once, at its position",
+                          finding="cached keys rotated twice",
+                          fix=_fix(first.kind) or (
+                              "Rotate each key once: rotate the new keys at their positions (from the number of "
+                              "cached tokens on) before they join the cache, and never rotate the keys read back "
+                              "from it (or cache the keys unrotated and rotate them all at every call, never both)."))
+        empty = cfg.context_length - t - 1
+        if t == prefix and empty > 0 and compare(first.y[:, t], _decoded_with(
+                xa, cfg.heads, w, rope, t, np.arange(t + 1.0), empty)) is None:
+            return failed(said + f"; it equals token {t}'s output with {empty} more keys and values of zeros "
+                          f"attended: the {cfg.context_length} slots of a cache preallocated for context_length "
+                          f"tokens are read whole, the {empty} not filled yet too, and nothing hides them",
+                          config=cfg, observed=f"{empty} empty cache slots attended",
+                          expected=f"the {t + 1} tokens fed attended, no more", finding="empty cache slots read",
+                          fix=_fix(first.kind) or (
+                              "Read the filled part of the cache only: keys = self.cache_k[:, :, :ptr + n] (and the "
+                              "values alike), where ptr + n is the number of tokens fed so far, or mask the slots "
+                              "after it."))
         if t == prefix:
             return failed(said + "; the first decoded token is already wrong", config=cfg,
                           observed=f"positions {wrong} wrong", expected="every position right", finding="decode wrong",

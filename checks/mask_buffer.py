@@ -64,8 +64,7 @@ def mask_buffer(ctx):
                                                   "parameters, or made on the input's device)"))
         return passed("every tensor your forward combines with the input moves with the module (registered "
                       "buffers and parameters, or made on the input's device)")
-    where = "; ".join(f"{m.op} at {m.at} uses a {tuple(m.shape)} tensor that stays on the CPU" for m in
-                      followed.mixes[:3])
+    where = _where(followed.mixes)
     finding, fix = ("mask stays on the CPU", "") if _mask_like(followed.mixes, cfg) else \
         ("a tensor stays on the CPU", TENSOR_FIX)  # positions, rotary tables: not the mask mistake
     if _unregistered_weights(inst, followed):
@@ -151,12 +150,30 @@ CACHE_FIX = """Keep what forward caches in a buffer, which moves with the module
     in forward, or remake the cache whenever its device differs from x.device."""
 
 
+def _where(mixes) -> str:
+    """The operations that meet a tensor left on the CPU, each said once with how often it does (fixes28: a rotary
+    line multiplying by two tables read "mul at f.py:51 uses a (1, 5, 1, 2) tensor that stays on the CPU" three
+    times over)."""
+    counts: dict[str, int] = {}
+    for mix in mixes:
+        clause = f"{mix.op} at {mix.at} uses a {tuple(mix.shape)} tensor that stays on the CPU"
+        counts[clause] = counts.get(clause, 0) + 1
+    return "; ".join(clause + (f", {n} times" if n > 1 else "") for clause, n in list(counts.items())[:3])
+
+
+def _and(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def _suspects(inst, followed) -> str:
     """Where the tensor that stays behind comes from: plain attributes (set in __init__, or by forward as a cache),
     containers, factories without device=."""
     found = [f"plain attribute {a}" for a in inst.info.plain_tensors]
-    found += [f"plain attribute {a}, set by forward (a cache made on the first input's device)"
-              for a in _cached_by_forward(inst, followed)]
+    cached = _cached_by_forward(inst, followed)
+    if cached:  # the reason said once for them all (fixes28: it was repeated for each table of a rotary cache)
+        found.append(f"plain attribute{'s' if len(cached) > 1 else ''} {_and(cached)}, set by forward ("
+                     f"{'caches' if len(cached) > 1 else 'a cache'} made on the first input's device)")
     found += [f"{c} is a plain list/dict" for c in inst.info.containers]
     found += [f"{c.call} of shape {tuple(c.shape)} at {c.at} " + (f"with device={c.device}, not the input's device"
                                                                    if c.device else "without device=")

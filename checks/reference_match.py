@@ -38,7 +38,8 @@ float32 only had full marks; where the float64 module leaves it on too, that is 
 
 A float32 probe that raises (or a constructor that refuses float32) is cannot tell, never a failure: the float64
 configurations passed, and it was mha-check that chose float32 and the probe's larger sizes (a KV cache preallocated
-for a max_batch_size of 4, Meta llama's, raises at a batch of 8: the report says so, not float32 alone).
+for a batch of 4 raises at a batch of 8: the report says so, not float32 alone; a constructor's max_batch_size,
+Meta llama's, is bound to a batch every probe fits in, harness.wire.config.MAX_BATCH).
 
 Its cost (measured with the one probe of before; the second probe travels in the same frames): one round trip
 more per target (26 instead of 25 for examples/correct_attention.py), the float32 module's

@@ -17,7 +17,7 @@ import re
 import sys
 import textwrap
 
-from harness.child.vocabulary import key_by_tokens
+from harness.child.vocabulary import key_by_tokens, tokens
 from harness.wire.config import ROTARY_FRACTION, Config
 from harness.wire.messages import Signature
 
@@ -75,6 +75,12 @@ DEVICE_NAMES = ("device", "dev", "torch_device")  # a required one gets "cpu" (C
 NORM_EPS_NAMES = ("layer_norm_eps", "layernorm_eps", "norm_eps", "ln_eps", "eps", "layer_norm_epsilon",
                   "norm_epsilon", "rms_norm_eps", "epsilon")  # a required one gets 1e-5, torch's LayerNorm
 # default (Config.value): RecBole's MultiHeadAttention(..., layer_norm_eps), its LayerNorm kept inside
+def is_max_batch(name: str) -> bool:
+    """`max_batch_size`, `max_batch`, `max_bsz`, `maxBatchSize`: the most sequences a layer preallocates for."""
+    words = set(tokens(name))
+    return bool(words & {"batch", "bsz", "bs", "batches"}) and bool(words & {"max", "maximum"})
+
+
 CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
 _BY_ALIAS = {alias: key for key, names in ALIASES.items() for alias in names}
 
@@ -283,6 +289,9 @@ def read_signature(factory, overrides: dict) -> Signature:
             continue
         if p.name.lower() in DEVICE_NAMES and p.default is inspect.Parameter.empty and p.name not in overrides:
             also[p.name] = "device"  # bentrevett's MultiHeadAttentionLayer(hid_dim, n_heads, dropout, device)
+            continue
+        if is_max_batch(p.name) and p.name not in overrides:  # a default too small for the probes (or none)
+            also[p.name] = "max_batch"
             continue
         if p.name.lower() in NORM_EPS_NAMES and p.default is inspect.Parameter.empty and p.name not in overrides:
             also[p.name] = "norm_eps"  # a normalisation's epsilon: a setting with a usual value, not a blank

@@ -346,7 +346,8 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
     # their name, and never applied: not "d_out² + d_out parameters too few")
     seen = symptoms(report)
     return Diagnosis(mid, how, tuple(seen["failing"]), tuple(seen["findings"]),
-                     title=told.get("title", entry["title"]), symptom=told.get("symptom", entry["symptom"]),
+                     title=told.get("title", (where or {}).get("written_title") or entry["title"]),
+                     symptom=told.get("symptom", entry["symptom"]),
                      fix=own or own_words or remedy or entry["fix"],  # never the reference's line, which names
                      # attributes (self.dh, self.mask) the student's class need not have: their line corrected, or
                      # words
@@ -478,7 +479,8 @@ def _marks(ctx) -> tuple[list[dict], bool]:
             continue
         out.append({"id": m["id"], "mutant": m.get("mutant"), "text": m["text"],
                     **dict(zip(("at", "code"), result.where(m))),
-                    **{k: m[k] for k in ("title", "symptom", "confirmed_by", "remedy", "scores_code", "explains")
+                    **{k: m[k] for k in ("title", "written_title", "symptom", "confirmed_by", "remedy", "scores_code",
+                                        "explains")
                        if k in m},
                     **({"missing": True} if m.get("step") is None else {})})  # a step never taken: its line is
         # where it belongs

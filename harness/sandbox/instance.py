@@ -180,11 +180,13 @@ class Instance:
         return self.call(m.Devices(self.handle, x, self.style))
 
     def trace(self, x: np.ndarray, limit: int = 400, mode: str = "eval", chunks: list[int] | None = None,
-              reset: bool = True) -> m.TraceResult:
+              reset: bool = True, style: int | None = None) -> m.TraceResult:
         """Every torch operation of one forward pass, recorded in the child (see harness.child.recorders).  An
         instance not built yet is built noting where its constructor made each tensor (`Build.origins`), so that
         the child need not run the constructor a second time to learn the lines.  `chunks`: x decoded with the
-        layer's KV cache in these chunks (after its reset, where `reset`), the last call recorded."""
+        layer's KV cache in these chunks (after its reset, where `reset`), the last call recorded.  `style`: another
+        way of calling forward than the proven one (its default mask left out: causal-leakage's default-mask probe)."""
         if self._build is not None and not self._build.origins:
             self._build = dataclasses.replace(self._build, origins=True)
-        return self.call(m.Trace(self.handle, x, limit, self.style, mode, list(chunks or ()), reset))
+        return self.call(m.Trace(self.handle, x, limit, self.style if style is None else style, mode,
+                                 list(chunks or ()), reset))

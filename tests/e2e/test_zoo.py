@@ -339,3 +339,70 @@ def test_a_cache_handed_back_and_forth_is_told_a_fix_for_it_not_reset_cache_and_
     assert line.status == "fail" and report.diagnosis.mutant is None
     assert "reset_cache()" not in line.fix and "ptr" not in line.fix
     assert "from the cache you are handed" in line.fix and "rotate each key once" in line.fix
+
+
+def test_an_inverted_mask_of_nn_multiheadattention_is_told_as_its_numbers_show_a_leak_and_a_bias(reports):
+    """nn.MultiheadAttention given tril as its boolean attn_mask: the last token's row, every key hidden, gets zero
+    weights under autograd (its output the projection's bias), NaN only in the no-grad fast path; the report said
+    "its output is NaN", which the numbers reference-match compares do not show (fixes28 item 1)."""
+    root = reports(target(ZOO / "buggy" / "own_mask_inverted_mha_tril.py")).diagnosis
+    assert root.mutant == "mask-inverted", root
+    assert "bias" in root.symptom and "later tokens" in root.symptom, root.symptom
+    assert not root.symptom.endswith("so its output is NaN."), root.symptom
+
+
+def test_key_value_heads_tiled_by_expand_are_titled_by_the_expand_not_by_repeat(reports):
+    """gqa-repeat-not-interleave's title speaks of `.repeat`; a layer that tiles its key/value heads with expand() on
+    a new axis before them has no .repeat to look for (fixes28 item 2); one written with .repeat keeps the title."""
+    root = reports(target(ZOO / "buggy" / "own_gqa_expand_group_first.py")).diagnosis
+    assert root.mutant == "gqa-repeat-not-interleave" and "expand" in root.code, root
+    assert "expanded with .repeat instead" not in root.title and "expanded along a new axis" in root.title, root.title
+    repeat = reports(target(ZOO / "buggy" / "own_gqa_repeat_kv.py")).diagnosis
+    assert repeat.mutant == "gqa-repeat-not-interleave" and ".repeat instead of" in repeat.title, repeat.title
+
+
+def test_a_tensor_left_on_the_cpu_is_told_once_for_each_line_that_meets_it(reports):
+    """A rotary line multiplying by two tables kept as plain attributes read "mul at ...:51 uses a (1, 5, 1, 2) tensor
+    that stays on the CPU" three times over, and the reason once per table (fixes28 item 3)."""
+    check = next(c for c in reports(target(ZOO / "buggy" / "rotary_plain_attr_cache_negative_angle.py")).checks
+                 if c.id == "mask-buffer")
+    assert check.status == "fail", check
+    head = check.message.split(": RuntimeError")[0]
+    assert head.count("stays on the CPU") == 1 and head.count("set by forward") == 1, check.message
+    assert "rotation.cos_table and rotation.sin_table" in head, check.message
+
+
+def test_a_default_mask_made_from_the_batch_axis_is_told_at_the_line_that_makes_it(reports):
+    """causal-leakage's default-mask probe (forward(x), the mask left out) found the mask wrong with no line; a
+    recorded forward on the batch where it leaks shows the (1, 1) mask made at the student's line meeting (5, 5)
+    scores (fixes28 item 6)."""
+    path = ZOO / "buggy" / "default_mask_from_batch_axis.py"
+    leak = next(c for c in reports(target(path)).checks if c.id == "causal-leakage")
+    assert leak.status == "fail" and leak.details.get("finding") == "leak:default-mask", leak
+    assert f"at {path.name}:34 (`mask = torch.tril(torch.ones(x.size(0), x.size(0)" in leak.message, leak.message
+    assert "is (1, 1) on (B=1, n=5), where the scores it meets are (5, 5)" in leak.message, leak.message
+
+
+@pytest.mark.parametrize("stem,finding", [("kv_cache_unsliced_zero_slots", "empty cache slots read"),
+                                          ("kv_cache_rope_cached_keys_twice", "cached keys rotated twice")])
+def test_a_cache_read_whole_or_its_keys_rotated_twice_fails_kv_cache_by_its_numbers_and_is_told_at_its_line(
+        stem, finding, reports):
+    """fixes28 item 5: a cache preallocated with zeros and read whole, and cached keys rotated again with the new
+    ones, failed kv-cache with no more said and `trace` marked nothing (it showed the plain forward alone): the first
+    decoded token now equals a numeric variant of the mistake (the finding), and the decoded call's trace marks the
+    line, which the report gives; no catalogued mistake is named."""
+    path = ZOO / "buggy" / f"{stem}.py"
+    report = reports(target(path))
+    cache = next(c for c in report.checks if c.id == "kv-cache")
+    assert cache.status == "fail" and cache.details.get("finding") == finding, cache.message
+    assert report.diagnosis.mutant is None, report.diagnosis
+    assert report.diagnosis.message.endswith(f"marks the step that looks wrong ({path.name}:"
+                                             f"{zoo_constants(path)['LINE']})"), report.diagnosis.message
+
+
+def test_a_correct_cache_has_neither_cache_mark(reports):
+    """The two marks of fixes28 item 5 never on a cache that decodes right (rotated once before the join; sliced)."""
+    for stem in ("rotary_kv_cache", "kv_cache_pointer_mask", "kv_cache_sdpa_past", "llama_cache_buffer_detached",
+                 "llama_cache_max_batch_4"):
+        report = reports(target(ZOO / "correct" / f"{stem}.py"))
+        assert report.passed, (stem, [(c.id, c.message) for c in report.checks if c.status != "pass"])

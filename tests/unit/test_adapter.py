@@ -722,3 +722,19 @@ def test_a_required_state_and_cache_switch_are_given_no_cache():
     # a required cache object alone, without a switch that turns it off: still one mha-check cannot make
     styles, problem = _calls(lambda self, x, layer_past: x)
     assert not styles and "layer_past" in problem
+
+
+@pytest.mark.parametrize("name", ["max_batch_size", "max_batch", "max_bsz", "maxBatchSize"])
+def test_a_max_batch_size_is_bound_to_a_batch_every_probe_fits_in(name):
+    """Meta llama's Attention(..., max_batch_size=4) preallocates its cache for 4 sequences; reference-match's
+    float32 probes send 8 to 16, the cache write raised and the check could not tell (fixes28 item 4).  Bound,
+    default or not, unless --arg gives it."""
+    from harness.wire.config import MAX_BATCH
+
+    fn = eval(f"lambda dim, n_heads, max_seq_len, {name}=4: {{'{name}': {name}}}")
+    s = _sig(fn)
+    assert s.derived == {name: "max_batch"} and not s.unfillable
+    cfg = Config(d_in=8, d_out=8, heads=2, context_length=7, batch=2, n=5)
+    assert build(fn, cfg, {}, s) == {name: MAX_BATCH} and MAX_BATCH >= 16 * 3
+    assert _sig(fn, **{name: 32}).derived == {}  # --arg max_batch_size=32: the user's value stands
+    assert _sig(lambda d, heads, batch_size=4: None).derived == {}  # a batch size alone is no maximum

@@ -7,6 +7,7 @@ masking, the append that raised, the positions made from 0, the counter set inst
 from __future__ import annotations
 
 import ast
+import re
 
 import numpy as np
 
@@ -327,3 +328,135 @@ def _same_call(a: dict, b: dict) -> bool:
         return not (bool(a["raised"]) ^ bool(b["raised"]))
     key = lambda op: (op["op"], op.get("at"), (op.get("out") or {}).get("shape"), (op.get("out") or {}).get("pattern"))
     return [key(op) for op in a["ops"]] == [key(op) for op in b["ops"]]
+
+
+WRITES = {"__setitem__", "copy_", "index_copy_", "index_put_"}  # a cache written in place
+_SUBSCRIPTED = re.compile(r"(self\.\w+)\s*\[")
+
+
+@detector("cache-empty-slots-read")
+def cache_empty_slots_read(f: Findings) -> None:
+    """A decoded call whose attention reads more key slots than tokens were fed, and lets a query see some of those
+    after them: a cache preallocated (with zeros) for more tokens and read whole, not up to the tokens fed so far.
+    Read from the shapes of the scores the softmax gets and their -inf pattern; told at the line that reads the
+    cache back unsliced (a line after the in-place write that names the written attribute without an index), else
+    at the line that makes the scores (fixes28)."""
+    cache = f.cfg.get("cache") or {}
+    for name in ("decode", "chunk"):
+        call = cache.get(name)
+        if not call or call["raised"]:
+            continue
+        fed, new = sum(call["chunks"]), call["chunks"][-1]
+        for op in call["ops"]:
+            if op["op"] not in SOFTMAXES or not op["in"]:
+                continue
+            scores = op["in"][0]
+            shape = scores.get("shape") or []
+            if len(shape) < 2 or shape[-2] != new or shape[-1] <= fed:
+                continue
+            hidden = np.array(scores["pattern"], bool).reshape(-1, new, shape[-1]) if scores.get("neginf") and \
+                scores.get("pattern") is not None else np.zeros((1, new, shape[-1]), bool)
+            if hidden[..., fed:].all():
+                continue  # the slots after the tokens fed are masked: read, but never attended
+            where = _read_back(call, shape[-1]) or _line(_scores_made(call, scores) or op)
+            if where:
+                f.mark_whole("cache-empty-slots-read", (
+                    f"decoding after {fed - new} cached token(s), the attention reads {shape[-1]} key slots where "
+                    f"{fed} tokens were fed: the cache is read whole, and its {shape[-1] - fed} empty (zero) slots "
+                    "get weight too; read it up to the tokens fed so far (cache[:, :, :ptr + n]), or mask the rest"),
+                    where)
+            return
+
+
+def _read_back(call: dict, slots: int) -> dict | None:
+    """{"at", "code"} of the line that reads a cache written in place back whole: after the write (an in-place
+    assignment into a tensor with `slots` positions, `self.cache_k[:, :, a:b] = k`), a line that names the written
+    attribute without an index (`k, v = self.cache_k, self.cache_v`)."""
+    ops, lines = call["ops"], call.get("lines") or []
+    for op in ops:
+        if op["op"] not in WRITES or not op["in"] or slots not in (op["in"][0].get("shape") or ()):
+            continue
+        named = _SUBSCRIPTED.search(op.get("code") or "")
+        at = [i for i, line in enumerate(lines) if line.get("at") == op.get("at")]
+        if not named or not at:
+            continue
+        read = re.compile(re.escape(named.group(1)) + r"(?![\w\[]|\s*\[)")
+        for line in lines[at[-1] + 1:]:
+            code = line.get("code") or ""
+            if read.search(code.split("=", 1)[1] if "=" in code else ""):
+                return {"at": line["at"], "code": code.strip()}
+    return None
+
+
+def _scores_made(call: dict, scores: dict) -> dict | None:
+    """The product that made the scores the softmax gets (through scaling and masking), or None."""
+    ops, src = call["ops"], scores.get("src")
+    while isinstance(src, int) and 0 <= src < len(ops):
+        if ops[src]["op"] in ("matmul", "__matmul__", "bmm", "einsum"):
+            return ops[src]
+        src = ops[src]["in"][0].get("src") if ops[src]["in"] else None
+    return None
+
+
+_JOINED_FROM = re.compile(r"cat\(\s*[\[(]\s*(self\.\w+)")
+
+
+@detector("cache-keys-rotated-twice")
+def cache_keys_rotated_twice(f: Findings) -> None:
+    """A decoded call that joins the cached keys (an attribute of the layer, from an earlier call) with the new
+    ones and then turns the joined keys by a table of positions (a rotary rotation: a product with a table of the
+    layer's own), where the prompt's call stored the keys after it had turned them: each cached key is turned a
+    second time at every call.  Read from the data flow of the decoded call (the join, then the product) and from
+    the order the prompt's call ran its lines in (the rotation's line, then the line that stores the attribute);
+    told at the decoded call's rotation (fixes28)."""
+    cache = f.cfg.get("cache") or {}
+    first, decode = cache.get("first"), cache.get("decode")
+    if not first or not decode or decode["raised"] or first["raised"]:
+        return
+    ops, fed = decode["ops"], sum(decode["chunks"])
+    for j, join in enumerate(ops):
+        attribute = _JOINED_FROM.search(join.get("code") or "")
+        if join["op"] != "cat" or not attribute or len(join["in"]) != 2 or join["in"][0].get("src") is not None \
+                or join["in"][0].get("name") or join["in"][1].get("src") is None:
+            continue
+        turned = _turned_after(ops, j, fed)
+        if turned is None:
+            continue
+        at = turned.get("call_at", turned.get("at"))  # the line of forward that called the rotation
+        line = {"at": at, "code": (turned.get("call_code") or turned.get("code") or "").strip()} \
+            if at not in (None, "?") else None
+        stored_after = _stored_after_turning(first, attribute.group(1), turned)
+        if line and stored_after:
+            f.mark_whole("cache-keys-rotated-twice", (
+                f"the cached keys ({attribute.group(1)}) are joined with the new ones and then rotated with them, at "
+                "positions 0 .. cached + n - 1, but they went into the cache already rotated: each cached key is "
+                "rotated again at every call; rotate the new keys alone (at their positions) before they join the "
+                "cache, or cache the keys unrotated"), line)
+            return
+
+
+def _turned_after(ops: list[dict], join: int, fed: int) -> dict | None:
+    """A product, after operation `join`, of a tensor made from the join's output with a table of the layer's own
+    (a tensor not made from the input, with `fed` rows: one per key), or None."""
+    made_from = {join}
+    for i in range(join + 1, len(ops)):
+        op = ops[i]
+        ins = op.get("in") or []
+        if any(t.get("src") in made_from for t in ins):
+            made_from.add(i)
+            if op["op"] in SCALARS and len(ins) == 2:
+                table = next((t for t in ins if t.get("src") not in made_from), None)
+                if table is not None and table.get("values") is not None and fed in (table.get("shape") or ()):
+                    return op
+    return None
+
+
+def _stored_after_turning(first: dict, attribute: str, turned: dict) -> bool:
+    """In the prompt's call, the line that assigns `attribute` ran after the line of forward that turned the keys
+    (the decoded call's rotation is called from that same line): what went into the cache was already turned."""
+    lines = first.get("lines") or []
+    at = turned.get("call_at", turned.get("at"))
+    turning = [i for i, line in enumerate(lines) if line.get("at") == at]
+    store = re.compile(re.escape(attribute) + r"\b[^=\[]*=(?!=)")
+    stores = [i for i, line in enumerate(lines) if store.search((line.get("code") or "").split("#")[0])]
+    return bool(turning and stores and stores[-1] > turning[0])

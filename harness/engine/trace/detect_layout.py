@@ -328,7 +328,11 @@ def kv_heads_tiled(f: Findings) -> None:
                 f"expand stretches a new axis placed before the {kv} key/value heads, and the reshape that merges "
                 f"the two tiles them ([k0, k1, k0, k1]): query head h meets key/value head h % {kv}, not its "
                 f"group's h // {heads // kv}; put the new axis after the key/value heads (t[:, :, None].expand(B, "
-                f"{kv}, {heads // kv}, n, dh)) or use .repeat_interleave({heads // kv}, dim={axis})")},
+                f"{kv}, {heads // kv}, n, dh)) or use .repeat_interleave({heads // kv}, dim={axis})"),
+                "written_title": (  # the catalogue's title speaks of .repeat, which this line has not (fixes28)
+                    "Key/value heads expanded along a new axis before them, then merged: tiled as .repeat tiles "
+                    "them, not each repeated in turn as .repeat_interleave does: query heads paired with the wrong "
+                    "key/value heads")},
                 keep_earlier=True)
 
 

@@ -264,6 +264,14 @@ def _mark_mask_shape(f: Findings, m: int, hidden: np.ndarray, made: dict | None,
                           "torch.triu(torch.ones(n, n, dtype=torch.bool, device=x.device), diagonal=1) for n tokens "
                           "(a tril mask of what may be seen is scaled_dot_product_attention's convention, the "
                           "opposite of nn.MultiheadAttention's; ~tril does the same).")
+        if mid == "mask-keeps-future":  # nn.MultiheadAttention's last row, every key hidden, is no NaN under
+            # autograd (torch >= 2.5 gives it zero weights): the catalogue's "its output is NaN" is what its
+            # no-grad fast path shows alone; the numbers a trained layer gives are a leak and a bias (fixes28)
+            mark.update(symptom=(
+                "Each token attends only to later tokens, so every output but the last is made from the future; the "
+                "last token has nothing left to attend to: nn.MultiheadAttention gives it weights of 0 while "
+                "autograd records (as in training), so its output is the output projection's bias alone, whatever "
+                "the input, and NaN under torch.no_grad()."), confirmed_by="causal-leakage:leak:inverted")
     if beside_ours and mid == "mask-one-token-late":
         mark.update(title=("Causal mask of the layer's own one diagonal off: each token can see the next one "
                            "wherever the mask passed to forward does not hide it (a padding mask, or none)"),

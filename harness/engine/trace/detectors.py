@@ -42,7 +42,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   kv-projections-full-width (a grouped-query layer's keys and values projected as wide as its queries);
   built-indivisible (read from the module the constructor builds for heads that do not divide the width)
 - detect_cache: cache-append-wrong-axis; cache-mask-not-offset, cache-position-set; cache-chunk-unmasked;
-  cache-rope-from-zero; cache-not-reset (all read from the worked example decoded with the layer's KV cache)
+  cache-rope-from-zero; cache-not-reset; cache-empty-slots-read; cache-keys-rotated-twice (all read from the worked
+  example decoded with the layer's KV cache)
 
 (a test holds this list to the registry).  Which known mistake (mutant) an id stands for is declared by the mutants
 themselves (`MutantInfo.trace`) and read from the catalogue: no detector names a mutant.
@@ -58,6 +59,18 @@ __all__ = ["DETECTORS", "MODULES", "UNCATALOGUED", "find", "in_order"]
 
 UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha-check explain ID` says of each,
     # and the catalogued mistakes nearest to it (a test holds every mark either declared or here)
+    "cache-empty-slots-read": (
+        "A KV cache preallocated (with zeros) for more tokens than were fed, read back whole: a decoded token's "
+        "attention reads every slot, the empty ones after the tokens fed too, and nothing hides them, so they take "
+        "weight from the real keys (kv-cache finds the decoded token equal to its output with those zero keys and "
+        "values attended). Read the cache up to the tokens fed so far (cache[:, :, :ptr + n]), or mask the rest.",
+        ("kvcache-mask-not-offset", "kvcache-position-not-advanced")),
+    "cache-keys-rotated-twice": (
+        "The cached keys, which went into the cache already rotated, are joined with the new keys and rotated again "
+        "with them at every call: key j is turned by twice its angle (kv-cache finds the first decoded token equal "
+        "to its output so). Rotate the new keys alone, at their positions, before they join the cache; or cache "
+        "them unrotated and rotate them all at every call, never both.",
+        ("kvcache-rope-positions-not-advanced", "rope-keys-shifted")),
     "mask-wrong": ("The masks applied before the softmax do not hide exactly the future positions (s > t), and not "
                    "in one of the catalogued ways (the diagonal too, one token late, inverted, the past): the mark "
                    "shows what they hide, row by row, beside what the causal mask hides (.xx; ..x; ...).",

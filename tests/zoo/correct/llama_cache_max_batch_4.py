@@ -1,7 +1,7 @@
-"""Ours (student11): `correct/llama_cache_buffer_detached.py` with Meta llama's small preallocated cache, a
-max_batch_size of 4. Every float64 configuration fits in it; the float32 probes feed a batch of 4 to 16 and the
-cache write raises. reference-match is cannot tell, and had said only that "mha-check chose float32", when what
-broke the layer was the probe's batch: the message now names the batch and a max_batch_size.
+"""Correct (student11, fixes28): `correct/llama_cache_buffer_detached.py` with Meta llama's small preallocated cache,
+a max_batch_size of 4 by default. The float32 probes feed a batch of 8 to 16, and at that default the cache write
+raised: reference-match was cannot tell. mha-check now binds a max_batch_size (max_batch, max_bsz, ...) to a batch
+every probe fits in (harness.wire.config.MAX_BATCH), and reference-match decides: the layer passes every check.
 """
 import math
 import torch
@@ -9,9 +9,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 TARGET = "LlamaAttention"
-CANNOT_TELL = ("reference-match",)
-SAYS = ("chose float32 and these sizes (a batch of", "max_batch_size")
-ARG = {"max_batch_size": 32}
 
 
 def rotate_half(x):
