@@ -23,14 +23,6 @@ from __future__ import annotations
 
 import os
 
-# The trusted side's numpy computes the reference on one thread per configuration (harness.engine.together) and
-# `grade` runs one grader per core: OpenBLAS's own threads on top of those oversubscribe the cores, and its waiting
-# threads spin.  On this project's 2-core machine under load, the float32 probe's reference (a batch of 16, 63 tokens,
-# 4 heads 64 wide) took 4.7 s forward and backward with OpenBLAS's threads and 0.8 s without: most of a batch's
-# time and its slow outliers (docs/benchmarks.md, 2026-12-07).  Set before numpy is imported, which is the case for
-# every front end (they import `harness` first); a caller's own setting wins.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 PACKAGES_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the folder holding harness/, checks/...
 OUTPUT_CUT_MARK = "[mha-check kept the last "  # opens a student's output cut to its end: "... 8000 of 91234 bytes]"
 SOURCE_COPY_PREFIX = "mha_notebook_"  # the notebook API writes a kernel's class to mha_notebook_<Name>.py; the

@@ -27,6 +27,7 @@ ZOO = ROOT / "tests" / "zoo"
 REALZOO = ROOT / "tests" / "realzoo"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy, as mha-check's own process (frontends/cli.py)
 
 from harness.engine import rewrite  # noqa: E402 - after the path is set
 from harness.sandbox.template import TEMPLATE_VARIABLE, Template  # noqa: E402

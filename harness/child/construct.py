@@ -284,17 +284,9 @@ def read_signature(factory, overrides: dict) -> Signature:
                 also[p.name] = "rope_theta"  # bound to 10000 (build)
             if rope_theta is not None:
                 continue
-        if ROTARY_FRACTION.search(p.name.lower()) and p.name not in overrides:
-            also[p.name] = "rope_fraction"  # 1.0, default or not: no reference turns part of each head (config.py)
-            continue
-        if p.name.lower() in DEVICE_NAMES and p.default is inspect.Parameter.empty and p.name not in overrides:
-            also[p.name] = "device"  # bentrevett's MultiHeadAttentionLayer(hid_dim, n_heads, dropout, device)
-            continue
-        if is_max_batch(p.name) and p.name not in overrides:  # a default too small for the probes (or none)
-            also[p.name] = "max_batch"
-            continue
-        if p.name.lower() in NORM_EPS_NAMES and p.default is inspect.Parameter.empty and p.name not in overrides:
-            also[p.name] = "norm_eps"  # a normalisation's epsilon: a setting with a usual value, not a blank
+        setting = _setting(p, overrides)
+        if setting:
+            also[p.name] = setting
             continue
         if p.name in overrides and key in GROUPED and _whole(overrides[p.name]):
             also[p.name] = key  # --arg num_kv_groups=2: bound per configuration, 2 where it divides the heads
@@ -332,6 +324,25 @@ def read_signature(factory, overrides: dict) -> Signature:
     if rope_theta is None and config_param:  # the config object answers rope_theta, theta, base... with 10000
         rope_theta = _number(overrides.get("rope_theta", overrides.get("theta", THETA)))
     return Signature(names, separate, accepts, config_param, unfillable, unknown, derived=also, rope_theta=rope_theta)
+
+
+def _setting(p: inspect.Parameter, overrides: dict) -> str | None:
+    """The configuration key of a setting mha-check gives a value of its own (not --arg): a rotary fraction (1.0,
+    default or not: no reference turns part of each head, config.py), a required device (bentrevett's
+    MultiHeadAttentionLayer(hid_dim, n_heads, dropout, device)), a maximum batch (a default too small for the probes,
+    or none), a required normalisation epsilon (a setting with a usual value, not a blank)."""
+    if p.name in overrides:
+        return None
+    name, required = p.name.lower(), p.default is inspect.Parameter.empty
+    if ROTARY_FRACTION.search(name):
+        return "rope_fraction"
+    if name in DEVICE_NAMES and required:
+        return "device"
+    if is_max_batch(p.name):
+        return "max_batch"
+    if name in NORM_EPS_NAMES and required:
+        return "norm_eps"
+    return None
 
 
 def _number(value) -> float | None:

@@ -13,6 +13,14 @@ import signal
 import sys
 import threading
 
+# mha-check's own process computes the reference in numpy on one thread per configuration (harness.engine.together),
+# and `grade` runs one grader per core: OpenBLAS's threads on top of those oversubscribe the cores, and its waiting
+# threads spin.  On this project's 2-core machine under load, the float32 probe's reference (a batch of 16, 63 tokens,
+# 4 heads 64 wide) took 4.7 s forward and backward with OpenBLAS's threads and 0.8 s without (docs/benchmarks.md,
+# 2026-12-07).  Set here, before anything imports numpy, and not in `harness`: a notebook that imports harness keeps
+# its own numpy's threads.  A caller's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from harness.wire import names
 
 if __name__ == "__main__":  # `python -m harness.frontends.cli` put the working folder first on sys.path: off it
