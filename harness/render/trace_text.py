@@ -21,7 +21,9 @@ def render(result: TraceResult, wide: bool = False) -> str:
     if result.construction:
         lines += _wrap(f"built as {result.construction}", "    ", "  ", wide)
     kv = f" sharing KV={c['kv_heads']} key/value heads" if c.get("kv_heads") else ""  # a grouped-query layer
-    lines += _wrap(f"one forward pass of the lesson's worked example: d={c['d']}, H={c['heads']} heads of width "
+    example = ("the lesson's worked example made grouped, its heads wider (so that no two scales coincide)" if kv
+               else "the lesson's worked example")
+    lines += _wrap(f"one forward pass of {example}: d={c['d']}, H={c['heads']} heads of width "
                    f"dh={c['d'] // c['heads']}{kv}, n={c['n']} tokens, batch B={c['batch']}: x has shape "
                    f"({c['batch']}, {c['n']}, {c['d']})", "    ", "  ", wide)
     lines.append("")

@@ -19,6 +19,9 @@ from harness.wire.config import Config
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
 GROUPED_HEADS = 4  # a grouped-query layer's trace: 4 query heads, 2 key/value heads (harness.engine.grouped.configs)
+GROUPED_HEAD_WIDTH = 6  # ... each 6 wide (d = 24): with the worked example's d = 8 the heads were 2 wide, as many as
+# the key/value heads, and scores divided by sqrt(KV·dh) = 2 read as divided by dh = 2 (scale-by-dh marked where the
+# report rightly named no mistake, a student's trial).  6: dh, sqrt(dh), sqrt(d), sqrt(H) and sqrt(KV·dh) all differ
 WORKED_CONFIG = Config(d_in=WORKED["d"], d_out=WORKED["d"], heads=WORKED["heads"],
                        context_length=WORKED["context_length"], batch=WORKED["batch"], n=WORKED["n"])
 
@@ -58,7 +61,7 @@ def record(ctx, display: str = "") -> TraceResult:
         form = ctx.form  # the worked example of the layer's own form: one head, no output projection for single
         cfg = dataclasses.replace(_grouped(ctx, ctx.shaped(cfg)), dropout=TRACE_DROPOUT)
         worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}),
-                      **({"kv_heads": cfg.kv_heads} if cfg.kv_heads else {}))
+                      **({"kv_heads": cfg.kv_heads, "d": cfg.d_out} if cfg.kv_heads else {}))
         result.construction = ctx.construction(cfg) + (
             f" (dropout {TRACE_DROPOUT} on purpose: the forward is recorded in eval() mode, where a correct layer "
             "drops nothing, and a dropout left on shows)" if ctx.accepts("dropout") else "")  # a student's trial asked
@@ -332,7 +335,9 @@ def _grouped(ctx, cfg: Config) -> Config:
         return cfg
     heads = GROUPED_HEADS
     kv = grouped.preferred_kv(ctx.signature, ctx.subject.overrides, ctx._config_reads)
-    return dataclasses.replace(cfg, heads=heads, kv_heads=kv if kv and heads % kv == 0 and kv < heads else 2)
+    d = heads * GROUPED_HEAD_WIDTH
+    return dataclasses.replace(cfg, heads=heads, kv_heads=kv if kv and heads % kv == 0 and kv < heads else 2,
+                               d_out=d, d_in=d if cfg.d_in == cfg.d_out else cfg.d_in)
 
 
 def count_parameters(ctx, d: int, heads: int, qkv_bias: bool, n: int) -> tuple[int | None, str, int | None]:
