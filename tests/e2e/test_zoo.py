@@ -406,3 +406,11 @@ def test_a_correct_cache_has_neither_cache_mark(reports):
                  "llama_cache_max_batch_4"):
         report = reports(target(ZOO / "correct" / f"{stem}.py"))
         assert report.passed, (stem, [(c.id, c.message) for c in report.checks if c.status != "pass"])
+
+
+def test_a_finite_fill_in_a_float_mask_given_to_sdpa_is_told_at_the_line_that_made_it(reports):
+    """Student trial 12: a float attn_mask buffer with -100 above the diagonal was named finite-fill-100 with no line
+    (the trace read fills of masked_fill, where and additions only, and marked nothing)."""
+    path = ZOO / "buggy" / "sdpa_float_bias_finite_fill.py"
+    root = reports(target(path)).diagnosis
+    assert (root.mutant, root.at) == ("finite-fill-100", f"{path.name}:{zoo_constants(path)['LINE']}"), root

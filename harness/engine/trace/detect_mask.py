@@ -142,10 +142,46 @@ def finite_fill(f: Findings) -> None:
             else:
                 f.notes.append(f"step {m + 1}: the mask fills with {fill:g}; that underflows to an exact 0 after the "
                                "softmax, but float('-inf') says what is meant")
+    for i in f.namer.fused:
+        _fused_finite_fill(f, i)
     added = _additive_fill(f)
     if added is not None and added[1] > PROBED_FILL:  # CTRL's `scores + mask * -1e4`: it leaks where -1e4 filled in
         # does (causal-leakage's probe finds both), so it is told as that fill, added
         f.mark(added[0], fill_mark(added[1], added=True), keep_earlier=True)
+
+
+def _fused_finite_fill(f: Findings, i: int) -> None:
+    """A float attn_mask given to scaled_dot_product_attention, which adds it to the scores, holding one finite
+    negative value on exactly the future and 0 elsewhere (`bias[torch.triu(...)] = -100.0` in __init__): the finite
+    fill, added.  Marked at the line that made the mask where the child recorded it (a buffer), else where it is
+    taken for the call (a student's trial: finite-fill-100 named with no line, and trace marked nothing)."""
+    op = f.ops[i]
+    given = _fused_mask_tensor(op) if op["op"] == "scaled_dot_product_attention" else None
+    if given is None or given.get("neginf") or given.get("dtype") == "bool" or "values" not in given:
+        return
+    values = np.asarray(given["values"], dtype=float)
+    while values.ndim > 2 and values.shape[0] == 1:
+        values = values[0]
+    n = f.cfg["n"]
+    future = np.triu(np.ones((n, n), bool), 1)
+    if values.shape != (n, n) or values[~future].any() or len(set(values[future].tolist())) != 1:
+        return
+    fill = float(values[future][0])
+    if not (math.isfinite(fill) and fill < 0):
+        return
+    if fill > PROBED_FILL:
+        mark = fill_mark(fill, added=True)
+    elif fill >= RULE_PROBED_FILL:
+        mark = _below_probe_mark(fill)
+    else:
+        return
+    src = given.get("src")
+    made = given.get("made") or next((t["made"] for t in (f.ops[src]["in"] if src is not None else [])
+                                      if _made_mask(t)), None)
+    if made is not None and made.get("at", "?") != "?":
+        mark.update(at=made["at"], code=made.get("code", ""))
+    at = src if src is not None and f.ops[src].get("at", "mha-check") != "mha-check" else i
+    f.mark(at, mark, keep_earlier=True)
 
 
 def _below_probe_mark(fill: float) -> dict:
