@@ -351,3 +351,25 @@ def test_a_cache_dict_passed_as_block_kv_cache_is_driven(tmp_path):
     assert "block_kv_cache['key']" in source and "'value': v}" in source
     result = run(_written(tmp_path, source))
     assert result.status == "pass" and "every position" in result.message, result.message
+
+
+def _prenorm(source: str) -> str:
+    """HF_STYLE with an nn.RMSNorm kept inside the layer, applied to x first (a pre-norm kept inside, as
+    speculative-decoding's CausalAttention does: tests/realzoo/lucidrains_speculative_decoding_*)."""
+    out = source.replace("        self.o_proj = nn.Linear(d_out, d_out)\n",
+                         "        self.o_proj = nn.Linear(d_out, d_out)\n        self.norm = nn.RMSNorm(d_in)\n")
+    out = out.replace("        b, n, _ = x.shape\n", "        x = self.norm(x)\n        b, n, _ = x.shape\n", 1)
+    assert "self.norm(x)" in out and "nn.RMSNorm" in out
+    return out
+
+
+def test_a_layer_whose_normalisation_is_switched_off_is_decoded_with_its_cache_too(tmp_path):
+    """A per-token norm inside the layer is switched off for every check of the math; kv-cache ended in cannot tell
+    ("does not decode with the KV cache of a layer whose normalisation it switches off") with advice about --arg and
+    factories that could not help.  Switched off for the decode too, a right cache passes and a wrong one fails."""
+    right = run(_written(tmp_path, _prenorm(HF_STYLE), "right.py"))
+    assert right.status == "pass" and "every position" in right.message, right.message
+    wrong = _prenorm(HF_STYLE).replace(".triu(keys - n + 1)", ".triu(1)")  # the mask not offset by the cached keys
+    assert wrong != _prenorm(HF_STYLE)
+    result = run(_written(tmp_path, wrong, "wrong.py"))
+    assert result.status == "fail", result.message
