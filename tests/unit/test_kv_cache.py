@@ -373,3 +373,29 @@ def test_a_layer_whose_normalisation_is_switched_off_is_decoded_with_its_cache_t
     assert wrong != _prenorm(HF_STYLE)
     result = run(_written(tmp_path, wrong, "wrong.py"))
     assert result.status == "fail", result.message
+
+
+def _mpt_style() -> str:
+    """HF_STYLE with MosaicML MPT's convention (llm-foundry's attention, tests/realzoo/mqa_mpt_*): past_key_value=None
+    means no cache at all and returns None; an empty tuple starts one, which is handed back holding every token."""
+    out = HF_STYLE.replace(
+        "        if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)\n",
+        "        if past_key_value is not None:\n            if len(past_key_value) != 0:\n                k, v = "
+        "torch.cat([past_key_value[0], k], dim=2), torch.cat([past_key_value[1], v], dim=2)\n"
+        "            past_key_value = (k, v)\n").replace("past_key_value=None, use_cache=False", "past_key_value=None")
+    out = out.replace("return out, ((k, v) if use_cache else None)", "return out, past_key_value")
+    assert "len(past_key_value) != 0" in out and "return out, past_key_value" in out
+    return out
+
+
+def test_a_cache_started_by_an_empty_tuple_is_decoded_not_called_absent(tmp_path):
+    """With None the layer keeps no cache, so kv-cache said "does not apply: ... the layer keeps no KV cache of its
+    own" of a layer that has one.  () is tried where None gives none back: a right cache passes, and says how it was
+    driven; a wrong one fails."""
+    right = run(_written(tmp_path, _mpt_style(), "right.py"))
+    assert right.status == "pass" and "every position" in right.message and "() for a new sequence" in right.message, \
+        right.message
+    wrong = _mpt_style().replace(".triu(keys - n + 1)", ".triu(1)")
+    result = run(_written(tmp_path, wrong, "wrong.py"))
+    assert result.status == "fail", result.message
