@@ -7,7 +7,8 @@ the student's intent, which is unknowable):
   pointer) on the module, `reset_cache()` empties them;
 - argument (Hugging Face, nanoGPT forks, bark, rasbt's package): `forward(x, past_key_value=None, use_cache=True)`
   or `forward(x, kv_cache=None)` returns `(out, new_cache)`; the cache handed back is passed in on the next call, and
-  a new sequence starts from None;
+  a new sequence starts from None, or from an empty tuple where None means no cache at all (MosaicML's MPT layers:
+  `past_key_value=()` starts one, tried only when None gives none back);
 - positions (Meta's llama): `forward(x, start_pos)` writes into a cache of its own at that position; `reset_cache()`
   (or `clear_cache()`) if the module has one.
 
@@ -40,13 +41,14 @@ class Api:
     flag: str | None = None
     position: str | None = None
     reset: str | None = None
+    empty: tuple | None = None  # what starts a new sequence: None, or () where None means "no cache" (MPT's layers)
 
     def describe(self) -> str:
         args = ["x"]
         if self.flag:
             args.append(f"{self.flag}=True")
         if self.cache_arg:
-            args.append(f"{self.cache_arg}=<the cache it returned, None for a new sequence>")
+            args.append(f"{self.cache_arg}=<the cache it returned, {self.empty!r} for a new sequence>")
         if self.position:
             args.append(f"{self.position}=<tokens seen so far>")
         reset = f"; {self.reset}() between sequences" if self.reset else ""
@@ -149,7 +151,7 @@ def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks
                 call(getattr(module, api.reset))
         except Exception as e:  # noqa: BLE001 - as below
             return Decoded([], True, 0, e)
-    cache, fed, grows, outputs = None, 0, True, []
+    cache, fed, grows, outputs = api.empty, 0, True, []
     for i, size in enumerate(chunks):
         piece = x[:, fed:fed + size].contiguous()  # a slice of the tokens is not; contiguity is its own check
         args, kwargs = arguments(piece)

@@ -121,7 +121,8 @@ def mapping_words(adapter, differs: bool = False) -> str:
     lesson = ", ".join(ROLE_WORDS[r] for r in weights)
     if any(".T" in layout[r] for r in weights):
         yours += " (matrices used as x @ W)"
-    proof = {"reference": "checked: with them the lesson's layer reproduces your output" + (
+    rope = f", with your {mapping['rope']} on q and k," if mapping.get("rope") else ""
+    proof = {"reference": f"checked: with them the lesson's layer{rope} reproduces your output" + (
         " as your module holds them, though not with the weights and configurations reference-match writes into "
         "them" if differs else ""),
              "mistake": "checked: with them a known mistake reproduces your output",

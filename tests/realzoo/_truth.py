@@ -2902,6 +2902,88 @@ def _(mod):
                   f"in float64: {raised}"), "depth_att=12 heads=3 depth_out=12"
 
 
+def _rope_per_head(x, H, Wq, Wk, Wv, Wo, convention, theta=10000.0, bo=None):
+    """An independent rotary per-head loop (not rope_mha_forward): head h takes rows h*dh:(h+1)*dh of each projection;
+    position p turns the pair (i, i + dh/2) ("half") or (2i, 2i + 1) ("interleaved") by p * theta ** (-2i / dh), in
+    float64; scores / sqrt(dh), the future at -inf."""
+    B, n, _ = x.shape
+    dh = Wq.shape[0] // H
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * theta ** (-torch.arange(0, dh, 2, dtype=torch.float64) / dh)
+    c, s = ang.cos(), ang.sin()
+
+    def turn(t):
+        if convention == "half":
+            a, b = t[..., :dh // 2], t[..., dh // 2:]
+            return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
+        a, b = t[..., 0::2], t[..., 1::2]
+        return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
+    outs = []
+    for h in range(H):
+        cut = slice(h * dh, (h + 1) * dh)
+        q, k, v = turn(x @ Wq[cut].T), turn(x @ Wk[cut].T), x @ Wv[cut].T
+        sc = (q @ k.transpose(-2, -1) / dh ** 0.5).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        outs.append(torch.softmax(sc, dim=-1) @ v)
+    return torch.cat(outs, dim=-1) @ Wo.T + (0 if bo is None else bo)
+
+
+@check("lucidrains_speculative_decoding_causal_attention_rope_kv_cache_rmsnorm.py")
+def _(mod):
+    """Through the factory SpeculativeDecodingAttention(12, 3): out = the rotate-half rotary layer on RMSNorm(x)
+    (x / sqrt(mean x^2 + eps) * g, eps = finfo.eps), to_qkv's three row blocks as W_q, W_k, W_v, to_out as W_o, no
+    biases; rope_mha_forward and the per-head loop agree, to relative 1e-5 (float32 inverse frequencies); no leak; a
+    prompt of 4, then 2 tokens, then 1 with the returned cache = the whole sequence's last rows; the interleaved
+    convention differs."""
+    m = randomize(mod.SpeculativeDecodingAttention(12, 3)).eval()
+    a = m.attn
+    W = a.to_qkv.weight
+    args = (W[:12], W[12:24], W[24:], a.to_out.weight)
+    norm = lambda x: x / (x.pow(2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps).sqrt() * a.norm.weight
+    call = lambda x: m(x)[0]
+    ref = lambda x: rope_mha_forward(norm(x), 3, *args, convention="half")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 12)
+    err2, _ = cmp(call, lambda x: _rope_per_head(norm(x), 3, *args, "half"), 12, shapes=SHAPES[:1])
+    off, _ = cmp(call, lambda x: _rope_per_head(norm(x), 3, *args, "interleaved"), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole = call(x)
+        y1, c = m(x[:, :4])
+        y2, c = m(x[:, 4:6], cache=c)
+        y3, c = m(x[:, 6:], cache=c)
+    cached = (torch.cat([y1, y2, y3], dim=1) - whole).abs().max().item()
+    good = max(err, err2) / scale < FLOAT32_TOL and leak < TOL and cached < 1e-6 and off > 1e-2
+    return good, (f"= rotate-half rotary on RMSNorm(x), relative {max(err, err2) / scale:.1e} (rope_mha_forward and "
+                  f"the per-head loop), future-leak {leak:.1e}; prompt 4 + 2 + 1 with its cache vs whole "
+                  f"{cached:.1e}; interleaved differs by {off:.2e}"), "dim=12 heads=3 dim_head=4, FLOAT32_TOL relative"
+
+
+@check("mqa_mpt_multi_query_attention_torch_impl_past_key_value.py")
+def _(mod):
+    """make_mpt_mqa(12, 3) = MultiQueryAttention(12, 3, attn_impl='torch'): Wqkv rows 0:12 as W_q, 12:16 as the ONE
+    key head, 16:20 as the ONE value head (and its bias rows), out_proj with its bias: gqa_forward with one key/value
+    head and the per-head loop with W_k, W_v repeated for every head, exactly, no leak; a prompt of 4, 2 tokens, 1
+    token with past_key_value=() started and handed back = the whole sequence; with None nothing is returned."""
+    m = randomize(mod.make_mpt_mqa(12, 3)).eval()
+    W, b = m.Wqkv.weight, m.Wqkv.bias
+    args = (W[:12], W[12:16], W[16:], m.out_proj.weight, b[:12], b[12:16], b[16:], m.out_proj.bias)
+    call = lambda x: m(x)[0]
+    err, leak = cmp(call, lambda x: gqa_forward(x, 3, *args), 12)
+    rep = lambda t: t.repeat(3, *([1] * (t.dim() - 1)))
+    loop = (args[0], rep(args[1]), rep(args[2]), args[3], args[4], rep(args[5]), rep(args[6]), args[7])
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *loop), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole, _, none = m(x)
+        y1, _, c = m(x[:, :4], past_key_value=())
+        y2, _, c = m(x[:, 4:6], past_key_value=c)
+        y3, _, c = m(x[:, 6:], past_key_value=c)
+    cached = (torch.cat([y1, y2, y3], dim=1) - whole).abs().max().item()
+    good, msg = ok_line(max(err, err2), leak)
+    good = good and cached < TOL and none is None
+    return good, (msg + f" (gqa_forward, one kv head, and the per-head loop); prompt 4 + 2 + 1 with past_key_value=() "
+                  f"vs whole {cached:.1e}; past_key_value=None returns {none}"), "d_model=12 n_heads=3 (dh 4), kv 1"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

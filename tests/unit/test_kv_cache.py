@@ -361,3 +361,51 @@ def test_a_cache_dict_passed_as_block_kv_cache_is_driven(tmp_path):
     assert "block_kv_cache['key']" in source and "'value': v}" in source
     result = run(_written(tmp_path, source))
     assert result.status == "pass" and "every position" in result.message, result.message
+
+
+def _prenorm(source: str) -> str:
+    """HF_STYLE with an nn.RMSNorm kept inside the layer, applied to x first (a pre-norm kept inside, as
+    speculative-decoding's CausalAttention does: tests/realzoo/lucidrains_speculative_decoding_*)."""
+    out = source.replace("        self.o_proj = nn.Linear(d_out, d_out)\n",
+                         "        self.o_proj = nn.Linear(d_out, d_out)\n        self.norm = nn.RMSNorm(d_in)\n")
+    out = out.replace("        b, n, _ = x.shape\n", "        x = self.norm(x)\n        b, n, _ = x.shape\n", 1)
+    assert "self.norm(x)" in out and "nn.RMSNorm" in out
+    return out
+
+
+def test_a_layer_whose_normalisation_is_switched_off_is_decoded_with_its_cache_too(tmp_path):
+    """A per-token norm inside the layer is switched off for every check of the math; kv-cache ended in cannot tell
+    ("does not decode with the KV cache of a layer whose normalisation it switches off") with advice about --arg and
+    factories that could not help.  Switched off for the decode too, a right cache passes and a wrong one fails."""
+    right = run(_written(tmp_path, _prenorm(HF_STYLE), "right.py"))
+    assert right.status == "pass" and "every position" in right.message, right.message
+    wrong = _prenorm(HF_STYLE).replace(".triu(keys - n + 1)", ".triu(1)")  # the mask not offset by the cached keys
+    assert wrong != _prenorm(HF_STYLE)
+    result = run(_written(tmp_path, wrong, "wrong.py"))
+    assert result.status == "fail", result.message
+
+
+def _mpt_style() -> str:
+    """HF_STYLE with MosaicML MPT's convention (llm-foundry's attention, tests/realzoo/mqa_mpt_*): past_key_value=None
+    means no cache at all and returns None; an empty tuple starts one, which is handed back holding every token."""
+    out = HF_STYLE.replace(
+        "        if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)\n",
+        "        if past_key_value is not None:\n            if len(past_key_value) != 0:\n                k, v = "
+        "torch.cat([past_key_value[0], k], dim=2), torch.cat([past_key_value[1], v], dim=2)\n"
+        "            past_key_value = (k, v)\n").replace("past_key_value=None, use_cache=False", "past_key_value=None")
+    out = out.replace("return out, ((k, v) if use_cache else None)", "return out, past_key_value")
+    assert "len(past_key_value) != 0" in out and "return out, past_key_value" in out
+    return out
+
+
+def test_a_cache_started_by_an_empty_tuple_is_decoded_not_called_absent(tmp_path):
+    """With None the layer keeps no cache, so kv-cache said "does not apply: ... the layer keeps no KV cache of its
+    own" of a layer that has one.  () is tried where None gives none back: a right cache passes, and says how it was
+    driven; a wrong one fails."""
+    right = run(_written(tmp_path, _mpt_style(), "right.py"))
+    assert right.status == "pass" and "every position" in right.message and "() for a new sequence" in right.message, \
+        right.message
+    wrong = _mpt_style().replace(".triu(keys - n + 1)", ".triu(1)")
+    result = run(_written(tmp_path, wrong, "wrong.py"))
+    assert result.status == "fail", result.message
