@@ -416,6 +416,26 @@ def wall_other_processes(ctx):
     return all(errors) and not any(own), {"others": errors, "own": own}
 
 
+def wall_realtime(ctx):
+    """Red team 11's leftover: RLIMIT_RTPRIO and RLIMIT_NICE were the grader's.  Above 0, a child of no privilege
+    could make itself real-time (SCHED_FIFO busy loop: classmates and the grader get the CPU only when the kernel's
+    real-time throttling lets them) or lower its nice value below theirs.  Both hard limits must be 0, and so both
+    attempts refused; raising its own nice value (lower priority) stays allowed."""
+    limits = {name: resource.getrlimit(getattr(resource, name)) for name in ("RLIMIT_RTPRIO", "RLIMIT_NICE")}
+    before = os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
+    fifo = _try(lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)))
+    if fifo is None:  # where the wall is missing: back to what it was at once (no busy loop is ever run)
+        os.sched_setscheduler(0, before[0], os.sched_param(0))
+    rr = _try(lambda: os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1)))
+    if rr is None:
+        os.sched_setscheduler(0, before[0], os.sched_param(0))
+    lower = _try(lambda: os.setpriority(os.PRIO_PROCESS, 0, before[1] - 1))
+    own = _try(lambda: os.setpriority(os.PRIO_PROCESS, 0, before[1] + 1))
+    held = all(v == (0, 0) for v in limits.values()) and fifo is not None and rr is not None and lower is not None \
+        and own is None
+    return held, {"limits": limits, "fifo": fifo, "rr": rr, "lower_nice": lower, "raise_own_nice": own}
+
+
 def wall_oom_first(ctx):
     """Red team 8: many processes of up to the memory limit each, on a machine with many cores, could exhaust its
     memory before the footprint watch stops them; the kernel's out-of-memory killer must then take the child's
