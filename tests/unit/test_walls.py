@@ -46,7 +46,7 @@ WALLS = ["tool_package", "ours_by_path", "checkout_tree", "site_packages", "clas
          "signals", "fork_bomb", "user_namespace", "join_namespace", "new_session", "memory", "file_size", "devices",
          "inherited_fds", "still_usable", "tmp_files", "memfd", "memfd_secret", "fallocate", "sysv_ipc", "socketpair",
          "posix_mq", "oom_first", "other_processes", "file_events",
-         "leases_and_flags", "aio", "realtime"]
+         "leases_and_flags", "aio", "realtime", "ioctls", "page_cache"]
 NO_NAMESPACE_GAPS = {
     "ours_by_path",  # mha-check's install is world-readable: reference/, mutants/, tests/zoo
     "host_files",  # world-readable host files are readable (the view is the host's, limited by permissions)
