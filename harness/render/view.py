@@ -104,7 +104,7 @@ class ReportView:
                 if any(not ln.follows_root for ln in lines)]
 
 
-def mapping_words(adapter, differs: bool = False) -> str:
+def mapping_words(adapter, differs: bool = False, neutral: bool = False) -> str:
     """mha-check's reading of the student's parameters (the adapter's mapping), for a student: no arrows, no
     internal ids.  `differs`: reference-match failed, so the proof's words say what they rest on (the weights the
     module holds, on one configuration), not "reproduces your output" alone beside a failing comparison (heads
@@ -127,6 +127,8 @@ def mapping_words(adapter, differs: bool = False) -> str:
         "them" if differs else ""),
              "mistake": "checked: with them a known mistake reproduces your output",
              "structure": "the only way to read them"}.get(mapping.get("proof"), "")
+    if neutral and mapping.get("proof") in ("reference", "mistake"):  # checks are hidden: whether the lesson's
+        proof = "checked: with them mha-check reproduces your output"  # layer or a mistake did would tell them
     call = mapping.get("call", "")
     text = f"mha-check matched your parameters {yours} to the lesson's {lesson}" + (f" ({proof})" if proof else "")
     if call and call not in ("forward(x)",):
@@ -272,6 +274,22 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
     tests_words = f"; {failing_tests} of your instructor's tests fail{'s' if failing_tests == 1 else ''}" \
         if failing_tests else ""
     partial = len(report.not_selected)
+    if hidden:  # what a student may see: nothing in it may depend on a hidden check's result (red team 12: "PASS"
+        # for a correct layer, "FAIL: every check shown here passes" for one wrong only where the rubric hides).  A
+        # shown check skipped for a hidden one already says that one did not pass: the lines below then stand.
+        if not any(c.status in (Status.FAIL, Status.CANNOT_TELL, Status.SKIP) for c in math + rules + tests):
+            return "PASS SO FAR: every check shown here passes; checks not shown yet count toward the score"
+        if all(c.status == Status.PASS for c in math) and not any(c.status in (Status.CANNOT_TELL, Status.SKIP)
+                                                                  for c in rules + tests):
+            return ("FAIL: the math checks shown here pass" + (f", but {broken_rules} lesson rule"
+                    f"{'s are' if broken_rules != 1 else ' is'} not followed" if broken_rules else "") + tests_words)
+        skipped_for_hidden = any(c.status == Status.SKIP and any(h in (c.message or "") for h in hidden)
+                                 for c in math + rules + tests)
+        if not skipped_for_hidden and not any(c.status == Status.FAIL for c in math):
+            undecided = s[Status.CANNOT_TELL] + s[Status.SKIP]
+            return (f"CANNOT TELL: mha-check could not check {undecided} claim{'s' if undecided != 1 else ''} shown "
+                    "here; nothing shown here is wrong" + (f"; {broken_rules} lesson rule(s) not followed"
+                                                          if broken_rules else ""))
     if report.passed and partial:
         return (f"PASS: the {len(report.checks)} checks run pass; {partial} others were not run (--only/--skip), so "
                 "this is not the whole verdict")
@@ -327,7 +345,8 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     shown = [c for c in report.checks if c.id not in hidden]
     target = clean(report.target)
     root = _root(d, hidden, target) if d and d.named else None
-    unmatched = clean(d.message) if d and not d.named else ""
+    unmatched = clean(d.message) if d and not d.named and (  # what failing checks say: shown ones, or nobody
+        not hidden or any(c.status == Status.FAIL and c.kind == "correctness" for c in shown)) else ""
     lines = [_line(c, root, frozenset(hidden)) for c in shown]
     s = {k: sum(c.status == k for c in shown) for k in LABELS}
     summary = ", ".join(f"{n} {w}" for n, w in ((s[Status.PASS], "passed"), (s[Status.FAIL], "failed"),
@@ -335,7 +354,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
                                                  (s[Status.SKIP], "skipped"))
                         if n or w in ("passed", "failed"))
     mapping = clean(mapping_words(report.adapter, any(c.id == "reference-match" and c.status == Status.FAIL
-                                                      for c in report.checks)))
+                                                      for c in shown), neutral=bool(hidden)))
     unmapped = report.adapter.mapping or {}
     problem = clean(unmapped.get("problem") or "")
     if problem and any(problem in ln.text for ln in lines):  # the checks that could not be decided already say it
@@ -350,7 +369,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
         notes.append(f"your code printed {amount} (see --show-output)")
     isolation = f"isolation: {clean(report.isolation.summary)}" if report.isolation and report.isolation.summary \
         else ""
-    return ReportView(target, verdict(report, frozenset(hidden)), report.passed,
+    return ReportView(target, verdict(report, frozenset(hidden)), report.passed and not hidden,  # the layout too
                       clean(report.adapter.construction or ""), mapping, root,
                       sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.explains.index(ln.id)),
                       unmatched,

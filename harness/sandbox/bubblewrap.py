@@ -56,7 +56,7 @@ def _ancestors(path: str) -> list[str]:
 def _limits(policy: Policy) -> list[str]:
     names = {"RLIMIT_AS": "as", "RLIMIT_DATA": "data", "RLIMIT_CPU": "cpu", "RLIMIT_FSIZE": "fsize",
              "RLIMIT_NOFILE": "nofile", "RLIMIT_NPROC": "nproc", "RLIMIT_CORE": "core",
-             "RLIMIT_MSGQUEUE": "msgqueue"}
+             "RLIMIT_MSGQUEUE": "msgqueue", "RLIMIT_RTPRIO": "rtprio", "RLIMIT_NICE": "nice"}
     return ["prlimit", *(f"--{names[k]}={v}:{v}" for k, v in policy.rlimits.items())]
 
 

@@ -65,4 +65,8 @@ class Limits:
                 "RLIMIT_CPU": int(self.cpu_seconds),
                 "RLIMIT_FSIZE": self.file_mb * MB, "RLIMIT_NOFILE": self.open_files,
                 "RLIMIT_NPROC": self.processes, "RLIMIT_CORE": 0,
-                "RLIMIT_MSGQUEUE": 0}  # no POSIX message queue either (seccomp refuses mq_open): they outlive it
+                "RLIMIT_MSGQUEUE": 0,  # no POSIX message queue either (seccomp refuses mq_open): they outlive it
+                # no real-time scheduling and no nice value below the one it started with, whatever the grader was
+                # given (a systemd unit's LimitRTPRIO=, limits.conf's rtprio/nice): a SCHED_FIFO busy loop would
+                # starve classmates and the grader on the same cores (red team 12)
+                "RLIMIT_RTPRIO": 0, "RLIMIT_NICE": 0}

@@ -114,7 +114,7 @@ def test_hidden_checks_never_reach_the_shared_view():
     r.diagnosis = diagnosis.diagnose(r)
     hidden = view.build(r, hidden=frozenset({"eval-determinism"}))
     assert hidden.root is None and "eval-determinism" not in [ln.id for ln in hidden.lines]
-    assert "eval-determinism" not in hidden.verdict and "FAIL: every check shown here passes" in hidden.verdict
+    assert "eval-determinism" not in hidden.verdict and "PASS SO FAR: every check shown here passes" in hidden.verdict
 
 
 def test_a_check_is_shown_no_earlier_than_the_checks_it_needs():
@@ -314,6 +314,25 @@ def test_a_fix_in_words_is_shown_as_words_and_a_corrected_line_as_code(is_code):
     page = html.render(view.build(r))
     assert (f"Fix: `{fix}`" in output) == is_code and (f"<code>{fix}</code>" in page) == is_code
     assert "Scale the scores" in output or is_code
+
+
+@pytest.mark.parametrize("others", [(), (("mask-fill", None),)])
+def test_feedback_reads_the_same_whether_the_hidden_checks_pass_or_fail(others):
+    """Red team 12: with reference-match and gradient-match hidden, a student whose layer was wrong only there read
+    "FAIL: every check shown here passes ...", a correct one "PASS: the math is correct ...", each check's claim
+    spelt out for the latter only, and the parameter reading "a known mistake reproduces your output" against
+    "the lesson's layer reproduces your output": the hidden checks' result, told three ways.  What the student may
+    see depends on the shown checks only (the hidden ones still count toward the score)."""
+    from harness.render import formats
+    hiding = Rubric(visibility={"reference-match": "hidden", "gradient-match": "hidden"}, needs=needs_by_id())
+    layout = {"layout": {"wq": "W_query.weight.T", "wk": "W_key.weight.T", "wv": "W_value.weight.T",
+                         "wo": "out_proj.weight.T"}}
+    right = report(*others, adapter=Adapter(mapping={**layout, "proof": "reference"}))
+    wrong = report(("reference-match", "differs"), ("gradient-match", "differs"), *others,
+                   adapter=Adapter(mapping={**layout, "proof": "mistake"}))
+    right.diagnosis, wrong.diagnosis = diagnosis.diagnose(right), diagnosis.diagnose(wrong)
+    assert formats.feedback(right, hiding) == formats.feedback(wrong, hiding), \
+        (formats.feedback(right, hiding), formats.feedback(wrong, hiding))
 
 
 def test_feedback_for_a_student_names_no_hidden_check_and_shows_the_score_only_when_the_rubric_does():

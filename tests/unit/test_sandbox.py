@@ -62,7 +62,7 @@ def test_limits_are_hard_and_complete():
     limits = Limits(memory_mb=100, cpu_seconds=3, file_mb=1, open_files=10, processes=5, library_mb=40)
     assert limits.rlimits() == {"RLIMIT_DATA": 100 << 20, "RLIMIT_AS": 140 << 20, "RLIMIT_CPU": 3,
                                 "RLIMIT_FSIZE": 1 << 20, "RLIMIT_NOFILE": 10, "RLIMIT_NPROC": 5, "RLIMIT_CORE": 0,
-                                "RLIMIT_MSGQUEUE": 0}
+                                "RLIMIT_MSGQUEUE": 0, "RLIMIT_RTPRIO": 0, "RLIMIT_NICE": 0}
     assert Limits(**limits.to_dict()) == limits
 
 

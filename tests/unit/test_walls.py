@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import select
 import shutil
 import socket
@@ -45,7 +46,7 @@ WALLS = ["tool_package", "ours_by_path", "checkout_tree", "site_packages", "clas
          "signals", "fork_bomb", "user_namespace", "join_namespace", "new_session", "memory", "file_size", "devices",
          "inherited_fds", "still_usable", "tmp_files", "memfd", "memfd_secret", "fallocate", "sysv_ipc", "socketpair",
          "posix_mq", "oom_first", "other_processes", "file_events",
-         "leases_and_flags", "aio"]
+         "leases_and_flags", "aio", "realtime", "ioctls", "page_cache"]
 NO_NAMESPACE_GAPS = {
     "ours_by_path",  # mha-check's install is world-readable: reference/, mutants/, tests/zoo
     "host_files",  # world-readable host files are readable (the view is the host's, limited by permissions)
@@ -367,6 +368,44 @@ def test_wall(world, mechanism, wall):
     else:
         assert record["mechanism"] == "none" and record["namespaces"] == []
         assert record["view"].startswith("host filesystem") and "NO namespaces" in isolation.summary(record)
+
+
+@pytest.fixture
+def generous_grader(mechanism):
+    """The grader (this process, and the fork host started after it) with RLIMIT_RTPRIO 50 and RLIMIT_NICE 30,
+    soft and hard: what a systemd unit or /etc/security/limits.conf (`rtprio`, `nice`) may give a service or a
+    user.  Root may raise them; they are put back afterwards."""
+    which = {resource.RLIMIT_RTPRIO: (50, 50), resource.RLIMIT_NICE: (30, 30)}
+    saved = {w: resource.getrlimit(w) for w in which}
+    try:
+        for w, value in which.items():
+            resource.setrlimit(w, value)
+    except (ValueError, OSError):  # a container's root without CAP_SYS_RESOURCE (this CI machine's) cannot
+        for w, value in saved.items():
+            resource.setrlimit(w, value)
+        pytest.skip("this root cannot raise RLIMIT_RTPRIO/RLIMIT_NICE (no CAP_SYS_RESOURCE)")
+    mechanism.close()  # a fork host started earlier has the old limits
+    try:
+        yield which
+    finally:
+        mechanism.close()
+        for w, value in saved.items():
+            resource.setrlimit(w, value)
+
+
+def test_realtime_refused_under_a_generous_grader(world, mechanism, generous_grader):
+    """Red team 11's leftover: the child inherited the grader's RLIMIT_RTPRIO and RLIMIT_NICE; above 0 it could
+    make itself real-time (SCHED_FIFO) and starve its classmates.  Whatever the grader has, the child's are (0, 0)."""
+    assert all(resource.getrlimit(w) == v for w, v in generous_grader.items())
+    policy = world.policy(processes=32)
+    child = mechanism.start(policy, os.path.join(world.room.path, HOSTILE_CHILD.name), "realtime")
+    out, err, status = child.communicate((json.dumps(world.context(child, policy)) + "\n").encode())
+    lines = out.decode().strip().splitlines()
+    assert lines, f"no answer (status {status}): {err.decode()[-2000:]}"
+    result = json.loads(lines[-1])
+    assert result["held"], f"{mechanism.name}: {result['evidence']}"
+    assert result["evidence"]["limits"] == {"RLIMIT_RTPRIO": [0, 0], "RLIMIT_NICE": [0, 0]}
+    assert status == 0 and not world.leftovers()
 
 
 def test_channel_and_tree_kill(world, mechanism):

@@ -316,7 +316,8 @@ def wall_posix_mq(ctx):
 def wall_file_events(ctx):
     """A watch on a folder outside the scratch (inotify, fanotify) needs only its read permission, which Landlock does
     not govern: red team 10's child watched /tmp, /etc and a 0755 output folder and read a classmate's report's name
-    as it was written.  Refused by seccomp."""
+    as it was written; dnotify (fcntl F_NOTIFY) signals every change of such a folder (red team 12).  Refused by
+    seccomp, on its own scratch too (a refusal is the filter's)."""
     libc = ctypes.CDLL(None, use_errno=True)
     folder = ctx["output_dir"]
     errors = []
@@ -337,6 +338,19 @@ def wall_file_events(ctx):
     errors.append(None if fan >= 0 else f"fanotify_init: {os.strerror(ctypes.get_errno())}")
     if fan >= 0:
         os.close(fan)
+    import fcntl  # dnotify (fcntl F_NOTIFY): a signal whenever the folder changes, on any folder it may open
+    for path in (folder, "/", "."):
+        try:
+            dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue  # not in its view (Landlock, the mount namespace): nothing to watch
+        try:
+            notify = _try(lambda: fcntl.fcntl(dfd, fcntl.F_NOTIFY, fcntl.DN_CREATE | fcntl.DN_MULTISHOT))
+            errors.append(f"dnotify {path}: {notify}" if notify and notify.startswith("PermissionError") else None)
+            if notify is None:
+                fcntl.fcntl(dfd, fcntl.F_NOTIFY, 0)
+        finally:
+            os.close(dfd)
     return all(errors), errors
 
 
@@ -372,6 +386,53 @@ def wall_leases_and_flags(ctx):
     os.close(fd)
     refused = all(e and e.startswith("PermissionError") for e in errors)
     return refused and not any(own[:4]), {"lease, flags, file_setattr": errors, "own": own}
+
+
+def wall_ioctls(ctx):
+    """ioctl is an allow-list (red team 12): what Python and torch ask of a descriptor (a terminal's attributes and
+    size, bytes waiting, blocking, close-on-exec, the inode flags read) works or fails as the kernel says; any other
+    command is refused by the filter (EPERM), a harmless one played here on a file of its own: FIGETBSZ (the block
+    size), FS_IOC_FIEMAP's neighbour FS_IOC_GETVERSION, and FICLONE (a reflink, whose blocks no limit counts)."""
+    import array
+    import fcntl
+    import termios
+    path = os.path.abspath("ioctl.txt")
+    _create(path, "x" * 4096)
+    fd = os.open(path, os.O_RDWR)
+    r, w = os.pipe()
+    os.write(w, b"abc")
+    buf = array.array("i", [0])
+    word = array.array("l", [0])
+    usable = {"FIONREAD": _try(lambda: fcntl.ioctl(r, termios.FIONREAD, buf, True)) is None and buf[0] == 3,
+              "FIOCLEX": _try(lambda: fcntl.ioctl(fd, termios.FIOCLEX)) is None,
+              "FIONCLEX": _try(lambda: fcntl.ioctl(fd, termios.FIONCLEX)) is None,
+              "FIONBIO": _try(lambda: fcntl.ioctl(r, termios.FIONBIO, array.array("i", [1]), True)) is None,
+              "TCGETS": "Inappropriate ioctl" in str(_try(lambda: fcntl.ioctl(r, termios.TCGETS, bytes(64)))),
+              "TIOCGWINSZ": "Inappropriate ioctl" in str(_try(lambda: fcntl.ioctl(r, termios.TIOCGWINSZ, bytes(8)))),
+              "isatty": os.isatty(r) is False,
+              "FS_IOC_GETFLAGS": "Operation not permitted" not in str(_try(lambda: fcntl.ioctl(fd, 0x80086601,
+                                                                                               word, True)))}
+    refused = {name: _try(lambda: fcntl.ioctl(fd, number, array.array("l", [0]), True))
+               for name, number in (("FIGETBSZ", 2), ("FS_IOC_GETVERSION", 0x80087601))}
+    refused["FICLONE"] = _try(lambda: fcntl.ioctl(fd, 0x40049409, r))
+    os.close(fd), os.close(r), os.close(w)
+    held = all(usable.values()) and all(e and e.startswith("PermissionError") for e in refused.values())
+    return held, {"usable": usable, "refused": refused}
+
+
+def wall_page_cache(ctx):
+    """posix_fadvise(POSIX_FADV_DONTNEED) drops a file's cached pages for every process, on any file it may read
+    (torch's libraries: the next `import torch` of a classmate reads them from disk again).  Refused by seccomp,
+    played on a file of its own; the advice about its own reading stays allowed."""
+    path = os.path.abspath("cached.txt")
+    _create(path, "x" * 65536)
+    fd = os.open(path, os.O_RDONLY)
+    dontneed = _try(lambda: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED))
+    own = [_try(lambda: os.posix_fadvise(fd, 0, 0, advice))
+           for advice in (os.POSIX_FADV_SEQUENTIAL, os.POSIX_FADV_WILLNEED, os.POSIX_FADV_NORMAL)]
+    os.close(fd)
+    return bool(dontneed and dontneed.startswith("PermissionError")) and not any(own), \
+        {"dontneed": dontneed, "own": own}
 
 
 def wall_aio(ctx):
@@ -414,6 +475,26 @@ def wall_other_processes(ctx):
     own = [_try(lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0))), _try(lambda: os.nice(0)),
            _try(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))]
     return all(errors) and not any(own), {"others": errors, "own": own}
+
+
+def wall_realtime(ctx):
+    """Red team 11's leftover: RLIMIT_RTPRIO and RLIMIT_NICE were the grader's.  Above 0, a child of no privilege
+    could make itself real-time (SCHED_FIFO busy loop: classmates and the grader get the CPU only when the kernel's
+    real-time throttling lets them) or lower its nice value below theirs.  Both hard limits must be 0, and so both
+    attempts refused; raising its own nice value (lower priority) stays allowed."""
+    limits = {name: resource.getrlimit(getattr(resource, name)) for name in ("RLIMIT_RTPRIO", "RLIMIT_NICE")}
+    before = os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0)
+    fifo = _try(lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)))
+    if fifo is None:  # where the wall is missing: back to what it was at once (no busy loop is ever run)
+        os.sched_setscheduler(0, before[0], os.sched_param(0))
+    rr = _try(lambda: os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(1)))
+    if rr is None:
+        os.sched_setscheduler(0, before[0], os.sched_param(0))
+    lower = _try(lambda: os.setpriority(os.PRIO_PROCESS, 0, before[1] - 1))
+    own = _try(lambda: os.setpriority(os.PRIO_PROCESS, 0, before[1] + 1))
+    held = all(v == (0, 0) for v in limits.values()) and fifo is not None and rr is not None and lower is not None \
+        and own is None
+    return held, {"limits": limits, "fifo": fifo, "rr": rr, "lower_nice": lower, "raise_own_nice": own}
 
 
 def wall_oom_first(ctx):
