@@ -31,9 +31,12 @@ def timed(cmd: list[str]) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--rounds", type=int, default=9)
-    p.add_argument("--target", default="examples/correct_attention.py:MultiHeadAttention")
+    p.add_argument("--target", default="examples/correct_attention.py:MultiHeadAttention",
+                   help="FILE.py:ClassName (the class named: --against reads the file by its path in this checkout)")
     p.add_argument("--against", type=Path, help="an older checkout with its own .venv: compare single runs with it")
     args = p.parse_args()
+    if ":" not in args.target:  # a target without its class had compared OLD and this checkout on "" (a ratio of 0.56)
+        p.error(f"--target {args.target}: name the class too, FILE.py:ClassName")
     tool = shutil.which("mha-check") or str(Path(sys.executable).with_name("mha-check"))
     if args.against:
         return against(args.against.resolve(), tool, args.target, args.rounds)
