@@ -150,18 +150,26 @@ def finite_fill(f: Findings) -> None:
         f.mark(added[0], fill_mark(added[1], added=True), keep_earlier=True)
 
 
+def _sdpa_float_mask(op: dict) -> tuple[dict | None, np.ndarray | None]:
+    """(the recorded tensor, its values with leading axes of 1 dropped) of a float attn_mask without -inf given to
+    scaled_dot_product_attention, whose values were recorded; (None, None) otherwise."""
+    given = _fused_mask_tensor(op) if op["op"] == "scaled_dot_product_attention" else None
+    if given is None or given.get("neginf") or given.get("dtype") == "bool" or "values" not in given:
+        return None, None
+    values = np.asarray(given["values"], dtype=float)
+    while values.ndim > 2 and values.shape[0] == 1:
+        values = values[0]
+    return given, values
+
+
 def _fused_finite_fill(f: Findings, i: int) -> None:
     """A float attn_mask given to scaled_dot_product_attention, which adds it to the scores, holding one finite
     negative value on exactly the future and 0 elsewhere (`bias[torch.triu(...)] = -100.0` in __init__): the finite
     fill, added.  Marked at the line that made the mask where the child recorded it (a buffer), else where it is
     taken for the call (a student's trial: finite-fill-100 named with no line, and trace marked nothing)."""
-    op = f.ops[i]
-    given = _fused_mask_tensor(op) if op["op"] == "scaled_dot_product_attention" else None
-    if given is None or given.get("neginf") or given.get("dtype") == "bool" or "values" not in given:
+    given, values = _sdpa_float_mask(f.ops[i])
+    if values is None:
         return
-    values = np.asarray(given["values"], dtype=float)
-    while values.ndim > 2 and values.shape[0] == 1:
-        values = values[0]
     n = f.cfg["n"]
     future = np.triu(np.ones((n, n), bool), 1)
     if values.shape != (n, n) or values[~future].any() or len(set(values[future].tolist())) != 1:
@@ -580,13 +588,9 @@ def _fused_mask_added(f: Findings, i: int) -> None:
     reverse of masked_fill's: `.bool()` where its 1s mark what a token may see, `== 0` where they mark the future (a
     student's trial got no line, a trace with nothing marked, and the masked_fill advice whose `== 0` made a
     tril mask the future's)."""
-    op = f.ops[i]
-    given = _fused_mask_tensor(op) if op["op"] == "scaled_dot_product_attention" else None
-    if given is None or given.get("neginf") or given.get("dtype") == "bool" or "values" not in given:
+    given, values = _sdpa_float_mask(f.ops[i])
+    if values is None:
         return
-    values = np.asarray(given["values"], dtype=float)
-    while values.ndim > 2 and values.shape[0] == 1:
-        values = values[0]
     if not np.isin(values, (0.0, 1.0)).all():
         return
     ones = _ones_are(values.astype(bool), f.cfg["n"])
