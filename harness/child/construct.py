@@ -136,13 +136,13 @@ class ConfigBag(dict):
         return dict.__getitem__(self, name)
 
     def __missing__(self, name):
-        key = key_of(name) if isinstance(name, str) and self._cfg is not None else None
+        key = _config_key(name) if isinstance(name, str) and self._cfg is not None else None
         if key is None:
             raise MissingItem(_lacks(name), name)
         return self._cfg.value(key)
 
     def __contains__(self, name):
-        return dict.__contains__(self, name) or (isinstance(name, str) and key_of(name) is not None)
+        return dict.__contains__(self, name) or (isinstance(name, str) and _config_key(name) is not None)
 
     def get(self, name, default=None):
         return self[name] if name in self else default
@@ -157,6 +157,12 @@ class ConfigBag(dict):
 
     def __setattr__(self, name, value):
         self[name] = value
+
+
+def _config_key(name: str) -> str | None:
+    """The key a config object's setting stands for: key_of's, or the maximum batch (`args.max_batch_size`, Meta
+    llama's cache preallocated for that many sequences, bound as the constructor parameter of that name is)."""
+    return key_of(name) or ("max_batch" if is_max_batch(name) else None)
 
 
 def _lacks(name) -> str:

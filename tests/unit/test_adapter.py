@@ -172,16 +172,18 @@ def test_a_class_with_its_own_vocabulary_needs_no_arg():
 
 
 def test_the_config_object_answers_names_by_their_words_and_says_which_it_lacks():
-    from harness.wire.config import Config
+    from harness.wire.config import MAX_BATCH, Config
 
     bag = config_bag(Config(d_in=6, d_out=8, heads=2, context_length=7), {"rope_theta": 10000.0})
     assert (bag.embeddings_size, bag.number_of_heads, bag.input_dimension, bag["maxSeqLen"]) == (8, 2, 6, 7)
     assert bag.rope_theta == 10000.0
-    with pytest.raises(AttributeError, match="max_batch_size"):
-        bag.max_batch_size  # noqa: B018 - the attribute is the test
+    with pytest.raises(AttributeError, match="softcap"):
+        bag.softcap  # noqa: B018 - the attribute is the test
     with pytest.raises(KeyError, match="n_local_heads"):
         bag["n_local_heads"]
-    assert getattr(bag, "max_batch_size", 4) == 4 and not hasattr(bag, "rope_scaling")
+    assert getattr(bag, "softcap", 4) == 4 and not hasattr(bag, "rope_scaling")
+    # Meta llama's args.max_batch_size sizes a cache: answered as the constructor parameter of that name is bound
+    assert bag.max_batch_size == bag["max_bsz"] == MAX_BATCH and "maxBatchSize" in bag
 
 
 def _refusal(factory, cfg, **overrides):

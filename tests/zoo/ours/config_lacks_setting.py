@@ -1,11 +1,12 @@
-"""Correct, Llama-style: built from an args object, it reads `args.max_batch_size` (and `args.n_kv_heads`, which
-mha-check knows) to size a key/value cache it never uses in training.
+"""Correct, Llama-style with a setting mha-check does not know: built from an args object, it reads
+`args.softcap` (a logit soft cap, Gemma 2's, off when None) beside `args.max_batch_size` and `args.n_kv_heads`,
+which mha-check knows.
 
 Style: Meta's llama model.py Attention (wq/wk/wv without bias, repeat of K/V heads, cache buffers sized by
 max_batch_size x max_seq_len), without rotary embeddings, with a causal mask made on x's device in forward, and with
 the lesson's divisibility guard and output bias.
-mha-check's config object has no max_batch_size: cannot tell, naming the setting and the --arg, never a failing
-construct; `--arg max_batch_size=4` makes it pass.
+mha-check's config object has no softcap: cannot tell, naming the setting and the --arg, never a failing
+construct; `--arg softcap=None` makes it pass.
 """
 import math
 
@@ -15,8 +16,8 @@ import torch.nn.functional as F
 
 TARGET = "Attention"
 CANNOT_TELL = ("construct",)
-SAYS = ("'max_batch_size'", "--arg max_batch_size=VALUE")
-ARG = {"max_batch_size": 4}
+SAYS = ("'softcap'", "--arg softcap=VALUE")
+ARG = {"softcap": None}
 
 
 class Attention(nn.Module):
@@ -27,6 +28,7 @@ class Attention(nn.Module):
         self.n_kv_heads = args.n_heads if args.n_kv_heads is None else args.n_kv_heads
         self.n_rep = self.n_heads // self.n_kv_heads
         self.head_dim = args.dim // args.n_heads
+        self.softcap = args.softcap
         self.wq = nn.Linear(args.dim, args.n_heads * self.head_dim, bias=False)
         self.wk = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
         self.wv = nn.Linear(args.dim, self.n_kv_heads * self.head_dim, bias=False)
@@ -43,6 +45,8 @@ class Attention(nn.Module):
         keys = torch.repeat_interleave(xk, self.n_rep, dim=1)
         values = torch.repeat_interleave(xv, self.n_rep, dim=1)
         scores = torch.matmul(xq, keys.transpose(2, 3)) / math.sqrt(self.head_dim)
+        if self.softcap is not None:
+            scores = self.softcap * torch.tanh(scores / self.softcap)
         mask = torch.full((seqlen, seqlen), float("-inf"), device=x.device).triu(1)
         scores = F.softmax(scores + mask, dim=-1)
         output = torch.matmul(scores, values).transpose(1, 2).contiguous().view(bsz, seqlen, -1)
