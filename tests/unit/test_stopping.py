@@ -236,3 +236,28 @@ def test_a_signal_while_starting_waits_for_the_imports():
     run = _run(STARTING)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[:2] == ["imported", "interrupted once imported"], run.stdout
+
+
+FORKED_BEFORE_ITS_HANDLER = """
+    import os, signal, time
+    from harness.frontends.stopping import StopBound
+
+    StopBound(bound=30).install()
+    pid = os.fork()
+    if pid == 0:  # a grader forked from grade, its own handler not installed yet (grader.start)
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+            os._exit(3)  # the signal did nothing
+        except KeyboardInterrupt:
+            os._exit(7)  # grade's handler raised in the grader: a traceback in the pool's initializer
+    print(os.WEXITSTATUS(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+def test_a_grader_forked_before_installing_its_handler_ends_quietly_on_sigterm():
+    """A rehearsal's SIGTERM half a second into a batch reached a grader inside the pool's initializer, which still
+    had grade's handler: it raised KeyboardInterrupt there, and concurrent.futures printed "Exception in
+    initializer" with a traceback.  In a process forked from the one that installed it, the handler exits quietly."""
+    run = _run(FORKED_BEFORE_ITS_HANDLER)
+    assert run.returncode == 0 and run.stdout.split() == ["0"], (run.stdout, run.stderr[-2000:])
