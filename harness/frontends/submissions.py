@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.frontends import exports
-from harness.frontends.batch_files import csv_uncell
+from harness.frontends.batch_files import csv_cell, csv_uncell
 from harness.sandbox import scratch as files
 from harness.wire.target import Target
 
@@ -403,5 +403,6 @@ def kept_rows(summary: Path, regraded: set[str]) -> list[dict]:
     except (OSError, csv.Error, UnicodeDecodeError):
         return []
     rows = [{k: csv_uncell(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]  # '=alice: =alice
+    regraded = {*regraded, *(csv_uncell(csv_cell(n)) for n in regraded)}  # a name as its cell shows it: \u200f
     return [{k: float(v) if isinstance(v, str) and NUMBER.fullmatch(v) and "." in v else v for k, v in r.items()}
             for r in rows if r.get("submission") not in regraded and not r.get("not_graded")]
