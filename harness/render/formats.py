@@ -234,12 +234,16 @@ def prairielearn(report, rubric: Rubric | None = None) -> dict:
                       "message": f"The points of {words}.", "output": ""})
         summary.append(f"{words} (the test \"hidden checks\").")
     return {"gradable": True, "score": round(got / total, 6) if total else 0.0,
-            "message": _pl_text("\n\n".join(summary)), "output": _pl_output(report), "tests": tests,
+            "message": _pl_text("\n\n".join(summary)), "output": _pl_output(report, hidden), "tests": tests,
             PL_STAFF_FIELD: staff_isolation(report), **_seed_field(PL_SEED_FIELD, report)}
 
 
-def _pl_output(report) -> str:
-    """What the student's code printed: the end of it, which is where an error is."""
+def _pl_output(report, hidden=frozenset()) -> str:
+    """What the student's code printed: the end of it, which is where an error is.  Not where the rubric hides a
+    check: the code runs for every check that runs, mask-fill only where causal-leakage passed, and what it printed
+    told the hidden check's result (red team 13: 284 characters against 225)."""
+    if hidden and (report.student_output or "").strip():
+        return "(what your code printed is not shown: some checks are not shown yet)"
     return cut(view.clean(report.student_output or ""), PL_OUTPUT_LIMIT, keep="tail")
 
 

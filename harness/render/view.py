@@ -362,7 +362,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     notes = [clean(n) for n in report.adapter.notes]
     if report.adapter.form and report.adapter.form.evidence:  # checked as another member of the family: say so
         notes.insert(0, clean(report.adapter.form.evidence))
-    if report.student_output.strip():
+    if report.student_output.strip() and not hidden:  # how much it printed follows the checks that ran, mask-fill
         head = report.student_output.split("\n", 1)[0]
         amount = head[len(OUTPUT_CUT_MARK):].split(" of ")[-1].rstrip("]") \
             if head.startswith(OUTPUT_CUT_MARK) else f"{len(report.student_output)} characters"

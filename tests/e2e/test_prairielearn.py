@@ -65,6 +65,13 @@ def test_hidden_checks_are_one_aggregate_test_and_the_points_add_up_to_the_score
     points, max_points = (sum(t[k] for t in data["tests"]) for k in ("points", "max_points"))
     assert (points, max_points) == (got, total)  # what the student sees adds up to the score
     assert round(points / max_points, 6) == data["score"]
+    printing = copy.deepcopy(report)  # how much the code printed follows the checks that ran (red team 13)
+    printing.student_output = "x" * 284
+    assert "x" not in results_of(printing, rubric)["output"] and "xxx" in results_of(printing, None)["output"]
+
+
+def results_of(report, rubric) -> dict:
+    return json.loads(formats.render(report, "prairielearn", rubric))
 
 
 def test_without_hidden_checks_there_is_no_aggregate():
