@@ -27,3 +27,5 @@ class Options:
     diagnose: bool = True
     leakage_map: bool = False  # also measure the influence maps for a picture
     debug: bool = False
+    last: frozenset = frozenset()  # checks run after every other (a rubric's hidden ones): what a shown check
+    # finds never follows from what a hidden one found or asked the child (red team 13)

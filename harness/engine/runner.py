@@ -89,7 +89,10 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
         ctx = Context(subject, options.seed, options.examples, meta_subject=make_meta_subject)
         results: dict[str, CheckResult] = {}
         deaths: list[WorkerDied] = []
-        for c in selected:
+        # the rubric's hidden checks last (none that a shown one needs: a check needing a hidden one is hidden too):
+        # the child answers every shown check before any hidden one asks it anything, so no shown check's message can
+        # tell what a hidden one found (red team 13: a probe's float32 forward said how many forwards it had had)
+        for c in [c for c in selected if c.id not in options.last] + [c for c in selected if c.id in options.last]:
             if deaths and (deaths[-1].kind.ends_run or len(deaths) >= MAX_RESTARTS):
                 outcome = skipped(f"not run: the process running your code ended ({deaths[-1].kind}) earlier")
             else:
@@ -98,6 +101,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
                 except WorkerDied as died:
                     outcome = _after_death(died, c, results, ctx, deaths, make_subject, options.debug)
             results[c.id] = CheckResult.of(c, outcome)
+        results = {c.id: results[c.id] for c in selected}  # the report in the checks' own order
         built = results.get("construct") is not None and results["construct"].status == Status.PASS
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
                         rules_counted=options.rules, not_selected=_not_selected(selected),

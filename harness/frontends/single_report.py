@@ -34,7 +34,8 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
         grading = rubric.load_rubric(args.rubric, {c.id for c in select()}, suite.ids if suite else (),
                                      needs_by_id()) \
             if args.rubric else None
-        run = replace(run, rules=not args.no_rules and (grading.rules if grading else True))
+        run = replace(run, rules=not args.no_rules and (grading.rules if grading else True),
+                      last=grading.hidden([c.id for c in select()]) if grading else frozenset())
         report = run_checks(args.target, run, subject=subject, make_subject=make)
         if suite:
             instructor.add_to(report, suite, make, instructor.test_seconds(run.limits))

@@ -758,3 +758,28 @@ def test_what_the_code_printed_tells_no_hidden_check(tmp_path):
         return re.sub(r"(?m)^isolation:.*(\n  .*)*$", "isolation", text)
 
     assert seen("right") == seen("leaky"), (seen("right"), seen("leaky"))
+
+
+def test_a_shown_check_never_runs_after_a_hidden_one(tmp_path):
+    """Red team 13: a probe handed in once on Gradescope, with causal-leakage hidden, raised at its first float32
+    forward (reference-match's, a shown check) with the number of forwards it had been asked for: 195 for a right
+    fill, 275 for -1e4, the 80 more being causal-leakage's look at the leak it found.  The hidden check's result, in
+    a shown check's message.  The rubric's hidden checks run after every shown one, so nothing a shown check finds
+    can follow from what a hidden one found or asked."""
+    hostile = (ROOT / "tests" / "hostile" / "hidden" / "forwards_told.py").read_text()
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text('target = "attention.py:MyAttn"\n[checks.causal-leakage]\nhidden = true\n')
+    seen = {}
+    for name, fill in (("right", 'float("-inf")'), ("leaky", "-10000.0")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "attention.py").write_text(hostile.replace('FILL = float("-inf")', f"FILL = {fill}"))
+        run = run_cli(f"{tmp_path}/{name}/attention.py:MyAttn", "--format", "gradescope", "--rubric", str(rubric),
+                      "--seed", "5")  # the probes' sizes are drawn from the seed, and the message says them
+        results = json.loads(run.stdout)
+        hidden = {t["name"].split()[0]: t["status"] for t in results["tests"] if t["visibility"] != "visible"}
+        assert hidden["causal-leakage"] == ("passed" if name == "right" else "failed"), hidden
+        seen[name] = [(t["name"], t["status"], t["score"], t["output"]) for t in results["tests"]
+                      if t["visibility"] == "visible"], results["output"]
+    told = [t for t in seen["right"][0] if "forwards" in t[3]]
+    assert told and told[0][0].startswith("reference-match"), seen["right"]  # the probe did speak
+    assert seen["right"] == seen["leaky"], [a for a, b in zip(seen["right"][0], seen["leaky"][0]) if a != b]
