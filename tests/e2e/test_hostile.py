@@ -762,8 +762,8 @@ def test_what_the_code_printed_tells_no_hidden_check(tmp_path):
 
 def test_a_shown_check_never_runs_after_a_hidden_one(tmp_path):
     """Red team 13: a probe handed in once on Gradescope, with causal-leakage hidden, raised at its first float32
-    forward (reference-match's, a shown check) with the number of forwards it had been asked for: 195 for a right
-    fill, 275 for -1e4, the 80 more being causal-leakage's look at the leak it found.  The hidden check's result, in
+    forward (reference-match's, a shown check) with the number of forwards it had been asked for: 229 for a right
+    fill, 309 for -1e4, the 80 more being causal-leakage's look at the leak it found.  The hidden check's result, in
     a shown check's message.  The rubric's hidden checks run after every shown one, so nothing a shown check finds
     can follow from what a hidden one found or asked."""
     hostile = (ROOT / "tests" / "hostile" / "hidden" / "forwards_told.py").read_text()

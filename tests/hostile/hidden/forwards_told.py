@@ -5,7 +5,7 @@ A probe for a hidden check, handed in once before the real file: the checks a ch
 the checks before them found (causal-leakage asks 80 more forwards where it finds a leak, mask-fill runs only where
 it passed), and a shown check that runs after a hidden one (reference-match, whose float32 probe comes after
 causal-leakage) then says in its message what the hidden check found: on Gradescope, with causal-leakage hidden,
-"RuntimeError: 195 forwards" for -inf against "275 forwards" for -1e4.
+"RuntimeError: 229 forwards" for -inf against "309 forwards" for -1e4 (--seed 5; 102 for both now).
 `tests/e2e/test_hostile.py::test_a_shown_check_never_runs_after_a_hidden_one`.
 """
 import torch
