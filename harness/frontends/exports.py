@@ -253,6 +253,21 @@ def latest(items: list[tuple[str, Named]]) -> tuple[list[tuple[str, Named]], lis
     return sorted(keep.values()), sorted(older)
 
 
+def gradescope_sids(metadata: str) -> dict[str, str]:
+    """Each folder's submitters' sids (a group's joined with " & ", as its names): the id a gradebook matches a row
+    by.  A student types their name, and "Alice Smith (1004)" beside Alice Smith (sid 1004) was read as hers while
+    every Gradescope row's student_id was empty (red team 13)."""
+    sids: dict[str, list[str]] = {}
+    current = None
+    for line in metadata.splitlines():
+        top = re.fullmatch(r"(submission_\d+):\s*", line)
+        if top:
+            current = sids.setdefault(top[1], [])
+        elif current is not None and (field := re.fullmatch(r"\s*-?\s*:sid:\s*(.*?)\s*", line)):
+            current.append(field[1].strip("'\""))
+    return {f: " & ".join(v) if any(v) else "" for f, v in sids.items()}
+
+
 def gradescope(metadata: str) -> dict[str, tuple[str, str]]:
     """`submission_metadata.yml` of a Gradescope export, read line by line (no YAML library, nothing evaluated):
     each folder's submitters' names (a group's joined with " & ", told apart by their sid when two are the same)

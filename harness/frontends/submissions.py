@@ -321,17 +321,19 @@ def _folders(root: Path, folders: list[Path]) -> list[Submission]:
     GitHub Classroom's without the assignment's prefix; any other by its own name."""
     meta = root / "submission_metadata.yml"
     gradescope = exports.gradescope(_text(meta)) if folders and meta.is_file() else {}
+    sids = exports.gradescope_sids(_text(meta)) if gradescope else {}
     plain = [d.name for d in folders if d.name not in gradescope and not exports.moodle(d.name)]
     prefix = exports.classroom_prefix(root.name, plain, bool(plain) and all((root / d / ".git").exists()
                                                                                for d in plain))
     students: dict[str, list[tuple[tuple, Path, str]]] = {}
-    uids: dict[Path, str] = {}  # Moodle's participant id of each folder
+    uids: dict[Path, str] = {}  # Moodle's participant id of each folder, Gradescope's sids
     moodle = exports.told_apart([(exports.safe_name(m.student), m.uid) for d in folders
                                  if (m := exports.moodle(d.name))])
     for d in folders:
         if d.name in gradescope:
             name, created = gradescope[d.name]
             students.setdefault(name, []).append(((1, created), d, "Gradescope"))
+            uids[d] = sids.get(d.name, "")
         elif m := exports.moodle(d.name):
             students.setdefault(moodle[exports.safe_name(m.student), m.uid], []).append(
                 ((m.platform == "Moodle", ""), d, m.platform))

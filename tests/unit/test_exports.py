@@ -368,3 +368,22 @@ def test_the_summary_carries_the_platforms_id_for_each_student(tmp_path):
         assert ids == ({"Wei Zhang (111)": "111", "Wei Zhang (112)": "112", "Ann Lee": "113"} if root == moodle else
                        {"vargasluis": "2001", "whitejoe": "2002"}), ids
         assert list(rows[0])[-4:] == ["student_id", "other_attempts", "not_graded", "review_reason"], list(rows[0])
+
+
+def test_a_gradescope_row_carries_its_sid_so_a_name_that_quotes_a_classmates_is_no_classmate(tmp_path):
+    """Red team 13: a Gradescope name is the student's to type.  Beside Alice Smith (sid 1004), a student with sid 1005
+    named "Alice Smith (1004)" had the row "Alice Smith (1004)", read as Alice's by whoever matches rows to the
+    gradebook, and every Gradescope row's student_id was empty, so nothing told the two apart.  A Gradescope row
+    carries its submitters' sids (a group's joined with " & ", as its names), which the gradebook matches by."""
+    root = tmp_path / "gradescope"
+    people = ((1, "Alice Smith", "'1004'"), (2, "Alice Smith (1004)", "'1005'"), (3, "Bob Jones", "''"))
+    text = "".join(f"submission_{f}:\n  :submitters:\n  - :name: {name}\n    :sid: {sid}\n" for f, name, sid in people)
+    text += "submission_4:\n  :submitters:\n  - :name: Carol Wu\n    :sid: '7'\n  - :name: Dan Li\n    :sid: '8'\n"
+    for f in range(1, 5):
+        (root / f"submission_{f}").mkdir(parents=True)
+        (root / f"submission_{f}" / "attention.py").write_text(CORRECT.read_text())
+    (root / "submission_metadata.yml").write_text(text)
+    found, subs = layout(root)
+    rows = summary_rows(found, [{"submission": s} for s in subs], lambda n: True)
+    assert {r["submission"]: r["student_id"] for r in rows} == {
+        "Alice Smith": "1004", "Alice Smith (1004)": "1005", "Bob Jones": "", "Carol Wu & Dan Li": "7 & 8"}
