@@ -367,6 +367,10 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
         amount = head[len(OUTPUT_CUT_MARK):].split(" of ")[-1].rstrip("]") \
             if head.startswith(OUTPUT_CUT_MARK) else f"{len(report.student_output)} characters"
         notes.append(f"your code printed {amount} (see --show-output)")
+    # marked for review by the shown checks alone: a hidden check's cannot tell, or a limit its requests ran into,
+    # told its result (red team 13: a layer that slept at a forward only a leak's search asks for)
+    review = report.needs_review if not hidden else \
+        any(c.status == Status.CANNOT_TELL for c in shown) or bool(report.adapter.review)
     isolation = f"isolation: {clean(report.isolation.summary)}" if report.isolation and report.isolation.summary \
         else ""
     return ReportView(target, verdict(report, frozenset(hidden)), report.passed and not hidden,  # the layout too
@@ -374,7 +378,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
                       sorted((ln for ln in lines if ln.follows_root), key=lambda ln: root.explains.index(ln.id)),
                       unmatched,
                       [ln for ln in lines if ln.kind == "correctness"], [ln for ln in lines if ln.kind == "rule"],
-                      summary, notes, report.needs_review, isolation,
+                      summary, notes, review, isolation,
                       not (report.isolation and report.isolation.full_policy),
                       [ln for ln in lines if ln.kind == "instructor"],
                       [clean(r) for r in report.adapter.review if clean(r) not in notes])

@@ -732,29 +732,36 @@ def test_a_hidden_check_never_shows_in_what_students_see(tmp_path):
     assert seen(results["tests"]) == seen(passing["tests"])
 
 
-def test_what_the_code_printed_tells_no_hidden_check(tmp_path):
+@pytest.mark.parametrize("name", ["printed_count", "hangs_when_told"])
+def test_what_the_code_does_tells_no_hidden_check(tmp_path, name):
     """Red team 13: the feedback a student is handed (`grade --feedback`) said how many characters the code printed,
     and the code runs once more for every check that runs: mask-fill only where causal-leakage passed.  A layer that
     prints at every forward read 284 characters with its right -inf fill, 225 with -1e4, which only the hidden
     causal-leakage tells apart: its result, told by a length.  What the code printed is not in a student's view
-    where the rubric hides a check (the staff's reports keep it)."""
-    hostile = (ROOT / "tests" / "hostile" / "hidden" / "printed_count.py").read_text()
+    where the rubric hides a check (the staff's reports keep it).  And a layer that sleeps at a forward only a leak's
+    search asks for (hangs_when_told.py) had its feedback "marked for review" (the hidden check: cannot tell): a
+    student's view is marked for review by its shown checks alone."""
+    hostile = (ROOT / "tests" / "hostile" / "hidden" / f"{name}.py").read_text()
     subs = tmp_path / "subs"
-    for name, fill in (("right", 'float("-inf")'), ("leaky", "-10000.0")):
-        (subs / name).mkdir(parents=True)
-        (subs / name / "attention.py").write_text(hostile.replace('FILL = float("-inf")', f"FILL = {fill}"))
+    for student, fill in (("right", 'float("-inf")'), ("leaky", "-10000.0")):
+        (subs / student).mkdir(parents=True)
+        (subs / student / "attention.py").write_text(hostile.replace('FILL = float("-inf")', f"FILL = {fill}"))
     rubric = tmp_path / "rubric.toml"
     rubric.write_text('target = "attention.py:MyAttn"\n[checks.causal-leakage]\nhidden = true\n')
     out = tmp_path / "out"
-    run = run_cli("grade", str(subs), "--out", str(out), "--rubric", str(rubric), "--feedback", "--jobs", "1")
+    run = run_cli("grade", str(subs), "--out", str(out), "--rubric", str(rubric), "--feedback", "--jobs", "1",
+                  "--time-limit", "15")
     assert run.returncode == 0, run.stderr[-2000:]
     reports = {n: json.loads((out / f"{n}.json").read_text()) for n in ("right", "leaky")}
     assert [r["passed"] for r in reports.values()] == [True, False]  # the staff's view: causal-leakage tells them
-    printed = {n: len(r["student_output"]) for n, r in reports.items()}
-    assert printed["right"] != printed["leaky"], printed  # the code saw the difference
+    if name == "printed_count":
+        printed = {n: len(r["student_output"]) for n, r in reports.items()}
+        assert printed["right"] != printed["leaky"], printed  # the code saw the difference
+    else:
+        assert [r["needs_review"] for r in reports.values()] == [False, True]
 
-    def seen(name):  # the isolation block names the slot's uid, which is no part of the grade
-        text = (out / "feedback" / f"{name}.txt").read_text()
+    def seen(student):  # the isolation block names the slot's uid, which is no part of the grade
+        text = (out / "feedback" / f"{student}.txt").read_text()
         return re.sub(r"(?m)^isolation:.*(\n  .*)*$", "isolation", text)
 
     assert seen("right") == seen("leaky"), (seen("right"), seen("leaky"))
