@@ -50,3 +50,5 @@ def test_only_regrades_a_student_whose_name_the_summary_escapes(tmp_path):
     write_summary([{"submission": n, "score": 1.0} for n in names], summary)
     assert [r["submission"] for r in kept_rows(summary, {"dana\u200f cohen"})] == ["bad\\udcff", "carol"]
     assert [r["submission"] for r in kept_rows(summary, {"bad\udcff"})] == ["carol", "dana\\u200f cohen"]
+    write_summary([{"submission": "'=alice", "score": 1.0}, {"submission": "bob", "score": 2.0}], summary)
+    assert [r["submission"] for r in kept_rows(summary, {"'=alice"})] == ["bob"]  # read back as =alice
