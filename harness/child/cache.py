@@ -87,17 +87,26 @@ def find_api(module: torch.nn.Module) -> tuple[Api | None, str]:
     return None, ""
 
 
-def cached_tensors(value, found: list | None = None) -> list[torch.Tensor]:
-    """The tensors in a returned cache: a tensor, or (nested) tuples, lists and dicts of them."""
+def cached_tensors(value, found: list | None = None, depth: int = 0) -> list[torch.Tensor]:
+    """The tensors in a returned cache: a tensor, or (nested) tuples, lists and dicts of them, or a plain object
+    holding them in its attributes (a cache class of the layer's own: qsa-attention's ComplexKVCache keeps k_r, v_r
+    ...).  A module is no cache (a layer returning itself or a submodule holds its weights, not the tokens fed), and
+    the walk stops four levels down (objects that refer to each other)."""
     found = [] if found is None else found
+    if depth > 4:
+        return found
     if isinstance(value, torch.Tensor):
         found.append(value)
     elif isinstance(value, (tuple, list)):
         for v in value[:16]:
-            cached_tensors(v, found)
+            cached_tensors(v, found, depth + 1)
     elif isinstance(value, dict):
         for v in list(value.values())[:16]:
-            cached_tensors(v, found)
+            cached_tensors(v, found, depth + 1)
+    elif not isinstance(value, (torch.nn.Module, type)) and isinstance(getattr(value, "__dict__", None), dict):
+        for v in list(vars(value).values())[:16]:
+            if v is not value:
+                cached_tensors(v, found, depth + 1)
     return found
 
 

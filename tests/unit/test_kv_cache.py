@@ -409,3 +409,42 @@ def test_a_cache_started_by_an_empty_tuple_is_decoded_not_called_absent(tmp_path
     wrong = _mpt_style().replace(".triu(keys - n + 1)", ".triu(1)")
     result = run(_written(tmp_path, wrong, "wrong.py"))
     assert result.status == "fail", result.message
+
+
+def _object_cache() -> str:
+    """HF_STYLE with the cache an object of the layer's own, its keys and values in attributes, made on the first
+    call and handed back (qsa-attention's ComplexKVCache: tests/realzoo/qsa_softmax_attention_*)."""
+    out = HF_STYLE.replace(
+        "        if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)\n",
+        "        if past_key_value is not None:\n"
+        "            past_key_value.k = torch.cat([past_key_value.k, k], dim=2)\n"
+        "            past_key_value.v = torch.cat([past_key_value.v, v], dim=2)\n"
+        "            k, v = past_key_value.k, past_key_value.v\n")
+    out = out.replace("return out, ((k, v) if use_cache else None)",
+                      "if use_cache and past_key_value is None:\n            past_key_value = Store()\n"
+                      "            past_key_value.k, past_key_value.v = k, v\n"
+                      "        return (out, past_key_value) if use_cache else out")
+    out += "\n\nclass Store:\n    pass\n"
+    assert "past_key_value.k = torch.cat" in out and "Store()" in out
+    return out
+
+
+def test_a_cache_object_holding_its_tensors_in_attributes_is_decoded(tmp_path):
+    """A cache class of the layer's own (tensors in its attributes, not a tuple or a dict): kv-cache said "does not
+    apply: ... what it returns does not hold the tokens fed so far: the layer keeps no KV cache of its own".  Its
+    tensors are found: a right cache passes, a wrong one fails."""
+    right = run(_written(tmp_path, _object_cache(), "right.py"))
+    assert right.status == "pass" and "every position" in right.message, right.message
+    wrong = _object_cache().replace(".triu(keys - n + 1)", ".triu(1)")
+    result = run(_written(tmp_path, wrong, "wrong.py"))
+    assert result.status == "fail", result.message
+
+
+def test_cached_tensors_walks_objects_but_not_modules_or_cycles():
+    class Store:
+        pass
+    s = Store()
+    s.k, s.v, s.me = torch.zeros(1, 2, 3), torch.zeros(1, 2, 3), s
+    assert len({id(t) for t in cache.cached_tensors(s)}) == 2 and len(cache.cached_tensors(s)) == 2
+    assert cache.cached_tensors(torch.nn.Linear(2, 2)) == []
