@@ -28,7 +28,7 @@ import torch
 CACHE_ARGS = ("past_key_value", "past_key_values", "layer_past", "past_kv", "past", "kv_cache", "cache",
               "past_key_values_tuple", "layer_cache", "kv", "block_kv_cache")  # nanoVLM: a {'key', 'value'} dict
 FLAGS = ("use_cache", "use_kv_cache", "cache_enabled")
-POSITIONS = ("start_pos", "input_pos", "cache_position", "pos")
+POSITIONS = ("start_pos", "input_pos", "cache_position", "pos", "position_offset")  # FlexiTransformers: tokens cached
 RESETS = ("reset_cache", "clear_cache", "reset_kv_cache", "clear_kv_cache", "reset_caches")
 
 
@@ -41,7 +41,8 @@ class Api:
     flag: str | None = None
     position: str | None = None
     reset: str | None = None
-    empty: tuple | None = None  # what starts a new sequence: None, or () where None means "no cache" (MPT's layers)
+    empty: tuple | dict | None = None  # what starts a new sequence: None, or () where None means "no cache" (MPT's
+    # layers), or {} for a dict the layer fills in place and does not return (FlexiTransformers' kv_cache)
 
     def describe(self) -> str:
         args = ["x"]
@@ -160,7 +161,7 @@ def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks
                 call(getattr(module, api.reset))
         except Exception as e:  # noqa: BLE001 - as below
             return Decoded([], True, 0, e)
-    cache, fed, grows, outputs = api.empty, 0, True, []
+    cache, fed, grows, outputs = (dict(api.empty) if isinstance(api.empty, dict) else api.empty), 0, True, []
     for i, size in enumerate(chunks):
         piece = x[:, fed:fed + size].contiguous()  # a slice of the tokens is not; contiguity is its own check
         args, kwargs = arguments(piece)
@@ -182,7 +183,10 @@ def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks
         fed += size
         if api.kind == "argument":
             rest = result[1:] if isinstance(result, (tuple, list)) else ()
+            given = cache
             cache = next((r for r in rest if cached_tensors(r) and not _attention_weights(r, size, fed)), None)
+            if cache is None and isinstance(given, dict) and cached_tensors(given):  # filled in place, not returned
+                cache = given
             grows = grows and cache is not None and holds(cached_tensors(cache), fed)
         elif api.kind == "internal":
             grows = grows and holds(internal_tensors(module), fed)

@@ -618,12 +618,14 @@ class Worker:
         with torch.no_grad(), default_dtype(inst["dtype"]), off:
             run = cache.decode(module, api, style.arguments, x, list(request.chunks), request.reset,
                                lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
-            if api.kind == "argument" and run.error is None and not run.grows:  # None may mean "no cache": try ()
-                started = dataclasses.replace(api, empty=())
+            # None may mean "no cache": try (), then {} (a dict the layer fills in place)
+            for empty in ((), {}) if api.kind == "argument" and run.error is None and not run.grows else ():
+                started = dataclasses.replace(api, empty=empty)
                 again = cache.decode(module, started, style.arguments, x, list(request.chunks), request.reset,
                                      lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
                 if again.error is None and again.grows:
                     api, run = started, again
+                    break
         raised = ""
         if isinstance(run.error, ValueError) and str(run.error).startswith("forward returned shape"):
             raised = str(run.error)

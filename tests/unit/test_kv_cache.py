@@ -448,3 +448,29 @@ def test_cached_tensors_walks_objects_but_not_modules_or_cycles():
     s.k, s.v, s.me = torch.zeros(1, 2, 3), torch.zeros(1, 2, 3), s
     assert len({id(t) for t in cache.cached_tensors(s)}) == 2 and len(cache.cached_tensors(s)) == 2
     assert cache.cached_tensors(torch.nn.Linear(2, 2)) == []
+
+
+def _dict_in_place() -> str:
+    """HF_STYLE with FlexiTransformers' convention (tests/realzoo/flexit_*): the caller hands an empty dict, the layer
+    fills kv_cache['k'], kv_cache['v'] in place and returns its output alone; position_offset = tokens cached."""
+    out = HF_STYLE.replace("past_key_value=None, use_cache=False", "kv_cache=None, position_offset=0").replace(
+        "        if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)\n",
+        "        if kv_cache is not None:\n            if 'k' in kv_cache:\n"
+        "                k, v = torch.cat([kv_cache['k'], k], dim=2), torch.cat([kv_cache['v'], v], dim=2)\n"
+        "            kv_cache['k'], kv_cache['v'] = k, v\n").replace(
+        "return out, ((k, v) if use_cache else None)", "return out")
+    assert "kv_cache['k'], kv_cache['v'] = k, v" in out and "return out\n" in out
+    return out
+
+
+def test_a_dict_cache_filled_in_place_is_decoded(tmp_path):
+    """kv-cache said "does not apply: ... what it returns does not hold the tokens fed so far: the layer keeps no
+    KV cache of its own" of a layer that fills the dict it is given (and reads position_offset).  {} is tried after
+    (): a right cache passes, saying how it was driven; a wrong one fails."""
+    right = run(_written(tmp_path, _dict_in_place(), "right.py"))
+    assert right.status == "pass" and "every position" in right.message and "{} for a new sequence" in right.message \
+        and "position_offset=" in right.message, right.message
+    wrong = _dict_in_place().replace(".triu(keys - n + 1)", ".triu(1)")
+    result = run(_written(tmp_path, wrong, "wrong.py"))
+    assert result.status == "fail", result.message
