@@ -3070,6 +3070,40 @@ def _(mod):
                   f"{out[1][2]:.1e}"), "embedding_dimension=12 and 9, number_of_heads=3, biases"
 
 
+@check("flexit_mha_rotate_half_rope_plugin_kv_cache_dict_in_place.py")
+def _(mod):
+    """make_flexit_rotary_attention(12, 3) called (x, x, x, causal keep-mask): the rotate-half rotary layer with the
+    four biases, to relative 1e-5 (float32 cos/sin cache; rope_mha_forward and the biased per-head loop), no leak;
+    the interleaved convention differs; a prompt of 4, then 2 tokens (the causal mask's rows 4:6 over 6 keys), then
+    1, with one dict kv_cache filled in place and position_offset = tokens cached, = the whole sequence."""
+    m = randomize(mod.make_flexit_rotary_attention(12, 3)).eval()
+    args = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight, m.q_proj.bias, m.k_proj.bias,
+            m.v_proj.bias, m.out_proj.bias)
+    keep = lambda n: torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+    call = lambda x: m(x, x, x, keep(x.shape[1]))
+    ref = lambda x: rope_mha_forward(x, 3, *args, convention="half")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 12)
+    err2, _ = cmp(call, lambda x: _rope_per_head_biased(x, 3, *args, "half"), 12, shapes=SHAPES[:1])
+    off, _ = cmp(call, lambda x: _rope_per_head_biased(x, 3, *args, "interleaved"), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole = call(x)
+        kv = {}
+        ys, fed = [], 0
+        for size in (4, 2, 1):
+            piece = x[:, fed:fed + size]
+            mask = keep(fed + size)[:, :, fed:fed + size]
+            ys.append(m(piece, piece, piece, mask, kv, fed))
+            fed += size
+    cached = (torch.cat(ys, dim=1) - whole).abs().max().item()
+    good = max(err, err2) / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and cached / scale < FLOAT32_TOL \
+        and kv["k"].shape[2] == 7
+    return good, (f"= rotate-half rotary with biases, relative {max(err, err2) / scale:.1e} (rope_mha_forward and the "
+                  f"per-head loop), future-leak {leak:.1e}, interleaved differs by {off:.2e}; prompt 4 + 2 + 1 with "
+                  f"the dict filled in place vs whole {cached:.1e}"), "d_model=12 n_heads=3 (head_dim 4), FLOAT32_TOL"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
