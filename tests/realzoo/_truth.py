@@ -3104,6 +3104,26 @@ def _(mod):
                   f"the dict filled in place vs whole {cached:.1e}"), "d_model=12 n_heads=3 (head_dim 4), FLOAT32_TOL"
 
 
+@check("deepsuite_gpt_attention_additive_mask_replaces_causal.py")
+def _(mod):
+    """GPTAttention(12, 3, dropout=0.0): qkv's three row blocks and proj, with biases = mha_forward and the per-head
+    loop, no leak; given an all-ones (1, n) mask (the GPT model's padding mask, nothing padded) at batch 1, position
+    0's output moves with the last token (the causal mask is replaced by the added mask)."""
+    m = randomize(mod.GPTAttention(12, 3, dropout=0.0)).eval()
+    W, b = m.qkv.weight, m.qkv.bias
+    args = (W[:12], W[12:24], W[24:], m.proj.weight, b[:12], b[12:24], b[24:], m.proj.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    x = torch.randn(1, 5, 12, generator=torch.Generator().manual_seed(9))
+    x2 = x.clone()
+    x2[:, -1] += 1.0
+    with torch.no_grad():
+        moved = (m(x2, torch.ones(1, 5))[:, 0] - m(x, torch.ones(1, 5))[:, 0]).abs().max().item()
+    good, msg = ok_line(max(err, err2), leak)
+    return good and moved > 1e-3, (msg + f" (mha_forward and the per-head loop); with a (1, n) mask of ones, "
+                                   f"position 0 moves with the last token by {moved:.2e}"), "d_model=12 n_heads=3"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
