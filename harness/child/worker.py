@@ -619,13 +619,22 @@ class Worker:
             run = cache.decode(module, api, style.arguments, x, list(request.chunks), request.reset,
                                lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
             # None may mean "no cache": try (), then {} (a dict the layer fills in place)
+            objects = []  # what () raised where the layer reads its cache as an object of its own type
             for empty in ((), {}) if api.kind == "argument" and run.error is None and not run.grows else ():
                 started = dataclasses.replace(api, empty=empty)
                 again = cache.decode(module, started, style.arguments, x, list(request.chunks), request.reset,
                                      lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
                 if again.error is None and again.grows:
-                    api, run = started, again
+                    api, run, objects = started, again, []
                     break
+                if empty == () and isinstance(again.error, StudentError) and \
+                        "'tuple' object has no attribute" in again.error.text:
+                    objects.append(again.error.text)
+        if objects:  # zenith-nlp's cache.update(layer_idx, k, v): a KVCache the caller makes, neither () nor {}
+            first_line = objects[0].strip().splitlines()[-1][:200]
+            return m.CacheResult(api.describe(), api.kind, grows=False, problem=(
+                f"your forward reads its {api.cache_arg} as an object of its own type (given an empty tuple: "
+                f"{first_line}), which mha-check cannot make; with None it keeps nothing"))
         raised = ""
         if isinstance(run.error, ValueError) and str(run.error).startswith("forward returned shape"):
             raised = str(run.error)

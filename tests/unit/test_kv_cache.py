@@ -474,3 +474,17 @@ def test_a_dict_cache_filled_in_place_is_decoded(tmp_path):
     wrong = _dict_in_place().replace(".triu(keys - n + 1)", ".triu(1)")
     result = run(_written(tmp_path, wrong, "wrong.py"))
     assert result.status == "fail", result.message
+
+
+def test_a_cache_object_the_caller_must_make_is_cannot_tell_not_absent(tmp_path):
+    """zenith-nlp's CausalSelfAttention (tests/realzoo/zenith_*): forward(x, *, cache=None, ...) calls
+    cache.update(layer_idx, k, v) on a KVCache the caller makes; with None it keeps nothing, () and {} raise.
+    kv-cache said "does not apply: ... the layer keeps no KV cache of its own" - false; it is mha-check's limit."""
+    source = HF_STYLE.replace("past_key_value=None, use_cache=False", "cache=None").replace(
+        "        if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)\n",
+        "        if cache is not None:\n            k, v = cache.update(0, k, v)\n").replace(
+        "return out, ((k, v) if use_cache else None)", "return out")
+    assert "cache.update(0, k, v)" in source
+    result = run(_written(tmp_path, source))
+    assert result.status == "cannot_tell" and "object of its own type" in result.message, result.message
