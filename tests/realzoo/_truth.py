@@ -3124,6 +3124,35 @@ def _(mod):
                                    f"position 0 moves with the last token by {moved:.2e}"), "d_model=12 n_heads=3"
 
 
+@check("zenith_causal_self_attention_kwonly_rope_buffers_cache_object.py")
+def _(mod):
+    """CausalSelfAttention(embed_dim=12, num_heads=3, block_size=10): the rotate-half rotary layer with qkv's three row
+    blocks and proj, with biases, to relative 1e-5 (float32 cos/sin buffers made before the cast; rope_mha_forward
+    and the biased per-head loop), no leak; the interleaved convention differs; a prompt of 4, then 2 tokens, then 1
+    with one KVCache(1) and offset = tokens cached = the whole sequence."""
+    m = randomize(mod.CausalSelfAttention(embed_dim=12, num_heads=3, block_size=CTX)).eval()
+    W, b = m.qkv.weight, m.qkv.bias
+    args = (W[:12], W[12:24], W[24:], m.proj.weight, b[:12], b[12:24], b[24:], m.proj.bias)
+    ref = lambda x: rope_mha_forward(x, 3, *args, convention="half")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(m, ref, 12)
+    err2, _ = cmp(m, lambda x: _rope_per_head_biased(x, 3, *args, "half"), 12, shapes=SHAPES[:1])
+    off, _ = cmp(m, lambda x: _rope_per_head_biased(x, 3, *args, "interleaved"), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole = m(x)
+        kv = mod.KVCache(1)
+        ys, fed = [], 0
+        for size in (4, 2, 1):
+            ys.append(m(x[:, fed:fed + size], cache=kv, offset=fed))
+            fed += size
+    cached = (torch.cat(ys, dim=1) - whole).abs().max().item()
+    good = max(err, err2) / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and cached / scale < FLOAT32_TOL
+    return good, (f"= rotate-half rotary with biases, relative {max(err, err2) / scale:.1e} (rope_mha_forward and the "
+                  f"per-head loop), future-leak {leak:.1e}, interleaved differs by {off:.2e}; prompt 4 + 2 + 1 with a "
+                  f"KVCache(1) vs whole {cached:.1e}"), "embed_dim=12 num_heads=3 block_size=10, FLOAT32_TOL"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
