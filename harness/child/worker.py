@@ -627,10 +627,12 @@ class Worker:
                 if again.error is None and again.grows:
                     api, run, objects = started, again, []
                     break
-                if empty == () and isinstance(again.error, StudentError) and \
-                        "'tuple' object has no attribute" in again.error.text:
+                if isinstance(again.error, StudentError) and (
+                        empty != () or "'tuple' object has no attribute" in again.error.text):
                     objects.append(again.error.text)
-        if objects:  # zenith-nlp's cache.update(layer_idx, k, v): a KVCache the caller makes, neither () nor {}
+        # zenith-nlp's cache.update(layer_idx, k, v): a KVCache the caller makes, on which () and {} both raise (a
+        # dict the layer reads by keys of the caller's, DALLE's cache_key and 'offset', raises nothing: not this)
+        if len(objects) == 2:
             first_line = objects[0].strip().splitlines()[-1][:200]
             return m.CacheResult(api.describe(), api.kind, grows=False, problem=(
                 f"your forward reads its {api.cache_arg} as an object of its own type (given an empty tuple: "
