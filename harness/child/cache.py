@@ -28,7 +28,7 @@ import torch
 CACHE_ARGS = ("past_key_value", "past_key_values", "layer_past", "past_kv", "past", "kv_cache", "cache",
               "past_key_values_tuple", "layer_cache", "kv", "block_kv_cache")  # nanoVLM: a {'key', 'value'} dict
 FLAGS = ("use_cache", "use_kv_cache", "cache_enabled")
-POSITIONS = ("start_pos", "input_pos", "cache_position", "pos")
+POSITIONS = ("start_pos", "input_pos", "cache_position", "pos", "position_offset")  # FlexiTransformers: tokens cached
 RESETS = ("reset_cache", "clear_cache", "reset_kv_cache", "clear_kv_cache", "reset_caches")
 
 
@@ -41,7 +41,8 @@ class Api:
     flag: str | None = None
     position: str | None = None
     reset: str | None = None
-    empty: tuple | None = None  # what starts a new sequence: None, or () where None means "no cache" (MPT's layers)
+    empty: tuple | dict | None = None  # what starts a new sequence: None, or () where None means "no cache" (MPT's
+    # layers), or {} for a dict the layer fills in place and does not return (FlexiTransformers' kv_cache)
 
     def describe(self) -> str:
         args = ["x"]
@@ -87,17 +88,26 @@ def find_api(module: torch.nn.Module) -> tuple[Api | None, str]:
     return None, ""
 
 
-def cached_tensors(value, found: list | None = None) -> list[torch.Tensor]:
-    """The tensors in a returned cache: a tensor, or (nested) tuples, lists and dicts of them."""
+def cached_tensors(value, found: list | None = None, depth: int = 0) -> list[torch.Tensor]:
+    """The tensors in a returned cache: a tensor, or (nested) tuples, lists and dicts of them, or a plain object
+    holding them in its attributes (a cache class of the layer's own: qsa-attention's ComplexKVCache keeps k_r, v_r
+    ...).  A module is no cache (a layer returning itself or a submodule holds its weights, not the tokens fed), and
+    the walk stops four levels down (objects that refer to each other)."""
     found = [] if found is None else found
+    if depth > 4:
+        return found
     if isinstance(value, torch.Tensor):
         found.append(value)
     elif isinstance(value, (tuple, list)):
         for v in value[:16]:
-            cached_tensors(v, found)
+            cached_tensors(v, found, depth + 1)
     elif isinstance(value, dict):
         for v in list(value.values())[:16]:
-            cached_tensors(v, found)
+            cached_tensors(v, found, depth + 1)
+    elif not isinstance(value, (torch.nn.Module, type)) and isinstance(getattr(value, "__dict__", None), dict):
+        for v in list(vars(value).values())[:16]:
+            if v is not value:
+                cached_tensors(v, found, depth + 1)
     return found
 
 
@@ -151,7 +161,7 @@ def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks
                 call(getattr(module, api.reset))
         except Exception as e:  # noqa: BLE001 - as below
             return Decoded([], True, 0, e)
-    cache, fed, grows, outputs = api.empty, 0, True, []
+    cache, fed, grows, outputs = (dict(api.empty) if isinstance(api.empty, dict) else api.empty), 0, True, []
     for i, size in enumerate(chunks):
         piece = x[:, fed:fed + size].contiguous()  # a slice of the tokens is not; contiguity is its own check
         args, kwargs = arguments(piece)
@@ -173,7 +183,10 @@ def decode(module: torch.nn.Module, api: Api, arguments, x: torch.Tensor, chunks
         fed += size
         if api.kind == "argument":
             rest = result[1:] if isinstance(result, (tuple, list)) else ()
+            given = cache
             cache = next((r for r in rest if cached_tensors(r) and not _attention_weights(r, size, fed)), None)
+            if cache is None and isinstance(given, dict) and cached_tensors(given):  # filled in place, not returned
+                cache = given
             grows = grows and cache is not None and holds(cached_tensors(cache), fed)
         elif api.kind == "internal":
             grows = grows and holds(internal_tensors(module), fed)

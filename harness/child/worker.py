@@ -618,12 +618,25 @@ class Worker:
         with torch.no_grad(), default_dtype(inst["dtype"]), off:
             run = cache.decode(module, api, style.arguments, x, list(request.chunks), request.reset,
                                lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
-            if api.kind == "argument" and run.error is None and not run.grows:  # None may mean "no cache": try ()
-                started = dataclasses.replace(api, empty=())
+            # None may mean "no cache": try (), then {} (a dict the layer fills in place)
+            objects = []  # what () raised where the layer reads its cache as an object of its own type
+            for empty in ((), {}) if api.kind == "argument" and run.error is None and not run.grows else ():
+                started = dataclasses.replace(api, empty=empty)
                 again = cache.decode(module, started, style.arguments, x, list(request.chunks), request.reset,
                                      lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
                 if again.error is None and again.grows:
-                    api, run = started, again
+                    api, run, objects = started, again, []
+                    break
+                if isinstance(again.error, StudentError) and (
+                        empty != () or "'tuple' object has no attribute" in again.error.text):
+                    objects.append(again.error.text)
+        # zenith-nlp's cache.update(layer_idx, k, v): a KVCache the caller makes, on which () and {} both raise (a
+        # dict the layer reads by keys of the caller's, DALLE's cache_key and 'offset', raises nothing: not this)
+        if len(objects) == 2:
+            first_line = objects[0].strip().splitlines()[-1][:200]
+            return m.CacheResult(api.describe(), api.kind, grows=False, problem=(
+                f"your forward reads its {api.cache_arg} as an object of its own type (given an empty tuple: "
+                f"{first_line}), which mha-check cannot make; with None it keeps nothing"))
         raised = ""
         if isinstance(run.error, ValueError) and str(run.error).startswith("forward returned shape"):
             raised = str(run.error)

@@ -2984,6 +2984,175 @@ def _(mod):
                   f"vs whole {cached:.1e}; past_key_value=None returns {none}"), "d_model=12 n_heads=3 (dh 4), kv 1"
 
 
+def _rope_per_head_biased(x, H, Wq, Wk, Wv, Wo, bq, bk, bv, bo, convention, theta=10000.0):
+    """_rope_per_head with the biases of q, k, v (added before the turn) and of the output projection."""
+    shift = lambda b: 0 if b is None else b
+    B, n, _ = x.shape
+    dh = Wq.shape[0] // H
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * theta ** (-torch.arange(0, dh, 2, dtype=torch.float64) / dh)
+    c, s = ang.cos(), ang.sin()
+
+    def turn(t):
+        if convention == "half":
+            a, b = t[..., :dh // 2], t[..., dh // 2:]
+            return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
+        a, b = t[..., 0::2], t[..., 1::2]
+        return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
+    outs = []
+    for h in range(H):
+        cut = slice(h * dh, (h + 1) * dh)
+        q = turn(x @ Wq[cut].T + shift(bq)[cut] if bq is not None else x @ Wq[cut].T)
+        k = turn(x @ Wk[cut].T + shift(bk)[cut] if bk is not None else x @ Wk[cut].T)
+        v = x @ Wv[cut].T + (0 if bv is None else bv[cut])
+        sc = (q @ k.transpose(-2, -1) / dh ** 0.5).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        outs.append(torch.softmax(sc, dim=-1) @ v)
+    return torch.cat(outs, dim=-1) @ Wo.T + shift(bo)
+
+
+@check("qsa_softmax_attention_interleaved_rope_residual_inside_cache_chunk_unmasked.py")
+def _(mod):
+    """SoftmaxAttention(12, 3): out = x + 0.9 * (the interleaved rotary layer with q/k/v/o's biases), to relative 1e-5
+    (float32 angles; rope_mha_forward and an independent per-head loop), no leak; the rotate-half convention differs.
+    The cache: a prompt of 4 then 1 token per call (use_cache=True, the returned ComplexKVCache handed back) = the
+    whole sequence; a prompt of 4 then a chunk of 2 differs at the chunk's FIRST token, whose output moves with the
+    second token's input (no mask after a cache)."""
+    m = randomize(mod.SoftmaxAttention(12, 3)).eval()
+    args = (m.q.weight, m.k.weight, m.v.weight, m.o.weight, m.q.bias, m.k.bias, m.v.bias, m.o.bias)
+    ref = lambda x: x + 0.9 * rope_mha_forward(x, 3, *args, convention="interleaved")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(m, ref, 12)
+    err2, _ = cmp(m, lambda x: x + 0.9 * _rope_per_head_biased(x, 3, *args, "interleaved"), 12, shapes=SHAPES[:1])
+    off, _ = cmp(m, lambda x: x + 0.9 * _rope_per_head_biased(x, 3, *args, "half"), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole = m(x)
+        y, c = m(x[:, :4], use_cache=True)
+        ys = [y]
+        for t in range(4, 7):
+            y, c = m(x[:, t:t + 1], past_kv=c, use_cache=True)
+            ys.append(y)
+        one_by_one = (torch.cat(ys, dim=1) - whole).abs().max().item()
+        _, c = m(x[:, :4], use_cache=True)
+        chunk, _ = m(x[:, 4:6], past_kv=c, use_cache=True)
+        chunk_err = (chunk - whole[:, 4:6]).abs().max().item()
+        x2 = x.clone()
+        x2[:, 5] = torch.randn(2, 12, generator=torch.Generator().manual_seed(8))
+        _, c = m(x2[:, :4], use_cache=True)
+        chunk2, _ = m(x2[:, 4:6], past_kv=c, use_cache=True)
+        moved = (chunk2[:, 0] - chunk[:, 0]).abs().max().item()
+    good = max(err, err2) / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and one_by_one / scale < FLOAT32_TOL \
+        and chunk_err > 1e-2 and moved > 1e-2
+    return good, (f"no cache: = x + 0.9 * interleaved rotary (biases), relative {max(err, err2) / scale:.1e}, "
+                  f"future-leak {leak:.1e}, rotate-half differs by {off:.2e}; cache: 4 + 1 + 1 + 1 vs whole "
+                  f"{one_by_one:.1e}, 4 + chunk of 2 vs whole {chunk_err:.2e}, the chunk's first output moved by its "
+                  f"second token {moved:.2e}"), "d_model=12 n_heads=3 (d_k 4), FLOAT32_TOL relative"
+
+
+@check("attention_smithy_mha_spelled_out_injected_causal_method.py")
+def _(mod):
+    """AttentionSmithyCausalSelfAttention(d, heads): query/key/value/out_weights with their biases = mha_forward and
+    the per-head loop, no leak; at d=12, 3 heads (width 4, sqrt exact in float32) exactly; at d=9, 3 heads (width 3:
+    the float32 sqrt(3) is off by relative 3e-8) to relative 1e-7."""
+    out = []
+    for d, tol in ((12, TOL), (9, None)):
+        m = randomize(mod.AttentionSmithyCausalSelfAttention(d, 3)).eval()
+        a = m.attention
+        args = (a.query_weights.weight, a.key_weights.weight, a.value_weights.weight, a.out_weights.weight,
+                a.query_weights.bias, a.key_weights.bias, a.value_weights.bias, a.out_weights.bias)
+        err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), d)
+        err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), d, shapes=SHAPES[:1])
+        scale = max(mha_forward(torch.randn(2, 7, d), 3, *args).abs().max().item(), 1.0)
+        rel = max(err, err2) / scale
+        out.append((rel < (tol or 1e-7) and (tol is None or max(err, err2) < tol) and leak < TOL, rel, leak))
+    good = all(o[0] for o in out)
+    return good, (f"d=12: max|out-ref| relative {out[0][1]:.1e} (mha_forward and the per-head loop), future-leak "
+                  f"{out[0][2]:.1e}; d=9 (head width 3, float32 sqrt(3)): relative {out[1][1]:.1e}, future-leak "
+                  f"{out[1][2]:.1e}"), "embedding_dimension=12 and 9, number_of_heads=3, biases"
+
+
+@check("flexit_mha_rotate_half_rope_plugin_kv_cache_dict_in_place.py")
+def _(mod):
+    """make_flexit_rotary_attention(12, 3) called (x, x, x, causal keep-mask): the rotate-half rotary layer with the
+    four biases, to relative 1e-5 (float32 cos/sin cache; rope_mha_forward and the biased per-head loop), no leak;
+    the interleaved convention differs; a prompt of 4, then 2 tokens (the causal mask's rows 4:6 over 6 keys), then
+    1, with one dict kv_cache filled in place and position_offset = tokens cached, = the whole sequence."""
+    m = randomize(mod.make_flexit_rotary_attention(12, 3)).eval()
+    args = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight, m.q_proj.bias, m.k_proj.bias,
+            m.v_proj.bias, m.out_proj.bias)
+    keep = lambda n: torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+    call = lambda x: m(x, x, x, keep(x.shape[1]))
+    ref = lambda x: rope_mha_forward(x, 3, *args, convention="half")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 12)
+    err2, _ = cmp(call, lambda x: _rope_per_head_biased(x, 3, *args, "half"), 12, shapes=SHAPES[:1])
+    off, _ = cmp(call, lambda x: _rope_per_head_biased(x, 3, *args, "interleaved"), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole = call(x)
+        kv = {}
+        ys, fed = [], 0
+        for size in (4, 2, 1):
+            piece = x[:, fed:fed + size]
+            mask = keep(fed + size)[:, :, fed:fed + size]
+            ys.append(m(piece, piece, piece, mask, kv, fed))
+            fed += size
+    cached = (torch.cat(ys, dim=1) - whole).abs().max().item()
+    good = max(err, err2) / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and cached / scale < FLOAT32_TOL \
+        and kv["k"].shape[2] == 7
+    return good, (f"= rotate-half rotary with biases, relative {max(err, err2) / scale:.1e} (rope_mha_forward and the "
+                  f"per-head loop), future-leak {leak:.1e}, interleaved differs by {off:.2e}; prompt 4 + 2 + 1 with "
+                  f"the dict filled in place vs whole {cached:.1e}"), "d_model=12 n_heads=3 (head_dim 4), FLOAT32_TOL"
+
+
+@check("deepsuite_gpt_attention_additive_mask_replaces_causal.py")
+def _(mod):
+    """GPTAttention(12, 3, dropout=0.0): qkv's three row blocks and proj, with biases = mha_forward and the per-head
+    loop, no leak; given an all-ones (1, n) mask (the GPT model's padding mask, nothing padded) at batch 1, position
+    0's output moves with the last token (the causal mask is replaced by the added mask)."""
+    m = randomize(mod.GPTAttention(12, 3, dropout=0.0)).eval()
+    W, b = m.qkv.weight, m.qkv.bias
+    args = (W[:12], W[12:24], W[24:], m.proj.weight, b[:12], b[12:24], b[24:], m.proj.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    x = torch.randn(1, 5, 12, generator=torch.Generator().manual_seed(9))
+    x2 = x.clone()
+    x2[:, -1] += 1.0
+    with torch.no_grad():
+        moved = (m(x2, torch.ones(1, 5))[:, 0] - m(x, torch.ones(1, 5))[:, 0]).abs().max().item()
+    good, msg = ok_line(max(err, err2), leak)
+    return good and moved > 1e-3, (msg + f" (mha_forward and the per-head loop); with a (1, n) mask of ones, "
+                                   f"position 0 moves with the last token by {moved:.2e}"), "d_model=12 n_heads=3"
+
+
+@check("zenith_causal_self_attention_kwonly_rope_buffers_cache_object.py")
+def _(mod):
+    """CausalSelfAttention(embed_dim=12, num_heads=3, block_size=10): the rotate-half rotary layer with qkv's three row
+    blocks and proj, with biases, to relative 1e-5 (float32 cos/sin buffers made before the cast; rope_mha_forward
+    and the biased per-head loop), no leak; the interleaved convention differs; a prompt of 4, then 2 tokens, then 1
+    with one KVCache(1) and offset = tokens cached = the whole sequence."""
+    m = randomize(mod.CausalSelfAttention(embed_dim=12, num_heads=3, block_size=CTX)).eval()
+    W, b = m.qkv.weight, m.qkv.bias
+    args = (W[:12], W[12:24], W[24:], m.proj.weight, b[:12], b[12:24], b[24:], m.proj.bias)
+    ref = lambda x: rope_mha_forward(x, 3, *args, convention="half")
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(m, ref, 12)
+    err2, _ = cmp(m, lambda x: _rope_per_head_biased(x, 3, *args, "half"), 12, shapes=SHAPES[:1])
+    off, _ = cmp(m, lambda x: _rope_per_head_biased(x, 3, *args, "interleaved"), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole = m(x)
+        kv = mod.KVCache(1)
+        ys, fed = [], 0
+        for size in (4, 2, 1):
+            ys.append(m(x[:, fed:fed + size], cache=kv, offset=fed))
+            fed += size
+    cached = (torch.cat(ys, dim=1) - whole).abs().max().item()
+    good = max(err, err2) / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and cached / scale < FLOAT32_TOL
+    return good, (f"= rotate-half rotary with biases, relative {max(err, err2) / scale:.1e} (rope_mha_forward and the "
+                  f"per-head loop), future-leak {leak:.1e}, interleaved differs by {off:.2e}; prompt 4 + 2 + 1 with a "
+                  f"KVCache(1) vs whole {cached:.1e}"), "embed_dim=12 num_heads=3 block_size=10, FLOAT32_TOL"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -409,3 +409,82 @@ def test_a_cache_started_by_an_empty_tuple_is_decoded_not_called_absent(tmp_path
     wrong = _mpt_style().replace(".triu(keys - n + 1)", ".triu(1)")
     result = run(_written(tmp_path, wrong, "wrong.py"))
     assert result.status == "fail", result.message
+
+
+def _object_cache() -> str:
+    """HF_STYLE with the cache an object of the layer's own, its keys and values in attributes, made on the first
+    call and handed back (qsa-attention's ComplexKVCache: tests/realzoo/qsa_softmax_attention_*)."""
+    out = HF_STYLE.replace(
+        "        if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)\n",
+        "        if past_key_value is not None:\n"
+        "            past_key_value.k = torch.cat([past_key_value.k, k], dim=2)\n"
+        "            past_key_value.v = torch.cat([past_key_value.v, v], dim=2)\n"
+        "            k, v = past_key_value.k, past_key_value.v\n")
+    out = out.replace("return out, ((k, v) if use_cache else None)",
+                      "if use_cache and past_key_value is None:\n            past_key_value = Store()\n"
+                      "            past_key_value.k, past_key_value.v = k, v\n"
+                      "        return (out, past_key_value) if use_cache else out")
+    out += "\n\nclass Store:\n    pass\n"
+    assert "past_key_value.k = torch.cat" in out and "Store()" in out
+    return out
+
+
+def test_a_cache_object_holding_its_tensors_in_attributes_is_decoded(tmp_path):
+    """A cache class of the layer's own (tensors in its attributes, not a tuple or a dict): kv-cache said "does not
+    apply: ... what it returns does not hold the tokens fed so far: the layer keeps no KV cache of its own".  Its
+    tensors are found: a right cache passes, a wrong one fails."""
+    right = run(_written(tmp_path, _object_cache(), "right.py"))
+    assert right.status == "pass" and "every position" in right.message, right.message
+    wrong = _object_cache().replace(".triu(keys - n + 1)", ".triu(1)")
+    result = run(_written(tmp_path, wrong, "wrong.py"))
+    assert result.status == "fail", result.message
+
+
+def test_cached_tensors_walks_objects_but_not_modules_or_cycles():
+    class Store:
+        pass
+    s = Store()
+    s.k, s.v, s.me = torch.zeros(1, 2, 3), torch.zeros(1, 2, 3), s
+    assert len({id(t) for t in cache.cached_tensors(s)}) == 2 and len(cache.cached_tensors(s)) == 2
+    assert cache.cached_tensors(torch.nn.Linear(2, 2)) == []
+
+
+def _dict_in_place() -> str:
+    """HF_STYLE with FlexiTransformers' convention (tests/realzoo/flexit_*): the caller hands an empty dict, the layer
+    fills kv_cache['k'], kv_cache['v'] in place and returns its output alone; position_offset = tokens cached."""
+    out = HF_STYLE.replace("past_key_value=None, use_cache=False", "kv_cache=None, position_offset=0").replace(
+        "        if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)\n",
+        "        if kv_cache is not None:\n            if 'k' in kv_cache:\n"
+        "                k, v = torch.cat([kv_cache['k'], k], dim=2), torch.cat([kv_cache['v'], v], dim=2)\n"
+        "            kv_cache['k'], kv_cache['v'] = k, v\n").replace(
+        "return out, ((k, v) if use_cache else None)", "return out")
+    assert "kv_cache['k'], kv_cache['v'] = k, v" in out and "return out\n" in out
+    return out
+
+
+def test_a_dict_cache_filled_in_place_is_decoded(tmp_path):
+    """kv-cache said "does not apply: ... what it returns does not hold the tokens fed so far: the layer keeps no
+    KV cache of its own" of a layer that fills the dict it is given (and reads position_offset).  {} is tried after
+    (): a right cache passes, saying how it was driven; a wrong one fails."""
+    right = run(_written(tmp_path, _dict_in_place(), "right.py"))
+    assert right.status == "pass" and "every position" in right.message and "{} for a new sequence" in right.message \
+        and "position_offset=" in right.message, right.message
+    wrong = _dict_in_place().replace(".triu(keys - n + 1)", ".triu(1)")
+    result = run(_written(tmp_path, wrong, "wrong.py"))
+    assert result.status == "fail", result.message
+
+
+def test_a_cache_object_the_caller_must_make_is_cannot_tell_not_absent(tmp_path):
+    """zenith-nlp's CausalSelfAttention (tests/realzoo/zenith_*): forward(x, *, cache=None, ...) calls
+    cache.update(layer_idx, k, v) on a KVCache the caller makes; with None it keeps nothing, () and {} raise.
+    kv-cache said "does not apply: ... the layer keeps no KV cache of its own" - false; it is mha-check's limit."""
+    source = HF_STYLE.replace("past_key_value=None, use_cache=False", "cache=None").replace(
+        "        if past_key_value is not None:\n            k, v = torch.cat([past_key_value[0], k], dim=2), "
+        "torch.cat([past_key_value[1], v], dim=2)\n",
+        "        if cache is not None:\n            k, v = cache.update(0, k, v)\n").replace(
+        "return out, ((k, v) if use_cache else None)", "return out")
+    assert "cache.update(0, k, v)" in source
+    result = run(_written(tmp_path, source))
+    assert result.status == "cannot_tell" and "object of its own type" in result.message, result.message
