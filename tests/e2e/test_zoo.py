@@ -384,13 +384,16 @@ def test_a_default_mask_made_from_the_batch_axis_is_told_at_the_line_that_makes_
 
 
 @pytest.mark.parametrize("stem,finding", [("kv_cache_unsliced_zero_slots", "empty cache slots read"),
-                                          ("kv_cache_rope_cached_keys_twice", "cached keys rotated twice")])
+                                          ("kv_cache_rope_cached_keys_twice", "cached keys rotated twice"),
+                                          ("gptj_tuple_cache_keys_rotated_twice", "cached keys rotated twice"),
+                                          ("dict_cache_rope_cached_keys_twice", "cached keys rotated twice")])
 def test_a_cache_read_whole_or_its_keys_rotated_twice_fails_kv_cache_by_its_numbers_and_is_told_at_its_line(
         stem, finding, reports):
     """fixes28 item 5: a cache preallocated with zeros and read whole, and cached keys rotated again with the new
     ones, failed kv-cache with no more said and `trace` marked nothing (it showed the plain forward alone): the first
     decoded token now equals a numeric variant of the mistake (the finding), and the decoded call's trace marks the
-    line, which the report gives; no catalogued mistake is named."""
+    line, which the report gives; no catalogued mistake is named. A cache handed in and returned (a tuple, a dict)
+    had no line, the trace's mark reading only caches kept on the layer (fixes28b item 3)."""
     path = ZOO / "buggy" / f"{stem}.py"
     report = reports(target(path))
     cache = next(c for c in report.checks if c.id == "kv-cache")
