@@ -195,6 +195,20 @@ def _table_values(t: torch.Tensor) -> dict:
     return {"values": t.detach().double().tolist()}
 
 
+def _column_prints(t: torch.Tensor) -> dict:
+    """{"columns": [...]}: one number for each feature of a small floating tensor of two axes or more (its last
+    axis at most TABLE_SIZE wide), a fixed weighted sum over every other position, so that a tensor whose features
+    are another's moved and negated (rotate_half's cat((-x2, x1)), rotate-every-two's stack((-x2, x1))) shows which
+    feature each one is (harness.engine.trace.detect_rope: rotation-pairs-mismatched); {} otherwise."""
+    if not t.is_floating_point() or t.dim() < 2 or not 1 < t.shape[-1] <= TABLE_SIZE or t.numel() > 1 << 16 or \
+            t.device.type == "meta":
+        return {}
+    flat = t.detach().double().reshape(-1, t.shape[-1])
+    weights = torch.sin(torch.arange(1, flat.shape[0] + 1, dtype=torch.float64, device=flat.device)) + 1.5
+    prints = (flat * weights[:, None]).sum(0)
+    return {"columns": prints.tolist()} if bool(torch.isfinite(prints).all()) else {}
+
+
 class TraceRecorder(torch.overrides.TorchFunctionMode):
     """Records every torch operation of one forward pass (for `mha-check trace`).
 
@@ -317,6 +331,8 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
                     info["pattern"] = neginf.to(torch.int64).tolist()
         if not from_input and info.get("name") != "x" and info.get("src") not in self.from_input:
             info.update(_table_values(t))
+        if "values" not in info:
+            info.update(_column_prints(t))
         return info
 
     def _students(self, path: str) -> bool:
