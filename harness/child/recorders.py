@@ -201,7 +201,7 @@ def _column_prints(t: torch.Tensor) -> dict:
     are another's moved and negated (rotate_half's cat((-x2, x1)), rotate-every-two's stack((-x2, x1))) shows which
     feature each one is (harness.engine.trace.detect_rope: rotation-pairs-mismatched); {} otherwise."""
     if not t.is_floating_point() or t.dim() < 2 or not 1 < t.shape[-1] <= TABLE_SIZE or t.numel() > 1 << 16 or \
-            t.device.type == "meta":
+            t.device.type == "meta" or t.layout != torch.strided:
         return {}
     flat = t.detach().double().reshape(-1, t.shape[-1])
     weights = torch.sin(torch.arange(1, flat.shape[0] + 1, dtype=torch.float64, device=flat.device)) + 1.5
