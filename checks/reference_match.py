@@ -245,6 +245,20 @@ def _random_in_float64_training(ctx, cfg, x) -> bool:
         return True  # what it raises there is not this probe's to judge
 
 
+def _mixed_tables_fix(convention: str) -> str:
+    """The fix of a rotary layer whose pairs and cos/sin tables are of different conventions (harness.engine.mapping.
+    _mixed_tables), in words: which layout the tables need for the pairs it turns, or the other pairs."""
+    if convention == "half":
+        return ("your rotation pairs x_i with x_i+dh/2 (rotate_half), so each cos/sin table must hold the dh/2 "
+                "frequencies twice over: torch.cat((freqs, freqs), dim=-1), not repeat_interleave(2, dim=-1); or keep "
+                "the interleaved tables and rotate the pairs (x0, x1), (x2, x3), ...: stack((-x[..., 1::2], "
+                "x[..., ::2]), dim=-1).flatten(-2)")
+    return ("your rotation pairs (x0, x1), (x2, x3), ... (interleaved), so each cos/sin table must hold every "
+            "frequency "
+            "twice in a row: repeat_interleave(2, dim=-1), not torch.cat((freqs, freqs), dim=-1); or keep those "
+            "tables and rotate with rotate_half: torch.cat((-x2, x1), dim=-1) of the two halves")
+
+
 @check(
     id="reference-match",
     claim="with the same weights, the output equals the lesson's CausalMHA (float64 in, relative 1e-5; in float32, "
@@ -342,6 +356,12 @@ def reference_match(ctx):
                           fix="make the forward the same computation whatever the dtype: no branch on x.dtype, no "
                               "mask, fill value or scale made for one dtype only",
                           mismatch=mismatch.to_dict(), dtype=FLOAT32)
+        if ctx.mapping.how == "mixed-rotary":  # pairs of one rotary convention turned by tables of the other
+            return failed("output differs from the rotary reference with the same weights, its cos/sin tables laid "
+                          "out for the pairs your rotation turns (" + ctx.rope.describe() + "): "
+                          + mismatch.describe(), observed=mismatch.describe(), expected="difference below 1e-5 "
+                          "relative", fix=_mixed_tables_fix(ctx.rope.convention), mismatch=mismatch.to_dict(),
+                          finding="rotary tables of the other convention")
         return failed("output differs from the reference with the same weights: " + mismatch.describe(),
                       observed=mismatch.describe(), expected="difference below 1e-5 relative",
                       mismatch=mismatch.to_dict())

@@ -21,6 +21,11 @@ CONVENTIONS = ("interleaved", "half")
 NEGATED = "-negated"  # a convention's name + NEGATED: the same pairs turned by minus the angle (modded-nanogpt's
 # rotary: y1 = x1 cos + x2 sin).  Scores still depend on t - s only, and the layer is the usual one with one coordinate
 # of every pair of W_q's and W_k's rows negated: a correct rotary layer under another reading of its weights.
+MIXED = "-mixed-tables"  # a convention's name + MIXED: that convention's pairs (its partner: rotate_half's
+# cat((-x2, x1)), or rotate-every-two's) multiplied by cos/sin tables laid out for the other convention (interleaved
+# tables, repeat_interleave, under rotate_half; or cat((freqs, freqs)) under rotate-every-two).  The two features of
+# a pair then turn by different angles: no rotation, and no reference; a reading a layer so written is proven by
+# (harness.engine.mapping), to be compared with the rotary reference of its own pairs.
 THETA = 10000.0  # the paper's base, and every usual default
 OTHER_THETAS = (500000.0, 1000000.0)  # llama 3's and Qwen's: tried when a layer takes no theta parameter
 
@@ -37,10 +42,20 @@ def rotate(t: np.ndarray, convention: str, theta: float = THETA, positions: np.n
     n, w = t.shape[-2], t.shape[-1]
     if w % 2:
         raise ValueError(f"rotary embeddings need an even width, got {w}")
+    mixed = convention.endswith(MIXED)
+    convention = convention.removesuffix(MIXED)
     turn = -1.0 if convention.endswith(NEGATED) else 1.0
     convention = convention.removesuffix(NEGATED)
     pos = np.arange(n, dtype=float) if positions is None else np.asarray(positions, dtype=float)
     ang = turn * pos[:, None] * frequencies(w // 2, freq_width or w, theta)[None, :]  # (n, w/2)
+    if mixed:  # each feature turned by its column of a table of the other layout, against its own partner
+        columns = np.repeat(ang, 2, axis=-1) if convention == "half" else np.concatenate([ang, ang], axis=-1)
+        if convention == "half":
+            partner = np.concatenate([-t[..., w // 2:], t[..., : w // 2]], axis=-1)
+        else:
+            partner = np.empty_like(t)
+            partner[..., 0::2], partner[..., 1::2] = -t[..., 1::2], t[..., 0::2]
+        return t * np.cos(columns) + partner * np.sin(columns)
     cos, sin = np.cos(ang), np.sin(ang)
     if convention == "interleaved":
         a, b = t[..., 0::2], t[..., 1::2]

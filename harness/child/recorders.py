@@ -195,6 +195,20 @@ def _table_values(t: torch.Tensor) -> dict:
     return {"values": t.detach().double().tolist()}
 
 
+def _column_prints(t: torch.Tensor) -> dict:
+    """{"columns": [...]}: one number for each feature of a small floating tensor of two axes or more (its last
+    axis at most TABLE_SIZE wide), a fixed weighted sum over every other position, so that a tensor whose features
+    are another's moved and negated (rotate_half's cat((-x2, x1)), rotate-every-two's stack((-x2, x1))) shows which
+    feature each one is (harness.engine.trace.detect_rope: rotation-pairs-mismatched); {} otherwise."""
+    if not t.is_floating_point() or t.dim() < 2 or not 1 < t.shape[-1] <= TABLE_SIZE or t.numel() > 1 << 16 or \
+            t.device.type == "meta" or t.layout != torch.strided:
+        return {}
+    flat = t.detach().double().reshape(-1, t.shape[-1])
+    weights = torch.sin(torch.arange(1, flat.shape[0] + 1, dtype=torch.float64, device=flat.device)) + 1.5
+    prints = (flat * weights[:, None]).sum(0)
+    return {"columns": prints.tolist()} if bool(torch.isfinite(prints).all()) else {}
+
+
 class TraceRecorder(torch.overrides.TorchFunctionMode):
     """Records every torch operation of one forward pass (for `mha-check trace`).
 
@@ -317,6 +331,8 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
                     info["pattern"] = neginf.to(torch.int64).tolist()
         if not from_input and info.get("name") != "x" and info.get("src") not in self.from_input:
             info.update(_table_values(t))
+        if "values" not in info:
+            info.update(_column_prints(t))
         return info
 
     def _students(self, path: str) -> bool:
@@ -455,11 +471,14 @@ class OriginRecorder(TraceRecorder):
         # a later re-initialisation's)
         self.wrapped: dict[tuple, int] = {}  # (data pointer, shape, strides) -> id of the tensor made there: what
         # `nn.Parameter(t)` wraps is found from the parameter, another object over the same memory (`_wrapped`)
+        self.written: dict[int, dict] = {}  # id(tensor) -> {"at", "code", "value"}: the last line that wrote a plain
+        # number into part of it (`bias[torch.triu(...)] = -100.0`, `m.masked_fill_(hide, -1e4)`): a float mask's fill
 
     def _record(self, func, args, kwargs, result, raised: str | None = None):
         if raised is not None or len(self.made_by) >= self.limit:
             return
         name = getattr(func, "__name__", "") or str(func)
+        self._note_write(name, args)
         outs = [result] if isinstance(result, torch.Tensor) else (
             [r for r in result if isinstance(r, torch.Tensor)] if isinstance(result, (tuple, list)) else [])
         if name.endswith("_") and not name.startswith("_") and args and isinstance(args[0], torch.Tensor):
@@ -475,6 +494,26 @@ class OriginRecorder(TraceRecorder):
             self.wrapped.setdefault(_memory(t), id(t))
             self.keep.append(t)
         self.keep.extend(inputs)
+
+    WRITES = {"__setitem__": -1, "masked_fill_": -1, "fill_": -1, "index_fill_": -1}  # in-place writes of a number:
+    # the position of the number among the arguments
+
+    def _note_write(self, name: str, args) -> None:
+        """A plain number written in place into a tensor made by the student's code (`bias[future] = -100.0`, whose
+        __setitem__ returns nothing and so makes no tensor `made_by` holds): the line, kept as the tensor's
+        `written`, where a float mask's finite fill is written (not the line that made the zeros it is written into)."""
+        if name not in self.WRITES or len(args) < 2 or not isinstance(args[0], torch.Tensor):
+            return
+        value = args[self.WRITES[name]]
+        if isinstance(value, torch.Tensor):
+            if value.dim() or value.is_complex():
+                return
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return
+        where = self._where()
+        if where.get("at", "?") not in ("?", "mha-check"):
+            self.written[id(args[0])] = {"at": where["at"], "code": where.get("code", ""), "value": float(value)}
 
     def _outer(self, at) -> dict:
         """{"outer_at", "outer_code", "args"} where the student's innermost line (`at`) ran in a function of theirs
@@ -523,6 +562,11 @@ class OriginRecorder(TraceRecorder):
         latest = self.made_by.get(self._wrapped(t))
         if latest is None:
             return None
+        wrote = self.written.get(self._wrapped(t)) or self.written.get(id(t))
+        if wrote is not None:  # "written_at": the last line that wrote a number into it (a float mask's fill)
+            spectrum_or_write = {"written_at": wrote["at"], "written_code": wrote["code"], "written": wrote["value"]}
+        else:
+            spectrum_or_write = {}
         seen, todo, spectrum = set(), [self._wrapped(t)], {}
         while todo:
             made = self.made_by.get(todo.pop(0))
@@ -530,11 +574,12 @@ class OriginRecorder(TraceRecorder):
                 continue
             seen.add(id(made))
             if made["op"] in self.SHAPERS and made["at"] != "?":
-                return {"at": made["at"], "code": made["code"]}
+                return {"at": made["at"], "code": made["code"], **spectrum_or_write}
             if made["op"] in self.POWERS and made["at"] != "?" and not spectrum:
                 spectrum = {"spectrum_at": made["at"], "spectrum_code": made["code"]}
             todo.extend(made["from"])
-        return {"at": latest["at"], "code": latest["code"], **spectrum} if latest["at"] != "?" else None
+        return {"at": latest["at"], "code": latest["code"], **spectrum, **spectrum_or_write} if latest["at"] != "?" \
+            else None
 
 
 def _tensors_in(values: list) -> list[torch.Tensor]:

@@ -525,10 +525,17 @@ class Worker:
         if api is None:
             raise AdapterError(problem or "the layer shows no KV cache")
         picked = inst["calling"].pick(request.style)
-        if picked is None or picked.seq_first or picked.norms_off or picked.residual:
+        if picked is None or picked.seq_first or picked.residual:
             raise AdapterError("mha-check traces the KV cache of a layer called with its input alone")
         if sum(request.chunks) != x.shape[1] or any(c < 1 for c in request.chunks):
             raise ValueError(f"chunks {request.chunks} do not cover {x.shape[1]} tokens")
+        # as the kv-cache check decodes (`cached`): the layer's normalisations switched off where its call style
+        # switches them off, and a cache handed in that None does not start begun with () instead
+        off = norms.switched_off(inst["norms"]) if picked.norms_off else contextlib.nullcontext()
+        if api.kind == "argument":  # (a cache handed back and forth: the module keeps nothing a dry run changes)
+            with torch.no_grad(), default_dtype(inst["dtype"]), off:
+                api, _, _ = self._decode_begun(module, api, picked.style.arguments, x, list(request.chunks), False)
+        off = norms.switched_off(inst["norms"]) if picked.norms_off else contextlib.nullcontext()
         reset = LineTrail(module, method=api.reset) if api.reset else contextlib.nullcontext()
 
         def around(stage: str):
@@ -541,12 +548,35 @@ class Worker:
 
         if any(mod.training for mod in module.modules()):
             self._student("forward", module.train, False)
-        with default_dtype(inst["dtype"]):
+        with default_dtype(inst["dtype"]), off:
             run = cache.decode(module, api, picked.style.arguments, x, list(request.chunks), request.reset,
                                lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output, around)
         if run.error is not None:
             raise run.error
         return run.outputs[-1], list(getattr(reset, "lines", []))
+
+    def _decode_begun(self, module, api: cache.Api, arguments, x: torch.Tensor, chunks: list[int], reset: bool,
+                      around=None) -> tuple[cache.Api, cache.Decoded, list[str]]:
+        """A decode (harness.child.cache.decode) with the cache begun as the layer wants: a cache handed in whose
+        None ran but never grew may mean "no cache" (MosaicML's MPT layers): begun with () instead where that runs
+        and grows, else with {} (a dict the layer fills in place, FlexiTransformers' kv_cache).  (the api it was
+        begun with, the run, what () and {} raised where the layer reads its cache as an object of its own type).
+        The kv-cache check (`cached`) and the trace of a decode (`_trace_cached`, its dry run) both decide it here,
+        so that they decode alike."""
+        def call(fn, *a, **k):
+            return self._student("forward", fn, *a, **k)
+
+        run = cache.decode(module, api, arguments, x, chunks, reset, call, self._output, around)
+        objects = []  # what () raised where the layer reads its cache as an object of its own type
+        for empty in ((), {}) if api.kind == "argument" and run.error is None and not run.grows else ():
+            started = dataclasses.replace(api, empty=empty)
+            again = cache.decode(module, started, arguments, x, chunks, reset, call, self._output, around)
+            if again.error is None and again.grows:
+                return started, again, []
+            if isinstance(again.error, StudentError) and (
+                    empty != () or "'tuple' object has no attribute" in again.error.text):
+                objects.append(again.error.text)
+        return api, run, objects
 
     def _origins(self, inst: dict, n: int) -> dict[int, dict]:
         """Where the constructor made each buffer, plain tensor attribute, parameter and tensor kept in a plain
@@ -616,20 +646,8 @@ class Worker:
         # other check of the math: token by token it gives what it gives on the whole sequence
         off = norms.switched_off(inst["norms"]) if picked.norms_off else contextlib.nullcontext()
         with torch.no_grad(), default_dtype(inst["dtype"]), off:
-            run = cache.decode(module, api, style.arguments, x, list(request.chunks), request.reset,
-                               lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
-            # None may mean "no cache": try (), then {} (a dict the layer fills in place)
-            objects = []  # what () raised where the layer reads its cache as an object of its own type
-            for empty in ((), {}) if api.kind == "argument" and run.error is None and not run.grows else ():
-                started = dataclasses.replace(api, empty=empty)
-                again = cache.decode(module, started, style.arguments, x, list(request.chunks), request.reset,
-                                     lambda fn, *a, **k: self._student("forward", fn, *a, **k), self._output)
-                if again.error is None and again.grows:
-                    api, run, objects = started, again, []
-                    break
-                if isinstance(again.error, StudentError) and (
-                        empty != () or "'tuple' object has no attribute" in again.error.text):
-                    objects.append(again.error.text)
+            api, run, objects = self._decode_begun(module, api, style.arguments, x, list(request.chunks),
+                                                   request.reset)
         # zenith-nlp's cache.update(layer_idx, k, v): a KVCache the caller makes, on which () and {} both raise (a
         # dict the layer reads by keys of the caller's, DALLE's cache_key and 'offset', raises nothing: not this)
         if len(objects) == 2:

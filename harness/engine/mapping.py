@@ -33,7 +33,7 @@ from harness.wire import messages
 from harness.wire.config import ROTARY_FRACTION
 from harness.wire.errors import TargetFailure
 from reference import numpy_ref, variants
-from reference.rotary import CONVENTIONS, NEGATED, OTHER_THETAS, THETA, Rope, with_rope
+from reference.rotary import CONVENTIONS, MIXED, NEGATED, OTHER_THETAS, THETA, Rope, with_rope
 
 MAP_HELP = ("say which parameters play the roles: --map q=NAME --map k=NAME --map v=NAME --map o=NAME (a module or "
             "parameter name; NAME.T for a matrix used as x @ W; --map qkv=NAME for a fused projection)")
@@ -61,7 +61,8 @@ def map_help(ctx, problem: str = "") -> str:
 class Mapping:
     index: int | None  # layout index on the base configuration; None: no certain mapping
     style: int | None  # call style index; None: mha-check could not tell how to call forward
-    how: str = ""  # "reference" | "mistake" | "structure" | "" (unknown)
+    how: str = ""  # "reference" | "mistake" | "structure" | "mixed-rotary" (a rotary layer's pairs turned by tables of
+    # the other convention: `_mixed_tables`) | "" (unknown)
     description: dict = field(default_factory=dict)  # role -> parameter reading, of the chosen layout
     layout_how: str = ""
     style_text: str = ""
@@ -116,7 +117,8 @@ def _without_out_proj(ctx, proof: Mapping) -> Mapping:
     mapping, and the weight checks stay cannot-tell."""
     if not proof.certain or "wo" in proof.description or not ctx.form.out_proj:
         return proof
-    how = "the lesson's math" if proof.how == "reference" else f"the known mistake {' and '.join(proof.mistakes)}"
+    how = "the lesson's math" if proof.how == "reference" else "your rotary layer as written" \
+        if proof.how == "mixed-rotary" else f"the known mistake {' and '.join(proof.mistakes)}"
     note = NO_OUT_PROJ_NOTE.format(how=how)
     proof.note = f"{note}; {proof.note}" if proof.note else note
     return proof
@@ -260,7 +262,8 @@ def _say_how_called(info, proof: Mapping) -> Mapping:
     note."""
     if proof.style is None or proof.style < len(info.call_styles):
         return proof
-    how = "the lesson's layer" if proof.how == "reference" else f"the known mistake {' and '.join(proof.mistakes)}"
+    how = "the lesson's layer" if proof.how == "reference" else "your rotary layer as written" \
+        if proof.how == "mixed-rotary" else f"the known mistake {' and '.join(proof.mistakes)}"
     if not norms_switched_off(info, proof.style):
         proof.note = SEQ_FIRST_NOTE.format(how=how)
         return proof
@@ -578,6 +581,9 @@ def _prove(ctx) -> Mapping:
         proof = _with_norms_off(ctx, inst, info, x, outputs, weights, ropes + negated, found)
         if proof is not None:
             return proof
+    proof = _mixed_tables(ctx, outputs, weights, x, thetas, found)  # 5. rotary pairs turned by tables of the other
+    if proof is not None:  # convention: no rotation; read as that, compared with the rotary reference of its pairs
+        return proof  # (tried whatever the layer keeps: tables made in forward leave no evidence on the module)
     structural = [i for i, lay in enumerate(info.layouts) if lay.certain]
     rotary = _rotary_evidence(ctx, info)  # a rotary layer no known form reproduces: its reference is unknown
     if plain and 0 in outputs and len(info.layouts) == 1 and structural and not rotary:  # 3. the only reading
@@ -589,6 +595,34 @@ def _prove(ctx) -> Mapping:
                     + "; ".join(info.call_styles) + ")")
     return Mapping(None, style, problem=problem, tried=tried, runs=runs,
                    style_text=info.call_styles[0] if style is not None else "")
+
+
+MIXED_NOTE = ("your rotary embedding turns the pairs {pairs} by cos/sin tables laid out for {other}: the two "
+              "features of a pair turn by different angles, which is no rotation (the scores depend on where the "
+              "tokens sit, not on t - s only), so mha-check compares your layer with the rotary reference of your "
+              "pairs, its tables laid out for them (`mha-check trace` marks the line)")
+
+
+def _mixed_tables(ctx, outputs: dict, weights: dict, x, thetas, found) -> Mapping | None:
+    """A rotary layer whose pairs and tables are of different conventions (reference.rotary.MIXED: repeat_interleave
+    tables with rotate_half, or cat((freqs, freqs)) tables with rotate-every-two, fixes28b item 1): the reading under
+    which that computation reproduces the module's output, with the rotary reference of its own pairs as the
+    reference the checks compare with (they then fail by the numbers: no rotation is the lesson's); None where it
+    reproduces nothing."""
+    for theta in thetas:
+        for convention in CONVENTIONS:
+            rope = Rope(convention + MIXED, theta)
+            for style, own in outputs.items():
+                for i, w in weights.items():
+                    if close(own, numpy_ref.forward(x, ctx.base.heads, w, rope=rope)):
+                        proof = found(style, i, "mixed-rotary", rope=Rope(convention, theta))
+                        half = convention == "half"
+                        proof.note = MIXED_NOTE.format(
+                            pairs="(x_i, x_i+dh/2) of rotate_half" if half else "(x0, x1), (x2, x3), ... (interleaved)",
+                            other="interleaved pairs (each frequency twice in a row, repeat_interleave)" if half else
+                            "rotate-half (the frequencies twice over, cat((freqs, freqs)))")
+                        return proof
+    return None
 
 
 def _reordered(info, outputs: dict, weights: dict, x, heads: int, ropes: list, found) -> Mapping | None:

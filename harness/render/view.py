@@ -126,9 +126,11 @@ def mapping_words(adapter, differs: bool = False, neutral: bool = False) -> str:
         " as your module holds them, though not with the weights and configurations reference-match writes into "
         "them" if differs else ""),
              "mistake": "checked: with them a known mistake reproduces your output",
+             "mixed-rotary": "checked: with them your rotary layer, its pairs and its tables as you wrote them, "
+                             "reproduces your output",
              "structure": "the only way to read them"}.get(mapping.get("proof"), "")
-    if neutral and mapping.get("proof") in ("reference", "mistake"):  # checks are hidden: whether the lesson's
-        proof = "checked: with them mha-check reproduces your output"  # layer or a mistake did would tell them
+    if neutral and mapping.get("proof") in ("reference", "mistake", "mixed-rotary"):  # checks are hidden: whether
+        proof = "checked: with them mha-check reproduces your output"  # the lesson's layer or a mistake did would tell
     call = mapping.get("call", "")
     text = f"mha-check matched your parameters {yours} to the lesson's {lesson}" + (f" ({proof})" if proof else "")
     if call and call not in ("forward(x)",):

@@ -384,13 +384,16 @@ def test_a_default_mask_made_from_the_batch_axis_is_told_at_the_line_that_makes_
 
 
 @pytest.mark.parametrize("stem,finding", [("kv_cache_unsliced_zero_slots", "empty cache slots read"),
-                                          ("kv_cache_rope_cached_keys_twice", "cached keys rotated twice")])
+                                          ("kv_cache_rope_cached_keys_twice", "cached keys rotated twice"),
+                                          ("gptj_tuple_cache_keys_rotated_twice", "cached keys rotated twice"),
+                                          ("dict_cache_rope_cached_keys_twice", "cached keys rotated twice")])
 def test_a_cache_read_whole_or_its_keys_rotated_twice_fails_kv_cache_by_its_numbers_and_is_told_at_its_line(
         stem, finding, reports):
     """fixes28 item 5: a cache preallocated with zeros and read whole, and cached keys rotated again with the new
     ones, failed kv-cache with no more said and `trace` marked nothing (it showed the plain forward alone): the first
     decoded token now equals a numeric variant of the mistake (the finding), and the decoded call's trace marks the
-    line, which the report gives; no catalogued mistake is named."""
+    line, which the report gives; no catalogued mistake is named. A cache handed in and returned (a tuple, a dict)
+    had no line, the trace's mark reading only caches kept on the layer (fixes28b item 3)."""
     path = ZOO / "buggy" / f"{stem}.py"
     report = reports(target(path))
     cache = next(c for c in report.checks if c.id == "kv-cache")
@@ -414,3 +417,21 @@ def test_a_finite_fill_in_a_float_mask_given_to_sdpa_is_told_at_the_line_that_ma
     path = ZOO / "buggy" / "sdpa_float_bias_finite_fill.py"
     root = reports(target(path)).diagnosis
     assert (root.mutant, root.at) == ("finite-fill-100", f"{path.name}:{zoo_constants(path)['LINE']}"), root
+
+
+@pytest.mark.parametrize("stem,fix", [("rotary_half_interleaved_tables", "torch.cat((freqs, freqs), dim=-1)"),
+                                      ("rotary_every_two_half_tables", "repeat_interleave(2, dim=-1)")])
+def test_a_rotation_whose_tables_are_laid_out_for_the_other_pairs_fails_by_its_numbers_at_its_line(
+        stem, fix, reports):
+    """fixes28b item 1: repeat_interleave tables with rotate_half (or cat tables with rotate-every-two) turn the two
+    features of a pair by different angles, no rotation; it was cannot tell, with --map as the help. Read with its
+    pairs and tables as written (which reproduces it exactly), it is compared with the rotary reference of its own
+    pairs: reference-match fails, says which layout the tables need, and the report gives trace's line."""
+    path = ZOO / "buggy" / f"{stem}.py"
+    report = reports(target(path))
+    check = next(c for c in report.checks if c.id == "reference-match")
+    assert check.status == "fail" and check.details.get("finding") == "rotary tables of the other convention", check
+    assert fix in check.fix, check.fix
+    assert report.adapter.mapping["proof"] == "mixed-rotary", report.adapter.mapping
+    assert report.diagnosis.mutant is None and report.diagnosis.message.endswith(
+        f"marks the step that looks wrong ({path.name}:{zoo_constants(path)['LINE']})"), report.diagnosis.message

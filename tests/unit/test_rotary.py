@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from reference import numpy_ref, variants
-from reference.rotary import Rope, rotate
+from reference.rotary import MIXED, Rope, rotate
 from reference.rotary_mha import RotaryMHA, rope, rope_mha_forward
 
 
@@ -24,6 +24,28 @@ def test_rotation_matches_torch(convention, theta):
     t = np.random.default_rng(1).standard_normal((2, 3, 7, 8))
     want = rope(torch.tensor(t), convention, theta).numpy()
     np.testing.assert_allclose(rotate(t, convention, theta), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("convention", ["interleaved", "half"])
+def test_pairs_turned_by_tables_of_the_other_convention_are_that_computation_and_no_rotation(convention):
+    """reference.rotary.MIXED (fixes28b item 1): rotate_half with repeat_interleave tables, rotate-every-two with
+    cat((f, f)) tables, written as a student writes them; a pair's features turn by different angles, so lengths
+    change (a rotation keeps them) and the result is neither convention's rotation."""
+    t = np.random.default_rng(2).standard_normal((2, 3, 7, 8))
+    x = torch.tensor(t)
+    inv = 1.0 / 10000.0 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    ang = torch.outer(torch.arange(7, dtype=torch.float64), inv)
+    if convention == "half":
+        tab = ang.repeat_interleave(2, dim=-1)
+        partner = torch.cat((-x[..., 4:], x[..., :4]), dim=-1)
+    else:
+        tab = torch.cat((ang, ang), dim=-1)
+        partner = torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+    want = (x * tab.cos() + partner * tab.sin()).numpy()
+    got = rotate(t, convention + MIXED)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert not np.allclose(np.linalg.norm(got, axis=-1), np.linalg.norm(t, axis=-1))
+    assert not any(np.allclose(got, rotate(t, c)) for c in ("interleaved", "half"))
 
 
 @pytest.mark.parametrize("convention", ["interleaved", "half"])

@@ -398,7 +398,10 @@ def _scores_made(call: dict, scores: dict) -> dict | None:
     return None
 
 
-_JOINED_FROM = re.compile(r"cat\(\s*[\[(]\s*(self\.\w+)")
+_JOINED_FROM = re.compile(r"cat\(\s*[\[(]\s*(self\.\w+|[A-Za-z_]\w*\s*\[[^\]]+\]|[A-Za-z_]\w*\.\w+)")
+# the cached keys joined first: an attribute of the layer (`self.cache_k`), or a part of the cache handed in
+# (`layer_past[0]`, `past.key`)
+_NAMES = re.compile(r"[A-Za-z_]\w*")
 
 
 @detector("cache-keys-rotated-twice")
@@ -425,7 +428,9 @@ def cache_keys_rotated_twice(f: Findings) -> None:
         at = turned.get("call_at", turned.get("at"))  # the line of forward that called the rotation
         line = {"at": at, "code": (turned.get("call_code") or turned.get("code") or "").strip()} \
             if at not in (None, "?") else None
-        stored_after = _stored_after_turning(first, attribute.group(1), turned)
+        joined = attribute.group(1)
+        stored_after = _stored_after_turning(first, joined, turned) if joined.startswith("self.") else \
+            _returned_after_turning(first, turned)
         if line and stored_after:
             f.mark_whole("cache-keys-rotated-twice", (
                 f"the cached keys ({attribute.group(1)}) are joined with the new ones and then rotated with them, at "
@@ -449,6 +454,39 @@ def _turned_after(ops: list[dict], join: int, fed: int) -> dict | None:
                 if table is not None and table.get("values") is not None and fed in (table.get("shape") or ()):
                     return op
     return None
+
+
+def _returned_after_turning(first: dict, turned: dict) -> bool:
+    """A cache handed in and returned (`layer_past`, returned as `present`; fixes28b): in the prompt's call, what
+    forward returns beside its output holds the keys the rotation's line assigned, named on the return line or on a
+    line that ran after the rotation's and assigns a name the return line gives (`present = (k, v)`): the cache the
+    next call is handed was already turned."""
+    lines = first.get("lines") or []
+    at = turned.get("call_at", turned.get("at"))
+    turning = [i for i, line in enumerate(lines) if line.get("at") == at]
+    code = (turned.get("call_code") or turned.get("code") or "").split("#")[0]
+    if not turning or "=" not in code:
+        return False
+    keys = set(_NAMES.findall(code.split("=", 1)[0]))  # `k = k * cos + ...`: k
+    returned = ((first.get("output") or {}).get("returned") or {}).get("code") or ""
+    rest = _after_first_item(returned.split("#")[0].strip().removeprefix("return"))
+    given = set(_NAMES.findall(rest))
+    for line in lines[turning[0] + 1:]:
+        left, _, right = (line.get("code") or "").split("#")[0].partition("=")
+        if right and not right.startswith("=") and set(_NAMES.findall(left)) & given:
+            given |= set(_NAMES.findall(right))
+    return bool(keys & given)
+
+
+def _after_first_item(expression: str) -> str:
+    """What a return expression gives after its first item (the output): `self.out(y), present` -> ` present`."""
+    depth = 0
+    for i, c in enumerate(expression):
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if c == "," and depth == 0:
+            return expression[i + 1:]
+    return ""
 
 
 def _stored_after_turning(first: dict, attribute: str, turned: dict) -> bool:

@@ -165,7 +165,8 @@ def _sdpa_float_mask(op: dict) -> tuple[dict | None, np.ndarray | None]:
 def _fused_finite_fill(f: Findings, i: int) -> None:
     """A float attn_mask given to scaled_dot_product_attention, which adds it to the scores, holding one finite
     negative value on exactly the future and 0 elsewhere (`bias[torch.triu(...)] = -100.0` in __init__): the finite
-    fill, added.  Marked at the line that made the mask where the child recorded it (a buffer), else where it is
+    fill, added.  Marked at the line that wrote the fill into the mask where the child recorded one (`bias[future] =
+    -100.0`, fixes28b), else at the line that made the mask where it recorded that (a buffer), else where it is
     taken for the call (a student's trial: finite-fill-100 named with no line, and trace marked nothing)."""
     given, values = _sdpa_float_mask(f.ops[i])
     if values is None:
@@ -186,7 +187,9 @@ def _fused_finite_fill(f: Findings, i: int) -> None:
     src = given.get("src")
     made = given.get("made") or next((t["made"] for t in (f.ops[src]["in"] if src is not None else [])
                                       if _made_mask(t)), None)
-    if made is not None and made.get("at", "?") != "?":
+    if made is not None and made.get("written") == fill and made.get("written_at", "?") != "?":
+        mark.update(at=made["written_at"], code=made.get("written_code", ""))  # `bias[future] = -100.0`: the write
+    elif made is not None and made.get("at", "?") != "?":
         mark.update(at=made["at"], code=made.get("code", ""))
     at = src if src is not None and f.ops[src].get("at", "mha-check") != "mha-check" else i
     f.mark(at, mark, keep_earlier=True)

@@ -221,3 +221,84 @@ def _spectrum_line(f: Findings, t: dict) -> dict:
         return {}
     at, code = lines.pop()
     return {"at": at, "code": code}
+
+
+@detector("rotation-pairs-mismatched")
+def rotation_pairs_mismatched(f: Findings) -> None:
+    """A rotation whose partner tensor pairs the features one way while its table gives the two features of a pair
+    different angles (fixes28b item 1): cos/sin tables of the interleaved layout (`repeat_interleave`: columns
+    a0, a0, a1, a1, ...) with rotate_half's partner (x_i with x_{i + dh/2}), or the half layout (`cat((f, f))`)
+    with rotate-every-two's (x_2m with x_2m+1).  Then x_i turns by one angle and its partner by another: no rotation
+    (lengths change, and the scores depend on where the tokens sit, not on t - s only).  Read from the numbers: the
+    partner is a signed permutation of the tensor it was made from (which feature goes with which), and the table's
+    columns of a pair differ."""
+    operands = _operands(f.namer, f.ops)
+    if not operands:
+        return
+    n = f.cfg["n"]
+    for role in "qk":
+        for i in sorted(_rotations(f, operands[role])):
+            data = [x for x in f.ops[i]["in"] if f.namer.derives_from(x, ("project",))]
+            factor = next((x for x in f.ops[i]["in"] if x not in data), None)
+            tab = table(factor, n) if factor is not None and len(data) == 1 else None
+            if tab is None or np.iscomplexobj(tab) or reading(factor, f.cfg) is None:
+                continue
+            pairs = _partner_pairs(f, data[0], tab.shape[1])
+            if pairs is None:
+                continue
+            apart = [c for c, j in enumerate(pairs) if not np.allclose(tab[:, c], tab[:, j], rtol=0, atol=CLOSE)]
+            if not apart:
+                continue
+            w = tab.shape[1]
+            interleaved = all(pairs[c] == c ^ 1 for c in range(w))
+            paired = "(x0, x1), (x2, x3), ... (interleaved)" if interleaved else \
+                f"(x_i, x_i+{w // 2}) (rotate-half)"
+            tables = "cat((freqs, freqs)) (rotate-half's layout)" if interleaved else \
+                "repeat_interleave (the interleaved layout)"
+            right = "each frequency twice in a row (repeat_interleave(2, dim=-1))" if interleaved else \
+                "the frequencies twice over (torch.cat((freqs, freqs), dim=-1))"
+            mark = {"id": "rotation-pairs-mismatched", "text": (
+                f"the {'queries' if role == 'q' else 'keys'} are turned here with partners paired {paired}, but by "
+                f"cos/sin tables laid out by {tables}: feature {apart[0]} and its partner {pairs[apart[0]]} get "
+                "different angles, so this is no rotation (the scores depend on where the tokens sit, not on t - s "
+                f"only); build the tables with {right}, or pair the features as the tables do"), **_called(f.ops[i])}
+            f.mark(i, mark, keep_earlier=True)
+            return
+
+
+def _prints(t: dict, width: int) -> np.ndarray | None:
+    """One number per feature of a recorded tensor (..., width): the child's column prints (`columns`), or the same
+    weighted sums over its values where it kept them; None where neither was recorded."""
+    if (t.get("shape") or [None])[-1] != width:
+        return None
+    if t.get("columns") is not None and len(t["columns"]) == width:
+        return np.asarray(t["columns"], dtype=float)
+    if "values" in t and not t.get("complex"):
+        flat = np.asarray(t["values"], dtype=float).reshape(-1, width)
+        return (flat * (np.sin(np.arange(1, flat.shape[0] + 1)) + 1.5)[:, None]).sum(0)
+    return None
+
+
+def _partner_pairs(f: Findings, t: dict, width: int) -> list[int] | None:
+    """For a tensor `t` (..., width) made from an earlier tensor of its shape by moving and negating features
+    (rotate_half's cat((-x2, x1)), rotate-every-two's stack((-x2, x1)).flatten), the feature of that tensor each of
+    its features is (pairs[c] = j: t[..., c] = ±s[..., j]), read off the column prints; None where `t` is no such
+    partner (the identity: the rotation's cos term), pairs no features two by two, or the prints are not recorded."""
+    src, mine = t.get("src"), _prints(t, width)
+    if src is None or mine is None:
+        return None
+    scale = max(float(np.abs(mine).max()), 1e-300)
+    for a in sorted(f.namer.ancestors(src) | {src}, reverse=True):
+        for s in f.ops[a]["in"]:
+            theirs = _prints(s, width) if s.get("shape") == t.get("shape") else None
+            if theirs is None or np.allclose(np.abs(theirs), 0):
+                continue
+            pairs = []
+            for c in range(width):
+                j = [j for j in range(width) if abs(abs(mine[c]) - abs(theirs[j])) <= 1e-9 * scale]
+                if len(j) != 1 or abs(theirs[j[0]]) <= 1e-9 * scale:
+                    break
+                pairs.append(j[0])
+            if len(pairs) == width and pairs != list(range(width)) and all(pairs[pairs[c]] == c for c in range(width)):
+                return pairs
+    return None

@@ -20,7 +20,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   values-rotated (the values multiplied by the rotary embedding's positions, as the queries or keys are);
   merge-view-to-input-width (read from the forward recorded with the widths apart)
 - detect_rope: keys-not-rotated, keys-rotated-out-of-step, rotated-before-split, frequencies-from-model-width (read
-  from the rotary tables' values)
+  from the rotary tables' values); rotation-pairs-mismatched (a rotation's partner pairing its features one way, its
+  tables the other: read from the tables and the features' prints)
 - detect_scores: softmax-not-last-axis; weights-without-grad; sdpa-without-causal, sdpa-mask-keeps-future;
   scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, scaled-by-sqrt-heads, wrong-scale; dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
@@ -71,6 +72,15 @@ UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha
         "to its output so). Rotate the new keys alone, at their positions, before they join the cache; or cache "
         "them unrotated and rotate them all at every call, never both.",
         ("kvcache-rope-positions-not-advanced", "rope-keys-shifted")),
+    "rotation-pairs-mismatched": (
+        "A rotary embedding whose rotation pairs the features one way and whose cos/sin tables are laid out the other: "
+        "rotate_half (x_i with x_i+dh/2) with tables whose every frequency is repeated twice in a row "
+        "(repeat_interleave, the interleaved layout), or rotate-every-two (x0 with x1, x2 with x3, ...) with tables "
+        "holding the frequencies twice over (torch.cat((freqs, freqs)), rotate-half's layout). The two features of a "
+        "pair then turn by different angles: no rotation, and the scores depend on where the tokens sit, not on t - s "
+        "only (reference-match finds the output equal to that computation, and different from the rotary reference "
+        "of the layer's own pairs). Lay the tables out for the pairs the rotation turns.",
+        ("rope-keys-shifted", "rope-model-width-freqs")),
     "mask-wrong": ("The masks applied before the softmax do not hide exactly the future positions (s > t), and not "
                    "in one of the catalogued ways (the diagonal too, one token late, inverted, the past): the mark "
                    "shows what they hide, row by row, beside what the causal mask hides (.xx; ..x; ...).",

@@ -3,7 +3,9 @@ KV cache handed back and forth as a tuple (`layer_past`, returned as `present`).
 rotated, and every call rotates the whole key tensor, cached keys included, at positions 0 .. past + n - 1: each
 cached key is rotated twice (turned by twice its angle, and more on every later call). The prompt is right; the
 first decoded token is wrong. kv-cache fails with no catalogued mistake, and its fix had spoken of reset_cache() and
-ptr, which a tuple cache has not: it now speaks of the cache handed in and of rotating each key once.
+ptr, which a tuple cache has not: it now speaks of the cache handed in and of rotating each key once. The trace's mark
+of keys rotated twice read only caches kept on the layer (`self.cache_k`), and gave this one no line (fixes28b item
+3): the rotation of the joined keys is told at its line, the cache returned being the keys it turned.
 
 Style: `q_proj` / `k_proj` / `v_proj` / `out_proj`, a boolean `bias` buffer (GPT-2's name), a finfo.min fill.
 """
@@ -26,6 +28,7 @@ def sincos(positions, dim, base=10000.0):
 TARGET = "GPTJAttention"
 EXPECT = ("kv-cache",)
 DIAGNOSIS = None
+LINE = 64  # the joined keys, the cached ones among them, rotated
 MUST_PASS = ("reference-match", "gradient-match", "causal-leakage", "mask-buffer")
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 TARGET = "FlashishAttention"
 EXPECT = ("causal-leakage",)
 DIAGNOSIS = "finite-fill-100"
-LINE = 28  # the buffer's tensor is made here; the -100 is written on the next line
+LINE = 29  # the line that writes the -100 into the buffer made on the line before
 MUST_PASS = ("reference-match", "output-shape")
 
 
