@@ -15,6 +15,11 @@ is the chunk's own (n, n) one, which fits a prompt and a single token but not tw
 The way of driving the cache is proved by reproduction, never assumed: the first call, on an empty cache, must give
 the reference's outputs for the prefix, and a cache handed back by forward must hold every token fed so far.  A
 layer without a cache passes with "does not apply"; a cache mha-check cannot drive is *cannot tell*, with what helps.
+
+Where nothing can be compared with the reference (no reading of the weights: a residual scaled inside the layer,
+realzoo17's qsa-attention), a leak within the chunk is still evidence whatever the weights (`_chunk_leak`): the
+chunk's first token moving with its second, both fed in one call after a cached prefix, fails.  Never a pass: the
+layer agreeing with itself is no comparison with the reference.
 """
 import numpy as np
 
