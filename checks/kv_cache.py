@@ -423,5 +423,5 @@ def _chunk_leak(ctx):
                       "among themselves once the cache holds tokens, so the first sees the second. This needs no "
                       f"reading of your weights: with any weights, token {t} may see tokens 0..{t} only{beside}",
                       config=cfg, observed=f"token {t} sees token {t + 1}", expected=f"token {t} sees tokens 0..{t}",
-                      finding="chunk unmasked", weight_free=True)
+                      finding="chunk unmasked", fix=_fix(base.kind), weight_free=True)
     return None
