@@ -15,13 +15,19 @@ is the chunk's own (n, n) one, which fits a prompt and a single token but not tw
 The way of driving the cache is proved by reproduction, never assumed: the first call, on an empty cache, must give
 the reference's outputs for the prefix, and a cache handed back by forward must hold every token fed so far.  A
 layer without a cache passes with "does not apply"; a cache mha-check cannot drive is *cannot tell*, with what helps.
+
+Where nothing can be compared with the reference (no reading of the weights: a residual scaled inside the layer,
+realzoo17's qsa-attention), a leak within the chunk is still evidence whatever the weights (`_chunk_leak`): the
+chunk's first token moving with its second, both fed in one call after a cached prefix, fails.  Never a pass: the
+layer agreeing with itself is no comparison with the reference.
 """
 import numpy as np
 
-from checks import cannot_tell, check, failed, passed, skipped
+from checks import Status, cannot_tell, check, failed, passed, skipped
 from checks.output_shape import output_shape
 from harness.engine.compare import compare
 from harness.wire import messages as m
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.config import Config
 from reference import grouped, numpy_ref, variants
 from reference.rotary import rotate, with_rope
@@ -171,6 +177,15 @@ def _fix(kind: str) -> str:
     then the first again: x[:, :2], x[:, 2:4] in one call, x[:, 4:5]: token 2 must not see token 3 (mask rows 2, 3)""",
 )
 def kv_cache(ctx):
+    outcome = _kv_cache(ctx)
+    if outcome.status == Status.CANNOT_TELL:  # no comparison with the reference: a leak among a chunk's tokens needs
+        # none (realzoo17's qsa: x + 0.9 * attention, which no reading of the weights reproduces, and a chunk of two
+        # new tokens attended with no mask ended with no failing check at all)
+        return _chunk_leak(ctx) or outcome
+    return outcome
+
+
+def _kv_cache(ctx):
     if not ctx.mapping.certain:  # without weights nothing can be compared; whether there is a cache can be asked
         inst = ctx.build(ctx.base, fresh=FRESH)
         x = ctx.input(ctx.base, "kv-cache-a")
@@ -351,3 +366,62 @@ def _judge_chunk(entry, first: m.CacheResult, chunk: m.CacheResult):
                   f"tokens after cached ones is wrong: they must take rows ptr .. ptr + {CHUNK - 1} of the causal "
                   "mask", config=cfg, observed=f"positions {wrong} wrong", expected="every position right",
                   finding="chunk wrong", fix=_fix(first.kind))
+
+
+LEAK = "kv-cache-leak"  # the module of the weight-free probe: its own weights, whatever any other check wrote
+
+
+def _chunk_leak(ctx):
+    """A failure where the first token of a chunk of CHUNK new tokens, fed in one call after a cached prefix, moves
+    with the chunk's later token: evidence of a leak whatever the weights, so it needs no reading of them; None
+    where there is none (or no evidence either way).  Cached decoding as the check drives it, on the module's own
+    weights: the first sequence decoded twice with the chunk (its cache reset before each), once with the chunk's
+    last token replaced by another.  The two runs on the same tokens must agree (the decode is repeatable and the
+    reset resets), and the prefix, on an empty cache, must give the layer's own forward (the cache is driven as the
+    layer expects); then the chunk's first token must give the same output in both runs, since all it may see is the
+    same.  Never a pass: the layer agreeing with itself is no proof it agrees with the reference."""
+    for cfg, prefix, _ in _plans(ctx):
+        chunked = _chunked(cfg.n, prefix)
+        if chunked is None:
+            continue
+        try:
+            inst = ctx.build(cfg, fresh=LEAK)
+            if not _alone(inst):
+                return None
+            xa = ctx.input(cfg, "kv-cache-a")
+            later = xa.copy()
+            later[:, prefix + 1:prefix + CHUNK] = ctx.input(cfg, "kv-cache-leak")[:, prefix + 1:prefix + CHUNK]
+            plain, base, moved, again = inst.calls([inst.forward_request(xa),
+                                                    m.CacheRun(inst.handle, xa, chunked, True, inst.style),
+                                                    m.CacheRun(inst.handle, later, chunked, True, inst.style),
+                                                    m.CacheRun(inst.handle, xa, chunked, True, inst.style)])
+        except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):  # no evidence: the cannot-tell stands
+            return None
+        runs = (base, moved, again)
+        if not base.api or any(r.problem or r.raised or r.y is None or r.y.shape[:2] != (cfg.batch, cfg.n)
+                               for r in runs):
+            continue
+        own = getattr(plain, "y", None)
+        if own is None or own.shape != base.y.shape or compare(base.y[:, :prefix], own[:, :prefix]) is not None:
+            continue  # the prefix on an empty cache is not the layer's own forward: not driven as it expects
+        if compare(again.y, base.y, nan_equal=True) is not None or not np.isfinite(base.y).all():
+            continue  # the same tokens decode differently: no perturbation can be read
+        t = prefix
+        if compare(moved.y[:, :t], base.y[:, :t], nan_equal=True) is not None:
+            continue  # the prefix moved with a token fed after it: not a leak within the chunk
+        mismatch = compare(moved.y[:, t], base.y[:, t])
+        if mismatch is None:
+            continue
+        where = (f"{cfg.describe()}, prefix of {prefix}, then {CHUNK} new tokens in one call (then one per call), "
+                 f"with {base.api}")
+        own_too = compare(base.y[:, t], own[:, t])
+        beside = ("; its cached output for token {t} also differs from the layer's own forward on the whole "
+                  "sequence ({d})".format(t=t, d=own_too.describe(("cached", "own forward"))) if own_too is not None
+                  else "")
+        return failed(f"{where}: token {t}'s output changes when only token {t + 1}, fed in the same call after it, "
+                      f"changes ({mismatch.describe(('changed', 'first'))}): the new tokens of a call are not masked "
+                      "among themselves once the cache holds tokens, so the first sees the second. This needs no "
+                      f"reading of your weights: with any weights, token {t} may see tokens 0..{t} only{beside}",
+                      config=cfg, observed=f"token {t} sees token {t + 1}", expected=f"token {t} sees tokens 0..{t}",
+                      finding="chunk unmasked", fix=_fix(base.kind), weight_free=True)
+    return None

@@ -143,10 +143,6 @@ DIAGNOSIS = 'kvcache-chunk-unmasked'
 EXPECTED_BECAUSE = ("a chunk of 2 new tokens after a cached prompt is attended with no mask (the mask is made only "
                     "when k.shape[2] == T): its first token's output moves with the second's input, a leak any "
                     "decode shows without reading the weights; one token per call is right")
-KNOWN_WRONG = ("realzoo17: mha-check says CANNOT TELL (no reading reproduces x + 0.9 * attention: a residual kept "
-               "inside a layer with no normalisation, scaled by res_scale, is not tried), so the cache is not judged "
-               "either; with the output x + 0.9 * ... replaced by the attention alone it names "
-               "kvcache-chunk-unmasked at `if self.causal and k.shape[2] == T:`")
 
 import math
 import torch

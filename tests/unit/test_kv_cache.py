@@ -488,3 +488,33 @@ def test_a_cache_object_the_caller_must_make_is_cannot_tell_not_absent(tmp_path)
     assert "cache.update(0, k, v)" in source
     result = run(_written(tmp_path, source))
     assert result.status == "cannot_tell" and "object of its own type" in result.message, result.message
+
+
+LEAKY_SCALED = ROOT / "tests" / "zoo" / "buggy" / "kv_cache_chunk_unmasked_scaled_residual.py"
+QSA = ROOT / "tests" / "realzoo" / "qsa_softmax_attention_interleaved_rope_residual_inside_cache_chunk_unmasked.py"
+
+
+@pytest.mark.parametrize("target", [f"{LEAKY_SCALED}:ScaledResidualCachedAttention", f"{QSA}:SoftmaxAttention"],
+                         ids=["zoo-scaled-residual", "realzoo-qsa"])
+def test_a_chunk_leak_fails_without_any_reading_of_the_weights(target):
+    """x + alpha * attention is reproduced by no reading of the weights, so nothing is compared with the reference;
+    yet a chunk of two new tokens after a cached prefix, attended with no mask, makes the first token's output move
+    with the second's input, whatever the weights.  Before the weight-free probe both were cannot tell (realzoo17's
+    qsa-attention, KNOWN_WRONG)."""
+    result = run(target)
+    assert result.status == "fail" and result.details["finding"] == "chunk unmasked", result.message
+    assert result.details.get("weight_free") and "needs no reading of your weights" in result.message
+    assert "sees token" in result.observed
+
+
+def test_a_right_chunk_mask_behind_a_scaled_residual_stays_cannot_tell(tmp_path):
+    """The same layer with every call masked (the new tokens' rows, offset by the cache): the probe finds no leak,
+    and agreeing with itself is no pass - without a reading nothing was compared with the reference."""
+    source = LEAKY_SCALED.read_text().replace(
+        "        if not use_cache or self.pos == 0:\n            att = att.masked_fill(~self.causal[:T, :T], "
+        "float(\"-inf\"))",
+        "        start = self.pos if use_cache else 0\n"
+        "        att = att.masked_fill(~self.causal[start:start + T, :k.shape[2]], float(\"-inf\"))")
+    assert "start:start + T" in source
+    result = run(_written(tmp_path, source.replace("class ScaledResidualCachedAttention", "class Attn")))
+    assert result.status == "cannot_tell", result.message
