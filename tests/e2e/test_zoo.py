@@ -200,6 +200,14 @@ def test_a_missing_mask_of_nn_multiheadattention_is_fixed_with_its_attn_mask(rep
     assert "attn_mask" in root.fix and "masked_fill" not in root.fix and not root.fix_is_code, root.fix
 
 
+def test_a_missing_mask_is_told_at_the_softmax_also_when_each_head_runs_its_own(reports):
+    """trial13: Karpathy's Head in an nn.ModuleList without its masked_fill was named no-mask with no line: the
+    place was looked for only where the forward ran exactly one softmax, and it runs one a head, all on one line."""
+    path = ZOO / "buggy" / "karpathy_heads_no_mask.py"
+    root = reports(target(path)).diagnosis
+    assert (root.mutant, root.at) == ("no-mask", f"{path.name}:{zoo_constants(path)['LINE']}"), root
+
+
 def test_a_view_error_on_a_slice_never_advises_contiguous(reports):
     """A chunk of a fused projection viewed in the wrong order raises; .contiguous() would make it silently wrong."""
     report = reports(target(ZOO / "buggy" / "fused_slice_wrong_view.py"))

@@ -87,11 +87,15 @@ def mask_placement(f: Findings) -> None:
 
 
 def _softmax_line(f: Findings) -> dict | None:
-    """{"at", "code"} of the one softmax of the forward, where a missing mask belongs (the line before it): a
-    student's trial found no line for a mask never applied, though the place to add it is plain."""
-    softmaxes = f.named("softmax")
-    op = f.ops[softmaxes[0]] if len(softmaxes) == 1 else None
-    return {"at": op["at"], "code": op.get("code", "")} if op and op.get("at") not in (None, "?") else None
+    """{"at", "code"} of the one softmax line of the forward, where a missing mask belongs (the line before it): a
+    student's trial found no line for a mask never applied, though the place to add it is plain.  One line run
+    once a head (Karpathy's `Head` in an nn.ModuleList: H softmaxes, all at `wei = F.softmax(wei, dim=-1)`) is
+    still the one place; softmaxes on different lines leave it untold."""
+    at = {f.ops[i].get("at") for i in f.named("softmax")}
+    if len(at) != 1 or at & {None, "?"}:
+        return None
+    op = f.ops[f.named("softmax")[0]]
+    return {"at": op["at"], "code": op.get("code", "")}
 
 
 FILL_MARKS = ("fill-leaks-visibly", "fill-leaks-invisibly", "fill-below-probe")  # a finite fill's marks (fill_mark)
