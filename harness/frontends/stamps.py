@@ -39,6 +39,7 @@ from pathlib import Path
 from harness import PACKAGES_ROOT
 from harness.engine.report import VERSION
 from harness.sandbox import scratch
+from harness.wire.errors import ChildEnd
 from harness.wire.names import OURS
 
 KEY_ENV = "MHA_CHECK_STAMP_KEY"  # a key file of one's own: shards graded on several machines resume with one key
@@ -50,6 +51,11 @@ MAX_REPORT = 64 << 20  # a report read back to check its stamp: larger is not on
 MAX_FILES = 5000  # a submission with more files is not resumed (always graded again)
 MAX_BYTES = 1 << 30  # nor one with more bytes than this
 SKIPPED = {".git", "__pycache__"}  # never graded (a repository's history, Python's caches)
+# A row whose process ended so says more of the moment it was graded in than of the files (a neighbour spinning on
+# every core, a loaded machine, an operator's kill): never resumed, or a classmate's time-out would stay a zero at every
+# --resume (red team 14).  A CPU-time, memory or output limit is the code's own and stays.
+MOMENTARY = {ChildEnd.TIME.value, ChildEnd.STARTUP.value, ChildEnd.KILLED_OUTSIDE.value,
+             ChildEnd.INTERRUPTED.value, ChildEnd.GRADER_ERROR.value}
 
 
 def _canonical(value) -> bytes:
@@ -252,4 +258,8 @@ class Stamps:
             if fields.get(what) != self.batch[what]:
                 return None, f"graded with {why}"
         row = self._reveal(fields.get("row"))
-        return (row, "") if isinstance(row, dict) and row.get("submission") == name else (None, "no row in its stamp")
+        if not isinstance(row, dict) or row.get("submission") != name:
+            return None, "no row in its stamp"
+        if MOMENTARY & set(str(row.get("process", "")).split("; ")):
+            return None, "a wall-clock limit or a kill from outside ended it (the machine's moment, not the code's)"
+        return row, ""

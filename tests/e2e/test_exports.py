@@ -162,3 +162,27 @@ def test_resume_never_keeps_a_verdict_for_other_files_than_those_graded(tmp_path
     run, rows = grade(subs, out, "--target", TARGET, "--resume")
     assert run.returncode == 0, run.stderr[-2000:]
     assert rows["zed"]["passed"] == "False", rows["zed"]  # the files in the folder, graded
+
+
+def test_resume_never_keeps_a_time_out_which_says_more_of_the_moment_than_of_the_files(tmp_path, monkeypatch):
+    """Red team 14: a wall-clock time-out is the moment's as much as the code's (a classmate spinning on every core,
+    a loaded grader), yet its report was sealed and every later --resume kept the zero.  The hostile layer
+    tests/hostile/resume/slow_while_loaded.py sleeps at import until the time in its hang_until.txt, then is right:
+    graded before that time it times out, and --resume after it must grade it again (and it passes)."""
+    import shutil
+    import time
+
+    monkeypatch.setenv("MHA_CHECK_STAMP_KEY", str(tmp_path / "key" / "stamp.key"))
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    (subs / "loaded").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "hostile" / "resume" / "slow_while_loaded.py", subs / "loaded" / "attention.py")
+    until = time.time() + 60
+    (subs / "loaded" / "hang_until.txt").write_text(f"{until}\n")
+    run, rows = grade(subs, out, "--target", "attention.py:MyAttn", "--time-limit", "4")
+    assert time.time() < until, "the first batch took longer than the layer's hang: nothing was tested"
+    assert rows["loaded"]["passed"] == "False" and "time" in rows["loaded"]["process"], (rows, run.stderr[-2000:])
+    time.sleep(max(0.0, until - time.time()) + 1)
+    run, rows = grade(subs, out, "--target", "attention.py:MyAttn", "--time-limit", "4", "--resume")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "--resume: 0 of 1 kept" in run.stdout and "the machine's moment" in run.stdout, run.stdout
+    assert rows["loaded"]["passed"] == "True", rows["loaded"]
