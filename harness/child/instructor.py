@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 import tempfile
 import types
 
@@ -54,6 +55,7 @@ class Plugin:
     def __init__(self, request: m.RunTests, spec: str, search_dir: str, submission: bool, send):
         self.request, self.spec, self.search_dir, self.submission = request, spec, search_dir, submission
         self.send = send
+        self.folder = ""  # the tests' folder: on sys.path while they are collected (their helper modules import)
         self.loaded = None  # the LoadedTarget, or the _Unavailable that loading raised
         self.errors: list[str] = []
         self.phases: dict[str, list] = {}
@@ -90,6 +92,7 @@ class Plugin:
         items[:] = kept + canary  # the canary last: after the student's code has been imported and has run
 
     def pytest_collection_finish(self, session) -> None:
+        _forget(self.folder)
         self.send(m.TestsCollected([i.nodeid for i in session.items], self.errors))
 
     @pytest.hookimpl(tryfirst=True)
@@ -126,6 +129,20 @@ class Plugin:
         if any(r.when == "call" and r.passed for r in reports):
             return m.TestOutcome(nodeid, "passed")
         return m.TestOutcome(nodeid, "error", "pytest did not run this test")
+
+
+def _forget(folder: str) -> None:
+    """After collection: the tests' folder off sys.path and its modules out of sys.modules (the test modules and
+    their helpers keep the objects they imported), so that a module of the student's that shares a name with an
+    instructor's helper (`helpers.py`) is the student's when their code imports it (red team 14)."""
+    if not folder:
+        return
+    while folder in sys.path:
+        sys.path.remove(folder)
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) or ""
+        if where and os.path.realpath(where).startswith(folder + os.sep):
+            del sys.modules[name]
 
 
 def _alarm(signum, frame):
@@ -174,6 +191,8 @@ def run(request: m.RunTests, spec: str, search_dir: str, submission: bool, send)
     for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # nor options or plugins from the grader's environment
         os.environ.pop(name, None)
     plugin = Plugin(request, spec, search_dir, submission, send)
+    plugin.folder = os.path.realpath(folder)
+    sys.path.insert(0, plugin.folder)  # the instructor's helper modules import while the tests are collected
 
     @pytest.fixture(name="student_class")
     def student_class():

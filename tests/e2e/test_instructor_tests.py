@@ -294,3 +294,28 @@ def test_the_instructors_tests_can_draw_their_inputs_from_each_grades_seed(tmp_p
         message = next(iter(instructor_checks(json.loads(run.stdout)).values()))["message"]
         seen.append(int(message.split("seed ")[1].split()[0].rstrip(",:")))
     assert seen[0] == 5 and seen[1] != seen[2] and all(0 <= s < 2 ** 32 for s in seen), seen
+
+
+def test_the_instructors_helper_module_imports_and_a_students_module_of_its_name_stays_the_students(tmp_path):
+    """Red team 14: a folder of tests with a helper module (documented: "its conftest.py and helper modules go with
+    them") had every test "cannot tell": `from helpers import make` found no module, pytest's importlib mode adds
+    no folder to sys.path.  And once the instructor's `helpers` is importable, a student's own `helpers.py` (the
+    submission imports it) must stay the student's, or a right layer fails for a name it shares with the tests."""
+    tests = tmp_path / "instructor"
+    tests.mkdir()
+    (tests / "helpers.py").write_text("def make(cls):\n    return cls(d_in=8, d_out=8, context_length=16, "
+                                      "dropout=0.0, num_heads=2).eval()\n")
+    (tests / "test_attention.py").write_text(
+        "import torch\nfrom helpers import make\n\n\ndef test_output_shape(student_class):\n"
+        "    assert tuple(make(student_class)(torch.randn(2, 5, 8)).shape) == (2, 5, 8)\n")
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("SCALE_BY_HEAD_WIDTH = True\n")  # the student's, of the same name
+    (folder / "attention.py").write_text("from helpers import SCALE_BY_HEAD_WIDTH\nassert SCALE_BY_HEAD_WIDTH\n" +
+                                         (ROOT / "examples" / "correct_attention.py").read_text())
+    run = mha_check(f"{folder / 'attention.py'}:MultiHeadAttention", "--format", "json", "--only", "construct",
+                    "--tests", str(tests))
+    report = json.loads(run.stdout)
+    assert {c["id"]: c["status"] for c in report["checks"]}["construct"] == "pass", report["checks"][0]
+    test = instructor_checks(report)["test_attention.py::test_output_shape"]
+    assert test["status"] == "pass", test["message"]
