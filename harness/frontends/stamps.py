@@ -53,7 +53,8 @@ MAX_BYTES = 1 << 30  # nor one with more bytes than this
 SKIPPED = {".git", "__pycache__"}  # never graded (a repository's history, Python's caches)
 # A row whose process ended so says more of the moment it was graded in than of the files (a neighbour spinning on
 # every core, a loaded machine, an operator's kill): never resumed, or a classmate's time-out would stay a zero at every
-# --resume (red team 14).  A CPU-time, memory or output limit is the code's own and stays.
+# --resume (red team 14); alike an instructor's test left undecided (its time limit is kept in the test's child, so
+# no process says it).  A CPU-time, memory or output limit is the code's own and stays.
 MOMENTARY = {ChildEnd.TIME.value, ChildEnd.STARTUP.value, ChildEnd.KILLED_OUTSIDE.value,
              ChildEnd.INTERRUPTED.value, ChildEnd.GRADER_ERROR.value}
 
@@ -260,6 +261,8 @@ class Stamps:
         row = self._reveal(fields.get("row"))
         if not isinstance(row, dict) or row.get("submission") != name:
             return None, "no row in its stamp"
-        if MOMENTARY & set(str(row.get("process", "")).split("; ")):
-            return None, "a wall-clock limit or a kill from outside ended it (the machine's moment, not the code's)"
+        if MOMENTARY & set(str(row.get("process", "")).split("; ")) or any(
+                "::" in str(k) and v == "cannot_tell" for k, v in row.items()):
+            return None, ("a wall-clock limit, a kill from outside or an instructor's test left undecided ended it "
+                          "(the machine's moment, not the code's)")
         return row, ""

@@ -141,3 +141,16 @@ def test_the_submissions_digest_covers_its_helpers_not_its_caches(tmp_path):
     assert stamps.folder_digest(sub) == first
     (sub / "hw3" / "link.py").symlink_to("/etc/passwd")  # named by its target, never followed
     assert stamps.folder_digest(sub) != first
+
+
+@pytest.mark.parametrize("row, kept", [
+    ({**ROW, "process": "time"}, False),  # a wall-clock limit: the moment's as much as the code's (red team 14)
+    ({**ROW, "process": "crash; startup"}, False),
+    ({**ROW, "process": "killed-outside"}, False),
+    ({**ROW, "test_a.py::test_b": "cannot_tell"}, False),  # an instructor's test undecided: its 30 s, under load
+    ({**ROW, "process": "memory"}, True),  # the code's own size: graded again, it is the same
+    ({**ROW, "process": "cpu", "test_a.py::test_b": "fail"}, True),
+])
+def test_a_verdict_the_moment_may_have_made_is_graded_again(tmp_path, key, row, kept):
+    got, why = Stamps("json", BATCH, key).check("ann", "folder:abc", sealed(tmp_path, "json", key, row=row))
+    assert (got == row) if kept else (got is None and "the machine's moment" in why)
