@@ -137,11 +137,13 @@ def _forget(folder: str) -> None:
     instructor's helper (`helpers.py`) is the student's when their code imports it (red team 14)."""
     if not folder:
         return
-    while folder in sys.path:
-        sys.path.remove(folder)
+    real = os.path.realpath(folder)
+    while real in sys.path:
+        sys.path.remove(real)
+    places = (real + os.sep, os.path.abspath(folder) + os.sep)  # a helper's path, a test module's (as pytest has it)
     for name, module in list(sys.modules.items()):
-        where = getattr(module, "__file__", None) or ""
-        if where and os.path.realpath(where).startswith(folder + os.sep):
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str) and where.startswith(places) and os.path.realpath(where).startswith(places[0]):
             del sys.modules[name]
 
 
@@ -191,8 +193,8 @@ def run(request: m.RunTests, spec: str, search_dir: str, submission: bool, send)
     for name in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS"):  # nor options or plugins from the grader's environment
         os.environ.pop(name, None)
     plugin = Plugin(request, spec, search_dir, submission, send)
-    plugin.folder = os.path.realpath(folder)
-    sys.path.insert(0, plugin.folder)  # the instructor's helper modules import while the tests are collected
+    plugin.folder = folder
+    sys.path.insert(0, os.path.realpath(folder))  # the instructor's helper modules import while the tests are collected
 
     @pytest.fixture(name="student_class")
     def student_class():
