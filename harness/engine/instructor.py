@@ -16,7 +16,8 @@ these tests are not: a pass is what a process the student's code ran in says.  W
   None), in a file with a random name, failing with a random word.  A child that reports it passed, skipped, or
   failed without that word, or that reports a test twice or one it never collected, changed how tests are reported:
   none of its passes count, the tests it reported passed are failed "not counted", and the report asks for a person
-  to look.  This catches a patch of pytest or of the test functions that makes every test pass.
+  to look.  This catches a patch of pytest or of the test functions that makes every test pass.  A canary that ended
+  as an error (its set-up failed) never ran: the passes before it are not verified (cannot tell, for review).
 - a child that dies or hangs: the test it was running fails (or is "cannot tell" when one of mha-check's own limits
   ended it); the passes it reported before are not verified (its canary never ran), so those tests run again in a
   fresh child, with the tests not run yet.  Every round settles at least the test in progress, so it ends.
@@ -239,6 +240,11 @@ def _trust(got: _Round, canary_id: str | None, word: str, running: str | None, d
             outcome.outcome == "failed" and word not in outcome.message)):
         got.forged = f"a test that cannot pass was reported {outcome.outcome}" + (
             " with other words than its own" if outcome.outcome == "failed" else "")
+    if outcome is not None and not got.forged and outcome.outcome != "failed" and any(
+            o.outcome == "passed" for n, o in got.outcomes.items() if n != canary_id):
+        # an error in its set-up is no failure of its own: it did not run, so it vouches for nothing (red team 14: the
+        # code passed the test it was loaded in and broke every later set-up, the canary's included)
+        return f"the test that checks that its results can be believed did not run ({outcome.outcome})"
     if running is not None and running == canary_id:
         return f"the process ended while mha-check checked that its results can be believed ({died.message})"
     if outcome is None and died is None and not failed and got.order:

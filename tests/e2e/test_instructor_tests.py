@@ -319,3 +319,38 @@ def test_the_instructors_helper_module_imports_and_a_students_module_of_its_name
     assert {c["id"]: c["status"] for c in report["checks"]}["construct"] == "pass", report["checks"][0]
     test = instructor_checks(report)["test_attention.py::test_output_shape"]
     assert test["status"] == "pass", test["message"]
+
+
+# Red team 14: the test in which the code is loaded is reported passed, and every later test's set-up fails (an
+# error, not a failure): the canary ended as an error, which was taken as a sound run, and the forged pass counted.
+PASSES_ONE_ERRS_THE_REST = '''
+import _pytest.reports as _reports
+
+_original = _reports.TestReport.from_item_and_call.__func__
+_first = []
+
+
+def _report(cls, item, call):
+    report = _original(cls, item, call)
+    _first[:] = _first or [item.nodeid]
+    if item.nodeid == _first[0]:
+        report.outcome, report.longrepr = "passed", None
+    elif call.when == "setup":
+        report.outcome, report.longrepr = "failed", "set-up broken"
+    return report
+
+
+_reports.TestReport.from_item_and_call = classmethod(_report)
+'''
+
+
+def test_a_canary_that_ends_as_an_error_vouches_for_no_pass(tmp_path):
+    hostile = buggy_with(tmp_path, PASSES_ONE_ERRS_THE_REST)
+    shape, future = INSTRUCTOR_TESTS.index("def test_output_shape"), INSTRUCTOR_TESTS.index("def test_future")
+    future_first = INSTRUCTOR_TESTS[:shape] + INSTRUCTOR_TESTS[future:] + "\n\n" + INSTRUCTOR_TESTS[shape:future]
+    run = mha_check(f"{hostile}:MultiHeadAttention", "--format", "json", "--only", "construct",
+                    "--tests", str(write_tests(tmp_path, future_first)))
+    report = json.loads(run.stdout)
+    tests = instructor_checks(report)
+    assert tests[FUTURE]["status"] != "pass", (tests[FUTURE], run.stderr[-2000:])
+    assert report["needs_review"] and report["passed"] is False
