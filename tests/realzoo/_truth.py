@@ -3153,6 +3153,71 @@ def _(mod):
                   f"KVCache(1) vs whole {cached:.1e}"), "embed_dim=12 num_heads=3 block_size=10, FLOAT32_TOL"
 
 
+# ----------------------------------------------------------------------------------------------- realzoo18 (PyPI wheels)
+def _partial_rope_interleaved(x, heads, wq, wk, wv, wo, rotated, base=10000.0):
+    """Attention whose queries and keys have only their first `rotated` features per head turned, in INTERLEAVED pairs
+    (x_2i, x_2i+1) by p * base^(-2i / rotated), the others passed through; written out independently of the entry."""
+    B, n, _ = x.shape
+    dh = wq.shape[0] // heads
+    lin = torch.nn.functional.linear
+    split = lambda t: t.view(B, n, heads, dh).transpose(1, 2)
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, rotated, 2) / rotated)[None, :]
+    cos, sin = ang.cos(), ang.sin()
+
+    def turn(t):
+        a, b, rest = t[..., 0:rotated:2], t[..., 1:rotated:2], t[..., rotated:]
+        pairs = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+        return torch.cat((pairs, rest), dim=-1)
+
+    q, k, v = turn(split(lin(x, wq))), turn(split(lin(x, wk))), split(lin(x, wv))
+    scores = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(_future_true(n), float("-inf"))
+    return lin((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, n, -1), wo)
+
+
+@check("hf_gptj_attention_rotate_every_two_keys_first_fill_1e9.py")
+def _(mod):
+    """build(12, 3, 10) (rotary_dim 64 >= head width 4: every feature turned) = rope_mha_forward interleaved without
+    biases, relative 1e-5 (float32 q, k, sin/cos); rotary_dim 4 of head width 8 = the independent partial interleaved
+    reference; rotate-half differs; prompt 4 then 2 then 1 through layer_past = whole; the -1e9 fill (before the scale)
+    lets the future in once a query's own score is far below -1e9 (W_k = -W_q, tokens x1e6)."""
+    msgs, good = [], True
+    for d, rd in ((12, 64), (24, 4)):
+        m = randomize(mod.build(d, 3, CTX, rotary_dim=rd)).eval()
+        ws = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight)
+        if rd >= d // 3:
+            ref = lambda x: rope_mha_forward(x, 3, *ws, convention="interleaved")  # noqa: E731
+            off, _ = cmp(lambda x: m(x)[0], lambda x: rope_mha_forward(x, 3, *ws, convention="half"), d,
+                         shapes=SHAPES[:1])
+        else:
+            ref = lambda x: _partial_rope_interleaved(x, 3, *ws, rotated=rd)  # noqa: E731
+            off, _ = cmp(lambda x: m(x)[0], lambda x: rope_mha_forward(x, 3, *ws, convention="interleaved"), d,
+                         shapes=SHAPES[:1])
+        scale = max(ref(torch.randn(2, 7, d)).abs().max().item(), 1.0)
+        err, leak = cmp(lambda x: m(x)[0], ref, d)
+        x = torch.randn(2, 7, d, generator=torch.Generator().manual_seed(7))
+        with torch.no_grad():
+            whole, ys, past, fed = m(x)[0], [], None, 0
+            for size in (4, 2, 1):
+                y, past = m(x[:, fed:fed + size], layer_past=past, use_cache=True)
+                ys.append(y)
+                fed += size
+        cached = (torch.cat(ys, dim=1) - whole).abs().max().item()
+        good &= err / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and cached / scale < FLOAT32_TOL
+        msgs.append(f"d={d} rotary_dim={rd}: relative {err / scale:.1e}, leak {leak:.1e}, the other rotation differs by "
+                    f"{off:.1e}, prompt 4 + 2 + 1 cached vs whole {cached / scale:.1e}")
+    big = randomize(mod.build(8, 2, CTX), seed=1).eval()
+    with torch.no_grad():
+        big.k_proj.weight.copy_(-big.q_proj.weight)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 4, 8, generator=g) * 1e6
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(1, 3, 8, generator=g) * 1e6
+    with torch.no_grad():
+        huge_leak = (big(x)[0][:, 0] - big(x2)[0][:, 0]).abs().max().item()
+    return (good and huge_leak > 1e-3, "; ".join(msgs) + f"; W_k = -W_q, tokens x1e6: the future changes position 0 by "
+            f"{huge_leak:.1e} (the -1e9 fill)", "n_heads=3, FLOAT32_TOL relative (float32 scores and rotary)")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
