@@ -3218,6 +3218,41 @@ def _(mod):
             f"{huge_leak:.1e} (the -1e9 fill)", "n_heads=3, FLOAT32_TOL relative (float32 scores and rotary)")
 
 
+@check("hf_gpt_neo_self_attention_keys_first_unscaled_fill_1e9.py")
+def _(mod):
+    """build(12, 3, 10): = mha_forward with W_q * sqrt(head_dim) (relative 1e-5, float32 scores), not mha_forward with
+    its own weights (no scale), no leak; "local" with window_size 3 stops seeing keys 3 back; the -1e9 fill leaks with
+    W_k = -W_q and tokens x1e6."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    wq, wk, wv, wo, bo = m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight, m.out_proj.bias
+    ref = lambda x: mha_forward(x, 3, wq * 2.0, wk, wv, wo, None, None, None, bo)  # noqa: E731 - head width 4: sqrt 2
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(lambda x: m(x)[0], ref, 12)
+    off, _ = cmp(lambda x: m(x)[0], lambda x: mha_forward(x, 3, wq, wk, wv, wo, None, None, None, bo), 12,
+                 shapes=SHAPES[:1])
+    loc = randomize(mod.build(12, 3, CTX, attention_type="local", window_size=3)).eval()
+    x = torch.randn(1, 6, 12, generator=torch.Generator().manual_seed(3))
+    x2 = x.clone()
+    x2[:, 1] += 1.0
+    with torch.no_grad():
+        far = (loc(x2)[0][:, 4:] - loc(x)[0][:, 4:]).abs().max().item()  # positions 4, 5: key 1 is 3 or more back
+        near = (loc(x2)[0][:, 1:4] - loc(x)[0][:, 1:4]).abs().max().item()
+    big = randomize(mod.build(8, 2, CTX), seed=1).eval()
+    with torch.no_grad():
+        big.k_proj.weight.copy_(-big.q_proj.weight)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 4, 8, generator=g) * 1e6
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(1, 3, 8, generator=g) * 1e6
+    with torch.no_grad():
+        huge_leak = (big(x)[0][:, 0] - big(x2)[0][:, 0]).abs().max().item()
+    good = err / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and far == 0.0 and near > 1e-3 and huge_leak > 1e-3
+    return good, (f"= mha_forward with W_q * sqrt(4), relative {err / scale:.1e}, leak {leak:.1e}; with its own W_q "
+                  f"(the lesson's scale) it differs by {off:.2e}; local window 3: key 1 moves positions 1-3 by "
+                  f"{near:.1e}, positions 4-5 by {far:.1e}; W_k = -W_q, tokens x1e6: the future changes position 0 by "
+                  f"{huge_leak:.1e} (the -1e9 fill)"), "d=12 n_heads=3, FLOAT32_TOL relative (float32 scores)"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
