@@ -3253,6 +3253,49 @@ def _(mod):
                   f"{huge_leak:.1e} (the -1e9 fill)"), "d=12 n_heads=3, FLOAT32_TOL relative (float32 scores)"
 
 
+@check("fairseq_downsampled_mha_single_head_module_weight_norm_hides_diagonal.py")
+def _(mod):
+    """DownsampledMultiHeadAttention(12, 12, H), H = 1 and 2, on (n, B, d) with mask_future_timesteps=True: position 0
+    NaN; positions t >= 1 = the H-head attention over keys 0..t-1 with the weight-normalised W = g v / ||v|| and
+    biases (an independent computation); no leak into positions >= 1; use_scalar_bias: position 0 = out_proj's bias."""
+    msgs, good = [], True
+    lin = torch.nn.functional.linear
+    for H in (1, 2):
+        m = randomize(mod.DownsampledMultiHeadAttention(12, 12, H)).eval()
+        a = m.attention_module
+        w = lambda layer: layer.weight_g * layer.weight_v / layer.weight_v.norm(dim=1, keepdim=True)  # noqa: E731
+        Wq, Wk, Wv, Wo = w(a.in_proj_q), w(a.in_proj_k[0]), w(a.in_proj_v[0]), w(a.out_proj)
+        bq, bk, bv, bo = a.in_proj_q.bias, a.in_proj_k[0].bias, a.in_proj_v[0].bias, a.out_proj.bias
+
+        def ref(x):  # x (B, n, d): strictly-past attention, position 0 left NaN
+            B, n, _ = x.shape
+            dh = 12 // H
+            split = lambda t: t.view(B, n, H, dh).transpose(1, 2)  # noqa: E731
+            q, k, v = split(lin(x, Wq, bq)), split(lin(x, Wk, bk)), split(lin(x, Wv, bv))
+            scores = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(~torch.ones(n, n).tril(-1).bool(), float("-inf"))
+            return lin((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, n, 12), Wo, bo)
+
+        call = lambda x: m(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1),  # noqa: E731
+                           mask_future_timesteps=True)[0].transpose(0, 1)
+        with torch.no_grad():
+            x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(5))
+            y = call(x)
+            nan0 = bool(torch.isnan(y[:, 0]).all())
+            err = (y[:, 1:] - ref(x)[:, 1:]).abs().max().item()
+            leak = 0.0
+            for t in range(1, 6):
+                x2 = x.clone()
+                x2[:, t + 1:] = torch.randn(2, 6 - t, 12)
+                leak = max(leak, (call(x2)[:, 1:t + 1] - y[:, 1:t + 1]).abs().max().item())
+            xs = x.transpose(0, 1)
+            slot = m(xs, xs, xs, mask_future_timesteps=True, use_scalar_bias=True)[0].transpose(0, 1)
+            slot0 = (slot[:, 0] - bo).abs().max().item()
+        good &= nan0 and err < TOL and leak < TOL and slot0 < TOL
+        msgs.append(f"H={H}: position 0 NaN {nan0}, positions >= 1 vs strictly-past attention {err:.1e}, leak "
+                    f"{leak:.1e}, scalar-bias slot: position 0 - out_proj.bias {slot0:.1e}")
+    return good, "; ".join(msgs), "d=12, sequence first, mask_future_timesteps=True"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
