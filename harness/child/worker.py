@@ -37,6 +37,8 @@ import socket  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+from torch.nn.utils import parametrize  # noqa: E402
+from torch.nn.utils.weight_norm import WeightNorm  # noqa: E402
 
 from harness.child import cache, calling, construct, layouts, norms, raw_params  # noqa: E402
 from harness.child.recorders import (DeviceRecorder, LineTrail, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
@@ -718,8 +720,6 @@ def _bake_weight_norm(module: nn.Module) -> None:
     with W = g * v / ||v||, recomputed into a plain attribute before every call, so that W can be neither read as a
     parameter (nor its gradient) nor written.  The forward is unchanged: the same W, now a registered parameter of
     the same shape as nn.Linear's, counted as the lesson's layer counts it."""
-    from torch.nn.utils import parametrize
-    from torch.nn.utils.weight_norm import WeightNorm
     for mod in module.modules():
         for hook in [h for h in mod._forward_pre_hooks.values() if isinstance(h, WeightNorm)]:
             torch.nn.utils.remove_weight_norm(mod, hook.name)
