@@ -3296,6 +3296,27 @@ def _(mod):
     return good, "; ".join(msgs), "d=12, sequence first, mask_future_timesteps=True"
 
 
+@check("hf_bert_self_attention_no_out_proj_additive_mask_arg.py")
+def _(mod):
+    """build(12, 3, 10) given the additive causal mask ((n, n) and (1, 1, n, n)) = mha_forward with W_o = I, b_o = 0;
+    no leak; without the mask position 0 moves with the last token."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    eye, zero = torch.eye(12), torch.zeros(12)
+    args = (m.query.weight, m.key.weight, m.value.weight, eye, m.query.bias, m.key.bias, m.value.bias, zero)
+    additive = lambda n: torch.zeros(n, n).masked_fill(_future_true(n), float("-inf"))  # noqa: E731
+    err, leak = cmp(lambda x: m(x, additive(x.shape[1]))[0], lambda x: mha_forward(x, 3, *args), 12)
+    err4, _ = cmp(lambda x: m(x, additive(x.shape[1])[None, None])[0], lambda x: mha_forward(x, 3, *args), 12)
+    x = torch.randn(1, 5, 12, generator=torch.Generator().manual_seed(9))
+    x2 = x.clone()
+    x2[:, -1] += 1.0
+    with torch.no_grad():
+        moved = (m(x2)[0][:, 0] - m(x)[0][:, 0]).abs().max().item()
+    good, msg = ok_line(max(err, err4), leak)
+    return good and moved > 1e-3, (msg + f" (= mha_forward with W_o = I, b_o = 0; masks (n, n) and (1, 1, n, n)); "
+                                   f"without the mask position 0 moves with the last token by {moved:.2e}"), \
+        "hidden_size=12 heads=3"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
