@@ -3317,6 +3317,39 @@ def _(mod):
         "hidden_size=12 heads=3"
 
 
+@check("fairseq_single_head_attention_out_proj_weight_norm_hides_diagonal.py")
+def _(mod):
+    """build(6, 8, 10) = SingleHeadAttention(8, 6, 6, 0) on (n, B, 6) with mask_future_timesteps=True: position 0 NaN;
+    positions t >= 1 = one head of width 6 over keys 0..t-1, W = g v / ||v||, biases, then out_proj; no leak."""
+    lin = torch.nn.functional.linear
+    m = randomize(mod.build(6, 8, CTX)).eval()
+    w = lambda layer: layer.weight_g * layer.weight_v / layer.weight_v.norm(dim=1, keepdim=True)  # noqa: E731
+    Wq, Wk, Wv, Wo = w(m.in_proj_q), w(m.in_proj_k[0]), w(m.in_proj_v[0]), w(m.out_proj)
+    bq, bk, bv, bo = m.in_proj_q.bias, m.in_proj_k[0].bias, m.in_proj_v[0].bias, m.out_proj.bias
+
+    def ref(x):  # x (B, n, 6)
+        n = x.shape[1]
+        q, k, v = lin(x, Wq, bq), lin(x, Wk, bk), lin(x, Wv, bv)
+        scores = (q @ k.transpose(1, 2) / 6 ** 0.5).masked_fill(~torch.ones(n, n).tril(-1).bool(), float("-inf"))
+        return lin(torch.softmax(scores, -1) @ v, Wo, bo)
+
+    call = lambda x: m(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1),  # noqa: E731
+                       mask_future_timesteps=True)[0].transpose(0, 1)
+    with torch.no_grad():
+        x = torch.randn(2, 7, 6, generator=torch.Generator().manual_seed(5))
+        y = call(x)
+        nan0 = bool(torch.isnan(y[:, 0]).all())
+        err = (y[:, 1:] - ref(x)[:, 1:]).abs().max().item()
+        leak = 0.0
+        for t in range(1, 6):
+            x2 = x.clone()
+            x2[:, t + 1:] = torch.randn(2, 6 - t, 6)
+            leak = max(leak, (call(x2)[:, 1:t + 1] - y[:, 1:t + 1]).abs().max().item())
+    return (nan0 and err < TOL and leak < TOL and y.shape[-1] == 8,
+            f"position 0 NaN {nan0}, positions >= 1 vs one strictly-past head + out_proj {err:.1e}, leak {leak:.1e}",
+            "d_in=6 d_out=8, sequence first, mask_future_timesteps=True")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
