@@ -37,6 +37,8 @@ import socket  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+from torch.nn.utils import parametrize  # noqa: E402
+from torch.nn.utils.weight_norm import WeightNorm  # noqa: E402
 
 from harness.child import cache, calling, construct, layouts, norms, raw_params  # noqa: E402
 from harness.child.recorders import (DeviceRecorder, LineTrail, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
@@ -296,6 +298,7 @@ class Worker:
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
+        _bake_weight_norm(module)  # g * v / ||v|| made a plain weight: the layer the same, its W readable
         origins = _made_at(recorder, module) if request.origins and isinstance(module, nn.Module) else None
         if _has_complex(module):  # module.to(float64) would drop the imaginary part of a rotary freqs_cis buffer
             self._student("construct", module._apply, _to_float64 if dtype is torch.float64 else _to_float32)
@@ -709,6 +712,21 @@ class Worker:
             chan_out.write(m.encode_batch(replies))
             if any(isinstance(r, m.Bye) for r in requests):
                 return
+
+
+def _bake_weight_norm(module: nn.Module) -> None:
+    """Weight normalisation undone into the weight it makes (torch.nn.utils.remove_weight_norm, or
+    remove_parametrizations for the parametrize form): a weight-normalised nn.Linear (fairseq's `Linear`) computes
+    with W = g * v / ||v||, recomputed into a plain attribute before every call, so that W can be neither read as a
+    parameter (nor its gradient) nor written.  The forward is unchanged: the same W, now a registered parameter of
+    the same shape as nn.Linear's, counted as the lesson's layer counts it."""
+    for mod in module.modules():
+        for hook in [h for h in mod._forward_pre_hooks.values() if isinstance(h, WeightNorm)]:
+            torch.nn.utils.remove_weight_norm(mod, hook.name)
+        if parametrize.is_parametrized(mod):
+            for name, plist in list(mod.parametrizations.items()):
+                if all(type(p).__name__ == "_WeightNorm" for p in plist):
+                    parametrize.remove_parametrizations(mod, name, leave_parametrized=True)
 
 
 def _plain_tensor_attributes(module: nn.Module) -> list[str]:

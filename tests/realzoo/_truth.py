@@ -3153,6 +3153,203 @@ def _(mod):
                   f"KVCache(1) vs whole {cached:.1e}"), "embed_dim=12 num_heads=3 block_size=10, FLOAT32_TOL"
 
 
+# ----------------------------------------------------------------------------------------------- realzoo18 (PyPI wheels)
+def _partial_rope_interleaved(x, heads, wq, wk, wv, wo, rotated, base=10000.0):
+    """Attention whose queries and keys have only their first `rotated` features per head turned, in INTERLEAVED pairs
+    (x_2i, x_2i+1) by p * base^(-2i / rotated), the others passed through; written out independently of the entry."""
+    B, n, _ = x.shape
+    dh = wq.shape[0] // heads
+    lin = torch.nn.functional.linear
+    split = lambda t: t.view(B, n, heads, dh).transpose(1, 2)
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, rotated, 2) / rotated)[None, :]
+    cos, sin = ang.cos(), ang.sin()
+
+    def turn(t):
+        a, b, rest = t[..., 0:rotated:2], t[..., 1:rotated:2], t[..., rotated:]
+        pairs = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+        return torch.cat((pairs, rest), dim=-1)
+
+    q, k, v = turn(split(lin(x, wq))), turn(split(lin(x, wk))), split(lin(x, wv))
+    scores = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(_future_true(n), float("-inf"))
+    return lin((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, n, -1), wo)
+
+
+@check("hf_gptj_attention_rotate_every_two_keys_first_fill_1e9.py")
+def _(mod):
+    """build(12, 3, 10) (rotary_dim 64 >= head width 4: every feature turned) = rope_mha_forward interleaved without
+    biases, relative 1e-5 (float32 q, k, sin/cos); rotary_dim 4 of head width 8 = the independent partial interleaved
+    reference; rotate-half differs; prompt 4 then 2 then 1 through layer_past = whole; the -1e9 fill (before the scale)
+    lets the future in once a query's own score is far below -1e9 (W_k = -W_q, tokens x1e6)."""
+    msgs, good = [], True
+    for d, rd in ((12, 64), (24, 4)):
+        m = randomize(mod.build(d, 3, CTX, rotary_dim=rd)).eval()
+        ws = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight)
+        if rd >= d // 3:
+            ref = lambda x: rope_mha_forward(x, 3, *ws, convention="interleaved")  # noqa: E731
+            off, _ = cmp(lambda x: m(x)[0], lambda x: rope_mha_forward(x, 3, *ws, convention="half"), d,
+                         shapes=SHAPES[:1])
+        else:
+            ref = lambda x: _partial_rope_interleaved(x, 3, *ws, rotated=rd)  # noqa: E731
+            off, _ = cmp(lambda x: m(x)[0], lambda x: rope_mha_forward(x, 3, *ws, convention="interleaved"), d,
+                         shapes=SHAPES[:1])
+        scale = max(ref(torch.randn(2, 7, d)).abs().max().item(), 1.0)
+        err, leak = cmp(lambda x: m(x)[0], ref, d)
+        x = torch.randn(2, 7, d, generator=torch.Generator().manual_seed(7))
+        with torch.no_grad():
+            whole, ys, past, fed = m(x)[0], [], None, 0
+            for size in (4, 2, 1):
+                y, past = m(x[:, fed:fed + size], layer_past=past, use_cache=True)
+                ys.append(y)
+                fed += size
+        cached = (torch.cat(ys, dim=1) - whole).abs().max().item()
+        good &= err / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and cached / scale < FLOAT32_TOL
+        msgs.append(f"d={d} rotary_dim={rd}: relative {err / scale:.1e}, leak {leak:.1e}, the other rotation differs by "
+                    f"{off:.1e}, prompt 4 + 2 + 1 cached vs whole {cached / scale:.1e}")
+    big = randomize(mod.build(8, 2, CTX), seed=1).eval()
+    with torch.no_grad():
+        big.k_proj.weight.copy_(-big.q_proj.weight)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 4, 8, generator=g) * 1e6
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(1, 3, 8, generator=g) * 1e6
+    with torch.no_grad():
+        huge_leak = (big(x)[0][:, 0] - big(x2)[0][:, 0]).abs().max().item()
+    return (good and huge_leak > 1e-3, "; ".join(msgs) + f"; W_k = -W_q, tokens x1e6: the future changes position 0 by "
+            f"{huge_leak:.1e} (the -1e9 fill)", "n_heads=3, FLOAT32_TOL relative (float32 scores and rotary)")
+
+
+@check("hf_gpt_neo_self_attention_keys_first_unscaled_fill_1e9.py")
+def _(mod):
+    """build(12, 3, 10): = mha_forward with W_q * sqrt(head_dim) (relative 1e-5, float32 scores), not mha_forward with
+    its own weights (no scale), no leak; "local" with window_size 3 stops seeing keys 3 back; the -1e9 fill leaks with
+    W_k = -W_q and tokens x1e6."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    wq, wk, wv, wo, bo = m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight, m.out_proj.bias
+    ref = lambda x: mha_forward(x, 3, wq * 2.0, wk, wv, wo, None, None, None, bo)  # noqa: E731 - head width 4: sqrt 2
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(lambda x: m(x)[0], ref, 12)
+    off, _ = cmp(lambda x: m(x)[0], lambda x: mha_forward(x, 3, wq, wk, wv, wo, None, None, None, bo), 12,
+                 shapes=SHAPES[:1])
+    loc = randomize(mod.build(12, 3, CTX, attention_type="local", window_size=3)).eval()
+    x = torch.randn(1, 6, 12, generator=torch.Generator().manual_seed(3))
+    x2 = x.clone()
+    x2[:, 1] += 1.0
+    with torch.no_grad():
+        far = (loc(x2)[0][:, 4:] - loc(x)[0][:, 4:]).abs().max().item()  # positions 4, 5: key 1 is 3 or more back
+        near = (loc(x2)[0][:, 1:4] - loc(x)[0][:, 1:4]).abs().max().item()
+    big = randomize(mod.build(8, 2, CTX), seed=1).eval()
+    with torch.no_grad():
+        big.k_proj.weight.copy_(-big.q_proj.weight)
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 4, 8, generator=g) * 1e6
+    x2 = x.clone()
+    x2[:, 1:] = torch.randn(1, 3, 8, generator=g) * 1e6
+    with torch.no_grad():
+        huge_leak = (big(x)[0][:, 0] - big(x2)[0][:, 0]).abs().max().item()
+    good = err / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and far == 0.0 and near > 1e-3 and huge_leak > 1e-3
+    return good, (f"= mha_forward with W_q * sqrt(4), relative {err / scale:.1e}, leak {leak:.1e}; with its own W_q "
+                  f"(the lesson's scale) it differs by {off:.2e}; local window 3: key 1 moves positions 1-3 by "
+                  f"{near:.1e}, positions 4-5 by {far:.1e}; W_k = -W_q, tokens x1e6: the future changes position 0 by "
+                  f"{huge_leak:.1e} (the -1e9 fill)"), "d=12 n_heads=3, FLOAT32_TOL relative (float32 scores)"
+
+
+@check("fairseq_downsampled_mha_single_head_module_weight_norm_hides_diagonal.py")
+def _(mod):
+    """DownsampledMultiHeadAttention(12, 12, H), H = 1 and 2, on (n, B, d) with mask_future_timesteps=True: position 0
+    NaN; positions t >= 1 = the H-head attention over keys 0..t-1 with the weight-normalised W = g v / ||v|| and
+    biases (an independent computation); no leak into positions >= 1; use_scalar_bias: position 0 = out_proj's bias."""
+    msgs, good = [], True
+    lin = torch.nn.functional.linear
+    for H in (1, 2):
+        m = randomize(mod.DownsampledMultiHeadAttention(12, 12, H)).eval()
+        a = m.attention_module
+        w = lambda layer: layer.weight_g * layer.weight_v / layer.weight_v.norm(dim=1, keepdim=True)  # noqa: E731
+        Wq, Wk, Wv, Wo = w(a.in_proj_q), w(a.in_proj_k[0]), w(a.in_proj_v[0]), w(a.out_proj)
+        bq, bk, bv, bo = a.in_proj_q.bias, a.in_proj_k[0].bias, a.in_proj_v[0].bias, a.out_proj.bias
+
+        def ref(x):  # x (B, n, d): strictly-past attention, position 0 left NaN
+            B, n, _ = x.shape
+            dh = 12 // H
+            split = lambda t: t.view(B, n, H, dh).transpose(1, 2)  # noqa: E731
+            q, k, v = split(lin(x, Wq, bq)), split(lin(x, Wk, bk)), split(lin(x, Wv, bv))
+            scores = (q @ k.transpose(2, 3) / dh ** 0.5).masked_fill(~torch.ones(n, n).tril(-1).bool(), float("-inf"))
+            return lin((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, n, 12), Wo, bo)
+
+        call = lambda x: m(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1),  # noqa: E731
+                           mask_future_timesteps=True)[0].transpose(0, 1)
+        with torch.no_grad():
+            x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(5))
+            y = call(x)
+            nan0 = bool(torch.isnan(y[:, 0]).all())
+            err = (y[:, 1:] - ref(x)[:, 1:]).abs().max().item()
+            leak = 0.0
+            for t in range(1, 6):
+                x2 = x.clone()
+                x2[:, t + 1:] = torch.randn(2, 6 - t, 12)
+                leak = max(leak, (call(x2)[:, 1:t + 1] - y[:, 1:t + 1]).abs().max().item())
+            xs = x.transpose(0, 1)
+            slot = m(xs, xs, xs, mask_future_timesteps=True, use_scalar_bias=True)[0].transpose(0, 1)
+            slot0 = (slot[:, 0] - bo).abs().max().item()
+        good &= nan0 and err < TOL and leak < TOL and slot0 < TOL
+        msgs.append(f"H={H}: position 0 NaN {nan0}, positions >= 1 vs strictly-past attention {err:.1e}, leak "
+                    f"{leak:.1e}, scalar-bias slot: position 0 - out_proj.bias {slot0:.1e}")
+    return good, "; ".join(msgs), "d=12, sequence first, mask_future_timesteps=True"
+
+
+@check("hf_bert_self_attention_no_out_proj_additive_mask_arg.py")
+def _(mod):
+    """build(12, 3, 10) given the additive causal mask ((n, n) and (1, 1, n, n)) = mha_forward with W_o = I, b_o = 0;
+    no leak; without the mask position 0 moves with the last token."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    eye, zero = torch.eye(12), torch.zeros(12)
+    args = (m.query.weight, m.key.weight, m.value.weight, eye, m.query.bias, m.key.bias, m.value.bias, zero)
+    additive = lambda n: torch.zeros(n, n).masked_fill(_future_true(n), float("-inf"))  # noqa: E731
+    err, leak = cmp(lambda x: m(x, additive(x.shape[1]))[0], lambda x: mha_forward(x, 3, *args), 12)
+    err4, _ = cmp(lambda x: m(x, additive(x.shape[1])[None, None])[0], lambda x: mha_forward(x, 3, *args), 12)
+    x = torch.randn(1, 5, 12, generator=torch.Generator().manual_seed(9))
+    x2 = x.clone()
+    x2[:, -1] += 1.0
+    with torch.no_grad():
+        moved = (m(x2)[0][:, 0] - m(x)[0][:, 0]).abs().max().item()
+    good, msg = ok_line(max(err, err4), leak)
+    return good and moved > 1e-3, (msg + f" (= mha_forward with W_o = I, b_o = 0; masks (n, n) and (1, 1, n, n)); "
+                                   f"without the mask position 0 moves with the last token by {moved:.2e}"), \
+        "hidden_size=12 heads=3"
+
+
+@check("fairseq_single_head_attention_out_proj_weight_norm_hides_diagonal.py")
+def _(mod):
+    """build(6, 8, 10) = SingleHeadAttention(8, 6, 6, 0) on (n, B, 6) with mask_future_timesteps=True: position 0 NaN;
+    positions t >= 1 = one head of width 6 over keys 0..t-1, W = g v / ||v||, biases, then out_proj; no leak."""
+    lin = torch.nn.functional.linear
+    m = randomize(mod.build(6, 8, CTX)).eval()
+    w = lambda layer: layer.weight_g * layer.weight_v / layer.weight_v.norm(dim=1, keepdim=True)  # noqa: E731
+    Wq, Wk, Wv, Wo = w(m.in_proj_q), w(m.in_proj_k[0]), w(m.in_proj_v[0]), w(m.out_proj)
+    bq, bk, bv, bo = m.in_proj_q.bias, m.in_proj_k[0].bias, m.in_proj_v[0].bias, m.out_proj.bias
+
+    def ref(x):  # x (B, n, 6)
+        n = x.shape[1]
+        q, k, v = lin(x, Wq, bq), lin(x, Wk, bk), lin(x, Wv, bv)
+        scores = (q @ k.transpose(1, 2) / 6 ** 0.5).masked_fill(~torch.ones(n, n).tril(-1).bool(), float("-inf"))
+        return lin(torch.softmax(scores, -1) @ v, Wo, bo)
+
+    call = lambda x: m(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1),  # noqa: E731
+                       mask_future_timesteps=True)[0].transpose(0, 1)
+    with torch.no_grad():
+        x = torch.randn(2, 7, 6, generator=torch.Generator().manual_seed(5))
+        y = call(x)
+        nan0 = bool(torch.isnan(y[:, 0]).all())
+        err = (y[:, 1:] - ref(x)[:, 1:]).abs().max().item()
+        leak = 0.0
+        for t in range(1, 6):
+            x2 = x.clone()
+            x2[:, t + 1:] = torch.randn(2, 6 - t, 6)
+            leak = max(leak, (call(x2)[:, 1:t + 1] - y[:, 1:t + 1]).abs().max().item())
+    return (nan0 and err < TOL and leak < TOL and y.shape[-1] == 8,
+            f"position 0 NaN {nan0}, positions >= 1 vs one strictly-past head + out_proj {err:.1e}, leak {leak:.1e}",
+            "d_in=6 d_out=8, sequence first, mask_future_timesteps=True")
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
