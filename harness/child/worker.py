@@ -537,7 +537,14 @@ class Worker:
         off = norms.switched_off(inst["norms"]) if picked.norms_off else contextlib.nullcontext()
         if api.kind == "argument":  # (a cache handed back and forth: the module keeps nothing a dry run changes)
             with torch.no_grad(), default_dtype(inst["dtype"]), off:
-                api, _, _ = self._decode_begun(module, api, picked.style.arguments, x, list(request.chunks), False)
+                api, dry, objects = self._decode_begun(module, api, picked.style.arguments, x, list(request.chunks),
+                                                       False)
+            if dry.error is None and not dry.grows:  # nothing kept between calls: no decode with a cache to trace,
+                # as the kv-cache check finds (zenith-nlp's KVCache object, which mha-check cannot make: its calls
+                # traced with None were read as positions never advanced)
+                raise AdapterError(f"the cache mha-check hands your forward ({api.describe()}) holds nothing "
+                                   "between calls" + (": it reads its cache as an object of its own type"
+                                                      if len(objects) == 2 else ""))
         off = norms.switched_off(inst["norms"]) if picked.norms_off else contextlib.nullcontext()
         reset = LineTrail(module, method=api.reset) if api.reset else contextlib.nullcontext()
 
