@@ -35,6 +35,8 @@ class Signature:
     unknown_overrides: list[str] = field(default_factory=list)  # --arg names the constructor does not take
     derived: dict[str, str] = field(default_factory=dict)  # parameter -> derived value it gets (head_dim: width/heads)
     rope_theta: float | None = None  # the rotary base the constructor got (its default, 10000, --arg), if any
+    init_at: dict[str, str] = field(default_factory=dict)  # {"at", "code"}: the `def __init__` line of the class's
+    # own constructor, in the student's files ({} where it has none of its own there): where a guard belongs
 
 
 @dataclass
