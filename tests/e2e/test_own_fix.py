@@ -17,6 +17,7 @@ from conftest import ZOO, pasted, zoo_constants
 from harness.engine import rewrite
 from harness.engine.records import Diagnosis
 from harness.frontends.trace import trace
+from harness.render import text, view
 from harness.render.trace_text import render
 from harness.sandbox.pool import Fork
 from harness.sandbox.subject import Subject
@@ -123,6 +124,32 @@ def test_the_fix_is_the_students_line_corrected_or_words_never_the_references_li
                                             scores_made(traced[path], root))
     source = path.read_text()
     assert [w for w in ("self.dh", "self.mask", "scores", "(w @ v)") if w in root.fix and w not in source] == []
+
+
+@pytest.mark.parametrize("path", [p for p in OWN if zoo_constants(p).get("WROTE")], ids=lambda p: p.stem)
+def test_a_statement_over_several_lines_is_shown_whole_by_report_json_and_trace(path, reports, traced):
+    """A student's trial was shown `context_vec = F.scaled_dot_product_attention(`, the first of three lines, and
+    not the `dropout_p=self.dropout` that was the mistake: "you wrote" (text, JSON) and the trace's line show the
+    whole statement, joined, while `where:` stays the line the trace marks."""
+    want = zoo_constants(path)
+    report = reports(target(path))
+    squeezed = "".join(want["WROTE"].split())  # however the text wraps it
+    shown = text.render(view.build(report))
+    wrote = shown[shown.index("you wrote:"):shown.index("fix:")]
+    assert squeezed in "".join(wrote.split()), wrote
+    assert f"where: {path}:{want['LINE']}" in " ".join(shown.split())
+    assert report.to_dict()["diagnosis"]["code"] == want["WROTE"]
+    assert squeezed in "".join(render(traced[path]).split())
+
+
+@pytest.mark.parametrize("path", [p for p in OWN if zoo_constants(p).get("RAISED_AT")], ids=lambda p: p.stem)
+def test_divisibility_says_the_forward_raised_where_it_did(path, reports):
+    """A layer with no guard whose forward raises on a width its heads do not divide: the check says so, with the
+    line, not that its heads "cover only 6 of the 8 features"; the report points at `def __init__`."""
+    report = reports(target(path))
+    message = report["divisibility"].message
+    assert f"its forward then raised RuntimeError at {path.name}:{zoo_constants(path)['RAISED_AT']}" in message
+    assert "cover only" not in message
 
 
 def test_most_fixes_are_the_students_own_line(reports):
