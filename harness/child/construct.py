@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import textwrap
+import types
 
 from harness.child.notebook import code_at, location
 from harness.child.vocabulary import key_by_tokens, tokens
@@ -333,18 +334,19 @@ def read_signature(factory, overrides: dict) -> Signature:
     unknown = [] if takes_kwargs or config_param else [k for k in overrides if k not in names]
     if rope_theta is None and config_param:  # the config object answers rope_theta, theta, base... with 10000
         rope_theta = _number(overrides.get("rope_theta", overrides.get("theta", THETA)))
-    return Signature(names, separate, accepts, config_param, unfillable, unknown, derived=also, rope_theta=rope_theta,
-                     init_at=init_at(factory))
+    return Signature(names, separate, accepts, config_param, unfillable, unknown, derived=also, rope_theta=rope_theta)
 
 
-def init_at(factory) -> dict[str, str]:
-    """{"at", "code"} of the `def __init__` line of a class's own constructor (or a factory function's `def` line),
-    where it is the student's code (not torch's nn.Module.__init__, nor a library's, nor ours); {} otherwise."""
-    init = factory.__dict__.get("__init__") if isinstance(factory, type) else factory
-    if isinstance(factory, type) and init is None:  # inherited: the nearest class of the student's that defines one
-        init = next((c.__dict__["__init__"] for c in factory.__mro__[1:] if "__init__" in c.__dict__), None)
-    code = getattr(init, "__code__", None)
-    if code is None or code.co_filename.startswith("<"):
+def init_at(cls: type) -> dict[str, str]:
+    """{"at", "code"} of the `def __init__` line of a module's class (the nearest class in its order that defines
+    one: the class a factory of the student's built, not the factory), where it is the student's code (not torch's
+    nn.Module.__init__, nor a library's, nor ours); {} otherwise."""
+    try:
+        init = next((c.__dict__["__init__"] for c in cls.__mro__ if "__init__" in c.__dict__), None)
+        code = init.__code__ if isinstance(init, types.FunctionType) else None
+    except Exception:  # noqa: BLE001 - a class of the student's own making: no line rather than no module
+        return {}
+    if code is None or not isinstance(code.co_filename, str) or code.co_filename.startswith("<"):
         return {}
     path = os.path.abspath(code.co_filename)
     if our_names.is_ours(path) or any(p in path.split(os.sep) for p in ("site-packages", "dist-packages")) or \

@@ -211,7 +211,9 @@ def _span(filename: str, lines: list[str], lineno: int) -> tuple[int, int]:
     path = os.path.abspath(filename)
     if path not in _TREES:
         try:
-            _TREES[path] = ast.parse("".join(lines))
+            with warnings.catch_warnings():  # (an invalid escape in a string: Python's warning, not the student's)
+                warnings.simplefilter("ignore")
+                _TREES[path] = ast.parse("".join(lines))
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             _TREES[path] = None
     tree = _TREES[path]

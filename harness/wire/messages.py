@@ -35,8 +35,6 @@ class Signature:
     unknown_overrides: list[str] = field(default_factory=list)  # --arg names the constructor does not take
     derived: dict[str, str] = field(default_factory=dict)  # parameter -> derived value it gets (head_dim: width/heads)
     rope_theta: float | None = None  # the rotary base the constructor got (its default, 10000, --arg), if any
-    init_at: dict[str, str] = field(default_factory=dict)  # {"at", "code"}: the `def __init__` line of the class's
-    # own constructor, in the student's files ({} where it has none of its own there): where a guard belongs
 
 
 @dataclass
@@ -266,6 +264,8 @@ class Built(Reply):
     # (self.causal = causal) and never read (harness.child.construct.unread_flag)
     inert_masks: list[str] = field(default_factory=list)  # registered buffers over the context (last two axes the
     # context length) holding one value everywhere: a mask of the layer's own that hides nothing
+    init_at: dict[str, str] = field(default_factory=dict)  # {"at", "code"}: the `def __init__` line of the built
+    # module's class, in the student's files ({} where it has none of its own there): where a guard belongs
 
 
 @dataclass

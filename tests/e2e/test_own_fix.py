@@ -178,6 +178,7 @@ import torch.nn.functional as F
 class Careful(nn.Module):
     def __init__(self, d, heads, context_length, dropout=0.1):
         super().__init__()
+        assert d % heads == 0  # (without it, its forward raises on a width the heads do not divide: marked)
         self.h, self.p = heads, dropout
         self.qkv = nn.Linear(d, 3 * d)
         self.o = nn.Linear(d, d)

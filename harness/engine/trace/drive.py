@@ -174,8 +174,10 @@ def _indivisible(ctx, cfg: Config, x: np.ndarray) -> dict | None:
         if cfg.kv_heads or cfg.d_out % cfg.heads or not cfg.d_out % INDIVISIBLE_HEADS or \
                 ctx.form.name != "multi-head":
             return None
-        reply = ctx.subject.build(dataclasses.replace(cfg, heads=INDIVISIBLE_HEADS, dropout=0.0),
-                                  None, "trace-indivisible").trace(x)
+        inst = ctx.subject.build(dataclasses.replace(cfg, heads=INDIVISIBLE_HEADS, dropout=0.0), None,
+                                 "trace-indivisible")
+        reply = inst.trace(x)
+        init = inst.info.init_at or {}
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
     params, seen = [], set()
@@ -190,7 +192,6 @@ def _indivisible(ctx, cfg: Config, x: np.ndarray) -> dict | None:
     crash = {"raised": f"{said.kind}: {said.text}"[:200] if said else str(reply.raised)[:200],
              **({"raised_at": failed["at"]} if failed.get("at") not in (None, "?", "mha-check") else
                 {"raised_at": said.at} if said and said.at else {})} if reply.raised else {}
-    init = ctx.signature.init_at or {}
     if not params and not crash:
         return None
     return {"d_out": cfg.d_out, "heads": INDIVISIBLE_HEADS, "params": params, **crash,
