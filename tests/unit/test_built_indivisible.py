@@ -40,3 +40,9 @@ def test_a_forward_that_raised_is_told_at_def_init_and_says_it_raised():
 def test_a_layer_the_heads_divide_or_with_no_evidence_is_not_marked():
     assert marks({"init": INIT}) == []
     assert marks({"params": [{**SHORT[0], "shape": [8, 8]}], "init": INIT}) == []
+
+
+def test_a_forward_that_refuses_the_width_itself_is_not_told_that_nothing_refuses_it():
+    """torchtext's container asserts in forward that the heads divide the width: late, but a refusal."""
+    assert marks({"raised": "AssertionError: query's embed_dim must be divisible by the number of heads",
+                  "raised_at": "attn.py:133", "init": INIT}) == []

@@ -329,11 +329,19 @@ def built_indivisible(f: Findings) -> None:
             f"has {inner} = {heads} x {d_out // heads} features where the layer's width is {d_out}, so "
             f"{d_out - inner} features are silently dropped; {guard}"), init or {"at": first["at"],
                                                                         "code": first["code"]})
-    elif built.get("raised"):
+    elif built.get("raised") and not _refuses_late(built["raised"]):
         at = f" at {built['raised_at']}" if built.get("raised_at") else ""
         f.mark_whole("built-indivisible", (
             f"nothing refuses a width the heads do not divide: built with d_out = {d_out} and {heads} heads, the "
             f"layer's forward then raised{at}, far from the cause ({built['raised']}); {guard}"), init or None)
+
+
+def _refuses_late(raised: str) -> bool:
+    """The forward's own refusal of the width (`assert d % h == 0, "... must be divisible by the number of heads"`,
+    torchtext's container): the layer refuses, only in forward rather than in its constructor, so "nothing refuses"
+    would be untrue; the divisibility check says what it raised."""
+    kind = raised.split(":", 1)[0].rsplit(".", 1)[-1]
+    return kind in ("AssertionError", "ValueError") and "divisib" in raised.lower()
 
 
 def _line_number(at: str) -> int | None:
