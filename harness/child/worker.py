@@ -174,6 +174,7 @@ class Worker:
         self.own_process = own_process  # False: a thread of the caller's process (inprocess), which keeps its imports
         self.target = None
         self.signature: m.Signature | None = None
+        self._unbindable: str | None = None  # why the loaded target's constructor cannot be called, "" if it can
         self.overrides: dict = {}
         self.weight_map: dict = {}
         self.instances: dict[int, dict] = {}
@@ -256,17 +257,23 @@ class Worker:
         except TargetError as e:  # which class to check is unclear: mha-check cannot tell, the code is not wrong
             return m.Failed("adapter" if e.kind == "ambiguous" else e.kind, str(e), e.notes)
         self.signature = construct.read_signature(self.target.obj, self.overrides)
+        self._unbindable = None
         kind = "class" if isinstance(self.target.obj, type) else "factory"
         return m.Loaded(self.target.name, kind, self.signature, self.target.module_file,
                         settings_from_globals(self.target.obj), self.target.notes)
 
     def build(self, request: m.Build) -> m.Reply:
         cfg = Config(**request.cfg)
-        try:
-            construct.require_bindable(self.signature)
-            construct.require_free_widths(self.target.obj, self.overrides)
-        except construct.Unbindable as e:
-            raise AdapterError(str(e)) from None
+        if self._unbindable is None:  # the same for every build of the loaded target (issue 27: reading the
+            # constructor's signature again at each of a submission's thirty-odd builds was a tenth of their time)
+            try:
+                construct.require_bindable(self.signature)
+                construct.require_free_widths(self.target.obj, self.overrides)
+                self._unbindable = ""
+            except construct.Unbindable as e:
+                self._unbindable = str(e)
+        if self._unbindable:
+            raise AdapterError(self._unbindable)
         # the CPU generator, where every module is built: torch.manual_seed would also queue a CUDA seeding, with a
         # captured stack, on every build (a millisecond each, twenty builds per submission)
         torch.random.default_generator.manual_seed(request.seed)

@@ -319,10 +319,14 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
     (labml's (n, n, B)) ran only unmasked, and is no evidence of a layer that forgot its mask."""
     matches: dict[tuple[int, int], list[str]] = {}
     rope_of: dict[tuple[int, int], Rope | None] = {}
+    verdicts: dict[tuple, bool] = {}  # (the output's bytes, reading, rotary, mistake) -> whether it is the mistake's:
+    # a layer called in many ways mostly gives one output (a CS224n layer's seventeen ways to pass a mask it never
+    # reads), whose mistakes are asked once, not once per way (issue 27: a third of its diagnosis's time)
     for style, own in outputs.items():
+        same_as = (own.shape, own.dtype.str, own.tobytes())
         for i, w in weights.items():
-            for rope in ropes:
-                ref = numpy_ref.forward(x, heads, w, rope=rope)
+            for r, rope in enumerate(ropes):
+                ref = None
                 for mid, knobs in mutants.variants().items():
                     if mutants.form(mid) != form:
                         continue  # a mistake of another member of the family (single head): not this layer's
@@ -332,11 +336,17 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
                         continue  # a grouped layer's mistake on plain weights, or keys from W_q on narrower W_k
                     if rope is None and "rope" in knobs:
                         continue  # a rotary mistake is tried under the rotary conventions
-                    free = mutants.fitted().get(mid, ())  # a value read off the output (a fill of -1e-12 as much
-                    # as -10), under the rotary conventions too: a reading that is not the mistake's costs two
-                    # evaluations (fitting rejects it when what no fill moves differs), a rotary layer's fill is fitted
-                    theirs = fitting.output(x, heads, w, with_rope(knobs, rope), free, own)
-                    if same(own, theirs) and not same(theirs, ref):  # NaN where the mistake has NaN
+                    key = (same_as, i, r, mid)
+                    if key not in verdicts:
+                        if ref is None:
+                            ref = numpy_ref.forward(x, heads, w, rope=rope)
+                        free = mutants.fitted().get(mid, ())  # a value read off the output (a fill of -1e-12 as
+                        # much as -10), under the rotary conventions too: a reading that is not the mistake's costs
+                        # two evaluations (fitting rejects it when what no fill moves differs), a rotary layer's fill
+                        # is fitted
+                        theirs = fitting.output(x, heads, w, with_rope(knobs, rope), free, own)
+                        verdicts[key] = same(own, theirs) and not same(theirs, ref)  # NaN where the mistake has NaN
+                    if verdicts[key]:
                         matches.setdefault((style, i), []).append(mid)
                         rope_of[style, i] = rope
     return matches, rope_of
