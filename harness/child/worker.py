@@ -355,6 +355,9 @@ class Worker:
         if not found and out_proj:  # a multi-head layer with no output projection: read without one, to be proven
             # (the problem stays: why no reading with a W_o exists)
             found = layouts.without_out_proj(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
+        if not found and not out_proj:  # a single head with an output projection (fairseq's SingleHeadAttention):
+            # read with one, to be proven (harness.wire.form.readings_form; the problem stays: why none without W_o)
+            found, _ = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
         if not found and not self.weight_map:  # raw parameters whose names say no role, read by their order (a
             # ParameterList, a stacked (3, d, d)), never certain: the proof decides
             found = raw_params.by_position(module, cfg.d_in, cfg.d_out, out_proj)
