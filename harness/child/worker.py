@@ -298,7 +298,7 @@ class Worker:
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
-        _bake_weight_norm(module)  # g * v / ||v|| made a plain weight: the layer the same, its W readable
+        folded = _bake_weight_norm(module)  # g * v / ||v|| made a plain weight: the layer the same, its W readable
         origins = _made_at(recorder, module) if request.origins and isinstance(module, nn.Module) else None
         if _has_complex(module):  # module.to(float64) would drop the imaginary part of a rotary freqs_cis buffer
             self._student("construct", module._apply, _to_float64 if dtype is torch.float64 else _to_float32)
@@ -336,6 +336,7 @@ class Worker:
             frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
             norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
             inert_masks=_inert_masks(module, cfg.context_length),
+            weight_norm=folded,
             unread_flags=_unread_flags(module, self.signature),
         ))
 
@@ -724,19 +725,24 @@ class Worker:
                 return
 
 
-def _bake_weight_norm(module: nn.Module) -> None:
+def _bake_weight_norm(module: nn.Module) -> list[str]:
     """Weight normalisation undone into the weight it makes (torch.nn.utils.remove_weight_norm, or
     remove_parametrizations for the parametrize form): a weight-normalised nn.Linear (fairseq's `Linear`) computes
     with W = g * v / ||v||, recomputed into a plain attribute before every call, so that W can be neither read as a
     parameter (nor its gradient) nor written.  The forward is unchanged: the same W, now a registered parameter of
-    the same shape as nn.Linear's, counted as the lesson's layer counts it."""
-    for mod in module.modules():
+    the same shape as nn.Linear's, counted as the lesson's layer counts it.  Returns the weights so folded
+    ("in_proj_q.weight"), which the report names: the module checked is no longer the module as written."""
+    folded = []
+    for path, mod in module.named_modules():
         for hook in [h for h in mod._forward_pre_hooks.values() if isinstance(h, WeightNorm)]:
             torch.nn.utils.remove_weight_norm(mod, hook.name)
+            folded.append(f"{path}.{hook.name}" if path else hook.name)
         if parametrize.is_parametrized(mod):
             for name, plist in list(mod.parametrizations.items()):
                 if all(type(p).__name__ == "_WeightNorm" for p in plist):
                     parametrize.remove_parametrizations(mod, name, leave_parametrized=True)
+                    folded.append(f"{path}.{name}" if path else name)
+    return folded
 
 
 def _plain_tensor_attributes(module: nn.Module) -> list[str]:

@@ -88,6 +88,29 @@ class Mapping:
 
 
 def prove(ctx) -> Mapping:
+    """The proof on the base configuration (`_proven`), saying where weight normalisation was folded (`_folded`)."""
+    return _folded(ctx, _proven(ctx))
+
+
+FOLDED_NOTE = ("the weight normalisation of {names} (W = g · v / ||v||) was folded into {each} weight after building: "
+               "{it} read, written, counted and differentiated as one plain parameter, the forward unchanged")
+
+
+def _folded(ctx, proof: Mapping) -> Mapping:
+    """The proof with a note naming the weights whose normalisation the child folded into them (harness.child.worker.
+    _bake_weight_norm): the report's reading of the parameters rests on that, and said nothing of it."""
+    try:
+        names = ctx.subject.build(ctx.base).info.weight_norm
+    except TargetFailure:
+        return proof
+    if names:
+        note = FOLDED_NOTE.format(names=", ".join(names), each="each" if len(names) > 1 else "its",
+                                  it="each is" if len(names) > 1 else "it is")
+        proof.note = f"{proof.note}; {note}" if proof.note else note
+    return proof
+
+
+def _proven(ctx) -> Mapping:
     """The proof on the base configuration.  A layer that takes d_in and d_out but generalises them differently from
     the lesson (timm: Q/K/V in the input width, only the output projection to d_out) runs fine and has no reading
     of (d_in -> d_out) projections: it is then checked with d_in = d_out, where it is the lesson's layer, and the
