@@ -366,10 +366,12 @@ def reference_match(ctx):
                       observed=mismatch.describe(), expected="difference below 1e-5 relative",
                       mismatch=mismatch.to_dict())
 
-    single = ctx.form.single  # the previous lesson's CausalAttention: one head, no output projection
+    single = ctx.form.single  # one head: the previous lesson's CausalAttention (no output projection), or one head
+    # followed by W_o (the lesson's layer with H = 1)
     which = ("single-head reference (the previous lesson's CausalAttention: one head of width d_out, no output "
-             "projection) " if single else "grouped-query reference (query heads sharing key/value heads) "
-             if ctx.grouped else "reference ")
+             "projection) " if single and not ctx.form.out_proj else "reference with one head (the lesson's layer "
+             "with H = 1: one head, then the output projection) " if single else "grouped-query reference (query "
+             "heads sharing key/value heads) " if ctx.grouped else "reference ")
     rope = f"with {ctx.rope.describe()} " if ctx.rope else ""
     return ctx.find_failure(holds, after=float32_probes(ctx)) or passed(
         f"equals the {which}{rope}for every configuration tried",

@@ -305,7 +305,7 @@ class Worker:
         if not isinstance(module, nn.Module):
             raise StudentError("construct", f"{self.target.name}(...) returned a value of type "
                                             f"{type(module).__name__}, not a torch.nn.Module")
-        _bake_weight_norm(module)  # g * v / ||v|| made a plain weight: the layer the same, its W readable
+        folded = _bake_weight_norm(module)  # g * v / ||v|| made a plain weight: the layer the same, its W readable
         origins = _made_at(recorder, module) if request.origins and isinstance(module, nn.Module) else None
         if _has_complex(module):  # module.to(float64) would drop the imaginary part of a rotary freqs_cis buffer
             self._student("construct", module._apply, _to_float64 if dtype is torch.float64 else _to_float32)
@@ -343,6 +343,7 @@ class Worker:
             frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
             norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
             inert_masks=_inert_masks(module, cfg.context_length),
+            weight_norm=folded,
             unread_flags=_unread_flags(module, self.signature),
         ))
 
@@ -362,6 +363,9 @@ class Worker:
         if not found and out_proj:  # a multi-head layer with no output projection: read without one, to be proven
             # (the problem stays: why no reading with a W_o exists)
             found = layouts.without_out_proj(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
+        if not found and not out_proj:  # a single head with an output projection (fairseq's SingleHeadAttention):
+            # read with one, to be proven (harness.wire.form.readings_form; the problem stays: why none without W_o)
+            found, _ = layouts.discover(module, cfg.d_in, cfg.d_out, cfg.heads, self.weight_map, cfg.kv_heads)
         if not found and not self.weight_map:  # raw parameters whose names say no role, read by their order (a
             # ParameterList, a stacked (3, d, d)), never certain: the proof decides
             found = raw_params.by_position(module, cfg.d_in, cfg.d_out, out_proj)
@@ -728,19 +732,24 @@ class Worker:
                 return
 
 
-def _bake_weight_norm(module: nn.Module) -> None:
+def _bake_weight_norm(module: nn.Module) -> list[str]:
     """Weight normalisation undone into the weight it makes (torch.nn.utils.remove_weight_norm, or
     remove_parametrizations for the parametrize form): a weight-normalised nn.Linear (fairseq's `Linear`) computes
     with W = g * v / ||v||, recomputed into a plain attribute before every call, so that W can be neither read as a
     parameter (nor its gradient) nor written.  The forward is unchanged: the same W, now a registered parameter of
-    the same shape as nn.Linear's, counted as the lesson's layer counts it."""
-    for mod in module.modules():
+    the same shape as nn.Linear's, counted as the lesson's layer counts it.  Returns the weights so folded
+    ("in_proj_q.weight"), which the report names: the module checked is no longer the module as written."""
+    folded = []
+    for path, mod in module.named_modules():
         for hook in [h for h in mod._forward_pre_hooks.values() if isinstance(h, WeightNorm)]:
             torch.nn.utils.remove_weight_norm(mod, hook.name)
+            folded.append(f"{path}.{hook.name}" if path else hook.name)
         if parametrize.is_parametrized(mod):
             for name, plist in list(mod.parametrizations.items()):
                 if all(type(p).__name__ == "_WeightNorm" for p in plist):
                     parametrize.remove_parametrizations(mod, name, leave_parametrized=True)
+                    folded.append(f"{path}.{name}" if path else name)
+    return folded
 
 
 def _plain_tensor_attributes(module: nn.Module) -> list[str]:

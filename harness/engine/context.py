@@ -29,7 +29,7 @@ from harness.sandbox.subject import Instance, Subject
 from harness.wire import messages as m
 from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.config import FLOAT32, Config
-from harness.wire.form import Form, form_of
+from harness.wire.form import Form, form_of, readings_form
 from reference import numpy_ref
 from reference.rotary import with_rope
 
@@ -78,6 +78,7 @@ class Context:
         self._inputs: dict[tuple, np.ndarray] = {}  # drawn once per (tag, configuration): most checks ask again
         self._layout_chosen: dict[tuple, int] = {}  # _same_layout's answer for each list of candidates
         self._config_reads: dict[str, str] | None = None  # what a config object was read for (grouped), once
+        self._readings_form: Form | None = None  # a single head's form as its readings show it, once decided
 
     # -- what the constructor allows ------------------------------------------------------------------------------
     @property
@@ -89,14 +90,35 @@ class Context:
         return self.loaded.signature
 
     @property
-    def form(self) -> Form:
+    def constructor_form(self) -> Form:
         """Which member of the lesson's family the constructor shows (harness.wire.form): multi-head, or the
         single-head CausalAttention (heads=1, no output projection)."""
         return form_of(self.signature, self.subject.overrides)
 
+    @property
+    def form(self) -> Form:
+        """The form the layer is checked as: the constructor's (`constructor_form`), except that a single head whose
+        parameters read only with an output projection is one head followed by W_o (harness.wire.form.
+        readings_form), read off the base configuration's build, or, where a layer taking d_in and d_out apart
+        has no reading there, off the build with d_in = d_out (where harness.engine.mapping.prove checks it).
+        Decided once; a build that fails leaves the constructor's form, undecided (the checks say why)."""
+        form = self.constructor_form
+        if not form.single or form.out_proj:
+            return form
+        if self._readings_form is None:
+            try:
+                layouts = self.subject.build(self.base).info.layouts
+                if not layouts and self.separate_widths:
+                    layouts = self.subject.build(dataclasses.replace(self.base, d_in=self.base.d_out)).info.layouts
+            except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
+                return form
+            self._readings_form = readings_form(form, layouts)
+        return self._readings_form
+
     def shaped(self, cfg: Config) -> Config:
-        """`cfg` as the form allows it: a form with a fixed number of heads (single head: 1) gets that number."""
-        fixed = self.form.heads
+        """`cfg` as the form allows it: a form with a fixed number of heads (single head: 1) gets that number (the
+        constructor's form says it: both single-head forms have one head)."""
+        fixed = self.constructor_form.heads
         return cfg if fixed is None or cfg.heads == fixed else dataclasses.replace(cfg, heads=fixed)
 
     def accepts(self, key: str) -> bool:

@@ -297,7 +297,7 @@ def _numbers_refute(mid: str, numbers: list[str] | None, marks: list[dict]) -> b
 def _form(ctx) -> str | None:
     """The form the target was checked as (harness.wire.form), or None when unknown (no context, not loaded)."""
     try:
-        return ctx.form.name if ctx is not None else None
+        return ctx.form.family if ctx is not None else None
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
 

@@ -88,6 +88,29 @@ class Mapping:
 
 
 def prove(ctx) -> Mapping:
+    """The proof on the base configuration (`_proven`), saying where weight normalisation was folded (`_folded`)."""
+    return _folded(ctx, _proven(ctx))
+
+
+FOLDED_NOTE = ("the weight normalisation of {names} (W = g · v / ||v||) was folded into {each} weight after building: "
+               "{it} read, written, counted and differentiated as one plain parameter, the forward unchanged")
+
+
+def _folded(ctx, proof: Mapping) -> Mapping:
+    """The proof with a note naming the weights whose normalisation the child folded into them (harness.child.worker.
+    _bake_weight_norm): the report's reading of the parameters rests on that, and said nothing of it."""
+    try:
+        names = ctx.subject.build(ctx.base).info.weight_norm
+    except TargetFailure:
+        return proof
+    if names:
+        note = FOLDED_NOTE.format(names=", ".join(names), each="each" if len(names) > 1 else "its",
+                                  it="each is" if len(names) > 1 else "it is")
+        proof.note = f"{proof.note}; {note}" if proof.note else note
+    return proof
+
+
+def _proven(ctx) -> Mapping:
     """The proof on the base configuration.  A layer that takes d_in and d_out but generalises them differently from
     the lesson (timm: Q/K/V in the input width, only the output projection to d_out) runs fine and has no reading
     of (d_in -> d_out) projections: it is then checked with d_in = d_out, where it is the lesson's layer, and the
@@ -566,7 +589,7 @@ def _prove(ctx) -> Mapping:
         style, i, rope = reproduced
         return found(style, i, "reference", rope=rope)
     matches, rope_of = _mistakes_either_way(info, outputs, seq_first, weights, x, cfg.heads,
-                                            ropes[:1 + len(CONVENTIONS)], ctx.form.name)  # 2. one known mistake does
+                                            ropes[:1 + len(CONVENTIONS)], ctx.form.family)  # 2. one known mistake does
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
@@ -574,13 +597,13 @@ def _prove(ctx) -> Mapping:
     if not matches and not info.norms:  # 2a. one known mistake does with the heads in another order (a layer that
         # keeps a normalisation: in 4., once the lesson's layer without it was tried, as every reading is first)
         proof = _mistake_reordered(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)],
-                                   ctx.form.name, found)
+                                   ctx.form.family, found)
         if proof is not None:
             return proof
     first = min(outputs, default=None)
     if not matches and _no_mask_to_pass(info) and first == 0:  # 2b. two mistakes at once do
         rotary = _rotary_evidence(ctx, info)  # a rotary layer's pair under the rotary conventions (first base only)
-        both = _pair_mistakes(outputs[first], weights, x, cfg.heads, ctx.form.name,
+        both = _pair_mistakes(outputs[first], weights, x, cfg.heads, ctx.form.family,
                               ropes[1:1 + len(CONVENTIONS)] if rotary else [None])
         if len(both) == 1:  # under one reading only (a fused projection read in blocks and per head, say)
             ((i, rope), pair), = both.items()
@@ -691,7 +714,7 @@ def _reproduced(ctx, info, outputs: dict, weights: dict, x, ropes: list, found) 
         for style, own in outputs.items():
             for i, w in weights.items():
                 if close(own, numpy_ref.forward(x, cfg.heads, w, rope=rope)):
-                    wrong = _own_mask_mistakes(info, outputs, w, x, cfg.heads, rope, ctx.form.name) if style else []
+                    wrong = _own_mask_mistakes(info, outputs, w, x, cfg.heads, rope, ctx.form.family) if style else []
                     if not wrong:
                         return found(style, i, "reference", rope=rope)
                     proof = found(0, i, "mistake", wrong, rope=rope)  # the plain call: what its default does
@@ -738,9 +761,9 @@ def _with_norms_off(ctx, inst, info, x, outputs: dict, weights: dict, ropes: lis
     proof = _reproduced(ctx, info, off, weights, x, ropes, found)
     if proof is not None:
         return proof
-    matches, rope_of = _mistakes(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.name)
+    matches, rope_of = _mistakes(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.family)
     if not matches:  # with the heads in another order (2a)
-        return _mistake_reordered(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.name,
+        return _mistake_reordered(info, off, weights, x, ctx.base.heads, ropes[:1 + len(CONVENTIONS)], ctx.form.family,
                                   found)
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
     if len(readings) != 1:

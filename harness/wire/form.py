@@ -8,6 +8,13 @@ without a number of heads (`head_size`) is then that head's width, d_out.  Both 
 read it from the same `Signature`: the trusted side builds heads=1 configurations and compares with a reference
 without output projection; the child offers readings of the parameters without W_o.
 
+A single head may also end in an output projection (fairseq's SingleHeadAttention: one head, then out_proj): the
+lesson's layer with H = 1.  The constructor cannot tell the two apart, the parameters can: where no reading without
+W_o exists, the child offers readings with one (`harness.child.worker`), and a layer whose readings all have a W_o
+is checked as `SINGLE_HEAD_OUT_PROJ` (`readings_form`, asked by the trusted side's Context): the lesson's reference
+with one head, its count the lesson's, its known mistakes the multi-head layer's (`family`); the proof still decides
+whether such a reading reproduces the layer.
+
 A form says what it changes, as data, so that another member of the family (grouped-query, rotary) can add its own:
 `heads` (a fixed number of heads, or None: as the configuration says), `out_proj` (whether the layer has one) and
 `not_applicable` (check id -> why that check's claim does not concern this form; the check then passes with that
@@ -30,10 +37,18 @@ class Form:
     not_applicable: dict[str, str] = field(default_factory=dict)  # check id -> why it does not apply
     evidence: str = ""  # why this form, for the report
     absent_steps: tuple[str, ...] = ()  # the lesson's steps (trace vocabulary) this form does not have
+    mistakes: str = ""  # whose known mistakes this form can make (mutants.form): "" for the form's own name
 
     @property
     def single(self) -> bool:
-        return self.name == "single-head"
+        """One head, with or without an output projection."""
+        return self.name.startswith("single-head")
+
+    @property
+    def family(self) -> str:
+        """The member of the family whose catalogued mistakes apply (mutants.form): a single head followed by W_o
+        is the lesson's layer with H = 1, so its mistakes are the multi-head layer's."""
+        return self.mistakes or self.name
 
 
 MULTI_HEAD = Form("multi-head")
@@ -52,6 +67,19 @@ SINGLE_HEAD = Form(
     evidence="the constructor takes no number of heads: checked as the single-head CausalAttention (one head of "
              "width d_out, no output projection)",
     absent_steps=("split", "move heads forward", "merge", "output projection"))
+_ONE_HEAD = "it does not apply to a layer with one head"
+SINGLE_HEAD_OUT_PROJ = Form(
+    "single-head-out-proj", heads=1, out_proj=True, mistakes="multi-head",
+    not_applicable={
+        "view-order": f"{_ONE_HEAD}: there are no heads to split into (B, H, n, dh) or merge back; the scores and the "
+                      "output were compared with the lesson's reference with one head (reference-match)",
+        "head-invariance": f"{_ONE_HEAD}: its constructor takes no number of heads, so there is no count to compare "
+                           "across head numbers",
+        "divisibility": f"{_ONE_HEAD}: one head of width d_out divides every width",
+    },
+    evidence="the constructor takes no number of heads, and the layer's parameters read only with an output "
+             "projection: checked as one head followed by W_o (the lesson's layer with one head)",
+    absent_steps=("split", "move heads forward", "merge"))
 
 
 def form_of(signature, overrides: dict | None = None) -> Form:
@@ -68,3 +96,12 @@ def form_of(signature, overrides: dict | None = None) -> Form:
     if signature.config_param or carried & set(HEADS_KEYS) or not carried & set(WIDTH_KEYS) or unread:
         return MULTI_HEAD
     return SINGLE_HEAD
+
+
+def readings_form(form: Form, layouts) -> Form:
+    """The form the readings of the parameters show, for a constructor that shows a single head: a layer whose
+    readings all have a W_o (the child offers such readings only where none without one exists) is one head followed
+    by an output projection; otherwise, or without readings, the constructor's form stands."""
+    if form is SINGLE_HEAD and layouts and all("wo" in layout.roles for layout in layouts):
+        return SINGLE_HEAD_OUT_PROJ
+    return form

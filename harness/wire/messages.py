@@ -264,6 +264,8 @@ class Built(Reply):
     # (self.causal = causal) and never read (harness.child.construct.unread_flag)
     inert_masks: list[str] = field(default_factory=list)  # registered buffers over the context (last two axes the
     # context length) holding one value everywhere: a mask of the layer's own that hides nothing
+    weight_norm: list[str] = field(default_factory=list)  # weights whose normalisation (W = g * v / ||v||) the
+    # child folded into one plain parameter after building ("in_proj_q.weight"): the report says so
 
 
 @dataclass

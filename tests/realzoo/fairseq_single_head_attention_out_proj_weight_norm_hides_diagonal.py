@@ -57,11 +57,6 @@ OUTCOME = 'fail'
 DIAGNOSIS = 'mask-hides-diagonal'
 EXPECTED_BECAUSE = ("with its mask_future_timesteps flag the single head hides each query's own key too: position 0 is "
                     "NaN and every other position misses itself")
-KNOWN_WRONG = ("realzoo18 open 1: FAIL on param-count alone (182 parameters against the single head's 144: the output "
-               "projection counted as excess), no mistake named, every other math check unjudged (output-shape CANNOT "
-               "TELL: 'found an output projection, which the single-head layer does not have'): a constructor without a "
-               "number of heads is checked as the single-head form, which has no W_o, so a single head followed by an "
-               "output projection (the lesson's layer with one head) is not read")
 
 
 logger = logging.getLogger(__name__)

@@ -57,8 +57,10 @@ def test_a_grouped_query_mistake_is_never_named_in_a_plain_layer():
     first group of query heads.  Its key/value heads are its heads: that mistake cannot be in it."""
     from types import SimpleNamespace
 
+    from harness.wire.form import MULTI_HEAD
+
     def ctx(grouped):
-        return SimpleNamespace(form=SimpleNamespace(name="multi-head"), grouped=grouped,
+        return SimpleNamespace(form=MULTI_HEAD, grouped=grouped,
                                mapping=SimpleNamespace(certain=False), recorded=lambda: 1 / 0)
 
     leak = report(("causal-leakage", "leak:all-future"), ("reference-match", None))

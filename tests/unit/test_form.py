@@ -4,7 +4,7 @@ import torch.nn as nn
 
 from harness.child import construct, layouts
 from harness.engine.search import draws
-from harness.wire.form import MULTI_HEAD, SINGLE_HEAD, form_of
+from harness.wire.form import MULTI_HEAD, SINGLE_HEAD, SINGLE_HEAD_OUT_PROJ, form_of, readings_form
 from reference.causal_attention import CausalAttention
 from reference.causal_mha import CausalMHA
 
@@ -92,6 +92,36 @@ def test_unnamed_linears_are_read_by_position_without_w_o():
 def test_an_output_projection_is_no_part_of_the_single_head_form():
     found, problem = layouts.discover(CausalMHA(6, 2, 7, d_out=8), 6, 8, 1, out_proj=False)
     assert found == [] and "single-head" in problem
+
+
+class OneHeadThenProjection(nn.Module):  # fairseq's SingleHeadAttention: one head, then out_proj
+    def __init__(self, d_in, d_out, context_length):
+        super().__init__()
+        self.W_query, self.W_key, self.W_value = (nn.Linear(d_in, d_out, bias=False) for _ in range(3))
+        self.out_proj = nn.Linear(d_out, d_out)
+
+
+def test_a_single_head_read_only_with_an_output_projection_is_the_single_head_with_w_o():
+    """The constructor says one head; the parameters say whether an output projection follows it (issue 28: fairseq's
+    SingleHeadAttention was checked as the single head without W_o and failed param-count alone).  Only readings
+    that all have a W_o turn the form: a reading without one (the previous lesson's CausalAttention), or none at
+    all, leaves the constructor's form."""
+    assert _form(OneHeadThenProjection) is SINGLE_HEAD
+    m = OneHeadThenProjection(6, 8, 7)
+    assert layouts.discover(m, 6, 8, 1, out_proj=False)[0] == []  # no reading without W_o
+    found, _ = layouts.discover(m, 6, 8, 1)  # the reading the child then offers
+    assert found and readings_form(SINGLE_HEAD, found) is SINGLE_HEAD_OUT_PROJ
+    without, _ = layouts.discover(CausalAttention(6, 8, 7, 0.0), 6, 8, 1, out_proj=False)
+    assert readings_form(SINGLE_HEAD, without) is SINGLE_HEAD and readings_form(SINGLE_HEAD, []) is SINGLE_HEAD
+    assert readings_form(MULTI_HEAD, found) is MULTI_HEAD  # the multi-head form is the constructor's alone
+
+
+def test_the_single_head_with_w_o_is_the_lessons_layer_with_one_head():
+    form = SINGLE_HEAD_OUT_PROJ
+    assert form.single and form.heads == 1 and form.out_proj and form.family == "multi-head"
+    assert set(form.not_applicable) == {"view-order", "head-invariance", "divisibility"}  # out-proj-bias applies
+    assert "output projection" not in form.absent_steps and "merge" in form.absent_steps
+    assert SINGLE_HEAD.family == "single-head" and MULTI_HEAD.family == "multi-head"
 
 
 def test_draws_keep_the_forms_number_of_heads():

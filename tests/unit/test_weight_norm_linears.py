@@ -60,3 +60,19 @@ def test_a_correct_weight_normalised_layer_passes(tmp_path, norm):
 def test_a_known_mistake_behind_weight_normalised_linears_is_named(tmp_path):
     report = _report(tmp_path, "legacy", 0)
     assert report.diagnosis is not None and report.diagnosis.mutant == "mask-hides-diagonal", report.diagnosis
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("norm", sorted(NORMS))
+def test_the_report_says_which_weights_had_their_normalisation_folded(tmp_path, norm):
+    """The child checks the layer with each W = g * v / ||v|| folded into one plain parameter: the report's reading
+    of the parameters says so, by name (it named q, k, v, o as if plain Linears, realzoo18 open 2); a layer without
+    weight normalisation is told nothing of it."""
+    note = _report(tmp_path, norm, 1).adapter.mapping["note"]
+    assert "the weight normalisation of q.weight, k.weight, v.weight, o.weight (W = g · v / ||v||) was folded" in note
+    plain = tmp_path / "plain.py"
+    plain.write_text(LAYER.replace("NORM", "").replace("DIAGONAL", "1"))
+    opts = Options(examples=2)
+    report = run_checks(f"{plain}:NormedAttention", opts,
+                        subject=Subject(f"{plain}:NormedAttention", opts.overrides, opts.seed, start=InProcess()))
+    assert report.passed and "weight normalisation" not in report.adapter.mapping.get("note", "")

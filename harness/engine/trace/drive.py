@@ -75,7 +75,7 @@ def record(ctx, display: str = "") -> TraceResult:
         refused = _refused(ctx, cfg, e) if form is not None and isinstance(e, TargetFailure) else None
         if refused:  # no forward to record: what the constructor refused, and built instead, is the evidence
             _, found, _ = analyse([], {**worked, "refused": refused}, complete=False)
-            result.mistakes = name_mistakes(found, form.name)
+            result.mistakes = name_mistakes(found, form.family)
         return result
     result.truncated = reply.truncated
     if reply.raised:
@@ -96,8 +96,8 @@ def record(ctx, display: str = "") -> TraceResult:
                                             "untouched": reply.untouched or [],
                                             "lines": reply.lines or [], **({"training": training} if training else {})},
                                   complete=not reply.raised and not result.truncated, output=reply.output)
-    result.steps, result.mistakes = steps, name_mistakes(found, form.name)
-    name_mistakes([s.mistake for s in steps if s.mistake], form.name)
+    result.steps, result.mistakes = steps, name_mistakes(found, form.family)
+    name_mistakes([s.mistake for s in steps if s.mistake], form.family)
     result.notes += notes
     result.lesson_order = lesson_order(steps)
     result.missing = [s for s in LESSON_STEPS if s not in result.lesson_order and s not in form.absent_steps]
