@@ -336,6 +336,7 @@ class Worker:
             frozen=[n for n, p in module.named_parameters() if not p.requires_grad],
             norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
             inert_masks=_inert_masks(module, cfg.context_length),
+            init_at=construct.init_at(type(module)),
             unread_flags=_unread_flags(module, self.signature),
         ))
 

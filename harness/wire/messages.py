@@ -264,6 +264,8 @@ class Built(Reply):
     # (self.causal = causal) and never read (harness.child.construct.unread_flag)
     inert_masks: list[str] = field(default_factory=list)  # registered buffers over the context (last two axes the
     # context length) holding one value everywhere: a mask of the layer's own that hides nothing
+    init_at: dict[str, str] = field(default_factory=dict)  # {"at", "code"}: the `def __init__` line of the built
+    # module's class, in the student's files ({} where it has none of its own there): where a guard belongs
 
 
 @dataclass

@@ -17,6 +17,7 @@ from conftest import ZOO, pasted, zoo_constants
 from harness.engine import rewrite
 from harness.engine.records import Diagnosis
 from harness.frontends.trace import trace
+from harness.render import text, view
 from harness.render.trace_text import render
 from harness.sandbox.pool import Fork
 from harness.sandbox.subject import Subject
@@ -92,7 +93,8 @@ def test_the_student_style_zoo_covers_the_common_mistakes():
 def test_the_report_names_the_mistake_at_the_students_own_line(path, reports):
     want = zoo_constants(path)
     root = reports(target(path)).diagnosis or NOTHING
-    line = path.read_text().splitlines()[want["LINE"] - 1].strip()
+    line = want.get("WROTE") or path.read_text().splitlines()[want["LINE"] - 1].strip()  # WROTE: a statement over
+    # several lines, shown whole, joined (a student's trial was shown its first line, not the argument that was wrong)
     assert (root.mutant, root.at, root.code) == (want["DIAGNOSIS"], f"{path.name}:{want['LINE']}",
                                                                       line)
 
@@ -124,6 +126,32 @@ def test_the_fix_is_the_students_line_corrected_or_words_never_the_references_li
     assert [w for w in ("self.dh", "self.mask", "scores", "(w @ v)") if w in root.fix and w not in source] == []
 
 
+@pytest.mark.parametrize("path", [p for p in OWN if zoo_constants(p).get("WROTE")], ids=lambda p: p.stem)
+def test_a_statement_over_several_lines_is_shown_whole_by_report_json_and_trace(path, reports, traced):
+    """A student's trial was shown `context_vec = F.scaled_dot_product_attention(`, the first of three lines, and
+    not the `dropout_p=self.dropout` that was the mistake: "you wrote" (text, JSON) and the trace's line show the
+    whole statement, joined, while `where:` stays the line the trace marks."""
+    want = zoo_constants(path)
+    report = reports(target(path))
+    squeezed = "".join(want["WROTE"].split())  # however the text wraps it
+    shown = text.render(view.build(report))
+    wrote = shown[shown.index("you wrote:"):shown.index("fix:")]
+    assert squeezed in "".join(wrote.split()), wrote
+    assert f"where: {path}:{want['LINE']}" in " ".join(shown.split())
+    assert report.to_dict()["diagnosis"]["code"] == want["WROTE"]
+    assert squeezed in "".join(render(traced[path]).split())
+
+
+@pytest.mark.parametrize("path", [p for p in OWN if zoo_constants(p).get("RAISED_AT")], ids=lambda p: p.stem)
+def test_divisibility_says_the_forward_raised_where_it_did(path, reports):
+    """A layer with no guard whose forward raises on a width its heads do not divide: the check says so, with the
+    line, not that its heads "cover only 6 of the 8 features"; the report points at `def __init__`."""
+    report = reports(target(path))
+    message = report["divisibility"].message
+    assert f"its forward then raised RuntimeError at {path.name}:{zoo_constants(path)['RAISED_AT']}" in message
+    assert "cover only" not in message
+
+
 def test_most_fixes_are_the_students_own_line(reports):
     own = [p.stem for p in OWN if (reports(target(p)).diagnosis or NOTHING).fix_is_code]
     assert len(own) >= 19, own  # all but zero-after-softmax, mask-no-device (their remedies span two lines) and
@@ -150,6 +178,7 @@ import torch.nn.functional as F
 class Careful(nn.Module):
     def __init__(self, d, heads, context_length, dropout=0.1):
         super().__init__()
+        assert d % heads == 0  # (without it, its forward raises on a width the heads do not divide: marked)
         self.h, self.p = heads, dropout
         self.qkv = nn.Linear(d, 3 * d)
         self.o = nn.Linear(d, d)

@@ -21,6 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = {"task": "observe it", "topic": "the causal mask", "remedy": "say it in words"}
 
 
+def besides_indivisible(result) -> list[dict]:
+    """The marks of a trace but built-indivisible: these small layers have no guard against a width the heads do not
+    divide, and their forward raises on one (marked at `def __init__`), which is not what the tests below are about."""
+    return [m for m in result.mistakes if m["id"] != "built-indivisible"]
+
+
 def _listed() -> list[tuple[str, list[str]]]:
     """(module, ids) for each bullet of the `detectors` docstring, parenthesised remarks left out."""
     doc = re.sub(r"\([^()]*\)", "", detectors.__doc__)
@@ -166,7 +172,7 @@ def test_trace_marks_heads_on_strided_features_only_where_the_layer_does_not_und
     result = trace(f"{path}:Strided", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [m["id"] for m in result.mistakes] == marked
+    assert [m["id"] for m in besides_indivisible(result)] == marked
 
 
 FOLDED_LAYER = '''
@@ -211,7 +217,7 @@ def test_trace_marks_a_merge_that_reads_folded_or_leading_heads_as_tokens_first(
     result = trace(f"{path}:Folded", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [m["id"] for m in result.mistakes] == marked
+    assert [m["id"] for m in besides_indivisible(result)] == marked
 
 
 FUSED_MASK_LAYER = '''
@@ -248,7 +254,7 @@ def test_a_fused_attention_that_raises_on_a_whole_context_mask_is_marked_mask_no
     path.write_text(FUSED_MASK_LAYER.replace("MASK", mask))
     result = trace(f"{path}:FusedMask", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
-    assert [m["id"] for m in result.mistakes] == marked
+    assert [m["id"] for m in besides_indivisible(result)] == marked
 
 
 MODES_LAYER = '''
@@ -292,7 +298,7 @@ def test_a_mask_applied_in_eval_mode_only_is_marked_where_the_modes_part(tmp_pat
     result = trace(f"{path}:Modes", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked
+    assert [(m["id"], result.where(m)[0]) for m in besides_indivisible(result)] == marked
 
 
 SIZED_MASK_LAYER = '''
@@ -337,10 +343,10 @@ def test_a_mask_made_shorter_than_the_context_length_is_marked_where_it_was_made
     result = trace(f"{path}:Sized", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked
+    assert [(m["id"], result.where(m)[0]) for m in besides_indivisible(result)] == marked
     if marked:
-        assert f"made for {size} positions" in result.mistakes[0]["text"]
-        assert ("title" in result.mistakes[0]) == (size != "8")  # the catalogue's words say 8
+        assert f"made for {size} positions" in besides_indivisible(result)[0]["text"]
+        assert ("title" in besides_indivisible(result)[0]) == (size != "8")  # the catalogue's words say 8
 
 
 DROPOUT_LAYER = '''
@@ -389,4 +395,4 @@ def test_dropout_on_the_masked_scores_or_on_the_mask_is_marked_where_training_sh
     result = trace(f"{path}:Dropped", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked
+    assert [(m["id"], result.where(m)[0]) for m in besides_indivisible(result)] == marked
