@@ -21,12 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = {"task": "observe it", "topic": "the causal mask", "remedy": "say it in words"}
 
 
-def besides_indivisible(result) -> list[dict]:
-    """The marks of a trace but built-indivisible: these small layers have no guard against a width the heads do not
-    divide, and their forward raises on one (marked at `def __init__`), which is not what the tests below are about."""
-    return [m for m in result.mistakes if m["id"] != "built-indivisible"]
-
-
 def _listed() -> list[tuple[str, list[str]]]:
     """(module, ids) for each bullet of the `detectors` docstring, parenthesised remarks left out."""
     doc = re.sub(r"\([^()]*\)", "", detectors.__doc__)
@@ -133,6 +127,7 @@ from torch import nn
 class Strided(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H, self.dh = num_heads, d_out // num_heads
         self.q, self.k, self.v = (nn.Linear(d_in, d_out) for _ in range(3))
         self.o = nn.Linear(d_out, d_out)
@@ -172,7 +167,7 @@ def test_trace_marks_heads_on_strided_features_only_where_the_layer_does_not_und
     result = trace(f"{path}:Strided", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [m["id"] for m in besides_indivisible(result)] == marked
+    assert [m["id"] for m in result.mistakes] == marked
 
 
 FOLDED_LAYER = '''
@@ -183,6 +178,7 @@ from torch import nn
 class Folded(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H, self.dh = num_heads, d_out // num_heads
         self.q, self.k, self.v = (nn.Linear(d_in, d_out) for _ in range(3))
         self.o = nn.Linear(d_out, d_out)
@@ -217,7 +213,7 @@ def test_trace_marks_a_merge_that_reads_folded_or_leading_heads_as_tokens_first(
     result = trace(f"{path}:Folded", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [m["id"] for m in besides_indivisible(result)] == marked
+    assert [m["id"] for m in result.mistakes] == marked
 
 
 FUSED_MASK_LAYER = '''
@@ -229,6 +225,7 @@ from torch import nn
 class FusedMask(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H = num_heads
         self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
         self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).tril())
@@ -254,7 +251,7 @@ def test_a_fused_attention_that_raises_on_a_whole_context_mask_is_marked_mask_no
     path.write_text(FUSED_MASK_LAYER.replace("MASK", mask))
     result = trace(f"{path}:FusedMask", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
-    assert [m["id"] for m in besides_indivisible(result)] == marked
+    assert [m["id"] for m in result.mistakes] == marked
 
 
 MODES_LAYER = '''
@@ -266,6 +263,7 @@ from torch import nn
 class Modes(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H = num_heads
         self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
         self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).triu(1))
@@ -284,7 +282,7 @@ class Modes(nn.Module):
 
 @pytest.mark.parametrize("training, marked", [
     ("F.scaled_dot_product_attention(q, k, v, is_causal=True)", []),  # causal in both modes
-    ("s.softmax(-1) @ v", [("mask-only-in-eval", "layer.py:18")]),  # the mask only in eval mode: at the if
+    ("s.softmax(-1) @ v", [("mask-only-in-eval", "layer.py:19")]),  # the mask only in eval mode: at the if
 ], ids=["fused-when-training", "unmasked-when-training"])
 def test_a_mask_applied_in_eval_mode_only_is_marked_where_the_modes_part(tmp_path, training, marked):
     """The trace runs eval mode, where a mask skipped in training is applied: the forward recorded in training mode
@@ -298,7 +296,7 @@ def test_a_mask_applied_in_eval_mode_only_is_marked_where_the_modes_part(tmp_pat
     result = trace(f"{path}:Modes", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [(m["id"], result.where(m)[0]) for m in besides_indivisible(result)] == marked
+    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked
 
 
 SIZED_MASK_LAYER = '''
@@ -309,6 +307,7 @@ from torch import nn
 class Sized(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H = num_heads
         self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
         self.register_buffer("mask", torch.ones(SIZE, SIZE, dtype=torch.bool).triu(1))
@@ -327,8 +326,8 @@ REGROWN = ("if n > self.mask.size(0):\n"
 
 @pytest.mark.parametrize("size, grow, marked", [
     ("context_length", "", []),
-    ("8", "", [("mask-made-too-short", "layer.py:11")]),  # the worked example's 3 tokens fit; 16 do not
-    ("5", "", [("mask-made-too-short", "layer.py:11")]),
+    ("8", "", [("mask-made-too-short", "layer.py:12")]),  # the worked example's 3 tokens fit; 16 do not
+    ("5", "", [("mask-made-too-short", "layer.py:12")]),
     ("8", REGROWN, []),  # a mask made short and grown when a longer sequence comes: right
 ], ids=["context-length", "eight", "five", "regrown"])
 def test_a_mask_made_shorter_than_the_context_length_is_marked_where_it_was_made(tmp_path, size, grow, marked):
@@ -343,10 +342,10 @@ def test_a_mask_made_shorter_than_the_context_length_is_marked_where_it_was_made
     result = trace(f"{path}:Sized", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [(m["id"], result.where(m)[0]) for m in besides_indivisible(result)] == marked
+    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked
     if marked:
-        assert f"made for {size} positions" in besides_indivisible(result)[0]["text"]
-        assert ("title" in besides_indivisible(result)[0]) == (size != "8")  # the catalogue's words say 8
+        assert f"made for {size} positions" in result.mistakes[0]["text"]
+        assert ("title" in result.mistakes[0]) == (size != "8")  # the catalogue's words say 8
 
 
 DROPOUT_LAYER = '''
@@ -357,6 +356,7 @@ from torch import nn
 class Dropped(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads, dropout=0.1):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H = num_heads
         self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
         self.drop = nn.Dropout(dropout)
@@ -375,8 +375,8 @@ class Dropped(nn.Module):
 
 @pytest.mark.parametrize("made, hidden, weights, marked", [
     ("triu(1)", "self.mask[:n, :n] > 0", "self.drop(s.softmax(-1))", []),  # the lesson's: dropout on the weights
-    ("triu(1)", "self.mask[:n, :n] > 0", "self.drop(s).softmax(-1)", [("dropout-before-softmax", "layer.py:20")]),
-    ("triu(1)", "self.drop(self.mask[:n, :n]) > 0", "self.drop(s.softmax(-1))", [("mask-dropped-out", "layer.py:18")]),
+    ("triu(1)", "self.mask[:n, :n] > 0", "self.drop(s).softmax(-1)", [("dropout-before-softmax", "layer.py:21")]),
+    ("triu(1)", "self.drop(self.mask[:n, :n]) > 0", "self.drop(s.softmax(-1))", [("mask-dropped-out", "layer.py:19")]),
     ("tril()", "self.drop(self.mask[:n, :n]) == 0", "self.drop(s.softmax(-1))", []),  # a dropped 1 of a keep-mask
     # hides a past token (no future shows: not this mistake)
     ("triu(1)", "nn.functional.dropout(self.mask[:n, :n], 0.0, self.training) > 0", "s.softmax(-1)", []),  # p = 0
@@ -395,4 +395,4 @@ def test_dropout_on_the_masked_scores_or_on_the_mask_is_marked_where_training_sh
     result = trace(f"{path}:Dropped", make_subject=lambda spec, overrides, seed, weight_map: Subject(
         spec, overrides, seed, start=InProcess()))
     assert result.error is None
-    assert [(m["id"], result.where(m)[0]) for m in besides_indivisible(result)] == marked
+    assert [(m["id"], result.where(m)[0]) for m in result.mistakes] == marked
