@@ -1,7 +1,8 @@
 """divisibility (a lesson rule): a width not divisible by the number of heads is refused at construction."""
 from checks import check, failed, passed
 from checks.construct import construct, indivisible
-from harness.wire.errors import TargetFailure
+from harness.wire import raised
+from harness.wire.errors import CannotDrive, HarnessFailure, TargetFailure, WorkerDied
 
 
 def own_fix(signature) -> str:
@@ -17,6 +18,31 @@ def own_fix(signature) -> str:
         width, heads = f"{signature.config_param}.{width}", f"{signature.config_param}.{heads}"
     return (f'At the top of __init__: `if {width} % {heads}: raise ValueError(f"{width}={{{width}}} is not '
             f'divisible by {heads}={{{heads}}}")` (an assert also works).')
+
+
+def what_it_did(ctx, inst) -> str:
+    """What the module built for a width its heads do not divide then does, from its own answers: its forward
+    raised (the student's error and line), or its parameters are H·(d_out // H) wide (the heads cover only that many
+    of the d_out features), or, when neither shows, only that its forward ran."""
+    cfg = inst.cfg
+    d_out, heads, width = cfg.d_out, cfg.heads, (cfg.d_out // cfg.heads) * cfg.heads
+    y = None
+    try:
+        proof = ctx.mapping  # the proven way to call forward (the proof ran on a width the heads divide)
+        inst.style = proof.style if proof.style is not None else 0
+        y = inst.forward(ctx.input(cfg, "divisibility"))
+    except TargetFailure as e:
+        said = raised.parse(e.message) if e.stage == "forward" else None
+        if said is not None:
+            return (f"its forward then raised {said.kind}" + (f" at {said.at}" if said.at else "") +
+                    f": {said.text[:160]}, far from the cause")
+    except (CannotDrive, HarnessFailure, WorkerDied):
+        pass
+    if any(width in p.shape for p in inst.info.params):
+        return f"heads of width {d_out // heads} cover only {width} of the {d_out} features"
+    if y is not None:
+        return f"its forward ran, though {d_out} features do not split into {heads} heads of equal width"
+    return f"{d_out} features do not split into {heads} heads of equal width"
 
 
 @check(
@@ -45,10 +71,8 @@ def divisibility(ctx):
             inst.info  # noqa: B018 - built now: the constructor must refuse this configuration
         except TargetFailure:
             continue
-        width = (d_out // heads) * heads
         return failed(
-            f"built a module for d_out={d_out} with {heads} heads instead of refusing it; heads of width "
-            f"{d_out // heads} cover only {width} of the {d_out} features",
+            f"built a module for d_out={d_out} with {heads} heads instead of refusing it; {what_it_did(ctx, inst)}",
             config=cfg, observed=f"constructed ({inst.info.param_count} parameters)",
             expected="an exception from the constructor", finding="no divisibility check",
             fix=own_fix(ctx.signature), own_fix=True)  # (the diagnosis's fix too)

@@ -69,8 +69,18 @@ def pasted(path: Path, fixes: list[tuple]) -> str:
                 if i != number - 1 and same is not None and (marked is None or i + 1 in marked):
                     lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(note).rstrip()
         old = lines[number - 1]
-        lines[number - 1] = old[:len(old) - len(old.lstrip())] + fix
+        last = statement_end(lines, number)  # a statement over several lines: the fix, one line, replaces all of
+        # them, as the report's "you wrote" shows them joined (pasted over its first line alone, it broke the file)
+        lines[number - 1:last] = [old[:len(old) - len(old.lstrip())] + fix]
     return "\n".join(lines) + "\n"
+
+
+def statement_end(lines: list[str], number: int) -> int:
+    """The last line of the simple statement that starts at line `number` (itself where it is one line, or no simple
+    statement starts there)."""
+    tree = rewrite.parse("\n".join(lines) + "\n")
+    return next((node.end_lineno for node in ast.walk(tree) if isinstance(node, ast.stmt) and node.lineno == number
+                 and not hasattr(node, "body")), number)
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,11 +13,16 @@ from __future__ import annotations
 import dataclasses
 import ast
 import inspect
+import linecache
+import os
 import re
 import sys
 import textwrap
+import types
 
+from harness.child.notebook import code_at, location
 from harness.child.vocabulary import key_by_tokens, tokens
+from harness.wire import names as our_names
 from harness.wire.config import ROTARY_FRACTION, Config
 from harness.wire.messages import Signature
 
@@ -330,6 +335,28 @@ def read_signature(factory, overrides: dict) -> Signature:
     if rope_theta is None and config_param:  # the config object answers rope_theta, theta, base... with 10000
         rope_theta = _number(overrides.get("rope_theta", overrides.get("theta", THETA)))
     return Signature(names, separate, accepts, config_param, unfillable, unknown, derived=also, rope_theta=rope_theta)
+
+
+def init_at(cls: type) -> dict[str, str]:
+    """{"at", "code"} of the `def __init__` line of a module's class (the nearest class in its order that defines
+    one: the class a factory of the student's built, not the factory), where it is the student's code (not torch's
+    nn.Module.__init__, nor a library's, nor ours); {} otherwise."""
+    try:
+        init = next((c.__dict__["__init__"] for c in cls.__mro__ if "__init__" in c.__dict__), None)
+        code = init.__code__ if isinstance(init, types.FunctionType) else None
+    except Exception:  # noqa: BLE001 - a class of the student's own making: no line rather than no module
+        return {}
+    if code is None or not isinstance(code.co_filename, str) or code.co_filename.startswith("<"):
+        return {}
+    path = os.path.abspath(code.co_filename)
+    if our_names.is_ours(path) or any(p in path.split(os.sep) for p in ("site-packages", "dist-packages")) or \
+            path.startswith(os.path.abspath(sys.base_prefix) + os.sep):
+        return {}
+    lines = linecache.getlines(path)
+    line = code.co_firstlineno
+    while line < len(lines) and lines[line - 1].lstrip().startswith("@"):  # its decorators: the def after them
+        line += 1
+    return {"at": location(path, line), "code": code_at(path, line)}
 
 
 def _setting(p: inspect.Parameter, overrides: dict) -> str | None:

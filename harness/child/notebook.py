@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
+import linecache
 import os
 import re
+import tokenize
 import warnings
 from dataclasses import dataclass, field
 
@@ -167,6 +170,95 @@ def location(filename: str, lineno: int) -> str:
     if _is_copy(filename):
         return _in_copy(filename, lineno)
     return f"{os.path.basename(filename)}:{lineno}"
+
+
+STATEMENT_LINES = 6  # the most lines of one statement `code_at` joins; a longer one is shown by its line and "…"
+STATEMENT_CHARS = 320  # the most characters of a joined statement, likewise
+_TREES: dict[str, ast.Module | None] = {}  # a student's file -> its syntax tree (None: it does not parse here)
+_CODE: dict[tuple[str, int], str] = {}  # (file, line) -> what code_at gives for it
+
+
+def code_at(filename: str, lineno: int) -> str:
+    """The student's code at this line, as one line of text: the line itself, or, where it is part of a statement
+    written over several lines (a call whose arguments go on, a header split inside its brackets), the smallest
+    statement that holds it, its lines joined with their comments left out (`x = f(\n    a,\n    b)` is `x = f(a,
+    b)`), so that the argument that is the mistake is shown, and a one-line fix can be written for the whole of it.
+    A statement longer than STATEMENT_LINES lines or STATEMENT_CHARS characters, or holding a string over several
+    lines, is shown by its line and " …" (and is no line a fix is written for).  Only read: nothing is run."""
+    key = (filename, lineno)
+    if key not in _CODE:
+        _CODE[key] = _code_at(filename, lineno)
+    return _CODE[key]
+
+
+def _code_at(filename: str, lineno: int) -> str:
+    lines = linecache.getlines(filename)
+    if not 0 < lineno <= len(lines):
+        return ""
+    line = lines[lineno - 1].strip()
+    first, last = _span(filename, lines, lineno)
+    if first == last:
+        return line[:160]
+    joined = _joined(lines[first - 1:last]) if last - first < STATEMENT_LINES else None
+    if joined is None or len(joined) > STATEMENT_CHARS:
+        return line[:160] + " …"
+    return joined
+
+
+def _span(filename: str, lines: list[str], lineno: int) -> tuple[int, int]:
+    """(first, last) line of the smallest statement that holds `lineno`; for a compound statement (def, if, for,
+    with ...) whose header holds it, the header's lines; (lineno, lineno) where the file does not parse."""
+    path = os.path.abspath(filename)
+    if path not in _TREES:
+        try:
+            with warnings.catch_warnings():  # (an invalid escape in a string: Python's warning, not the student's)
+                warnings.simplefilter("ignore")
+                _TREES[path] = ast.parse("".join(lines))
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            _TREES[path] = None
+    tree = _TREES[path]
+    if tree is None:
+        return lineno, lineno
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno <= lineno <= (node.end_lineno or node.lineno) and \
+                (found is None or (node.end_lineno or 0) - node.lineno < (found.end_lineno or 0) - found.lineno):
+            found = node
+    if found is None:
+        return lineno, lineno
+    body = getattr(found, "body", None)
+    if isinstance(body, list) and body and isinstance(body[0], ast.stmt):  # compound: its header, if it holds the line
+        if lineno >= body[0].lineno or body[0].lineno == found.lineno:
+            return lineno, lineno
+        last = body[0].lineno - 1
+        while last > found.lineno and (not lines[last - 1].strip() or lines[last - 1].lstrip().startswith("#")):
+            last -= 1
+        return found.lineno, max(last, lineno)
+    return found.lineno, found.end_lineno or found.lineno
+
+
+def _joined(rows: list[str]) -> str | None:
+    """These lines of one statement as one line: comments and line breaks left out, a break just inside a bracket
+    closed up; None where a string goes over several of them (joining it would change it)."""
+    rows = [r.rstrip("\r\n") for r in rows]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO("\n".join(rows) + "\n").readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+    for t in tokens:
+        if t.type == tokenize.STRING and t.start[0] != t.end[0]:
+            return None
+        if t.type == tokenize.COMMENT:
+            row = t.start[0] - 1
+            rows[row] = rows[row][:t.start[1]]
+    out = ""
+    for row in rows:
+        piece = row.strip().removesuffix("\\").strip()
+        if not piece:
+            continue
+        out += piece if not out or out.endswith(("(", "[", "{")) or piece.startswith((")", "]", "}")) \
+            else " " + piece
+    return out
 
 
 def _in_copy(filename: str, lineno: int) -> str:

@@ -7,14 +7,13 @@ line pointer of the report.  Both only observe: recording never changes what the
 """
 from __future__ import annotations
 
-import linecache
 import os
 import sys
 
 import torch
 
 from harness.wire import names
-from harness.child.notebook import location
+from harness.child.notebook import code_at, location
 from harness.child.target import safe_message, safe_type_name
 
 
@@ -352,7 +351,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
             filename = frame.f_code.co_filename
             if self.student_file and self._students(os.path.abspath(filename)):
                 return {"at": location(filename, frame.f_lineno),
-                        "code": linecache.getline(filename, frame.f_lineno).strip()[:160], **self._called_at(frame)}
+                        "code": code_at(filename, frame.f_lineno), **self._called_at(frame)}
             parts = filename.split(os.sep)
             if fallback is None and ours is None and "harness" in parts and "torch" not in parts:
                 ours = frame  # mha-check's own code, before any of the student's: the causal mask it passes
@@ -364,7 +363,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         if fallback is not None:
             filename = fallback.f_code.co_filename
             return {"at": f"{os.path.basename(filename)}:{fallback.f_lineno}",
-                    "code": linecache.getline(filename, fallback.f_lineno).strip()[:160]}
+                    "code": code_at(filename, fallback.f_lineno)}
         return {"at": "?", "code": ""}
 
 
@@ -381,7 +380,7 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
             return {}
         filename = outer.f_code.co_filename
         return {"call_at": location(filename, outer.f_lineno),
-                "call_code": linecache.getline(filename, outer.f_lineno).strip()[:160]}
+                "call_code": code_at(filename, outer.f_lineno)}
 
 
 class LineTrail:
@@ -405,7 +404,7 @@ class LineTrail:
             filename = frame.f_code.co_filename
             at = location(filename, frame.f_lineno)
             if not self.lines or self.lines[-1]["at"] != at:
-                self.lines.append({"at": at, "code": linecache.getline(filename, frame.f_lineno).strip()[:160]})
+                self.lines.append({"at": at, "code": code_at(filename, frame.f_lineno)})
         return self._line
 
     def __enter__(self):
@@ -437,7 +436,7 @@ class ReturnLine:
             filename = frame.f_code.co_filename
             if self.student_file and os.path.abspath(filename) == self.student_file:
                 self.found = {"at": location(filename, frame.f_lineno),
-                              "code": linecache.getline(filename, frame.f_lineno).strip()[:160]}
+                              "code": code_at(filename, frame.f_lineno)}
         if self.before is not None:
             self.before(frame, event, arg)
 
@@ -536,7 +535,7 @@ class OriginRecorder(TraceRecorder):
             if location(f.f_code.co_filename, f.f_lineno) != at:
                 break
             args += f.f_code.co_varnames[:f.f_code.co_argcount + f.f_code.co_kwonlyargcount]
-        line = linecache.getline(outer.f_code.co_filename, outer.f_lineno).strip()[:160]
+        line = code_at(outer.f_code.co_filename, outer.f_lineno)
         return {"outer_at": where, "outer_code": line, "args": args}
 
     def _wrapped(self, t: torch.Tensor) -> int:

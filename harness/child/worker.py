@@ -344,6 +344,7 @@ class Worker:
             norms=[m.NormInfo(n.path, n.kind, n.params) for n in kept],
             inert_masks=_inert_masks(module, cfg.context_length),
             weight_norm=folded,
+            init_at=construct.init_at(type(module)),
             unread_flags=_unread_flags(module, self.signature),
         ))
 

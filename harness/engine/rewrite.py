@@ -354,8 +354,11 @@ def _without_beta(line: str) -> str:
 
 
 def _dropout(line: str, tree: ast.Module) -> str | None:
-    """F.dropout(att, p)  ->  F.dropout(att, p, training=self.training)"""
+    """F.dropout(att, p)  ->  F.dropout(att, p, training=self.training); scaled_dot_product_attention(q, k, v,
+    dropout_p=p)  ->  (..., dropout_p=p if self.training else 0.0): SDPA knows nothing of the module's mode."""
     calls = [c for c in _calls(tree, "dropout") if c.args]
+    if not calls:
+        return _dropout_p(line, tree)
     if len(calls) != 1:
         return None
     call = calls[0]
@@ -365,6 +368,20 @@ def _dropout(line: str, tree: ast.Module) -> str | None:
         return line[:old.col_offset] + "self.training" + line[old.end_col_offset:]
     end = call.end_col_offset - 1
     return line[:end].rstrip() + ", training=self.training" + line[end:]
+
+
+def _dropout_p(line: str, tree: ast.Module) -> str | None:
+    """The one scaled_dot_product_attention's `dropout_p=p`, a rate that is on in eval too: `p if self.training else
+    0.0`; None where it is 0 (no dropout) or already reads the mode."""
+    given = [k for c in _calls(tree, "scaled_dot_product_attention") for k in c.keywords if k.arg == "dropout_p"]
+    if len(given) != 1 or (isinstance(given[0].value, ast.Constant) and not given[0].value.value) or \
+            any(isinstance(n, ast.Attribute) and n.attr == "training" for n in ast.walk(given[0].value)):
+        return None
+    value = given[0].value
+    text = _text(line, value)
+    if isinstance(value, (ast.IfExp, ast.Lambda, ast.NamedExpr)):
+        text = f"({text})"
+    return line[:value.col_offset] + f"{text} if self.training else 0.0" + line[value.end_col_offset:]
 
 
 def _slice(line: str, tree: ast.Module) -> str | None:

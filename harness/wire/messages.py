@@ -266,6 +266,8 @@ class Built(Reply):
     # context length) holding one value everywhere: a mask of the layer's own that hides nothing
     weight_norm: list[str] = field(default_factory=list)  # weights whose normalisation (W = g * v / ||v||) the
     # child folded into one plain parameter after building ("in_proj_q.weight"): the report says so
+    init_at: dict[str, str] = field(default_factory=dict)  # {"at", "code"}: the `def __init__` line of the built
+    # module's class, in the student's files ({} where it has none of its own there): where a guard belongs
 
 
 @dataclass

@@ -127,6 +127,7 @@ from torch import nn
 class Strided(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H, self.dh = num_heads, d_out // num_heads
         self.q, self.k, self.v = (nn.Linear(d_in, d_out) for _ in range(3))
         self.o = nn.Linear(d_out, d_out)
@@ -177,6 +178,7 @@ from torch import nn
 class Folded(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H, self.dh = num_heads, d_out // num_heads
         self.q, self.k, self.v = (nn.Linear(d_in, d_out) for _ in range(3))
         self.o = nn.Linear(d_out, d_out)
@@ -223,6 +225,7 @@ from torch import nn
 class FusedMask(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H = num_heads
         self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
         self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).tril())
@@ -260,6 +263,7 @@ from torch import nn
 class Modes(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H = num_heads
         self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
         self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).triu(1))
@@ -278,7 +282,7 @@ class Modes(nn.Module):
 
 @pytest.mark.parametrize("training, marked", [
     ("F.scaled_dot_product_attention(q, k, v, is_causal=True)", []),  # causal in both modes
-    ("s.softmax(-1) @ v", [("mask-only-in-eval", "layer.py:18")]),  # the mask only in eval mode: at the if
+    ("s.softmax(-1) @ v", [("mask-only-in-eval", "layer.py:19")]),  # the mask only in eval mode: at the if
 ], ids=["fused-when-training", "unmasked-when-training"])
 def test_a_mask_applied_in_eval_mode_only_is_marked_where_the_modes_part(tmp_path, training, marked):
     """The trace runs eval mode, where a mask skipped in training is applied: the forward recorded in training mode
@@ -303,6 +307,7 @@ from torch import nn
 class Sized(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H = num_heads
         self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
         self.register_buffer("mask", torch.ones(SIZE, SIZE, dtype=torch.bool).triu(1))
@@ -321,8 +326,8 @@ REGROWN = ("if n > self.mask.size(0):\n"
 
 @pytest.mark.parametrize("size, grow, marked", [
     ("context_length", "", []),
-    ("8", "", [("mask-made-too-short", "layer.py:11")]),  # the worked example's 3 tokens fit; 16 do not
-    ("5", "", [("mask-made-too-short", "layer.py:11")]),
+    ("8", "", [("mask-made-too-short", "layer.py:12")]),  # the worked example's 3 tokens fit; 16 do not
+    ("5", "", [("mask-made-too-short", "layer.py:12")]),
     ("8", REGROWN, []),  # a mask made short and grown when a longer sequence comes: right
 ], ids=["context-length", "eight", "five", "regrown"])
 def test_a_mask_made_shorter_than_the_context_length_is_marked_where_it_was_made(tmp_path, size, grow, marked):
@@ -351,6 +356,7 @@ from torch import nn
 class Dropped(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads, dropout=0.1):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible)
         self.H = num_heads
         self.qkv, self.o = nn.Linear(d_in, 3 * d_out), nn.Linear(d_out, d_out)
         self.drop = nn.Dropout(dropout)
@@ -369,8 +375,8 @@ class Dropped(nn.Module):
 
 @pytest.mark.parametrize("made, hidden, weights, marked", [
     ("triu(1)", "self.mask[:n, :n] > 0", "self.drop(s.softmax(-1))", []),  # the lesson's: dropout on the weights
-    ("triu(1)", "self.mask[:n, :n] > 0", "self.drop(s).softmax(-1)", [("dropout-before-softmax", "layer.py:20")]),
-    ("triu(1)", "self.drop(self.mask[:n, :n]) > 0", "self.drop(s.softmax(-1))", [("mask-dropped-out", "layer.py:18")]),
+    ("triu(1)", "self.mask[:n, :n] > 0", "self.drop(s).softmax(-1)", [("dropout-before-softmax", "layer.py:21")]),
+    ("triu(1)", "self.drop(self.mask[:n, :n]) > 0", "self.drop(s.softmax(-1))", [("mask-dropped-out", "layer.py:19")]),
     ("tril()", "self.drop(self.mask[:n, :n]) == 0", "self.drop(s.softmax(-1))", []),  # a dropped 1 of a keep-mask
     # hides a past token (no future shows: not this mistake)
     ("triu(1)", "nn.functional.dropout(self.mask[:n, :n], 0.0, self.training) > 0", "s.softmax(-1)", []),  # p = 0

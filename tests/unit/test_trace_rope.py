@@ -21,6 +21,7 @@ def turn(t, cos, sin):
 class Rope(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible, not what this is about)
         self.H, self.dh = num_heads, d_out // num_heads
         self.q, self.k, self.v = (nn.Linear(d_in, d_out) for _ in range(3))
         self.o = nn.Linear(d_out, d_out)

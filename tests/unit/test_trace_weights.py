@@ -12,6 +12,7 @@ from torch import nn
 class Layer(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible, not what this is about)
         self.H, self.dh = num_heads, d_out // num_heads
         PROJECTIONS
         self.o = nn.Linear(d_out, d_out)
@@ -62,6 +63,7 @@ from torch import nn
 class Layer(nn.Module):
     def __init__(self, d_in, d_out, context_length, num_heads):
         super().__init__()
+        assert d_out % num_heads == 0  # (the lesson's guard: without it, built-indivisible, not what this is about)
         self.H, self.dh = num_heads, d_out // num_heads
         self.qkv = nn.ModuleList(nn.Linear(d_in, d_out) for _ in range(3))
         self.o = nn.Linear(d_out, d_out)

@@ -306,10 +306,11 @@ def kv_projections_full_width(f: Findings) -> None:
 @detector("built-indivisible")
 def built_indivisible(f: Findings) -> None:
     """No guard against a width the heads do not divide: the constructor built the worked example's width d_out with
-    heads that do not divide it (`f.cfg["indivisible"]`, harness.engine.trace.drive), and a parameter it made has an
-    axis of H·(d_out // H) features, fewer than d_out: the heads silently cover only part of the width.  Told at the
-    first line (in the file) that made such a parameter, where the truncated width is first built; the guard belongs
-    at the top of __init__."""
+    heads that do not divide it (`f.cfg["indivisible"]`, harness.engine.trace.drive), and then either a parameter it
+    made has an axis of H·(d_out // H) features, fewer than d_out (the heads silently cover only part of the width:
+    the first such line in the file is the evidence), or that module's forward raised, far from the cause.  Told at
+    the constructor's `def __init__` line, where the guard belongs, when it is known; else at the first short
+    parameter's line (a forward that raised, with no constructor known, is told on the forward as a whole)."""
     built = f.cfg.get("indivisible") or {}
     d_out, heads = built.get("d_out"), built.get("heads")
     if not d_out or not heads or not d_out % heads:
@@ -317,14 +318,30 @@ def built_indivisible(f: Findings) -> None:
     inner = heads * (d_out // heads)
     short = [p for p in built.get("params", ()) if inner in (p.get("shape") or ()) and
              _line_number(p["at"]) is not None]
-    if not short:
-        return
-    first = min(short, key=lambda p: _line_number(p["at"]))
-    f.mark_whole("built-indivisible", (
-        f"nothing refuses a width the heads do not divide: built with d_out = {d_out} and {heads} heads, this "
-        f"parameter has {inner} = {heads} x {d_out // heads} features where the layer's width is {d_out}, so "
-        f"{d_out - inner} features are silently dropped; at the top of __init__, raise a ValueError (or assert) "
-        "when the width is not divisible by the number of heads"), {"at": first["at"], "code": first["code"]})
+    guard = ("at the top of __init__, raise a ValueError (or assert) when the width is not divisible by the number "
+             "of heads")
+    init = built.get("init") or {}
+    if short:
+        first = min(short, key=lambda p: _line_number(p["at"]))
+        here = f"the parameter made at {first['at']}" if init else "this parameter"
+        f.mark_whole("built-indivisible", (
+            f"nothing refuses a width the heads do not divide: built with d_out = {d_out} and {heads} heads, {here} "
+            f"has {inner} = {heads} x {d_out // heads} features where the layer's width is {d_out}, so "
+            f"{d_out - inner} features are silently dropped; {guard}"), init or {"at": first["at"],
+                                                                        "code": first["code"]})
+    elif built.get("raised") and not _refuses_late(built["raised"]):
+        at = f" at {built['raised_at']}" if built.get("raised_at") else ""
+        f.mark_whole("built-indivisible", (
+            f"nothing refuses a width the heads do not divide: built with d_out = {d_out} and {heads} heads, the "
+            f"layer's forward then raised{at}, far from the cause ({built['raised']}); {guard}"), init or None)
+
+
+def _refuses_late(raised: str) -> bool:
+    """The forward's own refusal of the width (`assert d % h == 0, "... must be divisible by the number of heads"`,
+    torchtext's container): the layer refuses, only in forward rather than in its constructor, so "nothing refuses"
+    would be untrue; the divisibility check says what it raised."""
+    kind = raised.split(":", 1)[0].rsplit(".", 1)[-1]
+    return kind in ("AssertionError", "ValueError") and "divisib" in raised.lower()
 
 
 def _line_number(at: str) -> int | None:

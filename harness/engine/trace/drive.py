@@ -167,14 +167,17 @@ INDIVISIBLE_HEADS = 3  # the worked example's width, 8, with heads that do not d
 def _indivisible(ctx, cfg: Config, x: np.ndarray) -> dict | None:
     """What the constructor builds for the worked example's width with heads that do not divide it, where it builds
     one (the lesson's rule refuses it): {"d_out", "heads", "params": [{"at", "code", "shape"}: where it made each
-    parameter its forward read, or left unread]}, from that module's forward recorded (its lines, not its
-    numbers); None where it refuses, or the layer is grouped, or no line is known."""
+    parameter its forward read, or left unread], "raised" and "raised_at" where that forward raised, "init" ({"at",
+    "code"}: the constructor's `def __init__` line, where the guard belongs, when known)}, from that module's forward
+    recorded (its lines, not its numbers); None where it refuses, or the layer is grouped, or nothing is known."""
     try:
         if cfg.kv_heads or cfg.d_out % cfg.heads or not cfg.d_out % INDIVISIBLE_HEADS or \
                 ctx.form.name != "multi-head":
             return None
-        reply = ctx.subject.build(dataclasses.replace(cfg, heads=INDIVISIBLE_HEADS, dropout=0.0),
-                                  None, "trace-indivisible").trace(x)
+        inst = ctx.subject.build(dataclasses.replace(cfg, heads=INDIVISIBLE_HEADS, dropout=0.0), None,
+                                 "trace-indivisible")
+        reply = inst.trace(x)
+        init = inst.info.init_at or {}
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
     params, seen = [], set()
@@ -184,7 +187,15 @@ def _indivisible(ctx, cfg: Config, x: np.ndarray) -> dict | None:
                 (made.get("path"), made["at"]) not in seen:
             seen.add((made.get("path"), made["at"]))
             params.append({"at": made["at"], "code": made.get("code", ""), "shape": t.get("shape")})
-    return {"d_out": cfg.d_out, "heads": INDIVISIBLE_HEADS, "params": params} if params else None
+    failed = next((op for op in reversed(reply.ops) if op.get("raised")), {})
+    said = raised.parse(reply.raised) if reply.raised else None
+    crash = {"raised": f"{said.kind}: {said.text}"[:200] if said else str(reply.raised)[:200],
+             **({"raised_at": failed["at"]} if failed.get("at") not in (None, "?", "mha-check") else
+                {"raised_at": said.at} if said and said.at else {})} if reply.raised else {}
+    if not params and not crash:
+        return None
+    return {"d_out": cfg.d_out, "heads": INDIVISIBLE_HEADS, "params": params, **crash,
+            **({"init": {"at": init["at"], "code": init.get("code", "")}} if init.get("at") else {})}
 
 
 APART_D_IN = 6  # the widths apart: d_in = 6 beside the worked example's d_out = 8 (as the first required configuration)

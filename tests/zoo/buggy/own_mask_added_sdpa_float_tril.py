@@ -40,3 +40,5 @@ TARGET = "FlashishAttention"
 EXPECT = ("causal-leakage", "reference-match", "gradient-match")
 DIAGNOSIS = "mask-added"
 LINE = 32
+WROTE = ("y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.attn_bias[:T, :T], "
+         "dropout_p=self.p_drop if self.training else 0.0,)")  # the call's five lines, joined (its trailing comma too)

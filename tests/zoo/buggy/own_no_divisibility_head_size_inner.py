@@ -4,10 +4,10 @@ heads of 3 features covering 9 of the 10, without a word.  For a width the heads
 
 Style: Karpathy's `head_size`, `wei` and `tril`, W_q / W_k / W_v and `proj`.
 
-The student-style zoo's (own_*) no-divisibility-check: the report names it at its line (the first projection built with
-the truncated width), and its fix is a statement to add at the top of __init__ (the divisibility check's guard, in
-this class's own names), which no one-line change of that line can be: told in words, and read as words by
-tests/e2e/test_own_fix.py.
+The student-style zoo's (own_*) no-divisibility-check: the report names it at the `def __init__` line, where the guard
+belongs (the first projection built with the truncated width, line 22, is the trace's evidence), and its fix is a
+statement to add at the top of __init__ (the divisibility check's guard, in this class's own names), which no
+one-line change of a line can be: told in words, and read as words by tests/e2e/test_own_fix.py.
 """
 import torch
 import torch.nn as nn
@@ -40,4 +40,4 @@ class CausalSelfAttention(nn.Module):
 TARGET = "CausalSelfAttention"
 EXPECT = ("divisibility",)
 DIAGNOSIS = "no-divisibility-check"
-LINE = 22  # the first parameter built with the truncated width head_size * n_head (the guard belongs above)
+LINE = 18  # def __init__, where the guard belongs (the first parameter built with the truncated width is line 22)
