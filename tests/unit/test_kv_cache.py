@@ -518,3 +518,20 @@ def test_a_right_chunk_mask_behind_a_scaled_residual_stays_cannot_tell(tmp_path)
     assert "start:start + T" in source
     result = run(_written(tmp_path, source.replace("class ScaledResidualCachedAttention", "class Attn")))
     assert result.status == "cannot_tell", result.message
+
+
+def test_a_one_token_decode_unlike_the_own_forward_fails_without_any_reading_of_the_weights(tmp_path):
+    """x + alpha * attention again (no reading of the weights), now masked on every call but with rows from 0, not
+    offset by the cache: token 2 decoded alone sees key 0 only, and a chunk's first token moves with nothing after
+    it, so the chunk probe finds no leak.  Yet decoded token t must be the layer's own forward on tokens 0..t at its
+    last position (both see the same tokens): it is not, whatever the weights.  Was cannot tell (realzoo19's
+    transformer-toolkit MLAttention, whose cached keys are all rotated at the newest position, the same)."""
+    source = LEAKY_SCALED.read_text().replace(
+        "        if not use_cache or self.pos == 0:\n            att = att.masked_fill(~self.causal[:T, :T], "
+        "float(\"-inf\"))",
+        "        att = att.masked_fill(~self.causal[:T, :k.shape[2]], float(\"-inf\"))")
+    assert ":T, :k.shape[2]]" in source
+    result = run(_written(tmp_path, source.replace("class ScaledResidualCachedAttention", "class Attn")))
+    assert result.status == "fail" and result.details["finding"] == "decode differs from own forward", \
+        result.message
+    assert result.details.get("weight_free") and "needs no reading of your weights" in result.message
