@@ -277,17 +277,25 @@ def kv_projections_full_width(f: Findings) -> None:
         if f.ops[i]["op"] == "scaled_dot_product_attention":
             roles["keys"] += f.ops[i]["in"][1:2]
             roles["values"] += f.ops[i]["in"][2:3]
-    made: dict[str, dict] = {}
+    found_by_role: dict[str, list[tuple[int, str]]] = {}
     for role, tensors in roles.items():
         for t in tensors:
             found = _projection(f, t)
             if found is None:
                 return
-            index, name = found
+            found_by_role.setdefault(role, []).append(found)
+    # one projection feeding both the keys and the values (fused [K; V], split after: transformer-toolkit's
+    # GroupedQueryAttention) holds both roles: full width there is 2·d, and KV·d / H a role is 2·KV·d / H, which is d
+    # where KV = H / 2 (realzoo19: a right grouped layer was marked at its fused kv Linear)
+    shared = {i for i, _ in found_by_role.get("keys", ())} & {i for i, _ in found_by_role.get("values", ())}
+    made: dict[str, dict] = {}
+    for role, founds in found_by_role.items():
+        for index, name in founds:
             out = (f.ops[index].get("out") or {}).get("shape") or []
             weight = next((w for w in f.ops[index]["in"] if w.get("name") == name), {})
             where = weight.get("made") or {}
-            if not out or out[-1] != d or where.get("kind") != "parameter" or where.get("at") in (None, "?"):
+            full = 2 * d if index in shared else d
+            if not out or out[-1] != full or where.get("kind") != "parameter" or where.get("at") in (None, "?"):
                 return  # a projection kv·d / H wide, or one fused with the queries' (3·d wide): not this
             made.setdefault(role, {"at": where["at"], "code": where.get("code", "")})
     if set(made) != {"keys", "values"}:
