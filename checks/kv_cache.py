@@ -435,7 +435,8 @@ def _decode_disagrees(ctx):
     layer's own forward on tokens 0..t alone at its last position (which sees exactly the tokens the decode sees):
     evidence whatever the weights, so it needs no reading of them; None where there is none.  As `_chunk_leak`:
     the module's own weights, the decode run twice (repeatable, its cache reset before each), the prefix on an empty
-    cache the layer's own forward.  Never a pass."""
+    cache the layer's own forward; and the first decoded token must move with the prefix (a third decode, the prefix
+    replaced), or the layer reads no cache at all and there is none to judge.  Never a pass."""
     for cfg, prefix, _ in _plans(ctx):
         if cfg.n <= prefix:
             continue
@@ -443,15 +444,21 @@ def _decode_disagrees(ctx):
             inst = ctx.build(cfg, fresh=LEAK)
             xa = ctx.input(cfg, "kv-cache-a")
             chunks = _chunks(cfg.n, prefix)
+            past = xa.copy()
+            past[:, :prefix] = ctx.input(cfg, "kv-cache-leak")[:, :prefix]
             replies = inst.calls([m.CacheRun(inst.handle, xa, chunks, True, inst.style),
-                                  m.CacheRun(inst.handle, xa, chunks, True, inst.style)]
+                                  m.CacheRun(inst.handle, xa, chunks, True, inst.style),
+                                  m.CacheRun(inst.handle, past, chunks, True, inst.style)]
                                  + [inst.forward_request(xa[:, :t + 1]) for t in range(prefix - 1, cfg.n)])
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):  # no evidence: the cannot-tell stands
             return None
-        base, again, owns = replies[0], replies[1], replies[2:]
+        base, again, other, owns = replies[0], replies[1], replies[2], replies[3:]
         if not base.api or any(r.problem or r.raised or r.y is None or r.y.shape[:2] != (cfg.batch, cfg.n)
-                               for r in (base, again)):
+                               for r in (base, again, other)):
             continue
+        if compare(other.y[:, prefix], base.y[:, prefix], nan_equal=True) is None:
+            continue  # the first decoded token does not move with the prefix: it reads no cache (a forward that
+            # takes positions and keeps nothing, realzoo's torchtune layer built without its KVCache), none to judge
         if any(getattr(o, "y", None) is None or o.y.shape[0] != cfg.batch for o in owns):
             continue
         if compare(again.y, base.y, nan_equal=True) is not None or not np.isfinite(base.y).all():

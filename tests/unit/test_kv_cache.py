@@ -535,3 +535,15 @@ def test_a_one_token_decode_unlike_the_own_forward_fails_without_any_reading_of_
     assert result.status == "fail" and result.details["finding"] == "decode differs from own forward", \
         result.message
     assert result.details.get("weight_free") and "needs no reading of your weights" in result.message
+
+
+def test_a_layer_that_takes_positions_but_keeps_no_cache_is_not_failed_by_the_decode_probe(tmp_path):
+    """forward(x, start_pos) with nothing kept between calls (torchtune's CausalSelfAttention built without its
+    KVCache): decoded one token per call, a token sees itself alone and differs from the forward on the tokens
+    before it - but it does not move with those tokens either, so there is no cache to judge, and the probe above
+    must not fail it (it did, on realzoo's torchtune entry, before the prefix was replaced in a third decode)."""
+    source = LEAKY_SCALED.read_text().replace("def forward(self, x, use_cache=False):",
+                                              "def forward(self, x, start_pos=0):\n        use_cache = False")
+    assert "start_pos=0" in source
+    result = run(_written(tmp_path, source.replace("class ScaledResidualCachedAttention", "class Attn")))
+    assert result.status != "fail", result.message
