@@ -284,17 +284,26 @@ def kv_projections_full_width(f: Findings) -> None:
             if found is None:
                 return
             found_by_role.setdefault(role, []).append(found)
-    # one projection feeding both the keys and the values (fused [K; V], split after: transformer-toolkit's
-    # GroupedQueryAttention) holds both roles: full width there is 2·d, and KV·d / H a role is 2·KV·d / H, which is d
-    # where KV = H / 2 (realzoo19: a right grouped layer was marked at its fused kv Linear)
-    shared = {i for i, _ in found_by_role.get("keys", ())} & {i for i, _ in found_by_role.get("values", ())}
+    # a projection feeding several roles (fused [K; V] split after: transformer-toolkit's GroupedQueryAttention; or
+    # fused [Q; K; V]) holds them all: full width there is d a role it feeds, and a grouped [K; V] of KV = H / 2 heads
+    # is d wide and right (realzoo19: it was marked at its fused kv Linear)
+    queries = [t for i in f.named("scores") for t in Namer.product_operands(f.ops[i])[:1]] + \
+        [f.ops[i]["in"][0] for i in f.namer.fused if f.ops[i]["op"] == "scaled_dot_product_attention"]
+    fed: dict[int, set[str]] = {}
+    for role, founds in found_by_role.items():
+        for index, _ in founds:
+            fed.setdefault(index, set()).add(role)
+    for t in queries:
+        found = _projection(f, t)
+        if found is not None and found[0] in fed:
+            fed[found[0]].add("queries")
     made: dict[str, dict] = {}
     for role, founds in found_by_role.items():
         for index, name in founds:
             out = (f.ops[index].get("out") or {}).get("shape") or []
             weight = next((w for w in f.ops[index]["in"] if w.get("name") == name), {})
             where = weight.get("made") or {}
-            full = 2 * d if index in shared else d
+            full = len(fed[index]) * d
             if not out or out[-1] != full or where.get("kind") != "parameter" or where.get("at") in (None, "?"):
                 return  # a projection kv·d / H wide, or one fused with the queries' (3·d wide): not this
             made.setdefault(role, {"at": where["at"], "code": where.get("code", "")})
