@@ -226,16 +226,13 @@ def test_a_fused_kv_projection_is_full_width_only_at_twice_the_width(tmp_path, w
     assert [i for i, _ in _marks(tmp_path, source, "Grouped") if i == "kv-projections-full-width"] == marked
 
 
+
 def test_a_fused_qkv_projection_of_a_grouped_layer_is_not_marked(tmp_path):
-    """[Q; K; V] from one Linear of d + 2 * KV * head_dim features: with KV = H / 2 that is 2·d, which a rule
-    counting only the keys' and values' roles read as a full-width [K; V] (gpt-fast's, litgpt's and mamba's grouped
-    layers were marked on the way to the fix above); the projection holds three roles, full width 3·d."""
-    source = GROUPED_KV.replace("self.q = nn.Linear(dim, dim, bias=False)\n", "").replace(
-        "self.kv = nn.Linear(dim, KV_WIDTH, bias=False)", "self.qkv = nn.Linear(dim, dim + 2 * n_kv_heads * "
-        "self.head_dim, bias=False)").replace(
-        "q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)\n        k, v = self.kv(x).split("
-        "KV_SPLIT, dim=-1)",
-        "q, k, v = self.qkv(x).split([C, self.n_kv_heads * self.head_dim, self.n_kv_heads * self.head_dim], "
-        "dim=-1)\n        q = q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)")
-    assert "self.qkv(x).split" in source
-    assert [i for i, _ in _marks(tmp_path, source, "Grouped") if i == "kv-projections-full-width"] == []
+    """[Q; K; V] from one Linear of d + 2 * KV * head_dim features (the zoo's correct gqa_fused_qkv): with KV = H / 2
+    that is 2·d, which a rule counting only the keys' and values' roles read as a full-width [K; V] (gpt-fast's,
+    litgpt's and mamba's grouped layers were marked on the way to the fix above); the projection holds three roles,
+    full width 3·d."""
+    from pathlib import Path
+    zoo = Path(__file__).resolve().parents[1] / "zoo" / "correct" / "gqa_fused_qkv.py"
+    marks = _marks(tmp_path, zoo.read_text(), "GroupedQueryAttention")
+    assert [i for i, _ in marks if i == "kv-projections-full-width"] == []
