@@ -295,8 +295,8 @@ def kv_projections_full_width(f: Findings) -> None:
             fed.setdefault(index, set()).add(role)
     for t in queries:
         found = _projection(f, t)
-        if found is not None and found[0] in fed:
-            fed[found[0]].add("queries")
+        if found is not None and len(fed.get(found[0], ())) >= 2:  # only a projection the keys and values share:
+            fed[found[0]].add("queries")  # a query operand can resolve to a keys-only projection (the gqa mutant)
     made: dict[str, dict] = {}
     for role, founds in found_by_role.items():
         for index, name in founds:
