@@ -19,7 +19,10 @@ layer without a cache passes with "does not apply"; a cache mha-check cannot dri
 Where nothing can be compared with the reference (no reading of the weights: a residual scaled inside the layer,
 realzoo17's qsa-attention), a leak within the chunk is still evidence whatever the weights (`_chunk_leak`): the
 chunk's first token moving with its second, both fed in one call after a cached prefix, fails.  Never a pass: the
-layer agreeing with itself is no comparison with the reference.
+layer agreeing with itself is no comparison with the reference.  Nor is one token per call (`_decode_disagrees`):
+token t decoded after a cache of tokens 0..t-1 sees what the layer's own forward sees on tokens 0..t alone, so its
+output must be that forward's last one, whatever the weights and whether or not the layer is causal; a difference
+fails (realzoo19's transformer-toolkit MLAttention: the cached keys rotated at the newest token's position).
 """
 import numpy as np
 
@@ -181,7 +184,7 @@ def kv_cache(ctx):
     if outcome.status == Status.CANNOT_TELL:  # no comparison with the reference: a leak among a chunk's tokens needs
         # none (realzoo17's qsa: x + 0.9 * attention, which no reading of the weights reproduces, and a chunk of two
         # new tokens attended with no mask ended with no failing check at all)
-        return _chunk_leak(ctx) or outcome
+        return _chunk_leak(ctx) or _decode_disagrees(ctx) or outcome
     return outcome
 
 
@@ -424,4 +427,55 @@ def _chunk_leak(ctx):
                       f"reading of your weights: with any weights, token {t} may see tokens 0..{t} only{beside}",
                       config=cfg, observed=f"token {t} sees token {t + 1}", expected=f"token {t} sees tokens 0..{t}",
                       finding="chunk unmasked", fix=_fix(base.kind), weight_free=True)
+    return None
+
+
+def _decode_disagrees(ctx):
+    """A failure where decoding one token per call after a cached prefix gives, for token t, another output than the
+    layer's own forward on tokens 0..t alone at its last position (which sees exactly the tokens the decode sees):
+    evidence whatever the weights, so it needs no reading of them; None where there is none.  As `_chunk_leak`:
+    the module's own weights, the decode run twice (repeatable, its cache reset before each), the prefix on an empty
+    cache the layer's own forward; and the first decoded token must move with the prefix (a third decode, the prefix
+    replaced), or the layer reads no cache at all and there is none to judge.  Never a pass."""
+    for cfg, prefix, _ in _plans(ctx):
+        if cfg.n <= prefix:
+            continue
+        try:
+            inst = ctx.build(cfg, fresh=LEAK)
+            xa = ctx.input(cfg, "kv-cache-a")
+            chunks = _chunks(cfg.n, prefix)
+            past = xa.copy()
+            past[:, :prefix] = ctx.input(cfg, "kv-cache-leak")[:, :prefix]
+            replies = inst.calls([m.CacheRun(inst.handle, xa, chunks, True, inst.style),
+                                  m.CacheRun(inst.handle, xa, chunks, True, inst.style),
+                                  m.CacheRun(inst.handle, past, chunks, True, inst.style)]
+                                 + [inst.forward_request(xa[:, :t + 1]) for t in range(prefix - 1, cfg.n)])
+        except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):  # no evidence: the cannot-tell stands
+            return None
+        base, again, other, owns = replies[0], replies[1], replies[2], replies[3:]
+        if not base.api or any(r.problem or r.raised or r.y is None or r.y.shape[:2] != (cfg.batch, cfg.n)
+                               for r in (base, again, other)):
+            continue
+        if compare(other.y[:, prefix], base.y[:, prefix], nan_equal=True) is None:
+            continue  # the first decoded token does not move with the prefix: it reads no cache (a forward that
+            # takes positions and keeps nothing, realzoo's torchtune layer built without its KVCache), none to judge
+        if any(getattr(o, "y", None) is None or o.y.shape[0] != cfg.batch for o in owns):
+            continue
+        if compare(again.y, base.y, nan_equal=True) is not None or not np.isfinite(base.y).all():
+            continue  # the same tokens decode differently: nothing can be read
+        if compare(base.y[:, :prefix], owns[0].y[:, :prefix]) is not None:
+            continue  # the prefix on an empty cache is not the layer's own forward: not driven as it expects
+        for t, own in zip(range(prefix, cfg.n), owns[1:]):
+            mismatch = compare(base.y[:, t], own.y[:, t])
+            if mismatch is None:
+                continue
+            where = f"{cfg.describe()}, prefix of {prefix}, then one token per call, with {base.api}"
+            return failed(f"{where}: decoded with the cache, token {t} gives another output than your layer's own "
+                          f"forward on tokens 0..{t} alone at its last position "
+                          f"({mismatch.describe(('cached', 'own forward'))}), though both see the same tokens. This "
+                          "needs no reading of your weights: with any weights, the cache must hold the keys and "
+                          "values the forward would compute for the tokens seen, at their own positions",
+                          config=cfg, observed=f"token {t} decoded differs from the forward on tokens 0..{t}",
+                          expected=f"token {t} decoded = the forward on tokens 0..{t}, at its last position",
+                          finding="decode differs from own forward", fix=_fix(base.kind), weight_free=True)
     return None

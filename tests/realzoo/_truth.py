@@ -3350,6 +3350,188 @@ def _(mod):
             "d_in=6 d_out=8, sequence first, mask_future_timesteps=True")
 
 
+def _grouped_per_head(x, H, Wq, Wk, Wv, Wo):
+    """An independent grouped per-head loop (not gqa_forward): query head h takes rows h*dh:(h+1)*dh of W_q, kv head
+    h // (H / KV) the rows of W_k and W_v; scores / sqrt(dh), the future at -inf; no biases."""
+    n = x.shape[1]
+    dh = Wq.shape[0] // H
+    group = H // (Wk.shape[0] // dh)
+    outs = []
+    for h in range(H):
+        qc, kc = slice(h * dh, (h + 1) * dh), slice((h // group) * dh, (h // group + 1) * dh)
+        sc = (x @ Wq[qc].T) @ (x @ Wk[kc].T).transpose(-2, -1) / dh ** 0.5
+        sc = sc.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        outs.append(torch.softmax(sc, dim=-1) @ (x @ Wv[kc].T))
+    return torch.cat(outs, dim=-1) @ Wo.T
+
+
+def _toolkit_cache(m, x):
+    """transformer-toolkit's past_kv decoding: (a prompt of 4 then one token per call, joined), and the first new
+    token's output in a chunk of 2 after the prompt, with the chunk's second token as it is and replaced."""
+    with torch.no_grad():
+        y, kv = m(x[:, :4])
+        ys = [y]
+        for t in range(4, x.shape[1]):
+            y, kv = m(x[:, t:t + 1], past_kv=kv)
+            ys.append(y)
+        _, kv4 = m(x[:, :4])
+        first = m(x[:, 4:6], past_kv=kv4)[0][:, 0]
+        x2 = x.clone()
+        x2[:, 5] = torch.randn(x.shape[0], x.shape[2], generator=torch.Generator().manual_seed(9))
+        moved = m(x2[:, 4:6], past_kv=kv4)[0][:, 0]
+    return torch.cat(ys, dim=1), (moved - first).abs().max().item()
+
+
+@check("transformer_toolkit_mha_fused_qkv_rotate_half_rope_past_kv_chunk_unmasked.py")
+def _(mod):
+    """build(12, 3): qkv.weight's rows [Q; K; V], no biases = rope_mha_forward(half) and the rotary per-head loop to
+    relative 1e-5 (float32 cos/sin), no leak, interleaved differs; prompt 4 + 1 + 1 + 1 through past_kv = whole; a
+    chunk of 2 after the prompt: the first new token moves with the second (the bug)."""
+    m = randomize(mod.build(12, 3)).eval()
+    Wq, Wk, Wv = m.qkv.weight.split(12)
+    args = (Wq, Wk, Wv, m.out.weight)
+    call = lambda x: m(x)[0]  # noqa: E731
+    ref = lambda x: rope_mha_forward(x, 3, *args, convention="half")  # noqa: E731
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 12)
+    err2, _ = cmp(call, lambda x: _rope_per_head(x, 3, *args, "half"), 12, shapes=SHAPES[:1])
+    off, _ = cmp(call, lambda x: _rope_per_head(x, 3, *args, "interleaved"), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    cached, moved = _toolkit_cache(m, x)
+    one_by_one = (cached - call(x)).abs().max().item()
+    good = max(err, err2) / scale < FLOAT32_TOL and leak < TOL and off > 1e-2 and one_by_one / scale < FLOAT32_TOL \
+        and moved > 1e-2
+    return good, (f"no cache: = rotate-half rotary, relative {max(err, err2) / scale:.1e}, future-leak {leak:.1e}, "
+                  f"interleaved differs by {off:.2e}; cache 4 + 1 + 1 + 1 vs whole {one_by_one:.1e}; 4 + chunk of 2: "
+                  f"the chunk's first output moved by its second token {moved:.2e}"), "dim=12 n_heads=3, FLOAT32_TOL"
+
+
+def _toolkit_grouped(m, H, Wq, Wk, Wv):
+    args = (Wq, Wk, Wv, m.out.weight)
+    call = lambda x: m(x)[0]  # noqa: E731
+    err, leak = cmp(call, lambda x: gqa_forward(x, H, *args), 12)
+    err2, _ = cmp(call, lambda x: _grouped_per_head(x, H, *args), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    cached, moved = _toolkit_cache(m, x)
+    with torch.no_grad():
+        one_by_one = (cached - call(x)).abs().max().item()
+    good = max(err, err2) < TOL and leak < TOL and one_by_one < TOL and moved > 1e-2
+    return good, (f"no cache: max|out-ref| {max(err, err2):.1e} (gqa_forward and the grouped per-head loop), "
+                  f"future-leak {leak:.1e}; cache 4 + 1 + 1 + 1 vs whole {one_by_one:.1e}; 4 + chunk of 2: the "
+                  f"chunk's first output moved by its second token {moved:.2e}")
+
+
+@check("transformer_toolkit_gqa_fused_kv_repeat_interleave_past_kv_chunk_unmasked.py")
+def _(mod):
+    """GroupedQueryAttention(12, 4, 2): q.weight, kv.weight's halves [K; V] = gqa_forward exactly (query head h reads
+    kv head h // 2), the cache right one token at a time, a chunk of 2 unmasked."""
+    m = randomize(mod.GroupedQueryAttention(12, 4, 2)).eval()
+    Wk, Wv = m.kv.weight.split(2 * 3)
+    good, msg = _toolkit_grouped(m, 4, m.q.weight, Wk, Wv)
+    return good, msg, "dim=12 n_heads=4 n_kv_heads=2 (head_dim 3)"
+
+
+@check("transformer_toolkit_mqa_one_kv_head_expand_past_kv_chunk_unmasked.py")
+def _(mod):
+    """MultiQueryAttention(12, 3): one kv head (k, v Linear(12, 4)) = gqa_forward with one kv head exactly, the cache
+    right one token at a time, a chunk of 2 unmasked."""
+    m = randomize(mod.MultiQueryAttention(12, 3)).eval()
+    good, msg = _toolkit_grouped(m, 3, m.q.weight, m.k.weight, m.v.weight)
+    return good, msg, "dim=12 n_heads=3 (head_dim 4, one kv head)"
+
+
+@check("transformer_toolkit_mla_latent_cache_rope_cached_keys_at_new_position.py")
+def _(mod):
+    """build(12, 3) (latent_dim 12): W_k = k_up kv_down, W_v = v_up kv_down, rope_mha_forward(half) and the rotary
+    per-head loop to relative 1e-5, no leak; decoded with its latent cache (4 + 1 + 1 + 1), token t differs from the
+    whole forward and equals the attention WITHOUT rotary embedding on tokens 0..t at the last position; a chunk of 2
+    after the prompt raises RuntimeError."""
+    m = randomize(mod.build(12, 3)).eval()
+    Wk, Wv = m.k_up.weight @ m.kv_down.weight, m.v_up.weight @ m.kv_down.weight
+    args = (m.q.weight, Wk, Wv, m.out.weight)
+    call = lambda x: m(x)[0]  # noqa: E731
+    ref = lambda x: rope_mha_forward(x, 3, *args, convention="half")  # noqa: E731
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    err, leak = cmp(call, ref, 12)
+    err2, _ = cmp(call, lambda x: _rope_per_head(x, 3, *args, "half"), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        whole = call(x)
+        y, kv = m(x[:, :4])
+        plain = 0.0
+        for t in range(4, 7):
+            y, kv = m(x[:, t:t + 1], past_kv=kv)
+            plain = max(plain, (y[:, 0] - mha_forward(x[:, :t + 1], 3, *args)[:, t]).abs().max().item())
+        token4 = (m(x[:, 4:5], past_kv=m(x[:, :4])[1])[0][:, 0] - whole[:, 4]).abs().max().item()
+        try:
+            m(x[:, 4:6], past_kv=m(x[:, :4])[1])
+            raised = False
+        except RuntimeError:
+            raised = True
+    good = max(err, err2) / scale < FLOAT32_TOL and leak < TOL and token4 > 1e-2 and plain / scale < FLOAT32_TOL \
+        and raised
+    return good, (f"no cache: = rotate-half rotary with W_k = k_up kv_down, W_v = v_up kv_down, relative "
+                  f"{max(err, err2) / scale:.1e}, future-leak {leak:.1e}; cached token 4 vs whole {token4:.2e}; "
+                  f"cached tokens 4..6 vs attention without rotary on tokens 0..t {plain:.1e}; chunk of 2 raises "
+                  f"{raised}"), "dim=12 n_heads=3 latent_dim=12, FLOAT32_TOL relative"
+
+
+@check("transformer_toolkit_flash_attention_forward_causal_flag_past_kv_chunk_unmasked.py")
+def _(mod):
+    """FlashAttention(12, 3): qkv.weight's rows [Q; K; V], no biases = mha_forward and the per-head loop exactly, no
+    leak (causal=False leaks); prompt 4 + 1 + 1 + 1 through past_kv = whole; a chunk of 2 unmasked."""
+    m = randomize(mod.FlashAttention(12, 3)).eval()
+    Wq, Wk, Wv = m.qkv.weight.split(12)
+    args = (Wq, Wk, Wv, m.out.weight)
+    call = lambda x: m(x)[0]  # noqa: E731
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args, None, None, None, None), 12, shapes=SHAPES[:1])
+    _, leak_off = cmp(lambda x: m(x, causal=False)[0], lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    cached, moved = _toolkit_cache(m, x)
+    with torch.no_grad():
+        one_by_one = (cached - call(x)).abs().max().item()
+    good = max(err, err2) < TOL and leak < TOL and leak_off > 1e-2 and one_by_one < TOL and moved > 1e-2
+    return good, (f"no cache: max|out-ref| {max(err, err2):.1e} (mha_forward and the per-head loop), future-leak "
+                  f"{leak:.1e}, with causal=False {leak_off:.2e}; cache 4 + 1 + 1 + 1 vs whole {one_by_one:.1e}; 4 + "
+                  f"chunk of 2: the chunk's first output moved by its second token {moved:.2e}"), "dim=12 n_heads=3"
+
+
+def _builder_weights(m):
+    heads = m.self_attention_heads
+    cat = lambda name, part: torch.cat([getattr(getattr(h, name), part) for h in heads])  # noqa: E731
+    return [cat(f"{r}_architecture", "weight") for r in "qkv"], [cat(f"{r}_architecture", "bias") for r in "qkv"]
+
+
+@check("transformer_builder_head_modules_container_causal_flag_out_proj.py")
+def _(mod):
+    """build(12, 3): the heads' q/k/v Linears stacked by head with their biases, W_o = layer_after = mha_forward and
+    the per-head loop exactly, no leak."""
+    m = randomize(mod.build(12, 3)).eval()
+    (Wq, Wk, Wv), (bq, bk, bv) = _builder_weights(m)
+    args = (Wq, Wk, Wv, m.layer_after.weight, bq, bk, bv, m.layer_after.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    return max(err, err2) < TOL and leak < TOL, (f"max|out-ref| {max(err, err2):.1e} (mha_forward and the per-head "
+                                                 f"loop), future-leak {leak:.1e}"), "d_model=12 num_heads=3, biases"
+
+
+@check("transformer_builder_head_modules_container_no_out_proj.py")
+def _(mod):
+    """build(12, 3) with layer_after nn.Identity(): = mha_forward with W_o = I, b_o = 0 exactly (and the per-head
+    loop), no leak; with a random W_o it differs."""
+    m = randomize(mod.build(12, 3)).eval()
+    (Wq, Wk, Wv), (bq, bk, bv) = _builder_weights(m)
+    eye = torch.eye(12)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, Wq, Wk, Wv, eye, bq, bk, bv), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, Wq, Wk, Wv, eye, bq, bk, bv, None), 12, shapes=SHAPES[:1])
+    wo = torch.randn(12, 12, generator=torch.Generator().manual_seed(3))
+    off, _ = cmp(m, lambda x: mha_forward(x, 3, Wq, Wk, Wv, wo, bq, bk, bv), 12, shapes=SHAPES[:1])
+    good = max(err, err2) < TOL and leak < TOL and off > 1e-2
+    return good, (f"= concatenated heads (W_o = I): {max(err, err2):.1e}, future-leak {leak:.1e}; a real W_o "
+                  f"differs by {off:.2e}"), "d_model=12 num_heads=3, biases, no output projection"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -518,3 +518,32 @@ def test_a_right_chunk_mask_behind_a_scaled_residual_stays_cannot_tell(tmp_path)
     assert "start:start + T" in source
     result = run(_written(tmp_path, source.replace("class ScaledResidualCachedAttention", "class Attn")))
     assert result.status == "cannot_tell", result.message
+
+
+def test_a_one_token_decode_unlike_the_own_forward_fails_without_any_reading_of_the_weights(tmp_path):
+    """x + alpha * attention again (no reading of the weights), now masked on every call but with rows from 0, not
+    offset by the cache: token 2 decoded alone sees key 0 only, and a chunk's first token moves with nothing after
+    it, so the chunk probe finds no leak.  Yet decoded token t must be the layer's own forward on tokens 0..t at its
+    last position (both see the same tokens): it is not, whatever the weights.  Was cannot tell (realzoo19's
+    transformer-toolkit MLAttention, whose cached keys are all rotated at the newest position, the same)."""
+    source = LEAKY_SCALED.read_text().replace(
+        "        if not use_cache or self.pos == 0:\n            att = att.masked_fill(~self.causal[:T, :T], "
+        "float(\"-inf\"))",
+        "        att = att.masked_fill(~self.causal[:T, :k.shape[2]], float(\"-inf\"))")
+    assert ":T, :k.shape[2]]" in source
+    result = run(_written(tmp_path, source.replace("class ScaledResidualCachedAttention", "class Attn")))
+    assert result.status == "fail" and result.details["finding"] == "decode differs from own forward", \
+        result.message
+    assert result.details.get("weight_free") and "needs no reading of your weights" in result.message
+
+
+def test_a_layer_that_takes_positions_but_keeps_no_cache_is_not_failed_by_the_decode_probe(tmp_path):
+    """forward(x, start_pos) with nothing kept between calls (torchtune's CausalSelfAttention built without its
+    KVCache): decoded one token per call, a token sees itself alone and differs from the forward on the tokens
+    before it - but it does not move with those tokens either, so there is no cache to judge, and the probe above
+    must not fail it (it did, on realzoo's torchtune entry, before the prefix was replaced in a third decode)."""
+    source = LEAKY_SCALED.read_text().replace("def forward(self, x, use_cache=False):",
+                                              "def forward(self, x, start_pos=0):\n        use_cache = False")
+    assert "start_pos=0" in source
+    result = run(_written(tmp_path, source.replace("class ScaledResidualCachedAttention", "class Attn")))
+    assert result.status != "fail", result.message

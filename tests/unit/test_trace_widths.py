@@ -191,3 +191,55 @@ def test_a_layer_built_to_the_inputs_width_is_marked_at_its_first_projection(tmp
     source = KEEPER.replace("WIDTH", "pass").replace("3 * d_out", "3 * d_in").replace("(d_out, d_out)",
                                                                                      "(d_in, d_in)")
     assert _marks(tmp_path, source, "Keeper") == [("built-to-input-width", "self.qkv = nn.Linear(d_in, 3 * d_in)")]
+
+
+GROUPED_KV = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Grouped(nn.Module):
+    def __init__(self, dim, n_heads, n_kv_heads):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, dim // n_heads
+        self.q = nn.Linear(dim, dim, bias=False)
+        self.kv = nn.Linear(dim, KV_WIDTH, bias=False)
+        self.out = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q = self.q(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        k, v = self.kv(x).split(KV_SPLIT, dim=-1)
+        k = k.view(B, T, -1, self.head_dim).transpose(1, 2)
+        v = v.view(B, T, -1, self.head_dim).transpose(1, 2)
+        r = self.n_heads // k.shape[1]
+        k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(out.transpose(1, 2).reshape(B, T, C))
+'''
+
+
+@pytest.mark.parametrize("width, split, marked", [
+    ("2 * n_kv_heads * self.head_dim", "self.n_kv_heads * self.head_dim", []),
+    ("2 * dim", "C", ["kv-projections-full-width"]),
+], ids=["kv-heads-wide", "full-width"])
+def test_a_fused_kv_projection_is_full_width_only_at_twice_the_width(tmp_path, width, split, marked):
+    """One Linear making the keys and the values together ([K; V], split after: transformer-toolkit 0.0.33's
+    GroupedQueryAttention, realzoo19) holds both roles: 2 * KV * head_dim wide is the grouped layer right, and with
+    KV = H / 2 that is d features - it was marked kv-projections-full-width (gqa-kv-heads-ignored) at the fused
+    Linear; 2 * d wide is the mistake."""
+    source = GROUPED_KV.replace("KV_WIDTH", width).replace("KV_SPLIT", split)
+    assert [i for i, _ in _marks(tmp_path, source, "Grouped") if i == "kv-projections-full-width"] == marked
+
+
+
+def test_a_fused_qkv_projection_of_a_grouped_layer_is_not_marked(tmp_path):
+    """[Q; K; V] from one Linear of d + 2 * KV * head_dim features (the zoo's correct gqa_fused_qkv): with KV = H / 2
+    that is 2·d, which a rule counting only the keys' and values' roles read as a full-width [K; V] (gpt-fast's,
+    litgpt's and mamba's grouped layers were marked on the way to the fix above); the projection holds three roles,
+    full width 3·d."""
+    from pathlib import Path
+    zoo = Path(__file__).resolve().parents[1] / "zoo" / "correct" / "gqa_fused_qkv.py"
+    marks = _marks(tmp_path, zoo.read_text(), "GroupedQueryAttention")
+    assert [i for i, _ in marks if i == "kv-projections-full-width"] == []

@@ -277,17 +277,34 @@ def kv_projections_full_width(f: Findings) -> None:
         if f.ops[i]["op"] == "scaled_dot_product_attention":
             roles["keys"] += f.ops[i]["in"][1:2]
             roles["values"] += f.ops[i]["in"][2:3]
-    made: dict[str, dict] = {}
+    found_by_role: dict[str, list[tuple[int, str]]] = {}
     for role, tensors in roles.items():
         for t in tensors:
             found = _projection(f, t)
             if found is None:
                 return
-            index, name = found
+            found_by_role.setdefault(role, []).append(found)
+    # a projection feeding several roles (fused [K; V] split after: transformer-toolkit's GroupedQueryAttention; or
+    # fused [Q; K; V]) holds them all: full width there is d a role it feeds, and a grouped [K; V] of KV = H / 2 heads
+    # is d wide and right (realzoo19: it was marked at its fused kv Linear)
+    queries = [t for i in f.named("scores") for t in Namer.product_operands(f.ops[i])[:1]] + \
+        [f.ops[i]["in"][0] for i in f.namer.fused if f.ops[i]["op"] == "scaled_dot_product_attention"]
+    fed: dict[int, set[str]] = {}
+    for role, founds in found_by_role.items():
+        for index, _ in founds:
+            fed.setdefault(index, set()).add(role)
+    for t in queries:
+        found = _projection(f, t)
+        if found is not None and len(fed.get(found[0], ())) >= 2:  # only a projection the keys and values share:
+            fed[found[0]].add("queries")  # a query operand can resolve to a keys-only projection (the gqa mutant)
+    made: dict[str, dict] = {}
+    for role, founds in found_by_role.items():
+        for index, name in founds:
             out = (f.ops[index].get("out") or {}).get("shape") or []
             weight = next((w for w in f.ops[index]["in"] if w.get("name") == name), {})
             where = weight.get("made") or {}
-            if not out or out[-1] != d or where.get("kind") != "parameter" or where.get("at") in (None, "?"):
+            full = len(fed[index]) * d
+            if not out or out[-1] != full or where.get("kind") != "parameter" or where.get("at") in (None, "?"):
                 return  # a projection kv·d / H wide, or one fused with the queries' (3·d wide): not this
             made.setdefault(role, {"at": where["at"], "code": where.get("code", "")})
     if set(made) != {"keys", "values"}:
