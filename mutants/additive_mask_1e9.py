@@ -15,7 +15,7 @@ INFO = MutantInfo(
             "guarantees it whatever the scores. A finite mask added to the scores holds only while every real score "
             "stays far below its size, and -1e9 does not fit in half precision at all."),
     killed_by=("mask-fill",),
-    symptom=("At every magnitude a trained model reaches the future gets weight exactly 0 in float64, so outputs and "
+    symptom=("At every magnitude a trained model reaches, the future gets weight exactly 0 in float64, so outputs and "
              "gradients equal the reference's; a future token whose score exceeds 1e9 still outweighs the mask, and "
              "in float16 -1e9 overflows to -inf, so the same code behaves differently by dtype."),
     rewrite="additive",

@@ -18,9 +18,11 @@ INFO = MutantInfo(
             "query whose allowed scores all fall below that number attends to the future instead."),
     killed_by=("mask-fill",),
     trace=("fill-below-probe",),
-    symptom=("At every magnitude a trained model reaches the future gets weight exactly 0 in float64, so outputs and "
+    symptom=("At every magnitude a trained model reaches, the future gets weight exactly 0 in float64, so outputs and "
              "gradients equal the reference's; a query whose allowed scores fall below -1e9 gives the future its "
-             "weight, and in float16 -1e9 overflows to -inf, so the same code behaves differently by dtype."),
+             "weight, and in float16 the same line raises (masked_fill cannot hold -1e9 in half precision: \"value "
+             "cannot be converted to type c10::Half without overflow\"), so the same code behaves differently by "
+             "dtype."),
     remedy="Fill the masked scores with float(\"-inf\") instead of -1e9, so the future gets a weight of exactly 0.",
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))',
     example=(

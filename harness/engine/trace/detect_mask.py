@@ -208,7 +208,7 @@ def _below_probe_mark(fill: float) -> dict:
         "precision; fill with float('-inf')")}
     if fill != -1e9:
         mark["title"] = f"Masked scores filled with {fill:g} instead of -inf (masked_fill with a large finite value)"
-        mark["symptom"] = ("At every magnitude a trained model reaches the future gets weight exactly 0 in float64, so "
+        mark["symptom"] = ("At every magnitude a trained model reaches, the future gets weight exactly 0 in float64, so "
                            f"outputs and gradients equal the reference's; a query whose allowed scores fall below "
                            f"{fill:g} gives the future its weight.")
     return mark
@@ -533,7 +533,7 @@ def fill_mark(fill: float, at_least: bool = False, added: bool = False) -> dict:
     mark_id = "fill-leaks-visibly" if fill > VISIBLE_FILL else "fill-leaks-invisibly"
     weight = f"e^{fill:g} = {math.exp(fill):.2g}" if fill < 700 else f"e^{fill:g}, beyond any float"
     size = ("more than any past token's: each token reads mostly the tokens after it" if fill > 1 else
-            "about as much as a past token's: the future is barely hidden" if fill >= -1 else
+            "about as much as a past token's, so the future is not hidden" if fill >= -1 else
             "a clearly visible leak" if fill >= -7 else "small, but the outputs differ from the reference"
             if fill > VISIBLE_FILL else "invisible in ordinary outputs, but the gradient shows it" if fill > UNDERFLOW
             else f"exact at ordinary scores, but once real scores fall near {fill:g} (large activations, half "
