@@ -12,7 +12,9 @@ INFO = MutantInfo(
     lesson=('Engineering implications: "Bias terms ... Count parameters with the setting you actually use"; the '
             "count 3·d_in·d_out + d_out² + d_out includes the output projection's bias."),
     killed_by=("out-proj-bias",),
-    symptom="The layer has d_out parameters fewer than the formula, and its outputs lack the output bias.",
+    symptom=("The layer has d_out parameters fewer than the lesson's formula, which counts the output projection's "
+             "bias (param-count still passes: the count is right for the bias setting you chose, as the lesson asks), "
+             "and its outputs lack the output bias."),
     remedy="Give the output projection its bias: nn.Linear(d_out, d_out) (bias=True).",
     fix="self.out = nn.Linear(d_out, d_out)",
     trace=("out-proj-without-bias",),
