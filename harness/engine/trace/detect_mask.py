@@ -208,8 +208,8 @@ def _below_probe_mark(fill: float) -> dict:
         "precision; fill with float('-inf')")}
     if fill != -1e9:
         mark["title"] = f"Masked scores filled with {fill:g} instead of -inf (masked_fill with a large finite value)"
-        mark["symptom"] = ("At every magnitude a trained model reaches, the future gets weight exactly 0 in float64, so "
-                           f"outputs and gradients equal the reference's; a query whose allowed scores fall below "
+        mark["symptom"] = ("At every magnitude a trained model reaches, the future gets weight exactly 0 in float64, "
+                           f"so outputs and gradients equal the reference's; a query whose allowed scores fall below "
                            f"{fill:g} gives the future its weight.")
     return mark
 
