@@ -400,9 +400,7 @@ def _chunk_leak(ctx):
                                                     m.CacheRun(inst.handle, xa, chunked, True, inst.style)])
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):  # no evidence: the cannot-tell stands
             return None
-        runs = (base, moved, again)
-        if not base.api or any(r.problem or r.raised or r.y is None or r.y.shape[:2] != (cfg.batch, cfg.n)
-                               for r in runs):
+        if not _ran(cfg, base, moved, again):
             continue
         own = getattr(plain, "y", None)
         if own is None or own.shape != base.y.shape or compare(base.y[:, :prefix], own[:, :prefix]) is not None:
@@ -453,8 +451,7 @@ def _decode_disagrees(ctx):
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):  # no evidence: the cannot-tell stands
             return None
         base, again, other, owns = replies[0], replies[1], replies[2], replies[3:]
-        if not base.api or any(r.problem or r.raised or r.y is None or r.y.shape[:2] != (cfg.batch, cfg.n)
-                               for r in (base, again, other)):
+        if not _ran(cfg, base, again, other):
             continue
         if compare(other.y[:, prefix], base.y[:, prefix], nan_equal=True) is None:
             continue  # the first decoded token does not move with the prefix: it reads no cache (a forward that
@@ -479,3 +476,10 @@ def _decode_disagrees(ctx):
                           expected=f"token {t} decoded = the forward on tokens 0..{t}, at its last position",
                           finding="decode differs from own forward", fix=_fix(base.kind), weight_free=True)
     return None
+
+
+def _ran(cfg, base, *others) -> bool:
+    """Every cached run of the weight-free probes (`_chunk_leak`, `_decode_disagrees`) went through a cache
+    mha-check found (`base.api`), raised nothing and gave a (B, n, ...) output."""
+    return bool(base.api) and not any(r.problem or r.raised or r.y is None or r.y.shape[:2] != (cfg.batch, cfg.n)
+                                      for r in (base, *others))
