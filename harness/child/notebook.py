@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import io
+import keyword
 import linecache
 import os
 import re
@@ -205,6 +206,20 @@ def _code_at(filename: str, lineno: int) -> str:
     return joined
 
 
+def statement_at(filename: str, lineno: int) -> str:
+    """Where the statement `code_at` shows whole for this line is, as "attn.py:28-30" (its first line's place, then
+    its last line), so that a trace puts a statement's operations under one heading however many of its lines they
+    come from; "" where `code_at` shows the line alone (a statement of one line, or one too long to join)."""
+    lines = linecache.getlines(filename)
+    if not 0 < lineno <= len(lines) or code_at(filename, lineno).endswith(" …"):
+        return ""
+    first, last = _span(filename, lines, lineno)
+    if first == last:
+        return ""
+    end = re.search(r"(\d+)$", location(filename, last))
+    return f"{location(filename, first)}-{end.group(1)}" if end else ""
+
+
 def _span(filename: str, lines: list[str], lineno: int) -> tuple[int, int]:
     """(first, last) line of the smallest statement that holds `lineno`; for a compound statement (def, if, for,
     with ...) whose header holds it, the header's lines; (lineno, lineno) where the file does not parse."""
@@ -256,9 +271,43 @@ def _joined(rows: list[str]) -> str | None:
         piece = row.strip().removesuffix("\\").strip()
         if not piece:
             continue
+        if out.endswith(",") and piece.startswith((")", "]", "}")) and _comma_changes_nothing(out):
+            out = out[:-1]  # `f(\n a,\n)` is `f(a)`: the comma was there for the line break
         out += piece if not out or out.endswith(("(", "[", "{")) or piece.startswith((")", "]", "}")) \
             else " " + piece
     return out
+
+
+def _comma_changes_nothing(text: str) -> bool:
+    """Whether the comma that ends `text`, just before the bracket that closes it, can go without changing the code:
+    inside a call's brackets, or after two elements or more; not in `(a,)` or `x[a,]`, a tuple of one."""
+    tokens = []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(text).readline):
+            tokens.append(t)
+    except (tokenize.TokenError, SyntaxError, IndentationError):  # the brackets still open at the end: expected
+        pass
+    tokens = [t for t in tokens if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER)]
+    if not tokens or tokens[-1].string != ",":
+        return False
+    depth, commas = 0, 0
+    for i in range(len(tokens) - 2, -1, -1):
+        word = tokens[i].string
+        if word in (")", "]", "}"):
+            depth += 1
+        elif word in ("(", "[", "{") and depth:
+            depth -= 1
+        elif word in ("(", "[", "{"):
+            before = tokens[i - 1] if i else None
+            after_value = before is not None and (
+                before.type == tokenize.STRING or before.string in (")", "]", "}")
+                or before.type == tokenize.NAME and not keyword.iskeyword(before.string))
+            if commas:
+                return True  # two elements or more: (a, b,) is (a, b), x[a, b,] is x[a, b]
+            return after_value if word == "(" else not after_value  # f(a,) is f(a); [a,] is [a]; not x[a,]
+        elif word == "," and depth == 0:
+            commas += 1
+    return False
 
 
 def _in_copy(filename: str, lineno: int) -> str:

@@ -13,7 +13,7 @@ import sys
 import torch
 
 from harness.wire import names
-from harness.child.notebook import code_at, location
+from harness.child.notebook import code_at, location, statement_at
 from harness.child.target import safe_message, safe_type_name
 
 
@@ -350,8 +350,9 @@ class TraceRecorder(torch.overrides.TorchFunctionMode):
         while frame is not None:
             filename = frame.f_code.co_filename
             if self.student_file and self._students(os.path.abspath(filename)):
-                return {"at": location(filename, frame.f_lineno),
-                        "code": code_at(filename, frame.f_lineno), **self._called_at(frame)}
+                statement = statement_at(filename, frame.f_lineno)  # a statement over several lines: one heading
+                return {"at": location(filename, frame.f_lineno), "code": code_at(filename, frame.f_lineno),
+                        **({"statement": statement} if statement else {}), **self._called_at(frame)}
             parts = filename.split(os.sep)
             if fallback is None and ours is None and "harness" in parts and "torch" not in parts:
                 ours = frame  # mha-check's own code, before any of the student's: the causal mask it passes

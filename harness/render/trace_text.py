@@ -92,9 +92,10 @@ def _narrow_table(result: TraceResult) -> list[str]:
     said: dict[str, int] = {}  # mistake text -> the step that said it first
     last_at = None
     for s, call in zip(steps, calls):
-        if s.at != last_at:
-            out += wrap_preformatted(f"  {s.at}  {s.code}".rstrip(), WIDTH, more=len(s.at) + 2)
-            last_at = s.at
+        at = s.statement or s.at  # the operations of one statement over several lines under one heading
+        if at != last_at:
+            out += wrap_preformatted(f"  {at}  {s.code}".rstrip(), WIDTH, more=len(at) + 2)
+            last_at = at
         flag = "!!" if s.mistake else "  "
         call = _cut(call, w_call)
         shapes = s.symbols or s.shapes

@@ -39,6 +39,15 @@ SOURCE = textwrap.dedent('''\
                 values,
                 queries,
             ], dim=-1)
+            qkv = self.qkv(queries).view(
+                2, 3, 4,
+            ).permute(2, 0, 1)
+            t = (
+                queries,
+            )
+            u = keys[
+                0, 1,
+            ]
     ''')
 
 SDPA = ("context_vec = F.scaled_dot_product_attention(queries, keys, values, attn_mask=None, dropout_p=self.dropout, "
@@ -65,9 +74,26 @@ def code(tmp_path):
     (15, SDPA), (16, SDPA), (17, SDPA),
     (18, "y = queries + keys"),  # a backslash's continuation
     (20, "z = torch.cat([ …"),  # longer than STATEMENT_LINES: the line, and a sign that it goes on
+    # a comma the line break left before its closing bracket goes where it changes nothing (a call, two elements) ...
+    (28, "qkv = self.qkv(queries).view(2, 3, 4).permute(2, 0, 1)"), (30, "qkv = self.qkv(queries).view(2, 3, 4)"
+                                                                          ".permute(2, 0, 1)"),
+    (34, "u = keys[0, 1]"),
+    (31, "t = (queries,)"),  # ... and stays where it makes a tuple of one
 ])
 def test_a_statement_over_several_lines_is_shown_whole_and_joined(code, line, shown):
     assert code(line) == shown
+
+
+@pytest.mark.parametrize(("line", "statement"), [
+    (7, ""), (11, ""), (20, ""),  # one line, or not joined: the line is its own place
+    (3, "attn.py:3-4"), (4, "attn.py:3-4"), (15, "attn.py:15-17"), (17, "attn.py:15-17"), (30, "attn.py:28-30"),
+])
+def test_a_joined_statement_has_one_place_for_all_its_lines(tmp_path, line, statement):
+    """A trace shows the operations of one statement under one heading: a `.view(` on line 28 and the `.permute(`
+    of the same statement on line 30 had been two headings, each showing the whole statement."""
+    path = tmp_path / "attn.py"
+    path.write_text(SOURCE)
+    assert notebook.statement_at(str(path), line) == statement
 
 
 def test_a_fix_is_written_for_the_whole_statement_or_not_at_all():

@@ -160,3 +160,17 @@ def test_a_nan_guard_after_the_softmax_is_no_mask_applied_after_it(tmp_path):
     assert [i for i, _ in _lines(_traced(tmp_path, zeroed))] == ["mask-after-softmax"]
     wider = again.replace("self.tril[:T, :T] == 0, 0.0", "self.tril[:T, :T].T == 0, 0.0")  # zeroes the past too
     assert [i for i, _ in _lines(_traced(tmp_path, wider))] == ["mask-after-softmax"]
+
+
+def test_a_statement_over_several_lines_is_one_heading(tmp_path):
+    """A fused projection split with `.view(` on one line and its `.permute(` two lines down: the operations of the
+    one statement stand under one heading with the statement's lines (a student's trace had shown the whole
+    statement twice, at its first line and at its last), and the mark points into it."""
+    split = ("        q = self.W_q(x).view(\n"
+             "            B, T, self.n_head, self.hs,\n"
+             "        ).transpose(1, 2)\n")
+    source = HEAD.replace("        q = self.W_q(x).view(B, T, self.n_head, self.hs).transpose(1, 2)\n", split)
+    text = render(_traced(tmp_path, source + INTERLEAVED + TAIL + "        return self.proj(out)\n"))
+    assert "attn.py:19-21  q = self.W_q(x).view(B, T, self.n_head, self.hs).transpose(1, 2)" in text
+    assert "attn.py:19 " not in text and "attn.py:21 " not in text
+    assert text.count("attn.py:22  k = self.W_k(x)") == 1  # a statement of one line keeps its own heading

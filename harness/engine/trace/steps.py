@@ -23,6 +23,7 @@ class Step:
     code: str  # that line
     mistake: dict | None = None  # {"id": detector, "text"} when a known mistake shows at this step
     also: tuple[str, ...] = ()  # the lesson's steps this operation takes besides its label's (baddbmm's scale, mask)
+    statement: str = ""  # "attn.py:28-30" where `code` is a statement written over several lines, else ""
 
 
 def build(namer: Namer, ops: list[dict], marks: dict[int, dict]) -> list[Step]:
@@ -42,7 +43,7 @@ def build(namer: Namer, ops: list[dict], marks: dict[int, dict]) -> list[Step]:
             symbols = ", ".join(f"({k})" for k in known[:-1]) + f" -> ({known[-1]})" if outs else ""
         steps.append(Step(op["i"] + 1, op["op"], call_text(op), labels[op["i"]], ins, out, shapes.strip(),
                           symbols.strip(), op.get("at", "?"), op.get("code", ""), marks.get(op["i"]),
-                          namer.also.get(op["i"], ())))
+                          namer.also.get(op["i"], ()), op.get("statement", "")))
     return steps
 
 
