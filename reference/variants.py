@@ -11,7 +11,7 @@ Knobs:
 - merge: "lesson" | "no-transpose" | "strided" (permute(0, 2, 3, 1).reshape(B, n, d)) | "batch-swap" (transpose(0, 2):
   the batch and token axes swapped, then viewed as (B, n, d))
 - scale: "sqrt-dh" | "sqrt-d" | "none" | "dh" | "sqrt-d-in" (the input width: the single-head lesson's d_in) |
-  "sqrt-h" (the number of heads)
+  "sqrt-h" (the number of heads) | "sqrt-n" (the number of tokens: k.size(-2) for k.size(-1))
 - mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax" | "hides-past" (tril(-1):
   the past hidden, the diagonal and the future kept)
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
@@ -200,7 +200,8 @@ def _scores(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray
         K, V = grouped.expand(K, heads, k_["kv_pairing"]), grouped.expand(V, heads, k_["kv_pairing"])
     scores = Q @ K.transpose(0, 1, 3, 2)
     scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh),
-                       "sqrt-d-in": np.sqrt(w.d_in), "sqrt-h": np.sqrt(heads)}[k_["scale"]]
+                       "sqrt-d-in": np.sqrt(w.d_in), "sqrt-h": np.sqrt(heads),
+                       "sqrt-n": np.sqrt(x.shape[1])}[k_["scale"]]
     n = x.shape[1]
     hidden = _future(n, k_["mask"])
     if k_["kv_mask"] == "first-group":  # only the query heads of the first key/value head are masked

@@ -179,7 +179,8 @@ def fused_attention_mask(f: Findings) -> None:
                     "attn_mask=~mask")})
 
 
-@detector("scores-not-scaled", "scaled-by-dh", "scaled-by-sqrt-d", "scaled-by-sqrt-heads", "wrong-scale")
+@detector("scores-not-scaled", "scaled-by-dh", "scaled-by-sqrt-d", "scaled-by-sqrt-heads", "scaled-by-sqrt-n",
+          "wrong-scale")
 def scale(f: Findings) -> None:
     """The product of the numbers the scores are multiplied by on the way to each softmax (q and k may be scaled
     apart; a fused attention scales by its own) is not 1/sqrt(dh), dh the width of the queries dotted with the keys
@@ -208,6 +209,9 @@ def scale(f: Findings) -> None:
             elif math.isclose(divisor, math.sqrt(f.cfg["heads"])) and f.cfg["heads"] > 1:
                 mid, text = "scaled-by-sqrt-heads", (f"the scores are divided by sqrt(H) = {divisor:.4g} (the number "
                                                     "of heads), not by sqrt(dh) (the head width)")
+            elif math.isclose(divisor, math.sqrt(f.cfg["n"])) and f.cfg["n"] != dh:
+                mid, text = "scaled-by-sqrt-n", (f"the scores are divided by sqrt(n) = {divisor:.4g} (the number "
+                                                "of tokens), not by sqrt(dh) (the head width)")
             else:
                 mid, text = "wrong-scale", f"the scores are multiplied by {total:.4g} in all (divided by {divisor:.4g})"
             text += f"; the lesson divides by sqrt(dh) = sqrt({dh}) = {math.sqrt(dh):.4g}"

@@ -23,7 +23,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   from the rotary tables' values); rotation-pairs-mismatched (a rotation's partner pairing its features one way, its
   tables the other: read from the tables and the features' prints)
 - detect_scores: softmax-not-last-axis; weights-without-grad; sdpa-without-causal, sdpa-mask-keeps-future;
-  scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, scaled-by-sqrt-heads, wrong-scale; dropout-always-on
+  scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, scaled-by-sqrt-heads, scaled-by-sqrt-n, wrong-scale;
+  dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
   the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly, fill-below-probe;
   mask-includes-diagonal, mask-keeps-future, mask-hides-past, mask-one-token-late, mask-hides-nothing, mask-wrong;
@@ -112,7 +113,7 @@ UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha
                       "when it keeps the axes in their order; check the order of the view's sizes.", ()),
     "wrong-scale": ("The scores are scaled by a factor no catalogued mistake has (the lesson divides them by "
                     "sqrt(dh) once, dh the head width): the mark gives the factor the forward applies.",
-                    ("no-scaling", "scale-by-dh", "scale-by-sqrt-d", "scale-by-sqrt-heads")),
+                    ("no-scaling", "scale-by-dh", "scale-by-sqrt-d", "scale-by-sqrt-heads", "scale-by-sqrt-n")),
 }
 
 MODULES = (detect_layout, detect_rope, detect_scores, detect_mask, detect_output, detect_params,
