@@ -139,8 +139,14 @@ def _within_bounds(found: list, ways) -> list:
     MAX_LAYOUTS, MAX_CALL_STYLES, MAX_READINGS_TRIED), the first ones kept: past them the parent refuses the reply
     as a corrupted channel, so a layer with very many same-shaped parameters would have been told its code
     corrupted the channel (our limit, not the student's mistake); cut here, the readings not offered leave the
-    weight checks cannot-tell at worst.  `ways.styles` is cut in place."""
+    weight checks cannot-tell at worst.  `ways.styles` is cut in place.  A reading with a role that takes more than
+    MAX_ROLE_TEXT characters to write is left out likewise."""
     del ways.styles[m.MAX_CALL_STYLES:]
+    short = [lay for lay in found if all(len(text) <= m.MAX_ROLE_TEXT for text in lay.describe().values())]
+    if short and len(short) < len(found):
+        short[0].notes.append(f"{len(found) - len(short)} reading(s) of the parameters too long to write were not "
+                              "tried")
+    found = short
     room = max(1, min(m.MAX_LAYOUTS, m.MAX_READINGS_TRIED // max(1, len(ways.styles))))
     if len(found) > room:
         for lay in found:

@@ -462,6 +462,11 @@ def decode_replies(header: dict, arrays: dict) -> list[Reply]:
 # Build): the bounds leave room for 16 readings of a layer with that many styles, and cap the parent's work at
 # about a minute and a half.
 MAX_LAYOUTS, MAX_CALL_STYLES, MAX_READINGS_TRIED = 64, 256, 2048
+# The longest text of one role in a reading (`W_query.weight`, `heads.0.q.weight + heads.1.q.weight + ...`): a piece
+# per head, each a parameter's name and its index, well under 1,000 characters in the zoos; the report shows the
+# reading matched and every reading tried, so a patched worker's reading of 800,000 characters (red team 15) made a
+# report of 1.6 MB, and each character a step of the parent's work on it.
+MAX_ROLE_TEXT = 8192
 
 
 def check_answer(request: Request, reply: Reply) -> Reply:
@@ -474,6 +479,10 @@ def check_answer(request: Request, reply: Reply) -> Reply:
             raise ProtocolError(f"{layouts} readings of the parameters and {styles} ways to call forward offered, "
                                 f"where mha-check's worker offers at most {MAX_LAYOUTS}, {MAX_CALL_STYLES} and "
                                 f"{MAX_READINGS_TRIED} pairs")
+        longest = max((len(text) for lay in reply.layouts for text in lay.roles.values()), default=0)
+        if longest > MAX_ROLE_TEXT:
+            raise ProtocolError(f"a reading of the parameters {longest} characters long offered, where mha-check's "
+                                f"worker offers at most {MAX_ROLE_TEXT}")
     if isinstance(request, Build) and isinstance(reply, Built) and request.handle not in (None, reply.handle):
         raise ProtocolError(f"build {request.handle} answered as {reply.handle}")
     return reply

@@ -2,6 +2,7 @@
 bias).  The report's "your layer also keeps ..., which no reading takes for W_q, W_k, W_v, W_o or a bias" listed
 linear_q.weight, linear_k.weight, linear_v.weight and linear_o.weight - the very parameters the user had mapped to
 those roles (tests/realzoo/cyberzhg_mha_relu_activation_history_mask_arg.py with the four --map options)."""
+import time
 from types import SimpleNamespace
 
 import torch.nn as nn
@@ -38,3 +39,15 @@ def test_a_parameter_no_reading_takes_is_still_told():
 def test_mapped_by_parameter_name_as_before():
     mapping = {"q": "linear_q.weight", "k": "linear_k.weight", "v": "linear_v.weight", "o": "linear_o.weight"}
     assert sorted(_unread(Named(), mapping)) == ["linear_k.bias", "linear_o.bias", "linear_q.bias", "linear_v.bias"]
+
+
+def test_a_reading_s_text_is_read_in_linear_time_whatever_the_child_sends():
+    """Red team 15: a patched worker's reading with a piece of `[`s and no `]` held the parent for a time quadratic in
+    its length (the lazy regex of a bracketed index; 40,000 took five minutes over a run's 250 calls)."""
+    info = SimpleNamespace(layouts=[SimpleNamespace(roles={"wq": "W_q.weight + " + "[" * 200_000,
+                                                           "wk": "c_attn.weight.T[0:6]", "wv": "qkv[:, 0][1]"})],
+                           params=[SimpleNamespace(name=n, shape=(2, 2)) for n in
+                                   ("W_q.weight", "c_attn.weight", "qkv", "gate")])
+    start = time.thread_time()
+    assert [name for name, _ in unread_parameters(info)] == ["gate"]
+    assert time.thread_time() - start < 0.5  # quadratic: about 140 s

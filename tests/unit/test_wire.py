@@ -100,6 +100,19 @@ def test_a_description_larger_than_our_worker_gives_is_refused():
     assert m.check_answer(build, built(16, 68)).layouts  # the zoos' largest: 16 readings; 68 styles (position ids)
 
 
+def test_a_reading_longer_than_our_worker_writes_is_refused():
+    """Red team 15: a patched worker's reading with a role of 800,000 characters was shown whole, twice, in the
+    report (1.6 MB of JSON), and the parent's work on it grew with it."""
+    def built(role):
+        return m.Built(handle=0, param_count=0, params=[], buffers=[], state_dict=[], plain_tensors=[], containers=[],
+                       dropout_modules=0, layouts=[m.LayoutInfo(how="named", roles={"wq": role})], call_styles=["x"])
+    build = m.Build({"d_in": 8})
+    with pytest.raises(protocol.ProtocolError, match="8193 characters long"):
+        m.check_answer(build, built("W_query.weight" + "[" * (m.MAX_ROLE_TEXT - 13)))
+    heads = " + ".join(f"transformer.blocks.0.attention.heads.{h}.query_projection.weight" for h in range(64))
+    assert m.check_answer(build, built(heads)).layouts  # 64 heads of long names: 4,211 characters
+
+
 def test_a_bad_item_is_named_by_its_exact_place():
     header = {"batch": [{"type": "MetaResult", "device": "meta", "shape": [1, "2"]}]}
     with pytest.raises(protocol.ProtocolError, match=r"reply 0 \(MetaResult\)\.shape\[1\]: expected int, got str"):

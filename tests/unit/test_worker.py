@@ -140,6 +140,11 @@ def test_a_worker_offers_no_more_readings_than_the_trusted_side_accepts():
     assert len(ways.styles) == 40 and len(kept) * len(ways.styles) <= m.MAX_READINGS_TRIED
     assert len(kept) == m.MAX_READINGS_TRIED // 40 and not any(lay.certain for lay in kept)
     assert "only the first 51 of 300 readings" in kept[0].notes[-1]
+    long = layouts.Layout({}, "long")
+    long.describe = lambda: {"wq": "w" * (m.MAX_ROLE_TEXT + 1)}  # past what the parent accepts (red team 15)
+    assert worker._within_bounds([long], calling.Calling([calling.Style((("x", False),), None)])) == []
+    kept = worker._within_bounds([layouts.Layout({}, "short"), long], calling.Calling([]))
+    assert [lay.how for lay in kept] == ["short"] and "1 reading(s)" in kept[0].notes[-1]
     few = [layouts.Layout({}, "one")]
     styles = calling.Calling([calling.Style(((f"x{i}", False),), None) for i in range(300)])
     assert worker._within_bounds(few, styles) == few and len(styles.styles) == m.MAX_CALL_STYLES

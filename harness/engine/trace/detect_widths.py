@@ -102,7 +102,7 @@ def _width_passed_in(code: str, args: list[str]) -> bool:
     constructor (`head_size`) other than its input width: the line that made every head full width is the caller's
     (`OneHead(emb, emb, block)`), not this one.  A head built `nn.Linear(emb, emb)` chose its width itself."""
     try:
-        tree = ast.parse(code.strip().rstrip(":"))
+        tree = parse(code.strip().rstrip(":"))
     except SyntaxError:
         return False
     for node in ast.walk(tree):
