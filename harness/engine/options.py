@@ -24,6 +24,8 @@ class Options:
     weight_map: dict = field(default_factory=dict)  # --map
     limits: Limits = field(default_factory=Limits)
     rules: bool = True  # the lesson's rules count toward `passed`
+    single_head: bool = True  # a single-head layer passes the checks about heads as not applying; False (a rubric's
+    # single_head = false, for a multi-head assignment): it fails them
     diagnose: bool = True
     leakage_map: bool = False  # also measure the influence maps for a picture
     debug: bool = False

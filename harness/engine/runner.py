@@ -97,7 +97,8 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
                 outcome = skipped(f"not run: the process running your code ended ({deaths[-1].kind}) earlier")
             else:
                 try:
-                    outcome = _blocked(c, results, ctx) or _not_applicable(c, ctx) or _guarded(c, ctx, options.debug)
+                    outcome = _blocked(c, results, ctx) or _not_applicable(c, ctx, options.single_head) or \
+                        _guarded(c, ctx, options.debug)
                 except WorkerDied as died:
                     outcome = _after_death(died, c, results, ctx, deaths, make_subject, options.debug)
             results[c.id] = CheckResult.of(c, outcome)
@@ -202,15 +203,24 @@ def _blocked(c: Check, results: dict, ctx: Context) -> Outcome | None:
     return None
 
 
-def _not_applicable(c: Check, ctx: Context) -> Outcome | None:
+def _not_applicable(c: Check, ctx: Context, single_head: bool = True) -> Outcome | None:
     """A check whose claim the target's form does not define (harness.wire.form: no heads to split in a single-head
     layer) passes with the reason in its text: neither a failure nor a "cannot tell" for what the layer need not
-    do.  Asked only once the prerequisites passed, so the constructor was read."""
+    do; unless the course asks for heads (`single_head` False, the rubric's single_head = false): then a layer of one
+    head fails it, for want of what the assignment asks.  Asked only once the prerequisites passed, so the
+    constructor was read."""
     try:
         form = ctx.form
     except (TargetFailure, CannotDrive, HarnessFailure):
         return None
     why = form.not_applicable.get(c.id)
+    if why and form.single and not single_head:
+        return failed(f"your layer has a single head (its constructor takes no number of heads), and this "
+                      f"assignment asks for multi-head attention (the course's rubric says single_head = false): "
+                      f"there are no heads for {c.id} to check",
+                      fix="Write the lesson's multi-head layer: take the number of heads in the constructor, split "
+                          "the projections into (B, H, n, dh) heads, merge them back and apply the output "
+                          "projection (lesson LM3-T5, CausalMHA).", form=form.name, finding="form:single-head")
     return passed(why, form=form.name, not_applicable=True) if why else None
 
 

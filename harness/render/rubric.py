@@ -7,6 +7,8 @@ Rubric file (every key optional; without a rubric every check is worth one point
     default_visibility = "visible"               # Gradescope: hidden, after_due_date, after_published, visible
     rules = true                                 # the lesson's rules (divisibility, mask-fill, out-proj-bias) count
     score_visibility = "after_published"         # when students see the total (Gradescope's results visibility)
+    single_head = false                          # a single-head layer fails the checks about heads (default: true,
+                                                 # they pass as not applying to one head)
     [checks.causal-leakage]
     points = 3
     [checks.gradient-match]
@@ -27,6 +29,10 @@ shows a pass.
 
 Scoring rule, the same in every format: a check earns its points only when it passed; failed, skipped and
 cannot-tell checks earn nothing.  With `rules = false` the rule checks are left out of the score and the total.
+A single-head layer (the previous lesson's CausalAttention: a constructor that takes no number of heads) is one of
+the lesson's family, checked as such, and the checks about heads (view-order, head-invariance, divisibility,
+out-proj-bias) pass it as not applying; where the assignment is the multi-head layer, `single_head = false` makes
+them fail it, saying so (red team 15: the single-head layer handed in for the multi-head one got every point).
 The instructor's own tests (--tests) are scored by the same rule, each one item.
 """
 from __future__ import annotations
@@ -59,6 +65,7 @@ class Rubric:
     rules: bool = True  # the lesson's rules count toward the score
     score_visibility: str | None = None  # when the total is shown; None: no earlier than the most hidden check
     needs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # check -> the checks it needs (checks.needs_by_id)
+    single_head: bool = True  # a single-head layer passes the checks about heads as not applying; False: fails them
 
     def hidden(self, check_ids) -> frozenset:
         """Checks a student must not see yet: anything not plainly visible."""
@@ -96,13 +103,16 @@ def load_rubric(path: str | None, known_checks, known_tests=(), needs=None) -> R
     except tomllib.TOMLDecodeError as e:
         raise RubricError(f"rubric {path} is not valid TOML: {e}") from None
     unknown = set(data) - {"target", "default_points", "default_visibility", "checks", "rules", "score_visibility",
-                           "tests"}
+                           "tests", "single_head"}
     if unknown:
         raise RubricError(f"rubric {path}: unknown keys {sorted(unknown)}")
     rubric = Rubric(target=data.get("target"), needs=dict(needs or {}))
     if not isinstance(data.get("rules", True), bool):
         raise RubricError(f"rubric {path}: rules must be true or false, not {data['rules']!r}")
     rubric.rules = data.get("rules", True)
+    if not isinstance(data.get("single_head", True), bool):
+        raise RubricError(f"rubric {path}: single_head must be true or false, not {data['single_head']!r}")
+    rubric.single_head = data.get("single_head", True)
     rubric.default_points = _points(data.get("default_points", 1), path, "default_points")
     rubric.default_visibility = _visibility(data.get("default_visibility", "visible"), path, "default_visibility")
     if "score_visibility" in data:
