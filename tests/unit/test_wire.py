@@ -161,3 +161,19 @@ def test_a_message_s_header_is_each_record_s_fields_in_order_as_the_generic_walk
     assert list(header["params"][0]) == ["name", "shape"] and header["layouts"][0]["kv_width"] == 4
     assert _round_trip([built]) == [built]
 
+
+def test_a_measured_description_is_sent_as_the_same_bytes_its_fields_made_once():
+    """The worker measures a module's description (`Built`) before sending it (harness.child.worker._describable):
+    `frame_size` is the size of the frame `encode_batch` then sends, byte for byte the frame of an unmeasured one, in
+    a frame of several replies too; the fields it made are used once (issue 27: not made twice)."""
+    def built():
+        return m.Built(handle=0, param_count=72, params=[m.Param("w_q", [8, 8]), m.Param("b", [8])], buffers=[],
+                       state_dict=["w_q", "b"], plain_tensors=[], containers=[], dropout_modules=0,
+                       layouts=[m.LayoutInfo({"wq": "w_q"}, "by parameter names")])
+
+    measured, plain = built(), built()
+    assert m.frame_size(measured) == len(m.encode_batch([plain]))
+    assert m.MEASURED in measured.__dict__
+    others = [m.Done(), m.Output(np.ones((1, 2, 3)))]
+    assert m.encode_batch([*others, measured]) == m.encode_batch([*others, plain])
+    assert m.MEASURED not in measured.__dict__ and _round_trip([measured]) == [plain]
