@@ -10,6 +10,7 @@ Every role is stored in nn.Linear convention: weights (out, in), read and writte
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import re
@@ -40,10 +41,19 @@ def _tokens(name: str) -> list[str]:
     return [t.lower() for t in re.split(r"[^A-Za-z0-9]+", name) if t]
 
 
+def _by_name(fn):
+    """`fn` of a name, remembered for up to 4,096 plain `str` names: a pure function of the text, asked for every
+    parameter at every build (issue 27: a submission's thirty-odd builds read the same names); a name of another type
+    (a str subclass of the student's, whose equality is its own) is read afresh every time."""
+    remembered = functools.lru_cache(maxsize=4096)(fn)
+    return functools.wraps(fn)(lambda name: remembered(name) if type(name) is str else fn(name))
+
+
 _PREFIXES = ("w", "b", "to", "proj", "cast")  # W_query, bq, tokeys (peterbloem/former: tokeys, toqueries), proj_q,
 # cast_queries (sgrvinod's tutorial: cast_queries, cast_keys_values, cast_output)
 
 
+@_by_name
 def role_of(name: str) -> str | None:
     """'W_query' -> 'q', 'c_attn' -> 'qkv', 'out_proj' -> 'o', 'bq' -> 'q', 'tokeys' -> 'k', 'heads' -> None.
     A name that says its role decides the reading: read by position instead, `tokeys` declared first was taken for
@@ -63,6 +73,7 @@ def role_of(name: str) -> str | None:
     return None
 
 
+@_by_name
 def _generic(name: str) -> bool:
     """A name that says what a layer is, not what it does: `linear`, `fc`, `layer`."""
     return all(t in _KIND_TOKENS for t in _tokens(name))

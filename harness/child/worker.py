@@ -165,7 +165,7 @@ def _describable(built: m.Built) -> m.Built:
     header is refused as a corrupted channel.  A layer whose parameters' and buffers' names take more (20,000 tiny
     parameters in a ParameterList, the fourth red team's) was told its code corrupted the channel; said here, it is
     a limit of mha-check's (cannot tell)."""
-    size = len(m.encode_batch([built]))
+    size = m.frame_size(built)  # its fields kept for the frame that sends it (issue 27: not made twice)
     if size <= DESCRIPTION_ROOM:
         return built
     many = lambda count, what: f"{count:,} {what}{'' if count == 1 else 's'}"

@@ -174,13 +174,24 @@ def to_fields(msg) -> tuple[dict, dict[str, np.ndarray]]:
 _SCALARS = (str, int, float, bool, type(None))
 
 
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """The field names of a dataclass type, in order (None for any other type), read once per type: `_plain` ran
+    dataclasses.is_dataclass and dataclasses.fields on every nested record of every message (issue 27: a module's
+    description, `Built`, holds a record per parameter, and was made plain twice per build)."""
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+
+
 def _plain(value):
     if type(value) in _SCALARS:
         return value
-    if dataclasses.is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    names = _field_names(type(value))
+    if names is not None:  # a record
+        return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value):  # a dataclass type itself (never sent; kept as it was)
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return value

@@ -411,11 +411,28 @@ ANSWERS: dict[type[Request], tuple[type[Reply], ...]] = {  # what each request m
 
 
 # -- frames ------------------------------------------------------------------------------------------------------------
+MEASURED = "_measured_fields"  # where `frame_size` leaves a message's fields for the frame that sends it
+
+
+def frame_size(msg) -> int:
+    """The bytes of a frame holding `msg` alone, as `encode_batch([msg])` makes it; the message's fields are kept on
+    it, so that the frame that then sends it does not make them again (issue 27: the worker measured every module's
+    description, `Built`, by encoding it, then encoded it once more to send it).  For a message nothing changes
+    between the two: the worker's replies are not touched once made."""
+    fields = to_fields(msg)
+    msg.__dict__[MEASURED] = fields
+    return len(_frame([(msg, fields)]))
+
+
 def encode_batch(messages: list) -> bytes:
     """Several requests (or several replies) in one frame: {"batch": [{"type"/"op": ..., fields}, ...]}."""
+    return _frame([(msg, msg.__dict__.pop(MEASURED, None) or to_fields(msg)) for msg in messages])
+
+
+def _frame(encoded: list) -> bytes:
+    """The frame of (message, its `to_fields`) pairs, in order."""
     items, arrays = [], {}
-    for i, msg in enumerate(messages):
-        header, arrs = to_fields(msg)
+    for i, (msg, (header, arrs)) in enumerate(encoded):
         tag = {"op": msg.op} if isinstance(msg, Request) else {"type": type(msg).__name__}
         items.append({**tag, **header})
         arrays.update({f"{i}:{k}": v for k, v in arrs.items()})

@@ -23,6 +23,21 @@ from harness.wire.config import Config
 ])
 def test_role_of_parameter_names(name, role):
     assert role_of(name) == role
+    assert role_of(name) == role  # remembered (issue 27): the same answer the second time
+
+
+def test_a_name_that_is_not_a_plain_str_is_read_afresh_not_from_memory():
+    """A name's role is remembered by its text for plain `str` names only: a str subclass (whose equality and hash
+    are its class's own) that claims to equal a remembered name is read by its own characters."""
+    class Claims(str):
+        def __eq__(self, other):
+            return True
+
+        def __hash__(self):
+            return hash("W_query")
+
+    assert role_of("W_query") == "q"
+    assert role_of(Claims("out_proj")) == "o" and role_of(Claims("dropout")) is None
 
 
 def _sig(fn, **overrides):

@@ -1,4 +1,5 @@
 """What crosses the process boundary: frames (protocol) and typed messages, strict on decode."""
+import dataclasses
 import io
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 from harness.wire import messages as m
 from harness.wire import protocol
 from harness.wire.config import Config
+from harness.wire.fields import to_fields
 
 
 def _round_trip(messages):
@@ -147,3 +149,44 @@ def test_an_answer_that_came_while_the_grader_was_stopped_is_read_not_timed_out(
     assert theirs.recv(1) == b"x"
     ours.close()
     theirs.close()
+
+
+def test_a_message_s_header_is_each_record_s_fields_in_order_as_the_generic_walk_gives():
+    """`_plain` reads each record type's field names once (issue 27): the header is the one the generic walk over
+    dataclasses.fields gives, nested records (a Built's Params, LayoutInfos, NormInfos) and their order included."""
+    def generic(value):
+        if dataclasses.is_dataclass(value):
+            return {f.name: generic(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, (list, tuple)):
+            return [generic(v) for v in value]
+        if isinstance(value, dict):
+            return {k: generic(v) for k, v in value.items()}
+        return value
+
+    built = m.Built(handle=2, param_count=264, params=[m.Param("q.weight", [8, 8]), m.Param("q.bias", [8])],
+                    buffers=[m.Param("mask", [4, 4])], state_dict=["q.weight", "q.bias", "mask"], plain_tensors=[],
+                    containers=["heads"], dropout_modules=1,
+                    layouts=[m.LayoutInfo({"wq": "q.weight"}, "by parameter names", ["a note"], True, 4)],
+                    norms=[m.NormInfo("norm", "layer", ["norm.weight"])], config_reads={"n_head": "heads"},
+                    init_at={"at": "a.py:3", "code": "def __init__(self, d):"})
+    header, arrays = to_fields(built)
+    assert header == {f.name: generic(getattr(built, f.name)) for f in dataclasses.fields(built)} and not arrays
+    assert list(header["params"][0]) == ["name", "shape"] and header["layouts"][0]["kv_width"] == 4
+    assert _round_trip([built]) == [built]
+
+
+def test_a_measured_description_is_sent_as_the_same_bytes_its_fields_made_once():
+    """The worker measures a module's description (`Built`) before sending it (harness.child.worker._describable):
+    `frame_size` is the size of the frame `encode_batch` then sends, byte for byte the frame of an unmeasured one, in
+    a frame of several replies too; the fields it made are used once (issue 27: not made twice)."""
+    def built():
+        return m.Built(handle=0, param_count=72, params=[m.Param("w_q", [8, 8]), m.Param("b", [8])], buffers=[],
+                       state_dict=["w_q", "b"], plain_tensors=[], containers=[], dropout_modules=0,
+                       layouts=[m.LayoutInfo({"wq": "w_q"}, "by parameter names")])
+
+    measured, plain = built(), built()
+    assert m.frame_size(measured) == len(m.encode_batch([plain]))
+    assert m.MEASURED in measured.__dict__
+    others = [m.Done(), m.Output(np.ones((1, 2, 3)))]
+    assert m.encode_batch([*others, measured]) == m.encode_batch([*others, plain])
+    assert m.MEASURED not in measured.__dict__ and _round_trip([measured]) == [plain]
