@@ -544,9 +544,7 @@ NOTES = ("StreamingMultiheadAttention(d, H, causal=True, past_context=2, custom=
 OUTCOME = 'fail'
 DIAGNOSIS = None
 EXPECTED_BECAUSE = ("forward(x, x, x) returns (B, n, d) without a leak, but position t never depends on tokens before "
-                    "t - 2: evidence without any reading of the weights that this is not the lesson's causal layer; no "
-                    "catalogued mistake is a sliding window")
-KNOWN_WRONG = ("realzoo20 (issue 28 item 7): mha-check says CANNOT TELL at output-shape ('no reading of your parameters "
-               "lets the lesson's reference ... reproduce your module's own output; and mha-check could not tell how "
-               "to pass the causal mask'), every weight-free check skipped, although the plain call forward(x, x, x) "
-               "works and position 3 does not move when token 0 changes")
+                    "t - 2: evidence without any reading of the weights that this is not the lesson's causal layer "
+                    "(causal-leakage fails, 'output position 3 does not depend on input position 0'); no catalogued "
+                    "mistake is a sliding window.  Was CANNOT TELL at output-shape before realzoo20's fix (leakage.judge's "
+                    "WINDOW)")
