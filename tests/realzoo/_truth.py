@@ -3707,6 +3707,18 @@ def _(mod):
         "d=12 H=3, to_out bias only"
 
 
+@check("transformer_lib_causal_attention_tril_buffer_named_mask.py")
+def _(mod):
+    """CausalAttention(12, 3, 10) in eval(): query, key, value, out with biases: mha_forward and the loop, no leak."""
+    m = randomize(mod.CausalAttention(12, 3, CTX)).eval()
+    args = (m.query.weight, m.key.weight, m.value.weight, m.out.weight, m.query.bias, m.key.bias, m.value.bias,
+            m.out.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2), leak)
+    return good, msg + " (mha_forward and the per-head loop)", "d=12 H=3 max_seq_len=10, biases"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
