@@ -19,6 +19,7 @@ PLOT_CONFIG = Config(d_in=8, d_out=8, heads=2, context_length=12, batch=2, n=8)
 INFLUENCE = 1e-12  # relative gradient size below which an allowed position counts as having no influence
 CAUSAL, LEAKS, WRONG_SHAPE, UNCLEAR = "causal", "leaks", "wrong shape", "unclear"  # what one call showed (judge)
 MASKS_SOME = "leaks, masking some positions"  # a leak where some positions are masked: a mask of its own
+WINDOW = "causal, hiding the far past"  # no later position counts, and every earlier one beyond a window of k >= 1
 
 
 def influence_from_jacobian(jac: np.ndarray) -> np.ndarray:
@@ -96,7 +97,9 @@ def judge(result, cfg) -> str:
     under any reading), MASKS_SOME (a later position counts while another, later or earlier, is hidden in every
     sequence: a mask is applied, and leaks; `triu` where `tril` was meant hides the past), WRONG_SHAPE, or UNCLEAR
     (no future leak, but earlier positions without influence: a layout of its own, such as sequence-first, may read
-    our axes otherwise, so this is no evidence)."""
+    our axes otherwise, so this is no evidence), or WINDOW: no future leak, and in every sequence each position
+    counts with the k >= 1 before it and no earlier one (a sliding window, audiocraft's past_context): a band that
+    a swapped layout does not draw (read batch-first, a sequence-first layer keeps the diagonal alone)."""
     if result.jac is None:
         return LEAKS if result.no_graph else WRONG_SHAPE
     G = influence_from_jacobian(result.jac)
@@ -108,4 +111,12 @@ def judge(result, cfg) -> str:
         hides = (G[:, future] == 0).all(axis=0).any() or (G[:, past] == 0).all(axis=0).any()
         return MASKS_SOME if hides else LEAKS
     scale = G.max()
-    return CAUSAL if scale > 0 and (G[:, ~future] > INFLUENCE * scale).all() else UNCLEAR
+    if scale <= 0:
+        return UNCLEAR
+    live = G > INFLUENCE * scale
+    if live[:, ~future].all():
+        return CAUSAL
+    back = np.subtract.outer(np.arange(cfg.n), np.arange(cfg.n))  # t - s
+    k = back[live.any(axis=0)].max()  # the furthest earlier position that counts anywhere
+    band = (back >= 0) & (back <= k)
+    return WINDOW if k >= 1 and (live == band).all() else UNCLEAR

@@ -20,6 +20,9 @@ every input position on the base configuration, and:
 - else the first under which the output has the expected shape, depends on every earlier position and on no later one
   is used (a layer that masks by itself: the plain call; one that leaves the mask to its caller: the first
   convention under which it is causal).  That is no proof of the convention, and the mapping's note says so;
+- else, where no way is causal so, the first under which the output depends on no later position and on each
+  earlier one only within a window of k >= 1 positions (a sliding window: `leakage.judge`'s WINDOW) is used, and
+  causal-leakage fails there for the earlier positions without influence;
 - when every way that ran lets the future through (or gives no gradient at all), the first is used: causal-leakage
   then fails there and says that every way of calling forward tried leaks, a bug whatever the caller was meant to
   pass;
@@ -37,7 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.engine.leakage import CAUSAL, LEAKS, MASKS_SOME, UNCLEAR, WRONG_SHAPE, judge  # noqa: F401 - and for readers
+from harness.engine.leakage import (  # noqa: F401 - and for readers
+    CAUSAL, LEAKS, MASKS_SOME, UNCLEAR, WINDOW, WRONG_SHAPE, judge)
 from harness.engine.mapping import Mapping
 from harness.wire.errors import CannotDrive, TargetFailure
 
@@ -77,6 +81,11 @@ class CallEvidence:
 
     def note(self) -> str:
         call, seen = self.tried[self.style]
+        if seen == WINDOW:
+            return (f"how to pass the mask is not proven (no reading of your parameters reproduced your output): "
+                    f"forward was called as {call}, the first way tried under which no output depends on a later "
+                    f"input; called so, each output also ignores every input more than a few positions before it (a "
+                    f"sliding window), and no way tried let every earlier input count")
         if seen == CAUSAL:
             passed_over = [c for c, s in self.tried[:self.style] if s is not None]
             others = f" or {len(passed_over) - 1} other way{'s' if len(passed_over) > 2 else ''} before it" \
@@ -150,6 +159,8 @@ def settle(ctx, proof: Mapping) -> tuple[Mapping, CallEvidence | None]:
         style = 0
     elif CAUSAL in shown:
         style = seen.index(CAUSAL)
+    elif WINDOW in shown:  # no call lets every earlier position count, and one hides only those beyond a window
+        style = seen.index(WINDOW)
     elif ran and (shown <= {LEAKS, MASKS_SOME} or shown == {WRONG_SHAPE}):  # the same under every call that
         style = ran[0]  # ran: the module's, not our choice
     else:  # nothing ran, or calls disagree without one being causal: no evidence, the proof's outcome stands

@@ -3532,6 +3532,193 @@ def _(mod):
                   f"differs by {off:.2e}"), "d_model=12 num_heads=3, biases, no output projection"
 
 
+def _windowed_per_head(x, H, Wq, Wk, Wv, Wo, bq, bk, bv, bo, back):
+    """An independent per-head loop whose query t sees keys t - back .. t only (a sliding window; back=None: all)."""
+    B, n, _ = x.shape
+    dh = Wq.shape[0] // H
+    q, k, v = (x @ W.T + b for W, b in ((Wq, bq), (Wk, bk), (Wv, bv)))
+    i, j = torch.arange(n).view(-1, 1), torch.arange(n).view(1, -1)
+    hidden = (j > i) | ((i - j > back) if back is not None else torch.zeros(n, n, dtype=torch.bool))
+    outs = []
+    for h in range(H):
+        cut = slice(h * dh, (h + 1) * dh)
+        s = (q[..., cut] @ k[..., cut].transpose(-2, -1) / dh ** 0.5).masked_fill(hidden, float("-inf"))
+        outs.append(torch.softmax(s, dim=-1) @ v[..., cut])
+    return torch.cat(outs, dim=-1) @ Wo.T + bo
+
+
+def _audiocraft_weights(m):
+    W, b = m.in_proj_weight, m.in_proj_bias
+    return W[:12], W[12:24], W[24:], m.out_proj.weight, b[:12], b[12:24], b[24:], m.out_proj.bias
+
+
+@check("audiocraft_streaming_mha_custom_fused_einsum_additive_inf.py")
+def _(mod):
+    """build(12, 3) = StreamingMultiheadAttention(12, 3, causal=True, custom=True) called as m(x, x, x)[0]:
+    in_proj_weight's row blocks [Q; K; V] and in_proj_bias's thirds, out_proj as W_o: mha_forward exactly, and the
+    per-head loop too, no leak."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = _audiocraft_weights(m)
+    call = lambda x: m(x, x, x)[0]
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _windowed_per_head(x, 3, *args, None), 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2), leak)
+    return good, msg + " (mha_forward and the per-head loop)", "d=12 H=3, custom path, biases (zeroed, randomised here)"
+
+
+@check("audiocraft_streaming_mha_custom_past_context_sliding_window.py")
+def _(mod):
+    """build(12, 3) with past_context=2: = the per-head loop whose query t sees keys t-2..t only, exactly, no leak;
+    = mha_forward for n <= 3 (the window holds every earlier key); for n = 7 it differs from mha_forward, and
+    changing token 0 leaves positions 3.. unchanged (the lesson's layer moves them)."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = _audiocraft_weights(m)
+    call = lambda x: m(x, x, x)[0]
+    err, leak = cmp(call, lambda x: _windowed_per_head(x, 3, *args, 2), 12)
+    short, _ = cmp(call, lambda x: mha_forward(x, 3, *args), 12, shapes=[(2, 3), (1, 1)])
+    off, _ = cmp(call, lambda x: mha_forward(x, 3, *args), 12, shapes=[(2, 7)])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(7))
+    x2 = x.clone()
+    x2[:, 0] = torch.randn(2, 12, generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        blind = (call(x2)[:, 3:] - call(x)[:, 3:]).abs().max().item()
+        moves = (mha_forward(x2, 3, *args)[:, 3:] - mha_forward(x, 3, *args)[:, 3:]).abs().max().item()
+    good = max(err, short) < TOL and leak < TOL and off > 1e-2 and blind < TOL and moves > 1e-2
+    return good, (f"= the window-of-3 loop {err:.1e} (future-leak {leak:.1e}); = mha_forward for n <= 3 {short:.1e}, "
+                  f"off by {off:.2e} at n = 7; token 0 moves positions 3.. by {blind:.1e} (the lesson's layer by "
+                  f"{moves:.2e})"), "d=12 H=3, past_context=2"
+
+
+@check("audiocraft_streaming_mha_torch_mha_inner_additive_inf.py")
+def _(mod):
+    """build(12, 3) = StreamingMultiheadAttention(12, 3, causal=True): the inner nn.MultiheadAttention's
+    in_proj_weight rows [Q; K; V], in_proj_bias, out_proj: mha_forward exactly, and the per-head loop, no leak."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = _audiocraft_weights(m.mha)
+    call = lambda x: m(x, x, x)[0]
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _windowed_per_head(x, 3, *args, None), 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2), leak)
+    return good, msg + " (mha_forward and the per-head loop)", "d=12 H=3, custom=False: nn.MultiheadAttention inside"
+
+
+@check("hf_pytorch_pretrained_bert_openai_gpt_attention_additive_1e9_penalty.py")
+def _(mod):
+    """build(12, 3, 10) (scale=True): c_attn's column blocks transposed as W_q, W_k, W_v (Conv1D: x @ W + b), c_proj's
+    weight transposed as W_o: mha_forward and the per-head loop, no leak; a non-contiguous input raises in Conv1D's
+    view; scores of about -1e12 let the future in through the -1e9 penalty."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    W, b = m.c_attn.weight, m.c_attn.bias
+    args = (W[:, :12].T, W[:, 12:24].T, W[:, 24:].T, m.c_proj.weight.T, b[:12], b[12:24], b[24:], m.c_proj.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    try:
+        m(torch.randn(12, 5, 2).transpose(0, 2))
+        raised = False
+    except RuntimeError:
+        raised = True
+    with torch.no_grad():  # W_k = -W_q and tokens x1e6: every query's own score near -1e12, far below -1e9
+        m.c_attn.weight[:, 12:24] = -m.c_attn.weight[:, :12]
+        m.c_attn.bias.zero_()
+        x = torch.randn(1, 4, 12, generator=torch.Generator().manual_seed(5)) * 1e6
+        x2 = x.clone()
+        x2[:, 1:] = torch.randn(1, 3, 12, generator=torch.Generator().manual_seed(6)) * 1e6
+        big = (m(x2)[:, 0] - m(x)[:, 0]).abs().max().item()
+    good = max(err, err2) < TOL and leak < TOL and raised and big > 1.0
+    return good, (f"max|out-ref| {max(err, err2):.1e} (mha_forward and the per-head loop), future-leak {leak:.1e}; "
+                  f"non-contiguous input raises: {raised}; with scores near -1e12 the future moves position 0 by "
+                  f"{big:.2e}"), "d=12 H=3 n_ctx=10, scale=True, Conv1D biases"
+
+
+def _grouped_loop(x, H, Wq, Wk, Wv, Wo, bq=None, bk=None, bv=None, bo=None, causal=True):
+    """An independent per-head loop for grouped / multi-query layers: query head h reads kv head h // (H // KV)."""
+    B, n, _ = x.shape
+    dh = Wq.shape[0] // H
+    kv = Wk.shape[0] // dh
+    q, k, v = (x @ W.T + (0 if b is None else b) for W, b in ((Wq, bq), (Wk, bk), (Wv, bv)))
+    outs = []
+    for h in range(H):
+        g = h // (H // kv)
+        s = q[..., h * dh:(h + 1) * dh] @ k[..., g * dh:(g + 1) * dh].transpose(-2, -1) / dh ** 0.5
+        if causal:
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        outs.append(torch.softmax(s, dim=-1) @ v[..., g * dh:(g + 1) * dh])
+    return torch.cat(outs, dim=-1) @ Wo.T + (0 if bo is None else bo)
+
+
+@check("transformer_lib_mqa_one_kv_head_unsqueezed_no_mask.py")
+def _(mod):
+    """MultiQueryAttention(12, 3): = the multi-query loop (one kv head) WITHOUT a mask, exactly; the future moves the
+    past; the loop with the mask = gqa_forward (one kv head)."""
+    m = randomize(mod.MultiQueryAttention(12, 3)).eval()
+    args = (m.W_q.weight, m.W_k.weight, m.W_v.weight, m.W_o.weight)
+    err, leak = cmp(m, lambda x: _grouped_loop(x, 3, *args, causal=False), 12)
+    same, _ = cmp(lambda x: _grouped_loop(x, 3, *args), lambda x: gqa_forward(x, 3, *args), 12)
+    good = err < TOL and leak > 1e-2 and same < TOL
+    return good, (f"= the unmasked one-kv-head loop {err:.1e}; future moves the past by {leak:.2e}; the masked loop = "
+                  f"gqa_forward {same:.1e}"), "d=12 H=3 KV=1, no biases, no mask"
+
+
+@check("transformer_lib_gqa_repeat_interleave_keep_mask_arg.py")
+def _(mod):
+    """GroupedQueryAttention(16, 4, KV) for KV = 2, 1, 4 called with mask = tril(ones(n, n)) (1 = keep): gqa_forward
+    and the per-head loop exactly, no leak; with mask=None the future moves position 0."""
+    worst, leak_all, open_leak = 0.0, 0.0, 0.0
+    for kv in (2, 1, 4):
+        m = randomize(mod.GroupedQueryAttention(16, 4, kv), seed=kv).eval()
+        args = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight,
+                m.q_proj.bias, m.k_proj.bias, m.v_proj.bias, m.out_proj.bias)
+        call = lambda x, m=m: m(x, torch.tril(torch.ones(x.shape[1], x.shape[1])))
+        err, leak = cmp(call, lambda x, a=args: gqa_forward(x, 4, *a), 16)
+        err2, _ = cmp(call, lambda x, a=args: _grouped_loop(x, 4, *a), 16, shapes=SHAPES[:1])
+        _, ol = cmp(m, lambda x, a=args: gqa_forward(x, 4, *a), 16, shapes=SHAPES[:1])
+        worst, leak_all, open_leak = max(worst, err, err2), max(leak_all, leak), max(open_leak, ol)
+    good = worst < TOL and leak_all < TOL and open_leak > 1e-2
+    return good, (f"with the keep-mask max|out-ref| {worst:.1e} (gqa_forward and the loop, KV 2, 1, 4), future-leak "
+                  f"{leak_all:.1e}; mask=None leaks {open_leak:.2e}"), "d=16 H=4, biases"
+
+
+@check("lucidrains_g_mlp_tiny_attention_single_head_three_widths.py")
+def _(mod):
+    """build(10, 12) and Attention(10, 6, 8, causal=True): to_qkv's three row blocks as W_q, W_k, W_v, to_out as W_o:
+    mha_forward with one head, exactly, no leak."""
+    worst, leak_all = 0.0, 0.0
+    for m, d_in in ((mod.build(10, 12), 10), (mod.Attention(10, 6, 8, causal=True), 10)):
+        m = randomize(m).eval()
+        W, di = m.to_qkv.weight, m.to_qkv.weight.shape[0] // 3
+        args = (W[:di], W[di:2 * di], W[2 * di:], m.to_out.weight, None, None, None, m.to_out.bias)
+        err, leak = cmp(m, lambda x, a=args: mha_forward(x, 1, *a), d_in)
+        worst, leak_all = max(worst, err), max(leak_all, leak)
+    good, msg = ok_line(worst, leak_all)
+    return good, msg + " (one head; widths 10->12->12 and 10->8->6)", "single head, to_out bias"
+
+
+@check("lucidrains_retro_attention_self_or_cross_causal_flag.py")
+def _(mod):
+    """build(12, 3) (dim_head 4, causal=True): to_q, to_k, to_v (no bias), to_out (bias): mha_forward and the per-head
+    loop exactly, no leak; build(8, 3) uses 6 of 8 features (inner width 3 * 2)."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = (m.to_q.weight, m.to_k.weight, m.to_v.weight, m.to_out.weight, None, None, None, m.to_out.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    narrow = mod.build(8, 3).to_q.weight.shape[0]
+    good, msg = ok_line(max(err, err2), leak)
+    return good and narrow == 6, msg + f" (mha_forward and the loop); build(8, 3) inner width {narrow}", \
+        "d=12 H=3, to_out bias only"
+
+
+@check("transformer_lib_causal_attention_tril_buffer_named_mask.py")
+def _(mod):
+    """CausalAttention(12, 3, 10) in eval(): query, key, value, out with biases: mha_forward and the loop, no leak."""
+    m = randomize(mod.CausalAttention(12, 3, CTX)).eval()
+    args = (m.query.weight, m.key.weight, m.value.weight, m.out.weight, m.query.bias, m.key.bias, m.value.bias,
+            m.out.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2), leak)
+    return good, msg + " (mha_forward and the per-head loop)", "d=12 H=3 max_seq_len=10, biases"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -12,7 +12,7 @@ from harness.child.inprocess import InProcess
 from harness.sandbox.subject import Subject
 from harness.engine.runner import Options, run_checks
 from harness.render import view
-from harness.engine.unproven_call import CAUSAL, LEAKS, MASKS_SOME, UNCLEAR, WRONG_SHAPE, CallEvidence, judge
+from harness.engine.unproven_call import CAUSAL, LEAKS, MASKS_SOME, UNCLEAR, WINDOW, WRONG_SHAPE, CallEvidence, judge
 from harness.wire.config import Config
 from harness.wire.messages import JacobianResult
 
@@ -170,3 +170,35 @@ def test_a_layer_whose_own_mask_hides_the_past_and_shows_the_future_fails_under_
     report = _report(tmp_path, default="mask = 1 - self.tril[:T, :T] + torch.eye(T)")
     assert report["output-shape"].status == "pass"
     assert report["causal-leakage"].status == "fail"
+
+
+BAND = np.tril(np.ones((4, 4))) - np.tril(np.ones((4, 4)), -2)  # each token and the one before it: a window of 2
+
+
+@pytest.mark.parametrize("G, seen", [
+    (BAND, WINDOW),
+    (np.tril(np.ones((4, 4))), CAUSAL),
+    (np.eye(4), UNCLEAR),  # the diagonal alone: a sequence-first layout read batch-first, no evidence
+    (BAND - np.diag([0, 0, 0, 1]), UNCLEAR),  # a row without its own token: no band
+    (BAND + np.tril(np.ones((4, 4)), -3), UNCLEAR),  # a far token seen past a dead one: not a window
+], ids=["window", "causal", "diagonal", "own-token-missing", "holes"])
+def test_a_causal_band_is_a_sliding_window_not_an_unknown_layout(G, seen):
+    """A window hides every earlier position more than k back, keeps the k before each token and the token itself
+    (k >= 1), and lets no later one through: evidence about the layer, where the diagonal alone is not."""
+    jac = np.zeros((1, 4, 1, 4, 2))
+    jac[0, :, 0, :, 0] = G
+    assert judge(JacobianResult(shape=[1, 4, 2], jac=jac), Config(d_in=2, d_out=2, heads=1, context_length=4,
+                                                                    batch=1, n=4)) == seen
+
+
+def test_a_sliding_window_no_reading_reproduces_fails_causal_leakage_without_a_proof(tmp_path):
+    """audiocraft's past_context (tests/realzoo): each token sees itself and the two before it.  No reading
+    reproduces the layer (the gain), yet no way of calling it is needed to see that the early tokens do not count:
+    it was "cannot tell how to call your forward" with every weight-free check skipped."""
+    window = ("i = torch.arange(T).view(-1, 1); j = torch.arange(T).view(1, -1); "
+              "att = att.masked_fill((i - j < 0) | (i - j > 2), float('-inf'))")  # whatever mask is given
+    report = _report(tmp_path, default="pass", masking=window, only=("output-shape", "causal-leakage"))
+    assert report["output-shape"].status == "pass"
+    leakage = report["causal-leakage"]
+    assert leakage.status == "fail" and leakage.details["finding"] == "leak:dead-past", leakage.message
+    assert report.adapter.mapping["call"] == "forward(x)" and "not proven" in report.adapter.mapping["note"]
