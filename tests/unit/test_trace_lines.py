@@ -174,3 +174,24 @@ def test_a_statement_over_several_lines_is_one_heading(tmp_path):
     assert "attn.py:19-21  q = self.W_q(x).view(B, T, self.n_head, self.hs).transpose(1, 2)" in text
     assert "attn.py:19 " not in text and "attn.py:21 " not in text
     assert text.count("attn.py:22  k = self.W_k(x)") == 1  # a statement of one line keeps its own heading
+
+
+WHERE_FILL_FIRST = '''        att = q @ k.transpose(-2, -1) * self.hs ** -0.5
+        att = torch.where(HIDDEN, torch.full_like(att, float("-inf")), att)
+        out = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(out)
+'''
+
+
+def test_where_with_the_fill_first_hides_its_condition(tmp_path):
+    """torch.where(mask, torch.full_like(att, -inf), att): the fill, made from the scores but holding none of them,
+    is where's first value, so the condition is what is hidden (a student's trial: a right layer was marked
+    mask-inverted by trace while the report passed it, and the mask one diagonal late was told as mask-wrong with the
+    hidden rows inverted, and without its line in the report)."""
+    right = WHERE_FILL_FIRST.replace("HIDDEN", "self.tril[:T, :T] == 0")
+    assert _lines(_traced(tmp_path, HEAD + INTERLEAVED + right)) == []
+    late = WHERE_FILL_FIRST.replace("HIDDEN", "torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), "
+                                                     "diagonal=2)")
+    result = _traced(tmp_path, HEAD + INTERLEAVED + late)
+    assert [mark["id"] for mark in result.mistakes] == ["mask-one-token-late"]
+    assert "hidden, row by row: ..x; ...; ..." in render(result)

@@ -485,7 +485,8 @@ def _mask_pattern(namer: Namer, op: dict) -> list | None:
         cond = square_pattern(ins[0]["pattern"], n)
         if cond is None:
             return None
-        scores_first = len(ins) >= 2 and op["args"][1:2] == ["<T1>"] and (
+        side = _where_fill_side(op)  # where(cond, fill, scores) hides cond; where(cond, scores, fill) its inverse
+        scores_first = side == 2 if side else len(ins) >= 2 and op["args"][1:2] == ["<T1>"] and (
             namer.sym(ins[1]) in SCORES_LIKE or namer.derives_from(ins[1], ("scores",)))
         return ~cond if scores_first else cond
     if name in ADD_PRODUCTS and ins and ins[0].get("neginf"):  # baddbmm(mask, q, kᵀ): the mask is its input
@@ -495,6 +496,29 @@ def _mask_pattern(namer: Namer, op: dict) -> list | None:
             if t.get("neginf") and "pattern" in t and namer.sym(t) not in SCORES_LIKE:
                 return square_pattern(t["pattern"], n)
     return None
+
+
+def _where_fill_side(op: dict) -> int | None:
+    """Which of where's two values (1 or 2, after the condition) is the fill: a number, a tensor of one value, or a
+    tensor that is -inf everywhere (`torch.full_like(scores, float("-inf"))`, made from the scores but holding none
+    of them: a student's trial had it read as the scores, so a right mask was marked inverted); None when neither
+    or both are."""
+    sides = []
+    for k, raw in enumerate(op["args"][1:3], start=1):
+        if not raw.startswith("<T"):
+            sides.append(k)
+            continue
+        i = int(raw[2:-1])
+        t = op["in"][i] if i < len(op["in"]) else {}
+        if t.get("value") is not None or t.get("neginf") and _everywhere(t.get("pattern")):
+            sides.append(k)
+    return sides[0] if len(sides) == 1 else None
+
+
+def _everywhere(pattern) -> bool:
+    """Whether a nested list of 0s and 1s holds only 1s (and is not empty)."""
+    flat = np.asarray(pattern if pattern is not None else [], dtype=np.int64).ravel()
+    return flat.size > 0 and bool(flat.all())
 
 
 def _fill_value(op: dict) -> float | None:
