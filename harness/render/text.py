@@ -126,18 +126,21 @@ _NEEDS_OBJECT = {"from", "to", "with", "of", "as", "by", "into", "than", "at", "
 
 
 def one_line(text: str, room: int) -> str:
-    """`text` in at most `room` columns: whole when it fits, else up to the last clause that fits (at ": ", "; ",
-    " (" or ", " outside brackets), else cut at a word with "…".  The full text is in --verbose."""
+    """`text` in at most `room` columns: whole when it fits, else up to the last clause that fits (at ": " or "; "
+    outside brackets), else up to the last part that fits (" (" or ", ": a list cut short, so with "…", as a
+    student read "W_q, W_k, W_v, W_o, b_q" as every wrong gradient where b_k and b_v followed), else cut at a word
+    with "…".  The full text is in --verbose."""
     text = " ".join(str(text).split())
     if len(text) <= room:
         return text
     depth = _depths(text)
-    for seps, shortest in (((": ", "; "), room * 3 // 5), ((": ", "; ", " (", ", "), min(12, room // 3))):
-        cuts = [i for i in range(shortest, min(room, len(text)) + 1)
+    tiers = (((": ", "; "), room * 3 // 5, ""), ((": ", "; ", " (", ", "), min(12, room // 3), "…"))
+    for seps, shortest, more in tiers:
+        cuts = [i for i in range(shortest, min(room - len(more), len(text)) + 1)
                 if depth[i] == 0 and any(text.startswith(sep, i) for sep in seps) and not
                 text.startswith(_POINTER_PARTS, i) and text[:i].rsplit(" ", 1)[-1] not in _NEEDS_OBJECT]
         if cuts:
-            return text[:max(cuts)].rstrip(" ,;:")
+            return text[:max(cuts)].rstrip(" ,;:") + more
     return text[:room - 1].rsplit(" ", 1)[0] + "…"
 
 

@@ -271,7 +271,16 @@ def test_a_one_line_summary_never_ends_on_a_word_that_needs_its_object():
                "the lesson's way): a head's positions are slices cut across tokens")
     short = text.one_line(finding, 66)
     assert len(short) <= 66 and not short.endswith((" from", " with")), short
-    assert text.one_line("output has shape (2, 3, 4), expected (2, 3, 8)", 30) == "output has shape (2, 3, 4)"
+    assert text.one_line("output has shape (2, 3, 4), expected (2, 3, 8)", 30) == "output has shape (2, 3, 4)…"
+
+
+def test_a_list_cut_short_in_a_one_line_summary_says_so():
+    """A student read "wrong gradient for the input, W_q, W_k, W_v, W_o, b_q" as the whole list (b_k and b_v
+    followed): a part cut at a comma ends with "…"; a clause cut at "; " needs none."""
+    finding = "wrong gradient for the input, W_q, W_k, W_v, W_o, b_q, b_k, b_v"
+    assert text.one_line(finding, 56) == "wrong gradient for the input, W_q, W_k, W_v, W_o, b_q…"
+    assert text.one_line("output differs from the reference; largest at (0, 1, 2) by 0.5", 40) == \
+        "output differs from the reference"
 
 
 def test_a_trace_pattern_is_not_named_when_its_check_found_another_mistakes_pattern():
