@@ -30,6 +30,7 @@ Knobs:
 - kv_mask: "all" | "first-group" (the mask applied to the first group of query heads only)
 - kv_expand: "heads" (each key/value head repeated for its group) | "features" (the flat K/V projections, kv_heads·dh
   wide, repeated feature by feature to d_out before the split: `repeat_interleave(group, dim=-1)`)
+- residual: False | True (the input added to the output, x + attn(x): the block's residual connection inside the layer)
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "c
             "mask_op": "fill", "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan",
             "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_keys": True,
             "rope_freqs": "head", "rope_where": "heads",
-            "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all", "kv_expand": "heads"}
+            "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all", "kv_expand": "heads",
+            "residual": False}
 NARROW_KNOBS = ("kv_pairing", "kv_expand")  # how narrower K/V are expanded: a mistake only K/V narrower than d_out have
 
 
@@ -56,6 +58,8 @@ def applies(w: Weights, heads: int, knobs: dict) -> bool:
     heads narrower than the queries, and a layer with narrower W_k, W_v cannot compute keys with W_q."""
     grouped_w = w.wk.shape[0] != w.d_out
     if grouped_w and knobs.get("keys", "k") != "k":
+        return False
+    if knobs.get("residual") and w.d_in != w.d_out:  # x + attn(x) needs the input as wide as the output
         return False
     return grouped_w or not set(NARROW_KNOBS) & set(knobs)
 
@@ -115,7 +119,7 @@ def _softmax(s: np.ndarray, axis: int) -> np.ndarray:
 
 def forward(x: np.ndarray, heads: int, w: Weights, **knobs) -> np.ndarray:
     k_ = _all_knobs(knobs)
-    return _finish(_scores_of(x, heads, w, k_), w, k_)
+    return _finish(_scores_of(x, heads, w, k_), w, k_, x)
 
 
 def by_fill(x: np.ndarray, heads: int, w: Weights, **knobs):
@@ -124,7 +128,7 @@ def by_fill(x: np.ndarray, heads: int, w: Weights, **knobs):
     a mistake at fifty and more fills per reading (issue 27)."""
     k_ = _all_knobs(knobs)
     ahead = _scores_of(x, heads, w, k_)
-    return lambda fill: _finish(ahead, w, {**k_, "fill": fill})
+    return lambda fill: _finish(ahead, w, {**k_, "fill": fill}, x)
 
 
 FINISH_ONLY = frozenset({"fill", "mask_op", "softmax_axis", "empty_rows", "merge", "out_proj"})  # read by _finish
@@ -209,8 +213,9 @@ def _scores(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray
     return scores, V, hidden
 
 
-def _finish(ahead: tuple[np.ndarray, np.ndarray, np.ndarray], w: Weights, k_: dict) -> np.ndarray:
-    """The masked softmax, the values, the merge and the output projection (read-only use of `ahead`)."""
+def _finish(ahead: tuple[np.ndarray, np.ndarray, np.ndarray], w: Weights, k_: dict, x: np.ndarray) -> np.ndarray:
+    """The masked softmax, the values, the merge and the output projection (read-only use of `ahead`); the input
+    `x` added to it where the block's residual connection is inside the layer (`residual`)."""
     scores, V, hidden = ahead
     if k_["mask"] == "after-softmax":
         P = np.where(hidden, 0.0, _softmax(scores, k_["softmax_axis"]))
@@ -220,4 +225,5 @@ def _finish(ahead: tuple[np.ndarray, np.ndarray, np.ndarray], w: Weights, k_: di
         if k_["empty_rows"] == "zero":
             P = np.where(np.all(hidden, axis=-1, keepdims=True), 0.0, P)
     ctx = _merge(P @ V, k_["merge"])
-    return ctx @ w.wo.T + w.bias("bo") if k_["out_proj"] else ctx
+    out = ctx @ w.wo.T + w.bias("bo") if k_["out_proj"] else ctx
+    return out + x if k_["residual"] else out

@@ -40,7 +40,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "contiguous": "", "invert": "", "keys": "", "additive": "", "multiply": "", "diagonal": "",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
          "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
-         "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": "", "added": "",
+         "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": "", "added": "", "residual": "",
          "rope-width": ""}
 
 
@@ -83,9 +83,10 @@ def own_line_fix(kind: str, code: str | None, told: str = "", scores_code: str =
     it, +=) and "cat-axis" (the new keys or values appended to the cache along another axis than the tokens': that
     torch.cat given the tokens' axis, which `told`, the trace mark's words, reads from the shapes it could not
     join) and "rope-width" (rotary frequencies whose exponent `arange(0, dh, 2) / d` is divided by another width
-    than the one the arange runs to: divided by that one, the head width).  `scores_code`: the line that made the
-    scores, where "scale" meets them scaled on a line of their own (`scores = scores / math.sqrt(self.hidden_size)`):
-    its product names the queries."""
+    than the one the arange runs to: divided by that one, the head width) and "residual" (the input added to the
+    output projection's result, `return x + self.proj(y)`: the projection's result alone).  `scores_code`: the line
+    that made the scores, where "scale" meets them scaled on a line of their own (`scores = scores /
+    math.sqrt(self.hidden_size)`): its product names the queries."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -712,6 +713,17 @@ def _buffer(line: str, tree: ast.Module) -> str | None:
     return f'{target.value.id}.register_buffer("{target.attr}", {_text(line, stmt.value)})'
 
 
+def _residual(line: str, tree: ast.Module) -> str | None:
+    """return x + self.proj(y)  ->  return self.proj(y): the one sum on the line of a bare name (the input) and a
+    call (the projection), the call kept; None where the line has no such sum or several."""
+    sums = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and
+            {type(n.left), type(n.right)} == {ast.Name, ast.Call}]
+    if len(sums) != 1:
+        return None
+    kept = sums[0].right if isinstance(sums[0].right, ast.Call) else sums[0].left
+    return line[:sums[0].col_offset] + _text(line, kept) + line[sums[0].end_col_offset:]
+
+
 def _bias(line: str, tree: ast.Module) -> str | None:
     """self.c_proj = nn.Linear(n_embd, n_embd, bias=False)  ->  self.c_proj = nn.Linear(n_embd, n_embd): the one
     Linear on the line built with bias=False, the keyword left out (bias=True is the default); None where several
@@ -886,4 +898,4 @@ LOCAL = {"scale": _scale, "dropout": _dropout, "slice": _slice, "contiguous": _c
          "keys": _keys, "additive": _additive, "multiply": _multiply, "diagonal": _diagonal, "repeat": _repeat,
          "buffer": _buffer, "bias": _bias, "merge-width": _merge_width, "undrop": _undrop,
          "past": _past, "head-width": _head_width, "divisible": _divisible, "module-list": _module_list,
-         "detach": _detach, "advance": _advance, "rope-width": _rope_width}
+         "detach": _detach, "advance": _advance, "rope-width": _rope_width, "residual": _residual}

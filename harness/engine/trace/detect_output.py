@@ -6,7 +6,7 @@ import re
 
 from harness.engine.trace.detect_widths import full_width
 from harness.engine.trace.registry import Findings, detector
-from harness.engine.trace.vocabulary import PROJECTION_UNAPPLIED
+from harness.engine.trace.vocabulary import ADDS, PROJECTION_UNAPPLIED
 
 _SLICE = re.compile(r"\[[^\]]*\]")
 
@@ -86,4 +86,23 @@ def out_proj_without_bias(f: Findings) -> None:
                 f"the output projection {module} adds no bias: it was built without one at {made['at']}; the "
                 "lesson's out_proj = nn.Linear(d_out, d_out) has a bias (bias=True is the default)"),
                 "at": made["at"], "code": made.get("code", "")}, keep_earlier=True)
+            return
+
+
+@detector("residual-inside")
+def residual_inside(f: Findings) -> None:
+    """The forward's input added to what the output projection made (`return x + self.proj(y)`): the transformer
+    block's residual connection inside the attention layer (a student's trial: "no known mistake matches", and a
+    trace that listed the add as a step of no name and said nothing).  Marked at the add."""
+    projected = f.named("output projection")
+    if not projected:
+        return
+    for op in f.ops[projected[-1] + 1:]:
+        ins = [t for t in op["in"] if isinstance(t, dict)]
+        if op["op"] in ADDS and len(ins) == 2 and any(t.get("name") == "x" for t in ins) and \
+                any(f.namer.derives_from(t, ("output projection",)) for t in ins):
+            f.mark(op["i"], {"id": "residual-inside", "text": (
+                "the layer's input is added to the output projection's result (x + attn(x)): that is the "
+                "transformer block's residual connection, not the attention layer's; return the projection's "
+                "result alone and add x back in the block")})
             return

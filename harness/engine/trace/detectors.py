@@ -33,7 +33,7 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   mask-only-in-eval (read from the forward recorded in training mode too); dropout-before-softmax;
   mask-dropped-out (both read from the training forward's NaN and mask beside the eval one's); additive-finite-mask;
   exp-before-mask (a softmax written by hand whose mask is applied to the exponentials, not to the scores)
-- detect_output: heads-not-projected; out-proj-without-bias
+- detect_output: heads-not-projected; out-proj-without-bias; residual-inside
 - detect_params: layer-made-in-forward; layer-in-plain-list; layer-never-used (read from where the constructor made
   the parameters forward never touched)
 - detect_widths: heads-full-width, heads-full-width-unprojected (every head's scores summed over the layer's whole

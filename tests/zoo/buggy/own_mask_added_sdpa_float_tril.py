@@ -41,4 +41,5 @@ EXPECT = ("causal-leakage", "reference-match", "gradient-match")
 DIAGNOSIS = "mask-added"
 LINE = 32
 WROTE = ("y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.attn_bias[:T, :T], "
-         "dropout_p=self.p_drop if self.training else 0.0,)")  # the call's five lines, joined (its trailing comma too)
+         "dropout_p=self.p_drop if self.training else 0.0)")  # the call's five lines, joined (the comma its line
+# break left before the closing bracket dropped: in a call it changes nothing)
