@@ -32,8 +32,8 @@ VERDICT_WORDS = {"pass": "pass every check", "fail": "a bug found (a check fails
                  "not_graded": "not graded: a student's file or folder with no row of its own (the reason below)"}
 COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a"}
 ROW_KEYS = ("submission", "target", "passed", "needs_review", "score", "max_score", "pass", "fail", "cannot_tell",
-            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "student_id", "other_attempts",
-            "not_graded", "review_reason")
+            "skip", "not_applicable", "diagnosis", "second_mistake", "process", "isolation", "seconds", "student_id",
+            "other_attempts", "not_graded", "review_reason")
 RUN_WORDS = {  # harness.wire.errors.ChildEnd's codes, as the summary's `process` writes them, said for a person
     "time": "its code ran past the time limit: an endless loop, a sleep, or far too much work",
     "cpu": "its code used up its CPU time", "memory": "its code ran out of memory",
