@@ -116,8 +116,10 @@ class Report:
     def summary(self) -> dict[str, int]:
         """How many checks ended each way: "pass" the verified passes, "not_applicable" the passes with nothing to
         judge (counted apart, never in "pass"): the counts add up to the number of checks."""
-        verified = {s: sum(c.status == s and not c.not_applicable for c in self.checks) for s in STATUSES}
-        return {**verified, "not_applicable": sum(bool(c.not_applicable) for c in self.checks)}
+        verified = {s: sum(c.status == s and not (s == Status.PASS and c.not_applicable) for c in self.checks)
+                    for s in STATUSES}
+        return {**verified, "not_applicable": sum(c.status == Status.PASS and bool(c.not_applicable)
+                                                  for c in self.checks)}
 
     def to_dict(self) -> dict:
         return {"tool": "mha-check", "version": VERSION, "target": self.target, "passed": self.passed,

@@ -230,7 +230,7 @@ def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLi
     help_ = clean(c.help)
     if root is not None and help_:  # one thing to do first, not a second, contradicting fix
         help_ = f"fix the root cause above first; if this is still undecided then: {help_}"
-    not_applicable = bool(getattr(c, "not_applicable", False))
+    not_applicable = c.status == Status.PASS and bool(getattr(c, "not_applicable", False))
     claim = c.message if c.status == Status.PASS and (c.details.get("form") or not_applicable or
                                                       c.message.startswith(NOT_APPLICABLE)) \
         else c.claim  # judged as the layer's form (a single head), or not at all (no KV cache): what was judged, or
@@ -354,7 +354,7 @@ def _root(d, hidden, target: str) -> RootCause | None:
 def counts(checks) -> str:
     """"18 passed, 0 failed, 1 does not apply": a check that passed with nothing to judge is counted apart from the
     verified passes, and only when there is one (as the undecided and the skipped are)."""
-    apart = sum(bool(getattr(c, "not_applicable", False)) for c in checks)
+    apart = sum(c.status == Status.PASS and bool(getattr(c, "not_applicable", False)) for c in checks)
     s = {k: sum(c.status == k for c in checks) for k in LABELS}
     return ", ".join(f"{n} {w}" for n, w in ((s[Status.PASS] - apart, "passed"), (s[Status.FAIL], "failed"),
                                              (s[Status.CANNOT_TELL], "could not be decided"),
