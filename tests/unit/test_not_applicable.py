@@ -143,3 +143,4 @@ def test_the_summary_row_counts_it_apart_with_the_points_unchanged():
     assert (row["pass"], row["not_applicable"], row["cannot_tell"]) == (total - 3, 2, 1)
     assert row["score"] == total - 1 and row["max_score"] == total
     assert row["kv-cache"] == "pass"  # the per-check column keeps the status, as the JSON's `status` does
+    assert row["not_applicable_checks"] == "kv-cache view-order"  # which ones, for the class view's pass rates
