@@ -42,10 +42,19 @@ class Outcome:
     details: dict = field(default_factory=dict)  # "finding": what the failure looks like (for the diagnosis)
     help: str = ""  # for cannot_tell: the one option that would let mha-check tell
     fix: str = ""  # for a finding the check's general fix would mislead on: what to do instead
+    claim: str = ""  # for a pass that verified less than the check's claim says (a layer without dropout): what it
+    # verified, shown in place of the claim; "" for the claim itself
 
 
-def passed(message: str, **details) -> Outcome:
-    return Outcome(Status.PASS, message, details=details)
+def passed(message: str, claim: str = "", **details) -> Outcome:
+    return Outcome(Status.PASS, message, details=details, claim=claim)
+
+
+def does_not_apply(message: str, **details) -> Outcome:
+    """A pass with nothing to judge: the check's claim does not concern this layer (no KV cache to check).  Its
+    message begins "does not apply: " and says why; the report counts it apart from the verified passes and it
+    keeps a pass's points (harness.engine.report.does_not_apply)."""
+    return passed(message, not_applicable=True, **details)
 
 
 def failed(message: str, config=None, observed=None, expected=None, fix: str = "", **details) -> Outcome:

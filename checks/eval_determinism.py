@@ -8,6 +8,10 @@ weights and inputs it has never answered for (asked first, before any twin could
 compared with the numpy reference; a dropout-free twin, on weights and an input of its own, tells a layer wrong
 only with dropout (a failure of this check) from one wrong whatever the dropout (reference-match's to report).
 Where no mapping exists, all there is are the child's answers agreeing with each other, and the pass says so.
+
+A layer with no dropout argument and no nn.Dropout module cannot be given a dropout > 0: it is checked as built (a
+dropout of its own in forward, F.dropout(w, 0.1), still shows as two passes that differ), with the same comparisons,
+and its pass states that claim (`Outcome.claim`), not "with dropout > 0".
 """
 import numpy as np
 
@@ -40,8 +44,9 @@ def eval_determinism(ctx):
     by_arg = ctx.accepts("dropout")
     inst = ctx.build(cfg if by_arg else base, force_dropout=None if by_arg else 0.5)
     how = "dropout=0.5" if by_arg else "every nn.Dropout set to p=0.5"
-    if not by_arg and not inst.info.dropout_modules:
-        how = "no dropout argument nor nn.Dropout module found; determinism only"
+    settable = by_arg or bool(inst.info.dropout_modules)  # could mha-check give the layer a dropout > 0?
+    if not settable:
+        how = f"built as it is: {NO_DROPOUT}"
     x = ctx.input(cfg)
     groups = [(inst, [inst.forward_request(x), inst.forward_request(x)])]
     mapped = inst.layout is not None
@@ -76,8 +81,15 @@ def eval_determinism(ctx):
     if not mapped:
         return passed(f"two forward passes in eval() mode gave identical outputs ({how}); the weights could not be "
                       "mapped, so the output was not compared with the reference: this rests on the module's "
-                      "answers agreeing with each other")
-    return _judge(ctx, cfg, how, replies, probe, own, xa, xb)
+                      "answers agreeing with each other",
+                      claim="" if settable else f"in eval() mode, two forward passes give identical outputs "
+                      f"({AS_BUILT})")
+    return _judge(ctx, cfg, how, replies, probe, own, xa, xb, settable)
+
+
+NO_DROPOUT = "no dropout argument nor nn.Dropout module to set a rate with"
+AS_BUILT = (f"the layer has {NO_DROPOUT}, so it could not be built with dropout > 0: checked as it is, with whatever "
+            "forward does itself")
 
 
 RANDOM_FIX = ("Make every weight once in __init__ (self.proj = nn.Linear(d_out, d_out), registered) and only call it "
@@ -103,14 +115,16 @@ def _random_without_dropout(ctx, by_arg: bool) -> bool:
     return not np.array_equal(replies[0][0].y, replies[0][1].y, equal_nan=True)
 
 
-def _judge(ctx, cfg, how, replies, probe, own, xa, xb):
+def _judge(ctx, cfg, how, replies, probe, own, xa, xb, settable: bool = True):
     """The module with dropout against the reference; where it differs, the dropout-free twin says whether dropout
     is to blame (the twin equals the reference on its own weights) or the layer is wrong whatever the dropout."""
     with_dropout, twin, twin_same = replies[0][3].y, replies[1][1].y, replies[1][3].y
     mismatch = compare(with_dropout, numpy_ref.forward(xa, cfg.heads, probe, rope=ctx.rope))
     if mismatch is None:
         return passed(f"deterministic in eval() mode, and equal to the reference's dropout-free output with the "
-                      f"same weights ({how})")
+                      f"same weights ({how})",
+                      claim="" if settable else "in eval() mode, the output is deterministic and equals the "
+                      f"reference's with the same weights ({AS_BUILT})")
     if compare(twin, numpy_ref.forward(xb, cfg.heads, own, rope=ctx.rope)) is None:
         return failed(f"with {how}, the eval() output differs from the reference's with the same weights: "
                       + mismatch.describe(("p=0.5", "reference")) + "; built with dropout=0 the module equals the "
@@ -123,6 +137,11 @@ def _judge(ctx, cfg, how, replies, probe, own, xa, xb):
                       + "; dropout (or its 1/(1-p) scaling) is applied in eval mode", config=cfg,
                       observed="output depends on p in eval()", expected="the same output as with p=0",
                       finding="dropout scaling in eval")
+    if not settable:  # the "dropout=0" twin is the same layer: all there is, is two passes agreeing
+        return passed(f"two forward passes in eval() mode gave identical outputs ({how}); its output differs from "
+                      "the reference's (reference-match reports that), so this rests on the module's answers "
+                      "agreeing with each other",
+                      claim=f"in eval() mode, two forward passes give identical outputs ({AS_BUILT})")
     return passed(f"deterministic in eval() mode, and equal to the same module built with dropout=0 ({how}); its "
                   "output differs from the reference's with or without dropout (reference-match reports that), so "
                   "this rests on the module's answers agreeing with each other")

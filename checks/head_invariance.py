@@ -13,7 +13,7 @@ param-count leaves them out: a query/key norm over the head width (RMSNorm(d_out
 heads, and is no mistake of the attention.  So are a frozen parameter's that no reading takes (a constant, as a
 buffer would be; param-count): a RoPE frequency table of dh / 2 elements kept as nn.Parameter(..., requires_grad=False)
 changes the total with the heads, and nothing learns it."""
-from checks import Status, check, failed, passed
+from checks import Status, check, does_not_apply, failed, passed
 from checks.construct import construct
 from harness.engine.mapping import describe_norms, frozen_constants, norm_parameters, unread_beside_norms
 from harness.wire.config import Config
@@ -42,9 +42,10 @@ SHRINK_FIX = """The count falls as heads are added: some of the layer's paramete
 )
 def head_invariance(ctx):
     if not ctx.grouped and any(layout.kv_width for layout in ctx.built(ctx.base).layouts):
-        return passed("does not apply: your layer has one shared key/value head (multi-query attention) with no "
-                      "parameter for it, so its W_k and W_v have d_out / H rows and its count changes with the heads "
-                      "by design; param-count checks d_in·d_out + 2·d_in·(d_out / H) + d_out² + biases instead")
+        return does_not_apply("does not apply: your layer has one shared key/value head (multi-query attention) "
+                              "with no parameter for it, so its W_k and W_v have d_out / H rows and its count changes "
+                              "with the heads by design; param-count checks d_in·d_out + 2·d_in·(d_out / H) + d_out² + "
+                              "biases instead")
     plain = _same_count(ctx, {heads: None for heads in (1, 2, 3, 4, 6)})
     if plain.status != Status.PASS or not ctx.grouped:
         return plain

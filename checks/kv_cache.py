@@ -26,7 +26,7 @@ fails (realzoo19's transformer-toolkit MLAttention: the cached keys rotated at t
 """
 import numpy as np
 
-from checks import Status, cannot_tell, check, failed, passed, skipped
+from checks import Status, cannot_tell, check, does_not_apply, failed, passed, skipped
 from checks.output_shape import output_shape
 from harness.engine.compare import compare
 from harness.wire import messages as m
@@ -194,7 +194,7 @@ def _kv_cache(ctx):
         x = ctx.input(ctx.base, "kv-cache-a")
         (reply,) = inst.calls([m.CacheRun(inst.handle, x, _chunks(ctx.base.n, 2), True, inst.style)])
         if not reply.api and not reply.problem:
-            return passed(NO_CACHE)
+            return does_not_apply(NO_CACHE)
         return cannot_tell("mha-check could not tell with certainty which of your parameters are W_q, W_k, W_v and "
                            f"W_o ({ctx.mapping.problem}), so it does not judge your KV cache on a guess",
                            help="--map ROLE=NAME (see reference-match)")
@@ -230,7 +230,7 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
     if not first.api:
         if first.problem:
             return cannot_tell(first.problem, help=HELP)
-        return passed(NO_CACHE)
+        return does_not_apply(NO_CACHE)
     if first.problem:
         return cannot_tell(f"found a cache, driven as {first.api}, but {first.problem}", help=HELP)
     ref_a = numpy_ref.forward(xa, cfg.heads, w, rope=rope)
@@ -261,8 +261,8 @@ def _judge(entry, plain: m.Output, first: m.CacheResult, second: m.CacheResult):
                            f"the prefix ({why}), so mha-check does not know how your layer wants its cache driven",
                            help=HELP)
     if first.kind == "argument" and not first.grows:
-        return passed(f"does not apply: forward takes a cache argument ({first.api}), but what it returns does not "
-                      "hold the tokens fed so far: the layer keeps no KV cache of its own")
+        return does_not_apply(f"does not apply: forward takes a cache argument ({first.api}), but what it returns "
+                              "does not hold the tokens fed so far: the layer keeps no KV cache of its own")
     where = f"{cfg.describe()}, prefix of {prefix} then one token per call, with {first.api}"
     if first.raised_at > 0:
         position = prefix + first.raised_at - 1

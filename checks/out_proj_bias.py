@@ -1,7 +1,7 @@
 """out-proj-bias (a lesson rule): the output projection has a bias, as the lesson's nn.Linear(d_out, d_out)."""
 import re
 
-from checks import cannot_tell, check, failed, passed
+from checks import cannot_tell, check, does_not_apply, failed, passed
 from checks.construct import construct
 from harness.engine.mapping import map_help, unread_beside_norms
 
@@ -36,8 +36,9 @@ def out_proj_bias(ctx):
     if has == {True}:
         return passed("the output projection has a bias")
     if has == {False} and (ctx.grouped or any(layout.kv_width for layout in inst.layouts)):
-        return passed("does not apply: your layer is grouped-query (or multi-query) attention, the Llama family's "
-                      "layer, whose projections have no biases by design; the rule is the lesson's multi-head layer's")
+        return does_not_apply("does not apply: your layer is grouped-query (or multi-query) attention, the Llama "
+                              "family's layer, whose projections have no biases by design; the rule is the lesson's "
+                              "multi-head layer's")
     if has == {False}:
         name = inst.layouts[0].roles.get("wo", "the output projection")
         unread = _unread_bias_sized(inst.info, ctx.base.d_out)

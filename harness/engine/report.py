@@ -9,10 +9,13 @@ the run was asked to leave them out (`rules=False`).  A third kind, `instructor`
 pytest tests (--tests: harness.engine.instructor); they always count.
 
 JSON (stable; documented in docs/usage.md): {"tool", "version", "target", "passed", "math_correct", "rules_counted",
-"seed", "summary": {"pass", "fail", "cannot_tell", "skip"}, "adapter", "isolation", "checks": [{"id", "kind",
-"status", "claim", "message", "config", "observed", "expected", "fix", "help", "explanation", "details"}],
-"diagnosis", "leakage", "student_output"}.  "seed" is null where it was drawn for a grade (harness.frontends.seeds:
-kept where staff look, never in what students see).
+"seed", "summary": {"pass", "fail", "cannot_tell", "skip", "not_applicable"}, "adapter", "isolation", "checks":
+[{"id", "kind", "status", "claim", "message", "config", "observed", "expected", "fix", "help", "explanation",
+"details", "not_applicable"}], "diagnosis", "leakage", "student_output"}.  A check that does not apply to the layer
+(no KV cache to check, no heads to split in a single-head layer) keeps "status": "pass" and its points, and says
+"not_applicable": true; the summary counts it under "not_applicable", not under "pass" (the counts add up to the
+checks).  "seed" is null where it was drawn for a grade (harness.frontends.seeds: kept where staff look, never in
+what students see).
 """
 from __future__ import annotations
 
@@ -39,14 +42,34 @@ class CheckResult:
     observed: str | None = None
     expected: str | None = None
     details: dict = field(default_factory=dict)
+    not_applicable: bool | None = None  # a pass with nothing to judge (None: read from details and message)
+
+    def __post_init__(self):
+        if self.not_applicable is None:
+            self.not_applicable = does_not_apply(self.status, self.message, self.details)
 
     @classmethod
     def of(cls, check, outcome) -> "CheckResult":
         """A check's declaration joined with what it found."""
-        return cls(id=check.id, status=outcome.status, claim=check.claim, message=outcome.message, kind=check.kind,
-                   fix=outcome.fix or check.fix, help=outcome.help, explanation=check.explanation,
+        return cls(id=check.id, status=outcome.status, claim=getattr(outcome, "claim", "") or check.claim,
+                   message=outcome.message, kind=check.kind, fix=outcome.fix or check.fix, help=outcome.help,
+                   explanation=check.explanation,
                    config=outcome.config, observed=outcome.observed, expected=outcome.expected,
                    details=dict(outcome.details))
+
+
+NOT_APPLICABLE_WORDS = "does not apply:"  # how a check's pass message begins when its claim had nothing to judge
+
+
+def does_not_apply(status, message: str, details: dict | None) -> bool:
+    """Whether a check passed only because its claim does not concern this layer (no KV cache to check; no heads to
+    split in a single-head layer): the engine's and the checks' `not_applicable` flag, or, in a report saved before
+    the flag, the words its message begins with.  Still a pass (its status and its points are a pass's: what the
+    layer need not do is never the student's loss), but not a verified one, so every format counts it apart.  A
+    pass that checked something in place of its claim ("does not apply to the mask: ...; checked instead: ...")
+    verified that, and is a pass."""
+    return status == Status.PASS and bool((details or {}).get("not_applicable") or
+                                          (message or "").startswith(NOT_APPLICABLE_WORDS))
 
 
 @dataclass
@@ -91,7 +114,12 @@ class Report:
         raise KeyError(check_id)
 
     def summary(self) -> dict[str, int]:
-        return {s: sum(c.status == s for c in self.checks) for s in STATUSES}
+        """How many checks ended each way: "pass" the verified passes, "not_applicable" the passes with nothing to
+        judge (counted apart, never in "pass"): the counts add up to the number of checks."""
+        verified = {s: sum(c.status == s and not (s == Status.PASS and c.not_applicable) for c in self.checks)
+                    for s in STATUSES}
+        return {**verified, "not_applicable": sum(c.status == Status.PASS and bool(c.not_applicable)
+                                                  for c in self.checks)}
 
     def to_dict(self) -> dict:
         return {"tool": "mha-check", "version": VERSION, "target": self.target, "passed": self.passed,

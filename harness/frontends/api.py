@@ -8,6 +8,7 @@
     report                             # the text report; in Jupyter an HTML table
     report.passed                      # True only when every check ran and passed
     report["causal-leakage"].status    # a Status: "pass", "fail", "cannot_tell" or "skip"; .message, .fix, ...
+    report["kv-cache"].not_applicable  # True: a pass with nothing to judge (no KV cache), counted apart
     report.to_dict(), report.to_json() # the JSON report of `mha-check --format json`
 
 Options: `only=`/`skip=` (check ids, a list or "a,b"), `seed=`, `examples=`, `args={"name": value}` (the command

@@ -245,6 +245,9 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
                     "seconds": round(seconds, 2),
                     "review_reason": "; ".join(report.adapter.review),  # why a person should look beyond the
                     # checks' own cannot-tell (a class named otherwise, a file chosen among several), for the class view
+                    "not_applicable_checks": " ".join(c.id for c in report.checks if c.status == Status.PASS and
+                                                      c.not_applicable),  # passes with nothing to judge: the class
+                    # view counts them apart (each check's own column keeps its status, "pass")
                     **{c.id: c.status for c in report.checks}}}
 
 

@@ -23,17 +23,20 @@ from urllib.parse import quote
 from harness.engine.report import STATUSES as STATUS_VALUES
 from harness.wire.status import Status
 from harness.render.html import STATUS_COLOURS
-from harness.render.view import LABELS, clean
+from harness.render.view import LABELS, NOT_APPLICABLE_LABEL, clean
 
 VERDICTS = ("pass", "fail", "cannot_tell", "not_graded")
 VERDICT_LABELS = {**LABELS, "not_graded": "NOT GRADED"}
 VERDICT_WORDS = {"pass": "pass every check", "fail": "a bug found (a check fails)",
                  "cannot_tell": "cannot tell (nothing failed, something could not be decided)",
                  "not_graded": "not graded: a student's file or folder with no row of its own (the reason below)"}
-COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a"}
+NOT_APPLICABLE = "not_applicable"  # a check's pass with nothing to judge (the row's not_applicable_checks)
+RATE_VALUES = (*STATUS_VALUES, NOT_APPLICABLE)  # a check's pass rate: the statuses, and N/A apart from the passes
+RATE_LABELS = {**LABELS, NOT_APPLICABLE: NOT_APPLICABLE_LABEL}
+COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a", NOT_APPLICABLE: "#afb8c1"}
 ROW_KEYS = ("submission", "target", "passed", "needs_review", "score", "max_score", "pass", "fail", "cannot_tell",
-            "skip", "diagnosis", "second_mistake", "process", "isolation", "seconds", "student_id", "other_attempts",
-            "not_graded", "review_reason")
+            "skip", "not_applicable", "not_applicable_checks", "diagnosis", "second_mistake", "process", "isolation",
+            "seconds", "student_id", "other_attempts", "not_graded", "review_reason")
 RUN_WORDS = {  # harness.wire.errors.ChildEnd's codes, as the summary's `process` writes them, said for a person
     "time": "its code ran past the time limit: an endless loop, a sleep, or far too much work",
     "cpu": "its code used up its CPU time", "memory": "its code ran out of memory",
@@ -197,6 +200,9 @@ def build(rows: list[dict], checks: list[tuple[str, str]], catalogue: dict[str, 
     for row in rows:
         name = str(row.get("submission", ""))
         statuses = {cid: str(row[cid]) for cid, _ in columns if row.get(cid) in STATUS_VALUES}
+        for cid in str(row.get("not_applicable_checks") or "").split():  # passed with nothing to judge: apart
+            if statuses.get(cid) == Status.PASS:
+                statuses[cid] = NOT_APPLICABLE
         student = Student(name=name, verdict=_verdict(row), needs_review=_truth(row.get("needs_review")),
                           score=_number(row.get("score")), max_score=_number(row.get("max_score")),
                           mistake=str(row.get("diagnosis") or ""), why="", target=str(row.get("target") or ""),
@@ -213,7 +219,7 @@ def build(rows: list[dict], checks: list[tuple[str, str]], catalogue: dict[str, 
     for s in students:
         if s.fraction is not None:
             histogram[SCORE_BINS - 1 if s.fraction >= 1 else int(s.fraction * (SCORE_BINS - 1))] += 1
-    rates = [CheckRate(cid, claim, {st: sum(s.statuses.get(cid) == st for s in students) for st in STATUS_VALUES})
+    rates = [CheckRate(cid, claim, {st: sum(s.statuses.get(cid) == st for s in students) for st in RATE_VALUES})
              for cid, claim in columns]
     made: dict[str, list[Student]] = {}
     for s in students:
@@ -307,15 +313,17 @@ def _check_bars(view: ClassView) -> str:
         y, x = i * row + 4, float(label)
         out.append(f'<text x="{label - 8}" y="{y + 13}" class="label">{_e(rate.id)}'
                    f'<title>{_e(rate.claim or rate.id)}</title></text>')
-        for status in STATUS_VALUES:
-            n = rate.counts[status]
+        for status in RATE_VALUES:
+            n = rate.counts.get(status, 0)
             if n and rate.total:
                 w = bar * n / rate.total
                 out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="16" fill="{COLOURS[status]}">'
-                           f'<title>{_e(rate.id)}: {LABELS[status]} {n} of {rate.total}</title></rect>')
+                           f'<title>{_e(rate.id)}: {RATE_LABELS[status]} {n} of {rate.total}</title></rect>')
                 x += w
         out.append(f'<text x="{label + bar + 8}" y="{y + 13}" class="rate">{rate.counts["pass"]}/{rate.total} '
-                   f'pass ({_percent(rate.counts["pass"], rate.total)})</text>')
+                   f'pass ({_percent(rate.counts["pass"], rate.total)})'
+                   + (f', {rate.counts[NOT_APPLICABLE]} {NOT_APPLICABLE_LABEL}' if rate.counts.get(NOT_APPLICABLE)
+                      else '') + '</text>')
     return (f'<svg class="chart" role="img" aria-label="pass rate per check" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}">{"".join(out)}</svg>')
 
@@ -449,7 +457,7 @@ def page(view: ClassView, title: str = "mha-check: class report", banner: str = 
         "passage, to an exercise with that mistake alone to hand out, and to its solution.</p>", _mistakes(view),
         "<h2>Who needs a person to look</h2>", _review(view),
         "<h2>Scores</h2>", _histogram(view), f"<p>{_e(mean)}.</p>",
-        "<h2>Pass rate per check</h2>", f"<p>{_legend()}</p>", _check_bars(view),
+        "<h2>Pass rate per check</h2>", f"<p>{_legend(RATE_VALUES, RATE_LABELS)}</p>", _check_bars(view),
         "<h2>Every student</h2>", _everyone(view),
         "</body></html>"]
     return "\n".join(p for p in parts if p) + "\n"

@@ -36,7 +36,13 @@ def detail(line: view.CheckLine, root: view.RootCause | None, finding=str, fix=s
                                                                             if line.help else ""))
     elif line.status == Status.SKIP:
         parts.append("Not verified, so no points for it.")
+    elif line.not_applicable:
+        parts.append(NOT_APPLICABLE_WORDS)
     return "\n\n".join(p for p in parts if p)
+
+
+NOT_APPLICABLE_WORDS = ("Does not apply to your layer: there was nothing to check, so nothing was verified; full "
+                        "points, since what your layer need not do is never held against it.")
 
 
 def defang(markdown: str) -> str:
@@ -103,7 +109,8 @@ def gradescope(report, rubric: Rubric | None = None) -> dict:
               "status": "passed" if line.passed else "failed",
               "output": defang(detail(line, full.root, literal, words_and_code) if line.id in hidden else
                                detail(shown[line.id], public.root, literal, words_and_code)),
-              "output_format": "md", "visibility": rubric.visibility_for(line.id)}
+              "output_format": "md", "visibility": rubric.visibility_for(line.id),
+              **({"extra_data": {"not_applicable": True}} if line.not_applicable else {})}
              for i, line in enumerate(full.lines, 1)]
     summary = _public_summary(public)
     return {"score": got, "output": defang("\n\n".join(summary)), "output_format": "md",
@@ -140,7 +147,9 @@ def _seed_field(name: str, report) -> dict:
 
 
 def _test_name(line: view.CheckLine) -> str:
-    return f"{line.id} ({_KIND_WORDS.get(line.kind, 'math')})"
+    """"kv-cache (math)"; "kv-cache (math; does not apply)" for a check with nothing to judge, so that a list of
+    passed tests does not read as that many things verified."""
+    return f"{line.id} ({_KIND_WORDS.get(line.kind, 'math')}{'; does not apply' if line.not_applicable else ''})"
 
 
 _KIND_WORDS = {"rule": "lesson rule", "instructor": "instructor's test"}
@@ -263,7 +272,9 @@ def quoteattr(text: str) -> str:
 
 
 def junit(report, rubric: Rubric | None = None) -> str:
-    """JUnit XML, one testcase per check: a failure for fail and for skip (not verified), an error for cannot tell."""
+    """JUnit XML, one testcase per check: a failure for fail and for skip (not verified), an error for cannot tell.  A
+    check that does not apply passes (it is never the student's loss), with the property not_applicable=true and
+    why in its system-out, so that a reader of the XML can count it apart from the verified passes."""
     lines_ = view.build(report).lines
     failures = sum(ln.status in (Status.FAIL, Status.SKIP) for ln in lines_)
     errors = sum(ln.status == Status.CANNOT_TELL for ln in lines_)
@@ -279,6 +290,9 @@ def junit(report, rubric: Rubric | None = None) -> str:
         elif line.status == Status.CANNOT_TELL:
             out.append(f'    <error type="cannot-tell" message={quoteattr(line.text[:500])}>'
                        f"{escape(detail(line, None))}</error>")
+        elif line.not_applicable:
+            out.append('    <properties><property name="not_applicable" value="true"/></properties>')
+            out.append(f"    <system-out>{escape(detail(line, None))}</system-out>")
         out.append("  </testcase>")
     if report.student_output:
         out.append(f"  <system-out>{escape(report.student_output)}</system-out>")

@@ -20,7 +20,8 @@ def _row(line: CheckLine) -> str:
                 cell.append(f"<br><small>{name}: <code>{e(value)}</code></small>")
     elif line.status == Status.CANNOT_TELL and line.help:
         cell.append(f"<br><small>what would help: {e(line.help)}</small>")
-    colour = STATUS_COLOURS.get(line.status, "#000")
+    colour = STATUS_COLOURS[Status.SKIP] if line.not_applicable else STATUS_COLOURS.get(line.status, "#000")  # N/A:
+    # nothing was judged, shown apart from the verified passes
     return (f'<tr><td style="text-align:left"><code>{e(line.id)}</code></td>'
             f'<td style="text-align:left"><b style="color:{colour}">{e(line.label)}</b></td>'
             f'<td style="text-align:left">{"".join(cell)}</td></tr>')

@@ -19,12 +19,13 @@ import shutil
 import sys
 import textwrap
 
-from harness.render.view import CheckLine, ReportView
+from harness.render.view import NOT_APPLICABLE_LABEL, CheckLine, ReportView
 from harness.wire.status import Status
 
 WIDTH = 100  # the teaching pages (explain, trace), projected in a class
 REPORT_WIDTH = 80  # a report's width when its reader's terminal is not known: an 80x30 terminal shows it whole
 MAX_WIDTH = 120
+NOT_APPLICABLE = "not_applicable"  # the colour of a check that did not apply
 
 
 def terminal_width(stream=None) -> int:
@@ -39,7 +40,12 @@ def terminal_width(stream=None) -> int:
         return REPORT_WIDTH
     columns = shutil.get_terminal_size((REPORT_WIDTH, 30)).columns
     return max(REPORT_WIDTH, min(MAX_WIDTH, columns))
-COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.CANNOT_TELL: "33", Status.SKIP: "90"}
+COLOURS = {Status.PASS: "32", Status.FAIL: "31", Status.CANNOT_TELL: "33", Status.SKIP: "90", NOT_APPLICABLE: "90"}
+
+
+def _mark(line: CheckLine) -> str:
+    """The colour's key of a line's label: its status, or NOT_APPLICABLE for a pass with nothing to judge."""
+    return NOT_APPLICABLE if line.not_applicable else line.status
 
 
 def _paint(text: str, status: str, colour: bool) -> str:
@@ -200,7 +206,7 @@ def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool, cols: 
         elif line.status == Status.CANNOT_TELL and line.help:
             out += wrap(f"what would help: {line.help}", indent + "  ", indent, cols)
     out = head + out
-    out[0] = out[0].replace(line.label, _paint(line.label, line.status, colour), 1)
+    out[0] = out[0].replace(line.label, _paint(line.label, _mark(line), colour), 1)
     return out
 
 
@@ -232,11 +238,12 @@ def _section(lines: list[CheckLine], width: int, all_passed: bool, colour: bool,
         if ln.status == Status.FAIL or (ln.passed and all_passed):
             out += check_lines(ln, width, False, colour, cols)
     out += _grouped([ln for ln in lines if ln.status in (Status.CANNOT_TELL, Status.SKIP)], colour, cols)
-    passed = [ln.id for ln in lines if ln.passed]
-    if passed and not all_passed:
-        lead = f"  {'PASS':<10} "
-        out += [ln.replace("PASS", _paint("PASS", "pass", colour), 1) if i == 0 else ln
-                for i, ln in enumerate(wrap(", ".join(passed), " " * len(lead), lead, cols))]
+    for label, key, ids in (("PASS", "pass", [ln.id for ln in lines if ln.verified]),
+                             (NOT_APPLICABLE_LABEL, NOT_APPLICABLE, [ln.id for ln in lines if ln.not_applicable])):
+        if ids and not all_passed:  # the passes in one line, and apart from them those with nothing to judge
+            lead = f"  {label:<10} "
+            out += [ln.replace(label, _paint(label, key, colour), 1) if i == 0 else ln
+                    for i, ln in enumerate(wrap(", ".join(ids), " " * len(lead), lead, cols))]
     return out
 
 
@@ -249,7 +256,7 @@ def _quiet(view: ReportView, width: int, colour: bool, cols: int) -> str:
     for c in view.lines:
         row = f"{c.label:<10} {c.id:<{width}}  "
         row += one_line(c.text, cols - len(row))
-        out.append(row.replace(c.label, _paint(c.label, c.status, colour), 1))
+        out.append(row.replace(c.label, _paint(c.label, _mark(c), colour), 1))
     return "\n".join(out)
 
 

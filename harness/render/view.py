@@ -21,6 +21,7 @@ from harness.wire.status import Status
 from harness.wire.target import Target
 
 LABELS = {Status.PASS: "PASS", Status.FAIL: "FAIL", Status.CANNOT_TELL: "CAN'T TELL", Status.SKIP: "SKIP"}
+NOT_APPLICABLE_LABEL = "N/A"  # a pass with nothing to judge (no KV cache to check): its own mark, counted apart
 ROLE_WORDS = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "bk": "b_k", "bv": "b_v",
               "bo": "b_o"}
 
@@ -39,10 +40,17 @@ class CheckLine:
     fix: str = ""
     help: str = ""  # cannot tell: what would help
     follows_root: bool = False  # explained by the identified mistake: listed under it in one line
+    not_applicable: bool = False  # passed with nothing to judge: marked NOT_APPLICABLE_LABEL and counted apart,
+    # with a pass's points (`passed` stays true: what the layer need not do is never the student's loss)
 
     @property
     def passed(self) -> bool:
         return self.status == Status.PASS
+
+    @property
+    def verified(self) -> bool:
+        """Passed, and had something to judge."""
+        return self.passed and not self.not_applicable
 
 
 @dataclass
@@ -222,12 +230,15 @@ def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLi
     help_ = clean(c.help)
     if root is not None and help_:  # one thing to do first, not a second, contradicting fix
         help_ = f"fix the root cause above first; if this is still undecided then: {help_}"
-    claim = c.message if c.status == Status.PASS and (c.details.get("form") or c.message.startswith(NOT_APPLICABLE)) \
+    not_applicable = c.status == Status.PASS and bool(getattr(c, "not_applicable", False))
+    claim = c.message if c.status == Status.PASS and (c.details.get("form") or not_applicable or
+                                                      c.message.startswith(NOT_APPLICABLE)) \
         else c.claim  # judged as the layer's form (a single head), or not at all (no KV cache): what was judged, or
     # why the claim does not apply, in place of a claim the report would otherwise seem to have checked
-    return CheckLine(c.id, c.kind, c.status, LABELS[c.status], clean(text), clean(claim), _config_text(c.config),
+    return CheckLine(c.id, c.kind, c.status, NOT_APPLICABLE_LABEL if not_applicable else LABELS[c.status], clean(text),
+                     clean(claim), _config_text(c.config),
                      clean(f"{c.observed}; expected: {c.expected}") if (c.observed or c.expected) else "",
-                     c.explanation, owner.fix if owner else c.fix, help_, follows)
+                     c.explanation, owner.fix if owner else c.fix, help_, follows, not_applicable)
 
 
 NOT_APPLICABLE = "does not apply"  # how a check that had nothing to judge begins its pass message
@@ -340,6 +351,18 @@ def _root(d, hidden, target: str) -> RootCause | None:
                      _root(d.also, hidden, target) if d.also and d.also.named else None)
 
 
+def counts(checks) -> str:
+    """"18 passed, 0 failed, 1 does not apply": a check that passed with nothing to judge is counted apart from the
+    verified passes, and only when there is one (as the undecided and the skipped are)."""
+    apart = sum(c.status == Status.PASS and bool(getattr(c, "not_applicable", False)) for c in checks)
+    s = {k: sum(c.status == k for c in checks) for k in LABELS}
+    return ", ".join(f"{n} {w}" for n, w in ((s[Status.PASS] - apart, "passed"), (s[Status.FAIL], "failed"),
+                                             (s[Status.CANNOT_TELL], "could not be decided"),
+                                             (s[Status.SKIP], "skipped"),
+                                             (apart, "does not apply" if apart == 1 else "do not apply"))
+                     if n or w in ("passed", "failed"))
+
+
 def build(report, hidden: frozenset = frozenset()) -> ReportView:
     """The view of `report`; checks in `hidden` (a rubric's hidden checks) are left out entirely, and so is a
     diagnosis that only they would reveal."""
@@ -350,11 +373,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     unmatched = clean(d.message) if d and not d.named and (  # what failing checks say: shown ones, or nobody
         not hidden or any(c.status == Status.FAIL and c.kind == "correctness" for c in shown)) else ""
     lines = [_line(c, root, frozenset(hidden)) for c in shown]
-    s = {k: sum(c.status == k for c in shown) for k in LABELS}
-    summary = ", ".join(f"{n} {w}" for n, w in ((s[Status.PASS], "passed"), (s[Status.FAIL], "failed"),
-                                                 (s[Status.CANNOT_TELL], "could not be decided"),
-                                                 (s[Status.SKIP], "skipped"))
-                        if n or w in ("passed", "failed"))
+    summary = counts(shown)
     mapping = clean(mapping_words(report.adapter, any(c.id == "reference-match" and c.status == Status.FAIL
                                                       for c in shown), neutral=bool(hidden)))
     unmapped = report.adapter.mapping or {}

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("warm_single_runs")  # see conftest
 
 GOLDEN = ROOT / "tests" / "e2e" / "golden"
 CHECK_IDS = {c.id for c in all_checks()}
-LABEL = re.compile(r"^(\s+)(PASS|FAIL|CAN'T TELL|SKIP)\s+(\S.*?)\s*$")
+LABEL = re.compile(r"^(\s+)(PASS|FAIL|CAN'T TELL|SKIP|N/A)\s+(\S.*?)\s*$")
 FIELD = re.compile(r"^  ([a-z][a-z ]*):\s+(.*)$")
 KEPT_FIELDS = ("where", "you wrote", "fix", "see also")  # the pointer and the fix: compared word for word
 
@@ -168,7 +168,8 @@ def test_shipped_buggy_example_points_at_the_students_path():
         "you wrote: queries = queries.view(b, self.num_heads, num_tokens, self.head_dim)"
     assert any(ln.startswith("                mha-check trace examples/buggy_attention.py: every step") for ln in lines)
     assert lines.index("  where:        examples/buggy_attention.py:30") < 20  # the root cause, first screen
-    assert max(map(len, lines)) <= 80 and len(lines) <= 42  # 19 checks now (kv-cache, mask-fill): two lines more
+    assert max(map(len, lines)) <= 80 and len(lines) <= 43  # 19 checks now (kv-cache, mask-fill): two lines more;
+    # and kv-cache's N/A apart from the passes: one more
 
 
 def test_correct_class_lists_what_was_verified(reports):
@@ -180,6 +181,8 @@ def test_correct_class_lists_what_was_verified(reports):
         shown = " ".join(" ".join(lines[lines.index(row):][:4]).split())
         said = "does not apply" if c.id == "kv-cache" else " ".join(c.claim.split())[:30]
         assert said in shown, (c.id, shown)
+        assert LABEL.match(row).group(2) == ("N/A" if c.id == "kv-cache" else "PASS"), row  # nothing to judge: apart
+    assert "18 passed, 0 failed, 1 does not apply" in lines
 
 
 def test_colour_only_paints_the_labels(reports):

@@ -57,13 +57,29 @@ def test_counts_distribution_and_pass_rates():
     assert sum(view.histogram) == view.graded
     rates = {r.id: r.counts for r in view.checks}
     assert [r.id for r in view.checks] == CHECKS  # every check, in the report's order
-    assert rates["reference-match"] == {"pass": 2, "fail": 5, "cannot_tell": 1, "skip": 0}
-    assert rates["causal-leakage"] == {"pass": 7, "fail": 1, "cannot_tell": 0, "skip": 0}
+    assert rates["reference-match"] == {"pass": 2, "fail": 5, "cannot_tell": 1, "skip": 0, "not_applicable": 0}
+    assert rates["causal-leakage"] == {"pass": 7, "fail": 1, "cannot_tell": 0, "skip": 0, "not_applicable": 0}
     assert [s.name for s in view.review] == ["gus", "ivy.zip"]
     gus = view.review[0]
     assert gus.why == "cannot tell: reference-match; the run: timeout" and gus.verdict == "cannot_tell"
     assert view.review[1].why == "not a .py or .ipynb file"
     assert [s.name for s in view.unnamed] == ["fay"]
+
+
+def test_a_check_that_did_not_apply_is_counted_apart_from_the_passes():
+    """A class where nobody's layer has a KV cache: kv-cache did not apply to anyone, not "8/8 pass"."""
+    rows = [{**r, "not_applicable_checks": "kv-cache"} if "not_graded" not in r or not r["not_graded"] else r
+            for r in klass()]
+    rows[0]["not_applicable_checks"] = "kv-cache view-order"  # ada's single-head layer
+    view = view_of(rows)
+    rates = {r.id: r.counts for r in view.checks}
+    assert rates["kv-cache"] == {"pass": 0, "fail": 0, "cannot_tell": 0, "skip": 0, "not_applicable": 8}
+    assert rates["view-order"] == {"pass": 7, "fail": 0, "cannot_tell": 0, "skip": 0, "not_applicable": 1}
+    page = class_report.page(view)
+    assert "kv-cache: N/A 8 of 8" in page and "0/8 pass (0%), 8 N/A" in page
+    assert "7/8 pass" in page  # view-order: ada's does not apply, the others passed
+    rows[1]["kv-cache"] = "fail"  # a cell that is not a pass is its status, whatever the list says
+    assert {r.id: r.counts for r in view_of(rows).checks}["kv-cache"]["fail"] == 1
 
 
 def test_mistakes_are_ranked_by_how_many_students_made_each_and_ties_share_a_rank():

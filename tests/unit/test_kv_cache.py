@@ -162,6 +162,7 @@ def test_the_cached_reference_passes_and_a_layer_without_a_cache_does_not_apply(
     assert rotary.status == "pass" and "is right too" in rotary.message, rotary.message
     plain = run(PLAIN)
     assert plain.status == "pass" and plain.message.startswith("does not apply")
+    assert plain.not_applicable and not rotary.not_applicable  # counted apart from the verified passes
 
 
 @pytest.mark.parametrize("source", [HF_STYLE, POSITIONS_STYLE], ids=["past_key_value", "start_pos"])

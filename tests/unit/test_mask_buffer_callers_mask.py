@@ -20,6 +20,7 @@ def test_a_callers_mask_is_not_the_layers_to_move_and_the_pass_says_what_was_che
     got = _mask_buffer(f"{ANNOTATED}:MultiHeadedAttention")
     assert got.status == "pass" and got.message.startswith("does not apply to the mask")
     assert "from the caller (mask=" in got.message and "checked instead" in got.message
+    assert not got.not_applicable  # it checked the other tensors: a verified pass, not one with nothing to judge
 
 
 def test_a_layer_with_its_own_mask_buffer_keeps_the_claim():

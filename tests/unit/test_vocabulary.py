@@ -27,7 +27,7 @@ def test_a_report_read_back_has_statuses_not_strings():
     data = json.loads(original.to_json())
     again = Report.from_dict(data)
     assert [type(c.status) for c in again.checks] == [Status, Status]
-    assert again.summary() == {"pass": 1, "fail": 1, "cannot_tell": 0, "skip": 0}
+    assert again.summary() == {"pass": 1, "fail": 1, "cannot_tell": 0, "skip": 0, "not_applicable": 0}
     assert json.loads(again.to_json()) == data
     data["checks"][0]["status"] = "error"
     with pytest.raises(ValueError, match="error"):
