@@ -177,6 +177,7 @@ STATEMENT_LINES = 6  # the most lines of one statement `code_at` joins; a longer
 STATEMENT_CHARS = 320  # the most characters of a joined statement, likewise
 _TREES: dict[str, ast.Module | None] = {}  # a student's file -> its syntax tree (None: it does not parse here)
 _CODE: dict[tuple[str, int], str] = {}  # (file, line) -> what code_at gives for it
+_STATEMENTS: dict[tuple[str, int], str] = {}  # (file, line) -> what statement_at gives for it
 
 
 def code_at(filename: str, lineno: int) -> str:
@@ -210,6 +211,13 @@ def statement_at(filename: str, lineno: int) -> str:
     """Where the statement `code_at` shows whole for this line is, as "attn.py:28-30" (its first line's place, then
     its last line), so that a trace puts a statement's operations under one heading however many of its lines they
     come from; "" where `code_at` shows the line alone (a statement of one line, or one too long to join)."""
+    key = (filename, lineno)
+    if key not in _STATEMENTS:
+        _STATEMENTS[key] = _statement_at(filename, lineno)
+    return _STATEMENTS[key]
+
+
+def _statement_at(filename: str, lineno: int) -> str:
     lines = linecache.getlines(filename)
     if not 0 < lineno <= len(lines) or code_at(filename, lineno).endswith(" …"):
         return ""
