@@ -22,6 +22,12 @@ VIEW_FIX = """Call `.contiguous()` before `.view(...)` after a transpose (`ctx.t
     d)`), or use `.reshape(...)`, which copies when it must."""
 
 
+INPUT_FIX = """Read the input with `.reshape(...)` where your forward (or a layer it calls) views it: a caller may
+    hand in a non-contiguous x (a slice, or a transpose back from another layer), which `.view` refuses; or call
+    `x = x.contiguous()` first."""  # no transpose of the layer's own to put .contiguous() after (realzoo20: OpenAI
+# GPT's Conv1D views its input, and the fix told of a transpose the line did not have)
+
+
 def is_view_error(message: str) -> bool:
     return any(s in message for s in VIEW_ERROR)
 
@@ -112,7 +118,7 @@ def contiguity(ctx):
             if e.answered:  # the plain forward ran: the one on a non-contiguous input raised
                 return failed("forward calls view() on its (non-contiguous) input: " + e.message,
                               observed="RuntimeError from view() on a non-contiguous input", expected="a result",
-                              finding="view on the input", usable=True)
+                              fix=INPUT_FIX, finding="view on the input", usable=True)
             return failed(AFTER_TRANSPOSE + e.message, observed="RuntimeError from view()", expected="a result",
                           finding=TRANSPOSE_FINDING)
         if not same(y2, y):
