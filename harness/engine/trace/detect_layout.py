@@ -67,7 +67,10 @@ def merge_without_transpose(f: Findings) -> None:
             f.mark(op["i"], {"id": "merge-without-transpose", "text": (
                 "the heads are merged with view/reshape (B·H, n, dh) -> (B, n, d): in memory that is (B, H, n, dh), "
                 "so each output row mixes several positions of one head; use view(B, H, n, dh).transpose(1, 2)"
-                ".reshape(B, n, d)")})
+                ".reshape(B, n, d)"), "written_title": (  # the catalogue's title speaks of (B, H, n, dh), which
+                # this layer's tensor is not (a student's trial: heads folded into the batch for bmm)
+                "Heads folded into the batch, (B·H, n, dh), merged into (B, n, d) by view or reshape straight "
+                "away, without unfolding them and transpose(1, 2) back")})
         elif _view(f.namer, op, "B·H, n, dh", "B, n, H, dh") or _view(f.namer, op, "B, H, n, dh", "B, n, H, dh"):
             f.mark(op["i"], {"id": "merge-without-transpose", "text": (
                 f"the heads are put behind the tokens with view/reshape to (B, n, H, dh): {HEADS_BEHIND} "
