@@ -164,7 +164,8 @@ def test_the_table_fits_100_columns_with_the_students_line_on_its_own_row(swept,
         narrow, wide = render(r).splitlines(), render(r, wide=True).splitlines()
         assert max(map(len, narrow)) <= 100, [ln for ln in narrow if len(ln) > 100]
         for s in r.steps:  # the line a step comes from heads its run of operations; --wide keeps it on the row
-            assert any(ln.startswith(f"  {s.at}  ") for ln in narrow), s
+            assert any(ln.startswith(f"  {s.statement or s.at}  ") for ln in narrow), s  # a statement over
+            # several lines heads its operations once, with its lines ("attn.py:31-33")
             assert any(ln.rstrip().endswith(f"{s.at}  {s.code}".rstrip()) and f"{s.index:>3}  " in ln for ln in wide)
     marked = render(swept[mutant("no_mask")])
     assert "^ MISTAKE [no-mask]:" in marked and "mha-check explain no-mask" in marked

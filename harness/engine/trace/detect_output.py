@@ -93,13 +93,18 @@ def out_proj_without_bias(f: Findings) -> None:
 def residual_inside(f: Findings) -> None:
     """The forward's input added to what the output projection made (`return x + self.proj(y)`): the transformer
     block's residual connection inside the attention layer (a student's trial: "no known mistake matches", and a
-    trace that listed the add as a step of no name and said nothing).  Marked at the add."""
+    trace that listed the add as a step of no name and said nothing).  Marked at the add, where the sum is what the
+    forward returns and the projections read the input as it came: a whole pre-norm or post-norm block (the input
+    normalised before the projections, or the sum normalised after) is a block, which numbers alone judge."""
     projected = f.named("output projection")
-    if not projected:
-        return
+    straight = any(t.get("name") == "x" for i in f.named("project") for t in f.ops[i]["in"] if isinstance(t, dict))
+    if not projected or not straight:  # a pre-norm block (x + attn(norm(x))) projects the normalised input: a
+        return  # block written as such, not this mistake (the zoo's prenorm_sublayer_rmsnorm)
     for op in f.ops[projected[-1] + 1:]:
         ins = [t for t in op["in"] if isinstance(t, dict)]
-        if op["op"] in ADDS and len(ins) == 2 and any(t.get("name") == "x" for t in ins) and \
+        used_after = any(t.get("src") == op["i"] for later in f.ops[op["i"] + 1:] for t in later["in"]
+                         if isinstance(t, dict))  # a post-norm block, norm(x + attn(x)), returns no sum
+        if op["op"] in ADDS and len(ins) == 2 and any(t.get("name") == "x" for t in ins) and not used_after and \
                 any(f.namer.derives_from(t, ("output projection",)) for t in ins):
             f.mark(op["i"], {"id": "residual-inside", "text": (
                 "the layer's input is added to the output projection's result (x + attn(x)): that is the "
