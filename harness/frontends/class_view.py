@@ -42,8 +42,9 @@ def write(out: Path, rows: list[dict], extension: str, shard: tuple[int, int] | 
     when Ctrl-C stops the writing).  Some 20 ms per mistake the class made (its exercise is made from the mutant's
     source), and a few ms for the page."""
     catalogue = _catalogue()
-    diagnosed = sorted({str(r.get(k)) for r in rows for k in ("diagnosis", "second_mistake")
-                        if r.get(k) in catalogue})  # the second of two mistakes named together gets its exercise too
+    diagnosed = sorted({m for r in rows for k in ("diagnosis", "second_mistake", "rule_mistakes")
+                        for m in str(r.get(k) or "").split() if m in catalogue})  # the second of two mistakes
+    # named together gets its exercise too, and a lesson's rule broken beside them
     made_folder = not (out / EXERCISES).exists()
     try:
         files = _exercises(out, diagnosed)

@@ -12,6 +12,7 @@ import signal
 import time
 from dataclasses import replace
 
+import mutants
 from checks import Status, needs_by_id
 from harness.engine import instructor
 from harness.engine.records import ProcessEvent
@@ -239,6 +240,7 @@ def graded(name: str, spec: str | None, report: Report, options: dict, seconds: 
                     "needs_review": report.needs_review, "score": got, "max_score": total, **report.summary(),
                     "diagnosis": (report.diagnosis.mutant or "") if report.diagnosis else "",
                     "second_mistake": _second(report),  # two mistakes named at once: the other one, else ""
+                    "rule_mistakes": " ".join(_rule_mistakes(report)),  # a lesson's rule broken beside them
                     "process": "; ".join(p.kind for p in report.adapter.process),
                     "isolation": ("; ".join(report.isolation.short_of_policy) or "full") if report.isolation else "",
                     # what of the confinement policy was missing
@@ -256,6 +258,32 @@ def _second(report: Report) -> str:
     does; "" for one mistake or none."""
     also = report.diagnosis.also if report.diagnosis else None
     return (also.mutant or "") if also else ""
+
+
+def _rule_mistakes(report: Report) -> list[str]:
+    """The catalogued mistakes of the lesson's rules that a failing rule check shows beside the diagnosis (a layer
+    with a mistake of the math and no divisibility guard): each where the check's finding is exactly one mistake's
+    whole signature, and that mistake fails that check alone, so that the class view counts every student who broke
+    the rule, not only those for whom it was the root cause (a student's trial: 3 counted where 10 failed)."""
+    named = {d.mutant for d in (report.diagnosis, report.diagnosis.also if report.diagnosis else None) if d}
+    catalogue = _catalogue()
+    found = []
+    for c in report.checks:
+        finding = c.details.get("finding")
+        if c.kind != "rule" or c.status != Status.FAIL or not finding:
+            continue
+        matching = [mid for mid, entry in catalogue.items() if entry.get("signature") == [f"{c.id}:{finding}"]
+                    and entry.get("failing") == [c.id]]
+        if len(matching) == 1 and matching[0] not in named:
+            found.append(matching[0])
+    return found
+
+
+def _catalogue() -> dict:
+    try:
+        return mutants.catalogue()
+    except mutants.CatalogueMissing:
+        return {}
 
 
 def _checked(spec: str | None, report: Report) -> str:

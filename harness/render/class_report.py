@@ -35,8 +35,8 @@ RATE_VALUES = (*STATUS_VALUES, NOT_APPLICABLE)  # a check's pass rate: the statu
 RATE_LABELS = {**LABELS, NOT_APPLICABLE: NOT_APPLICABLE_LABEL}
 COLOURS = {**STATUS_COLOURS, "not_graded": "#57606a", NOT_APPLICABLE: "#afb8c1"}
 ROW_KEYS = ("submission", "target", "passed", "needs_review", "score", "max_score", "pass", "fail", "cannot_tell",
-            "skip", "not_applicable", "not_applicable_checks", "diagnosis", "second_mistake", "process", "isolation",
-            "seconds", "student_id", "other_attempts", "not_graded", "review_reason")
+            "skip", "not_applicable", "not_applicable_checks", "diagnosis", "second_mistake", "rule_mistakes",
+            "process", "isolation", "seconds", "student_id", "other_attempts", "not_graded", "review_reason")
 RUN_WORDS = {  # harness.wire.errors.ChildEnd's codes, as the summary's `process` writes them, said for a person
     "time": "its code ran past the time limit: an endless loop, a sleep, or far too much work",
     "cpu": "its code used up its CPU time", "memory": "its code ran out of memory",
@@ -64,11 +64,13 @@ class Student:
     link: str | None  # relative path of the student's report, as given (quoted when drawn)
     statuses: dict[str, str] = field(default_factory=dict)  # check id -> status
     second: str = ""  # a second mistake named with the first (two at once), or ""
+    rules: tuple[str, ...] = ()  # the lesson's rules broken beside them, as their catalogued mistakes
 
     @property
     def mistakes(self) -> list[str]:
-        """Every mistake named in the student's report: the root cause, and a second one made with it."""
-        return [m for m in (self.mistake, self.second) if m]
+        """Every mistake named in the student's report: the root cause, a second one made with it, and a lesson's
+        rule broken beside them."""
+        return list(dict.fromkeys(m for m in (self.mistake, self.second, *self.rules) if m))
 
     @property
     def named(self) -> str:
@@ -207,7 +209,8 @@ def build(rows: list[dict], checks: list[tuple[str, str]], catalogue: dict[str, 
                           score=_number(row.get("score")), max_score=_number(row.get("max_score")),
                           mistake=str(row.get("diagnosis") or ""), why="", target=str(row.get("target") or ""),
                           link=links.get(name), statuses=statuses,
-                          second=str(row.get("second_mistake") or "") if row.get("diagnosis") else "")
+                          second=str(row.get("second_mistake") or "") if row.get("diagnosis") else "",
+                          rules=tuple(str(row.get("rule_mistakes") or "").split()))
         student.why = _why(row, statuses) if student.needs_review or student.verdict == "not_graded" else ""
         (not_graded if student.verdict == "not_graded" else students).append(student)
     students.sort(key=lambda s: s.name)

@@ -201,3 +201,25 @@ def test_a_mistake_every_reproducing_pair_shares_needs_no_mark_of_its_own():
     assert pairs.choose(both, [], catalogue) is None
     marks = [{"id": catalogue["finite-fill-100"]["trace"][0], "mutant": "finite-fill-100"}]
     assert pairs.choose(both, marks, catalogue) == ("finite-fill-100", "mask-inverted")
+
+
+def test_a_rule_broken_beside_the_root_cause_is_counted_in_the_class_view():
+    """A student's trial (instructor): ten layers without a divisibility guard, seven of them with a mistake of the
+    math too; the class view ranked no-divisibility-check under 3 students while its own pass rates showed all 10
+    failing divisibility, and summary.csv's second_mistake was empty. A failing rule whose finding is exactly one
+    catalogued mistake's is now that student's rule mistake too (`rule_mistakes`), counted with the others."""
+    from harness.frontends.grader import graded
+    from harness.render import class_report
+
+    report = _two_mistake_report()
+    report.checks = [CheckResult.of(c, Outcome("fail", "built a module for d_out=8 with 3 heads",
+                                               details={"finding": "no divisibility check"}))
+                     if c.id == "divisibility" else r for c, r in zip(all_checks(), report.checks)]
+    row = graded("bob", "a.py:Attn", report, {"format": "json"}, 0.0)["row"]
+    assert (row["diagnosis"], row["second_mistake"], row["rule_mistakes"]) == \
+        ("no-scaling", "finite-fill", "no-divisibility-check")
+    alone = graded("cyd", "a.py:Attn", _two_mistake_report(), {"format": "json"}, 0.0)["row"]
+    assert alone["rule_mistakes"] == ""
+    shown = class_report.build([row, alone], [(c.id, c.claim) for c in all_checks()], mutants.catalogue(), {})
+    assert [(m.id, [s.name for s in m.students]) for m in shown.mistakes] == [
+        ("finite-fill", ["bob", "cyd"]), ("no-scaling", ["bob", "cyd"]), ("no-divisibility-check", ["bob"])]
