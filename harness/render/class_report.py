@@ -323,10 +323,13 @@ def _check_bars(view: ClassView) -> str:
                 out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="16" fill="{COLOURS[status]}">'
                            f'<title>{_e(rate.id)}: {RATE_LABELS[status]} {n} of {rate.total}</title></rect>')
                 x += w
-        out.append(f'<text x="{label + bar + 8}" y="{y + 13}" class="rate">{rate.counts["pass"]}/{rate.total} '
-                   f'pass ({_percent(rate.counts["pass"], rate.total)})'
-                   + (f', {rate.counts[NOT_APPLICABLE]} {NOT_APPLICABLE_LABEL}' if rate.counts.get(NOT_APPLICABLE)
-                      else '') + '</text>')
+        na = rate.counts.get(NOT_APPLICABLE, 0)
+        judged = rate.total - na  # the rate is of the students it applied to (a student's trial read kv-cache's
+        # "0/10 pass (0%), 10 N/A" as ten failures)
+        said = (f"{NOT_APPLICABLE_LABEL} for all {rate.total}" if rate.total and not judged else
+                f'{rate.counts["pass"]}/{judged} pass ({_percent(rate.counts["pass"], judged)})'
+                + (f', {na} {NOT_APPLICABLE_LABEL}' if na else ''))
+        out.append(f'<text x="{label + bar + 8}" y="{y + 13}" class="rate">{said}</text>')
     return (f'<svg class="chart" role="img" aria-label="pass rate per check" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}">{"".join(out)}</svg>')
 
