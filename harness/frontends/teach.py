@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -22,21 +23,28 @@ def load_fingerprints() -> dict:
     return mutants.catalogue()
 
 
-def _class_source(path: Path, name: str = "CausalMHA") -> list[str]:
+def _class_source(path: Path, name: str = "CausalMHA") -> tuple[list[str], int]:
+    """The class's lines in the file, and how many lines of the file come before them."""
     text = path.read_text().splitlines(keepends=True)
     start = next(i for i, line in enumerate(text) if line.startswith(f"class {name}"))
     end = next((i for i in range(start + 1, len(text)) if text[i].startswith(("def ", "class "))), len(text))
     while end > start and not text[end - 1].strip():
         end -= 1
-    return text[start:end]
+    return text[start:end], start
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", re.M)
 
 
 def mutant_diff(mutant_id: str) -> str:
-    """The mutant's class against the reference's: the bug, and nothing else."""
+    """The mutant's class against the reference's: the bug, and nothing else; each hunk numbered by the lines of
+    the two files (a student's trial opened reference/causal_mha.py at line 10, counted from the class, and found
+    another line than the diff's)."""
     mine, ref, name = mutants.source_path(mutant_id), mutants.reference_path(mutant_id), mutants.class_name(mutant_id)
-    diff = difflib.unified_diff(_class_source(ref, name), _class_source(mine, name),
-                                f"reference/{ref.name}", f"mutants/{mine.name}", n=1)
-    return "".join(diff)
+    (theirs, ref_start), (ours, mine_start) = _class_source(ref, name), _class_source(mine, name)
+    diff = "".join(difflib.unified_diff(theirs, ours, f"reference/{ref.name}", f"mutants/{mine.name}", n=1))
+    return _HUNK.sub(lambda h: f"@@ -{int(h[1]) + ref_start}{h[2] or ''} +{int(h[3]) + mine_start}{h[4] or ''} @@",
+                     diff)
 
 
 def _checks():
