@@ -17,9 +17,11 @@ import types
 
 from mutants._catalogue import CatalogueMissing, fitted, measuring, variants
 from mutants._catalogue import load as catalogue
+from mutants._catalogue import load_or_empty as catalogue_or_empty
 from mutants._info import MutantInfo
 
-__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "variants", "fitted", "measuring",
+__all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "catalogue_or_empty",
+           "variants", "fitted", "measuring",
            "CatalogueMissing", "form", "class_name", "reference_path"]
 
 _DIR = pathlib.Path(__file__).resolve().parent

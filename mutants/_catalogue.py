@@ -29,6 +29,15 @@ def load() -> dict[str, dict]:
     return _measuring if _measuring is not None else _stored()
 
 
+def load_or_empty() -> dict[str, dict]:
+    """`load()`, or {} where the catalogue is missing (a broken installation): for the views that still count and
+    rank mistakes by id without their titles (the class view, grade's summary row)."""
+    try:
+        return load()
+    except CatalogueMissing:
+        return {}
+
+
 @contextlib.contextmanager
 def measuring(entries: dict[str, dict]):
     """The catalogue is measured by running mha-check, which reads the catalogue (each mistake's variant, its trace

@@ -41,7 +41,7 @@ def write(out: Path, rows: list[dict], extension: str, shard: tuple[int, int] | 
     could not be written (each file is whole or absent; an exercise folder made here is removed again, as it is
     when Ctrl-C stops the writing).  Some 20 ms per mistake the class made (its exercise is made from the mutant's
     source), and a few ms for the page."""
-    catalogue = _catalogue()
+    catalogue = mutants.catalogue_or_empty()  # without it the page still counts and ranks the mistakes, by id
     diagnosed = sorted({m for r in rows for k in ("diagnosis", "second_mistake", "rule_mistakes")
                         for m in str(r.get(k) or "").split() if m in catalogue})  # the second of two mistakes
     # named together gets its exercise too, and a lesson's rule broken beside them
@@ -62,13 +62,6 @@ def write(out: Path, rows: list[dict], extension: str, shard: tuple[int, int] | 
             shutil.rmtree(out / EXERCISES, ignore_errors=True)
         raise
     return [out / page_name, out / csv_name]
-
-
-def _catalogue() -> dict[str, dict]:
-    try:
-        return mutants.catalogue()
-    except mutants.CatalogueMissing:
-        return {}  # the page still counts and ranks the mistakes, by id
 
 
 def _links(out: Path, rows: list[dict], extension: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import mutants
 from checks import Status, needs_by_id
-from harness.engine import instructor
+from harness.engine import diagnosis, instructor
 from harness.engine.records import ProcessEvent
 from harness.engine.report import Report
 from harness.engine.runner import Options, not_run, run_checks
@@ -262,28 +262,21 @@ def _second(report: Report) -> str:
 
 def _rule_mistakes(report: Report) -> list[str]:
     """The catalogued mistakes of the lesson's rules that a failing rule check shows beside the diagnosis (a layer
-    with a mistake of the math and no divisibility guard): each where the check's finding is exactly one mistake's
-    whole signature, and that mistake fails that check alone, so that the class view counts every student who broke
+    with a mistake of the math and no divisibility guard): each where that check's findings hold the signature of
+    exactly one mistake that fails that check alone, so that the class view counts every student who broke
     the rule, not only those for whom it was the root cause (a student's trial: 3 counted where 10 failed)."""
     named = {d.mutant for d in (report.diagnosis, report.diagnosis.also if report.diagnosis else None) if d}
-    catalogue = _catalogue()
-    found = []
+    shown = set(diagnosis.findings(report))  # "check-id:finding", as the diagnosis matches signatures
+    catalogue, found = mutants.catalogue_or_empty(), []
     for c in report.checks:
-        finding = c.details.get("finding")
-        if c.kind != "rule" or c.status != Status.FAIL or not finding:
+        if c.kind != "rule" or c.status != Status.FAIL:
             continue
-        matching = [mid for mid, entry in catalogue.items() if entry.get("signature") == [f"{c.id}:{finding}"]
-                    and entry.get("failing") == [c.id]]
+        matching = [mid for mid, entry in catalogue.items() if entry.get("failing") == [c.id]
+                    and entry.get("signature") and set(entry["signature"]) <= shown
+                    and all(s.startswith(f"{c.id}:") for s in entry["signature"])]
         if len(matching) == 1 and matching[0] not in named:
             found.append(matching[0])
     return found
-
-
-def _catalogue() -> dict:
-    try:
-        return mutants.catalogue()
-    except mutants.CatalogueMissing:
-        return {}
 
 
 def _checked(spec: str | None, report: Report) -> str:
