@@ -44,6 +44,8 @@ class MutantInfo:
     # reference's): what a report says when the student's own line cannot be rewritten (`fix` names self.dh...)
     fitted: tuple[str, ...] = ()  # knobs of `variant` whose value is read off the module's output (the mistake is
     # any value of them: a fill of -1e-12 is finite-fill as much as -10 is; the variant's value is this mutant's)
+    named_by_trace: bool = False  # named from the numbers only where the recorded forward marks it (`trace`): a
+    # divisor fitted to the output is also a learned temperature's value, the layer's design, which trace tells apart
 
     def __post_init__(self):
         if not _KEBAB.fullmatch(self.id):
@@ -74,6 +76,8 @@ class MutantInfo:
             raise ValueError(f"mutant {self.id}: a remedy in words is required")
         if not isinstance(self.fitted, tuple) or not set(self.fitted) <= set(self.variant or {}):
             raise ValueError(f"mutant {self.id}: fitted must be a tuple of knobs its variant sets")
+        if self.named_by_trace and not self.trace:
+            raise ValueError(f"mutant {self.id}: named_by_trace needs the trace ids that name it")
         if len(set(self.killed_by)) != len(self.killed_by):
             raise ValueError(f"mutant {self.id}: duplicate check ids in killed_by")
 

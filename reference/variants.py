@@ -11,7 +11,8 @@ Knobs:
 - merge: "lesson" | "no-transpose" | "strided" (permute(0, 2, 3, 1).reshape(B, n, d)) | "batch-swap" (transpose(0, 2):
   the batch and token axes swapped, then viewed as (B, n, d))
 - scale: "sqrt-dh" | "sqrt-d" | "none" | "dh" | "sqrt-d-in" (the input width: the single-head lesson's d_in) |
-  "sqrt-h" (the number of heads) | "sqrt-n" (the number of tokens: k.size(-2) for k.size(-1))
+  "sqrt-h" (the number of heads) | "sqrt-n" (the number of tokens: k.size(-2) for k.size(-1)) | a number: the
+  divisor itself (a constant such as 8.0, or any width no name above has)
 - mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax" | "hides-past" (tril(-1):
   the past hidden, the diagonal and the future kept)
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
@@ -131,6 +132,14 @@ def by_fill(x: np.ndarray, heads: int, w: Weights, **knobs):
     return lambda fill: _finish(ahead, w, {**k_, "fill": fill}, x)
 
 
+def by_scale(x: np.ndarray, heads: int, w: Weights, **knobs):
+    """`divisor -> forward(x, heads, w, **knobs, scale=divisor)`, the same numbers, with the scores computed once
+    unscaled: harness.engine.fitting reads a scale off the output at dozens of divisors per reading."""
+    k_ = _all_knobs({**knobs, "scale": 1.0})
+    raw, values, hidden = _scores_of(x, heads, w, k_)
+    return lambda by: _finish((raw / float(by), values, hidden), w, k_, x)
+
+
 FINISH_ONLY = frozenset({"fill", "mask_op", "softmax_axis", "empty_rows", "merge", "out_proj"})  # read by _finish
 # alone: variants that differ only in these share their scores
 _held = threading.local()  # .scores: {key: (x, w, what _scores gave)} while `shared_scores` is on in this thread
@@ -183,10 +192,17 @@ def _all_knobs(knobs: dict) -> dict:
     return {**DEFAULTS, **knobs}
 
 
+def divisor(x: np.ndarray, heads: int, w: Weights, scale) -> float:
+    """What the scores are divided by under the knob `scale`: a named width, or the number itself."""
+    if not isinstance(scale, str):
+        return float(scale)
+    d = w.d_out
+    return {"sqrt-dh": np.sqrt(d // heads), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(d // heads),
+            "sqrt-d-in": np.sqrt(w.d_in), "sqrt-h": np.sqrt(heads), "sqrt-n": np.sqrt(x.shape[1])}[scale]
+
+
 def _scores(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The scaled scores (B, H, n, n), the values per head and the positions masked: everything before the fill."""
-    d = w.d_out
-    dh = d // heads
     q = x @ w.wq.T + w.bias("bq")
     k = x @ w.wk.T + w.bias("bk")
     v = x @ w.wv.T + w.bias("bv")
@@ -202,10 +218,7 @@ def _scores(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray
                                                           split_for(k_["split"], role)), k_)
     if kv != heads:
         K, V = grouped.expand(K, heads, k_["kv_pairing"]), grouped.expand(V, heads, k_["kv_pairing"])
-    scores = Q @ K.transpose(0, 1, 3, 2)
-    scores = scores / {"sqrt-dh": np.sqrt(dh), "sqrt-d": np.sqrt(d), "none": 1.0, "dh": float(dh),
-                       "sqrt-d-in": np.sqrt(w.d_in), "sqrt-h": np.sqrt(heads),
-                       "sqrt-n": np.sqrt(x.shape[1])}[k_["scale"]]
+    scores = Q @ K.transpose(0, 1, 3, 2) / divisor(x, heads, w, k_["scale"])
     n = x.shape[1]
     hidden = _future(n, k_["mask"])
     if k_["kv_mask"] == "first-group":  # only the query heads of the first key/value head are masked

@@ -2,8 +2,9 @@
 from).
 
 Some mistakes are a family, not one number: the masked scores replaced by a finite constant (-10 in the catalogue,
--1e-12 in hyunwoongko's transformer, 0 where the scores are multiplied by the mask), or a constant added to them (a
-0/1 mask added: +1 on the future, or on the past).  Their mutants declare which knob of their variant is free
+-1e-12 in hyunwoongko's transformer, 0 where the scores are multiplied by the mask), a constant added to them (a
+0/1 mask added: +1 on the future, or on the past), or the scores divided by a number no named scale has (`/ 8.0`, a
+paper's head width hard-coded; a student's `/ 3.0`).  Their mutants declare which knob of their variant is free
 (`MutantInfo.fitted`).  Here its value is fitted to the module's output under the same weights and input, and the
 caller then asks what it asks of every variant: is the variant, with that value, the module's output, every value
 within tolerance (`compare.same`)?  The fit only proposes the value; the evidence is that comparison, never a
@@ -37,6 +38,10 @@ GRID = (-40.0, 40.0, -32.0, -26.0, -21.0, -17.0, -14.0, -11.0, -9.0, -7.0, -5.0,
 STEPS = 25  # Gauss-Newton steps at most (each two evaluations); a few suffice from the grid's best point
 STARTS = 3  # the grid's best points the steps start from, in turn, until one reaches the module's output
 ZOOMS = 8  # then, if none did, refinements of the grid around its best point (each 7 evaluations)
+SCALE_GRID = tuple(float(np.log(v)) for v in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0,
+                                              32.0, 64.0, 128.0, 512.0))  # a divisor is fitted by its logarithm: it
+# is positive, and a step means as much at 2 as at 200
+SCALE_ENDS = (-25.0, 25.0)  # log divisors: a hard maximum and an even spread; rows with one key allowed are the same
 
 
 def output(x, heads: int, w, knobs: dict, free: tuple[str, ...], y) -> np.ndarray:
@@ -45,6 +50,8 @@ def output(x, heads: int, w, knobs: dict, free: tuple[str, ...], y) -> np.ndarra
     theirs = variants.forward(x, heads, w, **knobs)
     if not free or theirs.shape != y.shape or same(y, theirs):
         return theirs
+    if free[0] == "scale":
+        return _scaled(x, heads, w, knobs, y, theirs)
     value = fit(x, heads, w, knobs, free[0], y)
     if value is None:
         return theirs
@@ -54,6 +61,19 @@ def output(x, heads: int, w, knobs: dict, free: tuple[str, ...], y) -> np.ndarra
     return fitted
 
 
+def _scaled(x, heads: int, w, knobs: dict, y, theirs: np.ndarray) -> np.ndarray:
+    """The variant with its divisor fitted to `y`, `theirs` (the catalogued divisor's output) where none is; the
+    lesson's own output where `y` is it (this configuration cannot show the mistake: `/ 3.0` on heads 9 wide).  A
+    divisor that another catalogued mistake has (sqrt(d)) is fitted too: which of the two it is, the recorded
+    forward says (`MutantInfo.named_by_trace`)."""
+    at = variants.by_scale(x, heads, w, **knobs)
+    lesson = at(variants.divisor(x, heads, w, "sqrt-dh"))
+    if same(y, lesson):
+        return lesson
+    value = fit(x, heads, w, knobs, "scale", y)
+    return theirs if value is None else at(value)
+
+
 def fit(x, heads: int, w, knobs: dict, knob: str, y) -> float | None:
     """The value of `knob` under which the variant comes closest to `y` (least squares), or None when the values
     that do not depend on it already differ from `y`, or `y` is not finite."""
@@ -61,17 +81,28 @@ def fit(x, heads: int, w, knobs: dict, knob: str, y) -> float | None:
     if not np.isfinite(y).all():
         return None
     scale = max(1.0, float(np.abs(y).max(initial=0.0)))
+    ends, grid, value_of = ENDS, GRID, float
     if knob == "fill":  # the same numbers, the scores computed once for every value tried (issue 27)
         at = variants.by_fill(x, heads, w, **{k: v for k, v in knobs.items() if k != "fill"})
         f = lambda v: at(float(v))
+    elif knob == "scale":  # the divisor by its logarithm, the scores computed once unscaled
+        at = variants.by_scale(x, heads, w, **knobs)
+        ends, grid, value_of = SCALE_ENDS, SCALE_GRID, lambda u: float(np.exp(np.clip(u, -60.0, 60.0)))
+        f = lambda u: at(value_of(u))
     else:
         f = lambda v: variants.forward(x, heads, w, **{**knobs, knob: float(v)})
-    low, high = f(ENDS[0]), f(ENDS[1])
+    v = _fit(f, ends, grid, y, scale)
+    return None if v is None else value_of(v)
+
+
+def _fit(f, ends: tuple[float, float], grid: tuple[float, ...], y: np.ndarray, scale: float) -> float | None:
+    """`fit` on the values `f` takes (a fill, a log divisor): None where what `ends` agree on is not `y`."""
+    low, high = f(ends[0]), f(ends[1])
     fixed = np.isclose(low, high, rtol=1e-12, atol=1e-12 * scale)  # values the knob does not move
     if not same(y[fixed], low[fixed]):
         return None
     cost = lambda out: float(np.sum(((out - y) / scale) ** 2)) if np.isfinite(out).all() else np.inf
-    outs = {ENDS[0]: low, ENDS[1]: high, **{v: f(v) for v in GRID}}
+    outs = {ends[0]: low, ends[1]: high, **{v: f(v) for v in grid}}
     starts = sorted((cost(out), v) for v, out in outs.items())[:STARTS]
     if not np.isfinite(starts[0][0]):
         return None

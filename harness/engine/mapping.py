@@ -318,6 +318,13 @@ def _mistakes_either_way(info, outputs: dict, seq_first: dict, weights: dict, x,
     return _mistakes(info, seq_first, weights, x, heads, [None], form)
 
 
+def _after_norms_off(info, mids) -> bool:
+    """The mistakes found prove a reading only once the layer's normalisations switched off have been tried: each is
+    named only where the trace marks it (a divisor read off the output fits much: TimesFM's RMSNorm on q and k, on
+    one input, was read as a scale no catalogued mistake has, and its correct layer failed reference-match)."""
+    return bool(info.norms) and all(mutants.catalogue()[m].get("named_by_trace") for m in mids)
+
+
 def _caller_masks(info, style: int, ran=None) -> bool:
     """This call gives forward only its input, though forward also takes a mask or a flag that turns masking on:
     a layer that leaves the mask to its caller is not "a layer that forgot the mask" when called without one.  With
@@ -372,7 +379,15 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
                     if verdicts[key]:
                         matches.setdefault((style, i), []).append(mid)
                         rope_of[style, i] = rope
-    return matches, rope_of
+    return {k: _catalogued_first(mids) for k, mids in matches.items()}, rope_of
+
+
+def _catalogued_first(mids: list[str]) -> list[str]:
+    """The mistakes found, less a divisor read off the output (scale-other, named only where the trace marks it)
+    where a catalogued scale's own reproduces it too: `/ dh` is scale-by-dh, and any divisor fits it as well."""
+    catalogue = mutants.catalogue()
+    named = {k for m in mids if not catalogue[m].get("named_by_trace") for k in mutants.variants().get(m, {})}
+    return [m for m in mids if not (catalogue[m].get("named_by_trace") and set(mutants.fitted().get(m, ())) & named)]
 
 
 @variants.sharing_scores  # every mistake on the same input and weights (issue 27)
@@ -600,9 +615,12 @@ def _prove(ctx) -> Mapping:
     matches, rope_of = _mistakes_either_way(info, outputs, seq_first, weights, x, cfg.heads,
                                             ropes[:1 + len(CONVENTIONS)], ctx.form.family)  # 2. one known mistake does
     readings = {(i, frozenset(mids)) for (_, i), mids in matches.items()}
+    deferred = None
     if len(readings) == 1:  # one reading of the parameters (equivalent mask shapes may all work)
         (style, i), mids = next(iter(matches.items()))
-        return found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
+        deferred = found(style, i, "mistake", sorted(set(mids)), rope=rope_of[style, i])
+        if not _after_norms_off(info, mids):
+            return deferred
     if not matches and not info.norms:  # 2a. one known mistake does with the heads in another order (a layer that
         # keeps a normalisation: in 4., once the lesson's layer without it was tried, as every reading is first)
         proof = _mistake_reordered(info, outputs, weights, x, cfg.heads, ropes[:1 + len(CONVENTIONS)],
@@ -619,10 +637,10 @@ def _prove(ctx) -> Mapping:
             proof = found(first, i, "mistake", list(pair), rope=rope)
             proof.note = f"that known mistake is two made together ({' and '.join(pair)})"
             return proof
-    if info.norms:  # 4. with the layer's normalisations switched off (and its residual taken away)
-        proof = _with_norms_off(ctx, inst, info, x, outputs, weights, ropes + negated, found)
-        if proof is not None:
-            return proof
+    proof = (_with_norms_off(ctx, inst, info, x, outputs, weights, ropes + negated, found) if info.norms else
+             None) or deferred  # 4. with the layer's normalisations switched off (and its residual taken away)
+    if proof is not None:
+        return proof
     proof = _mixed_tables(ctx, outputs, weights, x, thetas, found)  # 5. rotary pairs turned by tables of the other
     if proof is not None:  # convention: no rotation; read as that, compared with the rotary reference of its pairs
         return proof  # (tried whatever the layer keeps: tables made in forward leave no evidence on the module)

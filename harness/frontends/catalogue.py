@@ -34,7 +34,8 @@ def declared(info) -> dict:
     return {"title": info.title, "lesson": info.lesson, "symptom": info.symptom, "fix": info.fix,
             "example": info.example, "killed_by": list(info.killed_by), "variant": info.variant,
             "trace": list(info.trace), "task": info.task, "topic": info.topic, "rewrite": info.rewrite,
-            "remedy": info.remedy, **({"fitted": list(info.fitted)} if info.fitted else {})}
+            "remedy": info.remedy, **({"fitted": list(info.fitted)} if info.fitted else {}),
+            **({"named_by_trace": True} if info.named_by_trace else {})}
 
 
 def entry(info, report) -> dict:

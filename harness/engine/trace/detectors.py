@@ -111,9 +111,6 @@ UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha
         ".view(B, n, H, dh).transpose(1, 2).", ("split-view-order",)),
     "view-on-slice": ("view() on a slice of a larger tensor (not a transpose) raised: a view of a slice works only "
                       "when it keeps the axes in their order; check the order of the view's sizes.", ()),
-    "wrong-scale": ("The scores are scaled by a factor no catalogued mistake has (the lesson divides them by "
-                    "sqrt(dh) once, dh the head width): the mark gives the factor the forward applies.",
-                    ("no-scaling", "scale-by-dh", "scale-by-sqrt-d", "scale-by-sqrt-heads", "scale-by-sqrt-n")),
 }
 
 MODULES = (detect_layout, detect_rope, detect_scores, detect_mask, detect_output, detect_params,

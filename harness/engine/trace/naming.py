@@ -54,6 +54,7 @@ class Namer:
         d, H, n, B, L = cfg["d"], cfg["heads"], cfg["n"], cfg["batch"], cfg["context_length"]
         self.dh = d // H
         self.d = d
+        self.params = set(cfg.get("params") or ())  # the module's parameter names (a learned temperature is one)
         self.pats = {shape: name for name, shape in reversed(patterns(B, n, d, H, self.dh, L))}
         self.labels: list[str] = []
         self.scale_factors: list[tuple[int, float]] = []  # (operation, the number it multiplies the scores by)
@@ -227,10 +228,12 @@ class Namer:
         if op["op"] not in SCALARS or data is None:
             return None
         factor = self._scalar_factor(op)
+        other = op["in"][1] if len(op["in"]) == 2 else None
+        if factor is not None and other is not None and other.get("name") in self.params:
+            factor = None  # a one-number parameter (`scores / self.temperature`): learned, its value not judged here
         if factor is not None and not self.derives_from(data, ("softmax",)) and self.derives_from(data, ("project",)):
             self.scale_factors.append((op["i"], factor))
             return "scale"
-        other = op["in"][1] if len(op["in"]) == 2 else None
         if factor is None and other is not None and other.get("name") != "x" and \
                 self._learned_scale_shape(other.get("shape") or [1]) and \
                 not self.derives_from(other, ("project",)) and not self.derives_from(other, ("mask",)) \

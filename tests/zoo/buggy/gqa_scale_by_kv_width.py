@@ -1,8 +1,9 @@
 """Buggy (student trial 12): a grouped-query layer, Llama's style (`expand` then `reshape` for the key/value
 heads), whose scores are divided by sqrt(n_kv_heads · head_dim), the width of the keys before they are shared, where
-the lesson divides by sqrt(head_dim). No catalogued mistake is this one: reference-match fails and the report names
-nothing. The trace had marked it scale-by-dh: its grouped worked example (d = 8, 4 heads 2 wide, 2 key/value heads)
-made sqrt(2 · 2) equal to dh = 2; traced with heads 6 wide it is told as a scale no mistake has.
+the lesson divides by sqrt(head_dim). reference-match fails, and the report names scale-other: the divisor read off
+the output is no named scale's, and the trace marks the line with it. The trace had marked it scale-by-dh: its grouped
+worked example (d = 8, 4 heads 2 wide, 2 key/value heads) made sqrt(2 · 2) equal to dh = 2; traced with heads 6 wide
+it is told as a scale no named mistake has.
 
 Style: `dim, n_heads, n_kv_heads`, an additive -inf buffer, softmax in float32 and back (`type_as`).
 """
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 
 TARGET = "GroupedQueryAttention"
 EXPECT = ("gradient-match", "reference-match")
-DIAGNOSIS = None  # no catalogued mistake divides by sqrt(n_kv_heads * head_dim)
+DIAGNOSIS = "scale-other"  # a divisor no named scale has, sqrt(n_kv_heads * head_dim), read off the output
 MUST_PASS = ("causal-leakage", "output-shape")
 class GroupedQueryAttention(nn.Module):
     def __init__(self, dim, n_heads, n_kv_heads, max_seq_len=256):
