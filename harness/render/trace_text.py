@@ -15,6 +15,11 @@ from harness.render.text import WIDTH, wrap, wrap_preformatted
 from harness.render.view import clean
 
 
+ORDER_NOTE = ("(another order, or a step not seen, is no mistake by itself: scaling q or k before their product, "
+              "or heads kept on weights of their own, compute the same; a mistake is a marked step)")  # a student's
+# trial worried over three correct layers whose order differed from the lesson's, with nothing said of it
+
+
 def render(result: TraceResult, wide: bool = False) -> str:
     c = result.config
     lines = [f"mha-check trace {result.target}"]
@@ -42,6 +47,8 @@ def render(result: TraceResult, wide: bool = False) -> str:
         if result.missing:
             lines += _wrap(f"not seen: {', '.join(result.missing)}", "    ", "  ", wide)
         lines += _wrap("the lesson: " + " -> ".join(LESSON_STEPS), "    ", "  ", wide)
+        if result.missing or [s for s in LESSON_STEPS if s in result.lesson_order] != result.lesson_order:
+            lines += _wrap(ORDER_NOTE, "    ", "  ", wide)
         lines.append("")
     for m in (m for m in result.mistakes if m.get("step") is None):
         place = f" (at {m['at']}: {m['code']})" if m.get("at") else ""  # where the missing step belongs

@@ -179,6 +179,15 @@ def test_the_mask_mha_check_passes_is_shown_as_ours_not_as_a_line_of_code():
     assert made and all(s.label == "mask" for s in made), render(r)
     assert not any("<string>" in (s.at or "") for s in r.steps)
     assert "made by mha-check to call your forward" in render(r)
+    assert r.lesson_order.index("scores") < r.lesson_order.index("mask"), r.lesson_order  # the mask made for the
+    # call is no masking step: a student's trial read "mask -> project -> ..." for a layer that masks after softmax
+
+
+def test_a_mask_applied_after_the_softmax_is_ordered_so_and_the_order_note_says_order_alone_is_no_mistake():
+    r = trace(str(ROOT / "tests" / "zoo" / "buggy" / "own_zero_after_softmax_tril.py") + ":MaskedAttention")
+    assert r.lesson_order.index("softmax") < r.lesson_order.index("mask"), r.lesson_order
+    assert "another order, or a step not seen, is no mistake by itself" in " ".join(render(r).split())
+    assert "no mistake by itself" not in render(trace(REFERENCE))  # the lesson's order: nothing to say
 
 
 CORRECT = sorted((ROOT / "tests" / "zoo" / "correct").glob("[a-z]*.py"))

@@ -48,9 +48,18 @@ def build(namer: Namer, ops: list[dict], marks: dict[int, dict]) -> list[Step]:
 
 
 def lesson_order(steps: list[Step]) -> list[str]:
-    """The lesson's steps in the order the forward takes them (a fused attention takes five at once)."""
+    """The lesson's steps in the order the forward takes them (a fused attention takes five at once).  Masking is
+    the mask applied to the scores, so a mask made or cut to size before there are scores is not counted where the
+    scores are recognised: a student's trial read "mask -> project -> ... -> softmax" for a layer that masks after
+    the softmax, the first "mask" being the mask mha-check made to call it (a buffer sliced at the top of forward,
+    or a mask expanded for baddbmm, read the same)."""
+    scored = any(s.label == "scores" or "scores" in s.also or s.label in ("attention (fused)",
+                                                                         "attention (nn.MultiheadAttention)")
+                 for s in steps)
     order: list[str] = []
     for s in steps:
+        if s.at == "mha-check" or (s.label == "mask" and scored and "scores" not in order):
+            continue
         names = FUSED_ATTENTION if s.label == "attention (fused)" else (
             LESSON_STEPS if s.label == "attention (nn.MultiheadAttention)" else (s.label, *s.also))
         for name in names:
