@@ -93,9 +93,10 @@ def _build_required(ctx, loaded):
         except CannotDrive as e:
             if limit_help(e) is not None:
                 return cannot_tell(e.message, help=limit_help(e))
-            named = ARG.search(e.message)  # the option that helps, when the child found which (see construct.ours)
+            named = ARG.findall(e.message)  # the options that help, when the child found which (construct.ours);
+            bound = [a for a in named if "=@" in a]  # all the sizes to bind, not a number the message quotes
             return cannot_tell(f"mha-check could not call {loaded.name}(...): {e.message}",
-                               help=named.group(0) if named else
+                               help=" ".join(bound) if bound else named[0] if named else
                                "--arg NAME=VALUE (or NAME=@d_out to bind it to the width), or " + FACTORY_HELP)
         except TargetFailure as e:
             if ctx.separate_widths and _square_works(ctx, i):

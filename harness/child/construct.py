@@ -396,29 +396,83 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def require_bindable(signature: Signature) -> None:
+def require_bindable(signature: Signature, overrides: dict | None = None) -> None:
     """Raise Unbindable when mha-check cannot call the constructor at all (before any of the student's code runs)."""
     if signature.unknown_overrides:
         raise Unbindable(f"--arg {', '.join(signature.unknown_overrides)}: the constructor has no such parameter "
                         f"(it takes {', '.join(signature.params) or 'none'})")
     if signature.unfillable:
         names = ", ".join(signature.unfillable)
-        raise Unbindable(f"mha-check has no value for required parameter(s) {names}: pass them with "
-                        f"--arg NAME=VALUE (or --arg NAME=@d_out to bind one to the width)")
+        guesses = _guesses(signature, overrides or {}, signature.unfillable)
+        raise Unbindable(f"mha-check has no value for required parameter(s) {names}: " +
+                         _binding_hint(guesses, signature.unfillable[len(guesses):]))
 
 
-def require_free_widths(factory, overrides: dict) -> None:
-    """Raise Unbindable when --arg gives a width parameter a number: mha-check chooses the widths of each
-    configuration and feeds inputs of that width, so a fixed d_in=6 met inputs of width 8, and the student's
-    first Linear was blamed for the shapes (a student's trial).  A width bound to the configuration (@d_in) is fine."""
-    for p in _parameters(factory)[0]:
-        value = overrides.get(p.name)
-        if p.name in overrides and key_of(p.name) in ("d_in", "d_out", "width") and \
-                not (isinstance(value, str) and value.startswith("@")):
-            role = key_of(p.name) if key_of(p.name) != "width" else "d_out"
-            raise Unbindable(f"{p.name} is a width that mha-check chooses itself for each configuration (it "
-                             f"feeds inputs of that width): bind it with --arg {p.name}=@{role}, or leave it out; "
-                             f"a number ({p.name}={value!r}) fixes it")
+SIZES = (("width", "@d_out"), ("heads", "@heads"), ("context_length", "@context_length"))  # what mha-check sets per
+# configuration, in the order a constructor usually takes them (the lesson's: d_out, num_heads, context_length)
+FIXED_BY_NUMBER = {"d_in": "@d_in", "d_out": "@d_out", "width": "@d_out", "heads": "@heads",
+                   "context_length": "@context_length"}  # a number for these fixes what mha-check changes
+LONGEST_INPUT = 64  # the most tokens a configuration feeds (harness.engine.context.required_configs): a context
+# length given as a number at least this long holds every input
+
+
+def _guesses(signature: Signature, overrides: dict, names: list[str]) -> list[str]:
+    """`NAME=@size` for parameters mha-check cannot read (`names`, in the constructor's order), each bound to a size
+    no parameter carries yet, in the usual order (width, heads, context length): a guess to show, never applied (a
+    student's trial had read "--arg NAME=VALUE" first, passed numbers, and every check then built the layer at one
+    size and fed it others)."""
+    carried = set(signature.accepts) | set(signature.derived.values()) | {
+        v[1:] for v in overrides.values() if isinstance(v, str) and v.startswith("@")}
+    if carried & {"d_in", "d_out", "width"}:
+        carried.add("width")
+    free = [ref for key, ref in SIZES if key not in carried]
+    return [f"{name}={ref}" for name, ref in zip(names, free)]
+
+
+def _binding_hint(guesses: list[str], rest: list[str], plain: bool = True) -> str:
+    """The --arg to copy for parameters mha-check cannot read: the guessed sizes, then a value for the others;
+    `plain`: and why a number will not do."""
+    said = [f"bind each to the size mha-check sets for every configuration it builds, e.g. "
+            f"{' '.join('--arg ' + g for g in guesses)} (a guess from their order; also @d_in, @dropout, @qkv_bias)"
+            ] if guesses else []
+    said += [f"give {', '.join(rest)} a value with --arg NAME=VALUE"] if rest else []
+    return ", and ".join(said) + ("; a plain number (NAME=8) fixes a size that mha-check changes from one "
+                                  "configuration to the next" if guesses and plain else "")
+
+
+def require_free_sizes(factory, signature: Signature, overrides: dict) -> None:
+    """Raise Unbindable when --arg gives a number to a size that mha-check chooses for each configuration: a width
+    (it feeds inputs of that width: a fixed d_in=6 met inputs of width 8, and the student's first Linear was
+    blamed), a number of heads other than 1, a context length (it feeds as many tokens: a fixed 16 met 17 and 64,
+    and a correct layer was told its mask was made too short), or a required parameter mha-check cannot read while
+    one of these sizes has no parameter (`breite=8, koepfe=2, kontextlaenge=16`: a student's trial, every check
+    then failing on the shapes).  A size bound to the configuration (@d_in) is fine; so is a number for a parameter
+    mha-check reads as no size, or one with a default (a setting), or any where a config object carries the sizes."""
+    params = _parameters(factory)[0]
+    fixed = [(p.name, overrides[p.name]) for p in params if _plain_number(overrides.get(p.name))]
+    for name, value in fixed:
+        key = key_of(name)
+        if key in FIXED_BY_NUMBER and not (key == "heads" and value == 1) and \
+                not (key == "context_length" and value >= LONGEST_INPUT):
+            raise Unbindable(f"{name} is a {KEY_WORDS.get(key, key)} that mha-check chooses itself for each "
+                             f"configuration (it builds the layer at several and feeds inputs to match): bind it "
+                             f"with --arg {name}={FIXED_BY_NUMBER[key]}, or leave it out; a number ({name}={value!r}) "
+                             "fixes it")
+    if signature.config_param:
+        return
+    unread = [name for name, value in fixed if key_of(name) is None and _whole(value) and
+              any(p.name == name and p.default is inspect.Parameter.empty for p in params)]
+    guesses = _guesses(signature, overrides, unread)
+    if guesses:
+        given = ", ".join(f"{name}={overrides[name]!r}" for name in unread)
+        raise Unbindable(f"--arg {given}: a number fixes {'this parameter' if len(unread) == 1 else 'these'} for "
+                         "every configuration, while mha-check builds the layer at several widths, numbers of heads "
+                         "and context lengths and feeds inputs to match; " +
+                         _binding_hint(guesses, unread[len(guesses):], plain=False))
+
+
+def _plain_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _nullable(factory, name: str) -> bool:

@@ -273,8 +273,8 @@ class Worker:
         if self._unbindable is None:  # the same for every build of the loaded target (issue 27: reading the
             # constructor's signature again at each of a submission's thirty-odd builds was a tenth of their time)
             try:
-                construct.require_bindable(self.signature)
-                construct.require_free_widths(self.target.obj, self.overrides)
+                construct.require_bindable(self.signature, self.overrides)
+                construct.require_free_sizes(self.target.obj, self.signature, self.overrides)
                 self._unbindable = ""
             except construct.Unbindable as e:
                 self._unbindable = str(e)

@@ -6,7 +6,7 @@ import torch.nn as nn
 
 from harness.child.calling import styles_for
 from harness.child.construct import (Unbindable, build, config_bag, key_of, ours, read_signature, require_bindable,
-                                     require_free_widths)
+                                     require_free_sizes)
 from harness.child.layouts import discover, role_of
 from harness.child.target import TargetError, load_target, settings_from_globals
 from harness.wire.config import Config
@@ -102,10 +102,57 @@ def test_a_width_fixed_to_a_number_by_arg_is_refused_with_the_binding_that_helps
     def layer(d_in, d_out, num_heads, context_length):
         return None
 
-    with pytest.raises(Unbindable, match=r"bind it with --arg d_in=@d_in, or leave it out; a number \(d_in=6\)"):
-        require_free_widths(layer, {"d_in": 6})
-    require_free_widths(layer, {"d_in": "@d_in", "num_heads": 1, "context_length": 16})  # bound, or not a width
+    def free(overrides):
+        return require_free_sizes(layer, read_signature(layer, overrides), overrides)
 
+    with pytest.raises(Unbindable, match=r"bind it with --arg d_in=@d_in, or leave it out; a number \(d_in=6\)"):
+        free({"d_in": 6})
+    free({"d_in": "@d_in", "num_heads": 1})  # bound, or one head (a single head by choice)
+    with pytest.raises(Unbindable, match=r"--arg num_heads=@heads, or leave it out; a number \(num_heads=2\)"):
+        free({"num_heads": 2})
+    with pytest.raises(Unbindable, match=r"--arg context_length=@context_length, or leave it out"):
+        free({"context_length": 16})
+    free({"context_length": 128})  # longer than any input mha-check feeds (64 tokens)
+
+
+def test_numbers_for_parameters_mha_check_cannot_read_are_refused_where_a_size_has_no_parameter():
+    """A student's trial: told "--arg NAME=VALUE", they passed numbers; every check built the layer at one size and
+    fed it others (false failures on correct code, and mask-size-fixed named on a layer whose mask was their 16)."""
+    def layer(breite, koepfe, kontextlaenge):
+        return None
+
+    overrides = {"breite": 8, "koepfe": 2, "kontextlaenge": 16}
+    with pytest.raises(Unbindable) as e:
+        require_free_sizes(layer, read_signature(layer, overrides), overrides)
+    assert "--arg breite=@d_out --arg koepfe=@heads --arg kontextlaenge=@context_length" in str(e.value)
+    assert "breite=8, koepfe=2, kontextlaenge=16" in str(e.value)
+
+    def abbreviated(d, nh, cl):
+        return None
+
+    with pytest.raises(Unbindable, match=r"cl=16: a number fixes this parameter .* e.g. --arg cl=@context_length"):
+        require_free_sizes(abbreviated, read_signature(abbreviated, {"cl": 16}), {"cl": 16})
+
+    def sized(d_model, n_heads, block_size, n_layers):
+        return None
+
+    require_free_sizes(sized, read_signature(sized, {"n_layers": 2}), {"n_layers": 2})  # every size has its
+    # parameter: a number for another is a setting
+
+    def defaulted(d, nh, block_size, softcap=30):
+        return None
+
+    require_free_sizes(defaulted, read_signature(defaulted, {"softcap": 50}), {"softcap": 50})  # a setting
+
+
+def test_a_required_parameter_without_a_value_is_told_with_the_bindings_to_copy():
+    def layer(breite, koepfe, kontextlaenge):
+        return None
+
+    with pytest.raises(Unbindable) as e:
+        require_bindable(read_signature(layer, {}), {})
+    assert "e.g. --arg breite=@d_out --arg koepfe=@heads --arg kontextlaenge=@context_length" in str(e.value)
+    assert "a plain number (NAME=8) fixes a size" in str(e.value)
 
 
 def test_derived_constructor_fields_and_several_dropouts():
