@@ -3883,6 +3883,30 @@ def _(mod):
                                        f"{open_leak:.2e}"), "d=12 H=3, in_proj biases, batch-first outside"
 
 
+@check("lucidrains_memorizing_transformers_mqa_einsum_xl_memory.py")
+def _(mod):
+    """build(12, 3): to_q, to_kv's halves as W_k, W_v (one kv head), to_out with bias = gqa_forward with one kv head
+    and the one-kv-head loop exactly, no leak; with xl_max_memories=10, tokens fed 4 + 1 + 2 through the returned
+    memories = the whole forward."""
+    m = randomize(mod.build(12, 3)).eval()
+    W = m.to_kv.weight
+    args = (m.to_q.weight, W[:4], W[4:], m.to_out.weight, None, None, None, m.to_out.bias)
+    call = lambda x: m(x)[0]
+    err, leak = cmp(call, lambda x: gqa_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _grouped_loop(x, 3, *args), 12, shapes=SHAPES[:1])
+    mem = randomize(mod.Attention(dim=12, heads=3, dim_head=4, xl_max_memories=10)).eval()
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        whole, _ = mem(x)
+        a, kv = mem(x[:, :4])
+        b, kv = mem(x[:, 4:5], xl_memory=kv)
+        c, _ = mem(x[:, 5:], xl_memory=kv)
+    decode = (torch.cat((a, b, c), dim=1) - whole).abs().max().item()
+    good, msg = ok_line(max(err, err2, decode), leak)
+    return good, msg + f" (gqa_forward one kv head and the loop); memories 4 + 1 + 2 vs whole {decode:.1e}", \
+        "d=12 H=3 KV=1, to_out bias"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0
