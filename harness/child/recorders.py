@@ -481,7 +481,8 @@ class OriginRecorder(TraceRecorder):
         self._note_write(name, args)
         outs = [result] if isinstance(result, torch.Tensor) else (
             [r for r in result if isinstance(r, torch.Tensor)] if isinstance(result, (tuple, list)) else [])
-        if name.endswith("_") and not name.startswith("_") and args and isinstance(args[0], torch.Tensor):
+        in_place = name.endswith("_") and not name.startswith("_") and args and isinstance(args[0], torch.Tensor)
+        if in_place:
             outs = [args[0]]  # in place: the tensor itself is remade
         if not outs:
             return
@@ -490,7 +491,12 @@ class OriginRecorder(TraceRecorder):
         record.update(self._outer(record.get("at")))
         for t in outs:
             self.made_by[id(t)] = record
-            self.first_by.setdefault(id(t), record)
+            if id(t) not in self.first_by:  # filled in place before any operation made this object: a Parameter
+                # wrapping memory an earlier operation made (skip_init's to_empty, nn.Parameter(torch.empty(...))
+                # filled by a reset method or a factory) was made THERE, not at the fill (OpenNMT-py 3.5's
+                # skip_init layers were said to be built at the factory's xavier_uniform_ line)
+                earlier = self.wrapped.get(_memory(t)) if in_place and _memory(t)[0] else None
+                self.first_by[id(t)] = self.first_by.get(earlier, record) if earlier != id(t) else record
             self.wrapped.setdefault(_memory(t), id(t))
             self.keep.append(t)
         self.keep.extend(inputs)

@@ -28,6 +28,10 @@ FILLER = frozenset({"n", "num", "number", "of", "nb", "count", "total", "use", "
                     "attn", "attention", "att", "self", "mha", "per", "the", "a", "my", "p", "rate", "prob",
                     "probability", "all"})
 KNOWN = WIDTH | HEAD | CONTEXT | DROP | BIAS | IN | OUT | QKV | FILLER
+# torch.nn.MultiheadAttention's (and fairseq's) add_bias_kv: a learned bias appended to the key and value SEQUENCES (one
+# more attended position), not the Q/K/V projections' biases; read as qkv_bias, SpeechBrain's wrapper was built with
+# it on for a layer with Q/K/V biases and failed reference-match on the extra position
+SEQUENCE_BIAS = (["add", "bias", "kv"],)
 # names of one word that say too little alone
 ALONE_UNCLEAR = frozenset({"model", "max", "maximum", "len", "length", "out", "a", "the", "n", "k", "v", "q"})
 
@@ -42,7 +46,7 @@ def key_by_tokens(name: str) -> str | None:
     """The configuration key `name` carries by its words (see the module docstring), or None."""
     toks = tokens(name)
     words = set(toks)
-    if not toks or not words <= KNOWN or (len(toks) == 1 and toks[0] in ALONE_UNCLEAR):
+    if not toks or not words <= KNOWN or (len(toks) == 1 and toks[0] in ALONE_UNCLEAR) or toks in SEQUENCE_BIAS:
         return None
     if words & BIAS:
         if words & QKV:

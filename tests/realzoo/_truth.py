@@ -3719,6 +3719,194 @@ def _(mod):
     return good, msg + " (mha_forward and the per-head loop)", "d=12 H=3 max_seq_len=10, biases"
 
 
+# ----------------------------------------------------------------------------------------------- Realzoo21
+def _future(n):
+    """The decoder's future mask as OpenNMT passes it: bool, True = blocked, (1, n, n)."""
+    return torch.ones(n, n, dtype=torch.bool).triu(1)[None]
+
+
+@check("opennmt_py_mha_keys_first_forward_bool_mask_fill_1e18.py")
+def _(mod):
+    """MultiHeadedAttention(3, 12) called keys first as m(x, x, x, mask=future)[0]: linear_query / linear_keys /
+    linear_values / final_linear with biases = mha_forward and the per-head loop at float32 precision (the scores are
+    cast to float32 before the softmax), no leak; without the mask the future moves the past."""
+    m = randomize(mod.MultiHeadedAttention(3, 12)).eval()
+    args = (m.linear_query.weight, m.linear_keys.weight, m.linear_values.weight, m.final_linear.weight,
+            m.linear_query.bias, m.linear_keys.bias, m.linear_values.bias, m.final_linear.bias)
+    call = lambda x: m(x, x, x, mask=_future(x.shape[1]))[0]
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    scale = max(mha_forward(torch.randn(2, 7, 12), 3, *args).abs().max().item(), 1.0)
+    _, open_leak = cmp(lambda x: m(x, x, x)[0], lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    rel = max(err, err2) / scale
+    good = rel < FLOAT32_TOL and leak < TOL and open_leak > 1e-3
+    return good, (f"with the future mask max|out-ref| {max(err, err2):.1e} (relative {rel:.1e} < {FLOAT32_TOL:g}: "
+                  f"float32 softmax; mha_forward and the loop), future-leak {leak:.1e}; mask=None leaks "
+                  f"{open_leak:.2e}"), "H=3 d=12, biases, keys-first forward"
+
+
+@check("opennmt_py_3_mha_interleaved_rope_keys_first_skip_init.py")
+def _(mod):
+    """build(12, 3) called keys first as m(x, x, x, mask=future (1, 1, n, n))[0]: linear_query / linear_keys /
+    linear_values / final_linear (no biases) = rope_mha_forward(interleaved) and the rotary per-head loop at float32
+    precision (rotation and softmax in float32), no leak; the rotary tables rope / cos / sin are plain attributes
+    (no buffer: module.to() does not reach them; OpenNMT's decoder moves them by hand before decoding)."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = (m.linear_query.weight, m.linear_keys.weight, m.linear_values.weight, m.final_linear.weight)
+    call = lambda x: m(x, x, x, mask=_future(x.shape[1])[None])[0]
+    err, leak = cmp(call, lambda x: rope_mha_forward(x, 3, *args, convention="interleaved"), 12)
+    err2, _ = cmp(call, lambda x: _rope_per_head(x, 3, *args, "interleaved"), 12, shapes=SHAPES[:1])
+    scale = max(rope_mha_forward(torch.randn(2, 7, 12), 3, *args).abs().max().item(), 1.0)
+    plain = [a for a in ("rope", "cos", "sin") if isinstance(getattr(m, a), torch.Tensor)
+             and a not in dict(m.named_buffers())]
+    rel = max(err, err2) / scale
+    good = rel < FLOAT32_TOL and leak < TOL and plain == ["rope", "cos", "sin"] and m.final_linear.bias is None
+    return good, (f"with the future mask max|out-ref| {max(err, err2):.1e} (relative {rel:.1e} < {FLOAT32_TOL:g}: "
+                  f"float32 rotation and softmax; rope_mha_forward(interleaved) and the loop), future-leak {leak:.1e};"
+                  f" plain tensor attributes {plain}"), "d=12 H=3, no biases, keys-first forward"
+
+
+def _grouped_rope_half_loop(x, H, Wq, Wk, Wv, Wo):
+    """An independent grouped-query loop with rotate-half RoPE: query head h reads kv head h // (H // KV), q_h and
+    k_g turned pair (i, i + dh/2) by p * 10000 ** (-2i / dh), scores / sqrt(dh), the future at -inf."""
+    B, n, _ = x.shape
+    dh = Wq.shape[0] // H
+    kv = Wk.shape[0] // dh
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, dh, 2, dtype=torch.float64) / dh)
+    c, s = ang.cos(), ang.sin()
+    turn = lambda t: torch.cat([t[..., :dh // 2] * c - t[..., dh // 2:] * s, t[..., :dh // 2] * s + t[..., dh // 2:] * c],
+                               dim=-1)
+    outs = []
+    for h in range(H):
+        g = h // (H // kv)
+        q = turn(x @ Wq[h * dh:(h + 1) * dh].T)
+        k, v = turn(x @ Wk[g * dh:(g + 1) * dh].T), x @ Wv[g * dh:(g + 1) * dh].T
+        sc = (q @ k.transpose(-2, -1) / dh ** 0.5).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        outs.append(torch.softmax(sc, dim=-1) @ v)
+    return torch.cat(outs, dim=-1) @ Wo.T
+
+
+@check("opennmt_py_3_gqa_num_kv_rotate_half_rope_keys_first.py")
+def _(mod):
+    """build(16, 4, num_kv) for num_kv = 2, 1 called as m(x, x, x, mask=future (1, 1, n, n))[0] = the grouped
+    rotate-half loop at float32 precision, no leak; num_kv = 4 = rope_mha_forward(half) and the same loop."""
+    worst, leak_all, rel_all = 0.0, 0.0, 0.0
+    for kv in (2, 1, 4):
+        m = randomize(mod.build(16, 4, kv), seed=kv).eval()
+        args = (m.linear_query.weight, m.linear_keys.weight, m.linear_values.weight, m.final_linear.weight)
+        call = lambda x, m=m: m(x, x, x, mask=_future(x.shape[1])[None])[0]
+        err, leak = cmp(call, lambda x, a=args: _grouped_rope_half_loop(x, 4, *a), 16)
+        if kv == 4:
+            e2, _ = cmp(call, lambda x, a=args: rope_mha_forward(x, 4, *a, convention="half"), 16, shapes=SHAPES[:1])
+            err = max(err, e2)
+        scale = max(_grouped_rope_half_loop(torch.randn(2, 7, 16), 4, *args).abs().max().item(), 1.0)
+        worst, leak_all, rel_all = max(worst, err), max(leak_all, leak), max(rel_all, err / scale)
+    good = rel_all < FLOAT32_TOL and leak_all < TOL
+    return good, (f"with the future mask max|out-ref| {worst:.1e} (relative {rel_all:.1e} < {FLOAT32_TOL:g}: float32 "
+                  f"rotation and softmax; the grouped rotate-half loop for num_kv 2, 1, 4, rope_mha_forward(half) for "
+                  f"4), future-leak {leak_all:.1e}"), "d=16 H=4, no biases, keys-first forward"
+
+
+@check("hf_pytorch_transformers_xlm_mha_layer_id_cache_batch_sized_keep_mask.py")
+def _(mod):
+    """build(12, 3) called as m(x, get_masks(n, n, causal=True)[1])[0] (bool keep-mask (B, n, n)): q_lin / k_lin /
+    v_lin / out_lin with biases = mha_forward and the per-head loop at float32 precision, no leak; a (1, n, n) mask
+    for a batch of 2 raises; one token per call through the cache dict (slen advanced as XLMModel does) = the whole
+    forward's outputs."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = (m.q_lin.weight, m.k_lin.weight, m.v_lin.weight, m.out_lin.weight, m.q_lin.bias, m.k_lin.bias,
+            m.v_lin.bias, m.out_lin.bias)
+    keep = lambda x: mod.get_masks(x.shape[1], torch.full((x.shape[0],), x.shape[1]), causal=True)[1]
+    call = lambda x: m(x, keep(x))[0]
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    scale = max(mha_forward(torch.randn(2, 7, 12), 3, *args).abs().max().item(), 1.0)
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(7))
+    try:
+        m(x, keep(x)[:1])
+        raised = False
+    except RuntimeError:
+        raised = True
+    cache, steps = {"slen": 0}, []
+    with torch.no_grad():
+        whole = call(x)
+        for t in range(6):
+            steps.append(m(x[:, t:t + 1], keep(x)[:, t:t + 1, :t + 1], cache=cache)[0])
+            cache["slen"] += 1
+    decode = (torch.cat(steps, dim=1) - whole).abs().max().item()
+    rel = max(err, err2, decode) / scale
+    good = rel < FLOAT32_TOL and leak < TOL and raised
+    return good, (f"with the keep-mask max|out-ref| {max(err, err2):.1e} (relative {rel:.1e} < {FLOAT32_TOL:g}: float32 "
+                  f"softmax; mha_forward and the loop), future-leak {leak:.1e}; a (1, n, n) mask for B=2 raises: "
+                  f"{raised}; cache decode vs whole {decode:.1e}"), "d=12 H=3, biases, config object"
+
+
+@check("texar_multihead_attention_encoder_spelled_out_additive_bias_1e18.py")
+def _(mod):
+    """build(12, 3) called as m(x, None, attention_bias_lower_triangle(n)): Q_dense / K_dense / V_dense / O_dense (no
+    biases) = mha_forward and the per-head loop exactly, no leak; without the bias the future moves the past;
+    build(8, 3) constructs and its forward raises ValueError."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = (m.Q_dense.weight, m.K_dense.weight, m.V_dense.weight, m.O_dense.weight)
+    call = lambda x: m(x, None, mod.attention_bias_lower_triangle(x.shape[1]))
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args, None, None, None, None), 12, shapes=SHAPES[:1])
+    _, open_leak = cmp(lambda x: m(x, None, None), lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    odd = mod.build(8, 3)
+    try:
+        odd(torch.randn(1, 4, 8), None, None)
+        refused = False
+    except ValueError:
+        refused = True
+    good, msg = ok_line(max(err, err2), leak)
+    return good and open_leak > 1e-3 and refused, (msg + f" (mha_forward and the loop); bias None leaks "
+                                                   f"{open_leak:.2e}; build(8, 3) built, forward raised ValueError: "
+                                                   f"{refused}"), "d=12 H=3, no biases, additive -1e18 bias"
+
+
+@check("speechbrain_mha_wrapper_heads_first_batch_to_time_first.py")
+def _(mod):
+    """MultiheadAttention(3, 12) called as m(x, x, x, attn_mask=triu(ones(n, n), 1) bool)[0] (and with the float
+    0 / -inf mask): att.in_proj_weight's row blocks, in_proj_bias's thirds, att.out_proj = mha_forward and the
+    per-head loop, no leak; without the mask the future moves the past."""
+    m = randomize(mod.MultiheadAttention(3, 12)).eval()
+    W, b = m.att.in_proj_weight, m.att.in_proj_bias
+    args = (W[:12], W[12:24], W[24:], m.att.out_proj.weight, b[:12], b[12:24], b[24:], m.att.out_proj.bias)
+    hide = lambda n: torch.ones(n, n, dtype=torch.bool).triu(1)
+    err, leak = cmp(lambda x: m(x, x, x, attn_mask=hide(x.shape[1]))[0], lambda x: mha_forward(x, 3, *args), 12)
+    additive = lambda n: torch.zeros(n, n).masked_fill(hide(n), float("-inf"))
+    err2, leak2 = cmp(lambda x: m(x, x, x, attn_mask=additive(x.shape[1]))[0], lambda x: _per_head_ref(x, 3, *args),
+                      12, shapes=SHAPES[:1])
+    _, open_leak = cmp(lambda x: m(x, x, x)[0], lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2), max(leak, leak2))
+    return good and open_leak > 1e-3, (msg + f" (bool and float masks; mha_forward and the loop); no mask leaks "
+                                       f"{open_leak:.2e}"), "d=12 H=3, in_proj biases, batch-first outside"
+
+
+@check("lucidrains_memorizing_transformers_mqa_einsum_xl_memory.py")
+def _(mod):
+    """build(12, 3): to_q, to_kv's halves as W_k, W_v (one kv head), to_out with bias = gqa_forward with one kv head
+    and the one-kv-head loop exactly, no leak; with xl_max_memories=10, tokens fed 4 + 1 + 2 through the returned
+    memories = the whole forward."""
+    m = randomize(mod.build(12, 3)).eval()
+    W = m.to_kv.weight
+    args = (m.to_q.weight, W[:4], W[4:], m.to_out.weight, None, None, None, m.to_out.bias)
+    call = lambda x: m(x)[0]
+    err, leak = cmp(call, lambda x: gqa_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _grouped_loop(x, 3, *args), 12, shapes=SHAPES[:1])
+    mem = randomize(mod.Attention(dim=12, heads=3, dim_head=4, xl_max_memories=10)).eval()
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        whole, _ = mem(x)
+        a, kv = mem(x[:, :4])
+        b, kv = mem(x[:, 4:5], xl_memory=kv)
+        c, _ = mem(x[:, 5:], xl_memory=kv)
+    decode = (torch.cat((a, b, c), dim=1) - whole).abs().max().item()
+    good, msg = ok_line(max(err, err2, decode), leak)
+    return good, msg + f" (gqa_forward one kv head and the loop); memories 4 + 1 + 2 vs whole {decode:.1e}", \
+        "d=12 H=3 KV=1, to_out bias"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

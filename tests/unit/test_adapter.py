@@ -190,6 +190,9 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
     ("layer_idx", None), ("d_ff", None), ("out_proj_bias", None), ("key_dim", None), ("model", None),
     ("max", None), ("out", None), ("norm_eps", None), ("sliding_window", None), ("maximum", None),
     ("maximum_batch_size", None),
+    # torch.nn.MultiheadAttention's (and fairseq's) learned bias appended to the key and value SEQUENCES, one more
+    # attended position, not the Q/K/V projections' biases (SpeechBrain's wrapper, tests/realzoo/speechbrain_...)
+    ("add_bias_kv", None), ("addBiasKV", None),
 ])
 def test_parameter_names_are_read_by_their_words(name, key):
     assert key_of(name) == key

@@ -112,3 +112,53 @@ def test_a_traced_build_notes_its_lines_as_it_is_built_so_the_constructor_runs_o
     assert built == [7]  # the trace built no twin
     mask = next(t for op in reply.ops for t in op["in"] if t.get("name") == "mask")
     assert mask["made"]["at"] == "attn.py:12" and mask["made"]["nonzero"] == [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
+
+
+FILLED_LATER = '''import torch
+import torch.nn as nn
+from torch.nn.utils import skip_init
+
+
+class Attn(nn.Module):
+    def __init__(self, d_model, n_heads, block_size):
+        super().__init__()
+        self.qkv = skip_init(nn.Linear, d_model, 3 * d_model, bias=False)
+        self.proj = skip_init(nn.Linear, d_model, d_model, bias=False)
+        self.W_o = nn.Parameter(torch.empty(d_model, d_model))
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        nn.init.xavier_uniform_(self.W_o)
+
+    def forward(self, x):
+        return self.proj(x) @ self.W_o
+
+
+def build(d_model, n_heads, block_size):
+    m = Attn(d_model, n_heads, block_size)
+    for p in m.parameters():
+        nn.init.xavier_uniform_(p)
+    return m
+'''
+
+
+def test_a_parameter_filled_later_keeps_the_line_that_made_it(tmp_path):
+    """OpenNMT-py 3.5 builds its projections with torch.nn.utils.skip_init (meta, then to_empty: a new Parameter
+    over fresh memory) and its model builder fills them afterwards: trace said the output projection "was built
+    without [a bias] at" the factory's `nn.init.xavier_uniform_(p)` line.  A Parameter's line is where its memory
+    was made (the skip_init line; `nn.Parameter(torch.empty(...))`, not the reset method that fills it)."""
+    path = tmp_path / "attn.py"
+    path.write_text(FILLED_LATER)
+    torch.set_default_dtype(torch.float64)
+    try:
+        w = worker.Worker(own_process=False)
+        w.answer(m.Load(f"{path}:build", str(tmp_path)))
+        handle = w.answer(m.Build(Config(8, 8, 2, 7).to_dict(), handle=0)).handle
+        inst = w.instances[handle]
+        origins = w._origins(inst, 3)
+    finally:
+        torch.set_default_dtype(_DTYPE)
+    module = inst["module"]
+    assert origins[id(module.qkv.weight)]["at"] == "attn.py:9"
+    assert origins[id(module.proj.weight)]["at"] == "attn.py:10"
+    assert origins[id(module.W_o)]["at"] == "attn.py:11"
