@@ -99,7 +99,8 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
     broken at the last clause (": ", "; ") or else the last ", " outside brackets that keeps at least 40% of the
     line, or else at the last space outside them, before the last method call's dot, or at the last space; only a
     line with none of those is cut inside a word; each continuation is indented `more` columns past the line's own
-    indent (and keeps a diff marker), so it never reads as a line of its own."""
+    indent (and keeps a diff marker), so it never reads as a line of its own; a comment's continuation starts with
+    "# "."""
     out = []
     marker = line[:1] if line[:1] in "+-" else ""
     lead = marker + " " * (len(line[len(marker):]) - len(line[len(marker):].lstrip(" ")))
@@ -119,6 +120,9 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
             spaces = [i for i in range(indent + 1, width) if line[i] == " "]
             cut = max(dots) if dots else max(spaces) if spaces else width - 1
         head, tail = line[:cut + 1].rstrip(), line[cut + 1:].lstrip(" ")
+        comment = line.find(" # ")
+        if 0 <= comment < cut and not tail.startswith("#"):  # a comment broken across lines stays a comment (a
+            tail = "# " + tail  # student's trial read a bug comment's second half as a line of code)
         out.append(head)
         line, indent = lead + " " * more + tail, len(lead) + more
     return out + [line]

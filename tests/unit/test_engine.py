@@ -169,6 +169,14 @@ def test_preformatted_wrapping_ends_and_keeps_every_character(line):
     assert "".join(lines).replace(" ", "").replace("+", "") == line.replace(" ", "").replace("+", "")
 
 
+def test_a_comment_broken_across_lines_stays_a_comment():
+    """A student's trial read the second half of a mutant's `# BUG:` comment, wrapped in `explain`'s diff, as a line
+    of code: `+            (B, H, n, dh) straight from (B, n, d)`."""
+    line = "+        q = self.q(x).view(B, self.h, n, self.dh)  # BUG: view(B, H, n, dh) straight from (B, n, d) mixes"
+    first, second = text.wrap_preformatted(line, width=80)
+    assert first.endswith("# BUG:") and second.startswith("+") and second[1:].lstrip().startswith("# view(B, H")
+
+
 def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
     finding = ("masked_fill at decor.ipynb, code cell 3, line 12 uses a (8, 8) tensor that stays on the CPU, "
                "and so does the other one")
