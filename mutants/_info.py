@@ -23,7 +23,8 @@ TOPICS = ("the constructor and its widths", "the projections", "splitting into h
 REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", "fill", "scale", "dropout", "slice",
             "contiguous", "invert", "keys", "additive", "multiply", "diagonal", "repeat", "undrop", "past",
             "key-projection", "buffer", "out-projection", "bias", "merge-width", "head-width", "divisible",
-            "module-list", "detach", "advance", "cat-axis", "added", "rope-width", "residual")  # harness.engine.rewrite
+            "module-list", "detach", "advance", "cat-axis", "added", "rope-width", "residual",
+            "after-softmax")  # harness.engine.rewrite
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ INFO = MutantInfo(
     trace=("mask-after-softmax",),
     symptom=("The weights of allowed positions are divided by a sum that includes future tokens: rows don't sum "
              "to 1 and the future still changes the past through the normaliser."),
+    rewrite="after-softmax",
     remedy=("Mask the scores with -inf before the softmax instead of zeroing the weights after it, then take the "
             "softmax."),
     fix='scores = scores.masked_fill(self.mask[:n, :n], float("-inf")) before w = torch.softmax(scores, dim=-1)',

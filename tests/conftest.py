@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,10 @@ OTHER_LINES_NOTES = tuple(note for note in rewrite.KINDS.values() if note)  # th
 # projection split this way": only the lines the trace marks, the third projection is split right)
 
 
+MOVED = re.compile(r"(?P<new>.+?) before (?P<anchor>.+), and delete this line")  # harness.engine.rewrite's
+# "after-softmax": a line added before another, this one deleted
+
+
 def pasted(path: Path, fixes: list[tuple]) -> str:
     """The file with each (line, fix, rewrite kind[, the trace mark's words[, the lines the trace marks with the
     mistake]]) pasted in as a student would, indentation kept; a fix that ends with one of OTHER_LINES_NOTES
@@ -68,6 +73,13 @@ def pasted(path: Path, fixes: list[tuple]) -> str:
                 same = rewrite.own_line_fix(kind, line, *told)
                 if i != number - 1 and same is not None and (marked is None or i + 1 in marked):
                     lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(note).rstrip()
+        moved = MOVED.fullmatch(fix)
+        if moved:  # "X before Y, and delete this line": the mask moved onto the scores, before the softmax
+            anchor = next(i for i, line in enumerate(lines) if line.strip() == moved["anchor"])
+            indent = lines[anchor][:len(lines[anchor]) - len(lines[anchor].lstrip())]
+            del lines[number - 1:statement_end(lines, number)]
+            lines.insert(anchor if anchor < number - 1 else anchor - 1, indent + moved["new"])
+            continue
         old = lines[number - 1]
         last = statement_end(lines, number)  # a statement over several lines: the fix, one line, replaces all of
         # them, as the report's "you wrote" shows them joined (pasted over its first line alone, it broke the file)

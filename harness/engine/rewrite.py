@@ -41,7 +41,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
          "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
          "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": "", "added": "", "residual": "",
-         "rope-width": ""}
+         "rope-width": "", "after-softmax": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -86,7 +86,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "", scores_code: str =
     than the one the arange runs to: divided by that one, the head width) and "residual" (the input added to the
     output projection's result, `return x + self.proj(y)`: the projection's result alone).  `scores_code`: the line
     that made the scores, where "scale" meets them scaled on a line of their own (`scores = scores /
-    math.sqrt(self.hidden_size)`): its product names the queries."""
+    math.sqrt(self.hidden_size)`): its product names the queries; for "after-softmax" (the softmax's weights masked,
+    `attn = attn.masked_fill(~m, 0.0)` or `attn * m`), the softmax's line: the mask moves onto its scores, with
+    -inf, before it."""
     line = (code or "").strip()
     if not line or not line.isascii() or kind not in KINDS:
         return None  # ast column offsets are UTF-8 bytes: ASCII keeps them character offsets
@@ -117,6 +119,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "", scores_code: str =
         return _slice_last_axes(line, tree)
     if kind == "scale" and scores_code:
         return _scale(line, tree) or _scale_apart(line, tree, scores_code)
+    if kind == "after-softmax":
+        return _before_softmax(line, tree, scores_code) if scores_code else None
     if kind in LOCAL:
         return LOCAL[kind](line, tree)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
@@ -235,6 +239,44 @@ def _softmax(line: str, tree: ast.Module) -> str | None:
 
 
 FUNCTION_HOMES = {"torch", "F", "nn.functional", "torch.nn.functional", "functional", "torch.special"}
+
+
+def _before_softmax(line: str, tree: ast.Module, softmax_code: str) -> str | None:
+    """attn = attn.masked_fill(~m, 0.0) (or attn.masked_fill_(~m, 0), or attn = attn * m), after attn =
+    sim.softmax(-1)  ->  "sim = sim.masked_fill(~m, float("-inf")) before attn = sim.softmax(-1), and delete this
+    line": the positions this line zeroes are hidden in the scores the softmax reads.  None where the softmax's
+    input is no plain name or attribute, or the line masks some other way."""
+    try:
+        made = parse(softmax_code.strip())
+    except SyntaxError:
+        return None
+    calls = _calls(made, "softmax")
+    if len(made.body) != 1 or len(calls) != 1:
+        return None
+    call = calls[0]
+    method = isinstance(call.func, ast.Attribute) and not (isinstance(call.func.value, (ast.Name, ast.Attribute))
+                                                          and _text(softmax_code.strip(), call.func.value)
+                                                          in FUNCTION_HOMES)
+    source = call.func.value if method else (call.args[0] if call.args else None)
+    if source is None or not _plain(source) or isinstance(source, ast.Subscript):
+        return None
+    scores = _text(softmax_code.strip(), source)
+    fills = _calls(tree, "masked_fill", "masked_fill_")
+    if len(fills) == 1 and fills[0].args:
+        hidden = _text(line, fills[0].args[0])
+    else:
+        stmt, weights = tree.body[0], made.body[0]
+        product = stmt.value if isinstance(stmt, ast.Assign) else None
+        if not isinstance(product, ast.BinOp) or not isinstance(product.op, ast.Mult) or \
+                not isinstance(weights, ast.Assign) or len(weights.targets) != 1:
+            return None
+        named = _text(softmax_code.strip(), weights.targets[0])  # the softmax's weights: the mask is the other side
+        sides = [side for side in (product.left, product.right) if _text(line, side) != named]
+        if len(sides) != 1:
+            return None
+        hidden = f"{_text(line, sides[0])} == 0"
+    return (f'{scores} = {scores}.masked_fill({hidden}, float("-inf")) before {softmax_code.strip()}, and delete '
+            "this line")
 
 
 def _fill(line: str, tree: ast.Module) -> str | None:

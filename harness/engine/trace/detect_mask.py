@@ -73,9 +73,13 @@ def mask_placement(f: Findings) -> None:
         zeroed = _hidden_by(f, [m])
         if before is not None and zeroed is not None and not (zeroed & ~before).any():
             continue
+        softmax = [i for i in f.named("softmax") if i in f.namer.ancestors(m)]
+        code = f.ops[softmax[-1]].get("code") if softmax else None
         f.mark(m, {"id": "mask-after-softmax", "text": (
             "the mask is applied after the softmax: the weights of a row no longer sum to 1 (and a finite fill "
-            "lets the future through); mask the scores with -inf before the softmax")})
+            "lets the future through); mask the scores with -inf before the softmax"),
+            **({"scores_code": code} if code else {})})  # the softmax's line: the fix masks its scores
+        # (harness.engine.rewrite's "after-softmax": a student's trial got the fix in words only)
     for m in unused:
         f.mark(m, {"id": "mask-result-unused", "text": (
             f"the result of {f.ops[m]['op']} is never used: masked_fill is not in place; write "
