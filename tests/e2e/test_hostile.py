@@ -51,6 +51,7 @@ CLASSIFIED = {  # what happened is named as such, not as a generic error
     "garbage_fds": "corrupted the channel", "nested_header": "header nested too deeply",  # refused, never a crash
     "failed_mid_frame": "corrupted the channel", "reading_flood": "2000 readings of the parameters",
     "reading_brackets": "800017 characters long",
+    "text_flood": "characters long sent, where mha-check's worker sends at most 8192",
     "custom_base_exception": "Evil: boom",  # the type and the arguments, never its endless __str__
 }
 MARKERS = {"7777.125": f"7777.{os.getpid()}", "8888.125": f"8888.{os.getpid()}"}  # the sleeps that fork_bomb and
