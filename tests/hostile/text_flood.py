@@ -29,6 +29,7 @@ if _worker is not None:
             reply.message = "ValueError: " + FLOOD
         for line in getattr(reply, "lines", None) or []:
             line["code"] = FLOOD
+        reply.__dict__.pop("_measured_fields", None)  # a description measured before: sent as it is now
         return reply
 
     _worker.Worker.answer = _flooding
