@@ -289,10 +289,10 @@ def _after_death(died: WorkerDied, c: Check, results: dict, ctx: Context, deaths
 
 
 def _restart(ctx: Context, make_subject) -> None:
-    started = ctx.subject.started  # the time budget covers the restarts too
+    used = ctx.subject.used  # the time budget covers the restarts too (the child's time, not the parent's)
     ctx.subject.close()
     ctx.subject = make_subject()
-    ctx.subject.started = started
+    ctx.subject.used = used
 
 
 def _death(died: WorkerDied) -> Outcome:

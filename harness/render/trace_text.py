@@ -147,10 +147,17 @@ def _wide_table(result: TraceResult) -> list[str]:
     return out
 
 
+# A module's weight and then its bias: the name starts where a name starts (the look-behind), so the regex tries
+# one start per name, not every position of it.  Without it the backtracking was quadratic in a name (the student's):
+# a ParameterDict key of 40,000 characters took 6.4 s of the parent's CPU per step (red team 15, fixed by red team
+# 16), and `c_attn.weight, attn.bias` was read as c_attn's own weight and bias.
+_WEIGHT_AND_BIAS = re.compile(r"(?<![\w.\[\]])([\w.\[\]]+)\.weight, \1\.bias")
+
+
 def _short_call(call: str) -> str:
     """An operation with the student's weights by their module's name: `linear(out_proj.weight, out_proj.bias)`
-    is `linear(out_proj + bias)`."""
-    call = re.sub(r"([\w.\[\]]+)\.weight, \1\.bias", r"\1 + bias", call)
+    is `linear(out_proj + bias)`.  In time linear in the call."""
+    call = _WEIGHT_AND_BIAS.sub(r"\1 + bias", call)
     return re.sub(r"\.weight\b", "", call)
 
 

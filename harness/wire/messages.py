@@ -10,6 +10,7 @@ Fields annotated `np.ndarray` (or `dict[str, np.ndarray]`) travel as raw arrays;
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -429,11 +430,56 @@ def encode_batch(messages: list) -> bytes:
     return _frame([(msg, msg.__dict__.pop(MEASURED, None) or to_fields(msg)) for msg in messages])
 
 
+# The longest text a reply may hold, anywhere in it (a reading's `how` and notes, a crash's words, a line the trace
+# recorded, a parameter's name, a key of a recorded operation): the parent reads, parses and prints each of them, on
+# the time the student's limit counts, and every other text of a reply was bounded only by the frame's header (1 MB;
+# red team 16: a patched worker's texts of 150,000 characters made a report of 183,000).  The honest worker cuts a
+# longer text, with a mark (`cut_text`); the parent refuses a reply holding one as a corrupted channel (`_longest`).
+MAX_TEXT = 8192
+
+
+def cut_text(text: str) -> str:
+    """`text` within MAX_TEXT characters: its start and a mark saying how long it was, with a digest of it so that two
+    long texts differing only past the cut (two parameters' names) stay two texts."""
+    if len(text) <= MAX_TEXT:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    mark = f"…[{len(text):,} characters, cut by mha-check; {digest}]"
+    return text[:MAX_TEXT - len(mark)] + mark
+
+
+def _cut_texts(value):
+    """A plain JSON value with every text in it (keys too) within MAX_TEXT; the value itself where none is longer."""
+    if isinstance(value, str):
+        return cut_text(value)
+    if isinstance(value, list):
+        return [_cut_texts(v) for v in value]
+    if isinstance(value, dict):
+        return {cut_text(k): _cut_texts(v) for k, v in value.items()}
+    return value
+
+
+def _longest(value) -> int:
+    """The length of the longest text in a decoded JSON value, keys too (iterative: a header may nest deep)."""
+    longest, stack = 0, [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            longest = max(longest, len(v))
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            longest = max(longest, max(map(len, v), default=0))
+            stack.extend(v.values())
+    return longest
+
+
 def _frame(encoded: list) -> bytes:
-    """The frame of (message, its `to_fields`) pairs, in order."""
+    """The frame of (message, its `to_fields`) pairs, in order; a reply's texts cut to MAX_TEXT (`cut_text`)."""
     items, arrays = [], {}
     for i, (msg, (header, arrs)) in enumerate(encoded):
         tag = {"op": msg.op} if isinstance(msg, Request) else {"type": type(msg).__name__}
+        header = header if isinstance(msg, Request) else _cut_texts(header)
         items.append({**tag, **header})
         arrays.update({f"{i}:{k}": v for k, v in arrs.items()})
     return protocol.encode({"batch": items}, arrays)
@@ -467,6 +513,10 @@ def decode_replies(header: dict, arrays: dict) -> list[Reply]:
         cls = REPLIES.get(item.get("type"))
         if cls is None:
             raise ProtocolError(f"reply {i}: unknown type {item.get('type')!r}")
+        longest = _longest(item)
+        if longest > MAX_TEXT:
+            raise ProtocolError(f"reply {i} ({cls.__name__}): a text {longest} characters long sent, where "
+                                f"mha-check's worker sends at most {MAX_TEXT}")
         out.append(from_fields(cls, item, arrs, f"reply {i} ({cls.__name__})"))
     return out
 

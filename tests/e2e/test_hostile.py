@@ -51,6 +51,7 @@ CLASSIFIED = {  # what happened is named as such, not as a generic error
     "garbage_fds": "corrupted the channel", "nested_header": "header nested too deeply",  # refused, never a crash
     "failed_mid_frame": "corrupted the channel", "reading_flood": "2000 readings of the parameters",
     "reading_brackets": "800017 characters long",
+    "text_flood": "characters long sent, where mha-check's worker sends at most 8192",
     "custom_base_exception": "Evil: boom",  # the type and the arguments, never its endless __str__
 }
 MARKERS = {"7777.125": f"7777.{os.getpid()}", "8888.125": f"8888.{os.getpid()}"}  # the sleeps that fork_bomb and
@@ -234,6 +235,21 @@ def test_forged_jacobian_is_caught_by_the_parents_own_perturbations(world):
     leak = next(c for c in report["checks"] if c["id"] == "causal-leakage")
     assert leak["status"] == "fail" and "1e30" in leak["message"], leak["message"]
     assert report["diagnosis"]["mutant"] == "finite-fill-100"
+
+
+def test_the_parents_own_work_is_not_counted_on_the_childs_time(world):
+    """Red team 16: 1,024 readings and call styles cost the parent about 6 s of its own work between requests on a
+    quiet machine (14 times the child's), and the child's time in all ran on meanwhile: with a limit of 3 s a layer
+    whose every forward takes milliseconds was stopped "within 3 s in all".  The child's clock stops between
+    requests now: no time limit ends it, and it fails as the wrong layer it is (or cannot be told apart by its
+    doubled readings)."""
+    run = single_run(world, ROOT / "tests" / "hostile" / "slow_parent.py", limit=3)
+    report = json.loads(run.stdout)
+    assert [p for p in report["adapter"].get("process", []) if p["kind"] == "time"] == [], report["adapter"]
+    statuses = {c["id"]: c["status"] for c in report["checks"]}
+    assert statuses["output-shape"] == "pass" and statuses["causal-leakage"] == "pass", statuses  # it ran on
+    assert report["passed"] is False
+    world.assert_untouched()
 
 
 REPLAYING = {  # a catalogued mistake behind a forward that replays its own earlier answers: the check that must fail

@@ -20,6 +20,9 @@ if _layouts is not None:
         return roles
 
     _layouts.Layout.describe = _bracketed
+_messages = sys.modules.get("harness.wire.messages")
+if _messages is not None:  # past the cut of every text a worker sends (red team 16: MAX_TEXT, also 8,192 characters)
+    _messages._cut_texts = lambda value: value
 _worker = sys.modules.get("harness.child.worker")
 if _worker is not None:  # past the worker's own cut (an honest worker offers no reading longer than the parent takes)
     _worker._within_bounds = lambda found, ways: found
