@@ -48,7 +48,8 @@ def construct(ctx):
     except TargetFailure as e:
         left_out = ctx.compiled_left_out  # a module it imports may be one: say so where the failure is read
         return failed(f"could not load the target: {e.message}" + (f"; {left_out}" if left_out else ""),
-                      finding=f"load:{e.stage}", fix=COMPILED_FIX if left_out else _load_fix(e), **_raised(e))
+                      finding=f"load:{e.stage}", fix=COMPILED_FIX if left_out else _load_fix(e), **_raised(e),
+                      **({"command_line": True} if _named_nothing(e) else {}))
     except CannotDrive as e:
         return cannot_tell(e.message, help="name the class to check: file.py:ClassName", finding="load:ambiguous")
     if loaded.settings:
@@ -64,7 +65,28 @@ def construct(ctx):
                       [f"{p}=the {KEY_WORDS.get(k, k)}" for p, k in sig.derived.items()])
     if sig.config_param:
         spelt += (", " if spelt else "") + f"{sig.config_param}=an object holding every setting"
+    given = _given(ctx.subject.overrides, sig)
+    spelt += (", " if spelt and given else "") + given
     return passed(f"built {loaded.name} ({spelt or 'no arguments'}){note}", built=built)
+
+
+def _named_nothing(e: TargetFailure) -> bool:
+    """The target names a class or function its file does not define (`_lookup`'s "attn.py has no 'MyAtn'"): on a
+    student's own run a command line to correct (harness.frontends.single_report), in a grade the student's failure."""
+    return e.stage == "lookup" and re.match(r".+ has no '[\w.]+'\.", e.message) is not None
+
+
+def _given(overrides: dict, sig) -> str:
+    """The constructor arguments the run's --arg gave, as the pass says them ("breite=the width (--arg)", "p=0.1
+    (--arg)"): a student's trial read "built KausaleAufmerksamkeit (no arguments)" of a class built with three."""
+    out = []
+    for name, value in overrides.items():
+        if name in sig.derived:  # said with the configuration's values already
+            continue
+        bound = isinstance(value, str) and value.startswith("@")
+        out.append(f"{name}=the {KEY_WORDS.get(value[1:], value[1:])} (--arg)" if bound else
+                   f"{name}={value!r} (--arg)")
+    return ", ".join(out)
 
 
 def _settings_help(loaded) -> str:

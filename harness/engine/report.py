@@ -85,6 +85,8 @@ class Report:
     leakage: Leakage | None = None  # influence maps for the picture, when asked for
     not_selected: list[str] = field(default_factory=list)  # checks left out by --only/--skip: not a whole verdict
     seed_private: str = ""  # a seed drawn for a grade (Options.seed_private): "seed" is then null in to_dict
+    command_options: str = ""  # the run's --arg and --map, typed again (options.command_words): what a follow-up
+    # command the report prints needs (`mha-check trace FILE:Class --arg ...`); in JSON only when there are some
 
     def counted(self) -> list[CheckResult]:
         return [c for c in self.checks if c.kind != "rule" or self.rules_counted]
@@ -130,7 +132,8 @@ class Report:
                 "checks": [asdict(c) for c in self.checks],
                 "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
                 "leakage": self.leakage.to_dict() if self.leakage else None, "student_output": self.student_output,
-                "not_selected": self.not_selected}
+                "not_selected": self.not_selected,
+                **({"command_options": self.command_options} if self.command_options else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
@@ -144,7 +147,8 @@ class Report:
                    student_output=data.get("student_output") or "",
                    diagnosis=Diagnosis.from_dict(data.get("diagnosis")), rules_counted=data.get("rules_counted", True),
                    isolation=Isolation.from_dict(data.get("isolation")), leakage=Leakage.from_dict(data.get("leakage")),
-                   not_selected=list(data.get("not_selected") or []))
+                   not_selected=list(data.get("not_selected") or []),
+                   command_options=str(data.get("command_options") or ""))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -431,9 +432,60 @@ def test_a_file_that_is_neither_python_nor_a_notebook(tmp_path):
 
 
 def test_misspelt_class_name_suggests_the_right_one():
-    msg = load_failure(mha("tests/zoo/correct/book_style.py:MultiHeadAtention", "--format", "json",
-                           "--only", "construct"))
+    """A student's own run: a command line to correct, in one line (a student's trial got the suggestion, then a
+    failing report of eighteen skipped checks under it)."""
+    run = mha("tests/zoo/correct/book_style.py:MultiHeadAtention", "--only", "construct")
+    usage_error(run)
+    assert run.stdout == "", run.log
+    msg = run.stderr.strip()
+    assert len(msg.splitlines()) == 1, run.log
     assert "MultiHeadAtention" in msg and "Did you mean" in msg and "MultiHeadAttention" in msg, msg
+
+
+def test_misspelt_class_name_in_a_grade_is_the_submissions_failure():
+    msg = load_failure(mha("tests/zoo/correct/book_style.py:MultiHeadAtention", "--format", "json",
+                           "--only", "construct", "--grading", "--seed", "0"))
+    assert "MultiHeadAtention" in msg and "Did you mean" in msg and "MultiHeadAttention" in msg, msg
+
+
+def test_misspelt_file_name_is_a_command_line_error_with_the_close_name(tmp_path):
+    """A student's trial: `mha-check f01_functonal.py:FuncAttn` was "FAIL: your file could not be loaded", exit 1,
+    18 SKIP lines and grading words; it is one line, exit 2, and the name meant, as it can be typed."""
+    (tmp_path / "f01_functional.py").write_text(student_module("FuncAttn"))
+    for i in range(8):
+        (tmp_path / f"other_{i}.py").write_text("x = 1\n")
+    run = mha("f01_functonal.py:FuncAttn", cwd=tmp_path)
+    usage_error(run)
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1, run.log
+    assert "did you mean f01_functional.py:FuncAttn?" in run.stderr, run.log
+    assert "Hand in" not in run.stderr, run.log
+    far = mha("zzzz.py:FuncAttn", cwd=tmp_path)  # no close name: the folder's files, the list cut with "…"
+    usage_error(far)
+    assert "no such file: zzzz.py (that folder has f01_functional.py, other_0.py" in far.stderr, far.log
+    assert far.stderr.rstrip().endswith("…)"), far.log
+    trace_run = subprocess.run([*CLI, "trace", "f01_functonal.py:FuncAttn"], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=TIMEOUT)
+    assert trace_run.returncode == 2 and "did you mean f01_functional.py:FuncAttn?" in trace_run.stderr, \
+        trace_run.stderr
+
+
+def test_a_folder_as_the_target_lists_the_targets_as_typed(tmp_path):
+    """A student's trial: `mha-check ./` said "17 defines no torch.nn.Module subclass; ... e.g. 17:make_attention",
+    17 being the folder's name."""
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "attn.py").write_text(student_module("MyAttn"))
+    (tmp_path / "lab" / "notes.ipynb").write_text("{}")
+    for target, cwd, typed in (("./", tmp_path / "lab", "attn.py:MyAttn"), ("lab", tmp_path, "lab/attn.py:MyAttn")):
+        run = mha(target, cwd=cwd)
+        usage_error(run)
+        assert "is a folder: give the file and the class, FILE.py:Class" in run.stderr, run.log
+        assert f"e.g. {typed}, " in run.stderr and "notes.ipynb" in run.stderr, run.log
+
+
+def test_missing_file_in_a_grade_is_the_submissions_failure():
+    msg = load_failure(mha(f"{BAD}/no_such_file.py:MyAttn", "--format", "json", "--only", "construct", "--grading",
+                           "--seed", "0"))
+    assert "no_such_file.py" in msg, msg
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -441,7 +493,12 @@ def test_misspelt_class_name_suggests_the_right_one():
     ("no_such_module_xyz:MyAttn", ["no_such_module_xyz"]),
 ], ids=["missing-file", "missing-module"])
 def test_missing_file_or_module(spec, words):
-    msg = load_failure(mha(spec, "--format", "json", "--only", "construct"))
+    run = mha(spec, "--format", "json", "--only", "construct")
+    if spec.endswith(".py:MyAttn"):  # a student's own run: a file that is not there is a command line to correct
+        usage_error(run)
+        msg = run.stderr
+    else:
+        msg = load_failure(run)
     for w in words:
         assert w in msg, msg
 
@@ -583,6 +640,35 @@ def test_unknown_constructor_parameter_asks_for_arg(extras_dir):
 def test_arg_binds_a_parameter_to_the_width(extras_dir):
     data = report(mha("unusual.py:MultiHeadAttention", "--format", "json", "--arg", "zeta=@d_out", cwd=extras_dir), 0)
     assert "zeta=8" in data["adapter"]["construction"], data["adapter"]
+
+
+def test_the_commands_a_report_prints_carry_the_runs_arg_and_map(tmp_path):
+    """A student's trial: `see also: mha-check trace f08_deutsch.py:KausaleAufmerksamkeit`, copied, failed for want
+    of the three --arg the run had needed ("built as KausaleAufmerksamkeit()", then "ERROR: adapter: mha-check has no
+    value for required parameter(s)").  The commands carry the run's --arg and --map, shell-quoted, and work; the
+    trace says "built as" only of a build that happened; construct's pass names the --arg it built with."""
+    src = BOOK.read_text()
+    old = "def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):\n"
+    assert old in src and "dim=-1)" in src
+    src = src.replace(old, "def __init__(self, d_in, zeta, context_length, dropout, num_heads, qkv_bias=False, "
+                           "label=None):\n        d_out = zeta\n").replace("dim=-1)", "dim=-2)")  # softmax-wrong-axis
+    (tmp_path / "odd.py").write_text(src)
+    args = ("--arg", "zeta=@d_out", "--arg", "label=two words", "--map", "q=W_query")
+    run = mha("odd.py:MultiHeadAttention", *args, "-v", cwd=tmp_path)
+    assert run.rc == 1, run.log
+    words = " --arg zeta=@d_out --arg 'label=two words' --map q=W_query"
+    command = f"mha-check trace odd.py:MultiHeadAttention{words}"
+    assert command + ":" in run.stdout.replace("\u00a0", " "), run.log
+    assert "zeta=the output width (--arg), label='two words' (--arg)" in " ".join(run.stdout.split()), run.log
+    traced = subprocess.run([*CLI, *shlex.split(command)[1:], "--wide"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=TIMEOUT)
+    assert traced.returncode == 1 and "MISTAKE" in traced.stdout, traced.stdout + traced.stderr
+    assert "built as MultiHeadAttention(" in traced.stdout, traced.stdout
+    assert f"(run `mha-check odd.py:MultiHeadAttention{words}` for the full checks" in traced.stdout, traced.stdout
+    bare = subprocess.run([*CLI, "trace", "odd.py:MultiHeadAttention"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert bare.returncode == 1 and "no value for required parameter(s) zeta" in bare.stdout, bare.stdout
+    assert "built as" not in bare.stdout, bare.stdout
 
 
 def test_nothing_is_left_in_the_students_folder(tmp_path):
