@@ -671,6 +671,43 @@ def test_the_commands_a_report_prints_carry_the_runs_arg_and_map(tmp_path):
     assert "built as" not in bare.stdout, bare.stdout
 
 
+def test_a_notebook_exported_to_python_is_sent_to_the_notebook(tmp_path):
+    """A student's trial: a notebook exported to .py stopped at `get_ipython()` and was "FAIL: your code raised
+    NameError".  On a student's own run it cannot tell (the layer was never reached: IPython's code runs only in
+    Jupyter) and names the notebook beside it as a target; in a grade the submission does not import: it fails."""
+    (tmp_path / "lab.ipynb").write_text("{}")
+    (tmp_path / "lab_export.py").write_text("get_ipython().run_line_magic('matplotlib', 'inline')\n" +
+                                            student_module("MyAttn"))
+    data = report(mha("lab_export.py:MyAttn", "--format", "json", "--only", "construct", cwd=tmp_path), 1)
+    construct = checks_of(data)["construct"]
+    assert construct["status"] == "cannot_tell", construct
+    assert "notebook exported to Python" in construct["message"] and "get_ipython" in construct["message"], construct
+    assert "`mha-check lab.ipynb:MyAttn`" in construct["help"], construct
+    graded = load_failure(mha("lab_export.py:MyAttn", "--format", "json", "--only", "construct", "--grading",
+                              "--seed", "0", cwd=tmp_path))
+    assert "get_ipython" in graded, graded
+
+
+def test_a_data_file_read_by_a_relative_path_at_import_is_named_with_where_it_was_looked_for(tmp_path):
+    """A student's trial: `open("the-verdict.txt")` at import, the file beside the folder the student ran from (as
+    `python misuse/lab.py` reads it) but not beside the .py file: "FileNotFoundError: 2, No such file or directory",
+    a failure, its name lost.  mha-check runs the file in a copy of its own folder (the walls show the child nothing
+    else): a student's own run cannot tell and says so, with the file's name; where the file is nowhere, it fails,
+    still saying where it was looked for."""
+    (tmp_path / "misuse").mkdir()
+    (tmp_path / "misuse" / "lab.py").write_text(student_module("MyAttn") + '\nwith open("the-verdict.txt") as f:\n'
+                                                '    text = f.read()\n')
+    (tmp_path / "the-verdict.txt").write_text("I HAD always thought Jack Gisburn rather a cheap genius\n")
+    data = report(mha("misuse/lab.py:MyAttn", "--format", "json", "--only", "construct", cwd=tmp_path), 1)
+    construct = checks_of(data)["construct"]
+    assert construct["status"] == "cannot_tell", construct
+    for words in ("'the-verdict.txt'", "a copy of its own folder (misuse/)", "the folder you ran mha-check from"):
+        assert words in construct["message"], construct
+    assert "__main__" in construct["help"], construct
+    alone = load_failure(mha("lab.py:MyAttn", "--format", "json", "--only", "construct", cwd=tmp_path / "misuse"))
+    assert "No such file or directory: 'the-verdict.txt'" in alone and "relative path" in alone, alone
+
+
 def test_nothing_is_left_in_the_students_folder(tmp_path):
     """No .hypothesis, no __pycache__, no scratch: the student's folder holds what it held."""
     (tmp_path / "attn.py").write_text(student_module("MyAttn"))
