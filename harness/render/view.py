@@ -158,7 +158,11 @@ def parameter_words(reading: str) -> str:
         piece = re.sub(r"\.T$", "", piece)
         piece = re.sub(r"\.weight(?=$|\[)", "", piece)
         words.append(f"{piece} (rows {rows[1]}-{int(rows[2]) - 1})" if rows else piece)
-    return " + ".join(words)
+    if len(words) == 1:
+        return words[0]
+    joined = " and ".join([", ".join(words[:-1]), words[-1]])  # one matrix made of blocks: "Wq[0] + Wq[1]" read as
+    # a sum (a student's trial); rows of a matrix are stacked, per-head matrices (x @ Wq[h]) side by side
+    return joined + (", stacked" if "(rows " in joined else " side by side")
 
 
 def where(at: str | None, target: str) -> str | None:
