@@ -59,7 +59,8 @@ def construct(ctx):
                       (f"; {left_out}" if left_out else ""),
                       finding=f"load:{e.stage}", fix=COMPILED_FIX if left_out else
                       export[1] if export else _load_fix(e), **_raised(e),
-                      **({"command_line": True} if _named_nothing(e) else {}))
+                      **({"command_line": True} if _named_nothing(e) and not ctx.subject.notes else {}))
+        # (a notebook whose cells were left out, notes say which, may define the class in one of them: the report)
     except CannotDrive as e:
         return cannot_tell(e.message, help="name the class to check: file.py:ClassName", finding="load:ambiguous")
     if loaded.settings:
