@@ -95,14 +95,14 @@ def main(argv=None) -> int:
         argv = argv[1:]
     parser = _parser()
     args = parser.parse_args(argv)
-    mistyped = typed_target.problem(args.target)  # a trace is a student's own run, never a grade
-    if mistyped:
-        print(f"mha-check trace: error: {mistyped}", file=sys.stderr)
-        return 2
     for name in ("n", "batch", "heads", "d"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be at least 1")
+    mistyped = typed_target.problem(args.target)  # a trace is a student's own run, never a grade
+    if mistyped:
+        print(f"mha-check trace: error: {mistyped}", file=sys.stderr)
+        return 2
     overrides, roles = constructor_args(args.arg, parser), role_map(args.map, parser)
     result = trace(args.target, n=args.n, batch=args.batch, heads=args.heads, d=args.d, qkv_bias=args.qkv_bias,
                    seed=args.seed, args=overrides, weight_map=roles)
