@@ -49,8 +49,10 @@ def construct(ctx):
         loaded = ctx.load()
     except TargetFailure as e:
         left_out = ctx.compiled_left_out  # a module it imports may be one: say so where the failure is read
-        export, elsewhere = _notebook_export(ctx, e), _data_elsewhere(ctx, e)
-        if (export or elsewhere) and not ctx.subject.grading:  # a student's own run: what stopped the import is how
+        grade = ctx.subject.grading
+        export, elsewhere = _notebook_export(ctx, e), None if grade else _data_elsewhere(ctx, e)  # (a grade's
+        # trusted side never looks up a path the submission named)
+        if (export or elsewhere) and not grade:  # a student's own run: what stopped the import is how
             # mha-check runs the file, not the layer (a grade's submission must import as handed in: it fails there)
             said, help_ = export or elsewhere
             return cannot_tell(said, help=help_, finding="load:elsewhere", stage="import")
