@@ -11,7 +11,8 @@ pytest tests (--tests: harness.engine.instructor); they always count.
 JSON (stable; documented in docs/usage.md): {"tool", "version", "target", "passed", "math_correct", "rules_counted",
 "seed", "summary": {"pass", "fail", "cannot_tell", "skip", "not_applicable"}, "adapter", "isolation", "checks":
 [{"id", "kind", "status", "claim", "message", "config", "observed", "expected", "fix", "help", "explanation",
-"details", "not_applicable"}], "diagnosis", "leakage", "student_output"}.  A check that does not apply to the layer
+"details", "not_applicable"}], "diagnosis", "leakage", "student_output", "not_selected"}, and "command_options"
+(the run's --arg/--map, typed again) only where there are some.  A check that does not apply to the layer
 (no KV cache to check, no heads to split in a single-head layer) keeps "status": "pass" and its points, and says
 "not_applicable": true; the summary counts it under "not_applicable", not under "pass" (the counts add up to the
 checks).  "seed" is null where it was drawn for a grade (harness.frontends.seeds: kept where staff look, never in
