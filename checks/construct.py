@@ -12,12 +12,14 @@ configuration with wider heads and the same numbers of heads is checked there: e
 every head width tried and builds one the heads do not divide.  A class that builds nothing mha-check makes, with a
 guard of its own, is cannot-tell.  Only a class that refuses pays for these builds.
 """
+import os
 import re
 
 from checks import cannot_tell, check, failed, passed
 from harness.wire import raised
 from harness.wire.config import Config
 from harness.wire.errors import CannotDrive, TargetFailure, limit_help
+from harness.wire.target import Target
 
 ARG = re.compile(r"--arg (?!NAME=)[\w.]+=[@\w.]+")  # a named one: the generic advice says NAME=VALUE
 COMPILED_FIX = ("Hand in the source (.py) of your code and of every module it imports: compiled files (.pyc, .so) "
@@ -47,8 +49,20 @@ def construct(ctx):
         loaded = ctx.load()
     except TargetFailure as e:
         left_out = ctx.compiled_left_out  # a module it imports may be one: say so where the failure is read
-        return failed(f"could not load the target: {e.message}" + (f"; {left_out}" if left_out else ""),
-                      finding=f"load:{e.stage}", fix=COMPILED_FIX if left_out else _load_fix(e), **_raised(e))
+        grade = ctx.subject.grading
+        export, elsewhere = _notebook_export(ctx, e), None if grade else _data_elsewhere(ctx, e)  # (a grade's
+        # trusted side never looks up a path the submission named)
+        if (export or elsewhere) and not grade:  # a student's own run: what stopped the import is how
+            # mha-check runs the file, not the layer (a grade's submission must import as handed in: it fails there)
+            said, help_ = export or elsewhere
+            return cannot_tell(said, help=help_, finding="load:elsewhere", stage="import")
+        ran_in = _ran_in(ctx, e)
+        return failed(f"could not load the target: {e.message}" + (f"; {ran_in}" if ran_in else "") +
+                      (f"; {left_out}" if left_out else ""),
+                      finding=f"load:{e.stage}", fix=COMPILED_FIX if left_out else
+                      export[1] if export else _load_fix(e), **_raised(e),
+                      **({"command_line": True} if _named_nothing(e) and not ctx.subject.notes else {}))
+        # (a notebook whose cells were left out, notes say which, may define the class in one of them: the report)
     except CannotDrive as e:
         return cannot_tell(e.message, help="name the class to check: file.py:ClassName", finding="load:ambiguous")
     if loaded.settings:
@@ -64,7 +78,105 @@ def construct(ctx):
                       [f"{p}=the {KEY_WORDS.get(k, k)}" for p, k in sig.derived.items()])
     if sig.config_param:
         spelt += (", " if spelt else "") + f"{sig.config_param}=an object holding every setting"
+    given = _given(ctx.subject.overrides, sig)
+    spelt += (", " if spelt and given else "") + given
     return passed(f"built {loaded.name} ({spelt or 'no arguments'}){note}", built=built)
+
+
+IPYTHON_ONLY = re.compile(r"NameError: name 'get_ipython' is not defined|SyntaxError in [^:]+: [^:]+: [%!]")
+MISSING_FILE = re.compile(r"FileNotFoundError: \[Errno 2\] [^:]*: '([^'\n]+)'")
+
+
+def _file_target(ctx) -> tuple[str, str] | None:
+    """(the target file as typed, the folder it is in on this machine), or None for a module target."""
+    target = Target.parse(ctx.subject.spec)
+    if not target.is_file:
+        return None
+    return target.where, os.path.dirname(os.path.join(ctx.subject.search_dir, target.where))
+
+
+def _notebook_export(ctx, e: TargetFailure) -> tuple[str, str] | None:
+    """(what happened, what helps) for a file that stopped at IPython's own code (`get_ipython()`, a `%magic`): a
+    notebook exported to Python (a student's trial: "FAIL: your code raised NameError ... 'get_ipython'").  The
+    notebook itself is checked with its defining cells only, its magics read: say how, by the notebook's name."""
+    if e.stage != "import" or not IPYTHON_ONLY.search(e.message):
+        return None
+    place = _file_target(ctx)
+    name = Target.parse(ctx.subject.spec).name or "Class"
+    typed, folder = place if place else ("your_file.py", "")
+    notebook = _notebook_beside(typed, folder)
+    said = (f"{os.path.basename(typed)} looks like a notebook exported to Python: importing it raised "
+            f"{e.message.removeprefix('importing the file raised ')}, IPython's own code (get_ipython(), a %magic), "
+            "which runs only inside Jupyter, not under `python`")
+    help_ = (f"check the notebook itself: `mha-check {notebook}:{name}` (mha-check runs a notebook's defining "
+             "cells only: imports, functions, classes, constants, its magics read), or take the get_ipython() and "
+             "% lines out of the .py file")
+    return said, help_
+
+
+def _notebook_beside(typed: str, folder: str) -> str:
+    """The notebook beside an exported file, as it can be typed: the one of the same name, else the only one there,
+    else a placeholder."""
+    try:
+        books = sorted(f for f in os.listdir(folder) if f.lower().endswith(".ipynb")) if folder else []
+    except OSError:
+        books = []
+    stem = os.path.splitext(os.path.basename(typed))[0]
+    same = [b for b in books if os.path.splitext(b)[0] == stem]
+    chosen = same[0] if same else books[0] if len(books) == 1 else "your_notebook.ipynb"
+    return os.path.join(os.path.dirname(typed), chosen)
+
+
+def _data_elsewhere(ctx, e: TargetFailure) -> tuple[str, str] | None:
+    """(what happened, what helps) for a file that opens a data file by a relative path at import, which is there
+    from the folder mha-check was run in but not from the file's own (a student's trial: `open("the-verdict.txt")`
+    in misuse/lab_export2.py, run from the folder holding the-verdict.txt).  `python misuse/lab_export2.py` finds it
+    there; mha-check runs the file in a copy of its own folder, its working folder, and never shows the child the
+    rest of the disk (the walls: harness.sandbox)."""
+    missing, place = MISSING_FILE.search(e.message), _file_target(ctx)
+    if e.stage != "import" or missing is None or place is None or os.path.isabs(missing[1]):
+        return None
+    typed, folder = place
+    data, here = missing[1], ctx.subject.search_dir
+    if os.path.abspath(folder) == os.path.abspath(here) or not os.path.exists(os.path.join(here, data)):
+        return None
+    where = os.path.dirname(typed) or "."
+    said = (f"importing {os.path.basename(typed)} raised "
+            f"{e.message.removeprefix('importing the file raised ')}: mha-check runs your file in a copy of its own "
+            f"folder ({where}/), with that copy as the working folder, and the relative path {data!r} is not "
+            f"there; it is in the folder you ran mha-check from, which is where `python {typed}` looks")
+    help_ = (f"read data files only under `if __name__ == \"__main__\":` (the class does not need them), or put "
+             f"{data} beside {os.path.basename(typed)}")
+    return said, help_
+
+
+def _ran_in(ctx, e: TargetFailure) -> str:
+    """For a relative data file that is not there: where mha-check looked for it (the copy of the file's folder)."""
+    missing, place = MISSING_FILE.search(e.message), _file_target(ctx)
+    if e.stage != "import" or missing is None or place is None or os.path.isabs(missing[1]):
+        return ""
+    folder = f" ({os.path.dirname(place[0])}/)" if os.path.dirname(place[0]) else ""
+    return (f"mha-check runs your file in a copy of its own folder{folder} as the working folder, and the relative "
+            f"path {missing[1]!r} is not there")
+
+
+def _named_nothing(e: TargetFailure) -> bool:
+    """The target names a class or function its file does not define (`_lookup`'s "attn.py has no 'MyAtn'"): on a
+    student's own run a command line to correct (harness.frontends.single_report), in a grade the student's failure."""
+    return e.stage == "lookup" and re.match(r".+ has no '[\w.]+'\.", e.message) is not None
+
+
+def _given(overrides: dict, sig) -> str:
+    """The constructor arguments the run's --arg gave, as the pass says them ("breite=the width (--arg)", "p=0.1
+    (--arg)"): a student's trial read "built KausaleAufmerksamkeit (no arguments)" of a class built with three."""
+    out = []
+    for name, value in overrides.items():
+        if name in sig.derived:  # said with the configuration's values already
+            continue
+        bound = isinstance(value, str) and value.startswith("@")
+        out.append(f"{name}=the {KEY_WORDS.get(value[1:], value[1:])} (--arg)" if bound else
+                   f"{name}={value!r} (--arg)")
+    return ", ".join(out)
 
 
 def _settings_help(loaded) -> str:

@@ -103,7 +103,9 @@ def _zero_qk(w):
 
 @check(
     id="view-order",
-    claim="heads are split with view(B, n, H, dh).transpose(1, 2) and merged back with the transpose first",
+    claim="each head takes its features from every token alike (no head mixes tokens) and the heads are merged back "
+          "in the order they were split (the lesson: view(B, n, H, dh).transpose(1, 2), transposed back before the "
+          "merge)",  # what was verified, whatever the code uses (a student's trial: "split with view" of an einsum)
     explanation="""Splitting (B, n, d) with view(B, H, n, dh) gives the same shape as the right way but cuts the
     memory in the wrong order: each "head" gets pieces of several tokens. The shapes agree, the results are wrong,
     and only a comparison with a reference catches it. The same holds for merging without the transpose back, and

@@ -75,8 +75,13 @@ def safe_message(exc: BaseException) -> str:
     """The exception's arguments when they are plain text or numbers; never calls the student's __str__."""
     args = BaseException.__dict__["args"].__get__(exc)
     plain = (str, int, float, bool, type(None), torch.dtype)  # a dtype: KeyError(torch.float64) from a table by dtype
-    if isinstance(exc, SyntaxError):
+    if issubclass(type(exc), SyntaxError):  # type(): isinstance would read a __class__ of the student's
         return str(SyntaxError.__dict__["msg"].__get__(exc))
+    if issubclass(type(exc), OSError):  # its file's name is no argument: "[Errno 2] No such file or directory:
+        # 'the-verdict.txt'", as Python says it (a student's trial read "2, No such file or directory", no name)
+        read = {k: OSError.__dict__[k].__get__(exc) for k in ("errno", "strerror", "filename")}
+        if type(read["errno"]) is int and type(read["strerror"]) is str and type(read["filename"]) is str:
+            return f"[Errno {read['errno']}] {str.__str__(read['strerror'])}: {str.__repr__(read['filename'])}"
     if all(type(a) in plain or _plain_sequence(a) for a in args):
         return ", ".join(str.__str__(a) if type(a) is str else repr(a) for a in args)
     return "(exception arguments not shown: they are not plain text)"

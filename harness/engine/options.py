@@ -6,6 +6,8 @@ its values, which silently changed meaning when a field was added (`Options(only
 """
 from __future__ import annotations
 
+import ast
+import shlex
 from dataclasses import dataclass, field
 
 from harness.sandbox.limits import Limits
@@ -31,3 +33,24 @@ class Options:
     debug: bool = False
     last: frozenset = frozenset()  # checks run after every other (a rubric's hidden ones): what a shown check
     # finds never follows from what a hidden one found or asked the child (red team 13)
+
+
+def command_words(overrides: dict | None = None, weight_map: dict | None = None) -> str:
+    """The run's --arg and --map as they are typed again, shell-quoted, with a space before each ("" for none): a
+    follow-up command a report prints (`mha-check trace FILE:Class`) needs them as much as the run did (a student's
+    trial: `see also: mha-check trace f08_deutsch.py:KausaleAufmerksamkeit`, copied, failed for want of its three
+    --arg)."""
+    words = [f"--arg {shlex.quote(f'{name}={_typed(value)}')}" for name, value in (overrides or {}).items()]
+    words += [f"--map {shlex.quote(f'{role}={name}')}" for role, name in (weight_map or {}).items()]
+    return "".join(" " + w for w in words)
+
+
+def _typed(value) -> str:
+    """An --arg's value as typed: `@d_out` and a plain word as they were, anything else as a Python literal."""
+    if isinstance(value, str):
+        try:
+            ast.literal_eval(value)
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            return value  # (constructor_args read it as a string: it is no literal)
+        return repr(value)
+    return repr(value)

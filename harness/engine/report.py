@@ -11,7 +11,8 @@ pytest tests (--tests: harness.engine.instructor); they always count.
 JSON (stable; documented in docs/usage.md): {"tool", "version", "target", "passed", "math_correct", "rules_counted",
 "seed", "summary": {"pass", "fail", "cannot_tell", "skip", "not_applicable"}, "adapter", "isolation", "checks":
 [{"id", "kind", "status", "claim", "message", "config", "observed", "expected", "fix", "help", "explanation",
-"details", "not_applicable"}], "diagnosis", "leakage", "student_output"}.  A check that does not apply to the layer
+"details", "not_applicable"}], "diagnosis", "leakage", "student_output", "not_selected"}, and "command_options"
+(the run's --arg/--map, typed again) only where there are some.  A check that does not apply to the layer
 (no KV cache to check, no heads to split in a single-head layer) keeps "status": "pass" and its points, and says
 "not_applicable": true; the summary counts it under "not_applicable", not under "pass" (the counts add up to the
 checks).  "seed" is null where it was drawn for a grade (harness.frontends.seeds: kept where staff look, never in
@@ -85,6 +86,8 @@ class Report:
     leakage: Leakage | None = None  # influence maps for the picture, when asked for
     not_selected: list[str] = field(default_factory=list)  # checks left out by --only/--skip: not a whole verdict
     seed_private: str = ""  # a seed drawn for a grade (Options.seed_private): "seed" is then null in to_dict
+    command_options: str = ""  # the run's --arg and --map, typed again (options.command_words): what a follow-up
+    # command the report prints needs (`mha-check trace FILE:Class --arg ...`); in JSON only when there are some
 
     def counted(self) -> list[CheckResult]:
         return [c for c in self.checks if c.kind != "rule" or self.rules_counted]
@@ -130,7 +133,8 @@ class Report:
                 "checks": [asdict(c) for c in self.checks],
                 "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
                 "leakage": self.leakage.to_dict() if self.leakage else None, "student_output": self.student_output,
-                "not_selected": self.not_selected}
+                "not_selected": self.not_selected,
+                **({"command_options": self.command_options} if self.command_options else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
@@ -144,7 +148,8 @@ class Report:
                    student_output=data.get("student_output") or "",
                    diagnosis=Diagnosis.from_dict(data.get("diagnosis")), rules_counted=data.get("rules_counted", True),
                    isolation=Isolation.from_dict(data.get("isolation")), leakage=Leakage.from_dict(data.get("leakage")),
-                   not_selected=list(data.get("not_selected") or []))
+                   not_selected=list(data.get("not_selected") or []),
+                   command_options=str(data.get("command_options") or ""))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)

@@ -15,7 +15,7 @@ from checks import Check, Outcome, cannot_tell, failed, passed, skipped
 from harness.engine import diagnosis, leakage
 from harness.engine.context import Context
 from harness.engine.mapping import map_help
-from harness.engine.options import Options
+from harness.engine.options import Options, command_words
 from harness.engine.records import Adapter, Form, Isolation, ProcessEvent
 from harness.engine.report import CheckResult, Report
 from harness.sandbox.pool import ZygoteError, single_run
@@ -106,7 +106,8 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
         built = results.get("construct") is not None and results["construct"].status == Status.PASS
         report = Report(spec, list(results.values()), options.seed, _adapter(ctx, deaths, built),
                         rules_counted=options.rules, not_selected=_not_selected(selected),
-                        seed_private=options.seed_private)
+                        seed_private=options.seed_private,
+                        command_options=command_words(options.overrides, options.weight_map))
         report.isolation = Isolation.from_dict(ctx.subject.isolation)
         if not deaths or not deaths[-1].kind.ends_run:
             if options.diagnose:

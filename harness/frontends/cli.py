@@ -1,7 +1,8 @@
 """`mha-check TARGET`: check a student's causal multi-head attention and explain what is wrong.
 
 Exit status: 0 every counted check passed; 1 a check failed, could not be decided or could not run (including a
-target that cannot be imported or built); 2 the command line itself is wrong; 3 the report could not be written to
+target that cannot be imported or built); 2 the command line itself is wrong (on a student's own run, not a grade, a
+target that names no file, a folder, or a class the file does not define, too); 3 the report could not be written to
 -o (a full disk: it is printed on stdout instead).  With --format json, stdout carries exactly one JSON object.
 """
 from __future__ import annotations

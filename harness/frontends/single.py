@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from harness.frontends import options, seeds
+from harness.frontends import options, seeds, typed_target
 from harness.sandbox import pool
 
 GRADING_FORMATS = ("gradescope", "prairielearn", "junit")  # a report in these is a grade: confined or refused
@@ -31,6 +31,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             require_matplotlib()
         except RuntimeError as e:
             parser.error(str(e))
+    if args.target and not args.list_checks and not a_grade:  # a student's run: a target that names no file is a
+        mistyped = typed_target.problem(args.target)  # command line to correct (a grade's is the student's failure)
+        if mistyped:
+            print(f"mha-check: error: {mistyped}", file=sys.stderr)
+            return 2
     subject = make = None
     isolation = pool.isolation  # the walls' verdicts on a child (imported by pool already)
     if args.target and not args.list_checks:
@@ -49,7 +54,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from harness.frontends import single_report  # noqa: PLC0415 - start-up: imported once the child has started
 
     try:
-        return single_report.finish(args, parser, subject, make, run_options)
+        return single_report.finish(args, parser, subject, make, run_options, a_grade)
     except isolation.IsolationFailed as e:  # a restart after a crash could not be confined as the first was
         return _refuse(isolation.refusal_line([isolation.explain(str(e))]), a_grade)
 

@@ -17,12 +17,15 @@ from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
 from harness.render import formats, rubric
 from harness.render.plot import draw
 from harness.render.view import clean
+from harness.wire.status import Status
 
 
-def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, make, run: Options) -> int:
+def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, make, run: Options,
+           grade: bool = False) -> int:
     """The checks on `subject` (None for --list-checks) with the options parsed (harness.frontends.options.from_args),
     the report in the asked format; the exit status.  A restart after a crash that cannot be confined as the first
-    was raises isolation.IsolationFailed (the caller refuses)."""
+    was raises isolation.IsolationFailed (the caller refuses).  `grade`: this run's report is a grade; on a student's
+    own run a class name the file does not define is a command line to correct (exit status 2, one line)."""
     try:
         if args.list_checks:
             for c in select(run.only, run.skip):
@@ -44,6 +47,10 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
         if subject is not None:
             subject.close()
         parser.error(str(e))
+    mistyped = _named_nothing(report) if not grade else ""
+    if mistyped:
+        print(f"mha-check: error: {mistyped}", file=sys.stderr)
+        return 2
     _say_drawn_seed(run, args.format)
     text = formats.render(report, args.format, grading, args.verbose, args.quiet, _colour(args.format, args.output),
                           on_terminal=not args.output)
@@ -62,6 +69,16 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
     else:
         sys.stdout.write(text)
     return 0 if report.passed else 1
+
+
+def _named_nothing(report) -> str:
+    """The child's words for a class or function name the file does not define ("f01_functional.py has no
+    'FuncAtn'. Did you mean FuncAttn? ..."), where construct failed on it alone; "" otherwise.  A student's trial got
+    the suggestion, then a failing report of eighteen skipped checks under it."""
+    construct = next((c for c in report.checks if c.id == "construct"), None)
+    if construct is None or construct.status != Status.FAIL or not construct.details.get("command_line"):
+        return ""
+    return clean(construct.message.removeprefix("could not load the target: "))
 
 
 STAFF_FIELDS = ("gradescope", "prairielearn")  # formats with a field students never see: the seed is kept there

@@ -13,7 +13,10 @@ from harness.engine.trace.drive import count_parameters, record, withhold_under_
 from harness.engine.trace.result import TraceResult, arithmetic
 from harness.engine.trace.vocabulary import WORKED
 from harness.frontends.api import resolved_target
+from harness.engine.options import command_words
+from harness.frontends import typed_target
 from harness.frontends.options import constructor_args
+from harness.frontends.options import weight_map as role_map
 from harness.render.trace_text import render
 from harness.sandbox.pool import single_run
 from harness.wire.errors import CannotDrive, TargetFailure, WorkerDied
@@ -34,6 +37,7 @@ def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d:
         try:
             ctx = Context(subject, seed)
             result = record(ctx, resolved.display)
+            result.options = command_words(args, weight_map)  # (its notes' commands need them already)
             withhold_under_a_guessed_call(ctx, result)
             result.notes[:0] = list(resolved.notes)
             out_proj = True if result.error else ctx.form.out_proj  # single head: one head, no W_o
@@ -46,6 +50,7 @@ def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d:
         finally:
             subject.close()
     result.arithmetic = arithmetic(a_d, a_heads, n, batch, qkv_bias, counted, note, out_proj, biases)
+    result.options = command_words(args, weight_map)
     return result
 
 
@@ -75,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                    help="constructor argument, as for mha-check TARGET")
+    p.add_argument("--map", action="append", default=[], metavar="ROLE=NAME",
+                   help="which parameter plays a role, as for mha-check TARGET (a report's `see also: mha-check "
+                        "trace ...` carries the run's --map)")
     return p
 
 
@@ -91,8 +99,13 @@ def main(argv=None) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be at least 1")
+    mistyped = typed_target.problem(args.target)  # a trace is a student's own run, never a grade
+    if mistyped:
+        print(f"mha-check trace: error: {mistyped}", file=sys.stderr)
+        return 2
+    overrides, roles = constructor_args(args.arg, parser), role_map(args.map, parser)
     result = trace(args.target, n=args.n, batch=args.batch, heads=args.heads, d=args.d, qkv_bias=args.qkv_bias,
-                   seed=args.seed, args=constructor_args(args.arg, parser))
+                   seed=args.seed, args=overrides, weight_map=roles)
     sys.stdout.write(result.to_json() + "\n" if args.format == "json" else render(result, args.wide) + "\n")
     return 0 if result.ok else 1
 

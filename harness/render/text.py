@@ -298,7 +298,9 @@ def render(view: ReportView, verbose: bool = False, quiet: bool = False, colour:
         lines = view.follows + view.correctness + view.rules + view.instructor
         undecided = any(line.status == Status.CANNOT_TELL for line in lines)
         if undecided:
-            out += wrap("some claims could not be decided: a person should look at this report", "  ", "", cols)
+            out += wrap("some claims could not be decided (never counted against you): each says what would help; "
+                        "try that, and if nothing helps, show this report to your instructor", "  ", "", cols)
+            # (a student alone read "a person should look at this report" and had no one to ask what to do)
         elif not view.review:
             out += wrap("marked for review: a person should look at this report (the notes above say why)", "  ", "",
                         cols)

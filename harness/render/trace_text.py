@@ -22,6 +22,7 @@ ORDER_NOTE = ("(another order, or a step not seen, is no mistake by itself: scal
 
 def render(result: TraceResult, wide: bool = False) -> str:
     c = result.config
+    again = f"{result.target}{result.options}"  # the target with the trace's --arg/--map: a command that works
     lines = [f"mha-check trace {result.target}"]
     if result.construction:
         lines += _wrap(f"built as {result.construction}", "    ", "  ", wide)
@@ -65,16 +66,16 @@ def render(result: TraceResult, wide: bool = False) -> str:
         lines += _wrap(f"known mistakes marked: {found}", "  ", "", wide)
         explain = [m.get("mutant") or m["id"] for m in result.mistakes]  # a mark with no catalogued mistake of
         # this form (wrong-scale: a factor no mutant has) is explained by its own id: `explain` knows every mark
-        lines += _wrap(f"(run `mha-check {result.target}` for the full checks; `mha-check explain {explain[0]}` for "
+        lines += _wrap(f"(run `mha-check {again}` for the full checks; `mha-check explain {explain[0]}` for "
                        "the story of the mistake)", "  ", "", wide)
     elif not result.error and not result.steps:  # nothing recorded is no evidence that nothing is wrong (a
         # student's trial: a factory returning torch.jit.script(layer), whose leak the checks find)
         lines += _wrap("no operation of your forward could be recorded (TorchScript code such as "
                        "torch.jit.script's, or an extension's, runs where mha-check's recorder cannot see it), so "
-                       f"this trace cannot show a mistake: run `mha-check {result.target}` for the full checks, or "
+                       f"this trace cannot show a mistake: run `mha-check {again}` for the full checks, or "
                        "trace the layer unscripted", "  ", "", wide)
     elif not result.error:
-        lines += _wrap(f"no known mistake shows in this trace (run `mha-check {result.target}` for the full "
+        lines += _wrap(f"no known mistake shows in this trace (run `mha-check {again}` for the full "
                        "checks)", "  ", "", wide)
     for note in result.notes:
         lines += _wrap(f"note: {note}", "  ", "", wide)

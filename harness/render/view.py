@@ -158,7 +158,11 @@ def parameter_words(reading: str) -> str:
         piece = re.sub(r"\.T$", "", piece)
         piece = re.sub(r"\.weight(?=$|\[)", "", piece)
         words.append(f"{piece} (rows {rows[1]}-{int(rows[2]) - 1})" if rows else piece)
-    return " + ".join(words)
+    if len(words) == 1:
+        return words[0]
+    joined = " and ".join([", ".join(words[:-1]), words[-1]])  # one matrix made of blocks: "Wq[0] + Wq[1]" read as
+    # a sum (a student's trial); rows of a matrix are stacked, per-head matrices (x @ Wq[h]) side by side
+    return joined + (", stacked" if "(rows " in joined else " side by side")
 
 
 def where(at: str | None, target: str) -> str | None:
@@ -333,9 +337,10 @@ def verdict(report, hidden: frozenset = frozenset()) -> str:
             "it could check is wrong" + (f"; {broken_rules} lesson rule(s) not followed" if broken_rules else ""))
 
 
-def _root(d, hidden, target: str) -> RootCause | None:
+def _root(d, hidden, target: str, options: str = "") -> RootCause | None:
     """The named mistake as the view shows it (and the second one made with it), or None when only a hidden check
-    would tell it; hiding a check never takes away a root cause that a visible check supports."""
+    would tell it; hiding a check never takes away a root cause that a visible check supports.  `options`: the
+    run's --arg and --map (Report.command_options), which the trace needs as much as the run did."""
     supported = [f for f in d.follows if f not in hidden]  # the visible checks it explains
     if not supported and set(d.follows) & set(hidden):
         return None
@@ -345,10 +350,10 @@ def _root(d, hidden, target: str) -> RootCause | None:
                      clean(d.code).strip() if d.code else None,
                      supported,
                      [(f"mha-check explain {d.mutant}", "a worked example of the mistake")]
-                     + ([(f"mha-check trace {target}", "every step of your forward")]
+                     + ([(f"mha-check trace {target}{options}", "every step of your forward")]
                         if "(" not in target else []),  # "(from its source)": no command line reaches it
                      d.fix_is_code,
-                     _root(d.also, hidden, target) if d.also and d.also.named else None)
+                     _root(d.also, hidden, target, options) if d.also and d.also.named else None)
 
 
 def counts(checks) -> str:
@@ -369,7 +374,7 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     d = report.diagnosis
     shown = [c for c in report.checks if c.id not in hidden]
     target = clean(report.target)
-    root = _root(d, hidden, target) if d and d.named else None
+    root = _root(d, hidden, target, clean(getattr(report, "command_options", ""))) if d and d.named else None
     unmatched = clean(d.message) if d and not d.named and (  # what failing checks say: shown ones, or nobody
         not hidden or any(c.status == Status.FAIL and c.kind == "correctness" for c in shown)) else ""
     lines = [_line(c, root, frozenset(hidden)) for c in shown]

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -418,7 +419,9 @@ def test_a_notebook_without_the_class_says_so(tmp_path, as_path):
     nb = tmp_path / "attention.ipynb"
     nb.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n')
     spec = f"{nb if as_path else nb.name}:MyAttn"
-    msg = load_failure(mha(spec, "--format", "json", "--only", "construct", cwd=tmp_path))
+    run = mha(spec, "--format", "json", "--only", "construct", cwd=tmp_path)  # a student's own run: a class name
+    usage_error(run)  # the notebook does not define is a command line to correct
+    msg = run.stderr
     assert "NoneType" not in msg and "importlib" not in msg and "No module named" not in msg, msg
     assert "_cells" not in msg, msg  # the file written from the notebook is ours: never named
     assert "attention.ipynb" in msg and "MyAttn" in msg, msg
@@ -431,9 +434,60 @@ def test_a_file_that_is_neither_python_nor_a_notebook(tmp_path):
 
 
 def test_misspelt_class_name_suggests_the_right_one():
-    msg = load_failure(mha("tests/zoo/correct/book_style.py:MultiHeadAtention", "--format", "json",
-                           "--only", "construct"))
+    """A student's own run: a command line to correct, in one line (a student's trial got the suggestion, then a
+    failing report of eighteen skipped checks under it)."""
+    run = mha("tests/zoo/correct/book_style.py:MultiHeadAtention", "--only", "construct")
+    usage_error(run)
+    assert run.stdout == "", run.log
+    msg = run.stderr.strip()
+    assert len(msg.splitlines()) == 1, run.log
     assert "MultiHeadAtention" in msg and "Did you mean" in msg and "MultiHeadAttention" in msg, msg
+
+
+def test_misspelt_class_name_in_a_grade_is_the_submissions_failure():
+    msg = load_failure(mha("tests/zoo/correct/book_style.py:MultiHeadAtention", "--format", "json",
+                           "--only", "construct", "--grading", "--seed", "0"))
+    assert "MultiHeadAtention" in msg and "Did you mean" in msg and "MultiHeadAttention" in msg, msg
+
+
+def test_misspelt_file_name_is_a_command_line_error_with_the_close_name(tmp_path):
+    """A student's trial: `mha-check f01_functonal.py:FuncAttn` was "FAIL: your file could not be loaded", exit 1,
+    18 SKIP lines and grading words; it is one line, exit 2, and the name meant, as it can be typed."""
+    (tmp_path / "f01_functional.py").write_text(student_module("FuncAttn"))
+    for i in range(8):
+        (tmp_path / f"other_{i}.py").write_text("x = 1\n")
+    run = mha("f01_functonal.py:FuncAttn", cwd=tmp_path)
+    usage_error(run)
+    assert run.stdout == "" and len(run.stderr.strip().splitlines()) == 1, run.log
+    assert "did you mean f01_functional.py:FuncAttn?" in run.stderr, run.log
+    assert "Hand in" not in run.stderr, run.log
+    far = mha("zzzz.py:FuncAttn", cwd=tmp_path)  # no close name: the folder's files, the list cut with "…"
+    usage_error(far)
+    assert "no such file: zzzz.py (that folder has f01_functional.py, other_0.py" in far.stderr, far.log
+    assert far.stderr.rstrip().endswith("…)"), far.log
+    trace_run = subprocess.run([*CLI, "trace", "f01_functonal.py:FuncAttn"], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=TIMEOUT)
+    assert trace_run.returncode == 2 and "did you mean f01_functional.py:FuncAttn?" in trace_run.stderr, \
+        trace_run.stderr
+
+
+def test_a_folder_as_the_target_lists_the_targets_as_typed(tmp_path):
+    """A student's trial: `mha-check ./` said "17 defines no torch.nn.Module subclass; ... e.g. 17:make_attention",
+    17 being the folder's name."""
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "attn.py").write_text(student_module("MyAttn"))
+    (tmp_path / "lab" / "notes.ipynb").write_text("{}")
+    for target, cwd, typed in (("./", tmp_path / "lab", "attn.py:MyAttn"), ("lab", tmp_path, "lab/attn.py:MyAttn")):
+        run = mha(target, cwd=cwd)
+        usage_error(run)
+        assert "is a folder: give the file and the class, FILE.py:Class" in run.stderr, run.log
+        assert f"e.g. {typed}, " in run.stderr and "notes.ipynb" in run.stderr, run.log
+
+
+def test_missing_file_in_a_grade_is_the_submissions_failure():
+    msg = load_failure(mha(f"{BAD}/no_such_file.py:MyAttn", "--format", "json", "--only", "construct", "--grading",
+                           "--seed", "0"))
+    assert "no_such_file.py" in msg, msg
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -441,7 +495,12 @@ def test_misspelt_class_name_suggests_the_right_one():
     ("no_such_module_xyz:MyAttn", ["no_such_module_xyz"]),
 ], ids=["missing-file", "missing-module"])
 def test_missing_file_or_module(spec, words):
-    msg = load_failure(mha(spec, "--format", "json", "--only", "construct"))
+    run = mha(spec, "--format", "json", "--only", "construct")
+    if spec.endswith(".py:MyAttn"):  # a student's own run: a file that is not there is a command line to correct
+        usage_error(run)
+        msg = run.stderr
+    else:
+        msg = load_failure(run)
     for w in words:
         assert w in msg, msg
 
@@ -583,6 +642,72 @@ def test_unknown_constructor_parameter_asks_for_arg(extras_dir):
 def test_arg_binds_a_parameter_to_the_width(extras_dir):
     data = report(mha("unusual.py:MultiHeadAttention", "--format", "json", "--arg", "zeta=@d_out", cwd=extras_dir), 0)
     assert "zeta=8" in data["adapter"]["construction"], data["adapter"]
+
+
+def test_the_commands_a_report_prints_carry_the_runs_arg_and_map(tmp_path):
+    """A student's trial: `see also: mha-check trace f08_deutsch.py:KausaleAufmerksamkeit`, copied, failed for want
+    of the three --arg the run had needed ("built as KausaleAufmerksamkeit()", then "ERROR: adapter: mha-check has no
+    value for required parameter(s)").  The commands carry the run's --arg and --map, shell-quoted, and work; the
+    trace says "built as" only of a build that happened; construct's pass names the --arg it built with."""
+    src = BOOK.read_text()
+    old = "def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):\n"
+    assert old in src and "dim=-1)" in src
+    src = src.replace(old, "def __init__(self, d_in, zeta, context_length, dropout, num_heads, qkv_bias=False, "
+                           "label=None):\n        d_out = zeta\n").replace("dim=-1)", "dim=-2)")  # softmax-wrong-axis
+    (tmp_path / "odd.py").write_text(src)
+    args = ("--arg", "zeta=@d_out", "--arg", "label=two words", "--map", "q=W_query")
+    run = mha("odd.py:MultiHeadAttention", *args, "-v", cwd=tmp_path)
+    assert run.rc == 1, run.log
+    words = " --arg zeta=@d_out --arg 'label=two words' --map q=W_query"
+    command = f"mha-check trace odd.py:MultiHeadAttention{words}"
+    assert command + ":" in run.stdout.replace("\u00a0", " "), run.log
+    assert "zeta=the output width (--arg), label='two words' (--arg)" in " ".join(run.stdout.split()), run.log
+    traced = subprocess.run([*CLI, *shlex.split(command)[1:], "--wide"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=TIMEOUT)
+    assert traced.returncode == 1 and "MISTAKE" in traced.stdout, traced.stdout + traced.stderr
+    assert "built as MultiHeadAttention(" in traced.stdout, traced.stdout
+    assert f"(run `mha-check odd.py:MultiHeadAttention{words}` for the full checks" in traced.stdout, traced.stdout
+    bare = subprocess.run([*CLI, "trace", "odd.py:MultiHeadAttention"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert bare.returncode == 1 and "no value for required parameter(s) zeta" in bare.stdout, bare.stdout
+    assert "built as" not in bare.stdout, bare.stdout
+
+
+def test_a_notebook_exported_to_python_is_sent_to_the_notebook(tmp_path):
+    """A student's trial: a notebook exported to .py stopped at `get_ipython()` and was "FAIL: your code raised
+    NameError".  On a student's own run it cannot tell (the layer was never reached: IPython's code runs only in
+    Jupyter) and names the notebook beside it as a target; in a grade the submission does not import: it fails."""
+    (tmp_path / "lab.ipynb").write_text("{}")
+    (tmp_path / "lab_export.py").write_text("get_ipython().run_line_magic('matplotlib', 'inline')\n" +
+                                            student_module("MyAttn"))
+    data = report(mha("lab_export.py:MyAttn", "--format", "json", "--only", "construct", cwd=tmp_path), 1)
+    construct = checks_of(data)["construct"]
+    assert construct["status"] == "cannot_tell", construct
+    assert "notebook exported to Python" in construct["message"] and "get_ipython" in construct["message"], construct
+    assert "`mha-check lab.ipynb:MyAttn`" in construct["help"], construct
+    graded = load_failure(mha("lab_export.py:MyAttn", "--format", "json", "--only", "construct", "--grading",
+                              "--seed", "0", cwd=tmp_path))
+    assert "get_ipython" in graded, graded
+
+
+def test_a_data_file_read_by_a_relative_path_at_import_is_named_with_where_it_was_looked_for(tmp_path):
+    """A student's trial: `open("the-verdict.txt")` at import, the file beside the folder the student ran from (as
+    `python misuse/lab.py` reads it) but not beside the .py file: "FileNotFoundError: 2, No such file or directory",
+    a failure, its name lost.  mha-check runs the file in a copy of its own folder (the walls show the child nothing
+    else): a student's own run cannot tell and says so, with the file's name; where the file is nowhere, it fails,
+    still saying where it was looked for."""
+    (tmp_path / "misuse").mkdir()
+    (tmp_path / "misuse" / "lab.py").write_text(student_module("MyAttn") + '\nwith open("the-verdict.txt") as f:\n'
+                                                '    text = f.read()\n')
+    (tmp_path / "the-verdict.txt").write_text("I HAD always thought Jack Gisburn rather a cheap genius\n")
+    data = report(mha("misuse/lab.py:MyAttn", "--format", "json", "--only", "construct", cwd=tmp_path), 1)
+    construct = checks_of(data)["construct"]
+    assert construct["status"] == "cannot_tell", construct
+    for words in ("'the-verdict.txt'", "a copy of its own folder (misuse/)", "the folder you ran mha-check from"):
+        assert words in construct["message"], construct
+    assert "__main__" in construct["help"], construct
+    alone = load_failure(mha("lab.py:MyAttn", "--format", "json", "--only", "construct", cwd=tmp_path / "misuse"))
+    assert "No such file or directory: 'the-verdict.txt'" in alone and "relative path" in alone, alone
 
 
 def test_nothing_is_left_in_the_students_folder(tmp_path):

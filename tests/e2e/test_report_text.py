@@ -260,3 +260,15 @@ def test_a_hang_at_import_is_headlined_as_a_hang_at_import(tmp_path):
     assert head.startswith("CANNOT TELL: your file did not finish importing within 10 s"), head
     assert "look for a loop at module level" in head
     assert "faster" not in " ".join(lines)
+
+
+def test_words_a_student_alone_can_act_on(reports):
+    """A student's trial: "a person should look at this report" (no one to ask, nothing to do), and view-order's
+    pass "heads are split with view(B, n, H, dh)" of a layer with no view at all: the pass says what was verified."""
+    undecided = " ".join(page(reports, "unused-projection").split())
+    assert "a person should look" not in undecided, undecided
+    assert "each says what would help; try that, and if nothing helps, show this report to your instructor" \
+        in undecided, undecided
+    correct = " ".join(page(reports, "correct").split())
+    assert "heads are split with view" not in correct, correct
+    assert "the heads are merged back in the order they were split" in correct, correct

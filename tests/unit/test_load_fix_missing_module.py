@@ -16,3 +16,23 @@ def test_a_module_of_mha_checks_own_keeps_the_usual_fix():
                                             "'reference' in your submission (mha-check's own 'reference' is not "
                                             "for submissions)"))
     assert "pip install" not in fix and fix.startswith("Make the file import without errors"), fix
+
+
+def test_a_notebook_export_is_sent_to_the_notebook_beside_it(tmp_path):
+    """A student's trial: a notebook exported to .py stopped at get_ipython() (or a %magic left in): said as an
+    export, with the notebook beside it as the target to check (its own name first, else the only one there)."""
+    from types import SimpleNamespace
+
+    from checks.construct import _notebook_export
+
+    ctx = SimpleNamespace(subject=SimpleNamespace(spec="hw/lab_export.py:Attn", search_dir=str(tmp_path)))
+    (tmp_path / "hw").mkdir()
+    (tmp_path / "hw" / "lab.ipynb").write_text("{}")
+    for message in ("importing the file raised NameError: name 'get_ipython' is not defined (at lab_export.py:9 in "
+                    "<module>: get_ipython().run_line_magic('matplotlib', 'inline'))",
+                    "SyntaxError in lab_export.py, line 9: invalid syntax: %matplotlib inline"):
+        said, help_ = _notebook_export(ctx, TargetFailure("import", message))
+        assert said.startswith("lab_export.py looks like a notebook exported to Python"), said
+        assert "`mha-check hw/lab.ipynb:Attn`" in help_, help_
+    assert _notebook_export(ctx, TargetFailure("import", "importing the file raised NameError: name 'x' is not "
+                                                         "defined")) is None

@@ -22,3 +22,14 @@ def test_a_rotary_reading_says_the_rotary_embedding_is_part_of_what_reproduces_t
 def test_a_plain_reading_is_unchanged():
     text = mapping_words(_adapter())
     assert "(checked: with them the lesson's layer reproduces your output)" in text, text
+
+
+def test_per_head_blocks_are_said_side_by_side_never_with_a_plus():
+    """A student's trial (heads-first Parameters Wq (H, d_in, dh)): "matched your parameters Wq[0] + Wq[1]" read as
+    a sum; the blocks of one matrix are side by side (per-head matrices) or stacked (rows of a fused one)."""
+    layout = {"wq": "Wq[0].T + Wq[1].T", "wk": "Wk[0].T + Wk[1].T", "wv": "qkv.weight[4:8] + qkv.weight[16:20]",
+              "wo": "Wo[0].T + Wo[1].T + Wo[2].T"}
+    text = mapping_words(SimpleNamespace(mapping={"layout": layout, "proof": "reference", "call": "forward(x)"}))
+    assert " + " not in text, text
+    assert "matched your parameters Wq[0] and Wq[1] side by side, Wk[0] and Wk[1] side by side, qkv (rows 4-7) and " \
+           "qkv (rows 16-19), stacked, Wo[0], Wo[1] and Wo[2] side by side (matrices used as x @ W)" in text, text

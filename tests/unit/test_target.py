@@ -70,3 +70,42 @@ def test_an_exceptions_arguments_are_shown_when_plain_and_never_run_the_students
     assert shown == "bad shape, torch.Size([2, 3]), (4, 5.5)"
     assert safe_message(ValueError([Evil()])) == safe_message(ValueError(Evil())) == \
         "(exception arguments not shown: they are not plain text)"
+
+
+def test_a_missing_files_name_is_kept_in_the_message():
+    """A student's trial: `open('the-verdict.txt')` at import was said "FileNotFoundError: 2, No such file or
+    directory", without the file's name (an OSError's filename is no argument of it)."""
+    from harness.child.target import safe_message
+
+    with pytest.raises(OSError) as raised:
+        open("surely-not-here-the-verdict.txt").close()
+    assert safe_message(raised.value) == "[Errno 2] No such file or directory: 'surely-not-here-the-verdict.txt'"
+
+    class Sly(FileNotFoundError):  # a student's exception: nothing of theirs runs while it is described
+        @property
+        def __class__(self):
+            raise SystemExit("ran the student's code")
+
+    assert safe_message(Sly(2, "gone", "data.txt")) == "[Errno 2] gone: 'data.txt'"
+    assert safe_message(FileNotFoundError(2, "gone")) == "2, gone"  # no file name: its arguments, as before
+
+
+def test_a_typed_target_that_names_no_file_says_what_can_be_typed(tmp_path):
+    """harness.frontends.typed_target: a student's own run's command line to correct, in one line."""
+    from harness.frontends.typed_target import problem
+
+    (tmp_path / "f01_functional.py").write_text("import torch.nn as nn\n\n\nclass FuncAttn(nn.Module):\n    pass\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "lab.ipynb").write_text("{}")
+    cwd = str(tmp_path)
+    assert problem("f01_functional.py:FuncAttn", cwd) is None
+    assert problem("f01_functonal.py:FuncAttn", cwd) == \
+        "no such file: f01_functonal.py (did you mean f01_functional.py:FuncAttn?)"
+    assert problem("sub/lab.ipynbx", cwd) == "no such file: sub/lab.ipynbx (did you mean sub/lab.ipynb?)"
+    assert problem("nope/a.py", cwd) == "no such folder: nope (for the file nope/a.py)"
+    assert problem("./", cwd).endswith("e.g. f01_functional.py:FuncAttn")
+    assert problem("sub", cwd).endswith("e.g. sub/lab.ipynb")
+    assert problem("some.module:Attn", cwd) is None  # a module: importing it says more
+    for i in range(9):
+        (tmp_path / f"z{i}.py").write_text("x = 1\n")
+    assert problem("qqqq.py", cwd).endswith(", …)")

@@ -62,10 +62,13 @@ def record(ctx, display: str = "") -> TraceResult:
         cfg = dataclasses.replace(_grouped(ctx, ctx.shaped(cfg)), dropout=TRACE_DROPOUT)
         worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}),
                       **({"kv_heads": cfg.kv_heads, "d": cfg.d_out} if cfg.kv_heads else {}))
-        result.construction = ctx.construction(cfg) + (
+        construction = ctx.construction(cfg) + (
             f" (dropout {TRACE_DROPOUT} on purpose: the forward is recorded in eval() mode, where a correct layer "
             "drops nothing, and a dropout left on shows)" if ctx.accepts("dropout") else "")  # a student's trial asked
         inst = ctx.build(cfg)
+        inst.info  # noqa: B018 - built now: "built as" only once it was (a student's trial read "built as
+        # KausaleAufmerksamkeit()" above the error that said no such build could be made)
+        result.construction = construction
         x = np.random.default_rng([ctx.seed, 31337]).standard_normal((cfg.batch, cfg.n, cfg.d_in))
         reply = inst.trace(x)
         styles = inst.info.call_styles
@@ -126,7 +129,8 @@ def withhold_under_a_guessed_call(ctx, result: TraceResult) -> None:
     proof = ctx._mapping  # proven already (guessed_marks found it); Context.mapping would prove it again if not
     seen = ", ".join(dict.fromkeys(m.get("mutant") or m["id"] for m in guessed))
     why = "your forward raised whichever way mha-check called it, so it" if proof.raised else "mha-check"
-    result.notes.append(f"{why} could not tell how to call your forward (see `mha-check {result.target}`): "
+    again = f"mha-check {result.target}{result.options}"
+    result.notes.append(f"{why} could not tell how to call your forward (see `{again}`): "
                         f"this trace called it {result.call or 'the first way it tried'}, a guess, so what it shows "
                         f"under that call is not marked as a mistake (it would have been: {seen})")
     result.mistakes = [m for m in result.mistakes if m not in guessed]

@@ -25,6 +25,8 @@ class TraceResult:
     arithmetic: dict = field(default_factory=dict)
     call: str = ""  # how forward was called, in words (the proven way, or the first tried where none was proven)
     call_ways: int = 1  # how many ways of calling forward the child offered (x alone, or with a mask of some kind)
+    options: str = ""  # the trace's --arg and --map, typed again (harness.engine.options.command_words): the
+    # commands it prints (`mha-check FILE:Class` for the full checks) need them as much as it did
 
     @property
     def ok(self) -> bool:
@@ -42,6 +44,8 @@ class TraceResult:
     def to_dict(self) -> dict:
         out = asdict(self)
         out["tool"], out["ok"] = "mha-check trace", self.ok
+        if not self.options:
+            del out["options"]  # (in JSON only when there are some)
         return out
 
     def to_json(self) -> str:
