@@ -43,8 +43,7 @@ def parameters_used(ctx):
             continue  # the layer with Q/K/V biases cannot be built or driven: the checks that build it say so
         if found is not None:
             return _failure(ctx, cfg, *found)
-    return passed("every parameter receives a gradient" + (" (also built with qkv_bias=True)" if len(configs) > 1
-                                                            else ""))
+    return passed("every parameter receives a gradient")
 
 
 def _unused(ctx, cfg) -> tuple[list[str], bool, dict] | None:
@@ -89,7 +88,8 @@ def _failure(ctx, cfg, unused: list[str], no_graph: bool, reading: dict):
     fix = (f"Apply {module} to the merged heads where forward returns them (the lesson's last step), with no "
            "torch.no_grad() or .detach() on the way to the output." if module else bias_fix(reading, roles))
     return failed(said, observed=f"no gradient for {names}", expected="a gradient for every parameter", fix=fix,
-                  finding=roles_finding(roles))
+                  finding=roles_finding(roles), **({"own_fix": True} if fix and not module else {}))  # a bias's fix,
+    # in the student's names: the diagnosis's fix too (query-bias-not-added; harness.engine.diagnosis)
 
 
 BIAS_WORDS = {"bq": "query", "bk": "key", "bv": "value", "bo": "output"}
@@ -110,8 +110,7 @@ def bias_fix(reading: dict, roles: list[str]) -> str:
                      all(p.isidentifier() for p in module.split(".")) else
                      f"{' + '.join(f'self.{n}' for n in names)} where forward computes {COMPUTES[role]}")
     return (f"Use {'; '.join(steps)}: F.linear(x, w) or x @ w.T with the weight alone leaves the bias out, so it is "
-            "never trained and the outputs differ wherever it is not zero. If you want no bias, build the projection "
-            "with bias=False (bias=qkv_bias for Q, K and V).")
+            "never trained and the outputs differ wherever it is not zero.")
 
 
 OUT_PROJ_UNUSED = "unused output projection"  # the finding of an output projection that gets no gradient

@@ -16,11 +16,14 @@ PROBE = ZOO / "buggy" / "query_bias_never_added.py"
 UNUSED_Q = "F.linear(x, self.q_proj.weight)"
 
 
-def _used(path, cls="BatchedHeadsAttention"):
+def _report(path, cls="BatchedHeadsAttention", **options):
     target = f"{path}:{cls}"
-    opts = Options(only=["parameters-used"], examples=2, diagnose=False)
-    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))[
-        "parameters-used"]
+    opts = Options(examples=2, **options)
+    return run_checks(target, opts, subject=Subject(target, opts.overrides, opts.seed, start=InProcess()))
+
+
+def _used(path, cls="BatchedHeadsAttention"):
+    return _report(path, cls, only=["parameters-used"], diagnose=False)["parameters-used"]
 
 
 def _variant(tmp_path, *edits) -> str:
@@ -79,3 +82,12 @@ def test_a_parameter_used_in_training_only_is_not_failed(tmp_path):
     got = _used(path)
     assert got.status == "pass", got.message
 
+
+
+def test_the_mistake_is_named_from_its_numbers_with_the_fix_in_the_students_names():
+    """query-bias-not-added's numbers are the reference's at every required configuration (qkv_bias=False): the
+    diagnosis asks the layer built with qkv_bias=True too where parameters-used found a Q/K/V bias unused, and there
+    the outputs are the mistake's; its fix is parameters-used's, in the student's names."""
+    root = _report(PROBE).diagnosis
+    assert (root.mutant, root.match) == ("query-bias-not-added", "numbers"), root
+    assert root.fix.startswith("Use self.q_proj(x) (weight and bias) where forward computes the queries"), root.fix

@@ -46,5 +46,5 @@ class BatchedHeadsAttention(nn.Module):
 
 TARGET = "BatchedHeadsAttention"
 EXPECT = ("parameters-used", "reference-match", "gradient-match")
-DIAGNOSIS = None  # no mutant leaves a Q/K/V bias out: parameters-used and the report's fix name q_proj.bias
+DIAGNOSIS = "query-bias-not-added"
 LINE = 37
