@@ -52,11 +52,14 @@ def _unused(ctx, cfg) -> tuple[list[str], bool, dict] | None:
     got = _vjp(ctx, ctx.build(cfg), cfg, "eval")
     if not got.unused:
         return None
-    trained = _vjp(ctx, ctx.build(cfg, fresh="parameters-used-train"), cfg, "train")
-    unused = [n for n in got.unused if n in trained.unused] if not trained.no_graph else got.unused
+    try:
+        trained = _vjp(ctx, ctx.build(cfg, fresh="parameters-used-train"), cfg, "train")
+    except (TargetFailure, CannotDrive):  # a training step that raises trains nothing: eval's answer stands (the
+        trained = None  # checks that run it in train() say why)
+    unused = [n for n in got.unused if n in trained.unused] if trained and not trained.no_graph else got.unused
     if not unused:
         return None
-    no_graph = got.no_graph and trained.no_graph
+    no_graph = got.no_graph and (trained is None or trained.no_graph)
     return unused, no_graph, {} if no_graph else _reading(ctx, None if cfg == ctx.base else cfg)
 
 
