@@ -1,5 +1,6 @@
 """parameters-used: every parameter receives a gradient: forward uses it, and not under no_grad or detach."""
 import re
+from dataclasses import replace
 
 from checks import check, failed, passed
 from checks.output_shape import output_shape
@@ -26,33 +27,93 @@ ROLE_NAMES = {"wq": "W_q", "wk": "W_k", "wv": "W_v", "wo": "W_o", "bq": "b_q", "
       is fine: softmax ignores a constant added to a whole row of scores)""",
 )
 def parameters_used(ctx):
-    cfg = ctx.base
-    inst = ctx.build(cfg)
+    """The layer as mha-check builds it (the base configuration) and, where the constructor takes qkv_bias and the
+    base has none, built with qkv_bias=True too: a Q/K/V bias forward never adds (`F.linear(x, self.q_proj.weight)`)
+    exists only there, and passed unseen while reference-match failed at qkv_bias=True (a student's trial).  A
+    parameter without a gradient in eval() is asked again in train(): one forward uses only while training (a
+    training-time gain) is trained, and is not unused."""
+    base = ctx.base
+    configs = [base] + ([replace(base, qkv_bias=True)] if ctx.accepts("qkv_bias") and not base.qkv_bias else [])
+    for cfg in configs:
+        try:
+            found = _unused(ctx, cfg)
+        except (TargetFailure, CannotDrive):
+            if cfg == base:
+                raise
+            continue  # the layer with Q/K/V biases cannot be built or driven: the checks that build it say so
+        if found is not None:
+            return _failure(ctx, cfg, *found)
+    return passed("every parameter receives a gradient")
+
+
+def _unused(ctx, cfg) -> tuple[list[str], bool, dict] | None:
+    """(the parameters that get no gradient, in eval() and in train(); whether the output has no graph at all; the
+    reading of the parameters as roles), or None where every parameter gets one."""
+    got = _vjp(ctx, ctx.build(cfg), cfg, "eval")
+    if not got.unused:
+        return None
+    try:
+        trained = _vjp(ctx, ctx.build(cfg, fresh="parameters-used-train"), cfg, "train")
+    except (TargetFailure, CannotDrive):  # a training step that raises trains nothing: eval's answer stands (the
+        trained = None  # checks that run it in train() say why)
+    unused = [n for n in got.unused if n in trained.unused] if trained and not trained.no_graph else got.unused
+    if not unused:
+        return None
+    no_graph = got.no_graph and (trained is None or trained.no_graph)
+    return unused, no_graph, {} if no_graph else _reading(ctx, None if cfg == ctx.base else cfg)
+
+
+def _vjp(ctx, inst, cfg, mode: str):
     gy = ctx.rng("used", cfg).standard_normal((cfg.batch, cfg.n, cfg.d_out))
     # the layer as it is, its normalisations on, even where the other checks call it with them switched off
     # (harness.engine.mapping, 4.): a norm's parameters are the layer's as much as W_q is
     style = as_it_is(inst.info, inst.style)
-    (got,) = inst.calls([m.Vjp(inst.handle, ctx.input(cfg, "used"), gy, "eval", inst.layout, style)])
-    if not got.unused:
-        return passed("every parameter receives a gradient")
-    names = ", ".join(got.unused)
-    roles = [] if got.no_graph else unused_roles(_reading(ctx), got.unused)
+    (got,) = inst.calls([m.Vjp(inst.handle, ctx.input(cfg, "used"), gy, mode, inst.layout, style)])
+    return got
+
+
+def _failure(ctx, cfg, unused: list[str], no_graph: bool, reading: dict):
+    names = ", ".join(unused)
+    built = "" if cfg == ctx.base else "built with qkv_bias=True, "
+    roles = [] if no_graph else unused_roles(reading, unused)
     if not roles:
-        return failed(f"parameter(s) {names} receive no gradient: forward never uses them, or uses them under "
+        return failed(f"{built}parameter(s) {names} receive no gradient: forward never uses them, or uses them under "
                       "torch.no_grad() / .detach()", observed=f"no gradient for {names}",
                       expected="a gradient for every parameter",
-                      finding="unused parameter" if not got.no_graph else "no gradient")
+                      finding="unused parameter" if not no_graph else "no gradient")
     read = ", ".join(ROLE_NAMES[r] for r in roles)
-    module = output_module(_reading(ctx), got.unused) if roles_finding(roles) == OUT_PROJ_UNUSED else None
-    said = (f"{module} ({names}), which mha-check reads as the output projection {read}, receives no gradient: "
-            f"forward never applies {module} to the merged heads, or applies it under torch.no_grad() / .detach()"
-            if module else
-            f"parameter(s) {names}, which mha-check reads as {read}, receive no gradient: forward never uses them, "
-            "or uses them under torch.no_grad() / .detach()")
+    module = output_module(reading, unused) if roles_finding(roles) == OUT_PROJ_UNUSED else None
+    said = (f"{built}{module} ({names}), which mha-check reads as the output projection {read}, receives no "
+            f"gradient: forward never applies {module} to the merged heads, or applies it under torch.no_grad() / "
+            ".detach()" if module else
+            f"{built}parameter(s) {names}, which mha-check reads as {read}, receive no gradient: forward never uses "
+            "them, or uses them under torch.no_grad() / .detach()")
     fix = (f"Apply {module} to the merged heads where forward returns them (the lesson's last step), with no "
-           "torch.no_grad() or .detach() on the way to the output." if module else "")
+           "torch.no_grad() or .detach() on the way to the output." if module else bias_fix(reading, roles))
     return failed(said, observed=f"no gradient for {names}", expected="a gradient for every parameter", fix=fix,
-                  finding=roles_finding(roles))
+                  finding=roles_finding(roles), **({"own_fix": True} if fix and not module else {}))  # a bias's fix,
+    # in the student's names: the diagnosis's fix too (query-bias-not-added; harness.engine.diagnosis)
+
+
+BIAS_WORDS = {"bq": "query", "bk": "key", "bv": "value", "bo": "output"}
+COMPUTES = {"bq": "the queries", "bk": "the keys", "bv": "the values", "bo": "the output"}
+
+
+def bias_fix(reading: dict, roles: list[str]) -> str:
+    """The fix of biases alone without a gradient (the projection applied by its weight only: `F.linear(x,
+    self.q_proj.weight)`, `x @ self.W_q.weight.T`), in the student's names: the module applied whole, or the raw
+    bias added; "" where a weight is among the roles (their own fixes say what to do)."""
+    if not roles or not set(roles) <= set(BIAS_WORDS):
+        return ""
+    steps = []
+    for role in roles:
+        names = sorted(parameters_of(reading.get(role, "")))
+        module = names[0].rsplit(".", 1)[0] if len(names) == 1 and names[0].endswith(".bias") else ""
+        steps.append(f"self.{module}(x) (weight and bias) where forward computes {COMPUTES[role]}" if module and
+                     all(p.isidentifier() for p in module.split(".")) else
+                     f"{' + '.join(f'self.{n}' for n in names)} where forward computes {COMPUTES[role]}")
+    return (f"Use {'; '.join(steps)}: F.linear(x, w) or x @ w.T with the weight alone leaves the bias out, so it is "
+            "never trained and the outputs differ wherever it is not zero.")
 
 
 OUT_PROJ_UNUSED = "unused output projection"  # the finding of an output projection that gets no gradient
@@ -64,19 +125,25 @@ def roles_finding(roles: list[str]) -> str:
     applied).  The plain "unused parameter" was one signature for every unused parameter, so a c_proj made and
     never applied beside a second mistake was named weights-under-no-grad (issue 28)."""
     words = [ROLE_WORDS[r] for r in ROLE_WORDS if r in roles]
-    if not words:  # biases alone
-        return "unused parameter"
+    if not words:  # biases alone: which ("unused query bias": a Q/K/V bias forward never adds)
+        biases = [BIAS_WORDS[r] for r in BIAS_WORDS if r in roles]
+        said = " and ".join([", ".join(biases[:-1]), biases[-1]] if len(biases) > 2 else biases)
+        return f"unused {said} bias{'es' if len(biases) > 1 else ''}" if biases else "unused parameter"
     return f"unused {' and '.join(words)} projection{'s' if len(words) > 1 else ''}"
 
 
-def _reading(ctx) -> dict[str, str]:
+def _reading(ctx, cfg=None) -> dict[str, str]:
     """role -> the parameters it is read from, of the proven mapping; {} where there is none (the roles of the
-    parameters are then unknown, and the finding stays the plain "unused parameter")."""
+    parameters are then unknown, and the finding stays the plain "unused parameter").  `cfg`: another configuration
+    than the base (qkv_bias=True, whose b_q the base's reading has not), read with the proven mapping's layout."""
     try:
         mapping = ctx.mapping
+        if cfg is None or not mapping.certain:
+            return dict(mapping.description) if mapping.certain else {}
+        inst = ctx.build(cfg)
+        return dict(inst.layouts[inst.layout].roles) if inst.layout is not None else {}
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return {}
-    return dict(mapping.description) if mapping.certain else {}
 
 
 _SLICE = re.compile(r"\[[^\]]*\]")

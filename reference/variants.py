@@ -32,6 +32,8 @@ Knobs:
 - kv_expand: "heads" (each key/value head repeated for its group) | "features" (the flat K/V projections, kv_heads·dh
   wide, repeated feature by feature to d_out before the split: `repeat_interleave(group, dim=-1)`)
 - residual: False | True (the input added to the output, x + attn(x): the block's residual connection inside the layer)
+- bias_left_out: "" | "q" (the query bias never added: F.linear(x, self.q.weight); also "k", "v" and any of them
+  together: a key bias left out changes no output, softmax ignores what it adds to a row of scores)
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "c
             "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_keys": True,
             "rope_freqs": "head", "rope_where": "heads",
             "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all", "kv_expand": "heads",
-            "residual": False}
+            "residual": False, "bias_left_out": ""}
 NARROW_KNOBS = ("kv_pairing", "kv_expand")  # how narrower K/V are expanded: a mistake only K/V narrower than d_out have
 
 
@@ -203,9 +205,10 @@ def divisor(x: np.ndarray, heads: int, w: Weights, scale) -> float:
 
 def _scores(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The scaled scores (B, H, n, n), the values per head and the positions masked: everything before the fill."""
-    q = x @ w.wq.T + w.bias("bq")
-    k = x @ w.wk.T + w.bias("bk")
-    v = x @ w.wv.T + w.bias("bv")
+    left_out = k_["bias_left_out"]
+    q = x @ w.wq.T + (0.0 if "q" in left_out else w.bias("bq"))
+    k = x @ w.wk.T + (0.0 if "k" in left_out else w.bias("bk"))
+    v = x @ w.wv.T + (0.0 if "v" in left_out else w.bias("bv"))
     if k_["keys"] == "q":
         k = q
     elif k_["keys"] == "swap":

@@ -89,7 +89,7 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
     marks, recorded = _marks(ctx) if ctx is not None else ([], False)
-    samples = _samples(ctx) if ctx is not None else None
+    samples = _samples(ctx, _bias_unused(report)) if ctx is not None else None
     numbers, refuted = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # numbers None: they
     # could not be asked; refuted: the mistakes whose own numbers were asked and are not the module's
     marks = [k for k in marks if (k.get("mutant") in (numbers or ()) or not _checks_refute(k, status, catalogue)
@@ -491,19 +491,29 @@ def _marks(ctx) -> tuple[list[dict], bool]:
     return out, True
 
 
-def _samples(ctx) -> list[pairs.Sample] | None:
+def _bias_unused(report) -> bool:
+    """parameters-used finds a Q/K/V bias forward never adds: with qkv_bias=True only, which no required configuration
+    has (query-bias-not-added's numbers are the reference's without the bias)."""
+    return any(f.startswith("parameters-used:unused ") and f.endswith(("bias", "biases")) for f in findings(report))
+
+
+def _samples(ctx, biased: bool = False) -> list[pairs.Sample] | None:
     """The module's outputs on every required configuration that ran, under transplanted weights, beside the
     reference's; None when they could not be asked (the weights are not mapped with certainty, the worker died, or
     no configuration ran).  A multi-head layer read without an output projection is compared with the lesson's
     whole layer, W_o included (`Context.lesson_weights_for`): its missing projection is then no-output-projection's
-    numbers, alone where the rest is right, or beside a second mistake (issue 28: ChadGPT's scale)."""
+    numbers, alone where the rest is right, or beside a second mistake (issue 28: ChadGPT's scale).  `biased`: the
+    base configuration built with qkv_bias=True too, where parameters-used found a Q/K/V bias unused."""
     try:
         if not ctx.mapping.certain:
             return None
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
         return None
     out = []
-    for cfg in ctx.required_configs():
+    configs = ctx.required_configs()
+    if biased and ctx.accepts("qkv_bias"):  # the base again with Q/K/V biases, where parameters-used found one unused
+        configs = configs + [dataclasses.replace(configs[0], qkv_bias=True)]
+    for cfg in configs:
         try:
             inst = ctx.build(cfg)
             w = ctx.lesson_weights_for(inst, "diagnosis")  # a layer read without W_o: the lesson's W_o kept

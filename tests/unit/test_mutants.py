@@ -48,6 +48,7 @@ def test_declared_variant_computes_what_the_mutant_computes(mutant, d_in, d_out,
         pytest.skip("rotary embeddings need an even head width")
     if mutant.INFO.variant.get("residual") and d_in != d_out:
         pytest.skip("x + attn(x) needs the input as wide as the output (the mutant has one width)")
+    biased = bool(mutant.INFO.variant.get("bias_left_out"))  # a Q/K/V bias left out: only a layer with them shows it
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float64)
     try:
@@ -55,14 +56,16 @@ def test_declared_variant_computes_what_the_mutant_computes(mutant, d_in, d_out,
             m, heads = mutant.CausalAttention(d_in, d_out, ctx, 0.0).eval(), 1
         else:
             m = mutant.CausalMHA(d_in, heads, ctx, **({} if mutant.INFO.variant.get("residual") else
-                                                     {"d_out": d_out})).eval()
+                                                     {"d_out": d_out}),
+                                 **({"qkv_bias": True} if biased else {})).eval()
     finally:
         torch.set_default_dtype(torch.float32)
     get = lambda lin, attr: None if getattr(lin, attr, None) is None else getattr(lin, attr).detach().numpy()
     out = getattr(m, "out", None)
     q, k, v = (m.W_query, m.W_key, m.W_value) if _single(mutant) else (m.q, m.k, m.v)
     w = numpy_ref.Weights(get(q, "weight"), get(k, "weight"), get(v, "weight"),
-                          get(out, "weight") if out is not None else np.eye(d_out), bo=get(out, "bias"))
+                          get(out, "weight") if out is not None else np.eye(d_out), bq=get(q, "bias"),
+                          bk=get(k, "bias"), bv=get(v, "bias"), bo=get(out, "bias"))
     x = np.random.default_rng(1).standard_normal((2, n, d_in))
     got = m(torch.from_numpy(x)).detach().numpy()
     want = variants.forward(x, heads, w, **mutant.INFO.variant)

@@ -26,7 +26,8 @@ def test_a_reading_names_its_parameters_without_slices_or_transposes():
     (SEPARATE, ["extra.weight", "extra.bias"], "unused parameter"),  # in no role: an extra projection
     (SEPARATE, ["out_proj.weight", "extra.weight"], "unused parameter"),  # one unused parameter is in no role
     ({}, ["c_proj.weight", "c_proj.bias"], "unused parameter"),  # no proven reading: the roles are not known
-    (NANOGPT, ["c_attn.bias"], "unused parameter"),  # a fused bias: no role is all of it
+    (NANOGPT, ["c_attn.bias"], "unused query, key and value biases"),  # a fused bias all of whose rows go unused
+    (SEPARATE | {"bq": "W_query.bias"}, ["W_query.bias"], "unused query bias"),  # F.linear(x, W_query.weight)
 ])
 def test_the_finding_names_the_projections_that_get_no_gradient(reading, unused, finding):
     roles = unused_roles(reading, unused)
