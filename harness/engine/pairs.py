@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import mutants
 from harness.engine import fitting
 from harness.engine.compare import same
 from reference import numpy_ref, variants
@@ -113,7 +114,18 @@ def _composed(samples: list[Sample], knobs: dict[str, dict], fitted: dict[str, t
         else:
             if shown and all(each.values()):
                 found.append(((a, b), any(_mirror(samples, k, rope) for k in (knobs[a], knobs[b], both))))
-    return found
+    return _catalogued_first(found)
+
+
+def _catalogued_first(found: list[tuple[tuple[str, str], bool]]) -> list[tuple[tuple[str, str], bool]]:
+    """The pairs found, less those with a mistake named only by the trace (a divisor read off the output) where the
+    same partner pairs with a catalogued mistake too: no scaling and a swap reproduce a layer, and so does any
+    divisor, 1 among them, with the swap."""
+    catalogue = mutants.catalogue()
+    by_trace = lambda m: bool(catalogue.get(m, {}).get("named_by_trace"))
+    partners = {m for pair, _ in found if not any(map(by_trace, pair)) for m in pair}
+    return [(pair, mirror) for pair, mirror in found
+            if not any(by_trace(m) and (set(pair) - {m}) & partners for m in pair)]
 
 
 def choose(found: list[tuple[str, str]], marks: list[dict], catalogue: dict) -> tuple[str, str] | None:
@@ -123,6 +135,10 @@ def choose(found: list[tuple[str, str]], marks: list[dict], catalogue: dict) -> 
         return None
     shown = {m["id"] for m in marks}
     traced = lambda mid: bool(set(catalogue[mid].get("trace", ())) & shown)
+    found = [p for p in found if all(traced(m) or not catalogue[m].get("named_by_trace") for m in p)]  # a divisor
+    # read off the output is named only where the trace marks its line (scale-other), in a pair as alone
+    if not found:
+        return None
     if len(found) > 1:
         common = set.intersection(*(set(p) for p in found))  # in every pair that reproduces: the numbers decided it
         found = [p for p in found if all(traced(m) for m in p if m not in common)]
