@@ -75,7 +75,7 @@ def pasted(path: Path, fixes: list[tuple]) -> str:
                     lines[i] = line[:len(line) - len(line.lstrip())] + same.removesuffix(note).rstrip()
         moved = MOVED.fullmatch(fix)
         if moved:  # "X before Y, and delete this line": the mask moved onto the scores, before the softmax
-            anchor = next(i for i, line in enumerate(lines) if line.strip() == moved["anchor"])
+            anchor = next(i for i, line in enumerate(lines) if line.strip().startswith(moved["anchor"]))
             indent = lines[anchor][:len(lines[anchor]) - len(lines[anchor].lstrip())]
             del lines[number - 1:statement_end(lines, number)]
             lines.insert(anchor if anchor < number - 1 else anchor - 1, indent + moved["new"])

@@ -253,6 +253,7 @@ def _before_softmax(line: str, tree: ast.Module, softmax_code: str) -> str | Non
     calls = _calls(made, "softmax")
     if len(made.body) != 1 or len(calls) != 1:
         return None
+    softmax_code = softmax_code.strip()[:made.body[0].end_col_offset]  # its comment left out
     call = calls[0]
     method = isinstance(call.func, ast.Attribute) and not (isinstance(call.func.value, (ast.Name, ast.Attribute))
                                                           and _text(softmax_code.strip(), call.func.value)
