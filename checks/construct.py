@@ -49,7 +49,7 @@ def construct(ctx):
         loaded = ctx.load()
     except TargetFailure as e:
         left_out = ctx.compiled_left_out  # a module it imports may be one: say so where the failure is read
-        grade = ctx.subject.grading
+        grade = ctx.grading
         export, elsewhere = _notebook_export(ctx, e), None if grade else _data_elsewhere(ctx, e)  # (a grade's
         # trusted side never looks up a path the submission named)
         if (export or elsewhere) and not grade:  # a student's own run: what stopped the import is how
@@ -61,7 +61,7 @@ def construct(ctx):
                       (f"; {left_out}" if left_out else ""),
                       finding=f"load:{e.stage}", fix=COMPILED_FIX if left_out else
                       export[1] if export else _load_fix(e), **_raised(e),
-                      **({"command_line": True} if _named_nothing(e) and not ctx.subject.notes else {}))
+                      **({"command_line": True} if _named_nothing(e) and not ctx.load_notes else {}))
         # (a notebook whose cells were left out, notes say which, may define the class in one of them: the report)
     except CannotDrive as e:
         return cannot_tell(e.message, help="name the class to check: file.py:ClassName", finding="load:ambiguous")
@@ -78,7 +78,7 @@ def construct(ctx):
                       [f"{p}=the {KEY_WORDS.get(k, k)}" for p, k in sig.derived.items()])
     if sig.config_param:
         spelt += (", " if spelt else "") + f"{sig.config_param}=an object holding every setting"
-    given = _given(ctx.subject.overrides, sig)
+    given = _given(ctx.overrides, sig)
     spelt += (", " if spelt and given else "") + given
     return passed(f"built {loaded.name} ({spelt or 'no arguments'}){note}", built=built)
 
@@ -89,10 +89,10 @@ MISSING_FILE = re.compile(r"FileNotFoundError: \[Errno 2\] [^:]*: '([^'\n]+)'")
 
 def _file_target(ctx) -> tuple[str, str] | None:
     """(the target file as typed, the folder it is in on this machine), or None for a module target."""
-    target = Target.parse(ctx.subject.spec)
+    target = Target.parse(ctx.spec)
     if not target.is_file:
         return None
-    return target.where, os.path.dirname(os.path.join(ctx.subject.search_dir, target.where))
+    return target.where, os.path.dirname(os.path.join(ctx.search_dir, target.where))
 
 
 def _notebook_export(ctx, e: TargetFailure) -> tuple[str, str] | None:
@@ -102,7 +102,7 @@ def _notebook_export(ctx, e: TargetFailure) -> tuple[str, str] | None:
     if e.stage != "import" or not IPYTHON_ONLY.search(e.message):
         return None
     place = _file_target(ctx)
-    name = Target.parse(ctx.subject.spec).name or "Class"
+    name = Target.parse(ctx.spec).name or "Class"
     typed, folder = place if place else ("your_file.py", "")
     notebook = _notebook_beside(typed, folder)
     said = (f"{os.path.basename(typed)} looks like a notebook exported to Python: importing it raised "
@@ -137,7 +137,7 @@ def _data_elsewhere(ctx, e: TargetFailure) -> tuple[str, str] | None:
     if e.stage != "import" or missing is None or place is None or os.path.isabs(missing[1]):
         return None
     typed, folder = place
-    data, here = missing[1], ctx.subject.search_dir
+    data, here = missing[1], ctx.search_dir
     if os.path.abspath(folder) == os.path.abspath(here) or not os.path.exists(os.path.join(here, data)):
         return None
     where = os.path.dirname(typed) or "."

@@ -80,6 +80,28 @@ class Context:
         self._config_reads: dict[str, str] | None = None  # what a config object was read for (grouped), once
         self._readings_form: Form | None = None  # a single head's form as its readings show it, once decided
 
+    # -- what the run was asked: the target as typed, its folder, --arg, whether it is a grade --------------------
+    @property
+    def spec(self) -> str:
+        return self.subject.spec
+
+    @property
+    def search_dir(self) -> str:
+        return self.subject.search_dir
+
+    @property
+    def overrides(self) -> dict:
+        return self.subject.overrides
+
+    @property
+    def grading(self) -> bool:
+        return self.subject.grading
+
+    @property
+    def load_notes(self) -> list:
+        """What loading the target left out (a notebook's cells skipped), as the subject heard it."""
+        return self.subject.notes
+
     # -- what the constructor allows ------------------------------------------------------------------------------
     @property
     def loaded(self) -> m.Loaded:
