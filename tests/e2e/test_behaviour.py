@@ -84,6 +84,22 @@ def normal(value):
     return value
 
 
+AT_THE_LIMIT = ("stops_itself",)  # stopped at every forward, it has spent its time in all when its last fresh
+# process starts: whether the time runs out while that process imports the file or builds the layer is a matter of
+# milliseconds (the child's clock pauses while the parent works, red team 16), and so is whether its class was read
+
+
+def _time_spent(data: dict) -> dict:
+    """A snapshot without what depends on where the time in all ran out: the time limit's words, the class read."""
+    data = json.loads(json.dumps(data))
+    data["adapter"].pop("class", None)
+    data["adapter"].pop("construction", None)
+    for item in data["adapter"].get("process", []) + data["checks"]:
+        if str(item.get("message", "")).startswith("time limit: "):
+            item["message"] = "time limit: <where the time in all ran out>"
+    return data
+
+
 def snapshot(report) -> dict:
     data = report.to_dict()
     data.pop("isolation", None)
@@ -140,4 +156,7 @@ def test_report_is_as_recorded(name, reports):
         if not os.environ.get("MHA_UPDATE_GOLDEN"):
             pytest.fail(f"no snapshot for {name}: written now, commit it after reading it")
         return
-    assert differences(normal(json.loads(path.read_text())), got) == []
+    recorded = normal(json.loads(path.read_text()))
+    if name.partition("/")[2] in AT_THE_LIMIT:
+        recorded, got = _time_spent(recorded), _time_spent(got)
+    assert differences(recorded, got) == []

@@ -25,7 +25,7 @@ def test_a_notebook_export_is_sent_to_the_notebook_beside_it(tmp_path):
 
     from checks.construct import _notebook_export
 
-    ctx = SimpleNamespace(subject=SimpleNamespace(spec="hw/lab_export.py:Attn", search_dir=str(tmp_path)))
+    ctx = SimpleNamespace(spec="hw/lab_export.py:Attn", search_dir=str(tmp_path))  # what construct reads (Context)
     (tmp_path / "hw").mkdir()
     (tmp_path / "hw" / "lab.ipynb").write_text("{}")
     for message in ("importing the file raised NameError: name 'get_ipython' is not defined (at lab_export.py:9 in "
