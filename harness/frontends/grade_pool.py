@@ -58,6 +58,8 @@ def grade_all(folders: dict[str, Path], target: str | None, flat: set[str], opti
                                                  scratch_parent, os.getpid()))
             lost = collect(pool, left, target, flat, options, args, rows, len(folders), files,
                            last_try=breaks >= MAX_POOL_BREAKS, progress=progress, seal=seal, left_out=left_out)
+            if lost:
+                _end_broken(pool)
             pool.shutdown()
             if lost:
                 breaks += 1
@@ -74,6 +76,14 @@ def grade_all(folders: dict[str, Path], target: str | None, flat: set[str], opti
             _stop_graders(pool)
         raise
     return rows, False
+
+
+def _end_broken(pool: ProcessPoolExecutor) -> None:
+    """A broken pool's graders that are still alive stopped by us, within one deadline, then killed: the pool's own
+    manager thread sends each a SIGTERM and then waits for it without a limit, and shutdown() waits for that thread.
+    A fresh-clone rehearsal's batch, a grader killed from outside under load, waited there 240 s with nothing said."""
+    alive = [p for p in (getattr(pool, "_processes", None) or {}).values() if p.exitcode is None]
+    stopping.stop_processes(alive)
 
 
 def _stop_graders(pool: ProcessPoolExecutor) -> None:

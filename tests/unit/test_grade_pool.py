@@ -1,9 +1,14 @@
 """The pool's hand-over (harness.frontends.grade_pool.collect): a submission waits for each grader, and the progress
 line still counts as running only what a grader has begun."""
-from concurrent.futures import Future
+import os
+import signal
+import time
+from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
 from types import SimpleNamespace
 
-from harness.frontends import grade_pool
+from harness.frontends import grade_pool, stopping
 from harness.frontends.batch_files import BatchFiles
 from harness.frontends.progress import Progress
 
@@ -78,3 +83,31 @@ def test_a_failure_in_one_grader_costs_one_row_never_the_pool(monkeypatch):
         assert type(error).__name__ != "BrokenProcessPool", error
         assert "time limit" in str(error)
         assert pool.submit(pow, 2, 3).result(timeout=60) == 8  # the pool still grades the classmates
+
+
+def _deaf() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _sleep() -> None:
+    time.sleep(120)
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_broken_pools_graders_are_ended_within_the_stop_deadline_though_they_ignore_sigterm():
+    """The pool's manager thread, once a grader died, sends the others a SIGTERM and waits for each without a limit,
+    and shutdown() waits for it: a fresh-clone rehearsal's batch waited 240 s with nothing said.  A grader deaf to
+    SIGTERM (busy in a submission, under load) is now killed at the stop's deadline."""
+    pool = ProcessPoolExecutor(2, mp_context=get_context("fork"), initializer=_deaf)
+    slow = pool.submit(_sleep)
+    time.sleep(1.0)  # the sleeper is in its task: the other grader takes the next
+    dead = pool.submit(_die)
+    wait([slow, dead], timeout=60)
+    assert isinstance(dead.exception(timeout=0), BrokenProcessPool)
+    began = time.monotonic()
+    grade_pool._end_broken(pool)
+    pool.shutdown()
+    assert time.monotonic() - began < stopping.GRADERS_STOP + 10
