@@ -15,13 +15,13 @@ import pathlib
 import pkgutil
 import types
 
-from mutants._catalogue import CatalogueMissing, fitted, measuring, variants
+from mutants._catalogue import CatalogueMissing, fitted, measuring, named_by_trace, variants
 from mutants._catalogue import load as catalogue
 from mutants._catalogue import load_or_empty as catalogue_or_empty
 from mutants._info import MutantInfo
 
 __all__ = ["MutantInfo", "all_mutants", "get", "ids", "source_path", "catalogue", "catalogue_or_empty",
-           "variants", "fitted", "measuring",
+           "variants", "fitted", "named_by_trace", "measuring",
            "CatalogueMissing", "form", "class_name", "reference_path"]
 
 _DIR = pathlib.Path(__file__).resolve().parent

@@ -61,7 +61,7 @@ def _stored() -> dict[str, dict]:
     return json.loads(text)
 
 
-_read: dict[str, tuple[dict, dict]] = {}  # what variants() and fitted() read off the entries now in use
+_read: dict[str, tuple[dict, object]] = {}  # what variants(), fitted() and named_by_trace() read off the entries
 
 
 def _read_once(what: str, read) -> dict:
@@ -87,6 +87,13 @@ def fitted() -> dict[str, tuple[str, ...]]:
     the mutants that have any (the same dict on every call while the entries are the same: treat it as read-only)."""
     return _read_once("fitted", lambda entries: {mid: tuple(entry["fitted"]) for mid, entry in entries.items()
                                                  if entry.get("fitted")})
+
+
+def named_by_trace() -> frozenset[str]:
+    """The mutants named only where the recorded forward marks them (`MutantInfo.named_by_trace`: scale-other, whose
+    divisor read off the output fits a learned temperature too), read once per entries, as fitted()."""
+    return _read_once("named_by_trace", lambda entries: frozenset(
+        mid for mid, entry in entries.items() if entry.get("named_by_trace")))
 
 
 def _knobs(variant: dict) -> dict:

@@ -449,7 +449,7 @@ def require_free_sizes(factory, signature: Signature, overrides: dict) -> None:
     then failing on the shapes).  A size bound to the configuration (@d_in) is fine; so is a number for a parameter
     mha-check reads as no size, or one with a default (a setting), or any where a config object carries the sizes."""
     params = _parameters(factory)[0]
-    fixed = [(p.name, overrides[p.name]) for p in params if _plain_number(overrides.get(p.name))]
+    fixed = [(p.name, overrides[p.name]) for p in params if _number(overrides.get(p.name)) is not None]
     for name, value in fixed:
         key = key_of(name)
         if key in FIXED_BY_NUMBER and not (key == "heads" and value == 1) and \
@@ -469,10 +469,6 @@ def require_free_sizes(factory, signature: Signature, overrides: dict) -> None:
                          "every configuration, while mha-check builds the layer at several widths, numbers of heads "
                          "and context lengths and feeds inputs to match; " +
                          _binding_hint(guesses, unread[len(guesses):], plain=False))
-
-
-def _plain_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _nullable(factory, name: str) -> bool:

@@ -99,7 +99,7 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     # confirms: that out_proj's parameters get no gradient, beside a second mistake no single variant explains)
     if numbers:  # a mistake named only where the recorded forward marks it: a divisor fitted to the outputs is a
         # learned temperature's too (TimesFM's per-dimension scale, the layer's design), which trace does not mark
-        numbers = [m for m in numbers if not catalogue[m].get("named_by_trace")
+        numbers = [m for m in numbers if m not in mutants.named_by_trace()
                    or any(k.get("mutant") == m for k in marks)] or None
     several = []  # pairs that reproduce, refused as mirrors: said, not named
     if numbers:

@@ -322,7 +322,7 @@ def _after_norms_off(info, mids) -> bool:
     """The mistakes found prove a reading only once the layer's normalisations switched off have been tried: each is
     named only where the trace marks it (a divisor read off the output fits much: TimesFM's RMSNorm on q and k, on
     one input, was read as a scale no catalogued mistake has, and its correct layer failed reference-match)."""
-    return bool(info.norms) and all(mutants.catalogue()[m].get("named_by_trace") for m in mids)
+    return bool(info.norms) and set(mids) <= mutants.named_by_trace()
 
 
 def _caller_masks(info, style: int, ran=None) -> bool:
@@ -385,9 +385,9 @@ def _mistakes(info, outputs: dict, weights: dict, x, heads: int, ropes: list, fo
 def _catalogued_first(mids: list[str]) -> list[str]:
     """The mistakes found, less a divisor read off the output (scale-other, named only where the trace marks it)
     where a catalogued scale's own reproduces it too: `/ dh` is scale-by-dh, and any divisor fits it as well."""
-    catalogue = mutants.catalogue()
-    named = {k for m in mids if not catalogue[m].get("named_by_trace") for k in mutants.variants().get(m, {})}
-    return [m for m in mids if not (catalogue[m].get("named_by_trace") and set(mutants.fitted().get(m, ())) & named)]
+    by_trace = mutants.named_by_trace()
+    named = {k for m in mids if m not in by_trace for k in mutants.variants().get(m, {})}
+    return [m for m in mids if not (m in by_trace and set(mutants.fitted().get(m, ())) & named)]
 
 
 @variants.sharing_scores  # every mistake on the same input and weights (issue 27)

@@ -121,11 +121,10 @@ def _catalogued_first(found: list[tuple[tuple[str, str], bool]]) -> list[tuple[t
     """The pairs found, less those with a mistake named only by the trace (a divisor read off the output) where the
     same partner pairs with a catalogued mistake too: no scaling and a swap reproduce a layer, and so does any
     divisor, 1 among them, with the swap."""
-    catalogue = mutants.catalogue()
-    by_trace = lambda m: bool(catalogue.get(m, {}).get("named_by_trace"))
-    partners = {m for pair, _ in found if not any(map(by_trace, pair)) for m in pair}
+    by_trace = mutants.named_by_trace()
+    partners = {m for pair, _ in found if not set(pair) & by_trace for m in pair}
     return [(pair, mirror) for pair, mirror in found
-            if not any(by_trace(m) and (set(pair) - {m}) & partners for m in pair)]
+            if not any(m in by_trace and (set(pair) - {m}) & partners for m in pair)]
 
 
 def choose(found: list[tuple[str, str]], marks: list[dict], catalogue: dict) -> tuple[str, str] | None:
@@ -135,7 +134,7 @@ def choose(found: list[tuple[str, str]], marks: list[dict], catalogue: dict) -> 
         return None
     shown = {m["id"] for m in marks}
     traced = lambda mid: bool(set(catalogue[mid].get("trace", ())) & shown)
-    found = [p for p in found if all(traced(m) or not catalogue[m].get("named_by_trace") for m in p)]  # a divisor
+    found = [p for p in found if all(traced(m) or m not in mutants.named_by_trace() for m in p)]  # a divisor
     # read off the output is named only where the trace marks its line (scale-other), in a pair as alone
     if not found:
         return None
