@@ -96,7 +96,8 @@ def add_shared(p, names=SHARED, per: str = "the whole check") -> None:
                         "(fused), bq, bk, bv, bo; NAME a parameter or module name, NAME.T for a matrix used as x @ W "
                         "(a 3-D parameter with a heads axis is read as one matrix per head)"},
         "time-limit": {"type": float, "default": Limits.total_seconds, "metavar": "SECONDS",
-                       "help": f"wall-clock seconds for {per} (default {Limits.total_seconds:g}; one request gets at "
+                       "help": f"wall-clock seconds for {per}, counted only while your code runs (not while "
+                               f"mha-check computes between its calls; default {Limits.total_seconds:g}, one call at "
                                f"most {Limits.call_seconds:g})"},
         "memory-mb": {"type": int, "default": Limits.memory_mb,
                       "help": f"memory in MB for {per} (default {Limits.memory_mb}; torch's libraries come on top)"},
