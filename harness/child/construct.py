@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import ast
+import difflib
 import inspect
 import linecache
 import os
@@ -331,7 +332,11 @@ def read_signature(factory, overrides: dict) -> Signature:
     elif not separate and len(widths) == 1 and widths[0] != "width":  # a single width, whatever its name
         accepts["width"] = accepts.pop(widths[0])
     names = [p.name for p in params]
-    unknown = [] if takes_kwargs or config_param else [k for k in overrides if k not in names]
+    unknown = [k for k in overrides if k not in names and (not (takes_kwargs or config_param) or
+                                                          misspelt(k, names, overrides))]
+    # (a config object's fields and **kwargs take names the signature does not list, but not a near-miss of one it
+    # does: `--arg Breite=@d_out` for `breite` had left breite unbound, taken for a config object, and the layer
+    # failed construct with "unsupported operand type(s) for //: 'ConfigBag' and 'int'", a student's trial)
     if rope_theta is None and config_param:  # the config object answers rope_theta, theta, base... with 10000
         rope_theta = _number(overrides.get("rope_theta", overrides.get("theta", THETA)))
     return Signature(names, separate, accepts, config_param, unfillable, unknown, derived=also, rope_theta=rope_theta)
@@ -396,11 +401,22 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def misspelt(name: str, names: list[str], overrides: dict) -> str | None:
+    """The constructor's parameter that `name` (an --arg not among them) nearly spells, when that one is given no
+    value itself: `Breite` for `breite`, `hedas` for `heads`; None otherwise."""
+    free = [n for n in names if n not in overrides]
+    same = [n for n in free if n.lower() == name.lower()]
+    return (same or difflib.get_close_matches(name, free, n=1, cutoff=0.8) or [None])[0]
+
+
 def require_bindable(signature: Signature, overrides: dict | None = None) -> None:
     """Raise Unbindable when mha-check cannot call the constructor at all (before any of the student's code runs)."""
     if signature.unknown_overrides:
+        near = [(k, m) for k in signature.unknown_overrides if (m := misspelt(k, signature.params, overrides or {}))]
+        near = [m for _, m in near] if len(near) == 1 else [f"{m} for {k}" for k, m in near]
         raise Unbindable(f"--arg {', '.join(signature.unknown_overrides)}: the constructor has no such parameter "
-                        f"(it takes {', '.join(signature.params) or 'none'})")
+                         f"(it takes {', '.join(signature.params) or 'none'})" +
+                         (f"; did you mean {', '.join(near)}?" if near else ""))
     if signature.unfillable:
         names = ", ".join(signature.unfillable)
         guesses = _guesses(signature, overrides or {}, signature.unfillable)

@@ -39,6 +39,10 @@ def constructor_args(items, parser=None) -> dict:
         try:
             out[name] = ast.literal_eval(raw)
         except (ValueError, SyntaxError, RecursionError, MemoryError):
+            if raw in BINDABLE:  # the text "d_out" passed to the constructor: the @ forgotten (a student's trial got
+                # "FAIL: your code raised TypeError: unsupported operand type(s) for //: 'str' and 'str'")
+                _error(parser, f"--arg {name}={raw} would pass the text {raw!r}; to bind {name} to the "
+                               f"configuration's {raw}, write --arg {name}=@{raw} (or {name}='{raw}' for the text)")
             out[name] = raw
     return out
 

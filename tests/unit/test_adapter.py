@@ -1,5 +1,7 @@
 """The child side's adapter pieces, in this process (no child): parameter roles by name, constructor signatures,
 calling conventions of forward, weight layouts and which class a file means."""
+import argparse
+
 import pytest
 import torch
 import torch.nn as nn
@@ -9,6 +11,7 @@ from harness.child.construct import (Unbindable, build, config_bag, key_of, ours
                                      require_free_sizes)
 from harness.child.layouts import discover, role_of
 from harness.child.target import TargetError, load_target, settings_from_globals
+from harness.frontends.options import constructor_args
 from harness.wire.config import Config
 
 
@@ -805,3 +808,36 @@ def test_a_max_batch_size_is_bound_to_a_batch_every_probe_fits_in(name):
     assert build(fn, cfg, {}, s) == {name: MAX_BATCH} and MAX_BATCH >= 16 * 3
     assert _sig(fn, **{name: 32}).derived == {}  # --arg max_batch_size=32: the user's value stands
     assert _sig(lambda d, heads, batch_size=4: None).derived == {}  # a batch size alone is no maximum
+
+
+def test_an_arg_that_nearly_spells_a_parameter_is_refused_with_that_parameter():
+    """`--arg Breite=@d_out` for `breite` (a student's trial): breite, left without a value, had been taken for a
+    config object, and the layer failed construct on our ConfigBag; now the name is refused, with the one it nearly
+    spells, whether or not a config object or **kwargs would take names the signature does not list."""
+    class Aufmerksamkeit(nn.Module):
+        def __init__(self, breite, koepfe, kontext=128):
+            super().__init__()
+
+    class WithKwargs(nn.Module):
+        def __init__(self, d_model, num_heads, **kwargs):
+            super().__init__()
+
+    overrides = {"Breite": "@d_out", "koepfe": "@heads"}
+    signature = read_signature(Aufmerksamkeit, overrides)
+    assert signature.unknown_overrides == ["Breite"]
+    with pytest.raises(Unbindable, match=r"--arg Breite: the constructor has no such parameter .*did you mean "
+                                         r"breite\?"):
+        require_bindable(signature, overrides)
+    assert read_signature(WithKwargs, {"num_haeds": 2}).unknown_overrides == ["num_haeds"]
+    assert read_signature(WithKwargs, {"bias": True}).unknown_overrides == []  # **kwargs takes it
+    assert read_signature(Aufmerksamkeit, {"breite": "@d_out", "koepfe": "@heads"}).unknown_overrides == []
+
+
+def test_an_arg_naming_a_binding_without_its_at_is_a_usage_error(capsys):
+    """`--arg breite=d_out` passed the text "d_out" to the constructor, which then failed as the student's code."""
+    parser = argparse.ArgumentParser(prog="mha-check")
+    with pytest.raises(SystemExit) as stop:
+        constructor_args(["breite=d_out"], parser)
+    assert stop.value.code == 2
+    assert "write --arg breite=@d_out" in capsys.readouterr().err
+    assert constructor_args(["breite='d_out'", "name=heads2"], parser) == {"breite": "d_out", "name": "heads2"}
