@@ -113,7 +113,9 @@ def bias_fix(reading: dict, roles: list[str]) -> str:
                      all(p.isidentifier() for p in module.split(".")) else
                      f"{' + '.join(f'self.{n}' for n in names)} where forward computes {COMPUTES[role]}")
     return (f"Use {'; '.join(steps)}: F.linear(x, w) or x @ w.T with the weight alone leaves the bias out, so it is "
-            "never trained and the outputs differ wherever it is not zero.")
+            "never trained" + (" and the outputs differ wherever it is not zero." if set(roles) - {"bk"} else
+                               " (a key bias changes no output: the softmax ignores what it adds to a row of scores, "
+                               "so bias=False for the keys is as right)."))
 
 
 OUT_PROJ_UNUSED = "unused output projection"  # the finding of an output projection that gets no gradient

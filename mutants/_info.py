@@ -24,7 +24,7 @@ REWRITES = ("", "split", "split-all", "split-pair", "merge", "mask", "softmax", 
             "contiguous", "invert", "keys", "additive", "multiply", "diagonal", "repeat", "undrop", "past",
             "key-projection", "buffer", "out-projection", "bias", "merge-width", "head-width", "divisible",
             "module-list", "detach", "advance", "cat-axis", "added", "rope-width", "residual",
-            "after-softmax")  # harness.engine.rewrite
+            "after-softmax", "values")  # harness.engine.rewrite
 
 
 @dataclass(frozen=True)

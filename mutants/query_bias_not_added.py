@@ -20,6 +20,7 @@ INFO = MutantInfo(
     remedy=("Apply the query projection whole, weight and bias, as for the keys and the values: call the Linear on "
             "x, not F.linear (or x @ W.T) with its weight alone."),
     fix="q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))",
+    trace=("query-bias-left-out",),
     variant={"bias_left_out": "q"},
     example=(
         "self.q = nn.Linear(8, 8, bias=True); q = F.linear(x, self.q.weight): (2, 3, 8), no b_q in it\n"

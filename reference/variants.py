@@ -20,6 +20,7 @@ Knobs:
   "add" (`fill` added to the masked scores: a 0/1 mask added, +1 on the future, or -1 for +1 on the past)
 - softmax_axis: -1 | -2
 - keys: "k" | "q" (keys computed with W_q) | "swap" (queries from W_k and keys from W_q)
+- values: "v" | "k" (the attention weights applied to the keys, `weights @ k`: W_v never used)
 - out_proj: True | False
 - empty_rows: "nan" | "zero" (a row with every score masked: NaN from a plain softmax, 0 from a fused kernel)
 - rope: "none" | "interleaved" | "half" (rotary position embedding, reference.rotary), rope_theta (its base), and its
@@ -48,7 +49,7 @@ from reference.numpy_ref import Weights, _merge, _split, split_for
 from reference.rotary import THETA, apply_knobs
 
 DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
-            "mask_op": "fill", "softmax_axis": -1, "keys": "k", "out_proj": True, "empty_rows": "nan",
+            "mask_op": "fill", "softmax_axis": -1, "keys": "k", "values": "v", "out_proj": True, "empty_rows": "nan",
             "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_keys": True,
             "rope_freqs": "head", "rope_where": "heads",
             "rope_key_shift": 0, "kv_heads": None, "kv_pairing": "interleave", "kv_mask": "all", "kv_expand": "heads",
@@ -213,6 +214,8 @@ def _scores(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray
         k = q
     elif k_["keys"] == "swap":
         q, k = k, q
+    if k_["values"] == "k":
+        v = k
     kv = k_["kv_heads"] or w.kv_heads(heads)
     if k_["kv_expand"] == "features" and kv != heads:  # every feature repeated group times: d_out wide, "plain"
         k, v = np.repeat(k, heads // kv, axis=-1), np.repeat(v, heads // kv, axis=-1)

@@ -71,7 +71,7 @@ class Context:
         self.examples = examples
         self._mapping: Mapping | None = None
         self.call_evidence: unproven_call.CallEvidence | None = None  # how forward is called where no proof said
-        self._recorded: TraceResult | None = None
+        self._recorded: dict[bool, TraceResult] = {}
         self.square_only = False  # set by `construct` when the constructor refuses d_in != d_out
         self.head_width: int | None = None  # set by `construct` when the class refuses narrow heads by design: the
         # head width every configuration mha-check makes then has at least (`fitted`)
@@ -227,12 +227,14 @@ class Context:
         return (": " + ", ".join(f"{name}={cfg.value(key)}" for name, key in reads.items())) if reads else ""
 
     # -- random but reproducible ------------------------------------------------------------------------------------
-    def recorded(self) -> TraceResult:
+    def recorded(self, biased: bool = False) -> TraceResult:
         """One recorded forward of the lesson's worked example (`harness.engine.trace.drive.record`), made once per
-        target: contiguity (to tell a transpose from a slice) and the diagnosis (the marks) both read it."""
-        if self._recorded is None:
-            self._recorded = record(self)
-        return self._recorded
+        target: contiguity (to tell a transpose from a slice) and the diagnosis (the marks) both read it.  `biased`:
+        the layer built with qkv_bias=True instead, where a Q/K/V bias forward never adds exists (the diagnosis asks
+        for it where parameters-used found one without a gradient)."""
+        if biased not in self._recorded:
+            self._recorded[biased] = record(self, biased=biased)
+        return self._recorded[biased]
 
     def rng(self, *key) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(repr(key).encode())])

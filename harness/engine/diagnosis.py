@@ -88,8 +88,9 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     possible = [m for m in fits if status.get(catalogue[m]["killed_by"][0]) not in (Status.PASS, None)]
     # cause only of a layer whose math is verified correct
     strict = [m for m in possible if not any(status.get(k) == Status.PASS for k in catalogue[m]["killed_by"])]
-    marks, recorded = _marks(ctx) if ctx is not None else ([], False)
-    samples = _samples(ctx, _bias_unused(report)) if ctx is not None else None
+    biased = _bias_unused(report) and ctx is not None and ctx.accepts("qkv_bias")
+    marks, recorded = _marks(ctx, biased) if ctx is not None else ([], False)
+    samples = _samples(ctx, biased) if ctx is not None else None
     numbers, refuted = _numeric(ctx, samples, _by_numbers(possible, status, catalogue))  # numbers None: they
     # could not be asked; refuted: the mistakes whose own numbers were asked and are not the module's
     marks = [k for k in marks if (k.get("mutant") in (numbers or ()) or not _checks_refute(k, status, catalogue)
@@ -178,8 +179,9 @@ def diagnose(report, ctx=None) -> Diagnosis | None:
     if math_marks:  # the trace marks a step (a scale no mutant has, say): not a name, but where to look, and the line
         # itself where it has one (a student's trial: the report said only "trace marks", while trace named a line)
         lines = list(dict.fromkeys(k["at"] for k in math_marks if k.get("at")))
-        unnamed += "; mha-check trace marks the step that looks wrong" + (
-            f" ({', '.join(lines[:3])})" if lines else "")
+        options = next((k["trace_options"].strip() for k in math_marks if k.get("trace_options")), "")
+        unnamed += ("; mha-check trace" + (f" (with {options})" if options else "") + " marks the step that looks "
+                    "wrong" + (f" ({', '.join(lines[:3])})" if lines else ""))
     return _no_evidence("" if only_rules else unnamed, report, marks)
 
 
@@ -359,7 +361,8 @@ def _named(mid: str, how: str, evidence: str, catalogue: dict, marks: list[dict]
                      lesson=entry["lesson"], evidence=evidence, at=where["at"] if where else None,
                      code=where["code"] if where else None,
                      follows=tuple(dict.fromkeys(tuple(_follows(mid, catalogue, report))
-                                                 + _confirming(where, how, report))))
+                                                 + _confirming(where, how, report))),
+                     trace_options=(where or {}).get("trace_options", ""))
 
 
 OUTPUT_COMPARISONS = ("reference-match", "gradient-match")  # the checks that compare the outputs with the reference
@@ -469,13 +472,30 @@ def _trace_refutes(entry: dict, marks: list[dict], recorded: bool) -> bool:
         any(signature <= set(k.get("explains", ())) for k in marks)
 
 
-def _marks(ctx) -> tuple[list[dict], bool]:
+def _marks(ctx, biased: bool = False) -> tuple[list[dict], bool]:
     """The known-mistake patterns in one recorded forward pass, with the student's file:line; and whether the pass
-    was recorded at all (no marks then says something)."""
+    was recorded at all (no marks then says something).  `biased` (parameters-used found a Q/K/V bias without a
+    gradient, which exists only with qkv_bias=True): the marks of a second pass, built with the biases, that say
+    which projection leaves its bias out, beside the first pass's."""
     try:
         result = ctx.recorded()
     except Exception:  # noqa: BLE001 - a trace is evidence when it works, never a reason to fail
         return [], False
+    out = _marks_of(ctx, result)
+    if biased:
+        flag = ctx.signature.accepts.get("qkv_bias")  # the student's name for it: what `trace` needs to build so
+        told = {"trace_options": f" --arg {flag}=True"} if flag and flag not in ctx.overrides else {}
+        try:
+            out += [{**m, **told} for m in _marks_of(ctx, ctx.recorded(biased=True)) if m["id"] in BIAS_MARKS]
+        except Exception:  # noqa: BLE001 - as above
+            pass
+    return out, True
+
+
+BIAS_MARKS = ("query-bias-left-out", "key-bias-left-out", "value-bias-left-out")  # harness.engine.trace.detect_params
+
+
+def _marks_of(ctx, result) -> list[dict]:
     out = []
     withheld = guessed_marks(ctx, result)  # what the trace itself withholds under a guessed call
     for m in result.mistakes:
@@ -488,7 +508,7 @@ def _marks(ctx) -> tuple[list[dict], bool]:
                        if k in m},
                     **({"missing": True} if m.get("step") is None else {})})  # a step never taken: its line is
         # where it belongs
-    return out, True
+    return out
 
 
 def _bias_unused(report) -> bool:

@@ -106,6 +106,8 @@ class Diagnosis:
     follows: tuple[str, ...] = ()  # the failing checks it explains, the most specific first
     also: Diagnosis | None = None  # a second mistake made together with this one (harness.engine.pairs): its own
     # line, fix and the failing checks it alone explains; None for one mistake
+    trace_options: str = ""  # what `mha-check trace` needs beyond the run's options to show the line marked: the
+    # layer built with its Q/K/V biases (" --arg qkv_bias=True"), where only that build has the mistake
 
     @property
     def named(self) -> bool:
@@ -117,7 +119,8 @@ class Diagnosis:
                     "fix": self.fix, "fix_is_code": self.fix_is_code, "lesson": self.lesson,
                     "evidence": self.evidence, "at": self.at, "code": self.code, "follows": list(self.follows),
                     "failing": list(self.failing), "findings": list(self.findings),
-                    **({"also": self.also.to_dict()} if self.also else {})}  # absent for one mistake, as before
+                    **({"also": self.also.to_dict()} if self.also else {}),  # absent for one mistake, as before
+                    **({"trace_options": self.trace_options} if self.trace_options else {})}
         out = {"mutant": None, "match": self.match, "message": self.message, "failing": list(self.failing),
                "findings": list(self.findings)}
         if self.marks is not None:
@@ -134,7 +137,7 @@ class Diagnosis:
                    tuple(marks) if marks is not None else None, data.get("title") or "", data.get("symptom") or "",
                    data.get("fix") or "", bool(data.get("fix_is_code", True)), data.get("lesson") or "",
                    data.get("evidence") or "", data.get("at"), data.get("code"), tuple(data.get("follows") or ()),
-                   cls.from_dict(data.get("also")))
+                   cls.from_dict(data.get("also")), data.get("trace_options") or "")
 
 
 # -- isolation: what confined the child ----------------------------------------------------------------------------

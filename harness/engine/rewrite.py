@@ -41,7 +41,7 @@ KINDS = {"split": "", "split-all": " # and the other two projections alike",
          "repeat": " # and the other key/value heads' repeat alike", "key-projection": "", "buffer": "",
          "out-projection": "", "bias": "", "merge-width": "", "undrop": "", "past": "", "head-width": "",
          "divisible": "", "module-list": "", "detach": "", "advance": "", "cat-axis": "", "added": "", "residual": "",
-         "rope-width": "", "after-softmax": ""}
+         "rope-width": "", "after-softmax": "", "values": ""}
 
 
 INVERTED = "row by row: x..; xx.; xxx;"  # what a trace mark says a mask hides when it is exactly the future's inverse
@@ -84,7 +84,9 @@ def own_line_fix(kind: str, code: str | None, told: str = "", scores_code: str =
     torch.cat given the tokens' axis, which `told`, the trace mark's words, reads from the shapes it could not
     join) and "rope-width" (rotary frequencies whose exponent `arange(0, dh, 2) / d` is divided by another width
     than the one the arange runs to: divided by that one, the head width) and "residual" (the input added to the
-    output projection's result, `return x + self.proj(y)`: the projection's result alone).  `scores_code`: the line
+    output projection's result, `return x + self.proj(y)`: the projection's result alone) and "values" (the attention
+    weights applied to the keys, `probs @ k`: the values' variable in their place, both named in `told`).
+    `scores_code`: the line
     that made the scores, where "scale" meets them scaled on a line of their own (`scores = scores /
     math.sqrt(self.hidden_size)`): its product names the queries; for "after-softmax" (the softmax's weights masked,
     `attn = attn.masked_fill(~m, 0.0)` or `attn * m`), the softmax's line: the mask moves onto its scores, with
@@ -109,6 +111,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "", scores_code: str =
         return None  # it hides something else than the past and the diagonal: inverting it would not be the future
     if kind == "key-projection":
         return _key_projection(line, tree, told)
+    if kind == "values":
+        return _values(line, tree, told)
     if kind == "out-projection":
         return _out_projection(line, tree, told)
     if kind == "cat-axis":
@@ -724,6 +728,28 @@ def _key_projection(line: str, tree: ast.Module, told: str) -> str | None:
         return line[:spot.col_offset] + new + line[spot.end_col_offset:]
     quote = line[spot.col_offset]
     return line[:spot.col_offset] + quote + new + quote + line[spot.end_col_offset:]
+
+
+_MIXED_KEYS = re.compile(r"multiply `([A-Za-z_]\w*)` \(the keys\), not `([A-Za-z_]\w*)` \(the values\)")
+_MIXERS = {"matmul": 1, "bmm": 1, "scaled_dot_product_attention": 2}  # call -> the argument that is mixed
+
+
+def _values(line: str, tree: ast.Module, told: str) -> str | None:
+    """ctx = probs @ k  ->  ctx = probs @ v: the keys' variable, where it is what the weights multiply (the right
+    operand of @, matmul's or bmm's second argument, a fused attention's third), replaced by the values' variable;
+    both names are the trace mark's (`told`), read from the lines that assign them.  Only where exactly one such
+    operand is on the line; None otherwise (the fix is then said in words)."""
+    names = _MIXED_KEYS.search(told)
+    if not names:
+        return None
+    keys, values = names.groups()
+    mixed = [n.right for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)]
+    mixed += [n.args[_MIXERS[_called(n)]] for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and _called(n) in _MIXERS and len(n.args) > _MIXERS[_called(n)]]
+    spots = [n for n in mixed if isinstance(n, ast.Name) and n.id == keys]
+    if len(spots) != 1:
+        return None
+    return line[:spots[0].col_offset] + values + line[spots[0].end_col_offset:]
 
 
 _UNAPPLIED = re.compile(re.escape(PROJECTION_UNAPPLIED) + r"(self(?:\.[A-Za-z_]\w*)+) to the merged heads")

@@ -350,7 +350,7 @@ def _root(d, hidden, target: str, options: str = "") -> RootCause | None:
                      clean(d.code).strip() if d.code else None,
                      supported,
                      [(f"mha-check explain {d.mutant}", "a worked example of the mistake")]
-                     + ([(f"mha-check trace {target}{options}", "every step of your forward")]
+                     + ([(f"mha-check trace {target}{options}{d.trace_options}", "every step of your forward")]
                         if "(" not in target else []),  # "(from its source)": no command line reaches it
                      d.fix_is_code,
                      _root(d.also, hidden, target, options) if d.also and d.also.named else None)

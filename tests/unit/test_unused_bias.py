@@ -91,3 +91,40 @@ def test_the_mistake_is_named_from_its_numbers_with_the_fix_in_the_students_name
     root = _report(PROBE).diagnosis
     assert (root.mutant, root.match) == ("query-bias-not-added", "numbers"), root
     assert root.fix.startswith("Use self.q_proj(x) (weight and bias) where forward computes the queries"), root.fix
+
+
+def test_the_query_bias_left_out_is_told_at_the_students_line_and_trace_builds_with_the_biases():
+    """The line exists only in a build with the biases (mha-check's own configurations have none): the diagnosis
+    records one with qkv_bias=True where parameters-used found a bias without a gradient, and the trace command it
+    gives builds that way too, so that trace marks the same line (issue 28: every named mistake with its line)."""
+    root = _report(PROBE).diagnosis
+    assert root.at.endswith("query_bias_never_added.py:37") and UNUSED_Q in root.code, (root.at, root.code)
+    assert root.trace_options == " --arg qkv_bias=True", root.trace_options
+
+
+def test_a_value_bias_never_added_is_named_with_its_line(tmp_path):
+    """value-bias-not-added: every output off by the same W_o b_v; named from the numbers of the biased build."""
+    path = _variant(tmp_path, (UNUSED_Q, "self.q_proj(x)"), ("self.v_proj(x)", "F.linear(x, self.v_proj.weight)"))
+    root = _report(path).diagnosis
+    assert (root.mutant, root.match) == ("value-bias-not-added", "numbers"), root
+    assert root.at.endswith("variant.py:39") and "F.linear(x, self.v_proj.weight)" in root.code, root.at
+    assert root.fix.startswith("Use self.v_proj(x) (weight and bias) where forward computes the values"), root.fix
+
+
+def test_a_key_bias_never_added_is_no_named_mistake_but_its_line_is_given(tmp_path):
+    """A key bias changes no output (the softmax ignores it): parameters-used alone fails, its fix says so, and the
+    line the biased trace marks is where to look, with what trace needs to mark it."""
+    path = _variant(tmp_path, (UNUSED_Q, "self.q_proj(x)"), ("self.k_proj(x)", "F.linear(x, self.k_proj.weight)"))
+    report = _report(path)
+    assert report.diagnosis.mutant is None
+    assert "mha-check trace (with --arg qkv_bias=True) marks the step that looks wrong (variant.py:38)" in \
+        report.diagnosis.message, report.diagnosis.message
+    assert "a key bias changes no output" in report["parameters-used"].fix
+
+
+def test_a_linear_without_bias_applied_by_its_weight_is_no_mistake(tmp_path):
+    """`F.linear(x, self.q_proj.weight)` of a Linear made with bias=False leaves nothing out: no mark, a pass."""
+    path = _variant(tmp_path, ("max_seq_len=1024, qkv_bias=True,", "max_seq_len=1024,"),
+                    ("bias=qkv_bias)", "bias=False)"))
+    report = _report(path)
+    assert report.diagnosis is None and report["parameters-used"].status == "pass", report.diagnosis

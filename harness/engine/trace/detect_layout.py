@@ -256,6 +256,53 @@ def queries_and_keys_swapped(f: Findings) -> None:
                 "the keys with the key projection")}, keep_earlier=True)
 
 
+@detector("values-from-keys")
+def values_from_keys(f: Findings) -> None:
+    """The attention weights applied to the keys (`ctx = probs @ k`, a student's trial), or the keys passed as the
+    values of a fused attention (`scaled_dot_product_attention(q, k, k)`): what is mixed is the very tensor the
+    scores took as keys, so the value projection never reaches the output.  Read from the data flow: the values
+    operand is the keys operand or a tensor it was made from (a fused projection split in three gives the values a
+    split of their own, never marked).  Marked at the mixing step, the line to change; the mark names the keys' and
+    the values' variables where their lines assign one (`k = ...`, `v = self.wv(x)...`), which the fix swaps."""
+    operands = _operands(f.namer, f.ops)
+    if not operands:
+        return
+    k, v = operands["k"].get("src"), operands["v"].get("src")
+    if k is None or v is None or not _same_tensor(f, operands["k"], operands["v"]):
+        return
+    mix = next((op for op in f.ops if any(t is operands["v"] for t in op["in"])), None)
+    if mix is None:
+        return
+    keys_name = _assigned(f.ops[v].get("code", ""))
+    wv = (f.cfg.get("roles") or {}).get("wv", "")
+    made = next((op for op in f.ops if wv and any(t.get("name") == wv for t in op["in"] if isinstance(t, dict))),
+                None)
+    values_name = _assigned(made.get("code", "")) if made else None
+    said = (f"`{keys_name}` (the keys), not `{values_name}` (the values)" if keys_name and values_name and
+            keys_name != values_name else "the keys, not the values")
+    f.mark(mix["i"], {"id": "values-from-keys", "text": (
+        f"the attention weights multiply {said}: each output is a weighted average of the keys, and the value "
+        "projection never reaches the output (it gets no gradient); multiply the weights by the values")},
+        keep_earlier=True)
+
+
+def _same_tensor(f: Findings, keys: dict, values: dict) -> bool:
+    """Whether the values operand is the keys operand, or the tensor the keys operand was made from (`k` of `q @
+    k.transpose(-2, -1)`): the same operation's output with the same numbers.  The numbers tell apart the three
+    tensors one operation gives (`q, k, v = qkv.permute(2, 0, 3, 1, 4)`: one source, three tensors)."""
+    seen = [keys] + [t for a in f.namer.ancestors(keys["src"]) | {keys["src"]} for t in f.ops[a]["in"]
+                     if isinstance(t, dict)]
+    return values.get("columns") is not None and any(
+        t.get("src") == values["src"] and t.get("shape") == values.get("shape") and
+        t.get("columns") == values["columns"] for t in seen)
+
+
+def _assigned(code: str) -> str | None:
+    """The one plain name a line assigns (`k = self.wk(x).view(...)` -> "k"), or None."""
+    found = re.match(r"\s*([A-Za-z_]\w*)\s*=(?!=)", code or "")
+    return found.group(1) if found else None
+
+
 def _role_swapped(queries_weight: str, keys_weight: str) -> bool:
     """Whether the queries' weight is named as a key projection and the keys' as its query twin (`key.weight` and
     `query.weight`, `W_k` and `W_q`): one role word exchanged for the other gives the other name."""

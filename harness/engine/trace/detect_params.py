@@ -111,3 +111,34 @@ def layer_never_used(f: Findings) -> None:
 def _names_used(ops: list[dict]) -> set[str]:
     """The module's tensors (by name) that these recorded operations read."""
     return {t["name"] for op in ops for t in op["in"] if isinstance(t, dict) and t.get("name")}
+
+
+ROLE_WORDS = {"q": ("query", "queries"), "k": ("key", "keys"), "v": ("value", "values")}
+
+
+@detector("query-bias-left-out", "key-bias-left-out", "value-bias-left-out")
+def bias_left_out(f: Findings) -> None:
+    """A query, key or value projection applied by its weight alone (`F.linear(x, self.W_value.weight)`, `x @
+    self.q_proj.weight.T`) while its module has a bias that forward, in eval and in training mode, never reads: the
+    bias is made, counted and saved, never added nor trained.  Marked at the operation that reads the weight, once
+    per projection.  Only a build with the biases shows it (the diagnosis records one with qkv_bias=True where
+    parameters-used finds a Q/K/V bias without a gradient); a fused projection's bias is one tensor for all three,
+    and a weight whose module has no bias of that name (a Linear built with bias=False) is no mistake."""
+    used = _names_used(f.ops) | _names_used(((f.cfg.get("training") or {}).get("ops")) or [])
+    if not f.complete or not used:
+        return
+    roles, params = f.cfg.get("roles") or {}, set(f.cfg.get("params") or [])
+    for role, (word, words) in ROLE_WORDS.items():
+        weight = roles.get(f"w{role}", "")
+        module, _, leaf = weight.rpartition(".")
+        bias = f"{module}.bias"
+        if leaf != "weight" or not module or bias not in params or bias in used:
+            continue  # a slice of a fused weight, a weight without a bias, or a bias forward adds somewhere
+        reads = next((op for op in f.ops if any(isinstance(t, dict) and t.get("name") == weight for t in op["in"])),
+                     None)
+        if reads is None:
+            continue
+        f.mark(reads["i"], {"id": f"{word}-bias-left-out", "text": (
+            f"the {word} projection is applied by its weight self.{weight} alone: its bias self.{bias} is never "
+            f"added, so the {words} lack b_{role} and b_{role} is never trained; apply the layer whole, "
+            f"self.{module}(x), or add the bias")}, keep_earlier=True)

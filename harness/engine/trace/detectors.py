@@ -11,6 +11,7 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   rest of the layer does not undo them);
   keys-from-query-weights (a second call of the queries' projection made the keys); queries-and-keys-swapped (the
   queries projected with the key projection and the keys with the query projection, read from their names);
+  values-from-keys (the attention weights applied to the keys: the values operand is the keys' tensor);
   kv-heads-tiled (a grouped-query layer's key/value heads copied with .repeat along the heads axis);
   kv-features-repeated (its flat key/value projections widened with repeat_interleave along the features);
   view-on-transposed, split-order-on-slice, view-on-slice, mask-size-not-n, keys-transposed-wrong,
@@ -35,7 +36,8 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   exp-before-mask (a softmax written by hand whose mask is applied to the exponentials, not to the scores)
 - detect_output: heads-not-projected; out-proj-without-bias; residual-inside
 - detect_params: layer-made-in-forward; layer-in-plain-list; layer-never-used (read from where the constructor made
-  the parameters forward never touched)
+  the parameters forward never touched); query-bias-left-out, key-bias-left-out, value-bias-left-out (a projection
+  applied by its weight alone while its bias goes unread: read from the forward of a build with qkv_bias=True)
 - detect_widths: heads-full-width, heads-full-width-unprojected (every head's scores summed over the layer's whole
   width d, not d / H);
   head-width-from-input (read from the forward recorded with the widths apart); guard-refuses-divisible (read from
@@ -61,6 +63,13 @@ __all__ = ["DETECTORS", "MODULES", "UNCATALOGUED", "find", "in_order"]
 
 UNCATALOGUED = {  # the marks no mutant declares (`MutantInfo.trace`): what `mha-check explain ID` says of each,
     # and the catalogued mistakes nearest to it (a test holds every mark either declared or here)
+    "key-bias-left-out": (
+        "The key projection applied by its weight alone (F.linear(x, self.k_proj.weight), x @ self.W_k.weight.T) "
+        "while the layer was built with a key bias: the bias is made, counted and saved, but never added nor "
+        "trained (parameters-used finds it without a gradient). No output shows it: a key bias adds q·b_k to every "
+        "score of a row alike, which the softmax ignores. Apply the layer whole, self.k_proj(x), or build the keys' "
+        "projection with bias=False.",
+        ("query-bias-not-added", "value-bias-not-added")),
     "cache-empty-slots-read": (
         "A KV cache preallocated (with zeros) for more tokens than were fed, read back whole: a decoded token's "
         "attention reads every slot, the empty ones after the tokens fed too, and nothing hides them, so they take "

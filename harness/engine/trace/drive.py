@@ -52,14 +52,15 @@ def name_mistakes(found: list[dict], form: str = "multi-head") -> list[dict]:
     return found
 
 
-def record(ctx, display: str = "") -> TraceResult:
+def record(ctx, display: str = "", biased: bool = False) -> TraceResult:
     """Trace one forward pass of the worked example through the module behind `ctx` (called the proven way).
-    Failures of the student's code end up in `result.error`, never as an exception."""
+    Failures of the student's code end up in `result.error`, never as an exception.  `biased`: built with
+    qkv_bias=True (a Q/K/V bias that forward never adds exists only there: harness.engine.diagnosis)."""
     cfg, worked, form = WORKED_CONFIG, dict(WORKED), None
     result = TraceResult(display or ctx.subject.spec, "", worked)
     try:
         form = ctx.form  # the worked example of the layer's own form: one head, no output projection for single
-        cfg = dataclasses.replace(_grouped(ctx, ctx.shaped(cfg)), dropout=TRACE_DROPOUT)
+        cfg = dataclasses.replace(_grouped(ctx, ctx.shaped(cfg)), dropout=TRACE_DROPOUT, qkv_bias=biased)
         worked.update(heads=cfg.heads, **({} if form.out_proj else {"out_proj": False}),
                       **({"kv_heads": cfg.kv_heads, "d": cfg.d_out} if cfg.kv_heads else {}))
         construction = ctx.construction(cfg) + (
