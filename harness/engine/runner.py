@@ -98,7 +98,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
             else:
                 try:
                     outcome = _blocked(c, results, ctx) or _not_applicable(c, ctx, options.single_head) or \
-                        _guarded(c, ctx, options.debug)
+                        _cache_required(c, _guarded(c, ctx, options.debug), options.kv_cache)
                 except WorkerDied as died:
                     outcome = _after_death(died, c, results, ctx, deaths, make_subject, options.debug)
             results[c.id] = CheckResult.of(c, outcome)
@@ -223,6 +223,19 @@ def _not_applicable(c: Check, ctx: Context, single_head: bool = True) -> Outcome
                           "the projections into (B, H, n, dh) heads, merge them back and apply the output "
                           "projection (lesson LM3-T5, CausalMHA).", form=form.name, finding="form:single-head")
     return passed(why, form=form.name, not_applicable=True) if why else None
+
+
+def _cache_required(c: Check, outcome: Outcome, kv_cache: bool) -> Outcome:
+    """kv-cache's "does not apply" (the layer shows no cache mha-check can find) as a failure where the course asks
+    for the layer with a KV cache (the rubric's kv_cache = true): red team 17's cache, its mask rows not offset,
+    switched on by a keyword of another name and emptied by a method of another, had every point."""
+    if not kv_cache or c.id != "kv-cache" or outcome.status != Status.PASS or not outcome.details.get("not_applicable"):
+        return outcome
+    return failed(f"{outcome.message.removeprefix('does not apply: ')}, and this assignment asks for the layer with "
+                  f"a KV cache (the course's rubric says kv_cache = true): there is no cache for kv-cache to check",
+                  fix="Give forward a `use_cache` argument (forward(x, use_cache=True) appends the new keys and values "
+                      "to the cache) and the module a reset_cache() that empties it, as in the lesson's layer with "
+                      "a KV cache; or check a factory whose module does.", finding="form:no-kv-cache")
 
 
 def _chain(need: Check, results: dict) -> str:
