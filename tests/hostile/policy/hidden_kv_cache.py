@@ -3,7 +3,7 @@
 method of other names than mha-check drives (`generate=True`, `forget()`).  kv-cache finds no cache and passes as not
 applying, a pass's points: 19 of 19 on Gradescope, for an assignment that is the layer with a cache.  A course that
 asks for the cache says so in its rubric (`kv_cache = true`): kv-cache then fails it, saying why
-(`tests/e2e/test_kv_cache_policy.py`)."""
+(`tests/e2e/test_family_policy.py`)."""
 import torch
 import torch.nn as nn
 
