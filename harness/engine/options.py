@@ -28,6 +28,11 @@ class Options:
     rules: bool = True  # the lesson's rules count toward `passed`
     single_head: bool = True  # a single-head layer passes the checks about heads as not applying; False (a rubric's
     # single_head = false, for a multi-head assignment): it fails them
+    kv_cache: bool = False  # a layer that shows no KV cache passes kv-cache as not applying; True (a rubric's
+    # kv_cache = true, for an assignment that is the layer with a cache): it fails it
+    grouped: bool = True  # a grouped-query (or multi-query) layer passes out-proj-bias and head-invariance as not
+    # applying; False (a rubric's grouped = false, for an assignment that is the lesson's multi-head layer): it fails
+    # them
     diagnose: bool = True
     leakage_map: bool = False  # also measure the influence maps for a picture
     debug: bool = False

@@ -98,7 +98,7 @@ def run_checks(spec: str, options: Options | None = None, *, subject: Subject | 
             else:
                 try:
                     outcome = _blocked(c, results, ctx) or _not_applicable(c, ctx, options.single_head) or \
-                        _guarded(c, ctx, options.debug)
+                        _course_asks(c, _guarded(c, ctx, options.debug), options)
                 except WorkerDied as died:
                     outcome = _after_death(died, c, results, ctx, deaths, make_subject, options.debug)
             results[c.id] = CheckResult.of(c, outcome)
@@ -223,6 +223,32 @@ def _not_applicable(c: Check, ctx: Context, single_head: bool = True) -> Outcome
                           "the projections into (B, H, n, dh) heads, merge them back and apply the output "
                           "projection (lesson LM3-T5, CausalMHA).", form=form.name, finding="form:single-head")
     return passed(why, form=form.name, not_applicable=True) if why else None
+
+
+GROUPED_EXEMPT = ("out-proj-bias", "head-invariance")  # the checks whose claim a grouped-query (or multi-query)
+# layer is exempt from, as the Llama family: no biases, a count that changes with a shared key/value head
+
+
+def _course_asks(c: Check, outcome: Outcome, options: Options) -> Outcome:
+    """A check's "does not apply" as a failure where the course's rubric asks for what the layer does not have (red
+    team 17, each with every point): the KV cache (kv_cache = true; a cache whose mask rows are not offset, switched
+    on by a keyword of another name and emptied by a method of another, showed none) and the lesson's multi-head
+    layer rather than the grouped-query family (grouped = false; the lesson's layer without its output bias, given
+    an optional kv_heads that defaults to one per head as Llama's does, was exempt from out-proj-bias)."""
+    if outcome.status != Status.PASS or not outcome.details.get("not_applicable"):
+        return outcome
+    why = outcome.message.removeprefix("does not apply: ")
+    if c.id == "kv-cache" and options.kv_cache:
+        return failed(f"{why}, and this assignment asks for the layer with a KV cache (the course's rubric says "
+                      f"kv_cache = true): there is no cache for kv-cache to check",
+                      fix="Give forward a `use_cache` argument (forward(x, use_cache=True) appends the new keys and "
+                          "values to the cache) and the module a reset_cache() that empties it, as in the lesson's "
+                          "layer with a KV cache; or check a factory whose module does.", finding="form:no-kv-cache")
+    if c.id in GROUPED_EXEMPT and not options.grouped:
+        return failed(f"{why}; but this assignment asks for the lesson's multi-head layer, not the grouped-query "
+                      f"family (the course's rubric says grouped = false), so the lesson's rule holds",
+                      fix=c.fix, finding="form:grouped")
+    return outcome
 
 
 def _chain(need: Check, results: dict) -> str:

@@ -39,6 +39,8 @@ def finish(args: argparse.Namespace, parser: argparse.ArgumentParser, subject, m
             if args.rubric else None
         run = replace(run, rules=not args.no_rules and (grading.rules if grading else True),
                       single_head=grading.single_head if grading else True,
+                      kv_cache=grading.kv_cache if grading else False,
+                      grouped=grading.grouped if grading else True,
                       last=grading.hidden([c.id for c in select()]) if grading else frozenset())
         report = run_checks(args.target, run, subject=subject, make_subject=make)
         if suite:

@@ -9,6 +9,10 @@ Rubric file (every key optional; without a rubric every check is worth one point
     score_visibility = "after_published"         # when students see the total (Gradescope's results visibility)
     single_head = false                          # a single-head layer fails the checks about heads (default: true,
                                                  # they pass as not applying to one head)
+    kv_cache = true                              # the assignment is the layer with a KV cache: a layer that shows
+                                                 # none fails kv-cache (default: false, it does not apply)
+    grouped = false                              # the grouped-query family's exemptions (no output bias, a shared
+                                                 # key/value head) fail instead (default: true, they do not apply)
     [checks.causal-leakage]
     points = 3
     [checks.gradient-match]
@@ -33,6 +37,12 @@ A single-head layer (the previous lesson's CausalAttention: a constructor that t
 the lesson's family, checked as such, and the checks about heads (view-order, head-invariance, divisibility,
 out-proj-bias) pass it as not applying; where the assignment is the multi-head layer, `single_head = false` makes
 them fail it, saying so (red team 15: the single-head layer handed in for the multi-head one got every point).
+Likewise a layer that shows no KV cache passes kv-cache as not applying; where the assignment is the layer with a
+cache, `kv_cache = true` makes it fail (red team 17: a cache whose mask rows are not offset, driven by a keyword and
+a method of other names than mha-check knows, got every point).  And a grouped-query (or multi-query) layer passes
+out-proj-bias (the Llama family has no biases by design) and head-invariance (one shared key/value head) as not
+applying; `grouped = false` makes them fail it (red team 17: the lesson's layer without its output bias, given an
+optional `kv_heads` that defaults to one per head, as Llama's does, got every point).
 The instructor's own tests (--tests) are scored by the same rule, each one item.
 """
 from __future__ import annotations
@@ -66,6 +76,8 @@ class Rubric:
     score_visibility: str | None = None  # when the total is shown; None: no earlier than the most hidden check
     needs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # check -> the checks it needs (checks.needs_by_id)
     single_head: bool = True  # a single-head layer passes the checks about heads as not applying; False: fails them
+    kv_cache: bool = False  # a layer without a KV cache passes kv-cache as not applying; True: fails it
+    grouped: bool = True  # a grouped-query layer passes out-proj-bias and head-invariance as not applying; False: fails
 
     def hidden(self, check_ids) -> frozenset:
         """Checks a student must not see yet: anything not plainly visible."""
@@ -103,16 +115,14 @@ def load_rubric(path: str | None, known_checks, known_tests=(), needs=None) -> R
     except tomllib.TOMLDecodeError as e:
         raise RubricError(f"rubric {path} is not valid TOML: {e}") from None
     unknown = set(data) - {"target", "default_points", "default_visibility", "checks", "rules", "score_visibility",
-                           "tests", "single_head"}
+                           "tests", "single_head", "kv_cache", "grouped"}
     if unknown:
         raise RubricError(f"rubric {path}: unknown keys {sorted(unknown)}")
     rubric = Rubric(target=data.get("target"), needs=dict(needs or {}))
-    if not isinstance(data.get("rules", True), bool):
-        raise RubricError(f"rubric {path}: rules must be true or false, not {data['rules']!r}")
-    rubric.rules = data.get("rules", True)
-    if not isinstance(data.get("single_head", True), bool):
-        raise RubricError(f"rubric {path}: single_head must be true or false, not {data['single_head']!r}")
-    rubric.single_head = data.get("single_head", True)
+    for key, default in (("rules", True), ("single_head", True), ("kv_cache", False), ("grouped", True)):
+        if not isinstance(data.get(key, default), bool):
+            raise RubricError(f"rubric {path}: {key} must be true or false, not {data[key]!r}")
+        setattr(rubric, key, data.get(key, default))
     rubric.default_points = _points(data.get("default_points", 1), path, "default_points")
     rubric.default_visibility = _visibility(data.get("default_visibility", "visible"), path, "default_visibility")
     if "score_visibility" in data:

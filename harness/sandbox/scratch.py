@@ -166,7 +166,9 @@ def usage(path: str, stop_at: int, closed: list[str] | None = None) -> tuple[int
     entries (a folder of a million files is over any budget long before it is all counted).  Blocks, not sizes: a
     sparse file of a terabyte takes no disk.  Folders we may not list are added to `closed`: an ordinary user's
     grader shares the child's uid and has no CAP_DAC_OVERRIDE, and a folder of mode 0300 held 300 MB unseen (red
-    team 6)."""
+    team 6); and so are folders and files deeper than a path may name (ENAMETOOLONG: red team 17 wrote 300 MB under
+    a folder chain 6,300 bytes deep, which a walk by path skipped), and entries whose size we may not read (a folder
+    of mode 0600, listed but not searched).  Only what was removed meanwhile is nothing."""
     size, entries, todo = 0, 0, [path]
     while todo and entries <= stop_at:
         folder = todo.pop()
@@ -178,13 +180,17 @@ def usage(path: str, stop_at: int, closed: list[str] | None = None) -> tuple[int
                         size += entry.stat(follow_symlinks=False).st_blocks * 512
                         if entry.is_dir(follow_symlinks=False):
                             todo.append(entry.path)
-                    except OSError:
+                    except FileNotFoundError:  # removed meanwhile
                         continue
-        except PermissionError:
-            if closed is not None:
-                closed.append(folder)
-        except OSError:  # removed meanwhile
+                    except OSError:  # cannot be measured: over the budget, never nothing
+                        if closed is not None:
+                            closed.append(folder)
+                        break
+        except FileNotFoundError:  # removed meanwhile
             continue
+        except OSError as e:
+            if closed is not None and (isinstance(e, PermissionError) or e.errno == errno.ENAMETOOLONG):
+                closed.append(folder)
     return size, entries
 
 
@@ -318,8 +324,10 @@ class Scratch:
         if size > self.budget[0]:
             return f"{size >> 20} MB, more than {self.budget[0] >> 20} MB"
         if closed:
-            return (f"a folder closed to mha-check's measure ({os.path.relpath(closed[0], self.path)}: it may not be "
-                    "listed), so what it holds cannot be counted against the budget")
+            where = os.path.relpath(closed[0], self.path)
+            where = where if len(where) <= 80 else f"{where[:60]}... ({len(where)} characters)"
+            return (f"a folder closed to mha-check's measure ({where}: it may not be listed, or lies deeper than a "
+                    "path may name), so what it holds cannot be counted against the budget")
         try:
             hidden, unseen = held_unlinked(pids, os.stat(self.path).st_dev, owner) if pids else (0, [])
         except OSError:

@@ -428,6 +428,11 @@ class Subject:
             uid = self.record.get("uid") if self.record else None
             owner = (uid, self.record.get("gid", uid)) if uid is not None and is_slot_uid(uid) else None
             pids = [p for p in self._processes() if p not in self._ours()]
+            many = footprint.crowded(pids, owner)  # first: the scratch's measure reads each mapping's line
+            if many is not None:
+                raise footprint.TooMuch("", whole=f"process {many[0]} of your code held more than "
+                                                  f"{footprint.MAX_MAPPINGS} memory mappings (mmap), whose cost to "
+                                                  "the machine's kernel no limit counts")
             over = room.overflow(pids, owner) if room is not None else None
             if over is not None:
                 raise scratch.ScratchFull(over)
@@ -452,6 +457,9 @@ class Subject:
 
     def _too_much(self, e: footprint.TooMuch, op: str) -> WorkerDied:
         self.child.kill()
+        if e.whole:
+            self.dead = WorkerDied("memory", f"memory limit: {e.whole}, during {op}")
+            return self.dead
         self.dead = WorkerDied("memory", f"memory limit: your code ran {e}, during {op}; all of them together may "
                                          f"take what one may ({self.limits.in_all_mb} MB)")
         return self.dead

@@ -579,6 +579,42 @@ def test_in_a_container_files_deleted_but_held_count_against_the_disk_budget(wor
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
+@pytest.mark.parametrize("who", ["root", "user"])
+def test_in_a_container_files_deeper_than_a_path_count_against_the_disk_budget(world, who):
+    """tests/hostile/deep_disk.py writes 150 MB below a folder chain deeper than a path may name, against a 64 MB
+    budget: red team 17's walk by path skipped it (ENAMETOOLONG) and the layer passed; it is now over the budget, a
+    disk limit (cannot tell, for review), and its folder is removed whole."""
+    python = readable_python(world)
+    prefix, owner = {"root": (CONTAINER, None), "user": ([*CONTAINER, *AS_USER], USER)}[who]
+    base = Path(tempfile.mkdtemp(prefix=f"deep-disk-{who}-", dir=world / "home"))
+    disk = base / "disk"
+    disk.mkdir()
+    ids = f",uid={owner},gid={owner}" if owner else ""
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=256m,mode=0755{ids}", "tmpfs", str(disk)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        sub = base / "submission"
+        sub.mkdir()
+        (sub / "attention.py").write_text((HOSTILE / "deep_disk.py").read_text())
+        for p in (base, sub, sub / "attention.py"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+            if owner is not None:
+                os.chown(p, owner, owner)
+        run = mha(prefix, python, f"{sub}/attention.py:MyAttn", "--format", "json", "--time-limit", "60",
+                  cwd=base, home=disk)
+        assert run.returncode == 1, run.stderr[-2000:]
+        report = json.loads(run.stdout)
+        assert report["isolation"]["submission_copy"]["bounded"][:3] == "no:"
+        said = " ".join(c["message"] for c in report["checks"])
+        assert "deeper than a path may name" in said, said
+        assert report["needs_review"] is True and [c for c in report["checks"] if c["status"] == "fail"] == []
+        assert [p.name for p in disk.iterdir() if not p.name.startswith("mha-check-slots-")] == []
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
 def _to_its_end(prefix: list[str], python: str, *args: str, base: Path) -> tuple[int, list[str], str]:
     """mha-check run to its end with TMPDIR `base`/tmp: its exit status, the processes of that run still running the
     moment it returned (each carries that TMPDIR in its environment: conftest.processes_left, without a grace), and

@@ -47,6 +47,7 @@ CLASSIFIED = {  # what happened is named as such, not as a generic error
     "sleep_forever": "time limit", "loop_in_forward": "time limit", "loop_at_import": "time limit",
     "stops_reading": "time limit",
     "memory_bomb": "memory limit", "processes_memory": "memory limit",
+    "many_mappings": "memory mappings",  # the kernel's memory that no limit counts (red team 17)
     "segfault": "signal SIGSEGV", "os_exit_forward": "exited (status 0)",
     "garbage_fds": "corrupted the channel", "nested_header": "header nested too deeply",  # refused, never a crash
     "failed_mid_frame": "corrupted the channel", "reading_flood": "2000 readings of the parameters",

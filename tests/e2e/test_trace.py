@@ -218,7 +218,10 @@ def test_trace_marks_no_mistake_in_any_correct_zoo_layer(traced_correct):
 
 
 REAL_CORRECT = [p for p in sorted((ROOT / "tests" / "realzoo").glob("[a-z]*.py"))
-                if zoo_constants(p)["TRUTH"] == "correct"]
+                if zoo_constants(p)["TRUTH"] == "correct" and not zoo_constants(p).get("KNOWN_WRONG")]
+# an entry carrying KNOWN_WRONG (a mistake mha-check is known to name for a correct layer, its trace marking it too:
+# realzoo22's FastNLP 1.0.1 no-mask, Compressive Transformer unused-projection) is held by its strict xfail in
+# tests/e2e/test_realzoo.py, as test_no_false_alarm_and_no_wrong_diagnosis_on_correct_code leaves it to that
 
 
 @pytest.fixture(scope="module")

@@ -3907,6 +3907,260 @@ def _(mod):
         "d=12 H=3 KV=1, to_out bias"
 
 
+# ----------------------------------------------------------------------------------------------- Realzoo22
+def _query_axis_softmax_loop(x, H, Wq, Wk, Wv, Wo, bq, bk, bv, bo, fill=-1e9):
+    """An independent per-head loop whose softmax runs over the QUERIES (each key's column normalised over every
+    query, the future filled with `fill`): fastNLP 0.5.0's nn.Softmax(dim=2) on (B, H, n_q, n_k) scores."""
+    B, n, _ = x.shape
+    dh = Wq.shape[0] // H
+    q, k, v = (x @ W.T + b for W, b in ((Wq, bq), (Wk, bk), (Wv, bv)))
+    outs = []
+    for h in range(H):
+        cut = slice(h * dh, (h + 1) * dh)
+        s = q[..., cut] @ k[..., cut].transpose(-2, -1) / dh ** 0.5
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), fill)
+        outs.append(torch.softmax(s, dim=-2) @ v[..., cut])
+    return torch.cat(outs, dim=-1) @ Wo.T + bo
+
+
+def _fastnlp05_args(m):
+    return (m.q_in.weight, m.k_in.weight, m.v_in.weight, m.out.weight, m.q_in.bias, m.k_in.bias, m.v_in.bias,
+            m.out.bias)
+
+
+def _fastnlp05_call(m):
+    """m(x, x, x, mask) with the (B, n, n) bool mask True = masked that fastNLP's attention indexes [:, None]."""
+    return lambda x: m(x, x, x, torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1).expand(x.shape[0], -1,
+                                                                                                     -1))
+
+
+@check("fastnlp_0_5_mha_key_size_value_size_softmax_query_axis_pre_fix.py")
+def _(mod):
+    """MultiHeadAttention(12, 4, 4, 3) (= build(12, 3)) called as m(x, x, x, future mask (B, n, n)): = the per-head
+    loop with the softmax over the queries exactly; differs from mha_forward; position 0 moves with later tokens;
+    with nn.Softmax(dim=-1) put back into its DotAttention the same weights give mha_forward exactly."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = _fastnlp05_args(m)
+    call = _fastnlp05_call(m)
+    err, leak = cmp(call, lambda x: _query_axis_softmax_loop(x, 3, *args), 12)
+    off, _ = cmp(call, lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    m.attention.softmax = torch.nn.Softmax(dim=-1)
+    fixed, fixed_leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    good = err < TOL and leak > 1e-3 and off > 1e-3 and fixed < TOL and fixed_leak < TOL
+    return good, (f"= the query-axis softmax loop {err:.1e}; future moves the past {leak:.2e}; mha_forward differs "
+                  f"by {off:.2e}; with Softmax(dim=-1): {fixed:.1e}, leak {fixed_leak:.1e}"), "d=12 H=3 biases"
+
+
+@check("fastnlp_0_5_5_mha_key_size_value_size_mask_out_fill_1e9.py")
+def _(mod):
+    """MultiHeadAttention(12, 4, 4, 3) (= build(12, 3)) called as m(x, x, x, future mask (B, n, n)): = mha_forward
+    and the per-head loop exactly, no leak; without the mask the future moves the past; with W_k = -W_q and tokens
+    x1e6 the -1e9 fill lets the future in."""
+    m = randomize(mod.build(12, 3)).eval()
+    args = _fastnlp05_args(m)
+    call = _fastnlp05_call(m)
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    _, open_leak = cmp(lambda x: m(x, x, x), lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    with torch.no_grad():
+        m.k_in.weight.copy_(-m.q_in.weight)
+        m.k_in.bias.copy_(-m.q_in.bias)
+    big = lambda x: call(x * 1e6)
+    _, fill_leak = cmp(big, big, 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2), leak)
+    return good and open_leak > 1e-3 and fill_leak > 1e-3, (
+        msg + f" (mha_forward and the loop); no mask leaks {open_leak:.2e}; W_k = -W_q, x1e6: the -1e9 fill leaks "
+              f"{fill_leak:.2e}"), "d=12 H=3 biases"
+
+
+@check("fastnlp_1_mha_key_mask_beside_attn_mask_einsum_heads_last.py")
+def _(mod):
+    """MultiHeadAttention(12, 3) called as m(x, x, x, attn_mask=tril(ones(n, n)))[0]: q_proj / k_proj / v_proj /
+    out_proj with biases = mha_forward and the per-head loop exactly, no leak; with key_mask hiding item 0's last
+    token as well = an independent loop with that key at -inf too; without attn_mask the future moves the past."""
+    m = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    args = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.out_proj.weight, m.q_proj.bias, m.k_proj.bias,
+            m.v_proj.bias, m.out_proj.bias)
+    keep = lambda n: torch.ones(n, n).tril()
+    call = lambda x: m(x, x, x, attn_mask=keep(x.shape[1]))[0]
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    _, open_leak = cmp(lambda x: m(x, x, x)[0], lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(7))
+    key_mask = torch.ones(2, 6)
+    key_mask[0, -1] = 0
+    with torch.no_grad():
+        got = m(x, x, x, key_mask=key_mask, attn_mask=keep(6))[0]
+        q, k, v = (x @ W.T + b for W, b in zip(args[:3], args[4:7]))
+        outs = []
+        for h in range(3):
+            cut = slice(4 * h, 4 * h + 4)
+            sc = q[..., cut] @ k[..., cut].transpose(-2, -1) / 2.0
+            hide = torch.ones(6, 6, dtype=torch.bool).triu(1) | (key_mask[:, None, :] == 0)
+            outs.append(torch.softmax(sc.masked_fill(hide, float("-inf")), -1) @ v[..., cut])
+        want = torch.cat(outs, -1) @ args[3].T + args[7]
+    padded = (got - want).abs().max().item()
+    good, msg = ok_line(max(err, err2, padded), leak)
+    return good and open_leak > 1e-3, (msg + f" (mha_forward and the loop); with key_mask {padded:.1e}; no "
+                                       f"attn_mask leaks {open_leak:.2e}"), "d=12 H=3 biases, tuple output"
+
+
+def _trinix_decode_raises(m, x, call_out=lambda r: r):
+    """A prompt of 4 with use_cache=True, then the next 1 (and 2) tokens with the cache it returned: (the prompt's
+    outputs, the names of the exceptions each decode raised, None where one did not)."""
+    with torch.no_grad():
+        out, cache = m(x[:, :4], use_cache=True)
+        raised = []
+        for n in (1, 2):
+            try:
+                m(x[:, 4:4 + n], past_key_value=cache, use_cache=True)
+                raised.append(None)
+            except RuntimeError as e:
+                raised.append(type(e).__name__)
+    return out, raised
+
+
+@check("trinix_fast_mhsa_causal_flag_kv_cache_reshape_by_key_length.py")
+def _(mod):
+    """FastMultiHeadSelfAttention(12, 3, causal=True) in eval() (the PyTorch path): qkv_proj's row blocks [Q; K; V]
+    with their biases and o_proj = mha_forward and the per-head loop exactly, no leak; the prompt with use_cache=True
+    gives the same outputs; decoding 1 or 2 more tokens with its cache raises; its PyTorch path, one query over five
+    keys, attends to key 0 alone (triu(ones(1, 5), 1): the mask aligned top-left)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = randomize(mod.FastMultiHeadSelfAttention(12, 3, causal=True)).eval()
+    W, b = m.qkv_proj.weight, m.qkv_proj.bias
+    args = (W[:12], W[12:24], W[24:], m.o_proj.weight, b[:12], b[12:24], b[24:], m.o_proj.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(11))
+    out, raised = _trinix_decode_raises(m, x)
+    prompt = (out - mha_forward(x[:, :4], 3, *args)).abs().max().item()
+    g = torch.Generator().manual_seed(12)
+    q, k, v = (torch.randn(2, n, 3, 4, generator=g) for n in (1, 5, 5))
+    with torch.no_grad():
+        one = m._apply_pytorch_attention(q, k, v)
+    first_key_only = (one - v[:, :1]).abs().max().item()
+    good, msg = ok_line(max(err, err2, prompt), leak)
+    return good and None not in raised and first_key_only < TOL, (
+        msg + f" (mha_forward and the loop); prompt with use_cache {prompt:.1e}; decoding 1 / 2 more tokens raised "
+              f"{raised[0]} / {raised[1]}; one query over 5 keys = value 0 alone ({first_key_only:.1e})"), \
+        "d=12 H=3, qkv and o biases"
+
+
+def _alibi_grouped_loop(x, H, Wq, Wk, Wv, Wo, bq, bk, bv, bo, slopes):
+    """An independent grouped-query loop with ALiBi: query head h reads kv head h // (H // KV), its scaled scores
+    get -slopes[h] * (i - j), the future at -inf."""
+    B, n, _ = x.shape
+    dh = Wq.shape[0] // H
+    KV = Wk.shape[0] // dh
+    q, k, v = (x @ W.T + b for W, b in ((Wq, bq), (Wk, bk), (Wv, bv)))
+    i = torch.arange(n)
+    dist = (i[:, None] - i[None, :]).double()
+    outs = []
+    for h in range(H):
+        g = h // (H // KV)
+        qs, ks, vs = q[..., h * dh:(h + 1) * dh], k[..., g * dh:(g + 1) * dh], v[..., g * dh:(g + 1) * dh]
+        s = qs @ ks.transpose(-2, -1) / dh ** 0.5 - float(slopes[h]) * dist
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        outs.append(torch.softmax(s, dim=-1) @ vs)
+    return torch.cat(outs, dim=-1) @ Wo.T + bo
+
+
+@check("trinix_fast_gqa_alibi_causal_flag_kv_cache_reshape_by_key_length.py")
+def _(mod):
+    """build(16, 4, num_kv_heads=KV) for KV = 4, 2, 1 in eval(): = the ALiBi grouped loop exactly, no leak; with
+    the slopes zeroed = gqa_forward exactly (the bias is all that differs); decoding a token after a cached prompt
+    raises."""
+    import warnings
+    errs, leaks, plain_errs, off = [], [], [], 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for KV in (4, 2, 1):
+            m = randomize(mod.build(16, 4, CTX, num_kv_heads=KV)).eval()
+            slopes = m.position_embedding.slopes.clone()
+            args = (m.q_proj.weight, m.k_proj.weight, m.v_proj.weight, m.o_proj.weight, m.q_proj.bias,
+                    m.k_proj.bias, m.v_proj.bias, m.o_proj.bias)
+            call = lambda x: m(x)[0]
+            e, lk = cmp(call, lambda x: _alibi_grouped_loop(x, 4, *args, slopes), 16)
+            errs.append(e)
+            leaks.append(lk)
+            if KV == 2:
+                off, _ = cmp(call, lambda x: gqa_forward(x, 4, *args), 16, shapes=SHAPES[:1])
+            m.position_embedding.slopes.zero_()
+            plain_errs.append(cmp(call, lambda x: gqa_forward(x, 4, *args), 16)[0])
+            m.position_embedding.slopes.copy_(slopes)
+        x = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(13))
+        _, raised = _trinix_decode_raises(m, x)
+    good, msg = ok_line(max(errs), max(leaks))
+    return good and max(plain_errs) < TOL and off > 1e-3 and None not in raised, (
+        msg + f" (the ALiBi grouped loop, KV 4, 2, 1; slopes {[float(s) for s in slopes]}); slopes zeroed = "
+              f"gqa_forward {max(plain_errs):.1e}; the lesson's layer differs by {off:.2e}; decoding after a cached "
+              f"prompt raised {raised[0]} / {raised[1]}"), "d=16 H=4, biases"
+
+
+@check("joeynmt_mha_heads_first_keys_first_forward_keep_mask.py")
+def _(mod):
+    """MultiHeadedAttention(3, 12) called keys first as m(x, x, x, mask=subsequent mask (1, n, n) True = keep)[0]:
+    q_layer / k_layer / v_layer / output_layer with biases = mha_forward and the per-head loop exactly, no leak; the
+    head-averaged weights (return_weights=True) are the lesson's weights' mean; without the mask the future leaks."""
+    m = randomize(mod.MultiHeadedAttention(3, 12)).eval()
+    args = (m.q_layer.weight, m.k_layer.weight, m.v_layer.weight, m.output_layer.weight, m.q_layer.bias,
+            m.k_layer.bias, m.v_layer.bias, m.output_layer.bias)
+    keep = lambda n: torch.ones(n, n, dtype=torch.bool).tril().unsqueeze(0)
+    call = lambda x: m(x, x, x, mask=keep(x.shape[1]))[0]
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    _, open_leak = cmp(lambda x: m(x, x, x)[0], lambda x: mha_forward(x, 3, *args), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 5, 12, generator=torch.Generator().manual_seed(14))
+    with torch.no_grad():
+        _, weights = m(x, x, x, mask=keep(5), return_weights=True)
+        q, k = x @ args[0].T + args[4], x @ args[1].T + args[5]
+        heads = [torch.softmax((q[..., 4 * h:4 * h + 4] @ k[..., 4 * h:4 * h + 4].transpose(-2, -1) / 2.0)
+                               .masked_fill(~keep(5), float("-inf")), -1) for h in range(3)]
+    mean_err = (weights - sum(heads) / 3).abs().max().item()
+    good, msg = ok_line(max(err, err2, mean_err), leak)
+    return good and open_leak > 1e-3, (msg + f" (mha_forward and the loop); averaged weights {mean_err:.1e}; no mask "
+                                       f"leaks {open_leak:.2e}"), "d=12 H=3 biases, keys first"
+
+
+@check("lucidrains_compressive_transformer_self_attention_memories_input_mask_aux_loss.py")
+def _(mod):
+    """build(12, 3, 10) in eval(), m(x)[0]: to_q, to_kv's halves [K; V], to_out with bias = mha_forward and the
+    per-head loop exactly, no leak; the compressor's conv gets no gradient from the output, yet a second segment of
+    10 after a memory of 10 runs it (2 compressed rows returned); with segments of 4 (SelfAttention(12, 4, 4, 1, 4, 3)),
+    two segments through the returned memory = the whole forward on 8; a non-zero pos_emb changes the output."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    W = m.to_kv.weight
+    args = (m.to_q.weight, W[:12], W[12:], m.to_out.weight, None, None, None, m.to_out.bias)
+    call = lambda x: m(x)[0]
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(15))
+    m(x)[0].square().sum().backward()
+    no_grad = m.compress_mem_fn.conv.weight.grad is None
+    m.zero_grad()
+    seg4 = randomize(mod.SelfAttention(12, 4, 4, 1, 4, 3)).eval()  # segments of 4, a memory of 4
+    x8 = torch.randn(2, 8, 12, generator=torch.Generator().manual_seed(18))
+    with torch.no_grad():
+        whole = m(x)[0]
+        a, mem, _ = seg4(x8[:, :4])
+        b, _, _ = seg4(x8[:, 4:], memories=mem)
+        decode = (torch.cat((a, b), 1) - seg4(x8)[0]).abs().max().item()
+        seg = torch.randn(2, 10, 12, generator=torch.Generator().manual_seed(16))
+        _, mem1, _ = m(seg)
+        _, mem2, _ = m(seg, memories=mem1)
+        compressed = mem2.compressed_mem.shape[1]
+        pos = torch.randn(3, 30, 4, generator=torch.Generator().manual_seed(17))
+        moved = (m(x, pos_emb=pos)[0] - whole).abs().max().item()
+    good, msg = ok_line(max(err, err2, decode), leak)
+    return good and no_grad and compressed == 2 and moved > 1e-3, (
+        msg + f" (mha_forward and the loop); conv grad None: {no_grad}; compressed rows after a second segment: "
+              f"{compressed}; segments 4 + 4 through the memory vs whole {decode:.1e}; pos_emb moves the output {moved:.2e}"), \
+        "d=12 H=3, to_out bias"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -168,3 +168,52 @@ def test_grade_says_in_one_line_where_the_batch_found_no_room_and_grades_nothing
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and "(the batch's copies go to " in said and "nothing was graded" in said
     assert "set TMPDIR to a folder on a disk with room" in said and "again in /" not in said
+
+
+def _deeper_than_a_path(top: str, depth: int = 300) -> int:
+    """A folder chain `depth` x 21 bytes deep below `top` (past PATH_MAX, 4096: made with descriptors, as a child
+    can), and the descriptor of its deepest folder."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d" * 20, dir_fd=fd)
+        deeper = os.open("d" * 20, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = deeper
+    return fd
+
+
+def test_a_file_deeper_than_a_path_may_name_is_over_the_budget_never_unseen(tmp_path, monkeypatch):
+    """Red team 17: a walk by path cannot name what lies past PATH_MAX (ENAMETOOLONG), and skipped it: a child in a
+    container wrote 300 MB in 15 MB files under a folder chain 6,300 bytes deep, past its 64 MB budget, and passed;
+    with no bound on the count of such files, the grader's disk is the limit.  What cannot be measured is over the
+    budget (as a folder closed to the measure), never nothing."""
+    monkeypatch.setattr(scratch, "_mount_bounded", lambda *args: "")
+    monkeypatch.setattr(scratch, "_PARENT", str(tmp_path))
+    room = scratch.Scratch.with_copy(7, None, 1 << 20, room_bytes=1 << 20, room_files=1000)  # 300 folders fit
+    try:
+        fd = _deeper_than_a_path(room.path)
+        try:
+            with open(os.open("big", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "wb") as f:
+                f.write(b"x" * (2 << 20))
+        finally:
+            os.close(fd)
+        said = room.overflow()
+        assert said is not None and "closed to mha-check's measure" in said, said
+    finally:
+        room.remove()
+    assert not os.path.exists(room.root)  # removed whole, however deep (remove_tree works by descriptor)
+
+
+def test_a_long_file_name_just_within_a_path_is_counted_or_over_the_budget(tmp_path):
+    """The folder's path fits, an entry's full path does not: its stat by path fails, and the file was skipped."""
+    top = tmp_path / "top"
+    top.mkdir()
+    fd = _deeper_than_a_path(str(top), depth=(4096 - len(str(top)) - 100) // 21)
+    try:
+        with open(os.open("f" * 250, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "wb") as f:
+            f.write(b"x" * (2 << 20))
+    finally:
+        os.close(fd)
+    closed: list[str] = []
+    size, _ = scratch.usage(str(top), 10_000, closed)
+    assert size >= 2 << 20 or closed, (size, closed)
