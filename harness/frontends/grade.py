@@ -105,7 +105,8 @@ def _main(argv: list[str], early: Template | None) -> int:
     except (submissions.PatternError, rubrics.RubricError, instructor.TestsError) as e:
         p.error(str(e))
     if rubric is not None:  # its hidden checks after every shown one (harness.engine.options.Options.last)
-        args.run = replace(args.run, last=rubric.hidden([c.id for c in all_checks()]), single_head=rubric.single_head)
+        args.run = replace(args.run, last=rubric.hidden([c.id for c in all_checks()]), single_head=rubric.single_head,
+                           kv_cache=rubric.kv_cache, grouped=rubric.grouped)  # the course's family, as single runs
     # SIGTERM (a scheduler's stop, Slurm's time limit) is Ctrl-C here: main installed stopping.StopBound
     # torch imports in the template while the walls are probed, the submissions found and staged, the graders forked
     swept = scratch.sweep_stale()  # what graders killed outright (SIGKILL) left in the temp dir: never a live one's

@@ -8,6 +8,7 @@ cache.  With `kv_cache = true` a layer that shows no cache fails kv-cache, sayin
 every other check judges the layer as before; a layer whose cache mha-check drives is graded as before; without the
 key nothing changes.  Likewise the lesson's layer without its output bias, dressed as grouped-query attention by an
 optional `kv_heads`, was exempt from out-proj-bias (19 of 19); with `grouped = false` it fails it."""
+import csv
 import json
 import subprocess
 import sys
@@ -88,3 +89,22 @@ def test_the_lessons_layer_is_graded_as_before_under_grouped_false():
     correct = f"{ROOT / 'examples' / 'correct_attention.py'}"
     assert {c.id: c.status for c in report_for(correct, grouped=False).checks} == \
         {c.id: c.status for c in report_for(correct).checks}
+
+
+def test_grade_reads_both_keys_as_single_runs_do(tmp_path):
+    """`mha-check grade --rubric` passes kv_cache and grouped on to every submission, as a single run with the same
+    rubric does (red team 17 left grade.py's Options line for later: the batch still gave both layers every point)."""
+    subs = tmp_path / "subs"
+    for name, target in (("hidden", HIDDEN), ("grouped", GROUPED)):
+        (subs / name).mkdir(parents=True)
+        (subs / name / "attention.py").write_text(open(target.rsplit(":", 1)[0]).read())
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text("kv_cache = true\ngrouped = false\n")
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "harness.frontends.cli", "grade", str(subs), "--out", str(out),
+                          "--target", "MyAttn", "--jobs", "1", "--rubric", str(rubric)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=900)
+    assert run.returncode in (0, 1), run.stderr[-2000:]
+    rows = {r["submission"]: r for r in csv.DictReader(open(out / "summary.csv", newline=""))}
+    assert rows["hidden"]["kv-cache"] == "fail", rows["hidden"]
+    assert rows["grouped"]["out-proj-bias"] == "fail", rows["grouped"]
