@@ -279,6 +279,8 @@ def _is_rotary_table(name: str) -> bool:
 
 def _is_mask_name(name: str) -> bool:
     """A causal mask's parameter: the usual names, or any with "mask" in it (future_mask, look_ahead_mask) except a
-    padding mask, which says which keys are padding, not which are in the future."""
+    padding mask, which says which keys are padding, not which are in the future: key_padding_mask, pad_mask, and a
+    mask named for the keys (FastNLP's `forward(query, key, value, key_mask=None, attn_mask=None)`: its [batch, seq]
+    key_mask had been taken for the causal mask, attn_mask never tried, and a correct layer named no-mask)."""
     lower = name.lower()
-    return lower in MASK_NAMES or ("mask" in lower and "pad" not in lower)
+    return lower in MASK_NAMES or ("mask" in lower and "pad" not in lower and not lower.startswith(("key", "src_key")))

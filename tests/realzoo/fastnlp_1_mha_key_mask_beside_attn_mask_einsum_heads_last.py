@@ -155,7 +155,3 @@ OUTCOME = 'pass'
 DIAGNOSIS = None
 EXPECTED_BECAUSE = ("the lesson's layer given its causal attn_mask (n, n) 1 = keep, with biases, an assert on "
                     "divisibility; key_mask is a padding mask beside it, which a causal check leaves at None")
-KNOWN_WRONG = ("Realzoo22 open 1: mha-check says FAIL causal-leakage, reference-match, gradient-match with "
-               "no-mask named, called as forward(x, x, x): harness/child/calling.py styles_for takes the FIRST "
-               "parameter whose name holds 'mask' (key_mask, a padding mask) as the causal mask and never tries "
-               "attn_mask; with key_mask out of the signature it passes 19/19")

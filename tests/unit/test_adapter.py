@@ -342,6 +342,15 @@ def test_forward_query_key_value_with_an_optional_mask():
     assert styles[0] == "forward(x, x, x)" and len(styles) == 17
 
 
+def test_a_mask_named_for_the_keys_is_padding_and_the_attention_mask_beside_it_is_the_causal_one():
+    """FastNLP 1.0.1 (Realzoo22): `forward(query, key, value, key_mask=None, attn_mask=None)`, key_mask a [batch,
+    seq] padding mask: taken for the causal mask, attn_mask was never tried and a correct layer was named no-mask."""
+    styles, _ = _calls(lambda self, query, key, value, key_mask=None, attn_mask=None: query)
+    assert all("key_mask" not in s for s in styles) and any("attn_mask=" in s for s in styles), styles
+    styles, _ = _calls(lambda self, q, k, v, key_padding_mask=None, attn_mask=None: q)  # tsai's, as before
+    assert all("key_padding_mask" not in s for s in styles) and any("attn_mask=" in s for s in styles), styles
+
+
 class _MaskFoldedWithTheBatch(nn.Module):
     """sooftware/attentions' way (its pattern: tests/zoo/buggy/heads_batch_major_bool_mask_no_out_proj.py): the
     (B, n, n) mask is
