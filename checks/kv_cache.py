@@ -451,6 +451,9 @@ def _decode_disagrees(ctx):
         except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):  # no evidence: the cannot-tell stands
             return None
         base, again, other, owns = replies[0], replies[1], replies[2], replies[3:]
+        raised = _decode_raised(cfg, prefix, base, again, owns[0])
+        if raised is not None:
+            return raised
         if not _ran(cfg, base, again, other):
             continue
         if compare(other.y[:, prefix], base.y[:, prefix], nan_equal=True) is None:
@@ -476,6 +479,33 @@ def _decode_disagrees(ctx):
                           expected=f"token {t} decoded = the forward on tokens 0..{t}, at its last position",
                           finding="decode differs from own forward", fix=_fix(base.kind), weight_free=True)
     return None
+
+
+def _decode_raised(cfg, prefix: int, base: m.CacheResult, again: m.CacheResult, own: m.Output):
+    """A failure where decoding raised after the prefix, on an empty cache, gave the layer's own forward (the cache
+    is driven as the layer expects), the same way both times: the student's code raising whatever the weights
+    (Realzoo22's trinix, an ALiBi layer no reading of the weights reproduces, had kv-cache cannot tell, though its
+    decode raises at `out.reshape(bs, seq_len, -1)`; its sibling without ALiBi, read, failed for it).  None
+    otherwise."""
+    if not base.api or base.problem or not base.raised or base.raised_at < 1 or \
+            (again.raised, again.raised_at) != (base.raised, base.raised_at):
+        return None
+    own_y = getattr(own, "y", None)
+    if base.y is None or own_y is None or base.y.shape[:2] != (cfg.batch, prefix + base.raised_at - 1) or \
+            own_y.shape[:2] != (cfg.batch, prefix) or compare(base.y[:, :prefix], own_y) is not None:
+        return None
+    position = prefix + base.raised_at - 1
+    appended = APPEND_ERROR in base.raised
+    return failed(f"{cfg.describe()}, prefix of {prefix} then one token per call, with {base.api}: decoding token "
+                  f"{position} raised: {base.raised}"
+                  + ("; torch.cat could not append the new keys or values to the cache: they differ from it on an "
+                     "axis other than the one appended along, so the cache is appended on the wrong axis"
+                     if appended else "")
+                  + ". The prefix, on an empty cache, gave your layer's own forward, so the cache is driven as your "
+                    "layer expects; this needs no reading of your weights", config=cfg,
+                  observed="an exception while decoding", expected="the full forward's output",
+                  finding="append shapes" if appended else "decode raised", fix="" if appended else _fix(base.kind),
+                  weight_free=True)
 
 
 def _ran(cfg, base, *others) -> bool:

@@ -258,6 +258,12 @@ def _no_proof(ctx, info, rotary: str, matched: bool, thetas) -> str:
     readings reproducing different known mistakes, or none reproducing the module's output."""
     if not info.layouts:
         return info.layout_problem
+    if rotary == POSITIONS_TAKEN and not matched:  # positions alone say a position encoding, not which (ALiBi's
+        # slopes, a learned table: Realzoo22's trinix ALiBi layer was told of rotary bases it has none of)
+        return (f"your layer encodes the token positions ({rotary}: a rotary embedding, ALiBi's biases or a learned "
+                "table), and no rotary convention (interleaved pairs, rotate-half) with base "
+                f"{' or '.join(f'{t:g}' for t in thetas)} nor a known mistake reproduces its output: mha-check has "
+                "no reference for any other position encoding") + _partial(ctx) + _beside_the_readings(info)
     if rotary and not matched:
         return (f"your layer encodes positions with a rotary embedding ({rotary}), and neither convention "
                 f"(interleaved pairs, rotate-half) with base {' or '.join(f'{t:g}' for t in thetas)} nor a known "
@@ -482,8 +488,11 @@ def _rotary_evidence(ctx, info) -> str:
     if rotary_fraction(ctx):  # labml-nn's NeoX layer makes its tables on the first call, as plain attributes
         return f"its constructor takes {rotary_fraction(ctx)}"
     if any(POSITIONS in s for s in info.call_styles):
-        return "its forward takes the token positions"
+        return POSITIONS_TAKEN
     return ""
+
+
+POSITIONS_TAKEN = "its forward takes the token positions"  # evidence of a position encoding, not of which
 
 
 def _thetas(ctx) -> list[float]:

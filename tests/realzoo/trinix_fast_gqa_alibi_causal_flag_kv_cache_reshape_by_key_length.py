@@ -930,6 +930,3 @@ DIAGNOSIS = None
 EXPECTED_BECAUSE = ("an ALiBi layer has no reference here, so the math is rightly not judged; but decoding with the "
                     "cache its forward returns raises at the first new token whatever the weights (as the same "
                     "package's FastMultiHeadSelfAttention, whose kv-cache fails): kv-cache fails, none named")
-KNOWN_WRONG = ("Realzoo22 open 2: mha-check says CANNOT TELL - kv-cache 'could not tell with certainty which of your "
-               "parameters are W_q ...', the weight-free cache probes skip a decode that raised (checks/kv_cache.py "
-               "_ran); and the reason given names a rotary embedding the layer does not have (ALiBi)")
