@@ -263,10 +263,12 @@ def values_from_keys(f: Findings) -> None:
     scores took as keys, so the value projection never reaches the output.  Read from the data flow: the values
     operand is the keys operand or a tensor it was made from (a fused projection split in three gives the values a
     split of their own, never marked).  Marked at the mixing step, the line to change; the mark names the keys' and
-    the values' variables where their lines assign one (`k = ...`, `v = self.wv(x)...`), which the fix swaps."""
-    operands = _operands(f.namer, f.ops)
-    if not operands:
-        return
+    the values' variables where their lines assign one (`k = ...`, `v = self.wv(x)...`), which the fix swaps.  Only
+    where the proven reading has a value projection of its own: a layer with one tensor for both (PaLM's shared kv,
+    multi-query by design) meant the keys as values."""
+    operands, roles = _operands(f.namer, f.ops), f.cfg.get("roles") or {}
+    if not operands or not roles.get("wv") or roles.get("wv") == roles.get("wk"):
+        return  # no value projection of its own to have meant: one tensor for both by design (PaLM's shared kv)
     k, v = operands["k"].get("src"), operands["v"].get("src")
     if k is None or v is None or not _same_tensor(f, operands["k"], operands["v"]):
         return
@@ -274,8 +276,7 @@ def values_from_keys(f: Findings) -> None:
     if mix is None:
         return
     keys_name = _assigned(f.ops[v].get("code", ""))
-    wv = (f.cfg.get("roles") or {}).get("wv", "")
-    made = next((op for op in f.ops if wv and any(t.get("name") == wv for t in op["in"] if isinstance(t, dict))),
+    made = next((op for op in f.ops if any(t.get("name") == roles["wv"] for t in op["in"] if isinstance(t, dict))),
                 None)
     values_name = _assigned(made.get("code", "")) if made else None
     said = (f"`{keys_name}` (the keys), not `{values_name}` (the values)" if keys_name and values_name and
