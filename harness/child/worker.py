@@ -40,7 +40,7 @@ import torch.nn as nn  # noqa: E402
 from torch.nn.utils import parametrize  # noqa: E402
 from torch.nn.utils.weight_norm import WeightNorm  # noqa: E402
 
-from harness.child import cache, calling, construct, layouts, norms, raw_params  # noqa: E402
+from harness.child import cache, calling, construct, layouts, norms, raw_params, references  # noqa: E402
 from harness.child.recorders import (DeviceRecorder, LineTrail, OriginRecorder, ReturnLine, TraceRecorder,  # noqa: E402
                                      square_nonzero)
 from harness.child.target import TargetError, describe_exception, load_target, settings_from_globals  # noqa: E402
@@ -531,8 +531,8 @@ class Worker:
         off = {p for norm in inst["norms"] for p in norm.params} if picked is not None and picked.norms_off else set()
         # (a normalisation this call style switches off is never read, by our doing: not a layer forward leaves
         # unused; a correct pre-norm sublayer's RMSNorm was marked unused-projection)
-        untouched = [made for made in recorder.made.values() if made.get("kind") == "parameter"
-                     and made.get("path") not in read | off]
+        untouched = [_with_reference(module, made) for made in recorder.made.values()
+                     if made.get("kind") == "parameter" and made.get("path") not in read | off]
         return m.TraceResult(recorder.ops, recorder.truncated, raised, output,
                              [{**line, "fn": "reset"} for line in reset_lines] + trail.lines, untouched)
 
@@ -769,6 +769,13 @@ def _plain_tensor_attributes(module: nn.Module) -> list[str]:
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and value.dim() > 0:
                 found.append(f"{name + '.' if name else ''}{attr}")
     return found
+
+
+def _with_reference(module: nn.Module, made: dict) -> dict:
+    """An untouched parameter's origin, with where its layer's class code reads the layer outside __init__
+    (`referenced`: harness.child.references) when it does: unused on these inputs, not dead code."""
+    where = references.referenced(module, made.get("path", "").rpartition(".")[0])
+    return {**made, "referenced": where} if where else made
 
 
 def _made_at(recorder: OriginRecorder, module: nn.Module) -> dict[str, dict]:

@@ -252,7 +252,3 @@ EXPECTED_BECAUSE = ("the attention is the lesson's layer (reference-match passes
                     "compress_mem_fn.conv, which gets no gradient from the output (its input is detached; an "
                     "auxiliary loss trains it): parameters-used and param-count fail under the lesson's contract; "
                     "no catalogued mistake fits - the conv is used in forward once the memory overflows")
-KNOWN_WRONG = ("Realzoo22 open 3: mha-check names unused-projection ('A projection created in __init__ and never "
-               "used in forward ... Delete the layer that forward never uses') at `self.conv = nn.Conv1d(dim, dim, "
-               "ratio, stride = ratio)`: forward does use it (compress_mem_fn(old_mem.detach())) once memories "
-               "overflow, and deleting it breaks the compressed memory")

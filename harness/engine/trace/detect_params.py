@@ -88,7 +88,9 @@ def layer_never_used(f: Findings) -> None:
     """A layer made in __init__ whose parameters the forward, run to the end in eval and in training mode, never
     touched: counted, saved and moved, never trained.  Told at the line that built it.  A layer the proven reading
     takes a role from (an output projection made and never applied) is heads-not-projected's to tell, and one of
-    the query, key or value projections left out is another mistake than a layer too many: neither is marked."""
+    the query, key or value projections left out is another mistake than a layer too many: neither is marked.  Nor
+    is a layer its owner's class reads outside __init__ (`referenced`, harness.child.references): a branch these
+    inputs never took, said in a note."""
     used = _names_used(f.ops) | _names_used(((f.cfg.get("training") or {}).get("ops")) or [])
     if not f.complete or not used:  # a forward whose weights the trace never saw read (a TorchScript module runs
         # its operations where the recorder cannot see them) says nothing of which ones it used
@@ -99,6 +101,15 @@ def layer_never_used(f: Findings) -> None:
         layer = made.get("path", "").rpartition(".")[0]
         own = [p for p in params if p.rpartition(".")[0] == layer]
         if not layer or not own or layer in roles or any(p in used for p in own) or made.get("at") in (None, "?"):
+            continue
+        if made.get("referenced"):  # its class reads it outside __init__: a branch these inputs never took, not dead
+            # code (Compressive Transformer's ConvCompress, run once memories overflow: "delete it" would break it)
+            read = made["referenced"]
+            noted = (f"self.{layer} got no use in this forward, though {read.get('at', 'your code')} reads it "
+                     f"({read.get('code', '').strip()}): a branch these inputs never took; its parameters get no "
+                     "gradient from this layer's output (parameters-used)")
+            if noted not in f.notes:  # once per layer, not per parameter of it
+                f.notes.append(noted)
             continue
         f.mark_whole("layer-never-used", (
             f"self.{layer} is made here in __init__, but forward never uses it: its {len(own)} parameter tensor"
