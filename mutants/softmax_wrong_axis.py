@@ -15,7 +15,8 @@ INFO = MutantInfo(
     trace=("softmax-not-last-axis",),
     symptom=("A token's weights no longer sum to 1, and each weight is normalised with the scores of later "
              "queries, so the future leaks into the past."),
-    remedy="Take the softmax over the last axis (dim=-1), the keys.",
+    remedy=("Take the softmax over the last axis (dim=-1), the keys (for an nn.Softmax module, where __init__ builds "
+            "it: nn.Softmax(dim=-1))."),
     fix="w = torch.softmax(scores, dim=-1)",
     rewrite="softmax",
     variant={"softmax_axis": -2},

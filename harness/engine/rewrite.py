@@ -231,6 +231,9 @@ def _softmax(line: str, tree: ast.Module) -> str | None:
     if len(calls) != 1:
         return None
     call = calls[0]
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) and call.func.value.id == "self":
+        return None  # self.softmax(scores): an nn.Softmax module, whose axis __init__ set (FastNLP 0.5.0's
+        # nn.Softmax(dim=2), Realzoo22: its scores had been offered as the axis, `self.softmax(-1)`)
     method = isinstance(call.func, ast.Attribute) and not (isinstance(call.func.value, (ast.Name, ast.Attribute))
                                                           and _text(line, call.func.value) in FUNCTION_HOMES)
     dim = next((k.value for k in call.keywords if k.arg == "dim"), None)

@@ -218,6 +218,7 @@ def test_a_one_line_summary_keeps_a_notebook_pointer_whole():
     ("softmax", "w = self.drop(att.softmax(1))", "w = self.drop(att.softmax(-1))"),
     ("softmax", "w = torch.softmax(s)", None),  # no axis written: nothing to change on this line
     ("softmax", "w = F.softmax(a, 1) + F.softmax(b, 1)", None),  # which one? say nothing
+    ("softmax", "output = self.softmax(output)", None),  # an nn.Softmax module: its axis is __init__'s (FastNLP)
     ("fill", "att = att.masked_fill(self.bias[:, :, :T, :T] == 0, 0.)",
      'att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))'),
     ("fill", "s.masked_fill_(m, value=-1e4)", 's.masked_fill_(m, value=float("-inf"))'),
