@@ -22,7 +22,7 @@ import textwrap
 import types
 
 from harness.child.notebook import code_at, location
-from harness.child.vocabulary import key_by_tokens, tokens
+from harness.child.vocabulary import QKV as QKV_WORDS, WIDTH as WIDTH_WORDS, key_by_tokens, tokens
 from harness.wire import names as our_names
 from harness.wire.config import ROTARY_FRACTION, Config
 from harness.wire.messages import Signature
@@ -442,15 +442,34 @@ def _guesses(signature: Signature, overrides: dict, names: list[str]) -> list[st
     if carried & {"d_in", "d_out", "width"}:
         carried.add("width")
     free = [ref for key, ref in SIZES if key not in carried]
-    return [f"{name}={ref}" for name, ref in zip(names, free)]
+    out = []
+    for name in names:
+        if _role_width(name):  # key_size, kdim, value_dim: a width of the queries', keys' or values' own
+            out.append(f"{name}=@head_width")
+        elif free:
+            out.append(f"{name}={free.pop(0)}")
+        else:
+            break
+    return out
+
+
+def _role_width(name: str) -> bool:
+    """A width named for the queries, keys or values (key_size, value_size, kdim, qk_dim): per head in most code
+    that leaves it unbound (FastNLP's MultiHeadAttention(input_size, key_size, value_size, num_head), Realzoo22),
+    the full width in some (nn.MultiheadAttention's kdim); guessed the context length by its place, the correct layer
+    then failed two checks."""
+    words = set(tokens(name))
+    return bool(words & QKV_WORDS) and bool(words & WIDTH_WORDS) and words <= QKV_WORDS | WIDTH_WORDS | {"d"}
 
 
 def _binding_hint(guesses: list[str], rest: list[str], plain: bool = True) -> str:
     """The --arg to copy for parameters mha-check cannot read: the guessed sizes, then a value for the others;
     `plain`: and why a number will not do."""
+    per_role = any(g.endswith("=@head_width") for g in guesses)
     said = [f"bind each to the size mha-check sets for every configuration it builds, e.g. "
-            f"{' '.join('--arg ' + g for g in guesses)} (a guess from their order; also @d_in, @dropout, @qkv_bias)"
-            ] if guesses else []
+            f"{' '.join('--arg ' + g for g in guesses)} (a guess from their names and order"
+            + ("; a width named for the keys or values may be the full width, @d_out, instead of one head's"
+               if per_role else "") + "; also @d_in, @dropout, @qkv_bias)"] if guesses else []
     said += [f"give {', '.join(rest)} a value with --arg NAME=VALUE"] if rest else []
     return ", and ".join(said) + ("; a plain number (NAME=8) fixes a size that mha-check changes from one "
                                   "configuration to the next" if guesses and plain else "")

@@ -819,6 +819,18 @@ def test_a_max_batch_size_is_bound_to_a_batch_every_probe_fits_in(name):
     assert _sig(lambda d, heads, batch_size=4: None).derived == {}  # a batch size alone is no maximum
 
 
+def test_widths_named_for_the_keys_or_values_are_guessed_one_heads_width_not_the_context_length():
+    """FastNLP 0.5's MultiHeadAttention(input_size, key_size, value_size, num_head) (Realzoo22): the guess by order
+    had been key_size=@context_length, which made the correct layer fail two checks when followed."""
+    def layer(input_size, key_size, value_size, num_head, dropout=0.1):
+        return None
+
+    with pytest.raises(Unbindable) as e:
+        require_bindable(read_signature(layer, {}), {})
+    assert "e.g. --arg key_size=@head_width --arg value_size=@head_width (a guess from their names" in str(e.value)
+    assert "@d_out, instead of one head's" in str(e.value)
+
+
 def test_an_arg_that_nearly_spells_a_parameter_is_refused_with_that_parameter():
     """`--arg Breite=@d_out` for `breite` (a student's trial): breite, left without a value, had been taken for a
     config object, and the layer failed construct on our ConfigBag; now the name is refused, with the one it nearly
