@@ -90,9 +90,28 @@ def _failure(ctx, cfg, unused: list[str], no_graph: bool, reading: dict):
             "them, or uses them under torch.no_grad() / .detach()")
     fix = (f"Apply {module} to the merged heads where forward returns them (the lesson's last step), with no "
            "torch.no_grad() or .detach() on the way to the output." if module else bias_fix(reading, roles))
-    return failed(said, observed=f"no gradient for {names}", expected="a gradient for every parameter", fix=fix,
+    return failed(said, observed=f"no gradient for {names}", expected="a gradient for every parameter",
+                  fix=fix or projections_fix(roles, names),
                   finding=roles_finding(roles), **({"own_fix": True} if fix and not module else {}))  # a bias's fix,
     # in the student's names: the diagnosis's fix too (query-bias-not-added; harness.engine.diagnosis)
+
+
+PROJECTION_USE = {"wq": "the queries are x projected by W_q, scored against the keys (q @ kᵀ)",
+                  "wk": "the keys are x projected by W_k, which the queries are scored against (q @ kᵀ)",
+                  "wv": "the values are x projected by W_v, and the attention weights multiply them (weights @ v)"}
+
+
+def projections_fix(roles: list[str], names: str) -> str:
+    """The fix where a query, key or value projection gets no gradient: use it where the lesson does.  The check's
+    own fix ends "or delete the ones you do not need", which a student's trial followed for W_v, forgotten in
+    `probs @ k`, and the next report was worse; these are projections the layer needs."""
+    uses = [PROJECTION_USE[r] for r in ("wq", "wk", "wv") if r in roles]
+    if not uses:
+        return ""
+    return (f"Use {names} in forward as the lesson does, with no torch.no_grad() or .detach() on the way to the "
+            f"output: {'; '.join(uses)}. "
+            f"{'They are' if len(uses) > 1 else 'It is'} one of the lesson's four projections: deleting "
+            f"{'them' if len(uses) > 1 else 'it'} would not make the layer right.")
 
 
 BIAS_WORDS = {"bq": "query", "bk": "key", "bv": "value", "bo": "output"}

@@ -4,7 +4,7 @@ mistake, was named weights-under-no-grad.  The finding now says which projection
 the fix of a projection made and never applied is the student's return line with it applied."""
 import pytest
 
-from checks.parameters_used import output_module, parameters_of, roles_finding, unused_roles
+from checks.parameters_used import output_module, parameters_of, projections_fix, roles_finding, unused_roles
 from harness.engine.rewrite import own_line_fix
 
 NANOGPT = {"wq": "c_attn.weight[0:8]", "wk": "c_attn.weight[8:16]", "wv": "c_attn.weight[16:24]",
@@ -58,3 +58,12 @@ def test_the_return_line_gets_the_projection_applied(line, fixed):
 def test_no_rewrite_without_a_projection_named_or_off_a_return_line():
     assert own_line_fix("out-projection", "return y", "no output projection after the heads are merged") is None
     assert own_line_fix("out-projection", "y = self.drop(y)", TOLD) is None
+
+
+def test_a_query_key_or_value_projection_without_gradient_is_to_be_used_never_deleted():
+    """A student's trial (trials/18 f09, `probs @ k`) followed the check's own fix, "or delete the ones you do not
+    need", deleted W_v, and the next report was worse: the lesson's projections are to be used as the lesson does."""
+    fix = projections_fix(["wv"], "wv.weight")
+    assert fix.startswith("Use wv.weight in forward as the lesson does") and "(weights @ v)" in fix
+    assert "deleting it would not make the layer right" in fix and "delete the ones" not in fix
+    assert projections_fix(["bq"], "q.bias") == ""  # a bias has its own fix (bias_fix)
