@@ -64,7 +64,29 @@ def _no_evidence(reason: str, report, marks: list[dict] | None = None) -> Diagno
 
 
 def diagnose(report, ctx=None) -> Diagnosis | None:
-    """The identified mistake, or "no known mistake matches" with the symptoms; None when nothing failed."""
+    """The identified mistake, or "no known mistake matches" with the symptoms; None when nothing failed.  Either
+    way with the lines the trace marks for the lesson rules that failed (`Diagnosis.rule_lines`)."""
+    found = _diagnose(report, ctx)
+    lines = _rule_lines(report, ctx) if found is not None and ctx is not None else {}
+    return dataclasses.replace(found, rule_lines=lines) if lines else found
+
+
+def _rule_lines(report, ctx) -> dict:
+    """Failing lesson rule -> {"at", "code"[, "missing"]} of the first trace mark of a catalogued mistake that rule
+    is the check made for (out-proj-no-bias for out-proj-bias, no-divisibility-check for divisibility)."""
+    failing = {c.id for c in report.checks if c.status == Status.FAIL and c.kind == "rule"}
+    if not failing:
+        return {}
+    catalogue, out = mutants.catalogue(), {}
+    for mark in _marks(ctx)[0]:
+        made_for = (catalogue.get(mark.get("mutant") or "") or {}).get("killed_by", ("",))[0]
+        if made_for in failing and made_for not in out and mark.get("at"):
+            out[made_for] = {"at": mark["at"], "code": mark.get("code", ""),
+                             **({"missing": True} if mark.get("missing") else {})}
+    return out
+
+
+def _diagnose(report, ctx=None) -> Diagnosis | None:
     if not any(c.status == Status.FAIL for c in report.checks):
         return None
     construct = next((c for c in report.checks if c.id == "construct"), None)

@@ -8,7 +8,7 @@ class view and `grade --resume` read old reports as new ones.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.wire.errors import ChildEnd, WorkerDied
 
@@ -108,6 +108,9 @@ class Diagnosis:
     # line, fix and the failing checks it alone explains; None for one mistake
     trace_options: str = ""  # what `mha-check trace` needs beyond the run's options to show the line marked: the
     # layer built with its Q/K/V biases (" --arg qkv_bias=True"), where only that build has the mistake
+    rule_lines: dict = field(default_factory=dict)  # failing lesson rule -> {"at", "code"[, "missing"]}: the line
+    # the trace marks for it (the guard's place at `def __init__`, the Linear built without its bias), shown beside
+    # the rule's fix (a student's trial: neither rule's fix said where, while trace did)
 
     @property
     def named(self) -> bool:
@@ -120,11 +123,14 @@ class Diagnosis:
                     "evidence": self.evidence, "at": self.at, "code": self.code, "follows": list(self.follows),
                     "failing": list(self.failing), "findings": list(self.findings),
                     **({"also": self.also.to_dict()} if self.also else {}),  # absent for one mistake, as before
-                    **({"trace_options": self.trace_options} if self.trace_options else {})}
+                    **({"trace_options": self.trace_options} if self.trace_options else {}),
+                    **({"rule_lines": dict(self.rule_lines)} if self.rule_lines else {})}
         out = {"mutant": None, "match": self.match, "message": self.message, "failing": list(self.failing),
                "findings": list(self.findings)}
         if self.marks is not None:
             out["marks"] = [dict(m) for m in self.marks]
+        if self.rule_lines:
+            out["rule_lines"] = dict(self.rule_lines)
         return out
 
     @classmethod
@@ -137,7 +143,8 @@ class Diagnosis:
                    tuple(marks) if marks is not None else None, data.get("title") or "", data.get("symptom") or "",
                    data.get("fix") or "", bool(data.get("fix_is_code", True)), data.get("lesson") or "",
                    data.get("evidence") or "", data.get("at"), data.get("code"), tuple(data.get("follows") or ()),
-                   cls.from_dict(data.get("also")), data.get("trace_options") or "")
+                   cls.from_dict(data.get("also")), data.get("trace_options") or "",
+                   dict(data.get("rule_lines") or {}))
 
 
 # -- isolation: what confined the child ----------------------------------------------------------------------------

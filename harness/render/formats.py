@@ -29,6 +29,8 @@ def detail(line: view.CheckLine, root: view.RootCause | None, finding=str, fix=s
             parts.append(f"This follows from the root cause: **{(root.owner(line.id) or root).title}**.")
         if line.config:
             parts.append("Smallest failing configuration: " + line.config)
+        if line.where:  # the student's file:line and code: their own words, shown as the finding is
+            parts.append("Where: " + finding(line.where))
         if line.fix:
             parts.append("Fix: " + fix(line.fix))
     elif line.status == Status.CANNOT_TELL:
@@ -57,13 +59,14 @@ _MARKS = re.compile(r"([\\`*_\[\]|~])")  # what makes emphasis, code, links, tab
 _LINE_MARKS = re.compile(r"(?m)^(?:([#=+-])|(\d+)([.)]))")  # what makes a heading, a rule or a list at a line's start
 
 
-def literal(text: str) -> str:
+def literal(text: str, line_start: bool = True) -> str:
     """Text that may hold the student's words, for a Markdown page, shown as typed: every mark that would format
     (emphasis, code, tables, links, strikethrough, headings, rules, lists, quotes) escaped, markup and character
     references shown as text, and a line's leading indentation left off (a page collapses it; kept, four spaces would
     make a code block).  An exception message "**PASS** every check" or a table must not pass for the grader's
-    words on Gradescope's page."""
-    text = _MARKS.sub(r"\\\1", re.sub(r"(?m)^[ \t]+", "", text))
+    words on Gradescope's page.  `line_start`: the text begins a line (False for the words after a code span, whose
+    space before them is no indentation: "Build `self.o`as an nn.Linear" lost it)."""
+    text = _MARKS.sub(r"\\\1", re.sub(r"(?m)^[ \t]+" if line_start else r"(?<=\n)[ \t]+", "", text))
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _LINE_MARKS.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", text)
 
@@ -73,7 +76,7 @@ def words_and_code(text: str) -> str:
     words shown as typed (`literal`: "__init__" made no bold "init" on Gradescope's page), each code part a code span
     whatever backticks the student's names bring into it."""
     parts = re.split(r"`([^`]*)`", text)
-    return "".join(code_span(part) if i % 2 else literal(part) for i, part in enumerate(parts))
+    return "".join(code_span(part) if i % 2 else literal(part, line_start=i == 0) for i, part in enumerate(parts))
 
 
 def code_span(text: str) -> str:

@@ -15,7 +15,7 @@ def _row(line: CheckLine) -> str:
     cell = [e(line.text)]
     if line.status == Status.FAIL:
         for name, value in (("smallest failing configuration", line.config), ("observed", line.observed),
-                            ("fix", line.fix)):
+                            ("where", line.where), ("fix", line.fix)):
             if value:
                 cell.append(f"<br><small>{name}: <code>{e(value)}</code></small>")
     elif line.status == Status.CANNOT_TELL and line.help:

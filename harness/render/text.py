@@ -204,7 +204,8 @@ def check_lines(line: CheckLine, width: int, verbose: bool, colour: bool, cols: 
         out = wrap(line.text, indent, lead, cols)
         if line.status == Status.FAIL:
             for name, value in (("smallest failing configuration", line.config), ("observed", line.observed),
-                                ("why it matters", line.why if verbose else ""), ("fix", line.fix)):
+                                ("why it matters", line.why if verbose else ""), ("where", line.where),
+                                ("fix", line.fix)):
                 if value:
                     out += wrap(f"{name}: {value}", indent + "  ", indent, cols)
         elif line.status == Status.CANNOT_TELL and line.help:

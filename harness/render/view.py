@@ -42,6 +42,7 @@ class CheckLine:
     follows_root: bool = False  # explained by the identified mistake: listed under it in one line
     not_applicable: bool = False  # passed with nothing to judge: marked NOT_APPLICABLE_LABEL and counted apart,
     # with a pass's points (`passed` stays true: what the layer need not do is never the student's loss)
+    where: str = ""  # a failing lesson rule: the student's line the trace marks for it ("attn.py:12: self.o = ...")
 
     @property
     def passed(self) -> bool:
@@ -224,7 +225,17 @@ def unnamed(text: str, hidden) -> str:
     return re.sub(rf"(?<![\w-])(?:{names})(?![\w-])", NOT_SHOWN, text)
 
 
-def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLine:
+def _where(line: dict | None, target: str) -> str:
+    """A rule's line as shown: "attn.py:12: self.o = nn.Linear(d, d, bias=False)", where a missing step belongs
+    said so."""
+    if not line or not line.get("at"):
+        return ""
+    at = where(clean(line["at"]), target)
+    code = clean(line.get("code") or "").strip()
+    return f"{at}{' (where it belongs)' if line.get('missing') else ''}" + (f": {code}" if code else "")
+
+
+def _line(c, root: RootCause | None, hidden: frozenset = frozenset(), rule_line: str = "") -> CheckLine:
     owner = root.owner(c.id) if root is not None and c.status == Status.FAIL else None  # its fix is the mistake's
     follows = owner is not None
     text = c.message or c.claim
@@ -242,7 +253,8 @@ def _line(c, root: RootCause | None, hidden: frozenset = frozenset()) -> CheckLi
     return CheckLine(c.id, c.kind, c.status, NOT_APPLICABLE_LABEL if not_applicable else LABELS[c.status], clean(text),
                      clean(claim), _config_text(c.config),
                      clean(f"{c.observed}; expected: {c.expected}") if (c.observed or c.expected) else "",
-                     c.explanation, owner.fix if owner else c.fix, help_, follows, not_applicable)
+                     c.explanation, owner.fix if owner else c.fix, help_, follows, not_applicable,
+                     rule_line if c.status == Status.FAIL else "")
 
 
 NOT_APPLICABLE = "does not apply"  # how a check that had nothing to judge begins its pass message
@@ -377,7 +389,8 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     root = _root(d, hidden, target, clean(getattr(report, "command_options", ""))) if d and d.named else None
     unmatched = clean(d.message) if d and not d.named and (  # what failing checks say: shown ones, or nobody
         not hidden or any(c.status == Status.FAIL and c.kind == "correctness" for c in shown)) else ""
-    lines = [_line(c, root, frozenset(hidden)) for c in shown]
+    rule_lines = getattr(d, "rule_lines", None) or {}
+    lines = [_line(c, root, frozenset(hidden), _where(rule_lines.get(c.id), target)) for c in shown]
     summary = counts(shown)
     mapping = clean(mapping_words(report.adapter, any(c.id == "reference-match" and c.status == Status.FAIL
                                                       for c in shown), neutral=bool(hidden)))
