@@ -181,9 +181,14 @@ def _root(view: ReportView, colour: bool, cols: int) -> list[str]:
         out.append(f"  {'they make' if r.also else 'it makes'} {len(view.follows)} "
                    f"check{'s' if len(view.follows) != 1 else ''} fail:")
         width = max(len(ln.id) for ln in view.follows)
+        cut = False
         for ln in view.follows:
             lead = f"    FAIL {ln.id:<{width}}  "
-            out.append(lead.replace("FAIL", _paint("FAIL", "fail", colour), 1) + one_line(ln.text, cols - len(lead)))
+            shown = one_line(ln.text, cols - len(lead))
+            cut = cut or shown != ln.text
+            out.append(lead.replace("FAIL", _paint("FAIL", "fail", colour), 1) + shown)
+        if cut:  # a student's trial found the evidence cut short with no word of where the rest is
+            out.append("    (each check's whole finding: run again with -v)")
     commands = r.commands + (r.also.commands[:1] if r.also else [])  # the second's worked example too
     for i, (command, what) in enumerate(commands):
         out += wrap(f"{command.replace(' ', GLUE)}: {what}", " " * 16, f"  {'see also:' if i == 0 else '':<14}",

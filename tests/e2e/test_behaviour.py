@@ -69,6 +69,7 @@ _UID = re.compile(r"\b6\d{4}\b")  # a slot's uid (61000 + slot)
 _LIBRARIES = re.compile(r"address space \d+ MB")  # the memory budget plus this installation's torch libraries
 _TOGETHER = re.compile(r"took \d+ MB together")  # the memory of a child's processes when it was measured
 _ONE_MAY = re.compile(r"what one may \(\d+ MB\)")  # the memory budget plus this installation's torch libraries
+_PROCESS = re.compile(r"\bprocess \d+ of your code")  # a child's process id (hostile/many_mappings)
 
 
 def normal(value):
@@ -76,6 +77,7 @@ def normal(value):
     if isinstance(value, str):
         value = _LIBRARIES.sub("address space <n> MB", value.replace(str(ROOT), "<root>"))
         value = _ONE_MAY.sub("what one may (<n> MB)", _TOGETHER.sub("took <n> MB together", value))
+        value = _PROCESS.sub("process <pid> of your code", value)
         return _UID.sub("<uid>", _SCRATCH.sub("<scratch>", value))
     if isinstance(value, dict):
         return {k: normal(v) for k, v in value.items()}

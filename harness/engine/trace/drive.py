@@ -75,7 +75,8 @@ def record(ctx, display: str = "", biased: bool = False) -> TraceResult:
         styles = inst.info.call_styles
         result.call, result.call_ways = (styles[inst.style % len(styles)], len(styles)) if styles else ("", 1)
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied) as e:
-        result.error = f"{getattr(e, 'stage', 'adapter')}: {e.message}"
+        stage = getattr(e, "stage", None)  # none: mha-check's own limit, said alone ("adapter: ..." to a student)
+        result.error = f"{stage}: {e.message}" if stage else e.message
         refused = _refused(ctx, cfg, e) if form is not None and isinstance(e, TargetFailure) else None
         if refused:  # no forward to record: what the constructor refused, and built instead, is the evidence
             _, found, _ = analyse([], {**worked, "refused": refused}, complete=False)
