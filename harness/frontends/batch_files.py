@@ -13,6 +13,7 @@ import hashlib
 import io
 import os
 import sys
+import unicodedata
 from pathlib import Path
 
 from harness.frontends.writing import WRITE_FAILED, reason, write_atomic
@@ -20,7 +21,8 @@ from harness.render.view import clean
 
 FEEDBACK = "feedback"  # the folder of --out that holds what students may be handed back (grade --feedback)
 SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_score")
-__all__ = ["WRITE_FAILED", "BatchFiles", "csv_cell", "report_file_name", "summary_text", "write_summary"]
+__all__ = ["WRITE_FAILED", "BatchFiles", "colliding", "csv_cell", "report_file_name", "summary_text",
+           "write_summary"]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as the start of a formula
 MAX_REPORT_NAME = 200  # bytes: a file name holds 255, and write_atomic's temporary adds 18 around it
 
@@ -41,17 +43,31 @@ def csv_uncell(value: str) -> str:
     return value[1:] if value[:1] == "'" and value[1:2] in FORMULA_STARTS else value
 
 
-def report_file_name(name: str, extension: str) -> str:
+def report_file_name(name: str, extension: str, apart: bool = False) -> str:
     """The file name of `name`'s report: `NAME.EXTENSION`, or where that is longer than a file name may be, the
     name's beginning and a digest of all of it (a Gradescope group's names joined with " & ", or 127 letters of a
-    two-byte script, had no report, and cost the whole class its class view).  The summary keeps the whole name."""
+    two-byte script, had no report, and cost the whole class its class view).  The summary keeps the whole name.
+    `apart` (`colliding`): the digest form whatever the length, for a name another student's equals on a folder
+    that ignores case or Unicode form."""
     whole = f"{name}.{extension}"
-    if len(os.fsencode(whole)) <= MAX_REPORT_NAME:
+    if len(os.fsencode(whole)) <= MAX_REPORT_NAME and not apart:
         return whole
     digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
     room = MAX_REPORT_NAME - len(f"~{digest}.{extension}".encode())
     start = os.fsencode(name)[:room].decode("utf-8", "ignore")  # never half a character
     return f"{start}~{digest}.{extension}"
+
+
+def colliding(names) -> frozenset[str]:
+    """The names that another, different name equals once case and Unicode form are set aside ("Alice Smith" and
+    "alice smith", an accent composed or not): on an output folder that ignores them (macOS, Docker Desktop's bind
+    mounts, vfat, SMB) their reports and feedback would be one file, the later one what both read (red team 17).
+    Each such name is written apart (`report_file_name`), whatever the order the batch meets them in, so that
+    --resume and the class view find the same files."""
+    by_form: dict[str, set[str]] = {}
+    for name in names:
+        by_form.setdefault(unicodedata.normalize("NFC", name).casefold(), set()).add(name)
+    return frozenset(n for group in by_form.values() if len(group) > 1 for n in group)
 
 
 def summary_text(rows: list[dict], lines: dict | None = None) -> str:
@@ -90,9 +106,10 @@ class BatchFiles:
         self.kept: list[dict] = []  # rows not graded by this batch that its summary keeps (--resume's)
         self.lines: dict = {}  # each row's CSV line as last written (summary_text)
         self.summary_written = False  # by `finish`: the summary of the whole batch is on disk
+        self.apart: frozenset[str] = frozenset()  # names written apart (`colliding`), from every submission found
 
     def report_path(self, name: str) -> Path:
-        return self.out / report_file_name(name, self.extension)
+        return self.out / report_file_name(name, self.extension, name in self.apart)
 
     def report(self, name: str, text: str) -> None:
         """Write one submission's report, or keep it for later."""
@@ -104,7 +121,7 @@ class BatchFiles:
             self.unwritten[path], self.error = text, e
 
     def feedback_path(self, name: str) -> Path:
-        return self.out / FEEDBACK / report_file_name(name, "txt")
+        return self.out / FEEDBACK / report_file_name(name, "txt", name in self.apart)
 
     def feedback(self, name: str, text: str) -> None:
         """Write one student's feedback (grade --feedback: the student's view, harness.render.formats.feedback), or

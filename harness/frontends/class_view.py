@@ -19,7 +19,7 @@ import mutants
 from checks import all_checks
 from harness.engine.report import VERSION
 from harness.frontends import exercises
-from harness.frontends.batch_files import csv_cell, report_file_name
+from harness.frontends.batch_files import colliding, csv_cell, report_file_name
 from harness.frontends.writing import write_atomic
 from harness.render import class_report
 
@@ -68,14 +68,15 @@ def _links(out: Path, rows: list[dict], extension: str) -> dict[str, str]:
     """submission -> its report's file name, for the reports that are there (a row kept by --only may have one in
     another format)."""
     links = {}
+    apart = colliding(str(row.get("submission", "")) for row in rows)  # as the batch wrote them (BatchFiles.apart)
     for row in rows:
         name = str(row.get("submission", ""))
         if row.get("not_graded") or not name or "/" in name or name in (".", ".."):
             continue
         for ext in dict.fromkeys((extension, *REPORT_EXTENSIONS)):
             try:
-                if (out / report_file_name(name, ext)).is_file():
-                    links[name] = report_file_name(name, ext)
+                if (out / report_file_name(name, ext, name in apart)).is_file():
+                    links[name] = report_file_name(name, ext, name in apart)
                     break
             except (OSError, ValueError):  # a name the file system cannot hold: no report, no link
                 break

@@ -29,7 +29,7 @@ from harness.engine import instructor
 from harness.frontends import class_view
 from harness.frontends import options as option_rules
 from harness.frontends import seeds, stamps, stopping, submissions
-from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, csv_uncell, write_summary  # noqa: F401 - write_summary: the
+from harness.frontends.batch_files import WRITE_FAILED, BatchFiles, colliding, csv_uncell, write_summary  # noqa: F401 - write_summary: the
 # summary's writer, named here as before
 from harness.frontends.grade_pool import grade_all
 from harness.frontends.pick import defines_module, missing_fix
@@ -216,6 +216,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
               "replaced: the other students' rows and reports are kept)")
     summary = out / (f"summary-{args.shard[0]}-of-{args.shard[1]}.csv" if args.shard else "summary.csv")
     files = BatchFiles(out, summary, EXTENSIONS[args.format])
+    files.apart = colliding(s.name for s in found.submissions)  # every student found, graded this time or not
     earlier = _earlier_results(files, todo)
     if earlier and not (args.resume or args.only or args.overwrite):
         print(f"mha-check grade: error: {args.out}/ already holds {earlier} of an earlier batch; add --resume to "

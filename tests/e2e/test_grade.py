@@ -593,3 +593,21 @@ def test_feedback_holds_each_students_view_without_the_hidden_checks(tmp_path):
     assert "1 check that counts toward the score is not shown here." in bob and "Root cause:" in bob
     assert "score:" not in bob  # the rubric shows the total no earlier than its hidden check
     assert re.search(r"FAIL +view-order", (out / "bob.txt").read_text())  # the staff's view keeps it
+
+
+def test_two_students_one_case_apart_get_two_reports_and_two_feedback_files(tmp_path):
+    """Red team 17: "Alice Smith" and "alice smith" would share NAME.json and feedback/NAME.txt on an output folder
+    that ignores case (not reproducible on this file system: the names must differ once case is set aside)."""
+    subs = tmp_path / "subs"
+    for name, source in (("Alice Smith", ZOO / "correct" / "lesson.py"), ("alice smith", ROOT / "examples" /
+                                                                           "buggy_attention.py")):
+        (subs / name).mkdir(parents=True)
+        shutil.copy(source, subs / name / "attention.py")
+    out = tmp_path / "out"
+    run = grade(str(subs), "--out", str(out), "--jobs", "1", "--feedback")
+    assert run.returncode in (0, 1), run.stderr[-2000:]
+    reports = sorted(p.name for p in out.glob("*.json"))
+    feedback = sorted(p.name for p in (out / "feedback").glob("*.txt"))
+    for written in (reports, feedback):
+        assert len(written) == 2 and len({w.casefold() for w in written}) == 2, written
+    assert {json.loads((out / r).read_text())["passed"] for r in reports} == {True, False}

@@ -1,8 +1,9 @@
 """grade's output files (harness.frontends.batch_files): every student's report can be written, whatever the name."""
 import json
+import unicodedata
 
 from harness.frontends import class_view
-from harness.frontends.batch_files import BatchFiles, report_file_name
+from harness.frontends.batch_files import BatchFiles, colliding, report_file_name
 
 
 def test_a_name_too_long_for_the_file_system_still_gets_its_report_and_its_link(tmp_path):
@@ -52,3 +53,29 @@ def test_only_regrades_a_student_whose_name_the_summary_escapes(tmp_path):
     assert [r["submission"] for r in kept_rows(summary, {"bad\udcff"})] == ["carol", "dana\\u200f cohen"]
     write_summary([{"submission": "'=alice", "score": 1.0}, {"submission": "bob", "score": 2.0}], summary)
     assert [r["submission"] for r in kept_rows(summary, {"'=alice"})] == ["bob"]  # read back as =alice
+
+
+def test_names_one_case_or_unicode_form_apart_are_written_to_files_no_folder_can_confuse(tmp_path):
+    """Red team 17: "Alice Smith" and "alice smith" (or an accent composed and not) would share one report and one
+    feedback file on an output folder that ignores case or Unicode form (macOS, Docker Desktop's bind mounts, vfat,
+    SMB), the later written what both read.  Each such name is written apart, with a digest of its own, whatever
+    the order the batch meets them in; every other name keeps NAME.json."""
+    names = ["Alice Smith", "alice smith", "Ren\u00e9", "Rene\u0301", "bob"]
+    apart = colliding(names)
+    assert apart == {"Alice Smith", "alice smith", "Ren\u00e9", "Rene\u0301"}
+    files = BatchFiles(tmp_path, tmp_path / "summary.csv", "json")
+    files.apart = apart
+    paths = [files.report_path(n).name for n in names] + [files.feedback_path(n).name for n in names]
+    folded = [unicodedata.normalize("NFC", p).casefold() for p in paths]
+    assert len(set(folded)) == len(folded), paths  # no two the same on a folder that ignores case and form
+    assert files.report_path("bob").name == "bob.json"
+    assert report_file_name("Alice Smith", "json", apart=True).startswith("Alice Smith~")
+    assert colliding(["ada", "bob"]) == frozenset()
+
+
+def test_the_class_view_links_each_colliding_name_to_its_own_report(tmp_path):
+    rows = [{"submission": "Alice Smith", "passed": "True"}, {"submission": "alice smith", "passed": "False"}]
+    for name in ("Alice Smith", "alice smith"):
+        (tmp_path / report_file_name(name, "json", apart=True)).write_text("{}")
+    links = class_view._links(tmp_path, rows, "json")
+    assert links == {n: report_file_name(n, "json", apart=True) for n in ("Alice Smith", "alice smith")}
