@@ -47,8 +47,9 @@ def out_proj_bias(ctx):
                 f"mha-check read no bias for {name}, but your layer keeps {', '.join(unread)} ({ctx.base.d_out} "
                 "values, a bias's size), which no reading takes: it may be the output projection's bias",
                 help=f"say so if it is: --map bo={unread[0]}")
-        said = name if re.fullmatch(r"[\w.]+", name) else f"your output projection (read as {name})"  # per-head
-        # pieces, `Wo[0].T + Wo[1].T`, said alone read as no projection to a student
+        said = (name.removesuffix(".weight") if re.fullmatch(r"[\w.]+", name) else
+                f"your output projection (read as {name})")  # the layer, not its weight ("out_proj.weight has no
+        # bias", a student's trial); per-head pieces, `Wo[0].T + Wo[1].T`, said alone read as no projection
         return failed(f"{said} has no bias: the lesson's output projection nn.Linear(d_out, d_out) has one",
                       observed="no output bias", expected="a bias of width d_out", finding="no output bias",
                       fix=_bias_fix(name), own_fix=True)  # (the diagnosis's fix too: harness.engine.diagnosis)

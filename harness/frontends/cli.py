@@ -72,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", action="append", default=[], metavar="ID", help="do not run these checks")
     p.add_argument("--no-rules", action="store_true", help="the lesson's rules (divisibility, mask-fill, "
                                                            "out-proj-bias) are reported but do not count toward "
-                                                           "passing")
+                                                           "passing; a fill that leaks at the scores a model "
+                                                           "reaches (-1e4, -100) is a causal leak, not mask-fill's "
+                                                           "rule (which holds a fill only enormous scores pass, -1e9)")
     option_rules.add_shared(p, ("seed", "examples", "arg", "map", "time-limit", "memory-mb", "output-limit"))
     p.add_argument("--plot", metavar="FILE.png", help="also draw the leakage map (needs mha-check[plot])")
     p.add_argument("--list-checks", action="store_true", help="list the check ids with their claims and exit")

@@ -32,7 +32,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         except RuntimeError as e:
             parser.error(str(e))
     if args.target and not args.list_checks and not a_grade:  # a student's run: a target that names no file is a
-        mistyped = typed_target.problem(args.target)  # command line to correct (a grade's is the student's failure)
+        mistyped = typed_target.problem(args.target) or typed_target.arg_problem(
+            args.target, run_options.overrides)  # command line to correct (a grade's is the student's failure)
         if mistyped:
             print(f"mha-check: error: {mistyped}", file=sys.stderr)
             return 2

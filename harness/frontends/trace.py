@@ -99,11 +99,11 @@ def main(argv=None) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be at least 1")
-    mistyped = typed_target.problem(args.target)  # a trace is a student's own run, never a grade
-    if mistyped:
+    overrides, roles = constructor_args(args.arg, parser), role_map(args.map, parser)
+    mistyped = typed_target.problem(args.target) or typed_target.arg_problem(args.target, overrides)  # a trace is a
+    if mistyped:  # student's own run, never a grade
         print(f"mha-check trace: error: {mistyped}", file=sys.stderr)
         return 2
-    overrides, roles = constructor_args(args.arg, parser), role_map(args.map, parser)
     result = trace(args.target, n=args.n, batch=args.batch, heads=args.heads, d=args.d, qkv_bias=args.qkv_bias,
                    seed=args.seed, args=overrides, weight_map=roles)
     sys.stdout.write(result.to_json() + "\n" if args.format == "json" else render(result, args.wide) + "\n")

@@ -44,6 +44,54 @@ def problem(spec: str, cwd: str | None = None) -> str | None:
                                               " (that folder has no .py or .ipynb file)")
 
 
+def arg_problem(spec: str, overrides: dict, cwd: str | None = None) -> str | None:
+    """The one-line error for an --arg whose name nearly spells a parameter of the target's constructor (a class's
+    own `__init__`, or a factory function) that no other --arg names: `--arg Width=@d_out` for `width` (a student's
+    trial: "CANNOT TELL: mha-check could not build your class", 18 skipped checks, exit status 1, the "did you mean"
+    buried under them).  Read from the file's syntax tree only; None where the file, the class's own __init__ or a
+    near name is not found (the child then says what it finds), and for names the signature could take anyway."""
+    target = Target.parse(spec)
+    if not target.is_file or not target.name or not overrides:
+        return None
+    params = _signature_names(os.path.join(cwd or os.getcwd(), target.where), target.name)
+    if params is None:
+        return None
+    free = [p for p in params if p not in overrides]
+    for name in overrides:
+        if name in params:
+            continue
+        near = [p for p in free if p.lower() == name.lower()] or difflib.get_close_matches(name, free, n=1, cutoff=0.8)
+        if near:
+            return (f"--arg {name}: {target.name}'s constructor has no parameter {name} (it takes "
+                    f"{', '.join(params)}); did you mean --arg {near[0]}=...?")
+    return None
+
+
+def _signature_names(path: str, name: str) -> list[str] | None:
+    """The parameter names of `name`'s own __init__ (a top-level class) or of the function `name`, self left out;
+    None where the file cannot be read or parsed, or the class defines no __init__ of its own."""
+    if not path.endswith(".py"):
+        return None
+    try:
+        with open(path, "rb") as f:
+            source = f.read(READ_BYTES + 1)
+        if len(source) > READ_BYTES:
+            return None
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    node = next((n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name), None)
+    if isinstance(node, ast.ClassDef):
+        node = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        skip = 1
+    else:
+        skip = 0
+    if node is None:
+        return None
+    args = node.args
+    return [a.arg for a in (args.posonlyargs + args.args)[skip:] + args.kwonlyargs]
+
+
 def _folder(typed: str, path: str) -> str:
     """A folder given as the target: the target is a file and a class; the candidates as they can be typed."""
     prefix = "" if os.path.normpath(typed) == "." else os.path.normpath(typed)

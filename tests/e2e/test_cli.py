@@ -816,3 +816,19 @@ def test_ctrl_c_in_a_single_run_stops_it_cleanly(tmp_path, stop):
     assert run.returncode == 130 and "interrupted" in err and "Traceback" not in err, err[-2000:]
     assert processes_left(tmp_path) == []
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_an_arg_nearly_spelling_a_parameter_is_a_command_line_to_correct(tmp_path):
+    """Student trials 18 and 19: `--arg Width=@d_out` for `width` read "CANNOT TELL: mha-check could not build your
+    class", 18 skipped checks, exit status 1, the "did you mean" buried.  On a student's run (and a trace) it is a
+    command line to correct: exit 2, one line, the parameter it nearly spells.  Read from the file's syntax tree:
+    nothing of it runs before the child does."""
+    src = BOOK.read_text()
+    (tmp_path / "book.py").write_text(src)
+    for command in ((), ("trace",)):
+        run = mha(*command, "book.py:MultiHeadAttention", "--arg", "Num_heads=@heads", cwd=tmp_path)
+        assert run.rc == 2, run.log
+        assert "--arg Num_heads: MultiHeadAttention's constructor has no parameter Num_heads" in run.stderr, run.log
+        assert "did you mean --arg num_heads=...?" in run.stderr, run.log
+    ok = mha("book.py:MultiHeadAttention", "--arg", "num_heads=@heads", "--only", "construct", cwd=tmp_path)
+    assert ok.rc == 0, ok.log
