@@ -3,6 +3,7 @@ option and the limit (exit status 2), never a traceback and never the student's 
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 
 from harness.engine.options import Options
@@ -35,7 +36,10 @@ def constructor_args(items, parser=None) -> dict:
         if not eq or not name.isidentifier():
             _error(parser, f"--arg expects NAME=VALUE, got {item!r}")
         if raw.startswith("@") and raw[1:] not in BINDABLE:
-            _error(parser, f"--arg {name}={raw}: @ binds to one of {', '.join('@' + b for b in BINDABLE)}")
+            near = [b for b in BINDABLE if b.lower() == raw[1:].lower()] or difflib.get_close_matches(raw[1:], BINDABLE,
+                                                                                                   n=1)
+            _error(parser, f"--arg {name}={raw}: @ binds to one of {', '.join('@' + b for b in BINDABLE)}"
+                           + (f"; did you mean @{near[0]}?" if near else ""))
         try:
             out[name] = ast.literal_eval(raw)
         except (ValueError, SyntaxError, RecursionError, MemoryError):

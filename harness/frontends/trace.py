@@ -42,6 +42,9 @@ def trace(target, *, n: int = 1024, batch: int = 1, heads: int | None = None, d:
             result.notes[:0] = list(resolved.notes)
             out_proj = True if result.error else ctx.form.out_proj  # single head: one head, no W_o
             a_heads = a_heads if result.error or ctx.form.heads is None else ctx.form.heads
+            qkv_bias = qkv_bias or any(value is True and "bias" in name.lower() and "out" not in name.lower()
+                                       for name, value in (args or {}).items())  # traced as the report's command
+            # asks (--arg qkv_bias=True): the arithmetic of that build, not "no Q/K/V biases" (student trial 19)
             counted, note, biases = (None, "", None) if result.error else count_parameters(ctx, a_d, a_heads,
                                                                                              qkv_bias, n)
         except (TargetFailure, CannotDrive, WorkerDied) as e:

@@ -399,6 +399,10 @@ def build(report, hidden: frozenset = frozenset()) -> ReportView:
     if problem and any(problem in ln.text for ln in lines):  # the checks that could not be decided already say it
         mapping = clean(unmapped.get("note") or "") if not unmapped.get("layout") else ""
     notes = [clean(n) for n in report.adapter.notes]
+    if root is None and any(ln.where for ln in lines) and "(" not in target:  # the rules' lines without a root
+        # cause: where to see them marked (a student's trial found no trace command printed then)
+        notes.append(f"mha-check trace {target}{clean(getattr(report, 'command_options', ''))}: every step of your "
+                     "forward, the lines of the rules not followed marked")
     if report.adapter.form and report.adapter.form.evidence:  # checked as another member of the family: say so
         notes.insert(0, clean(report.adapter.form.evidence))
     if report.student_output.strip() and not hidden:  # how much it printed follows the checks that ran, mask-fill
