@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import ast
-import difflib
 import inspect
 import linecache
 import os
@@ -26,6 +25,7 @@ from harness.child.vocabulary import QKV as QKV_WORDS, WIDTH as WIDTH_WORDS, key
 from harness.wire import names as our_names
 from harness.wire.config import ROTARY_FRACTION, Config
 from harness.wire.messages import Signature
+from harness.wire.target import nearly
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "d_in": ("d_in", "din", "in_dim", "input_dim", "dim_in", "in_features", "d_input", "input_size", "in_channels"),
@@ -403,10 +403,8 @@ def _whole(value) -> bool:
 
 def misspelt(name: str, names: list[str], overrides: dict) -> str | None:
     """The constructor's parameter that `name` (an --arg not among them) nearly spells, when that one is given no
-    value itself: `Breite` for `breite`, `hedas` for `heads`; None otherwise."""
-    free = [n for n in names if n not in overrides]
-    same = [n for n in free if n.lower() == name.lower()]
-    return (same or difflib.get_close_matches(name, free, n=1, cutoff=0.8) or [None])[0]
+    value itself: `Breite` for `breite`; None otherwise (harness.wire.target.nearly, the trusted side's rule too)."""
+    return nearly(name, [n for n in names if n not in overrides])
 
 
 def require_bindable(signature: Signature, overrides: dict | None = None) -> None:

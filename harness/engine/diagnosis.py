@@ -27,6 +27,7 @@ import mutants
 from harness.engine import fitting, pairs, rewrite
 from harness.engine.compare import same
 from harness.engine.records import Diagnosis
+from harness.engine.trace.detect_params import BIAS_LEFT_OUT
 from harness.engine.trace.drive import guessed_marks
 from harness.wire.errors import CannotDrive, ChildEnd, HarnessFailure, TargetFailure, WorkerDied
 from harness.wire.status import Status
@@ -508,13 +509,11 @@ def _marks(ctx, biased: bool = False) -> tuple[list[dict], bool]:
         flag = ctx.signature.accepts.get("qkv_bias")  # the student's name for it: what `trace` needs to build so
         told = {"trace_options": f" --arg {flag}=True"} if flag and flag not in ctx.overrides else {}
         try:
-            out += [{**m, **told} for m in _marks_of(ctx, ctx.recorded(biased=True)) if m["id"] in BIAS_MARKS]
+            out += [{**m, **told} for m in _marks_of(ctx, ctx.recorded(biased=True)) if m["id"] in BIAS_LEFT_OUT]
         except Exception:  # noqa: BLE001 - as above
             pass
     return out, True
 
-
-BIAS_MARKS = ("query-bias-left-out", "key-bias-left-out", "value-bias-left-out")  # harness.engine.trace.detect_params
 
 
 def _marks_of(ctx, result) -> list[dict]:

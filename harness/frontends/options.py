@@ -3,12 +3,12 @@ option and the limit (exit status 2), never a traceback and never the student's 
 from __future__ import annotations
 
 import ast
-import difflib
 import math
 
 from harness.engine.options import Options
 from harness.frontends import seeds
 from harness.sandbox.limits import MEMORY_FLOOR_MB, Limits
+from harness.wire.target import nearly
 
 ROLES = ("q", "k", "v", "o", "out", "qkv", "wq", "wk", "wv", "wo", "wqkv", "bq", "bk", "bv", "bo", "bqkv")
 BINDABLE = ("d", "width", "d_in", "d_out", "heads", "context_length", "dropout", "qkv_bias", "head_width", "kv_heads",
@@ -36,10 +36,9 @@ def constructor_args(items, parser=None) -> dict:
         if not eq or not name.isidentifier():
             _error(parser, f"--arg expects NAME=VALUE, got {item!r}")
         if raw.startswith("@") and raw[1:] not in BINDABLE:
-            near = [b for b in BINDABLE if b.lower() == raw[1:].lower()] or difflib.get_close_matches(raw[1:], BINDABLE,
-                                                                                                   n=1)
+            near = nearly(raw[1:], BINDABLE, cutoff=0.6)
             _error(parser, f"--arg {name}={raw}: @ binds to one of {', '.join('@' + b for b in BINDABLE)}"
-                           + (f"; did you mean @{near[0]}?" if near else ""))
+                           + (f"; did you mean @{near}?" if near else ""))
         try:
             out[name] = ast.literal_eval(raw)
         except (ValueError, SyntaxError, RecursionError, MemoryError):

@@ -16,7 +16,7 @@ import ast
 import difflib
 import os
 
-from harness.wire.target import Target
+from harness.wire.target import Target, nearly
 
 SHOWN = 6  # names listed at most; a longer list ends with "…"
 READ_BYTES = 1 << 20  # a .py file larger than this is listed without its classes (never parsed here)
@@ -58,27 +58,18 @@ def arg_problem(spec: str, overrides: dict, cwd: str | None = None) -> str | Non
         return None
     free = [p for p in params if p not in overrides]
     for name in overrides:
-        if name in params:
-            continue
-        near = [p for p in free if p.lower() == name.lower()] or difflib.get_close_matches(name, free, n=1, cutoff=0.8)
+        near = nearly(name, free) if name not in params else None  # the child's rule (construct.misspelt)
         if near:
             return (f"--arg {name}: {target.name}'s constructor has no parameter {name} (it takes "
-                    f"{', '.join(params)}); did you mean --arg {near[0]}=...?")
+                    f"{', '.join(params)}); did you mean --arg {near}=...?")
     return None
 
 
 def _signature_names(path: str, name: str) -> list[str] | None:
     """The parameter names of `name`'s own __init__ (a top-level class) or of the function `name`, self left out;
     None where the file cannot be read or parsed, or the class defines no __init__ of its own."""
-    if not path.endswith(".py"):
-        return None
-    try:
-        with open(path, "rb") as f:
-            source = f.read(READ_BYTES + 1)
-        if len(source) > READ_BYTES:
-            return None
-        tree = ast.parse(source)
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _syntax_tree(path) if path.endswith(".py") else None
+    if tree is None:
         return None
     node = next((n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name), None)
     if isinstance(node, ast.ClassDef):
@@ -119,13 +110,20 @@ def _listed(names: list[str]) -> str:
 def _module_classes(path: str) -> list[str]:
     """The top-level classes of a .py file whose bases name a Module (nn.Module, torch.nn.Module, Module), read
     with ast; [] where the file cannot be read or parsed (it is still listed, by its name)."""
+    tree = _syntax_tree(path)
+    if tree is None:
+        return []
+    return [node.name for node in tree.body if isinstance(node, ast.ClassDef) and any(
+        (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")).endswith("Module") for b in node.bases)]
+
+
+def _syntax_tree(path: str) -> ast.Module | None:
+    """A .py file's syntax tree, never run; None where it cannot be read or parsed, or is larger than READ_BYTES."""
     try:
         with open(path, "rb") as f:
             source = f.read(READ_BYTES + 1)
         if len(source) > READ_BYTES:
-            return []
-        tree = ast.parse(source)
+            return None
+        return ast.parse(source)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    return [node.name for node in tree.body if isinstance(node, ast.ClassDef) and any(
-        (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")).endswith("Module") for b in node.bases)]
+        return None

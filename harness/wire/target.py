@@ -6,6 +6,7 @@ Stdlib only: the child imports it before the student's code runs.
 """
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 
@@ -53,3 +54,12 @@ class Target:
 
     def __str__(self) -> str:
         return self.where + self.suffix
+
+
+def nearly(name: str, candidates, cutoff: float = 0.8) -> str | None:
+    """The candidate a typed `name` nearly spells: the same but for case (`Breite` for `breite`), else the closest
+    by difflib at `cutoff`; None.  One rule for every typo of a command line: an --arg's name, read by the child
+    from the signature and by the trusted side from the file's syntax tree, and an @-binding's."""
+    candidates = list(candidates)
+    same = [c for c in candidates if c.lower() == name.lower()]
+    return (same or difflib.get_close_matches(name, candidates, n=1, cutoff=cutoff) or [None])[0]

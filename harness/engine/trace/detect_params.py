@@ -125,9 +125,11 @@ def _names_used(ops: list[dict]) -> set[str]:
 
 
 ROLE_WORDS = {"q": ("query", "queries"), "k": ("key", "keys"), "v": ("value", "values")}
+BIAS_LEFT_OUT = tuple(f"{word}-bias-left-out" for word, _ in ROLE_WORDS.values())  # the marks, which the diagnosis
+# takes from the forward recorded with the biases (harness.engine.diagnosis)
 
 
-@detector("query-bias-left-out", "key-bias-left-out", "value-bias-left-out")
+@detector(*BIAS_LEFT_OUT)
 def bias_left_out(f: Findings) -> None:
     """A query, key or value projection applied by its weight alone (`F.linear(x, self.W_value.weight)`, `x @
     self.q_proj.weight.T`) while its module has a bias that forward, in eval and in training mode, never reads: the
