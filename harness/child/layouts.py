@@ -720,8 +720,12 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
         transpose = target.endswith(".T")
         name = target[:-2] if transpose else target
         heads_of = _per_head_modules(modules.get(name)) if role.startswith("w") else []
+        bias_name = name + ".bias"
         if name in params:
             found = {role: params[name]}
+            bias_name = _sibling_bias(name, params) if role.startswith("w") else None
+            if bias_name is not None:  # a Linear's weight named: its bias goes with it, as with the module's name
+                found["b" + role[1:]] = params[bias_name]
         elif name in modules and isinstance(getattr(modules[name], "weight", None), torch.Tensor):
             m = modules[name]
             found = {role: m.weight}
@@ -737,7 +741,7 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
             return [], (f"--map {given}={target}: no parameter or module of that name, nor a list of one Linear a head "
                         f"(parameters: {', '.join(params)})")
         for r, p in found.items():
-            qual = name if r == role else name + ".bias"
+            qual = name if r == role else bias_name
             if r == "wqkv" and p.dim() == 4:
                 fused_options = _fused_pieces(p, qual, transpose, d_in, d_out, heads) if d_kv is None else []
                 if not fused_options:
@@ -767,6 +771,17 @@ def _explicit_roles(module: nn.Module, mapping: dict[str, str], d_in: int, d_out
                                     *([fused_options] if fused_options else [])):
         readings.append({**roles, **{r: pieces for way in picked for r, pieces in way.items()}})
     return readings, ""
+
+
+def _sibling_bias(name: str, params: dict[str, torch.Tensor]) -> str | None:
+    """`to_out.bias` for `--map o=to_out.weight`: a weight named by its parameter's name brings the bias beside it
+    (a 1-D parameter), as naming the module does.  Read without it, a correct layer's output bias was "a parameter
+    that plays no role in the lesson's layer" (param-count failed) and no reading reproduced its output (student
+    trial 20)."""
+    if not name.endswith(".weight"):
+        return None
+    sibling = name[:-len("weight")] + "bias"
+    return sibling if getattr(params.get(sibling), "ndim", 0) == 1 else None
 
 
 def _fused_pieces(p: torch.Tensor, name: str, transpose: bool, d_in: int, d_out: int,

@@ -36,9 +36,20 @@ def test_a_parameter_no_reading_takes_is_still_told():
     assert _unread(Named(extra=True), mapping) == ["gate.weight"]
 
 
-def test_mapped_by_parameter_name_as_before():
+def test_a_weight_mapped_by_its_parameter_name_brings_its_bias():
+    """Student trial 20: `--map o=to_out.weight` left to_out.bias unread, and a correct layer failed param-count with
+    "to_out.bias plays no role in the lesson's layer"; a Linear's weight named brings its bias, as its module does."""
     mapping = {"q": "linear_q.weight", "k": "linear_k.weight", "v": "linear_v.weight", "o": "linear_o.weight"}
-    assert sorted(_unread(Named(), mapping)) == ["linear_k.bias", "linear_o.bias", "linear_q.bias", "linear_v.bias"]
+    assert _unread(Named(), mapping) == []
+    layouts, _ = explicit(Named(), mapping, 8, 8, heads=2)
+    assert layouts[0].describe()["bo"] == "linear_o.bias"
+
+
+def test_a_bias_mapped_apart_is_not_replaced_by_the_weight_s_sibling():
+    mapping = {"bo": "linear_q.bias", "q": "linear_q.weight", "k": "linear_k.weight", "v": "linear_v.weight",
+               "o": "linear_o.weight"}
+    layouts, problem = explicit(Named(), mapping, 8, 8, heads=2)
+    assert not problem and layouts[0].describe()["bo"] == "linear_q.bias"
 
 
 def test_a_reading_s_text_is_read_in_linear_time_whatever_the_child_sends():
