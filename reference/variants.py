@@ -15,6 +15,8 @@ Knobs:
   divisor itself (a constant such as 8.0, or any width no name above has)
 - mask: "causal" | "hide-diagonal" | "one-future" | "none" | "inverted" | "after-softmax" | "hides-past" (tril(-1):
   the past hidden, the diagonal and the future kept)
+- scaled: "scores" | "weights" (the divisor applied after the softmax, to the attention weights, the scores left
+  unscaled: `softmax(scores) * scale`; each row then sums to 1/divisor)
 - fill: the value masked scores get (-inf in the lesson; -10 and -100 are leaks)
 - mask_op: "fill" (the masked scores replaced by `fill`; multiplying the scores by a 0/1 mask is a fill of 0) |
   "add" (`fill` added to the masked scores: a 0/1 mask added, +1 on the future, or -1 for +1 on the past)
@@ -48,7 +50,8 @@ from reference import grouped
 from reference.numpy_ref import Weights, _merge, _split, split_for
 from reference.rotary import THETA, apply_knobs
 
-DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "mask": "causal", "fill": -np.inf,
+DEFAULTS = {"split": "lesson", "merge": "lesson", "scale": "sqrt-dh", "scaled": "scores", "mask": "causal",
+            "fill": -np.inf,
             "mask_op": "fill", "softmax_axis": -1, "keys": "k", "values": "v", "out_proj": True, "empty_rows": "nan",
             "rope": "none", "rope_theta": THETA, "rope_values": False, "rope_keys": True,
             "rope_freqs": "head", "rope_where": "heads",
@@ -68,6 +71,7 @@ def applies(w: Weights, heads: int, knobs: dict) -> bool:
     return grouped_w or not set(NARROW_KNOBS) & set(knobs)
 
 
+ONE_SCALE = {"scale", "scaled"}  # how much and where the layer scales: one mistake of its scaling, not two
 SETTINGS = ("rope", "rope_theta")  # what layer a mistake is made in (a rotary one), not the mistake itself
 
 
@@ -78,7 +82,7 @@ def compose(a: dict, b: dict) -> dict | None:
     declare alike is the layer they are both made in (two rotary mistakes each say `rope`: the values rotated and
     the keys' positions shifted are one rotary layer with both)."""
     shared = {knob for knob in set(a) & set(b) if not (knob in SETTINGS and a[knob] == b[knob])}
-    if shared - {"split"}:
+    if shared - {"split"} or ONE_SCALE <= set(a) | set(b):
         return None
     both = {**a, **b}
     if shared:
@@ -139,6 +143,8 @@ def by_scale(x: np.ndarray, heads: int, w: Weights, **knobs):
     """`divisor -> forward(x, heads, w, **knobs, scale=divisor)`, the same numbers, with the scores computed once
     unscaled: harness.engine.fitting reads a scale off the output at dozens of divisors per reading."""
     k_ = _all_knobs({**knobs, "scale": 1.0})
+    if k_["scaled"] != "scores":
+        raise ValueError("by_scale reads a divisor of the scores; these knobs scale the weights")
     raw, values, hidden = _scores_of(x, heads, w, k_)
     return lambda by: _finish((raw / float(by), values, hidden), w, k_, x)
 
@@ -224,7 +230,11 @@ def _scores(x: np.ndarray, heads: int, w: Weights, k_: dict) -> tuple[np.ndarray
                                                           split_for(k_["split"], role)), k_)
     if kv != heads:
         K, V = grouped.expand(K, heads, k_["kv_pairing"]), grouped.expand(V, heads, k_["kv_pairing"])
-    scores = Q @ K.transpose(0, 1, 3, 2) / divisor(x, heads, w, k_["scale"])
+    by = divisor(x, heads, w, k_["scale"])
+    if k_["scaled"] == "weights":  # (P / by) @ V = P @ (V / by): the weights' scale carried by the values
+        scores, V = Q @ K.transpose(0, 1, 3, 2), V / by
+    else:
+        scores = Q @ K.transpose(0, 1, 3, 2) / by
     n = x.shape[1]
     hidden = _future(n, k_["mask"])
     if k_["kv_mask"] == "first-group":  # only the query heads of the first key/value head are masked

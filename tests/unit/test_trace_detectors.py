@@ -32,7 +32,7 @@ def test_the_docstring_lists_every_registered_id_in_the_order_they_run():
     listed = _listed()
     assert [f"harness.engine.trace.{m}" for m, _ in listed] == [m.__name__ for m in detectors.MODULES]
     assert [i for _, ids in listed for i in ids] == [i for d in detectors.in_order() for i in d.ids]
-    assert len(DETECTORS) == 93  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
+    assert len(DETECTORS) == 94  # 33, then dropout-always-on, mask-made-without-device, additive-finite-mask,
     # mask-multiplied, mask-added, layer-made-in-forward, kv-heads-tiled, keys-from-query-weights, split-strided,
     # merge-strided, values-split-strided, mask-kept-as-attribute, merge-moves-batch, queries-and-keys-swapped,
     # kv-features-repeated, kv-heads-expanded, mask-on-some-heads, mask-kept-in-container, out-proj-without-bias,
@@ -44,7 +44,7 @@ def test_the_docstring_lists_every_registered_id_in_the_order_they_run():
     # cache-mask-not-offset, cache-position-set, cache-chunk-unmasked, cache-rope-from-zero, cache-not-reset,
     # view-on-transposed-in-training, fill-below-probe, scaled-by-sqrt-heads, exp-before-mask, cache-empty-slots-read,
     # cache-keys-rotated-twice, rotation-pairs-mismatched, scaled-by-sqrt-n, residual-inside, query-bias-left-out,
-    # key-bias-left-out, value-bias-left-out, values-from-keys
+    # key-bias-left-out, value-bias-left-out, values-from-keys, scaled-after-softmax
 
 
 def test_every_id_a_mutant_declares_is_a_registered_detector():

@@ -180,7 +180,7 @@ def fused_attention_mask(f: Findings) -> None:
 
 
 @detector("scores-not-scaled", "scaled-by-dh", "scaled-by-sqrt-d", "scaled-by-sqrt-heads", "scaled-by-sqrt-n",
-          "wrong-scale")
+          "wrong-scale", "scaled-after-softmax")
 def scale(f: Findings) -> None:
     """The product of the numbers the scores are multiplied by on the way to each softmax (q and k may be scaled
     apart; a fused attention scales by its own) is not 1/sqrt(dh), dh the width of the queries dotted with the keys
@@ -197,6 +197,8 @@ def scale(f: Findings) -> None:
         total = math.prod(k for _, k in factors) * (_fused_scale(f.ops[target], dh) if target in f.namer.fused
                                                      else 1.0)
         want = 1 / math.sqrt(dh)
+        if not math.isclose(total, want, rel_tol=1e-6) and _scaled_after(f, target, total, want):
+            continue
         if not math.isclose(total, want, rel_tol=1e-6):
             divisor = 1 / total if total else float("inf")
             if math.isclose(total, 1.0):
@@ -232,6 +234,22 @@ def scale(f: Findings) -> None:
                 mark["scores_code"] = made["code"]  # scores were made names the queries, for the fix in the
                 # student's names (harness.engine.rewrite: `scores / math.sqrt(q.size(-1))`)
             f.mark(at, mark, keep_earlier=True)
+
+
+def _scaled_after(f: Findings, target: int, total: float, want: float) -> bool:
+    """Marks, and says so, where the softmax's weights are multiplied by what its scores lacked (`softmax(scores)
+    * self.scale`: the scores unscaled, the weights of each row summing to 1/sqrt(dh)); student trial 20's layer
+    was told its scores were never scaled, and the fix that said so, pasted, scaled them twice."""
+    after = [(i, k) for i, k in f.namer.weights_factors if target in f.namer.ancestors(i)]
+    if not after or not math.isclose(total * math.prod(k for _, k in after), want, rel_tol=1e-6):
+        return False
+    at = after[-1][0]
+    f.mark(at, {"id": "scaled-after-softmax", "text": (
+        f"the attention weights are multiplied by {math.prod(k for _, k in after):.4g} after the softmax, whose "
+        f"scores were {'never scaled' if math.isclose(total, 1.0) else f'multiplied by {total:.4g}'}: the lesson "
+        f"divides the scores by sqrt(dh) = {1 / want:.4g} before the softmax, so that each row of weights still "
+        "sums to 1")}, keep_earlier=True)
+    return True
 
 
 def _scaled_again(f: Findings, factors: list[tuple[int, float]], want: float) -> tuple[int, int] | None:

@@ -25,6 +25,7 @@ checks each mutant's `trace=` ids against it.  By module, the marks each may set
   tables the other: read from the tables and the features' prints)
 - detect_scores: softmax-not-last-axis; weights-without-grad; sdpa-without-causal, sdpa-mask-keeps-future;
   scores-not-scaled, scaled-by-dh, scaled-by-sqrt-d, scaled-by-sqrt-heads, scaled-by-sqrt-n, wrong-scale;
+  scaled-after-softmax (the attention weights multiplied by the scale the scores lack);
   dropout-always-on
 - detect_mask: mask-after-softmax, mask-result-unused, no-mask-applied; mask-on-some-heads (the mask on a slice of
   the heads' scores only); fill-leaks-visibly, fill-leaks-invisibly, fill-below-probe;

@@ -58,6 +58,8 @@ class Namer:
         self.pats = {shape: name for name, shape in reversed(patterns(B, n, d, H, self.dh, L))}
         self.labels: list[str] = []
         self.scale_factors: list[tuple[int, float]] = []  # (operation, the number it multiplies the scores by)
+        self.weights_factors: list[tuple[int, float]] = []  # (operation, the number it multiplies the attention
+        # weights by: a scale applied after the softmax, before the weights mix the values)
         self.unread_scales: list[int] = []  # operations scaling the scores by a tensor of the layer's own (a learned
         # temperature, one a head): a scale whose value the trace does not judge (the numbers do)
         self.heads = H
@@ -234,6 +236,10 @@ class Namer:
         if factor is not None and not self.derives_from(data, ("softmax",)) and self.derives_from(data, ("project",)):
             self.scale_factors.append((op["i"], factor))
             return "scale"
+        if factor is not None and self.derives_from(data, ("softmax",)) and \
+                not self.derives_from(data, ("mix values", "attention (fused)")):
+            self.weights_factors.append((op["i"], factor))  # `softmax(scores) * scale`: named after its data
+            return None
         if factor is None and other is not None and other.get("name") != "x" and \
                 self._learned_scale_shape(other.get("shape") or [1]) and \
                 not self.derives_from(other, ("project",)) and not self.derives_from(other, ("mask",)) \
