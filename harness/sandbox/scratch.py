@@ -435,10 +435,6 @@ def _read_at_most(fd: int, limit: int) -> bytes | None:
             return None
 
 
-def _is_venv(path: str) -> bool:
-    return os.path.lexists(os.path.join(path, "pyvenv.cfg"))
-
-
 def compiled_name(name: str) -> bool:
     """A name Python imports compiled code under (bytecode, an extension module), in any case."""
     return name.lower().endswith(COMPILED_SUFFIXES)
@@ -473,62 +469,122 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int] | None, file_
     folders, symlinks as links (never followed: the child resolves them in its own view); no hidden entries,
     caches or virtual environments; no compiled code (by name or by content: a person must be able to read what
     runs); at most MAX_FILES entries, MAX_BYTES in all, MAX_DEPTH deep, `file_limit` per file.  Returns (files
-    copied, what was left out and why)."""
+    copied, what was left out and why).
+
+    Every folder below `source` is opened relative to the one it was listed in, never through a link (O_NOFOLLOW
+    at each step), and every file relative to its folder: the student may write `source` while we copy it (a
+    shared hand-in folder), and a sub-folder listed as a folder then swapped for a link (renameat2
+    RENAME_EXCHANGE, in a loop) was listed again and read by its path as root, through the link (red team 18: an
+    instructor's 0600 file in a 0700 folder was copied into the student's scratch, and its code printed it into
+    its report)."""
     chown = owner is not None and os.geteuid() == 0
     copied, skipped, total = 0, [], 0
-    todo = [("", 0)]
-    while todo:
-        rel, depth = todo.pop()
-        try:
-            entries = sorted(os.scandir(os.path.join(source, rel)), key=lambda e: e.name)
-        except OSError as e:
-            skipped.append(f"{rel or '.'}/ ({e.strerror})")
-            continue
-        for entry in entries:
-            name = os.path.join(rel, entry.name)
-            target = os.path.join(dest, name)
-            if entry.name.startswith(".") or entry.name == BYTECODE_CACHE:  # a cache, as a folder or a link: what
-                continue  # Python would run in place of the source (an unchecked-hash .pyc is never compared with it)
-            if copied + len(skipped) >= MAX_FILES:
-                skipped.append(f"{name} (more than {MAX_FILES} entries)")
-                return copied, skipped
+    try:
+        root = os.open(source, _FOLDER & ~os.O_NOFOLLOW)  # the folder as the caller named it (a link the operator
+    except OSError as e:  # typed is theirs to follow, as before); below it, no link is followed
+        return 0, [f"./ ({e.strerror})"]
+    try:
+        todo = [("", 0)]
+        while todo:
+            rel, depth = todo.pop()
             try:
-                if not entry.is_dir(follow_symlinks=False) and compiled_name(entry.name):  # a link so named too
-                    skipped.append(f"{name} ({COMPILED})")
-                elif entry.is_symlink():
-                    os.symlink(os.readlink(entry.path), target)
-                    if chown:
-                        os.lchown(target, *owner)
-                elif entry.is_dir(follow_symlinks=False):
-                    if entry.name in SKIPPED_DIRS or _is_venv(entry.path) or depth + 1 > MAX_DEPTH:
-                        continue
-                    os.mkdir(target, 0o755)
-                    if chown:
-                        os.chown(target, *owner)
-                    todo.append((name, depth + 1))
-                elif entry.is_file(follow_symlinks=False):
-                    limit = min(file_limit, MAX_BYTES - total)
-                    data = _read_file(entry.path, limit)
-                    if data is None:
-                        skipped.append(f"{name} (larger than {limit} bytes)")
-                    elif compiled_data(data):
-                        skipped.append(f"{name} ({COMPILED})")
-                    else:
-                        _write_file(target, data, owner if chown else None)
-                        copied, total = copied + 1, total + len(data)
-                else:
-                    skipped.append(f"{name} (not a regular file)")
+                folder = _open_below(root, rel)
             except OSError as e:
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise NoRoom(f"no room left on the grading machine's disk for a copy of this submission "
-                                 f"({e.strerror}): not the student's doing; grade it again") from None
-                skipped.append(f"{name} ({e.strerror})")
+                skipped.append(f"{rel or '.'}/ ({'a link, not a folder' if e.errno == errno.ELOOP else e.strerror})")
+                continue
+            try:
+                with os.scandir(folder) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+                done = _copy_entries(folder, entries, rel, depth, dest, owner if chown else None, file_limit, todo,
+                                     skipped, (copied, total))
+            except OSError as e:
+                skipped.append(f"{rel or '.'}/ ({e.strerror})")
+                continue
+            finally:
+                os.close(folder)
+            copied, total, full = done
+            if full:
+                return copied, skipped
+    finally:
+        os.close(root)
     return copied, skipped
 
 
-def _read_file(source: str, limit: int) -> bytes | None:
-    """The bytes of the regular file `source` (never a link, FIFO or device), None past `limit`."""
-    fd = os.open(source, _READ)
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_below(root: int, rel: str) -> int:
+    """The folder `rel` below the open folder `root`, opened one name at a time, none of them a link (ELOOP)."""
+    fd = os.dup(root)
+    try:
+        for part in (p for p in rel.split(os.sep) if p):
+            below = os.open(part, _FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _copy_entries(folder: int, entries: list, rel: str, depth: int, dest: str, owner: tuple[int, int] | None,
+                  file_limit: int, todo: list, skipped: list, counts: tuple[int, int]) -> tuple[int, int, bool]:
+    """Copy one listed folder's entries (`folder` open on it); sub-folders are queued on `todo`.  Returns (files
+    copied, bytes copied, whether the entry budget ran out)."""
+    copied, total = counts
+    for entry in entries:
+        name = os.path.join(rel, entry.name)
+        target = os.path.join(dest, name)
+        if entry.name.startswith(".") or entry.name == BYTECODE_CACHE:  # a cache, as a folder or a link: what
+            continue  # Python would run in place of the source (an unchecked-hash .pyc is never compared with it)
+        if copied + len(skipped) >= MAX_FILES:
+            skipped.append(f"{name} (more than {MAX_FILES} entries)")
+            return copied, total, True
+        try:
+            if not entry.is_dir(follow_symlinks=False) and compiled_name(entry.name):  # a link so named too
+                skipped.append(f"{name} ({COMPILED})")
+            elif entry.is_symlink():
+                os.symlink(os.readlink(entry.name, dir_fd=folder), target)
+                if owner is not None:
+                    os.lchown(target, *owner)
+            elif entry.is_dir(follow_symlinks=False):
+                if entry.name in SKIPPED_DIRS or _is_venv_in(folder, entry.name) or depth + 1 > MAX_DEPTH:
+                    continue
+                os.mkdir(target, 0o755)
+                if owner is not None:
+                    os.chown(target, *owner)
+                todo.append((name, depth + 1))
+            elif entry.is_file(follow_symlinks=False):
+                limit = min(file_limit, MAX_BYTES - total)
+                data = _read_file(entry.name, limit, folder)
+                if data is None:
+                    skipped.append(f"{name} (larger than {limit} bytes)")
+                elif compiled_data(data):
+                    skipped.append(f"{name} ({COMPILED})")
+                else:
+                    _write_file(target, data, owner)
+                    copied, total = copied + 1, total + len(data)
+            else:
+                skipped.append(f"{name} (not a regular file)")
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise NoRoom(f"no room left on the grading machine's disk for a copy of this submission "
+                             f"({e.strerror}): not the student's doing; grade it again") from None
+            skipped.append(f"{name} ({e.strerror})")
+    return copied, total, False
+
+
+def _is_venv_in(folder: int, name: str) -> bool:
+    try:
+        os.lstat(os.path.join(name, "pyvenv.cfg"), dir_fd=folder)
+    except OSError:
+        return False
+    return True
+
+
+def _read_file(name: str, limit: int, folder: int) -> bytes | None:
+    """The bytes of the regular file `name` in the open `folder` (never a link, FIFO or device), None past `limit`."""
+    fd = os.open(name, _READ, dir_fd=folder)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, "not a regular file")

@@ -119,6 +119,49 @@ def test_staging_copies_regular_files_only_and_any_case_of_extension_counts(tmp_
     assert sorted(p.name for p in staged.iterdir()) == ["gina_Lab.IPYNB"]
 
 
+class _Listing(list):
+    """A folder's entries as os.scandir gives them, read already (usable with `with` and iterated as scandir's)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_staging_never_follows_a_folder_that_the_student_swaps_for_a_link_during_the_copy(tmp_path, monkeypatch):
+    """Red team 18: a student who can write their folder while the batch runs (a shared hand-in folder, the case
+    staging is for) swapped a sub-folder for a link to a folder only root may read, over and over (renameat2
+    RENAME_EXCHANGE); the root grader listed the sub-folder as a folder, then listed and read it again by its path,
+    following the link, and copied the instructor's 0600 file into the student's scratch, where the student's code
+    printed it into its report (3 of 8 such pairs won in one batch).  Here the swap lands, deterministically, just
+    after the student's folder is listed."""
+    secret = tmp_path / "instructor"
+    secret.mkdir()
+    (secret / "solution.txt").write_text("the instructor's hidden test")
+    student = tmp_path / "export" / "mallory"
+    (student / "sub").mkdir(parents=True)
+    (student / "attention.py").write_text("x = 1\n")
+    (student / "sub" / "helper.py").write_text("y = 2\n")
+    listed, real_scandir = [], os.scandir
+
+    def scandir(path="."):
+        if listed:
+            return real_scandir(path)
+        with real_scandir(path) as entries:
+            listed.extend(entries)  # the folder as it was listed: sub/ a folder
+        os.rename(student / "sub", student / "moved")  # ... and now a link to the instructor's folder
+        os.symlink(secret, student / "sub")
+        return _Listing(listed)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    staged = find(tmp_path / "export", None).submissions[0].stage(tmp_path / "staging")
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    copied = [p.relative_to(staged.folder).as_posix() for p in staged.folder.rglob("*") if p.is_file()]
+    assert listed and "sub/solution.txt" not in copied and copied == ["attention.py"], copied
+    assert any(entry.startswith("sub/") for entry in staged.left_out), staged.left_out
+
+
 def test_a_file_chosen_among_several_is_said_and_no_choice_asks_for_a_person(tmp_path):
     module = "import torch.nn as nn\nclass Attn(nn.Module):\n    pass\n"
     (tmp_path / "one").mkdir()
