@@ -87,7 +87,7 @@ class Submission:
             folder, n = staging / f"{exports.safe_name(self.name)}-{n}", n + 1
         if self.folder is not None:
             folder.mkdir(parents=True, mode=0o700)
-            _, left_out = files.copy_submission(str(self.folder), str(folder), None, files.MAX_BYTES)
+            _, left_out = files.copy_submission(str(self.folder), str(folder), None, files.MAX_BYTES, follow=False)
             return Staged(folder, tuple(left_out))
         folder.mkdir(parents=True)
         used: set[str] = set()
@@ -210,7 +210,7 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     folders, flat = [p for p in folders if p not in twofold], [p for p in flat if p not in twofold]
     target_file = Path(Target.parse(target).where).name
     if not folders and pattern is None and _one_student(flat, target_file, defines):
-        return Found(root, "one", [Submission(exports.safe_name(root.name), folder=root)], [])
+        return Found(root, "one", [Submission(exports.safe_name(root.name), folder=Path(os.path.realpath(root)))], [])
     subs = _folders(root, folders)
     taken = {s.name for s in subs}
     metadata = {"submission_metadata.yml"} if folders and (root / "submission_metadata.yml").is_file() else set()

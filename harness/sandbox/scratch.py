@@ -464,7 +464,8 @@ def compiled_note(paths: list[str]) -> str:
             "copies or runs bytecode or native modules): hand in the source (.py) instead")
 
 
-def copy_submission(source: str, dest: str, owner: tuple[int, int] | None, file_limit: int) -> tuple[int, list[str]]:
+def copy_submission(source: str, dest: str, owner: tuple[int, int] | None, file_limit: int,
+                    follow: bool = True) -> tuple[int, list[str]]:
     """Copy the folder `source` into `dest` (owned by `owner` when we are root; None: by us): regular files and
     folders, symlinks as links (never followed: the child resolves them in its own view); no hidden entries,
     caches or virtual environments; no compiled code (by name or by content: a person must be able to read what
@@ -476,13 +477,14 @@ def copy_submission(source: str, dest: str, owner: tuple[int, int] | None, file_
     shared hand-in folder), and a sub-folder listed as a folder then swapped for a link (renameat2
     RENAME_EXCHANGE, in a loop) was listed again and read by its path as root, through the link (red team 18: an
     instructor's 0600 file in a 0700 folder was copied into the student's scratch, and its code printed it into
-    its report)."""
+    its report).  `follow=False`: `source` itself is not followed either, where its last name is the student's to
+    change (a folder in an export that students write, a sticky hand-in folder)."""
     chown = owner is not None and os.geteuid() == 0
     copied, skipped, total = 0, [], 0
     try:
-        root = os.open(source, _FOLDER & ~os.O_NOFOLLOW)  # the folder as the caller named it (a link the operator
-    except OSError as e:  # typed is theirs to follow, as before); below it, no link is followed
-        return 0, [f"./ ({e.strerror})"]
+        root = os.open(source, _FOLDER if not follow else _FOLDER & ~os.O_NOFOLLOW)  # follow: a link the operator
+    except OSError as e:  # typed is theirs to follow, as before; below it, no link is followed
+        return 0, [f"./ ({'a link, not a folder' if e.errno == errno.ELOOP else e.strerror})"]
     try:
         todo = [("", 0)]
         while todo:

@@ -162,6 +162,21 @@ def test_staging_never_follows_a_folder_that_the_student_swaps_for_a_link_during
     assert any(entry.startswith("sub/") for entry in staged.left_out), staged.left_out
 
 
+def test_staging_never_follows_a_students_folder_swapped_for_a_link_after_the_export_was_read(tmp_path):
+    """Red team 18: in a hand-in folder students write (sticky, as /tmp), a student's folder found as a folder and
+    then swapped for a link to a classmate's (or the instructor's) was staged through the link: the classmate's
+    code graded as the student's."""
+    export = tmp_path / "export"
+    for who in ("alice", "mallory"):
+        (export / who).mkdir(parents=True)
+        (export / who / "attention.py").write_text(f"# {who}'s\n")
+    found = find(export, None)
+    os.rename(export / "mallory", tmp_path / "moved")
+    os.symlink(export / "alice", export / "mallory")
+    staged = next(s for s in found.submissions if s.name == "mallory").stage(tmp_path / "staging")
+    assert not list(staged.folder.iterdir()) and staged.left_out, staged.left_out
+
+
 def test_a_file_chosen_among_several_is_said_and_no_choice_asks_for_a_person(tmp_path):
     module = "import torch.nn as nn\nclass Attn(nn.Module):\n    pass\n"
     (tmp_path / "one").mkdir()
