@@ -627,8 +627,7 @@ def remove_tree(path: str) -> None:
             sub = _empty_folder(fd)
             if sub is not None:  # descend into the first sub-folder
                 try:
-                    os.chmod(sub, 0o700, dir_fd=fd)
-                    child = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    child = _enter(sub, fd)
                 except OSError:
                     return
                 os.close(fd)
@@ -649,6 +648,30 @@ def remove_tree(path: str) -> None:
         os.rmdir(path)
     except OSError:
         pass
+
+
+def _enter(name: str, parent: int) -> int:
+    """The sub-folder `name` of the open folder `parent`, opened and made 0700 (a child may leave it closed, 0000 or
+    0500); never through a link.  A process of the child's may still live while its scratch is removed (a PID
+    namespace dies after its first process; a grader killed outright leaves its children's scratch to the next
+    start's sweep), and a folder it swapped for a link between the listing and a chmod by name made root change the
+    link's target: red team 18 closed a host folder to 0700 so.  The mode is changed on the folder opened itself
+    (O_NOFOLLOW; by a descriptor, or an O_PATH one where the folder is closed to us), never on what a name leads to."""
+    try:
+        fd = os.open(name, _FOLDER, dir_fd=parent)
+    except PermissionError:  # closed to us (an ordinary user's grader, the child's own uid): open it by its handle
+        handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        try:
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)  # the folder the handle holds, a link never (O_NOFOLLOW)
+            return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        finally:
+            os.close(handle)
+    try:
+        os.fchmod(fd, 0o700)  # 0500: its entries could not be unlinked
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _empty_folder(fd: int) -> str | None:

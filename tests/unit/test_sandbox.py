@@ -172,6 +172,43 @@ def test_removal_copes_with_whatever_a_child_left(tmp_path):
     assert not root.exists() and outside.read_text() == "keep"
 
 
+def test_removal_never_changes_a_folder_that_a_living_process_swapped_in_as_a_link(tmp_path, monkeypatch):
+    """Red team 18: a scratch is removed while a child's processes may still live (a PID namespace dies after its
+    first process; a grader killed outright leaves its children's to the next start's sweep).  Root made each
+    sub-folder 0700 by its name before opening it, and a folder swapped for a link between the listing and that
+    chmod made root close the link's target (here a folder of the host's, 0755: /usr or the venv would close the
+    Python every later child needs).  The swap lands, deterministically, just after the scratch is listed."""
+    room = tmp_path / "room"
+    (room / "d").mkdir(parents=True)
+    host = tmp_path / "host"
+    host.mkdir(mode=0o755)
+    os.chmod(host, 0o755)
+    real_scandir, swapped = os.scandir, []
+
+    def scandir(path="."):
+        entries = list(real_scandir(path))
+        if not swapped and any(e.name == "d" for e in entries):
+            os.rename(room / "d", tmp_path / "moved")
+            os.symlink(host, room / "d")
+            swapped.append(True)
+        return _Listed(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    scratch.remove_tree(str(room))
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    assert swapped and oct(host.stat().st_mode & 0o777) == "0o755" and host.is_dir()
+
+
+class _Listed(list):
+    """A folder's entries, listed already, as os.scandir's iterator is used (`with`)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def test_read_regular_refuses_what_could_hang_or_flood(tmp_path):
     (tmp_path / "ok.py").write_text("class A: pass\n")
     os.mkfifo(tmp_path / "fifo.py")
