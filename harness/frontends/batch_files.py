@@ -30,17 +30,19 @@ MAX_REPORT_NAME = 200  # bytes: a file name holds 255, and write_atomic's tempor
 def csv_cell(value):
     """A text cell as read by people (`cat`) and spreadsheets: terminal control characters shown, not obeyed, and a
     leading = + - @ quoted so that a file name is never run as a formula, and a leading tab or carriage return too
-    (OWASP's list: a spreadsheet may drop them and read the formula after them).  Names come from students' files."""
+    (OWASP's list: a spreadsheet may drop them and read the formula after them); and a leading quote, so that
+    `csv_uncell` reads every cell back as the text it quotes.  Names come from students' files."""
     if not isinstance(value, str):
         return value
     text = clean(value)
-    return "'" + text if text[:1] in FORMULA_STARTS else text
+    return "'" + text if text[:1] in FORMULA_STARTS or text[:1] == "'" else text  # a leading quote quoted too:
+    # '=x and =x were one cell, read back as =x (red team 18: grade --only =x took the other student's row)
 
 
 def csv_uncell(value: str) -> str:
     """A cell of our summary read back as the text `csv_cell` quoted ('=alice is =alice), so that a row read again
     (--only keeps the others' rows) is found by its name and written once more as it was."""
-    return value[1:] if value[:1] == "'" and value[1:2] in FORMULA_STARTS else value
+    return value[1:] if value[:1] == "'" and (value[1:2] in FORMULA_STARTS or value[1:2] == "'") else value
 
 
 def report_file_name(name: str, extension: str, apart: bool = False) -> str:
