@@ -32,6 +32,7 @@ from typing import Callable
 
 from harness.frontends import exports
 from harness.frontends.batch_files import csv_cell, csv_uncell
+from harness.render.view import clean
 from harness.sandbox import scratch as files
 from harness.wire.target import Target
 
@@ -136,7 +137,11 @@ class Found:
     not_graded: list[NotGraded] = field(default_factory=list)
 
     def describe(self) -> str:
-        """One line for the person who started the batch: how many, in which layout, what was left out."""
+        """One line for the person who started the batch: how many, in which layout, what was left out; the
+        names in it shown, never obeyed (an escape sequence in a file's name, the student's text: red team 18)."""
+        return clean(self._describe())
+
+    def _describe(self) -> str:
         n = len(self.submissions)
         if self.layout == "none":
             return f"found no submissions in {self.root}/: " + "; ".join(self.left_out)

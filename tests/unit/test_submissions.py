@@ -364,3 +364,14 @@ def test_only_finds_an_accented_name_whichever_unicode_form_the_export_and_the_s
     assert unknown_names(typed, found) == ""
     assert only_names(typed, found) == [unicodedata.normalize("NFD", "díazlucía"), "brownbob"]  # as the rows spell it
     assert "no submission named 'obrien'" in unknown_names(["obrien"], found)
+
+
+def test_the_line_that_says_what_was_found_shows_a_names_escape_sequences_never_sends_them(tmp_path):
+    """Red team 18: an entry of the export named with an OSC sequence (a FIFO named ESC ] 0 ; ... BEL) was printed
+    raw in grade's first line, "left out: ... (ESC]0;pwned BEL pipe)", and retitled the grader's terminal; names
+    are the student's text, shown as escapes as the reports show them."""
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "attention.py").write_text("x = 1\n")
+    os.mkfifo(tmp_path / "\x1b]0;pwned\x07pipe")
+    line = find(tmp_path, None).describe()
+    assert "pwned" in line and "\x1b" not in line and "\x07" not in line, line
