@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -441,6 +442,44 @@ def test_leftovers_of_a_slot_are_killed_as_that_uid_whatever_they_do():
         scratch.kill_leftovers(slot.uid)
         slot.release()
         other.release()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root kills as a slot's uid")
+def test_the_clean_up_of_a_slot_ends_even_when_a_leftover_stops_the_process_that_kills_them(monkeypatch):
+    """Red team 18: isolate's clean-up forks a process that becomes the slot's uid, and without a PID namespace or
+    Landlock's signal scoping (kernels before 6.12, or a Docker seccomp profile without Landlock) a leftover of the
+    child's spinning on kill(-1, SIGSTOP) stopped it too, 2 times in 9 with eight spinners: the grader then waited
+    for it for ever, its batch never ending.  Here the killer is stopped, deterministically, as it becomes the uid."""
+    slot = scratch.claim_slot()
+    leftover = subprocess.Popen(["sleep", "60"], user=slot.uid, group=slot.uid, extra_groups=[],
+                                start_new_session=True)
+    real = os.setresuid
+
+    def stopped_on_becoming(*ids):
+        real(*ids)
+        os.kill(os.getpid(), signal.SIGSTOP)  # what a leftover's kill(-1, SIGSTOP) does, landing here
+
+    monkeypatch.setattr(os, "setresuid", stopped_on_becoming)
+    done = {}
+    waiting = threading.Thread(target=lambda: done.setdefault("none_left", scratch.kill_as(slot.uid, 2.0)),
+                               daemon=True)
+    try:
+        waiting.start()
+        waiting.join(20)
+        hung = waiting.is_alive()
+        time.sleep(0.2)
+        survived = leftover.poll() is None
+    finally:
+        monkeypatch.setattr(os, "setresuid", real)
+        for pid in scratch.processes_of(slot.uid, zombies=True):  # a stopped killer, before the fix
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        waiting.join(10)
+        leftover.kill()
+        leftover.wait()
+        slot.release()
+    assert not hung, "kill_as waited for ever for a killer stopped by the slot's processes"
+    assert not survived and done.get("none_left") is True
 
 
 def test_a_grade_needs_a_child_that_can_write_nothing_of_the_graders():
