@@ -375,3 +375,24 @@ def test_the_line_that_says_what_was_found_shows_a_names_escape_sequences_never_
     os.mkfifo(tmp_path / "\x1b]0;pwned\x07pipe")
     line = find(tmp_path, None).describe()
     assert "pwned" in line and "\x1b" not in line and "\x07" not in line, line
+
+
+@pytest.mark.parametrize("claim", ["gradescope", "moodle"])
+def test_a_folder_named_as_a_classmate_by_a_platforms_naming_is_nobodys(tmp_path, claim):
+    """Red team 18: in a hand-in folder every student may write (a 1733 drop box, each student's folder named by
+    their login), a student's own submission_metadata.yml naming their submission_1 folder "bob", or a folder
+    named as Moodle names Bob's ("bob_99_assignsubmission_file_"), had their code graded as Bob's, Bob's own folder
+    listed as "an earlier submission, not graded".  A name two namings give is nobody's, for a person to look."""
+    for who in ("alice", "bob"):
+        (tmp_path / who).mkdir()
+        (tmp_path / who / "attention.py").write_text(f"# {who}'s\n")
+    forged = tmp_path / ("submission_1" if claim == "gradescope" else "bob_99_assignsubmission_file_")
+    forged.mkdir()
+    (forged / "attention.py").write_text("# mallory's\n")
+    if claim == "gradescope":
+        (tmp_path / "submission_metadata.yml").write_text(
+            "submission_1:\n  :submitters:\n  - :name: bob\n    :sid: '1'\n  :created_at: 2026-12-01\n")
+    found = find(tmp_path, None)
+    assert [(s.name, s.folder.name) for s in found.submissions] == [("alice", "alice")]
+    contested = {n.item for n in found.not_graded if n.missing}
+    assert contested == {"bob/", f"{forged.name}/"} and "two ways of naming" in found.describe()
