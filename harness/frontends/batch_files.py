@@ -12,6 +12,7 @@ import csv
 import hashlib
 import io
 import os
+import re
 import sys
 import unicodedata
 from pathlib import Path
@@ -24,23 +25,26 @@ SUMMARY_LEAD = ("submission", "target", "passed", "needs_review", "score", "max_
 __all__ = ["WRITE_FAILED", "BatchFiles", "colliding", "csv_cell", "report_file_name", "summary_text",
            "write_summary"]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as the start of a formula
+DIGEST_FORM = re.compile(r"~[0-9a-f]{12}$")  # how report_file_name ends a shortened name, or one written apart
 MAX_REPORT_NAME = 200  # bytes: a file name holds 255, and write_atomic's temporary adds 18 around it
 
 
 def csv_cell(value):
     """A text cell as read by people (`cat`) and spreadsheets: terminal control characters shown, not obeyed, and a
     leading = + - @ quoted so that a file name is never run as a formula, and a leading tab or carriage return too
-    (OWASP's list: a spreadsheet may drop them and read the formula after them).  Names come from students' files."""
+    (OWASP's list: a spreadsheet may drop them and read the formula after them); and a leading quote, so that
+    `csv_uncell` reads every cell back as the text it quotes.  Names come from students' files."""
     if not isinstance(value, str):
         return value
     text = clean(value)
-    return "'" + text if text[:1] in FORMULA_STARTS else text
+    return "'" + text if text[:1] in FORMULA_STARTS or text[:1] == "'" else text  # a leading quote quoted too:
+    # '=x and =x were one cell, read back as =x (red team 18: grade --only =x took the other student's row)
 
 
 def csv_uncell(value: str) -> str:
     """A cell of our summary read back as the text `csv_cell` quoted ('=alice is =alice), so that a row read again
     (--only keeps the others' rows) is found by its name and written once more as it was."""
-    return value[1:] if value[:1] == "'" and value[1:2] in FORMULA_STARTS else value
+    return value[1:] if value[:1] == "'" and (value[1:2] in FORMULA_STARTS or value[1:2] == "'") else value
 
 
 def report_file_name(name: str, extension: str, apart: bool = False) -> str:
@@ -48,10 +52,12 @@ def report_file_name(name: str, extension: str, apart: bool = False) -> str:
     name's beginning and a digest of all of it (a Gradescope group's names joined with " & ", or 127 letters of a
     two-byte script, had no report, and cost the whole class its class view).  The summary keeps the whole name.
     `apart` (`colliding`): the digest form whatever the length, for a name another student's equals on a folder
-    that ignores case or Unicode form."""
+    that ignores case or Unicode form.  A name that itself ends as that form does (`DIGEST_FORM`) is digested too,
+    never another's shortened name."""
     whole = f"{name}.{extension}"
-    if len(os.fsencode(whole)) <= MAX_REPORT_NAME and not apart:
-        return whole
+    if len(os.fsencode(whole)) <= MAX_REPORT_NAME and not apart and not DIGEST_FORM.search(name):
+        return whole  # a name that ends as a digest form does is written in one of its own (red team 18: a student
+        # who typed a long-named group's START~DIGEST as their name had the group's report file)
     digest = hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
     room = MAX_REPORT_NAME - len(f"~{digest}.{extension}".encode())
     start = os.fsencode(name)[:room].decode("utf-8", "ignore")  # never half a character

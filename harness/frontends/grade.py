@@ -36,6 +36,7 @@ from harness.frontends.pick import defines_module, missing_fix
 from harness.frontends.shards import MergeError, in_shard, merge, merge_error, merged_text, parse_shard, read_shards
 from harness.frontends.writing import reason, write_atomic
 from harness.render import rubric as rubrics
+from harness.render.view import clean
 from harness.sandbox import isolation, reaper, scratch, stale
 from harness.sandbox.template import Template
 from harness.wire.errors import ChildEnd
@@ -311,7 +312,7 @@ def _grade_batch(args, p: argparse.ArgumentParser, out: Path, pattern, rubric, t
     if missing:
         print(f"mha-check grade: {'warning' if args.allow_missing else 'error'}: {len(missing)} of the students' files "
               f"or folders got no row of their own (listed in {summary} with the reason): " +
-              "; ".join(f"{n.item} ({n.reason})" for n in missing[:10]) + ("; ..." if len(missing) > 10 else ""),
+              clean("; ".join(f"{n.item} ({n.reason})" for n in missing[:10])) + ("; ..." if len(missing) > 10 else ""),
               file=sys.stderr)
     return 3 if (missing and not args.allow_missing) or view_failed else 0
 

@@ -32,6 +32,7 @@ from typing import Callable
 
 from harness.frontends import exports
 from harness.frontends.batch_files import csv_cell, csv_uncell
+from harness.render.view import clean
 from harness.sandbox import scratch as files
 from harness.wire.target import Target
 
@@ -87,7 +88,7 @@ class Submission:
             folder, n = staging / f"{exports.safe_name(self.name)}-{n}", n + 1
         if self.folder is not None:
             folder.mkdir(parents=True, mode=0o700)
-            _, left_out = files.copy_submission(str(self.folder), str(folder), None, files.MAX_BYTES)
+            _, left_out = files.copy_submission(str(self.folder), str(folder), None, files.MAX_BYTES, follow=False)
             return Staged(folder, tuple(left_out))
         folder.mkdir(parents=True)
         used: set[str] = set()
@@ -136,7 +137,11 @@ class Found:
     not_graded: list[NotGraded] = field(default_factory=list)
 
     def describe(self) -> str:
-        """One line for the person who started the batch: how many, in which layout, what was left out."""
+        """One line for the person who started the batch: how many, in which layout, what was left out; the
+        names in it shown, never obeyed (an escape sequence in a file's name, the student's text: red team 18)."""
+        return clean(self._describe())
+
+    def _describe(self) -> str:
         n = len(self.submissions)
         if self.layout == "none":
             return f"found no submissions in {self.root}/: " + "; ".join(self.left_out)
@@ -210,8 +215,8 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
     folders, flat = [p for p in folders if p not in twofold], [p for p in flat if p not in twofold]
     target_file = Path(Target.parse(target).where).name
     if not folders and pattern is None and _one_student(flat, target_file, defines):
-        return Found(root, "one", [Submission(exports.safe_name(root.name), folder=root)], [])
-    subs = _folders(root, folders)
+        return Found(root, "one", [Submission(exports.safe_name(root.name), folder=Path(os.path.realpath(root)))], [])
+    subs, contested = _folders(root, folders)
     taken = {s.name for s in subs}
     metadata = {"submission_metadata.yml"} if folders and (root / "submission_metadata.yml").is_file() else set()
     flat = [p for p in flat if p.name not in metadata]
@@ -220,7 +225,7 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
         NotGraded(p.name, link_reason(p, root), True) for p in links] + [
         NotGraded(p.name, f"its name reads as more than one student's ({exports.ambiguous(p.name)}'s ids twice)" + (
             f": {exports.canvas_ambiguity(p.name)}" if exports.ambiguous(p.name) == "Canvas" else ""), True)
-        for p in twofold]
+        for p in twofold] + contested
     students: dict[str, list[tuple[Path, exports.Named]]] = {}
     names = exports.told_apart([(exports.safe_name(v.student), v.uid) for v in named.values()])
     for p in flat:
@@ -257,6 +262,9 @@ def find(root: Path, pattern: re.Pattern | None = None, target: str | None = Non
         left.append(f"{len(odd)} entries that are neither regular files nor folders ({_some(odd)})")
     if twofold:
         left.append(f"{len(twofold)} whose name reads as more than one student's ({_some([p.name for p in twofold])})")
+    if contested:
+        left.append(f"{len(contested)} folders given one student's name by two ways of naming "
+                    f"({_some([n.item for n in contested])})")
     layout = "mixed" if folders and len(subs) > len(taken) else "folders" if folders else "files"
     if not subs:
         return Found(root, "none", [], left or ["the folder is empty"], pattern.pattern if pattern else "",
@@ -315,7 +323,7 @@ def _flat_names(flat: list[Path], pattern: re.Pattern | None, hint: str) -> tupl
     return named, unnamed
 
 
-def _folders(root: Path, folders: list[Path]) -> list[Submission]:
+def _folders(root: Path, folders: list[Path]) -> tuple[list[Submission], list[NotGraded]]:
     """One submission per student among the folders: Gradescope's named by its metadata (the latest when a student
     has several), Moodle's by the name before its ids (the file folder graded, online text named beside it),
     GitHub Classroom's without the assignment's prefix; any other by its own name."""
@@ -341,15 +349,25 @@ def _folders(root: Path, folders: list[Path]) -> list[Submission]:
         else:
             name = d.name[len(prefix):] if prefix and d.name.startswith(prefix) else d.name
             students.setdefault(name, []).append(((0, ""), d, "GitHub Classroom" if prefix else ""))
-    subs = []
+    subs, contested = [], []
     for name, found in sorted(students.items()):
+        families = {kind.split()[0] if kind else "" for _, _, kind in found}
+        if len(families) > 1:  # one name from two namings: a folder named by a platform's file or pattern beside
+            # one named by its own name (red team 18: in a hand-in folder students write, a student's own
+            # submission_metadata.yml, or a Moodle-named folder, named their folder as a classmate's, whose own
+            # folder was then "an earlier submission, not graded"): nobody's, for a person to say whose
+            contested += [NotGraded(f"{d.name}/", f"named {name} as {kind or 'its own name'}, and "
+                                    f"{', '.join(sorted(f'{e.name}/' for _, e, _ in found if e != d))} too: two "
+                                    "ways of naming a student give one name, a person must say whose", True)
+                          for _, d, kind in found]
+            continue
         found.sort(key=lambda f: f[0])
         _, folder, platform = found[-1]
         others = [f"{d.name}/ ({kind if kind.startswith('Moodle ') else 'an earlier submission'}, not graded)"
                   for _, d, kind in found[:-1]]
         subs.append(Submission(name, folder=folder, others=others, platform=platform.replace("Moodle file", "Moodle"),
                                uid=uids.get(folder, "")))
-    return subs
+    return subs, contested
 
 
 def summary_rows(found: Found, rows: list[dict], shown: Callable[[NotGraded], bool]) -> list[dict]:

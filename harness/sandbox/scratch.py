@@ -435,10 +435,6 @@ def _read_at_most(fd: int, limit: int) -> bytes | None:
             return None
 
 
-def _is_venv(path: str) -> bool:
-    return os.path.lexists(os.path.join(path, "pyvenv.cfg"))
-
-
 def compiled_name(name: str) -> bool:
     """A name Python imports compiled code under (bytecode, an extension module), in any case."""
     return name.lower().endswith(COMPILED_SUFFIXES)
@@ -468,67 +464,129 @@ def compiled_note(paths: list[str]) -> str:
             "copies or runs bytecode or native modules): hand in the source (.py) instead")
 
 
-def copy_submission(source: str, dest: str, owner: tuple[int, int] | None, file_limit: int) -> tuple[int, list[str]]:
+def copy_submission(source: str, dest: str, owner: tuple[int, int] | None, file_limit: int,
+                    follow: bool = True) -> tuple[int, list[str]]:
     """Copy the folder `source` into `dest` (owned by `owner` when we are root; None: by us): regular files and
     folders, symlinks as links (never followed: the child resolves them in its own view); no hidden entries,
     caches or virtual environments; no compiled code (by name or by content: a person must be able to read what
     runs); at most MAX_FILES entries, MAX_BYTES in all, MAX_DEPTH deep, `file_limit` per file.  Returns (files
-    copied, what was left out and why)."""
+    copied, what was left out and why).
+
+    Every folder below `source` is opened relative to the one it was listed in, never through a link (O_NOFOLLOW
+    at each step), and every file relative to its folder: the student may write `source` while we copy it (a
+    shared hand-in folder), and a sub-folder listed as a folder then swapped for a link (renameat2
+    RENAME_EXCHANGE, in a loop) was listed again and read by its path as root, through the link (red team 18: an
+    instructor's 0600 file in a 0700 folder was copied into the student's scratch, and its code printed it into
+    its report).  `follow=False`: `source` itself is not followed either, where its last name is the student's to
+    change (a folder in an export that students write, a sticky hand-in folder)."""
     chown = owner is not None and os.geteuid() == 0
     copied, skipped, total = 0, [], 0
-    todo = [("", 0)]
-    while todo:
-        rel, depth = todo.pop()
-        try:
-            entries = sorted(os.scandir(os.path.join(source, rel)), key=lambda e: e.name)
-        except OSError as e:
-            skipped.append(f"{rel or '.'}/ ({e.strerror})")
-            continue
-        for entry in entries:
-            name = os.path.join(rel, entry.name)
-            target = os.path.join(dest, name)
-            if entry.name.startswith(".") or entry.name == BYTECODE_CACHE:  # a cache, as a folder or a link: what
-                continue  # Python would run in place of the source (an unchecked-hash .pyc is never compared with it)
-            if copied + len(skipped) >= MAX_FILES:
-                skipped.append(f"{name} (more than {MAX_FILES} entries)")
-                return copied, skipped
+    try:
+        root = os.open(source, _FOLDER if not follow else _FOLDER & ~os.O_NOFOLLOW)  # follow: a link the operator
+    except OSError as e:  # typed is theirs to follow, as before; below it, no link is followed
+        return 0, [f"./ ({'a link, not a folder' if e.errno == errno.ELOOP else e.strerror})"]
+    try:
+        todo = [("", 0)]
+        while todo:
+            rel, depth = todo.pop()
             try:
-                if not entry.is_dir(follow_symlinks=False) and compiled_name(entry.name):  # a link so named too
-                    skipped.append(f"{name} ({COMPILED})")
-                elif entry.is_symlink():
-                    os.symlink(os.readlink(entry.path), target)
-                    if chown:
-                        os.lchown(target, *owner)
-                elif entry.is_dir(follow_symlinks=False):
-                    if entry.name in SKIPPED_DIRS or _is_venv(entry.path) or depth + 1 > MAX_DEPTH:
-                        continue
-                    os.mkdir(target, 0o755)
-                    if chown:
-                        os.chown(target, *owner)
-                    todo.append((name, depth + 1))
-                elif entry.is_file(follow_symlinks=False):
-                    limit = min(file_limit, MAX_BYTES - total)
-                    data = _read_file(entry.path, limit)
-                    if data is None:
-                        skipped.append(f"{name} (larger than {limit} bytes)")
-                    elif compiled_data(data):
-                        skipped.append(f"{name} ({COMPILED})")
-                    else:
-                        _write_file(target, data, owner if chown else None)
-                        copied, total = copied + 1, total + len(data)
-                else:
-                    skipped.append(f"{name} (not a regular file)")
+                folder = _open_below(root, rel)
             except OSError as e:
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise NoRoom(f"no room left on the grading machine's disk for a copy of this submission "
-                                 f"({e.strerror}): not the student's doing; grade it again") from None
-                skipped.append(f"{name} ({e.strerror})")
+                skipped.append(f"{rel or '.'}/ ({'a link, not a folder' if e.errno == errno.ELOOP else e.strerror})")
+                continue
+            try:
+                with os.scandir(folder) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+                done = _copy_entries(folder, entries, rel, depth, dest, owner if chown else None, file_limit, todo,
+                                     skipped, (copied, total))
+            except OSError as e:
+                skipped.append(f"{rel or '.'}/ ({e.strerror})")
+                continue
+            finally:
+                os.close(folder)
+            copied, total, full = done
+            if full:
+                return copied, skipped
+    finally:
+        os.close(root)
     return copied, skipped
 
 
-def _read_file(source: str, limit: int) -> bytes | None:
-    """The bytes of the regular file `source` (never a link, FIFO or device), None past `limit`."""
-    fd = os.open(source, _READ)
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_below(root: int, rel: str) -> int:
+    """The folder `rel` below the open folder `root`, opened one name at a time, none of them a link (ELOOP)."""
+    fd = os.dup(root)
+    try:
+        for part in (p for p in rel.split(os.sep) if p):
+            below = os.open(part, _FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _copy_entries(folder: int, entries: list, rel: str, depth: int, dest: str, owner: tuple[int, int] | None,
+                  file_limit: int, todo: list, skipped: list, counts: tuple[int, int]) -> tuple[int, int, bool]:
+    """Copy one listed folder's entries (`folder` open on it); sub-folders are queued on `todo`.  Returns (files
+    copied, bytes copied, whether the entry budget ran out)."""
+    copied, total = counts
+    for entry in entries:
+        name = os.path.join(rel, entry.name)
+        target = os.path.join(dest, name)
+        if entry.name.startswith(".") or entry.name == BYTECODE_CACHE:  # a cache, as a folder or a link: what
+            continue  # Python would run in place of the source (an unchecked-hash .pyc is never compared with it)
+        if copied + len(skipped) >= MAX_FILES:
+            skipped.append(f"{name} (more than {MAX_FILES} entries)")
+            return copied, total, True
+        try:
+            if not entry.is_dir(follow_symlinks=False) and compiled_name(entry.name):  # a link so named too
+                skipped.append(f"{name} ({COMPILED})")
+            elif entry.is_symlink():
+                os.symlink(os.readlink(entry.name, dir_fd=folder), target)
+                if owner is not None:
+                    os.lchown(target, *owner)
+            elif entry.is_dir(follow_symlinks=False):
+                if entry.name in SKIPPED_DIRS or _is_venv_in(folder, entry.name) or depth + 1 > MAX_DEPTH:
+                    continue
+                os.mkdir(target, 0o755)
+                if owner is not None:
+                    os.chown(target, *owner)
+                todo.append((name, depth + 1))
+            elif entry.is_file(follow_symlinks=False):
+                limit = min(file_limit, MAX_BYTES - total)
+                data = _read_file(entry.name, limit, folder)
+                if data is None:
+                    skipped.append(f"{name} (larger than {limit} bytes)")
+                elif compiled_data(data):
+                    skipped.append(f"{name} ({COMPILED})")
+                else:
+                    _write_file(target, data, owner)
+                    copied, total = copied + 1, total + len(data)
+            else:
+                skipped.append(f"{name} (not a regular file)")
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise NoRoom(f"no room left on the grading machine's disk for a copy of this submission "
+                             f"({e.strerror}): not the student's doing; grade it again") from None
+            skipped.append(f"{name} ({e.strerror})")
+    return copied, total, False
+
+
+def _is_venv_in(folder: int, name: str) -> bool:
+    try:
+        os.lstat(os.path.join(name, "pyvenv.cfg"), dir_fd=folder)
+    except OSError:
+        return False
+    return True
+
+
+def _read_file(name: str, limit: int, folder: int) -> bytes | None:
+    """The bytes of the regular file `name` in the open `folder` (never a link, FIFO or device), None past `limit`."""
+    fd = os.open(name, _READ, dir_fd=folder)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, "not a regular file")
@@ -569,8 +627,7 @@ def remove_tree(path: str) -> None:
             sub = _empty_folder(fd)
             if sub is not None:  # descend into the first sub-folder
                 try:
-                    os.chmod(sub, 0o700, dir_fd=fd)
-                    child = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    child = _enter(sub, fd)
                 except OSError:
                     return
                 os.close(fd)
@@ -591,6 +648,30 @@ def remove_tree(path: str) -> None:
         os.rmdir(path)
     except OSError:
         pass
+
+
+def _enter(name: str, parent: int) -> int:
+    """The sub-folder `name` of the open folder `parent`, opened and made 0700 (a child may leave it closed, 0000 or
+    0500); never through a link.  A process of the child's may still live while its scratch is removed (a PID
+    namespace dies after its first process; a grader killed outright leaves its children's scratch to the next
+    start's sweep), and a folder it swapped for a link between the listing and a chmod by name made root change the
+    link's target: red team 18 closed a host folder to 0700 so.  The mode is changed on the folder opened itself
+    (O_NOFOLLOW; by a descriptor, or an O_PATH one where the folder is closed to us), never on what a name leads to."""
+    try:
+        fd = os.open(name, _FOLDER, dir_fd=parent)
+    except PermissionError:  # closed to us (an ordinary user's grader, the child's own uid): open it by its handle
+        handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        try:
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)  # the folder the handle holds, a link never (O_NOFOLLOW)
+            return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        finally:
+            os.close(handle)
+    try:
+        os.fchmod(fd, 0o700)  # 0500: its entries could not be unlinked
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _empty_folder(fd: int) -> str | None:
@@ -669,7 +750,39 @@ def kill_as(uid: int, seconds: float = 2.0) -> bool:
             os._exit(1)
         except BaseException:  # noqa: BLE001 - never return into the grader from the fork
             os._exit(2)
-    _, raw = os.waitpid(pid, 0)
+    raw = _wait_killer(pid, end + 1.0)
+    if raw is None:  # stopped or killed by what it was killing, or stuck: root kills them one by one instead
+        _kill_each(uid, end + seconds)
     while time.monotonic() < end and processes_of(uid):  # signalled: gone once the kernel has torn them down
         time.sleep(0.005)
-    return os.WIFEXITED(raw) and os.WEXITSTATUS(raw) == 0 and not processes_of(uid)
+    return (raw is None or os.WIFEXITED(raw) and os.WEXITSTATUS(raw) == 0) and not processes_of(uid)
+
+
+def _wait_killer(pid: int, until: float) -> int | None:
+    """The killer's exit status, or None (it reaped) where it did not end by itself by `until`, or was stopped or
+    killed.  Once it is the slot's uid, the slot's processes may signal it: without a PID namespace and without
+    Landlock's signal scoping (kernels before 6.12), a leftover spinning on kill(-1, SIGSTOP) stopped it, and the
+    grader's wait for it never ended (red team 18: 2 clean-ups in 9 with eight such spinners)."""
+    while True:
+        done, raw = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+        if done and not os.WIFSTOPPED(raw):
+            return raw if os.WIFEXITED(raw) else None
+        if done or time.monotonic() > until:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.002)
+
+
+def _kill_each(uid: int, until: float) -> None:
+    """Root's own kill of every process of `uid` by its pid (a stopped process dies of SIGKILL too), until none is
+    left or `until`: the fallback where the killer of `kill_as` could not finish."""
+    while time.monotonic() < until:
+        pids = processes_of(uid, zombies=False)
+        if not pids:
+            return
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+        time.sleep(0.005)

@@ -79,3 +79,20 @@ def test_the_class_view_links_each_colliding_name_to_its_own_report(tmp_path):
         (tmp_path / report_file_name(name, "json", apart=True)).write_text("{}")
     links = class_view._links(tmp_path, rows, "json")
     assert links == {n: report_file_name(n, "json", apart=True) for n in ("Alice Smith", "alice smith")}
+
+
+def test_a_name_typed_as_a_classmates_shortened_report_name_gets_a_report_of_its_own():
+    """Red team 18: a Gradescope group of six, whose names joined take more than a file name's room, had its report
+    written as START~DIGEST.json; a student who typed exactly that START~DIGEST as their name (sha256 of the group's
+    names, which classmates know) had the same file, and the group's 19 of 19 report was replaced by the typist's
+    failing one (the class view linked both rows to it).  Such a name is written in the digest form of its own."""
+    group = " & ".join(["Alexandra Konstantinopoulou-Smith", "Bartholomew Featherstonehaugh",
+                        "Christopher Wolfeschlegelstein", "Dominique Vanderbilt-Rothschild",
+                        "Evangelina Montgomery-Fitzgerald", "Frederick Ashworth-Cunningham"])
+    for extension in ("json", "txt", "results.json", "xml"):
+        for apart in (False, True):
+            taken = report_file_name(group, extension, apart)
+            typed = taken[:-len(extension) - 1]
+            assert report_file_name(typed, extension) != taken
+            assert report_file_name(typed, extension, apart=True) != taken
+    assert report_file_name("Alice Smith", "json") == "Alice Smith.json"  # an ordinary name keeps its own

@@ -237,3 +237,12 @@ def test_why_a_person_should_look_says_what_the_run_did_in_words():
                             "loop, a sleep, or far too much work)"), why
     assert why["pia"].startswith("cannot tell: contiguity; the run: killed-outside (its process was killed from "
                                  "outside once"), why
+
+
+@pytest.mark.parametrize("name", ["'=x", "=x", "'x", "''=x", "'", "x"])
+def test_every_name_reads_back_from_its_summary_cell_as_itself(name):
+    """Red team 18: a student named '=x (a typed Moodle or Gradescope name) was written '=x, the cell of a student
+    named =x, and read back (--only, --merge) as =x: `grade --only =x` took both rows for the one graded again, the
+    other student's row lost from the summary, and the merged class view linked '=x to =x's report."""
+    assert batch_files.csv_uncell(batch_files.csv_cell(name)) == name
+    assert batch_files.csv_cell("'=x") != batch_files.csv_cell("=x")

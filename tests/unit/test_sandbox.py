@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,6 +171,43 @@ def test_removal_copes_with_whatever_a_child_left(tmp_path):
     os.close(fd)
     scratch.remove_tree(str(root))
     assert not root.exists() and outside.read_text() == "keep"
+
+
+def test_removal_never_changes_a_folder_that_a_living_process_swapped_in_as_a_link(tmp_path, monkeypatch):
+    """Red team 18: a scratch is removed while a child's processes may still live (a PID namespace dies after its
+    first process; a grader killed outright leaves its children's to the next start's sweep).  Root made each
+    sub-folder 0700 by its name before opening it, and a folder swapped for a link between the listing and that
+    chmod made root close the link's target (here a folder of the host's, 0755: /usr or the venv would close the
+    Python every later child needs).  The swap lands, deterministically, just after the scratch is listed."""
+    room = tmp_path / "room"
+    (room / "d").mkdir(parents=True)
+    host = tmp_path / "host"
+    host.mkdir(mode=0o755)
+    os.chmod(host, 0o755)
+    real_scandir, swapped = os.scandir, []
+
+    def scandir(path="."):
+        entries = list(real_scandir(path))
+        if not swapped and any(e.name == "d" for e in entries):
+            os.rename(room / "d", tmp_path / "moved")
+            os.symlink(host, room / "d")
+            swapped.append(True)
+        return _Listed(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    scratch.remove_tree(str(room))
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    assert swapped and oct(host.stat().st_mode & 0o777) == "0o755" and host.is_dir()
+
+
+class _Listed(list):
+    """A folder's entries, listed already, as os.scandir's iterator is used (`with`)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 def test_read_regular_refuses_what_could_hang_or_flood(tmp_path):
@@ -404,6 +442,44 @@ def test_leftovers_of_a_slot_are_killed_as_that_uid_whatever_they_do():
         scratch.kill_leftovers(slot.uid)
         slot.release()
         other.release()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root kills as a slot's uid")
+def test_the_clean_up_of_a_slot_ends_even_when_a_leftover_stops_the_process_that_kills_them(monkeypatch):
+    """Red team 18: isolate's clean-up forks a process that becomes the slot's uid, and without a PID namespace or
+    Landlock's signal scoping (kernels before 6.12, or a Docker seccomp profile without Landlock) a leftover of the
+    child's spinning on kill(-1, SIGSTOP) stopped it too, 2 times in 9 with eight spinners: the grader then waited
+    for it for ever, its batch never ending.  Here the killer is stopped, deterministically, as it becomes the uid."""
+    slot = scratch.claim_slot()
+    leftover = subprocess.Popen(["sleep", "60"], user=slot.uid, group=slot.uid, extra_groups=[],
+                                start_new_session=True)
+    real = os.setresuid
+
+    def stopped_on_becoming(*ids):
+        real(*ids)
+        os.kill(os.getpid(), signal.SIGSTOP)  # what a leftover's kill(-1, SIGSTOP) does, landing here
+
+    monkeypatch.setattr(os, "setresuid", stopped_on_becoming)
+    done = {}
+    waiting = threading.Thread(target=lambda: done.setdefault("none_left", scratch.kill_as(slot.uid, 2.0)),
+                               daemon=True)
+    try:
+        waiting.start()
+        waiting.join(20)
+        hung = waiting.is_alive()
+        time.sleep(0.2)
+        survived = leftover.poll() is None
+    finally:
+        monkeypatch.setattr(os, "setresuid", real)
+        for pid in scratch.processes_of(slot.uid, zombies=True):  # a stopped killer, before the fix
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        waiting.join(10)
+        leftover.kill()
+        leftover.wait()
+        slot.release()
+    assert not hung, "kill_as waited for ever for a killer stopped by the slot's processes"
+    assert not survived and done.get("none_left") is True
 
 
 def test_a_grade_needs_a_child_that_can_write_nothing_of_the_graders():

@@ -119,6 +119,64 @@ def test_staging_copies_regular_files_only_and_any_case_of_extension_counts(tmp_
     assert sorted(p.name for p in staged.iterdir()) == ["gina_Lab.IPYNB"]
 
 
+class _Listing(list):
+    """A folder's entries as os.scandir gives them, read already (usable with `with` and iterated as scandir's)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_staging_never_follows_a_folder_that_the_student_swaps_for_a_link_during_the_copy(tmp_path, monkeypatch):
+    """Red team 18: a student who can write their folder while the batch runs (a shared hand-in folder, the case
+    staging is for) swapped a sub-folder for a link to a folder only root may read, over and over (renameat2
+    RENAME_EXCHANGE); the root grader listed the sub-folder as a folder, then listed and read it again by its path,
+    following the link, and copied the instructor's 0600 file into the student's scratch, where the student's code
+    printed it into its report (3 of 8 such pairs won in one batch).  Here the swap lands, deterministically, just
+    after the student's folder is listed."""
+    secret = tmp_path / "instructor"
+    secret.mkdir()
+    (secret / "solution.txt").write_text("the instructor's hidden test")
+    student = tmp_path / "export" / "mallory"
+    (student / "sub").mkdir(parents=True)
+    (student / "attention.py").write_text("x = 1\n")
+    (student / "sub" / "helper.py").write_text("y = 2\n")
+    listed, real_scandir = [], os.scandir
+
+    def scandir(path="."):
+        if listed:
+            return real_scandir(path)
+        with real_scandir(path) as entries:
+            listed.extend(entries)  # the folder as it was listed: sub/ a folder
+        os.rename(student / "sub", student / "moved")  # ... and now a link to the instructor's folder
+        os.symlink(secret, student / "sub")
+        return _Listing(listed)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    staged = find(tmp_path / "export", None).submissions[0].stage(tmp_path / "staging")
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    copied = [p.relative_to(staged.folder).as_posix() for p in staged.folder.rglob("*") if p.is_file()]
+    assert listed and "sub/solution.txt" not in copied and copied == ["attention.py"], copied
+    assert any(entry.startswith("sub/") for entry in staged.left_out), staged.left_out
+
+
+def test_staging_never_follows_a_students_folder_swapped_for_a_link_after_the_export_was_read(tmp_path):
+    """Red team 18: in a hand-in folder students write (sticky, as /tmp), a student's folder found as a folder and
+    then swapped for a link to a classmate's (or the instructor's) was staged through the link: the classmate's
+    code graded as the student's."""
+    export = tmp_path / "export"
+    for who in ("alice", "mallory"):
+        (export / who).mkdir(parents=True)
+        (export / who / "attention.py").write_text(f"# {who}'s\n")
+    found = find(export, None)
+    os.rename(export / "mallory", tmp_path / "moved")
+    os.symlink(export / "alice", export / "mallory")
+    staged = next(s for s in found.submissions if s.name == "mallory").stage(tmp_path / "staging")
+    assert not list(staged.folder.iterdir()) and staged.left_out, staged.left_out
+
+
 def test_a_file_chosen_among_several_is_said_and_no_choice_asks_for_a_person(tmp_path):
     module = "import torch.nn as nn\nclass Attn(nn.Module):\n    pass\n"
     (tmp_path / "one").mkdir()
@@ -306,3 +364,35 @@ def test_only_finds_an_accented_name_whichever_unicode_form_the_export_and_the_s
     assert unknown_names(typed, found) == ""
     assert only_names(typed, found) == [unicodedata.normalize("NFD", "díazlucía"), "brownbob"]  # as the rows spell it
     assert "no submission named 'obrien'" in unknown_names(["obrien"], found)
+
+
+def test_the_line_that_says_what_was_found_shows_a_names_escape_sequences_never_sends_them(tmp_path):
+    """Red team 18: an entry of the export named with an OSC sequence (a FIFO named ESC ] 0 ; ... BEL) was printed
+    raw in grade's first line, "left out: ... (ESC]0;pwned BEL pipe)", and retitled the grader's terminal; names
+    are the student's text, shown as escapes as the reports show them."""
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "attention.py").write_text("x = 1\n")
+    os.mkfifo(tmp_path / "\x1b]0;pwned\x07pipe")
+    line = find(tmp_path, None).describe()
+    assert "pwned" in line and "\x1b" not in line and "\x07" not in line, line
+
+
+@pytest.mark.parametrize("claim", ["gradescope", "moodle"])
+def test_a_folder_named_as_a_classmate_by_a_platforms_naming_is_nobodys(tmp_path, claim):
+    """Red team 18: in a hand-in folder every student may write (a 1733 drop box, each student's folder named by
+    their login), a student's own submission_metadata.yml naming their submission_1 folder "bob", or a folder
+    named as Moodle names Bob's ("bob_99_assignsubmission_file_"), had their code graded as Bob's, Bob's own folder
+    listed as "an earlier submission, not graded".  A name two namings give is nobody's, for a person to look."""
+    for who in ("alice", "bob"):
+        (tmp_path / who).mkdir()
+        (tmp_path / who / "attention.py").write_text(f"# {who}'s\n")
+    forged = tmp_path / ("submission_1" if claim == "gradescope" else "bob_99_assignsubmission_file_")
+    forged.mkdir()
+    (forged / "attention.py").write_text("# mallory's\n")
+    if claim == "gradescope":
+        (tmp_path / "submission_metadata.yml").write_text(
+            "submission_1:\n  :submitters:\n  - :name: bob\n    :sid: '1'\n  :created_at: 2026-12-01\n")
+    found = find(tmp_path, None)
+    assert [(s.name, s.folder.name) for s in found.submissions] == [("alice", "alice")]
+    contested = {n.item for n in found.not_graded if n.missing}
+    assert contested == {"bob/", f"{forged.name}/"} and "two ways of naming" in found.describe()
