@@ -16,6 +16,7 @@ import re
 
 WIDTH = frozenset({"dim", "dims", "dimension", "dimensions", "size", "width", "emb", "embd", "embed", "embedding",
                    "embeddings", "model", "hidden", "hid", "hiddens", "features", "channels", "units", "d"})
+AMBIGUOUS_WIDTH = frozenset({"size", "d"})  # also a length's word: context_size, block_size, window_size
 HEAD = frozenset({"head", "heads", "nhead", "nheads"})
 CONTEXT = frozenset({"block", "context", "ctx", "window", "seq", "sequence", "len", "length", "maxlen", "positions",
                      "tokens", "max", "maximum"})
@@ -61,6 +62,8 @@ def key_by_tokens(name: str) -> str | None:
             return "head_width"
         return "heads"
     if words & CONTEXT:
+        if words & (WIDTH - AMBIGUOUS_WIDTH):  # dim_context, context_dim: the width of a context attended to (a
+            return None  # cross-attention memory), not its length; a size word stays a length (context_size)
         return "context_length"
     if words & QKV:  # key_dim, qk_dim: a per-head width in some libraries, the full width in others
         return None

@@ -94,6 +94,9 @@ def wrap(text: str, indent: str = "", first: str | None = None, width: int = WID
     return [ln.replace(GLUE, " ") for ln in lines] or [first.rstrip()]
 
 
+KEPT_ROOM = 24  # columns of text a continuation line keeps at least, however deep its indent
+
+
 def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]:
     """A line whose spacing means something (code, a worked example, a diff line) in lines of at most `width`:
     broken at the last clause (": ", "; ") or else the last ", " outside brackets that keeps at least 40% of the
@@ -105,9 +108,13 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
     marker = line[:1] if line[:1] in "+-" else ""
     lead = marker + " " * (len(line[len(marker):]) - len(line[len(marker):].lstrip(" ")))
     indent = len(lead)  # where this line's text starts: a break inside the indent would never shorten it
+    cont = (lead + " " * more)[:max(len(marker), width - KEPT_ROOM)]  # a continuation's indent leaves room for text
+    # (trace's `FILE:LINES` heading of a long file name asked for more than the width: no cut shortened the line)
     while len(line) > width:
         depth = _depths(line)
         cut = None
+        if line.startswith("# ", indent):  # a comment's continuation: a cut right after its "# " would only put the
+            indent += 2  # "# " back in front of the same text, for good
         for seps in ((": ", "; "), (", ",), (" ",)):
             found = [i for i in range(indent + 1, width) if depth[i] == 0 and
                      any(line.startswith(sep, i) for sep in seps) and (i >= width * 2 // 5 or seps == (" ",))]
@@ -123,8 +130,10 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
         comment = line.find(" # ")
         if 0 <= comment < cut and not tail.startswith("#"):  # a comment broken across lines stays a comment (a
             tail = "# " + tail  # student's trial read a bug comment's second half as a line of code)
+        if len(cont + tail) >= len(line):  # no cut shortens it (a first line indented past the width): as it is
+            break
         out.append(head)
-        line, indent = lead + " " * more + tail, len(lead) + more
+        line, indent = cont + tail, len(cont)
     return out + [line]
 
 

@@ -4161,6 +4161,155 @@ def _(mod):
         "d=12 H=3, to_out bias"
 
 
+@check("d3rlpy_causal_self_attention_keys_first_pad_mask_required_fill_1e4.py")
+def _(mod):
+    """CausalSelfAttention(12, 3, 10, 0.0, 0.0) in eval() called as m(x, zeros(B, n)) (no padded step): _q, _k, _v,
+    _proj with their biases = mha_forward and the per-head loop to 1e-10, no leak; attention_mask = ones(B, n) gives
+    the same output (a constant on every score); padding step 0 (attention_mask 1 there) hides it from the later
+    queries (the loop with key 0 removed, for queries 1..); with W_k = -W_q and tokens x1e3 the -10000 fill lets
+    the future in."""
+    m = randomize(mod.CausalSelfAttention(12, 3, CTX, 0.0, 0.0)).eval()
+    args = (m._q.weight, m._k.weight, m._v.weight, m._proj.weight, m._q.bias, m._k.bias, m._v.bias, m._proj.bias)
+    call = lambda x: m(x, torch.zeros(x.shape[0], x.shape[1]))
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    ones, _ = cmp(lambda x: m(x, torch.ones(x.shape[0], x.shape[1])), call, 12)
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(23))
+    pad = torch.zeros(2, 6)
+    pad[:, 0] = 1.0
+    with torch.no_grad():
+        padded = m(x, pad)[:, 1:]
+        without = mha_forward(x[:, 1:], 3, *args)
+    pad_err = (padded - without).abs().max().item()
+    with torch.no_grad():
+        m._k.weight.copy_(-m._q.weight)
+        m._k.bias.copy_(-m._q.bias)
+    big = lambda x: call(x * 1e3)
+    _, fill_leak = cmp(big, big, 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2, ones, pad_err), leak)
+    return good and fill_leak > 1e-3, (
+        msg + f" (mha_forward and the loop); attention_mask ones vs zeros {ones:.1e}; step 0 padded = the layer on "
+              f"steps 1.. {pad_err:.1e}; W_k = -W_q, x1e3: the -10000 fill leaks {fill_leak:.2e}"), \
+        "d=12 H=3 biases, keys first"
+
+
+@check("stable_audio_tools_attention_dim_heads_causal_flag_zero_init_out_sdpa.py")
+def _(mod):
+    """Attention(12, dim_heads=4, causal=True) in eval(): to_out is all zeros as built (the output is 0); randomised,
+    to_qkv's row blocks [Q; K; V] and to_out (no biases) = mha_forward with 3 heads and the per-head loop, no leak;
+    Attention(12, dim_heads=4) (causal=False) leaks, and its forward(x, causal=True) = the causal layer's output;
+    forward(x, causal=False) on the causal layer leaks."""
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()):  # the class prints a note when built with causal=True
+        m = mod.Attention(12, dim_heads=4, causal=True).eval()
+        zero_out = m.to_out.weight.abs().max().item() == 0.0
+        randomize(m)
+        free = randomize(mod.Attention(12, dim_heads=4)).eval()
+    W = m.to_qkv.weight
+    args = (W[:12], W[12:24], W[24:], m.to_out.weight, None, None, None, None)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    with torch.no_grad():
+        free.load_state_dict(m.state_dict())
+    _, open_leak = cmp(free, free, 12, shapes=SHAPES[:1])
+    flag_err, flag_leak = cmp(lambda x: free(x, causal=True), m, 12)
+    _, off_leak = cmp(lambda x: m(x, causal=False), m, 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2, flag_err), max(leak, flag_leak))
+    return good and zero_out and open_leak > 1e-3 and off_leak > 1e-3, (
+        msg + f" (mha_forward and the loop); to_out zero as built: {zero_out}; causal=False leaks {open_leak:.2e}, "
+              f"forward(causal=True) on it vs the causal layer {flag_err:.1e}; forward(causal=False) leaks "
+              f"{off_leak:.2e}"), "d=12 dim_heads=4 (H=3), no biases"
+
+
+@check("sign_language_translator_causal_mhsa_heads_first_sdpa_fill_mask_view_two_inferred.py")
+def _(mod):
+    """CausalMultiHeadSelfAttention(3, 12, dropout=0.0, attention_bias=True) in eval(): all_queries_keys_values' row
+    blocks [Q; K; V] and projection, with their biases = mha_forward and the per-head loop, no leak; built with
+    attention_bias=False, the Q/K/V projections have no bias and the projection keeps one; an input (n, d) without
+    batch axis = the batched row; with scaled_dot_product_attention hidden, building raises (the manual path's
+    view(-1, -1, L, L))."""
+    m = randomize(mod.CausalMultiHeadSelfAttention(3, 12, dropout=0.0, attention_bias=True)).eval()
+    W, b = m.all_queries_keys_values.weight, m.all_queries_keys_values.bias
+    args = (W[:12], W[12:24], W[24:], m.projection.weight, b[:12], b[12:24], b[24:], m.projection.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    plain = mod.CausalMultiHeadSelfAttention(3, 12, dropout=0.0)
+    biases = (plain.all_queries_keys_values.bias is None, plain.projection.bias is not None)
+    x = torch.randn(1, 5, 12, generator=torch.Generator().manual_seed(24))
+    with torch.no_grad():
+        unbatched = (m(x[0]) - m(x)[0]).abs().max().item()
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    try:
+        del torch.nn.functional.scaled_dot_product_attention
+        try:
+            mod.CausalMultiHeadSelfAttention(3, 12)
+            manual = "built"
+        except RuntimeError as e:
+            manual = "raised" if "inferred" in str(e) else f"raised {e}"
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = sdpa
+    good, msg = ok_line(max(err, err2, unbatched), leak)
+    return good and biases == (True, True) and manual == "raised", (
+        msg + f" (mha_forward and the loop); attention_bias=False: no Q/K/V bias, projection bias {biases[1]}; "
+              f"unbatched vs batched {unbatched:.1e}; without SDPA the constructor {manual} (view(-1, -1, L, L))"), \
+        "d=12 H=3, attention_bias=True"
+
+
+@check("tsl_mha_subclass_causal_flag_logical_and_caller_mask.py")
+def _(mod):
+    """build(12, 3) in eval(), m(x): the inner nn.MultiheadAttention's in_proj_weight row blocks and out_proj, with
+    biases = mha_forward and the per-head loop, no leak; given attn_mask = the causal mask (bool, True = masked) the
+    same; given a mask hiding nothing (all False) the future moves the past (logical_and drops the causal mask); given
+    the causal mask with key 0 also hidden from queries 1.., key 0 still counts (= the plain call)."""
+    m = randomize(mod.build(12, 3)).eval()
+    a = m.attention
+    W, b = a.in_proj_weight, a.in_proj_bias
+    args = (W[:12], W[12:24], W[24:], a.out_proj.weight, b[:12], b[12:24], b[24:], a.out_proj.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    future = lambda n: torch.ones(n, n, dtype=torch.bool).triu(1)
+    with_causal, _ = cmp(lambda x: m(x, attn_mask=future(x.shape[1])), m, 12)
+    _, nothing_leak = cmp(lambda x: m(x, attn_mask=torch.zeros(x.shape[1], x.shape[1], dtype=torch.bool)),
+                          m, 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(25))
+    pad = future(6)
+    pad[1:, 0] = True
+    with torch.no_grad():
+        ignored = (m(x, attn_mask=pad) - m(x)).abs().max().item()
+        honoured = (m(x, attn_mask=pad)[:, 1:] - mha_forward(x[:, 1:], 3, *args)).abs().max().item()
+    good, msg = ok_line(max(err, err2, with_causal), leak)
+    return good and nothing_leak > 1e-3 and ignored < TOL and honoured > 1e-3, (
+        msg + f" (mha_forward and the loop); with the causal attn_mask {with_causal:.1e}; a mask hiding nothing "
+              f"leaks {nothing_leak:.2e}; key 0 hidden by the caller: = the plain call {ignored:.1e} (the layer "
+              f"without key 0 differs by {honoured:.2e})"), "d=12 H=3 biases, one node"
+
+
+@check("hourglass_attention_causal_flag_padding_mask_named_mask.py")
+def _(mod):
+    """Attention(12, heads=3, dim_head=4, causal=True) in eval(): to_q, to_kv's halves [K; V], to_out with its bias =
+    mha_forward and the per-head loop, no leak; mask = ones(B, n) (nothing padded) the same; key 0 padded (False) is
+    hidden from queries 1.. (= the layer on steps 1..); causal=False leaks."""
+    m = randomize(mod.Attention(12, heads=3, dim_head=4, causal=True)).eval()
+    W = m.to_kv.weight
+    args = (m.to_q.weight, W[:12], W[12:], m.to_out.weight, None, None, None, m.to_out.bias)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    ones, _ = cmp(lambda x: m(x, mask=torch.ones(x.shape[0], x.shape[1], dtype=torch.bool)), m, 12)
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(26))
+    pad = torch.ones(2, 6, dtype=torch.bool)
+    pad[:, 0] = False
+    with torch.no_grad():
+        padded = (m(x, mask=pad)[:, 1:] - mha_forward(x[:, 1:], 3, *args)).abs().max().item()
+    free = mod.Attention(12, heads=3, dim_head=4).eval()
+    free.load_state_dict(m.state_dict())
+    _, open_leak = cmp(free, free, 12, shapes=SHAPES[:1])
+    good, msg = ok_line(max(err, err2, ones, padded), leak)
+    return good and open_leak > 1e-3, (
+        msg + f" (mha_forward and the loop); mask of ones {ones:.1e}; key 0 padded = the layer on steps 1.. "
+              f"{padded:.1e}; causal=False leaks {open_leak:.2e}"), "d=12 H=3 dim_head=4, to_out bias"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -196,6 +196,12 @@ def test_a_parameter_mha_check_cannot_fill_is_its_limit_not_a_bug():
     # torch.nn.MultiheadAttention's (and fairseq's) learned bias appended to the key and value SEQUENCES, one more
     # attended position, not the Q/K/V projections' biases (SpeechBrain's wrapper, tests/realzoo/speechbrain_...)
     ("add_bias_kv", None), ("addBiasKV", None),
+    # the WIDTH of a context attended to (a cross-attention memory: stable-audio-tools' Attention(dim, dim_heads,
+    # dim_context=None, causal), lucidrains' context_dim), not its length: read as context_length, the self-attention
+    # layer was built as a cross-attention one whose to_kv wanted inputs of the context's length as their width
+    # (tests/realzoo/stable_audio_tools_...); a size word stays a length (d3rlpy's context_size, block_size)
+    ("dim_context", None), ("context_dim", None), ("contextDim", None), ("context_hidden", None),
+    ("seq_embedding", None), ("context_size", "context_length"), ("window_size", "context_length"),
 ])
 def test_parameter_names_are_read_by_their_words(name, key):
     assert key_of(name) == key

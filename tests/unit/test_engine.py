@@ -1,6 +1,7 @@
 """The engine's pieces without a child: comparisons as data, the diagnosis's rules of evidence on reports built by
 hand, the report model, and the shared view and text renderer (order, width, plain words)."""
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -167,6 +168,25 @@ def test_preformatted_wrapping_ends_and_keeps_every_character(line):
     lines = text.wrap_preformatted(line, width=100)
     assert all(len(part) <= 100 for part in lines)
     assert "".join(lines).replace(" ", "").replace("+", "") == line.replace(" ", "").replace("+", "")
+
+
+@pytest.mark.parametrize("more", [60, 96, 98, 100, 140])
+@pytest.mark.parametrize("indent", [2, 99, 120])
+def test_preformatted_wrapping_ends_when_the_continuation_indent_leaves_no_room(more, indent):
+    """`mha-check trace` hung, a CPU spinning for good, on a file with a long name (Realzoo23, tests/realzoo/
+    sign_language_translator_causal_mhsa_heads_first_sdpa_fill_mask_view_two_inferred.py): the trace indents a
+    statement's continuation lines past its `FILE:LINES` heading (more=len(at) + 2), and where that indent (or the
+    line's own) left no column of the width, no cut ever shortened the line."""
+    at = "sign_language_translator_causal_mhsa_heads_first_sdpa_fill_mask_view_two_inferred.py:168-172"
+    line = " " * indent + f"{at}  x = x.transpose(-3, -2).contiguous()  #     (batch, seq_len, n_head, head_size)"
+    done = []
+    worker = threading.Thread(target=lambda: done.append(text.wrap_preformatted(line, 100, more=more)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done, "wrap_preformatted did not end"
+    kept = "".join(done[0]).replace(" ", "").replace("#", "")
+    assert kept == line.replace(" ", "").replace("#", "")
+    assert all(len(part) <= 100 for part in done[0][1:])  # (a first line indented past the width stays as it is)
 
 
 def test_a_comment_broken_across_lines_stays_a_comment():
