@@ -574,6 +574,23 @@ def _unreproduced(ctx, info) -> str:
             "own output") + _beside_the_readings(info)
 
 
+_OUR_MASK = re.compile(r", (\w+)=(?:causal mask \(|None\)$)")  # a mask of ours, or None for a required one
+
+
+def _raised_on_our_masks(styles: list[str], raised_by: dict[int, str]) -> str:
+    """The required mask parameter, where every way to call forward gave it a causal mask of mha-check's making and
+    the forward raised with each, not always the same error: what it raised follows the mask given, not the
+    student's code alone (d3rlpy's required attention_mask is a padding mask (B, T) that it views as (B, 1, 1, T):
+    every (n, n) mask raised there, and None at its .dim(); output-shape failed a correct layer, "your code
+    raised").  A forward that
+    raises the same error whatever mask it gets (a split's view, before any mask is read) is the student's bug, as
+    before; so is one that raises where mha-check gives no mask."""
+    names = {m.group(1) for m in map(_OUR_MASK.search, styles) if m}
+    if len(names) != 1 or len(raised_by) != len(styles) or any(_OUR_MASK.search(s) is None for s in styles):
+        return ""
+    return names.pop() if len(set(raised_by.values())) > 1 else ""
+
+
 def _prove(ctx) -> Mapping:
     cfg = ctx.base
     inst = ctx.subject.build(cfg)
@@ -581,13 +598,13 @@ def _prove(ctx) -> Mapping:
     if not info.call_styles:
         return Mapping(None, None, problem=info.call_problem)
     x = ctx.input(cfg, "proof")
-    outputs, raised = {}, ""
+    outputs, raised, raised_by = {}, "", {}
     for style in range(len(info.call_styles)):
         inst.style = style
         try:
             outputs[style] = inst.forward(x)
         except TargetFailure as e:
-            raised = raised or e.message
+            raised, raised_by[style] = raised or e.message, e.message
     plain = len(info.call_styles) == 1  # forward takes x (or x, x, x) and no mask: nothing to prove about the call
     if not outputs and all(POSITIONS in s for s in info.call_styles):  # positions in none of the usual layouts
         return Mapping(None, None, problem=(
@@ -595,6 +612,13 @@ def _prove(ctx) -> Mapping:
             f"(1, n), (B, n)): {raised}; if it wants them in another form, check a factory whose forward takes x "
             f"and makes the positions itself"))
     only_seq_first = {} if outputs else _sequence_first(inst, info, x, outputs, cfg)
+    ours = _raised_on_our_masks(info.call_styles, raised_by) if not outputs and not only_seq_first else ""
+    if ours:
+        return Mapping(None, None, problem=(
+            f"your forward raised with every causal mask mha-check can give its required {ours} parameter, "
+            f"differently for each ({raised}): the error follows the mask mha-check made, so it may want another "
+            f"kind (a padding mask of shape (B, n), say); check a factory whose forward takes x alone and passes "
+            f"{ours} itself"))
     if not outputs and not only_seq_first:  # the forward raised whichever way it was called: the student's bug,
         # shown by output-shape
         return Mapping(None, 0, problem=f"your forward raised: {raised}", raised=raised,

@@ -117,6 +117,3 @@ EXPECTED_BECAUSE = ("a correct layer with its own causal buffer whose REQUIRED a
                     "1 = padded, added times -10000: no causal mask mha-check offers fits it (each raises at "
                     "attention_mask.view(batch_size, 1, 1, context_size) or hides the past), so the math cannot be "
                     "judged; given zeros(B, n) it is the lesson's layer (rules: divisibility, the -10000 fill)")
-KNOWN_WRONG = ("Realzoo23 open 1: mha-check passes its causal (n, n) masks into the padding attention_mask, the "
-               "layer's view(batch_size, 1, 1, context_size) raises, and output-shape FAILS a correct layer ('your "
-               "code raised RuntimeError'); the trace marks the raise as the student's mistake")
