@@ -251,7 +251,7 @@ def param_count(ctx):
         which = (" with the output projection's bias and " + (f"{', '.join(sorted(biases - {'bo'}))}" if
                                                               biases - {"bo"} else "no Q/K/V bias")
                  if biases is not None and _without_out_proj(inst, out_proj) else
-                 f" with biases {', '.join(sorted(biases)) or 'none'}" if biases is not None else
+                 f" with {_bias_list(biases)}" if biases is not None else
                  f" with {LESSON_BIASES if unread == lesson and out_proj else _bias_words(unread)} ({min(allowed)} "
                  f"to {max(allowed)} with other biases)")
         shown = formula.format(cfg.d_in, cfg.d_out) if kv is None or kv == cfg.d_out else \
@@ -287,3 +287,14 @@ def param_count(ctx):
            "only its output projection goes to d_out), counted as the lesson's layer with d_in = d_out"
            if input_width else ""),
         **({"form": "grouped"} if grouped else {} if out_proj else {"form": ctx.form.name}))
+
+
+def _bias_list(biases: set[str]) -> str:
+    """The biases the layer was read with, in words: "with biases bo" and "with biases none" read as a typo (student
+    trial 20)."""
+    if not biases:
+        return "no bias"
+    shown = [b[0] + "_" + b[1:] for b in sorted(biases, key=lambda b: "qkvo".find(b[-1]))]  # bq -> b_q
+    if len(shown) == 1:
+        return f"the bias {shown[0]} alone"
+    return "the biases " + ", ".join(shown[:-1]) + " and " + shown[-1]

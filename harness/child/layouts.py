@@ -947,7 +947,10 @@ def _discover(module: nn.Module, d_in: int, d_out: int, heads: int, mapping: dic
     if not out_proj:
         return [], (f"{by_name}; by position: not exactly three Linear({d_in}, {d_out}), nor one fused "
                     f"Linear({d_in}, {3 * d_out}) (a single-head layer has no output projection){has}")
-    return [], (f"{by_name}; by position: not exactly three Linear({d_in}, {d_out}) and one Linear({d_out}, {d_out}), "
+    expected = (f"four Linear({d_in}, {d_out}) (W_q, W_k, W_v, then the output projection)" if d_in == d_out else
+                f"three Linear({d_in}, {d_out}) and one Linear({d_out}, {d_out})")  # "three Linear(8, 8) and one
+    # Linear(8, 8)" read as a riddle (student trial 20)
+    return [], (f"{by_name}; by position: not exactly {expected}, "
                 f"nor one fused Linear({d_in}, {3 * d_out}) and one Linear({d_out}, {d_out}){has}")
 
 

@@ -126,7 +126,8 @@ def mapping_words(adapter, differs: bool = False, neutral: bool = False) -> str:
             else ""
         return "; ".join(t for t in (said, mapping.get("note")) if t)
     weights = [r for r in ("wq", "wk", "wv", "wo") if r in layout]
-    yours = ", ".join(parameter_words(layout[r]) for r in weights)
+    words = [parameter_words(layout[r]) for r in weights]
+    yours = ("; " if any(", " in w for w in words) else ", ").join(words)  # a role in blocks has commas of its own
     lesson = ", ".join(ROLE_WORDS[r] for r in weights)
     if any(".T" in layout[r] for r in weights):
         yours += " (matrices used as x @ W)"
@@ -152,15 +153,20 @@ def mapping_words(adapter, differs: bool = False, neutral: bool = False) -> str:
 def parameter_words(reading: str) -> str:
     """One role's reading of the student's parameters in their own names: `W_query.weight` is W_query,
     `qkv.weight[0:8]` is rows 0-7 of qkv, `W_q.T` is W_q (the orientation is said once for all)."""
-    words = []
+    words, names, spans = [], set(), []
     for piece in reading.split(" + "):
         rows = re.search(r"\[(\d+):(\d+)\]$", piece)
         piece = piece[:rows.start()] if rows else piece
         piece = re.sub(r"\.T$", "", piece)
         piece = re.sub(r"\.weight(?=$|\[)", "", piece)
         words.append(f"{piece} (rows {rows[1]}-{int(rows[2]) - 1})" if rows else piece)
+        names.add(piece)
+        spans.append(f"{rows[1]}-{int(rows[2]) - 1}" if rows else None)
     if len(words) == 1:
         return words[0]
+    if len(names) == 1 and None not in spans:  # one fused matrix read per head: its blocks in one phrase ("rows 0-3
+        # and 12-15"), not the parameter named once a block (student trial 20 could not tell which group was W_q)
+        return f"{names.pop()} (rows {', '.join(spans[:-1])} and {spans[-1]}, stacked)"
     joined = " and ".join([", ".join(words[:-1]), words[-1]])  # one matrix made of blocks: "Wq[0] + Wq[1]" read as
     # a sum (a student's trial); rows of a matrix are stacked, per-head matrices (x @ Wq[h]) side by side
     return joined + (", stacked" if "(rows " in joined else " side by side")

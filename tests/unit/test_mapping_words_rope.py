@@ -31,5 +31,15 @@ def test_per_head_blocks_are_said_side_by_side_never_with_a_plus():
               "wo": "Wo[0].T + Wo[1].T + Wo[2].T"}
     text = mapping_words(SimpleNamespace(mapping={"layout": layout, "proof": "reference", "call": "forward(x)"}))
     assert " + " not in text, text
-    assert "matched your parameters Wq[0] and Wq[1] side by side, Wk[0] and Wk[1] side by side, qkv (rows 4-7) and " \
-           "qkv (rows 16-19), stacked, Wo[0], Wo[1] and Wo[2] side by side (matrices used as x @ W)" in text, text
+    assert "matched your parameters Wq[0] and Wq[1] side by side; Wk[0] and Wk[1] side by side; qkv (rows 4-7 and " \
+           "16-19, stacked); Wo[0], Wo[1] and Wo[2] side by side (matrices used as x @ W)" in text, text
+
+
+def test_a_fused_matrix_read_per_head_is_one_phrase_a_role():
+    """Student trial 20 (GPT-NeoX's per-head q, k, v rows): "query_key_value (rows 0-3) and query_key_value (rows
+    12-15), stacked, query_key_value (rows 4-7) and ..." did not say which group was W_q."""
+    layout = {"wq": "qkv.weight[0:4] + qkv.weight[12:16]", "wk": "qkv.weight[4:8] + qkv.weight[16:20]",
+              "wv": "qkv.weight[8:12] + qkv.weight[20:24]", "wo": "out.weight"}
+    text = mapping_words(SimpleNamespace(mapping={"layout": layout, "proof": "reference", "call": "forward(x)"}))
+    assert "matched your parameters qkv (rows 0-3 and 12-15, stacked); qkv (rows 4-7 and 16-19, stacked); qkv (rows " \
+           "8-11 and 20-23, stacked); out to the lesson's W_q, W_k, W_v, W_o" in text, text

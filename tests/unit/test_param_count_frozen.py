@@ -87,3 +87,11 @@ def test_the_traces_arithmetic_leaves_a_frozen_constant_out_and_says_so():
     a = result.arithmetic
     assert a["param_counted"] == a["param_formula"] + 3 * 8  # its Q/K/V biases (fused qkv with bias), and no theta
     assert "inv_freq (requires_grad=False" in a["counted_note"]
+
+
+def test_the_biases_read_are_said_in_words():
+    """Student trial 20: "3·8·8 + 8² + biases gives 256 with biases none" and "... with biases bo" read as typos."""
+    from checks.param_count import _bias_list
+    assert _bias_list(set()) == "no bias"
+    assert _bias_list({"bo"}) == "the bias b_o alone"
+    assert _bias_list({"bo", "bv", "bq"}) == "the biases b_q, b_v and b_o"
