@@ -112,6 +112,7 @@ def test_the_copy_reads_only_regular_files_within_budgets(tmp_path):
         assert not os.path.lexists(copy / "pkg" / "__pycache__")
         assert not list(copy.rglob("deepest.py"))
         assert any("big.bin" in s for s in room.skipped) and any("pipe.py" in s for s in room.skipped)
+        assert any(f"(deeper than {scratch.MAX_DEPTH} folders)" in s for s in room.skipped), room.skipped  # said
         assert oct(copy.stat().st_mode & 0o777) == "0o700" and oct(Path(room.root).stat().st_mode & 0o777) == "0o711"
         if os.geteuid() == 0:
             assert {p.lstat().st_uid for p in [copy, *copy.rglob("*")]} == {slot_ids(0)[0]}
