@@ -43,8 +43,9 @@ def mutant_diff(mutant_id: str) -> str:
     mine, ref, name = mutants.source_path(mutant_id), mutants.reference_path(mutant_id), mutants.class_name(mutant_id)
     (theirs, ref_start), (ours, mine_start) = _class_source(ref, name), _class_source(mine, name)
     diff = "".join(difflib.unified_diff(theirs, ours, f"reference/{ref.name}", f"mutants/{mine.name}", n=1))
-    return _HUNK.sub(lambda h: f"@@ -{int(h[1]) + ref_start}{h[2] or ''} +{int(h[3]) + mine_start}{h[4] or ''} @@",
-                     diff)
+    return _HUNK.sub(lambda h: f"@@ -{int(h[1]) + ref_start}{h[2] or ''} +{int(h[3]) + mine_start}{h[4] or ''} @@ "
+                               f"(reference/{ref.name} from line {int(h[1]) + ref_start}, mutants/{mine.name} from "
+                               f"line {int(h[3]) + mine_start}: the mutant's file starts with its story)", diff)
 
 
 def _checks():

@@ -25,3 +25,10 @@ def test_every_hunk_names_the_lines_of_both_files():
                 if body.startswith(("+", " ")):
                     assert new[b] == body[1:], (mid, b + 1, body)
                     b += 1
+
+
+def test_a_hunk_says_in_words_which_file_its_numbers_count():
+    """Student trial 20: "@@ -20,3 +44,3 @@" over one statement looked like meaningless numbers."""
+    hunk = next(line for line in mutant_diff("mask-hides-past").splitlines() if line.startswith("@@"))
+    assert re.fullmatch(r"@@ -(\d+),3 \+(\d+),3 @@ \(reference/causal_mha\.py from line \1, mutants/"
+                        r"mask_hides_past\.py from line \2: the mutant's file starts with its story\)", hunk), hunk
