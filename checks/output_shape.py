@@ -46,11 +46,13 @@ def output_shape(ctx):
         want = (cfg.batch, cfg.n, cfg.d_out)
         if y.shape != want:
             finding = _shape_finding(y.shape, cfg)
+            if finding == D_IN_WIDE and _holds_width(inst, cfg.d_out):
+                finding = PROJECTED_TO_D_IN
             tokens = {"usable_for": measurable(y.shape, cfg)} if measurable(y.shape, cfg) else {}
             return failed(f"output has shape {y.shape}{_letters(y.shape, cfg)}, expected {want}",
                           observed=str(y.shape),
                           expected=str(want), finding=finding, fix=MERGE_FIX if finding == "heads never merged" else
-                          SHAPE_FIX, **tokens)
+                          BACK_TO_D_IN_FIX if finding == PROJECTED_TO_D_IN else SHAPE_FIX, **tokens)
         if not np.all(np.isfinite(y)):
             bad = np.argwhere(~np.isfinite(y))
             positions = sorted({int(t) for t in bad[:, 1]})
@@ -147,6 +149,9 @@ EXPAND_FIX = """Repeat the key/value heads for their query heads: `k.repeat_inte
     single key/value head (multi-query) and raises for 2 or more."""
 SHAPE_FIX = """Return `self.out_proj(context)` where context has shape (B, n, d_out): d_out wide, whatever d_in is,
     and the heads merged back into it."""
+BACK_TO_D_IN_FIX = """Your layer works in d_out but returns d_in features: its last step maps back to the input's
+    width. The lesson's output projection maps d_out to d_out (nn.Linear(d_out, d_out)); look at the output
+    projection's sizes, or at whatever your forward returns last."""
 MERGE_FIX = """Merge the heads back before the output projection: `(w @ v).transpose(1, 2).contiguous().view(B, n,
     d_out)`, then return `self.out_proj(...)` of it."""
 
@@ -204,11 +209,23 @@ def _letters(shape, cfg) -> str:
     return ""
 
 
+D_IN_WIDE = "output width d_in"
+PROJECTED_TO_D_IN = "output width d_in, though d_out is used"  # a layer that uses d_out (its projections, say) and
+# still returns d_in features, an output projection nn.Linear(d_out, d_in): not d-out-ignored's pattern, whose every
+# projection is d_in wide (student trial 21 was told its constructor ignored d_out, which it did not)
+
+
+def _holds_width(inst, width: int) -> bool:
+    """Whether the module built holds a parameter with an axis of `width` (d_out, where it differs from d_in)."""
+    info = inst.answered_info
+    return info is not None and any(width in tuple(p.shape) for p in info.params)
+
+
 def _shape_finding(shape, cfg) -> str:
     if len(shape) == 3 and shape[:2] == (cfg.batch, cfg.n) and shape[2] == cfg.heads * cfg.d_out:
         return "output width heads x d_out"
     if len(shape) == 3 and shape[:2] == (cfg.batch, cfg.n) and shape[2] == cfg.d_in != cfg.d_out:
-        return "output width d_in"
+        return D_IN_WIDE
     if len(shape) == 4:
         return "heads never merged"
     return "wrong shape"
