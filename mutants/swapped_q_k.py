@@ -9,7 +9,8 @@ INFO = MutantInfo(
     task=("Every shape is right and nothing leaks, but the outputs differ from the lesson's layer with the "
           "same weights."),
     topic="the projections",
-    title="Queries and keys swapped: q from W_k and k from W_q (e.g. unpacking a fused projection as k, q, v)",
+    title=("Queries and keys swapped: q from W_k and k from W_q (a fused projection unpacked as k, q, v), or the "
+           "scores written k @ qᵀ"),
     lesson='"Head h has its own projection matrices W_Q, W_K, W_V": each must play its own role',
     killed_by=("reference-match", "gradient-match"),
     symptom=("The score matrix is transposed (token s asks token t instead of t asking s): the outputs differ from "

@@ -248,12 +248,33 @@ def queries_and_keys_swapped(f: Findings) -> None:
         return
     q, k = _projection(f, operands["q"]), _projection(f, operands["k"])
     if q and k and q[0] != k[0] and _role_swapped(q[1], k[1]):
+        if _swapped_in_the_product(f, operands, q[0], k[0]):
+            return
         for i, weight, role in sorted(((q[0], q[1], "queries"), (k[0], k[1], "keys"))):
             f.mark(i, {"id": "queries-and-keys-swapped", "text": (
                 f"the {role} are projected with {weight}, and the {'keys' if role == 'queries' else 'queries'} with "
                 f"{k[1] if role == 'queries' else q[1]}: the query and key projections are swapped, so every score "
                 "is the transposed one (token s asks token t); project the queries with the query projection and "
                 "the keys with the key projection")}, keep_earlier=True)
+
+
+def _swapped_in_the_product(f: Findings, operands: dict, queries_made: int, keys_made: int) -> bool:
+    """Marks the scores product, and says so, where each projection's line names its tensor after its own weight
+    (`q = x @ self.W_q`, `k = x @ self.W_k`) and the product takes them the other way round (`k @ q.transpose(-2,
+    -1)`): the product is the line to change, not the projections (student trial 21 was sent to `q = xh @
+    self.W_q`, and swapping the weights there, as the mark implied, passed with `q` holding the keys)."""
+    first, second = _assigned(f.ops[queries_made].get("code", "")), _assigned(f.ops[keys_made].get("code", ""))
+    product = next((op for op in f.ops if f.namer.labels[op["i"]] == "scores" and op["op"] in MATMULS and
+                    any(t is operands["q"] for t in op["in"])), None)
+    if not first or not second or product is None or not _role_swapped(first, second):
+        return False
+    f.mark(product["i"], {"id": "queries-and-keys-swapped", "text": (
+        f"the scores are `{first}` @ `{second}`ᵀ, the keys times the queries: every score is the transposed one "
+        f"(token s asks token t); compute `{second}` @ `{first}`ᵀ"), "remedy": (
+        f"Multiply the queries by the transposed keys ({second} @ {first}ᵀ), not the keys by the transposed queries: "
+        f"{first} @ {second}ᵀ is every score transposed, each token asking the tokens that would ask it.")},
+        keep_earlier=True)
+    return True
 
 
 @detector("values-from-keys")
