@@ -63,7 +63,8 @@ def own_line_fix(kind: str, code: str | None, told: str = "", scores_code: str =
     last two) and "additive" (a mask of -1e9 added to the scores, made by where or masked_fill: -inf instead; not
     for a product such as (1 - tril) * -1e9, where -inf times 0 is NaN), "multiply" (the scores multiplied by a
     mask that is 1 where a token may look: masked_fill where it is 0) and "diagonal" (a mask made by triu or tril
-    with the wrong diagonal: triu marks what is hidden, from diagonal 1; tril what a token may see, to diagonal 0)
+    with the wrong diagonal: triu marks what is hidden, from diagonal 1; tril what a token may see, to diagonal 0;
+    a comparison of positions that hides the diagonal, `j >= i`, made strict)
     and "repeat" (a grouped-query layer's key/value heads tiled with .repeat along the heads axis: repeat_interleave
     on that axis, by the same number) and "key-projection" (the keys projected with the queries' weight: the key
     projection's own, both named in `told`, the trace mark's words) and "buffer" (a tensor kept as a plain attribute,
@@ -588,6 +589,8 @@ def _diagonal(line: str, tree: ast.Module) -> str | None:
     from diagonal 1), a tril those a token may see (the past and itself: up to diagonal 0), whichever way the line
     writes it; the line that made the mask, which trace points to when the mask is made wrongly (issue 28)."""
     calls = _calls(tree, "triu", "tril", "triu_", "tril_")
+    if not calls:
+        return _strict(line, tree)
     if len(calls) != 1:
         return None
     call = calls[0]
@@ -607,6 +610,19 @@ def _diagonal(line: str, tree: ast.Module) -> str | None:
         return None  # tril's default is 0 already
     end = call.end_col_offset - 1  # the closing parenthesis
     return line[:end].rstrip() + (", " if call.args or call.keywords else "") + "diagonal=1" + line[end:]
+
+
+def _strict(line: str, tree: ast.Module) -> str | None:
+    """torch.where(j >= i, -inf, 0.0)  ->  torch.where(j > i, -inf, 0.0): positions compared into the mask that
+    hides the diagonal (student trial 21), made strict.  A mask that hides the diagonal marks the hidden positions
+    (a comparison of what may be seen that leaves out the diagonal is strict already, and left to the words)."""
+    compared = [n for n in ast.walk(tree) if isinstance(n, ast.Compare)]
+    if len(compared) != 1 or len(compared[0].ops) != 1 or not isinstance(compared[0].ops[0], (ast.GtE, ast.LtE)):
+        return None
+    node = compared[0]
+    between = line[node.left.end_col_offset:node.comparators[0].col_offset]
+    strict = between.replace(">=", ">", 1) if isinstance(node.ops[0], ast.GtE) else between.replace("<=", "<", 1)
+    return line[:node.left.end_col_offset] + strict + line[node.comparators[0].col_offset:]
 
 
 def _detach(line: str, tree: ast.Module) -> str | None:

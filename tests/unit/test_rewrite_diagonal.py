@@ -22,6 +22,12 @@ from harness.engine.rewrite import own_line_fix
     ("m = torch.tril(x)", None),
     ('scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))', None),  # no tril or triu on the line
     ("m = torch.tril(torch.triu(x, 2))", None),  # two: which one is meant is not clear
+    # positions compared into a mask that hides the diagonal (student trial 21): the comparison made strict
+    ('additive = torch.where(j >= i, float("-inf"), 0.0).to(x.dtype)',
+     'additive = torch.where(j > i, float("-inf"), 0.0).to(x.dtype)'),
+    ("hide = i <= j", "hide = i < j"),
+    ("keep = i > j", None),  # strict already: what may be seen, the diagonal left out, is told in words
+    ("m = (a >= b) & (c <= d)", None),  # two comparisons
 ])
 def test_a_wrong_diagonal_is_set_to_the_one_its_convention_needs(line, fixed):
     assert own_line_fix("diagonal", line) == fixed

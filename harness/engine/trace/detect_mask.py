@@ -348,6 +348,8 @@ def _right_diagonal(code: str) -> str:
     triu by trace and tril by the report for one tril(ones, diagonal=1)."""
     if _TRIL.search(code or "") and not _TRIU.search(code or ""):
         return "torch.tril(..., diagonal=0)"
+    if not _TRIU.search(code or "") and len(re.findall(r">=|<=", code or "")) == 1:  # positions compared (student
+        return "a strict comparison, > for >= and < for <="  # trial 21: `torch.where(j >= i, -inf, 0.0)`)
     return "torch.triu(..., diagonal=1)"
 
 
@@ -439,6 +441,9 @@ def _made_at(f: Findings, m: int) -> dict | None:
     it marks, `nonzero`) or in forward by one tril/triu of ones.  A right mask used the wrong way round (`tril`
     with `== 1`) is the applying line's mistake: None."""
     inputs, ops = _mask_side(f, m)
+    compared = _positions_compared(f, ops, m)
+    if compared is not None:
+        return compared
     made = [t["made"] for t in inputs if _made_mask(t)]
     shapers = []
     for a in ops:
@@ -471,6 +476,37 @@ def _made_at(f: Findings, m: int) -> dict | None:
             np.array_equal(marks, np.triu(np.ones((n, n), bool), 1)) or where.get("at", "?") == "?":
         return None
     return {"at": where["at"], "code": where.get("code", "")}
+
+
+_COMPARE = {"ge": np.greater_equal, "__ge__": np.greater_equal, "gt": np.greater, "__gt__": np.greater,
+            "le": np.less_equal, "__le__": np.less_equal, "lt": np.less, "__lt__": np.less}
+_POSITIONS = {"arange", "view", "reshape", "unsqueeze", "__getitem__", "to"}  # token positions, as a row or a column
+
+
+def _positions_compared(f: Findings, ops: set[int], m: int) -> dict | None:
+    """{"at", "code"} of a line that compares the token positions (`torch.where(j >= i, -inf, 0.0)`, `j > i` with
+    i, j aranges as a column and a row) into the wrong pattern, on another line than the one that applies the mask:
+    that comparison is the line to change (student trial 21 was pointed at the line adding the mask to the scores).
+    A comparison that marks exactly the future, or exactly what may be seen, is right: None (the mistake is then in
+    how it is used)."""
+    comparisons = [a for a in ops if f.ops[a]["op"] in _COMPARE]
+    if len(comparisons) != 1:
+        return None
+    op, n = f.ops[comparisons[0]], f.cfg["n"]
+    values = []
+    for t in op["in"][:2]:
+        shape = tuple(t.get("shape") or ())
+        made_of = f.namer.ancestors(t["src"]) | {t["src"]} if t.get("src") is not None else set()
+        if not made_of or any(f.ops[a]["op"] not in _POSITIONS for a in made_of) or shape not in ((1, n), (n, 1)):
+            return None
+        values.append(np.arange(n).reshape(shape))
+    if len(values) != 2 or op.get("at", "?") in ("?", f.ops[m].get("at")):
+        return None
+    marks = np.broadcast_to(_COMPARE[op["op"]](values[0], values[1]), (n, n))
+    if np.array_equal(marks, np.triu(np.ones((n, n), bool), 1)) or \
+            np.array_equal(marks, np.tril(np.ones((n, n), bool))):
+        return None
+    return {"at": op["at"], "code": op.get("code", "")}
 
 
 def _made_mask(t: dict) -> bool:
