@@ -8,7 +8,8 @@ INFO = MutantInfo(
     id="mask-not-sliced",
     task="Inputs of exactly context_length tokens work; any shorter input crashes.",
     topic="the causal mask",
-    title="Full context_length mask used unsliced: works only when n == context_length",
+    title=("Full context_length mask used unsliced (or cut on one axis only): works only when n == "
+           "context_length"),
     lesson=('Worked code: "scores.masked_fill(self.mask[:n, :n], float("-inf"))": the buffer is built once for '
             "context_length and cut to the current sequence length."),
     killed_by=("output-shape",),

@@ -458,6 +458,10 @@ def _slice(line: str, tree: ast.Module) -> str | None:
             mask = mask.func.value
         else:
             break
+    if isinstance(mask, ast.Subscript) and isinstance(mask.slice, ast.Slice) and mask.slice.lower is None and \
+            mask.slice.upper is not None and mask.slice.step is None:  # self.bias[:T]: its rows cut, not its columns
+        return line[:mask.slice.end_col_offset] + ", :" + _text(line, mask.slice.upper) + \
+            line[mask.slice.end_col_offset:]
     if not isinstance(mask, (ast.Name, ast.Attribute)):
         return None  # a slice is there already, or the mask is computed on the line: the mistake is elsewhere
     n = f"{_text(line, calls[0].func.value)}.size(-1)"

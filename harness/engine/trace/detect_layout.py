@@ -510,6 +510,18 @@ def input_changed_in_place(f: Findings) -> None:
                 "(x = x / c, not x /= c)")}, keep_earlier=True)
 
 
+ONE_AXIS = "n, context_length"
+
+
+def _cut_on_one_axis(namer: Namer, op: dict) -> bool:
+    """A context-length mask cut to the sequence on one of its last two axes only (`self.bias[:T] == 0`, student
+    trial 21): (n, L) or (L, n) meeting the (n, n) scores, L the context length.  The report named mask-not-sliced
+    with no line, and trace marked the raise alone."""
+    square = {name: shape for shape, name in namer.pats.items()}
+    n, L = square["n, n"][0], square["L, L"][0]
+    return L != n and any(tuple(t.get("shape") or ())[-2:] in ((n, L), (L, n)) for t in op["in"])
+
+
 def _raised(namer: Namer, op: dict) -> dict:
     """What an operation that raised shows: which mistake, when its tensors tell."""
     message = op["raised"]
@@ -543,6 +555,10 @@ def _raised(namer: Namer, op: dict) -> dict:
         return {"id": "mask-size-not-n", "text": (
             "the (context_length, context_length) mask meets the (n, n) scores without being cut to the sequence: "
             f"use mask[:n, :n] ({message})")}
+    if _cut_on_one_axis(namer, op) and (fused or any(namer.sym(t) in SCORES_LIKE for t in op["in"])):
+        return {"id": "mask-size-not-n", "text": (
+            f"the mask is cut to the sequence on one axis only ([:n] cuts its rows): ({ONE_AXIS}) meets the (n, n) "
+            f"scores; cut both, mask[:n, :n] ({message})")}
     if op["op"] in MATMULS and len(op["in"]) >= 2 and namer.sym(op["in"][0]) == "B, H, n, dh" and \
             namer.sym(op["in"][1]) == "B, n, H, dh":
         return {"id": "keys-transposed-wrong", "text": (
