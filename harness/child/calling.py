@@ -29,6 +29,9 @@ MASK_NAMES = {"mask", "attn_mask", "attention_mask", "causal_mask", "mask_", "sr
 FLAG_WORDS = ("causal", "mask", "decoder", "future", "autoregressive")  # a bool forward flag that turns masking on
 KEY_NAMES = {"k", "key", "keys", "key_input", "memory", "context", "xa", "kv", "k_input"}
 VALUE_NAMES = {"v", "value", "values", "value_input", "v_input", "memory_values"}
+KV_INPUT_NAMES = {"k", "key", "keys", "kv", "key_value", "keys_values"}  # a second required input that is the
+# keys' and values' input, x again in self-attention; not `memory` or `context`, which may be a state (lucidrains'
+# feedback Attention: forward(x, memory), memory a (keys, values) tuple of earlier segments, tests/realzoo)
 NOT_A_MASK = ("cache", "past", "state", "pos", "len", "rope", "freq", "cos", "sin", "key", "value", "kv", "memory",
               "context", "lengths", "seq")  # a required argument so named is no mask, whatever it holds
 POSITION_NAMES = {"token_positions", "positions", "pos", "position_ids", "input_pos", "pos_ids", "positions_ids",
@@ -183,7 +186,9 @@ def styles_for(module: torch.nn.Module) -> Calling:
     first3 = [p.name.lower() for p in required[:3]]  # (query, key, value) in any order: OpenNMT's (key, value, query)
     qkv = len(required) >= 3 and any(_role_word(n) in KEY_NAMES for n in first3) and any(
         _role_word(n) in VALUE_NAMES for n in first3)
-    inputs = required[:3] if qkv else required[:1]
+    paired = not qkv and len(required) >= 2 and _role_word(required[1].name.lower()) in KV_INPUT_NAMES  # (queries,
+    # keys and values): forward(X_Q, X_KV), X_KV = X_Q in self-attention (transformer-components-michaelkosmider)
+    inputs = required[:3] if qkv else required[:2] if paired else required[:1]
     off = tuple((p.name, _no_cache(p)) for p in required if p not in inputs and _no_cache(p) is not NOTHING)
     off = off if any(value is False for _, value in off) else ()  # only beside a switch that turns the cache off
     needed = [p.name for p in required if p not in inputs and p.name not in dict(off)]

@@ -87,7 +87,7 @@ def is_max_batch(name: str) -> bool:
     return bool(words & {"batch", "bsz", "bs", "batches"}) and bool(words & {"max", "maximum"})
 
 
-CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opts", "options", "hp", "c")
+CONFIG_PARAMS = ("config", "cfg", "conf", "args", "hparams", "params", "settings", "opt", "opts", "options", "hp", "c")
 _BY_ALIAS = {alias: key for key, names in ALIASES.items() for alias in names}
 
 

@@ -49,7 +49,7 @@ def test_every_entry_names_its_source_and_licence():
 
 
 def test_ground_truth_holds_independently_of_mha_check():
-    """171 entries' truth cases take about 50 s of CPU; on the shared 2-core machine at a load of 13 that was 177 s
+    """176 entries' truth cases take about 50 s of CPU; on the shared 2-core machine at a load of 13 that was 177 s
     of wall time, beside two test workers: the limit is generous, a check of correctness, not of speed."""
     run = subprocess.run([sys.executable, str(REALZOO / "_truth.py")], capture_output=True, text=True, timeout=900,
                          cwd=ROOT)

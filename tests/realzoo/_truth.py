@@ -4310,6 +4310,180 @@ def _(mod):
               f"{padded:.1e}; causal=False leaks {open_leak:.2e}"), "d=12 H=3 dim_head=4, to_out bias"
 
 
+@check("rllib_mha_heads_last_einsum_causal_sequence_mask_1e30_no_biases.py")
+def _(mod):
+    """MultiHeadAttention(12, 12, 3, 4) (in_dim, out_dim, num_heads, head_dim): _qkv_layer's row blocks [Q; K; V] and
+    _linear_layer, no biases, = mha_forward and the per-head loop, no leak (always causal); with W_k = -W_q and
+    tokens x1e6 (scores near -1e13 on the masked keys, far above -1e30) the finite fill still hides the future.
+    The bug: moved to another device (meta here, a GPU in use) the forward raises, its mask made on the CPU."""
+    m = randomize(mod.MultiHeadAttention(12, 12, 3, 4)).eval()
+    W = m._qkv_layer._model[0].weight
+    args = (W[:12], W[12:24], W[24:], m._linear_layer._model[0].weight, None, None, None, None)
+    err, leak = cmp(m, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(m, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    n_params = sum(p.numel() for p in m.parameters())
+    with torch.no_grad():
+        W[12:24].copy_(-W[:12])
+    big = lambda x: m(x * 1e6)
+    _, fill_leak = cmp(big, big, 12, shapes=SHAPES[:1])
+    try:  # the bug: the mask is made in forward on the CPU (torch.arange(1, L + 1) without device=), so the layer
+        # moved to another device fails; PyTorch's meta device shows it without a GPU
+        m.to("meta")(torch.randn(2, 5, 12, device="meta"))
+        moved = "ran"
+    except RuntimeError as e:
+        moved = str(e).splitlines()[0][:70]
+    good, msg = ok_line(max(err, err2), max(leak, fill_leak))
+    return good and n_params == 3 * 12 * 12 + 12 * 12 and "device" in moved, (
+        msg + f" (mha_forward and the loop); W_k = -W_q, x1e6: the -1e30 fill leaks {fill_leak:.1e}; "
+              f"{n_params} parameters (no biases); moved to 'meta': {moved}"), "in=out=12 H=3 head_dim=4, heads last"
+
+
+@check("nemo_nlp_mha_scale_split_sqrt_sqrt_q_and_k_required_additive_mask_1e4.py")
+def _(mod):
+    """MultiHeadAttention(12, 3) in eval() called as m(x, x, x, form_attention_mask(ones(B, n), diagonal=0)):
+    query_net, key_net, value_net, out_projection with their biases = mha_forward and the per-head loop, no leak;
+    the factory `build` gives the same; attention_mask=None leaks; W_k = -W_q with tokens x1e3 lets the future in
+    through the -10000 fill; decoder_mask 0 at step 0 hides it from the later queries."""
+    m = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    mask = lambda x, keep=None: mod.form_attention_mask(
+        torch.ones(x.shape[0], x.shape[1]) if keep is None else keep, diagonal=0)
+    call = lambda x: m(x, x, x, mask(x))
+    args = (m.query_net.weight, m.key_net.weight, m.value_net.weight, m.out_projection.weight,
+            m.query_net.bias, m.key_net.bias, m.value_net.bias, m.out_projection.bias)
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    b = mod.build(12, 3, CTX).eval()
+    b.first_sub_layer.load_state_dict(m.state_dict())
+    err3, _ = cmp(b, call, 12)
+    _, open_leak = cmp(lambda x: m(x, x, x, None), lambda x: m(x, x, x, None), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(24))
+    keep = torch.ones(2, 6)
+    keep[:, 0] = 0.0
+    with torch.no_grad():
+        pad_err = (m(x, x, x, mask(x, keep))[:, 1:] - mha_forward(x[:, 1:], 3, *args)).abs().max().item()
+        m.key_net.weight.copy_(-m.query_net.weight)
+        m.key_net.bias.copy_(-m.query_net.bias)
+    big = lambda x: call(x * 1e3)
+    _, fill_leak = cmp(big, big, 12, shapes=SHAPES[:1])
+    try:
+        mod.MultiHeadAttention(8, 3)
+        refused = False
+    except ValueError:
+        refused = True
+    good, msg = ok_line(max(err, err2, err3, pad_err), leak)
+    return good and open_leak > 1e-3 and fill_leak > 1e-3 and refused, (
+        msg + f" (mha_forward and the loop; build {err3:.1e}); mask None leaks {open_leak:.2e}; step 0 padded = the "
+              f"layer on steps 1.. {pad_err:.1e}; W_k = -W_q, x1e3: the -10000 fill leaks {fill_leak:.2e}; "
+              f"(8, 3) refused"), "hidden 12 H=3, biases, q and k / sqrt(sqrt(4))"
+
+
+@check("parlai_mha_opt_dict_first_keep_mask_required_incr_state_fill_1e20.py")
+def _(mod):
+    """MultiHeadAttention({'n_heads': 3, 'embedding_size': 12}) in eval() called as m(x, mask=tril(ones(n, n))
+    expanded to (B, n, n))[0]: q_lin, k_lin, v_lin, out_lin with their biases = mha_forward and the per-head loop at
+    FLOAT32_TOL relative (the softmax in float32), no leak; a mask of ones leaks; token by token through incr_state
+    (each new key's mask (B, 1, 1) of ones) = the whole forward's rows; MultiHeadAttention({}, 3, 12) raises KeyError."""
+    m = randomize(mod.MultiHeadAttention({'n_heads': 3, 'embedding_size': 12})).eval()
+    causal = lambda x: torch.tril(torch.ones(x.shape[1], x.shape[1])).unsqueeze(0).expand(x.shape[0], -1, -1)
+    call = lambda x: m(x, mask=causal(x))[0]
+    args = (m.q_lin.weight, m.k_lin.weight, m.v_lin.weight, m.out_lin.weight,
+            m.q_lin.bias, m.k_lin.bias, m.v_lin.bias, m.out_lin.bias)
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    _, open_leak = cmp(lambda x: m(x, mask=torch.ones(x.shape[0], x.shape[1], x.shape[1]))[0],
+                       lambda x: m(x, mask=torch.ones(x.shape[0], x.shape[1], x.shape[1]))[0], 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(25))
+    with torch.no_grad():
+        whole = call(x)
+        state, rows = None, []
+        for t in range(6):
+            y, state, _ = m(x[:, t:t + 1], mask=torch.ones(2, 1, 1), incr_state=state)
+            rows.append(y)
+        inc_err = (torch.cat(rows, 1) - whole).abs().max().item()
+        scale = whole.abs().max().item()
+    try:
+        mod.MultiHeadAttention({}, 3, 12)
+        key_error = False
+    except KeyError:
+        key_error = True
+    good = (err / scale < FLOAT32_TOL and err2 / scale < FLOAT32_TOL and inc_err / scale < FLOAT32_TOL
+            and leak < TOL and open_leak > 1e-3 and key_error)
+    return good, (f"max|out-ref|={err:.1e} (float32 softmax; relative {err / scale:.1e} < {FLOAT32_TOL:g}; the loop "
+                  f"{err2:.1e}) future-leak={leak:.1e}; a mask of ones leaks {open_leak:.2e}; token by token through "
+                  f"incr_state {inc_err:.1e}; ({{}}, 3, 12) raises KeyError"), "opt n_heads=3 embedding_size=12, biases"
+
+
+@check("whisperspeech_mha_rotary_positions_required_qk_scale_sdpa_causal_flag.py")
+def _(mod):
+    """build(12, 3, CTX) (rope=True, positions arange(n), causal=True): query, key (no bias), value, out = rope_mha_forward
+    (rotate-half, base 10000) at FLOAT32_TOL relative (inv_freq computed in float32), no leak, and not the plain
+    layer's numbers; rope=False = mha_forward exactly; the eval call (causal=False, BaseDecoder's additive
+    triu(-inf) mask indexed by the positions) = the training call; causal=False without a mask leaks; qk_scale=4
+    (q and k each x2: every score x4) = the layer with W_q and b_q x4.  The bug: moved to another device after a
+    forward, the layer raises (its rotary tables cached by that forward stay behind)."""
+    b = randomize(mod.build(12, 3, CTX)).eval()
+    a = b.attn
+    ws = (a.query.weight, a.key.weight, a.value.weight, a.out.weight, a.query.bias, None, a.value.bias, a.out.bias)
+    ref = lambda x: rope_mha_forward(x, 3, *ws, convention="half")
+    err, leak = cmp(b, ref, 12)
+    err_plain, _ = cmp(b, lambda x: mha_forward(x, 3, *ws), 12, shapes=[(2, 7)])
+    scale = max(ref(torch.randn(2, 7, 12)).abs().max().item(), 1.0)
+    pos = lambda x: torch.arange(x.shape[1])
+    mask = torch.empty(2250, 2250).fill_(-torch.inf).triu_(1)
+    err_eval, _ = cmp(lambda x: a(x, pos(x), x, pos(x), causal=False, mask=mask), b, 12)
+    _, open_leak = cmp(lambda x: a(x, pos(x), x, pos(x)), lambda x: a(x, pos(x), x, pos(x)), 12, shapes=SHAPES[:1])
+    plain = randomize(mod.MultiHeadAttention(12, 3)).eval()
+    pw = (plain.query.weight, plain.key.weight, plain.value.weight, plain.out.weight, plain.query.bias, None,
+          plain.value.bias, plain.out.bias)
+    call = lambda m: (lambda x: m(x, pos(x), x, pos(x), causal=True))
+    err_norope, leak2 = cmp(call(plain), lambda x: mha_forward(x, 3, *pw), 12)
+    four = mod.MultiHeadAttention(12, 3, qk_scale=4).eval()
+    four.load_state_dict(plain.state_dict())
+    err_four, _ = cmp(call(four), lambda x: mha_forward(x, 3, 4 * pw[0], *pw[1:4], 4 * pw[4], *pw[5:]), 12,
+                      shapes=[(2, 7)])
+    try:  # the bug: the rotary tables are plain attributes made by the first forward (here on the CPU); the module
+        # moved afterwards (meta here, a GPU in use) keeps them there and its forward raises
+        b.to("meta")(torch.randn(2, 5, 12, device="meta"))
+        moved = "ran"
+    except RuntimeError as e:
+        moved = str(e).splitlines()[0][:70]
+    good = (err / scale < FLOAT32_TOL and max(leak, leak2) < TOL and err_plain > 1e-3 and err_eval < TOL
+            and err_norope < TOL and err_four < TOL and open_leak > 1e-3 and "device" in moved)
+    return good, (f"max|out-ref|={err:.1e} (rotate-half RoPE; relative {err / scale:.1e} < {FLOAT32_TOL:g}) "
+                  f"future-leak={max(leak, leak2):.1e}; vs no RoPE {err_plain:.2e}; rope=False = mha_forward "
+                  f"{err_norope:.1e}; eval call with the additive mask {err_eval:.1e}; causal=False leaks "
+                  f"{open_leak:.2e}; qk_scale=4 = W_q x4 {err_four:.1e}; moved to 'meta' after a forward: {moved}"), \
+        "n_state=12 n_head=3, key without bias"
+
+
+@check("kosmider_transformer_components_mha_raw_params_heads_first_tgt_mask_padding_mask_dict_cache.py")
+def _(mod):
+    """build(12, 3, CTX) = MultiHeadAttention(3, 12, 4, 4) in eval() called as m(x, x, tgt_mask=get_causal_mask(n)):
+    the raw (in, out) parameters transposed into nn.Linear's convention, no biases, = mha_forward and the per-head
+    loop, no leak; tgt_mask None leaks; key_padding_mask hiding key 0 (True) = the layer on steps 1..; one token per
+    call through the tutorial's "self_attn" cache (K, V preallocated, cache_len) = the whole forward's rows."""
+    m = randomize(mod.build(12, 3, CTX)).eval()
+    args = (m.W_Q.T, m.W_K.T, m.W_V.T, m.W_O.T, None, None, None, None)
+    call = lambda x: m(x, x, tgt_mask=mod.get_causal_mask(x.shape[1], x.device))
+    err, leak = cmp(call, lambda x: mha_forward(x, 3, *args), 12)
+    err2, _ = cmp(call, lambda x: _per_head_ref(x, 3, *args), 12, shapes=SHAPES[:1])
+    _, open_leak = cmp(lambda x: m(x, x), lambda x: m(x, x), 12, shapes=SHAPES[:1])
+    x = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(27))
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[:, 0] = True
+    with torch.no_grad():
+        padded = m(x, x, tgt_mask=mod.get_causal_mask(6, x.device), key_padding_mask=pad)[:, 1:]
+        pad_err = (padded - mha_forward(x[:, 1:], 3, *args)).abs().max().item()
+        cache = {"mode": "self_attn", "K": torch.zeros(2, 6, 12), "V": torch.zeros(2, 6, 12), "cache_len": 0}
+        rows = torch.cat([m(x[:, t:t + 1], x[:, t:t + 1], kv_cache=cache) for t in range(6)], 1)
+        cache_err = (rows - call(x)).abs().max().item()
+    good, msg = ok_line(max(err, err2, pad_err, cache_err), leak)
+    return good and open_leak > 1e-3, (
+        msg + f" (mha_forward and the loop); tgt_mask None leaks {open_leak:.2e}; key 0 padded = the layer on steps "
+              f"1.. {pad_err:.1e}; one token per call through the cache {cache_err:.1e}"), \
+        "hidden 12 H=3 key/value size 4, raw (in, out) parameters"
+
+
 def main():
     files = sorted(f for f in os.listdir(HERE) if f.endswith(".py") and not f.startswith("_"))
     n_ok = 0

@@ -80,6 +80,29 @@ def test_signature_config_object_and_unknown_required():
     assert own.separate_widths and own.accepts["d_out"] == "d_out"
 
 
+class _ParlAIStyle(nn.Module):
+    """ParlAI's MultiHeadAttention(opt, n_heads=None, dim=None, dropout=0) (parlai 1.7.2, tests/realzoo): the options
+    dict comes FIRST and is read even when the sizes are given (`default(n_heads, opt['n_heads'])` evaluates
+    opt['n_heads'] first)."""
+
+    def __init__(self, opt, n_heads=None, dim=None, dropout=0):
+        super().__init__()
+        n_heads = n_heads if n_heads is not None else opt['n_heads']
+        dim = dim if dim is not None else opt['embedding_size']
+        self.n_heads, self.dim, self.opt_heads = n_heads, dim, opt['n_heads']
+        self.q_lin = nn.Linear(dim, dim)
+
+
+def test_a_parameter_named_opt_is_a_config_object():
+    """Realzoo24: ParlAI names its options dict `opt`; mha-check had no value for it, advised
+    `--arg opt=@context_length`, and, followed, the correct layer FAILED construct ("your code raised TypeError:
+    'int' object is not subscriptable").  `opt` is a config object, as opts and options are."""
+    s = _sig(_ParlAIStyle)
+    assert s.config_param == "opt" and not s.unfillable and s.accepts["heads"] == "n_heads"
+    m = build(_ParlAIStyle, Config(d_in=8, d_out=8, heads=2, context_length=7, batch=2, n=5), {}, s)
+    assert (m.n_heads, m.dim, m.opt_heads) == (2, 8, 2)
+
+
 class _KwargsOnly(nn.Module):
     def __init__(self, **cfg):
         super().__init__()
@@ -347,6 +370,20 @@ def test_forward_query_key_value_with_an_optional_mask():
     styles, _ = _calls(lambda self, query, key, value, attn_mask=None: query)
     assert styles[0] == "forward(x, x, x)" and len(styles) == 17
 
+
+def test_forward_with_the_queries_input_and_one_keys_and_values_input_gets_x_for_both():
+    """transformer-components-michaelkosmider 0.1.1 (Realzoo24): `forward(X_Q, X_KV, tgt_mask=None,
+    key_padding_mask=None, kv_cache=None)`, X_KV = X_Q for self-attention: mha-check said "forward needs X_KV besides
+    the input and a mask: mha-check cannot supply them" and judged nothing.  A second required input named for the
+    keys (kv, key, memory, context, ...) is the same x, as query, key and value are."""
+    styles, problem = _calls(lambda self, X_Q, X_KV, tgt_mask=None, key_padding_mask=None, kv_cache=None: X_Q)
+    assert problem == "" and styles[0] == "forward(x, x)" and "forward(x, x, tgt_mask=causal mask" in styles[1], styles
+    styles, _ = _calls(lambda self, query, key: query)
+    assert styles == ["forward(x, x)"]
+    _, problem = _calls(lambda self, x, memory, pos_emb=None: x)  # lucidrains' feedback memory: a (k, v) state
+    assert "forward needs memory" in problem
+    _, problem = _calls(lambda self, x, lengths: x)  # a second input not named for the keys is still not guessed
+    assert "forward needs lengths" in problem
 
 def test_a_mask_named_for_the_keys_is_padding_and_the_attention_mask_beside_it_is_the_causal_one():
     """FastNLP 1.0.1 (Realzoo22): `forward(query, key, value, key_mask=None, attn_mask=None)`, key_mask a [batch,

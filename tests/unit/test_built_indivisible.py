@@ -46,3 +46,40 @@ def test_a_forward_that_refuses_the_width_itself_is_not_told_that_nothing_refuse
     """torchtext's container asserts in forward that the heads divide the width: late, but a refusal."""
     assert marks({"raised": "AssertionError: query's embed_dim must be divisible by the number of heads",
                   "raised_at": "attn.py:133", "init": INIT}) == []
+
+
+MASK_REQUIRED = '''
+import torch
+from torch import nn
+
+
+class MHA(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.h = n_heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, x, mask=None):
+        assert mask is not None, "Mask is None, please specify a mask"
+        B, n, d = x.shape
+        split = lambda t: t.view(B, n, self.h, d // self.h).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        s = (q @ k.transpose(-1, -2) / (d // self.h) ** 0.5).masked_fill(mask == 0, float("-inf"))
+        return self.o((s.softmax(-1) @ v).transpose(1, 2).reshape(B, n, d))
+'''
+
+
+def test_the_indivisible_build_is_called_the_proven_way(tmp_path):
+    """Realzoo24 (ParlAI's MultiHeadAttention, whose forward asserts that a mask is given): the trace said the
+    layer's forward "then raised ... far from the cause (AssertionError: Mask is None, please specify a mask)" - its
+    build for the indivisible width was called as forward(x), not with the mask the proof found; the raise was
+    mha-check's call, not the width's.  Called the proven way it raises where the heads are split."""
+    from harness.child.inprocess import InProcess
+    from harness.frontends.trace import trace
+    from harness.sandbox.subject import Subject
+    path = tmp_path / "layer.py"
+    path.write_text(MASK_REQUIRED)
+    result = trace(f"{path}:MHA", make_subject=lambda spec, overrides, seed, weight_map: Subject(
+        spec, overrides, seed, start=InProcess()))
+    [mark] = [m for m in result.mistakes if m["id"] == "built-indivisible"]
+    assert "Mask is None" not in mark["text"] and "far from the cause (RuntimeError: shape" in mark["text"], mark

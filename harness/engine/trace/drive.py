@@ -182,6 +182,8 @@ def _indivisible(ctx, cfg: Config, x: np.ndarray) -> dict | None:
             return None
         inst = ctx.subject.build(dataclasses.replace(cfg, heads=INDIVISIBLE_HEADS, dropout=0.0), None,
                                  "trace-indivisible")
+        proof = ctx.mapping  # called as the worked example was (ParlAI's forward asserts that a mask is given:
+        inst.style = proof.style if proof.style is not None else 0  # called bare, its raise was said to be the width's)
         reply = inst.trace(x)
         init = inst.info.init_at or {}
     except (TargetFailure, CannotDrive, HarnessFailure, WorkerDied):
