@@ -130,8 +130,8 @@ def wrap_preformatted(line: str, width: int = WIDTH, more: int = 4) -> list[str]
         comment = line.find(" # ")
         if 0 <= comment < cut and not tail.startswith("#"):  # a comment broken across lines stays a comment (a
             tail = "# " + tail  # student's trial read a bug comment's second half as a line of code)
-        if len(cont + tail) >= len(line):  # no cut shortens it (a first line indented past the width): as it is
-            break
+        if len(tail) >= len(line) - indent:  # no cut shortens its text (a first line indented past the width): as
+            break  # it is (measured on the text, not the line: a deeper continuation indent is no lack of progress)
         out.append(head)
         line, indent = cont + tail, len(cont)
     return out + [line]
