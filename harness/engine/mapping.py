@@ -582,9 +582,10 @@ def _raised_on_our_masks(styles: list[str], raised_by: dict[int, str]) -> str:
     the forward raised with each, not always the same error: what it raised follows the mask given, not the
     student's code alone (d3rlpy's required attention_mask is a padding mask (B, T) that it views as (B, 1, 1, T):
     every (n, n) mask raised there, and None at its .dim(); output-shape failed a correct layer, "your code
-    raised").  A forward that
-    raises the same error whatever mask it gets (a split's view, before any mask is read) is the student's bug, as
-    before; so is one that raises where mha-check gives no mask."""
+    raised").  A forward that raises the same error whatever mask it gets (a split's view, before any mask is read)
+    is the student's bug, as before; so is one that raises where mha-check gives no mask.  The styles are read from
+    the words `harness.child.calling.Style.describe` writes (", NAME=causal mask (...", ", NAME=None)"): a child
+    that writes others only loses this "cannot tell", never gains a pass."""
     names = {m.group(1) for m in map(_OUR_MASK.search, styles) if m}
     if len(names) != 1 or len(raised_by) != len(styles) or any(_OUR_MASK.search(s) is None for s in styles):
         return ""
